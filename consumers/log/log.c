@@ -1,0 +1,561 @@
+/*  log - the shipped consumer that writes every message as one JSON line.
+
+    Each message becomes one line, appended to a file or stdout:
+
+        {"seq":7,"received_at":"2026-11-21T09:03:48.123456Z","topic":"a.b","body":"..."}
+
+    received_at is the hub's receive time in UTC with microseconds. topic and
+    body are JSON strings: `"` and `\` are escaped, bytes below 0x20 become
+    \b \f \n \r \t or \u00xx, everything else (UTF-8 sequences, 0x7F) is
+    copied as is. A body that is not valid UTF-8 is written instead as
+    "body_base64" (RFC 4648, padded). Frames after the body are not written.
+
+    Options:
+        path      file to append to, created 0644 when missing; "-" (the
+                  default) is stdout
+        flush_ms  0..3600000, default 100: buffered lines are written when
+                  this long has passed since the last write, when the queue
+                  runs empty (idle), and at fini; 0 writes every line before
+                  consume returns
+
+    consume answers FANHUB_OK when the line is written or buffered, and
+    FANHUB_FAIL when it could be neither (the write error is logged once per
+    streak of errors, and once more when writing works again). Lines that
+    were buffered stay buffered across write errors and are retried. A line
+    is never half written unless it is larger than the buffer or a write
+    stops part way; such a torn line is ended with a newline so that the
+    next line stays readable.
+
+    consume is thread-safe: one mutex guards the buffer, which is cheap
+    uncontended and keeps lines whole.
+*/
+#include <fanhub/consumer.h>
+
+#include "utf8.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_BUFFER_SIZE (256 * 1024)
+#define LOG_FLUSH_MS_DEFAULT 100
+#define LOG_FLUSH_MS_MAX 3600000
+/* The fixed part of a line: keys, quotes, seq and timestamp. */
+#define LOG_LINE_OVERHEAD 128
+
+typedef struct {
+    const fanhub_host_t *host;
+    fanhub_ctx_t *ctx;
+    char *path; /* as configured; "-" is stdout */
+    int fd;
+    bool own_fd; /* false for stdout, which fini must not close */
+    int64_t flush_ns;
+
+    pthread_mutex_t lock; /* guards everything below */
+    char *buf;
+    size_t len; /* unwritten bytes at the start of buf */
+    uint64_t written;    /* bytes written to fd so far */
+    int64_t last_flush;  /* CLOCK_MONOTONIC ns of the last flush */
+    bool torn;           /* a partly written line needs its newline */
+    bool failing;        /* in a streak of write errors */
+    uint64_t failed;     /* messages failed in this streak */
+    int64_t ts_sec;      /* second that ts_text shows */
+    bool ts_valid;
+    char ts_text[19];    /* "YYYY-MM-DDTHH:MM:SS" of ts_sec, no NUL */
+} log_state_t;
+
+/* What each byte becomes inside a JSON string: 0 copies it as is, 'u'
+   writes \u00xx, anything else writes a backslash and that character. */
+static const char s_escape[256] = {
+    ['\0'] = 'u', [0x01] = 'u', [0x02] = 'u', [0x03] = 'u', [0x04] = 'u',
+    [0x05] = 'u', [0x06] = 'u', [0x07] = 'u', ['\b'] = 'b', ['\t'] = 't',
+    ['\n'] = 'n', [0x0B] = 'u', ['\f'] = 'f', ['\r'] = 'r', [0x0E] = 'u',
+    [0x0F] = 'u', [0x10] = 'u', [0x11] = 'u', [0x12] = 'u', [0x13] = 'u',
+    [0x14] = 'u', [0x15] = 'u', [0x16] = 'u', [0x17] = 'u', [0x18] = 'u',
+    [0x19] = 'u', [0x1A] = 'u', [0x1B] = 'u', [0x1C] = 'u', [0x1D] = 'u',
+    [0x1E] = 'u', [0x1F] = 'u', ['"'] = '"', ['\\'] = '\\',
+};
+
+static const char s_hex[] = "0123456789abcdef";
+static const char s_base64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *
+s_display_path (const log_state_t *self)
+{
+    return self->own_fd ? self->path : "stdout";
+}
+
+/* Writes the whole buffer. On an error keeps what was not written at the
+   start of the buffer, logs the first error of a streak and returns -1. */
+static int
+s_flush (log_state_t *self)
+{
+    size_t off = 0;
+    int err = 0;
+    while (off < self->len) {
+        ssize_t n = write (self->fd, self->buf + off, self->len - off);
+        if (n > 0)
+            off += (size_t) n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* A non-blocking stdout: wait as a blocking write would. */
+            struct pollfd pfd = { .fd = self->fd, .events = POLLOUT };
+            poll (&pfd, 1, -1);
+        }
+        else {
+            err = n < 0 ? errno : EIO;
+            break;
+        }
+    }
+    self->written += off;
+    self->last_flush = s_now_ns ();
+    if (err) {
+        memmove (self->buf, self->buf + off, self->len - off);
+        self->len -= off;
+        if (!self->failing)
+            self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                             "%s: cannot write: %s; messages fail until "
+                             "it can (logged once)",
+                             s_display_path (self), strerror (err));
+        self->failing = true;
+        return -1;
+    }
+    self->len = 0;
+    if (self->failing) {
+        self->host->log (self->ctx, FANHUB_LOG_INFO,
+                         "%s: writing again; %llu messages failed meanwhile",
+                         s_display_path (self),
+                         (unsigned long long) self->failed);
+        self->failing = false;
+        self->failed = 0;
+    }
+    return 0;
+}
+
+static inline int
+s_put (log_state_t *self, const void *data, size_t size)
+{
+    const char *p = (const char *) data;
+    while (size > 0) {
+        if (self->len == LOG_BUFFER_SIZE && s_flush (self))
+            return -1;
+        size_t room = LOG_BUFFER_SIZE - self->len;
+        size_t n = size < room ? size : room;
+        memcpy (self->buf + self->len, p, n);
+        self->len += n;
+        p += n;
+        size -= n;
+    }
+    return 0;
+}
+
+/* Appends bytes as the inside of a JSON string, copying runs of bytes that
+   need no escape in one go. */
+static int
+s_put_escaped (log_state_t *self, const uint8_t *p, size_t size)
+{
+    const uint8_t *end = p + size;
+    while (p < end) {
+        const uint8_t *run = p;
+        while (p < end && !s_escape[*p])
+            p++;
+        if (p > run && s_put (self, run, (size_t) (p - run)))
+            return -1;
+        if (p == end)
+            break;
+        char esc[6] = { '\\', s_escape[*p] };
+        size_t n = 2;
+        if (esc[1] == 'u') {
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = s_hex[*p >> 4];
+            esc[5] = s_hex[*p & 0xF];
+            n = 6;
+        }
+        if (s_put (self, esc, n))
+            return -1;
+        p++;
+    }
+    return 0;
+}
+
+static int
+s_put_base64 (log_state_t *self, const uint8_t *p, size_t size)
+{
+    while (size >= 3) {
+        if (LOG_BUFFER_SIZE - self->len < 4 && s_flush (self))
+            return -1;
+        /* As many whole groups as fit, straight into the buffer. */
+        size_t groups = (LOG_BUFFER_SIZE - self->len) / 4;
+        if (groups > size / 3)
+            groups = size / 3;
+        char *out = self->buf + self->len;
+        for (size_t i = 0; i < groups; i++, p += 3, out += 4) {
+            uint32_t v = (uint32_t) p[0] << 16 | (uint32_t) p[1] << 8 | p[2];
+            out[0] = s_base64[v >> 18];
+            out[1] = s_base64[(v >> 12) & 0x3F];
+            out[2] = s_base64[(v >> 6) & 0x3F];
+            out[3] = s_base64[v & 0x3F];
+        }
+        self->len += groups * 4;
+        size -= groups * 3;
+    }
+    if (size > 0) {
+        uint32_t v = (uint32_t) p[0] << 16;
+        if (size == 2)
+            v |= (uint32_t) p[1] << 8;
+        char out[4] = { s_base64[v >> 18], s_base64[(v >> 12) & 0x3F],
+                        size == 2 ? s_base64[(v >> 6) & 0x3F] : '=', '=' };
+        return s_put (self, out, 4);
+    }
+    return 0;
+}
+
+/* Writes v as exactly `width` decimal digits. */
+static char *
+s_digits (char *out, unsigned v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        out[i] = (char) ('0' + v % 10);
+        v /= 10;
+    }
+    return out + width;
+}
+
+/* Appends the head of a line, up to the opening quote of the topic. The
+   date part of the timestamp is cached: consecutive messages mostly share
+   their second. */
+static int
+s_put_head (log_state_t *self, uint64_t seq, int64_t ns)
+{
+    int64_t sec = ns / 1000000000;
+    int64_t sub = ns % 1000000000;
+    if (sub < 0) { /* before 1970: round towards the past */
+        sub += 1000000000;
+        sec--;
+    }
+    if (!self->ts_valid || sec != self->ts_sec) {
+        time_t t = (time_t) sec;
+        struct tm tm;
+        if (!gmtime_r (&t, &tm))
+            memset (&tm, 0, sizeof tm);
+        char *o = self->ts_text;
+        o = s_digits (o, (unsigned) (tm.tm_year + 1900) % 10000, 4);
+        *o++ = '-';
+        o = s_digits (o, (unsigned) tm.tm_mon + 1, 2);
+        *o++ = '-';
+        o = s_digits (o, (unsigned) tm.tm_mday, 2);
+        *o++ = 'T';
+        o = s_digits (o, (unsigned) tm.tm_hour, 2);
+        *o++ = ':';
+        o = s_digits (o, (unsigned) tm.tm_min, 2);
+        *o++ = ':';
+        s_digits (o, (unsigned) tm.tm_sec, 2);
+        self->ts_sec = sec;
+        self->ts_valid = true;
+    }
+
+    char head[LOG_LINE_OVERHEAD];
+    char *o = head;
+    static const char k_seq[] = "{\"seq\":";
+    memcpy (o, k_seq, sizeof k_seq - 1);
+    o += sizeof k_seq - 1;
+    char digits[20];
+    int n = 0;
+    do {
+        digits[n++] = (char) ('0' + seq % 10);
+        seq /= 10;
+    } while (seq);
+    while (n > 0)
+        *o++ = digits[--n];
+    static const char k_at[] = ",\"received_at\":\"";
+    memcpy (o, k_at, sizeof k_at - 1);
+    o += sizeof k_at - 1;
+    memcpy (o, self->ts_text, sizeof self->ts_text);
+    o += sizeof self->ts_text;
+    *o++ = '.';
+    o = s_digits (o, (unsigned) (sub / 1000), 6);
+    static const char k_topic[] = "Z\",\"topic\":\"";
+    memcpy (o, k_topic, sizeof k_topic - 1);
+    o += sizeof k_topic - 1;
+    return s_put (self, head, (size_t) (o - head));
+}
+
+static int
+s_put_line (log_state_t *self, const fanhub_msg_t *msg)
+{
+    const fanhub_host_t *host = self->host;
+    fanhub_bytes_t topic = host->msg_topic (msg);
+    fanhub_bytes_t body = host->msg_body (msg);
+    if (s_put_head (self, host->msg_seq (msg), host->msg_received_ns (msg))
+        || s_put_escaped (self, (const uint8_t *) topic.data, topic.size))
+        return -1;
+    if (fh_utf8_valid (body.data, body.size)) {
+        static const char k_body[] = "\",\"body\":\"";
+        if (s_put (self, k_body, sizeof k_body - 1)
+            || s_put_escaped (self, (const uint8_t *) body.data, body.size))
+            return -1;
+    }
+    else {
+        static const char k_body64[] = "\",\"body_base64\":\"";
+        if (s_put (self, k_body64, sizeof k_body64 - 1)
+            || s_put_base64 (self, (const uint8_t *) body.data, body.size))
+            return -1;
+    }
+    return s_put (self, "\"}\n", 3);
+}
+
+/* Takes back what is still buffered of the line that started at stream
+   offset `start`. When part of it reached the file already, the rest is
+   dropped and the torn line will get its newline before the next one. */
+static void
+s_unput_line (log_state_t *self, uint64_t start)
+{
+    if (self->written <= start)
+        self->len = (size_t) (start - self->written);
+    else {
+        self->len = 0;
+        self->torn = true;
+    }
+}
+
+static fanhub_result_t
+s_consume_locked (log_state_t *self, const fanhub_msg_t *msg)
+{
+    if (self->torn) {
+        if (s_put (self, "\n", 1))
+            return FANHUB_FAIL;
+        self->torn = false;
+    }
+    /* Make room for the longest this line can be, so that a line that fits
+       the buffer is never split across two writes. */
+    fanhub_bytes_t topic = self->host->msg_topic (msg);
+    fanhub_bytes_t body = self->host->msg_body (msg);
+    size_t worst = SIZE_MAX;
+    if (topic.size < SIZE_MAX / 16 && body.size < SIZE_MAX / 16)
+        worst = LOG_LINE_OVERHEAD + 6 * topic.size + 6 * body.size;
+    if (worst > LOG_BUFFER_SIZE - self->len && self->len > 0
+        && s_flush (self))
+        return FANHUB_FAIL;
+
+    uint64_t start = self->written + self->len;
+    if (s_put_line (self, msg)) {
+        s_unput_line (self, start);
+        return FANHUB_FAIL;
+    }
+    int64_t now = s_now_ns ();
+    if (self->flush_ns == 0) {
+        /* The promise of flush_ms 0: written before consume returns. */
+        if (s_flush (self)) {
+            s_unput_line (self, start);
+            return FANHUB_FAIL;
+        }
+    }
+    else if (now - self->last_flush >= self->flush_ns)
+        s_flush (self); /* on error the line stays buffered for later */
+    return FANHUB_OK;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    log_state_t *self = (log_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    fanhub_result_t rc = s_consume_locked (self, msg);
+    if (rc != FANHUB_OK)
+        self->failed++;
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+static void
+s_idle (void *state)
+{
+    log_state_t *self = (log_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    if (self->len > 0)
+        s_flush (self);
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void
+s_destroy (log_state_t *self)
+{
+    if (self->own_fd && self->fd >= 0)
+        close (self->fd);
+    pthread_mutex_destroy (&self->lock);
+    free (self->buf);
+    free (self->path);
+    free (self);
+}
+
+static void
+s_fini (void *state)
+{
+    log_state_t *self = (log_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    if (self->torn && s_put (self, "\n", 1) == 0)
+        self->torn = false;
+    if (self->len > 0 && s_flush (self))
+        self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                         "%s: %zu buffered bytes lost at shutdown",
+                         s_display_path (self), self->len);
+    pthread_mutex_unlock (&self->lock);
+    if (self->own_fd && close (self->fd))
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close: %s",
+                         self->path, strerror (errno));
+    self->fd = -1;
+    s_destroy (self);
+}
+
+static const char *
+s_kind_name (fanhub_option_kind_t kind)
+{
+    switch (kind) {
+    case FANHUB_OPTION_SCALAR: return "a scalar";
+    case FANHUB_OPTION_LIST: return "a list";
+    case FANHUB_OPTION_MAP: return "a map";
+    }
+    return "nothing";
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    if (host->abi_major != FANHUB_ABI_MAJOR) {
+        snprintf (err, errlen, "log: host ABI %u, plugin built for %u",
+                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+        return -1;
+    }
+    const char *path = "-";
+    const fanhub_option_t *path_node = NULL;
+    long flush_ms = LOG_FLUSH_MS_DEFAULT;
+
+    size_t count = options ? host->option_count (options) : 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *key = NULL;
+        const fanhub_option_t *node = host->option_at (options, i, &key);
+        const char *where = host->option_where (node);
+        fanhub_option_kind_t kind = host->option_kind (node);
+        const char *text = host->option_scalar (node);
+        if (!key)
+            key = "?";
+        if (strcmp (key, "path") == 0) {
+            if (kind != FANHUB_OPTION_SCALAR || !text) {
+                snprintf (err, errlen,
+                          "options.path: expected a file name or \"-\", "
+                          "got %s (%s)",
+                          s_kind_name (kind), where);
+                return -1;
+            }
+            if (!*text) {
+                snprintf (err, errlen, "options.path: must not be empty (%s)",
+                          where);
+                return -1;
+            }
+            path = text;
+            path_node = node;
+        }
+        else if (strcmp (key, "flush_ms") == 0) {
+            bool ok = kind == FANHUB_OPTION_SCALAR && text && *text
+                      && strlen (text) <= 7
+                      && strspn (text, "0123456789") == strlen (text);
+            if (ok)
+                flush_ms = strtol (text, NULL, 10);
+            if (!ok || flush_ms > LOG_FLUSH_MS_MAX) {
+                if (kind == FANHUB_OPTION_SCALAR && text)
+                    snprintf (err, errlen,
+                              "options.flush_ms: expected an integer from 0 "
+                              "to %d, got \"%s\" (%s)",
+                              LOG_FLUSH_MS_MAX, text, where);
+                else
+                    snprintf (err, errlen,
+                              "options.flush_ms: expected an integer from 0 "
+                              "to %d, got %s (%s)",
+                              LOG_FLUSH_MS_MAX, s_kind_name (kind), where);
+                return -1;
+            }
+        }
+        else {
+            snprintf (err, errlen,
+                      "options.%s: unknown option; log takes path and "
+                      "flush_ms (%s)",
+                      key, where);
+            return -1;
+        }
+    }
+
+    log_state_t *self = (log_state_t *) calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "log: out of memory");
+        return -1;
+    }
+    self->host = host;
+    self->ctx = ctx;
+    self->fd = -1;
+    self->flush_ns = (int64_t) flush_ms * 1000000;
+    self->last_flush = s_now_ns ();
+    self->path = strdup (path);
+    self->buf = (char *) malloc (LOG_BUFFER_SIZE);
+    if (!self->path || !self->buf
+        || pthread_mutex_init (&self->lock, NULL) != 0) {
+        free (self->buf);
+        free (self->path);
+        free (self);
+        snprintf (err, errlen, "log: out of memory");
+        return -1;
+    }
+    if (strcmp (path, "-") == 0)
+        self->fd = STDOUT_FILENO;
+    else {
+        self->fd = open (path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+                         0644);
+        if (self->fd < 0) {
+            snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)",
+                      path, strerror (errno),
+                      host->option_where (path_node));
+            s_destroy (self);
+            return -1;
+        }
+        self->own_fd = true;
+    }
+    *state = self;
+    return 0;
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "log",
+    .version = "1.0",
+    .flags = FANHUB_CONSUMER_THREAD_SAFE,
+    .init = s_init,
+    .consume = s_consume,
+    .idle = s_idle,
+    .fini = s_fini,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}

@@ -1,0 +1,173 @@
+/*  cmd_run - `fanhub run`: the hub itself.
+
+    Signals are taken synchronously: the main thread blocks SIGINT, SIGTERM
+    and SIGHUP before any thread starts (so every thread inherits the mask)
+    and waits for them with sigwaitinfo. The first SIGINT or SIGTERM stops
+    receiving and lets every consumer finish what is queued, for at most
+    shutdown_timeout; a second one exits at once.
+*/
+#include "cli.h"
+#include "clock.h"
+#include "commands.h"
+#include "hub.h"
+#include "log.h"
+#include "plugin.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub run [-c FILE] [--plugin-dir DIR] [-v | -q]\n"
+             "\n"
+             "Runs the hub: subscribes to the bus endpoints of the configuration and\n"
+             "hands each message to every consumer whose topics match, each consumer\n"
+             "on its own thread. Without -c, runs the built-in default configuration\n"
+             "(connect to tcp://127.0.0.1:9940, print every message to stdout).\n"
+             "\n"
+             "  -c, --config FILE     the YAML configuration (see config/fanhub.yaml)\n"
+             "      --plugin-dir DIR  where plugins named without a '/' are found\n"
+             "                        (default: $FANHUB_PLUGIN_DIR, else the\n"
+             "                        installed plugin directory)\n"
+             "  -v, --verbose         log debug lines too\n"
+             "  -q, --quiet           log warnings and errors only\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
+             "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
+             "signal, or an expired shutdown_timeout, exits at once with status 1\n"
+             "and logs how many messages were left unconsumed.\n"
+             "\n"
+             "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.\n");
+}
+
+static void
+s_log_endpoints (const fh_config_t *config)
+{
+    for (size_t i = 0; i < config->connect.count; i++)
+        fh_info ("bus: connecting to %s", config->connect.items[i]);
+    for (size_t i = 0; i < config->bind.count; i++)
+        fh_info ("bus: bound to %s", config->bind.items[i]);
+}
+
+/* After a second signal or an expired timeout: consumer threads may be
+   inside a plugin, so neither fini nor exit()'s handlers can run safely. */
+static void
+s_abandon (fh_hub_t *hub, const char *why, int status)
+{
+    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
+        fh_consumer_t *consumer = fh_hub_consumer (hub, i);
+        if (!fh_consumer_done (consumer))
+            fh_error ("consumer '%s': still busy: %s", fh_consumer_name (consumer), why);
+    }
+    fh_hub_log_counts (hub);
+    fh_error ("exiting without draining (%s)", why);
+    fflush (stderr);
+    _exit (status);
+}
+
+int
+fh_cmd_run (int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"plugin-dir", required_argument, NULL, 'P'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *plugin_dir = NULL;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "c:vqh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': path = optarg; break;
+        case 'P': plugin_dir = optarg; break;
+        case 'v': fh_log_set_level (FANHUB_LOG_DEBUG); break;
+        case 'q': fh_log_set_level (FANHUB_LOG_WARNING); break;
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default:
+            fprintf (stderr, "try 'fanhub run --help'\n");
+            return FH_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "fanhub run: unexpected argument '%s'; try 'fanhub run --help'\n",
+                 argv[optind]);
+        return FH_EXIT_USAGE;
+    }
+
+    /* Before any thread exists (CZMQ's included), so all inherit the mask. */
+    sigset_t signals;
+    sigemptyset (&signals);
+    sigaddset (&signals, SIGINT);
+    sigaddset (&signals, SIGTERM);
+    sigaddset (&signals, SIGHUP);
+    pthread_sigmask (SIG_BLOCK, &signals, NULL);
+    signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
+    zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
+
+    char err[2048];
+    fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    if (!config) {
+        fh_error ("%s", err);
+        return FH_EXIT_USAGE;
+    }
+    fh_hub_t *hub = fh_hub_new (config, fh_plugin_dir (plugin_dir), err, sizeof err);
+    if (!hub) {
+        fh_error ("%s", err);
+        fh_config_destroy (&config);
+        return FH_EXIT_USAGE;
+    }
+    if (fh_hub_start (hub, err, sizeof err) != 0) {
+        fh_error ("%s", err);
+        fh_hub_destroy (&hub);
+        fh_config_destroy (&config);
+        return FH_EXIT_FAILURE;
+    }
+    s_log_endpoints (config);
+    fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
+             config->consumer_count, config->consumer_count == 1 ? "" : "s",
+             (int) getpid ());
+
+    int sig;
+    while (true) {
+        sig = sigwaitinfo (&signals, NULL);
+        if (sig == SIGINT || sig == SIGTERM)
+            break;
+        if (sig == SIGHUP)
+            fh_warning ("SIGHUP ignored: this version cannot reload its "
+                        "configuration; restart the hub to apply changes");
+    }
+    fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
+             strsignal (sig), (double) config->shutdown_timeout_ms / 1000);
+    fh_hub_stop_receiving (hub);
+
+    int64_t deadline = fh_clock_mono_ns () + config->shutdown_timeout_ms * 1000000;
+    while (!fh_hub_drained (hub)) {
+        int64_t left = deadline - fh_clock_mono_ns ();
+        if (left <= 0)
+            s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
+        if (left > DRAIN_CHECK_NS)
+            left = DRAIN_CHECK_NS;
+        struct timespec wait = {0, (long) left};
+        sig = sigtimedwait (&signals, NULL, &wait);
+        if (sig == SIGINT || sig == SIGTERM)
+            s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
+    }
+    fh_hub_log_counts (hub);
+    fh_hub_destroy (&hub); /* joins the threads, calls every fini */
+    fh_config_destroy (&config);
+    fh_info ("stopped");
+    return FH_EXIT_OK;
+}

@@ -1,0 +1,21 @@
+/*  commands - the subcommands of the fanhub binary, one cmd_NAME.c each.
+
+    Each takes the arguments after the subcommand name (argv[0] is the
+    subcommand) and returns the process exit status: 0 success, 1 runtime
+    failure, 2 bad usage or bad configuration. Each handles --help.
+*/
+#ifndef FH_COMMANDS_H_INCLUDED
+#define FH_COMMANDS_H_INCLUDED
+
+#include "fanhub/consumer.h"
+
+#define FH_EXIT_OK 0
+#define FH_EXIT_FAILURE 1
+#define FH_EXIT_USAGE 2
+
+int fh_cmd_run (int argc, char **argv);
+int fh_cmd_check (int argc, char **argv);
+int fh_cmd_pub (int argc, char **argv);
+int fh_cmd_tail (int argc, char **argv);
+
+#endif

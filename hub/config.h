@@ -1,0 +1,74 @@
+/*  config - the hub's configuration, loaded from one YAML file.
+
+    fh_config_load_* parse the file with libyaml into fh_config_t, checking
+    every key: unknown keys, wrong types, out-of-range values, duplicate
+    consumer names, empty or invalid endpoint lists are all errors. An error
+    is one line, "FILE:LINE:COL: message", naming the key (for example
+    "hub.yaml:12:7: consumers[1].queue.capacity: expected a positive
+    integer, got 'lots'"). The first error stops the load.
+
+    Defaults live here and in config/fanhub.yaml, which documents every key
+    and is compiled in as the default configuration (fh_config_default_yaml).
+*/
+#ifndef FH_CONFIG_H_INCLUDED
+#define FH_CONFIG_H_INCLUDED
+
+#include "options.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FH_DEFAULT_RCVHWM 100000
+#define FH_DEFAULT_QUEUE_CAPACITY 100000
+#define FH_DEFAULT_SHUTDOWN_TIMEOUT_MS 10000
+#define FH_DEFAULT_MAX_FRAMES 32
+#define FH_DEFAULT_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
+
+typedef struct {
+    char **items;
+    size_t count;
+} fh_strlist_t;
+
+typedef struct {
+    char *name;           /* unique among consumers; [A-Za-z0-9_.-]+ */
+    char *plugin;         /* shipped plugin name, or a path (has a '/') */
+    fh_strlist_t topics;  /* patterns; count 0 = every message */
+    size_t queue_capacity;
+    fanhub_option_t *options; /* always a map, possibly empty */
+    char *where;          /* "FILE:LINE:COL" of the consumer's entry */
+} fh_consumer_config_t;
+
+typedef struct {
+    char *source;         /* file name, or "<default>" for the embedded one */
+    char *name;           /* optional hub name (`name:`), else NULL */
+    fh_strlist_t connect; /* bus.connect */
+    fh_strlist_t bind;    /* bus.bind; connect + bind together not empty */
+    int rcvhwm;           /* bus.rcvhwm, >= 0 (0 = no limit) */
+    size_t max_frames;    /* bus.max_frames, >= 2 */
+    size_t max_message_bytes; /* bus.max_message_bytes, > 0 */
+    char *control;        /* control endpoint, resolved (never NULL) */
+    int64_t shutdown_timeout_ms; /* shutdown_timeout, in seconds in YAML */
+    fh_consumer_config_t *consumers;
+    size_t consumer_count; /* >= 1 */
+} fh_config_t;
+
+/* The embedded default configuration (config/fanhub.yaml) and its length. */
+extern const char fh_config_default_yaml[];
+extern const size_t fh_config_default_yaml_len;
+
+/* Loads a file. On error returns NULL and writes the message to err. */
+fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
+/* Loads YAML text; `source` names it in error messages. */
+fh_config_t *fh_config_load_string (const char *text, size_t len,
+                                    const char *source, char *err,
+                                    size_t errlen);
+/* Safe with NULL and twice; nulls *self_p. */
+void fh_config_destroy (fh_config_t **self_p);
+
+/* Checks a ZeroMQ endpoint as the config accepts it: tcp://HOST:PORT
+   (HOST may be '*' and PORT '*' when binding), ipc://PATH, inproc://NAME.
+   Returns NULL when valid, else a static reason. */
+const char *fh_endpoint_check (const char *endpoint, bool for_bind);
+
+#endif

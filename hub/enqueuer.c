@@ -1,0 +1,279 @@
+/*  enqueuer - the thread that owns the bus. See enqueuer.h.
+
+    The receive path works on zmq_msg_t directly: CZMQ's zmsg/zframe would
+    allocate per frame. Frames are received into a scratch array sized for
+    bus.max_frames, then moved (not copied) into one fh_msg_t that every
+    matching consumer shares.
+*/
+#include "enqueuer.h"
+
+#include "clock.h"
+#include "log.h"
+#include "utf8.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CACHE_LINE 64
+#define BATCH_MAX 4096 /* messages per wake-up before looking at the pipe */
+#define MALFORMED_LOG_INTERVAL_NS (10 * INT64_C (1000000000))
+
+struct fh_enqueuer {
+    /* Written by the actor only. */
+    alignas (CACHE_LINE) atomic_uint_fast64_t received;
+    atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
+    atomic_uint_fast64_t unrouted;
+
+    alignas (CACHE_LINE) const fh_config_t *config;
+    fh_trigger_t *trigger;
+    fh_consumer_t **consumers;
+    size_t consumer_count;
+    zactor_t *actor;
+    char start_error[512]; /* set by the actor when setup failed */
+
+    /* Actor-private scratch. */
+    zmq_msg_t *frames;   /* room for max_frames + 1 */
+    uint32_t *matches;   /* room for consumer_count */
+    uint64_t seq;
+    fh_ratelimit_t malformed_log;
+};
+
+static inline void
+s_bump (atomic_uint_fast64_t *counter)
+{
+    atomic_store_explicit (
+        counter, atomic_load_explicit (counter, memory_order_relaxed) + 1,
+        memory_order_release);
+}
+
+const char *
+fh_malformed_reason_name (fh_malformed_reason_t reason)
+{
+    switch (reason) {
+    case FH_MALFORMED_NO_BODY: return "no_body";
+    case FH_MALFORMED_TOO_MANY_FRAMES: return "too_many_frames";
+    case FH_MALFORMED_TOO_LARGE: return "too_large";
+    case FH_MALFORMED_TOPIC_NOT_UTF8: return "topic_not_utf8";
+    case FH_MALFORMED_REASONS: break;
+    }
+    return "unknown";
+}
+
+static void
+s_count_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason,
+                   size_t frames, size_t bytes)
+{
+    s_bump (&self->malformed_by_reason[reason]);
+    uint64_t suppressed;
+    if (fh_ratelimit_allow (&self->malformed_log, fh_clock_mono_ns (),
+                            MALFORMED_LOG_INTERVAL_NS, &suppressed))
+        fh_warning ("dropped a malformed bus message (%s: %zu frames, %zu bytes; "
+                    "limits %zu frames, %zu bytes); %llu more not logged since the last",
+                    fh_malformed_reason_name (reason), frames, bytes,
+                    self->config->max_frames, self->config->max_message_bytes,
+                    (unsigned long long) suppressed);
+}
+
+/* Receives one whole multipart message and routes it. Returns false when
+   the socket has nothing more (or is closing). */
+static bool
+s_receive_one (fh_enqueuer_t *self, void *sub)
+{
+    const size_t max_frames = self->config->max_frames;
+    zmq_msg_t *frames = self->frames;
+    size_t count = 0, bytes = 0, seen = 0;
+    while (true) {
+        /* Past the limit, keep reading into the spare slot to drain the
+           message, but keep only the first max_frames. */
+        zmq_msg_t *frame = &frames[count < max_frames ? count : max_frames];
+        zmq_msg_init (frame);
+        if (zmq_msg_recv (frame, sub, seen == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            zmq_msg_close (frame);
+            for (size_t i = 0; i < count; i++)
+                zmq_msg_close (&frames[i]);
+            /* EAGAIN: nothing waiting; ETERM/EINTR: let the poll loop see. */
+            return false;
+        }
+        seen++;
+        bytes += zmq_msg_size (frame);
+        bool more = zmq_msg_more (frame);
+        if (count < max_frames)
+            count++;
+        else
+            zmq_msg_close (frame);
+        if (!more)
+            break;
+    }
+    s_bump (&self->received);
+
+    fh_malformed_reason_t reason = FH_MALFORMED_REASONS;
+    if (seen < 2)
+        reason = FH_MALFORMED_NO_BODY;
+    else if (seen > max_frames)
+        reason = FH_MALFORMED_TOO_MANY_FRAMES;
+    else if (bytes > self->config->max_message_bytes)
+        reason = FH_MALFORMED_TOO_LARGE;
+    else if (!fh_utf8_valid (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0])))
+        reason = FH_MALFORMED_TOPIC_NOT_UTF8;
+    if (reason != FH_MALFORMED_REASONS) {
+        s_count_malformed (self, reason, seen, bytes);
+        for (size_t i = 0; i < count; i++)
+            zmq_msg_close (&frames[i]);
+        return true;
+    }
+
+    /* Well-formed: it gets a number and a time whether or not it routes. */
+    uint64_t seq = ++self->seq;
+    int64_t received_ns = fh_clock_mono_ns ();
+    size_t matched = fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
+                                       zmq_msg_size (&frames[0]), self->matches);
+    if (matched == 0) {
+        s_bump (&self->unrouted);
+        for (size_t i = 0; i < count; i++)
+            zmq_msg_close (&frames[i]);
+        return true;
+    }
+    fh_msg_t *msg = fh_msg_new (frames, (uint32_t) count, seq, received_ns);
+    for (size_t i = 0; i < count; i++)
+        zmq_msg_close (&frames[i]);
+    if (!msg) {
+        /* Out of memory: every matching consumer loses it, and counts it. */
+        for (size_t i = 0; i < matched; i++)
+            fh_consumer_count_drop (self->consumers[self->matches[i]]);
+        fh_error ("out of memory: dropped bus message %llu", (unsigned long long) seq);
+        return true;
+    }
+    /* Every holder is counted before the first hand-off: a fast consumer
+       may release its share before the last offer is made. */
+    atomic_store_explicit (&msg->holders, (unsigned) matched, memory_order_relaxed);
+    for (size_t i = 0; i < matched; i++)
+        if (!fh_consumer_offer (self->consumers[self->matches[i]], msg))
+            fh_msg_release (msg);
+    return true;
+}
+
+static void
+s_enqueuer_actor (zsock_t *pipe, void *args)
+{
+    fh_enqueuer_t *self = args;
+    const fh_config_t *config = self->config;
+    zsock_t *sub = zsock_new (ZMQ_SUB);
+    if (!sub) {
+        snprintf (self->start_error, sizeof self->start_error,
+                  "cannot create the bus socket: %s", zmq_strerror (zmq_errno ()));
+        zsock_signal (pipe, 0);
+        zsock_wait (pipe);
+        return;
+    }
+    zsock_set_rcvhwm (sub, config->rcvhwm);
+    zsock_set_linger (sub, 0);
+    const char *const *subscriptions;
+    size_t subscription_count = fh_trigger_subscriptions (self->trigger, &subscriptions);
+    for (size_t i = 0; i < subscription_count; i++)
+        zsock_set_subscribe (sub, subscriptions[i]);
+    for (size_t i = 0; i < config->bind.count && !self->start_error[0]; i++)
+        if (zmq_bind (zsock_resolve (sub), config->bind.items[i]) != 0)
+            snprintf (self->start_error, sizeof self->start_error,
+                      "bus.bind: cannot bind %s: %s", config->bind.items[i],
+                      zmq_strerror (zmq_errno ()));
+    for (size_t i = 0; i < config->connect.count && !self->start_error[0]; i++)
+        if (zmq_connect (zsock_resolve (sub), config->connect.items[i]) != 0)
+            snprintf (self->start_error, sizeof self->start_error,
+                      "bus.connect: cannot connect %s: %s", config->connect.items[i],
+                      zmq_strerror (zmq_errno ()));
+    zsock_signal (pipe, 0);
+
+    void *sub_handle = zsock_resolve (sub);
+    zmq_pollitem_t items[] = {
+        {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
+        {sub_handle, 0, ZMQ_POLLIN, 0},
+    };
+    /* After a failed start only the pipe is polled, for $TERM. */
+    int item_count = self->start_error[0] ? 1 : 2;
+    bool running = true;
+    while (running) {
+        if (zmq_poll (items, item_count, -1) < 0) {
+            if (zmq_errno () == EINTR)
+                continue;
+            break; /* ETERM: the context is going away */
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            char *command = zstr_recv (pipe);
+            if (!command || streq (command, "$TERM"))
+                running = false;
+            zstr_free (&command);
+        }
+        if (running && item_count > 1 && (items[1].revents & ZMQ_POLLIN))
+            for (int i = 0; i < BATCH_MAX && s_receive_one (self, sub_handle); i++)
+                ;
+    }
+    zsock_destroy (&sub);
+}
+
+fh_enqueuer_t *
+fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
+                 fh_consumer_t **consumers, size_t consumer_count, char *err,
+                 size_t errlen)
+{
+    fh_enqueuer_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "out of memory");
+        return NULL;
+    }
+    memset (self, 0, sizeof *self);
+    self->config = config;
+    self->trigger = trigger;
+    self->consumers = consumers;
+    self->consumer_count = consumer_count;
+    self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
+    self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
+    if (self->frames && self->matches)
+        self->actor = zactor_new (s_enqueuer_actor, self);
+    if (!self->actor) {
+        snprintf (err, errlen, "cannot start the enqueuer: out of memory");
+        fh_enqueuer_destroy (&self);
+        return NULL;
+    }
+    if (self->start_error[0]) {
+        snprintf (err, errlen, "%s", self->start_error);
+        fh_enqueuer_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+fh_enqueuer_stop (fh_enqueuer_t *self)
+{
+    zactor_destroy (&self->actor);
+}
+
+void
+fh_enqueuer_destroy (fh_enqueuer_t **self_p)
+{
+    fh_enqueuer_t *self = *self_p;
+    if (!self)
+        return;
+    fh_enqueuer_stop (self);
+    free (self->frames);
+    free (self->matches);
+    free (self);
+    *self_p = NULL;
+}
+
+void
+fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
+{
+    memset (out, 0, sizeof *out);
+    out->unrouted = atomic_load (&self->unrouted);
+    for (int i = 0; i < FH_MALFORMED_REASONS; i++) {
+        out->malformed_by_reason[i] = atomic_load (&self->malformed_by_reason[i]);
+        out->malformed += out->malformed_by_reason[i];
+    }
+    out->received = atomic_load (&self->received);
+}

@@ -1,0 +1,57 @@
+/*  enqueuer - the thread that owns the bus: receives, checks, stamps, routes.
+
+    A CZMQ actor with one SUB socket, connected and/or bound to every
+    endpoint of bus.connect / bus.bind and subscribed to the prefixes the
+    trigger table needs. For each message it reads (in batches, until the
+    socket has no more), it checks the frames (a body, at most
+    bus.max_frames, at most bus.max_message_bytes, a UTF-8 topic), stamps a
+    sequence number and the monotonic receive time, looks up the matching
+    consumers and offers the one shared message to each. It never blocks
+    on a consumer: a full queue is that consumer's drop, counted there.
+
+    Counters (received, malformed by reason, unrouted) have one writer, the
+    enqueuer, and are read by anyone.
+*/
+#ifndef FH_ENQUEUER_H_INCLUDED
+#define FH_ENQUEUER_H_INCLUDED
+
+#include "config.h"
+#include "consumer.h"
+#include "trigger.h"
+
+#include <stdint.h>
+
+typedef struct fh_enqueuer fh_enqueuer_t;
+
+typedef enum {
+    FH_MALFORMED_NO_BODY,         /* fewer than two frames */
+    FH_MALFORMED_TOO_MANY_FRAMES, /* more than bus.max_frames */
+    FH_MALFORMED_TOO_LARGE,       /* more than bus.max_message_bytes */
+    FH_MALFORMED_TOPIC_NOT_UTF8,
+    FH_MALFORMED_REASONS
+} fh_malformed_reason_t;
+
+typedef struct {
+    uint64_t received;  /* bus messages read, malformed ones included */
+    uint64_t malformed; /* sum of by_reason */
+    uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
+    uint64_t unrouted;  /* well-formed, but matched no consumer */
+} fh_enqueuer_counts_t;
+
+/* A short name of a malformed reason, e.g. "no_body". */
+const char *fh_malformed_reason_name (fh_malformed_reason_t reason);
+
+/* Starts the actor: socket up, subscribed, connected and bound. On error
+   (an endpoint cannot be bound, say) returns NULL with one line in err.
+   The consumers must outlive the enqueuer. */
+fh_enqueuer_t *fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
+                                fh_consumer_t **consumers, size_t consumer_count,
+                                char *err, size_t errlen);
+/* Stops receiving and closes the socket; the counters stay readable.
+   Safe twice. */
+void fh_enqueuer_stop (fh_enqueuer_t *self);
+/* Stops it if running, and frees it. Safe with NULL and twice. */
+void fh_enqueuer_destroy (fh_enqueuer_t **self_p);
+void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
+
+#endif

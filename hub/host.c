@@ -1,0 +1,79 @@
+/*  host - the host table handed to plugins. See host.h. */
+#include "host.h"
+
+#include "log.h"
+#include "message.h"
+#include "options.h"
+#include "clock.h"
+
+#include <stdio.h>
+
+static void s_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
+    FANHUB_PRINTF (3, 4);
+
+static void
+s_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line, sizeof line, fmt, args);
+    va_end (args);
+    fh_log (level, "consumer '%s': %s", ctx ? ctx->consumer_name : "?", line);
+}
+
+static const char *
+s_consumer_name (fanhub_ctx_t *ctx)
+{
+    return ctx ? ctx->consumer_name : NULL;
+}
+
+static fanhub_bytes_t
+s_msg_topic (const fanhub_msg_t *msg)
+{
+    return fh_msg_frame (msg, 0);
+}
+
+static fanhub_bytes_t
+s_msg_body (const fanhub_msg_t *msg)
+{
+    return fh_msg_frame (msg, 1);
+}
+
+static size_t
+s_msg_frame_count (const fanhub_msg_t *msg)
+{
+    return msg->frame_count;
+}
+
+static uint64_t
+s_msg_seq (const fanhub_msg_t *msg)
+{
+    return msg->seq;
+}
+
+static int64_t
+s_msg_received_ns (const fanhub_msg_t *msg)
+{
+    return msg->received_ns + fh_clock_wall_offset_ns ();
+}
+
+const fanhub_host_t fh_host = {
+    .abi_major = FANHUB_ABI_MAJOR,
+    .abi_minor = FANHUB_ABI_MINOR,
+    .size = sizeof (fanhub_host_t),
+    .log = s_log,
+    .consumer_name = s_consumer_name,
+    .option_kind = fh_option_kind,
+    .option_get = fh_option_get,
+    .option_scalar = fh_option_scalar,
+    .option_count = fh_option_count,
+    .option_at = fh_option_at,
+    .option_where = fh_option_where,
+    .msg_topic = s_msg_topic,
+    .msg_body = s_msg_body,
+    .msg_frame_count = s_msg_frame_count,
+    .msg_frame = fh_msg_frame,
+    .msg_seq = s_msg_seq,
+    .msg_received_ns = s_msg_received_ns,
+};

@@ -1,0 +1,41 @@
+/*  hub - one running fanhub: its consumers, trigger table and enqueuer.
+
+    fh_hub_new loads and initialises every consumer's plugin and builds the
+    trigger table, touching no socket (this much is `fanhub check`).
+    fh_hub_start starts the consumer threads, then the enqueuer. Shutdown
+    is two steps so the caller can bound the second: fh_hub_stop_receiving
+    closes the bus and tells every consumer "no more", and fh_hub_drained
+    says when all have consumed what was queued; then fh_hub_destroy joins
+    the threads and calls every plugin's fini.
+*/
+#ifndef FH_HUB_H_INCLUDED
+#define FH_HUB_H_INCLUDED
+
+#include "config.h"
+#include "consumer.h"
+#include "enqueuer.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct fh_hub fh_hub_t;
+
+/* config must outlive the hub. NULL on error, with one line in err. */
+fh_hub_t *fh_hub_new (const fh_config_t *config, const char *plugin_dir,
+                      char *err, size_t errlen);
+/* Joins consumer threads (the hub must be stopped and drained if it was
+   started), calls fini, unloads plugins. Safe with NULL and twice. */
+void fh_hub_destroy (fh_hub_t **self_p);
+
+int fh_hub_start (fh_hub_t *self, char *err, size_t errlen);
+void fh_hub_stop_receiving (fh_hub_t *self);
+bool fh_hub_drained (fh_hub_t *self);
+
+size_t fh_hub_consumer_count (const fh_hub_t *self);
+fh_consumer_t *fh_hub_consumer (fh_hub_t *self, size_t index);
+/* Hub-wide counters (zero before start). */
+void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
+/* Logs the counters of the hub and of every consumer, one line each. */
+void fh_hub_log_counts (fh_hub_t *self);
+
+#endif

@@ -1,0 +1,187 @@
+/*  fanhub/consumer.h - the plugin ABI of fanhub consumers.
+
+    A consumer plugin is a shared object that exports one function,
+    fanhub_consumer_entry (), returning a pointer to a constant descriptor.
+    The hub loads the object with dlopen (RTLD_NOW | RTLD_LOCAL), calls the
+    entry function once, and checks the descriptor's ABI version and size
+    before it calls anything else. The plugin never links against the hub:
+    everything it may ask of the hub comes through the host table handed to
+    init, so a plugin can be unit-tested against a fake host.
+
+    Versioning. FANHUB_ABI_MAJOR changes when anything here changes
+    incompatibly; the hub refuses a plugin of another major version.
+    FANHUB_ABI_MINOR grows when something is added at the end of a struct;
+    the hub refuses a plugin built against a newer minor than its own,
+    and a plugin may check host->size before calling a newer host function.
+
+    Threading contract.
+    - init and fini are called on the hub's main thread, once each, in that
+      order; fini is called only when init succeeded, after the last consume.
+    - consume and idle are called on the consumer's own thread. With the
+      default of one worker, never two calls at once for one instance.
+    - With `workers: N` (only for plugins whose descriptor sets
+      FANHUB_CONSUMER_THREAD_SAFE) consume may run on several threads at
+      once, but never concurrently for two messages of the same ordering key.
+    - Host functions may be called from any thread that the hub called into.
+
+    Nothing of ZeroMQ or CZMQ appears here: a plugin needs only libc.
+
+    Minimal plugin:
+
+        #include <fanhub/consumer.h>
+        static fanhub_result_t consume (void *state, const fanhub_msg_t *msg)
+        { (void) state; (void) msg; return FANHUB_OK; }
+        static const fanhub_consumer_desc_t desc = {
+            FANHUB_CONSUMER_DESC_HEADER,
+            .name = "noop", .version = "1.0", .consume = consume,
+        };
+        FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void)
+        { return &desc; }
+*/
+
+#ifndef FANHUB_CONSUMER_H_INCLUDED
+#define FANHUB_CONSUMER_H_INCLUDED
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FANHUB_ABI_MAJOR 1
+#define FANHUB_ABI_MINOR 0
+
+/* The name of the one symbol a plugin exports. */
+#define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
+
+#if defined(__GNUC__)
+#define FANHUB_EXPORT __attribute__ ((visibility ("default")))
+#define FANHUB_PRINTF(fmt, args) __attribute__ ((format (printf, fmt, args)))
+#else
+#define FANHUB_EXPORT
+#define FANHUB_PRINTF(fmt, args)
+#endif
+
+/* What consume answers. */
+typedef enum {
+    FANHUB_OK = 0,    /* done with this message */
+    FANHUB_RETRY = 1, /* failed for now; the hub may offer it again later */
+    FANHUB_FAIL = 2   /* failed for good; the hub counts it (dead letter) */
+} fanhub_result_t;
+
+typedef enum {
+    FANHUB_LOG_ERROR = 3, /* syslog priorities, so journald reads them */
+    FANHUB_LOG_WARNING = 4,
+    FANHUB_LOG_INFO = 6,
+    FANHUB_LOG_DEBUG = 7
+} fanhub_log_level_t;
+
+/* Kinds of option nodes: the consumer's `options:` YAML, as a tree. */
+typedef enum {
+    FANHUB_OPTION_SCALAR = 1,
+    FANHUB_OPTION_LIST = 2,
+    FANHUB_OPTION_MAP = 3
+} fanhub_option_kind_t;
+
+/* A byte range owned by the hub, valid for the duration of the call that
+   produced it (for message accessors: until consume returns). It is not
+   NUL-terminated. */
+typedef struct {
+    const void *data;
+    size_t size;
+} fanhub_bytes_t;
+
+typedef struct fanhub_msg fanhub_msg_t;       /* one bus message, read-only */
+typedef struct fanhub_option fanhub_option_t; /* one node of options: */
+typedef struct fanhub_ctx fanhub_ctx_t;       /* the hub's handle for one
+                                                 consumer instance */
+
+/* The host table: what the hub offers a plugin. Passed to init; valid until
+   fini returns. New members are only ever added at the end. */
+typedef struct fanhub_host {
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    size_t size; /* sizeof (fanhub_host_t) of the hub */
+
+    /* Logs one line, prefixed with the consumer's name. */
+    void (*log) (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt,
+                 ...) FANHUB_PRINTF (3, 4);
+    /* The consumer's `name:` from the configuration. */
+    const char *(*consumer_name) (fanhub_ctx_t *ctx);
+
+    /* Options. `options` handed to init is always a map (empty when the
+       configuration has none). Lookups of a missing key answer NULL. */
+    fanhub_option_kind_t (*option_kind) (const fanhub_option_t *node);
+    /* Child of a map by key, or NULL. */
+    const fanhub_option_t *(*option_get) (const fanhub_option_t *map,
+                                          const char *key);
+    /* A scalar's text (NUL-terminated), or NULL when node is not a scalar. */
+    const char *(*option_scalar) (const fanhub_option_t *node);
+    /* Number of items of a list or entries of a map; 0 for a scalar. */
+    size_t (*option_count) (const fanhub_option_t *node);
+    /* Item i of a list or entry i of a map (then *key, if not NULL, gets the
+       entry's key), in file order; NULL when i is out of range. */
+    const fanhub_option_t *(*option_at) (const fanhub_option_t *node,
+                                         size_t i, const char **key);
+    /* "FILE:LINE:COL" of the node, for error messages. */
+    const char *(*option_where) (const fanhub_option_t *node);
+
+    /* Message accessors; msg is only valid during consume. */
+    fanhub_bytes_t (*msg_topic) (const fanhub_msg_t *msg); /* frame 0 */
+    fanhub_bytes_t (*msg_body) (const fanhub_msg_t *msg);  /* frame 1 */
+    size_t (*msg_frame_count) (const fanhub_msg_t *msg);   /* >= 2 */
+    /* Frame i (0 = topic, 1 = body); {NULL, 0} when out of range. */
+    fanhub_bytes_t (*msg_frame) (const fanhub_msg_t *msg, size_t i);
+    /* The hub's sequence number: 1 for the first message it accepted since
+       it started, one more for each after. */
+    uint64_t (*msg_seq) (const fanhub_msg_t *msg);
+    /* When the hub received the message, in nanoseconds since the Unix
+       epoch. Taken from a monotonic clock and offset to wall time once at
+       start, so it never goes backwards within one run. */
+    int64_t (*msg_received_ns) (const fanhub_msg_t *msg);
+} fanhub_host_t;
+
+/* Descriptor flags. */
+#define FANHUB_CONSUMER_THREAD_SAFE 0x1u /* consume may run on N threads */
+
+typedef struct fanhub_consumer_desc {
+    uint32_t abi_major; /* FANHUB_ABI_MAJOR at build time */
+    uint32_t abi_minor; /* FANHUB_ABI_MINOR at build time */
+    size_t size;        /* sizeof (fanhub_consumer_desc_t) at build time */
+    const char *name;   /* short name, e.g. "log" */
+    const char *version;
+    uint32_t flags;
+
+    /* Optional. Checks the options and makes the instance's state. On
+       success returns 0 and sets *state (which may stay NULL). To refuse,
+       writes a one-line reason into err (errlen bytes, always > 0) and
+       returns -1; fini is then not called. Keep host and ctx for later
+       calls: both stay valid until fini returns. */
+    int (*init) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                 const fanhub_option_t *options, void **state, char *err,
+                 size_t errlen);
+    /* Required. Handles one message. */
+    fanhub_result_t (*consume) (void *state, const fanhub_msg_t *msg);
+    /* Optional. Called on the consumer's thread when its queue has run
+       empty, before the thread sleeps: the moment to flush buffers. */
+    void (*idle) (void *state);
+    /* Optional. Releases the state; called once, after the last consume. */
+    void (*fini) (void *state);
+} fanhub_consumer_desc_t;
+
+/* Put first in a descriptor's initializer. */
+#define FANHUB_CONSUMER_DESC_HEADER                                            \
+    .abi_major = FANHUB_ABI_MAJOR, .abi_minor = FANHUB_ABI_MINOR,              \
+    .size = sizeof (fanhub_consumer_desc_t)
+
+/* The function every plugin exports. */
+typedef const fanhub_consumer_desc_t *(*fanhub_consumer_entry_fn) (void);
+FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,74 @@
+/*  log - the hub's own log lines, on stderr. See log.h. */
+#include "log.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_int s_level = FANHUB_LOG_INFO;
+
+void
+fh_log_set_level (fanhub_log_level_t level)
+{
+    atomic_store (&s_level, (int) level);
+}
+
+static const char *
+s_level_name (fanhub_log_level_t level)
+{
+    switch (level) {
+    case FANHUB_LOG_ERROR: return "error";
+    case FANHUB_LOG_WARNING: return "warning";
+    case FANHUB_LOG_INFO: return "info";
+    case FANHUB_LOG_DEBUG: return "debug";
+    }
+    return "log";
+}
+
+void
+fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
+{
+    if ((int) level > atomic_load (&s_level))
+        return;
+    /* Format the whole line first: one write per line, so lines of
+       different threads never interleave. */
+    char line[2048];
+    int prefix;
+    if (getenv ("JOURNAL_STREAM"))
+        prefix = snprintf (line, sizeof line, "<%d>", (int) level);
+    else
+        prefix = snprintf (line, sizeof line, "fanhub: %s: ", s_level_name (level));
+    int body = vsnprintf (line + prefix, sizeof line - (size_t) prefix - 1, fmt, args);
+    size_t len = (size_t) prefix;
+    if (body > 0)
+        len += (size_t) body < sizeof line - (size_t) prefix - 1
+                   ? (size_t) body
+                   : sizeof line - (size_t) prefix - 2;
+    line[len++] = '\n';
+    fwrite (line, 1, len, stderr);
+}
+
+void
+fh_log (fanhub_log_level_t level, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fh_logv (level, fmt, args);
+    va_end (args);
+}
+
+bool
+fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns, int64_t interval_ns,
+                    uint64_t *suppressed)
+{
+    if (now_ns < self->next_ns) {
+        self->suppressed++;
+        return false;
+    }
+    *suppressed = self->suppressed;
+    self->suppressed = 0;
+    self->next_ns = now_ns + interval_ns;
+    return true;
+}

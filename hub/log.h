@@ -1,0 +1,44 @@
+/*  log - the hub's own log lines, on stderr.
+
+    One line per call. Under systemd (JOURNAL_STREAM set) each line starts
+    with a syslog priority prefix ("<4>") that journald turns into the
+    entry's level; on a terminal it reads "fanhub: warning: ...".
+    fh_log_set_level drops lines less important than the level.
+*/
+#ifndef FH_LOG_H_INCLUDED
+#define FH_LOG_H_INCLUDED
+
+#include "fanhub/consumer.h"
+
+#include <stdarg.h>
+
+void fh_log_set_level (fanhub_log_level_t level);
+void fh_log (fanhub_log_level_t level, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
+    FANHUB_PRINTF (2, 0);
+
+#define fh_error(...) fh_log (FANHUB_LOG_ERROR, __VA_ARGS__)
+#define fh_warning(...) fh_log (FANHUB_LOG_WARNING, __VA_ARGS__)
+#define fh_info(...) fh_log (FANHUB_LOG_INFO, __VA_ARGS__)
+#define fh_debug(...) fh_log (FANHUB_LOG_DEBUG, __VA_ARGS__)
+
+#endif
+
+#ifndef FH_LOG_RATELIMIT_DEFINED
+#define FH_LOG_RATELIMIT_DEFINED
+#include <stdbool.h>
+#include <stdint.h>
+
+/* At most one line per interval for a recurring problem; the lines that
+   were held back are counted, so the next one can say how many. Owned by
+   one thread. */
+typedef struct {
+    int64_t next_ns;     /* monotonic time of the next allowed line */
+    uint64_t suppressed; /* lines held back since the last one */
+} fh_ratelimit_t;
+
+/* True when a line may be written now; then *suppressed gets how many were
+   held back before it (and the count restarts). */
+bool fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns,
+                         int64_t interval_ns, uint64_t *suppressed);
+#endif

@@ -1,0 +1,62 @@
+/*  main - the fanhub binary: dispatches to a subcommand, git style. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run) (int argc, char **argv);
+    const char *summary;
+} s_command_t;
+
+static const s_command_t s_commands[] = {
+    {"run", fh_cmd_run, "run the hub: subscribe to the bus, feed the consumers"},
+    {"check", fh_cmd_check, "validate a configuration and load its plugins"},
+    {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
+    {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},
+};
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub COMMAND [OPTIONS]\n"
+             "\n"
+             "fanhub subscribes to a ZeroMQ message bus and hands each message to\n"
+             "every consumer (a plugin, on its own thread) whose topics match.\n"
+             "\n"
+             "commands:\n");
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        fprintf (out, "  %-8s %s\n", s_commands[i].name, s_commands[i].summary);
+    fprintf (out,
+             "\n"
+             "'fanhub COMMAND --help' tells more of each. Without -c, 'run' and\n"
+             "'check' use the built-in default configuration (config/fanhub.yaml).\n"
+             "Exit status: 0 success, 1 runtime failure, 2 bad usage or configuration.\n");
+}
+
+int
+main (int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage (stderr);
+        return FH_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp (name, "--help") == 0 || strcmp (name, "-h") == 0
+        || strcmp (name, "help") == 0) {
+        s_usage (stdout);
+        return FH_EXIT_OK;
+    }
+    if (strcmp (name, "--version") == 0 || strcmp (name, "version") == 0) {
+        printf ("fanhub %s (plugin ABI %d.%d)\n", FANHUB_VERSION, FANHUB_ABI_MAJOR,
+                FANHUB_ABI_MINOR);
+        return FH_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+        if (strcmp (name, s_commands[i].name) == 0)
+            return s_commands[i].run (argc - 1, argv + 1);
+    fprintf (stderr, "fanhub: '%s' is not a command; see 'fanhub --help'\n", name);
+    return FH_EXIT_USAGE;
+}

@@ -1,0 +1,49 @@
+/*  message - one bus message as the hub holds it, shared by its consumers.
+
+    The enqueuer receives the frames (zmq_msg_t, whose buffers libzmq owns
+    and reference-counts), wraps them once in an fh_msg_t with a sequence
+    number and receive time, and hands the same pointer to every matching
+    consumer: no payload is copied per consumer, nor at all. The message
+    carries a count of the consumers still holding it; the last one to
+    release it frees it. This is `struct fanhub_msg` of the plugin ABI.
+*/
+#ifndef FH_MESSAGE_H_INCLUDED
+#define FH_MESSAGE_H_INCLUDED
+
+#include "fanhub/consumer.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <zmq.h>
+
+typedef struct fanhub_msg fh_msg_t;
+
+struct fanhub_msg {
+    atomic_uint holders;     /* consumers that have not released it */
+    uint32_t frame_count;    /* >= 2: topic, body, extra frames */
+    uint64_t seq;            /* hub sequence number, from 1 */
+    int64_t received_ns;     /* CLOCK_MONOTONIC at receipt */
+    zmq_msg_t frames[];
+};
+
+/* Takes the content of frames[0..count-1] (they are left empty, still to
+   be closed by the caller) into a new message with holders = 0. NULL when
+   out of memory. */
+fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq,
+                      int64_t received_ns);
+/* Frees it now, whatever the holder count (for a message never handed out). */
+void fh_msg_destroy (fh_msg_t **self_p);
+/* Drops one holder; the last one frees the message. */
+void fh_msg_release (fh_msg_t *self);
+
+static inline fanhub_bytes_t
+fh_msg_frame (const fh_msg_t *self, size_t i)
+{
+    if (i >= self->frame_count)
+        return (fanhub_bytes_t){NULL, 0};
+    /* zmq_msg_data/size take a non-const pointer but do not modify. */
+    zmq_msg_t *frame = (zmq_msg_t *) &self->frames[i];
+    return (fanhub_bytes_t){zmq_msg_data (frame), zmq_msg_size (frame)};
+}
+
+#endif

@@ -1,0 +1,169 @@
+/*  queue - a consumer's bounded single-producer single-consumer queue.
+
+    A ring of 2^k slots (k the least with 2^k >= capacity); head and tail
+    count up forever and are masked to index, so full is tail - head ==
+    capacity and empty is tail == head. See queue.h.
+
+    Sleeping without losing a wake-up: the consumer sets `sleeping` and
+    then re-reads `tail`; the producer publishes `tail` and then reads
+    `sleeping`. Both are sequentially consistent, so at least one side sees
+    the other's write: either the consumer sees the message, or the
+    producer sees the sleeper and signals under the mutex the consumer
+    holds from its check until cond_wait releases it.
+*/
+#include "queue.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdlib.h>
+
+#define CACHE_LINE 64
+
+struct fh_queue {
+    /* Written by the producer. */
+    alignas (CACHE_LINE) atomic_size_t tail;
+    size_t head_seen; /* the producer's last look at head */
+    /* Written by the consumer. */
+    alignas (CACHE_LINE) atomic_size_t head;
+    size_t tail_seen; /* the consumer's last look at tail */
+    /* Set once, or rarely written. */
+    alignas (CACHE_LINE) size_t capacity;
+    size_t mask;
+    fh_msg_t **slots;
+    atomic_bool sleeping;
+    atomic_bool closed;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+};
+
+fh_queue_t *
+fh_queue_new (size_t capacity)
+{
+    assert (capacity >= 1);
+    size_t slots = 1;
+    while (slots < capacity)
+        slots <<= 1;
+    fh_queue_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
+    if (!self)
+        return NULL;
+    self->slots = calloc (slots, sizeof *self->slots);
+    if (!self->slots) {
+        free (self);
+        return NULL;
+    }
+    atomic_init (&self->tail, 0);
+    atomic_init (&self->head, 0);
+    self->head_seen = 0;
+    self->tail_seen = 0;
+    self->capacity = capacity;
+    self->mask = slots - 1;
+    atomic_init (&self->sleeping, false);
+    atomic_init (&self->closed, false);
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_cond_init (&self->wake, NULL);
+    return self;
+}
+
+void
+fh_queue_destroy (fh_queue_t **self_p)
+{
+    fh_queue_t *self = *self_p;
+    if (!self)
+        return;
+    fh_msg_t *msg;
+    while ((msg = fh_queue_pop (self)))
+        fh_msg_release (msg);
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->wake);
+    free (self->slots);
+    free (self);
+    *self_p = NULL;
+}
+
+static void
+s_wake (fh_queue_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    pthread_cond_signal (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+}
+
+bool
+fh_queue_full (fh_queue_t *self)
+{
+    size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
+    if (tail - self->head_seen < self->capacity)
+        return false;
+    self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
+    return tail - self->head_seen >= self->capacity;
+}
+
+bool
+fh_queue_push (fh_queue_t *self, fh_msg_t *msg)
+{
+    size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
+    if (tail - self->head_seen >= self->capacity) {
+        self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
+        if (tail - self->head_seen >= self->capacity)
+            return false;
+    }
+    self->slots[tail & self->mask] = msg;
+    atomic_store_explicit (&self->tail, tail + 1, memory_order_seq_cst);
+    if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
+        s_wake (self);
+    return true;
+}
+
+void
+fh_queue_close (fh_queue_t *self)
+{
+    atomic_store (&self->closed, true);
+    pthread_mutex_lock (&self->lock);
+    pthread_cond_broadcast (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+}
+
+fh_msg_t *
+fh_queue_pop (fh_queue_t *self)
+{
+    size_t head = atomic_load_explicit (&self->head, memory_order_relaxed);
+    if (head == self->tail_seen) {
+        self->tail_seen = atomic_load_explicit (&self->tail, memory_order_acquire);
+        if (head == self->tail_seen)
+            return NULL;
+    }
+    fh_msg_t *msg = self->slots[head & self->mask];
+    atomic_store_explicit (&self->head, head + 1, memory_order_release);
+    return msg;
+}
+
+bool
+fh_queue_wait (fh_queue_t *self)
+{
+    size_t head = atomic_load_explicit (&self->head, memory_order_relaxed);
+    if (atomic_load_explicit (&self->tail, memory_order_acquire) != head)
+        return true;
+    pthread_mutex_lock (&self->lock);
+    atomic_store_explicit (&self->sleeping, true, memory_order_seq_cst);
+    while (atomic_load_explicit (&self->tail, memory_order_seq_cst) == head
+           && !atomic_load (&self->closed))
+        pthread_cond_wait (&self->wake, &self->lock);
+    atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
+    pthread_mutex_unlock (&self->lock);
+    return atomic_load_explicit (&self->tail, memory_order_acquire) != head;
+}
+
+size_t
+fh_queue_size (fh_queue_t *self)
+{
+    size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
+    size_t tail = atomic_load_explicit (&self->tail, memory_order_acquire);
+    return tail >= head ? tail - head : 0; /* a racy read may see them cross */
+}
+
+size_t
+fh_queue_capacity (const fh_queue_t *self)
+{
+    return self->capacity;
+}

@@ -1,0 +1,46 @@
+/*  queue - a consumer's bounded queue: single producer, single consumer.
+
+    The enqueuer thread pushes message pointers; the consumer's thread pops
+    them, in the same order. The capacity is exact. Neither side takes a
+    lock while the queue is neither empty nor full: the producer's and the
+    consumer's indices live on separate cache lines and each side caches
+    the other's index. The consumer sleeps on a condition variable only
+    when it finds the queue empty, and the producer pays for a wake-up
+    (a mutex and a futex call) only when the consumer is asleep.
+
+    fh_queue_close is the producer's "no more": the consumer drains what is
+    queued, and then fh_queue_wait answers false.
+*/
+#ifndef FH_QUEUE_H_INCLUDED
+#define FH_QUEUE_H_INCLUDED
+
+#include "message.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct fh_queue fh_queue_t;
+
+/* capacity >= 1. NULL when out of memory. */
+fh_queue_t *fh_queue_new (size_t capacity);
+/* Releases every message still queued. Safe with NULL and twice. */
+void fh_queue_destroy (fh_queue_t **self_p);
+
+/* Producer: appends msg; false (and msg untouched) when full. */
+bool fh_queue_push (fh_queue_t *self, fh_msg_t *msg);
+/* Producer: true when a push would fail now. */
+bool fh_queue_full (fh_queue_t *self);
+/* Producer: no more pushes; wakes the consumer. */
+void fh_queue_close (fh_queue_t *self);
+
+/* Consumer: the oldest message, or NULL when empty. */
+fh_msg_t *fh_queue_pop (fh_queue_t *self);
+/* Consumer: waits until a message is queued (true) or the queue is closed
+   and empty (false). */
+bool fh_queue_wait (fh_queue_t *self);
+
+/* Either side, or a third thread: how many are queued right now. */
+size_t fh_queue_size (fh_queue_t *self);
+size_t fh_queue_capacity (const fh_queue_t *self);
+
+#endif

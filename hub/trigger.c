@@ -1,0 +1,334 @@
+/*  trigger - the trigger table: which consumers does a topic go to?
+
+    A byte trie over the literal part of every pattern. Each node lists the
+    consumers whose prefix pattern ends there, those whose exact pattern
+    ends there, and the globs whose literal prefix (the text before the
+    first '*') ends there. A lookup walks the topic down the trie once,
+    collecting prefix matches on the way, exact matches at the end, and
+    trying only the globs it passes. See trigger.h for the semantics.
+*/
+#include "trigger.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uint32_t *items;
+    size_t count;
+} s_idlist_t;
+
+typedef struct s_node s_node_t;
+struct s_node {
+    uint8_t *edge_bytes; /* child i is reached by edge_bytes[i] */
+    s_node_t **children;
+    size_t child_count;
+    s_idlist_t prefix;   /* consumers with a prefix pattern ending here */
+    s_idlist_t exact;    /* consumers with an exact pattern ending here */
+    s_idlist_t globs;    /* indices into fh_trigger_t.globs */
+};
+
+typedef struct {
+    char *pattern; /* the whole glob, '*' included */
+    uint32_t consumer;
+} s_glob_t;
+
+struct fh_trigger {
+    size_t consumer_count;
+    s_node_t *root;
+    s_glob_t *globs;
+    size_t glob_count;
+    char **subscriptions;   /* what a SUB socket must subscribe to */
+    size_t subscription_count;
+    uint64_t *seen;         /* scratch bitset for one lookup */
+    size_t seen_words;
+    bool sealed;
+};
+
+static int
+s_idlist_add (s_idlist_t *list, uint32_t id)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (list->items[i] == id)
+            return 0; /* the same pattern twice for one consumer */
+    uint32_t *items = realloc (list->items, (list->count + 1) * sizeof *items);
+    if (!items)
+        return -1;
+    items[list->count++] = id;
+    list->items = items;
+    return 0;
+}
+
+static s_node_t *
+s_node_child (const s_node_t *node, uint8_t byte)
+{
+    for (size_t i = 0; i < node->child_count; i++)
+        if (node->edge_bytes[i] == byte)
+            return node->children[i];
+    return NULL;
+}
+
+/* The node for `text`, created along the way. */
+static s_node_t *
+s_node_walk_create (s_node_t *node, const char *text, size_t size)
+{
+    for (size_t i = 0; i < size; i++) {
+        uint8_t byte = (uint8_t) text[i];
+        s_node_t *child = s_node_child (node, byte);
+        if (!child) {
+            child = calloc (1, sizeof *child);
+            uint8_t *bytes = realloc (node->edge_bytes, node->child_count + 1);
+            if (bytes)
+                node->edge_bytes = bytes;
+            s_node_t **children = realloc (
+                node->children, (node->child_count + 1) * sizeof *children);
+            if (children)
+                node->children = children;
+            if (!child || !bytes || !children) {
+                free (child);
+                return NULL;
+            }
+            node->edge_bytes[node->child_count] = byte;
+            node->children[node->child_count++] = child;
+        }
+        node = child;
+    }
+    return node;
+}
+
+static void
+s_node_destroy (s_node_t *node)
+{
+    if (!node)
+        return;
+    for (size_t i = 0; i < node->child_count; i++)
+        s_node_destroy (node->children[i]);
+    free (node->edge_bytes);
+    free (node->children);
+    free (node->prefix.items);
+    free (node->exact.items);
+    free (node->globs.items);
+    free (node);
+}
+
+fh_trigger_t *
+fh_trigger_new (size_t consumer_count)
+{
+    assert (consumer_count < UINT32_MAX);
+    fh_trigger_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->consumer_count = consumer_count;
+    self->root = calloc (1, sizeof *self->root);
+    self->seen_words = (consumer_count + 63) / 64;
+    self->seen = calloc (self->seen_words ? self->seen_words : 1, sizeof (uint64_t));
+    if (!self->root || !self->seen)
+        fh_trigger_destroy (&self);
+    return self;
+}
+
+void
+fh_trigger_destroy (fh_trigger_t **self_p)
+{
+    fh_trigger_t *self = *self_p;
+    if (!self)
+        return;
+    s_node_destroy (self->root);
+    for (size_t i = 0; i < self->glob_count; i++)
+        free (self->globs[i].pattern);
+    free (self->globs);
+    for (size_t i = 0; i < self->subscription_count; i++)
+        free (self->subscriptions[i]);
+    free (self->subscriptions);
+    free (self->seen);
+    free (self);
+    *self_p = NULL;
+}
+
+static int
+s_subscription_add (fh_trigger_t *self, const char *prefix, size_t size)
+{
+    char **list = realloc (self->subscriptions,
+                           (self->subscription_count + 1) * sizeof *list);
+    if (!list)
+        return -1;
+    self->subscriptions = list;
+    char *copy = strndup (prefix, size);
+    if (!copy)
+        return -1;
+    list[self->subscription_count++] = copy;
+    return 0;
+}
+
+int
+fh_trigger_add (fh_trigger_t *self, size_t consumer, const char *pattern)
+{
+    assert (!self->sealed);
+    assert (consumer < self->consumer_count);
+    uint32_t id = (uint32_t) consumer;
+    if (pattern[0] == '=') {
+        const char *topic = pattern + 1;
+        s_node_t *node = s_node_walk_create (self->root, topic, strlen (topic));
+        if (!node || s_idlist_add (&node->exact, id) != 0)
+            return -1;
+        return s_subscription_add (self, topic, strlen (topic));
+    }
+    const char *star = strchr (pattern, '*');
+    if (!star) {
+        s_node_t *node = s_node_walk_create (self->root, pattern, strlen (pattern));
+        if (!node || s_idlist_add (&node->prefix, id) != 0)
+            return -1;
+        return s_subscription_add (self, pattern, strlen (pattern));
+    }
+    size_t literal = (size_t) (star - pattern);
+    s_node_t *node = s_node_walk_create (self->root, pattern, literal);
+    if (!node)
+        return -1;
+    s_glob_t *globs = realloc (self->globs, (self->glob_count + 1) * sizeof *globs);
+    if (!globs)
+        return -1;
+    self->globs = globs;
+    char *copy = strdup (pattern);
+    if (!copy)
+        return -1;
+    if (s_idlist_add (&node->globs, (uint32_t) self->glob_count) != 0) {
+        free (copy);
+        return -1;
+    }
+    globs[self->glob_count++] = (s_glob_t){copy, id};
+    return s_subscription_add (self, pattern, literal);
+}
+
+static int
+s_compare_strings (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+int
+fh_trigger_seal (fh_trigger_t *self)
+{
+    /* Keep only subscriptions no shorter one already covers: after sorting,
+       a covered string comes right after a kept prefix of it. */
+    qsort (self->subscriptions, self->subscription_count,
+           sizeof *self->subscriptions, s_compare_strings);
+    size_t kept = 0;
+    for (size_t i = 0; i < self->subscription_count; i++) {
+        char *s = self->subscriptions[i];
+        if (kept > 0) {
+            const char *last = self->subscriptions[kept - 1];
+            if (strncmp (s, last, strlen (last)) == 0) {
+                free (s);
+                continue;
+            }
+        }
+        self->subscriptions[kept++] = s;
+    }
+    self->subscription_count = kept;
+    self->sealed = true;
+    return 0;
+}
+
+static inline void
+s_seen_set (fh_trigger_t *self, uint32_t id)
+{
+    self->seen[id / 64] |= UINT64_C (1) << (id % 64);
+}
+
+static inline bool
+s_seen_has (const fh_trigger_t *self, uint32_t id)
+{
+    return (self->seen[id / 64] >> (id % 64)) & 1u;
+}
+
+size_t
+fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
+                  uint32_t *out)
+{
+    assert (self->sealed);
+    const uint8_t *bytes = (const uint8_t *) topic;
+    const s_node_t *node = self->root;
+    for (size_t depth = 0;; depth++) {
+        for (size_t i = 0; i < node->prefix.count; i++)
+            s_seen_set (self, node->prefix.items[i]);
+        for (size_t i = 0; i < node->globs.count; i++) {
+            const s_glob_t *glob = &self->globs[node->globs.items[i]];
+            if (!s_seen_has (self, glob->consumer)
+                && fh_pattern_match (glob->pattern, topic, size))
+                s_seen_set (self, glob->consumer);
+        }
+        if (depth == size) {
+            for (size_t i = 0; i < node->exact.count; i++)
+                s_seen_set (self, node->exact.items[i]);
+            break;
+        }
+        node = s_node_child (node, bytes[depth]);
+        if (!node)
+            break;
+    }
+    /* Read out ascending, clearing the scratch for the next lookup. */
+    size_t found = 0;
+    for (size_t w = 0; w < self->seen_words; w++) {
+        uint64_t word = self->seen[w];
+        while (word) {
+            unsigned bit = (unsigned) __builtin_ctzll (word);
+            out[found++] = (uint32_t) (w * 64 + bit);
+            word &= word - 1;
+        }
+        self->seen[w] = 0;
+    }
+    return found;
+}
+
+size_t
+fh_trigger_subscriptions (fh_trigger_t *self, const char *const **list)
+{
+    assert (self->sealed);
+    *list = (const char *const *) self->subscriptions;
+    return self->subscription_count;
+}
+
+/* '*' matches any run of bytes. Greedy with one backtrack point: on a
+   mismatch, let the last '*' swallow one more byte. Linear in practice,
+   never allocates. */
+static bool
+s_glob_match (const char *pattern, const uint8_t *text, size_t size)
+{
+    const char *star = NULL;
+    size_t star_text = 0;
+    size_t t = 0;
+    const char *p = pattern;
+    while (t < size) {
+        if (*p == '*') {
+            star = p++;
+            star_text = t;
+        }
+        else if (*p != '\0' && (uint8_t) *p == text[t]) {
+            p++;
+            t++;
+        }
+        else if (star) {
+            p = star + 1;
+            t = ++star_text;
+        }
+        else
+            return false;
+    }
+    while (*p == '*')
+        p++;
+    return *p == '\0';
+}
+
+bool
+fh_pattern_match (const char *pattern, const void *topic, size_t size)
+{
+    const uint8_t *text = (const uint8_t *) topic;
+    if (pattern[0] == '=') {
+        size_t len = strlen (pattern + 1);
+        return len == size && memcmp (pattern + 1, text, size) == 0;
+    }
+    if (strchr (pattern, '*'))
+        return s_glob_match (pattern, text, size);
+    size_t len = strlen (pattern);
+    return len <= size && memcmp (pattern, text, len) == 0;
+}

@@ -1,0 +1,208 @@
+"""Helpers for fanhub's integration tests: a real `fanhub run` process, real
+ZeroMQ peers (pyzmq, independent of the hub's own code), temp files.
+
+Tests wait for conditions with a deadline, never for time to pass: a
+deadline only turns a hang into a failure, it never decides a pass.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import zmq
+
+BIN = os.environ.get("FANHUB_BIN", "fanhub")
+TEST_PLUGINS = os.environ.get("FANHUB_TEST_PLUGIN_DIR", "")
+SHIPPED_PLUGINS = os.environ.get("FANHUB_SHIPPED_PLUGIN_DIR", "")
+SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR", ".")
+DATA_DIR = os.environ.get("FANHUB_DATA_DIR", "")
+DEADLINE = 180.0  # seconds before a wait is declared hung
+
+# A sanitizer report on a hub's stderr fails the test even when the exit
+# status does not show it.
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                   "WARNING: ThreadSanitizer", "runtime error:",
+                   "ERROR: ThreadSanitizer")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, what, deadline=DEADLINE):
+    """Polls condition() until true; fails after deadline seconds."""
+    end = time.monotonic() + deadline
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+def check_sanitizers(text, who):
+    for mark in SANITIZER_MARKS:
+        if mark in text:
+            raise AssertionError("%s: sanitizer report:\n%s" % (who, text[-6000:]))
+
+
+def run(args, stdin=None, timeout=DEADLINE):
+    """Runs `fanhub ARGS...` to completion; returns (status, stdout, stderr)."""
+    proc = subprocess.run([BIN] + args, input=stdin, capture_output=True,
+                          timeout=timeout)
+    out = proc.stdout.decode(errors="replace")
+    err = proc.stderr.decode(errors="replace")
+    check_sanitizers(err, "fanhub " + " ".join(args))
+    return proc.returncode, out, err
+
+
+class Workdir:
+    """A temp directory removed at the end unless the test failed."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="fanhub-test-")
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def write(self, name, text):
+        path = self.file(name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def cleanup(self):
+        subprocess.run(["rm", "-rf", self.path])
+
+
+class Hub:
+    """A `fanhub run -c CONFIG` process with its stderr kept in a file."""
+
+    def __init__(self, workdir, config_text, name="hub", extra_args=()):
+        self.config = workdir.write(name + ".yaml", config_text)
+        self.stderr_path = workdir.file(name + ".stderr")
+        self.stdout_path = workdir.file(name + ".stdout")
+        self.err = open(self.stderr_path, "wb")
+        self.out = open(self.stdout_path, "wb")
+        self.proc = subprocess.Popen([BIN, "run", "-c", self.config] + list(extra_args),
+                                     stdout=self.out, stderr=self.err,
+                                     stdin=subprocess.DEVNULL)
+        self.status = None
+
+    def log(self):
+        with open(self.stderr_path, errors="replace") as f:
+            return f.read()
+
+    def wait_log(self, text, deadline=DEADLINE):
+        def seen():
+            if self.proc.poll() is not None and text not in self.log():
+                raise AssertionError("hub exited (%s) before logging %r:\n%s"
+                                     % (self.proc.returncode, text, self.log()))
+            return text in self.log()
+        wait_for(seen, "hub log line %r" % text, deadline)
+
+    def send_signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM, deadline=DEADLINE):
+        """Signals the hub and waits for it; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.wait(deadline)
+
+    def wait(self, deadline=DEADLINE):
+        try:
+            self.status = self.proc.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("hub did not exit within %ss:\n%s" % (deadline, self.log()))
+        self.err.close()
+        self.out.close()
+        check_sanitizers(self.log(), "fanhub run")
+        return self.status
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+        self.out.close()
+
+
+class Publisher:
+    """A pyzmq XPUB bound on a free loopback port. XPUB tells us when the hub
+    has subscribed, so no message is lost to the slow-joiner effect; an
+    unlimited send HWM means nothing is dropped at this end."""
+
+    def __init__(self, ctx=None):
+        self.ctx = ctx or zmq.Context.instance()
+        self.sock = self.ctx.socket(zmq.XPUB)
+        self.sock.setsockopt(zmq.SNDHWM, 0)
+        self.sock.setsockopt(zmq.LINGER, 5000)
+        self.port = free_port()
+        self.endpoint = "tcp://127.0.0.1:%d" % self.port
+        self.sock.bind(self.endpoint)
+
+    def wait_subscribed(self, deadline=DEADLINE):
+        """Waits for the first subscription from a subscriber."""
+        if not self.sock.poll(int(deadline * 1000)):
+            raise AssertionError("no subscriber connected to " + self.endpoint)
+        return self.sock.recv()
+
+    def send(self, *frames):
+        self.sock.send_multipart([f if isinstance(f, bytes) else f.encode() for f in frames])
+
+    def close(self):
+        self.sock.close()
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        data = f.read()
+    # Only whole lines: the plugin may be between writes.
+    lines = data.split(b"\n")[:-1]
+    return [json.loads(line) for line in lines]
+
+
+def count_lines(path):
+    if not os.path.exists(path):
+        return 0
+    with open(path, "rb") as f:
+        return f.read().count(b"\n")
+
+
+def yaml_list(items):
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def main(tests):
+    """Runs the named test functions; prints 'N passed, N failed'."""
+    passed = failed = 0
+    only = sys.argv[1:]
+    for test in tests:
+        if only and test.__name__ not in only:
+            continue
+        start = time.monotonic()
+        try:
+            test()
+        except Exception:
+            failed += 1
+            print("FAIL %s (%.1fs)" % (test.__name__, time.monotonic() - start))
+            traceback.print_exc()
+        else:
+            passed += 1
+            print("ok   %s (%.1fs)" % (test.__name__, time.monotonic() - start))
+        sys.stdout.flush()
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed or not passed else 0)

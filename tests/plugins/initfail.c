@@ -1,0 +1,46 @@
+/*  initfail - a test consumer whose init always refuses.
+
+    The refusal reads "initfail: refusing on purpose", or "initfail: REASON"
+    when options.reason is given, so a test can check that the hub reports
+    a plugin's own words. consume is never reached.
+*/
+#include <fanhub/consumer.h>
+
+#include <stdio.h>
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    (void) ctx;
+    (void) state;
+    const char *reason = NULL;
+    if (options)
+        reason = host->option_scalar (host->option_get (options, "reason"));
+    snprintf (err, errlen, "initfail: %s",
+              reason ? reason : "refusing on purpose");
+    return -1;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    (void) state;
+    (void) msg;
+    return FANHUB_OK;
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "initfail",
+    .version = "1.0",
+    .init = s_init,
+    .consume = s_consume,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}

@@ -1,0 +1,126 @@
+/*  sleep - a test consumer that is slow on purpose, or holds messages.
+
+    Options:
+        ms            integer 0..3600000: sleeps this long per message
+                      (default 10, or 0 when release_file is set)
+        release_file  a path: consume blocks, polling every millisecond,
+                      until that file exists; so a test can hold messages in
+                      the consumer (backlog, overflow, shutdown) and let
+                      them go by creating the file
+
+    Writes nothing, answers FANHUB_OK. The state is read-only after init,
+    so it is thread-safe.
+*/
+#include <fanhub/consumer.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    long ms;
+    char *release_file; /* NULL when not set */
+} sleep_state_t;
+
+static void
+s_sleep_ns (long ns)
+{
+    struct timespec ts = { .tv_sec = ns / 1000000000,
+                           .tv_nsec = ns % 1000000000 };
+    while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    (void) ctx;
+    long ms = -1;
+    const char *release_file = NULL;
+    size_t count = options ? host->option_count (options) : 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *key = NULL;
+        const fanhub_option_t *node = host->option_at (options, i, &key);
+        const char *text = host->option_scalar (node);
+        const char *where = host->option_where (node);
+        if (key && strcmp (key, "ms") == 0) {
+            bool ok = text && *text && strlen (text) <= 7
+                      && strspn (text, "0123456789") == strlen (text);
+            ms = ok ? strtol (text, NULL, 10) : -1;
+            if (ms < 0 || ms > 3600000) {
+                snprintf (err, errlen,
+                          "options.ms: expected an integer from 0 to 3600000 "
+                          "(%s)",
+                          where);
+                return -1;
+            }
+        }
+        else if (key && strcmp (key, "release_file") == 0) {
+            if (!text || !*text) {
+                snprintf (err, errlen,
+                          "options.release_file: expected a path (%s)", where);
+                return -1;
+            }
+            release_file = text;
+        }
+        else {
+            snprintf (err, errlen,
+                      "options.%s: unknown option; sleep takes ms and "
+                      "release_file (%s)",
+                      key ? key : "?", where);
+            return -1;
+        }
+    }
+    sleep_state_t *self = (sleep_state_t *) calloc (1, sizeof *self);
+    if (!self || (release_file && !(self->release_file = strdup (release_file)))) {
+        free (self);
+        snprintf (err, errlen, "sleep: out of memory");
+        return -1;
+    }
+    self->ms = ms >= 0 ? ms : release_file ? 0 : 10;
+    *state = self;
+    return 0;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    (void) msg;
+    sleep_state_t *self = (sleep_state_t *) state;
+    if (self->release_file)
+        while (access (self->release_file, F_OK) != 0)
+            s_sleep_ns (1000000);
+    if (self->ms > 0)
+        s_sleep_ns (self->ms * 1000000);
+    return FANHUB_OK;
+}
+
+static void
+s_fini (void *state)
+{
+    sleep_state_t *self = (sleep_state_t *) state;
+    free (self->release_file);
+    free (self);
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "sleep",
+    .version = "1.0",
+    .flags = FANHUB_CONSUMER_THREAD_SAFE,
+    .init = s_init,
+    .consume = s_consume,
+    .fini = s_fini,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}

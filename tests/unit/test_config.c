@@ -1,0 +1,1106 @@
+/*  test_config - loading the YAML configuration (hub/config.c).
+
+    The error cases are a table: a YAML text loaded as "t.yaml" and the
+    exact start of the one-line error it must give, position included.
+*/
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+/* A valid bus: and consumers:, lines 1-2 and 3-5. */
+#define BUS "bus:\n  connect: tcp://127.0.0.1:9940\n"
+#define CONSUMERS "consumers:\n  - name: c\n    plugin: p\n"
+
+static fh_config_t *
+s_load (const char *text, char *err, size_t errlen)
+{
+    return fh_config_load_string (text, strlen (text), "t.yaml", err, errlen);
+}
+
+/* Loads text, which must succeed. */
+static fh_config_t *
+s_load_ok (const char *text)
+{
+    char err[512];
+    fh_config_t *cfg = s_load (text, err, sizeof err);
+    if (!cfg)
+        fail_msg ("load failed: %s\n--- text:\n%s", err, text);
+    return cfg;
+}
+
+static void
+s_unset_runtime_dirs (void)
+{
+    unsetenv ("RUNTIME_DIRECTORY");
+    unsetenv ("XDG_RUNTIME_DIR");
+}
+
+/* ------------------------------------------------------------------ */
+
+static void
+s_check_default (const fh_config_t *cfg)
+{
+    assert_string_equal (cfg->source, "<default>");
+    assert_null (cfg->name);
+    assert_int_equal (cfg->connect.count, 1);
+    assert_string_equal (cfg->connect.items[0], "tcp://127.0.0.1:9940");
+    assert_int_equal (cfg->bind.count, 0);
+    assert_int_equal (cfg->rcvhwm, FH_DEFAULT_RCVHWM);
+    assert_int_equal (cfg->max_frames, FH_DEFAULT_MAX_FRAMES);
+    assert_int_equal (cfg->max_message_bytes, FH_DEFAULT_MAX_MESSAGE_BYTES);
+    assert_string_equal (cfg->control, "ipc:///tmp/fanhub.sock");
+    assert_int_equal (cfg->shutdown_timeout_ms, 10000);
+    assert_int_equal (cfg->consumer_count, 1);
+    const fh_consumer_config_t *tail = &cfg->consumers[0];
+    assert_string_equal (tail->name, "tail");
+    assert_string_equal (tail->plugin, "log");
+    assert_int_equal (tail->topics.count, 0);
+    assert_int_equal (tail->queue_capacity, FH_DEFAULT_QUEUE_CAPACITY);
+    assert_int_equal (fh_option_kind (tail->options), FANHUB_OPTION_MAP);
+    assert_int_equal (fh_option_count (tail->options), 2);
+    assert_string_equal (fh_option_scalar (fh_option_get (tail->options, "path")),
+                         "-");
+    assert_string_equal (
+        fh_option_scalar (fh_option_get (tail->options, "flush_ms")), "100");
+    assert_non_null (strstr (tail->where, ":"));
+}
+
+static void
+test_default_config (void **state)
+{
+    (void) state;
+    s_unset_runtime_dirs ();
+    char err[512] = "";
+    assert_int_equal (strlen (fh_config_default_yaml),
+                      fh_config_default_yaml_len);
+    fh_config_t *cfg
+        = fh_config_load_string (fh_config_default_yaml,
+                                 fh_config_default_yaml_len, "<default>", err,
+                                 sizeof err);
+    if (!cfg)
+        fail_msg ("embedded default: %s", err);
+    s_check_default (cfg);
+    assert_int_equal (strncmp (cfg->consumers[0].where, "<default>:", 10), 0);
+    fh_config_destroy (&cfg);
+    assert_null (cfg);
+    fh_config_destroy (&cfg);
+    fh_config_destroy (NULL);
+
+    /* The file in the tree is the one compiled in. */
+    cfg = fh_config_load_file (SOURCE_DIR "/config/fanhub.yaml", err,
+                               sizeof err);
+    if (!cfg)
+        fail_msg ("config/fanhub.yaml: %s", err);
+    assert_string_equal (cfg->source, SOURCE_DIR "/config/fanhub.yaml");
+    free (cfg->source);
+    cfg->source = strdup ("<default>");
+    s_check_default (cfg);
+    fh_config_destroy (&cfg);
+}
+
+static void
+test_full_config (void **state)
+{
+    (void) state;
+    static const char text[]
+        = "name: hub-1.a_b\n"
+          "bus:\n"
+          "  connect:\n"
+          "    - tcp://hub.example.org:9940\n"
+          "    - tcp://[::1]:9941\n"
+          "    - ipc:///run/relay.sock\n"
+          "  bind: [tcp://*:9942, 'inproc://local', tcp://127.0.0.1:*]\n"
+          "  rcvhwm: 0\n"
+          "  max_frames: 1024\n"
+          "  max_message_bytes: 2147483648\n"
+          "control: tcp://127.0.0.1:9950\n"
+          "shutdown_timeout: 2.5\n"
+          "consumers:\n"
+          "  - name: archive\n"
+          "    plugin: /usr/lib/fanhub/archive.so\n"
+          "    topics:\n"
+          "      - org.fedoraproject.prod.buildsys.\n"
+          "      - \"*.buildsys.build.*\"\n"
+          "      - =org.fedoraproject.prod.git.receive\n"
+          "    queue:\n"
+          "      capacity: 1073741824\n"
+          "    options:\n"
+          "      path: /var/log/a\n"
+          "      levels: [1, 2]\n"
+          "      nested: {k: v, empty: }\n"
+          "  - plugin: \"null\"\n"
+          "    name: 'quiet'\n"
+          "    topics: org.one.pattern\n"
+          "    queue: {capacity: 1}\n"
+          "    options: {}\n"
+          "  - name: c3\n"
+          "    plugin: log\n"
+          "    options:\n";
+    fh_config_t *cfg = s_load_ok (text);
+    assert_string_equal (cfg->source, "t.yaml");
+    assert_string_equal (cfg->name, "hub-1.a_b");
+    assert_int_equal (cfg->connect.count, 3);
+    assert_string_equal (cfg->connect.items[0], "tcp://hub.example.org:9940");
+    assert_string_equal (cfg->connect.items[1], "tcp://[::1]:9941");
+    assert_string_equal (cfg->connect.items[2], "ipc:///run/relay.sock");
+    assert_int_equal (cfg->bind.count, 3);
+    assert_string_equal (cfg->bind.items[0], "tcp://*:9942");
+    assert_string_equal (cfg->bind.items[1], "inproc://local");
+    assert_string_equal (cfg->bind.items[2], "tcp://127.0.0.1:*");
+    assert_int_equal (cfg->rcvhwm, 0);
+    assert_int_equal (cfg->max_frames, 1024);
+    assert_int_equal (cfg->max_message_bytes, (size_t) 1 << 31);
+    assert_string_equal (cfg->control, "tcp://127.0.0.1:9950");
+    assert_int_equal (cfg->shutdown_timeout_ms, 2500);
+    assert_int_equal (cfg->consumer_count, 3);
+
+    const fh_consumer_config_t *c = &cfg->consumers[0];
+    assert_string_equal (c->name, "archive");
+    assert_string_equal (c->plugin, "/usr/lib/fanhub/archive.so");
+    assert_int_equal (c->topics.count, 3);
+    assert_string_equal (c->topics.items[0], "org.fedoraproject.prod.buildsys.");
+    assert_string_equal (c->topics.items[1], "*.buildsys.build.*");
+    assert_string_equal (c->topics.items[2],
+                         "=org.fedoraproject.prod.git.receive");
+    assert_int_equal (c->queue_capacity, 1073741824);
+    assert_string_equal (c->where, "t.yaml:14:5");
+    assert_string_equal (fh_option_where (c->options), "t.yaml:23:7");
+    assert_int_equal (fh_option_count (c->options), 3);
+    const fanhub_option_t *path = fh_option_get (c->options, "path");
+    assert_string_equal (fh_option_scalar (path), "/var/log/a");
+    assert_string_equal (fh_option_where (path), "t.yaml:23:13");
+    const fanhub_option_t *levels = fh_option_get (c->options, "levels");
+    assert_int_equal (fh_option_kind (levels), FANHUB_OPTION_LIST);
+    assert_int_equal (fh_option_count (levels), 2);
+    assert_string_equal (fh_option_scalar (fh_option_at (levels, 1, NULL)), "2");
+    assert_string_equal (fh_option_where (fh_option_at (levels, 1, NULL)),
+                         "t.yaml:24:19");
+    const fanhub_option_t *nested = fh_option_get (c->options, "nested");
+    assert_int_equal (fh_option_kind (nested), FANHUB_OPTION_MAP);
+    assert_string_equal (fh_option_scalar (fh_option_get (nested, "k")), "v");
+    /* A value left empty reaches the plugin as an empty scalar. */
+    assert_string_equal (fh_option_scalar (fh_option_get (nested, "empty")), "");
+
+    c = &cfg->consumers[1];
+    assert_string_equal (c->name, "quiet");
+    assert_string_equal (c->plugin, "null"); /* quoted: the word */
+    assert_int_equal (c->topics.count, 1);
+    assert_string_equal (c->topics.items[0], "org.one.pattern");
+    assert_int_equal (c->queue_capacity, 1);
+    assert_int_equal (fh_option_kind (c->options), FANHUB_OPTION_MAP);
+    assert_int_equal (fh_option_count (c->options), 0);
+    assert_string_equal (c->where, "t.yaml:26:5");
+
+    c = &cfg->consumers[2];
+    assert_int_equal (c->topics.count, 0);
+    assert_int_equal (c->queue_capacity, FH_DEFAULT_QUEUE_CAPACITY);
+    assert_int_equal (fh_option_kind (c->options), FANHUB_OPTION_MAP);
+    assert_int_equal (fh_option_count (c->options), 0);
+    fh_config_destroy (&cfg);
+}
+
+/* A plain null is "no value", even where only a string makes sense (the
+   shipped plugin called null must be quoted); the error says so. */
+static void
+test_null_plugin_refused (void **state)
+{
+    (void) state;
+    char err[512];
+    assert_null (s_load (BUS "consumers:\n  - name: c\n    plugin: null\n", err,
+                         sizeof err));
+    assert_string_equal (err, "t.yaml:5:13: consumers[0].plugin: expected a "
+                              "plugin name or path, got null (YAML null; "
+                              "write \"null\" for the word)");
+}
+
+static void
+test_defaults_and_numbers (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *name;
+        const char *text;
+        int64_t shutdown_ms;
+    } cases[] = {
+        { "default", BUS CONSUMERS, FH_DEFAULT_SHUTDOWN_TIMEOUT_MS },
+        { "zero", "shutdown_timeout: 0\n" BUS CONSUMERS, 0 },
+        { "max", "shutdown_timeout: 3600\n" BUS CONSUMERS, 3600000 },
+        { "max decimal", "shutdown_timeout: 3600.000000\n" BUS CONSUMERS,
+          3600000 },
+        { "decimal", "shutdown_timeout: 0.25\n" BUS CONSUMERS, 250 },
+        { "below a millisecond dropped",
+          "shutdown_timeout: 1.0019\n" BUS CONSUMERS, 1001 },
+        { "quoted", "shutdown_timeout: '7'\n" BUS CONSUMERS, 7000 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fh_config_t *cfg = s_load_ok (cases[i].text);
+        if (cfg->shutdown_timeout_ms != cases[i].shutdown_ms)
+            fail_msg ("%s: shutdown_timeout_ms %lld, expected %lld",
+                      cases[i].name, (long long) cfg->shutdown_timeout_ms,
+                      (long long) cases[i].shutdown_ms);
+        fh_config_destroy (&cfg);
+    }
+
+    fh_config_t *cfg = s_load_ok (BUS CONSUMERS);
+    assert_int_equal (cfg->rcvhwm, FH_DEFAULT_RCVHWM);
+    assert_int_equal (cfg->max_frames, FH_DEFAULT_MAX_FRAMES);
+    assert_int_equal (cfg->max_message_bytes, FH_DEFAULT_MAX_MESSAGE_BYTES);
+    assert_int_equal (cfg->bind.count, 0);
+    assert_null (cfg->name);
+    fh_config_destroy (&cfg);
+
+    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  rcvhwm: 2147483647\n"
+                     "  max_frames: 2\n  max_message_bytes: 1\n" CONSUMERS);
+    assert_int_equal (cfg->rcvhwm, 2147483647);
+    assert_int_equal (cfg->max_frames, 2);
+    assert_int_equal (cfg->max_message_bytes, 1);
+    fh_config_destroy (&cfg);
+
+    /* Decimal only: a leading zero is not octal. */
+    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  max_frames: 010\n"
+                     CONSUMERS);
+    assert_int_equal (cfg->max_frames, 10);
+    fh_config_destroy (&cfg);
+
+    /* bind alone is enough. */
+    cfg = s_load_ok ("bus:\n  bind: ipc:///tmp/x.sock\n" CONSUMERS);
+    assert_int_equal (cfg->connect.count, 0);
+    assert_int_equal (cfg->bind.count, 1);
+    fh_config_destroy (&cfg);
+}
+
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    const char *name;
+    const char *text;
+    const char *error; /* the exact start of the message */
+} s_error_case_t;
+
+#define TOP_KNOWN "(known: name, bus, control, shutdown_timeout, consumers)"
+#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes)"
+#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options)"
+#define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
+#define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
+#define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
+#define SECONDS "expected a number of seconds from 0 to 3600, got "
+/* A consumer c, then a second one with KEYS at line 6 (indent 4). */
+#define C2(keys) BUS CONSUMERS "  - name: d\n" keys
+
+static const s_error_case_t s_error_cases[] = {
+    /* The document */
+    { "syntax error", "bus: [a\n",
+      "t.yaml:2:1: YAML syntax error: did not find expected ',' or ']' "
+      "(while parsing a flow sequence)" },
+    { "tab indentation", "bus:\n\tconnect: x\n",
+      "t.yaml:2:1: YAML syntax error: found character that cannot start "
+      "any token (while scanning for the next token)" },
+    { "undefined alias", BUS "consumers: *nope\n",
+      "t.yaml:3:12: YAML syntax error: found undefined alias" },
+    { "duplicate anchor", "bus: &a {connect: tcp://a:1}\nname: &a x\n"
+      CONSUMERS,
+      "t.yaml:2:7: YAML syntax error: found duplicate anchor (first "
+      "occurrence at line 1)" },
+    { "invalid UTF-8", "name: \xff\n",
+      "t.yaml:1:7: YAML syntax error: invalid leading UTF-8 octet (byte 0xff "
+      "at offset 6)" },
+    { "empty", "",
+      "t.yaml:1:1: empty configuration: expected a map with at least bus: "
+      "and consumers:" },
+    { "only comments", "# nothing\n\n",
+      "t.yaml:1:1: empty configuration: expected a map with at least bus: "
+      "and consumers:" },
+    { "only a document marker", "---\n",
+      "t.yaml:2:1: empty configuration: expected a map with at least bus: "
+      "and consumers:" },
+    { "two documents", BUS CONSUMERS "---\nbus: x\n",
+      "t.yaml:6:1: a second YAML document: the configuration is one "
+      "document" },
+    { "two documents, second empty", BUS CONSUMERS "---\n",
+      "t.yaml:6:1: a second YAML document" },
+    { "top level a list", "- a\n",
+      "t.yaml:1:1: expected a map " TOP_KNOWN ", got a list" },
+    { "top level a scalar", "hello\n",
+      "t.yaml:1:1: expected a map " TOP_KNOWN ", got 'hello'" },
+    { "key not a scalar", "? [a]\n: 1\n",
+      "t.yaml:1:3: expected a key, got a list" },
+    { "null key", "~: 1\n", "t.yaml:1:1: expected a key, got nothing" },
+
+    /* Unknown keys, at every level */
+    { "unknown top key", BUS CONSUMERS "bsu: 1\n",
+      "t.yaml:6:1: bsu: unknown key " TOP_KNOWN },
+    { "unknown bus key", "bus:\n  connect: tcp://a:1\n  rcvhm: 5\n" CONSUMERS,
+      "t.yaml:3:3: bus.rcvhm: unknown key " BUS_KNOWN },
+    { "unknown consumer key", C2 ("    plugin: p\n    topic: [a]\n"),
+      "t.yaml:8:5: consumers[1].topic: unknown key " CONSUMER_KNOWN },
+    { "unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
+      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity)" },
+
+    /* Duplicate keys, at every level */
+    { "duplicate top key", BUS CONSUMERS "bus: x\n",
+      "t.yaml:6:1: bus: duplicate key (first at line 1)" },
+    { "duplicate bus key",
+      "bus:\n  connect: tcp://a:1\n  connect: tcp://b:1\n" CONSUMERS,
+      "t.yaml:3:3: bus.connect: duplicate key (first at line 2)" },
+    { "duplicate consumer key", C2 ("    plugin: p\n    name: e\n"),
+      "t.yaml:8:5: consumers[1].name: duplicate key (first at line 6)" },
+    { "duplicate queue key",
+      C2 ("    plugin: p\n    queue: {capacity: 1, capacity: 2}\n"),
+      "t.yaml:8:26: consumers[1].queue.capacity: duplicate key (first at "
+      "line 8)" },
+    { "duplicate option key",
+      C2 ("    plugin: p\n    options:\n      a: 1\n      b: 2\n      a: 3\n"),
+      "t.yaml:11:7: consumers[1].options.a: duplicate key (first at line 9)" },
+    { "duplicate nested option key",
+      C2 ("    plugin: p\n    options:\n      a: [1, {x: 1, y: 2, x: 3}]\n"),
+      "t.yaml:9:27: consumers[1].options.a[1].x: duplicate key (first at "
+      "line 9)" },
+    { "first duplicate in file order",
+      "bus: {connect: tcp://a:1, z: 1, y: 2, z: 3, y: 4}\n" CONSUMERS,
+      "t.yaml:1:39: bus.z: duplicate key (first at line 1)" },
+
+    /* name: */
+    { "name a list", "name: [a]\n" BUS CONSUMERS,
+      "t.yaml:1:7: name: " NAME_RULE ", got a list" },
+    { "name with a space", "name: a b\n" BUS CONSUMERS,
+      "t.yaml:1:7: name: " NAME_RULE ", got 'a b'" },
+    { "name empty", "name: ''\n" BUS CONSUMERS,
+      "t.yaml:1:7: name: " NAME_RULE ", got ''" },
+    { "name null", "name:\n" BUS CONSUMERS,
+      "t.yaml:1:6: name: " NAME_RULE ", got nothing" },
+    { "name too long",
+      "name: a234567890123456789012345678901234567890123456789012345678901234"
+      "5\n" BUS CONSUMERS,
+      "t.yaml:1:7: name: " NAME_RULE ", got 'a2345678901234567890123456789"
+      "01234567890...'" },
+    { "name with a NUL", "name: \"a\\0b\"\n" BUS CONSUMERS,
+      "t.yaml:1:7: name: " NAME_RULE ", got a value with a NUL character" },
+
+    /* bus: */
+    { "missing bus", CONSUMERS, "t.yaml:1:1: bus: required key is missing" },
+    { "bus a scalar", "bus: tcp://a:1\n" CONSUMERS,
+      "t.yaml:1:6: bus: expected a map " BUS_KNOWN ", got 'tcp://a:1'" },
+    { "bus null", "bus:\n" CONSUMERS,
+      "t.yaml:1:5: bus: expected a map " BUS_KNOWN ", got nothing" },
+    { "bus empty map", "bus: {}\n" CONSUMERS,
+      "t.yaml:1:6: bus: expected at least one endpoint in connect: or bind:" },
+    { "connect and bind empty", "bus:\n  connect: []\n  bind: []\n" CONSUMERS,
+      "t.yaml:2:3: bus: expected at least one endpoint in connect: or bind:" },
+    { "connect a map", "bus:\n  connect: {a: 1}\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: expected an endpoint or a list of "
+      "endpoints, got a map" },
+    { "connect null", "bus:\n  connect:\n  bind: tcp://*:1\n" CONSUMERS,
+      "t.yaml:2:11: bus.connect: expected an endpoint or a list of "
+      "endpoints, got nothing" },
+    { "connect item a list", "bus:\n  connect: [[a]]\n" CONSUMERS,
+      "t.yaml:2:13: bus.connect[0]: expected an endpoint, got a list" },
+    { "bind item null", "bus:\n  bind: [tcp://*:1, ~]\n" CONSUMERS,
+      "t.yaml:2:21: bus.bind[1]: expected an endpoint, got nothing" },
+    { "udp endpoint", "bus:\n  connect: udp://a:1\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'udp://a:1': unsupported "
+      "transport 'udp' (use tcp://, ipc:// or inproc://)" },
+    { "endpoint without transport", "bus:\n  connect: [tcp://a:1, a:1]\n"
+      CONSUMERS,
+      "t.yaml:2:24: bus.connect[1]: invalid endpoint 'a:1': expected "
+      "TRANSPORT://ADDRESS" },
+    { "tcp without port", "bus:\n  connect: tcp://a\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a': expected "
+      "tcp://HOST:PORT" },
+    { "tcp port 0", "bus:\n  connect: tcp://a:0\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:0': expected a "
+      "port from 1 to 65535" },
+    { "tcp port too big", "bus:\n  bind: tcp://*:65536\n" CONSUMERS,
+      "t.yaml:2:9: bus.bind: invalid endpoint 'tcp://*:65536': expected a "
+      "port from 1 to 65535" },
+    { "tcp host '*' in connect", "bus:\n  connect: tcp://*:1\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://*:1': host '*' "
+      "(every interface) is only for bind" },
+    { "tcp port '*' in connect", "bus:\n  connect: tcp://a:*\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:*': port '*' "
+      "(any free port) is only for bind" },
+    { "IPv6 without brackets", "bus:\n  connect: tcp://::1:5\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://::1:5': IPv6 "
+      "addresses go in brackets" },
+    { "empty ipc path", "bus:\n  bind: ipc://\n" CONSUMERS,
+      "t.yaml:2:9: bus.bind: invalid endpoint 'ipc://': expected ipc://PATH" },
+    { "empty inproc name", "bus:\n  bind: inproc://\n" CONSUMERS,
+      "t.yaml:2:9: bus.bind: invalid endpoint 'inproc://': expected "
+      "inproc://NAME" },
+    { "endpoint with a space", "bus:\n  connect: 'tcp://a :1'\n" CONSUMERS,
+      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a :1': an endpoint "
+      "cannot contain spaces" },
+    { "duplicate endpoint in connect",
+      "bus:\n  connect:\n    - tcp://a:1\n    - tcp://b:1\n    - tcp://a:1\n"
+      CONSUMERS,
+      "t.yaml:5:7: bus.connect[2]: duplicate endpoint 'tcp://a:1' (already "
+      "in bus.connect)" },
+    { "duplicate endpoint across connect and bind",
+      "bus:\n  bind: ipc:///x\n  connect: [ipc:///x]\n" CONSUMERS,
+      "t.yaml:3:13: bus.connect[0]: duplicate endpoint 'ipc:///x' (already "
+      "in bus.bind)" },
+
+    /* bus integers */
+    { "rcvhwm not a number", "bus:\n  connect: tcp://a:1\n  rcvhwm: lots\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'lots'" },
+    { "rcvhwm negative", "bus:\n  connect: tcp://a:1\n  rcvhwm: -1\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'-1'" },
+    { "rcvhwm decimal", "bus:\n  connect: tcp://a:1\n  rcvhwm: 1.5\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'1.5'" },
+    { "rcvhwm hex", "bus:\n  connect: tcp://a:1\n  rcvhwm: 0x10\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'0x10'" },
+    { "rcvhwm plus sign", "bus:\n  connect: tcp://a:1\n  rcvhwm: +5\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'+5'" },
+    { "rcvhwm trailing junk", "bus:\n  connect: tcp://a:1\n  rcvhwm: 10k\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'10k'" },
+    { "rcvhwm above int", "bus:\n  connect: tcp://a:1\n  rcvhwm: 2147483648\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'2147483648'" },
+    { "rcvhwm overflow",
+      "bus:\n  connect: tcp://a:1\n  rcvhwm: 99999999999999999999\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM
+      "'99999999999999999999'" },
+    { "rcvhwm empty string", "bus:\n  connect: tcp://a:1\n  rcvhwm: ''\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "''" },
+    { "rcvhwm null", "bus:\n  connect: tcp://a:1\n  rcvhwm: ~\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "nothing" },
+    { "rcvhwm a list", "bus:\n  connect: tcp://a:1\n  rcvhwm: [1]\n"
+      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "a list" },
+    { "max_frames too small", "bus:\n  connect: tcp://a:1\n  max_frames: 1\n"
+      CONSUMERS, "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
+      "to 1024, got '1'" },
+    { "max_frames too big", "bus:\n  connect: tcp://a:1\n  max_frames: 1025\n"
+      CONSUMERS, "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
+      "to 1024, got '1025'" },
+    { "max_message_bytes zero",
+      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 0\n" CONSUMERS,
+      "t.yaml:3:22: bus.max_message_bytes: expected an integer from 1 to "
+      "2147483648, got '0'" },
+    { "max_message_bytes too big",
+      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 2147483649\n"
+      CONSUMERS,
+      "t.yaml:3:22: bus.max_message_bytes: expected an integer from 1 to "
+      "2147483648, got '2147483649'" },
+
+    /* control: */
+    { "control a list", "control: [ipc:///x]\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: expected an endpoint (ipc://PATH or "
+      "tcp://127.0.0.1:PORT), got a list" },
+    { "control null", "control:\n" BUS CONSUMERS,
+      "t.yaml:1:9: control: expected an endpoint (ipc://PATH or "
+      "tcp://127.0.0.1:PORT), got nothing" },
+    { "control not loopback", "control: tcp://0.0.0.0:9950\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://0.0.0.0:9950': "
+      "the control socket is only served on loopback" },
+    { "control on every interface", "control: tcp://*:9950\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://*:9950': the "
+      "control socket is only served on loopback" },
+    { "control on a public name", "control: tcp://example.org:1\n" BUS
+      CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://example.org:1': "
+      "the control socket is only served on loopback" },
+    { "control on 128.0.0.1", "control: tcp://128.0.0.1:1\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://128.0.0.1:1': "
+      "the control socket is only served on loopback" },
+    { "control on 127.0.0.256", "control: tcp://127.0.0.256:1\n" BUS
+      CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.256:1': "
+      "the control socket is only served on loopback" },
+    { "control on IPv6 ::", "control: 'tcp://[::]:1'\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://[::]:1': "
+      "the control socket is only served on loopback" },
+    { "control without a fixed port", "control: tcp://127.0.0.1:*\n" BUS
+      CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.1:*': "
+      "the control endpoint needs a fixed port" },
+    { "control on inproc", "control: inproc://x\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'inproc://x': the "
+      "control socket is served on ipc://PATH or on tcp:// on loopback" },
+    { "control bad transport", "control: http://127.0.0.1:80\n" BUS
+      CONSUMERS,
+      "t.yaml:1:10: control: invalid control endpoint 'http://127.0.0.1:80': "
+      "unsupported transport 'http'" },
+
+    /* shutdown_timeout: */
+    { "shutdown_timeout negative", "shutdown_timeout: -1\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'-1'" },
+    { "shutdown_timeout too big", "shutdown_timeout: 3601\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'3601'" },
+    { "shutdown_timeout just too big", "shutdown_timeout: 3600.001\n" BUS
+      CONSUMERS, "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.001'" },
+    { "shutdown_timeout a hair too big",
+      "shutdown_timeout: 3600.0000001\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.0000001'" },
+    { "shutdown_timeout huge",
+      "shutdown_timeout: 99999999999999999999999\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'99999999999999999999999'" },
+    { "shutdown_timeout words", "shutdown_timeout: soon\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'soon'" },
+    { "shutdown_timeout exponent", "shutdown_timeout: 1e3\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'1e3'" },
+    { "shutdown_timeout trailing dot", "shutdown_timeout: 2.\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'2.'" },
+    { "shutdown_timeout leading dot", "shutdown_timeout: .5\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'.5'" },
+    { "shutdown_timeout with unit", "shutdown_timeout: 10s\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10s'" },
+    { "shutdown_timeout a map", "shutdown_timeout: {a: 1}\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "a map" },
+
+    /* consumers: */
+    { "missing consumers", BUS,
+      "t.yaml:1:1: consumers: required key is missing" },
+    { "consumers empty", BUS "consumers: []\n",
+      "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
+      "an empty list" },
+    { "consumers null", BUS "consumers:\n",
+      "t.yaml:3:11: consumers: expected a list of at least one consumer, got "
+      "nothing" },
+    { "consumers a map", BUS "consumers: {name: c, plugin: p}\n",
+      "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
+      "a map" },
+    { "consumer a scalar", BUS "consumers:\n  - c\n",
+      "t.yaml:4:5: consumers[0]: expected a map " CONSUMER_KNOWN ", got 'c'" },
+    { "consumer missing name", BUS "consumers:\n  - plugin: p\n",
+      "t.yaml:4:5: consumers[0].name: required key is missing" },
+    { "consumer missing plugin", C2 ("    topics: [a]\n"),
+      "t.yaml:6:5: consumers[1].plugin: required key is missing" },
+    { "consumer name with a slash", BUS "consumers:\n  - name: a/b\n"
+      "    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got 'a/b'" },
+    { "consumer name a number list", BUS "consumers:\n  - name: [1]\n"
+      "    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got a list" },
+    { "consumer name null", BUS "consumers:\n  - name:\n    plugin: p\n",
+      "t.yaml:4:10: consumers[0].name: " NAME_RULE ", got nothing" },
+    { "duplicate consumer names",
+      BUS "consumers:\n  - name: a\n    plugin: p\n  - plugin: q\n"
+      "    name: a\n",
+      "t.yaml:7:11: consumers[1].name: duplicate consumer name 'a' (first "
+      "used by consumers[0] at line 4)" },
+    { "plugin empty", C2 ("    plugin: ''\n"),
+      "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
+      "''" },
+    { "plugin a map", C2 ("    plugin: {a: 1}\n"),
+      "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
+      "a map" },
+    { "topics empty", C2 ("    plugin: p\n    topics: []\n"),
+      "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
+      "got an empty list (omit topics: to receive every message)" },
+    { "topics null", C2 ("    plugin: p\n    topics:\n"),
+      "t.yaml:8:12: consumers[1].topics: expected a list of topic patterns, "
+      "got nothing (omit topics: to receive every message)" },
+    { "topics a map", C2 ("    plugin: p\n    topics: {a: 1}\n"),
+      "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
+      "got a map" },
+    { "empty pattern", C2 ("    plugin: p\n    topics: [a, '']\n"),
+      "t.yaml:8:17: consumers[1].topics[1]: expected a topic pattern, got ''" },
+    { "'=' alone", C2 ("    plugin: p\n    topics: ['=']\n"),
+      "t.yaml:8:14: consumers[1].topics[0]: expected a topic after '='" },
+    { "pattern a list", C2 ("    plugin: p\n    topics: [[a]]\n"),
+      "t.yaml:8:14: consumers[1].topics[0]: expected a topic pattern, got a "
+      "list" },
+    { "queue a scalar", C2 ("    plugin: p\n    queue: 5\n"),
+      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity), got "
+      "'5'" },
+    { "queue null", C2 ("    plugin: p\n    queue:\n"),
+      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity), got "
+      "nothing" },
+    { "capacity not a number",
+      C2 ("    plugin: p\n    queue:\n      capacity: lots\n"),
+      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'lots'" },
+    { "capacity zero", C2 ("    plugin: p\n    queue:\n      capacity: 0\n"),
+      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'0'" },
+    { "capacity too big",
+      C2 ("    plugin: p\n    queue:\n      capacity: 1073741825\n"),
+      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY
+      "'1073741825'" },
+    { "options a scalar", C2 ("    plugin: p\n    options: path\n"),
+      "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
+      "got 'path'" },
+    { "options a list", C2 ("    plugin: p\n    options: [a]\n"),
+      "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
+      "got a list" },
+    { "option key a map",
+      C2 ("    plugin: p\n    options:\n      ? {a: 1}\n      : 2\n"),
+      "t.yaml:9:9: consumers[1].options: expected a key, got a map" },
+    { "recursive alias in options",
+      C2 ("    plugin: p\n    options: &loop\n      self: *loop\n"),
+      "t.yaml:8:14: consumers[1].options.self: an alias refers to a value "
+      "that contains it" },
+    { "recursive alias in a list",
+      C2 ("    plugin: p\n    options:\n      a: &l [1, *l]\n"),
+      "t.yaml:9:10: consumers[1].options.a[1]: an alias refers to a value "
+      "that contains it" },
+    { "alias to a consumer into itself",
+      BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
+      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity)" },
+};
+
+static void
+test_errors (void **state)
+{
+    (void) state;
+    s_unset_runtime_dirs ();
+    size_t failed = 0;
+    for (size_t i = 0; i < sizeof s_error_cases / sizeof s_error_cases[0];
+         i++) {
+        const s_error_case_t *c = &s_error_cases[i];
+        char err[512] = "";
+        fh_config_t *cfg = s_load (c->text, err, sizeof err);
+        if (cfg) {
+            print_error ("%s: loaded, expected \"%s\"\n", c->name, c->error);
+            fh_config_destroy (&cfg);
+            failed++;
+        }
+        else if (strncmp (err, c->error, strlen (c->error)) != 0) {
+            print_error ("%s:\n  got      \"%s\"\n  expected \"%s\"\n",
+                         c->name, err, c->error);
+            failed++;
+        }
+        else if (strchr (err, '\n'))
+            fail_msg ("%s: error is more than one line", c->name);
+    }
+    if (failed)
+        fail_msg ("%zu of %zu error cases failed", failed,
+                  sizeof s_error_cases / sizeof s_error_cases[0]);
+}
+
+/* Values that are nothing (`key:`) for keys that need one: the exact
+   messages, whatever position libyaml gives an empty value. */
+static void
+test_null_values (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *text;
+        const char *message; /* after "t.yaml:L:C: " */
+    } cases[] = {
+        { "name:\n" BUS CONSUMERS, "name: " NAME_RULE ", got nothing" },
+        { "bus:\n" CONSUMERS,
+          "bus: expected a map " BUS_KNOWN ", got nothing" },
+        { "bus:\n  connect:\n" CONSUMERS,
+          "bus.connect: expected an endpoint or a list of endpoints, got "
+          "nothing" },
+        { "control:\n" BUS CONSUMERS,
+          "control: expected an endpoint (ipc://PATH or "
+          "tcp://127.0.0.1:PORT), got nothing" },
+        { "shutdown_timeout:\n" BUS CONSUMERS,
+          "shutdown_timeout: " SECONDS "nothing" },
+        { BUS "consumers:\n",
+          "consumers: expected a list of at least one consumer, got "
+          "nothing" },
+        { BUS "consumers:\n  -\n",
+          "consumers[0]: expected a map " CONSUMER_KNOWN ", got nothing" },
+        { BUS "consumers:\n  - name:\n    plugin: p\n",
+          "consumers[0].name: " NAME_RULE ", got nothing" },
+        { BUS "consumers:\n  - name: c\n    plugin:\n",
+          "consumers[0].plugin: expected a plugin name or path, got nothing" },
+        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics:\n",
+          "consumers[0].topics: expected a list of topic patterns, got "
+          "nothing (omit topics: to receive every message)" },
+        { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n",
+          "consumers[0].queue: expected a map (known: capacity), got "
+          "nothing" },
+        { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n"
+              "      capacity:\n",
+          "consumers[0].queue.capacity: " INT_CAPACITY "nothing" },
+        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [~]\n",
+          "consumers[0].topics[0]: expected a topic pattern, got nothing" },
+        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [NULL]\n",
+          "consumers[0].topics[0]: expected a topic pattern, got null (YAML "
+          "null; write \"NULL\" for the word)" },
+        { "---\n", "empty configuration" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[512] = "";
+        fh_config_t *cfg = s_load (cases[i].text, err, sizeof err);
+        assert_null (cfg);
+        /* Skip "t.yaml:L:C: ". */
+        const char *message = err;
+        for (int colons = 0; colons < 3 && message; colons++) {
+            message = strchr (message, ':');
+            if (message)
+                message++;
+        }
+        if (!message || *message != ' '
+            || strncmp (message + 1, cases[i].message,
+                        strlen (cases[i].message))
+                   != 0)
+            fail_msg ("case %zu:\n  got      \"%s\"\n  expected "
+                      "\"t.yaml:L:C: %s\"",
+                      i, err, cases[i].message);
+    }
+}
+
+/* The example in the header: an error in the second consumer's queue. */
+static void
+test_error_example (void **state)
+{
+    (void) state;
+    static const char text[] = "bus:\n"
+                               "  connect: tcp://127.0.0.1:9940\n"
+                               "consumers:\n"
+                               "  - name: first\n"
+                               "    plugin: log\n"
+                               "  - name: second\n"
+                               "    plugin: log\n"
+                               "    queue:\n"
+                               "      capacity: lots\n";
+    char err[512];
+    assert_null (fh_config_load_string (text, strlen (text), "hub.yaml", err,
+                                        sizeof err));
+    assert_string_equal (err, "hub.yaml:9:17: consumers[1].queue.capacity: "
+                              "expected an integer from 1 to 1073741824, got "
+                              "'lots'");
+    static const char typo[] = "bus:\n"
+                               "  connect: tcp://127.0.0.1:9940\n"
+                               "  rcvhm: 5\n";
+    assert_null (fh_config_load_string (typo, strlen (typo), "f.yaml", err,
+                                        sizeof err));
+    assert_string_equal (err, "f.yaml:3:3: bus.rcvhm: unknown key (known: "
+                              "connect, bind, rcvhwm, max_frames, "
+                              "max_message_bytes)");
+}
+
+static void
+test_aliases (void **state)
+{
+    (void) state;
+    static const char text[]
+        = "bus:\n"
+          "  connect: &pub tcp://10.0.0.1:9940\n"
+          "consumers:\n"
+          "  - name: a\n"
+          "    plugin: log\n"
+          "    topics: &topics [org.a., =org.b.c]\n"
+          "    queue: &queue {capacity: 42}\n"
+          "    options: &opts {path: \"-\", list: [1, 2], nested: {k: v}}\n"
+          "  - name: b\n"
+          "    plugin: log\n"
+          "    topics: *topics\n"
+          "    queue: *queue\n"
+          "    options: {shared: *opts, twice: *opts, endpoint: *pub}\n";
+    fh_config_t *cfg = s_load_ok (text);
+    assert_int_equal (cfg->consumer_count, 2);
+    const fh_consumer_config_t *b = &cfg->consumers[1];
+    assert_int_equal (b->topics.count, 2);
+    assert_string_equal (b->topics.items[0], "org.a.");
+    assert_string_equal (b->topics.items[1], "=org.b.c");
+    assert_int_equal (b->queue_capacity, 42);
+    const fanhub_option_t *shared = fh_option_get (b->options, "shared");
+    assert_int_equal (fh_option_kind (shared), FANHUB_OPTION_MAP);
+    assert_string_equal (fh_option_scalar (fh_option_get (shared, "path")), "-");
+    const fanhub_option_t *nested
+        = fh_option_get (fh_option_get (b->options, "twice"), "nested");
+    assert_string_equal (fh_option_scalar (fh_option_get (nested, "k")), "v");
+    /* An alias node is where its anchor is. */
+    assert_string_equal (fh_option_where (shared), "t.yaml:8:14");
+    assert_string_equal (
+        fh_option_scalar (fh_option_get (b->options, "endpoint")),
+        "tcp://10.0.0.1:9940");
+    /* Each consumer has a tree of its own. */
+    assert_ptr_not_equal (fh_option_get (cfg->consumers[0].options, "path"),
+                          fh_option_get (shared, "path"));
+    fh_config_destroy (&cfg);
+}
+
+/* Aliases expanded without end are refused, not followed. */
+static void
+test_option_limits (void **state)
+{
+    (void) state;
+    char err[512];
+    /* Nine levels of ten aliases: 10^9 values once expanded. */
+    static const char laughs[]
+        = BUS "consumers:\n  - name: c\n    plugin: p\n    options:\n"
+              "      a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+              "      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+              "      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+              "      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+              "      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+              "      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+              "      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+              "      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+              "      i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
+    assert_null (s_load (laughs, err, sizeof err));
+    assert_non_null (strstr (err, "more than 100000 option values (aliases "
+                                  "expanded)"));
+    assert_int_equal (strncmp (err, "t.yaml:", 7), 0);
+
+    /* Nesting deeper than 64 levels. */
+    char deep[1024];
+    size_t len = (size_t) snprintf (deep, sizeof deep, "%s",
+                                    BUS "consumers:\n  - name: c\n"
+                                        "    plugin: p\n    options: {a: ");
+    for (int i = 0; i < 70; i++)
+        deep[len++] = '[';
+    for (int i = 0; i < 70; i++)
+        deep[len++] = ']';
+    memcpy (deep + len, "}\n", 3);
+    assert_null (s_load (deep, err, sizeof err));
+    if (!strstr (err, "options nest more than 64 levels"))
+        fail_msg ("got \"%s\"", err);
+
+    /* 64 levels are fine: the options map and 63 lists. */
+    len = (size_t) snprintf (deep, sizeof deep, "%s",
+                             BUS "consumers:\n  - name: c\n"
+                                 "    plugin: p\n    options: {a: ");
+    for (int i = 0; i < 63; i++)
+        deep[len++] = '[';
+    for (int i = 0; i < 63; i++)
+        deep[len++] = ']';
+    memcpy (deep + len, "}\n", 3);
+    fh_config_t *cfg = s_load_ok (deep);
+    fh_config_destroy (&cfg);
+}
+
+static void
+test_control_default (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *name;
+        const char *runtime_directory; /* NULL: unset */
+        const char *xdg_runtime_dir;
+        const char *hub_name;
+        const char *control;
+    } cases[] = {
+        { "neither set", NULL, NULL, NULL, "ipc:///tmp/fanhub.sock" },
+        { "neither set, named", NULL, NULL, "b1", "ipc:///tmp/fanhub-b1.sock" },
+        { "XDG", NULL, "/run/user/1000", NULL,
+          "ipc:///run/user/1000/fanhub.sock" },
+        { "XDG, trailing slash, named", NULL, "/run/user/1000/", "x",
+          "ipc:///run/user/1000/fanhub-x.sock" },
+        { "systemd wins", "/run/fanhub", "/run/user/1000", NULL,
+          "ipc:///run/fanhub/fanhub.sock" },
+        { "systemd, several directories", "/run/fanhub:/run/other", NULL, "n",
+          "ipc:///run/fanhub/fanhub-n.sock" },
+        { "systemd empty", "", "/run/user/7", NULL,
+          "ipc:///run/user/7/fanhub.sock" },
+        { "both empty", "", "", NULL, "ipc:///tmp/fanhub.sock" },
+        { "root directory", "/", NULL, NULL, "ipc:///fanhub.sock" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s_unset_runtime_dirs ();
+        if (cases[i].runtime_directory)
+            setenv ("RUNTIME_DIRECTORY", cases[i].runtime_directory, 1);
+        if (cases[i].xdg_runtime_dir)
+            setenv ("XDG_RUNTIME_DIR", cases[i].xdg_runtime_dir, 1);
+        char text[256];
+        snprintf (text, sizeof text, "%s%s%s" BUS CONSUMERS,
+                  cases[i].hub_name ? "name: " : "",
+                  cases[i].hub_name ? cases[i].hub_name : "",
+                  cases[i].hub_name ? "\n" : "");
+        fh_config_t *cfg = s_load_ok (text);
+        if (strcmp (cfg->control, cases[i].control) != 0)
+            fail_msg ("%s: control '%s', expected '%s'", cases[i].name,
+                      cfg->control, cases[i].control);
+        fh_config_destroy (&cfg);
+    }
+
+    /* An explicit control: ignores the environment. */
+    setenv ("RUNTIME_DIRECTORY", "/run/fanhub", 1);
+    fh_config_t *cfg = s_load_ok ("control: ipc:///srv/c.sock\n" BUS CONSUMERS);
+    assert_string_equal (cfg->control, "ipc:///srv/c.sock");
+    fh_config_destroy (&cfg);
+
+    /* A directory too long for a Unix socket path. */
+    char dir[200];
+    memset (dir, 'd', sizeof dir - 1);
+    dir[0] = '/';
+    dir[sizeof dir - 1] = '\0';
+    setenv ("RUNTIME_DIRECTORY", dir, 1);
+    char err[512];
+    assert_null (s_load (BUS CONSUMERS, err, sizeof err));
+    assert_int_equal (strncmp (err, "t.yaml:1:1: control: the default "
+                                    "endpoint 'ipc:///ddd",
+                               49),
+                      0);
+    assert_non_null (strstr (err, "; set control:"));
+    s_unset_runtime_dirs ();
+
+    /* Loopback forms that are accepted. */
+    static const char *const loopback[] = {
+        "tcp://127.0.0.1:1", "tcp://127.1.2.3:65535", "tcp://localhost:9950",
+        "tcp://[::1]:9950", "ipc://@abstract", "ipc:///run/fanhub/c.sock",
+    };
+    for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
+        char text[256];
+        snprintf (text, sizeof text, "control: '%s'\n" BUS CONSUMERS,
+                  loopback[i]);
+        cfg = s_load_ok (text);
+        assert_string_equal (cfg->control, loopback[i]);
+        fh_config_destroy (&cfg);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+
+static void
+test_load_file (void **state)
+{
+    (void) state;
+    char err[512];
+    assert_null (fh_config_load_file ("/nonexistent/fanhub.yaml", err,
+                                      sizeof err));
+    assert_string_equal (err, "/nonexistent/fanhub.yaml: cannot open: No such "
+                              "file or directory");
+    assert_null (fh_config_load_file ("/tmp", err, sizeof err));
+    assert_string_equal (err, "/tmp: cannot open: Is a directory");
+
+    char path[] = "/tmp/test_config_XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    static const char good[] = BUS CONSUMERS;
+    assert_int_equal (write (fd, good, strlen (good)), (ssize_t) strlen (good));
+    fh_config_t *cfg = fh_config_load_file (path, err, sizeof err);
+    if (!cfg)
+        fail_msg ("%s", err);
+    assert_string_equal (cfg->source, path);
+    assert_int_equal (strncmp (cfg->consumers[0].where, path, strlen (path)),
+                      0);
+    assert_string_equal (cfg->consumers[0].where + strlen (path), ":4:5");
+    fh_config_destroy (&cfg);
+
+    /* Errors name the file as given. */
+    static const char bad[] = "    queue: x\n";
+    assert_int_equal (write (fd, bad, strlen (bad)), (ssize_t) strlen (bad));
+    close (fd);
+    assert_null (fh_config_load_file (path, err, sizeof err));
+    char expected[256];
+    snprintf (expected, sizeof expected,
+              "%s:6:12: consumers[0].queue: expected a map", path);
+    if (strncmp (err, expected, strlen (expected)) != 0)
+        fail_msg ("got \"%s\", expected \"%s...\"", err, expected);
+    unlink (path);
+}
+
+/* A small or missing error buffer is never overrun. */
+static void
+test_error_buffer (void **state)
+{
+    (void) state;
+    char err[8];
+    memset (err, 'x', sizeof err);
+    assert_null (s_load ("bus: [", err, sizeof err));
+    assert_int_equal (strlen (err), 7);
+    assert_null (s_load ("bus: [", NULL, 0));
+    assert_null (s_load ("- a", NULL, 0));
+    assert_null (fh_config_load_file ("/nonexistent", NULL, 0));
+    assert_null (fh_config_load_string (NULL, 0, NULL, err, sizeof err));
+    char one[1] = { 'x' };
+    assert_null (s_load ("- a", one, sizeof one));
+    assert_int_equal (one[0], '\0');
+}
+
+/* ------------------------------------------------------------------ */
+
+static void
+test_endpoint_check (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *endpoint;
+        bool for_bind;
+        const char *reason; /* NULL: valid; else the start of the reason */
+    } cases[] = {
+        { "tcp://127.0.0.1:9940", false, NULL },
+        { "tcp://hub.example.org:1", false, NULL },
+        { "tcp://[::1]:65535", false, NULL },
+        { "tcp://[fe80::1%eth0]:5", false, NULL },
+        { "tcp://*:9940", true, NULL },
+        { "tcp://eth0:9940", true, NULL },
+        { "tcp://127.0.0.1:*", true, NULL },
+        { "tcp://*:*", true, NULL },
+        { "tcp://[::]:5", true, NULL },
+        { "ipc:///run/fanhub/bus.sock", false, NULL },
+        { "ipc://relative.sock", true, NULL },
+        { "ipc://@abstract", true, NULL },
+        { "inproc://bus", false, NULL },
+        { "inproc://bus", true, NULL },
+
+        { NULL, false, "empty endpoint" },
+        { "", true, "empty endpoint" },
+        { "udp://a:1", false,
+          "unsupported transport 'udp' (use tcp://, ipc:// or inproc://)" },
+        { "pgm://eth0;239.192.1.1:5555", false, "unsupported transport 'pgm'" },
+        { "TCP://a:1", false, "unsupported transport 'TCP'" },
+        { "://a:1", false, "unsupported transport ''" },
+        { "tcp:/a:1", false, "expected TRANSPORT://ADDRESS" },
+        { "127.0.0.1:9940", false, "expected TRANSPORT://ADDRESS" },
+        { "tcp://", false, "expected tcp://HOST:PORT" },
+        { "tcp://host", false, "expected tcp://HOST:PORT" },
+        { "tcp://:1", false, "empty host" },
+        { "tcp://a:", false, "expected a port from 1 to 65535" },
+        { "tcp://a:0", false, "expected a port from 1 to 65535" },
+        { "tcp://a:65536", true, "expected a port from 1 to 65535" },
+        { "tcp://a:999999", false, "expected a port from 1 to 65535" },
+        { "tcp://a:-1", false, "expected a port from 1 to 65535" },
+        { "tcp://a:+1", false, "expected a port from 1 to 65535" },
+        { "tcp://a:12x", false, "expected a port from 1 to 65535" },
+        { "tcp://*:1", false, "host '*' (every interface) is only for bind" },
+        { "tcp://a:*", false, "port '*' (any free port) is only for bind" },
+        { "tcp://::1:5", false, "IPv6 addresses go in brackets" },
+        { "tcp://[::1:5", false, "missing ']'" },
+        { "tcp://[]:5", false, "empty IPv6 address" },
+        { "tcp://[abc]:5", false, "expected an IPv6 address in []" },
+        { "tcp://[::1]5", false, "expected ':PORT' after the IPv6 address" },
+        { "tcp://a/b:1", false, "invalid character in host" },
+        { "tcp://a b:1", false, "an endpoint cannot contain spaces" },
+        { "tcp://a:1\n", false, "an endpoint cannot contain spaces" },
+        { "ipc://", true, "expected ipc://PATH" },
+        { "inproc://", false, "expected inproc://NAME" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *why
+            = fh_endpoint_check (cases[i].endpoint, cases[i].for_bind);
+        const char *name = cases[i].endpoint ? cases[i].endpoint : "(NULL)";
+        if (!cases[i].reason && why)
+            fail_msg ("'%s' (bind %d): refused: %s", name, cases[i].for_bind,
+                      why);
+        if (cases[i].reason
+            && (!why
+                || strncmp (why, cases[i].reason, strlen (cases[i].reason))))
+            fail_msg ("'%s' (bind %d): got %s, expected \"%s\"", name,
+                      cases[i].for_bind, why ? why : "valid", cases[i].reason);
+    }
+
+    /* ipc paths longer than a Unix socket path allows. */
+    char endpoint[256] = "ipc:///";
+    memset (endpoint + 7, 'p', 150);
+    endpoint[157] = '\0';
+    const char *why = fh_endpoint_check (endpoint, true);
+    assert_non_null (why);
+    assert_non_null (strstr (why, "more than the 107 a Unix socket path"));
+    endpoint[6 + 107] = '\0'; /* exactly 107 bytes of path */
+    assert_null (fh_endpoint_check (endpoint, true));
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_default_config),
+        cmocka_unit_test (test_full_config),
+        cmocka_unit_test (test_null_plugin_refused),
+        cmocka_unit_test (test_defaults_and_numbers),
+        cmocka_unit_test (test_errors),
+        cmocka_unit_test (test_null_values),
+        cmocka_unit_test (test_error_example),
+        cmocka_unit_test (test_aliases),
+        cmocka_unit_test (test_option_limits),
+        cmocka_unit_test (test_control_default),
+        cmocka_unit_test (test_load_file),
+        cmocka_unit_test (test_error_buffer),
+        cmocka_unit_test (test_endpoint_check),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}

@@ -1,0 +1,132 @@
+/*  test_queue - the single-producer single-consumer consumer queue.
+
+    Single-threaded cases pin the semantics (exact capacity, FIFO, close);
+    the two-thread case pushes a million messages through a small queue so
+    the consumer keeps running dry and sleeping, and checks every one
+    arrives once, in order (a lost wake-up hangs it until ctest's timeout).
+*/
+#include "queue.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+static fh_msg_t *
+make_msg (uint64_t seq)
+{
+    fh_msg_t *msg = fh_msg_new (NULL, 0, seq, 0);
+    assert_non_null (msg);
+    atomic_store (&msg->holders, 1);
+    return msg;
+}
+
+static void
+test_capacity_is_exact (void **state)
+{
+    (void) state;
+    size_t capacities[] = {1, 3, 4, 5, 1000};
+    for (size_t c = 0; c < sizeof capacities / sizeof capacities[0]; c++) {
+        fh_queue_t *queue = fh_queue_new (capacities[c]);
+        assert_non_null (queue);
+        for (size_t i = 0; i < capacities[c]; i++) {
+            assert_false (fh_queue_full (queue));
+            assert_true (fh_queue_push (queue, make_msg (i)));
+        }
+        assert_true (fh_queue_full (queue));
+        fh_msg_t *extra = make_msg (99);
+        assert_false (fh_queue_push (queue, extra));
+        fh_msg_release (extra);
+        assert_int_equal (fh_queue_size (queue), capacities[c]);
+        /* Room again after one pop. */
+        fh_msg_t *first = fh_queue_pop (queue);
+        assert_int_equal (first->seq, 0);
+        fh_msg_release (first);
+        assert_false (fh_queue_full (queue));
+        fh_queue_destroy (&queue); /* releases what is still queued */
+        assert_null (queue);
+        fh_queue_destroy (&queue);
+    }
+}
+
+static void
+test_fifo_and_close (void **state)
+{
+    (void) state;
+    fh_queue_t *queue = fh_queue_new (8);
+    assert_null (fh_queue_pop (queue));
+    for (uint64_t round = 0; round < 5; round++) { /* wraps the ring */
+        for (uint64_t i = 0; i < 6; i++)
+            assert_true (fh_queue_push (queue, make_msg (round * 10 + i)));
+        for (uint64_t i = 0; i < 6; i++) {
+            assert_true (fh_queue_wait (queue));
+            fh_msg_t *msg = fh_queue_pop (queue);
+            assert_int_equal (msg->seq, round * 10 + i);
+            fh_msg_release (msg);
+        }
+    }
+    assert_true (fh_queue_push (queue, make_msg (7)));
+    fh_queue_close (queue);
+    /* Closed but not empty: wait still answers true until drained. */
+    assert_true (fh_queue_wait (queue));
+    fh_msg_t *msg = fh_queue_pop (queue);
+    fh_msg_release (msg);
+    assert_false (fh_queue_wait (queue));
+    fh_queue_destroy (&queue);
+}
+
+enum { STRESS_COUNT = 1000000, STRESS_CAPACITY = 64 };
+
+static void *
+stress_consumer (void *arg)
+{
+    fh_queue_t *queue = arg;
+    uint64_t expected = 0;
+    uintptr_t bad = 0;
+    while (fh_queue_wait (queue)) {
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (queue))) {
+            if (msg->seq != expected)
+                bad++;
+            expected++;
+            fh_msg_release (msg);
+        }
+    }
+    return (void *) (bad ? UINTPTR_MAX : (uintptr_t) expected);
+}
+
+static void
+test_two_threads_in_order (void **state)
+{
+    (void) state;
+    fh_queue_t *queue = fh_queue_new (STRESS_CAPACITY);
+    pthread_t consumer;
+    assert_int_equal (pthread_create (&consumer, NULL, stress_consumer, queue), 0);
+    for (uint64_t i = 0; i < STRESS_COUNT; i++) {
+        fh_msg_t *msg = make_msg (i);
+        while (!fh_queue_push (queue, msg))
+            sched_yield ();
+        /* Now and then let the consumer run dry and go to sleep. */
+        if (i % 1000 == 0)
+            sched_yield ();
+    }
+    fh_queue_close (queue);
+    void *result;
+    pthread_join (consumer, &result);
+    assert_int_equal ((uintptr_t) result, STRESS_COUNT);
+    fh_queue_destroy (&queue);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_capacity_is_exact),
+        cmocka_unit_test (test_fifo_and_close),
+        cmocka_unit_test (test_two_threads_in_order),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
