@@ -1,0 +1,1114 @@
+/*  cmd_pub - `fanhub pub`: publish messages to the bus.
+
+    The fedmsg-logger of this project, and the load generator of the demo,
+    the tests and the benchmarks. It publishes on an XPUB socket rather
+    than a PUB socket: an XPUB socket tells its owner about subscriptions,
+    so `pub` can wait until a subscriber is really there before the first
+    message (ZeroMQ's slow joiner would otherwise eat the first messages).
+    The data path is one zmq_send per frame from buffers prepared once:
+    generated bodies are patched in place (only the digits of the sequence
+    number change), files are encoded once at load and sent with
+    zmq_send_const. At full speed nothing is allocated per message but what
+    libzmq itself needs.
+
+    Bodies read from a JSON-lines file are re-encoded the way fedmsg did
+    (Python's json.dumps with sort_keys=True and compact separators), byte
+    for byte: see s_encode_value for why that is not just jansson's dump.
+*/
+#include "commands.h"
+
+#include "clock.h"
+#include "config.h"
+#include "utf8.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:9940"
+#define S_DEFAULT_TOPIC "org.fanhub.demo.message"
+#define S_DEFAULT_LINGER_MS 5000
+/* The smallest --size that holds {"seq":N} for any 64-bit N. */
+#define S_MIN_SIZE 32
+#define S_MAX_SIZE (1024u * 1024 * 1024)
+/* How many messages between two reads of the subscription messages. */
+#define S_DRAIN_EVERY 256
+
+typedef enum {
+    S_SOURCE_SEQ,   /* generated {"seq":N}, optionally padded to --size */
+    S_SOURCE_TEXT,  /* --body TEXT */
+    S_SOURCE_JSONL, /* --jsonl FILE */
+    S_SOURCE_STDIN  /* - or --stdin: one body per line */
+} s_source_t;
+
+typedef struct {
+    const char *endpoint;
+    bool bind;
+    const char *topic;
+    bool topic_set;
+    uint64_t count;
+    bool count_set;
+    double rate;
+    s_source_t source;
+    const char *body;
+    size_t size;        /* 0: natural size */
+    const char *jsonl;
+    uint64_t wait_subscribers;
+    bool wait_set;
+    double timeout_s;   /* 0: wait for ever */
+    int linger_ms;
+    int sndhwm;
+    bool stamp;
+    bool quiet;
+} s_opts_t;
+
+/* One message of a JSON-lines file, encoded once at load. */
+typedef struct {
+    char *topic;
+    size_t topic_size;
+    char *body;
+    size_t body_size;
+} s_jmsg_t;
+
+/* A generated body: {"seq":N,"pad":"xxx"} of exactly `size` bytes, or
+   {"seq":N} when size is 0. The layout only moves when the number of
+   digits of N changes; between those, a message costs a digit copy. */
+typedef struct {
+    char *data;
+    size_t size;     /* current body size */
+    size_t fixed;    /* requested size, 0 = natural */
+    size_t digits;   /* digit count the layout is made for */
+} s_gen_t;
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void
+s_on_signal (int signum)
+{
+    (void) signum;
+    s_stop = 1;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fputs (
+        "usage: fanhub pub [OPTIONS] [-]\n"
+        "\n"
+        "Publish messages to the bus: ZeroMQ multipart messages of a topic\n"
+        "frame and a body frame (fedmsg-logger style).\n"
+        "\n"
+        "Where:\n"
+        "  -b, --bind EP         bind EP (default: --bind " S_DEFAULT_ENDPOINT ",\n"
+        "                        where the default hub configuration connects)\n"
+        "  -c, --connect EP      connect to EP instead (e.g. a hub's bind endpoint)\n"
+        "\n"
+        "What (one body source; without one, bodies are {\"seq\":N}):\n"
+        "  -t, --topic TOPIC     topic of every message\n"
+        "                        (default " S_DEFAULT_TOPIC ")\n"
+        "      --body TEXT       this body\n"
+        "      --size BYTES      bodies of exactly BYTES bytes (at least 32):\n"
+        "                        {\"seq\":N,\"pad\":\"xxx...\"}, N counting from 1\n"
+        "      --jsonl FILE      the messages of a JSON-lines file of\n"
+        "                        {\"topic\":..., \"body\":...} objects, in order;\n"
+        "                        bodies are encoded as fedmsg did (sorted keys,\n"
+        "                        compact, ASCII-only, Python's float format)\n"
+        "  -, --stdin            each line of standard input is one body\n"
+        "\n"
+        "How many, how fast:\n"
+        "  -n, --count N         messages to send; 0 = until interrupted (or the\n"
+        "                        end of stdin). Default: 1; with --jsonl each\n"
+        "                        message of the file once (more cycles the file);\n"
+        "                        with --stdin every line\n"
+        "  -r, --rate MSG_PER_S  average rate, paced on the monotonic clock;\n"
+        "                        0 = as fast as possible (default)\n"
+        "      --stamp           add a third frame: the monotonic send time in\n"
+        "                        nanoseconds, 8 bytes little-endian\n"
+        "\n"
+        "Delivery:\n"
+        "      --wait-subscribers N  before the first message, wait for N\n"
+        "                        subscriptions to arrive (default 1 when binding,\n"
+        "                        0 when connecting); avoids losing the first\n"
+        "                        messages to a subscriber that is still joining\n"
+        "      --timeout S       give up that wait after S seconds (exit 1);\n"
+        "                        default 0 = wait until interrupted\n"
+        "      --sndhwm N        send high-water mark per subscriber; 0 = no\n"
+        "                        limit, nothing dropped here (default)\n"
+        "      --linger-ms MS    at exit, time allowed to flush what is queued\n"
+        "                        (default 5000; -1 = for ever)\n"
+        "  -q, --quiet           no summary line at exit\n"
+        "  -h, --help            this text\n"
+        "\n"
+        "At exit a summary goes to stderr:\n"
+        "  fanhub pub: sent N messages in X.XXX s (R msg/s)\n"
+        "SIGINT or SIGTERM stops publishing; the summary is printed and the\n"
+        "exit status is 0. Exit status 1: runtime failure; 2: bad usage.\n"
+        "\n"
+        "Examples:\n"
+        "  fanhub pub --body '{\"hello\":\"world\"}'\n"
+        "  fanhub pub -n 0 -r 10 -t org.fanhub.demo.tick\n"
+        "  fanhub pub -n 1000000 --size 100 --stamp\n"
+        "  fanhub pub -c tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
+        "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -\n",
+        out);
+}
+
+static int s_usage_error (const char *fmt, ...)
+    __attribute__ ((format (printf, 1, 2)));
+
+/* One line naming the problem, one pointing at --help; exit status 2. */
+static int
+s_usage_error (const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fputs ("fanhub pub: ", stderr);
+    vfprintf (stderr, fmt, args);
+    fputs ("\ntry 'fanhub pub --help'\n", stderr);
+    va_end (args);
+    return FH_EXIT_USAGE;
+}
+
+/* The usage error for what getopt_long refused: c is ':' (no value) or
+   '?' (unknown, or a value given to an option that takes none). Long
+   options are named as typed; short ones by their letter, since argv
+   may hold a cluster like "-qZ". */
+static int
+s_option_error (int c, char **argv, const struct option *longopts)
+{
+    const char *arg = argv[optind - 1];
+    if (strncmp (arg, "--", 2) != 0) {
+        char name[3] = {'-', (char) optopt, '\0'};
+        return c == ':' ? s_usage_error ("option '%s' needs a value", name)
+                        : s_usage_error ("unknown option '%s'", name);
+    }
+    if (c == ':')
+        return s_usage_error ("option '%s' needs a value", arg);
+    size_t len = strcspn (arg + 2, "=");
+    for (const struct option *o = longopts; o->name; o++)
+        if (arg[2 + len] == '=' && strlen (o->name) == len
+            && strncmp (o->name, arg + 2, len) == 0)
+            return s_usage_error ("option '--%s' takes no value", o->name);
+    return s_usage_error ("unknown option '%.*s'", (int) len + 2, arg);
+}
+
+/* Strict unsigned decimal: no sign, no trailing garbage. */
+static bool
+s_parse_u64 (const char *text, uint64_t *value)
+{
+    if (*text < '0' || *text > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull (text, &end, 10);
+    if (errno || *end)
+        return false;
+    *value = v;
+    return true;
+}
+
+static bool
+s_parse_int (const char *text, long min, long max, int *value)
+{
+    char *end;
+    errno = 0;
+    long v = strtol (text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max)
+        return false;
+    *value = (int) v;
+    return true;
+}
+
+/* A finite, non-negative number; "1e3" and "0.5" are fine. */
+static bool
+s_parse_nonneg (const char *text, double *value)
+{
+    char *end;
+    errno = 0;
+    double v = strtod (text, &end);
+    if (errno || end == text || *end || !isfinite (v) || v < 0)
+        return false;
+    *value = v;
+    return true;
+}
+
+enum {
+    S_OPT_BODY = 256,
+    S_OPT_SIZE,
+    S_OPT_JSONL,
+    S_OPT_STDIN,
+    S_OPT_WAIT,
+    S_OPT_TIMEOUT,
+    S_OPT_LINGER,
+    S_OPT_SNDHWM,
+    S_OPT_STAMP
+};
+
+/* Parses the command line into opts. Returns -1 when the work is to go
+   on, else the exit status (--help, usage errors). */
+static int
+s_parse (int argc, char **argv, s_opts_t *opts)
+{
+    static const struct option longopts[] = {
+        {"connect", required_argument, NULL, 'c'},
+        {"bind", required_argument, NULL, 'b'},
+        {"topic", required_argument, NULL, 't'},
+        {"count", required_argument, NULL, 'n'},
+        {"rate", required_argument, NULL, 'r'},
+        {"body", required_argument, NULL, S_OPT_BODY},
+        {"size", required_argument, NULL, S_OPT_SIZE},
+        {"jsonl", required_argument, NULL, S_OPT_JSONL},
+        {"stdin", no_argument, NULL, S_OPT_STDIN},
+        {"wait-subscribers", required_argument, NULL, S_OPT_WAIT},
+        {"timeout", required_argument, NULL, S_OPT_TIMEOUT},
+        {"linger-ms", required_argument, NULL, S_OPT_LINGER},
+        {"sndhwm", required_argument, NULL, S_OPT_SNDHWM},
+        {"stamp", no_argument, NULL, S_OPT_STAMP},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+
+    *opts = (s_opts_t) {
+        .topic = S_DEFAULT_TOPIC,
+        .linger_ms = S_DEFAULT_LINGER_MS,
+    };
+    const char *connect = NULL, *bind = NULL;
+    int sources = 0;
+
+    /* Our own messages, not getopt's: they would say "pub: ...". optind 0
+       also resets glibc's state left by the main command line. */
+    opterr = 0;
+    optind = 0;
+    int c;
+    while ((c = getopt_long (argc, argv, ":c:b:t:n:r:qh", longopts, NULL)) != -1) {
+        const char *arg = optarg;
+        switch (c) {
+        case 'c':
+            if (connect || bind)
+                return s_usage_error ("%s", connect
+                    ? "give one endpoint: --connect once"
+                    : "--connect and --bind are exclusive");
+            connect = arg;
+            break;
+        case 'b':
+            if (connect || bind)
+                return s_usage_error ("%s", bind
+                    ? "give one endpoint: --bind once"
+                    : "--connect and --bind are exclusive");
+            bind = arg;
+            break;
+        case 't':
+            if (!fh_utf8_valid (arg, strlen (arg)))
+                return s_usage_error ("--topic '%s' is not valid UTF-8", arg);
+            opts->topic = arg;
+            opts->topic_set = true;
+            break;
+        case 'n':
+            if (!s_parse_u64 (arg, &opts->count))
+                return s_usage_error ("--count '%s': expected a whole number >= 0", arg);
+            opts->count_set = true;
+            break;
+        case 'r':
+            if (!s_parse_nonneg (arg, &opts->rate))
+                return s_usage_error ("--rate '%s': expected messages per second >= 0", arg);
+            break;
+        case S_OPT_BODY:
+            opts->source = S_SOURCE_TEXT;
+            opts->body = arg;
+            sources++;
+            break;
+        case S_OPT_SIZE: {
+            uint64_t size;
+            if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
+                return s_usage_error ("--size '%s': expected bytes, from 32 to 1 GiB", arg);
+            opts->source = S_SOURCE_SEQ;
+            opts->size = (size_t) size;
+            sources++;
+            break;
+        }
+        case S_OPT_JSONL:
+            opts->source = S_SOURCE_JSONL;
+            opts->jsonl = arg;
+            sources++;
+            break;
+        case S_OPT_STDIN:
+            if (opts->source != S_SOURCE_STDIN)
+                sources++;
+            opts->source = S_SOURCE_STDIN;
+            break;
+        case S_OPT_WAIT:
+            if (!s_parse_u64 (arg, &opts->wait_subscribers))
+                return s_usage_error ("--wait-subscribers '%s': expected a whole number >= 0", arg);
+            opts->wait_set = true;
+            break;
+        case S_OPT_TIMEOUT:
+            if (!s_parse_nonneg (arg, &opts->timeout_s))
+                return s_usage_error ("--timeout '%s': expected seconds >= 0", arg);
+            break;
+        case S_OPT_LINGER:
+            if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
+                return s_usage_error ("--linger-ms '%s': expected milliseconds >= -1", arg);
+            break;
+        case S_OPT_SNDHWM:
+            if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
+                return s_usage_error ("--sndhwm '%s': expected a whole number >= 0", arg);
+            break;
+        case S_OPT_STAMP:
+            opts->stamp = true;
+            break;
+        case 'q':
+            opts->quiet = true;
+            break;
+        case 'h':
+            s_usage (stdout);
+            return FH_EXIT_OK;
+        default:
+            return s_option_error (c, argv, longopts);
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (strcmp (argv[i], "-") != 0)
+            return s_usage_error ("unexpected argument '%s'", argv[i]);
+        if (opts->source != S_SOURCE_STDIN)
+            sources++;
+        opts->source = S_SOURCE_STDIN;
+    }
+    if (sources > 1)
+        return s_usage_error ("%s", "give one body source: --body, --size, --jsonl or --stdin");
+    if (opts->source == S_SOURCE_JSONL && opts->topic_set)
+        return s_usage_error ("%s", "--topic and --jsonl are exclusive: the file has the topics");
+
+    opts->bind = connect == NULL;
+    opts->endpoint = connect ? connect : bind ? bind : S_DEFAULT_ENDPOINT;
+    const char *why = fh_endpoint_check (opts->endpoint, opts->bind);
+    if (why) {
+        return s_usage_error ("%s '%s': %s", opts->bind ? "--bind" : "--connect",
+                              opts->endpoint, why);
+    }
+    if (!opts->wait_set)
+        opts->wait_subscribers = opts->bind ? 1 : 0;
+    if (!opts->count_set)
+        opts->count = opts->source == S_SOURCE_STDIN ? 0 : 1;
+    return -1;
+}
+
+/* ---- fedmsg's encoding -------------------------------------------------
+
+   fedmsg encoded bodies with Python's json.dumps (sort_keys=True,
+   separators=(",", ":"), ensure_ascii=True). jansson's dump with
+   JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII is the same in spirit
+   but not byte for byte: it writes \u escapes in upper case, leaves DEL
+   (0x7f) unescaped and prints reals with 17 significant digits, so
+   1359579067.617802 would come out as 1359579067.6178019. Subscribers
+   that compare or sign bodies need the exact bytes, so this small encoder
+   walks jansson's tree and writes what Python writes. */
+
+typedef struct {
+    char *data;
+    size_t size;
+    size_t cap;
+    bool failed;
+} s_buf_t;
+
+static void
+s_buf_put (s_buf_t *buf, const void *data, size_t size)
+{
+    if (buf->failed)
+        return;
+    if (buf->size + size > buf->cap) {
+        size_t cap = buf->cap ? buf->cap : 256;
+        while (cap < buf->size + size)
+            cap *= 2;
+        char *data_new = realloc (buf->data, cap);
+        if (!data_new) {
+            buf->failed = true;
+            return;
+        }
+        buf->data = data_new;
+        buf->cap = cap;
+    }
+    memcpy (buf->data + buf->size, data, size);
+    buf->size += size;
+}
+
+static void
+s_buf_puts (s_buf_t *buf, const char *text)
+{
+    s_buf_put (buf, text, strlen (text));
+}
+
+static void
+s_encode_string (s_buf_t *buf, const char *text, size_t size)
+{
+    const uint8_t *s = (const uint8_t *) text;
+    const uint8_t *end = s + size;
+    s_buf_put (buf, "\"", 1);
+    while (s < end) {
+        /* Copy the run that needs no escape in one go. */
+        const uint8_t *run = s;
+        while (s < end && *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
+            s++;
+        s_buf_put (buf, run, (size_t) (s - run));
+        if (s == end)
+            break;
+        uint8_t c = *s;
+        const char *short_form = NULL;
+        switch (c) {
+        case '"': short_form = "\\\""; break;
+        case '\\': short_form = "\\\\"; break;
+        case '\n': short_form = "\\n"; break;
+        case '\r': short_form = "\\r"; break;
+        case '\t': short_form = "\\t"; break;
+        case '\b': short_form = "\\b"; break;
+        case '\f': short_form = "\\f"; break;
+        default: break;
+        }
+        if (short_form) {
+            s_buf_puts (buf, short_form);
+            s++;
+            continue;
+        }
+        /* jansson hands us valid UTF-8 only; decode one code point. */
+        uint32_t cp;
+        size_t len;
+        if (c < 0x80) {
+            cp = c;
+            len = 1;
+        }
+        else if (c < 0xE0) {
+            cp = c & 0x1Fu;
+            len = 2;
+        }
+        else if (c < 0xF0) {
+            cp = c & 0x0Fu;
+            len = 3;
+        }
+        else {
+            cp = c & 0x07u;
+            len = 4;
+        }
+        if ((size_t) (end - s) < len)
+            len = (size_t) (end - s);
+        for (size_t i = 1; i < len; i++)
+            cp = (cp << 6) | (s[i] & 0x3Fu);
+        s += len;
+        char esc[16];
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            snprintf (esc, sizeof esc, "\\u%04x\\u%04x",
+                      (unsigned) (0xD800 | (cp >> 10)),
+                      (unsigned) (0xDC00 | (cp & 0x3FF)));
+        }
+        else
+            snprintf (esc, sizeof esc, "\\u%04x", (unsigned) cp);
+        s_buf_puts (buf, esc);
+    }
+    s_buf_put (buf, "\"", 1);
+}
+
+/* Python's repr of a float: the shortest digits that read back to the
+   same double, in fixed notation when the decimal exponent is in
+   (-4, 16], else as 1.5e-05 / 1e+16; always with a '.' or an 'e'. */
+static void
+s_encode_real (s_buf_t *buf, double value)
+{
+    char tmp[48];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf (tmp, sizeof tmp, "%.*e", prec - 1, value);
+        if (strtod (tmp, NULL) == value)
+            break;
+    }
+    const char *p = tmp;
+    bool negative = *p == '-';
+    if (negative)
+        p++;
+    char digits[24];
+    int count = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && count < (int) sizeof digits)
+            digits[count++] = *p;
+    int exponent = *p == 'e' ? atoi (p + 1) : 0;
+    while (count > 1 && digits[count - 1] == '0')
+        count--;
+    int decpt = exponent + 1; /* digits are 0.DDD x 10^decpt */
+
+    char out[64];
+    size_t n = 0;
+    if (negative)
+        out[n++] = '-';
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (int i = 0; i < -decpt; i++)
+                out[n++] = '0';
+            memcpy (out + n, digits, (size_t) count);
+            n += (size_t) count;
+        }
+        else if (decpt >= count) {
+            memcpy (out + n, digits, (size_t) count);
+            n += (size_t) count;
+            for (int i = count; i < decpt; i++)
+                out[n++] = '0';
+            out[n++] = '.';
+            out[n++] = '0';
+        }
+        else {
+            memcpy (out + n, digits, (size_t) decpt);
+            n += (size_t) decpt;
+            out[n++] = '.';
+            memcpy (out + n, digits + decpt, (size_t) (count - decpt));
+            n += (size_t) (count - decpt);
+        }
+    }
+    else {
+        out[n++] = digits[0];
+        if (count > 1) {
+            out[n++] = '.';
+            memcpy (out + n, digits + 1, (size_t) (count - 1));
+            n += (size_t) (count - 1);
+        }
+        n += (size_t) snprintf (out + n, sizeof out - n, "e%c%02d",
+                                decpt - 1 < 0 ? '-' : '+', abs (decpt - 1));
+    }
+    s_buf_put (buf, out, n);
+}
+
+typedef struct {
+    const char *key;
+    size_t size;
+    json_t *value;
+} s_member_t;
+
+/* Python sorts keys by code point; UTF-8 byte order is the same order. */
+static int
+s_member_compare (const void *a, const void *b)
+{
+    const s_member_t *x = a, *y = b;
+    size_t common = x->size < y->size ? x->size : y->size;
+    int rc = memcmp (x->key, y->key, common);
+    if (rc)
+        return rc;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+/* Recursion is bounded: jansson refuses nesting deeper than 2048. */
+static void
+s_encode_value (s_buf_t *buf, json_t *value)
+{
+    char tmp[32];
+    switch (json_typeof (value)) {
+    case JSON_OBJECT: {
+        size_t count = json_object_size (value);
+        s_member_t *members = calloc (count ? count : 1, sizeof *members);
+        if (!members) {
+            buf->failed = true;
+            return;
+        }
+        size_t i = 0;
+        const char *key;
+        size_t key_size;
+        json_t *member;
+        json_object_keylen_foreach (value, key, key_size, member)
+        {
+            members[i++] = (s_member_t) {key, key_size, member};
+        }
+        qsort (members, i, sizeof *members, s_member_compare);
+        s_buf_put (buf, "{", 1);
+        for (size_t j = 0; j < i; j++) {
+            if (j)
+                s_buf_put (buf, ",", 1);
+            s_encode_string (buf, members[j].key, members[j].size);
+            s_buf_put (buf, ":", 1);
+            s_encode_value (buf, members[j].value);
+        }
+        s_buf_put (buf, "}", 1);
+        free (members);
+        break;
+    }
+    case JSON_ARRAY: {
+        s_buf_put (buf, "[", 1);
+        for (size_t i = 0; i < json_array_size (value); i++) {
+            if (i)
+                s_buf_put (buf, ",", 1);
+            s_encode_value (buf, json_array_get (value, i));
+        }
+        s_buf_put (buf, "]", 1);
+        break;
+    }
+    case JSON_STRING:
+        s_encode_string (buf, json_string_value (value), json_string_length (value));
+        break;
+    case JSON_INTEGER:
+        snprintf (tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
+        s_buf_puts (buf, tmp);
+        break;
+    case JSON_REAL:
+        s_encode_real (buf, json_real_value (value));
+        break;
+    case JSON_TRUE: s_buf_puts (buf, "true"); break;
+    case JSON_FALSE: s_buf_puts (buf, "false"); break;
+    case JSON_NULL: s_buf_puts (buf, "null"); break;
+    }
+}
+
+/* ---- message sources --------------------------------------------------- */
+
+static void
+s_jsonl_free (s_jmsg_t *msgs, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        free (msgs[i].topic);
+        free (msgs[i].body);
+    }
+    free (msgs);
+}
+
+static bool
+s_blank (const char *line, size_t size)
+{
+    for (size_t i = 0; i < size; i++)
+        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n')
+            return false;
+    return true;
+}
+
+/* Reads and encodes every message of a JSON-lines file. Blank lines are
+   skipped; anything else that is not {"topic": STRING, "body": VALUE} is
+   an error naming FILE:LINE. Returns 0, or -1 after printing why. */
+static int
+s_jsonl_load (const char *path, s_jmsg_t **msgs_p, size_t *count_p)
+{
+    FILE *file = fopen (path, "r");
+    if (!file) {
+        fprintf (stderr, "fanhub pub: %s: %s\n", path, strerror (errno));
+        return -1;
+    }
+    s_jmsg_t *msgs = NULL;
+    size_t count = 0, cap = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t len;
+    unsigned long lineno = 0;
+    int rc = 0;
+    while ((len = getline (&line, &line_cap, file)) != -1) {
+        lineno++;
+        if (s_blank (line, (size_t) len))
+            continue;
+        json_error_t error;
+        json_t *root = json_loadb (line, (size_t) len, JSON_ALLOW_NUL, &error);
+        if (!root) {
+            fprintf (stderr, "fanhub pub: %s:%lu:%d: %s\n", path, lineno,
+                     error.column, error.text);
+            rc = -1;
+            break;
+        }
+        json_t *topic = json_object_get (root, "topic");
+        json_t *body = json_object_get (root, "body");
+        if (!json_is_string (topic) || !body) {
+            fprintf (stderr, "fanhub pub: %s:%lu: expected an object with "
+                     "\"topic\" (a string) and \"body\"\n", path, lineno);
+            json_decref (root);
+            rc = -1;
+            break;
+        }
+        if (count == cap) {
+            size_t cap_new = cap ? cap * 2 : 1024;
+            s_jmsg_t *msgs_new = realloc (msgs, cap_new * sizeof *msgs);
+            if (!msgs_new) {
+                json_decref (root);
+                rc = -1;
+                fprintf (stderr, "fanhub pub: %s:%lu: out of memory\n", path, lineno);
+                break;
+            }
+            msgs = msgs_new;
+            cap = cap_new;
+        }
+        s_buf_t buf = {0};
+        s_encode_value (&buf, body);
+        s_jmsg_t *msg = &msgs[count];
+        msg->topic_size = json_string_length (topic);
+        msg->topic = malloc (msg->topic_size + 1);
+        msg->body = buf.data;
+        msg->body_size = buf.size;
+        count++;
+        if (msg->topic)
+            memcpy (msg->topic, json_string_value (topic), msg->topic_size + 1);
+        json_decref (root);
+        if (buf.failed || !msg->topic) {
+            fprintf (stderr, "fanhub pub: %s:%lu: out of memory\n", path, lineno);
+            rc = -1;
+            break;
+        }
+    }
+    if (rc == 0 && ferror (file)) {
+        fprintf (stderr, "fanhub pub: %s: %s\n", path, strerror (errno));
+        rc = -1;
+    }
+    if (rc == 0 && count == 0) {
+        fprintf (stderr, "fanhub pub: %s: no messages in the file\n", path);
+        rc = -1;
+    }
+    free (line);
+    fclose (file);
+    if (rc) {
+        s_jsonl_free (msgs, count);
+        return -1;
+    }
+    *msgs_p = msgs;
+    *count_p = count;
+    return 0;
+}
+
+/* Writes N in decimal at the end of a 20-byte field; returns the start. */
+static char *
+s_u64_digits (uint64_t n, char field[20], size_t *len)
+{
+    char *p = field + 20;
+    do {
+        *--p = (char) ('0' + n % 10);
+        n /= 10;
+    } while (n);
+    *len = (size_t) (field + 20 - p);
+    return p;
+}
+
+static int
+s_gen_init (s_gen_t *self, size_t fixed)
+{
+    *self = (s_gen_t) {.fixed = fixed};
+    /* Natural bodies are at most {"seq":} plus 20 digits. */
+    self->data = malloc (fixed ? fixed : 32);
+    return self->data ? 0 : -1;
+}
+
+/* Lays the body out for an N of `digits` digits:
+     {"seq":N,"pad":"xxxxx"}   when --size leaves room for the pad,
+     {"seq":N        }         (spaces, still JSON) when it barely does not,
+     {"seq":N}                 without --size. */
+static void
+s_gen_layout (s_gen_t *self, size_t digits)
+{
+    static const char head[] = "{\"seq\":";
+    static const char pad[] = ",\"pad\":\"";
+    const size_t head_len = sizeof head - 1, pad_len = sizeof pad - 1;
+    self->digits = digits;
+    memcpy (self->data, head, head_len);
+    if (!self->fixed) {
+        self->size = head_len + digits + 1;
+        self->data[self->size - 1] = '}';
+        return;
+    }
+    self->size = self->fixed;
+    size_t after = head_len + digits;
+    if (after + pad_len + 2 <= self->fixed) {
+        memcpy (self->data + after, pad, pad_len);
+        memset (self->data + after + pad_len, 'x', self->fixed - after - pad_len - 2);
+        memcpy (self->data + self->fixed - 2, "\"}", 2);
+    }
+    else {
+        memset (self->data + after, ' ', self->fixed - after - 1);
+        self->data[self->fixed - 1] = '}';
+    }
+}
+
+static void
+s_gen_set_seq (s_gen_t *self, uint64_t seq)
+{
+    char field[20];
+    size_t len;
+    const char *digits = s_u64_digits (seq, field, &len);
+    if (len != self->digits)
+        s_gen_layout (self, len);
+    memcpy (self->data + 7, digits, len);
+}
+
+/* ---- the bus ------------------------------------------------------------ */
+
+/* Reads the subscription messages that have arrived, without blocking,
+   and counts the subscribes (first byte 1; 0 is an unsubscribe). Unread,
+   they would pile up in the socket for ever. */
+static void
+s_drain (void *sock, uint64_t *subscriptions)
+{
+    uint8_t buf[64];
+    int size;
+    while ((size = zmq_recv (sock, buf, sizeof buf, ZMQ_DONTWAIT)) >= 0)
+        if (size > 0 && buf[0] == 1)
+            (*subscriptions)++;
+}
+
+/* Waits until `want` subscriptions have arrived. Returns 0 when they have
+   (or a signal asked to stop), -1 on timeout or error. */
+static int
+s_wait_subscribers (void *sock, const s_opts_t *opts, uint64_t *subscriptions)
+{
+    int64_t deadline = opts->timeout_s > 0
+        ? fh_clock_mono_ns () + (int64_t) (opts->timeout_s * 1e9) : 0;
+    s_drain (sock, subscriptions);
+    while (*subscriptions < opts->wait_subscribers && !s_stop) {
+        /* Short polls: a signal that lands just before zmq_poll would
+           otherwise go unnoticed until the next subscription. */
+        long wait_ms = 200;
+        if (deadline) {
+            int64_t left = deadline - fh_clock_mono_ns ();
+            if (left <= 0) {
+                fprintf (stderr, "fanhub pub: no subscriber on %s: %" PRIu64
+                         " of %" PRIu64 " subscriptions after %.3f s, giving up"
+                         " (see --wait-subscribers, --timeout)\n",
+                         opts->endpoint, *subscriptions,
+                         opts->wait_subscribers, opts->timeout_s);
+                return -1;
+            }
+            if (left / 1000000 + 1 < wait_ms)
+                wait_ms = (long) (left / 1000000 + 1);
+        }
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll (&item, 1, wait_ms) < 0 && errno != EINTR) {
+            fprintf (stderr, "fanhub pub: %s\n", zmq_strerror (errno));
+            return -1;
+        }
+        s_drain (sock, subscriptions);
+    }
+    return 0;
+}
+
+/* Sends one message. Frames that outlive the socket go out with
+   zmq_send_const (no copy); the rest is copied by zmq_send. An XPUB
+   socket never blocks on send (it drops at the HWM), so a message is
+   always sent whole. */
+static int
+s_send (void *sock, const void *topic, size_t topic_size, const void *body,
+        size_t body_size, bool body_const, bool stamp)
+{
+    if (zmq_send_const (sock, topic, topic_size, ZMQ_SNDMORE) < 0)
+        return -1;
+    int flags = stamp ? ZMQ_SNDMORE : 0;
+    int rc = body_const ? zmq_send_const (sock, body, body_size, flags)
+                        : zmq_send (sock, body, body_size, flags);
+    if (rc < 0)
+        return -1;
+    if (stamp) {
+        uint64_t now = (uint64_t) fh_clock_mono_ns ();
+        uint8_t le[8];
+        for (int i = 0; i < 8; i++)
+            le[i] = (uint8_t) (now >> (8 * i));
+        if (zmq_send (sock, le, sizeof le, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Sleeps until an absolute monotonic time; a signal cuts it short. */
+static void
+s_sleep_until (int64_t when_ns)
+{
+    struct timespec ts = {
+        .tv_sec = (time_t) (when_ns / 1000000000),
+        .tv_nsec = (long) (when_ns % 1000000000),
+    };
+    clock_nanosleep (CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+}
+
+typedef struct {
+    const s_opts_t *opts;
+    void *sock;
+    s_gen_t gen;
+    s_jmsg_t *jmsgs;
+    size_t jcount;
+    char *line;
+    size_t line_cap;
+    uint64_t subscriptions;
+    uint64_t sent;
+} s_pub_t;
+
+/* The publishing loop. Returns 0 when done or stopped, -1 on failure. */
+static int
+s_publish (s_pub_t *self)
+{
+    const s_opts_t *opts = self->opts;
+    const char *topic = opts->topic;
+    size_t topic_size = strlen (topic);
+    uint64_t count = opts->count;
+    size_t text_size = opts->body ? strlen (opts->body) : 0;
+    double period_ns = opts->rate > 0 ? 1e9 / opts->rate : 0;
+    int64_t start = fh_clock_mono_ns ();
+
+    for (uint64_t i = 0; (count == 0 || i < count) && !s_stop; i++) {
+        if (period_ns > 0 && i > 0) {
+            /* Absolute deadlines: oversleeping once is made up by the
+               next messages, so the average rate is the one asked for. */
+            int64_t deadline = start + (int64_t) ((double) i * period_ns);
+            if (fh_clock_mono_ns () < deadline) {
+                s_drain (self->sock, &self->subscriptions);
+                s_sleep_until (deadline);
+                if (s_stop)
+                    break;
+            }
+        }
+        if (i % S_DRAIN_EVERY == S_DRAIN_EVERY - 1)
+            s_drain (self->sock, &self->subscriptions);
+
+        const void *body;
+        size_t body_size;
+        bool body_const = true;
+        switch (opts->source) {
+        case S_SOURCE_SEQ:
+            s_gen_set_seq (&self->gen, i + 1);
+            body = self->gen.data;
+            body_size = self->gen.size;
+            body_const = false;
+            break;
+        case S_SOURCE_TEXT:
+            body = opts->body;
+            body_size = text_size;
+            break;
+        case S_SOURCE_JSONL: {
+            const s_jmsg_t *msg = &self->jmsgs[i % self->jcount];
+            topic = msg->topic;
+            topic_size = msg->topic_size;
+            body = msg->body;
+            body_size = msg->body_size;
+            break;
+        }
+        case S_SOURCE_STDIN:
+        default: {
+            errno = 0;
+            ssize_t len = getline (&self->line, &self->line_cap, stdin);
+            if (len < 0) {
+                if (errno == EINTR || feof (stdin) || s_stop)
+                    return 0;
+                fprintf (stderr, "fanhub pub: reading stdin: %s\n", strerror (errno));
+                return -1;
+            }
+            if (len > 0 && self->line[len - 1] == '\n')
+                len--;
+            if (len > 0 && self->line[len - 1] == '\r')
+                len--;
+            body = self->line;
+            body_size = (size_t) len;
+            body_const = false;
+            break;
+        }
+        }
+        if (s_send (self->sock, topic, topic_size, body, body_size, body_const,
+                    opts->stamp) < 0) {
+            fprintf (stderr, "fanhub pub: send: %s\n", zmq_strerror (errno));
+            return -1;
+        }
+        self->sent++;
+    }
+    return 0;
+}
+
+static void *
+s_socket_open (void *ctx, const s_opts_t *opts)
+{
+    void *sock = zmq_socket (ctx, ZMQ_XPUB);
+    if (!sock) {
+        fprintf (stderr, "fanhub pub: %s\n", zmq_strerror (errno));
+        return NULL;
+    }
+    int one = 1;
+    int rc = zmq_setsockopt (sock, ZMQ_XPUB_VERBOSE, &one, sizeof one);
+    if (rc == 0)
+        rc = zmq_setsockopt (sock, ZMQ_SNDHWM, &opts->sndhwm, sizeof opts->sndhwm);
+    if (rc == 0)
+        rc = zmq_setsockopt (sock, ZMQ_LINGER, &opts->linger_ms, sizeof opts->linger_ms);
+    if (rc == 0)
+        rc = opts->bind ? zmq_bind (sock, opts->endpoint)
+                        : zmq_connect (sock, opts->endpoint);
+    if (rc < 0) {
+        fprintf (stderr, "fanhub pub: cannot %s %s: %s\n",
+                 opts->bind ? "bind" : "connect to", opts->endpoint,
+                 zmq_strerror (errno));
+        zmq_close (sock);
+        return NULL;
+    }
+    /* A port chosen by the system is worth telling: nobody else knows it. */
+    size_t len = strlen (opts->endpoint);
+    if (opts->bind && !opts->quiet && len > 2
+        && (strcmp (opts->endpoint + len - 2, ":*") == 0
+            || strcmp (opts->endpoint + len - 2, ":0") == 0)) {
+        char last[256];
+        size_t size = sizeof last;
+        if (zmq_getsockopt (sock, ZMQ_LAST_ENDPOINT, last, &size) == 0)
+            fprintf (stderr, "fanhub pub: bound to %s\n", last);
+    }
+    return sock;
+}
+
+int
+fh_cmd_pub (int argc, char **argv)
+{
+    s_opts_t opts;
+    int rc = s_parse (argc, argv, &opts);
+    if (rc >= 0)
+        return rc;
+
+    s_pub_t pub = {.opts = &opts};
+    if (opts.source == S_SOURCE_JSONL) {
+        if (s_jsonl_load (opts.jsonl, &pub.jmsgs, &pub.jcount) < 0)
+            return FH_EXIT_FAILURE;
+        if (!opts.count_set)
+            opts.count = pub.jcount;
+    }
+    if (opts.source == S_SOURCE_SEQ && s_gen_init (&pub.gen, opts.size) < 0) {
+        fprintf (stderr, "fanhub pub: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+
+    /* No SA_RESTART: a signal must cut a blocking zmq_poll, getline or
+       clock_nanosleep short. SA_RESETHAND: a second ^C during the final
+       flush (--linger-ms) ends the process at once. */
+    struct sigaction action = {.sa_handler = s_on_signal, .sa_flags = SA_RESETHAND};
+    sigemptyset (&action.sa_mask);
+    struct sigaction old_int, old_term;
+    s_stop = 0;
+    sigaction (SIGINT, &action, &old_int);
+    sigaction (SIGTERM, &action, &old_term);
+
+    rc = FH_EXIT_FAILURE;
+    void *ctx = zmq_ctx_new ();
+    pub.sock = ctx ? s_socket_open (ctx, &opts) : NULL;
+    int64_t start = 0, end = 0;
+    bool published = false;
+    if (pub.sock && s_wait_subscribers (pub.sock, &opts, &pub.subscriptions) == 0) {
+        published = true;
+        start = fh_clock_mono_ns ();
+        if (s_publish (&pub) == 0)
+            rc = FH_EXIT_OK;
+        end = fh_clock_mono_ns ();
+    }
+    if (pub.sock)
+        zmq_close (pub.sock);
+    /* Terminating the context waits for the queued messages to go out,
+       for at most --linger-ms. */
+    if (ctx)
+        zmq_ctx_term (ctx);
+    else
+        fprintf (stderr, "fanhub pub: %s\n", zmq_strerror (errno));
+
+    if (published && !opts.quiet) {
+        double seconds = (double) (end - start) / 1e9;
+        fprintf (stderr, "fanhub pub: sent %" PRIu64 " messages in %.3f s (%.0f msg/s)\n",
+                 pub.sent, seconds, seconds > 0 ? (double) pub.sent / seconds : 0.0);
+    }
+    sigaction (SIGINT, &old_int, NULL);
+    sigaction (SIGTERM, &old_term, NULL);
+    free (pub.gen.data);
+    free (pub.line);
+    s_jsonl_free (pub.jmsgs, pub.jcount);
+    return rc;
+}

@@ -1,0 +1,580 @@
+/*  cmd_tail - `fanhub tail`: watch the bus, one line per message.
+
+    The fedmsg-tail of this project. It subscribes with the literal prefix
+    of each pattern, which is all ZeroMQ can filter on, and then applies
+    the patterns themselves with the hub's own matcher (fh_pattern_match),
+    so `tail PATTERN` shows exactly what a consumer with that pattern
+    would get.
+
+    Output is line-oriented whatever the bus carries: a body that would
+    break the line or the terminal is escaped, one that is not text is
+    shown as base64 (the rules are in the --help text). Output is flushed
+    per message on a terminal; into a pipe or a file it is buffered, but
+    never held back for more than about 100 ms.
+*/
+#include "commands.h"
+
+#include "clock.h"
+#include "config.h"
+#include "trigger.h"
+#include "utf8.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define S_DEFAULT_ENDPOINT "tcp://127.0.0.1:9940"
+/* Buffered output is flushed when its oldest line is this old. */
+#define S_FLUSH_NS (100 * 1000000LL)
+/* Upper bound of one poll, so a signal that lands just before zmq_poll
+   is noticed soon. */
+#define S_POLL_MAX_MS 250
+
+typedef struct {
+    const char **connect;
+    size_t connect_count;
+    const char **bind;
+    size_t bind_count;
+    char **patterns;
+    size_t pattern_count;
+    uint64_t count; /* 0 = no limit */
+    int rcvhwm;
+    bool json;
+} s_opts_t;
+
+static volatile sig_atomic_t s_stop = 0;
+
+static void
+s_on_signal (int signum)
+{
+    (void) signum;
+    s_stop = 1;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fputs (
+        "usage: fanhub tail [-c EP]... [-b EP]... [OPTIONS] [PATTERN...]\n"
+        "\n"
+        "Watch the bus: print each message whose topic matches one of the\n"
+        "patterns (every message when none is given), one line per message.\n"
+        "\n"
+        "  -c, --connect EP   connect to EP (repeatable); the default is\n"
+        "                     --connect " S_DEFAULT_ENDPOINT ", where\n"
+        "                     `fanhub pub` binds by default\n"
+        "  -b, --bind EP      bind EP and let publishers connect (repeatable)\n"
+        "  -n, --count N      exit after N messages (0 = no limit, the default)\n"
+        "      --json         print JSON objects instead (see below)\n"
+        "      --rcvhwm N     receive high-water mark; 0 = no limit, never drop\n"
+        "                     (the default)\n"
+        "  -h, --help         this text\n"
+        "\n"
+        "Patterns, as in the hub's configuration:\n"
+        "  org.fedoraproject.    a prefix of the topic (\"\" is every topic)\n"
+        "  *.buildsys.*          '*' matches any run of characters, dots too\n"
+        "  =org.x.y              exactly this topic\n"
+        "\n"
+        "Each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
+        "UTF-8 is printed as it is, except that control characters are\n"
+        "escaped so a message stays on one line and cannot drive the\n"
+        "terminal: \\n, \\r, and \\xHH for the others (tab is kept). A body\n"
+        "that is not valid UTF-8 is printed as 'base64:' and its base64.\n"
+        "Escaping is for reading only; --json is exact. A message without a\n"
+        "body frame prints its topic alone; frames after the body are not\n"
+        "shown.\n"
+        "\n"
+        "With --json each line is one JSON object:\n"
+        "  {\"topic\":\"...\",\"body\":BODY}  the body, copied byte for byte, when\n"
+        "                            it is one JSON document on one line (the\n"
+        "                            fedmsg case: `jq .body.msg` works)\n"
+        "  {\"topic\":\"...\",\"body_text\":\"...\"}    other UTF-8 text, as a string\n"
+        "  {\"topic\":\"...\",\"body_base64\":\"...\"}  anything else\n"
+        "A topic that is not UTF-8 comes as \"topic_base64\".\n"
+        "\n"
+        "Output is flushed per message on a terminal, else at least every\n"
+        "100 ms. SIGINT and SIGTERM end it with exit status 0. Exit status\n"
+        "1: runtime failure; 2: bad usage.\n"
+        "\n"
+        "Examples:\n"
+        "  fanhub tail\n"
+        "  fanhub tail -c tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
+        "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body\n",
+        out);
+}
+
+static int s_usage_error (const char *fmt, ...)
+    __attribute__ ((format (printf, 1, 2)));
+
+/* One line naming the problem, one pointing at --help; exit status 2. */
+static int
+s_usage_error (const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fputs ("fanhub tail: ", stderr);
+    vfprintf (stderr, fmt, args);
+    fputs ("\ntry 'fanhub tail --help'\n", stderr);
+    va_end (args);
+    return FH_EXIT_USAGE;
+}
+
+/* The usage error for what getopt_long refused: c is ':' (no value) or
+   '?' (unknown, or a value given to an option that takes none). Long
+   options are named as typed; short ones by their letter, since argv
+   may hold a cluster like "-qZ". */
+static int
+s_option_error (int c, char **argv, const struct option *longopts)
+{
+    const char *arg = argv[optind - 1];
+    if (strncmp (arg, "--", 2) != 0) {
+        char name[3] = {'-', (char) optopt, '\0'};
+        return c == ':' ? s_usage_error ("option '%s' needs a value", name)
+                        : s_usage_error ("unknown option '%s'", name);
+    }
+    if (c == ':')
+        return s_usage_error ("option '%s' needs a value", arg);
+    size_t len = strcspn (arg + 2, "=");
+    for (const struct option *o = longopts; o->name; o++)
+        if (arg[2 + len] == '=' && strlen (o->name) == len
+            && strncmp (o->name, arg + 2, len) == 0)
+            return s_usage_error ("option '--%s' takes no value", o->name);
+    return s_usage_error ("unknown option '%.*s'", (int) len + 2, arg);
+}
+
+enum { S_OPT_JSON = 256, S_OPT_RCVHWM };
+
+/* Parses the command line into opts (whose lists the caller frees).
+   Returns -1 when the work is to go on, else the exit status. */
+static int
+s_parse (int argc, char **argv, s_opts_t *opts)
+{
+    static const struct option longopts[] = {
+        {"connect", required_argument, NULL, 'c'},
+        {"bind", required_argument, NULL, 'b'},
+        {"count", required_argument, NULL, 'n'},
+        {"json", no_argument, NULL, S_OPT_JSON},
+        {"rcvhwm", required_argument, NULL, S_OPT_RCVHWM},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+
+    opts->connect = calloc ((size_t) argc + 1, sizeof *opts->connect);
+    opts->bind = calloc ((size_t) argc + 1, sizeof *opts->bind);
+    if (!opts->connect || !opts->bind) {
+        fprintf (stderr, "fanhub tail: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    /* Our own messages, not getopt's: they would say "tail: ...". optind
+       0 also resets glibc's state left by the main command line. */
+    opterr = 0;
+    optind = 0;
+    int c;
+    while ((c = getopt_long (argc, argv, ":c:b:n:h", longopts, NULL)) != -1) {
+        const char *arg = optarg;
+        switch (c) {
+        case 'c':
+        case 'b': {
+            bool for_bind = c == 'b';
+            const char *why = fh_endpoint_check (arg, for_bind);
+            if (why)
+                return s_usage_error ("%s '%s': %s",
+                                      for_bind ? "--bind" : "--connect", arg, why);
+            if (for_bind)
+                opts->bind[opts->bind_count++] = arg;
+            else
+                opts->connect[opts->connect_count++] = arg;
+            break;
+        }
+        case 'n': {
+            char *end;
+            errno = 0;
+            opts->count = strtoull (arg, &end, 10);
+            /* strtoull would take "-1" as a huge count: digits only. */
+            if (*arg < '0' || *arg > '9' || errno || *end)
+                return s_usage_error ("--count '%s': expected a whole number >= 0", arg);
+            break;
+        }
+        case S_OPT_JSON:
+            opts->json = true;
+            break;
+        case S_OPT_RCVHWM: {
+            char *end;
+            errno = 0;
+            long v = strtol (arg, &end, 10);
+            if (errno || end == arg || *end || v < 0 || v > INT32_MAX)
+                return s_usage_error ("--rcvhwm '%s': expected a whole number >= 0", arg);
+            opts->rcvhwm = (int) v;
+            break;
+        }
+        case 'h':
+            s_usage (stdout);
+            return FH_EXIT_OK;
+        default:
+            return s_option_error (c, argv, longopts);
+        }
+    }
+    opts->patterns = argv + optind;
+    opts->pattern_count = (size_t) (argc - optind);
+    if (opts->connect_count + opts->bind_count == 0)
+        opts->connect[opts->connect_count++] = S_DEFAULT_ENDPOINT;
+    return -1;
+}
+
+/* The literal prefix of a pattern: what ZeroMQ can filter on. The text
+   before the first '*', or the whole of an exact pattern without its '='. */
+static size_t
+s_literal_prefix (const char *pattern, const char **start)
+{
+    if (pattern[0] == '=') {
+        *start = pattern + 1;
+        return strlen (pattern + 1);
+    }
+    *start = pattern;
+    return strcspn (pattern, "*");
+}
+
+/* Subscribes to the prefixes that cover every pattern: "" alone when any
+   pattern needs everything, else each prefix that no shorter one covers
+   (ZeroMQ would deliver a message once anyway; this keeps the
+   subscription list short). */
+static int
+s_subscribe (void *sock, const s_opts_t *opts)
+{
+    if (opts->pattern_count == 0)
+        return zmq_setsockopt (sock, ZMQ_SUBSCRIBE, "", 0);
+    for (size_t i = 0; i < opts->pattern_count; i++) {
+        const char *mine;
+        size_t mine_len = s_literal_prefix (opts->patterns[i], &mine);
+        bool covered = false;
+        for (size_t j = 0; j < opts->pattern_count && !covered; j++) {
+            const char *other;
+            size_t other_len = s_literal_prefix (opts->patterns[j], &other);
+            /* Covered by a strictly shorter prefix, or by an equal one
+               that comes first. */
+            if (other_len <= mine_len && memcmp (other, mine, other_len) == 0
+                && (other_len < mine_len || j < i))
+                covered = true;
+        }
+        if (!covered && zmq_setsockopt (sock, ZMQ_SUBSCRIBE, mine, mine_len) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool
+s_matches (const s_opts_t *opts, const void *topic, size_t size)
+{
+    if (opts->pattern_count == 0)
+        return true;
+    for (size_t i = 0; i < opts->pattern_count; i++)
+        if (fh_pattern_match (opts->patterns[i], topic, size))
+            return true;
+    return false;
+}
+
+static void
+s_put_base64 (FILE *out, const uint8_t *data, size_t size)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char quad[4];
+    for (size_t i = 0; i < size; i += 3) {
+        uint32_t n = (uint32_t) data[i] << 16;
+        if (i + 1 < size)
+            n |= (uint32_t) data[i + 1] << 8;
+        if (i + 2 < size)
+            n |= data[i + 2];
+        quad[0] = alphabet[(n >> 18) & 63];
+        quad[1] = alphabet[(n >> 12) & 63];
+        quad[2] = i + 1 < size ? alphabet[(n >> 6) & 63] : '=';
+        quad[3] = i + 2 < size ? alphabet[n & 63] : '=';
+        fwrite (quad, 1, 4, out);
+    }
+}
+
+/* Plain output of a topic or a body: see the --help text. */
+static void
+s_put_text (FILE *out, const uint8_t *data, size_t size)
+{
+    if (!fh_utf8_valid (data, size)) {
+        fputs ("base64:", out);
+        s_put_base64 (out, data, size);
+        return;
+    }
+    const uint8_t *end = data + size;
+    while (data < end) {
+        const uint8_t *run = data;
+        while (data < end && (*data >= 0x20 || *data == '\t') && *data != 0x7f)
+            data++;
+        fwrite (run, 1, (size_t) (data - run), out);
+        if (data == end)
+            break;
+        if (*data == '\n')
+            fputs ("\\n", out);
+        else if (*data == '\r')
+            fputs ("\\r", out);
+        else
+            fprintf (out, "\\x%02x", *data);
+        data++;
+    }
+}
+
+/* A JSON string of valid UTF-8 text; non-ASCII is kept as it is. */
+static void
+s_put_json_string (FILE *out, const uint8_t *data, size_t size)
+{
+    const uint8_t *end = data + size;
+    fputc ('"', out);
+    while (data < end) {
+        const uint8_t *run = data;
+        while (data < end && *data >= 0x20 && *data != '"' && *data != '\\')
+            data++;
+        fwrite (run, 1, (size_t) (data - run), out);
+        if (data == end)
+            break;
+        switch (*data) {
+        case '"': fputs ("\\\"", out); break;
+        case '\\': fputs ("\\\\", out); break;
+        case '\n': fputs ("\\n", out); break;
+        case '\r': fputs ("\\r", out); break;
+        case '\t': fputs ("\\t", out); break;
+        case '\b': fputs ("\\b", out); break;
+        case '\f': fputs ("\\f", out); break;
+        default: fprintf (out, "\\u%04x", *data); break;
+        }
+        data++;
+    }
+    fputc ('"', out);
+}
+
+/* True when the body can be embedded in the output line as it is: one
+   JSON document, valid UTF-8 (jansson checks), no line break. */
+static bool
+s_is_json_line (const uint8_t *data, size_t size)
+{
+    if (size == 0 || memchr (data, '\n', size) || memchr (data, '\r', size))
+        return false;
+    json_error_t error;
+    json_t *value = json_loadb ((const char *) data, size,
+                               JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+    if (!value)
+        return false;
+    json_decref (value);
+    return true;
+}
+
+static void
+s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
+         bool has_body)
+{
+    const uint8_t *tdata = zmq_msg_data (topic);
+    size_t tsize = zmq_msg_size (topic);
+    const uint8_t *bdata = has_body ? zmq_msg_data (body) : NULL;
+    size_t bsize = has_body ? zmq_msg_size (body) : 0;
+    if (!opts->json) {
+        s_put_text (out, tdata, tsize);
+        if (has_body) {
+            fputc (' ', out);
+            s_put_text (out, bdata, bsize);
+        }
+        fputc ('\n', out);
+        return;
+    }
+    if (fh_utf8_valid (tdata, tsize)) {
+        fputs ("{\"topic\":", out);
+        s_put_json_string (out, tdata, tsize);
+    }
+    else {
+        fputs ("{\"topic_base64\":\"", out);
+        s_put_base64 (out, tdata, tsize);
+        fputc ('"', out);
+    }
+    if (has_body) {
+        if (s_is_json_line (bdata, bsize)) {
+            fputs (",\"body\":", out);
+            fwrite (bdata, 1, bsize, out);
+        }
+        else if (fh_utf8_valid (bdata, bsize)) {
+            fputs (",\"body_text\":", out);
+            s_put_json_string (out, bdata, bsize);
+        }
+        else {
+            fputs (",\"body_base64\":\"", out);
+            s_put_base64 (out, bdata, bsize);
+            fputc ('"', out);
+        }
+    }
+    fputs ("}\n", out);
+}
+
+static void *
+s_socket_open (void *ctx, const s_opts_t *opts)
+{
+    void *sock = zmq_socket (ctx, ZMQ_SUB);
+    if (!sock) {
+        fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
+        return NULL;
+    }
+    /* Linger 0: a subscriber has nothing worth flushing at exit. The
+       subscriptions go first so they travel with the connection
+       handshake rather than after it. */
+    int zero = 0;
+    if (zmq_setsockopt (sock, ZMQ_LINGER, &zero, sizeof zero) < 0
+        || zmq_setsockopt (sock, ZMQ_RCVHWM, &opts->rcvhwm, sizeof opts->rcvhwm) < 0
+        || s_subscribe (sock, opts) < 0) {
+        fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
+        zmq_close (sock);
+        return NULL;
+    }
+    for (size_t i = 0; i < opts->bind_count; i++)
+        if (zmq_bind (sock, opts->bind[i]) < 0) {
+            fprintf (stderr, "fanhub tail: cannot bind %s: %s\n", opts->bind[i],
+                     zmq_strerror (errno));
+            zmq_close (sock);
+            return NULL;
+        }
+    for (size_t i = 0; i < opts->connect_count; i++)
+        if (zmq_connect (sock, opts->connect[i]) < 0) {
+            fprintf (stderr, "fanhub tail: cannot connect to %s: %s\n",
+                     opts->connect[i], zmq_strerror (errno));
+            zmq_close (sock);
+            return NULL;
+        }
+    return sock;
+}
+
+/* Flushes stdout; false on a write error, reported once here. A reader
+   that went away (EPIPE with SIGPIPE ignored) is an ordinary end. */
+static bool
+s_flush (FILE *out, int *rc)
+{
+    if (fflush (out) == 0)
+        return true;
+    if (errno != EPIPE) {
+        fprintf (stderr, "fanhub tail: writing output: %s\n", strerror (errno));
+        *rc = FH_EXIT_FAILURE;
+    }
+    return false;
+}
+
+/* Receives and prints until -n is reached, a signal, or an error. */
+static int
+s_run (void *sock, const s_opts_t *opts)
+{
+    FILE *out = stdout;
+    bool tty = isatty (STDOUT_FILENO);
+    uint64_t printed = 0;
+    int64_t dirty_since = 0; /* time of the oldest unflushed line, 0 if none */
+    int rc = FH_EXIT_OK;
+    zmq_msg_t topic, body, extra;
+    zmq_msg_init (&topic);
+    zmq_msg_init (&body);
+    zmq_msg_init (&extra);
+
+    while (!s_stop && (opts->count == 0 || printed < opts->count)) {
+        if (zmq_msg_recv (&topic, sock, ZMQ_DONTWAIT) < 0) {
+            if (errno != EAGAIN && errno != EINTR) {
+                fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
+                rc = FH_EXIT_FAILURE;
+                break;
+            }
+            if (errno == EINTR)
+                continue;
+            /* Nothing waiting: the quiet moment to flush, or to sleep
+               until the buffered output is due. */
+            long wait_ms = S_POLL_MAX_MS;
+            if (dirty_since) {
+                int64_t due = dirty_since + S_FLUSH_NS - fh_clock_mono_ns ();
+                if (due <= 0) {
+                    if (!s_flush (out, &rc))
+                        break;
+                    dirty_since = 0;
+                }
+                else if (due / 1000000 + 1 < wait_ms)
+                    wait_ms = (long) (due / 1000000 + 1);
+            }
+            zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+            if (zmq_poll (&item, 1, wait_ms) < 0 && errno != EINTR) {
+                fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
+                rc = FH_EXIT_FAILURE;
+                break;
+            }
+            continue;
+        }
+        /* The other frames of a message arrive with its first one. */
+        bool has_body = false;
+        if (zmq_msg_more (&topic)) {
+            has_body = zmq_msg_recv (&body, sock, 0) >= 0;
+            bool more = has_body && zmq_msg_more (&body);
+            while (more && zmq_msg_recv (&extra, sock, 0) >= 0)
+                more = zmq_msg_more (&extra);
+        }
+        if (!s_matches (opts, zmq_msg_data (&topic), zmq_msg_size (&topic)))
+            continue;
+        s_print (out, opts, &topic, &body, has_body);
+        printed++;
+        if (tty) {
+            if (!s_flush (out, &rc))
+                break;
+        }
+        else {
+            int64_t now = fh_clock_mono_ns ();
+            if (!dirty_since)
+                dirty_since = now;
+            else if (now - dirty_since >= S_FLUSH_NS) {
+                if (!s_flush (out, &rc))
+                    break;
+                dirty_since = 0;
+            }
+        }
+    }
+    zmq_msg_close (&topic);
+    zmq_msg_close (&body);
+    zmq_msg_close (&extra);
+    if (rc == FH_EXIT_OK)
+        s_flush (out, &rc);
+    return rc;
+}
+
+int
+fh_cmd_tail (int argc, char **argv)
+{
+    s_opts_t opts = {0};
+    int rc = s_parse (argc, argv, &opts);
+    if (rc < 0) {
+        /* No SA_RESTART, so a signal cuts zmq_poll short. */
+        struct sigaction action = {.sa_handler = s_on_signal};
+        sigemptyset (&action.sa_mask);
+        struct sigaction old_int, old_term;
+        s_stop = 0;
+        sigaction (SIGINT, &action, &old_int);
+        sigaction (SIGTERM, &action, &old_term);
+
+        rc = FH_EXIT_FAILURE;
+        void *ctx = zmq_ctx_new ();
+        if (!ctx)
+            fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
+        void *sock = ctx ? s_socket_open (ctx, &opts) : NULL;
+        if (sock) {
+            rc = s_run (sock, &opts);
+            zmq_close (sock);
+        }
+        if (ctx)
+            zmq_ctx_term (ctx);
+        sigaction (SIGINT, &old_int, NULL);
+        sigaction (SIGTERM, &old_term, NULL);
+    }
+    free (opts.connect);
+    free (opts.bind);
+    return rc;
+}
