@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
+#include "control.h"
 #include "hub.h"
 #include "log.h"
 #include "plugin.h"
@@ -70,6 +71,8 @@ s_abandon (fh_hub_t *hub, const char *why, int status)
             fh_error ("consumer '%s': still busy: %s", fh_consumer_name (consumer), why);
     }
     fh_hub_log_counts (hub);
+    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++)
+        fh_consumer_abandon (fh_hub_consumer (hub, i));
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
@@ -135,6 +138,15 @@ fh_cmd_run (int argc, char **argv)
         fh_config_destroy (&config);
         return FH_EXIT_FAILURE;
     }
+    fh_control_t *control = fh_control_new (hub, err, sizeof err);
+    if (!control) {
+        fh_error ("%s", err);
+        fh_hub_stop_receiving (hub);
+        fh_hub_destroy (&hub);
+        fh_config_destroy (&config);
+        return FH_EXIT_FAILURE;
+    }
+    fh_info ("control: serving %s", config->control);
     s_log_endpoints (config);
     fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
              config->consumer_count, config->consumer_count == 1 ? "" : "s",
@@ -166,6 +178,7 @@ fh_cmd_run (int argc, char **argv)
             s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
     }
     fh_hub_log_counts (hub);
+    fh_control_destroy (&control);
     fh_hub_destroy (&hub); /* joins the threads, calls every fini */
     fh_config_destroy (&config);
     fh_info ("stopped");

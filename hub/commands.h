@@ -17,5 +17,6 @@ int fh_cmd_run (int argc, char **argv);
 int fh_cmd_check (int argc, char **argv);
 int fh_cmd_pub (int argc, char **argv);
 int fh_cmd_tail (int argc, char **argv);
+int fh_cmd_stats (int argc, char **argv);
 
 #endif

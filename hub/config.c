@@ -701,6 +701,67 @@ s_parse_control (s_ctx_t *ctx, yaml_node_t *node, void *target,
 
 /* One endpoint of bus.connect or bus.bind; none may appear twice in
    either list. */
+/* A non-empty string (a file path, say). */
+static int
+s_parse_path (s_ctx_t *ctx, yaml_node_t *node, void *target,
+              const s_field_t *field)
+{
+    (void) field;
+    const char *text = s_text (ctx, node, "a path");
+    if (!text)
+        return -1;
+    if (!*text)
+        return s_error (ctx, node->start_mark, "expected a path, got ''");
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
+/* HOST:PORT to listen on (HTTP): HOST a name, an IPv4 address or an IPv6
+   one in brackets; PORT 1..65535. */
+static int
+s_parse_listen (s_ctx_t *ctx, yaml_node_t *node, void *target,
+                const s_field_t *field)
+{
+    (void) field;
+    static const char what[] = "HOST:PORT, e.g. 127.0.0.1:9464";
+    const char *text = s_text (ctx, node, what);
+    if (!text)
+        return -1;
+    const char *colon = strrchr (text, ':');
+    long long port = 0;
+    bool ok = colon && colon > text && s_parse_integer (colon + 1, &port)
+              && port >= 1 && port <= 65535
+              && strcspn (text, " \t/") == strlen (text);
+    if (ok && text[0] == '[')
+        ok = colon[-1] == ']' && colon - text > 2;
+    if (!ok)
+        return s_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
+/* An endpoint the hub binds to publish on (ipc:// or tcp://). */
+static int
+s_parse_bind_endpoint (s_ctx_t *ctx, yaml_node_t *node, void *target,
+                       const s_field_t *field)
+{
+    (void) field;
+    const char *text = s_text (ctx, node, "an endpoint to bind");
+    if (!text)
+        return -1;
+    const char *why = fh_endpoint_check (text, true);
+    if (why)
+        return s_error (ctx, node->start_mark, "invalid endpoint '%s': %s", text, why);
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
 static int
 s_parse_endpoint (s_ctx_t *ctx, yaml_node_t *node, fh_strlist_t *list,
                   bool for_bind)
@@ -1013,10 +1074,63 @@ static const s_field_t s_queue_fields[] = {
     { .key = "capacity", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, queue_capacity), .min = 1,
       .max = S_QUEUE_CAPACITY_MAX },
+    { .key = "warn_at", .parse = s_parse_size,
+      .offset = offsetof (fh_consumer_config_t, warn_at), .min = 0,
+      .max = S_QUEUE_CAPACITY_MAX },
     { .key = NULL },
 };
 
-static const s_section_t s_queue_section = { s_queue_fields, NULL };
+static int
+s_queue_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_consumer_config_t *consumer = target;
+    if (consumer->warn_at > consumer->queue_capacity) {
+        yaml_node_t *at = s_map_find (ctx, node, "warn_at");
+        s_path_key (ctx, "warn_at");
+        return s_error (ctx, at ? at->start_mark : node->start_mark,
+                        "%zu is above queue.capacity (%zu): the warning could "
+                        "never fire", consumer->warn_at, consumer->queue_capacity);
+    }
+    return 0;
+}
+
+static const s_section_t s_queue_section = { s_queue_fields, s_queue_finish };
+
+static const s_field_t s_collectd_fields[] = {
+    { .key = "socket", .parse = s_parse_path,
+      .offset = offsetof (fh_metrics_config_t, collectd_socket) },
+    { .key = "interval", .parse = s_parse_millis,
+      .offset = offsetof (fh_metrics_config_t, collectd_interval_ms), .min = 1,
+      .max = 3600 },
+    { .key = NULL },
+};
+
+static const s_section_t s_collectd_section = { s_collectd_fields, NULL };
+
+static const s_field_t s_prometheus_fields[] = {
+    { .key = "listen", .parse = s_parse_listen,
+      .offset = offsetof (fh_metrics_config_t, prometheus_listen) },
+    { .key = NULL },
+};
+
+static const s_section_t s_prometheus_section = { s_prometheus_fields, NULL };
+
+static const s_field_t s_metrics_fields[] = {
+    { .key = "interval", .parse = s_parse_millis,
+      .offset = offsetof (fh_metrics_config_t, interval_ms), .min = 1, .max = 3600 },
+    { .key = "collectd", .parse = s_parse_section, .offset = 0,
+      .section = &s_collectd_section },
+    { .key = "prometheus", .parse = s_parse_section, .offset = 0,
+      .section = &s_prometheus_section },
+    { .key = "moksha_socket", .parse = s_parse_bind_endpoint,
+      .offset = offsetof (fh_metrics_config_t, moksha_socket) },
+    { .key = "moksha_interval", .parse = s_parse_millis,
+      .offset = offsetof (fh_metrics_config_t, moksha_interval_ms), .min = 1,
+      .max = 3600 },
+    { .key = NULL },
+};
+
+static const s_section_t s_metrics_section = { s_metrics_fields, NULL };
 
 static const s_field_t s_consumer_fields[] = {
     { .key = "name", .parse = s_parse_name,
@@ -1098,6 +1212,8 @@ static const s_field_t s_top_fields[] = {
       .max = S_SHUTDOWN_TIMEOUT_MAX_S },
     { .key = "consumers", .parse = s_parse_consumers, .offset = 0,
       .required = true },
+    { .key = "metrics", .parse = s_parse_section,
+      .offset = offsetof (fh_config_t, metrics), .section = &s_metrics_section },
     { .key = NULL },
 };
 
@@ -1186,6 +1302,8 @@ s_load_document (s_ctx_t *ctx, yaml_parser_t *parser, const char *text,
     cfg->max_frames = FH_DEFAULT_MAX_FRAMES;
     cfg->max_message_bytes = FH_DEFAULT_MAX_MESSAGE_BYTES;
     cfg->shutdown_timeout_ms = FH_DEFAULT_SHUTDOWN_TIMEOUT_MS;
+    cfg->metrics.interval_ms = FH_DEFAULT_METRICS_INTERVAL_MS;
+    cfg->metrics.moksha_interval_ms = FH_DEFAULT_MOKSHA_INTERVAL_MS;
     ctx->cfg = cfg;
     if (s_parse_map (ctx, root, &s_top_section, cfg))
         fh_config_destroy (&cfg);
@@ -1299,5 +1417,8 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->source);
     free (self->name);
     free (self->control);
+    free (self->metrics.collectd_socket);
+    free (self->metrics.prometheus_listen);
+    free (self->metrics.moksha_socket);
     free (self);
 }

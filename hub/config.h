@@ -24,6 +24,8 @@
 #define FH_DEFAULT_SHUTDOWN_TIMEOUT_MS 10000
 #define FH_DEFAULT_MAX_FRAMES 32
 #define FH_DEFAULT_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
+#define FH_DEFAULT_METRICS_INTERVAL_MS 10000
+#define FH_DEFAULT_MOKSHA_INTERVAL_MS 5000
 
 typedef struct {
     char **items;
@@ -35,9 +37,20 @@ typedef struct {
     char *plugin;         /* shipped plugin name, or a path (has a '/') */
     fh_strlist_t topics;  /* patterns; count 0 = every message */
     size_t queue_capacity;
+    size_t warn_at;       /* queue.warn_at: backlog warning, 0 = none */
     fanhub_option_t *options; /* always a map, possibly empty */
     char *where;          /* "FILE:LINE:COL" of the consumer's entry */
 } fh_consumer_config_t;
+
+typedef struct {
+    int64_t interval_ms;          /* metrics.interval: span of "interval"
+                                     figures and collectd's interval */
+    char *collectd_socket;        /* metrics.collectd.socket, or NULL */
+    int64_t collectd_interval_ms; /* metrics.collectd.interval, or 0 = interval_ms */
+    char *prometheus_listen;      /* metrics.prometheus.listen HOST:PORT, or NULL */
+    char *moksha_socket;          /* metrics.moksha_socket endpoint, or NULL */
+    int64_t moksha_interval_ms;   /* metrics.moksha_interval */
+} fh_metrics_config_t;
 
 typedef struct {
     char *source;         /* file name, or "<default>" for the embedded one */
@@ -49,6 +62,7 @@ typedef struct {
     size_t max_message_bytes; /* bus.max_message_bytes, > 0 */
     char *control;        /* control endpoint, resolved (never NULL) */
     int64_t shutdown_timeout_ms; /* shutdown_timeout, in seconds in YAML */
+    fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */
 } fh_config_t;

@@ -33,12 +33,18 @@ struct fh_consumer {
     /* Written by the enqueuer thread. */
     alignas (CACHE_LINE) atomic_uint_fast64_t enqueued;
     atomic_uint_fast64_t dropped;
-    /* Written by the consumer's thread. */
-    alignas (CACHE_LINE) atomic_uint_fast64_t dequeued;
+    atomic_uint_fast64_t backlog_max;
+    bool warn_armed; /* the next crossing of warn_at is logged */
+    size_t warn_at;
+    /* Written by the consumer's thread; the counters under `progress`. */
+    alignas (CACHE_LINE) atomic_uint progress; /* odd while changing */
+    atomic_uint_fast64_t dequeued;
     atomic_uint_fast64_t completed;
     atomic_uint_fast64_t failed;
     atomic_bool done;
     fh_ratelimit_t failure_log;
+    fh_histogram_t queue_wait;
+    fh_histogram_t processing;
 
     alignas (CACHE_LINE) char *name;
     fh_queue_t *queue;
@@ -62,6 +68,10 @@ fh_consumer_new (const fh_consumer_config_t *config, const char *plugin_dir,
         return NULL;
     }
     memset (self, 0, sizeof *self);
+    fh_histogram_init (&self->queue_wait);
+    fh_histogram_init (&self->processing);
+    self->warn_at = config->warn_at;
+    self->warn_armed = true;
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     if (!self->name || !self->queue) {
@@ -131,11 +141,30 @@ s_report_failure (fh_consumer_t *self, const fh_msg_t *msg, fanhub_result_t resu
                 (unsigned long long) suppressed);
 }
 
+/* The sequence lock around the consumer thread's counters. */
+static inline void
+s_progress_begin (fh_consumer_t *self)
+{
+    unsigned v = atomic_load_explicit (&self->progress, memory_order_relaxed);
+    atomic_store_explicit (&self->progress, v + 1, memory_order_relaxed);
+    atomic_thread_fence (memory_order_release);
+}
+
+static inline void
+s_progress_end (fh_consumer_t *self)
+{
+    unsigned v = atomic_load_explicit (&self->progress, memory_order_relaxed);
+    atomic_store_explicit (&self->progress, v + 1, memory_order_release);
+}
+
 static void *
 s_consumer_thread (void *arg)
 {
     fh_consumer_t *self = arg;
     bool worked = false; /* since the last idle call */
+    /* One clock reading per message: the end of one consume is the start
+       of the next when the queue was not empty in between. */
+    int64_t now = fh_clock_mono_ns ();
     while (true) {
         fh_msg_t *msg = fh_queue_pop (self->queue);
         if (!msg) {
@@ -144,16 +173,24 @@ s_consumer_thread (void *arg)
             worked = false;
             if (!fh_queue_wait (self->queue))
                 break; /* closed and drained */
+            now = fh_clock_mono_ns ();
             continue;
         }
+        int64_t start = now;
+        s_progress_begin (self);
         s_bump (&self->dequeued);
+        s_progress_end (self);
+        fh_histogram_record (&self->queue_wait, start - msg->received_ns);
+
         fanhub_result_t result = self->desc->consume (self->state, msg);
-        if (result == FANHUB_OK)
-            s_bump (&self->completed);
-        else {
-            s_bump (&self->failed);
+
+        now = fh_clock_mono_ns ();
+        fh_histogram_record (&self->processing, now - start);
+        s_progress_begin (self);
+        s_bump (result == FANHUB_OK ? &self->completed : &self->failed);
+        s_progress_end (self);
+        if (result != FANHUB_OK)
             s_report_failure (self, msg, result);
-        }
         fh_msg_release (msg);
         worked = true;
     }
@@ -176,6 +213,38 @@ fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
     return 0;
 }
 
+/* After a push: keeps backlog_max and the warn_at warning. Reads the
+   consumer's index (a cache miss) only when the free upper bound says the
+   answer might change something. */
+static void
+s_watch_backlog (fh_consumer_t *self)
+{
+    size_t bound = fh_queue_depth_bound (self->queue);
+    uint64_t max = atomic_load_explicit (&self->backlog_max, memory_order_relaxed);
+    bool warn_check = self->warn_at
+                      && (self->warn_armed ? bound >= self->warn_at
+                                           : bound >= self->warn_at / 2);
+    if (bound <= max && !warn_check) {
+        if (self->warn_at && !self->warn_armed)
+            self->warn_armed = true; /* bound < warn_at / 2: drained enough */
+        return;
+    }
+    size_t depth = fh_queue_depth (self->queue);
+    if (depth > max)
+        atomic_store_explicit (&self->backlog_max, depth, memory_order_release);
+    if (!self->warn_at)
+        return;
+    if (self->warn_armed && depth >= self->warn_at) {
+        self->warn_armed = false;
+        fh_warning ("consumer '%s': backlog reached %zu (queue.warn_at %zu, capacity "
+                    "%zu); warns again once it has drained below %zu",
+                    self->name, depth, self->warn_at, fh_queue_capacity (self->queue),
+                    self->warn_at / 2);
+    }
+    else if (!self->warn_armed && depth < self->warn_at / 2)
+        self->warn_armed = true;
+}
+
 bool
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
 {
@@ -190,6 +259,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
     bool pushed = fh_queue_push (self->queue, msg);
     assert (pushed);
     (void) pushed;
+    s_watch_backlog (self);
     return true;
 }
 
@@ -205,10 +275,18 @@ fh_consumer_close (fh_consumer_t *self)
     fh_queue_close (self->queue);
 }
 
+void
+fh_consumer_abandon (fh_consumer_t *self)
+{
+    if (self->started)
+        pthread_detach (self->thread);
+    self->started = false;
+}
+
 bool
 fh_consumer_done (fh_consumer_t *self)
 {
-    return !self->started || atomic_load (&self->done);
+    return atomic_load (&self->done) || !self->started;
 }
 
 const char *
@@ -226,11 +304,34 @@ fh_consumer_plugin_path (const fh_consumer_t *self)
 void
 fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    /* Read the later stages first, so a snapshot never shows more
-       consumed than enqueued. */
-    out->completed = atomic_load (&self->completed);
-    out->failed = atomic_load (&self->failed);
-    out->dequeued = atomic_load (&self->dequeued);
-    out->dropped = atomic_load (&self->dropped);
-    out->enqueued = atomic_load (&self->enqueued);
+    /* The consumer thread's counters, consistent with each other. */
+    unsigned before, after;
+    do {
+        before = atomic_load_explicit (&self->progress, memory_order_acquire);
+        out->dequeued = atomic_load_explicit (&self->dequeued, memory_order_relaxed);
+        out->completed = atomic_load_explicit (&self->completed, memory_order_relaxed);
+        out->failed = atomic_load_explicit (&self->failed, memory_order_relaxed);
+        atomic_thread_fence (memory_order_acquire);
+        after = atomic_load_explicit (&self->progress, memory_order_relaxed);
+    } while (before != after || (before & 1));
+    /* Then the enqueuer's: enqueued is counted before a message can be
+       dequeued, so read after dequeued it is never behind. */
+    out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire);
+    out->enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
+    out->backlog_max = atomic_load_explicit (&self->backlog_max, memory_order_acquire);
+    out->in_flight = out->dequeued - out->completed - out->failed;
+    out->backlog = out->enqueued - out->dequeued;
+    if (out->backlog > out->backlog_max)
+        out->backlog_max = out->backlog; /* seen before the enqueuer noted it */
+    out->capacity = fh_queue_capacity (self->queue);
+}
+
+void
+fh_consumer_latency (fh_consumer_t *self, fh_histogram_snapshot_t *queue_wait,
+                     fh_histogram_snapshot_t *processing)
+{
+    if (queue_wait)
+        fh_histogram_read (&self->queue_wait, queue_wait);
+    if (processing)
+        fh_histogram_read (&self->processing, processing);
 }

@@ -28,6 +28,7 @@ struct fh_enqueuer {
     alignas (CACHE_LINE) atomic_uint_fast64_t received;
     atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
     atomic_uint_fast64_t unrouted;
+    atomic_int *peers; /* per endpoint: connect first, then bind */
 
     alignas (CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -35,6 +36,7 @@ struct fh_enqueuer {
     size_t consumer_count;
     zactor_t *actor;
     char start_error[512]; /* set by the actor when setup failed */
+    atomic_bool setup_done; /* release: start_error is final */
 
     /* Actor-private scratch. */
     zmq_msg_t *frames;   /* room for max_frames + 1 */
@@ -157,6 +159,70 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     return true;
 }
 
+/* The endpoint a monitor event is about: the configured string when it
+   matches, else the only endpoint of that kind. SIZE_MAX when unknown. */
+static size_t
+s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted)
+{
+    const fh_config_t *config = self->config;
+    const fh_strlist_t *list = accepted ? &config->bind : &config->connect;
+    size_t base = accepted ? config->connect.count : 0;
+    for (size_t i = 0; i < list->count; i++)
+        if (strcmp (list->items[i], address) == 0)
+            return base + i;
+    return list->count == 1 ? base : SIZE_MAX;
+}
+
+static void
+s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
+{
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    if (zmq_msg_recv (&frame, monitor, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&frame);
+        return;
+    }
+    uint16_t event = 0;
+    if (zmq_msg_size (&frame) >= 2)
+        memcpy (&event, zmq_msg_data (&frame), 2);
+    bool more = zmq_msg_more (&frame);
+    char address[512] = "";
+    if (more) {
+        zmq_msg_close (&frame);
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, monitor, 0) >= 0) {
+            size_t n = zmq_msg_size (&frame);
+            if (n >= sizeof address)
+                n = sizeof address - 1;
+            memcpy (address, zmq_msg_data (&frame), n);
+            address[n] = '\0';
+        }
+    }
+    zmq_msg_close (&frame);
+    int delta = 0;
+    bool accepted = false;
+    switch (event) {
+    case ZMQ_EVENT_CONNECTED: delta = 1; break;
+    case ZMQ_EVENT_ACCEPTED: delta = 1; accepted = true; break;
+    case ZMQ_EVENT_DISCONNECTED: delta = -1; break;
+    default: return;
+    }
+    /* A disconnect does not say which side made the connection: try the
+       connect endpoints first, then the bind ones. */
+    size_t i = s_endpoint_index (self, address, accepted);
+    if (event == ZMQ_EVENT_DISCONNECTED
+        && (i == SIZE_MAX || atomic_load (&self->peers[i]) == 0))
+        i = s_endpoint_index (self, address, true);
+    if (i == SIZE_MAX)
+        return;
+    int now = atomic_load (&self->peers[i]) + delta;
+    atomic_store (&self->peers[i], now < 0 ? 0 : now);
+    if (event == ZMQ_EVENT_CONNECTED)
+        fh_info ("bus: connected to %s", address);
+    else if (event == ZMQ_EVENT_DISCONNECTED && i < self->config->connect.count)
+        fh_warning ("bus: disconnected from %s; ZeroMQ reconnects by itself", address);
+}
+
 static void
 s_enqueuer_actor (zsock_t *pipe, void *args)
 {
@@ -166,7 +232,9 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     if (!sub) {
         snprintf (self->start_error, sizeof self->start_error,
                   "cannot create the bus socket: %s", zmq_strerror (zmq_errno ()));
-        zsock_signal (pipe, 0);
+        /* The pipe hands over no memory ordering that TSan (or C11) sees. */
+    atomic_store_explicit (&self->setup_done, true, memory_order_release);
+    zsock_signal (pipe, 0);
         zsock_wait (pipe);
         return;
     }
@@ -186,15 +254,32 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             snprintf (self->start_error, sizeof self->start_error,
                       "bus.connect: cannot connect %s: %s", config->connect.items[i],
                       zmq_strerror (zmq_errno ()));
+    /* The socket monitor tells which endpoints have a connection. */
+    char monitor_endpoint[64];
+    snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://fanhub-monitor-%p",
+              (void *) self);
+    zsock_t *monitor = NULL;
+    if (!self->start_error[0]
+        && zmq_socket_monitor (zsock_resolve (sub), monitor_endpoint,
+                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED
+                                   | ZMQ_EVENT_DISCONNECTED)
+               == 0) {
+        monitor = zsock_new (ZMQ_PAIR);
+        if (monitor && zsock_connect (monitor, "%s", monitor_endpoint) != 0)
+            zsock_destroy (&monitor);
+    }
+    /* The pipe hands over no memory ordering that TSan (or C11) sees. */
+    atomic_store_explicit (&self->setup_done, true, memory_order_release);
     zsock_signal (pipe, 0);
 
     void *sub_handle = zsock_resolve (sub);
     zmq_pollitem_t items[] = {
         {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
         {sub_handle, 0, ZMQ_POLLIN, 0},
+        {monitor ? zsock_resolve (monitor) : NULL, 0, ZMQ_POLLIN, 0},
     };
     /* After a failed start only the pipe is polled, for $TERM. */
-    int item_count = self->start_error[0] ? 1 : 2;
+    int item_count = self->start_error[0] ? 1 : monitor ? 3 : 2;
     bool running = true;
     while (running) {
         if (zmq_poll (items, item_count, -1) < 0) {
@@ -211,8 +296,16 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
         if (running && item_count > 1 && (items[1].revents & ZMQ_POLLIN))
             for (int i = 0; i < BATCH_MAX && s_receive_one (self, sub_handle); i++)
                 ;
+        if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
+            s_handle_monitor_event (self, zsock_resolve (monitor));
+    }
+    if (monitor) {
+        zmq_socket_monitor (sub_handle, NULL, 0);
+        zsock_destroy (&monitor);
     }
     zsock_destroy (&sub);
+    for (size_t i = 0; i < config->connect.count + config->bind.count; i++)
+        atomic_store (&self->peers[i], 0); /* the socket is gone */
 }
 
 fh_enqueuer_t *
@@ -232,14 +325,16 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
     self->consumer_count = consumer_count;
     self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
     self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
-    if (self->frames && self->matches)
+    self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
+    if (self->frames && self->matches && self->peers)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
         fh_enqueuer_destroy (&self);
         return NULL;
     }
-    if (self->start_error[0]) {
+    bool ready = atomic_load_explicit (&self->setup_done, memory_order_acquire);
+    if (!ready || self->start_error[0]) {
         snprintf (err, errlen, "%s", self->start_error);
         fh_enqueuer_destroy (&self);
         return NULL;
@@ -262,8 +357,15 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     fh_enqueuer_stop (self);
     free (self->frames);
     free (self->matches);
+    free (self->peers);
     free (self);
     *self_p = NULL;
+}
+
+int
+fh_enqueuer_endpoint_peers (fh_enqueuer_t *self, size_t i)
+{
+    return atomic_load (&self->peers[i]);
 }
 
 void

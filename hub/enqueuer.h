@@ -53,5 +53,9 @@ void fh_enqueuer_stop (fh_enqueuer_t *self);
 /* Stops it if running, and frees it. Safe with NULL and twice. */
 void fh_enqueuer_destroy (fh_enqueuer_t **self_p);
 void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
+/* Connections up on endpoint i: bus.connect endpoints first, then
+   bus.bind, in config order. From the ZeroMQ socket monitor, so it lags
+   the network by a moment. */
+int fh_enqueuer_endpoint_peers (fh_enqueuer_t *self, size_t i);
 
 #endif

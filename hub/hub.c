@@ -1,6 +1,7 @@
 /*  hub - one running fanhub. See hub.h. */
 #include "hub.h"
 
+#include "clock.h"
 #include "log.h"
 #include "trigger.h"
 
@@ -14,6 +15,7 @@ struct fh_hub {
     size_t consumer_count;
     fh_trigger_t *trigger;
     fh_enqueuer_t *enqueuer;
+    int64_t started_ns;
     bool started;
     bool stopped;
 };
@@ -28,6 +30,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
         return NULL;
     }
     self->config = config;
+    self->started_ns = fh_clock_mono_ns ();
     self->consumers = calloc (config->consumer_count, sizeof *self->consumers);
     self->trigger = fh_trigger_new (config->consumer_count);
     if (!self->consumers || !self->trigger) {
@@ -127,6 +130,35 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
         fh_enqueuer_counts (self->enqueuer, out);
     else
         memset (out, 0, sizeof *out);
+}
+
+const fh_config_t *
+fh_hub_config (const fh_hub_t *self)
+{
+    return self->config;
+}
+
+int64_t
+fh_hub_started_ns (const fh_hub_t *self)
+{
+    return self->started_ns;
+}
+
+json_t *
+fh_hub_endpoints_json (fh_hub_t *self)
+{
+    json_t *list = json_array ();
+    const fh_strlist_t *kinds[] = {&self->config->connect, &self->config->bind};
+    size_t index = 0;
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
+            int peers = self->enqueuer ? fh_enqueuer_endpoint_peers (self->enqueuer, index) : 0;
+            json_array_append_new (list, json_pack ("{s:s, s:s, s:b, s:i}", "endpoint",
+                                                    kinds[k]->items[i], "kind",
+                                                    k == 0 ? "connect" : "bind",
+                                                    "connected", peers > 0, "peers", peers));
+        }
+    return list;
 }
 
 void

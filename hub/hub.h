@@ -15,7 +15,9 @@
 #include "consumer.h"
 #include "enqueuer.h"
 
+#include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 typedef struct fh_hub fh_hub_t;
@@ -35,6 +37,12 @@ size_t fh_hub_consumer_count (const fh_hub_t *self);
 fh_consumer_t *fh_hub_consumer (fh_hub_t *self, size_t index);
 /* Hub-wide counters (zero before start). */
 void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
+const fh_config_t *fh_hub_config (const fh_hub_t *self);
+/* Monotonic time the hub was created. */
+int64_t fh_hub_started_ns (const fh_hub_t *self);
+/* The bus endpoints with their connection state, as a JSON array of
+   {"endpoint", "kind": "connect"|"bind", "connected", "peers"}. */
+json_t *fh_hub_endpoints_json (fh_hub_t *self);
 /* Logs the counters of the hub and of every consumer, one line each. */
 void fh_hub_log_counts (fh_hub_t *self);
 

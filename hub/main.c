@@ -13,6 +13,7 @@ typedef struct {
 static const s_command_t s_commands[] = {
     {"run", fh_cmd_run, "run the hub: subscribe to the bus, feed the consumers"},
     {"check", fh_cmd_check, "validate a configuration and load its plugins"},
+    {"stats", fh_cmd_stats, "show a running hub's backlog, counters and latency"},
     {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
     {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},
 };

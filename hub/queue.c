@@ -115,6 +115,19 @@ fh_queue_push (fh_queue_t *self, fh_msg_t *msg)
     return true;
 }
 
+size_t
+fh_queue_depth (fh_queue_t *self)
+{
+    self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
+    return atomic_load_explicit (&self->tail, memory_order_relaxed) - self->head_seen;
+}
+
+size_t
+fh_queue_depth_bound (const fh_queue_t *self)
+{
+    return atomic_load_explicit (&self->tail, memory_order_relaxed) - self->head_seen;
+}
+
 void
 fh_queue_close (fh_queue_t *self)
 {

@@ -39,6 +39,13 @@ fh_msg_t *fh_queue_pop (fh_queue_t *self);
    and empty (false). */
 bool fh_queue_wait (fh_queue_t *self);
 
+/* Producer: how many are queued, exactly, reading the consumer's index
+   (a cache-line transfer: call it when the answer matters). */
+size_t fh_queue_depth (fh_queue_t *self);
+/* Producer: a bound above the depth that costs nothing (it uses the
+   producer's last look at the consumer's index). */
+size_t fh_queue_depth_bound (const fh_queue_t *self);
+
 /* Either side, or a third thread: how many are queued right now. */
 size_t fh_queue_size (fh_queue_t *self);
 size_t fh_queue_capacity (const fh_queue_t *self);

@@ -21,7 +21,7 @@ TEST_PLUGINS = os.environ.get("FANHUB_TEST_PLUGIN_DIR", "")
 SHIPPED_PLUGINS = os.environ.get("FANHUB_SHIPPED_PLUGIN_DIR", "")
 SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR", ".")
 DATA_DIR = os.environ.get("FANHUB_DATA_DIR", "")
-DEADLINE = 180.0  # seconds before a wait is declared hung
+DEADLINE = float(os.environ.get("FANHUB_TEST_DEADLINE", "180"))  # seconds before a wait is declared hung
 
 # A sanitizer report on a hub's stderr fails the test even when the exit
 # status does not show it.
@@ -36,13 +36,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_for(condition, what, deadline=DEADLINE):
-    """Polls condition() until true; fails after deadline seconds."""
+def wait_for(condition, what, deadline=DEADLINE, hub=None):
+    """Polls condition() until true; fails after deadline seconds, or at
+    once when `hub` has exited (with its log)."""
     end = time.monotonic() + deadline
     while True:
         value = condition()
         if value:
             return value
+        if hub is not None and hub.proc.poll() is not None:
+            raise AssertionError("hub exited (status %s) while waiting for %s:\n%s"
+                                 % (hub.proc.returncode, what, hub.log()[-8000:]))
         if time.monotonic() > end:
             raise AssertionError("timed out waiting for " + what)
         time.sleep(0.02)
@@ -87,6 +91,11 @@ class Hub:
     """A `fanhub run -c CONFIG` process with its stderr kept in a file."""
 
     def __init__(self, workdir, config_text, name="hub", extra_args=()):
+        # Each hub gets its own control socket, so hubs of tests that run
+        # at the same time never meet on the default one.
+        self.control = "ipc://" + workdir.file(name + ".control")
+        if not any(line.startswith("control:") for line in config_text.splitlines()):
+            config_text = config_text.rstrip("\n") + "\ncontrol: %s\n" % self.control
         self.config = workdir.write(name + ".yaml", config_text)
         self.stderr_path = workdir.file(name + ".stderr")
         self.stdout_path = workdir.file(name + ".stdout")

@@ -121,7 +121,7 @@ def test_malformed_bus_messages_counted():
         pub.send("t", "x" * 2000)                     # 2001 bytes > 1000
         pub.send("good.2", "b", "extra")              # 3 frames: fine
         pub.send("good.3", "x" * 990)                 # 996 bytes: fine
-        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 3, "3 good messages")
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 3, "3 good messages", hub=hub)
         assert hub.proc.poll() is None, "hub died"
         assert hub.stop() == 0, hub.log()
         log = hub.log()

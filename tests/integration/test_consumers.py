@@ -38,7 +38,7 @@ def test_slow_consumer_does_not_hold_up_fast_one():
         publish(pub, N)
         # The fast consumer gets everything while the slow one is stuck on
         # its first message.
-        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer")
+        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
         bodies = [l["body"] for l in fh.read_jsonl(wd.file("fast.jsonl"))]
         assert bodies == ['{"i":%d}' % i for i in range(N)]
         # shutdown_timeout 0 with the slow one stuck: the hub gives up at
@@ -61,7 +61,7 @@ def test_sigterm_consumes_everything_queued():
     hub = fh.Hub(wd, config_for(pub, wd))
     try:
         publish(pub, N)
-        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer")
+        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
         # Everything is queued for 'slow' (stuck on message 1). Stop first,
         # then unblock it: the queue must be drained before the hub exits.
         hub.send_signal(signal.SIGTERM)
@@ -87,7 +87,7 @@ def test_full_queue_drops_newest_and_counts():
     hub = fh.Hub(wd, config_for(pub, wd, slow_capacity=capacity))
     try:
         publish(pub, N)
-        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer")
+        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
         hub.send_signal(signal.SIGTERM)
         hub.wait_log("stopping; consumers finish their queues")
         open(wd.file("release"), "w").close()
@@ -115,7 +115,7 @@ def test_second_signal_exits_at_once():
     hub = fh.Hub(wd, config_for(pub, wd))
     try:
         publish(pub, 10)
-        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 10, "fast consumer")
+        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 10, "fast consumer", hub=hub)
         hub.send_signal(signal.SIGTERM)
         hub.wait_log("stopping; consumers finish their queues")
         assert hub.stop(signal.SIGINT) == 1  # 'slow' is still stuck
@@ -140,7 +140,7 @@ def test_failing_consumer_counted():
     hub = fh.Hub(wd, config)
     try:
         publish(pub, 1000)
-        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 1000, "fast consumer")
+        fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 1000, "fast consumer", hub=hub)
         assert hub.stop() == 0, hub.log()
         log = hub.log()
         assert "consumer 'flaky': enqueued 1000, completed 900, failed 100, dropped 0" in log, log

@@ -68,7 +68,7 @@ def test_routing_three_consumers():
                     for name in consumers}
         for name in consumers:
             fh.wait_for(lambda: fh.count_lines(wd.file(name + ".jsonl")) >= len(expected[name]),
-                        "consumer %s to write %d lines" % (name, len(expected[name])))
+                        "consumer %s to write %d lines" % (name, len(expected[name])), hub=hub)
         assert hub.stop() == 0, hub.log()
 
         for name in consumers:
@@ -107,7 +107,7 @@ def test_unrouted_counted():
         pub.wait_subscribed()
         for i in range(10):
             pub.send("org.x.receive" if i % 2 else "org.x.send", "%d" % i)
-        fh.wait_for(lambda: fh.count_lines(wd.file("g.jsonl")) >= 5, "5 routed lines")
+        fh.wait_for(lambda: fh.count_lines(wd.file("g.jsonl")) >= 5, "5 routed lines", hub=hub)
         assert hub.stop() == 0
         assert "received 10, malformed 0, unrouted 5" in hub.log(), hub.log()
         assert [l["body"] for l in fh.read_jsonl(wd.file("g.jsonl"))] == ["1", "3", "5", "7", "9"]

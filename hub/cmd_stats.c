@@ -1,0 +1,267 @@
+/*  cmd_stats - `fanhub stats`: ask a running hub for its figures.
+
+    Sends STATS to the hub's control socket and prints the snapshot as JSON
+    (as the hub sent it), collectd PUTVAL lines, Prometheus text, or a
+    table; --watch repeats once a second. --input formats a saved JSON
+    snapshot instead of asking a hub.
+*/
+#include "cli.h"
+#include "commands.h"
+#include "control.h"
+#include "stats_format.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef enum { FORMAT_JSON, FORMAT_COLLECTD, FORMAT_PROMETHEUS, FORMAT_TABLE } s_format_t;
+
+static volatile sig_atomic_t s_interrupted;
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    s_interrupted = 1;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub stats [-c FILE | -e ENDPOINT] [-f FORMAT] [--watch]\n"
+             "       fanhub stats --input SNAPSHOT.json [-f FORMAT]\n"
+             "\n"
+             "Asks a running hub for its figures through its control socket: per\n"
+             "consumer backlog, counters and latency percentiles, and hub-wide\n"
+             "counters. Field names and definitions: README.md, Metrics.\n"
+             "\n"
+             "  -c, --config FILE     find the hub's control endpoint in this config\n"
+             "                        (default: the built-in default configuration)\n"
+             "  -e, --endpoint EP     the control endpoint itself (ipc://PATH or\n"
+             "                        tcp://127.0.0.1:PORT)\n"
+             "  -f, --format FORMAT   json (default), collectd (PUTVAL lines),\n"
+             "                        prometheus (text exposition), table\n"
+             "  -w, --watch           print a table once a second until interrupted\n"
+             "                        (with --format, that format once a second)\n"
+             "      --host NAME       collectd host name (default: this host's name)\n"
+             "      --input FILE      format a saved JSON snapshot ('-' = stdin)\n"
+             "                        instead of asking a hub\n"
+             "  -t, --timeout MS      how long to wait for the hub (default 2000)\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "Exit status: 0 ok, 1 the hub did not answer or answered an error,\n"
+             "2 bad usage or configuration.\n");
+}
+
+static char *
+s_read_input (const char *path, char *err, size_t errlen)
+{
+    FILE *file = strcmp (path, "-") == 0 ? stdin : fopen (path, "rb");
+    if (!file) {
+        snprintf (err, errlen, "%s: %s", path, strerror (errno));
+        return NULL;
+    }
+    size_t size = 0, room = 65536;
+    char *text = malloc (room);
+    size_t n;
+    while (text && (n = fread (text + size, 1, room - size - 1, file)) > 0) {
+        size += n;
+        if (size + 1 == room) {
+            char *bigger = realloc (text, room *= 2);
+            if (!bigger)
+                free (text);
+            text = bigger;
+        }
+    }
+    if (file != stdin)
+        fclose (file);
+    if (!text) {
+        snprintf (err, errlen, "%s: out of memory", path);
+        return NULL;
+    }
+    text[size] = '\0';
+    return text;
+}
+
+/* Formats one snapshot; returns the text to print (malloc'd) or NULL. */
+static char *
+s_format (const char *snapshot, s_format_t format, const char *host, char *err,
+          size_t errlen)
+{
+    if (format == FORMAT_JSON) {
+        size_t len = strlen (snapshot);
+        char *text = malloc (len + 2);
+        if (text) {
+            memcpy (text, snapshot, len);
+            memcpy (text + len, "\n", 2);
+        }
+        return text;
+    }
+    json_error_t error;
+    json_t *json = json_loads (snapshot, 0, &error);
+    if (!json || !json_is_object (json)) {
+        snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)",
+                  json ? "not a JSON object" : error.text, error.line, error.column);
+        json_decref (json);
+        return NULL;
+    }
+    char *text = NULL;
+    if (format == FORMAT_PROMETHEUS)
+        text = fh_stats_format_prometheus (json);
+    else if (format == FORMAT_TABLE)
+        text = fh_stats_format_table (json);
+    else {
+        double interval = json_number_value (json_object_get (json_object_get (json, "hub"),
+                                                              "interval"));
+        text = fh_stats_format_collectd (json, host, interval > 0 ? interval : 10, 0);
+    }
+    json_decref (json);
+    if (!text)
+        snprintf (err, errlen, "out of memory");
+    return text;
+}
+
+int
+fh_cmd_stats (int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"format", required_argument, NULL, 'f'},
+        {"watch", no_argument, NULL, 'w'},
+        {"host", required_argument, NULL, 'H'},
+        {"input", required_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *endpoint = NULL, *input = NULL, *host = NULL;
+    s_format_t format = FORMAT_JSON;
+    bool format_given = false, watch = false;
+    int timeout_ms = 2000;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "c:e:f:wt:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': path = optarg; break;
+        case 'e': endpoint = optarg; break;
+        case 'w': watch = true; break;
+        case 'H': host = optarg; break;
+        case 'i': input = optarg; break;
+        case 'f':
+            format_given = true;
+            if (strcmp (optarg, "json") == 0)
+                format = FORMAT_JSON;
+            else if (strcmp (optarg, "collectd") == 0)
+                format = FORMAT_COLLECTD;
+            else if (strcmp (optarg, "prometheus") == 0)
+                format = FORMAT_PROMETHEUS;
+            else if (strcmp (optarg, "table") == 0)
+                format = FORMAT_TABLE;
+            else {
+                fprintf (stderr, "fanhub stats: unknown format '%s' (json, collectd, "
+                         "prometheus, table); try 'fanhub stats --help'\n", optarg);
+                return FH_EXIT_USAGE;
+            }
+            break;
+        case 't': {
+            char *end;
+            long value = strtol (optarg, &end, 10);
+            if (*end || value < 1 || value > 3600000) {
+                fprintf (stderr, "fanhub stats: --timeout takes milliseconds from 1 to "
+                         "3600000, not '%s'\n", optarg);
+                return FH_EXIT_USAGE;
+            }
+            timeout_ms = (int) value;
+            break;
+        }
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default: fprintf (stderr, "try 'fanhub stats --help'\n"); return FH_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "fanhub stats: unexpected argument '%s'; try 'fanhub stats --help'\n",
+                 argv[optind]);
+        return FH_EXIT_USAGE;
+    }
+    if ((path && endpoint) || (input && (path || endpoint || watch))) {
+        fprintf (stderr, "fanhub stats: give one of -c, -e or --input (and --watch only "
+                 "with a hub); try 'fanhub stats --help'\n");
+        return FH_EXIT_USAGE;
+    }
+    if (watch && !format_given)
+        format = FORMAT_TABLE;
+    char hostname[256];
+    if (!host) {
+        if (gethostname (hostname, sizeof hostname) != 0)
+            snprintf (hostname, sizeof hostname, "localhost");
+        hostname[sizeof hostname - 1] = '\0';
+        host = hostname;
+    }
+
+    char err[2048];
+    if (input) {
+        char *snapshot = s_read_input (input, err, sizeof err);
+        char *text = snapshot ? s_format (snapshot, format, host, err, sizeof err) : NULL;
+        free (snapshot);
+        if (!text) {
+            fprintf (stderr, "fanhub stats: %s\n", err);
+            return FH_EXIT_FAILURE;
+        }
+        fputs (text, stdout);
+        free (text);
+        return FH_EXIT_OK;
+    }
+
+    fh_config_t *config = NULL;
+    if (!endpoint) {
+        config = fh_cli_load_config (path, err, sizeof err);
+        if (!config) {
+            fprintf (stderr, "fanhub stats: %s\n", err);
+            return FH_EXIT_USAGE;
+        }
+        endpoint = config->control;
+    }
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+    int status = FH_EXIT_OK;
+    bool tty = isatty (STDOUT_FILENO);
+    do {
+        char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
+        char *text = NULL;
+        if (answer && strncmp (answer, "ERROR", 5) == 0)
+            snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
+        else if (answer)
+            text = s_format (answer, format, host, err, sizeof err);
+        free (answer);
+        if (!text) {
+            fprintf (stderr, "fanhub stats: %s\n", err);
+            status = FH_EXIT_FAILURE;
+            if (!watch)
+                break;
+        }
+        else {
+            if (watch && tty)
+                fputs ("\033[H\033[2J", stdout); /* home, clear */
+            fputs (text, stdout);
+            if (watch && !tty)
+                fputs ("\n", stdout);
+            fflush (stdout);
+            free (text);
+            status = FH_EXIT_OK;
+        }
+        if (watch && !s_interrupted) {
+            struct timespec second = {1, 0};
+            nanosleep (&second, NULL);
+        }
+    } while (watch && !s_interrupted);
+    fh_config_destroy (&config);
+    return watch && s_interrupted ? FH_EXIT_OK : status;
+}

@@ -1,0 +1,39 @@
+/*  control - the hub's control socket: commands in, answers out.
+
+    A CZMQ actor with a ROUTER socket bound on the `control` endpoint. A
+    request is one command frame (after the REQ envelope, if any); the
+    answer is one frame. Commands:
+      PING   -> "PONG"
+      STATS  -> the JSON snapshot of docs/stats-schema.md
+    Anything else (unknown command, several frames, more than
+    FH_CONTROL_MAX_COMMAND bytes, an empty frame) is answered with a frame
+    starting "ERROR " and a reason; the socket keeps serving.
+
+    The actor also owns the metrics clock: once a second it lets the stats
+    move their interval boundary, and it runs the periodic exporters.
+
+    An ipc:// endpoint is created with mode 0660 (its directory, 0750, if
+    missing). If another hub answers PING on it, the endpoint is refused
+    rather than taken over.
+*/
+#ifndef FH_CONTROL_H_INCLUDED
+#define FH_CONTROL_H_INCLUDED
+
+#include "hub.h"
+
+#define FH_CONTROL_MAX_COMMAND 4096
+
+typedef struct fh_control fh_control_t;
+
+/* Binds and starts serving. NULL with one line in err when it cannot. */
+fh_control_t *fh_control_new (fh_hub_t *hub, char *err, size_t errlen);
+/* Stops serving, removes an ipc socket file. Safe with NULL and twice. */
+void fh_control_destroy (fh_control_t **self_p);
+
+/* A client's request: connects to endpoint, sends command, waits at most
+   timeout_ms. Returns the answer (malloc'd, NUL-terminated) or NULL with
+   one line in err. */
+char *fh_control_call (const char *endpoint, const char *command, int timeout_ms,
+                       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,30 @@
+/*  stats - the hub's figures as one JSON snapshot (docs/stats-schema.md).
+
+    fh_stats_t also keeps what "over the last interval" needs: the
+    whole-run latency histograms of every consumer as they were at the
+    last two interval boundaries. fh_stats_tick moves the boundary when
+    metrics.interval has passed; the interval figures of a snapshot are
+    the difference between the last two boundaries, so every reader in
+    the same interval sees the same figures (as collectd expects).
+    Owned by one thread (the control actor).
+*/
+#ifndef FH_STATS_H_INCLUDED
+#define FH_STATS_H_INCLUDED
+
+#include "hub.h"
+
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct fh_stats fh_stats_t;
+
+fh_stats_t *fh_stats_new (fh_hub_t *hub);
+void fh_stats_destroy (fh_stats_t **self_p);
+
+/* Moves the interval boundary when metrics.interval has passed since the
+   last one. Returns true when it did. */
+bool fh_stats_tick (fh_stats_t *self, int64_t now_ns);
+/* A new snapshot; the caller owns the reference. NULL when out of memory. */
+json_t *fh_stats_json (fh_stats_t *self);
+
+#endif

@@ -1,0 +1,357 @@
+"""`fanhub stats` output checked by outside tools: the Prometheus text by
+Prometheus' own `promtool check metrics` (which parses it and lints it:
+families grouped, HELP and TYPE once, counter names ending in _total, base
+units), the collectd lines by a regular expression of collectd's PUTVAL
+syntax and identifier rules.
+
+Saved snapshots are formatted with `fanhub stats --input FILE`; one case
+asks a real `fanhub run` over its control socket. When promtool is missing
+the test installs Debian's `prometheus` package (apt-get; run as root),
+with `apt-get update` first if the plain install fails.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+
+import fanhublib as fh
+
+# ---- promtool -----------------------------------------------------------------
+
+_PROMTOOL = []
+
+
+def promtool():
+    """The path of promtool, installing Debian's prometheus package if needed."""
+    if _PROMTOOL:
+        return _PROMTOOL[0]
+    path = shutil.which("promtool")
+    if not path:
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        install = ["apt-get", "-y", "-o", "DPkg::Lock::Timeout=300", "install",
+                   "--no-install-recommends", "prometheus"]
+        log = []
+        for attempt in (install, ["apt-get", "-o", "DPkg::Lock::Timeout=300", "update"], install):
+            proc = subprocess.run(attempt, env=env, capture_output=True, timeout=450,
+                                  stdin=subprocess.DEVNULL)
+            log.append("$ %s -> %d\n%s%s" % (" ".join(attempt), proc.returncode,
+                                             proc.stdout.decode(errors="replace")[-2000:],
+                                             proc.stderr.decode(errors="replace")[-2000:]))
+            # The package's service may fail to start in a container; the
+            # binary is all we need.
+            path = shutil.which("promtool")
+            if path and attempt[-1] == "prometheus":
+                break
+        assert path, "promtool missing and `apt-get install prometheus` failed:\n" + "\n".join(log)
+    _PROMTOOL.append(path)
+    return path
+
+
+def promtool_check(text, what):
+    """promtool check metrics must accept text without a single remark."""
+    proc = subprocess.run([promtool(), "check", "metrics"], input=text.encode(),
+                          capture_output=True, timeout=60)
+    remarks = (proc.stdout + proc.stderr).decode(errors="replace").strip()
+    assert proc.returncode == 0 and not remarks, \
+        "%s: promtool check metrics exited %d:\n%s\n--- text ---\n%s" % (
+            what, proc.returncode, remarks, text)
+
+
+# ---- Snapshots ------------------------------------------------------------------
+
+def figures(count, base):
+    if count == 0:
+        return {k: 0 for k in ("count", "sum", "mean", "p50", "p90", "p99", "p999", "max")}
+    return {"count": count, "sum": base * count * 1.3, "mean": base * 1.3, "p50": base,
+            "p90": base * 2, "p99": base * 4, "p999": base * 5.1, "max": base * 5.2}
+
+
+def consumer(name, scale=1, wait_interval=100, proc_interval=0):
+    enqueued, completed, failed = 992 * scale, 985 * scale, 4 * scale
+    qw = figures(990 * scale, 0.0009)
+    qw["interval"] = figures(wait_interval, 0.0008)
+    pr = figures(989 * scale, 0.003)
+    pr["interval"] = figures(proc_interval, 0.0125)
+    return {"name": name, "plugin": "log", "capacity": 100000,
+            "enqueued": enqueued, "dequeued": max(enqueued - 2, 0), "completed": completed,
+            "failed": failed, "retried": 7, "dropped": 3, "spilled": 0, "dead_lettered": 1,
+            "coalesced": 0, "backlog": 2, "in_flight": 1, "backlog_max": 120, "stuck": 0,
+            "queue_wait": qw, "processing": pr}
+
+
+def snapshot(name="buildsys", consumers=None, endpoints=None):
+    return {
+        "hub": {
+            "name": name, "version": "0.1.0", "pid": 1234, "uptime": 12.5, "interval": 10.0,
+            "received": 1000, "malformed": 3,
+            "malformed_by_reason": {"no_body": 1, "too_many_frames": 0, "too_large": 2,
+                                    "topic_not_utf8": 0},
+            "unrouted": 5,
+            "endpoints": endpoints if endpoints is not None else [
+                {"endpoint": "tcp://127.0.0.1:9940", "kind": "connect", "connected": True,
+                 "peers": 1},
+                {"endpoint": "tcp://*:9941", "kind": "bind", "connected": False, "peers": 0}],
+        },
+        "consumers": consumers if consumers is not None else [consumer("archive")],
+    }
+
+
+SNAPSHOTS = {
+    "one consumer": snapshot(),
+    "three consumers, odd names": snapshot(
+        name='build "sys"\\x', consumers=[
+            consumer("archive", wait_interval=0, proc_interval=5),
+            consumer('no"ti\\fy\nnew line', scale=1000),
+            consumer("caf\u00e9 /with spaces/", scale=0, wait_interval=0)]),
+    "no name, no endpoints, no consumers": snapshot(name=None, consumers=[], endpoints=[]),
+    "zero everywhere": snapshot(name=None, consumers=[consumer("idle", scale=0, wait_interval=0)]),
+}
+
+
+def stats(wd, snap, fmt, *extra):
+    """`fanhub stats --format FMT --input FILE`; returns stdout."""
+    path = wd.write("snapshot.json", json.dumps(snap))
+    status, out, err = fh.run(["stats", "--format", fmt, "--input", path] + list(extra))
+    assert status == 0, "fanhub stats --format %s --input: exit %d: %s" % (fmt, status, err)
+    assert err == "", "fanhub stats: stderr %r" % err
+    return out
+
+
+# ---- Prometheus -----------------------------------------------------------------
+
+SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"(,|$)')
+
+
+def unescape(value):
+    return re.sub(r'\\(.)', lambda m: {"n": "\n"}.get(m.group(1), m.group(1)), value)
+
+
+def parse_prometheus(text):
+    """{(name, frozenset(labels)): value} of every sample; checks the syntax."""
+    samples = {}
+    assert text.endswith("\n"), "no final newline"
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert re.match(r"^# (HELP|TYPE) fanhub_[a-z_]+ \S", line), line
+            continue
+        m = SAMPLE_RE.match(line)
+        assert m, "not a sample line: %r" % line
+        labels = {}
+        rest = m.group(2) or ""
+        while rest:
+            lm = LABEL_RE.match(rest)
+            assert lm, "bad labels in %r" % line
+            labels[lm.group(1)] = unescape(lm.group(2))
+            rest = rest[lm.end():]
+        key = (m.group(1), frozenset(labels.items()))
+        assert key not in samples, "sample twice: %r" % line
+        samples[key] = float(m.group(3))
+    return samples
+
+
+COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
+            "dead_lettered", "coalesced")
+GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck")
+
+
+def same(a, b):
+    return (math.isnan(a) and math.isnan(b)) or a == b or abs(a - b) <= 1e-8 * abs(b)
+
+
+def check_prometheus_values(samples, snap):
+    """Every figure of the snapshot is in the text, under its name."""
+    hub = snap["hub"]
+
+    def get(metric, **labels):
+        key = (metric, frozenset(labels.items()))
+        assert key in samples, "no sample %s%r" % (metric, labels)
+        return samples[key]
+
+    assert get("fanhub_info", version=hub["version"], name=hub["name"] or "") == 1
+    assert get("fanhub_uptime_seconds") == hub["uptime"]
+    assert get("fanhub_received_total") == hub["received"]
+    for reason, count in hub["malformed_by_reason"].items():
+        assert get("fanhub_malformed_total", reason=reason) == count
+    assert get("fanhub_unrouted_total") == hub["unrouted"]
+    for ep in hub["endpoints"]:
+        assert get("fanhub_endpoint_connected", endpoint=ep["endpoint"],
+                   kind=ep["kind"]) == (1 if ep["connected"] else 0)
+    for c in snap["consumers"]:
+        name = c["name"]
+        for field in COUNTERS:
+            assert get("fanhub_consumer_%s_total" % field, consumer=name) == c[field], (name, field)
+        for field in GAUGES:
+            assert get("fanhub_consumer_%s" % field, consumer=name) == c[field], (name, field)
+        for hist in ("queue_wait", "processing"):
+            h = c[hist]
+            family = "fanhub_consumer_%s_seconds" % hist
+            for q, field in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p999")):
+                want = h[field] if h["count"] else float("nan")
+                assert same(get(family, consumer=name, quantile=q), want), (name, hist, q)
+            assert same(get(family + "_sum", consumer=name), h["sum"]), (name, hist)
+            assert get(family + "_count", consumer=name) == h["count"], (name, hist)
+            assert same(get("fanhub_consumer_%s_max_seconds" % hist, consumer=name), h["max"])
+    consumer_samples = [k for k in samples if k[0].startswith("fanhub_consumer_")]
+    assert len(consumer_samples) == len(snap["consumers"]) * (len(COUNTERS) + len(GAUGES) + 2 * 6 + 2)
+
+
+def test_saved_snapshots_pass_promtool():
+    wd = fh.Workdir()
+    for what, snap in SNAPSHOTS.items():
+        text = stats(wd, snap, "prometheus")
+        promtool_check(text, what)
+        check_prometheus_values(parse_prometheus(text), snap)
+    wd.cleanup()
+
+
+def test_promtool_catches_a_broken_text():
+    """The check is worth something: promtool refuses the text a formatter
+    that wrote each consumer's block on its own would give (a family's
+    HELP and TYPE lines twice)."""
+    wd = fh.Workdir()
+    text = stats(wd, SNAPSHOTS["three consumers, odd names"], "prometheus")
+    family = [line for line in text.splitlines(keepends=True)
+              if re.match(r"(# (HELP|TYPE) )?fanhub_consumer_backlog[ {]", line)]
+    assert len(family) == 2 + 3, family
+    broken = text + "".join(family[:2] + family[3:4])
+    proc = subprocess.run([promtool(), "check", "metrics"], input=broken.encode(),
+                          capture_output=True, timeout=60)
+    assert proc.returncode != 0, "promtool accepted a family named twice"
+    wd.cleanup()
+
+
+# ---- collectd -------------------------------------------------------------------
+
+NAME = r'[^/"\\\s]+'  # a host or instance: no '/', '"', backslash or space
+PUTVAL_RE = re.compile(
+    r'^PUTVAL "(?P<host>%s)/fanhub-(?P<instance>%s)/'
+    r'(?P<type>queue_length|latency|derive)(?:-(?P<type_instance>%s))?"'
+    r'(?: interval=(?P<interval>\d+(?:\.\d+)?(?:e[+-]?\d+)?))?'
+    r' (?P<time>N|\d+(?:\.\d+)?):(?P<value>-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)$' % (NAME, NAME, NAME))
+TYPE_INSTANCES = {
+    "queue_length": {None},
+    "latency": {"queue_wait_p99", "queue_wait_mean", "processing_p99", "processing_mean"},
+    "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted"},
+}
+
+
+def sanitised(name):
+    return re.sub(r'[/"\\\x00-\x20\x7f]', "_", name)
+
+
+def parse_collectd(text, host):
+    """{(instance, type-type_instance): value}; checks every line."""
+    values = {}
+    assert text.endswith("\n"), "no final newline"
+    for line in text.splitlines():
+        m = PUTVAL_RE.match(line)
+        assert m, "not a PUTVAL line: %r" % line
+        assert m.group("host") == host, line
+        assert m.group("type_instance") in TYPE_INSTANCES[m.group("type")], line
+        assert m.group("interval") == "10", line
+        assert m.group("time") == "N", line
+        if m.group("type") == "derive":
+            assert re.match(r"^-?\d+$", m.group("value")), "derive not an integer: %r" % line
+        ident = m.group("type") + ("-" + m.group("type_instance") if m.group("type_instance") else "")
+        key = (m.group("instance"), ident)
+        assert key not in values, "value twice: %r" % line
+        values[key] = float(m.group("value"))
+    return values
+
+
+def check_collectd_values(values, snap):
+    hub = snap["hub"]
+    hub_instance = sanitised(hub["name"]) if hub["name"] else "hub"
+    want = {(hub_instance, "derive-" + f): hub[f] for f in ("received", "malformed", "unrouted")}
+    for c in snap["consumers"]:
+        inst = sanitised(c["name"])
+        if hub["name"]:
+            inst = sanitised(hub["name"]) + "." + inst
+        want[(inst, "queue_length")] = c["backlog"]
+        for hist in ("queue_wait", "processing"):
+            iv = c[hist]["interval"]
+            want[(inst, "latency-%s_p99" % hist)] = iv["p99"] if iv["count"] else 0
+            want[(inst, "latency-%s_mean" % hist)] = iv["mean"] if iv["count"] else 0
+        for f in ("completed", "failed", "dropped", "enqueued"):
+            want[(inst, "derive-" + f)] = c[f]
+    assert set(values) == set(want), "identifiers differ: got %r, want %r" % (
+        sorted(set(values) - set(want)), sorted(set(want) - set(values)))
+    for key, value in want.items():
+        assert same(values[key], value), (key, values[key], value)
+
+
+def test_saved_snapshots_collectd_lines():
+    wd = fh.Workdir()
+    for what, snap in SNAPSHOTS.items():
+        text = stats(wd, snap, "collectd", "--host", "test-host.example")
+        try:
+            check_collectd_values(parse_collectd(text, "test-host.example"), snap)
+        except AssertionError as e:
+            raise AssertionError("%s: %s\n--- text ---\n%s" % (what, e, text))
+    wd.cleanup()
+
+
+# ---- A real hub -----------------------------------------------------------------
+
+def test_live_hub_snapshot():
+    """What a running hub answers passes the same checks."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    control = "ipc://" + wd.file("control.sock")
+    config = ("name: promtest\nbus:\n  connect: [%s]\ncontrol: %s\nconsumers:\n"
+              "  - name: sink\n    plugin: \"null\"\n"
+              "  - name: audit.log\n    plugin: \"null\"\n    topics: [org.]\n") % (pub.endpoint, control)
+    hub = fh.Hub(wd, config)
+    try:
+        def subscribed():
+            assert hub.proc.poll() is None, "hub exited:\n" + hub.log()
+            return pub.sock.poll(100)
+
+        fh.wait_for(subscribed, "the hub to subscribe")
+        pub.sock.recv()
+        for i in range(200):
+            pub.send("org.example.topic" if i % 2 else "com.example.topic", b'{"i":%d}' % i)
+        pub.send("org.example.bad")  # no body: malformed
+
+        def snap():
+            status, out, err = fh.run(["stats", "-e", control, "--format", "json"])
+            assert status == 0, "fanhub stats -e: exit %d: %s" % (status, err)
+            return json.loads(out)
+
+        def settled():
+            s = snap()
+            done = {c["name"]: c["completed"] for c in s["consumers"]}
+            return s if s["hub"]["received"] == 201 and done == {"sink": 200, "audit.log": 100} else None
+
+        fh.wait_for(settled, "the hub to handle 201 messages")
+        status, text, err = fh.run(["stats", "-e", control, "--format", "prometheus"])
+        assert status == 0, err
+        promtool_check(text, "live hub")
+        samples = parse_prometheus(text)
+        assert samples[("fanhub_received_total", frozenset())] == 201
+        assert samples[("fanhub_consumer_completed_total",
+                        frozenset({("consumer", "audit.log")}))] == 100
+        assert samples[("fanhub_info", frozenset({("version", snap()["hub"]["version"]),
+                                                  ("name", "promtest")}))] == 1
+        status, text, err = fh.run(["stats", "-e", control, "--format", "collectd",
+                                    "--host", "h1"])
+        assert status == 0, err
+        for line in text.splitlines():
+            m = PUTVAL_RE.match(line)
+            assert m and m.group("host") == "h1", "not a PUTVAL line: %r" % line
+        assert 'PUTVAL "h1/fanhub-promtest.audit.log/derive-completed" ' in text, text
+        assert re.search(r'^PUTVAL "h1/fanhub-promtest/derive-received" (interval=\S+ )?N:201$',
+                         text, re.M), text
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+if __name__ == "__main__":
+    fh.main([test_saved_snapshots_pass_promtool, test_promtool_catches_a_broken_text,
+             test_saved_snapshots_collectd_lines, test_live_hub_snapshot])

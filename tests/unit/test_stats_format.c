@@ -1,0 +1,712 @@
+/*  test_stats_format - a STATS snapshot as Prometheus text, collectd lines
+    and a table (hub/stats_format.c).
+
+    The snapshots are built with jansson as the hub builds them
+    (docs/stats-schema.md). Outputs of valid snapshots are compared line
+    by line with the exact expected text; broken snapshots (the input
+    comes over a socket) must give some output and never crash, which the
+    ASan build checks.
+*/
+#include "stats_format.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+/* ---- Building snapshots -------------------------------------------------- */
+
+typedef struct {
+    int count;
+    double sum, mean, p50, p90, p99, p999, max;
+} figures_t;
+
+static json_t *
+s_figures (const figures_t *f)
+{
+    json_t *json = json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", f->count,
+                              "sum", f->sum, "mean", f->mean, "p50", f->p50, "p90", f->p90,
+                              "p99", f->p99, "p999", f->p999, "max", f->max);
+    assert_non_null (json);
+    return json;
+}
+
+/* A histogram: whole-run figures plus the last interval's. */
+static json_t *
+s_histogram (const figures_t *run, const figures_t *interval)
+{
+    json_t *json = s_figures (run);
+    assert_int_equal (json_object_set_new (json, "interval", s_figures (interval)), 0);
+    return json;
+}
+
+static const figures_t s_none = { 0, 0, 0, 0, 0, 0, 0, 0 };
+
+/* A consumer with the counters of the schema's example. */
+static json_t *
+s_consumer (const char *name, json_t *queue_wait, json_t *processing)
+{
+    json_t *json = json_pack ("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i,"
+                              " s:i, s:i, s:i, s:i, s:o, s:o}",
+                              "name", name, "plugin", "log", "capacity", 100000,
+                              "enqueued", 992, "dequeued", 990, "completed", 985,
+                              "failed", 4, "retried", 7, "dropped", 0, "spilled", 0,
+                              "dead_lettered", 3, "coalesced", 0, "backlog", 2,
+                              "in_flight", 1, "backlog_max", 120, "stuck", 0,
+                              "queue_wait", queue_wait, "processing", processing);
+    assert_non_null (json);
+    return json;
+}
+
+/* The schema's example: hub "buildsys" and consumer "archive", whose
+   processing had no sample in the last interval. */
+static json_t *
+s_snapshot (json_t *hub_name)
+{
+    const figures_t wait_run = { 990, 1.25, 0.00126, 0.0009, 0.002, 0.004, 0.0051, 0.0052 };
+    const figures_t wait_interval = { 100, 0.1, 0.001, 0.0009, 0.002, 0.004, 0.0051, 0.0052 };
+    const figures_t proc_run = { 985, 3.5, 0.00355, 0.003, 0.006, 0.0123, 0.02, 0.021 };
+    json_t *consumers = json_pack ("[o]", s_consumer ("archive",
+                                                      s_histogram (&wait_run, &wait_interval),
+                                                      s_histogram (&proc_run, &s_none)));
+    json_t *json = json_pack (
+        "{s:{s:o, s:s, s:i, s:f, s:f, s:i, s:i,"
+        "    s:{s:i, s:i, s:i, s:i}, s:i, s:[{s:s, s:s, s:b}]},"
+        " s:o}",
+        "hub", "name", hub_name, "version", "0.1.0", "pid", 1234, "uptime", 12.5,
+        "interval", 10.0, "received", 1000, "malformed", 3,
+        "malformed_by_reason", "no_body", 1, "too_many_frames", 0, "too_large", 2,
+        "topic_not_utf8", 0, "unrouted", 5,
+        "endpoints", "endpoint", "tcp://127.0.0.1:9940", "kind", "connect", "connected", 1,
+        "consumers", consumers);
+    assert_non_null (json);
+    return json;
+}
+
+/* The consumers array of a snapshot, to add to. */
+static json_t *
+s_consumers (json_t *snapshot)
+{
+    json_t *consumers = json_object_get (snapshot, "consumers");
+    assert_true (json_is_array (consumers));
+    return consumers;
+}
+
+/* ---- Checking text ------------------------------------------------------- */
+
+/* Compares text with the expected lines, one by one, so a failure names
+   the first line that differs. Frees text. */
+static void
+s_assert_lines (char *text, const char *const *expected, size_t count)
+{
+    assert_non_null (text);
+    char *rest = text;
+    for (size_t i = 0; i < count; i++) {
+        char *end = strchr (rest, '\n');
+        if (!end)
+            fail_msg ("line %zu missing, expected \"%s\"", i + 1, expected[i]);
+        *end = '\0';
+        if (strcmp (rest, expected[i]) != 0)
+            fail_msg ("line %zu:\n  got      \"%s\"\n  expected \"%s\"", i + 1, rest,
+                      expected[i]);
+        rest = end + 1;
+    }
+    if (*rest)
+        fail_msg ("unexpected text after line %zu: \"%s\"", count, rest);
+    free (text);
+}
+
+#define ASSERT_LINES(text, expected)                                                       \
+    s_assert_lines ((text), (expected), sizeof (expected) / sizeof (expected)[0])
+
+/* Prometheus text whose families are each named once by HELP and TYPE
+   and have all their samples together, right after those lines. */
+static void
+s_assert_grouped (const char *text)
+{
+    char family[256] = "";
+    char seen[8192] = " ";
+    bool summary = false;
+    const char *line = text;
+    while (*line) {
+        const char *end = strchr (line, '\n');
+        assert_non_null (end);
+        size_t len = (size_t) (end - line);
+        assert_true (len > 0 && len < 4096);
+        char copy[4096];
+        memcpy (copy, line, len);
+        copy[len] = '\0';
+        char name[256], type[32];
+        if (sscanf (copy, "# HELP %255s ", name) == 1) {
+            /* A new family: never seen before. */
+            char key[260];
+            snprintf (key, sizeof key, " %s ", name);
+            if (strstr (seen, key))
+                fail_msg ("family %s named twice", name);
+            assert_true (strlen (seen) + strlen (key) < sizeof seen);
+            strcat (seen, key + 1);
+            snprintf (family, sizeof family, "%s", name);
+        }
+        else if (sscanf (copy, "# TYPE %255s %31s", name, type) == 2) {
+            assert_string_equal (name, family);
+            summary = strcmp (type, "summary") == 0;
+        }
+        else {
+            size_t name_len = strcspn (copy, "{ ");
+            assert_true (name_len > 0 && name_len < sizeof name);
+            memcpy (name, copy, name_len);
+            name[name_len] = '\0';
+            bool ok = strcmp (name, family) == 0;
+            if (summary && !ok && strncmp (name, family, strlen (family)) == 0)
+                ok = strcmp (name + strlen (family), "_sum") == 0
+                     || strcmp (name + strlen (family), "_count") == 0;
+            if (!ok)
+                fail_msg ("sample %s outside its family (in %s)", copy, family);
+        }
+        line = end + 1;
+    }
+}
+
+/* ---- Prometheus ---------------------------------------------------------- */
+
+static void
+test_prometheus_one_consumer (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    static const char *const expected[] = {
+        "# HELP fanhub_info Constant 1, labelled with the hub's version and configured name.",
+        "# TYPE fanhub_info gauge",
+        "fanhub_info{version=\"0.1.0\",name=\"buildsys\"} 1",
+        "# HELP fanhub_uptime_seconds Seconds since the hub started.",
+        "# TYPE fanhub_uptime_seconds gauge",
+        "fanhub_uptime_seconds 12.5",
+        "# HELP fanhub_received_total Bus messages read, malformed ones included.",
+        "# TYPE fanhub_received_total counter",
+        "fanhub_received_total 1000",
+        "# HELP fanhub_malformed_total Bus messages dropped as malformed, by reason.",
+        "# TYPE fanhub_malformed_total counter",
+        "fanhub_malformed_total{reason=\"no_body\"} 1",
+        "fanhub_malformed_total{reason=\"too_many_frames\"} 0",
+        "fanhub_malformed_total{reason=\"too_large\"} 2",
+        "fanhub_malformed_total{reason=\"topic_not_utf8\"} 0",
+        "# HELP fanhub_unrouted_total Well-formed bus messages that matched no consumer.",
+        "# TYPE fanhub_unrouted_total counter",
+        "fanhub_unrouted_total 5",
+        "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
+        "# TYPE fanhub_endpoint_connected gauge",
+        "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
+        "# HELP fanhub_consumer_enqueued_total Messages put on the consumer's queue (or its spool).",
+        "# TYPE fanhub_consumer_enqueued_total counter",
+        "fanhub_consumer_enqueued_total{consumer=\"archive\"} 992",
+        "# HELP fanhub_consumer_dequeued_total Messages taken off the consumer's queue to be consumed.",
+        "# TYPE fanhub_consumer_dequeued_total counter",
+        "fanhub_consumer_dequeued_total{consumer=\"archive\"} 990",
+        "# HELP fanhub_consumer_completed_total Messages the consumer's plugin finished with ok.",
+        "# TYPE fanhub_consumer_completed_total counter",
+        "fanhub_consumer_completed_total{consumer=\"archive\"} 985",
+        "# HELP fanhub_consumer_failed_total Messages that failed for good: the plugin answered fail, or retries ran out.",
+        "# TYPE fanhub_consumer_failed_total counter",
+        "fanhub_consumer_failed_total{consumer=\"archive\"} 4",
+        "# HELP fanhub_consumer_retried_total Times a message was tried again after the plugin answered retry.",
+        "# TYPE fanhub_consumer_retried_total counter",
+        "fanhub_consumer_retried_total{consumer=\"archive\"} 7",
+        "# HELP fanhub_consumer_dropped_total Messages dropped by the overflow policy of the consumer's full queue.",
+        "# TYPE fanhub_consumer_dropped_total counter",
+        "fanhub_consumer_dropped_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_spilled_total Messages written to the consumer's disk spool.",
+        "# TYPE fanhub_consumer_spilled_total counter",
+        "fanhub_consumer_spilled_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_dead_lettered_total Messages sent to the consumer's dead-letter store.",
+        "# TYPE fanhub_consumer_dead_lettered_total counter",
+        "fanhub_consumer_dead_lettered_total{consumer=\"archive\"} 3",
+        "# HELP fanhub_consumer_coalesced_total Messages merged into one already queued instead of being consumed on their own.",
+        "# TYPE fanhub_consumer_coalesced_total counter",
+        "fanhub_consumer_coalesced_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_backlog Messages waiting for the consumer: enqueued - dequeued, spool included.",
+        "# TYPE fanhub_consumer_backlog gauge",
+        "fanhub_consumer_backlog{consumer=\"archive\"} 2",
+        "# HELP fanhub_consumer_in_flight Messages being consumed now: dequeued - completed - failed.",
+        "# TYPE fanhub_consumer_in_flight gauge",
+        "fanhub_consumer_in_flight{consumer=\"archive\"} 1",
+        "# HELP fanhub_consumer_backlog_max Highest backlog since the hub started.",
+        "# TYPE fanhub_consumer_backlog_max gauge",
+        "fanhub_consumer_backlog_max{consumer=\"archive\"} 120",
+        "# HELP fanhub_consumer_capacity Messages the consumer's queue holds before its overflow policy applies.",
+        "# TYPE fanhub_consumer_capacity gauge",
+        "fanhub_consumer_capacity{consumer=\"archive\"} 100000",
+        "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
+        "# TYPE fanhub_consumer_stuck gauge",
+        "fanhub_consumer_stuck{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to the consumer starting on it, since start.",
+        "# TYPE fanhub_consumer_queue_wait_seconds summary",
+        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.5\"} 0.0009",
+        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.9\"} 0.002",
+        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.99\"} 0.004",
+        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.999\"} 0.0051",
+        "fanhub_consumer_queue_wait_seconds_sum{consumer=\"archive\"} 1.25",
+        "fanhub_consumer_queue_wait_seconds_count{consumer=\"archive\"} 990",
+        "# HELP fanhub_consumer_processing_seconds Time the consumer's plugin took for a message, since start.",
+        "# TYPE fanhub_consumer_processing_seconds summary",
+        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.5\"} 0.003",
+        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.9\"} 0.006",
+        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.99\"} 0.0123",
+        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.999\"} 0.02",
+        "fanhub_consumer_processing_seconds_sum{consumer=\"archive\"} 3.5",
+        "fanhub_consumer_processing_seconds_count{consumer=\"archive\"} 985",
+        "# HELP fanhub_consumer_queue_wait_max_seconds Longest queue wait since the hub started.",
+        "# TYPE fanhub_consumer_queue_wait_max_seconds gauge",
+        "fanhub_consumer_queue_wait_max_seconds{consumer=\"archive\"} 0.0052",
+        "# HELP fanhub_consumer_processing_max_seconds Longest processing time since the hub started.",
+        "# TYPE fanhub_consumer_processing_max_seconds gauge",
+        "fanhub_consumer_processing_max_seconds{consumer=\"archive\"} 0.021",
+    };
+    ASSERT_LINES (fh_stats_format_prometheus (stats), expected);
+    /* The same snapshot, the same text. */
+    char *once = fh_stats_format_prometheus (stats);
+    char *twice = fh_stats_format_prometheus (stats);
+    assert_non_null (once);
+    assert_non_null (twice);
+    assert_string_equal (once, twice);
+    s_assert_grouped (once);
+    free (once);
+    free (twice);
+    json_decref (stats);
+}
+
+/* Several consumers: each family still has all its samples together, in
+   the snapshot's order of consumers. */
+static void
+test_prometheus_families_grouped (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    const figures_t run = { 3, 0.75, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25 };
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        snprintf (name, sizeof name, "c%d", i);
+        json_array_append_new (s_consumers (stats),
+                               s_consumer (name, s_histogram (&run, &s_none),
+                                           s_histogram (&s_none, &s_none)));
+    }
+    char *text = fh_stats_format_prometheus (stats);
+    assert_non_null (text);
+    s_assert_grouped (text);
+    const char *archive = strstr (text, "fanhub_consumer_backlog{consumer=\"archive\"} 2\n");
+    const char *c0 = strstr (text, "fanhub_consumer_backlog{consumer=\"c0\"} 2\n");
+    const char *c2 = strstr (text, "fanhub_consumer_backlog{consumer=\"c2\"} 2\n");
+    assert_non_null (archive);
+    assert_true (archive < c0 && c0 < c2);
+    /* A histogram without samples: NaN quantiles, sum and count 0. */
+    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds{consumer=\"c1\",quantile=\"0.99\"} NaN\n"
+                                   "fanhub_consumer_processing_seconds{consumer=\"c1\",quantile=\"0.999\"} NaN\n"
+                                   "fanhub_consumer_processing_seconds_sum{consumer=\"c1\"} 0\n"
+                                   "fanhub_consumer_processing_seconds_count{consumer=\"c1\"} 0\n"));
+    assert_non_null (strstr (text, "fanhub_consumer_queue_wait_seconds{consumer=\"c1\",quantile=\"0.5\"} 0.25\n"));
+    assert_non_null (strstr (text, "fanhub_consumer_processing_max_seconds{consumer=\"c2\"} 0\n"));
+    free (text);
+    json_decref (stats);
+}
+
+/* Label values: backslash, double quote and newline escaped, the rest
+   (UTF-8 included) as it is. */
+static void
+test_prometheus_label_escaping (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *name;
+        const char *label;
+    } cases[] = {
+        { "plain", "plain" },
+        { "a\"b", "a\\\"b" },
+        { "back\\slash", "back\\\\slash" },
+        { "two\nlines", "two\\nlines" },
+        { "\\\"\n", "\\\\\\\"\\n" },
+        { "tab\there", "tab\there" },
+        { "caf\xc3\xa9 {x=\"1\"}", "caf\xc3\xa9 {x=\\\"1\\\"}" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *stats = s_snapshot (json_string (cases[i].name));
+        json_t *consumer = json_array_get (s_consumers (stats), 0);
+        json_object_set_new (consumer, "name", json_string (cases[i].name));
+        json_t *endpoint = json_array_get (json_object_get (json_object_get (stats, "hub"), "endpoints"), 0);
+        json_object_set_new (endpoint, "endpoint", json_string (cases[i].name));
+        json_object_set_new (json_object_get (json_object_get (stats, "hub"), "malformed_by_reason"),
+                             cases[i].name, json_integer (9));
+        char *text = fh_stats_format_prometheus (stats);
+        assert_non_null (text);
+        char want[512];
+        snprintf (want, sizeof want, "\nfanhub_consumer_backlog{consumer=\"%s\"} 2\n", cases[i].label);
+        if (!strstr (text, want))
+            fail_msg ("case %zu: no %s in:\n%s", i, want, text);
+        snprintf (want, sizeof want, "\nfanhub_info{version=\"0.1.0\",name=\"%s\"} 1\n", cases[i].label);
+        assert_non_null (strstr (text, want));
+        snprintf (want, sizeof want, "\nfanhub_endpoint_connected{endpoint=\"%s\",kind=\"connect\"} 1\n",
+                  cases[i].label);
+        assert_non_null (strstr (text, want));
+        snprintf (want, sizeof want, "\nfanhub_malformed_total{reason=\"%s\"} 9\n", cases[i].label);
+        assert_non_null (strstr (text, want));
+        snprintf (want, sizeof want, "\nfanhub_consumer_queue_wait_seconds{consumer=\"%s\",quantile=\"0.999\"} 0.0051\n",
+                  cases[i].label);
+        assert_non_null (strstr (text, want));
+        s_assert_grouped (text);
+        free (text);
+        json_decref (stats);
+    }
+}
+
+/* No name, no endpoints, no reasons, no consumers: the hub's families
+   only, and an unlabelled malformed total. */
+static void
+test_prometheus_minimal_hub (void **state)
+{
+    (void) state;
+    json_t *stats = json_pack ("{s:{s:n, s:s, s:f, s:i, s:i, s:i, s:[]}, s:[]}", "hub", "name",
+                               "version", "0.1.0", "uptime", 0.25, "received", 0,
+                               "malformed", 4, "unrouted", 0, "endpoints", "consumers");
+    assert_non_null (stats);
+    char *text = fh_stats_format_prometheus (stats);
+    assert_non_null (text);
+    assert_non_null (strstr (text, "\nfanhub_info{version=\"0.1.0\",name=\"\"} 1\n"));
+    assert_non_null (strstr (text, "\nfanhub_uptime_seconds 0.25\n"));
+    assert_non_null (strstr (text, "\nfanhub_malformed_total 4\n"));
+    assert_null (strstr (text, "fanhub_endpoint_connected"));
+    assert_null (strstr (text, "fanhub_consumer_"));
+    s_assert_grouped (text);
+    free (text);
+    json_decref (stats);
+}
+
+/* ---- collectd ------------------------------------------------------------ */
+
+static void
+test_collectd_named_hub (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    static const char *const expected[] = {
+        "PUTVAL \"myhost/fanhub-buildsys/derive-received\" interval=10 N:1000",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-malformed\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-unrouted\" interval=10 N:5",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_mean\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
+    };
+    ASSERT_LINES (fh_stats_format_collectd (stats, "myhost", 10.0, 0), expected);
+    json_decref (stats);
+}
+
+static void
+test_collectd_unnamed_hub (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_null ());
+    static const char *const expected[] = {
+        "PUTVAL \"h/fanhub-hub/derive-received\" interval=2.5 1700000000:1000",
+        "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-hub/derive-unrouted\" interval=2.5 1700000000:5",
+        "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
+        "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
+        "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
+        "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/latency-processing_mean\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
+        "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
+        "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
+    };
+    ASSERT_LINES (fh_stats_format_collectd (stats, "h", 2.5, 1700000000.0), expected);
+    /* An empty name is no name either. */
+    json_object_set_new (json_object_get (stats, "hub"), "name", json_string (""));
+    ASSERT_LINES (fh_stats_format_collectd (stats, "h", 2.5, 1700000000.0), expected);
+    json_decref (stats);
+}
+
+/* Names, host, interval and time as they end up in the identifier. */
+static void
+test_collectd_sanitising (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *hub;  /* NULL: no name */
+        const char *consumer;
+        const char *host; /* NULL allowed */
+        double interval;
+        double when;
+        const char *first; /* the hub's first line */
+        const char *queue; /* the consumer's first line */
+    } cases[] = {
+        { "build sys", "a/b \"c\"\\d", "my host/x", 10, 0,
+          "PUTVAL \"my_host_x/fanhub-build_sys/derive-received\" interval=10 N:1000",
+          "PUTVAL \"my_host_x/fanhub-build_sys.a_b__c__d/queue_length\" interval=10 N:2" },
+        { NULL, "tab\tnew\nline\x7f", "", 60, 0,
+          "PUTVAL \"localhost/fanhub-hub/derive-received\" interval=60 N:1000",
+          "PUTVAL \"localhost/fanhub-tab_new_line_/queue_length\" interval=60 N:2" },
+        { "hub-1.prod", "with-dash.dot", NULL, 0, 1700000000.25,
+          "PUTVAL \"localhost/fanhub-hub-1.prod/derive-received\" 1700000000.250:1000",
+          "PUTVAL \"localhost/fanhub-hub-1.prod.with-dash.dot/queue_length\" 1700000000.250:2" },
+        { NULL, "caf\xc3\xa9", "h", 0.5, -3,
+          "PUTVAL \"h/fanhub-hub/derive-received\" interval=0.5 N:1000",
+          "PUTVAL \"h/fanhub-caf\xc3\xa9/queue_length\" interval=0.5 N:2" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *stats = s_snapshot (cases[i].hub ? json_string (cases[i].hub) : json_null ());
+        json_object_set_new (json_array_get (s_consumers (stats), 0), "name",
+                             json_string (cases[i].consumer));
+        char *text = fh_stats_format_collectd (stats, cases[i].host, cases[i].interval, cases[i].when);
+        assert_non_null (text);
+        size_t first = strlen (cases[i].first);
+        if (strncmp (text, cases[i].first, first) != 0 || text[first] != '\n')
+            fail_msg ("case %zu: got\n%s", i, text);
+        char want[512];
+        snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
+        if (!strstr (text, want))
+            fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
+        /* 3 hub lines and 9 consumer lines, each one PUTVAL. */
+        size_t lines = 0;
+        for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
+            assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
+            lines++;
+        }
+        assert_int_equal (lines, 12);
+        free (text);
+        json_decref (stats);
+    }
+}
+
+/* ---- Table --------------------------------------------------------------- */
+
+static void
+test_table_units (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    json_object_set_new (json_object_get (stats, "hub"), "uptime", json_real (83.9));
+    static const struct {
+        const char *name;
+        double wait_p99, proc_p99; /* < 0: no sample in the interval */
+        const char *wait, *proc;
+    } cases[] = {
+        { "us", 0.00085, 0.0123, "850us", "12.3ms" },
+        { "s", 1.2, 4.5e-7, "1.20s", "450ns" },
+        { "edges", 0.0009996, 0.99996, "1.0ms", "1.00s" },
+        { "none", -1, 0.0, "-", "0ns" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        figures_t wait = { cases[i].wait_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].wait_p99, 0, 0 };
+        figures_t proc = { cases[i].proc_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].proc_p99, 0, 0 };
+        if (wait.count == 0)
+            wait.p99 = 0;
+        json_array_append_new (s_consumers (stats),
+                               s_consumer (cases[i].name, s_histogram (&s_none, &wait),
+                                           s_histogram (&s_none, &proc)));
+    }
+    static const char *const expected[] = {
+        "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
+        "CONSUMER   BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
+        "archive          2         1         992         985         4         0    4.0ms        -",
+        "us               2         1         992         985         4         0    850us   12.3ms",
+        "s                2         1         992         985         4         0    1.20s    450ns",
+        "edges            2         1         992         985         4         0    1.0ms    1.00s",
+        "none             2         1         992         985         4         0        -      0ns",
+    };
+    ASSERT_LINES (fh_stats_format_table (stats), expected);
+    json_decref (stats);
+}
+
+/* The CONSUMER column fits the longest name, up to 32 characters; the
+   hub line without a name; uptimes in hours and days. */
+static void
+test_table_widths (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_null ());
+    json_object_set_new (json_object_get (stats, "hub"), "uptime", json_real (90061.0));
+    json_object_set_new (json_array_get (s_consumers (stats), 0), "name",
+                         json_string ("a-very-long-consumer-name-that-goes-on"));
+    json_array_append_new (s_consumers (stats),
+                           s_consumer ("esc\x1b[2J", s_histogram (&s_none, &s_none),
+                                       s_histogram (&s_none, &s_none)));
+    static const char *const expected[] = {
+        "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
+        "CONSUMER                           BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
+        "a-very-long-consumer-name-that-~         2         1         992         985         4         0    4.0ms        -",
+        "esc?[2J                                  2         1         992         985         4         0        -        -",
+    };
+    ASSERT_LINES (fh_stats_format_table (stats), expected);
+
+    static const struct {
+        double uptime;
+        const char *line;
+    } uptimes[] = {
+        { 0, "hub - up 0s  " },
+        { 59.99, "hub - up 59s  " },
+        { 3600, "hub - up 1h00m00s  " },
+        { 7325, "hub - up 2h02m05s  " },
+        { -5, "hub - up 0s  " },
+    };
+    for (size_t i = 0; i < sizeof uptimes / sizeof uptimes[0]; i++) {
+        json_object_set_new (json_object_get (stats, "hub"), "uptime", json_real (uptimes[i].uptime));
+        char *text = fh_stats_format_table (stats);
+        assert_non_null (text);
+        if (strncmp (text, uptimes[i].line, strlen (uptimes[i].line)) != 0)
+            fail_msg ("uptime %g: %s", uptimes[i].uptime, text);
+        free (text);
+    }
+    json_decref (stats);
+}
+
+/* ---- Broken snapshots ---------------------------------------------------- */
+
+/* Every formatter gives text of whole lines for anything at all. */
+static void
+s_assert_survives (const json_t *stats, const char *what)
+{
+    char *texts[] = {
+        fh_stats_format_prometheus (stats),
+        fh_stats_format_collectd (stats, "h", 10, 0),
+        fh_stats_format_table (stats),
+    };
+    for (size_t i = 0; i < 3; i++) {
+        if (!texts[i])
+            fail_msg ("%s: formatter %zu gave NULL", what, i);
+        size_t len = strlen (texts[i]);
+        if (len > 0 && texts[i][len - 1] != '\n')
+            fail_msg ("%s: formatter %zu: no final newline", what, i);
+    }
+    s_assert_grouped (texts[0]);
+    for (const char *line = texts[1]; *line; line = strchr (line, '\n') + 1)
+        assert_int_equal (strncmp (line, "PUTVAL \"h/fanhub-", 17), 0);
+    for (size_t i = 0; i < 3; i++)
+        free (texts[i]);
+}
+
+static void
+test_broken_snapshots (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *json;
+        const char *prometheus; /* a line the Prometheus text has, or NULL */
+        const char *collectd;   /* a line the collectd text has, or NULL */
+    } cases[] = {
+        { "{}", "\nfanhub_received_total 0\n", "PUTVAL \"h/fanhub-hub/derive-received\" interval=10 N:0\n" },
+        { "[]", "\nfanhub_malformed_total 0\n", NULL },
+        { "null", "fanhub_info{version=\"\",name=\"\"} 1\n", NULL },
+        { "42", NULL, NULL },
+        { "\"stats\"", NULL, NULL },
+        { "{\"hub\": 5, \"consumers\": {}}", "\nfanhub_unrouted_total 0\n", NULL },
+        { "{\"hub\": [], \"consumers\": \"archive\"}", NULL, NULL },
+        { "{\"hub\": {\"name\": 7, \"version\": [], \"uptime\": \"long\", \"received\": \"1000\","
+          " \"malformed\": {}, \"malformed_by_reason\": [1, 2], \"unrouted\": null,"
+          " \"endpoints\": {\"a\": 1}}, \"consumers\": null}",
+          "\nfanhub_received_total 0\n", "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=10 N:0\n" },
+        { "{\"hub\": {\"name\": \"\", \"endpoints\": [1, null, {\"endpoint\": 3},"
+          " {\"endpoint\": \"tcp://x:1\", \"connected\": \"yes\", \"kind\": 9}],"
+          " \"malformed_by_reason\": {\"no_body\": \"one\", \"x\": null, \"y\": 2.5}}}",
+          "\nfanhub_endpoint_connected{endpoint=\"tcp://x:1\",kind=\"\"} 0\n", NULL },
+        { "{\"hub\": {\"malformed_by_reason\": {\"no_body\": \"one\", \"y\": 2.5}}}",
+          "\nfanhub_malformed_total{reason=\"no_body\"} 0\nfanhub_malformed_total{reason=\"y\"} 2.5\n", NULL },
+        { "{\"consumers\": [null, 1, \"x\", [], {}, {\"name\": \"\"}, {\"name\": 5},"
+          " {\"name\": \"ok\", \"queue_wait\": 3, \"processing\": {\"interval\": \"x\", \"count\": \"many\"},"
+          " \"backlog\": \"2\", \"enqueued\": 1e300, \"failed\": -1.5, \"completed\": true}]}",
+          "\nfanhub_consumer_enqueued_total{consumer=\"ok\"} 1e+300\n",
+          "PUTVAL \"h/fanhub-ok/derive-failed\" interval=10 N:-1\n" },
+        { "{\"consumers\": [{\"name\": \"ok\", \"backlog\": 1e300}]}",
+          "\nfanhub_consumer_processing_seconds{consumer=\"ok\",quantile=\"0.5\"} NaN\n",
+          "PUTVAL \"h/fanhub-ok/queue_length\" interval=10 N:0\n" },
+        { "{\"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"count\": 5, \"p50\": \"x\", \"max\": [],"
+          " \"interval\": {\"count\": 2, \"p99\": null, \"mean\": \"m\"}}}]}",
+          "\nfanhub_consumer_queue_wait_seconds{consumer=\"a\",quantile=\"0.5\"} 0\n",
+          "PUTVAL \"h/fanhub-a/latency-queue_wait_p99\" interval=10 N:0\n" },
+        { "{\"hub\": {\"received\": 9223372036854775807, \"uptime\": 1e308, \"name\": \"n\"},"
+          " \"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"interval\": {\"count\": 1, \"p99\": -2,"
+          " \"mean\": 1e300}}}]}",
+          "\nfanhub_received_total 9223372036854775807\n",
+          "PUTVAL \"h/fanhub-n.a/latency-queue_wait_mean\" interval=10 N:1e+300\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_error_t error;
+        json_t *stats = json_loads (cases[i].json, JSON_DECODE_ANY, &error);
+        if (!stats)
+            fail_msg ("case %zu: bad test JSON: %s", i, error.text);
+        char what[32];
+        snprintf (what, sizeof what, "case %zu", i);
+        s_assert_survives (stats, what);
+        if (cases[i].prometheus) {
+            char *text = fh_stats_format_prometheus (stats);
+            if (!strstr (text, cases[i].prometheus))
+                fail_msg ("case %zu: no %s in:\n%s", i, cases[i].prometheus, text);
+            free (text);
+        }
+        if (cases[i].collectd) {
+            char *text = fh_stats_format_collectd (stats, "h", 10, 0);
+            if (!strstr (text, cases[i].collectd))
+                fail_msg ("case %zu: no %s in:\n%s", i, cases[i].collectd, text);
+            free (text);
+        }
+        json_decref (stats);
+    }
+    s_assert_survives (NULL, "NULL");
+}
+
+/* A snapshot's consumers with no valid one give the hub's part only,
+   exactly as for a snapshot without consumers. */
+static void
+test_unnamed_consumers_left_out (void **state)
+{
+    (void) state;
+    json_t *none = s_snapshot (json_string ("buildsys"));
+    json_array_clear (s_consumers (none));
+    json_t *unnamed = s_snapshot (json_string ("buildsys"));
+    json_object_del (json_array_get (s_consumers (unnamed), 0), "name");
+    char *(*formats[]) (const json_t *) = { fh_stats_format_prometheus, fh_stats_format_table };
+    for (size_t i = 0; i < 2; i++) {
+        char *a = formats[i] (none);
+        char *b = formats[i] (unnamed);
+        assert_non_null (a);
+        assert_non_null (b);
+        assert_string_equal (a, b);
+        free (a);
+        free (b);
+    }
+    char *a = fh_stats_format_collectd (none, "h", 10, 0);
+    char *b = fh_stats_format_collectd (unnamed, "h", 10, 0);
+    assert_string_equal (a, b);
+    free (a);
+    free (b);
+    json_decref (none);
+    json_decref (unnamed);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_prometheus_one_consumer),
+        cmocka_unit_test (test_prometheus_families_grouped),
+        cmocka_unit_test (test_prometheus_label_escaping),
+        cmocka_unit_test (test_prometheus_minimal_hub),
+        cmocka_unit_test (test_collectd_named_hub),
+        cmocka_unit_test (test_collectd_unnamed_hub),
+        cmocka_unit_test (test_collectd_sanitising),
+        cmocka_unit_test (test_table_units),
+        cmocka_unit_test (test_table_widths),
+        cmocka_unit_test (test_broken_snapshots),
+        cmocka_unit_test (test_unnamed_consumers_left_out),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
