@@ -244,6 +244,20 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     size_t subscription_count = fh_trigger_subscriptions (self->trigger, &subscriptions);
     for (size_t i = 0; i < subscription_count; i++)
         zsock_set_subscribe (sub, subscriptions[i]);
+    /* The socket monitor tells which endpoints have a connection; it must
+       listen before the first connect, or early events are lost. */
+    char monitor_endpoint[64];
+    snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://fanhub-monitor-%p",
+              (void *) self);
+    zsock_t *monitor = NULL;
+    if (zmq_socket_monitor (zsock_resolve (sub), monitor_endpoint,
+                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED
+                                   | ZMQ_EVENT_DISCONNECTED)
+               == 0) {
+        monitor = zsock_new (ZMQ_PAIR);
+        if (monitor && zsock_connect (monitor, "%s", monitor_endpoint) != 0)
+            zsock_destroy (&monitor);
+    }
     for (size_t i = 0; i < config->bind.count && !self->start_error[0]; i++)
         if (zmq_bind (zsock_resolve (sub), config->bind.items[i]) != 0)
             snprintf (self->start_error, sizeof self->start_error,
@@ -254,20 +268,6 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             snprintf (self->start_error, sizeof self->start_error,
                       "bus.connect: cannot connect %s: %s", config->connect.items[i],
                       zmq_strerror (zmq_errno ()));
-    /* The socket monitor tells which endpoints have a connection. */
-    char monitor_endpoint[64];
-    snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://fanhub-monitor-%p",
-              (void *) self);
-    zsock_t *monitor = NULL;
-    if (!self->start_error[0]
-        && zmq_socket_monitor (zsock_resolve (sub), monitor_endpoint,
-                               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED
-                                   | ZMQ_EVENT_DISCONNECTED)
-               == 0) {
-        monitor = zsock_new (ZMQ_PAIR);
-        if (monitor && zsock_connect (monitor, "%s", monitor_endpoint) != 0)
-            zsock_destroy (&monitor);
-    }
     /* The pipe hands over no memory ordering that TSan (or C11) sees. */
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
     zsock_signal (pipe, 0);

@@ -106,6 +106,34 @@ class Hub:
                                      stdin=subprocess.DEVNULL)
         self.status = None
 
+    def request(self, command, timeout_ms=10000):
+        """One request on the hub's control socket (a fresh REQ socket)."""
+        sock = zmq.Context.instance().socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.control)
+        try:
+            sock.send(command if isinstance(command, bytes) else command.encode())
+            if not sock.poll(timeout_ms):
+                raise AssertionError("no answer to %r from %s:\n%s"
+                                     % (command, self.control, self.log()[-4000:]))
+            return sock.recv()
+        finally:
+            sock.close()
+
+    def stats(self):
+        return json.loads(self.request("STATS"))
+
+    def consumer(self, stats, name):
+        for c in stats["consumers"]:
+            if c["name"] == name:
+                return c
+        raise AssertionError("no consumer %r in stats" % name)
+
+    def wait_ready(self):
+        """Waits until the control socket answers (the hub is up)."""
+        wait_for(lambda: os.path.exists(self.control[len("ipc://"):]), "control socket", hub=self)
+        assert self.request("PING") == b"PONG"
+
     def log(self):
         with open(self.stderr_path, errors="replace") as f:
             return f.read()

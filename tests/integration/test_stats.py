@@ -1,0 +1,218 @@
+"""Metrics through the control socket: exact backlog with a consumer held
+by the test, the snapshot invariants under load, and a control socket that
+answers garbage with errors and keeps serving."""
+import json
+import os
+import random
+
+import zmq
+
+import fanhublib as fh
+
+
+def blocked_config(pub, wd, extra=""):
+    return ("bus:\n  connect: [%s]\n%sconsumers:\n"
+            "  - name: held\n    plugin: %s/sleep.so\n"
+            "    options: {release_file: %s}\n"
+            "  - name: fast\n    plugin: \"null\"\n"
+            % (pub.endpoint, extra, fh.TEST_PLUGINS, json.dumps(wd.file("release"))))
+
+
+def check_invariants(stats, previous=None):
+    for c in stats["consumers"]:
+        name = c["name"]
+        assert c["enqueued"] == c["dequeued"] + c["backlog"], (name, c)
+        assert c["dequeued"] == c["completed"] + c["failed"] + c["in_flight"], (name, c)
+        assert 0 <= c["in_flight"] <= 1, (name, c)  # one thread per consumer
+        assert 0 <= c["backlog"] <= c["capacity"], (name, c)
+        assert c["backlog_max"] >= c["backlog"], (name, c)
+        for key in ("queue_wait", "processing"):
+            h = c[key]
+            assert h["count"] >= h["interval"]["count"] >= 0, (name, key, h)
+            if h["count"]:
+                assert 0 <= h["p50"] <= h["p90"] <= h["p99"] <= h["p999"] <= h["max"], (name, h)
+        if previous:
+            before = next(p for p in previous["consumers"] if p["name"] == name)
+            for counter in ("enqueued", "dequeued", "completed", "failed", "dropped",
+                            "backlog_max"):
+                assert c[counter] >= before[counter], (name, counter, before, c)
+    hub = stats["hub"]
+    assert hub["malformed"] == sum(hub["malformed_by_reason"].values())
+    if previous:
+        assert hub["received"] >= previous["hub"]["received"]
+
+
+def test_backlog_is_exact():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, blocked_config(pub, wd))
+    n = 1000
+    try:
+        pub.wait_subscribed()
+        for i in range(n):
+            pub.send("org.test.%d" % (i % 3), "%d" % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == n, "the hub to receive %d" % n,
+                    hub=hub)
+        # 'held' has taken message 1 into consume and waits there: exactly
+        # one in flight and the rest queued. Wait for the pop, then check.
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "held")["in_flight"] == 1,
+                    "held to start its first message", hub=hub)
+        stats = hub.stats()
+        check_invariants(stats)
+        held = hub.consumer(stats, "held")
+        assert held["enqueued"] == n and held["backlog"] == n - 1, held
+        assert held["completed"] == 0 and held["backlog_max"] >= n - 1, held
+        fast = hub.consumer(stats, "fast")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "fast")["completed"] == n, "fast", hub=hub)
+        open(wd.file("release"), "w").close()
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "held")["completed"] == n,
+                    "held to finish", hub=hub)
+        stats = hub.stats()
+        check_invariants(stats)
+        held = hub.consumer(stats, "held")
+        assert held["backlog"] == 0 and held["in_flight"] == 0, held
+        assert held["backlog_max"] == n - 1 or held["backlog_max"] == n, held
+        assert held["queue_wait"]["count"] == n and held["processing"]["count"] == n
+        # The socket monitor reports the connection (it lags the traffic).
+        fh.wait_for(lambda: hub.stats()["hub"]["endpoints"][0]["connected"] is True,
+                    "the endpoint to show connected", hub=hub)
+        assert fast["name"] == "fast"
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_invariants_under_load():
+    """200,000 messages through 4 consumers while snapshots are taken as
+    fast as the control socket answers: every one must be consistent."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    n = 200_000
+    config = "bus:\n  connect: [%s]\nconsumers:\n" % pub.endpoint
+    for i in range(4):
+        config += ("  - name: c%d\n    plugin: %s/count.so\n"
+                   "    queue: {capacity: 5000}\n"
+                   "    options: {path: %s, fail_every: %d}\n"
+                   % (i, fh.TEST_PLUGINS, json.dumps(wd.file("c%d" % i)), 7 * i))
+    hub = fh.Hub(wd, config)
+    try:
+        pub.wait_subscribed()
+        snapshots = 0
+        previous = None
+        sent = 0
+        # Interleave publishing and snapshotting so snapshots land mid-flow.
+        while sent < n or previous is None or previous["hub"]["received"] < n:
+            for _ in range(min(5000, n - sent)):
+                pub.send("org.load.%d" % (sent % 5), "x" * 64)
+                sent += 1
+            stats = hub.stats()
+            check_invariants(stats, previous)
+            previous = stats
+            snapshots += 1
+        fh.wait_for(lambda: all(c["backlog"] == 0 and c["in_flight"] == 0
+                                for c in hub.stats()["consumers"]), "drained", hub=hub)
+        stats = hub.stats()
+        check_invariants(stats, previous)
+        for i, c in enumerate(stats["consumers"]):
+            assert c["enqueued"] + c["dropped"] == n, c
+            failed = c["enqueued"] // (7 * i) if i else 0
+            assert c["failed"] == failed, (c, failed)
+            assert c["completed"] == c["enqueued"] - failed, c
+        assert snapshots > 10, snapshots
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_control_socket_refuses_garbage_and_keeps_serving():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, blocked_config(pub, wd))
+    ctx = zmq.Context.instance()
+    try:
+        hub.wait_ready()
+        cases = [b"", b"HELLO", b"stats", b"STATS\x00", b"PING ", b"\xff\xfe\x00garbage",
+                 b"S" * 5000, os.urandom(1 << 20)]
+        for command in cases:
+            answer = hub.request(command)
+            assert answer.startswith(b"ERROR "), (command[:20], answer)
+        # Several frames in one request.
+        req = ctx.socket(zmq.REQ)
+        req.setsockopt(zmq.LINGER, 0)
+        req.connect(hub.control)
+        req.send_multipart([b"PING", b"extra"])
+        assert req.poll(10000) and req.recv().startswith(b"ERROR ")
+        req.close()
+        # A DEALER without the REQ envelope is served too.
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.setsockopt(zmq.LINGER, 0)
+        dealer.connect(hub.control)
+        dealer.send(b"PING")
+        assert dealer.poll(10000) and dealer.recv() == b"PONG"
+        # Random multipart junk, and a peer that sends and goes away.
+        rng = random.Random(7)
+        for _ in range(200):
+            frames = [os.urandom(rng.randrange(0, 64)) for _ in range(rng.randrange(1, 40))]
+            dealer.send_multipart(frames)
+        gone = ctx.socket(zmq.DEALER)
+        gone.setsockopt(zmq.LINGER, 0)
+        gone.connect(hub.control)
+        gone.send(b"STATS")
+        gone.close()
+        # A 64 MiB frame.
+        assert hub.request(b"X" * (64 << 20), timeout_ms=60000).startswith(b"ERROR ")
+        dealer.close()
+        assert hub.request("PING") == b"PONG"
+        fh.check_sanitizers(hub.log(), "fanhub run")
+        check_invariants(hub.stats())
+        open(wd.file("release"), "w").close()
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_stats_command_formats():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, blocked_config(pub, wd))
+    try:
+        hub.wait_ready()
+        pub.wait_subscribed()
+        for i in range(10):
+            pub.send("org.test", "%d" % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 10, "10 received", hub=hub)
+        status, out, err = fh.run(["stats", "-e", hub.control])
+        assert status == 0, err
+        stats = json.loads(out)
+        assert [c["name"] for c in stats["consumers"]] == ["held", "fast"]
+        status, out, err = fh.run(["stats", "-c", hub.config, "--format", "table"])
+        assert status == 0 and "held" in out and "BACKLOG" in out, (out, err)
+        status, out, err = fh.run(["stats", "-e", hub.control, "-f", "prometheus"])
+        assert status == 0 and 'fanhub_consumer_enqueued_total{consumer="held"} 10' in out, out
+        status, out, err = fh.run(["stats", "-e", hub.control, "-f", "collectd", "--host", "h"])
+        assert status == 0 and 'PUTVAL "h/fanhub-held/derive-enqueued" interval=10 N:10' in out, out
+        open(wd.file("release"), "w").close()
+        assert hub.stop() == 0, hub.log()
+        # No hub there: a clear error and exit 1.
+        status, _, err = fh.run(["stats", "-e", hub.control, "--timeout", "300"])
+        assert status == 1 and "is the hub running" in err, err
+        status, _, err = fh.run(["stats", "-e", "tcp://127.0.0.1:%d" % fh.free_port(),
+                                 "--timeout", "300"])
+        assert status == 1 and "no answer" in err, err
+        status, _, err = fh.run(["stats", "-f", "xml"])
+        assert status == 2, err
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+if __name__ == "__main__":
+    fh.main([test_backlog_is_exact, test_invariants_under_load,
+             test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats])
