@@ -7,6 +7,8 @@
 #ifndef FH_CLOCK_H_INCLUDED
 #define FH_CLOCK_H_INCLUDED
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -20,5 +22,18 @@ fh_clock_mono_ns (void)
 
 /* Wall time minus monotonic time, read once (thread-safe). */
 int64_t fh_clock_wall_offset_ns (void);
+
+/* A clock that can be replaced in tests, so that waiting for time to pass
+   (retry backoff) never sleeps there. */
+typedef struct {
+    int64_t (*now_ns) (void *arg);
+    /* Waits until deadline_ns, or less if *abort turns true; answers
+       false when aborted. */
+    bool (*sleep_until) (void *arg, int64_t deadline_ns, atomic_bool *abort);
+    void *arg;
+} fh_clock_ops_t;
+
+/* CLOCK_MONOTONIC and nanosleep (in slices, to notice an abort). */
+extern const fh_clock_ops_t fh_clock_real;
 
 #endif

@@ -67,6 +67,7 @@ struct s_field {
     long long min, max;         /* s_parse_int, s_parse_size, s_parse_millis */
     int flags;                  /* S_FOR_BIND */
     const s_section_t *section; /* s_parse_section: the subsection */
+    const char *const *choices; /* s_parse_enum: the words, NULL-ended */
 };
 
 struct s_section {
@@ -594,6 +595,16 @@ s_parse_int (s_ctx_t *ctx, yaml_node_t *node, void *target,
 
 /* A size_t field; the table's limits must be >= 0. */
 static int
+s_parse_int64 (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    long long value = 0;
+    if (s_integer (ctx, node, field, &value))
+        return -1;
+    *(int64_t *) target = value;
+    return 0;
+}
+
+static int
 s_parse_size (s_ctx_t *ctx, yaml_node_t *node, void *target,
               const s_field_t *field)
 {
@@ -759,6 +770,113 @@ s_parse_bind_endpoint (s_ctx_t *ctx, yaml_node_t *node, void *target,
     char **slot = target;
     free (*slot);
     *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
+/* One word of field->choices; stores its index as an int. */
+static int
+s_parse_enum (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    char words[256] = "";
+    size_t used = 0;
+    for (const char *const *c = field->choices; *c && used < sizeof words; c++)
+        used += (size_t) snprintf (words + used, sizeof words - used, "%s%s",
+                                   c == field->choices ? "" : ", ", *c);
+    char what[300];
+    snprintf (what, sizeof what, "one of %s", words);
+    const char *text = s_text (ctx, node, what);
+    if (!text)
+        return -1;
+    for (const char *const *c = field->choices; *c; c++)
+        if (strcmp (*c, text) == 0) {
+            *(int *) target = (int) (c - field->choices);
+            return 0;
+        }
+    return s_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+}
+
+static int
+s_parse_bool (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    const char *text = s_text (ctx, node, "true or false");
+    if (!text)
+        return -1;
+    if (strcmp (text, "true") == 0 || strcmp (text, "false") == 0) {
+        *(bool *) target = text[0] == 't';
+        return 0;
+    }
+    return s_error (ctx, node->start_mark, "expected true or false, got '%s'", text);
+}
+
+/* A share from 0 to 1 with at most three decimals, stored in permille. */
+static int
+s_parse_permille (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    const char *text = s_text (ctx, node, "a number from 0 to 1");
+    if (!text)
+        return -1;
+    long long permille = -1;
+    if (strcmp (text, "1") == 0 || strcmp (text, "1.0") == 0)
+        permille = 1000;
+    else if (text[0] == '0' && (text[1] == '\0' || text[1] == '.')) {
+        size_t digits = text[1] ? strspn (text + 2, "0123456789") : 0;
+        if (!text[1])
+            permille = 0;
+        else if (digits >= 1 && digits <= 3 && text[2 + digits] == '\0') {
+            permille = 0;
+            for (size_t i = 0, scale = 100; i < digits; i++, scale /= 10)
+                permille += (text[2 + i] - '0') * (long long) scale;
+        }
+    }
+    if (permille < 0)
+        return s_error (ctx, node->start_mark,
+                        "expected a number from 0 to 1 (at most 3 decimals), got '%s'", text);
+    *(int64_t *) target = permille;
+    return 0;
+}
+
+/* order_by: `topic`, or a map of one entry: topic_segment: K, frame: K or
+   json: /pointer. Stored as the string form "KIND:ARG". */
+static int
+s_parse_order_by (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    char **slot = target;
+    char spec[1024];
+    if (node->type == YAML_SCALAR_NODE && !s_is_null (node)
+        && strcmp ((const char *) node->data.scalar.value, "topic") == 0)
+        snprintf (spec, sizeof spec, "topic");
+    else if (node->type == YAML_MAPPING_NODE
+             && node->data.mapping.pairs.top - node->data.mapping.pairs.start == 1) {
+        yaml_node_pair_t *pair = node->data.mapping.pairs.start;
+        const char *kind = (const char *) s_node (ctx, pair->key)->data.scalar.value;
+        yaml_node_t *value = s_node (ctx, pair->value);
+        const char *arg = value->type == YAML_SCALAR_NODE && !s_is_null (value)
+                              ? (const char *) value->data.scalar.value
+                              : NULL;
+        long long k;
+        if ((strcmp (kind, "topic_segment") == 0 || strcmp (kind, "frame") == 0) && arg
+            && s_parse_integer (arg, &k) && k >= 0 && k <= 1023)
+            snprintf (spec, sizeof spec, "%s:%lld", kind, k);
+        else if (strcmp (kind, "json") == 0 && arg && (arg[0] == '/' || arg[0] == '\0')
+                 && strlen (arg) < sizeof spec - 8)
+            snprintf (spec, sizeof spec, "json:%s", arg);
+        else
+            return s_error (ctx, value->start_mark,
+                            "expected topic_segment: K or frame: K (K from 0 to 1023), "
+                            "or json: /pointer (RFC 6901), got %s: %s", kind,
+                            arg ? arg : "a non-scalar");
+    }
+    else {
+        char buf[S_GOT_SIZE];
+        return s_error (ctx, node->start_mark,
+                        "expected topic, {topic_segment: K}, {frame: K} or "
+                        "{json: /pointer}, got %s", s_got (node, buf, sizeof buf));
+    }
+    free (*slot);
+    *slot = strdup (spec);
     return *slot ? 0 : s_oom (ctx, node->start_mark);
 }
 
@@ -1065,10 +1183,44 @@ static const s_field_t s_bus_fields[] = {
     { .key = "max_message_bytes", .parse = s_parse_size,
       .offset = offsetof (fh_config_t, max_message_bytes), .min = 1,
       .max = S_MAX_MESSAGE_BYTES_MAX },
+    { .key = "publish", .parse = s_parse_endpoints,
+      .offset = offsetof (fh_config_t, publish), .flags = S_FOR_BIND },
     { .key = NULL },
 };
 
 static const s_section_t s_bus_section = { s_bus_fields, s_bus_finish };
+
+static const char *const s_overflow_words[] = {"block", "drop-newest", "drop-oldest",
+                                               "spill", NULL};
+static const char *const s_fsync_words[] = {"never", "interval", "always", NULL};
+static const char *const s_log_level_words[] = {"error", "warning", "info", "debug", NULL};
+
+static const s_field_t s_retry_fields[] = {
+    { .key = "max_attempts", .parse = s_parse_size,
+      .offset = offsetof (fh_retry_config_t, max_attempts), .min = 1, .max = 1000000 },
+    { .key = "initial_ms", .parse = s_parse_int64,
+      .offset = offsetof (fh_retry_config_t, initial_ms), .min = 0, .max = 3600000 },
+    { .key = "max_ms", .parse = s_parse_int64,
+      .offset = offsetof (fh_retry_config_t, max_ms), .min = 0, .max = 86400000 },
+    { .key = "jitter", .parse = s_parse_permille,
+      .offset = offsetof (fh_retry_config_t, jitter_permille) },
+    { .key = NULL },
+};
+
+static const s_section_t s_retry_section = { s_retry_fields, NULL };
+
+static const s_field_t s_spool_fields[] = {
+    { .key = "fsync", .parse = s_parse_enum,
+      .offset = offsetof (fh_config_t, spool.fsync), .choices = s_fsync_words },
+    { .key = "fsync_interval", .parse = s_parse_millis,
+      .offset = offsetof (fh_config_t, spool.fsync_interval_ms), .min = 0, .max = 3600 },
+    { .key = "segment_bytes", .parse = s_parse_size,
+      .offset = offsetof (fh_config_t, spool.segment_bytes), .min = 4096,
+      .max = (long long) 1 << 40 },
+    { .key = NULL },
+};
+
+static const s_section_t s_spool_section = { s_spool_fields, NULL };
 
 static const s_field_t s_queue_fields[] = {
     { .key = "capacity", .parse = s_parse_size,
@@ -1077,6 +1229,11 @@ static const s_field_t s_queue_fields[] = {
     { .key = "warn_at", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, warn_at), .min = 0,
       .max = S_QUEUE_CAPACITY_MAX },
+    { .key = "overflow", .parse = s_parse_enum,
+      .offset = offsetof (fh_consumer_config_t, overflow), .choices = s_overflow_words },
+    { .key = "spool_max_bytes", .parse = s_parse_size,
+      .offset = offsetof (fh_consumer_config_t, spool_max_bytes), .min = 0,
+      .max = LLONG_MAX },
     { .key = NULL },
 };
 
@@ -1143,6 +1300,16 @@ static const s_field_t s_consumer_fields[] = {
       .section = &s_queue_section },
     { .key = "options", .parse = s_parse_options,
       .offset = offsetof (fh_consumer_config_t, options) },
+    { .key = "retry", .parse = s_parse_section,
+      .offset = offsetof (fh_consumer_config_t, retry), .section = &s_retry_section },
+    { .key = "consume_timeout", .parse = s_parse_millis,
+      .offset = offsetof (fh_consumer_config_t, consume_timeout_ms), .min = 0, .max = 86400 },
+    { .key = "workers", .parse = s_parse_size,
+      .offset = offsetof (fh_consumer_config_t, workers), .min = 1, .max = 256 },
+    { .key = "order_by", .parse = s_parse_order_by,
+      .offset = offsetof (fh_consumer_config_t, order_by) },
+    { .key = "coalesce", .parse = s_parse_bool,
+      .offset = offsetof (fh_consumer_config_t, coalesce) },
     { .key = NULL },
 };
 
@@ -1171,6 +1338,13 @@ s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
         fh_consumer_config_t *consumer = &cfg->consumers[i];
         cfg->consumer_count = i + 1; /* destroy frees what is filled in */
         consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
+        consumer->overflow = FH_OVERFLOW_UNSET;
+        consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
+        consumer->retry.initial_ms = FH_DEFAULT_RETRY_INITIAL_MS;
+        consumer->retry.max_ms = FH_DEFAULT_RETRY_MAX_MS;
+        consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
+        consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
+        consumer->workers = 1;
         consumer->where = s_where (ctx, item->start_mark);
         if (!consumer->where)
             return s_oom (ctx, item->start_mark);
@@ -1193,10 +1367,40 @@ s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
     return 0;
 }
 
+/* What depends on several sections: overflow defaults and needs, the
+   consumers' worker settings, the log level. */
 static int
 s_top_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
+    static const fanhub_log_level_t levels[] = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING,
+                                                FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
+    cfg->log_level = (int) levels[cfg->log_level];
+    yaml_node_t *list = s_map_find (ctx, node, "consumers");
+    for (size_t i = 0; i < cfg->consumer_count; i++) {
+        fh_consumer_config_t *consumer = &cfg->consumers[i];
+        yaml_node_t *item = list ? s_node (ctx, list->data.sequence.items.start[i]) : node;
+        if (consumer->overflow == FH_OVERFLOW_UNSET)
+            consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
+        if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue.overflow", i);
+            return s_error (ctx, item->start_mark,
+                            "spill needs a state_dir: (where the spool is kept)");
+        }
+        if (consumer->coalesce && !consumer->order_by) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].coalesce", i);
+            return s_error (ctx, item->start_mark,
+                            "coalescing replaces a queued message of the same key: "
+                            "it needs order_by:");
+        }
+        if (consumer->retry.max_ms < consumer->retry.initial_ms) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].retry.max_ms", i);
+            return s_error (ctx, item->start_mark, "%lld is below retry.initial_ms (%lld)",
+                            (long long) consumer->retry.max_ms,
+                            (long long) consumer->retry.initial_ms);
+        }
+    }
+    ctx->path[0] = '\0';
     return cfg->control ? 0 : s_control_default (ctx, node, cfg);
 }
 
@@ -1212,6 +1416,11 @@ static const s_field_t s_top_fields[] = {
       .max = S_SHUTDOWN_TIMEOUT_MAX_S },
     { .key = "consumers", .parse = s_parse_consumers, .offset = 0,
       .required = true },
+    { .key = "state_dir", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, state_dir) },
+    { .key = "spool", .parse = s_parse_section, .offset = 0, .section = &s_spool_section },
+    { .key = "log_level", .parse = s_parse_enum,
+      .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words },
     { .key = "metrics", .parse = s_parse_section,
       .offset = offsetof (fh_config_t, metrics), .section = &s_metrics_section },
     { .key = NULL },
@@ -1304,6 +1513,10 @@ s_load_document (s_ctx_t *ctx, yaml_parser_t *parser, const char *text,
     cfg->shutdown_timeout_ms = FH_DEFAULT_SHUTDOWN_TIMEOUT_MS;
     cfg->metrics.interval_ms = FH_DEFAULT_METRICS_INTERVAL_MS;
     cfg->metrics.moksha_interval_ms = FH_DEFAULT_MOKSHA_INTERVAL_MS;
+    cfg->spool.fsync = FH_FSYNC_INTERVAL;
+    cfg->spool.fsync_interval_ms = FH_DEFAULT_SPOOL_FSYNC_INTERVAL_MS;
+    cfg->spool.segment_bytes = FH_DEFAULT_SPOOL_SEGMENT_BYTES;
+    cfg->log_level = 2; /* info: index in s_log_level_words */
     ctx->cfg = cfg;
     if (s_parse_map (ctx, root, &s_top_section, cfg))
         fh_config_destroy (&cfg);
@@ -1410,6 +1623,7 @@ fh_config_destroy (fh_config_t **self_p)
         s_strlist_clear (&consumer->topics);
         fh_option_destroy (&consumer->options);
         free (consumer->where);
+        free (consumer->order_by);
     }
     free (self->consumers);
     s_strlist_clear (&self->connect);
@@ -1418,6 +1632,8 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->name);
     free (self->control);
     free (self->metrics.collectd_socket);
+    free (self->state_dir);
+    s_strlist_clear (&self->publish);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);
     free (self);

@@ -26,6 +26,31 @@
 #define FH_DEFAULT_MAX_MESSAGE_BYTES (64u * 1024 * 1024)
 #define FH_DEFAULT_METRICS_INTERVAL_MS 10000
 #define FH_DEFAULT_MOKSHA_INTERVAL_MS 5000
+#define FH_DEFAULT_RETRY_MAX_ATTEMPTS 5
+#define FH_DEFAULT_RETRY_INITIAL_MS 100
+#define FH_DEFAULT_RETRY_MAX_MS 30000
+#define FH_DEFAULT_RETRY_JITTER_PERMILLE 200
+#define FH_DEFAULT_CONSUME_TIMEOUT_MS 60000
+#define FH_DEFAULT_SPOOL_SEGMENT_BYTES (64u * 1024 * 1024)
+#define FH_DEFAULT_SPOOL_FSYNC_INTERVAL_MS 1000
+
+/* queue.overflow: what a full queue does with a new message. */
+typedef enum {
+    FH_OVERFLOW_UNSET = -1,   /* resolved at load: spill with state_dir, else drop-newest */
+    FH_OVERFLOW_BLOCK = 0,    /* the enqueuer waits (stalls every consumer) */
+    FH_OVERFLOW_DROP_NEWEST,  /* the new message is dropped, counted */
+    FH_OVERFLOW_DROP_OLDEST,  /* the oldest queued message is dropped, counted */
+    FH_OVERFLOW_SPILL         /* the new message goes to the disk spool */
+} fh_overflow_t;
+
+typedef enum { FH_FSYNC_NEVER = 0, FH_FSYNC_INTERVAL, FH_FSYNC_ALWAYS } fh_fsync_t;
+
+typedef struct {
+    size_t max_attempts;        /* consume calls per message, first included */
+    int64_t initial_ms;         /* delay before the first retry */
+    int64_t max_ms;             /* cap of the doubling delay */
+    int64_t jitter_permille;    /* +- this share of each delay, at random */
+} fh_retry_config_t;
 
 typedef struct {
     char **items;
@@ -38,6 +63,13 @@ typedef struct {
     fh_strlist_t topics;  /* patterns; count 0 = every message */
     size_t queue_capacity;
     size_t warn_at;       /* queue.warn_at: backlog warning, 0 = none */
+    int overflow;         /* queue.overflow: fh_overflow_t, never UNSET after load */
+    size_t spool_max_bytes; /* queue.spool_max_bytes, 0 = no cap */
+    fh_retry_config_t retry;
+    int64_t consume_timeout_ms; /* 0 = never reported stuck */
+    size_t workers;       /* threads calling consume, >= 1 */
+    char *order_by;       /* "topic", "topic_segment:K", "frame:K", "json:/ptr"; NULL = none */
+    bool coalesce;        /* replace a queued message of the same key */
     fanhub_option_t *options; /* always a map, possibly empty */
     char *where;          /* "FILE:LINE:COL" of the consumer's entry */
 } fh_consumer_config_t;
@@ -62,6 +94,14 @@ typedef struct {
     size_t max_message_bytes; /* bus.max_message_bytes, > 0 */
     char *control;        /* control endpoint, resolved (never NULL) */
     int64_t shutdown_timeout_ms; /* shutdown_timeout, in seconds in YAML */
+    char *state_dir;      /* state_dir: spools and dead letters; NULL = none */
+    struct {
+        int fsync;               /* fh_fsync_t */
+        int64_t fsync_interval_ms;
+        size_t segment_bytes;
+    } spool;
+    int log_level;        /* fanhub_log_level_t */
+    fh_strlist_t publish; /* bus.publish: where emitted messages also go */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */

@@ -1,12 +1,19 @@
-/*  consumer - one configured consumer: plugin, queue, thread, counters.
-    See consumer.h. */
+/*  consumer - one configured consumer: plugin, queue, workers, counters.
+    See consumer.h.
+
+    Each worker keeps its own counters and histograms, so every figure has
+    exactly one writer; a snapshot sums the workers. A worker's counters
+    change under its sequence lock, so each worker's (dequeued, completed,
+    failed) triple is read consistent, and so is their sum.
+*/
 #include "consumer.h"
 
-#include "clock.h"
+#include "emit.h"
 #include "host.h"
 #include "log.h"
 #include "plugin.h"
 #include "queue.h"
+#include "retry.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -29,6 +36,29 @@ s_bump (atomic_uint_fast64_t *counter)
         memory_order_release);
 }
 
+typedef struct {
+    /* Written by the worker's thread; the counters under `progress`. */
+    alignas (CACHE_LINE) atomic_uint progress; /* odd while changing */
+    atomic_uint_fast64_t dequeued;
+    atomic_uint_fast64_t completed;
+    atomic_uint_fast64_t failed;
+    atomic_uint_fast64_t retried;       /* consume calls after the first */
+    atomic_uint_fast64_t dead_lettered;
+    atomic_int_fast64_t consume_started_ns; /* 0 when not inside consume */
+    atomic_uint_fast64_t consume_seq;       /* the message inside consume */
+    fh_histogram_t queue_wait;
+    fh_histogram_t processing;
+    fh_handled_t handled;
+    uint64_t rng;
+    fh_ratelimit_t failure_log;
+    /* Set at start; read by anyone. */
+    alignas (CACHE_LINE) fh_consumer_t *consumer;
+    pthread_t thread;
+    bool started;
+    /* Owned by the thread that checks for stuck calls. */
+    bool stuck;
+} s_worker_t;
+
 struct fh_consumer {
     /* Written by the enqueuer thread. */
     alignas (CACHE_LINE) atomic_uint_fast64_t enqueued;
@@ -36,29 +66,27 @@ struct fh_consumer {
     atomic_uint_fast64_t backlog_max;
     bool warn_armed; /* the next crossing of warn_at is logged */
     size_t warn_at;
-    /* Written by the consumer's thread; the counters under `progress`. */
-    alignas (CACHE_LINE) atomic_uint progress; /* odd while changing */
-    atomic_uint_fast64_t dequeued;
-    atomic_uint_fast64_t completed;
-    atomic_uint_fast64_t failed;
-    atomic_bool done;
-    fh_ratelimit_t failure_log;
-    fh_histogram_t queue_wait;
-    fh_histogram_t processing;
 
-    alignas (CACHE_LINE) char *name;
+    alignas (CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
+    atomic_uint done_workers;
+    atomic_uint stuck_workers;              /* written by the stuck checker */
+    char *name;
+    size_t index; /* in the configuration */
     fh_queue_t *queue;
     fh_plugin_t *plugin;
     const fanhub_consumer_desc_t *desc;
     void *state;
     bool initialized; /* init succeeded: fini is owed */
-    bool started;
-    pthread_t thread;
     fanhub_ctx_t ctx;
+    fh_retry_config_t retry;
+    int64_t consume_timeout_ns;
+    fh_clock_ops_t clock;
+    s_worker_t *workers;
+    size_t worker_count;
 };
 
 fh_consumer_t *
-fh_consumer_new (const fh_consumer_config_t *config, const char *plugin_dir,
+fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
                  char *err, size_t errlen)
 {
     fh_consumer_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
@@ -68,17 +96,32 @@ fh_consumer_new (const fh_consumer_config_t *config, const char *plugin_dir,
         return NULL;
     }
     memset (self, 0, sizeof *self);
-    fh_histogram_init (&self->queue_wait);
-    fh_histogram_init (&self->processing);
     self->warn_at = config->warn_at;
     self->warn_armed = true;
+    self->index = index;
+    self->retry = config->retry;
+    self->consume_timeout_ns = config->consume_timeout_ms * 1000000;
+    self->clock = fh_clock_real;
+    self->worker_count = config->workers ? config->workers : 1;
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
-    if (!self->name || !self->queue) {
+    self->workers = aligned_alloc (CACHE_LINE, self->worker_count * sizeof *self->workers);
+    if (!self->name || !self->queue || !self->workers) {
         snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
                   config->name);
+        free (self->workers);
+        self->workers = NULL;
         fh_consumer_destroy (&self);
         return NULL;
+    }
+    memset (self->workers, 0, self->worker_count * sizeof *self->workers);
+    for (size_t i = 0; i < self->worker_count; i++) {
+        s_worker_t *worker = &self->workers[i];
+        worker->consumer = self;
+        worker->rng = fh_retry_seed ((uint64_t) index * 1000 + i + 1);
+        fh_histogram_init (&worker->queue_wait);
+        fh_histogram_init (&worker->processing);
+        fh_handled_init (&worker->handled);
     }
     self->ctx.consumer_name = self->name;
 
@@ -90,10 +133,18 @@ fh_consumer_new (const fh_consumer_config_t *config, const char *plugin_dir,
         return NULL;
     }
     self->desc = fh_plugin_desc (self->plugin);
+    if (self->worker_count > 1 && !(self->desc->flags & FANHUB_CONSUMER_THREAD_SAFE)) {
+        snprintf (err, errlen,
+                  "%s: consumer '%s': workers: %zu, but plugin '%s' does not declare "
+                  "itself thread-safe (FANHUB_CONSUMER_THREAD_SAFE); use workers: 1",
+                  config->where, config->name, self->worker_count, config->plugin);
+        fh_consumer_destroy (&self);
+        return NULL;
+    }
     if (self->desc->init) {
         why[0] = '\0';
-        if (self->desc->init (&fh_host, &self->ctx, config->options, &self->state,
-                              why, sizeof why)
+        if (self->desc->init (&fh_host, &self->ctx, config->options, &self->state, why,
+                              sizeof why)
             != 0) {
             why[sizeof why - 1] = '\0';
             snprintf (err, errlen, "%s: consumer '%s': plugin '%s' refused its options: %s",
@@ -113,58 +164,135 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     fh_consumer_t *self = *self_p;
     if (!self)
         return;
-    if (self->started)
-        pthread_join (self->thread, NULL);
+    for (size_t i = 0; self->workers && i < self->worker_count; i++)
+        if (self->workers[i].started)
+            pthread_join (self->workers[i].thread, NULL);
     if (self->initialized && self->desc->fini)
         self->desc->fini (self->state);
     fh_queue_destroy (&self->queue);
     fh_plugin_destroy (&self->plugin);
+    free (self->workers);
     free (self->name);
     free (self);
     *self_p = NULL;
 }
 
-static void
-s_report_failure (fh_consumer_t *self, const fh_msg_t *msg, fanhub_result_t result)
+void
+fh_consumer_set_clock (fh_consumer_t *self, const fh_clock_ops_t *clock)
 {
-    uint64_t suppressed;
-    if (!fh_ratelimit_allow (&self->failure_log, fh_clock_mono_ns (),
-                             FAILURE_LOG_INTERVAL_NS, &suppressed))
-        return;
-    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
-    fh_warning ("consumer '%s': message %llu (%.*s) failed: consume answered %s"
-                "%s (%llu more failures not logged)",
-                self->name, (unsigned long long) msg->seq, (int) topic.size,
-                (const char *) topic.data,
-                result == FANHUB_RETRY ? "RETRY" : "FAIL",
-                result == FANHUB_RETRY ? ", and retries are not configured" : "",
-                (unsigned long long) suppressed);
+    self->clock = *clock;
 }
 
-/* The sequence lock around the consumer thread's counters. */
+/* The sequence lock around a worker's counters. */
 static inline void
-s_progress_begin (fh_consumer_t *self)
+s_progress_begin (s_worker_t *worker)
 {
-    unsigned v = atomic_load_explicit (&self->progress, memory_order_relaxed);
-    atomic_store_explicit (&self->progress, v + 1, memory_order_relaxed);
+    unsigned v = atomic_load_explicit (&worker->progress, memory_order_relaxed);
+    atomic_store_explicit (&worker->progress, v + 1, memory_order_relaxed);
     atomic_thread_fence (memory_order_release);
 }
 
 static inline void
-s_progress_end (fh_consumer_t *self)
+s_progress_end (s_worker_t *worker)
 {
-    unsigned v = atomic_load_explicit (&self->progress, memory_order_relaxed);
-    atomic_store_explicit (&self->progress, v + 1, memory_order_release);
+    unsigned v = atomic_load_explicit (&worker->progress, memory_order_relaxed);
+    atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
-static void *
-s_consumer_thread (void *arg)
+static void
+s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
 {
-    fh_consumer_t *self = arg;
+    fh_consumer_t *self = worker->consumer;
+    uint64_t suppressed;
+    if (!fh_ratelimit_allow (&worker->failure_log, fh_clock_mono_ns (),
+                             FAILURE_LOG_INTERVAL_NS, &suppressed))
+        return;
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    fh_warning ("consumer '%s': message %llu (%.*s) failed: %s (%llu more failures "
+                "not logged)",
+                self->name, (unsigned long long) msg->seq, (int) topic.size,
+                (const char *) topic.data, why, (unsigned long long) suppressed);
+}
+
+/* One consume call, timed, visible to the stuck checker while it runs. */
+static fanhub_result_t
+s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
+{
+    fh_consumer_t *self = worker->consumer;
+    atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
+    atomic_store_explicit (&worker->consume_started_ns, start ? start : 1,
+                           memory_order_release);
+    fanhub_result_t result = self->desc->consume (self->state, msg);
+    *end = self->clock.now_ns (self->clock.arg);
+    atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
+    fh_histogram_record (&worker->processing, *end - start);
+    return result;
+}
+
+/* Consumes one message to its end: OK, or FAIL, or RETRY until the
+   attempts are used up, waiting out the backoff in between (the message
+   stays at the head of the queue: order holds). Returns the clock at the
+   end. */
+static int64_t
+s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+{
+    fh_consumer_t *self = worker->consumer;
+    s_progress_begin (worker);
+    s_bump (&worker->dequeued);
+    s_progress_end (worker);
+    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+
+    int64_t end = start;
+    uint32_t attempts = 0;
+    fanhub_result_t result;
+    char why[160];
+    while (true) {
+        attempts++;
+        result = s_call_consume (worker, msg, start, &end);
+        if (result == FANHUB_OK)
+            break;
+        if (result != FANHUB_RETRY) {
+            snprintf (why, sizeof why, "consume answered FAIL");
+            break;
+        }
+        if (attempts >= self->retry.max_attempts) {
+            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
+                      attempts, attempts == 1 ? "" : "s");
+            break;
+        }
+        s_progress_begin (worker);
+        s_bump (&worker->retried);
+        s_progress_end (worker);
+        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+        if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
+            snprintf (why, sizeof why, "stopped while waiting to retry");
+            break;
+        }
+        start = self->clock.now_ns (self->clock.arg);
+    }
+
+    s_progress_begin (worker);
+    s_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    s_progress_end (worker);
+    if (result != FANHUB_OK)
+        s_report_failure (worker, msg, why);
+    if (msg->emit)
+        fh_emit_set_outcome (msg->emit, self->index,
+                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    fh_msg_release (msg, &worker->handled);
+    return end;
+}
+
+/* One worker, one queue: messages in arrival order, one at a time. */
+static void *
+s_worker_thread (void *arg)
+{
+    s_worker_t *worker = arg;
+    fh_consumer_t *self = worker->consumer;
     bool worked = false; /* since the last idle call */
     /* One clock reading per message: the end of one consume is the start
        of the next when the queue was not empty in between. */
-    int64_t now = fh_clock_mono_ns ();
+    int64_t now = self->clock.now_ns (self->clock.arg);
     while (true) {
         fh_msg_t *msg = fh_queue_pop (self->queue);
         if (!msg) {
@@ -173,43 +301,31 @@ s_consumer_thread (void *arg)
             worked = false;
             if (!fh_queue_wait (self->queue))
                 break; /* closed and drained */
-            now = fh_clock_mono_ns ();
+            now = self->clock.now_ns (self->clock.arg);
             continue;
         }
-        int64_t start = now;
-        s_progress_begin (self);
-        s_bump (&self->dequeued);
-        s_progress_end (self);
-        fh_histogram_record (&self->queue_wait, start - msg->received_ns);
-
-        fanhub_result_t result = self->desc->consume (self->state, msg);
-
-        now = fh_clock_mono_ns ();
-        fh_histogram_record (&self->processing, now - start);
-        s_progress_begin (self);
-        s_bump (result == FANHUB_OK ? &self->completed : &self->failed);
-        s_progress_end (self);
-        if (result != FANHUB_OK)
-            s_report_failure (self, msg, result);
-        fh_msg_release (msg);
+        now = s_consume_one (worker, msg, now);
         worked = true;
     }
     if (worked && self->desc->idle)
         self->desc->idle (self->state);
-    atomic_store (&self->done, true);
+    atomic_fetch_add (&self->done_workers, 1);
     return NULL;
 }
 
 int
 fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
 {
-    int rc = pthread_create (&self->thread, NULL, s_consumer_thread, self);
-    if (rc != 0) {
-        snprintf (err, errlen, "consumer '%s': cannot start its thread: %s",
-                  self->name, strerror (rc));
-        return -1;
+    for (size_t i = 0; i < self->worker_count; i++) {
+        s_worker_t *worker = &self->workers[i];
+        int rc = pthread_create (&worker->thread, NULL, s_worker_thread, worker);
+        if (rc != 0) {
+            snprintf (err, errlen, "consumer '%s': cannot start its thread: %s", self->name,
+                      strerror (rc));
+            return -1;
+        }
+        worker->started = true;
     }
-    self->started = true;
     return 0;
 }
 
@@ -250,8 +366,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
 {
     if (fh_queue_full (self->queue)) {
         s_bump (&self->dropped);
+        if (msg->emit)
+            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
         return false;
     }
+    if (msg->emit)
+        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
@@ -278,15 +398,21 @@ fh_consumer_close (fh_consumer_t *self)
 void
 fh_consumer_abandon (fh_consumer_t *self)
 {
-    if (self->started)
-        pthread_detach (self->thread);
-    self->started = false;
+    atomic_store (&self->abort, true);
+    for (size_t i = 0; i < self->worker_count; i++)
+        if (self->workers[i].started) {
+            pthread_detach (self->workers[i].thread);
+            self->workers[i].started = false;
+        }
 }
 
 bool
 fh_consumer_done (fh_consumer_t *self)
 {
-    return atomic_load (&self->done) || !self->started;
+    size_t started = 0;
+    for (size_t i = 0; i < self->worker_count; i++)
+        started += self->workers[i].started;
+    return atomic_load (&self->done_workers) >= started;
 }
 
 const char *
@@ -301,19 +427,37 @@ fh_consumer_plugin_path (const fh_consumer_t *self)
     return fh_plugin_path (self->plugin);
 }
 
+size_t
+fh_consumer_worker_count (const fh_consumer_t *self)
+{
+    return self->worker_count;
+}
+
 void
 fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    /* The consumer thread's counters, consistent with each other. */
-    unsigned before, after;
-    do {
-        before = atomic_load_explicit (&self->progress, memory_order_acquire);
-        out->dequeued = atomic_load_explicit (&self->dequeued, memory_order_relaxed);
-        out->completed = atomic_load_explicit (&self->completed, memory_order_relaxed);
-        out->failed = atomic_load_explicit (&self->failed, memory_order_relaxed);
-        atomic_thread_fence (memory_order_acquire);
-        after = atomic_load_explicit (&self->progress, memory_order_relaxed);
-    } while (before != after || (before & 1));
+    memset (out, 0, sizeof *out);
+    /* Each worker's counters, consistent with each other. */
+    for (size_t i = 0; i < self->worker_count; i++) {
+        s_worker_t *worker = &self->workers[i];
+        uint64_t dequeued, completed, failed, retried, dead_lettered;
+        unsigned before, after;
+        do {
+            before = atomic_load_explicit (&worker->progress, memory_order_acquire);
+            dequeued = atomic_load_explicit (&worker->dequeued, memory_order_relaxed);
+            completed = atomic_load_explicit (&worker->completed, memory_order_relaxed);
+            failed = atomic_load_explicit (&worker->failed, memory_order_relaxed);
+            retried = atomic_load_explicit (&worker->retried, memory_order_relaxed);
+            dead_lettered = atomic_load_explicit (&worker->dead_lettered, memory_order_relaxed);
+            atomic_thread_fence (memory_order_acquire);
+            after = atomic_load_explicit (&worker->progress, memory_order_relaxed);
+        } while (before != after || (before & 1));
+        out->dequeued += dequeued;
+        out->completed += completed;
+        out->failed += failed;
+        out->retried += retried;
+        out->dead_lettered += dead_lettered;
+    }
     /* Then the enqueuer's: enqueued is counted before a message can be
        dequeued, so read after dequeued it is never behind. */
     out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire);
@@ -324,6 +468,26 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     if (out->backlog > out->backlog_max)
         out->backlog_max = out->backlog; /* seen before the enqueuer noted it */
     out->capacity = fh_queue_capacity (self->queue);
+    out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
+    out->workers = self->worker_count;
+}
+
+/* Sums one histogram over the workers. */
+static void
+s_read_merged (fh_consumer_t *self, size_t offset, fh_histogram_snapshot_t *out)
+{
+    fh_histogram_snapshot_t *part = malloc (sizeof *part);
+    memset (out, 0, sizeof *out);
+    for (size_t i = 0; i < self->worker_count; i++) {
+        fh_histogram_t *h = (fh_histogram_t *) ((char *) &self->workers[i] + offset);
+        if (self->worker_count == 1 || !part) {
+            fh_histogram_read (h, out);
+            break;
+        }
+        fh_histogram_read (h, part);
+        fh_histogram_add (out, part);
+    }
+    free (part);
 }
 
 void
@@ -331,7 +495,56 @@ fh_consumer_latency (fh_consumer_t *self, fh_histogram_snapshot_t *queue_wait,
                      fh_histogram_snapshot_t *processing)
 {
     if (queue_wait)
-        fh_histogram_read (&self->queue_wait, queue_wait);
+        s_read_merged (self, offsetof (s_worker_t, queue_wait), queue_wait);
     if (processing)
-        fh_histogram_read (&self->processing, processing);
+        s_read_merged (self, offsetof (s_worker_t, processing), processing);
+}
+
+uint64_t
+fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_to_end)
+{
+    uint64_t handled = 0;
+    for (size_t i = 0; i < self->worker_count; i++)
+        handled += atomic_load_explicit (&self->workers[i].handled.handled,
+                                         memory_order_acquire);
+    if (end_to_end)
+        s_read_merged (self, offsetof (s_worker_t, handled.end_to_end), end_to_end);
+    return handled;
+}
+
+double
+fh_consumer_worker_busy (fh_consumer_t *self, size_t worker)
+{
+    if (worker >= self->worker_count)
+        return 0;
+    return (double) atomic_load_explicit (&self->workers[worker].processing.sum_ns,
+                                          memory_order_relaxed);
+}
+
+size_t
+fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
+{
+    if (self->consume_timeout_ns <= 0)
+        return 0;
+    size_t stuck = 0;
+    for (size_t i = 0; i < self->worker_count; i++) {
+        s_worker_t *worker = &self->workers[i];
+        int64_t started = atomic_load_explicit (&worker->consume_started_ns,
+                                                memory_order_acquire);
+        bool now_stuck = started && now_ns - started > self->consume_timeout_ns;
+        if (now_stuck && !worker->stuck)
+            fh_warning ("consumer '%s': consume of message %llu has been running for "
+                        "%.1f s (consume_timeout %.1f s): stuck; the other consumers "
+                        "carry on",
+                        self->name,
+                        (unsigned long long) atomic_load (&worker->consume_seq),
+                        (double) (now_ns - started) / 1e9,
+                        (double) self->consume_timeout_ns / 1e9);
+        else if (!now_stuck && worker->stuck)
+            fh_info ("consumer '%s': no longer stuck", self->name);
+        worker->stuck = now_stuck;
+        stuck += now_stuck;
+    }
+    atomic_store_explicit (&self->stuck_workers, (unsigned) stuck, memory_order_relaxed);
+    return stuck;
 }

@@ -21,6 +21,7 @@
 #ifndef FH_CONSUMER_H_INCLUDED
 #define FH_CONSUMER_H_INCLUDED
 
+#include "clock.h"
 #include "config.h"
 #include "histogram.h"
 #include "message.h"
@@ -35,18 +36,25 @@ typedef struct {
     uint64_t dropped;   /* lost before the queue: queue full, no memory */
     uint64_t dequeued;  /* taken from the queue (consume started) */
     uint64_t completed; /* consume answered FANHUB_OK */
-    uint64_t failed;    /* consume answered FANHUB_FAIL or FANHUB_RETRY */
+    uint64_t failed;    /* finished unsuccessfully: FAIL, or RETRY until the
+                           attempts ran out (dead_lettered counts those stored) */
+    uint64_t retried;   /* consume calls after a RETRY answer */
+    uint64_t dead_lettered; /* failed messages written to the dead-letter store */
     uint64_t in_flight; /* dequeued - completed - failed: inside consume */
     uint64_t backlog;   /* enqueued - dequeued: accepted, not yet started */
     uint64_t backlog_max; /* the highest backlog since start */
     uint64_t capacity;  /* queue.capacity */
+    uint64_t stuck;     /* workers inside a consume older than consume_timeout */
+    uint64_t workers;
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
    naming the consumer, e.g. "hub.yaml:9:5: consumer 'archive': plugin
    'log': options.path: /x: cannot open: No such file or directory". */
-fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config,
+fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config, size_t index,
                                 const char *plugin_dir, char *err, size_t errlen);
+/* Replaces the clock (tests: backoff without sleeping). Before start. */
+void fh_consumer_set_clock (fh_consumer_t *self, const fh_clock_ops_t *clock);
 /* Joins the thread if started (after fh_consumer_close), calls fini,
    releases queued messages, unloads the plugin. Safe with NULL, twice. */
 void fh_consumer_destroy (fh_consumer_t **self_p);
@@ -60,8 +68,9 @@ bool fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg);
 void fh_consumer_count_drop (fh_consumer_t *self);
 /* No more offers: the thread drains the queue and ends. */
 void fh_consumer_close (fh_consumer_t *self);
-/* Gives up on the thread (the process is about to _exit with it still
-   inside a plugin): detaches it, so destroy will not join it. */
+/* Gives up on the threads (the process is about to _exit with them
+   still inside a plugin): stops retry waits, detaches the threads, so
+   destroy will not join them. */
 void fh_consumer_abandon (fh_consumer_t *self);
 /* True once the thread has consumed everything and ended. */
 bool fh_consumer_done (fh_consumer_t *self);
@@ -69,6 +78,15 @@ bool fh_consumer_done (fh_consumer_t *self);
 const char *fh_consumer_name (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);
 void fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
+size_t fh_consumer_worker_count (const fh_consumer_t *self);
+/* Messages this consumer was the last to release, and their receive to
+   handled latency (may be NULL). */
+uint64_t fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_to_end);
+/* Nanoseconds worker i has spent inside consume since start. */
+double fh_consumer_worker_busy (fh_consumer_t *self, size_t worker);
+/* Called once a second by one thread: notes (and logs, once) workers
+   inside a consume call older than consume_timeout. Returns how many. */
+size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
 /* Whole-run latency histograms (either may be NULL). */
 void fh_consumer_latency (fh_consumer_t *self, fh_histogram_snapshot_t *queue_wait,
                           fh_histogram_snapshot_t *processing);

@@ -165,6 +165,8 @@ s_control_actor (zsock_t *pipe, void *args)
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
+            for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++)
+                fh_consumer_check_stuck (fh_hub_consumer (self->hub, i), now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
     }

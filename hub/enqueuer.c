@@ -29,6 +29,7 @@ struct fh_enqueuer {
     atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
     atomic_uint_fast64_t unrouted;
     atomic_int *peers; /* per endpoint: connect first, then bind */
+    fh_handled_t handled; /* messages every matching consumer refused */
 
     alignas (CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -155,7 +156,7 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     atomic_store_explicit (&msg->holders, (unsigned) matched, memory_order_relaxed);
     for (size_t i = 0; i < matched; i++)
         if (!fh_consumer_offer (self->consumers[self->matches[i]], msg))
-            fh_msg_release (msg);
+            fh_msg_release (msg, &self->handled);
     return true;
 }
 
@@ -319,6 +320,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
         return NULL;
     }
     memset (self, 0, sizeof *self);
+    fh_handled_init (&self->handled);
     self->config = config;
     self->trigger = trigger;
     self->consumers = consumers;
@@ -360,6 +362,14 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->peers);
     free (self);
     *self_p = NULL;
+}
+
+uint64_t
+fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end)
+{
+    if (end_to_end)
+        fh_histogram_read (&self->handled.end_to_end, end_to_end);
+    return atomic_load_explicit (&self->handled.handled, memory_order_acquire);
 }
 
 int

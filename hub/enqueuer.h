@@ -53,6 +53,9 @@ void fh_enqueuer_stop (fh_enqueuer_t *self);
 /* Stops it if running, and frees it. Safe with NULL and twice. */
 void fh_enqueuer_destroy (fh_enqueuer_t **self_p);
 void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
+/* Messages handled by the enqueuer itself (every consumer's queue was
+   full), and their latency. */
+uint64_t fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end);
 /* Connections up on endpoint i: bus.connect endpoints first, then
    bus.bind, in config order. From the ZeroMQ socket monitor, so it lags
    the network by a moment. */

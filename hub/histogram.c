@@ -161,3 +161,14 @@ fh_histogram_summarize (const fh_histogram_snapshot_t *self, fh_histogram_summar
     out->p999 = fh_histogram_quantile (self, 0.999) / 1e9;
     out->max = (double) self->max_ns / 1e9;
 }
+
+void
+fh_histogram_add (fh_histogram_snapshot_t *sum, const fh_histogram_snapshot_t *part)
+{
+    for (unsigned b = 0; b < FH_HISTOGRAM_BUCKETS; b++)
+        sum->buckets[b] += part->buckets[b];
+    sum->count += part->count;
+    sum->sum_ns += part->sum_ns;
+    if (part->max_ns > sum->max_ns)
+        sum->max_ns = part->max_ns;
+}

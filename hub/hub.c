@@ -40,7 +40,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
     }
     for (size_t i = 0; i < config->consumer_count; i++) {
         const fh_consumer_config_t *consumer = &config->consumers[i];
-        self->consumers[i] = fh_consumer_new (consumer, plugin_dir, err, errlen);
+        self->consumers[i] = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
         if (!self->consumers[i]) {
             fh_hub_destroy (&self);
             return NULL;
@@ -130,6 +130,16 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
         fh_enqueuer_counts (self->enqueuer, out);
     else
         memset (out, 0, sizeof *out);
+}
+
+uint64_t
+fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end)
+{
+    if (self->enqueuer)
+        return fh_enqueuer_handled (self->enqueuer, end_to_end);
+    if (end_to_end)
+        memset (end_to_end, 0, sizeof *end_to_end);
+    return 0;
 }
 
 const fh_config_t *

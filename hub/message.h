@@ -11,20 +11,34 @@
 #define FH_MESSAGE_H_INCLUDED
 
 #include "fanhub/consumer.h"
+#include "histogram.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <zmq.h>
 
 typedef struct fanhub_msg fh_msg_t;
+typedef struct fh_emit fh_emit_t; /* someone waiting for this message (emit.h) */
 
 struct fanhub_msg {
     atomic_uint holders;     /* consumers that have not released it */
     uint32_t frame_count;    /* >= 2: topic, body, extra frames */
     uint64_t seq;            /* hub sequence number, from 1 */
     int64_t received_ns;     /* CLOCK_MONOTONIC at receipt */
+    fh_emit_t *emit;         /* NULL, or told when the message is handled */
     zmq_msg_t frames[];
 };
+
+/* Completion: a message is *handled* when its last holder releases it
+   (every consumer it went to has completed, failed, dropped or replaced
+   it). The thread that releases it last records that here: a count and
+   the receive-to-handled latency. One writer per fh_handled_t. */
+typedef struct {
+    atomic_uint_fast64_t handled;
+    fh_histogram_t end_to_end;
+} fh_handled_t;
+
+void fh_handled_init (fh_handled_t *self);
 
 /* Takes the content of frames[0..count-1] (they are left empty, still to
    be closed by the caller) into a new message with holders = 0. NULL when
@@ -33,8 +47,9 @@ fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq,
                       int64_t received_ns);
 /* Frees it now, whatever the holder count (for a message never handed out). */
 void fh_msg_destroy (fh_msg_t **self_p);
-/* Drops one holder; the last one frees the message. */
-void fh_msg_release (fh_msg_t *self);
+/* Drops one holder; the last one records the message as handled in
+   `handled` (may be NULL), tells its emit waiter, and frees it. */
+void fh_msg_release (fh_msg_t *self, fh_handled_t *handled);
 
 static inline fanhub_bytes_t
 fh_msg_frame (const fh_msg_t *self, size_t i)

@@ -142,7 +142,7 @@ fh_plugin_dir (const char *override)
     if (env && *env)
         return env;
     static char beside_exe[PATH_MAX];
-    char exe[PATH_MAX];
+    char exe[PATH_MAX], joined[PATH_MAX];
     ssize_t len = readlink ("/proc/self/exe", exe, sizeof exe - 1);
     if (len > 0) {
         exe[len] = '\0';
@@ -150,9 +150,10 @@ fh_plugin_dir (const char *override)
         if (slash) {
             *slash = '\0';
             struct stat st;
-            if ((size_t) snprintf (beside_exe, sizeof beside_exe, "%s/%s", exe,
-                                   FANHUB_PLUGIN_RELDIR) < sizeof beside_exe
-                && stat (beside_exe, &st) == 0 && S_ISDIR (st.st_mode))
+            if ((size_t) snprintf (joined, sizeof joined, "%s/%s", exe, FANHUB_PLUGIN_RELDIR)
+                    < sizeof joined
+                && realpath (joined, beside_exe) && stat (beside_exe, &st) == 0
+                && S_ISDIR (st.st_mode))
                 return beside_exe;
         }
     }

@@ -73,7 +73,7 @@ fh_queue_destroy (fh_queue_t **self_p)
         return;
     fh_msg_t *msg;
     while ((msg = fh_queue_pop (self)))
-        fh_msg_release (msg);
+        fh_msg_release (msg, NULL);
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->wake);
     free (self->slots);

@@ -101,11 +101,11 @@ s_consumer_json (fh_stats_t *self, size_t index)
         fh_hub_config (self->hub)->consumers[index].plugin, "capacity",
         (json_int_t) c.capacity, "enqueued", (json_int_t) c.enqueued, "dequeued",
         (json_int_t) c.dequeued, "completed", (json_int_t) c.completed, "failed",
-        (json_int_t) c.failed, "retried", (json_int_t) 0, "dropped", (json_int_t) c.dropped,
-        "spilled", (json_int_t) 0, "dead_lettered", (json_int_t) 0, "coalesced",
+        (json_int_t) c.failed, "retried", (json_int_t) c.retried, "dropped", (json_int_t) c.dropped,
+        "spilled", (json_int_t) 0, "dead_lettered", (json_int_t) c.dead_lettered, "coalesced",
         (json_int_t) 0, "backlog", (json_int_t) c.backlog, "in_flight",
         (json_int_t) c.in_flight, "backlog_max", (json_int_t) c.backlog_max, "stuck",
-        (json_int_t) 0);
+        (json_int_t) c.stuck);
     if (!json)
         return NULL;
     fh_histogram_snapshot_t *diff = malloc (sizeof *diff);
@@ -120,6 +120,15 @@ s_consumer_json (fh_stats_t *self, size_t index)
                          s_latency_json (&self->scratch.processing, &self->last[index].processing,
                                          &self->previous[index].processing, diff));
     free (diff);
+    /* Per worker: the share of its time spent inside consume since start. */
+    double uptime_ns = (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub));
+    json_t *workers = json_array ();
+    for (size_t i = 0; i < c.workers; i++)
+        json_array_append_new (
+            workers, json_pack ("{s:f}", "busy",
+                                uptime_ns > 0 ? fh_consumer_worker_busy (consumer, i) / uptime_ns
+                                              : 0.0));
+    json_object_set_new (json, "workers", workers);
     return json;
 }
 
@@ -141,6 +150,23 @@ fh_stats_json (fh_stats_t *self)
         (double) config->metrics.interval_ms / 1e3, "received", (json_int_t) counts.received,
         "malformed", (json_int_t) counts.malformed, "malformed_by_reason", by_reason,
         "unrouted", (json_int_t) counts.unrouted, "endpoints", fh_hub_endpoints_json (self->hub));
+    /* Completion: every message handed to consumers is handled once the
+       last of them is done with it; whoever released it last counted it. */
+    fh_histogram_snapshot_t *sum = calloc (1, sizeof *sum);
+    fh_histogram_snapshot_t *part = malloc (sizeof *part);
+    uint64_t handled = 0;
+    if (sum && part) {
+        handled = fh_hub_handled (self->hub, part);
+        fh_histogram_add (sum, part);
+        for (size_t i = 0; i < self->consumer_count; i++) {
+            handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
+            fh_histogram_add (sum, part);
+        }
+        json_object_set_new (hub, "handled", json_integer ((json_int_t) handled));
+        json_object_set_new (hub, "end_to_end", s_summary_json (sum));
+    }
+    free (sum);
+    free (part);
     json_t *consumers = json_array ();
     for (size_t i = 0; i < self->consumer_count; i++)
         json_array_append_new (consumers, s_consumer_json (self, i));

@@ -15,6 +15,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+static void
+fh_msg_release_test (fh_msg_t *msg)
+{
+    fh_msg_release (msg, NULL);
+}
+
 static fh_msg_t *
 make_msg (uint64_t seq)
 {
@@ -39,12 +45,12 @@ test_capacity_is_exact (void **state)
         assert_true (fh_queue_full (queue));
         fh_msg_t *extra = make_msg (99);
         assert_false (fh_queue_push (queue, extra));
-        fh_msg_release (extra);
+        fh_msg_release_test (extra);
         assert_int_equal (fh_queue_size (queue), capacities[c]);
         /* Room again after one pop. */
         fh_msg_t *first = fh_queue_pop (queue);
         assert_int_equal (first->seq, 0);
-        fh_msg_release (first);
+        fh_msg_release_test (first);
         assert_false (fh_queue_full (queue));
         fh_queue_destroy (&queue); /* releases what is still queued */
         assert_null (queue);
@@ -65,7 +71,7 @@ test_fifo_and_close (void **state)
             assert_true (fh_queue_wait (queue));
             fh_msg_t *msg = fh_queue_pop (queue);
             assert_int_equal (msg->seq, round * 10 + i);
-            fh_msg_release (msg);
+            fh_msg_release_test (msg);
         }
     }
     assert_true (fh_queue_push (queue, make_msg (7)));
@@ -73,7 +79,7 @@ test_fifo_and_close (void **state)
     /* Closed but not empty: wait still answers true until drained. */
     assert_true (fh_queue_wait (queue));
     fh_msg_t *msg = fh_queue_pop (queue);
-    fh_msg_release (msg);
+    fh_msg_release_test (msg);
     assert_false (fh_queue_wait (queue));
     fh_queue_destroy (&queue);
 }
@@ -92,7 +98,7 @@ stress_consumer (void *arg)
             if (msg->seq != expected)
                 bad++;
             expected++;
-            fh_msg_release (msg);
+            fh_msg_release_test (msg);
         }
     }
     return (void *) (bad ? UINTPTR_MAX : (uintptr_t) expected);

@@ -1,0 +1,42 @@
+/*  emit - waiting for one message to be handled (fanhub emit --wait).
+
+    A message injected with `emit --wait` carries an fh_emit_t. Each
+    consumer it was handed to writes its outcome into its own slot before
+    releasing the message; the release that hands the message over to
+    "handled" (message.c) marks the waiter handled. The waiter is shared
+    by the message and whoever waits (the control actor), each holding a
+    reference; the last to let go frees it.
+*/
+#ifndef FH_EMIT_H_INCLUDED
+#define FH_EMIT_H_INCLUDED
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    FH_OUTCOME_NONE = 0,   /* not handed to this consumer (topic not matched) */
+    FH_OUTCOME_PENDING,    /* handed over, not finished */
+    FH_OUTCOME_COMPLETED,  /* consume answered OK */
+    FH_OUTCOME_FAILED,     /* failed, retries used up, or dead-lettered */
+    FH_OUTCOME_DROPPED,    /* never consumed: queue full, or shutdown */
+    FH_OUTCOME_COALESCED   /* replaced by a newer message of its key */
+} fh_outcome_t;
+
+typedef struct fh_emit fh_emit_t;
+
+/* A waiter with two references: the caller's and the message's. */
+fh_emit_t *fh_emit_new (size_t consumer_count);
+/* Drops the caller's reference. Safe with NULL. */
+void fh_emit_unref (fh_emit_t **self_p);
+
+void fh_emit_set_outcome (fh_emit_t *self, size_t consumer, fh_outcome_t outcome);
+fh_outcome_t fh_emit_outcome (fh_emit_t *self, size_t consumer);
+/* From the message's last release: marks it handled, drops its reference. */
+void fh_emit_handled (fh_emit_t *self);
+/* For the message never made (out of memory, no consumer matched). */
+void fh_emit_abandon (fh_emit_t *self);
+bool fh_emit_is_handled (fh_emit_t *self);
+const char *fh_outcome_name (fh_outcome_t outcome);
+
+#endif
