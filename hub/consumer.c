@@ -10,7 +10,9 @@
 
 #include "emit.h"
 #include "host.h"
+#include "keyed.h"
 #include "log.h"
+#include "order_key.h"
 #include "plugin.h"
 #include "queue.h"
 #include "retry.h"
@@ -83,6 +85,24 @@ struct fh_consumer {
     fh_clock_ops_t clock;
     s_worker_t *workers;
     size_t worker_count;
+
+    /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
+       messages from the queue into the per-key scheduler; the workers take
+       them from there. Everything under pool_lock. */
+    bool pool;
+    fh_keyed_t *keyed;
+    fh_order_key_t *order_key;  /* NULL: every message is its own key */
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_work;   /* CLOCK_MONOTONIC: workers wait here */
+    bool dispatcher_done;       /* the queue is closed and drained */
+    bool pool_worked;           /* since the last idle call */
+    pthread_t dispatcher;
+    bool dispatcher_started;
+    atomic_uint_fast64_t pool_started; /* messages taken for the first time */
+    /* Written by the dispatcher. */
+    atomic_uint_fast64_t coalesced;
+    atomic_uint_fast64_t key_fallback; /* messages whose key could not be extracted */
+    fh_handled_t dispatcher_handled;
 };
 
 fh_consumer_t *
@@ -126,6 +146,32 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->ctx.consumer_name = self->name;
 
     char why[1024];
+    self->pool = self->worker_count > 1 || config->coalesce;
+    if (self->pool) {
+        fh_handled_init (&self->dispatcher_handled);
+        pthread_condattr_t attr;
+        pthread_condattr_init (&attr);
+        pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+        pthread_cond_init (&self->pool_work, &attr);
+        pthread_condattr_destroy (&attr);
+        pthread_mutex_init (&self->pool_lock, NULL);
+        self->keyed = fh_keyed_new (config->coalesce);
+        if (config->order_by) {
+            self->order_key = fh_order_key_parse (config->order_by, why, sizeof why);
+            if (!self->order_key) {
+                snprintf (err, errlen, "%s: consumer '%s': order_by: %s", config->where,
+                          config->name, why);
+                fh_consumer_destroy (&self);
+                return NULL;
+            }
+        }
+        if (!self->keyed) {
+            snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
+                      config->name);
+            fh_consumer_destroy (&self);
+            return NULL;
+        }
+    }
     self->plugin = fh_plugin_load (config->plugin, plugin_dir, why, sizeof why);
     if (!self->plugin) {
         snprintf (err, errlen, "%s: consumer '%s': %s", config->where, config->name, why);
@@ -158,17 +204,33 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     return self;
 }
 
+/* For messages that leave without being consumed at shutdown. */
+static void
+s_release_unhandled (fh_msg_t *msg, void *arg)
+{
+    (void) arg;
+    fh_msg_release (msg, NULL);
+}
+
 void
 fh_consumer_destroy (fh_consumer_t **self_p)
 {
     fh_consumer_t *self = *self_p;
     if (!self)
         return;
+    if (self->dispatcher_started)
+        pthread_join (self->dispatcher, NULL);
     for (size_t i = 0; self->workers && i < self->worker_count; i++)
         if (self->workers[i].started)
             pthread_join (self->workers[i].thread, NULL);
     if (self->initialized && self->desc->fini)
         self->desc->fini (self->state);
+    if (self->pool) {
+        fh_keyed_destroy (&self->keyed, s_release_unhandled, NULL);
+        fh_order_key_destroy (&self->order_key);
+        pthread_mutex_destroy (&self->pool_lock);
+        pthread_cond_destroy (&self->pool_work);
+    }
     fh_queue_destroy (&self->queue);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
@@ -229,6 +291,23 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
     return result;
 }
 
+/* A message's last word: counted, logged when it failed, its waiter told,
+   released. */
+static void
+s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why)
+{
+    fh_consumer_t *self = worker->consumer;
+    s_progress_begin (worker);
+    s_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    s_progress_end (worker);
+    if (result != FANHUB_OK)
+        s_report_failure (worker, msg, why);
+    if (msg->emit)
+        fh_emit_set_outcome (msg->emit, self->index,
+                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    fh_msg_release (msg, &worker->handled);
+}
+
 /* Consumes one message to its end: OK, or FAIL, or RETRY until the
    attempts are used up, waiting out the backoff in between (the message
    stays at the head of the queue: order holds). Returns the clock at the
@@ -245,7 +324,7 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
     int64_t end = start;
     uint32_t attempts = 0;
     fanhub_result_t result;
-    char why[160];
+    char why[160] = "";
     while (true) {
         attempts++;
         result = s_call_consume (worker, msg, start, &end);
@@ -271,15 +350,7 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
         start = self->clock.now_ns (self->clock.arg);
     }
 
-    s_progress_begin (worker);
-    s_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
-    s_progress_end (worker);
-    if (result != FANHUB_OK)
-        s_report_failure (worker, msg, why);
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index,
-                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
-    fh_msg_release (msg, &worker->handled);
+    s_finish (worker, msg, result, why);
     return end;
 }
 
@@ -313,12 +384,162 @@ s_worker_thread (void *arg)
     return NULL;
 }
 
+/* Pool mode: moves messages from the queue into the per-key scheduler,
+   a batch per lock, and wakes a worker for each. */
+static void *
+s_dispatcher_thread (void *arg)
+{
+    fh_consumer_t *self = arg;
+    enum { BATCH = 64 };
+    fh_msg_t *batch[BATCH];
+    char keys[BATCH][FH_ORDER_KEY_MAX];
+    size_t key_sizes[BATCH];
+    while (true) {
+        size_t count = 0;
+        while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
+            count++;
+        if (count == 0) {
+            if (!fh_queue_wait (self->queue))
+                break; /* closed and drained */
+            continue;
+        }
+        /* Keys outside the lock: extraction may parse JSON. */
+        for (size_t i = 0; i < count; i++) {
+            key_sizes[i] = FH_ORDER_KEY_MAX;
+            if (!self->order_key) {
+                memcpy (keys[i], &batch[i]->seq, sizeof batch[i]->seq);
+                key_sizes[i] = sizeof batch[i]->seq;
+            }
+            else if (!fh_order_key_extract (self->order_key, batch[i], keys[i], &key_sizes[i]))
+                s_bump (&self->key_fallback);
+        }
+        pthread_mutex_lock (&self->pool_lock);
+        for (size_t i = 0; i < count; i++) {
+            fh_msg_t *replaced = NULL;
+            if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
+                /* Out of memory: lost for this consumer, and counted. */
+                fh_error ("consumer '%s': out of memory: dropped message %llu", self->name,
+                          (unsigned long long) batch[i]->seq);
+                replaced = batch[i];
+            }
+            else
+                pthread_cond_signal (&self->pool_work);
+            if (replaced) {
+                s_bump (&self->coalesced);
+                if (replaced->emit)
+                    fh_emit_set_outcome (replaced->emit, self->index, FH_OUTCOME_COALESCED);
+                atomic_store_explicit (&self->pool_started,
+                                       atomic_load (&self->pool_started) + 1,
+                                       memory_order_release);
+                fh_msg_release (replaced, &self->dispatcher_handled);
+            }
+        }
+        pthread_mutex_unlock (&self->pool_lock);
+    }
+    pthread_mutex_lock (&self->pool_lock);
+    self->dispatcher_done = true;
+    pthread_cond_broadcast (&self->pool_work);
+    pthread_mutex_unlock (&self->pool_lock);
+    atomic_fetch_add (&self->done_workers, 1);
+    return NULL;
+}
+
+/* Pool mode: takes the next message from the scheduler (round robin over
+   keys, one message of a key at a time), consumes it once, and tells the
+   scheduler: done, or retry later (the key waits; the worker does not). */
+static void *
+s_pool_worker_thread (void *arg)
+{
+    s_worker_t *worker = arg;
+    fh_consumer_t *self = worker->consumer;
+    pthread_mutex_lock (&self->pool_lock);
+    while (true) {
+        int64_t now = self->clock.now_ns (self->clock.arg);
+        fh_keyed_slot_t *slot;
+        int64_t next_due;
+        fh_msg_t *msg = fh_keyed_take (self->keyed, now, &slot, &next_due);
+        if (!msg) {
+            bool drained = fh_keyed_queued (self->keyed) == 0
+                           && fh_keyed_busy (self->keyed) == 0;
+            if (drained && self->pool_worked && self->desc->idle) {
+                self->pool_worked = false;
+                pthread_mutex_unlock (&self->pool_lock);
+                self->desc->idle (self->state);
+                pthread_mutex_lock (&self->pool_lock);
+                continue;
+            }
+            if (drained && self->dispatcher_done)
+                break;
+            if (atomic_load (&self->abort))
+                break;
+            if (next_due == INT64_MAX)
+                pthread_cond_wait (&self->pool_work, &self->pool_lock);
+            else {
+                struct timespec until = {(time_t) (next_due / 1000000000),
+                                         (long) (next_due % 1000000000)};
+                pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+            }
+            continue;
+        }
+        unsigned retries = fh_keyed_slot_retries (slot);
+        if (retries == 0)
+            atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
+                                   memory_order_release);
+        self->pool_worked = true;
+        pthread_mutex_unlock (&self->pool_lock);
+
+        if (retries == 0) {
+            s_progress_begin (worker);
+            s_bump (&worker->dequeued);
+            s_progress_end (worker);
+            fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
+        }
+        int64_t end;
+        fanhub_result_t result = s_call_consume (worker, msg, now, &end);
+        bool retry = result == FANHUB_RETRY && retries + 1 < self->retry.max_attempts;
+        if (retry) {
+            s_progress_begin (worker);
+            s_bump (&worker->retried);
+            s_progress_end (worker);
+            int64_t delay_ms = fh_retry_delay_ms (&self->retry, retries + 1, &worker->rng);
+            pthread_mutex_lock (&self->pool_lock);
+            fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
+            pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
+            continue;
+        }
+        char why[160];
+        if (result == FANHUB_FAIL)
+            snprintf (why, sizeof why, "consume answered FAIL");
+        else
+            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
+                      retries + 1, retries ? "s" : "");
+        s_finish (worker, msg, result, why);
+        pthread_mutex_lock (&self->pool_lock);
+        fh_keyed_done (self->keyed, slot);
+        pthread_cond_signal (&self->pool_work); /* the key may have more */
+    }
+    pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
+    pthread_mutex_unlock (&self->pool_lock);
+    atomic_fetch_add (&self->done_workers, 1);
+    return NULL;
+}
+
 int
 fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
 {
+    if (self->pool) {
+        int rc = pthread_create (&self->dispatcher, NULL, s_dispatcher_thread, self);
+        if (rc != 0) {
+            snprintf (err, errlen, "consumer '%s': cannot start its dispatcher: %s",
+                      self->name, strerror (rc));
+            return -1;
+        }
+        self->dispatcher_started = true;
+    }
     for (size_t i = 0; i < self->worker_count; i++) {
         s_worker_t *worker = &self->workers[i];
-        int rc = pthread_create (&worker->thread, NULL, s_worker_thread, worker);
+        int rc = pthread_create (&worker->thread, NULL,
+                                 self->pool ? s_pool_worker_thread : s_worker_thread, worker);
         if (rc != 0) {
             snprintf (err, errlen, "consumer '%s': cannot start its thread: %s", self->name,
                       strerror (rc));
@@ -361,10 +582,20 @@ s_watch_backlog (fh_consumer_t *self)
         self->warn_armed = true;
 }
 
+/* Pool mode: the queue and the scheduler together hold at most capacity
+   messages not yet started. */
+static bool
+s_pool_full (fh_consumer_t *self)
+{
+    uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
+    uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_relaxed);
+    return enqueued - started >= fh_queue_capacity (self->queue);
+}
+
 bool
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
 {
-    if (fh_queue_full (self->queue)) {
+    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))) {
         s_bump (&self->dropped);
         if (msg->emit)
             fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
@@ -399,6 +630,10 @@ void
 fh_consumer_abandon (fh_consumer_t *self)
 {
     atomic_store (&self->abort, true);
+    if (self->dispatcher_started) {
+        pthread_detach (self->dispatcher);
+        self->dispatcher_started = false;
+    }
     for (size_t i = 0; i < self->worker_count; i++)
         if (self->workers[i].started) {
             pthread_detach (self->workers[i].thread);
@@ -409,7 +644,7 @@ fh_consumer_abandon (fh_consumer_t *self)
 bool
 fh_consumer_done (fh_consumer_t *self)
 {
-    size_t started = 0;
+    size_t started = self->dispatcher_started;
     for (size_t i = 0; i < self->worker_count; i++)
         started += self->workers[i].started;
     return atomic_load (&self->done_workers) >= started;
@@ -470,6 +705,14 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->capacity = fh_queue_capacity (self->queue);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
+    if (self->pool) {
+        out->coalesced = atomic_load_explicit (&self->coalesced, memory_order_acquire);
+        out->key_fallback = atomic_load_explicit (&self->key_fallback, memory_order_acquire);
+        pthread_mutex_lock (&self->pool_lock);
+        out->keys_active = fh_keyed_keys (self->keyed);
+        out->key_backlog_max = fh_keyed_key_backlog_high (self->keyed);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
 }
 
 /* Sums one histogram over the workers. */
@@ -504,11 +747,21 @@ uint64_t
 fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_to_end)
 {
     uint64_t handled = 0;
+    fh_histogram_snapshot_t *dispatcher = NULL;
+    if (self->pool) {
+        handled += atomic_load_explicit (&self->dispatcher_handled.handled, memory_order_acquire);
+        dispatcher = end_to_end ? malloc (sizeof *dispatcher) : NULL;
+    }
     for (size_t i = 0; i < self->worker_count; i++)
         handled += atomic_load_explicit (&self->workers[i].handled.handled,
                                          memory_order_acquire);
     if (end_to_end)
         s_read_merged (self, offsetof (s_worker_t, handled.end_to_end), end_to_end);
+    if (dispatcher) {
+        fh_histogram_read (&self->dispatcher_handled.end_to_end, dispatcher);
+        fh_histogram_add (end_to_end, dispatcher);
+        free (dispatcher);
+    }
     return handled;
 }
 

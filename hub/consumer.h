@@ -46,6 +46,11 @@ typedef struct {
     uint64_t capacity;  /* queue.capacity */
     uint64_t stuck;     /* workers inside a consume older than consume_timeout */
     uint64_t workers;
+    /* Pool mode (workers > 1 or coalesce); 0 otherwise. */
+    uint64_t coalesced; /* queued messages replaced by a newer one of their key */
+    uint64_t key_fallback; /* messages whose order_by key could not be read */
+    uint64_t keys_active;  /* keys with messages queued, running or retrying */
+    uint64_t key_backlog_max; /* the most messages one key ever had queued */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err

@@ -103,7 +103,7 @@ s_consumer_json (fh_stats_t *self, size_t index)
         (json_int_t) c.dequeued, "completed", (json_int_t) c.completed, "failed",
         (json_int_t) c.failed, "retried", (json_int_t) c.retried, "dropped", (json_int_t) c.dropped,
         "spilled", (json_int_t) 0, "dead_lettered", (json_int_t) c.dead_lettered, "coalesced",
-        (json_int_t) 0, "backlog", (json_int_t) c.backlog, "in_flight",
+        (json_int_t) c.coalesced, "backlog", (json_int_t) c.backlog, "in_flight",
         (json_int_t) c.in_flight, "backlog_max", (json_int_t) c.backlog_max, "stuck",
         (json_int_t) c.stuck);
     if (!json)
@@ -129,6 +129,9 @@ s_consumer_json (fh_stats_t *self, size_t index)
                                 uptime_ns > 0 ? fh_consumer_worker_busy (consumer, i) / uptime_ns
                                               : 0.0));
     json_object_set_new (json, "workers", workers);
+    json_object_set_new (json, "keys_active", json_integer ((json_int_t) c.keys_active));
+    json_object_set_new (json, "key_backlog_max", json_integer ((json_int_t) c.key_backlog_max));
+    json_object_set_new (json, "key_fallback", json_integer ((json_int_t) c.key_fallback));
     return json;
 }
 

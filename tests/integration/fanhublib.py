@@ -189,10 +189,16 @@ class Publisher:
         self.endpoint = "tcp://127.0.0.1:%d" % self.port
         self.sock.bind(self.endpoint)
 
-    def wait_subscribed(self, deadline=DEADLINE):
-        """Waits for the first subscription from a subscriber."""
-        if not self.sock.poll(int(deadline * 1000)):
-            raise AssertionError("no subscriber connected to " + self.endpoint)
+    def wait_subscribed(self, deadline=DEADLINE, hub=None):
+        """Waits for the first subscription from a subscriber; fails at
+        once, with its log, if `hub` exits meanwhile."""
+        end = time.monotonic() + deadline
+        while not self.sock.poll(100):
+            if hub is not None and hub.proc.poll() is not None:
+                raise AssertionError("hub exited (status %s) before subscribing:\n%s"
+                                     % (hub.proc.returncode, hub.log()[-4000:]))
+            if time.monotonic() > end:
+                raise AssertionError("no subscriber connected to " + self.endpoint)
         return self.sock.recv()
 
     def send(self, *frames):

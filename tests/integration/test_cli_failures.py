@@ -113,7 +113,7 @@ def test_malformed_bus_messages_counted():
               % (pub.endpoint, json.dumps(wd.file("all.jsonl"))))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         pub.send("good.1", "a")
         pub.send("only-a-topic")                      # no body
         pub.send(b"bad\xff\xfe.topic", "b")           # topic not UTF-8

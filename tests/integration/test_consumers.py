@@ -25,7 +25,7 @@ def config_for(pub, wd, shutdown_timeout=60, slow_capacity=N + 10):
 
 
 def publish(pub, n):
-    pub.wait_subscribed()
+    pub.wait_subscribed(hub=hub)
     for i in range(n):
         pub.send("org.fanhub.test.%d" % (i % 7), '{"i":%d}' % i)
 

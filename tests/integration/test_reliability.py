@@ -17,7 +17,7 @@ def test_retry_keeps_order_and_counts():
     hub = fh.Hub(wd, config)
     n = 200
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(n):
             pub.send("org.retry", "%d" % i)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "flaky")["completed"] == n,
@@ -49,7 +49,7 @@ def test_attempts_used_up_count_as_failed():
               % (pub.endpoint, fh.TEST_PLUGINS))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(20):
             pub.send("org.retry", "%d" % i)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "flaky")["failed"] == 20, "20 failed",
@@ -74,7 +74,7 @@ def test_stuck_consumer_reported_and_cleared():
               % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("release"))))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(5):
             pub.send("org.stuck", "%d" % i)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "stuck")["stuck"] == 1,

@@ -53,7 +53,7 @@ def test_routing_three_consumers():
         config += "    options: {path: %s, flush_ms: 50}\n" % json.dumps(wd.file(name + ".jsonl"))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(N):
             pub.send(TOPICS[i % len(TOPICS)], body_of(i))
 
@@ -104,7 +104,7 @@ def test_unrouted_counted():
               "    options: {path: %s, flush_ms: 0}\n" % (pub.endpoint, json.dumps(wd.file("g.jsonl"))))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(10):
             pub.send("org.x.receive" if i % 2 else "org.x.send", "%d" % i)
         fh.wait_for(lambda: fh.count_lines(wd.file("g.jsonl")) >= 5, "5 routed lines", hub=hub)

@@ -48,7 +48,7 @@ def test_backlog_is_exact():
     hub = fh.Hub(wd, blocked_config(pub, wd))
     n = 1000
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(n):
             pub.send("org.test.%d" % (i % 3), "%d" % i)
         fh.wait_for(lambda: hub.stats()["hub"]["received"] == n, "the hub to receive %d" % n,
@@ -98,7 +98,7 @@ def test_invariants_under_load():
                    % (i, fh.TEST_PLUGINS, json.dumps(wd.file("c%d" % i)), 7 * i))
     hub = fh.Hub(wd, config)
     try:
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         snapshots = 0
         previous = None
         sent = 0
@@ -183,7 +183,7 @@ def test_stats_command_formats():
     hub = fh.Hub(wd, blocked_config(pub, wd))
     try:
         hub.wait_ready()
-        pub.wait_subscribed()
+        pub.wait_subscribed(hub=hub)
         for i in range(10):
             pub.send("org.test", "%d" % i)
         fh.wait_for(lambda: hub.stats()["hub"]["received"] == 10, "10 received", hub=hub)

@@ -1,0 +1,120 @@
+"""Ordered per-key worker pools against the real hub: 8 workers,
+order_by json: /vm, many keys. Checked in execution order (the plugin
+records when each call started and ended; nothing is sorted by key or
+sequence before checking): per key, sequence numbers strictly increase and
+calls never overlap; every message is consumed exactly once; retries stay
+in their key's order."""
+import json
+import random
+
+import fanhublib as fh
+
+
+def pool_config(pub, wd, workers, extra_options="", extra=""):
+    return ("bus:\n  connect: [%s]\nconsumers:\n"
+            "  - name: pool\n    plugin: %s/record.so\n"
+            "    workers: %d\n    order_by: {json: /vm}\n"
+            "    retry: {max_attempts: 5, initial_ms: 1, max_ms: 2}\n%s"
+            "    queue: {capacity: 200000}\n"
+            "    options: {path: %s, us_max: 200%s}\n"
+            % (pub.endpoint, fh.TEST_PLUGINS, workers, extra,
+               json.dumps(wd.file("calls")), extra_options))
+
+
+def read_calls(path):
+    calls = []
+    with open(path) as f:
+        for line in f:
+            seq, start, end, attempt, answer = line.split()
+            calls.append((int(seq), int(start), int(end), int(attempt), answer))
+    return calls
+
+
+def check_order(calls, key_of):
+    """calls in start order: per key, seq never decreases (equal only for a
+    retry of the same message), and no call starts before the key's
+    previous call ended."""
+    last = {}
+    for seq, start, end, attempt, answer in calls:
+        key = key_of[seq]
+        if key in last:
+            prev_seq, prev_end, prev_answer = last[key]
+            assert start >= prev_end, ("overlap in key", key, prev_seq, seq)
+            if prev_answer == "retry":
+                assert seq == prev_seq, ("a retried message was overtaken", key, prev_seq, seq)
+            else:
+                assert seq > prev_seq, ("reordered in key", key, prev_seq, seq)
+        last[key] = (seq, end, answer)
+
+
+def run_pool(n, keys, workers, seed, retry_every=0):
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    extra = ", retry_marker: RETRYME" if retry_every else ""
+    hub = fh.Hub(wd, pool_config(pub, wd, workers, extra))
+    rng = random.Random(seed)
+    key_of = {}
+    retried = set()
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(n):
+            vm = "vm-%d" % rng.randrange(keys)
+            seq = i + 1  # the hub numbers accepted messages from 1
+            key_of[seq] = vm
+            marker = ""
+            if retry_every and i % retry_every == 0:
+                marker = ',"note":"RETRYME"'
+                retried.add(seq)
+            pub.send("org.pool", '{"vm":"%s","i":%d%s}' % (vm, i, marker))
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "pool")["completed"] == n,
+                    "%d messages completed" % n, hub=hub)
+        stats = hub.stats()
+        c = hub.consumer(stats, "pool")
+        assert c["failed"] == 0 and c["backlog"] == 0 and c["in_flight"] == 0, c
+        assert c["retried"] == 2 * len(retried), c
+        assert c["keys_active"] == 0, c  # idle keys leave nothing behind
+        assert len(c["workers"]) == workers
+        assert hub.stop() == 0, hub.log()
+        calls = read_calls(wd.file("calls"))
+        check_order(calls, key_of)
+        done = [seq for seq, _, _, _, answer in calls if answer == "ok"]
+        assert sorted(done) == list(range(1, n + 1)), "not exactly once"
+        attempts = {}
+        for seq, _, _, attempt, _ in calls:
+            attempts[seq] = attempts.get(seq, 0) + 1
+        for seq in range(1, n + 1):
+            assert attempts[seq] == (3 if seq in retried else 1), (seq, attempts[seq])
+        # Keys really ran in parallel: some calls of different keys overlap.
+        overlaps = sum(1 for a, b in zip(calls, calls[1:]) if b[1] < a[2])
+        assert overlaps > 0, "no two calls ever overlapped with %d workers" % workers
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_ordered_pool_many_seeds():
+    for seed in range(3):
+        run_pool(n=3000, keys=50, workers=8, seed=seed)
+
+
+def test_ordered_pool_large():
+    run_pool(n=20000, keys=1000, workers=8, seed=42)
+
+
+def test_retry_in_pool_keeps_key_order():
+    run_pool(n=2000, keys=20, workers=4, seed=7, retry_every=37)
+
+
+def test_workers_need_a_thread_safe_plugin():
+    wd = fh.Workdir()
+    path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:1]\nconsumers:\n"
+                    "  - name: p\n    plugin: %s/flaky.so\n    workers: 4\n" % fh.TEST_PLUGINS)
+    status, _, err = fh.run(["check", "-c", path])
+    assert status == 2 and "does not declare itself thread-safe" in err, err
+    wd.cleanup()
+
+
+if __name__ == "__main__":
+    fh.main([test_ordered_pool_many_seeds, test_ordered_pool_large,
+             test_retry_in_pool_keeps_key_order, test_workers_need_a_thread_safe_plugin])
