@@ -24,7 +24,7 @@ def config_for(pub, wd, shutdown_timeout=60, slow_capacity=N + 10):
                json.dumps(wd.file("release")), json.dumps(wd.file("fast.jsonl"))))
 
 
-def publish(pub, n):
+def publish(pub, n, hub):
     pub.wait_subscribed(hub=hub)
     for i in range(n):
         pub.send("org.fanhub.test.%d" % (i % 7), '{"i":%d}' % i)
@@ -35,7 +35,7 @@ def test_slow_consumer_does_not_hold_up_fast_one():
     pub = fh.Publisher()
     hub = fh.Hub(wd, config_for(pub, wd, shutdown_timeout=0))
     try:
-        publish(pub, N)
+        publish(pub, N, hub)
         # The fast consumer gets everything while the slow one is stuck on
         # its first message.
         fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
@@ -60,7 +60,7 @@ def test_sigterm_consumes_everything_queued():
     pub = fh.Publisher()
     hub = fh.Hub(wd, config_for(pub, wd))
     try:
-        publish(pub, N)
+        publish(pub, N, hub)
         fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
         # Everything is queued for 'slow' (stuck on message 1). Stop first,
         # then unblock it: the queue must be drained before the hub exits.
@@ -86,7 +86,7 @@ def test_full_queue_drops_newest_and_counts():
     capacity = 100
     hub = fh.Hub(wd, config_for(pub, wd, slow_capacity=capacity))
     try:
-        publish(pub, N)
+        publish(pub, N, hub)
         fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= N, "fast consumer", hub=hub)
         hub.send_signal(signal.SIGTERM)
         hub.wait_log("stopping; consumers finish their queues")
@@ -114,7 +114,7 @@ def test_second_signal_exits_at_once():
     pub = fh.Publisher()
     hub = fh.Hub(wd, config_for(pub, wd))
     try:
-        publish(pub, 10)
+        publish(pub, 10, hub)
         fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 10, "fast consumer", hub=hub)
         hub.send_signal(signal.SIGTERM)
         hub.wait_log("stopping; consumers finish their queues")
@@ -139,7 +139,7 @@ def test_failing_consumer_counted():
                  json.dumps(wd.file("fast.jsonl"))))
     hub = fh.Hub(wd, config)
     try:
-        publish(pub, 1000)
+        publish(pub, 1000, hub)
         fh.wait_for(lambda: fh.count_lines(wd.file("fast.jsonl")) >= 1000, "fast consumer", hub=hub)
         assert hub.stop() == 0, hub.log()
         log = hub.log()
