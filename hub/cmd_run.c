@@ -13,6 +13,7 @@
 #include "hub.h"
 #include "log.h"
 #include "plugin.h"
+#include "prometheus_http.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -132,8 +133,19 @@ fh_cmd_run (int argc, char **argv)
         fh_config_destroy (&config);
         return FH_EXIT_USAGE;
     }
+    /* Listen before the hub starts: a port that is taken fails the start
+       before any thread runs or the bus is touched. Until the control
+       socket is up, /metrics answers 503. */
+    fh_prometheus_http_t *http = fh_prometheus_http_new (config, err, sizeof err);
+    if (!http && err[0]) {
+        fh_error ("%s", err);
+        fh_hub_destroy (&hub);
+        fh_config_destroy (&config);
+        return FH_EXIT_FAILURE;
+    }
     if (fh_hub_start (hub, err, sizeof err) != 0) {
         fh_error ("%s", err);
+        fh_prometheus_http_destroy (&http);
         fh_hub_destroy (&hub);
         fh_config_destroy (&config);
         return FH_EXIT_FAILURE;
@@ -141,12 +153,15 @@ fh_cmd_run (int argc, char **argv)
     fh_control_t *control = fh_control_new (hub, err, sizeof err);
     if (!control) {
         fh_error ("%s", err);
+        fh_prometheus_http_destroy (&http);
         fh_hub_stop_receiving (hub);
         fh_hub_destroy (&hub);
         fh_config_destroy (&config);
         return FH_EXIT_FAILURE;
     }
     fh_info ("control: serving %s", config->control);
+    if (http)
+        fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
     s_log_endpoints (config);
     fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
              config->consumer_count, config->consumer_count == 1 ? "" : "s",
@@ -178,6 +193,7 @@ fh_cmd_run (int argc, char **argv)
             s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
     }
     fh_hub_log_counts (hub);
+    fh_prometheus_http_destroy (&http);
     fh_control_destroy (&control);
     fh_hub_destroy (&hub); /* joins the threads, calls every fini */
     fh_config_destroy (&config);

@@ -10,6 +10,7 @@
 #include "control.h"
 #include "stats_format.h"
 
+#include <czmq.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -229,6 +230,8 @@ fh_cmd_stats (int argc, char **argv)
         }
         endpoint = config->control;
     }
+    /* CZMQ would put its own handlers in place at the first socket. */
+    zsys_handler_set (NULL);
     signal (SIGINT, s_on_signal);
     signal (SIGTERM, s_on_signal);
     int status = FH_EXIT_OK;

@@ -18,5 +18,7 @@ int fh_cmd_check (int argc, char **argv);
 int fh_cmd_pub (int argc, char **argv);
 int fh_cmd_tail (int argc, char **argv);
 int fh_cmd_stats (int argc, char **argv);
+int fh_cmd_collectd (int argc, char **argv);
+int fh_cmd_dead_letter (int argc, char **argv);
 
 #endif

@@ -3,6 +3,8 @@
 
 #include "clock.h"
 #include "log.h"
+#include "collectd_push.h"
+#include "moksha.h"
 #include "stats.h"
 
 #include <czmq.h>
@@ -25,6 +27,7 @@ struct fh_control {
     char *ipc_path; /* to remove at the end, when ipc:// */
     char start_error[512];
     atomic_bool setup_done; /* release: start_error is final */
+    atomic_bool bound;      /* the endpoint is ours: remove an ipc file */
 };
 
 typedef struct {
@@ -122,6 +125,8 @@ s_control_actor (zsock_t *pipe, void *args)
     const fh_config_t *config = fh_hub_config (self->hub);
     s_state_t state = {self, fh_stats_new (self->hub)};
     zsock_t *router = zsock_new (ZMQ_ROUTER);
+    fh_moksha_t *moksha = NULL;
+    fh_collectd_push_t *push = NULL;
     if (!state.stats || !router)
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else {
@@ -135,6 +140,11 @@ s_control_actor (zsock_t *pipe, void *args)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot set mode 0660 on %s: %s", self->ipc_path,
                       strerror (errno));
+        else {
+            atomic_store_explicit (&self->bound, true, memory_order_relaxed);
+            moksha = fh_moksha_new (self->hub, self->start_error, sizeof self->start_error);
+            push = fh_collectd_push_new (config);
+        }
     }
     /* The pipe hands over no memory ordering that TSan (or C11) sees. */
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
@@ -165,11 +175,15 @@ s_control_actor (zsock_t *pipe, void *args)
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
+            fh_moksha_tick (moksha, now);
+            fh_collectd_push_tick (push, state.stats, now);
             for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++)
                 fh_consumer_check_stuck (fh_hub_consumer (self->hub, i), now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
     }
+    fh_collectd_push_destroy (&push);
+    fh_moksha_destroy (&moksha);
     zsock_destroy (&router);
     fh_stats_destroy (&state.stats);
 }
@@ -231,7 +245,7 @@ fh_control_new (fh_hub_t *hub, char *err, size_t errlen)
         (void) atomic_load_explicit (&self->setup_done, memory_order_acquire);
     if (!self->actor || self->start_error[0]) {
         snprintf (err, errlen, "%s", self->actor ? self->start_error : "control: out of memory");
-        if (self->start_error[0]) {
+        if (!atomic_load (&self->bound)) {
             free (self->ipc_path); /* the bind failed: the file is not ours */
             self->ipc_path = NULL;
         }

@@ -38,6 +38,7 @@ struct fh_enqueuer {
     zactor_t *actor;
     char start_error[512]; /* set by the actor when setup failed */
     atomic_bool setup_done; /* release: start_error is final */
+    atomic_bool finished;   /* release: the actor is done with self */
 
     /* Actor-private scratch. */
     zmq_msg_t *frames;   /* room for max_frames + 1 */
@@ -233,10 +234,10 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     if (!sub) {
         snprintf (self->start_error, sizeof self->start_error,
                   "cannot create the bus socket: %s", zmq_strerror (zmq_errno ()));
-        /* The pipe hands over no memory ordering that TSan (or C11) sees. */
-    atomic_store_explicit (&self->setup_done, true, memory_order_release);
-    zsock_signal (pipe, 0);
+        atomic_store_explicit (&self->setup_done, true, memory_order_release);
+        zsock_signal (pipe, 0);
         zsock_wait (pipe);
+        atomic_store_explicit (&self->finished, true, memory_order_release);
         return;
     }
     zsock_set_rcvhwm (sub, config->rcvhwm);
@@ -307,6 +308,8 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zsock_destroy (&sub);
     for (size_t i = 0; i < config->connect.count + config->bind.count; i++)
         atomic_store (&self->peers[i], 0); /* the socket is gone */
+    /* zactor_destroy waits for the actor through a pipe TSan cannot see. */
+    atomic_store_explicit (&self->finished, true, memory_order_release);
 }
 
 fh_enqueuer_t *
@@ -348,6 +351,7 @@ void
 fh_enqueuer_stop (fh_enqueuer_t *self)
 {
     zactor_destroy (&self->actor);
+    (void) atomic_load_explicit (&self->finished, memory_order_acquire);
 }
 
 void

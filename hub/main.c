@@ -14,6 +14,8 @@ static const s_command_t s_commands[] = {
     {"run", fh_cmd_run, "run the hub: subscribe to the bus, feed the consumers"},
     {"check", fh_cmd_check, "validate a configuration and load its plugins"},
     {"stats", fh_cmd_stats, "show a running hub's backlog, counters and latency"},
+    {"collectd", fh_cmd_collectd, "feed a running hub's figures to collectd's Exec plugin"},
+    {"dead-letter", fh_cmd_dead_letter, "list or show a consumer's dead letters"},
     {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
     {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},
 };

@@ -1,0 +1,781 @@
+/*  store - the shipped consumer that archives every message in a database,
+    the way datanommer archives fedmsg: SQLite for a single machine,
+    PostgreSQL for production.
+
+    Each message becomes one row (the schema is in docs/plugins/store.md):
+    the hub's run and sequence number, topic, receive time, the body in one
+    of three columns (body_json when it is JSON, body_text when it is other
+    UTF-8 text, body_bytes otherwise) and msg_id when the body is a JSON
+    object with a string "msg_id" member.
+
+    Options (exactly one of sqlite and postgres):
+        sqlite    path of an SQLite database file, created when missing
+        postgres  a libpq conninfo ("host=db dbname=archive" or a URI)
+        table     the table's name, default "messages"
+        batch     1..100000, default 500: rows per transaction
+        batch_ms  0..3600000, default 200: the longest a row waits for its
+                  batch to be committed while messages keep coming
+
+    Batching, and what an answer means. consume copies the message into the
+    open batch and answers FANHUB_OK. The batch is written and committed in
+    one transaction when it holds `batch` rows (or STORE_BATCH_BYTES of
+    them), when batch_ms has passed since its first row, when the queue runs
+    empty (idle) and at fini. So a message answered OK is either committed
+    or in the plugin's memory: a crash or kill of the hub loses at most the
+    open batch. When the write fails the batch stays in memory, whole, and
+    the message that triggered the write is handed back with FANHUB_RETRY;
+    until a write works again, consume answers FANHUB_RETRY at once (the
+    hub keeps those messages), reconnecting with a backoff and writing the
+    kept batch first. With batch 1 or batch_ms 0 every write happens inside
+    consume, so OK means committed. Writing a batch again after a commit
+    whose answer was lost stores nothing twice: each row is skipped when its
+    msg_id or its (run, seq) is already stored. A message that the database
+    can never store is answered FANHUB_FAIL with the reason logged.
+
+    consume is thread-safe: one mutex guards the batch and the connection
+    (the database is one connection anyway).
+*/
+#include <fanhub/consumer.h>
+
+#include "store_db.h"
+#include "utf8.h"
+
+#include <jansson.h>
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STORE_BATCH_DEFAULT 500
+#define STORE_BATCH_MAX 100000
+#define STORE_BATCH_MS_DEFAULT 200
+#define STORE_BATCH_MS_MAX 3600000
+/* A batch is also written when its rows hold this many bytes, so that a
+   run of large messages does not pile up in memory. */
+#define STORE_BATCH_BYTES (16 * 1024 * 1024)
+/* The longest msg_id taken; a longer one is not used as a key. */
+#define STORE_MSG_ID_MAX 1024
+#define STORE_TABLE_MAX 40
+/* Reconnection backoff while the database is unavailable. */
+#define STORE_BACKOFF_MIN_NS (100 * 1000000LL)
+#define STORE_BACKOFF_MAX_NS (2000 * 1000000LL)
+/* At most one "cannot store" line per this interval. */
+#define STORE_REJECT_LOG_NS (10 * 1000000000LL)
+
+typedef struct {
+    const fanhub_host_t *host;
+    fanhub_ctx_t *ctx;
+    const store_backend_t *backend;
+    char *target; /* path or conninfo; a conninfo is never logged */
+    char table[STORE_TABLE_MAX + 1];
+    size_t batch;
+    int64_t batch_ns;
+    int64_t run;
+
+    pthread_mutex_t lock; /* guards everything below */
+    store_db_t *db;       /* NULL when not connected */
+    store_row_t *rows;    /* the open batch; room for `batch` rows */
+    size_t count;
+    size_t bytes;
+    int64_t first_ns;     /* CLOCK_MONOTONIC ns of the batch's first row */
+    bool broken;          /* the last write or connection failed */
+    int64_t next_try_ns;  /* when broken: the next reconnection */
+    int64_t backoff_ns;
+    uint64_t retried;     /* RETRY answers since it broke */
+    uint64_t current_seq; /* the message consume is handling */
+    bool in_consume;
+    bool current_dropped; /* s_drop_row took the current message */
+
+    uint64_t stored;     /* rows inserted */
+    uint64_t duplicates; /* rows skipped as already stored */
+    uint64_t rejected;   /* FAIL answers */
+    uint64_t lost;       /* rows answered OK and then dropped */
+    int64_t reject_log_ns;
+    uint64_t rejects_unlogged;
+} store_state_t;
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void
+store_db_why (char *why, size_t whylen, const char *prefix, const char *text)
+{
+    snprintf (why, whylen, "%s%s", prefix, text);
+    /* libpq's messages span lines, indented: one space for each run of
+       white space, none at the end. */
+    char *out = why;
+    bool space = false;
+    for (const char *p = why; *p; p++) {
+        if (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+            space = true;
+        else {
+            if (space && out > why)
+                *out++ = ' ';
+            space = false;
+            *out++ = *p;
+        }
+    }
+    *out = '\0';
+}
+
+/* What logs call the database: the file for SQLite; for PostgreSQL only
+   the word, since a conninfo may hold a password. */
+static const char *
+s_display (const store_state_t *self)
+{
+    return self->backend == &store_sqlite_backend ? self->target
+                                                  : "PostgreSQL";
+}
+
+/* Writes v as exactly `width` decimal digits. */
+static char *
+s_digits (char *out, unsigned v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        out[i] = (char) ('0' + v % 10);
+        v /= 10;
+    }
+    return out + width;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.ffffffZ" of ns since the epoch, microseconds
+   truncated towards the past (as PostgreSQL's timestamptz keeps them). */
+static void
+s_format_time (char out[STORE_TIME_SIZE], int64_t ns)
+{
+    int64_t sec = ns / 1000000000;
+    int64_t sub = ns % 1000000000;
+    if (sub < 0) {
+        sub += 1000000000;
+        sec--;
+    }
+    time_t t = (time_t) sec;
+    struct tm tm;
+    if (!gmtime_r (&t, &tm))
+        memset (&tm, 0, sizeof tm);
+    char *o = out;
+    o = s_digits (o, (unsigned) (tm.tm_year + 1900) % 10000, 4);
+    *o++ = '-';
+    o = s_digits (o, (unsigned) tm.tm_mon + 1, 2);
+    *o++ = '-';
+    o = s_digits (o, (unsigned) tm.tm_mday, 2);
+    *o++ = 'T';
+    o = s_digits (o, (unsigned) tm.tm_hour, 2);
+    *o++ = ':';
+    o = s_digits (o, (unsigned) tm.tm_min, 2);
+    *o++ = ':';
+    o = s_digits (o, (unsigned) tm.tm_sec, 2);
+    *o++ = '.';
+    o = s_digits (o, (unsigned) (sub / 1000), 6);
+    *o++ = 'Z';
+    *o = '\0';
+}
+
+static char *
+s_copy (const void *data, size_t size)
+{
+    char *copy = (char *) malloc (size + 1);
+    if (copy) {
+        if (size)
+            memcpy (copy, data, size);
+        copy[size] = '\0';
+    }
+    return copy;
+}
+
+static void
+s_row_free (store_row_t *row)
+{
+    free (row->topic);
+    free (row->body);
+    free (row->msg_id);
+    memset (row, 0, sizeof *row);
+}
+
+/* Sorts the body into its column and finds its msg_id. JSON is any JSON
+   text (RFC 8259, a scalar too) that jansson reads without its extensions:
+   no \u0000, integers within 64 bits. */
+static void
+s_classify (store_row_t *row)
+{
+    row->kind = STORE_BODY_BYTES;
+    if (memchr (row->body, '\0', row->body_size)
+        || !fh_utf8_valid (row->body, row->body_size))
+        return;
+    row->kind = STORE_BODY_TEXT;
+    json_error_t error;
+    json_t *root = json_loadb (row->body, row->body_size, JSON_DECODE_ANY,
+                               &error);
+    if (!root)
+        return;
+    row->kind = STORE_BODY_JSON;
+    json_t *id = json_object_get (root, "msg_id"); /* NULL unless object */
+    if (json_is_string (id)) {
+        size_t size = json_string_length (id);
+        /* An empty msg_id would make every other empty one a duplicate. */
+        if (size > 0 && size <= STORE_MSG_ID_MAX)
+            row->msg_id = s_copy (json_string_value (id), size);
+    }
+    json_decref (root);
+}
+
+/* Builds the plugin's own copy of a message; -1 when out of memory. */
+static int
+s_row_make (store_state_t *self, const fanhub_msg_t *msg, store_row_t *row)
+{
+    const fanhub_host_t *host = self->host;
+    fanhub_bytes_t topic = host->msg_topic (msg);
+    fanhub_bytes_t body = host->msg_body (msg);
+    memset (row, 0, sizeof *row);
+    row->seq = host->msg_seq (msg);
+    s_format_time (row->received_at, host->msg_received_ns (msg));
+    row->topic = s_copy (topic.data, topic.size);
+    row->topic_size = topic.size;
+    row->body = s_copy (body.data, body.size);
+    row->body_size = body.size;
+    if (!row->topic || !row->body) {
+        s_row_free (row);
+        return -1;
+    }
+    s_classify (row);
+    return 0;
+}
+
+static void
+s_clear_rows (store_state_t *self)
+{
+    for (size_t i = 0; i < self->count; i++)
+        s_row_free (&self->rows[i]);
+    self->count = 0;
+    self->bytes = 0;
+}
+
+/* Logs why a message is answered FAIL, at most once per
+   STORE_REJECT_LOG_NS: a publisher that sends nothing but such messages
+   must not flood the log. */
+static void
+s_log_reject (store_state_t *self, const store_row_t *row, const char *why)
+{
+    int64_t now = s_now_ns ();
+    if (self->reject_log_ns && now - self->reject_log_ns < STORE_REJECT_LOG_NS) {
+        self->rejects_unlogged++;
+        return;
+    }
+    self->host->log (self->ctx, FANHUB_LOG_WARNING,
+                     "message %llu cannot be stored in %s: %s (%llu more "
+                     "not logged)",
+                     (unsigned long long) row->seq, s_display (self), why,
+                     (unsigned long long) self->rejects_unlogged);
+    self->reject_log_ns = now;
+    self->rejects_unlogged = 0;
+}
+
+/* The database refused rows[i] for its content: stores the body in a
+   plainer column (JSON as text, text as bytes), and when it is bytes
+   already, drops the row, loudly. */
+static void
+s_demote_row (store_state_t *self, size_t i, const char *why)
+{
+    static const char *const names[] = { "body_json", "body_text",
+                                         "body_bytes" };
+    store_row_t *row = &self->rows[i];
+    if (row->kind != STORE_BODY_BYTES) {
+        store_body_kind_t kind = (store_body_kind_t) (row->kind + 1);
+        self->host->log (self->ctx, FANHUB_LOG_WARNING,
+                         "message %llu: %s refused it with its body in %s "
+                         "(%s); storing the body in %s",
+                         (unsigned long long) row->seq, s_display (self),
+                         names[row->kind], why, names[kind]);
+        row->kind = kind;
+        return;
+    }
+    self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                     "message %llu (%.200s): %s refused it (%s); dropped",
+                     (unsigned long long) row->seq, row->topic,
+                     s_display (self), why);
+    if (self->in_consume && row->seq == self->current_seq)
+        self->current_dropped = true;
+    else
+        self->lost++;
+    self->bytes -= row->topic_size + row->body_size;
+    s_row_free (row);
+    memmove (&self->rows[i], &self->rows[i + 1],
+             (self->count - i - 1) * sizeof *self->rows);
+    self->count--;
+}
+
+/* Opens the connection; -1 with the reason in why. */
+static int
+s_connect (store_state_t *self, char *why, size_t whylen)
+{
+    if (self->db)
+        return 0;
+    bool retry_can_help;
+    self->db = self->backend->open (self->target, self->table, why, whylen,
+                                    &retry_can_help);
+    return self->db ? 0 : -1;
+}
+
+/* Marks the database unavailable; logs the first failure of a streak. */
+static void
+s_set_broken (store_state_t *self, const char *why)
+{
+    self->backend->close (&self->db);
+    int64_t now = s_now_ns ();
+    if (!self->broken) {
+        char keeping[96] = "";
+        if (self->count > 0)
+            snprintf (keeping, sizeof keeping,
+                      "keeping %zu messages to write again, and ",
+                      self->count);
+        self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                         "%s: %s; %sanswering RETRY until the database is "
+                         "back (logged once)",
+                         s_display (self), why, keeping);
+        self->broken = true;
+        self->retried = 0;
+        self->backoff_ns = STORE_BACKOFF_MIN_NS;
+    }
+    else {
+        self->host->log (self->ctx, FANHUB_LOG_DEBUG, "%s: still failing: %s",
+                         s_display (self), why);
+        self->backoff_ns *= 2;
+        if (self->backoff_ns > STORE_BACKOFF_MAX_NS)
+            self->backoff_ns = STORE_BACKOFF_MAX_NS;
+    }
+    self->next_try_ns = now + self->backoff_ns;
+}
+
+/* Writes the open batch in one transaction. On success the batch is empty
+   and the database no longer broken. On failure the batch is kept whole,
+   the reason is in why and the caller calls s_set_broken. */
+static int
+s_flush (store_state_t *self, char *why, size_t whylen)
+{
+    if (s_connect (self, why, whylen))
+        return -1;
+    size_t held = self->count;
+    while (self->count > 0) {
+        size_t bad = 0, inserted = 0;
+        store_db_rc_t rc
+            = self->backend->write (self->db, self->run, self->rows,
+                                    self->count, &bad, &inserted, why, whylen);
+        if (rc == STORE_DB_OK) {
+            self->stored += inserted;
+            self->duplicates += self->count - inserted;
+            s_clear_rows (self);
+            break;
+        }
+        if (rc == STORE_DB_BROKEN)
+            return -1;
+        /* Each refusal makes a row plainer or removes it: this ends. */
+        s_demote_row (self, bad < self->count ? bad : self->count - 1, why);
+    }
+    if (self->broken) {
+        self->host->log (self->ctx, FANHUB_LOG_INFO,
+                         "%s: available again; wrote the %zu kept messages, "
+                         "answered RETRY to %llu meanwhile",
+                         s_display (self), held,
+                         (unsigned long long) self->retried);
+        self->broken = false;
+    }
+    return 0;
+}
+
+/* Writes the batch when there is one, or only connects; marks the
+   database broken when that fails. */
+static int
+s_flush_or_break (store_state_t *self)
+{
+    char why[512];
+    if (s_flush (self, why, sizeof why) == 0)
+        return 0;
+    s_set_broken (self, why);
+    return -1;
+}
+
+/* While broken: tries again when the backoff allows. */
+static int
+s_recover (store_state_t *self)
+{
+    if (s_now_ns () < self->next_try_ns)
+        return -1;
+    return s_flush_or_break (self);
+}
+
+static fanhub_result_t
+s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
+{
+    if (self->broken && s_recover (self))
+        return FANHUB_RETRY;
+    /* A batch is written when full, and nothing is added while broken. */
+    assert (self->count < self->batch);
+    store_row_t *row = &self->rows[self->count];
+    if (s_row_make (self, msg, row))
+        return FANHUB_RETRY; /* out of memory: the hub keeps it */
+    char reason[256];
+    /* Both databases keep seq as a signed 64-bit integer; the hub counts
+       from 1, so this is for a broken host only. */
+    if (row->seq > INT64_MAX)
+        snprintf (reason, sizeof reason, "its seq is above 2^63 - 1");
+    if (row->seq > INT64_MAX
+        || self->backend->check_row (row, reason, sizeof reason)) {
+        s_log_reject (self, row, reason);
+        s_row_free (row);
+        self->rejected++;
+        return FANHUB_FAIL;
+    }
+    int64_t now = s_now_ns ();
+    if (self->count == 0)
+        self->first_ns = now;
+    self->count++;
+    self->bytes += row->topic_size + row->body_size;
+    if (self->count < self->batch && self->bytes < STORE_BATCH_BYTES
+        && now - self->first_ns < self->batch_ns)
+        return FANHUB_OK;
+
+    self->current_seq = row->seq;
+    self->current_dropped = false;
+    self->in_consume = true;
+    char why[512];
+    int rc = s_flush (self, why, sizeof why);
+    self->in_consume = false;
+    if (rc && !self->current_dropped) {
+        /* The batch stays for later; this message goes back to the hub.
+           It is the last row: nothing is added while broken, and rows the
+           database refused were taken out of the middle. */
+        row = &self->rows[--self->count];
+        self->bytes -= row->topic_size + row->body_size;
+        s_row_free (row);
+        s_set_broken (self, why);
+        return FANHUB_RETRY;
+    }
+    if (rc)
+        s_set_broken (self, why);
+    if (self->current_dropped) {
+        self->rejected++;
+        return FANHUB_FAIL;
+    }
+    return FANHUB_OK;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    store_state_t *self = (store_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    fanhub_result_t rc = s_consume_locked (self, msg);
+    if (rc == FANHUB_RETRY)
+        self->retried++;
+    pthread_mutex_unlock (&self->lock);
+    return rc;
+}
+
+static void
+s_idle (void *state)
+{
+    store_state_t *self = (store_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    if (self->broken)
+        s_recover (self);
+    else if (self->count > 0)
+        s_flush_or_break (self);
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void
+s_destroy (store_state_t *self)
+{
+    s_clear_rows (self);
+    self->backend->close (&self->db);
+    pthread_mutex_destroy (&self->lock);
+    free (self->rows);
+    free (self->target);
+    free (self);
+}
+
+static void
+s_fini (void *state)
+{
+    store_state_t *self = (store_state_t *) state;
+    pthread_mutex_lock (&self->lock);
+    char why[512];
+    if (self->count > 0 && s_flush (self, why, sizeof why)) {
+        uint64_t low = self->rows[0].seq, high = low;
+        for (size_t i = 0; i < self->count; i++) {
+            if (self->rows[i].seq < low)
+                low = self->rows[i].seq;
+            if (self->rows[i].seq > high)
+                high = self->rows[i].seq;
+        }
+        self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                         "%s: %zu messages (seq %llu to %llu) lost at "
+                         "shutdown: %s",
+                         s_display (self), self->count,
+                         (unsigned long long) low, (unsigned long long) high,
+                         why);
+        self->lost += self->count;
+    }
+    self->host->log (self->ctx, FANHUB_LOG_INFO,
+                     "%s: stored %llu messages, %llu already stored, %llu "
+                     "refused, %llu lost",
+                     s_display (self), (unsigned long long) self->stored,
+                     (unsigned long long) self->duplicates,
+                     (unsigned long long) self->rejected,
+                     (unsigned long long) self->lost);
+    pthread_mutex_unlock (&self->lock);
+    s_destroy (self);
+}
+
+/* A random positive 63-bit number naming this instance: (run, seq) is
+   unique for every message it stores. */
+static int64_t
+s_random_run (void)
+{
+    uint64_t v = 0;
+    if (getrandom (&v, sizeof v, 0) != (ssize_t) sizeof v) {
+        struct timespec ts;
+        clock_gettime (CLOCK_REALTIME, &ts);
+        v = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        v ^= (uint64_t) getpid () << 40;
+    }
+    v &= INT64_MAX;
+    return v ? (int64_t) v : 1;
+}
+
+/* -------------------------------------------------------------------------
+   Options */
+
+static const char *
+s_kind_name (fanhub_option_kind_t kind)
+{
+    switch (kind) {
+    case FANHUB_OPTION_SCALAR: return "a scalar";
+    case FANHUB_OPTION_LIST: return "a list";
+    case FANHUB_OPTION_MAP: return "a map";
+    }
+    return "nothing";
+}
+
+/* An integer option from lo to hi, decimal digits only. */
+static int
+s_option_int (const fanhub_host_t *host, const fanhub_option_t *node,
+              const char *key, long lo, long hi, long *out, char *err,
+              size_t errlen)
+{
+    fanhub_option_kind_t kind = host->option_kind (node);
+    const char *text = host->option_scalar (node);
+    bool ok = kind == FANHUB_OPTION_SCALAR && text && *text
+              && strlen (text) <= 9
+              && strspn (text, "0123456789") == strlen (text);
+    long v = ok ? strtol (text, NULL, 10) : 0;
+    if (ok && v >= lo && v <= hi) {
+        *out = v;
+        return 0;
+    }
+    if (kind == FANHUB_OPTION_SCALAR && text)
+        snprintf (err, errlen,
+                  "options.%s: expected an integer from %ld to %ld, got "
+                  "\"%s\" (%s)",
+                  key, lo, hi, text, host->option_where (node));
+    else
+        snprintf (err, errlen,
+                  "options.%s: expected an integer from %ld to %ld, got %s "
+                  "(%s)",
+                  key, lo, hi, s_kind_name (kind), host->option_where (node));
+    return -1;
+}
+
+/* A non-empty string option. */
+static int
+s_option_text (const fanhub_host_t *host, const fanhub_option_t *node,
+               const char *key, const char *expected, const char **out,
+               char *err, size_t errlen)
+{
+    fanhub_option_kind_t kind = host->option_kind (node);
+    const char *text = host->option_scalar (node);
+    if (kind != FANHUB_OPTION_SCALAR || !text) {
+        snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key,
+                  expected, s_kind_name (kind), host->option_where (node));
+        return -1;
+    }
+    if (!*text) {
+        snprintf (err, errlen, "options.%s: must not be empty (%s)", key,
+                  host->option_where (node));
+        return -1;
+    }
+    *out = text;
+    return 0;
+}
+
+static bool
+s_valid_table (const char *name)
+{
+    size_t len = strlen (name);
+    if (len == 0 || len > STORE_TABLE_MAX || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    return strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789_") == len;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    if (host->abi_major != FANHUB_ABI_MAJOR) {
+        snprintf (err, errlen, "store: host ABI %u, plugin built for %u",
+                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+        return -1;
+    }
+    const store_backend_t *backend = NULL;
+    const char *target = NULL;
+    const fanhub_option_t *target_node = NULL;
+    const char *target_key = NULL;
+    const char *table = "messages";
+    long batch = STORE_BATCH_DEFAULT;
+    long batch_ms = STORE_BATCH_MS_DEFAULT;
+
+    size_t count = options ? host->option_count (options) : 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *key = NULL;
+        const fanhub_option_t *node = host->option_at (options, i, &key);
+        const char *where = host->option_where (node);
+        if (!key)
+            key = "?";
+        if (strcmp (key, "sqlite") == 0 || strcmp (key, "postgres") == 0) {
+            bool sqlite = key[0] == 's';
+            if (target) {
+                snprintf (err, errlen,
+                          "options.%s: store writes to one database; "
+                          "options.%s is set already (%s)",
+                          key, target_key, where);
+                return -1;
+            }
+            if (s_option_text (host, node, key,
+                               sqlite ? "a file name" : "a conninfo string",
+                               &target, err, errlen))
+                return -1;
+            backend = sqlite ? &store_sqlite_backend : &store_pg_backend;
+            target_node = node;
+            target_key = key;
+        }
+        else if (strcmp (key, "table") == 0) {
+            if (s_option_text (host, node, key, "a table name", &table, err,
+                               errlen))
+                return -1;
+            if (!s_valid_table (table)) {
+                snprintf (err, errlen,
+                          "options.table: expected 1 to %d characters from "
+                          "a-z 0-9 _, not starting with a digit, got \"%s\" "
+                          "(%s)",
+                          STORE_TABLE_MAX, table, where);
+                return -1;
+            }
+        }
+        else if (strcmp (key, "batch") == 0) {
+            if (s_option_int (host, node, key, 1, STORE_BATCH_MAX, &batch, err,
+                              errlen))
+                return -1;
+        }
+        else if (strcmp (key, "batch_ms") == 0) {
+            if (s_option_int (host, node, key, 0, STORE_BATCH_MS_MAX,
+                              &batch_ms, err, errlen))
+                return -1;
+        }
+        else {
+            snprintf (err, errlen,
+                      "options.%s: unknown option; store takes sqlite, "
+                      "postgres, table, batch and batch_ms (%s)",
+                      key, where);
+            return -1;
+        }
+    }
+    if (!target) {
+        snprintf (err, errlen,
+                  "options: store needs a database: set sqlite (a file) or "
+                  "postgres (a conninfo) (%s)",
+                  options ? host->option_where (options) : "?");
+        return -1;
+    }
+    char why[512];
+    if (backend->check_target (target, why, sizeof why)) {
+        snprintf (err, errlen, "options.%s: %s (%s)", target_key, why,
+                  host->option_where (target_node));
+        return -1;
+    }
+
+    store_state_t *self = (store_state_t *) calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "store: out of memory");
+        return -1;
+    }
+    self->host = host;
+    self->ctx = ctx;
+    self->backend = backend;
+    snprintf (self->table, sizeof self->table, "%s", table);
+    self->batch = (size_t) batch;
+    self->batch_ns = (int64_t) batch_ms * 1000000;
+    self->run = s_random_run ();
+    self->target = strdup (target);
+    self->rows = (store_row_t *) calloc ((size_t) batch, sizeof *self->rows);
+    if (!self->target || !self->rows
+        || pthread_mutex_init (&self->lock, NULL) != 0) {
+        free (self->rows);
+        free (self->target);
+        free (self);
+        snprintf (err, errlen, "store: out of memory");
+        return -1;
+    }
+
+    /* The schema is made now, so that a database that refuses it (or a
+       file that cannot be created) stops the hub at start. One that cannot
+       be reached is a passing state, not a configuration error: the
+       consumer starts and answers RETRY until it can connect. */
+    bool retry_can_help = false;
+    self->db = backend->open (target, self->table, why, sizeof why,
+                              &retry_can_help);
+    if (!self->db && !retry_can_help) {
+        snprintf (err, errlen, "options.%s: %s%s%s (%s)", target_key,
+                  backend == &store_sqlite_backend ? target : "",
+                  backend == &store_sqlite_backend ? ": " : "", why,
+                  host->option_where (target_node));
+        s_destroy (self);
+        return -1;
+    }
+    if (!self->db)
+        s_set_broken (self, why);
+    else
+        host->log (ctx, FANHUB_LOG_INFO, "%s: storing in table %s as run %lld",
+                   s_display (self), self->table, (long long) self->run);
+    *state = self;
+    return 0;
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "store",
+    .version = "1.0",
+    .flags = FANHUB_CONSUMER_THREAD_SAFE,
+    .init = s_init,
+    .consume = s_consume,
+    .idle = s_idle,
+    .fini = s_fini,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}

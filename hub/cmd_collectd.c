@@ -1,0 +1,274 @@
+/*  cmd_collectd - `fanhub collectd`: the program for collectd's Exec plugin.
+
+    collectd starts it (as a non-root user: Exec refuses root) with
+    COLLECTD_HOSTNAME and COLLECTD_INTERVAL in its environment and reads
+    its stdout. Every interval it asks the hub for STATS over the control
+    socket and prints the snapshot as PUTVAL lines, flushed as one batch.
+
+    It is meant to run as long as collectd does, so it outlives the hub:
+    while the hub is down or restarting it prints nothing (collectd then
+    marks the values missing, which is the truth) and says so once on
+    stderr, which collectd logs, and once more when the hub is back. It
+    stops with status 0 on SIGTERM (collectd's way to stop it) or SIGINT,
+    and with status 1 when stdout is closed: collectd is gone, and if it
+    comes back it starts a new one.
+
+    Pacing uses absolute monotonic deadlines, so a slow answer does not
+    make the batches drift. SIGTERM and SIGINT are blocked and taken with
+    sigtimedwait while waiting for the next deadline: no signal is lost
+    between a check and a sleep, and the handler CZMQ installs when it
+    starts never sees them.
+*/
+#include "cli.h"
+#include "clock.h"
+#include "commands.h"
+#include "control.h"
+#include "stats_format.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define S_DEFAULT_INTERVAL 10.0 /* collectd's own default Interval */
+#define S_MAX_INTERVAL 86400.0
+#define S_MAX_TIMEOUT_MS 2000   /* the longest wait for one answer */
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub collectd [-c FILE | -e ENDPOINT] [--interval S] [--host NAME]\n"
+             "\n"
+             "A program for collectd's Exec plugin: every interval it asks the hub for\n"
+             "its figures through the control socket and prints them on stdout as\n"
+             "collectd PUTVAL lines (the values of docs/metrics.md: per consumer the\n"
+             "backlog as queue_length, interval latencies, completed/failed/dropped/\n"
+             "enqueued counters as derive). It keeps running while the hub is down or\n"
+             "restarting, printing nothing then and saying so once on stderr.\n"
+             "\n"
+             "  -c, --config FILE     find the hub's control endpoint in this config\n"
+             "                        (default: the built-in default configuration)\n"
+             "  -e, --endpoint EP     the control endpoint itself (ipc://PATH or\n"
+             "                        tcp://127.0.0.1:PORT)\n"
+             "  -i, --interval S      seconds between batches, also written as\n"
+             "                        interval= (default: $COLLECTD_INTERVAL, else 10)\n"
+             "      --host NAME       the host name of the values (default:\n"
+             "                        $COLLECTD_HOSTNAME, else this host's name)\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "With collectd (config/collectd/fanhub-exec.conf in fanhub's sources is a\n"
+             "ready snippet):\n"
+             "\n"
+             "  LoadPlugin exec\n"
+             "  <Plugin exec>\n"
+             "    Exec \"fanhub:fanhub\" \"/usr/bin/fanhub\" \"collectd\" \"-c\" \"/etc/fanhub/fanhub.yaml\"\n"
+             "  </Plugin>\n"
+             "\n"
+             "collectd refuses to run Exec programs as root: name a user (and group)\n"
+             "that may use the hub's control socket (an ipc:// socket is mode 0660,\n"
+             "owned by the hub's user). Set `control:` in the hub's configuration:\n"
+             "its default depends on $RUNTIME_DIRECTORY and $XDG_RUNTIME_DIR, which\n"
+             "are not the same for the hub's service and for collectd.\n"
+             "\n"
+             "Exit status: 0 on SIGTERM or SIGINT, 1 when stdout is closed (collectd\n"
+             "went away), 2 bad usage or configuration.\n");
+}
+
+/* Seconds from 0.001 to one day; -1 when text is not that. */
+static double
+s_parse_interval (const char *text)
+{
+    char *end;
+    errno = 0;
+    double value = text && *text ? strtod (text, &end) : -1;
+    if (!text || !*text || *end || errno || !isfinite (value) || value < 0.001
+        || value > S_MAX_INTERVAL)
+        return -1;
+    return value;
+}
+
+/* True when stdout is a pipe whose reader is gone. Only asked when there
+   was nothing to print, which is when no write would tell. */
+static bool
+s_stdout_gone (void)
+{
+    struct pollfd item = {STDOUT_FILENO, 0, 0};
+    return poll (&item, 1, 0) == 1 && (item.revents & (POLLERR | POLLHUP));
+}
+
+/* Asks for one snapshot and prints it. Returns -1 when stdout is gone. */
+static int
+s_batch (const char *endpoint, const char *host, double interval, int timeout_ms, bool *down)
+{
+    char err[1024];
+    char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
+    json_t *snapshot = NULL;
+    if (answer && strncmp (answer, "ERROR", 5) == 0)
+        snprintf (err, sizeof err, "%s: the hub answered: %.200s", endpoint, answer);
+    else if (answer) {
+        json_error_t error;
+        snapshot = json_loads (answer, 0, &error);
+        if (!json_is_object (snapshot)) {
+            snprintf (err, sizeof err, "%s: the answer is not a stats snapshot: %s", endpoint,
+                      snapshot ? "not a JSON object" : error.text);
+            json_decref (snapshot);
+            snapshot = NULL;
+        }
+    }
+    free (answer);
+    if (!snapshot) {
+        if (!*down)
+            fprintf (stderr, "fanhub collectd: %s; printing nothing until the hub "
+                     "answers\n", err);
+        *down = true;
+        return s_stdout_gone () ? -1 : 0;
+    }
+    if (*down)
+        fprintf (stderr, "fanhub collectd: the hub answers again on %s\n", endpoint);
+    *down = false;
+    char *text = fh_stats_format_collectd (snapshot, host, interval, 0);
+    json_decref (snapshot);
+    if (!text) {
+        fprintf (stderr, "fanhub collectd: out of memory; this batch is not printed\n");
+        return 0;
+    }
+    errno = 0;
+    int rc = fputs (text, stdout);
+    free (text);
+    if (rc == EOF || fflush (stdout) == EOF || ferror (stdout)) {
+        int error = errno;
+        fprintf (stderr, "fanhub collectd: cannot write to stdout: %s%s\n",
+                 error ? strerror (error) : "write error",
+                 error == EPIPE ? " (collectd went away)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits until the monotonic deadline; true when a stop signal came. */
+static bool
+s_wait_until (const sigset_t *stop, int64_t deadline_ns)
+{
+    while (true) {
+        /* At least one look, even when the deadline has passed: a signal
+           that came during the batch is pending now. */
+        int64_t left = deadline_ns - fh_clock_mono_ns ();
+        if (left < 0)
+            left = 0;
+        struct timespec timeout = {(time_t) (left / 1000000000), (long) (left % 1000000000)};
+        if (sigtimedwait (stop, NULL, &timeout) > 0)
+            return true;
+        /* EAGAIN: the time is up; EINTR: another signal's handler ran. */
+        if (left == 0)
+            return false;
+    }
+}
+
+int
+fh_cmd_collectd (int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"interval", required_argument, NULL, 'i'},
+        {"host", required_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *endpoint = NULL, *host = getenv ("COLLECTD_HOSTNAME");
+    const char *interval_text = getenv ("COLLECTD_INTERVAL");
+    const char *interval_from = "COLLECTD_INTERVAL";
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "c:e:i:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': path = optarg; break;
+        case 'e': endpoint = optarg; break;
+        case 'i':
+            interval_text = optarg;
+            interval_from = "--interval";
+            break;
+        case 'H': host = optarg; break;
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default: fprintf (stderr, "try 'fanhub collectd --help'\n"); return FH_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "fanhub collectd: unexpected argument '%s'; try 'fanhub collectd "
+                 "--help'\n", argv[optind]);
+        return FH_EXIT_USAGE;
+    }
+    if (path && endpoint) {
+        fprintf (stderr, "fanhub collectd: give -c or -e, not both; try 'fanhub collectd "
+                 "--help'\n");
+        return FH_EXIT_USAGE;
+    }
+    double interval = interval_text ? s_parse_interval (interval_text) : S_DEFAULT_INTERVAL;
+    if (interval < 0) {
+        fprintf (stderr, "fanhub collectd: %s: expected seconds from 0.001 to %g, got '%s'\n",
+                 interval_from, S_MAX_INTERVAL, interval_text);
+        return FH_EXIT_USAGE;
+    }
+    char hostname[256];
+    if (!host || !*host) {
+        if (gethostname (hostname, sizeof hostname) != 0)
+            snprintf (hostname, sizeof hostname, "localhost");
+        hostname[sizeof hostname - 1] = '\0';
+        host = hostname;
+    }
+    char err[2048];
+    fh_config_t *config = NULL;
+    if (!endpoint) {
+        config = fh_cli_load_config (path, err, sizeof err);
+        if (!config) {
+            fprintf (stderr, "fanhub collectd: %s\n", err);
+            return FH_EXIT_USAGE;
+        }
+        endpoint = config->control;
+    }
+
+    /* Before any thread exists (CZMQ starts its own on the first socket),
+       so that every thread inherits the mask and the signals stay pending
+       for sigtimedwait. */
+    sigset_t stop;
+    sigemptyset (&stop);
+    sigaddset (&stop, SIGTERM);
+    sigaddset (&stop, SIGINT);
+    sigprocmask (SIG_BLOCK, &stop, NULL);
+    /* A write to a closed pipe is an EPIPE to report, not a silent death. */
+    signal (SIGPIPE, SIG_IGN);
+
+    int64_t interval_ns = llround (interval * 1e9);
+    int timeout_ms = interval * 1000 < S_MAX_TIMEOUT_MS ? (int) ceil (interval * 1000)
+                                                        : S_MAX_TIMEOUT_MS;
+    if (timeout_ms < 100)
+        timeout_ms = 100;
+    int status = FH_EXIT_OK;
+    bool down = false;
+    int64_t next = fh_clock_mono_ns ();
+    while (true) {
+        if (s_batch (endpoint, host, interval, timeout_ms, &down) != 0) {
+            status = FH_EXIT_FAILURE;
+            break;
+        }
+        /* The next point of the grid that is still ahead: a batch that
+           took longer than an interval skips points rather than bursts. */
+        int64_t now = fh_clock_mono_ns ();
+        next += interval_ns;
+        if (next <= now)
+            next += ((now - next) / interval_ns + 1) * interval_ns;
+        if (s_wait_until (&stop, next))
+            break;
+    }
+    fh_config_destroy (&config);
+    return status;
+}

@@ -1,0 +1,425 @@
+/*  cmd_dead_letter - `fanhub dead-letter`: a consumer's dead letters.
+
+    list and show read the store offline (state_dir/CONSUMER/dead-letter,
+    deadletter.h): they need neither a running hub nor its lock, and they
+    never change the store. An entry that cannot be read is shown with its
+    error and makes the exit status 1; the others are shown all the same.
+*/
+#include "cli.h"
+#include "commands.h"
+#include "deadletter.h"
+#include "utf8.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOPIC_COLUMN_MAX 60
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub dead-letter list [-c FILE | --state-dir DIR] [--json] CONSUMER\n"
+             "       fanhub dead-letter show [-c FILE | --state-dir DIR] [--json] CONSUMER ID\n"
+             "\n"
+             "A consumer's dead letters: messages it failed (FANHUB_FAIL) or gave up\n"
+             "on (retries used up), kept in STATE_DIR/CONSUMER/dead-letter/ with the\n"
+             "reason, the number of attempts and when the first and last were made.\n"
+             "Reads the store directly: the hub may be running or not.\n"
+             "\n"
+             "  list   one line per entry, oldest first: ID, hub sequence number,\n"
+             "         topic, body size in bytes, attempts, first and last attempt\n"
+             "         (RFC 3339, UTC), reason\n"
+             "  show   one entry's metadata, a blank line, then its body as stored\n"
+             "\n"
+             "  -c, --config FILE     take state_dir from this configuration\n"
+             "                        (default: the built-in default configuration)\n"
+             "      --state-dir DIR   the state directory itself\n"
+             "      --json            list: one JSON object per line; show: one JSON\n"
+             "                        object, the body as \"body\" (UTF-8) or\n"
+             "                        \"body_base64\"\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "Exit status: 0 ok, 1 an entry could not be read (or no such entry),\n"
+             "2 bad usage or configuration.\n");
+}
+
+/* RFC 3339 in UTC, with `digits` fraction digits (3 or 9); "-" for 0. */
+static void
+s_rfc3339 (int64_t ns, int digits, char *out, size_t size)
+{
+    if (ns == 0) {
+        snprintf (out, size, "-");
+        return;
+    }
+    int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        sec--;
+    }
+    time_t t = (time_t) sec;
+    struct tm tm;
+    if (!gmtime_r (&t, &tm)) {
+        snprintf (out, size, "%" PRId64 "ns", ns);
+        return;
+    }
+    char date[32];
+    strftime (date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (digits == 3)
+        snprintf (out, size, "%s.%03dZ", date, (int) (frac / 1000000));
+    else
+        snprintf (out, size, "%s.%09dZ", date, (int) frac);
+}
+
+/* Text for a terminal: control bytes become '?', and at most max bytes
+   (then "..."). */
+static void
+s_printable (const char *text, size_t len, size_t max, char *out, size_t size)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len && n + 4 < size; i++) {
+        if (i == max) {
+            memcpy (out + n, "...", 3);
+            n += 3;
+            break;
+        }
+        unsigned char c = (unsigned char) text[i];
+        out[n++] = c < 0x20 || c == 0x7f ? '?' : (char) c;
+    }
+    out[n] = '\0';
+}
+
+/* A JSON string of bytes that should be UTF-8; when they are not, the
+   bytes above ASCII become '?'. */
+static json_t *
+s_json_text (const char *text, size_t len)
+{
+    if (fh_utf8_valid (text, len))
+        return json_stringn (text, len);
+    char *copy = malloc (len + 1);
+    if (!copy)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        copy[i] = (unsigned char) text[i] < 0x80 ? text[i] : '?';
+    json_t *value = json_stringn (copy, len);
+    free (copy);
+    return value;
+}
+
+static json_t *
+s_json_time (int64_t ns)
+{
+    if (ns == 0)
+        return json_null ();
+    char text[64];
+    s_rfc3339 (ns, 9, text, sizeof text);
+    return json_string (text);
+}
+
+static json_t *
+s_entry_json (const fh_deadletter_entry_t *e)
+{
+    json_t *obj = json_object ();
+    json_object_set_new (obj, "id", json_string (e->id));
+    if (e->error) {
+        json_object_set_new (obj, "error", s_json_text (e->error, strlen (e->error)));
+        return obj;
+    }
+    json_object_set_new (obj, "consumer", s_json_text (e->consumer, strlen (e->consumer)));
+    json_object_set_new (obj, "seq", json_integer ((json_int_t) e->seq));
+    json_object_set_new (obj, "topic", s_json_text (e->topic, e->topic_len));
+    json_object_set_new (obj, "size", json_integer ((json_int_t) e->body_bytes));
+    json_object_set_new (obj, "frames", json_integer ((json_int_t) e->frame_count));
+    json_object_set_new (obj, "total_bytes", json_integer ((json_int_t) e->total_bytes));
+    json_object_set_new (obj, "attempts", json_integer ((json_int_t) e->attempts));
+    json_object_set_new (obj, "received", s_json_time (e->received_wall_ns));
+    json_object_set_new (obj, "first_attempt", s_json_time (e->first_attempt_ns));
+    json_object_set_new (obj, "last_attempt", s_json_time (e->last_attempt_ns));
+    json_object_set_new (obj, "received_ns", json_integer (e->received_wall_ns));
+    json_object_set_new (obj, "first_attempt_ns", json_integer (e->first_attempt_ns));
+    json_object_set_new (obj, "last_attempt_ns", json_integer (e->last_attempt_ns));
+    json_object_set_new (obj, "reason", s_json_text (e->reason, strlen (e->reason)));
+    return obj;
+}
+
+static int
+s_print_json (json_t *obj)
+{
+    char *text = obj ? json_dumps (obj, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref (obj);
+    if (!text) {
+        fprintf (stderr, "fanhub dead-letter: out of memory\n");
+        return -1;
+    }
+    puts (text);
+    free (text);
+    return 0;
+}
+
+static int
+s_list (fh_deadletter_t *store, const char *dir, bool json)
+{
+    fh_deadletter_entry_t *entries;
+    size_t count;
+    char err[1024];
+    if (fh_deadletter_list (store, &entries, &count, err, sizeof err) != 0) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    size_t damaged = 0;
+    for (size_t i = 0; i < count; i++)
+        damaged += entries[i].error != NULL;
+    if (json) {
+        for (size_t i = 0; i < count; i++)
+            if (s_print_json (s_entry_json (&entries[i])) != 0)
+                break;
+    }
+    else if (count == 0)
+        fprintf (stderr, "fanhub dead-letter: no dead letters in %s\n", dir);
+    else {
+        /* Column widths from the data; the reason, last, runs on. */
+        int w_seq = 3, w_topic = 5, w_size = 4, w_attempts = 8;
+        char cell[256];
+        for (size_t i = 0; i < count; i++) {
+            const fh_deadletter_entry_t *e = &entries[i];
+            if (e->error)
+                continue;
+            int n = snprintf (cell, sizeof cell, "%" PRIu64, e->seq);
+            w_seq = n > w_seq ? n : w_seq;
+            s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, cell, sizeof cell);
+            n = (int) strlen (cell);
+            w_topic = n > w_topic ? n : w_topic;
+            n = snprintf (cell, sizeof cell, "%" PRIu64, e->body_bytes);
+            w_size = n > w_size ? n : w_size;
+        }
+        printf ("%-16s  %*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", "ID", w_seq, "SEQ", w_topic,
+                "TOPIC", w_size, "SIZE", w_attempts, "ATTEMPTS", "FIRST ATTEMPT",
+                "LAST ATTEMPT", "REASON");
+        for (size_t i = 0; i < count; i++) {
+            const fh_deadletter_entry_t *e = &entries[i];
+            char reason[1024];
+            if (e->error) {
+                s_printable (e->error, strlen (e->error), 512, reason, sizeof reason);
+                printf ("%-16s  %*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", e->id, w_seq, "-",
+                        w_topic, "-", w_size, "-", w_attempts, "-", "-", "-", reason);
+                continue;
+            }
+            char topic[256], first[64], last[64];
+            s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, topic, sizeof topic);
+            s_printable (e->reason, strlen (e->reason), 512, reason, sizeof reason);
+            s_rfc3339 (e->first_attempt_ns, 3, first, sizeof first);
+            s_rfc3339 (e->last_attempt_ns, 3, last, sizeof last);
+            printf ("%-16s  %*" PRIu64 "  %-*s  %*" PRIu64 "  %*" PRIu32 "  %-24s  %-24s  %s\n",
+                    e->id, w_seq, e->seq, w_topic, topic, w_size, e->body_bytes, w_attempts,
+                    e->attempts, first, last, reason);
+        }
+    }
+    fh_deadletter_entries_free (entries, count);
+    if (damaged) {
+        fprintf (stderr, "fanhub dead-letter: %zu entr%s in %s could not be read\n", damaged,
+                 damaged == 1 ? "y" : "ies", dir);
+        return FH_EXIT_FAILURE;
+    }
+    return FH_EXIT_OK;
+}
+
+static char *
+s_base64 (const uint8_t *data, size_t size)
+{
+    static const char digits[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc ((size + 2) / 3 * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < size; i += 3) {
+        uint32_t v = (uint32_t) data[i] << 16;
+        if (i + 1 < size)
+            v |= (uint32_t) data[i + 1] << 8;
+        if (i + 2 < size)
+            v |= data[i + 2];
+        out[n++] = digits[v >> 18 & 63];
+        out[n++] = digits[v >> 12 & 63];
+        out[n++] = i + 1 < size ? digits[v >> 6 & 63] : '=';
+        out[n++] = i + 2 < size ? digits[v & 63] : '=';
+    }
+    out[n] = '\0';
+    return out;
+}
+
+static int
+s_show (fh_deadletter_t *store, const char *id, bool json)
+{
+    fh_deadletter_entry_t e;
+    char err[1024];
+    if (fh_deadletter_load (store, id, &e, err, sizeof err) != 0) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    fanhub_bytes_t body = e.frame_count > 1 ? e.frames[1] : (fanhub_bytes_t){"", 0};
+    int status = FH_EXIT_OK;
+    if (json) {
+        json_t *obj = s_entry_json (&e);
+        if (fh_utf8_valid (body.data, body.size))
+            json_object_set_new (obj, "body", json_stringn (body.data, body.size));
+        else {
+            char *encoded = s_base64 (body.data, body.size);
+            json_object_set_new (obj, "body_base64", encoded ? json_string (encoded) : NULL);
+            free (encoded);
+        }
+        if (s_print_json (obj) != 0)
+            status = FH_EXIT_FAILURE;
+    }
+    else {
+        char text[1024], when[64];
+        printf ("id:             %s\n", e.id);
+        s_printable (e.consumer, strlen (e.consumer), 255, text, sizeof text);
+        printf ("consumer:       %s\n", text);
+        printf ("seq:            %" PRIu64 "\n", e.seq);
+        s_printable (e.topic, e.topic_len, 512, text, sizeof text);
+        printf ("topic:          %s\n", text);
+        s_rfc3339 (e.received_wall_ns, 9, when, sizeof when);
+        printf ("received:       %s\n", when);
+        printf ("attempts:       %" PRIu32 "\n", e.attempts);
+        s_rfc3339 (e.first_attempt_ns, 9, when, sizeof when);
+        printf ("first attempt:  %s\n", when);
+        s_rfc3339 (e.last_attempt_ns, 9, when, sizeof when);
+        printf ("last attempt:   %s\n", when);
+        s_printable (e.reason, strlen (e.reason), 1000, text, sizeof text);
+        printf ("reason:         %s\n", text);
+        printf ("frames:         %" PRIu32 " (%" PRIu64 " bytes in all)\n", e.frame_count,
+                e.total_bytes);
+        printf ("body:           %zu bytes\n\n", body.size);
+        fwrite (body.data, 1, body.size, stdout);
+        if (body.size && ((const char *) body.data)[body.size - 1] != '\n' && isatty (1))
+            putchar ('\n');
+    }
+    fh_deadletter_entry_clear (&e);
+    if (fflush (stdout) != 0)
+        status = FH_EXIT_FAILURE;
+    return status;
+}
+
+static bool
+s_consumer_name_ok (const char *name)
+{
+    if (!*name || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')
+              || *p == '_' || *p == '.' || *p == '-'))
+            return false;
+    return true;
+}
+
+int
+fh_cmd_dead_letter (int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage (stderr);
+        return FH_EXIT_USAGE;
+    }
+    const char *action = argv[1];
+    if (strcmp (action, "--help") == 0 || strcmp (action, "-h") == 0) {
+        s_usage (stdout);
+        return FH_EXIT_OK;
+    }
+    bool show = strcmp (action, "show") == 0;
+    if (!show && strcmp (action, "list") != 0) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not an action (list, show); try "
+                 "'fanhub dead-letter --help'\n", action);
+        return FH_EXIT_USAGE;
+    }
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"state-dir", required_argument, NULL, 'S'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *state_dir = NULL;
+    bool json = false;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc - 1, argv + 1, "c:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c': path = optarg; break;
+        case 'S': state_dir = optarg; break;
+        case 'j': json = true; break;
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default: fprintf (stderr, "try 'fanhub dead-letter --help'\n"); return FH_EXIT_USAGE;
+        }
+    }
+    int wanted = show ? 2 : 1;
+    if (argc - 1 - optind != wanted) {
+        fprintf (stderr, "fanhub dead-letter %s: expected %s; try 'fanhub dead-letter "
+                 "--help'\n", action, show ? "CONSUMER ID" : "CONSUMER");
+        return FH_EXIT_USAGE;
+    }
+    const char *consumer = argv[1 + optind];
+    const char *id = show ? argv[2 + optind] : NULL;
+    if (path && state_dir) {
+        fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
+        return FH_EXIT_USAGE;
+    }
+    if (!s_consumer_name_ok (consumer)) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not a consumer name ([A-Za-z0-9_.-]+)\n",
+                 consumer);
+        return FH_EXIT_USAGE;
+    }
+    if (id && !fh_deadletter_id_valid (id)) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not an entry ID (16 hex digits, as "
+                 "'fanhub dead-letter list' shows them)\n", id);
+        return FH_EXIT_USAGE;
+    }
+
+    char err[2048];
+    fh_config_t *config = NULL;
+    if (!state_dir) {
+        config = fh_cli_load_config (path, err, sizeof err);
+        if (!config) {
+            fprintf (stderr, "fanhub dead-letter: %s\n", err);
+            return FH_EXIT_USAGE;
+        }
+        if (!config->state_dir) {
+            fprintf (stderr, "fanhub dead-letter: %s: no state_dir: dead letters are kept "
+                     "only with a state_dir\n", config->source);
+            fh_config_destroy (&config);
+            return FH_EXIT_USAGE;
+        }
+        state_dir = config->state_dir;
+        bool known = false;
+        for (size_t i = 0; i < config->consumer_count; i++)
+            known |= strcmp (config->consumers[i].name, consumer) == 0;
+        if (!known)
+            fprintf (stderr, "fanhub dead-letter: note: %s has no consumer '%s'\n",
+                     config->source, consumer);
+    }
+    size_t dirlen = strlen (state_dir) + strlen (consumer) + sizeof FH_DEADLETTER_SUBDIR + 2;
+    char *dir = malloc (dirlen);
+    if (!dir) {
+        fh_config_destroy (&config);
+        fprintf (stderr, "fanhub dead-letter: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    snprintf (dir, dirlen, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, consumer);
+    int status;
+    fh_deadletter_t *store = fh_deadletter_open (dir, NULL, false, err, sizeof err);
+    if (!store) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        status = FH_EXIT_FAILURE;
+    }
+    else
+        status = show ? s_show (store, id, json) : s_list (store, dir, json);
+    fh_deadletter_close (&store);
+    free (dir);
+    fh_config_destroy (&config);
+    return status;
+}

@@ -1,0 +1,37 @@
+/*  collectd_push - the hub pushes its figures to collectd's unixsock plugin.
+
+    When metrics.collectd.socket is set, every metrics.collectd.interval
+    (default: metrics.interval) the control actor calls
+    fh_collectd_push_tick, which sends the PUTVAL lines of the snapshot
+    (fh_stats_format_collectd) over the Unix stream socket and reads
+    collectd's reply to each ("0 Success: ..." or "-1 ..."). It never
+    blocks the message path: it runs on the control actor's thread, with
+    short socket timeouts. It reconnects after collectd restarts, sends
+    with MSG_NOSIGNAL, and logs a refused value or a lost connection once
+    (not every interval) until it works again.
+*/
+#ifndef FH_COLLECTD_PUSH_H_INCLUDED
+#define FH_COLLECTD_PUSH_H_INCLUDED
+
+#include "stats.h"
+
+#include <stdint.h>
+
+typedef struct fh_collectd_push fh_collectd_push_t;
+
+/* NULL when metrics.collectd.socket is not set (or out of memory). Does
+   not connect yet. */
+fh_collectd_push_t *fh_collectd_push_new (const fh_config_t *config);
+void fh_collectd_push_destroy (fh_collectd_push_t **self_p);
+/* Pushes one batch when its interval has passed since the last one. */
+void fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_ns);
+
+/* For tests (tick's second half): sends ready PUTVAL lines, each ending in
+   '\n', connecting first when not connected, and reads collectd's reply to
+   each. Returns how many values collectd refused (0: it took them all), or
+   -1 when the connection failed (it is then closed; the next call connects
+   again). Logs as tick does: a failure or a refusal once, until it is
+   over. */
+int fh_collectd_push_send (fh_collectd_push_t *self, const char *lines);
+
+#endif

@@ -1,0 +1,322 @@
+/*  prometheus_http - serves GET /metrics over HTTP. See prometheus_http.h.
+
+    The listening socket is made here (getaddrinfo, socket, bind, listen)
+    and handed to libmicrohttpd with MHD_OPTION_LISTEN_SOCKET rather than
+    letting MHD bind an address itself: MHD only says "it failed", and an
+    operator needs to read "127.0.0.1:9464: Address already in use". The
+    daemon runs one internal polling thread, so requests are answered one
+    at a time; each asks the control socket for STATS (at most 2 s), so a
+    wedged hub answers 503 instead of hanging the scraper.
+
+    Routes:
+        GET|HEAD /metrics  200, the Prometheus text (format 0.0.4), or 503
+                           with one line saying why when the control
+                           socket does not answer with a snapshot
+        GET|HEAD /         200, a small HTML page linking to /metrics
+        GET|HEAD other     404
+        other methods      405 with "Allow: GET, HEAD" (HEAD comes with
+                           GET in HTTP; MHD leaves the body out for it)
+*/
+#include "prometheus_http.h"
+
+#include "control.h"
+#include "log.h"
+#include "stats_format.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define STATS_TIMEOUT_MS 2000
+#define CONNECTION_TIMEOUT_S 10 /* an idle or slow client is dropped */
+#define CONNECTION_LIMIT 64
+#define LISTEN_BACKLOG 64
+
+#define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
+#define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
+#define CONTENT_TYPE_HTML "text/html; charset=utf-8"
+
+struct fh_prometheus_http {
+    struct MHD_Daemon *daemon;
+    char *control;  /* the control endpoint to ask for STATS */
+    char *listen;   /* HOST:PORT as configured, for messages */
+};
+
+static const char s_index_page[] =
+    "<!DOCTYPE html>\n"
+    "<html><head><meta charset=\"utf-8\"><title>fanhub</title></head>\n"
+    "<body><h1>fanhub</h1>\n"
+    "<p><a href=\"/metrics\">/metrics</a>: the hub's figures in the "
+    "Prometheus text format.</p>\n"
+    "</body></html>\n";
+
+/* Queues a response whose body is text, copied (MHD frees the copy). */
+static enum MHD_Result
+s_respond (struct MHD_Connection *connection, unsigned status, const char *content_type,
+           const char *text, size_t size, bool allow)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer (
+        size, (void *) text, MHD_RESPMEM_MUST_COPY);
+    if (!response)
+        return MHD_NO; /* out of memory: MHD closes the connection */
+    enum MHD_Result ok = MHD_add_response_header (response, MHD_HTTP_HEADER_CONTENT_TYPE,
+                                                  content_type);
+    if (ok == MHD_YES && allow)
+        ok = MHD_add_response_header (response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    if (ok == MHD_YES)
+        ok = MHD_queue_response (connection, status, response);
+    MHD_destroy_response (response);
+    return ok;
+}
+
+static enum MHD_Result
+s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow,
+                const char *fmt, ...) FANHUB_PRINTF (4, 5);
+
+/* A one-line text/plain answer (errors, 404, 405). */
+static enum MHD_Result
+s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow,
+                const char *fmt, ...)
+{
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    int n = vsnprintf (line, sizeof line - 1, fmt, args);
+    va_end (args);
+    size_t len = n < 0 ? 0 : (size_t) n < sizeof line - 1 ? (size_t) n : sizeof line - 2;
+    /* One line: a newline inside the reason (from a peer) would split it. */
+    for (size_t i = 0; i < len; i++)
+        if (line[i] == '\n' || line[i] == '\r')
+            line[i] = ' ';
+    line[len++] = '\n';
+    line[len] = '\0';
+    return s_respond (connection, status, CONTENT_TYPE_TEXT, line, len, allow);
+}
+
+/* GET /metrics: a fresh snapshot from the control socket, as text. */
+static enum MHD_Result
+s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
+{
+    char err[512];
+    char *answer = fh_control_call (self->control, "STATS", STATS_TIMEOUT_MS, err,
+                                    sizeof err);
+    if (!answer)
+        return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
+                               "fanhub: cannot read the hub's stats: %s", err);
+    if (strncmp (answer, "ERROR ", 6) == 0) {
+        enum MHD_Result ok = s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
+                                             "fanhub: the control socket answered: %s",
+                                             answer);
+        free (answer);
+        return ok;
+    }
+    json_error_t jerr;
+    json_t *stats = json_loads (answer, 0, &jerr);
+    free (answer);
+    if (!json_is_object (stats)) {
+        json_decref (stats);
+        return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
+                               "fanhub: the control socket answered something that is "
+                               "not a stats snapshot: %s",
+                               stats ? "not a JSON object" : jerr.text);
+    }
+    char *text = fh_stats_format_prometheus (stats);
+    json_decref (stats);
+    if (!text)
+        return s_respond_line (connection, MHD_HTTP_INTERNAL_SERVER_ERROR, false,
+                               "fanhub: out of memory");
+    enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_METRICS, text,
+                                    strlen (text), false);
+    free (text);
+    return ok;
+}
+
+/* MHD's request callback, on the daemon's thread. MHD calls it once when
+   the headers are in, then for each piece of a body, then once more.
+   Another method is refused at once, so its body is never read (MHD then
+   closes the connection); GET and HEAD answer on the last call, which
+   lets MHD keep the connection alive for the scraper's next visit. */
+static enum MHD_Result
+s_handle (void *cls, struct MHD_Connection *connection, const char *url,
+          const char *method, const char *version, const char *upload_data,
+          size_t *upload_data_size, void **con_cls)
+{
+    static int s_headers_seen;
+    (void) version;
+    (void) upload_data;
+    fh_prometheus_http_t *self = cls;
+    bool get = strcmp (method, MHD_HTTP_METHOD_GET) == 0
+               || strcmp (method, MHD_HTTP_METHOD_HEAD) == 0;
+    if (!get)
+        return s_respond_line (connection, MHD_HTTP_METHOD_NOT_ALLOWED, true,
+                               "fanhub: method not allowed: use GET");
+    if (!*con_cls) {
+        *con_cls = &s_headers_seen;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        *upload_data_size = 0; /* a GET with a body: ignored */
+        return MHD_YES;
+    }
+    if (strcmp (url, "/metrics") == 0)
+        return s_serve_metrics (self, connection);
+    if (strcmp (url, "/") == 0)
+        return s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_HTML, s_index_page,
+                          sizeof s_index_page - 1, false);
+    return s_respond_line (connection, MHD_HTTP_NOT_FOUND, false,
+                           "fanhub: not found: the metrics are at /metrics");
+}
+
+static void s_mhd_log (void *cls, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
+
+/* MHD's own complaints (a failed accept, a broken client) go to our log. */
+static void
+s_mhd_log (void *cls, const char *fmt, va_list args)
+{
+    fh_prometheus_http_t *self = cls;
+    char line[512];
+    vsnprintf (line, sizeof line, fmt, args);
+    size_t len = strlen (line);
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    fh_warning ("prometheus: %s: %s", self->listen, line);
+}
+
+/* Splits HOST:PORT (HOST may be [IPv6]) into host and port; host "*" or
+   empty means every address. Returns 0, or -1 when the text has no port. */
+static int
+s_split (const char *address, char *host, size_t hostlen, char *port, size_t portlen)
+{
+    const char *colon = strrchr (address, ':');
+    if (!colon || !colon[1])
+        return -1;
+    const char *start = address, *end = colon;
+    if (*start == '[') {
+        if (end[-1] != ']')
+            return -1;
+        start++;
+        end--;
+    }
+    size_t len = (size_t) (end - start);
+    if (len >= hostlen || strlen (colon + 1) >= portlen)
+        return -1;
+    memcpy (host, start, len);
+    host[len] = '\0';
+    snprintf (port, portlen, "%s", colon + 1);
+    return 0;
+}
+
+/* Binds and listens on the first address of `address` that takes it.
+   Returns the socket, or -1 with one line in err. */
+static int
+s_listen (const char *address, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    if (s_split (address, host, sizeof host, port, sizeof port) != 0) {
+        snprintf (err, errlen, "prometheus: cannot listen on %s: expected HOST:PORT",
+                  address);
+        return -1;
+    }
+    bool any = host[0] == '\0' || strcmp (host, "*") == 0;
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC,
+        .ai_socktype = SOCK_STREAM,
+        .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+    };
+    struct addrinfo *addrs = NULL;
+    int rc = getaddrinfo (any ? NULL : host, port, &hints, &addrs);
+    if (rc != 0) {
+        snprintf (err, errlen, "prometheus: cannot listen on %s: %s", address,
+                  rc == EAI_SYSTEM ? strerror (errno) : gai_strerror (rc));
+        return -1;
+    }
+    int fd = -1, why = EADDRNOTAVAIL;
+    for (struct addrinfo *ai = addrs; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket (ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            why = errno;
+            continue;
+        }
+        /* A restarted hub must not wait out TIME_WAIT; a port that another
+           socket listens on still fails with EADDRINUSE. */
+        int one = 1;
+        (void) setsockopt (fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind (fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen (fd, LISTEN_BACKLOG) != 0) {
+            why = errno;
+            close (fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo (addrs);
+    if (fd < 0)
+        snprintf (err, errlen, "prometheus: cannot listen on %s: %s", address,
+                  strerror (why));
+    return fd;
+}
+
+fh_prometheus_http_t *
+fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
+{
+    if (errlen > 0)
+        err[0] = '\0';
+    if (!config->metrics.prometheus_listen)
+        return NULL;
+    fh_prometheus_http_t *self = calloc (1, sizeof *self);
+    if (self) {
+        self->control = strdup (config->control);
+        self->listen = strdup (config->metrics.prometheus_listen);
+    }
+    if (!self || !self->control || !self->listen) {
+        snprintf (err, errlen, "prometheus: out of memory");
+        fh_prometheus_http_destroy (&self);
+        return NULL;
+    }
+    int fd = s_listen (self->listen, err, errlen);
+    if (fd < 0) {
+        fh_prometheus_http_destroy (&self);
+        return NULL;
+    }
+    /* MHD owns fd from here: MHD_stop_daemon closes it. */
+    self->daemon = MHD_start_daemon (
+        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        s_handle, self,
+        /* First, or MHD complains on stderr about the options before it. */
+        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
+        MHD_OPTION_LISTEN_SOCKET, (MHD_socket) fd,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) CONNECTION_LIMIT, MHD_OPTION_END);
+    if (!self->daemon) {
+        /* Whether MHD closed fd on failure is not documented; leaking one
+           descriptor (the hub is about to exit) beats closing a number
+           another thread may have been given since. */
+        snprintf (err, errlen, "prometheus: cannot serve HTTP on %s: libmicrohttpd "
+                  "would not start (see the line above)", self->listen);
+        fh_prometheus_http_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void
+fh_prometheus_http_destroy (fh_prometheus_http_t **self_p)
+{
+    fh_prometheus_http_t *self = *self_p;
+    if (!self)
+        return;
+    /* Joins the daemon's thread: no request runs after this. */
+    if (self->daemon)
+        MHD_stop_daemon (self->daemon);
+    free (self->control);
+    free (self->listen);
+    free (self);
+    *self_p = NULL;
+}

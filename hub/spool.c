@@ -1,0 +1,1134 @@
+/*  spool - a consumer's disk queue. See spool.h for the contract.
+
+    Positions are (segment number, byte offset). Three of them matter:
+    the write end (w_seg, w_off: the appender's segment and how much of it
+    holds whole records), the read position (r: where the next read
+    starts) and the consumed position (c: persisted in the cursor file).
+    The appender publishes the write end under `lock` after each write(2)
+    completes, so the reader never reads past a whole record; a segment
+    below w_seg is sealed and is read to its end. Nothing does I/O while
+    holding `lock`.
+
+    Segments are numbered upwards and a number is never reused: after a
+    restart the writer starts at one past the highest segment or cursor
+    segment, so a stale cursor can never point into a newer file.
+
+    Damage is counted once. The start-up scan and the reader parse the
+    same bytes from the same position with the deterministic
+    fh_record_parse, so they meet the same damaged records and regions at
+    the same offsets: the scan counts them and remembers where they start
+    (`known`), and the reader does not count those again.
+*/
+#include "spool.h"
+
+#include "clock.h"
+#include "crc32c.h"
+#include "log.h"
+#include "spool_record.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define READ_CHUNK (256u * 1024)
+#define CURSOR_NAME "cursor"
+#define CURSOR_TMP_NAME "cursor.tmp"
+#define LOCK_NAME "lock"
+#define CURSOR_TAG "fanhub-spool-cursor 1 "
+#define SEG_NAME_LEN 26 /* "seg-" 16 hex ".spool" */
+#define LOG_INTERVAL_NS (10 * INT64_C (1000000000))
+#define NONE UINT64_MAX
+
+typedef struct {
+    uint64_t seg, off;
+} s_pos_t;
+
+/* Reads one segment through a buffer. */
+typedef struct {
+    int fd;            /* -1 until needed */
+    uint64_t seg;
+    uint64_t off;      /* where the next parse starts */
+    uint64_t limit;    /* how far the file may be read */
+    bool sealed;       /* limit is the segment's final size */
+    bool limit_known;  /* for a sealed segment: limit has been measured */
+    uint8_t *buf;
+    size_t cap;
+    uint64_t buf_pos;  /* buf holds the file's bytes [buf_pos, buf_pos + buf_len) */
+    size_t buf_len;
+    bool in_region;    /* inside a damaged region */
+    uint64_t region_start;
+    uint64_t passed;   /* bytes moved past (records and damage) */
+} s_reader_t;
+
+struct fh_spool {
+    char *dir;
+    int dir_fd;
+    int lock_fd;
+    uint64_t segment_bytes, max_bytes;
+    fh_spool_fsync_t fsync;
+    int64_t fsync_interval_ns, cursor_ns;
+    uint32_t cursor_records;
+
+    /* Shared by the appender, the reader and tick: held briefly. */
+    pthread_mutex_t lock;
+    uint64_t w_seg;       /* the appender's segment */
+    bool w_created;       /* its file exists */
+    uint64_t w_off;       /* whole records in it */
+    uint64_t *segs;       /* segment files on disk, ascending */
+    size_t seg_count, seg_cap;
+    uint64_t sync_from;   /* INTERVAL: first segment with unsynced appends */
+    bool unsynced, dir_unsynced;
+
+    /* The appender's. */
+    int w_fd;
+    uint8_t *w_buf;
+    size_t w_cap;
+    bool w_broken;        /* a failed write could not be undone: roll */
+    fh_ratelimit_t w_limit;
+
+    /* The reader's. */
+    s_reader_t r;
+    fanhub_bytes_t *frames;
+    uint32_t frame_cap;
+    uint64_t r_read;      /* records read since the last consumed */
+    s_pos_t *known;       /* damage counted by the scan, in file order */
+    size_t known_count, known_next, known_cap;
+    fh_ratelimit_t r_limit;
+
+    /* The cursor: the reader's consumed position, and the file. */
+    pthread_mutex_t cursor_lock;
+    uint64_t c_seg, c_off;
+    uint64_t c_written_seg, c_written_off;
+    bool c_written_valid; /* the file holds c_written_* */
+    uint64_t c_pending;   /* consumed records since the last write */
+    int64_t c_written_ns, c_retry_ns;
+    uint64_t deleted_below; /* segments below this are gone */
+    fh_ratelimit_t c_limit;
+
+    /* tick's. */
+    int64_t last_sync_ns;
+
+    atomic_uint_fast64_t records, bytes, corrupt;
+};
+
+static void
+s_seg_name (char *name, uint64_t seg)
+{
+    snprintf (name, SEG_NAME_LEN + 1, "seg-%016" PRIx64 ".spool", seg);
+}
+
+static bool
+s_seg_parse (const char *name, uint64_t *seg)
+{
+    if (strlen (name) != SEG_NAME_LEN || strncmp (name, "seg-", 4) != 0
+        || strcmp (name + 20, ".spool") != 0)
+        return false;
+    uint64_t value = 0;
+    for (int i = 4; i < 20; i++) {
+        char c = name[i];
+        int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (digit < 0)
+            return false;
+        value = value << 4 | (uint64_t) digit;
+    }
+    *seg = value;
+    return true;
+}
+
+static void
+s_sub_saturating (atomic_uint_fast64_t *counter, uint64_t amount)
+{
+    uint_fast64_t old = atomic_load (counter);
+    while (!atomic_compare_exchange_weak (counter, &old, old > amount ? old - amount : 0))
+        ;
+}
+
+/* Logs one line at most every LOG_INTERVAL_NS per limiter. */
+static void FANHUB_PRINTF (3, 4)
+s_log_limited (fh_ratelimit_t *limit, fanhub_log_level_t level, const char *fmt, ...)
+{
+    uint64_t suppressed;
+    if (!fh_ratelimit_allow (limit, fh_clock_mono_ns (), LOG_INTERVAL_NS, &suppressed))
+        return;
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line, sizeof line, fmt, args);
+    va_end (args);
+    if (suppressed)
+        fh_log (level, "%s (%" PRIu64 " more like it not shown)", line, suppressed);
+    else
+        fh_log (level, "%s", line);
+}
+
+static int
+s_mkdir_p (const char *dir, char *err, size_t errlen)
+{
+    char *path = strdup (dir);
+    if (!path) {
+        snprintf (err, errlen, "%s: out of memory", dir);
+        return -1;
+    }
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir (path, 0750) != 0 && errno != EEXIST) {
+            snprintf (err, errlen, "%s: cannot create directory: %s", path, strerror (errno));
+            free (path);
+            return -1;
+        }
+        *p = saved;
+        if (saved == '\0')
+            break;
+    }
+    free (path);
+    return 0;
+}
+
+/* Syncs the directory, so that names created, renamed or removed in it
+   survive a machine crash. */
+static int
+s_sync_dir (fh_spool_t *self)
+{
+    if (fsync (self->dir_fd) == 0)
+        return 0;
+    int saved = errno;
+    fh_error ("%s: fsync of the directory: %s", self->dir, strerror (saved));
+    errno = saved;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+static void
+s_reader_init (s_reader_t *r, uint64_t seg, uint64_t off)
+{
+    memset (r, 0, sizeof *r);
+    r->fd = -1;
+    r->seg = seg;
+    r->off = off;
+}
+
+static void
+s_reader_free (s_reader_t *r)
+{
+    if (r->fd >= 0)
+        close (r->fd);
+    r->fd = -1;
+    free (r->buf);
+    r->buf = NULL;
+    r->cap = r->buf_len = 0;
+}
+
+/* Parses at r->off, reading the file up to r->limit as needed. Never
+   returns FH_RECORD_NEED. -1 with errno when a read fails. */
+static int
+s_parse_next (s_reader_t *r, fh_record_status_t *status, size_t *size,
+              const uint8_t **payload, uint32_t *payload_len)
+{
+    for (;;) {
+        const uint8_t *p = NULL;
+        size_t avail = 0;
+        uint64_t buf_end = r->buf_pos + r->buf_len;
+        if (r->off >= r->buf_pos && r->off < buf_end) {
+            p = r->buf + (r->off - r->buf_pos);
+            avail = (size_t) (buf_end - r->off);
+        }
+        if (r->off >= r->limit)
+            avail = 0;
+        else if (avail > r->limit - r->off)
+            avail = (size_t) (r->limit - r->off);
+        bool at_end = r->off + avail >= r->limit;
+        *status = fh_record_parse (p, avail, at_end, size, payload, payload_len);
+        if (*status != FH_RECORD_NEED)
+            return 0;
+        /* Refill from r->off: at least what the parse asked for (it is at
+           most a verified header's record, so bounded), at most what may
+           be read. */
+        size_t want = *size > READ_CHUNK ? *size : READ_CHUNK;
+        if (want > r->limit - r->off)
+            want = (size_t) (r->limit - r->off);
+        if (want > r->cap) {
+            free (r->buf);
+            r->buf = malloc (want);
+            r->buf_len = 0;
+            if (!r->buf) {
+                r->cap = 0;
+                errno = ENOMEM;
+                return -1;
+            }
+            r->cap = want;
+        }
+        size_t got = 0;
+        while (got < want) {
+            ssize_t n = pread (r->fd, r->buf + got, want - got, (off_t) (r->off + got));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                r->buf_len = 0;
+                return -1;
+            }
+            if (n == 0)
+                break;
+            got += (size_t) n;
+        }
+        r->buf_pos = r->off;
+        r->buf_len = got;
+        if (got < want)
+            r->limit = r->off + got; /* shorter than it was: someone truncated it */
+    }
+}
+
+static bool
+s_pos_less (s_pos_t a, s_pos_t b)
+{
+    return a.seg < b.seg || (a.seg == b.seg && a.off < b.off);
+}
+
+/* Counts damage starting at (seg, off) once: the scan records it, the
+   reader skips what the scan recorded. `what` names it for the log; NULL
+   for a torn end, which the scan reports as it cuts it. */
+static void
+s_damage (fh_spool_t *self, uint64_t seg, uint64_t off, bool scanning, const char *what)
+{
+    s_pos_t pos = {seg, off};
+    if (scanning) {
+        if (self->known_count == self->known_cap) {
+            size_t cap = self->known_cap ? self->known_cap * 2 : 16;
+            s_pos_t *known = realloc (self->known, cap * sizeof *known);
+            if (known) {
+                self->known = known;
+                self->known_cap = cap;
+            }
+        }
+        /* Out of memory only means the reader may count it again. */
+        if (self->known_count < self->known_cap)
+            self->known[self->known_count++] = pos;
+    }
+    else {
+        while (self->known_next < self->known_count
+               && s_pos_less (self->known[self->known_next], pos))
+            self->known_next++;
+        if (self->known_next < self->known_count && self->known[self->known_next].seg == seg
+            && self->known[self->known_next].off == off) {
+            self->known_next++;
+            return;
+        }
+    }
+    atomic_fetch_add (&self->corrupt, 1);
+    if (what) {
+        char name[SEG_NAME_LEN + 1];
+        s_seg_name (name, seg);
+        s_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
+                       "%s/%s: %s at offset %" PRIu64 ": skipped", self->dir, name, what, off);
+    }
+}
+
+/* Moves r past damage, counting it, to the next message record: 1 with r
+   at it (not yet passed) and *size its length; 0 at the end of what may
+   be read; -1 with errno on a read error. At the end, r->region_start is
+   where damage running to the end began, or NONE. */
+static int
+s_step (fh_spool_t *self, s_reader_t *r, bool scanning, const uint8_t **payload,
+        uint32_t *payload_len, size_t *size)
+{
+    for (;;) {
+        fh_record_status_t status;
+        if (s_parse_next (r, &status, size, payload, payload_len) < 0)
+            return -1;
+        uint64_t seq;
+        int64_t wall;
+        uint32_t frames;
+        switch (status) {
+        case FH_RECORD_OK:
+            if (fh_record_decode_message (*payload, *payload_len, &seq, &wall, &frames,
+                                          NULL, 0)) {
+                r->in_region = false;
+                return 1;
+            }
+            /* Verified but not a message: damaged all the same. */
+            s_damage (self, r->seg, r->off, scanning, "malformed message record");
+            r->in_region = false;
+            break;
+        case FH_RECORD_BAD:
+            s_damage (self, r->seg, r->off, scanning, "record with a bad checksum");
+            r->in_region = false;
+            break;
+        case FH_RECORD_GARBAGE:
+            if (!r->in_region) {
+                s_damage (self, r->seg, r->off, scanning, "damaged region");
+                r->in_region = true;
+                r->region_start = r->off;
+            }
+            break;
+        case FH_RECORD_TORN:
+            if (*size == 0 && !r->in_region) {
+                r->region_start = NONE;
+                return 0;
+            }
+            if (!r->in_region) {
+                s_damage (self, r->seg, r->off, scanning, scanning ? NULL : "torn record");
+                r->region_start = r->off;
+            }
+            r->in_region = false;
+            r->off += *size;
+            r->passed += *size;
+            return 0;
+        case FH_RECORD_NEED:
+            assert (false);
+            break;
+        }
+        r->off += *size;
+        r->passed += *size;
+    }
+}
+
+/* ---------------------------------------------------------------- cursor */
+
+/* Reads the cursor file: 1 and the position, 0 when there is none or it
+   is damaged (logged), -1 when it cannot be read (err). */
+static int
+s_cursor_load (fh_spool_t *self, uint64_t *seg, uint64_t *off, char *err, size_t errlen)
+{
+    int fd = openat (self->dir_fd, CURSOR_NAME, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0) {
+        snprintf (err, errlen, "%s/%s: cannot open: %s", self->dir, CURSOR_NAME,
+                  strerror (errno));
+        return -1;
+    }
+    char text[128];
+    ssize_t n;
+    do
+        n = read (fd, text, sizeof text - 1);
+    while (n < 0 && errno == EINTR);
+    int saved = errno;
+    close (fd);
+    if (n < 0) {
+        snprintf (err, errlen, "%s/%s: cannot read: %s", self->dir, CURSOR_NAME,
+                  strerror (saved));
+        return -1;
+    }
+    text[n] = '\0';
+    /* "fanhub-spool-cursor 1 SEG OFFSET CRC\n", CRC of all before it. */
+    size_t tag = strlen (CURSOR_TAG);
+    char *space = n > 0 ? strrchr (text, ' ') : NULL;
+    bool valid = space && (size_t) n > tag && strncmp (text, CURSOR_TAG, tag) == 0
+                 && text[n - 1] == '\n' && (size_t) (text + n - space) == 10;
+    if (valid) {
+        char *end;
+        unsigned long crc = strtoul (space + 1, &end, 16);
+        valid = *end == '\n' && crc == fh_crc32c (0, text, (size_t) (space + 1 - text));
+    }
+    if (valid) {
+        int used = 0;
+        valid = sscanf (text + tag, "%16" SCNx64 " %20" SCNu64 "%n", seg, off, &used) == 2
+                && text + tag + used == space;
+    }
+    if (!valid) {
+        fh_warning ("%s/%s: damaged cursor; reading the spool from its oldest segment "
+                    "(records may be delivered again)", self->dir, CURSOR_NAME);
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes the cursor (c_seg, c_off) atomically. Under cursor_lock. */
+static int
+s_cursor_write (fh_spool_t *self)
+{
+    char text[128];
+    int len = snprintf (text, sizeof text, CURSOR_TAG "%016" PRIx64 " %" PRIu64 " ",
+                        self->c_seg, self->c_off);
+    len += snprintf (text + len, sizeof text - (size_t) len, "%08" PRIx32 "\n",
+                     fh_crc32c (0, text, (size_t) len));
+    const char *what = "cannot create";
+    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+                     0640);
+    if (fd >= 0) {
+        what = "write";
+        ssize_t n;
+        do
+            n = write (fd, text, (size_t) len);
+        while (n < 0 && errno == EINTR);
+        if (n >= 0 && n != len)
+            errno = ENOSPC; /* a short write of 60 bytes: the disk is full */
+        bool ok = n == len;
+        if (ok && self->fsync != FH_SPOOL_FSYNC_NEVER) {
+            what = "fsync";
+            ok = fsync (fd) == 0;
+        }
+        int saved = errno;
+        close (fd);
+        errno = saved;
+        if (ok) {
+            if (renameat (self->dir_fd, CURSOR_TMP_NAME, self->dir_fd, CURSOR_NAME) == 0) {
+                if (self->fsync == FH_SPOOL_FSYNC_ALWAYS)
+                    s_sync_dir (self);
+                self->c_written_seg = self->c_seg;
+                self->c_written_off = self->c_off;
+                self->c_written_valid = true;
+                self->c_pending = 0;
+                self->c_written_ns = fh_clock_mono_ns ();
+                return 0;
+            }
+            what = "rename to cursor";
+        }
+    }
+    int saved = errno;
+    s_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir,
+                   CURSOR_TMP_NAME, what, strerror (saved));
+    self->c_retry_ns = fh_clock_mono_ns () + self->cursor_ns;
+    errno = saved;
+    return -1;
+}
+
+static bool
+s_cursor_dirty (const fh_spool_t *self)
+{
+    return !self->c_written_valid || self->c_seg != self->c_written_seg
+           || self->c_off != self->c_written_off;
+}
+
+/* Deletes the segments below the written cursor's. Under cursor_lock. */
+static void
+s_delete_consumed (fh_spool_t *self)
+{
+    uint64_t below = self->c_written_seg;
+    if (!self->c_written_valid || below <= self->deleted_below)
+        return;
+    uint64_t doomed[64];
+    size_t count;
+    do {
+        pthread_mutex_lock (&self->lock);
+        count = 0;
+        while (count < self->seg_count && count < 64 && self->segs[count] < below) {
+            doomed[count] = self->segs[count];
+            count++;
+        }
+        if (count) {
+            memmove (self->segs, self->segs + count,
+                     (self->seg_count - count) * sizeof *self->segs);
+            self->seg_count -= count;
+        }
+        pthread_mutex_unlock (&self->lock);
+        for (size_t i = 0; i < count; i++) {
+            char name[SEG_NAME_LEN + 1];
+            s_seg_name (name, doomed[i]);
+            if (unlinkat (self->dir_fd, name, 0) != 0 && errno != ENOENT)
+                s_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: cannot remove: %s",
+                               self->dir, name, strerror (errno));
+        }
+    } while (count == 64);
+    self->deleted_below = below;
+}
+
+/* ---------------------------------------------------------------- open */
+
+static int
+s_seg_cmp (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? -1 : x > y;
+}
+
+static int
+s_segs_push (fh_spool_t *self, uint64_t seg)
+{
+    if (self->seg_count == self->seg_cap) {
+        size_t cap = self->seg_cap ? self->seg_cap * 2 : 16;
+        uint64_t *segs = realloc (self->segs, cap * sizeof *segs);
+        if (!segs)
+            return -1;
+        self->segs = segs;
+        self->seg_cap = cap;
+    }
+    self->segs[self->seg_count++] = seg;
+    return 0;
+}
+
+static int
+s_list_segments (fh_spool_t *self, char *err, size_t errlen)
+{
+    int fd = dup (self->dir_fd);
+    DIR *dir = fd >= 0 ? fdopendir (fd) : NULL;
+    if (!dir) {
+        snprintf (err, errlen, "%s: cannot list: %s", self->dir, strerror (errno));
+        if (fd >= 0)
+            close (fd);
+        return -1;
+    }
+    rewinddir (dir);
+    struct dirent *entry;
+    uint64_t seg;
+    while ((entry = readdir (dir)))
+        if (s_seg_parse (entry->d_name, &seg) && s_segs_push (self, seg) != 0) {
+            closedir (dir);
+            snprintf (err, errlen, "%s: out of memory", self->dir);
+            return -1;
+        }
+    closedir (dir);
+    if (self->seg_count)
+        qsort (self->segs, self->seg_count, sizeof *self->segs, s_seg_cmp);
+    return 0;
+}
+
+/* Reads segment seg from off to its end: counts its records and bytes and
+   its damage, and truncates damage that runs to its end. */
+static int
+s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, char *err, size_t errlen)
+{
+    char name[SEG_NAME_LEN + 1];
+    s_seg_name (name, seg);
+    s_reader_t r;
+    s_reader_init (&r, seg, off);
+    r.fd = openat (self->dir_fd, name, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    if (r.fd < 0 || fstat (r.fd, &st) != 0) {
+        snprintf (err, errlen, "%s/%s: cannot open: %s", self->dir, name, strerror (errno));
+        s_reader_free (&r);
+        return -1;
+    }
+    r.limit = (uint64_t) st.st_size;
+    r.sealed = r.limit_known = true;
+    uint64_t records = 0;
+    int rc;
+    const uint8_t *payload;
+    uint32_t payload_len;
+    size_t size;
+    while ((rc = s_step (self, &r, true, &payload, &payload_len, &size)) == 1) {
+        records++;
+        r.off += size;
+        r.passed += size;
+    }
+    if (rc < 0) {
+        snprintf (err, errlen, "%s/%s: cannot read: %s", self->dir, name, strerror (errno));
+        s_reader_free (&r);
+        return -1;
+    }
+    uint64_t end = r.limit;
+    if (r.region_start != NONE) {
+        /* A torn write, or damage to the end: cut it off, so that appends
+           never follow it and the reader never meets it again. */
+        if (ftruncate (r.fd, (off_t) r.region_start) != 0) {
+            snprintf (err, errlen, "%s/%s: cannot truncate to %" PRIu64 " bytes: %s",
+                      self->dir, name, r.region_start, strerror (errno));
+            s_reader_free (&r);
+            return -1;
+        }
+        fh_warning ("%s/%s: cut %" PRIu64 " bytes of a torn or damaged record at offset "
+                    "%" PRIu64, self->dir, name, end - r.region_start, r.region_start);
+        end = r.region_start;
+        /* The scan remembered where it began; the reader will not meet it. */
+        if (self->known_count && self->known[self->known_count - 1].seg == seg
+            && self->known[self->known_count - 1].off == r.region_start)
+            self->known_count--;
+    }
+    s_reader_free (&r);
+    atomic_fetch_add (&self->records, records);
+    if (end > off)
+        atomic_fetch_add (&self->bytes, end - off);
+    return 0;
+}
+
+fh_spool_t *
+fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *corrupt_found,
+               char *err, size_t errlen)
+{
+    fh_spool_options_t defaults = {0};
+    if (!options)
+        options = &defaults;
+    if (s_mkdir_p (dir, err, errlen) != 0)
+        return NULL;
+    fh_spool_t *self = calloc (1, sizeof *self);
+    if (!self || !(self->dir = strdup (dir))) {
+        snprintf (err, errlen, "%s: out of memory", dir);
+        free (self);
+        return NULL;
+    }
+    self->dir_fd = self->lock_fd = self->w_fd = -1;
+    s_reader_init (&self->r, 0, 0);
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_mutex_init (&self->cursor_lock, NULL);
+    self->segment_bytes =
+        options->segment_bytes ? options->segment_bytes : FH_SPOOL_DEFAULT_SEGMENT_BYTES;
+    self->max_bytes = options->max_bytes;
+    self->fsync = options->fsync;
+    self->fsync_interval_ns = (options->fsync_interval_ms > 0
+                                   ? options->fsync_interval_ms
+                                   : FH_SPOOL_DEFAULT_FSYNC_INTERVAL_MS)
+                              * INT64_C (1000000);
+    self->cursor_records =
+        options->cursor_records ? options->cursor_records : FH_SPOOL_DEFAULT_CURSOR_RECORDS;
+    self->cursor_ns =
+        (options->cursor_ms > 0 ? options->cursor_ms : FH_SPOOL_DEFAULT_CURSOR_MS)
+        * INT64_C (1000000);
+    atomic_init (&self->records, 0);
+    atomic_init (&self->bytes, 0);
+    atomic_init (&self->corrupt, 0);
+
+    self->dir_fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (self->dir_fd < 0) {
+        snprintf (err, errlen, "%s: cannot open: %s", dir, strerror (errno));
+        goto fail;
+    }
+    self->lock_fd = openat (self->dir_fd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (self->lock_fd < 0) {
+        snprintf (err, errlen, "%s/%s: cannot open: %s", dir, LOCK_NAME, strerror (errno));
+        goto fail;
+    }
+    if (flock (self->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            snprintf (err, errlen, "%s/%s: the spool is already open (locked)", dir,
+                      LOCK_NAME);
+        else
+            snprintf (err, errlen, "%s/%s: cannot lock: %s", dir, LOCK_NAME, strerror (errno));
+        goto fail;
+    }
+    if (unlinkat (self->dir_fd, CURSOR_TMP_NAME, 0) != 0 && errno != ENOENT) {
+        snprintf (err, errlen, "%s/%s: cannot remove: %s", dir, CURSOR_TMP_NAME,
+                  strerror (errno));
+        goto fail;
+    }
+
+    uint64_t c_seg = 0, c_off = 0;
+    int found = s_cursor_load (self, &c_seg, &c_off, err, errlen);
+    if (found < 0 || s_list_segments (self, err, errlen) != 0)
+        goto fail;
+    const uint64_t file_seg = c_seg, file_off = c_off;
+    /* Segments below the cursor's were consumed: a crash came between the
+       cursor's write and their removal. */
+    size_t first = 0;
+    if (found)
+        while (first < self->seg_count && self->segs[first] < c_seg) {
+            char name[SEG_NAME_LEN + 1];
+            s_seg_name (name, self->segs[first]);
+            if (unlinkat (self->dir_fd, name, 0) != 0 && errno != ENOENT)
+                fh_warning ("%s/%s: cannot remove: %s", dir, name, strerror (errno));
+            first++;
+        }
+    if (first) {
+        memmove (self->segs, self->segs + first,
+                 (self->seg_count - first) * sizeof *self->segs);
+        self->seg_count -= first;
+    }
+    /* The writer's first segment: past every segment and the cursor. */
+    uint64_t last = self->seg_count ? self->segs[self->seg_count - 1] : 0;
+    self->w_seg = (found && c_seg > last ? c_seg : last) + 1;
+    /* The cursor's segment may be gone (it was empty and never created,
+       or removed by hand): start at the next one there is. */
+    if (!found || self->seg_count == 0 || self->segs[0] != c_seg) {
+        c_seg = self->seg_count ? self->segs[0] : self->w_seg;
+        c_off = 0;
+    }
+    for (size_t i = 0; i < self->seg_count; i++)
+        if (s_scan_segment (self, self->segs[i], self->segs[i] == c_seg ? c_off : 0, err,
+                            errlen)
+            != 0)
+            goto fail;
+
+    self->sync_from = self->w_seg;
+    self->c_seg = self->c_written_seg = c_seg;
+    self->c_off = self->c_written_off = c_off;
+    /* A position the file does not hold yet is written at the first
+       chance (consumed, tick or close). */
+    self->c_written_valid = found && file_seg == c_seg && file_off == c_off;
+    self->c_written_ns = fh_clock_mono_ns ();
+    self->deleted_below = self->seg_count ? self->segs[0] : c_seg;
+    s_reader_init (&self->r, c_seg, c_off);
+    if (corrupt_found)
+        *corrupt_found = atomic_load (&self->corrupt);
+    return self;
+
+fail:
+    fh_spool_abandon (&self);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- append */
+
+/* Starts the next segment file; the old one is sealed. */
+static int
+s_roll (fh_spool_t *self)
+{
+    uint64_t seg = self->w_created ? self->w_seg + 1 : self->w_seg;
+    char name[SEG_NAME_LEN + 1];
+    s_seg_name (name, seg);
+    int fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        int saved = errno;
+        s_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: cannot create: %s",
+                       self->dir, name, strerror (saved));
+        errno = saved;
+        return -1;
+    }
+    if (self->fsync == FH_SPOOL_FSYNC_ALWAYS && s_sync_dir (self) != 0) {
+        int saved = errno;
+        unlinkat (self->dir_fd, name, 0);
+        close (fd);
+        errno = saved;
+        return -1;
+    }
+    pthread_mutex_lock (&self->lock);
+    int rc = s_segs_push (self, seg);
+    if (rc == 0) {
+        self->w_seg = seg;
+        self->w_created = true;
+        self->w_off = 0;
+        self->dir_unsynced = true;
+    }
+    pthread_mutex_unlock (&self->lock);
+    if (rc != 0) {
+        unlinkat (self->dir_fd, name, 0);
+        close (fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    if (self->w_fd >= 0)
+        close (self->w_fd);
+    self->w_fd = fd;
+    self->w_broken = false;
+    return 0;
+}
+
+int
+fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
+                 const fanhub_bytes_t *frames, uint32_t frame_count)
+{
+    if (frame_count == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t payload = fh_record_message_size (frames, frame_count);
+    if (payload == 0) {
+        errno = EMSGSIZE;
+        return -1;
+    }
+    size_t total = FH_RECORD_HEADER + payload;
+    if (self->max_bytes && atomic_load (&self->bytes) + total > self->max_bytes)
+        return FH_SPOOL_FULL;
+    if (total > self->w_cap) {
+        size_t cap = self->w_cap ? self->w_cap : 4096;
+        while (cap < total)
+            cap *= 2;
+        uint8_t *buf = realloc (self->w_buf, cap);
+        if (!buf) {
+            errno = ENOMEM;
+            return -1;
+        }
+        self->w_buf = buf;
+        self->w_cap = cap;
+    }
+    fh_record_encode_message (self->w_buf, payload, seq, received_wall_ns, frames, frame_count);
+
+    /* w_off is only ever written by this thread: it reads it unlocked. */
+    if ((self->w_fd < 0 || self->w_broken
+         || (self->w_off > 0 && self->w_off + total > self->segment_bytes))
+        && s_roll (self) != 0)
+        return -1;
+    char name[SEG_NAME_LEN + 1];
+    size_t done = 0;
+    const char *what = "write";
+    while (done < total) {
+        ssize_t n = pwrite (self->w_fd, self->w_buf + done, total - done,
+                            (off_t) (self->w_off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = ENOSPC;
+            break;
+        }
+        done += (size_t) n;
+    }
+    if (done == total && self->fsync == FH_SPOOL_FSYNC_ALWAYS && fdatasync (self->w_fd) != 0) {
+        what = "fdatasync";
+        done = 0;
+    }
+    if (done < total) {
+        int saved = errno;
+        s_seg_name (name, self->w_seg);
+        s_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir, name,
+                       what, strerror (saved));
+        /* Take back what part of it reached the file: the reader only
+           reads to w_off, but a later segment switch seals this one at
+           its size. If that fails too, switch now: the reader will skip
+           the part as damage. */
+        if (ftruncate (self->w_fd, (off_t) self->w_off) != 0)
+            self->w_broken = true;
+        errno = saved;
+        return -1;
+    }
+    pthread_mutex_lock (&self->lock);
+    self->w_off += total;
+    self->unsynced = true;
+    atomic_fetch_add (&self->records, 1);
+    atomic_fetch_add (&self->bytes, total);
+    pthread_mutex_unlock (&self->lock);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- read */
+
+/* The reader is done with its sealed segment: on to the next one (or the
+   writer's, which may not exist yet). */
+static void
+s_next_segment (fh_spool_t *self)
+{
+    s_reader_t *r = &self->r;
+    pthread_mutex_lock (&self->lock);
+    uint64_t next = self->w_seg;
+    for (size_t i = 0; i < self->seg_count; i++)
+        if (self->segs[i] > r->seg) {
+            next = self->segs[i];
+            break;
+        }
+    pthread_mutex_unlock (&self->lock);
+    if (r->fd >= 0)
+        close (r->fd);
+    r->fd = -1;
+    r->seg = next;
+    r->off = 0;
+    r->sealed = r->limit_known = r->in_region = false;
+    r->buf_len = 0;
+}
+
+int
+fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
+{
+    s_reader_t *r = &self->r;
+    char name[SEG_NAME_LEN + 1];
+    for (;;) {
+        if (!r->sealed) {
+            pthread_mutex_lock (&self->lock);
+            if (r->seg < self->w_seg)
+                r->sealed = true;
+            else
+                r->limit = self->w_off;
+            if (!r->sealed && r->off >= r->limit) {
+                /* Everything appended has been read: whatever the count
+                   says (a record damaged since it was appended was never
+                   read), none is unread. */
+                atomic_store (&self->records, 0);
+                pthread_mutex_unlock (&self->lock);
+                return 0;
+            }
+            pthread_mutex_unlock (&self->lock);
+        }
+        s_seg_name (name, r->seg);
+        if (r->fd < 0) {
+            r->fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
+            if (r->fd < 0 && errno == ENOENT && r->sealed) {
+                s_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
+                               "%s/%s: missing; going on with the next segment", self->dir,
+                               name);
+                s_next_segment (self);
+                continue;
+            }
+            if (r->fd < 0)
+                goto io_error;
+            r->buf_len = 0;
+        }
+        if (r->sealed && !r->limit_known) {
+            struct stat st;
+            if (fstat (r->fd, &st) != 0)
+                goto io_error;
+            r->limit = (uint64_t) st.st_size;
+            r->limit_known = true;
+        }
+        const uint8_t *payload;
+        uint32_t payload_len;
+        size_t size;
+        int rc = s_step (self, r, false, &payload, &payload_len, &size);
+        if (rc < 0)
+            goto io_error;
+        if (rc == 0) {
+            if (r->sealed)
+                s_next_segment (self);
+            continue;
+        }
+        uint32_t count;
+        bool ok = fh_record_decode_message (payload, payload_len, &out->seq,
+                                            &out->received_wall_ns, &count, self->frames,
+                                            self->frame_cap);
+        assert (ok); /* s_step checked it */
+        if (count > self->frame_cap) {
+            fanhub_bytes_t *frames = realloc (self->frames, count * sizeof *frames);
+            if (!frames) {
+                errno = ENOMEM;
+                goto io_error;
+            }
+            self->frames = frames;
+            self->frame_cap = count;
+            ok = fh_record_decode_message (payload, payload_len, &out->seq,
+                                           &out->received_wall_ns, &count, self->frames,
+                                           self->frame_cap);
+            assert (ok);
+        }
+        (void) ok;
+        out->frame_count = count;
+        out->frames = self->frames;
+        r->off += size;
+        r->passed += size;
+        self->r_read++;
+        /* Only this thread takes records away, so the count cannot reach
+           zero between the look and the subtraction. */
+        if (atomic_load (&self->records) > 0)
+            atomic_fetch_sub (&self->records, 1);
+        return 1;
+    }
+io_error:;
+    int saved = errno;
+    s_log_limited (&self->r_limit, FANHUB_LOG_ERROR, "%s/%s: cannot read: %s", self->dir,
+                   name, strerror (saved));
+    errno = saved;
+    return -1;
+}
+
+void
+fh_spool_consumed (fh_spool_t *self)
+{
+    s_reader_t *r = &self->r;
+    s_sub_saturating (&self->bytes, r->passed);
+    r->passed = 0;
+    pthread_mutex_lock (&self->cursor_lock);
+    self->c_pending += self->r_read;
+    self->r_read = 0;
+    self->c_seg = r->seg;
+    self->c_off = r->off;
+    if (s_cursor_dirty (self)) {
+        int64_t now = fh_clock_mono_ns ();
+        bool due = self->c_seg != self->c_written_seg
+                   || self->c_pending >= self->cursor_records
+                   || now - self->c_written_ns >= self->cursor_ns;
+        if (due && now >= self->c_retry_ns)
+            s_cursor_write (self);
+    }
+    s_delete_consumed (self);
+    pthread_mutex_unlock (&self->cursor_lock);
+}
+
+/* ---------------------------------------------------------------- the rest */
+
+uint64_t
+fh_spool_records (fh_spool_t *self)
+{
+    return atomic_load (&self->records);
+}
+
+uint64_t
+fh_spool_bytes (fh_spool_t *self)
+{
+    return atomic_load (&self->bytes);
+}
+
+uint64_t
+fh_spool_corrupt (fh_spool_t *self)
+{
+    return atomic_load (&self->corrupt);
+}
+
+/* Syncs every segment appended to since the last sync, and the directory
+   when a segment was created. */
+static int
+s_sync_appended (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    uint64_t from = self->sync_from, to = self->w_seg;
+    bool created = self->w_created, unsynced = self->unsynced, dir = self->dir_unsynced;
+    self->sync_from = self->w_seg;
+    self->unsynced = self->dir_unsynced = false;
+    pthread_mutex_unlock (&self->lock);
+    int rc = 0;
+    for (uint64_t seg = from; unsynced && seg <= to && (seg < to || created); seg++) {
+        char name[SEG_NAME_LEN + 1];
+        s_seg_name (name, seg);
+        /* fdatasync flushes the file, whichever descriptor asks. */
+        int fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT)
+            continue; /* consumed and deleted already */
+        if (fd < 0 || fdatasync (fd) != 0) {
+            fh_error ("%s/%s: %s: %s", self->dir, name, fd < 0 ? "cannot open" : "fdatasync",
+                      strerror (errno));
+            rc = -1;
+        }
+        if (fd >= 0)
+            close (fd);
+    }
+    if (dir && s_sync_dir (self) != 0)
+        rc = -1;
+    return rc;
+}
+
+int
+fh_spool_tick (fh_spool_t *self, int64_t now_ns)
+{
+    int rc = 0;
+    if (self->fsync == FH_SPOOL_FSYNC_INTERVAL
+        && now_ns - self->last_sync_ns >= self->fsync_interval_ns) {
+        self->last_sync_ns = now_ns;
+        rc = s_sync_appended (self);
+    }
+    pthread_mutex_lock (&self->cursor_lock);
+    if (s_cursor_dirty (self) && now_ns - self->c_written_ns >= self->cursor_ns
+        && now_ns >= self->c_retry_ns && s_cursor_write (self) != 0)
+        rc = -1;
+    s_delete_consumed (self);
+    pthread_mutex_unlock (&self->cursor_lock);
+    return rc;
+}
+
+void
+fh_spool_close (fh_spool_t **self_p)
+{
+    fh_spool_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->fsync == FH_SPOOL_FSYNC_INTERVAL)
+        s_sync_appended (self);
+    pthread_mutex_lock (&self->cursor_lock);
+    if (s_cursor_dirty (self))
+        s_cursor_write (self);
+    s_delete_consumed (self);
+    pthread_mutex_unlock (&self->cursor_lock);
+    fh_spool_abandon (self_p);
+}
+
+void
+fh_spool_abandon (fh_spool_t **self_p)
+{
+    fh_spool_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->w_fd >= 0)
+        close (self->w_fd);
+    s_reader_free (&self->r);
+    if (self->dir_fd >= 0)
+        close (self->dir_fd);
+    if (self->lock_fd >= 0)
+        close (self->lock_fd); /* releases the flock */
+    pthread_mutex_destroy (&self->lock);
+    pthread_mutex_destroy (&self->cursor_lock);
+    free (self->w_buf);
+    free (self->frames);
+    free (self->known);
+    free (self->segs);
+    free (self->dir);
+    free (self);
+    *self_p = NULL;
+}

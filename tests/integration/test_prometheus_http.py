@@ -1,0 +1,257 @@
+"""GET /metrics over HTTP (metrics.prometheus.listen), against a real
+`fanhub run`: fetched with curl and with Python's urllib, checked by
+Prometheus' own `promtool check metrics` (installed as test_promtool does),
+its values against what was published; the other routes (/, 404, 405,
+HEAD); 503 with one line when the control socket cannot be reached; and a
+listen address the hub cannot take (port in use, address not local) makes
+`fanhub run` exit 1 with a line naming it.
+"""
+import os
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+
+import fanhublib as fh
+import test_promtool as pt
+
+METRICS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def http(url, method="GET", data=None):
+    """(status, headers, body) of one request; an HTTP error is an answer too."""
+    request = urllib.request.Request(url, method=method, data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode()
+
+
+def curl(*args):
+    """curl -sS ARGS: (status line code, headers dict (lower-case), body)."""
+    proc = subprocess.run(["curl", "-sS", "--max-time", "30", "-D", "-", "-o", "-"] + list(args),
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, "curl %s: %s" % (args, proc.stderr.decode(errors="replace"))
+    raw = proc.stdout.decode(errors="replace")
+    head, _, body = raw.partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, body
+
+
+class HttpHub:
+    """A hub with a publisher on its bus and HTTP on a free loopback port."""
+
+    def __init__(self, wd, consumers='  - name: x\n    plugin: "null"\n', listen=None):
+        self.pub = fh.Publisher()
+        self.port = fh.free_port()
+        self.listen = listen or "127.0.0.1:%d" % self.port
+        self.base = "http://%s" % self.listen
+        config = ("bus:\n  connect: [%s]\nmetrics:\n  prometheus:\n    listen: \"%s\"\n"
+                  "consumers:\n%s") % (self.pub.endpoint, self.listen, consumers)
+        self.hub = fh.Hub(wd, config)
+
+    def wait_ready(self):
+        """The hub has subscribed to the bus and answers HTTP."""
+        def subscribed():
+            return self.pub.sock.poll(100)
+        fh.wait_for(subscribed, "the hub to subscribe", hub=self.hub)
+        self.pub.sock.recv()
+
+        def answers():
+            try:
+                return http(self.base + "/metrics")[0] == 200
+            except (urllib.error.URLError, ConnectionError):
+                return False
+        fh.wait_for(answers, "HTTP on " + self.listen, hub=self.hub)
+
+    def close(self):
+        self.hub.kill()
+        self.pub.close()
+
+
+def sample(text, name, **labels):
+    samples = pt.parse_prometheus(text)
+    return samples.get((name, frozenset(labels.items())))
+
+
+def test_metrics_values_and_promtool():
+    wd = fh.Workdir()
+    h = HttpHub(wd, consumers='  - name: x\n    plugin: "null"\n'
+                              '  - name: y\n    plugin: "null"\n    topics: [org.]\n')
+    try:
+        h.wait_ready()
+        n = 57
+        for i in range(n):
+            h.pub.send("org.example" if i % 3 else "com.example", b'{"i": %d}' % i)
+        want_y = sum(1 for i in range(n) if i % 3)
+
+        def settled():
+            status, headers, body = http(h.base + "/metrics")
+            assert status == 200, (status, body)
+            done = (sample(body, "fanhub_consumer_completed_total", consumer="x"),
+                    sample(body, "fanhub_consumer_completed_total", consumer="y"))
+            return body if done == (n, want_y) else None
+        body = fh.wait_for(settled, "both consumers to complete", hub=h.hub)
+        assert sample(body, "fanhub_consumer_enqueued_total", consumer="x") == n
+        assert sample(body, "fanhub_consumer_enqueued_total", consumer="y") == want_y
+        assert sample(body, "fanhub_received_total") == n
+        assert sample(body, "fanhub_consumer_backlog", consumer="x") == 0
+
+        # urllib: the exact content type; promtool accepts the text.
+        status, headers, body = http(h.base + "/metrics")
+        assert status == 200
+        assert headers["Content-Type"] == METRICS_TYPE, headers["Content-Type"]
+        pt.promtool_check(body, "GET /metrics (urllib)")
+
+        # curl: the same, and the same families as `fanhub stats`.
+        status, headers, body = curl(h.base + "/metrics")
+        assert status == 200, (status, body)
+        assert headers["content-type"] == METRICS_TYPE, headers
+        assert int(headers["content-length"]) == len(body.encode())
+        pt.promtool_check(body, "GET /metrics (curl)")
+        rc, stats_text, err = fh.run(["stats", "-e", h.hub.control, "--format", "prometheus"])
+        assert rc == 0, err
+
+        def families(text):
+            return [line for line in text.splitlines() if line.startswith("# ")]
+        assert families(body) == families(stats_text), (body, stats_text)
+        assert sample(body, "fanhub_consumer_enqueued_total", consumer="x") == n
+        assert h.hub.stop() == 0, h.hub.log()
+    finally:
+        h.close()
+    wd.cleanup()
+
+
+def test_other_routes_and_methods():
+    wd = fh.Workdir()
+    h = HttpHub(wd)
+    try:
+        h.wait_ready()
+        status, headers, body = curl(h.base + "/")
+        assert status == 200 and headers["content-type"].startswith("text/html"), (status, headers)
+        assert 'href="/metrics"' in body, body
+
+        for path in ("/nope", "/metrics/", "/metricsx", "/favicon.ico"):
+            status, headers, body = curl(h.base + path)
+            assert status == 404, (path, status, body)
+            assert body.endswith("\n") and body.count("\n") == 1, (path, body)
+            status, headers, body = http(h.base + path)
+            assert status == 404, (path, status)
+
+        # A query string does not change the route.
+        assert curl(h.base + "/metrics?x=1")[0] == 200
+
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            status, headers, body = curl("-X", method, "--data", "abc", h.base + "/metrics")
+            assert status == 405, (method, status, body)
+            allowed = [m.strip() for m in headers.get("allow", "").split(",")]
+            assert "GET" in allowed, (method, headers)
+            status, headers, body = http(h.base + "/metrics", method=method, data=b"abc")
+            assert status == 405, (method, status)
+            assert "GET" in headers["Allow"], headers
+        # Unknown paths refuse other methods too.
+        assert curl("-X", "POST", h.base + "/nope")[0] == 405
+
+        # HEAD: the headers of GET, no body.
+        status, headers, body = http(h.base + "/metrics", method="HEAD")
+        assert status == 200 and headers["Content-Type"] == METRICS_TYPE, (status, headers)
+        assert body == "", body
+        assert h.hub.stop() == 0, h.hub.log()
+    finally:
+        h.close()
+    wd.cleanup()
+
+
+def test_control_socket_gone_is_503():
+    """When /metrics cannot get a snapshot it answers 503 with one line
+    saying why (here: the control socket's file was removed under the
+    running hub, which fh_control_call notices before connecting)."""
+    wd = fh.Workdir()
+    h = HttpHub(wd)
+    try:
+        h.wait_ready()
+        control_path = h.hub.control[len("ipc://"):]
+        os.unlink(control_path)
+        status, headers, body = curl(h.base + "/metrics")
+        assert status == 503, (status, body)
+        assert headers["content-type"].startswith("text/plain"), headers
+        assert body.endswith("\n") and body.count("\n") == 1, body
+        assert control_path in body, body
+        status, _, body = http(h.base + "/metrics")
+        assert status == 503, status
+        # The other routes do not need the control socket.
+        assert curl(h.base + "/")[0] == 200
+        assert h.hub.stop() == 0, h.hub.log()
+    finally:
+        h.close()
+    wd.cleanup()
+
+
+def test_ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        print("  (no IPv6 loopback here: skipped)")
+        return
+    wd = fh.Workdir()
+    port = fh.free_port()
+    h = HttpHub(wd, listen="[::1]:%d" % port)
+    try:
+        h.wait_ready()
+        status, headers, body = curl("-g", "http://[::1]:%d/metrics" % port)
+        assert status == 200 and headers["content-type"] == METRICS_TYPE, (status, headers)
+        pt.promtool_check(body, "GET /metrics over IPv6")
+        assert h.hub.stop() == 0, h.hub.log()
+    finally:
+        h.close()
+    wd.cleanup()
+
+
+def start_failure(listen):
+    """`fanhub run` with a listen address it cannot take: (status, log)."""
+    wd = fh.Workdir()
+    config = ("bus:\n  connect: [tcp://127.0.0.1:9]\nmetrics:\n  prometheus:\n"
+              "    listen: \"%s\"\nconsumers:\n  - name: x\n    plugin: \"null\"\n") % listen
+    hub = fh.Hub(wd, config)
+    try:
+        status = hub.wait()
+        log = hub.log()
+    finally:
+        hub.kill()
+    # The failed start cleaned up after itself: no control socket left.
+    assert not os.path.exists(hub.control[len("ipc://"):]), "control socket left behind"
+    wd.cleanup()
+    return status, log
+
+
+def test_port_in_use_fails_start():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        status, log = start_failure("127.0.0.1:%d" % port)
+    assert status == 1, (status, log)
+    line = "cannot listen on 127.0.0.1:%d: Address already in use" % port
+    assert line in log, log
+    assert [l for l in log.splitlines() if line in l][0].count(line) == 1
+
+
+def test_address_not_local_fails_start():
+    # 192.0.2.0/24 is TEST-NET-1: never a local address, no DNS involved.
+    port = fh.free_port()
+    status, log = start_failure("192.0.2.1:%d" % port)
+    assert status == 1, (status, log)
+    assert "cannot listen on 192.0.2.1:%d: Cannot assign requested address" % port in log, log
+
+
+if __name__ == "__main__":
+    fh.main([test_metrics_values_and_promtool, test_other_routes_and_methods,
+             test_control_socket_gone_is_503, test_ipv6_loopback,
+             test_port_in_use_fails_start, test_address_not_local_fails_start])
