@@ -20,5 +20,6 @@ int fh_cmd_tail (int argc, char **argv);
 int fh_cmd_stats (int argc, char **argv);
 int fh_cmd_collectd (int argc, char **argv);
 int fh_cmd_dead_letter (int argc, char **argv);
+int fh_cmd_emit (int argc, char **argv);
 
 #endif

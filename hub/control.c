@@ -4,6 +4,8 @@
 #include "clock.h"
 #include "log.h"
 #include "collectd_push.h"
+#include "emit.h"
+#include "enqueuer.h"
 #include "moksha.h"
 #include "stats.h"
 
@@ -30,48 +32,194 @@ struct fh_control {
     atomic_bool bound;      /* the endpoint is ours: remove an ipc file */
 };
 
+/* A request answered later: an emit or an injection, waiting for the
+   enqueuer to route it, or (emit --wait) for every consumer to finish. */
+typedef enum { PENDING_EMIT, PENDING_EMIT_WAIT, PENDING_INJECT } s_pending_kind_t;
+
+typedef struct {
+    s_pending_kind_t kind;
+    zmq_msg_t envelope[MAX_ENVELOPE_FRAMES];
+    size_t envelope_count;
+    fh_emit_t *emit;
+    size_t only; /* PENDING_INJECT: the consumer */
+    int64_t deadline_ns;
+} s_pending_t;
+
 typedef struct {
     fh_control_t *control;
     fh_stats_t *stats;
+    void *inject;           /* PUSH to the enqueuer */
+    s_pending_t *pending;
+    size_t pending_count, pending_room;
 } s_state_t;
 
-static char *
-s_handle (s_state_t *state, const char *command, size_t size)
+#define COMMANDS "PING, STATS, EMIT, INJECT"
+
+static bool
+s_is (const zmq_msg_t *frame, const char *word)
 {
-    if (size == 4 && memcmp (command, "PING", 4) == 0)
-        return strdup ("PONG");
-    if (size == 5 && memcmp (command, "STATS", 5) == 0) {
+    size_t len = strlen (word);
+    return zmq_msg_size ((zmq_msg_t *) frame) == len
+           && memcmp (zmq_msg_data ((zmq_msg_t *) frame), word, len) == 0;
+}
+
+/* The command word, shown safely: printable ASCII only, not much of it. */
+static void
+s_show (const zmq_msg_t *frame, char *shown, size_t room)
+{
+    const char *data = zmq_msg_data ((zmq_msg_t *) frame);
+    size_t size = zmq_msg_size ((zmq_msg_t *) frame), n = 0;
+    for (size_t i = 0; i < size && n + 4 < room; i++)
+        shown[n++] = data[i] >= 0x20 && data[i] < 0x7f ? data[i] : '?';
+    if (n < size && n + 4 <= room)
+        memcpy (shown + n, "...", 3), n += 3;
+    shown[n] = '\0';
+}
+
+static void
+s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *text)
+{
+    /* The ROUTER drops replies to peers that are gone: never blocks. */
+    for (size_t i = 0; i < envelope_count; i++)
+        zmq_msg_send (&envelope[i], router, ZMQ_SNDMORE);
+    zmq_send (router, text, strlen (text), 0);
+}
+
+/* Hands a message to the enqueuer with a waiter; the request is answered
+   from s_serve_pending. frames[0..count-1] are topic, body, more. */
+static void
+s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
+          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only,
+          int64_t timeout_ms)
+{
+    fh_hub_t *hub = state->control->hub;
+    if (state->pending_count == state->pending_room) {
+        size_t room = state->pending_room ? state->pending_room * 2 : 8;
+        s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
+        if (!grown) {
+            s_reply (router, envelope, envelope_count, "ERROR out of memory");
+            return;
+        }
+        state->pending = grown;
+        state->pending_room = room;
+    }
+    fh_emit_t *emit = fh_emit_new (fh_hub_consumer_count (hub));
+    if (!emit) {
+        s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        return;
+    }
+    fh_inject_t header = {emit, only};
+    zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE);
+    for (size_t i = 0; i < count; i++) {
+        zmq_msg_t copy;
+        zmq_msg_init (&copy);
+        zmq_msg_copy (&copy, &frames[i]);
+        zmq_msg_send (&copy, state->inject, i + 1 < count ? ZMQ_SNDMORE : 0);
+    }
+    s_pending_t *pending = &state->pending[state->pending_count++];
+    pending->kind = kind;
+    pending->emit = emit;
+    pending->only = only < 0 ? 0 : (size_t) only;
+    pending->deadline_ns = fh_clock_mono_ns () + timeout_ms * 1000000;
+    pending->envelope_count = envelope_count;
+    for (size_t i = 0; i < envelope_count; i++) {
+        zmq_msg_init (&pending->envelope[i]);
+        zmq_msg_copy (&pending->envelope[i], &envelope[i]);
+    }
+}
+
+/* One request: frames[0] is the command word, then its arguments. */
+static void
+s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
+            zmq_msg_t *frames, size_t count)
+{
+    fh_hub_t *hub = state->control->hub;
+    char reply[512];
+    if (count == 0 || zmq_msg_size (&frames[0]) == 0) {
+        s_reply (router, envelope, envelope_count, "ERROR empty command (commands: " COMMANDS ")");
+        return;
+    }
+    if (zmq_msg_size (&frames[0]) > FH_CONTROL_MAX_COMMAND) {
+        snprintf (reply, sizeof reply, "ERROR command of %zu bytes, at most %d",
+                  zmq_msg_size (&frames[0]), FH_CONTROL_MAX_COMMAND);
+        s_reply (router, envelope, envelope_count, reply);
+        return;
+    }
+    if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS")) {
+        if (count != 1) {
+            s_reply (router, envelope, envelope_count,
+                     "ERROR PING and STATS take no arguments (a request is one frame)");
+            return;
+        }
+        if (s_is (&frames[0], "PING")) {
+            s_reply (router, envelope, envelope_count, "PONG");
+            return;
+        }
         json_t *stats = fh_stats_json (state->stats);
         char *text = stats ? json_dumps (stats, JSON_COMPACT) : NULL;
         json_decref (stats);
-        return text ? text : strdup ("ERROR out of memory");
+        s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
+        free (text);
+        return;
     }
-    char reply[256];
-    if (size == 0)
-        snprintf (reply, sizeof reply, "ERROR empty command (commands: PING, STATS)");
-    else if (size > FH_CONTROL_MAX_COMMAND)
-        snprintf (reply, sizeof reply, "ERROR command of %zu bytes, at most %d", size,
-                  FH_CONTROL_MAX_COMMAND);
-    else {
-        /* Echo only printable ASCII of the command, and not much of it. */
-        char shown[33];
-        size_t n = 0;
-        for (size_t i = 0; i < size && n < sizeof shown - 1; i++)
-            shown[n++] = command[i] >= 0x20 && command[i] < 0x7f ? command[i] : '?';
-        shown[n] = '\0';
-        snprintf (reply, sizeof reply, "ERROR unknown command '%s%s' (commands: PING, STATS)",
-                  shown, size > n ? "..." : "");
+    if (s_is (&frames[0], "EMIT")) {
+        /* EMIT, wait|nowait, TIMEOUT_MS, topic, body, more frames */
+        long long timeout_ms = -1;
+        if (count >= 5 && zmq_msg_size (&frames[2]) < 16) {
+            char digits[16];
+            memcpy (digits, zmq_msg_data (&frames[2]), zmq_msg_size (&frames[2]));
+            digits[zmq_msg_size (&frames[2])] = '\0';
+            char *end;
+            timeout_ms = strtoll (digits, &end, 10);
+            if (*end || end == digits)
+                timeout_ms = -1;
+        }
+        bool wait = count >= 5 && s_is (&frames[1], "wait");
+        if (count < 5 || (!wait && !s_is (&frames[1], "nowait")) || timeout_ms < 0
+            || timeout_ms > 86400000) {
+            s_reply (router, envelope, envelope_count,
+                     "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]");
+            return;
+        }
+        s_inject (state, router, envelope, envelope_count, frames + 3, count - 3,
+                  wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1, wait ? timeout_ms : 86400000);
+        return;
     }
-    return strdup (reply);
+    if (s_is (&frames[0], "INJECT")) {
+        /* INJECT, consumer, topic, body, more frames: to that consumer only */
+        size_t index = SIZE_MAX;
+        for (size_t i = 0; count >= 4 && i < fh_hub_consumer_count (hub); i++)
+            if (s_is (&frames[1], fh_consumer_name (fh_hub_consumer (hub, i))))
+                index = i;
+        if (count < 4) {
+            s_reply (router, envelope, envelope_count,
+                     "ERROR usage: INJECT, consumer, topic, body[, frames...]");
+            return;
+        }
+        if (index == SIZE_MAX) {
+            char shown[80];
+            s_show (&frames[1], shown, sizeof shown);
+            snprintf (reply, sizeof reply, "ERROR no consumer '%s' in this hub", shown);
+            s_reply (router, envelope, envelope_count, reply);
+            return;
+        }
+        s_inject (state, router, envelope, envelope_count, frames + 2, count - 2,
+                  PENDING_INJECT, (int64_t) index, 86400000);
+        return;
+    }
+    char shown[48];
+    s_show (&frames[0], shown, sizeof shown);
+    snprintf (reply, sizeof reply, "ERROR unknown command '%s' (commands: " COMMANDS ")", shown);
+    s_reply (router, envelope, envelope_count, reply);
 }
 
-/* Reads one request off the ROUTER and answers it. The envelope is every
-   frame up to and including an empty delimiter (REQ clients), or just the
-   identity (DEALER clients); what follows must be one command frame. */
+/* Reads one request off the ROUTER and answers it (or queues the answer).
+   The envelope is every frame up to and including an empty delimiter (REQ
+   clients), or just the identity (DEALER clients). */
 static void
 s_serve_one (s_state_t *state, void *router)
 {
-    enum { CAP = MAX_ENVELOPE_FRAMES + 2 };
+    enum { CAP = MAX_ENVELOPE_FRAMES + 64 };
     zmq_msg_t frames[CAP], overflow;
     size_t count = 0;
     bool more = true, too_many = false;
@@ -92,30 +240,81 @@ s_serve_one (s_state_t *state, void *router)
     }
     if (count == 0)
         return;
-    /* Envelope: identity, then up to the first empty frame if there is one. */
     size_t body = 1;
-    for (size_t i = 1; i < count; i++)
+    for (size_t i = 1; i < count && i < MAX_ENVELOPE_FRAMES; i++)
         if (zmq_msg_size (&frames[i]) == 0) {
             body = i + 1;
             break;
         }
-    char *reply;
-    if (too_many || count - body > 1)
-        reply = strdup ("ERROR a request is one command frame");
-    else if (count == body)
-        reply = s_handle (state, "", 0);
+    if (too_many)
+        s_reply (router, frames, body, "ERROR too many frames in one request");
     else
-        reply = s_handle (state, zmq_msg_data (&frames[body]), zmq_msg_size (&frames[body]));
-    /* The ROUTER drops replies to peers that are gone: never blocks. */
-    for (size_t i = 0; i < body; i++)
-        zmq_msg_send (&frames[i], router, ZMQ_SNDMORE);
-    if (reply)
-        zmq_send (router, reply, strlen (reply), 0);
-    else
-        zmq_send (router, "ERROR out of memory", 19, 0);
-    free (reply);
+        s_dispatch (state, router, frames, body, frames + body, count - body);
     for (size_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
+}
+
+/* The answer of a routed (or finished, or timed-out) request. */
+static void
+s_answer_pending (s_state_t *state, void *router, s_pending_t *pending, bool timed_out)
+{
+    fh_hub_t *hub = state->control->hub;
+    int matched = fh_emit_matched (pending->emit);
+    char line[256];
+    if (matched == -1) {
+        s_reply (router, pending->envelope, pending->envelope_count,
+                 "ERROR malformed message (see the hub's limits: bus.max_frames, "
+                 "bus.max_message_bytes, a UTF-8 topic, a body frame)");
+        return;
+    }
+    if (pending->kind == PENDING_INJECT) {
+        fh_outcome_t outcome = fh_emit_outcome (pending->emit, pending->only);
+        snprintf (line, sizeof line, "%s", outcome == FH_OUTCOME_DROPPED
+                                               ? "ERROR the consumer's queue is full"
+                                               : matched < 0 ? "ERROR not routed" : "OK");
+        s_reply (router, pending->envelope, pending->envelope_count, line);
+        return;
+    }
+    json_t *outcomes = json_object ();
+    for (size_t i = 0; i < fh_emit_consumer_count (pending->emit); i++) {
+        fh_outcome_t outcome = fh_emit_outcome (pending->emit, i);
+        if (outcome != FH_OUTCOME_NONE)
+            json_object_set_new (outcomes, fh_consumer_name (fh_hub_consumer (hub, i)),
+                                 json_string (fh_outcome_name (outcome)));
+    }
+    json_t *answer = json_pack ("{s:i, s:b, s:b, s:o}", "matched", matched < 0 ? 0 : matched,
+                                "handled", fh_emit_is_handled (pending->emit), "timed_out",
+                                timed_out, "outcomes", outcomes);
+    char *text = answer ? json_dumps (answer, JSON_COMPACT) : NULL;
+    json_decref (answer);
+    s_reply (router, pending->envelope, pending->envelope_count,
+             text ? text : "ERROR out of memory");
+    free (text);
+}
+
+/* Answers the pending requests that are ready; keeps the others. */
+static void
+s_serve_pending (s_state_t *state, void *router)
+{
+    int64_t now = fh_clock_mono_ns ();
+    size_t kept = 0;
+    for (size_t i = 0; i < state->pending_count; i++) {
+        s_pending_t *pending = &state->pending[i];
+        bool routed = fh_emit_matched (pending->emit) != -2;
+        bool ready = pending->kind == PENDING_EMIT_WAIT
+                         ? fh_emit_is_handled (pending->emit) || (routed && fh_emit_matched (pending->emit) <= 0)
+                         : routed;
+        bool timed_out = !ready && now >= pending->deadline_ns;
+        if (!ready && !timed_out) {
+            state->pending[kept++] = *pending;
+            continue;
+        }
+        s_answer_pending (state, router, pending, timed_out);
+        for (size_t e = 0; e < pending->envelope_count; e++)
+            zmq_msg_close (&pending->envelope[e]);
+        fh_emit_unref (&pending->emit);
+    }
+    state->pending_count = kept;
 }
 
 static void
@@ -123,10 +322,11 @@ s_control_actor (zsock_t *pipe, void *args)
 {
     fh_control_t *self = args;
     const fh_config_t *config = fh_hub_config (self->hub);
-    s_state_t state = {self, fh_stats_new (self->hub)};
+    s_state_t state = {.control = self, .stats = fh_stats_new (self->hub)};
     zsock_t *router = zsock_new (ZMQ_ROUTER);
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;
+    zsock_t *inject = NULL;
     if (!state.stats || !router)
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else {
@@ -142,6 +342,12 @@ s_control_actor (zsock_t *pipe, void *args)
                       strerror (errno));
         else {
             atomic_store_explicit (&self->bound, true, memory_order_relaxed);
+            inject = zsock_new (ZMQ_PUSH);
+            if (!inject || zsock_connect (inject, "%s", fh_hub_inject_endpoint (self->hub)) != 0)
+                snprintf (self->start_error, sizeof self->start_error,
+                          "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
+            else
+                state.inject = zsock_resolve (inject);
             moksha = fh_moksha_new (self->hub, self->start_error, sizeof self->start_error);
             push = fh_collectd_push_new (config);
         }
@@ -158,6 +364,8 @@ s_control_actor (zsock_t *pipe, void *args)
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
+        if (state.pending_count && wait_ms > 5)
+            wait_ms = 5; /* injections waiting for the enqueuer or consumers */
         if (zmq_poll (items, item_count, wait_ms < 0 ? 0 : (long) wait_ms) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
@@ -172,6 +380,8 @@ s_control_actor (zsock_t *pipe, void *args)
         }
         if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
             s_serve_one (&state, zsock_resolve (router));
+        if (state.pending_count)
+            s_serve_pending (&state, zsock_resolve (router));
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
@@ -182,6 +392,13 @@ s_control_actor (zsock_t *pipe, void *args)
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
     }
+    for (size_t i = 0; i < state.pending_count; i++) {
+        for (size_t e = 0; e < state.pending[i].envelope_count; e++)
+            zmq_msg_close (&state.pending[i].envelope[e]);
+        fh_emit_unref (&state.pending[i].emit);
+    }
+    free (state.pending);
+    zsock_destroy (&inject);
     fh_collectd_push_destroy (&push);
     fh_moksha_destroy (&moksha);
     zsock_destroy (&router);
@@ -273,6 +490,14 @@ char *
 fh_control_call (const char *endpoint, const char *command, int timeout_ms, char *err,
                  size_t errlen)
 {
+    fanhub_bytes_t frame = {command, strlen (command)};
+    return fh_control_call_frames (endpoint, &frame, 1, timeout_ms, err, errlen);
+}
+
+char *
+fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size_t count,
+                        int timeout_ms, char *err, size_t errlen)
+{
     if (strncmp (endpoint, "ipc://", 6) == 0 && access (endpoint + 6, F_OK) != 0) {
         snprintf (err, errlen, "%s: %s: is the hub running, with this control endpoint?",
                   endpoint, strerror (errno));
@@ -287,11 +512,18 @@ fh_control_call (const char *endpoint, const char *command, int timeout_ms, char
     zsock_set_rcvtimeo (req, timeout_ms);
     zsock_set_sndtimeo (req, timeout_ms);
     char *answer = NULL;
-    if (zmq_connect (zsock_resolve (req), endpoint) != 0)
+    bool sent = true;
+    if (zmq_connect (zsock_resolve (req), endpoint) != 0) {
         snprintf (err, errlen, "%s: %s", endpoint, zmq_strerror (zmq_errno ()));
-    else if (zmq_send (zsock_resolve (req), command, strlen (command), 0) < 0)
-        snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
-    else {
+        sent = false;
+    }
+    for (size_t i = 0; sent && i < count; i++)
+        if (zmq_send (zsock_resolve (req), frames[i].data, frames[i].size,
+                      i + 1 < count ? ZMQ_SNDMORE : 0) < 0) {
+            snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
+            sent = false;
+        }
+    if (sent) {
         zmq_msg_t reply;
         zmq_msg_init (&reply);
         if (zmq_msg_recv (&reply, zsock_resolve (req), 0) < 0)

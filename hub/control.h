@@ -5,8 +5,14 @@
     answer is one frame. Commands:
       PING   -> "PONG"
       STATS  -> the JSON snapshot of docs/stats-schema.md
-    Anything else (unknown command, several frames, more than
-    FH_CONTROL_MAX_COMMAND bytes, an empty frame) is answered with a frame
+      EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames]
+             -> once routed (nowait) or handled or timed out (wait):
+                {"matched": N, "handled": bool, "timed_out": bool,
+                 "outcomes": {"consumer": "completed"|"failed"|...}}
+      INJECT, consumer, topic, body[, frames]
+             -> "OK" once in that consumer's queue (or spool), or an ERROR
+    Anything else (unknown command, wrong arguments, a command word of more
+    than FH_CONTROL_MAX_COMMAND bytes, an empty frame) is answered with a frame
     starting "ERROR " and a reason; the socket keeps serving.
 
     The actor also owns the metrics clock: once a second it lets the stats
@@ -35,5 +41,9 @@ void fh_control_destroy (fh_control_t **self_p);
    one line in err. */
 char *fh_control_call (const char *endpoint, const char *command, int timeout_ms,
                        char *err, size_t errlen);
+
+/* The same with a request of several frames. */
+char *fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size_t count,
+                              int timeout_ms, char *err, size_t errlen);
 
 #endif

@@ -6,6 +6,7 @@
 struct fh_emit {
     atomic_int refs;
     atomic_bool handled;
+    atomic_int matched; /* -2 until routed */
     size_t consumer_count;
     atomic_int outcomes[];
 };
@@ -18,6 +19,7 @@ fh_emit_new (size_t consumer_count)
         return NULL;
     atomic_init (&self->refs, 2);
     atomic_init (&self->handled, false);
+    atomic_init (&self->matched, -2);
     self->consumer_count = consumer_count;
     for (size_t i = 0; i < consumer_count; i++)
         atomic_init (&self->outcomes[i], FH_OUTCOME_NONE);
@@ -52,6 +54,24 @@ fh_emit_outcome (fh_emit_t *self, size_t consumer)
     if (consumer >= self->consumer_count)
         return FH_OUTCOME_NONE;
     return (fh_outcome_t) atomic_load_explicit (&self->outcomes[consumer], memory_order_acquire);
+}
+
+void
+fh_emit_routed (fh_emit_t *self, int matched)
+{
+    atomic_store_explicit (&self->matched, matched, memory_order_release);
+}
+
+int
+fh_emit_matched (fh_emit_t *self)
+{
+    return atomic_load_explicit (&self->matched, memory_order_acquire);
+}
+
+size_t
+fh_emit_consumer_count (const fh_emit_t *self)
+{
+    return self->consumer_count;
 }
 
 void

@@ -32,6 +32,13 @@ void fh_emit_unref (fh_emit_t **self_p);
 
 void fh_emit_set_outcome (fh_emit_t *self, size_t consumer, fh_outcome_t outcome);
 fh_outcome_t fh_emit_outcome (fh_emit_t *self, size_t consumer);
+/* From the enqueuer, once it has offered the message: how many consumers
+   it matched (their outcomes are PENDING or DROPPED now), or -1 when the
+   message was malformed. After this, fh_emit_matched answers. */
+void fh_emit_routed (fh_emit_t *self, int matched);
+/* -2 until routed; then the matched count, or -1 for malformed. */
+int fh_emit_matched (fh_emit_t *self);
+size_t fh_emit_consumer_count (const fh_emit_t *self);
 /* From the message's last release: marks it handled, drops its reference. */
 void fh_emit_handled (fh_emit_t *self);
 /* For the message never made (out of memory, no consumer matched). */

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "utf8.h"
 
+#include <assert.h>
 #include <czmq.h>
 #include <errno.h>
 #include <stdalign.h>
@@ -30,6 +31,8 @@ struct fh_enqueuer {
     atomic_uint_fast64_t unrouted;
     atomic_int *peers; /* per endpoint: connect first, then bind */
     fh_handled_t handled; /* messages every matching consumer refused */
+    char inject_endpoint[64];
+    void *publish;        /* PUB on bus.publish, for emitted messages; or NULL */
 
     alignas (CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -83,6 +86,9 @@ s_count_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason,
                     (unsigned long long) suppressed);
 }
 
+static void s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen,
+                     size_t bytes, const fh_inject_t *inject);
+
 /* Receives one whole multipart message and routes it. Returns false when
    the socket has nothing more (or is closing). */
 static bool
@@ -115,6 +121,18 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     }
     s_bump (&self->received);
 
+    s_route (self, frames, count, seen, bytes, NULL);
+    return true;
+}
+
+/* Checks, numbers and hands out one message whose frames[0..count-1] were
+   read (seen frames, bytes in all). With an injection, reports to its
+   waiter, and only its consumer gets it when it names one. */
+static void
+s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size_t bytes,
+         const fh_inject_t *inject)
+{
+    const size_t max_frames = self->config->max_frames;
     fh_malformed_reason_t reason = FH_MALFORMED_REASONS;
     if (seen < 2)
         reason = FH_MALFORMED_NO_BODY;
@@ -128,7 +146,11 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
         s_count_malformed (self, reason, seen, bytes);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
-        return true;
+        if (inject) {
+            fh_emit_routed (inject->emit, -1);
+            fh_emit_abandon (inject->emit);
+        }
+        return;
     }
 
     /* Well-formed: it gets a number and a time whether or not it routes. */
@@ -136,11 +158,20 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     int64_t received_ns = fh_clock_mono_ns ();
     size_t matched = fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
                                        zmq_msg_size (&frames[0]), self->matches);
+    if (inject && inject->only >= 0) {
+        /* A replay to one consumer: it gets it whatever its topics say. */
+        self->matches[0] = (uint32_t) inject->only;
+        matched = 1;
+    }
     if (matched == 0) {
         s_bump (&self->unrouted);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
-        return true;
+        if (inject) {
+            fh_emit_routed (inject->emit, 0);
+            fh_emit_abandon (inject->emit);
+        }
+        return;
     }
     fh_msg_t *msg = fh_msg_new (frames, (uint32_t) count, seq, received_ns);
     for (size_t i = 0; i < count; i++)
@@ -150,15 +181,74 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
         for (size_t i = 0; i < matched; i++)
             fh_consumer_count_drop (self->consumers[self->matches[i]]);
         fh_error ("out of memory: dropped bus message %llu", (unsigned long long) seq);
-        return true;
+        if (inject) {
+            fh_emit_routed (inject->emit, (int) matched);
+            fh_emit_abandon (inject->emit);
+        }
+        return;
     }
+    if (inject)
+        msg->emit = inject->emit;
     /* Every holder is counted before the first hand-off: a fast consumer
        may release its share before the last offer is made. */
-    atomic_store_explicit (&msg->holders, (unsigned) matched, memory_order_relaxed);
+    atomic_store_explicit (&msg->holders, (unsigned) matched + (inject != NULL),
+                           memory_order_relaxed);
     for (size_t i = 0; i < matched; i++)
         if (!fh_consumer_offer (self->consumers[self->matches[i]], msg))
             fh_msg_release (msg, &self->handled);
-    return true;
+    if (inject) {
+        /* The extra hold kept the message alive until every outcome of the
+           hand-off was written; now the waiter may read them. */
+        fh_emit_routed (inject->emit, (int) matched);
+        fh_msg_release (msg, &self->handled);
+    }
+}
+
+/* An injected message from the control actor. */
+static void
+s_receive_injected (fh_enqueuer_t *self, void *pull)
+{
+    const size_t max_frames = self->config->max_frames;
+    zmq_msg_t header;
+    zmq_msg_init (&header);
+    if (zmq_msg_recv (&header, pull, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&header);
+        return;
+    }
+    /* An internal message: its shape is the control actor's promise. */
+    assert (zmq_msg_size (&header) == sizeof (fh_inject_t) && zmq_msg_more (&header));
+    fh_inject_t inject;
+    memcpy (&inject, zmq_msg_data (&header), sizeof inject);
+    zmq_msg_close (&header);
+    zmq_msg_t *frames = self->frames;
+    size_t count = 0, seen = 0, bytes = 0;
+    bool more = true;
+    while (more) {
+        zmq_msg_t *frame = &frames[count < max_frames ? count : max_frames];
+        zmq_msg_init (frame);
+        if (zmq_msg_recv (frame, pull, 0) < 0) {
+            zmq_msg_close (frame);
+            break;
+        }
+        seen++;
+        bytes += zmq_msg_size (frame);
+        more = zmq_msg_more (frame);
+        if (count < max_frames)
+            count++;
+        else
+            zmq_msg_close (frame);
+    }
+    /* An emit (not a replay to one consumer) also goes on the bus. */
+    if (self->publish && inject.only < 0 && seen == count)
+        for (size_t i = 0; i < count; i++) {
+            zmq_msg_t copy;
+            zmq_msg_init (&copy);
+            zmq_msg_copy (&copy, &frames[i]);
+            if (zmq_msg_send (&copy, self->publish,
+                              ZMQ_DONTWAIT | (i + 1 < count ? ZMQ_SNDMORE : 0)) < 0)
+                zmq_msg_close (&copy);
+        }
+    s_route (self, frames, count, seen, bytes, &inject);
 }
 
 /* The endpoint a monitor event is about: the configured string when it
@@ -270,6 +360,28 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             snprintf (self->start_error, sizeof self->start_error,
                       "bus.connect: cannot connect %s: %s", config->connect.items[i],
                       zmq_strerror (zmq_errno ()));
+    /* bus.publish: where emitted messages are published too. */
+    zsock_t *publish = NULL;
+    if (config->publish.count && !self->start_error[0]) {
+        publish = zsock_new (ZMQ_PUB);
+        if (publish) {
+            zsock_set_linger (publish, 0);
+            self->publish = zsock_resolve (publish);
+        }
+        for (size_t i = 0; i < config->publish.count && !self->start_error[0]; i++)
+            if (!publish || zmq_bind (self->publish, config->publish.items[i]) != 0)
+                snprintf (self->start_error, sizeof self->start_error,
+                          "bus.publish: cannot bind %s: %s", config->publish.items[i],
+                          zmq_strerror (zmq_errno ()));
+    }
+    /* Injected messages (emit, replay) come from the control actor. */
+    zsock_t *inject = zsock_new (ZMQ_PULL);
+    snprintf (self->inject_endpoint, sizeof self->inject_endpoint, "inproc://fanhub-inject-%p",
+              (void *) self);
+    if (!self->start_error[0]
+        && (!inject || zsock_bind (inject, "%s", self->inject_endpoint) != 0))
+        snprintf (self->start_error, sizeof self->start_error,
+                  "cannot bind the injection socket: %s", zmq_strerror (zmq_errno ()));
     /* The pipe hands over no memory ordering that TSan (or C11) sees. */
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
     zsock_signal (pipe, 0);
@@ -278,10 +390,11 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zmq_pollitem_t items[] = {
         {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
         {sub_handle, 0, ZMQ_POLLIN, 0},
+        {inject ? zsock_resolve (inject) : NULL, 0, ZMQ_POLLIN, 0},
         {monitor ? zsock_resolve (monitor) : NULL, 0, ZMQ_POLLIN, 0},
     };
     /* After a failed start only the pipe is polled, for $TERM. */
-    int item_count = self->start_error[0] ? 1 : monitor ? 3 : 2;
+    int item_count = self->start_error[0] ? 1 : monitor ? 4 : 3;
     bool running = true;
     while (running) {
         if (zmq_poll (items, item_count, -1) < 0) {
@@ -299,12 +412,40 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             for (int i = 0; i < BATCH_MAX && s_receive_one (self, sub_handle); i++)
                 ;
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
+            s_receive_injected (self, zsock_resolve (inject));
+        if (running && item_count > 3 && (items[3].revents & ZMQ_POLLIN))
             s_handle_monitor_event (self, zsock_resolve (monitor));
     }
     if (monitor) {
         zmq_socket_monitor (sub_handle, NULL, 0);
         zsock_destroy (&monitor);
     }
+    /* Injections still queued were never routed: tell their waiters. */
+    while (inject && zsock_resolve (inject)) {
+        zmq_msg_t frame;
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, zsock_resolve (inject), ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close (&frame);
+            break;
+        }
+        if (zmq_msg_size (&frame) == sizeof (fh_inject_t)) {
+            fh_inject_t lost;
+            memcpy (&lost, zmq_msg_data (&frame), sizeof lost);
+            fh_emit_routed (lost.emit, 0);
+            fh_emit_abandon (lost.emit);
+        }
+        bool more = zmq_msg_more (&frame);
+        zmq_msg_close (&frame);
+        while (more) {
+            zmq_msg_init (&frame);
+            zmq_msg_recv (&frame, zsock_resolve (inject), 0);
+            more = zmq_msg_more (&frame);
+            zmq_msg_close (&frame);
+        }
+    }
+    zsock_destroy (&inject);
+    zsock_destroy (&publish);
+    self->publish = NULL;
     zsock_destroy (&sub);
     for (size_t i = 0; i < config->connect.count + config->bind.count; i++)
         atomic_store (&self->peers[i], 0); /* the socket is gone */
@@ -374,6 +515,12 @@ fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end)
     if (end_to_end)
         fh_histogram_read (&self->handled.end_to_end, end_to_end);
     return atomic_load_explicit (&self->handled.handled, memory_order_acquire);
+}
+
+const char *
+fh_enqueuer_inject_endpoint (fh_enqueuer_t *self)
+{
+    return self->inject_endpoint;
 }
 
 int

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "consumer.h"
+#include "emit.h"
 #include "trigger.h"
 
 #include <stdint.h>
@@ -37,6 +38,15 @@ typedef struct {
     uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
     uint64_t unrouted;  /* well-formed, but matched no consumer */
 } fh_enqueuer_counts_t;
+
+/* Where the control actor sends injected messages (emit, dead-letter
+   replay): a PUSH socket connected here delivers multipart messages
+   [fh_inject_t as bytes, topic, body, more frames...]. */
+typedef struct {
+    fh_emit_t *emit;   /* the waiter the enqueuer reports to (never NULL) */
+    int64_t only;      /* -1: every matching consumer; else that consumer only */
+} fh_inject_t;
+const char *fh_enqueuer_inject_endpoint (fh_enqueuer_t *self);
 
 /* A short name of a malformed reason, e.g. "no_body". */
 const char *fh_malformed_reason_name (fh_malformed_reason_t reason);

@@ -142,6 +142,12 @@ fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end)
     return 0;
 }
 
+const char *
+fh_hub_inject_endpoint (fh_hub_t *self)
+{
+    return fh_enqueuer_inject_endpoint (self->enqueuer);
+}
+
 const fh_config_t *
 fh_hub_config (const fh_hub_t *self)
 {

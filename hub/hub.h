@@ -40,6 +40,8 @@ void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
 /* Messages the enqueuer handled itself (no consumer took them), with
    their latency (may be NULL); 0 before start. */
 uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
+/* Where the control actor sends injected messages (enqueuer.h). */
+const char *fh_hub_inject_endpoint (fh_hub_t *self);
 const fh_config_t *fh_hub_config (const fh_hub_t *self);
 /* Monotonic time the hub was created. */
 int64_t fh_hub_started_ns (const fh_hub_t *self);

@@ -15,6 +15,7 @@ static const s_command_t s_commands[] = {
     {"check", fh_cmd_check, "validate a configuration and load its plugins"},
     {"stats", fh_cmd_stats, "show a running hub's backlog, counters and latency"},
     {"collectd", fh_cmd_collectd, "feed a running hub's figures to collectd's Exec plugin"},
+    {"emit", fh_cmd_emit, "inject a message into a running hub; --wait until handled"},
     {"dead-letter", fh_cmd_dead_letter, "list or show a consumer's dead letters"},
     {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
     {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},

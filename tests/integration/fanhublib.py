@@ -64,7 +64,7 @@ def run(args, stdin=None, timeout=DEADLINE):
                           timeout=timeout)
     out = proc.stdout.decode(errors="replace")
     err = proc.stderr.decode(errors="replace")
-    check_sanitizers(err, "fanhub " + " ".join(args))
+    check_sanitizers(err, "fanhub " + " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args))
     return proc.returncode, out, err
 
 

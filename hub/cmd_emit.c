@@ -1,0 +1,192 @@
+/*  cmd_emit - `fanhub emit`: inject one message through a running hub.
+
+    The message goes through the hub's control socket to its enqueuer, is
+    routed as if it came from the bus (and is also published on
+    bus.publish, when set), and with --wait the command returns once every
+    consumer it went to has finished with it, printing each one's outcome
+    (Upstart's `initctl emit`, which returns once every job has reacted).
+    Deploy scripts use it to wait until the consumers have caught up.
+*/
+#include "cli.h"
+#include "commands.h"
+#include "control.h"
+
+#include <czmq.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXIT_NO_MATCH 3
+#define EXIT_TIMEOUT 124
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub emit [--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]\n"
+             "\n"
+             "Injects one message into a running hub, as if it had come from the bus:\n"
+             "every consumer whose topics match gets it (and it is also published on\n"
+             "bus.publish, when the configuration sets it). BODY defaults to empty;\n"
+             "'-' reads it from standard input.\n"
+             "\n"
+             "  -w, --wait            return once every consumer has finished with the\n"
+             "                        message, printing each one's outcome\n"
+             "  -t, --timeout S       with --wait, give up after S seconds (default 30)\n"
+             "  -c, --config FILE     find the hub's control endpoint in this config\n"
+             "                        (default: the built-in default configuration)\n"
+             "  -e, --endpoint EP     the control endpoint itself\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "Exit status: 0 every consumer completed it (without --wait: it was\n"
+             "routed), 1 a consumer failed it or dropped it (queue full), 2 bad usage\n"
+             "or configuration, 3 no consumer matched its topic, 124 --timeout passed\n"
+             "first. 1 also when the hub cannot be reached or refuses the message.\n");
+}
+
+static char *
+s_read_stdin (size_t *size)
+{
+    size_t room = 65536, used = 0, n;
+    char *data = malloc (room);
+    while (data && (n = fread (data + used, 1, room - used, stdin)) > 0) {
+        used += n;
+        if (used == room) {
+            char *grown = realloc (data, room *= 2);
+            if (!grown)
+                free (data);
+            data = grown;
+        }
+    }
+    *size = used;
+    return data;
+}
+
+int
+fh_cmd_emit (int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"wait", no_argument, NULL, 'w'},
+        {"timeout", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},
+        {"endpoint", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = NULL, *endpoint = NULL;
+    bool wait = false;
+    double timeout_s = 30;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "wt:c:e:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'w': wait = true; break;
+        case 'c': path = optarg; break;
+        case 'e': endpoint = optarg; break;
+        case 't': {
+            char *end;
+            timeout_s = strtod (optarg, &end);
+            if (*end || end == optarg || !(timeout_s >= 0 && timeout_s <= 86400)) {
+                fprintf (stderr, "fanhub emit: --timeout takes seconds from 0 to 86400, "
+                         "not '%s'\n", optarg);
+                return FH_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default: fprintf (stderr, "try 'fanhub emit --help'\n"); return FH_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc || argc - optind > 2) {
+        fprintf (stderr, "fanhub emit: expected TOPIC [BODY | -]; try 'fanhub emit --help'\n");
+        return FH_EXIT_USAGE;
+    }
+    if (path && endpoint) {
+        fprintf (stderr, "fanhub emit: give -c or -e, not both\n");
+        return FH_EXIT_USAGE;
+    }
+    const char *topic = argv[optind];
+    const char *body_arg = optind + 1 < argc ? argv[optind + 1] : "";
+    size_t body_size = strlen (body_arg);
+    char *body_data = NULL;
+    if (strcmp (body_arg, "-") == 0) {
+        body_data = s_read_stdin (&body_size);
+        if (!body_data) {
+            fprintf (stderr, "fanhub emit: cannot read the body: %s\n", strerror (errno));
+            return FH_EXIT_FAILURE;
+        }
+    }
+    char err[2048];
+    fh_config_t *config = NULL;
+    if (!endpoint) {
+        config = fh_cli_load_config (path, err, sizeof err);
+        if (!config) {
+            fprintf (stderr, "fanhub emit: %s\n", err);
+            free (body_data);
+            return FH_EXIT_USAGE;
+        }
+        endpoint = config->control;
+    }
+    zsys_handler_set (NULL);
+    char timeout_ms[32];
+    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) (timeout_s * 1000));
+    fanhub_bytes_t frames[] = {
+        {"EMIT", 4},
+        {wait ? "wait" : "nowait", wait ? 4 : 6},
+        {timeout_ms, strlen (timeout_ms)},
+        {topic, strlen (topic)},
+        {body_data ? body_data : body_arg, body_size},
+    };
+    /* The hub answers by the deadline; give the socket a little more. */
+    int socket_timeout = (int) (timeout_s * 1000) + 5000;
+    char *answer = fh_control_call_frames (endpoint, frames, 5, socket_timeout, err, sizeof err);
+    free (body_data);
+    int status = FH_EXIT_FAILURE;
+    if (!answer)
+        fprintf (stderr, "fanhub emit: %s\n", err);
+    else if (strncmp (answer, "ERROR", 5) == 0)
+        fprintf (stderr, "fanhub emit: the hub refused the message: %s\n", answer + 6);
+    else {
+        json_t *json = json_loads (answer, 0, NULL);
+        json_t *outcomes = json_object_get (json, "outcomes");
+        int matched = (int) json_integer_value (json_object_get (json, "matched"));
+        bool timed_out = json_is_true (json_object_get (json, "timed_out"));
+        if (!json || !json_is_object (outcomes))
+            fprintf (stderr, "fanhub emit: unexpected answer from the hub: %s\n", answer);
+        else if (matched == 0) {
+            printf ("no consumer matched topic %s\n", topic);
+            status = EXIT_NO_MATCH;
+        }
+        else {
+            const char *name;
+            json_t *outcome;
+            bool all_completed = true;
+            json_object_foreach (outcomes, name, outcome) {
+                const char *text = json_string_value (outcome);
+                printf ("%s: %s\n", name, text ? text : "?");
+                if (!text || strcmp (text, "completed") != 0)
+                    all_completed = false;
+            }
+            if (timed_out) {
+                fprintf (stderr, "fanhub emit: not handled within %g s\n", timeout_s);
+                status = EXIT_TIMEOUT;
+            }
+            else if (!wait) {
+                /* Routed: dropped is known now, completion is not awaited. */
+                status = FH_EXIT_OK;
+                json_object_foreach (outcomes, name, outcome)
+                    if (strcmp (json_string_value (outcome), "dropped") == 0)
+                        status = FH_EXIT_FAILURE;
+            }
+            else
+                status = all_completed ? FH_EXIT_OK : FH_EXIT_FAILURE;
+        }
+        json_decref (json);
+    }
+    free (answer);
+    fh_config_destroy (&config);
+    return status;
+}
