@@ -437,6 +437,8 @@ def test_postgres_refusals(wd, pg):
         pub.send(b"t.nul\x00topic", "{}")
         pub.send("t.text", "caf\u00e9")
         hub.wait_log("cannot be stored in PostgreSQL: its topic holds a NUL byte")
+        # Stopping ends receiving: first make sure all four have arrived.
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 4, "4 received", hub=hub)
         assert hub.stop() == 0, hub.log()
         log = hub.log()
         assert "refused it with its body in body_json" in log, log
