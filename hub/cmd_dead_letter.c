@@ -7,9 +7,12 @@
 */
 #include "cli.h"
 #include "commands.h"
+#include "control.h"
 #include "deadletter.h"
+#include "spool.h"
 #include "utf8.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -28,6 +31,7 @@ s_usage (FILE *out)
     fprintf (out,
              "usage: fanhub dead-letter list [-c FILE | --state-dir DIR] [--json] CONSUMER\n"
              "       fanhub dead-letter show [-c FILE | --state-dir DIR] [--json] CONSUMER ID\n"
+             "       fanhub dead-letter replay [-c FILE] [--id ID]... CONSUMER\n"
              "\n"
              "A consumer's dead letters: messages it failed (FANHUB_FAIL) or gave up\n"
              "on (retries used up), kept in STATE_DIR/CONSUMER/dead-letter/ with the\n"
@@ -38,6 +42,11 @@ s_usage (FILE *out)
              "         topic, body size in bytes, attempts, first and last attempt\n"
              "         (RFC 3339, UTC), reason\n"
              "  show   one entry's metadata, a blank line, then its body as stored\n"
+             "  replay puts entries (all, or each --id) back in front of the consumer:\n"
+             "         into the running hub through its control socket, or, when no hub\n"
+             "         runs, into the consumer's spool for the next start. An entry is\n"
+             "         removed only once the hub (or the spool) has taken it. Fix the\n"
+             "         cause of the failure first.\n"
              "\n"
              "  -c, --config FILE     take state_dir from this configuration\n"
              "                        (default: the built-in default configuration)\n"
@@ -307,6 +316,115 @@ s_show (fh_deadletter_t *store, const char *id, bool json)
     return status;
 }
 
+/* Puts one loaded entry back: through the hub (spool == NULL) or into the
+   consumer's spool. 0 when taken. */
+static int
+s_replay_one (const fh_deadletter_entry_t *entry, const char *endpoint, const char *consumer,
+              fh_spool_t *spool, char *err, size_t errlen)
+{
+    if (spool) {
+        int rc = fh_spool_append (spool, entry->seq, entry->received_wall_ns, entry->frames,
+                                  entry->frame_count);
+        if (rc != 0)
+            snprintf (err, errlen, "%s", rc == FH_SPOOL_FULL ? "the spool is full"
+                                                             : strerror (errno));
+        return rc == 0 ? 0 : -1;
+    }
+    fanhub_bytes_t *frames = calloc (entry->frame_count + 2, sizeof *frames);
+    if (!frames) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    frames[0] = (fanhub_bytes_t){"INJECT", 6};
+    frames[1] = (fanhub_bytes_t){consumer, strlen (consumer)};
+    for (uint32_t i = 0; i < entry->frame_count; i++)
+        frames[2 + i] = entry->frames[i];
+    char *answer = fh_control_call_frames (endpoint, frames, entry->frame_count + 2, 10000, err,
+                                           errlen);
+    free (frames);
+    int rc = answer && strcmp (answer, "OK") == 0 ? 0 : -1;
+    if (answer && rc != 0)
+        snprintf (err, errlen, "the hub answered: %s", answer);
+    free (answer);
+    return rc;
+}
+
+static int
+s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consumer,
+          const char **ids, size_t id_count)
+{
+    char err[1024];
+    fh_deadletter_entry_t *entries = NULL;
+    size_t count = 0;
+    if (fh_deadletter_list (store, &entries, &count, err, sizeof err) != 0) {
+        fprintf (stderr, "fanhub dead-letter replay: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    /* A running hub answers PING; otherwise the spool takes them, which
+       fails (locked) if a hub holds it after all. */
+    fh_spool_t *spool = NULL;
+    char *pong = fh_control_call (config->control, "PING", 1000, err, sizeof err);
+    bool running = pong && strcmp (pong, "PONG") == 0;
+    free (pong);
+    if (!running) {
+        char dir[4096];
+        snprintf (dir, sizeof dir, "%s/%s", config->state_dir, consumer);
+        fh_spool_options_t options = {.fsync = FH_SPOOL_FSYNC_ALWAYS};
+        spool = fh_spool_open (dir, &options, NULL, err, sizeof err);
+        if (!spool) {
+            fprintf (stderr, "fanhub dead-letter replay: the hub does not answer at %s, and "
+                     "the spool cannot be opened: %s\n", config->control, err);
+            fh_deadletter_entries_free (entries, count);
+            return FH_EXIT_FAILURE;
+        }
+    }
+    int status = FH_EXIT_OK;
+    size_t replayed = 0;
+    for (size_t i = 0; i < count && status == FH_EXIT_OK; i++) {
+        bool wanted = id_count == 0;
+        for (size_t k = 0; k < id_count; k++)
+            wanted |= strcmp (ids[k], entries[i].id) == 0;
+        if (!wanted)
+            continue;
+        fh_deadletter_entry_t entry;
+        if (entries[i].error || fh_deadletter_load (store, entries[i].id, &entry, err,
+                                                    sizeof err) != 0) {
+            fprintf (stderr, "fanhub dead-letter replay: %s: %s\n", entries[i].id,
+                     entries[i].error ? entries[i].error : err);
+            status = FH_EXIT_FAILURE;
+            break;
+        }
+        if (s_replay_one (&entry, config->control, consumer, spool, err, sizeof err) != 0) {
+            fprintf (stderr, "fanhub dead-letter replay: %s: not taken: %s\n", entry.id, err);
+            status = FH_EXIT_FAILURE;
+        }
+        else if (fh_deadletter_remove (store, entry.id, err, sizeof err) != 0) {
+            fprintf (stderr, "fanhub dead-letter replay: %s: replayed, but not removed: %s\n",
+                     entry.id, err);
+            status = FH_EXIT_FAILURE;
+        }
+        else {
+            printf ("%s: replayed %s\n", entry.id, spool ? "into the spool" : "into the hub");
+            replayed++;
+        }
+        fh_deadletter_entry_clear (&entry);
+    }
+    for (size_t k = 0; k < id_count; k++) {
+        bool found = false;
+        for (size_t i = 0; i < count; i++)
+            found |= strcmp (ids[k], entries[i].id) == 0;
+        if (!found) {
+            fprintf (stderr, "fanhub dead-letter replay: no entry %s\n", ids[k]);
+            status = FH_EXIT_FAILURE;
+        }
+    }
+    fh_deadletter_entries_free (entries, count);
+    fh_spool_close (&spool);
+    if (status == FH_EXIT_OK)
+        printf ("%zu replayed\n", replayed);
+    return status;
+}
+
 static bool
 s_consumer_name_ok (const char *name)
 {
@@ -332,8 +450,9 @@ fh_cmd_dead_letter (int argc, char **argv)
         return FH_EXIT_OK;
     }
     bool show = strcmp (action, "show") == 0;
-    if (!show && strcmp (action, "list") != 0) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not an action (list, show); try "
+    bool replay = strcmp (action, "replay") == 0;
+    if (!show && !replay && strcmp (action, "list") != 0) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not an action (list, show, replay); try "
                  "'fanhub dead-letter --help'\n", action);
         return FH_EXIT_USAGE;
     }
@@ -341,11 +460,14 @@ fh_cmd_dead_letter (int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"state-dir", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},
+        {"id", required_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL, *state_dir = NULL;
     bool json = false;
+    const char *ids[256];
+    size_t id_count = 0;
     int opt;
     optind = 1;
     while ((opt = getopt_long (argc - 1, argv + 1, "c:h", options, NULL)) != -1) {
@@ -353,6 +475,15 @@ fh_cmd_dead_letter (int argc, char **argv)
         case 'c': path = optarg; break;
         case 'S': state_dir = optarg; break;
         case 'j': json = true; break;
+        case 'i':
+            if (!replay || id_count == sizeof ids / sizeof ids[0]
+                || !fh_deadletter_id_valid (optarg)) {
+                fprintf (stderr, "fanhub dead-letter: --id takes an entry ID (16 hex digits), "
+                         "with replay, at most 256 times\n");
+                return FH_EXIT_USAGE;
+            }
+            ids[id_count++] = optarg;
+            break;
         case 'h': s_usage (stdout); return FH_EXIT_OK;
         default: fprintf (stderr, "try 'fanhub dead-letter --help'\n"); return FH_EXIT_USAGE;
         }
@@ -367,6 +498,11 @@ fh_cmd_dead_letter (int argc, char **argv)
     const char *id = show ? argv[2 + optind] : NULL;
     if (path && state_dir) {
         fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
+        return FH_EXIT_USAGE;
+    }
+    if (replay && state_dir) {
+        fprintf (stderr, "fanhub dead-letter replay: needs the configuration (-c), to find "
+                 "the hub\n");
         return FH_EXIT_USAGE;
     }
     if (!s_consumer_name_ok (consumer)) {
@@ -417,7 +553,9 @@ fh_cmd_dead_letter (int argc, char **argv)
         status = FH_EXIT_FAILURE;
     }
     else
-        status = show ? s_show (store, id, json) : s_list (store, dir, json);
+        status = replay ? s_replay (store, config, consumer, ids, id_count)
+                 : show ? s_show (store, id, json)
+                        : s_list (store, dir, json);
     fh_deadletter_close (&store);
     free (dir);
     fh_config_destroy (&config);

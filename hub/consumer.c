@@ -8,6 +8,7 @@
 */
 #include "consumer.h"
 
+#include "deadletter.h"
 #include "emit.h"
 #include "host.h"
 #include "keyed.h"
@@ -16,8 +17,10 @@
 #include "plugin.h"
 #include "queue.h"
 #include "retry.h"
+#include "spool.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdio.h>
@@ -68,6 +71,9 @@ struct fh_consumer {
     atomic_uint_fast64_t backlog_max;
     bool warn_armed; /* the next crossing of warn_at is logged */
     size_t warn_at;
+    atomic_uint_fast64_t evicted;   /* drop-oldest: taken off the queue's head */
+    atomic_uint_fast64_t spilled;   /* written to the spool by the enqueuer */
+    fh_ratelimit_t spill_log;
 
     alignas (CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
     atomic_uint done_workers;
@@ -85,6 +91,19 @@ struct fh_consumer {
     fh_clock_ops_t clock;
     s_worker_t *workers;
     size_t worker_count;
+    int overflow;               /* fh_overflow_t */
+
+    /* With a state_dir: failed messages are kept here... */
+    fh_deadletter_t *dead_letters;
+    /* ...and the disk spool: read first at start, and where spill goes.
+       While `spooling`, every new message goes to the spool (strict FIFO
+       with the memory queue); the reader turns it off, under spill_lock,
+       once the spool and the queue are both empty. */
+    fh_spool_t *spool;
+    pthread_mutex_t spill_lock;
+    atomic_bool spooling;
+    bool spill_at_shutdown;     /* overflow: spill */
+    uint64_t spool_corrupt_at_open;
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
        messages from the queue into the per-key scheduler; the workers take
@@ -123,6 +142,8 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->consume_timeout_ns = config->consume_timeout_ms * 1000000;
     self->clock = fh_clock_real;
     self->worker_count = config->workers ? config->workers : 1;
+    self->overflow = config->overflow;
+    pthread_mutex_init (&self->spill_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -135,6 +156,8 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         return NULL;
     }
     memset (self->workers, 0, self->worker_count * sizeof *self->workers);
+    if (self->overflow == FH_OVERFLOW_DROP_OLDEST)
+        fh_queue_set_evictable (self->queue);
     for (size_t i = 0; i < self->worker_count; i++) {
         s_worker_t *worker = &self->workers[i];
         worker->consumer = self;
@@ -232,6 +255,9 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         pthread_cond_destroy (&self->pool_work);
     }
     fh_queue_destroy (&self->queue);
+    fh_spool_close (&self->spool);
+    fh_deadletter_close (&self->dead_letters);
+    pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
     free (self->name);
@@ -243,6 +269,55 @@ void
 fh_consumer_set_clock (fh_consumer_t *self, const fh_clock_ops_t *clock)
 {
     self->clock = *clock;
+}
+
+int
+fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err,
+                        size_t errlen)
+{
+    if (!config->state_dir)
+        return 0;
+    char dir[4096], why[1024];
+    snprintf (dir, sizeof dir, "%s/%s/%s", config->state_dir, self->name, FH_DEADLETTER_SUBDIR);
+    self->dead_letters = fh_deadletter_open (dir, self->name, true, why, sizeof why);
+    if (!self->dead_letters) {
+        snprintf (err, errlen, "consumer '%s': dead-letter store: %s", self->name, why);
+        return -1;
+    }
+    snprintf (dir, sizeof dir, "%s/%s", config->state_dir, self->name);
+    const fh_consumer_config_t *mine = &config->consumers[self->index];
+    fh_spool_options_t options = {
+        .segment_bytes = config->spool.segment_bytes,
+        .max_bytes = mine->spool_max_bytes,
+        .fsync = (fh_spool_fsync_t) config->spool.fsync,
+        .fsync_interval_ms = config->spool.fsync_interval_ms,
+    };
+    self->spool = fh_spool_open (dir, &options, &self->spool_corrupt_at_open, why, sizeof why);
+    if (!self->spool) {
+        snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        return -1;
+    }
+    self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
+    uint64_t waiting = fh_spool_records (self->spool);
+    if (waiting) {
+        /* Left by the last run: it goes first, and new messages queue
+           behind it. They count as accepted, so backlog includes them. */
+        atomic_store (&self->spooling, true);
+        atomic_store (&self->enqueued, waiting);
+        fh_info ("consumer '%s': %llu messages waiting in its spool from the last run; "
+                 "they go first", self->name, (unsigned long long) waiting);
+    }
+    if (self->spool_corrupt_at_open)
+        fh_warning ("consumer '%s': spool: %llu damaged records or regions skipped",
+                    self->name, (unsigned long long) self->spool_corrupt_at_open);
+    return 0;
+}
+
+void
+fh_consumer_tick (fh_consumer_t *self, int64_t now_ns)
+{
+    if (self->spool)
+        fh_spool_tick (self->spool, now_ns);
 }
 
 /* The sequence lock around a worker's counters. */
@@ -294,11 +369,38 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
 /* A message's last word: counted, logged when it failed, its waiter told,
    released. */
 static void
-s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why)
+s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
+          uint32_t attempts, int64_t first_ns, int64_t last_ns)
 {
     fh_consumer_t *self = worker->consumer;
+    bool stored = false;
+    if (result != FANHUB_OK && self->dead_letters) {
+        fanhub_bytes_t frames[FH_DEFAULT_MAX_FRAMES];
+        uint32_t count = msg->frame_count < FH_DEFAULT_MAX_FRAMES ? msg->frame_count
+                                                                   : FH_DEFAULT_MAX_FRAMES;
+        for (uint32_t i = 0; i < count; i++)
+            frames[i] = fh_msg_frame (msg, i);
+        int64_t offset = fh_clock_wall_offset_ns ();
+        fh_deadletter_item_t item = {
+            .seq = msg->seq,
+            .received_wall_ns = msg->received_ns + offset,
+            .frames = frames,
+            .frame_count = count,
+            .reason = why,
+            .attempts = attempts,
+            .first_attempt_ns = first_ns + offset,
+            .last_attempt_ns = last_ns + offset,
+        };
+        char id[FH_DEADLETTER_ID_SIZE], err[512];
+        stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
+        if (!stored)
+            fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
+                      self->name, (unsigned long long) msg->seq, err);
+    }
     s_progress_begin (worker);
     s_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    if (stored)
+        s_bump (&worker->dead_lettered);
     s_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
@@ -321,7 +423,7 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
     s_progress_end (worker);
     fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
 
-    int64_t end = start;
+    int64_t end = start, first = start;
     uint32_t attempts = 0;
     fanhub_result_t result;
     char why[160] = "";
@@ -350,8 +452,104 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
         start = self->clock.now_ns (self->clock.arg);
     }
 
-    s_finish (worker, msg, result, why);
+    s_finish (worker, msg, result, why, attempts, first, end);
     return end;
+}
+
+/* The next message from the spool, as a message of its own (one holder,
+   this consumer); NULL when the spool is empty, after turning spooling
+   off if the memory queue is empty too (new messages go to memory again).
+   Only the reading thread calls it. */
+static fh_msg_t *
+s_spool_next (fh_consumer_t *self)
+{
+    if (!self->spool || !fh_spool_records (self->spool)) {
+        if (self->spool && atomic_load (&self->spooling)) {
+            pthread_mutex_lock (&self->spill_lock);
+            /* Under the lock the enqueuer cannot append; while spooling it
+               pushes nothing to memory, so an empty queue stays empty. */
+            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0)
+                atomic_store (&self->spooling, false);
+            pthread_mutex_unlock (&self->spill_lock);
+        }
+        return NULL;
+    }
+    fh_spool_record_t record;
+    if (fh_spool_read (self->spool, &record) != 1)
+        return NULL; /* an I/O error is logged by the spool; try later */
+    zmq_msg_t frames[FH_DEFAULT_MAX_FRAMES];
+    uint32_t count = record.frame_count < FH_DEFAULT_MAX_FRAMES ? record.frame_count
+                                                                 : FH_DEFAULT_MAX_FRAMES;
+    for (uint32_t i = 0; i < count; i++) {
+        zmq_msg_init_size (&frames[i], record.frames[i].size);
+        memcpy (zmq_msg_data (&frames[i]), record.frames[i].data, record.frames[i].size);
+    }
+    fh_msg_t *msg = fh_msg_new (frames, count, record.seq,
+                                record.received_wall_ns - fh_clock_wall_offset_ns ());
+    for (uint32_t i = 0; i < count; i++)
+        zmq_msg_close (&frames[i]);
+    if (msg) {
+        msg->from_spool = true;
+        atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
+    }
+    return msg;
+}
+
+/* Appends msg to the spool; counted as spilled (and enqueued) or, when the
+   spool cannot take it, as dropped. Caller holds spill_lock. */
+static bool
+s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
+{
+    fanhub_bytes_t frames[FH_DEFAULT_MAX_FRAMES];
+    uint32_t count = msg->frame_count < FH_DEFAULT_MAX_FRAMES ? msg->frame_count
+                                                               : FH_DEFAULT_MAX_FRAMES;
+    for (uint32_t i = 0; i < count; i++)
+        frames[i] = fh_msg_frame (msg, i);
+    int rc = fh_spool_append (self->spool, msg->seq,
+                              msg->received_ns + fh_clock_wall_offset_ns (), frames, count);
+    if (rc == 0) {
+        if (count_enqueued)
+            s_bump (&self->enqueued);
+        s_bump (&self->spilled);
+        if (msg->emit)
+            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
+        return true;
+    }
+    s_bump (&self->dropped);
+    if (msg->emit)
+        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+    uint64_t suppressed;
+    if (fh_ratelimit_allow (&self->spill_log, fh_clock_mono_ns (), 10 * INT64_C (1000000000),
+                            &suppressed))
+        fh_warning ("consumer '%s': dropped message %llu: %s (%llu more not logged)",
+                    self->name, (unsigned long long) msg->seq,
+                    rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
+                                        : "the spool cannot take it",
+                    (unsigned long long) suppressed);
+    return false;
+}
+
+/* At shutdown, a spilling consumer keeps what is queued in memory for the
+   next run: onto the end of the spool, when nothing newer is there (when
+   spooling, the queue holds the older messages and is consumed instead). */
+static void
+s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
+{
+    pthread_mutex_lock (&self->spill_lock);
+    if (!atomic_load (&self->spooling)) {
+        size_t kept = 0;
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (self->queue))) {
+            /* Still counted as enqueued and not dequeued: backlog holds. */
+            if (s_spill (self, msg, false))
+                kept++;
+            fh_msg_release (msg, handled);
+        }
+        if (kept)
+            fh_info ("consumer '%s': %zu queued messages kept in its spool for the next run",
+                     self->name, kept);
+    }
+    pthread_mutex_unlock (&self->spill_lock);
 }
 
 /* One worker, one queue: messages in arrival order, one at a time. */
@@ -364,8 +562,16 @@ s_worker_thread (void *arg)
     /* One clock reading per message: the end of one consume is the start
        of the next when the queue was not empty in between. */
     int64_t now = self->clock.now_ns (self->clock.arg);
+    bool from_spool = false;
     while (true) {
+        if (self->spill_at_shutdown && fh_queue_closed (self->queue))
+            s_spill_queue_at_shutdown (self, &worker->handled);
         fh_msg_t *msg = fh_queue_pop (self->queue);
+        from_spool = false;
+        /* The memory queue first: while spooling it holds the older ones.
+           At shutdown the spool is left for the next run. */
+        if (!msg && !fh_queue_closed (self->queue) && (msg = s_spool_next (self)))
+            from_spool = true;
         if (!msg) {
             if (worked && self->desc->idle)
                 self->desc->idle (self->state);
@@ -376,6 +582,8 @@ s_worker_thread (void *arg)
             continue;
         }
         now = s_consume_one (worker, msg, now);
+        if (from_spool)
+            fh_spool_consumed (self->spool);
         worked = true;
     }
     if (worked && self->desc->idle)
@@ -395,9 +603,18 @@ s_dispatcher_thread (void *arg)
     char keys[BATCH][FH_ORDER_KEY_MAX];
     size_t key_sizes[BATCH];
     while (true) {
+        if (self->spill_at_shutdown && fh_queue_closed (self->queue))
+            s_spill_queue_at_shutdown (self, &self->dispatcher_handled);
         size_t count = 0;
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
+        /* The spool after the memory queue, never at shutdown. Handed to
+           the workers counts as consumed for the spool's cursor. */
+        while (count < BATCH && !fh_queue_closed (self->queue)
+               && (batch[count] = s_spool_next (self))) {
+            fh_spool_consumed (self->spool);
+            count++;
+        }
         if (count == 0) {
             if (!fh_queue_wait (self->queue))
                 break; /* closed and drained */
@@ -513,7 +730,7 @@ s_pool_worker_thread (void *arg)
         else
             snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
                       retries + 1, retries ? "s" : "");
-        s_finish (worker, msg, result, why);
+        s_finish (worker, msg, result, why, retries + 1, now, end);
         pthread_mutex_lock (&self->pool_lock);
         fh_keyed_done (self->keyed, slot);
         pthread_cond_signal (&self->pool_work); /* the key may have more */
@@ -589,17 +806,55 @@ s_pool_full (fh_consumer_t *self)
 {
     uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
     uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_relaxed);
-    return enqueued - started >= fh_queue_capacity (self->queue);
+    uint64_t evicted = atomic_load_explicit (&self->evicted, memory_order_relaxed);
+    return enqueued - evicted - started >= fh_queue_capacity (self->queue);
 }
 
-bool
-fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
+fh_offer_t
+fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
+    /* Spooling: everything new goes behind what is on disk. */
+    if (self->spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
+        pthread_mutex_lock (&self->spill_lock);
+        if (atomic_load (&self->spooling)) {
+            s_spill (self, msg, true);
+            pthread_mutex_unlock (&self->spill_lock);
+            fh_queue_kick (self->queue);
+            return FH_OFFER_REFUSED;
+        }
+        pthread_mutex_unlock (&self->spill_lock);
+    }
     if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))) {
-        s_bump (&self->dropped);
-        if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
-        return false;
+        switch (self->overflow) {
+        case FH_OVERFLOW_BLOCK:
+            return FH_OFFER_FULL;
+        case FH_OVERFLOW_SPILL:
+            pthread_mutex_lock (&self->spill_lock);
+            atomic_store (&self->spooling, true);
+            s_spill (self, msg, true);
+            pthread_mutex_unlock (&self->spill_lock);
+            fh_queue_kick (self->queue);
+            return FH_OFFER_REFUSED;
+        case FH_OVERFLOW_DROP_OLDEST: {
+            /* In a pool, messages already with the scheduler stay: then
+               the new one is dropped instead. */
+            fh_msg_t *oldest = fh_queue_full (self->queue) ? fh_queue_evict (self->queue) : NULL;
+            if (oldest) {
+                s_bump (&self->evicted);
+                s_bump (&self->dropped);
+                if (oldest->emit)
+                    fh_emit_set_outcome (oldest->emit, self->index, FH_OUTCOME_DROPPED);
+                fh_msg_release (oldest, handled);
+                break; /* room now */
+            }
+        }
+            /* fall through */
+        default:
+            s_bump (&self->dropped);
+            if (msg->emit)
+                fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+            return FH_OFFER_REFUSED;
+        }
     }
     if (msg->emit)
         fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
@@ -611,13 +866,15 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg)
     assert (pushed);
     (void) pushed;
     s_watch_backlog (self);
-    return true;
+    return FH_OFFER_TAKEN;
 }
 
 void
-fh_consumer_count_drop (fh_consumer_t *self)
+fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
     s_bump (&self->dropped);
+    if (msg && msg->emit)
+        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
 }
 
 void
@@ -698,8 +955,14 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire);
     out->enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
     out->backlog_max = atomic_load_explicit (&self->backlog_max, memory_order_acquire);
+    out->evicted = atomic_load_explicit (&self->evicted, memory_order_acquire);
+    out->spilled = atomic_load_explicit (&self->spilled, memory_order_acquire);
+    if (self->spool) {
+        out->spool_bytes = fh_spool_bytes (self->spool);
+        out->spool_corrupt = fh_spool_corrupt (self->spool);
+    }
     out->in_flight = out->dequeued - out->completed - out->failed;
-    out->backlog = out->enqueued - out->dequeued;
+    out->backlog = out->enqueued - out->dequeued - out->evicted;
     if (out->backlog > out->backlog_max)
         out->backlog_max = out->backlog; /* seen before the enqueuer noted it */
     out->capacity = fh_queue_capacity (self->queue);

@@ -41,7 +41,8 @@ typedef struct {
     uint64_t retried;   /* consume calls after a RETRY answer */
     uint64_t dead_lettered; /* failed messages written to the dead-letter store */
     uint64_t in_flight; /* dequeued - completed - failed: inside consume */
-    uint64_t backlog;   /* enqueued - dequeued: accepted, not yet started */
+    uint64_t backlog;   /* enqueued - dequeued - evicted: accepted, not yet
+                           started (spool included) */
     uint64_t backlog_max; /* the highest backlog since start */
     uint64_t capacity;  /* queue.capacity */
     uint64_t stuck;     /* workers inside a consume older than consume_timeout */
@@ -51,6 +52,11 @@ typedef struct {
     uint64_t key_fallback; /* messages whose order_by key could not be read */
     uint64_t keys_active;  /* keys with messages queued, running or retrying */
     uint64_t key_backlog_max; /* the most messages one key ever had queued */
+    uint64_t evicted;   /* drop-oldest: queued messages dropped for newer ones
+                           (also in dropped) */
+    uint64_t spilled;   /* written to the disk spool */
+    uint64_t spool_bytes;   /* on disk, not yet consumed */
+    uint64_t spool_corrupt; /* damaged spool records skipped */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -58,6 +64,13 @@ typedef struct {
    'log': options.path: /x: cannot open: No such file or directory". */
 fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config, size_t index,
                                 const char *plugin_dir, char *err, size_t errlen);
+/* With a state_dir: opens the consumer's dead-letter store and spool
+   (STATE_DIR/NAME); what the spool holds from the last run goes first.
+   Before start. -1 with one line in err. */
+int fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err,
+                            size_t errlen);
+/* About once a second, from one thread: spool fsync and cursor. */
+void fh_consumer_tick (fh_consumer_t *self, int64_t now_ns);
 /* Replaces the clock (tests: backoff without sleeping). Before start. */
 void fh_consumer_set_clock (fh_consumer_t *self, const fh_clock_ops_t *clock);
 /* Joins the thread if started (after fh_consumer_close), calls fini,
@@ -65,12 +78,18 @@ void fh_consumer_set_clock (fh_consumer_t *self, const fh_clock_ops_t *clock);
 void fh_consumer_destroy (fh_consumer_t **self_p);
 
 int fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen);
-/* Enqueuer thread only. Takes one holder of msg when accepted; false when
-   the queue is full (counted as dropped; msg untouched). */
-bool fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg);
+typedef enum {
+    FH_OFFER_TAKEN,   /* in the queue: the consumer holds it now */
+    FH_OFFER_REFUSED, /* dropped or spilled (counted): the caller keeps its hold */
+    FH_OFFER_FULL     /* overflow: block, and the queue is full: offer again later */
+} fh_offer_t;
+
+/* Enqueuer thread only. Applies queue.overflow when the queue is full;
+   an evicted message is released with `handled`. */
+fh_offer_t fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled);
 /* Enqueuer thread only: counts a message this consumer lost before it
    could be offered (the hub ran out of memory). */
-void fh_consumer_count_drop (fh_consumer_t *self);
+void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);
 /* No more offers: the thread drains the queue and ends. */
 void fh_consumer_close (fh_consumer_t *self);
 /* Gives up on the threads (the process is about to _exit with them

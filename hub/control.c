@@ -387,8 +387,10 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_stats_tick (state.stats, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++)
+            for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++) {
                 fh_consumer_check_stuck (fh_hub_consumer (self->hub, i), now);
+                fh_consumer_tick (fh_hub_consumer (self->hub, i), now);
+            }
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
     }

@@ -103,6 +103,7 @@ fh_outcome_name (fh_outcome_t outcome)
     case FH_OUTCOME_FAILED: return "failed";
     case FH_OUTCOME_DROPPED: return "dropped";
     case FH_OUTCOME_COALESCED: return "coalesced";
+    case FH_OUTCOME_SPILLED: return "spilled";
     }
     return "unknown";
 }

@@ -20,7 +20,8 @@ typedef enum {
     FH_OUTCOME_COMPLETED,  /* consume answered OK */
     FH_OUTCOME_FAILED,     /* failed, retries used up, or dead-lettered */
     FH_OUTCOME_DROPPED,    /* never consumed: queue full, or shutdown */
-    FH_OUTCOME_COALESCED   /* replaced by a newer message of its key */
+    FH_OUTCOME_COALESCED,  /* replaced by a newer message of its key */
+    FH_OUTCOME_SPILLED     /* written to the consumer's disk spool */
 } fh_outcome_t;
 
 typedef struct fh_emit fh_emit_t;

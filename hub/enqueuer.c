@@ -33,6 +33,9 @@ struct fh_enqueuer {
     fh_handled_t handled; /* messages every matching consumer refused */
     char inject_endpoint[64];
     void *publish;        /* PUB on bus.publish, for emitted messages; or NULL */
+    zsock_t *pipe;        /* the actor's pipe, watched while blocked */
+    void *pipe_handle;
+    bool terminating;     /* $TERM seen while blocked */
 
     alignas (CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -84,6 +87,23 @@ s_count_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason,
                     fh_malformed_reason_name (reason), frames, bytes,
                     self->config->max_frames, self->config->max_message_bytes,
                     (unsigned long long) suppressed);
+}
+
+/* While a `block` consumer's queue is full: waits a moment, watching the
+   actor pipe. True when a stop came (the actor then ends its loop). */
+static bool
+s_blocked_wait (fh_enqueuer_t *self)
+{
+    if (self->terminating)
+        return true;
+    zmq_pollitem_t item = {self->pipe_handle, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN)) {
+        char *command = zstr_recv (self->pipe);
+        if (!command || streq (command, "$TERM"))
+            self->terminating = true;
+        zstr_free (&command);
+    }
+    return self->terminating;
 }
 
 static void s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen,
@@ -179,7 +199,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
     if (!msg) {
         /* Out of memory: every matching consumer loses it, and counts it. */
         for (size_t i = 0; i < matched; i++)
-            fh_consumer_count_drop (self->consumers[self->matches[i]]);
+            fh_consumer_count_drop (self->consumers[self->matches[i]], NULL);
         fh_error ("out of memory: dropped bus message %llu", (unsigned long long) seq);
         if (inject) {
             fh_emit_routed (inject->emit, (int) matched);
@@ -193,9 +213,20 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
        may release its share before the last offer is made. */
     atomic_store_explicit (&msg->holders, (unsigned) matched + (inject != NULL),
                            memory_order_relaxed);
-    for (size_t i = 0; i < matched; i++)
-        if (!fh_consumer_offer (self->consumers[self->matches[i]], msg))
+    for (size_t i = 0; i < matched; i++) {
+        fh_consumer_t *consumer = self->consumers[self->matches[i]];
+        fh_offer_t offer;
+        /* overflow: block waits here, stalling every consumer, as
+           documented; a stop ($TERM) ends the wait and drops it. */
+        while ((offer = fh_consumer_offer (consumer, msg, &self->handled)) == FH_OFFER_FULL)
+            if (s_blocked_wait (self)) {
+                fh_consumer_count_drop (consumer, msg);
+                offer = FH_OFFER_REFUSED;
+                break;
+            }
+        if (offer != FH_OFFER_TAKEN)
             fh_msg_release (msg, &self->handled);
+    }
     if (inject) {
         /* The extra hold kept the message alive until every outcome of the
            hand-off was written; now the waiter may read them. */
@@ -387,6 +418,8 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zsock_signal (pipe, 0);
 
     void *sub_handle = zsock_resolve (sub);
+    self->pipe = pipe;
+    self->pipe_handle = zsock_resolve (pipe);
     zmq_pollitem_t items[] = {
         {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
         {sub_handle, 0, ZMQ_POLLIN, 0},
@@ -409,8 +442,12 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             zstr_free (&command);
         }
         if (running && item_count > 1 && (items[1].revents & ZMQ_POLLIN))
-            for (int i = 0; i < BATCH_MAX && s_receive_one (self, sub_handle); i++)
+            for (int i = 0; i < BATCH_MAX && !self->terminating
+                            && s_receive_one (self, sub_handle);
+                 i++)
                 ;
+        if (self->terminating)
+            running = false;
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
             s_receive_injected (self, zsock_resolve (inject));
         if (running && item_count > 3 && (items[3].revents & ZMQ_POLLIN))

@@ -46,6 +46,10 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
             return NULL;
         }
         self->consumer_count = i + 1;
+        if (fh_consumer_open_state (self->consumers[i], config, err, errlen) != 0) {
+            fh_hub_destroy (&self);
+            return NULL;
+        }
         int rc = 0;
         if (consumer->topics.count == 0)
             rc = fh_trigger_add (self->trigger, i, "");

@@ -17,6 +17,7 @@ fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns
     self->seq = seq;
     self->received_ns = received_ns;
     self->emit = NULL;
+    self->from_spool = false;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
@@ -49,7 +50,7 @@ fh_msg_release (fh_msg_t *self, fh_handled_t *handled)
     /* acq_rel: the freeing thread must see every other holder's reads done. */
     if (atomic_fetch_sub_explicit (&self->holders, 1, memory_order_acq_rel) != 1)
         return;
-    if (handled) {
+    if (handled && !self->from_spool) {
         fh_histogram_record (&handled->end_to_end, fh_clock_mono_ns () - self->received_ns);
         atomic_store_explicit (&handled->handled,
                                atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,

@@ -14,6 +14,7 @@
 #include "histogram.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <zmq.h>
 
@@ -26,6 +27,8 @@ struct fanhub_msg {
     uint64_t seq;            /* hub sequence number, from 1 */
     int64_t received_ns;     /* CLOCK_MONOTONIC at receipt */
     fh_emit_t *emit;         /* NULL, or told when the message is handled */
+    bool from_spool;         /* a copy read back from a spool: its original
+                                was counted as handled when spilled */
     zmq_msg_t frames[];
 };
 

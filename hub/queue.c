@@ -16,6 +16,7 @@
 #include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #define CACHE_LINE 64
@@ -30,9 +31,11 @@ struct fh_queue {
     /* Set once, or rarely written. */
     alignas (CACHE_LINE) size_t capacity;
     size_t mask;
-    fh_msg_t **slots;
+    _Atomic (fh_msg_t *) *slots;
     atomic_bool sleeping;
     atomic_bool closed;
+    atomic_uint kicks;    /* fh_queue_kick: wake-ups without a push */
+    bool evictable;       /* pops compare-and-swap the head */
     pthread_mutex_t lock;
     pthread_cond_t wake;
 };
@@ -60,6 +63,8 @@ fh_queue_new (size_t capacity)
     self->mask = slots - 1;
     atomic_init (&self->sleeping, false);
     atomic_init (&self->closed, false);
+    atomic_init (&self->kicks, 0);
+    self->evictable = false;
     pthread_mutex_init (&self->lock, NULL);
     pthread_cond_init (&self->wake, NULL);
     return self;
@@ -108,7 +113,7 @@ fh_queue_push (fh_queue_t *self, fh_msg_t *msg)
         if (tail - self->head_seen >= self->capacity)
             return false;
     }
-    self->slots[tail & self->mask] = msg;
+    atomic_store_explicit (&self->slots[tail & self->mask], msg, memory_order_relaxed);
     atomic_store_explicit (&self->tail, tail + 1, memory_order_seq_cst);
     if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
         s_wake (self);
@@ -140,28 +145,87 @@ fh_queue_close (fh_queue_t *self)
 fh_msg_t *
 fh_queue_pop (fh_queue_t *self)
 {
-    size_t head = atomic_load_explicit (&self->head, memory_order_relaxed);
-    if (head == self->tail_seen) {
-        self->tail_seen = atomic_load_explicit (&self->tail, memory_order_acquire);
-        if (head == self->tail_seen)
-            return NULL;
+    size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
+    while (true) {
+        /* Evictions move head on by themselves, possibly past the cached
+           tail: "empty" is head at or past it, not only equal. */
+        if ((ptrdiff_t) (self->tail_seen - head) <= 0) {
+            self->tail_seen = atomic_load_explicit (&self->tail, memory_order_acquire);
+            if ((ptrdiff_t) (self->tail_seen - head) <= 0)
+                return NULL;
+        }
+        fh_msg_t *msg = atomic_load_explicit (&self->slots[head & self->mask],
+                                              memory_order_relaxed);
+        if (!self->evictable) {
+            atomic_store_explicit (&self->head, head + 1, memory_order_release);
+            return msg;
+        }
+        /* The producer may have taken this one meanwhile: then retry with
+           the head it left (the value read above is discarded). */
+        if (atomic_compare_exchange_weak_explicit (&self->head, &head, head + 1,
+                                                   memory_order_acq_rel, memory_order_acquire))
+            return msg;
     }
-    fh_msg_t *msg = self->slots[head & self->mask];
-    atomic_store_explicit (&self->head, head + 1, memory_order_release);
-    return msg;
+}
+
+fh_msg_t *
+fh_queue_evict (fh_queue_t *self)
+{
+    size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
+    size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
+    while (head != tail) {
+        fh_msg_t *msg = atomic_load_explicit (&self->slots[head & self->mask],
+                                              memory_order_relaxed);
+        if (atomic_compare_exchange_weak_explicit (&self->head, &head, head + 1,
+                                                   memory_order_acq_rel, memory_order_acquire)) {
+            self->head_seen = head + 1;
+            return msg;
+        }
+    }
+    return NULL;
+}
+
+void
+fh_queue_set_evictable (fh_queue_t *self)
+{
+    self->evictable = true;
+}
+
+void
+fh_queue_kick (fh_queue_t *self)
+{
+    atomic_fetch_add_explicit (&self->kicks, 1, memory_order_seq_cst);
+    if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
+        s_wake (self);
+}
+
+bool
+fh_queue_closed (fh_queue_t *self)
+{
+    return atomic_load (&self->closed);
 }
 
 bool
 fh_queue_wait (fh_queue_t *self)
 {
-    size_t head = atomic_load_explicit (&self->head, memory_order_relaxed);
+    size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
     if (atomic_load_explicit (&self->tail, memory_order_acquire) != head)
         return true;
+    unsigned kicks = atomic_load_explicit (&self->kicks, memory_order_seq_cst);
     pthread_mutex_lock (&self->lock);
     atomic_store_explicit (&self->sleeping, true, memory_order_seq_cst);
     while (atomic_load_explicit (&self->tail, memory_order_seq_cst) == head
-           && !atomic_load (&self->closed))
+           && atomic_load_explicit (&self->kicks, memory_order_seq_cst) == kicks
+           && !atomic_load (&self->closed)) {
         pthread_cond_wait (&self->wake, &self->lock);
+        /* An eviction moves head: compare against the current one. */
+        head = atomic_load_explicit (&self->head, memory_order_acquire);
+    }
+    if (atomic_load_explicit (&self->kicks, memory_order_relaxed) != kicks) {
+        atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
+        pthread_mutex_unlock (&self->lock);
+        return true;
+    }
     atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
     pthread_mutex_unlock (&self->lock);
     return atomic_load_explicit (&self->tail, memory_order_acquire) != head;

@@ -30,14 +30,25 @@ void fh_queue_destroy (fh_queue_t **self_p);
 bool fh_queue_push (fh_queue_t *self, fh_msg_t *msg);
 /* Producer: true when a push would fail now. */
 bool fh_queue_full (fh_queue_t *self);
+/* Producer, for queues made with fh_queue_set_evictable: takes the oldest
+   message off the head (the caller releases it), or NULL when empty. */
+fh_msg_t *fh_queue_evict (fh_queue_t *self);
+/* Before use: the producer may evict, so pops must take the head with a
+   compare-and-swap. */
+void fh_queue_set_evictable (fh_queue_t *self);
+/* Producer: wakes a waiting consumer without pushing (it has something
+   else to look at, such as its spool). */
+void fh_queue_kick (fh_queue_t *self);
 /* Producer: no more pushes; wakes the consumer. */
 void fh_queue_close (fh_queue_t *self);
 
 /* Consumer: the oldest message, or NULL when empty. */
 fh_msg_t *fh_queue_pop (fh_queue_t *self);
-/* Consumer: waits until a message is queued (true) or the queue is closed
-   and empty (false). */
+/* Consumer: waits until a message is queued or the producer kicked
+   (true), or the queue is closed and empty (false). */
 bool fh_queue_wait (fh_queue_t *self);
+/* Anyone: fh_queue_close was called. */
+bool fh_queue_closed (fh_queue_t *self);
 
 /* Producer: how many are queued, exactly, reading the consumer's index
    (a cache-line transfer: call it when the answer matters). */

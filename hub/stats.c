@@ -102,7 +102,7 @@ s_consumer_json (fh_stats_t *self, size_t index)
         (json_int_t) c.capacity, "enqueued", (json_int_t) c.enqueued, "dequeued",
         (json_int_t) c.dequeued, "completed", (json_int_t) c.completed, "failed",
         (json_int_t) c.failed, "retried", (json_int_t) c.retried, "dropped", (json_int_t) c.dropped,
-        "spilled", (json_int_t) 0, "dead_lettered", (json_int_t) c.dead_lettered, "coalesced",
+        "spilled", (json_int_t) c.spilled, "dead_lettered", (json_int_t) c.dead_lettered, "coalesced",
         (json_int_t) c.coalesced, "backlog", (json_int_t) c.backlog, "in_flight",
         (json_int_t) c.in_flight, "backlog_max", (json_int_t) c.backlog_max, "stuck",
         (json_int_t) c.stuck);
@@ -132,6 +132,9 @@ s_consumer_json (fh_stats_t *self, size_t index)
     json_object_set_new (json, "keys_active", json_integer ((json_int_t) c.keys_active));
     json_object_set_new (json, "key_backlog_max", json_integer ((json_int_t) c.key_backlog_max));
     json_object_set_new (json, "key_fallback", json_integer ((json_int_t) c.key_fallback));
+    json_object_set_new (json, "evicted", json_integer ((json_int_t) c.evicted));
+    json_object_set_new (json, "spool_bytes", json_integer ((json_int_t) c.spool_bytes));
+    json_object_set_new (json, "spool_corrupt", json_integer ((json_int_t) c.spool_corrupt));
     return json;
 }
 

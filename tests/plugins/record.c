@@ -7,6 +7,8 @@
       us_max: N        sleep a pseudo-random 0..N microseconds in each call
       retry_marker: S  a body containing S is answered RETRY on its first two
                        attempts, then OK
+      release_file: F  each call first waits (1 ms polls) until F exists
+      fail_marker: S   a body containing S is answered FAIL
 */
 #define _GNU_SOURCE 1 /* memmem */
 #include <fanhub/consumer.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     uint64_t seq;
@@ -29,6 +32,8 @@ typedef struct {
     char *path;
     long us_max;
     char *retry_marker;
+    char *release_file;
+    char *fail_marker;
     pthread_mutex_t lock;
     call_t *calls;
     size_t count, room;
@@ -68,6 +73,10 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             self->us_max = strtol (text, NULL, 10);
         else if (strcmp (key, "retry_marker") == 0)
             self->retry_marker = strdup (text);
+        else if (strcmp (key, "release_file") == 0)
+            self->release_file = strdup (text);
+        else if (strcmp (key, "fail_marker") == 0)
+            self->fail_marker = strdup (text);
         else {
             snprintf (err, errlen, "options.%s: unknown option", key);
             free (self);
@@ -88,6 +97,10 @@ s_consume (void *state, const fanhub_msg_t *msg)
 {
     record_t *self = state;
     uint64_t seq = self->host->msg_seq (msg);
+    while (self->release_file && access (self->release_file, F_OK) != 0) {
+        struct timespec ms = {0, 1000000};
+        nanosleep (&ms, NULL);
+    }
     call_t call = {.seq = seq, .start = s_now (), .answer = FANHUB_OK, .attempt = 1};
     fanhub_bytes_t body = self->host->msg_body (msg);
     pthread_mutex_lock (&self->lock);
@@ -105,6 +118,9 @@ s_consume (void *state, const fanhub_msg_t *msg)
     if (self->retry_marker && call.attempt <= 2
         && memmem (body.data, body.size, self->retry_marker, strlen (self->retry_marker)))
         call.answer = FANHUB_RETRY;
+    if (self->fail_marker
+        && memmem (body.data, body.size, self->fail_marker, strlen (self->fail_marker)))
+        call.answer = FANHUB_FAIL;
     if (self->us_max > 0) {
         long us = (long) ((seq * 2654435761u + (uint64_t) call.attempt) % (uint64_t) (self->us_max + 1));
         struct timespec ts = {0, us * 1000};
@@ -142,7 +158,7 @@ s_fini (void *state)
             call_t *c = &self->calls[i];
             fprintf (out, "%llu %lld %lld %d %s\n", (unsigned long long) c->seq,
                      (long long) c->start, (long long) c->end, c->attempt,
-                     c->answer == FANHUB_OK ? "ok" : "retry");
+                     c->answer == FANHUB_OK ? "ok" : c->answer == FANHUB_RETRY ? "retry" : "fail");
         }
         fclose (out);
         rename (tmp, self->path);
@@ -152,6 +168,8 @@ s_fini (void *state)
     free (self->attempts);
     free (self->path);
     free (self->retry_marker);
+    free (self->release_file);
+    free (self->fail_marker);
     free (self);
 }
 

@@ -126,6 +126,57 @@ test_two_threads_in_order (void **state)
     fh_queue_destroy (&queue);
 }
 
+/* drop-oldest: the producer evicts from the head while the consumer pops.
+   Every message must be taken exactly once, by one side or the other. */
+static void *
+evict_consumer (void *arg)
+{
+    fh_queue_t *queue = arg;
+    uintptr_t taken = 0;
+    uint64_t last = 0;
+    bool ordered = true;
+    while (fh_queue_wait (queue)) {
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (queue))) {
+            if (taken && msg->seq <= last)
+                ordered = false;
+            last = msg->seq;
+            taken++;
+            fh_msg_release_test (msg);
+        }
+    }
+    return (void *) (ordered ? taken : UINTPTR_MAX);
+}
+
+static void
+test_evict_races_pop (void **state)
+{
+    (void) state;
+    fh_queue_t *queue = fh_queue_new (8);
+    fh_queue_set_evictable (queue);
+    pthread_t consumer;
+    assert_int_equal (pthread_create (&consumer, NULL, evict_consumer, queue), 0);
+    uintptr_t evicted = 0;
+    for (uint64_t i = 0; i < STRESS_COUNT; i++) {
+        fh_msg_t *msg = make_msg (i);
+        if (fh_queue_full (queue)) {
+            fh_msg_t *old = fh_queue_evict (queue);
+            if (old) {
+                evicted++;
+                fh_msg_release_test (old);
+            }
+        }
+        while (!fh_queue_push (queue, msg))
+            sched_yield ();
+    }
+    fh_queue_close (queue);
+    void *taken;
+    pthread_join (consumer, &taken);
+    assert_true ((uintptr_t) taken != UINTPTR_MAX); /* in order */
+    assert_int_equal ((uintptr_t) taken + evicted, STRESS_COUNT);
+    fh_queue_destroy (&queue);
+}
+
 int
 main (void)
 {
@@ -133,6 +184,7 @@ main (void)
         cmocka_unit_test (test_capacity_is_exact),
         cmocka_unit_test (test_fifo_and_close),
         cmocka_unit_test (test_two_threads_in_order),
+        cmocka_unit_test (test_evict_races_pop),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -111,7 +111,7 @@ run_flaky (const char *retries, const char *final, size_t max_attempts, fake_clo
     fh_clock_ops_t ops = {fake_now, fake_sleep_until, clock};
     fh_consumer_set_clock (consumer, &ops);
     for (uint64_t seq = 1; seq <= 3; seq++)
-        assert_true (fh_consumer_offer (consumer, make_msg (seq)));
+        assert_int_equal (fh_consumer_offer (consumer, make_msg (seq), NULL), FH_OFFER_TAKEN);
     assert_int_equal (fh_consumer_start (consumer, err, sizeof err), 0);
     fh_consumer_close (consumer);
     while (!fh_consumer_done (consumer))
