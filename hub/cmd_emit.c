@@ -42,7 +42,8 @@ s_usage (FILE *out)
              "  -h, --help            this text\n"
              "\n"
              "Exit status: 0 every consumer completed it (without --wait: it was\n"
-             "routed), 1 a consumer failed it or dropped it (queue full), 2 bad usage\n"
+             "routed), 1 a consumer did not complete it (failed, dropped, spilled to\n"
+             "disk, or replaced by a newer message of its key), 2 bad usage\n"
              "or configuration, 3 no consumer matched its topic, 124 --timeout passed\n"
              "first. 1 also when the hub cannot be reached or refuses the message.\n");
 }

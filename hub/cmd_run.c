@@ -40,10 +40,12 @@ s_usage (FILE *out)
              "      --plugin-dir DIR  where plugins named without a '/' are found\n"
              "                        (default: $FANHUB_PLUGIN_DIR, else the\n"
              "                        installed plugin directory)\n"
-             "  -v, --verbose         log debug lines too\n"
-             "  -q, --quiet           log warnings and errors only\n"
+             "  -v, --verbose         log debug lines too (over log_level)\n"
+             "  -q, --quiet           log warnings and errors only (over log_level)\n"
              "  -h, --help            this text\n"
              "\n"
+             "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
+             "that stay the same keep running, an invalid file is refused.\n"
              "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
              "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
              "signal, or an expired shutdown_timeout, exits at once with status 1\n"
@@ -59,6 +61,28 @@ s_log_endpoints (const fh_config_t *config)
         fh_info ("bus: connecting to %s", config->connect.items[i]);
     for (size_t i = 0; i < config->bind.count; i++)
         fh_info ("bus: bound to %s", config->bind.items[i]);
+}
+
+/* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
+   refused and the running configuration stays. */
+static void
+s_reload (fh_hub_t *hub, const char *path)
+{
+    char err[2048], result[2200];
+    fh_info ("reloading %s", path ? path : "the built-in default configuration");
+    fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
+        const fh_config_t *now = fh_hub_config (hub);
+        snprintf (result, sizeof result, "OK reloaded %s: %zu consumer%s", now->source,
+                  now->consumer_count, now->consumer_count == 1 ? "" : "s");
+        fh_info ("%s", result + 3);
+    }
+    else {
+        snprintf (result, sizeof result, "ERROR reload refused, the running configuration "
+                  "stays: %s", err);
+        fh_error ("%s", result + 6);
+    }
+    fh_hub_note_reload (hub, result);
 }
 
 /* After a second signal or an expired timeout: consumer threads may be
@@ -91,14 +115,15 @@ fh_cmd_run (int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *path = NULL, *plugin_dir = NULL;
+    bool level_given = false;
     int opt;
     optind = 1;
     while ((opt = getopt_long (argc, argv, "c:vqh", options, NULL)) != -1) {
         switch (opt) {
         case 'c': path = optarg; break;
         case 'P': plugin_dir = optarg; break;
-        case 'v': fh_log_set_level (FANHUB_LOG_DEBUG); break;
-        case 'q': fh_log_set_level (FANHUB_LOG_WARNING); break;
+        case 'v': fh_log_set_level (FANHUB_LOG_DEBUG); level_given = true; break;
+        case 'q': fh_log_set_level (FANHUB_LOG_WARNING); level_given = true; break;
         case 'h': s_usage (stdout); return FH_EXIT_OK;
         default:
             fprintf (stderr, "try 'fanhub run --help'\n");
@@ -127,6 +152,8 @@ fh_cmd_run (int argc, char **argv)
         fh_error ("%s", err);
         return FH_EXIT_USAGE;
     }
+    if (!level_given)
+        fh_log_set_level ((fanhub_log_level_t) config->log_level);
     fh_hub_t *hub = fh_hub_new (config, fh_plugin_dir (plugin_dir), err, sizeof err);
     if (!hub) {
         fh_error ("%s", err);
@@ -169,19 +196,25 @@ fh_cmd_run (int argc, char **argv)
 
     int sig;
     while (true) {
-        sig = sigwaitinfo (&signals, NULL);
+        /* While consumers are leaving after a reload, look at them every
+           100 ms; otherwise just wait for a signal. */
+        if (fh_hub_retire_step (hub)) {
+            struct timespec wait = {0, 100000000};
+            sig = sigtimedwait (&signals, NULL, &wait);
+        }
+        else
+            sig = sigwaitinfo (&signals, NULL);
         if (sig == SIGINT || sig == SIGTERM)
             break;
         if (sig == SIGHUP)
-            fh_warning ("SIGHUP ignored: this version cannot reload its "
-                        "configuration; restart the hub to apply changes");
+            s_reload (hub, path);
     }
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
              strsignal (sig), (double) config->shutdown_timeout_ms / 1000);
     fh_hub_stop_receiving (hub);
 
     int64_t deadline = fh_clock_mono_ns () + config->shutdown_timeout_ms * 1000000;
-    while (!fh_hub_drained (hub)) {
+    while (!fh_hub_drained (hub) || fh_hub_retire_step (hub)) {
         int64_t left = deadline - fh_clock_mono_ns ();
         if (left <= 0)
             s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);

@@ -32,8 +32,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define S_IDLE_MS 1000   /* no byte moved for this long: collectd is hung */
-#define S_BATCH_MS 2000  /* a batch never holds the control thread longer */
+#define S_IDLE_MS 1000   /* default: no byte moved for this long, collectd is hung */
+#define S_BATCH_MS 2000  /* default: a batch never holds the control thread longer */
 #define S_REPLY_MAX 1024 /* collectd's replies are one short line each */
 
 /* How one exchange ended. */
@@ -45,6 +45,8 @@ typedef enum {
 
 struct fh_collectd_push {
     char *path;          /* metrics.collectd.socket */
+    int64_t idle_ms;     /* S_IDLE_MS, or a test's own */
+    int64_t batch_ms;    /* S_BATCH_MS, or a test's own */
     char host[256];      /* collectd host name: this machine's name */
     double interval_s;   /* the interval= of every value */
     int64_t interval_ns;
@@ -66,6 +68,10 @@ fh_collectd_push_new (const fh_config_t *config)
     if (!config->metrics.collectd_socket)
         return NULL;
     fh_collectd_push_t *self = calloc (1, sizeof *self);
+    if (self) {
+        self->idle_ms = S_IDLE_MS;
+        self->batch_ms = S_BATCH_MS;
+    }
     if (!self)
         return NULL;
     self->path = strdup (config->metrics.collectd_socket);
@@ -127,7 +133,7 @@ s_connect (fh_collectd_push_t *self, char *why, size_t whylen)
     }
     /* Linux bounds a Unix connect by the send timeout: a collectd whose
        listen backlog is full cannot hold the control thread. */
-    struct timeval timeout = {S_IDLE_MS / 1000, (S_IDLE_MS % 1000) * 1000};
+    struct timeval timeout = {(time_t) (self->idle_ms / 1000), (suseconds_t) ((self->idle_ms % 1000) * 1000)};
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
     if (connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0) {
         int error = errno;
@@ -183,16 +189,16 @@ s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t coun
     int64_t progress = start;
     while (*answered < count) {
         int64_t now = fh_clock_mono_ns ();
-        int64_t idle_end = progress + S_IDLE_MS * INT64_C (1000000);
-        int64_t batch_end = start + S_BATCH_MS * INT64_C (1000000);
+        int64_t idle_end = progress + self->idle_ms * INT64_C (1000000);
+        int64_t batch_end = start + self->batch_ms * INT64_C (1000000);
         int64_t deadline = idle_end < batch_end ? idle_end : batch_end;
         if (now >= deadline) {
             if (now >= batch_end)
                 snprintf (why, whylen, "collectd answered only %zu of %zu values in %d ms",
-                          *answered, count, S_BATCH_MS);
+                          *answered, count, (int) self->batch_ms);
             else
                 snprintf (why, whylen, "collectd answered %zu of %zu values and then nothing "
-                          "for %d ms", *answered, count, S_IDLE_MS);
+                          "for %d ms", *answered, count, (int) self->idle_ms);
             return S_FAILED;
         }
         struct pollfd item = {self->fd, (short) (POLLIN | (sent < len ? POLLOUT : 0)), 0};
@@ -334,4 +340,11 @@ fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_
     }
     fh_collectd_push_send (self, lines);
     free (lines);
+}
+
+void
+fh_collectd_push_set_limits (fh_collectd_push_t *self, int64_t idle_ms, int64_t batch_ms)
+{
+    self->idle_ms = idle_ms;
+    self->batch_ms = batch_ms;
 }

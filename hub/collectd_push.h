@@ -34,4 +34,9 @@ void fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t
    over. */
 int fh_collectd_push_send (fh_collectd_push_t *self, const char *lines);
 
+/* For tests: how long a batch may wait without progress, and in all
+   (defaults 1000 and 2000 ms), so a test on a loaded machine can allow
+   more without depending on speed. */
+void fh_collectd_push_set_limits (fh_collectd_push_t *self, int64_t idle_ms, int64_t batch_ms);
+
 #endif

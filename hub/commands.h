@@ -21,5 +21,8 @@ int fh_cmd_stats (int argc, char **argv);
 int fh_cmd_collectd (int argc, char **argv);
 int fh_cmd_dead_letter (int argc, char **argv);
 int fh_cmd_emit (int argc, char **argv);
+int fh_cmd_reload (int argc, char **argv);
+int fh_cmd_plugins (int argc, char **argv);
+int fh_cmd_replay (int argc, char **argv);
 
 #endif

@@ -79,7 +79,8 @@ struct fh_consumer {
     atomic_uint done_workers;
     atomic_uint stuck_workers;              /* written by the stuck checker */
     char *name;
-    size_t index; /* in the configuration */
+    atomic_size_t index;  /* in the configuration (a reload may move it) */
+    atomic_bool retiring; /* closed by a reload: consume everything, spool too */
     fh_queue_t *queue;
     fh_plugin_t *plugin;
     const fanhub_consumer_desc_t *desc;
@@ -137,7 +138,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     memset (self, 0, sizeof *self);
     self->warn_at = config->warn_at;
     self->warn_armed = true;
-    self->index = index;
+    atomic_init (&self->index, index);
     self->retry = config->retry;
     self->consume_timeout_ns = config->consume_timeout_ms * 1000000;
     self->clock = fh_clock_real;
@@ -320,6 +321,19 @@ fh_consumer_tick (fh_consumer_t *self, int64_t now_ns)
         fh_spool_tick (self->spool, now_ns);
 }
 
+void
+fh_consumer_set_index (fh_consumer_t *self, size_t index)
+{
+    atomic_store (&self->index, index);
+}
+
+void
+fh_consumer_retire (fh_consumer_t *self)
+{
+    atomic_store (&self->retiring, true);
+    fh_queue_close (self->queue);
+}
+
 /* The sequence lock around a worker's counters. */
 static inline void
 s_progress_begin (s_worker_t *worker)
@@ -374,10 +388,10 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
 {
     fh_consumer_t *self = worker->consumer;
     bool stored = false;
-    if (result != FANHUB_OK && self->dead_letters) {
-        fanhub_bytes_t frames[FH_DEFAULT_MAX_FRAMES];
-        uint32_t count = msg->frame_count < FH_DEFAULT_MAX_FRAMES ? msg->frame_count
-                                                                   : FH_DEFAULT_MAX_FRAMES;
+    fanhub_bytes_t *frames = NULL;
+    uint32_t count = msg->frame_count;
+    if (result != FANHUB_OK && self->dead_letters
+        && (frames = malloc (count * sizeof *frames))) {
         for (uint32_t i = 0; i < count; i++)
             frames[i] = fh_msg_frame (msg, i);
         int64_t offset = fh_clock_wall_offset_ns ();
@@ -393,6 +407,7 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
         };
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
+        free (frames);
         if (!stored)
             fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
                       self->name, (unsigned long long) msg->seq, err);
@@ -477,9 +492,10 @@ s_spool_next (fh_consumer_t *self)
     fh_spool_record_t record;
     if (fh_spool_read (self->spool, &record) != 1)
         return NULL; /* an I/O error is logged by the spool; try later */
-    zmq_msg_t frames[FH_DEFAULT_MAX_FRAMES];
-    uint32_t count = record.frame_count < FH_DEFAULT_MAX_FRAMES ? record.frame_count
-                                                                 : FH_DEFAULT_MAX_FRAMES;
+    uint32_t count = record.frame_count;
+    zmq_msg_t *frames = malloc (count * sizeof *frames);
+    if (!frames)
+        return NULL; /* read again later: the record is still unconsumed */
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init_size (&frames[i], record.frames[i].size);
         memcpy (zmq_msg_data (&frames[i]), record.frames[i].data, record.frames[i].size);
@@ -488,6 +504,7 @@ s_spool_next (fh_consumer_t *self)
                                 record.received_wall_ns - fh_clock_wall_offset_ns ());
     for (uint32_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
+    free (frames);
     if (msg) {
         msg->from_spool = true;
         atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
@@ -500,13 +517,17 @@ s_spool_next (fh_consumer_t *self)
 static bool
 s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
 {
-    fanhub_bytes_t frames[FH_DEFAULT_MAX_FRAMES];
-    uint32_t count = msg->frame_count < FH_DEFAULT_MAX_FRAMES ? msg->frame_count
-                                                               : FH_DEFAULT_MAX_FRAMES;
-    for (uint32_t i = 0; i < count; i++)
-        frames[i] = fh_msg_frame (msg, i);
-    int rc = fh_spool_append (self->spool, msg->seq,
-                              msg->received_ns + fh_clock_wall_offset_ns (), frames, count);
+    uint32_t count = msg->frame_count;
+    fanhub_bytes_t stack[8], *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
+    int rc = -1;
+    if (frames) {
+        for (uint32_t i = 0; i < count; i++)
+            frames[i] = fh_msg_frame (msg, i);
+        rc = fh_spool_append (self->spool, msg->seq, msg->received_ns + fh_clock_wall_offset_ns (),
+                              frames, count);
+        if (frames != stack)
+            free (frames);
+    }
     if (rc == 0) {
         if (count_enqueued)
             s_bump (&self->enqueued);
@@ -564,18 +585,23 @@ s_worker_thread (void *arg)
     int64_t now = self->clock.now_ns (self->clock.arg);
     bool from_spool = false;
     while (true) {
-        if (self->spill_at_shutdown && fh_queue_closed (self->queue))
+        bool closed = fh_queue_closed (self->queue);
+        bool retiring = atomic_load (&self->retiring);
+        if (self->spill_at_shutdown && closed && !retiring)
             s_spill_queue_at_shutdown (self, &worker->handled);
         fh_msg_t *msg = fh_queue_pop (self->queue);
         from_spool = false;
         /* The memory queue first: while spooling it holds the older ones.
-           At shutdown the spool is left for the next run. */
-        if (!msg && !fh_queue_closed (self->queue) && (msg = s_spool_next (self)))
+           At shutdown the spool is left for the next run; when a reload
+           replaces this consumer it is consumed too. */
+        if (!msg && (!closed || retiring) && (msg = s_spool_next (self)))
             from_spool = true;
         if (!msg) {
             if (worked && self->desc->idle)
                 self->desc->idle (self->state);
             worked = false;
+            if (retiring && self->spool && fh_spool_records (self->spool))
+                continue; /* the spool still holds some: consume them */
             if (!fh_queue_wait (self->queue))
                 break; /* closed and drained */
             now = self->clock.now_ns (self->clock.arg);
@@ -603,19 +629,23 @@ s_dispatcher_thread (void *arg)
     char keys[BATCH][FH_ORDER_KEY_MAX];
     size_t key_sizes[BATCH];
     while (true) {
-        if (self->spill_at_shutdown && fh_queue_closed (self->queue))
+        bool closed = fh_queue_closed (self->queue);
+        bool retiring = atomic_load (&self->retiring);
+        if (self->spill_at_shutdown && closed && !retiring)
             s_spill_queue_at_shutdown (self, &self->dispatcher_handled);
         size_t count = 0;
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
-        /* The spool after the memory queue, never at shutdown. Handed to
-           the workers counts as consumed for the spool's cursor. */
-        while (count < BATCH && !fh_queue_closed (self->queue)
-               && (batch[count] = s_spool_next (self))) {
+        /* The spool after the memory queue, not at shutdown (but when a
+           reload replaces this consumer). Handed to the workers counts as
+           consumed for the spool's cursor. */
+        while (count < BATCH && (!closed || retiring) && (batch[count] = s_spool_next (self))) {
             fh_spool_consumed (self->spool);
             count++;
         }
         if (count == 0) {
+            if (retiring && self->spool && fh_spool_records (self->spool))
+                continue;
             if (!fh_queue_wait (self->queue))
                 break; /* closed and drained */
             continue;
@@ -829,6 +859,13 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         case FH_OVERFLOW_BLOCK:
             return FH_OFFER_FULL;
         case FH_OVERFLOW_SPILL:
+            if (!self->spool) {
+                /* A reload's successor before it starts: no spool yet. */
+                s_bump (&self->dropped);
+                if (msg->emit)
+                    fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+                return FH_OFFER_REFUSED;
+            }
             pthread_mutex_lock (&self->spill_lock);
             atomic_store (&self->spooling, true);
             s_spill (self, msg, true);
@@ -962,7 +999,11 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->spool_corrupt = fh_spool_corrupt (self->spool);
     }
     out->in_flight = out->dequeued - out->completed - out->failed;
-    out->backlog = out->enqueued - out->dequeued - out->evicted;
+    /* coalesced is read after the rest: a message replaced and not yet
+       counted shows as backlog for a moment, never below zero. */
+    uint64_t coalesced = self->pool ? atomic_load_explicit (&self->coalesced, memory_order_acquire) : 0;
+    uint64_t gone = out->dequeued + out->evicted + coalesced;
+    out->backlog = out->enqueued > gone ? out->enqueued - gone : 0;
     if (out->backlog > out->backlog_max)
         out->backlog_max = out->backlog; /* seen before the enqueuer noted it */
     out->capacity = fh_queue_capacity (self->queue);

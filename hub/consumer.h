@@ -90,6 +90,11 @@ fh_offer_t fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *
 /* Enqueuer thread only: counts a message this consumer lost before it
    could be offered (the hub ran out of memory). */
 void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);
+/* A reload moved it to position index of the configuration. */
+void fh_consumer_set_index (fh_consumer_t *self, size_t index);
+/* A reload replaces it: no more offers; it consumes everything it holds,
+   its spool included, and ends. */
+void fh_consumer_retire (fh_consumer_t *self);
 /* No more offers: the thread drains the queue and ends. */
 void fh_consumer_close (fh_consumer_t *self);
 /* Gives up on the threads (the process is about to _exit with them

@@ -11,6 +11,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <limits.h>
@@ -34,14 +35,14 @@ struct fh_control {
 
 /* A request answered later: an emit or an injection, waiting for the
    enqueuer to route it, or (emit --wait) for every consumer to finish. */
-typedef enum { PENDING_EMIT, PENDING_EMIT_WAIT, PENDING_INJECT } s_pending_kind_t;
+typedef enum { PENDING_EMIT, PENDING_EMIT_WAIT, PENDING_INJECT, PENDING_RELOAD } s_pending_kind_t;
 
 typedef struct {
     s_pending_kind_t kind;
     zmq_msg_t envelope[MAX_ENVELOPE_FRAMES];
     size_t envelope_count;
     fh_emit_t *emit;
-    size_t only; /* PENDING_INJECT: the consumer */
+    size_t only; /* PENDING_INJECT: the consumer; PENDING_RELOAD: attempts before */
     int64_t deadline_ns;
 } s_pending_t;
 
@@ -53,7 +54,7 @@ typedef struct {
     size_t pending_count, pending_room;
 } s_state_t;
 
-#define COMMANDS "PING, STATS, EMIT, INJECT"
+#define COMMANDS "PING, STATS, EMIT, INJECT, RELOAD"
 
 static bool
 s_is (const zmq_msg_t *frame, const char *word)
@@ -145,10 +146,36 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         s_reply (router, envelope, envelope_count, reply);
         return;
     }
-    if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS")) {
+    if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS") || s_is (&frames[0], "RELOAD")) {
         if (count != 1) {
             s_reply (router, envelope, envelope_count,
-                     "ERROR PING and STATS take no arguments (a request is one frame)");
+                     "ERROR PING, STATS and RELOAD take no arguments (a request is one frame)");
+            return;
+        }
+        if (s_is (&frames[0], "RELOAD")) {
+            /* The main thread reloads (it owns the hub's lifecycle): ask it
+               as SIGHUP does, and answer once it has tried. */
+            if (state->pending_count == state->pending_room) {
+                size_t room = state->pending_room ? state->pending_room * 2 : 8;
+                s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
+                if (!grown) {
+                    s_reply (router, envelope, envelope_count, "ERROR out of memory");
+                    return;
+                }
+                state->pending = grown;
+                state->pending_room = room;
+            }
+            s_pending_t *pending = &state->pending[state->pending_count++];
+            pending->kind = PENDING_RELOAD;
+            pending->emit = NULL;
+            pending->only = (size_t) fh_hub_reload_result (hub, NULL, 0);
+            pending->deadline_ns = fh_clock_mono_ns () + 60 * INT64_C (1000000000);
+            pending->envelope_count = envelope_count;
+            for (size_t i = 0; i < envelope_count; i++) {
+                zmq_msg_init (&pending->envelope[i]);
+                zmq_msg_copy (&pending->envelope[i], &envelope[i]);
+            }
+            kill (getpid (), SIGHUP);
             return;
         }
         if (s_is (&frames[0], "PING")) {
@@ -300,6 +327,20 @@ s_serve_pending (s_state_t *state, void *router)
     size_t kept = 0;
     for (size_t i = 0; i < state->pending_count; i++) {
         s_pending_t *pending = &state->pending[i];
+        if (pending->kind == PENDING_RELOAD) {
+            char result[512];
+            uint64_t attempts = fh_hub_reload_result (state->control->hub, result, sizeof result);
+            if (attempts == pending->only && now < pending->deadline_ns) {
+                state->pending[kept++] = *pending;
+                continue;
+            }
+            s_reply (router, pending->envelope, pending->envelope_count,
+                     attempts == pending->only ? "ERROR the reload did not finish in 60 s"
+                                               : result);
+            for (size_t e = 0; e < pending->envelope_count; e++)
+                zmq_msg_close (&pending->envelope[e]);
+            continue;
+        }
         bool routed = fh_emit_matched (pending->emit) != -2;
         bool ready = pending->kind == PENDING_EMIT_WAIT
                          ? fh_emit_is_handled (pending->emit) || (routed && fh_emit_matched (pending->emit) <= 0)
@@ -362,6 +403,7 @@ s_control_actor (zsock_t *pipe, void *args)
     };
     int item_count = self->start_error[0] ? 1 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
+    uint64_t generation = fh_hub_generation (self->hub);
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -378,6 +420,21 @@ s_control_actor (zsock_t *pipe, void *args)
             if (term)
                 break;
         }
+        /* The consumer list and configuration may change under a reload:
+           read them under the hub's lock, and start over after one. */
+        fh_hub_lock (self->hub);
+        if (fh_hub_generation (self->hub) != generation) {
+            generation = fh_hub_generation (self->hub);
+            fh_stats_destroy (&state.stats);
+            state.stats = fh_stats_new (self->hub);
+            if (moksha) {
+                char why[512];
+                fh_moksha_destroy (&moksha);
+                moksha = fh_moksha_new (self->hub, why, sizeof why);
+                if (!moksha)
+                    fh_error ("after the reload, %s", why);
+            }
+        }
         if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
             s_serve_one (&state, zsock_resolve (router));
         if (state.pending_count)
@@ -393,6 +450,7 @@ s_control_actor (zsock_t *pipe, void *args)
             }
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
+        fh_hub_unlock (self->hub);
     }
     for (size_t i = 0; i < state.pending_count; i++) {
         for (size_t e = 0; e < state.pending[i].envelope_count; e++)

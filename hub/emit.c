@@ -23,7 +23,16 @@ fh_emit_new (size_t consumer_count)
     self->consumer_count = consumer_count;
     for (size_t i = 0; i < consumer_count; i++)
         atomic_init (&self->outcomes[i], FH_OUTCOME_NONE);
+    /* Released here, acquired by the enqueuer (fh_emit_acquire): the
+       hand-over through a ZeroMQ socket orders nothing that C11 sees. */
+    atomic_store_explicit (&self->refs, 2, memory_order_release);
     return self;
+}
+
+void
+fh_emit_acquire (fh_emit_t *self)
+{
+    (void) atomic_load_explicit (&self->refs, memory_order_acquire);
 }
 
 static void

@@ -28,6 +28,9 @@ typedef struct fh_emit fh_emit_t;
 
 /* A waiter with two references: the caller's and the message's. */
 fh_emit_t *fh_emit_new (size_t consumer_count);
+/* The enqueuer, on receiving a waiter from another thread: makes what
+   fh_emit_new wrote visible. */
+void fh_emit_acquire (fh_emit_t *self);
 /* Drops the caller's reference. Safe with NULL. */
 void fh_emit_unref (fh_emit_t **self_p);
 

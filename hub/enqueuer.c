@@ -36,6 +36,7 @@ struct fh_enqueuer {
     zsock_t *pipe;        /* the actor's pipe, watched while blocked */
     void *pipe_handle;
     bool terminating;     /* $TERM seen while blocked */
+    void *pending_swap;   /* a SWAP that came while blocked: applied after */
 
     alignas (CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -97,11 +98,19 @@ s_blocked_wait (fh_enqueuer_t *self)
     if (self->terminating)
         return true;
     zmq_pollitem_t item = {self->pipe_handle, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN)) {
-        char *command = zstr_recv (self->pipe);
-        if (!command || streq (command, "$TERM"))
+    if (!self->pending_swap && zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN)) {
+        char *command = NULL;
+        void *arg = NULL;
+        if (zsock_recv (self->pipe, "sp", &command, &arg) != 0 || !command
+            || streq (command, "$TERM"))
             self->terminating = true;
+        else if (streq (command, "SWAP"))
+            self->pending_swap = arg; /* not in the middle of a routing */
         zstr_free (&command);
+    }
+    else if (self->pending_swap) {
+        struct timespec ms = {0, 1000000};
+        nanosleep (&ms, NULL);
     }
     return self->terminating;
 }
@@ -251,6 +260,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
     fh_inject_t inject;
     memcpy (&inject, zmq_msg_data (&header), sizeof inject);
     zmq_msg_close (&header);
+    fh_emit_acquire (inject.emit);
     zmq_msg_t *frames = self->frames;
     size_t count = 0, seen = 0, bytes = 0;
     bool more = true;
@@ -346,6 +356,53 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
         fh_warning ("bus: disconnected from %s; ZeroMQ reconnects by itself", address);
 }
 
+/* A reload's new routing: trigger table and consumers. */
+typedef struct {
+    fh_trigger_t *trigger;
+    fh_consumer_t **consumers;
+    size_t consumer_count;
+    atomic_bool ready; /* release/acquire: the pipe orders nothing C11 sees */
+    atomic_bool done;  /* ... in either direction */
+} s_swap_t;
+
+static bool
+s_in_list (const char *const *list, size_t count, const char *s)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp (list[i], s) == 0)
+            return true;
+    return false;
+}
+
+/* Applies a swap between two messages: the SUB socket's subscriptions
+   follow the new table (each prefix was subscribed once: unsubscribe what
+   is gone, subscribe what is new). */
+static int
+s_apply_swap (fh_enqueuer_t *self, s_swap_t *swap, void *sub)
+{
+    (void) atomic_load_explicit (&swap->ready, memory_order_acquire);
+    if (swap->consumer_count > self->consumer_count) {
+        uint32_t *matches = realloc (self->matches, swap->consumer_count * sizeof *matches);
+        if (!matches)
+            return -1;
+        self->matches = matches;
+    }
+    const char *const *old_list, *const *new_list;
+    size_t old_count = fh_trigger_subscriptions (self->trigger, &old_list);
+    size_t new_count = fh_trigger_subscriptions (swap->trigger, &new_list);
+    for (size_t i = 0; i < new_count; i++)
+        if (!s_in_list (old_list, old_count, new_list[i]))
+            zmq_setsockopt (sub, ZMQ_SUBSCRIBE, new_list[i], strlen (new_list[i]));
+    for (size_t i = 0; i < old_count; i++)
+        if (!s_in_list (new_list, new_count, old_list[i]))
+            zmq_setsockopt (sub, ZMQ_UNSUBSCRIBE, old_list[i], strlen (old_list[i]));
+    self->trigger = swap->trigger;
+    self->consumers = swap->consumers;
+    self->consumer_count = swap->consumer_count;
+    atomic_store_explicit (&swap->done, true, memory_order_release);
+    return 0;
+}
+
 static void
 s_enqueuer_actor (zsock_t *pipe, void *args)
 {
@@ -436,9 +493,13 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             break; /* ETERM: the context is going away */
         }
         if (items[0].revents & ZMQ_POLLIN) {
-            char *command = zstr_recv (pipe);
-            if (!command || streq (command, "$TERM"))
+            char *command = NULL;
+            void *arg = NULL;
+            if (zsock_recv (pipe, "sp", &command, &arg) != 0 || !command
+                || streq (command, "$TERM"))
                 running = false;
+            else if (streq (command, "SWAP"))
+                zsock_signal (pipe, (byte) (s_apply_swap (self, arg, sub_handle) == 0 ? 0 : 1));
             zstr_free (&command);
         }
         if (running && item_count > 1 && (items[1].revents & ZMQ_POLLIN))
@@ -446,6 +507,11 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
                             && s_receive_one (self, sub_handle);
                  i++)
                 ;
+        if (self->pending_swap) {
+            zsock_signal (pipe, (byte) (s_apply_swap (self, self->pending_swap, sub_handle) == 0
+                                            ? 0 : 1));
+            self->pending_swap = NULL;
+        }
         if (self->terminating)
             running = false;
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
@@ -558,6 +624,21 @@ const char *
 fh_enqueuer_inject_endpoint (fh_enqueuer_t *self)
 {
     return self->inject_endpoint;
+}
+
+int
+fh_enqueuer_swap (fh_enqueuer_t *self, fh_trigger_t *trigger, fh_consumer_t **consumers,
+                  size_t consumer_count, char *err, size_t errlen)
+{
+    s_swap_t swap = {trigger, consumers, consumer_count, false, false};
+    atomic_store_explicit (&swap.ready, true, memory_order_release);
+    if (!self->actor || zsock_send (self->actor, "sp", "SWAP", &swap) != 0
+        || zsock_wait (self->actor) != 0
+        || !atomic_load_explicit (&swap.done, memory_order_acquire)) {
+        snprintf (err, errlen, "the enqueuer did not take the new routing");
+        return -1;
+    }
+    return 0;
 }
 
 int

@@ -63,6 +63,11 @@ void fh_enqueuer_stop (fh_enqueuer_t *self);
 /* Stops it if running, and frees it. Safe with NULL and twice. */
 void fh_enqueuer_destroy (fh_enqueuer_t **self_p);
 void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
+/* A reload: routes by trigger and consumers from the next message on
+   (the caller keeps both alive, and frees the old ones after). Waits until
+   the enqueuer has switched. */
+int fh_enqueuer_swap (fh_enqueuer_t *self, fh_trigger_t *trigger, fh_consumer_t **consumers,
+                      size_t consumer_count, char *err, size_t errlen);
 /* Messages handled by the enqueuer itself (every consumer's queue was
    full), and their latency. */
 uint64_t fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end);

@@ -40,6 +40,28 @@ void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
 /* Messages the enqueuer handled itself (no consumer took them), with
    their latency (may be NULL); 0 before start. */
 uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
+/* Reload: takes config (owned by the hub from now on, also on error).
+   Consumers are matched by name: one whose settings are the same (its
+   topics and queue.warn_at may differ) keeps running, queue, spool and
+   counters included; a removed one finishes its queue (or spools it) and
+   is destroyed; a changed one is replaced by a new instance that starts
+   once the old one has consumed everything it holds. Bus endpoints,
+   control and state_dir cannot change. On error nothing changed, and err
+   says why. Main thread only. */
+int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
+/* Main thread, now and then after a reload: destroys consumers that have
+   finished leaving, starts their successors. Returns how many are left. */
+size_t fh_hub_retire_step (fh_hub_t *self);
+/* Other threads (the control actor) read the consumer list and the
+   configuration under this lock; a reload changes them under it and
+   moves the generation on. */
+void fh_hub_lock (fh_hub_t *self);
+void fh_hub_unlock (fh_hub_t *self);
+uint64_t fh_hub_generation (fh_hub_t *self);
+/* The main thread's word on a reload attempt ("OK ..." / "ERROR ..."). */
+void fh_hub_note_reload (fh_hub_t *self, const char *result);
+/* Under the lock: reload attempts so far, and the last one's word. */
+uint64_t fh_hub_reload_result (fh_hub_t *self, char *result, size_t size);
 /* Where the control actor sends injected messages (enqueuer.h). */
 const char *fh_hub_inject_endpoint (fh_hub_t *self);
 const fh_config_t *fh_hub_config (const fh_hub_t *self);

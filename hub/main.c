@@ -16,7 +16,10 @@ static const s_command_t s_commands[] = {
     {"stats", fh_cmd_stats, "show a running hub's backlog, counters and latency"},
     {"collectd", fh_cmd_collectd, "feed a running hub's figures to collectd's Exec plugin"},
     {"emit", fh_cmd_emit, "inject a message into a running hub; --wait until handled"},
-    {"dead-letter", fh_cmd_dead_letter, "list or show a consumer's dead letters"},
+    {"reload", fh_cmd_reload, "ask a running hub to re-read its configuration"},
+    {"dead-letter", fh_cmd_dead_letter, "list, show or replay a consumer's dead letters"},
+    {"plugins", fh_cmd_plugins, "list the plugins in the plugin directory"},
+    {"replay", fh_cmd_replay, "feed messages from a file to one plugin (plugin test harness)"},
     {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
     {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},
 };

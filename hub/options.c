@@ -155,3 +155,21 @@ fh_option_where (const fanhub_option_t *node)
 {
     return node ? node->where : NULL;
 }
+
+bool
+fh_option_equal (const fanhub_option_t *a, const fanhub_option_t *b)
+{
+    if (!a || !b)
+        return a == b;
+    if (a->kind != b->kind || a->count != b->count)
+        return false;
+    if (a->kind == FANHUB_OPTION_SCALAR)
+        return strcmp (a->scalar, b->scalar) == 0;
+    for (size_t i = 0; i < a->count; i++) {
+        if (a->kind == FANHUB_OPTION_MAP && strcmp (a->keys[i], b->keys[i]) != 0)
+            return false;
+        if (!fh_option_equal (a->items[i], b->items[i]))
+            return false;
+    }
+    return true;
+}

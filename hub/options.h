@@ -23,6 +23,9 @@ fanhub_option_t *fh_option_new (fanhub_option_kind_t kind, const char *scalar,
    caller's business to refuse (see fh_option_get). */
 int fh_option_append (fanhub_option_t *parent, const char *key,
                       fanhub_option_t *child);
+/* Same kind, same values, same keys in the same order, recursively (where
+   they came from aside). Two NULLs are equal. */
+bool fh_option_equal (const fanhub_option_t *a, const fanhub_option_t *b);
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_option_destroy (fanhub_option_t **self_p);
 

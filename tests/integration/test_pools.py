@@ -106,6 +106,47 @@ def test_retry_in_pool_keeps_key_order():
     run_pool(n=2000, keys=20, workers=4, seed=7, retry_every=37)
 
 
+def test_coalescing_keeps_the_newest():
+    """coalesce: queued messages of one key collapse to the newest; the one
+    already started is never replaced; backlog counts what is left."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n"
+              "  - name: latest\n    plugin: %s/record.so\n"
+              "    workers: 2\n    order_by: {json: /vm}\n    coalesce: true\n"
+              "    options: {path: %s, release_file: %s}\n"
+              % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("calls")),
+                 json.dumps(wd.file("go"))))
+    hub = fh.Hub(wd, config)
+    try:
+        pub.wait_subscribed(hub=hub)
+        # The first of key a is started (and held) before the others come.
+        pub.send("org.state", '{"vm":"a","i":0}')
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["in_flight"] == 1,
+                    "the first started", hub=hub)
+        for i in range(1, 20):
+            pub.send("org.state", '{"vm":"a","i":%d}' % i)
+        pub.send("org.state", '{"vm":"b","i":0}')
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 21, "21 received", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["coalesced"] == 18,
+                    "18 coalesced", hub=hub)
+        c = hub.consumer(hub.stats(), "latest")
+        # a: #1 started (held), #20 queued; b: started (held). Nothing else.
+        assert c["backlog"] == 1 and c["in_flight"] == 2, c
+        open(wd.file("go"), "w").close()
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["completed"] == 3, "3 done",
+                    hub=hub)
+        c = hub.consumer(hub.stats(), "latest")
+        assert c["backlog"] == 0 and c["in_flight"] == 0 and c["keys_active"] == 0, c
+        assert hub.stop() == 0, hub.log()
+        done = sorted(seq for seq, _, _, _, answer in read_calls(wd.file("calls")))
+        assert done == [1, 20, 21], done
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 def test_workers_need_a_thread_safe_plugin():
     wd = fh.Workdir()
     path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:1]\nconsumers:\n"
@@ -117,4 +158,5 @@ def test_workers_need_a_thread_safe_plugin():
 
 if __name__ == "__main__":
     fh.main([test_ordered_pool_many_seeds, test_ordered_pool_large,
-             test_retry_in_pool_keeps_key_order, test_workers_need_a_thread_safe_plugin])
+             test_retry_in_pool_keeps_key_order, test_coalescing_keeps_the_newest,
+             test_workers_need_a_thread_safe_plugin])

@@ -1,0 +1,318 @@
+/*  cmd_plugins - `fanhub plugins`: list the plugins a hub would find.
+
+    Every NAME.so in the plugin directory is what `plugin: NAME` can name.
+    Each is loaded the way the hub loads a consumer's plugin (fh_plugin_load:
+    dlopen, entry symbol, ABI and descriptor checks), its descriptor shown,
+    and unloaded; init is not called, so no plugin needs options here. A
+    shared object that does not load is listed with the reason instead:
+    this is the command to run when `fanhub check` says a plugin is
+    missing or built for another ABI.
+*/
+#include "commands.h"
+#include "plugin.h"
+#include "utf8.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char *name;  /* the file name less ".so": what `plugin:` names */
+    char *path;
+    fh_plugin_t *plugin; /* NULL when it did not load */
+    char error[1024];
+} s_entry_t;
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub plugins [--plugin-dir DIR] [--json]\n"
+             "\n"
+             "Lists the plugins in the plugin directory, the ones a consumer names\n"
+             "with 'plugin: NAME': each NAME.so is loaded as the hub loads it (its\n"
+             "entry symbol, ABI version and descriptor are checked; init is not\n"
+             "called) and shown with its version, the plugin ABI it was built for\n"
+             "and whether it may run with 'workers: N' (thread-safe). A shared\n"
+             "object that does not load is listed with the reason.\n"
+             "\n"
+             "      --plugin-dir DIR  the directory to list (default: $FANHUB_PLUGIN_DIR,\n"
+             "                        else ../lib/fanhub/plugins beside this program,\n"
+             "                        else the installed plugin directory)\n"
+             "  -j, --json            one JSON object instead of a table\n"
+             "  -h, --help            this text\n"
+             "\n"
+             "Exit status: 0 every plugin loaded, 1 one did not or the directory\n"
+             "cannot be read, 2 bad usage.\n");
+}
+
+static int
+s_entry_cmp (const void *a, const void *b)
+{
+    return strcmp (((const s_entry_t *) a)->name, ((const s_entry_t *) b)->name);
+}
+
+static void
+s_entries_free (s_entry_t *entries, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        fh_plugin_destroy (&entries[i].plugin);
+        free (entries[i].name);
+        free (entries[i].path);
+    }
+    free (entries);
+}
+
+/* The NAME.so files of dir (regular files, symbolic links followed),
+   sorted by name. Hidden files are left out, as a shell's glob would. */
+static int
+s_scan (const char *dir, s_entry_t **entries_p, size_t *count_p, char *err, size_t errlen)
+{
+    DIR *d = opendir (dir);
+    if (!d) {
+        snprintf (err, errlen, "%s: %s", dir, strerror (errno));
+        return -1;
+    }
+    s_entry_t *entries = NULL;
+    size_t count = 0, room = 0;
+    struct dirent *de;
+    int rc = 0;
+    errno = 0;
+    while ((de = readdir (d))) {
+        size_t len = strlen (de->d_name);
+        if (de->d_name[0] == '.' || len <= 3 || strcmp (de->d_name + len - 3, ".so") != 0)
+            continue;
+        size_t path_size = strlen (dir) + len + 2;
+        char *path = malloc (path_size);
+        char *name = strndup (de->d_name, len - 3);
+        struct stat st;
+        if (path)
+            snprintf (path, path_size, "%s/%s", dir, de->d_name);
+        if (path && name && (stat (path, &st) != 0 || !S_ISREG (st.st_mode))) {
+            free (path);
+            free (name);
+            continue;
+        }
+        if (path && name && count == room) {
+            size_t room_new = room ? room * 2 : 16;
+            s_entry_t *grown = realloc (entries, room_new * sizeof *grown);
+            if (grown) {
+                entries = grown;
+                room = room_new;
+            }
+        }
+        if (!path || !name || count == room) {
+            free (path);
+            free (name);
+            snprintf (err, errlen, "%s: out of memory", dir);
+            rc = -1;
+            break;
+        }
+        entries[count++] = (s_entry_t) {.name = name, .path = path};
+        errno = 0;
+    }
+    if (rc == 0 && errno) {
+        snprintf (err, errlen, "%s: %s", dir, strerror (errno));
+        rc = -1;
+    }
+    closedir (d);
+    if (rc) {
+        s_entries_free (entries, count);
+        return -1;
+    }
+    if (count)
+        qsort (entries, count, sizeof *entries, s_entry_cmp);
+    *entries_p = entries;
+    *count_p = count;
+    return 0;
+}
+
+/* A plugin's own strings may hold anything: show printable ASCII and
+   valid UTF-8 as they are, anything else as '?'. */
+static void
+s_printable (const char *text, char *out, size_t room)
+{
+    size_t n = 0;
+    if (!text)
+        text = "-";
+    bool utf8 = fh_utf8_valid (text, strlen (text));
+    for (const unsigned char *c = (const unsigned char *) text; *c && n + 1 < room; c++)
+        out[n++] = (*c < 0x20 || *c == 0x7f || (*c >= 0x80 && !utf8)) ? '?' : (char) *c;
+    out[n] = '\0';
+}
+
+static json_t *
+s_json_text (const char *text)
+{
+    char shown[1024];
+    s_printable (text, shown, sizeof shown);
+    return json_string (shown);
+}
+
+static void
+s_print_table (const char *dir, s_entry_t *entries, size_t count)
+{
+    printf ("plugin directory: %s (this hub speaks plugin ABI %d.%d)\n", dir,
+            FANHUB_ABI_MAJOR, FANHUB_ABI_MINOR);
+    if (count == 0) {
+        printf ("no plugins (no NAME.so files)\n");
+        return;
+    }
+    int name_w = 4, version_w = 7;
+    char shown[256];
+    for (size_t i = 0; i < count; i++) {
+        s_printable (entries[i].name, shown, sizeof shown);
+        if ((int) strlen (shown) > name_w)
+            name_w = (int) strlen (shown);
+        if (entries[i].plugin) {
+            s_printable (fh_plugin_desc (entries[i].plugin)->version, shown, sizeof shown);
+            if ((int) strlen (shown) > version_w)
+                version_w = (int) strlen (shown);
+        }
+    }
+    printf ("%-*s  %-*s  %-5s  %-11s  %s\n", name_w, "NAME", version_w, "VERSION", "ABI",
+            "THREAD-SAFE", "PATH");
+    for (size_t i = 0; i < count; i++) {
+        s_entry_t *entry = &entries[i];
+        char name[256], version[256];
+        s_printable (entry->name, name, sizeof name);
+        if (!entry->plugin) {
+            printf ("%-*s  does not load: %s\n", name_w, name, entry->error);
+            continue;
+        }
+        const fanhub_consumer_desc_t *desc = fh_plugin_desc (entry->plugin);
+        char abi[32];
+        snprintf (abi, sizeof abi, "%u.%u", desc->abi_major, desc->abi_minor);
+        s_printable (desc->version, version, sizeof version);
+        printf ("%-*s  %-*s  %-5s  %-11s  %s", name_w, name, version_w, version, abi,
+                desc->flags & FANHUB_CONSUMER_THREAD_SAFE ? "yes" : "no",
+                fh_plugin_path (entry->plugin));
+        /* The name in the descriptor is the one its log lines use. */
+        if (strcmp (desc->name, entry->name) != 0) {
+            s_printable (desc->name, name, sizeof name);
+            printf ("  (calls itself '%s')", name);
+        }
+        printf ("\n");
+    }
+}
+
+static int
+s_print_json (const char *dir, s_entry_t *entries, size_t count)
+{
+    json_t *list = json_array ();
+    for (size_t i = 0; list && i < count; i++) {
+        s_entry_t *entry = &entries[i];
+        json_t *item = json_object ();
+        json_object_set_new (item, "name", s_json_text (entry->name));
+        json_object_set_new (item, "path", s_json_text (entry->path));
+        json_object_set_new (item, "loaded", json_boolean (entry->plugin != NULL));
+        if (entry->plugin) {
+            const fanhub_consumer_desc_t *desc = fh_plugin_desc (entry->plugin);
+            char abi[32];
+            snprintf (abi, sizeof abi, "%u.%u", desc->abi_major, desc->abi_minor);
+            json_object_set_new (item, "descriptor_name", s_json_text (desc->name));
+            json_object_set_new (item, "version",
+                                 desc->version ? s_json_text (desc->version) : json_null ());
+            json_object_set_new (item, "abi", json_string (abi));
+            json_object_set_new (item, "abi_major", json_integer (desc->abi_major));
+            json_object_set_new (item, "abi_minor", json_integer (desc->abi_minor));
+            json_object_set_new (item, "thread_safe",
+                                 json_boolean (desc->flags & FANHUB_CONSUMER_THREAD_SAFE));
+            json_object_set_new (item, "flags", json_integer (desc->flags));
+            json_object_set_new (item, "has_init", json_boolean (desc->init != NULL));
+            json_object_set_new (item, "has_idle", json_boolean (desc->idle != NULL));
+            json_object_set_new (item, "has_fini", json_boolean (desc->fini != NULL));
+        }
+        else
+            json_object_set_new (item, "error", s_json_text (entry->error));
+        json_array_append_new (list, item);
+    }
+    char abi[32];
+    snprintf (abi, sizeof abi, "%d.%d", FANHUB_ABI_MAJOR, FANHUB_ABI_MINOR);
+    json_t *root = json_pack ("{s:o, s:s, s:o*}", "plugin_dir", s_json_text (dir),
+                              "hub_abi", abi, "plugins", list);
+    char *text = root ? json_dumps (root, JSON_INDENT (2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref (root);
+    if (!text) {
+        fprintf (stderr, "fanhub plugins: out of memory\n");
+        return -1;
+    }
+    printf ("%s\n", text);
+    free (text);
+    return 0;
+}
+
+int
+fh_cmd_plugins (int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"plugin-dir", required_argument, NULL, 'P'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *plugin_dir = NULL;
+    bool json = false;
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "jh", options, NULL)) != -1) {
+        switch (opt) {
+        case 'P': plugin_dir = optarg; break;
+        case 'j': json = true; break;
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default:
+            fprintf (stderr, "try 'fanhub plugins --help'\n");
+            return FH_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "fanhub plugins: unexpected argument '%s'; try 'fanhub plugins --help'\n",
+                 argv[optind]);
+        return FH_EXIT_USAGE;
+    }
+    const char *dir = fh_plugin_dir (plugin_dir);
+    s_entry_t *entries = NULL;
+    size_t count = 0;
+    char err[1024];
+    if (s_scan (dir, &entries, &count, err, sizeof err)) {
+        fprintf (stderr, "fanhub plugins: cannot list the plugin directory: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    size_t failed = 0;
+    for (size_t i = 0; i < count; i++) {
+        s_entry_t *entry = &entries[i];
+        entry->plugin = fh_plugin_load (entry->path, dir, entry->error, sizeof entry->error);
+        if (entry->plugin)
+            continue;
+        failed++;
+        /* The loader names the spec first; here the spec is the path, which
+           its reason repeats: keep the reason. */
+        char prefix[1100];
+        snprintf (prefix, sizeof prefix, "plugin '%s': ", entry->path);
+        size_t len = strlen (prefix);
+        if (strncmp (entry->error, prefix, len) == 0)
+            memmove (entry->error, entry->error + len, strlen (entry->error + len) + 1);
+    }
+    int rc = json ? s_print_json (dir, entries, count) : 0;
+    if (!json)
+        s_print_table (dir, entries, count);
+    s_entries_free (entries, count);
+    if (fflush (stdout) != 0 || ferror (stdout)) {
+        fprintf (stderr, "fanhub plugins: cannot write: %s\n", strerror (errno));
+        return FH_EXIT_FAILURE;
+    }
+    if (rc)
+        return FH_EXIT_FAILURE;
+    if (failed) {
+        fprintf (stderr, "fanhub plugins: %zu of %zu plugin%s did not load\n", failed, count,
+                 count == 1 ? "" : "s");
+        return FH_EXIT_FAILURE;
+    }
+    return FH_EXIT_OK;
+}

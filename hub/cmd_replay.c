@@ -1,0 +1,829 @@
+/*  cmd_replay - `fanhub replay`: drive one plugin from a file of messages.
+
+    The plugin test harness. It loads one plugin as the hub loads a
+    consumer's (fh_plugin_load), calls init with options read from a YAML
+    file of their own, then consume once per input line, idle at the end
+    of the input and fini: no bus, no queue, no thread but the caller's.
+    What the plugin sees is what it would see in the hub: the same host
+    table, real messages (fh_msg_new over zmq_msg_t frames) whose seq and
+    receive time come from the input, and the hub's signal dispositions
+    (SIGPIPE ignored). Because everything runs on one thread in one short
+    process, a plugin's memory errors and leaks show up cleanly under
+    valgrind, and a test can compare what the plugin did with the file.
+
+    The input is JSON lines in either of two shapes: the `log` plugin's own
+    output ({"seq", "received_at", "topic", "body" or "body_base64"}), so
+    an archive replays as it was received, or the fedmsg-era records of
+    `fanhub pub --jsonl` ({"topic", "body": {...}}), whose bodies are
+    encoded exactly as `fanhub pub` publishes them. The input is streamed,
+    not loaded first: a bad line stops the replay there, after the lines
+    before it were consumed.
+*/
+#include "commands.h"
+#include "clock.h"
+#include "host.h"
+#include "message.h"
+#include "options_yaml.h"
+#include "plugin.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_NAME_MAX 64          /* as consumer names in the configuration */
+#define S_DEFAULT_NAME "replay"
+
+static volatile sig_atomic_t s_interrupted;
+
+static void
+s_on_signal (int sig)
+{
+    (void) sig;
+    s_interrupted = 1;
+}
+
+static void
+s_usage (FILE *out)
+{
+    fprintf (out,
+             "usage: fanhub replay --plugin NAME|PATH [--options FILE.yaml]\n"
+             "                     [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir DIR]\n"
+             "\n"
+             "The plugin test harness: feeds messages from a JSON-lines file straight\n"
+             "into one plugin, on this thread, without a bus: init with the options,\n"
+             "consume for each message, idle once at the end of the input, then fini.\n"
+             "Each message's result is one line on stdout, 'SEQ TOPIC -> ok|retry|fail'\n"
+             "(control bytes and '\\' of the topic as \\xNN); a retry is reported, not\n"
+             "retried. A summary goes to stderr.\n"
+             "\n"
+             "  -p, --plugin NAME|PATH  a shipped plugin by name (log, null, ...), or the\n"
+             "                          path of a shared object when it has a '/'\n"
+             "  -o, --options FILE      the plugin's options: a YAML file whose top level\n"
+             "                          is the map a consumer's options: would hold\n"
+             "                          (default: an empty map)\n"
+             "  -i, --input FILE        the messages, one JSON object per line; '-' (the\n"
+             "                          default) is stdin\n"
+             "  -n, --name CONSUMER     the consumer name the plugin is told (default:\n"
+             "                          replay)\n"
+             "      --plugin-dir DIR    where plugins named without a '/' are found\n"
+             "                          (default: $FANHUB_PLUGIN_DIR, else the installed\n"
+             "                          plugin directory)\n"
+             "  -h, --help              this text\n"
+             "\n"
+             "Input lines, in either of two shapes:\n"
+             "  {\"seq\":7,\"received_at\":\"2026-11-21T09:03:48.123456Z\",\"topic\":\"a.b\",\"body\":\"hi\"}\n"
+             "  {\"topic\":\"org.fedoraproject.prod.git.receive\",\"body\":{\"msg\":{}}}\n"
+             "The first is what the log plugin writes, so its output replays as it was\n"
+             "received. topic is required. A string body is the body's bytes (its\n"
+             "UTF-8); body_base64 (RFC 4648) gives any bytes instead; any other JSON\n"
+             "body is encoded as fedmsg did and 'fanhub pub --jsonl' publishes it\n"
+             "(sorted keys, compact, ASCII). seq defaults to the previous message's\n"
+             "plus one (from 1) and received_at (RFC 3339) to now; the plugin reads\n"
+             "them with msg_seq and msg_received_ns. Blank lines are skipped; other\n"
+             "keys are ignored.\n"
+             "\n"
+             "Memory checking: the plugin runs in this process, so with a build\n"
+             "without sanitizers\n"
+             "  valgrind --leak-check=full --error-exitcode=99 \\\n"
+             "      fanhub replay --plugin ./myplugin.so --options opts.yaml --input msgs.jsonl\n"
+             "reports the plugin's memory errors and leaks with its function names\n"
+             "(it stays mapped until the process exits).\n"
+             "\n"
+             "Exit status: 0 every message ok; 1 a message answered retry or fail,\n"
+             "stdout could not be written, or SIGINT/SIGTERM stopped the replay;\n"
+             "2 bad usage, options file, plugin, refused options or input line (the\n"
+             "messages before a bad line have been consumed).\n");
+}
+
+/* ---- fedmsg's encoding -------------------------------------------------
+
+   The same encoder as cmd_pub.c's, so that a body replayed here is byte
+   for byte the body `fanhub pub --jsonl` publishes: Python's json.dumps
+   with sort_keys=True, separators=(",", ":") and ensure_ascii=True, which
+   jansson's own dump does not reproduce (upper-case \u escapes, DEL left
+   as it is, reals printed with 17 significant digits). */
+
+typedef struct {
+    char *data;
+    size_t size;
+    size_t cap;
+    bool failed;
+} s_buf_t;
+
+static void
+s_buf_put (s_buf_t *buf, const void *data, size_t size)
+{
+    if (buf->failed)
+        return;
+    if (buf->size + size > buf->cap) {
+        size_t cap = buf->cap ? buf->cap : 256;
+        while (cap < buf->size + size)
+            cap *= 2;
+        char *grown = realloc (buf->data, cap);
+        if (!grown) {
+            buf->failed = true;
+            return;
+        }
+        buf->data = grown;
+        buf->cap = cap;
+    }
+    memcpy (buf->data + buf->size, data, size);
+    buf->size += size;
+}
+
+static void
+s_buf_puts (s_buf_t *buf, const char *text)
+{
+    s_buf_put (buf, text, strlen (text));
+}
+
+static void
+s_encode_string (s_buf_t *buf, const char *text, size_t size)
+{
+    const uint8_t *s = (const uint8_t *) text;
+    const uint8_t *end = s + size;
+    s_buf_put (buf, "\"", 1);
+    while (s < end) {
+        const uint8_t *run = s;
+        while (s < end && *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
+            s++;
+        s_buf_put (buf, run, (size_t) (s - run));
+        if (s == end)
+            break;
+        const char *short_form = NULL;
+        switch (*s) {
+        case '"': short_form = "\\\""; break;
+        case '\\': short_form = "\\\\"; break;
+        case '\n': short_form = "\\n"; break;
+        case '\r': short_form = "\\r"; break;
+        case '\t': short_form = "\\t"; break;
+        case '\b': short_form = "\\b"; break;
+        case '\f': short_form = "\\f"; break;
+        default: break;
+        }
+        if (short_form) {
+            s_buf_puts (buf, short_form);
+            s++;
+            continue;
+        }
+        /* jansson hands over valid UTF-8 only: decode one code point. */
+        uint32_t cp;
+        size_t len;
+        if (*s >= 0xF0) {
+            cp = *s & 0x07u;
+            len = 4;
+        }
+        else if (*s >= 0xE0) {
+            cp = *s & 0x0Fu;
+            len = 3;
+        }
+        else if (*s >= 0x80) {
+            cp = *s & 0x1Fu;
+            len = 2;
+        }
+        else {
+            cp = *s;
+            len = 1;
+        }
+        if ((size_t) (end - s) < len)
+            len = (size_t) (end - s);
+        for (size_t i = 1; i < len; i++)
+            cp = (cp << 6) | (s[i] & 0x3Fu);
+        s += len;
+        char esc[16];
+        if (cp >= 0x10000) {
+            cp -= 0x10000;
+            snprintf (esc, sizeof esc, "\\u%04x\\u%04x", (unsigned) (0xD800 | (cp >> 10)),
+                      (unsigned) (0xDC00 | (cp & 0x3FF)));
+        }
+        else
+            snprintf (esc, sizeof esc, "\\u%04x", (unsigned) cp);
+        s_buf_puts (buf, esc);
+    }
+    s_buf_put (buf, "\"", 1);
+}
+
+/* Python's repr of a float: the shortest digits that read back to the
+   same double, fixed when the decimal exponent is in (-4, 16], else as
+   1.5e-05 / 1e+16; always with a '.' or an 'e'. */
+static void
+s_encode_real (s_buf_t *buf, double value)
+{
+    char tmp[48];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf (tmp, sizeof tmp, "%.*e", prec - 1, value);
+        if (strtod (tmp, NULL) == value)
+            break;
+    }
+    const char *p = tmp;
+    bool negative = *p == '-';
+    if (negative)
+        p++;
+    char digits[24];
+    int count = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && count < (int) sizeof digits)
+            digits[count++] = *p;
+    int exponent = *p == 'e' ? atoi (p + 1) : 0;
+    while (count > 1 && digits[count - 1] == '0')
+        count--;
+    int decpt = exponent + 1; /* the digits are 0.DDD x 10^decpt */
+
+    char out[64];
+    size_t n = 0;
+    if (negative)
+        out[n++] = '-';
+    if (decpt > -4 && decpt <= 16) {
+        if (decpt <= 0) {
+            out[n++] = '0';
+            out[n++] = '.';
+            for (int i = 0; i < -decpt; i++)
+                out[n++] = '0';
+            memcpy (out + n, digits, (size_t) count);
+            n += (size_t) count;
+        }
+        else if (decpt >= count) {
+            memcpy (out + n, digits, (size_t) count);
+            n += (size_t) count;
+            for (int i = count; i < decpt; i++)
+                out[n++] = '0';
+            out[n++] = '.';
+            out[n++] = '0';
+        }
+        else {
+            memcpy (out + n, digits, (size_t) decpt);
+            n += (size_t) decpt;
+            out[n++] = '.';
+            memcpy (out + n, digits + decpt, (size_t) (count - decpt));
+            n += (size_t) (count - decpt);
+        }
+    }
+    else {
+        out[n++] = digits[0];
+        if (count > 1) {
+            out[n++] = '.';
+            memcpy (out + n, digits + 1, (size_t) (count - 1));
+            n += (size_t) (count - 1);
+        }
+        n += (size_t) snprintf (out + n, sizeof out - n, "e%c%02d",
+                                decpt - 1 < 0 ? '-' : '+', abs (decpt - 1));
+    }
+    s_buf_put (buf, out, n);
+}
+
+typedef struct {
+    const char *key;
+    size_t size;
+    json_t *value;
+} s_member_t;
+
+/* Python sorts keys by code point; UTF-8 byte order is the same order. */
+static int
+s_member_cmp (const void *a, const void *b)
+{
+    const s_member_t *x = a, *y = b;
+    size_t common = x->size < y->size ? x->size : y->size;
+    int rc = memcmp (x->key, y->key, common);
+    if (rc)
+        return rc;
+    return x->size < y->size ? -1 : x->size > y->size;
+}
+
+/* Recursion is bounded: jansson refuses nesting deeper than 2048. */
+static void
+s_encode_value (s_buf_t *buf, json_t *value)
+{
+    char tmp[32];
+    switch (json_typeof (value)) {
+    case JSON_OBJECT: {
+        size_t count = json_object_size (value);
+        s_member_t *members = calloc (count ? count : 1, sizeof *members);
+        if (!members) {
+            buf->failed = true;
+            return;
+        }
+        size_t i = 0;
+        const char *key;
+        size_t key_size;
+        json_t *member;
+        json_object_keylen_foreach (value, key, key_size, member)
+        {
+            members[i++] = (s_member_t) {key, key_size, member};
+        }
+        qsort (members, i, sizeof *members, s_member_cmp);
+        s_buf_put (buf, "{", 1);
+        for (size_t j = 0; j < i; j++) {
+            if (j)
+                s_buf_put (buf, ",", 1);
+            s_encode_string (buf, members[j].key, members[j].size);
+            s_buf_put (buf, ":", 1);
+            s_encode_value (buf, members[j].value);
+        }
+        s_buf_put (buf, "}", 1);
+        free (members);
+        break;
+    }
+    case JSON_ARRAY:
+        s_buf_put (buf, "[", 1);
+        for (size_t i = 0; i < json_array_size (value); i++) {
+            if (i)
+                s_buf_put (buf, ",", 1);
+            s_encode_value (buf, json_array_get (value, i));
+        }
+        s_buf_put (buf, "]", 1);
+        break;
+    case JSON_STRING:
+        s_encode_string (buf, json_string_value (value), json_string_length (value));
+        break;
+    case JSON_INTEGER:
+        snprintf (tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
+        s_buf_puts (buf, tmp);
+        break;
+    case JSON_REAL: s_encode_real (buf, json_real_value (value)); break;
+    case JSON_TRUE: s_buf_puts (buf, "true"); break;
+    case JSON_FALSE: s_buf_puts (buf, "false"); break;
+    case JSON_NULL: s_buf_puts (buf, "null"); break;
+    }
+}
+
+/* ---- input lines ------------------------------------------------------- */
+
+/* RFC 4648 base64, padded or not; into buf. Answers false on anything
+   that is not base64. */
+static bool
+s_base64_decode (const char *text, size_t len, s_buf_t *buf)
+{
+    static const char alphabet[]
+        = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    while (len > 0 && text[len - 1] == '=' && len % 4 != 1)
+        len--;
+    if (len % 4 == 1)
+        return false;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char *at = text[i] ? strchr (alphabet, text[i]) : NULL;
+        if (!at)
+            return false;
+        acc = (acc << 6) | (uint32_t) (at - alphabet);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            uint8_t byte = (uint8_t) (acc >> bits);
+            s_buf_put (buf, &byte, 1);
+        }
+    }
+    /* Leftover bits must be zero: anything else is not canonical. */
+    return (acc & ((1u << bits) - 1)) == 0;
+}
+
+static int
+s_digits (const char *s, int count)
+{
+    int value = 0;
+    for (int i = 0; i < count; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        value = value * 10 + (s[i] - '0');
+    }
+    return value;
+}
+
+/* Days from 1970-01-01 to the given civil date (proleptic Gregorian):
+   Howard Hinnant's days_from_civil, exact without time zones or time_t. */
+static int64_t
+s_days_from_civil (int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* An RFC 3339 date-time, "2026-11-21T09:03:48.123456Z" or with an offset
+   "+02:00", to nanoseconds since the epoch (digits below the nanosecond
+   are dropped). Answers false when it is not one, or out of the range of
+   int64_t nanoseconds (years 1678 to 2261). */
+static bool
+s_parse_time (const char *text, int64_t *ns_out)
+{
+    int year = s_digits (text, 4), month = -1, day = -1, hour = -1, minute = -1, second = -1;
+    if (year >= 0 && text[4] == '-' && (month = s_digits (text + 5, 2)) >= 0
+        && text[7] == '-' && (day = s_digits (text + 8, 2)) >= 0
+        && (text[10] == 'T' || text[10] == 't' || text[10] == ' ')
+        && (hour = s_digits (text + 11, 2)) >= 0 && text[13] == ':'
+        && (minute = s_digits (text + 14, 2)) >= 0 && text[16] == ':')
+        second = s_digits (text + 17, 2);
+    static const int month_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (second < 0 || month < 1 || month > 12 || day < 1 || day > month_days[month - 1]
+        || hour > 23 || minute > 59 || second > 60)
+        return false;
+    bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    if (month == 2 && day == 29 && !leap)
+        return false;
+    const char *p = text + 19;
+    int64_t frac = 0;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 9)
+                frac = frac * 10 + (*p - '0');
+        if (digits == 0)
+            return false;
+        for (; digits < 9; digits++)
+            frac *= 10;
+    }
+    int offset_s = 0;
+    size_t rest = strlen (p);
+    if ((*p == 'Z' || *p == 'z') && rest == 1)
+        offset_s = 0;
+    else if ((*p == '+' || *p == '-') && rest == 6 && p[3] == ':') {
+        int oh = s_digits (p + 1, 2), om = s_digits (p + 4, 2);
+        if (oh < 0 || oh > 23 || om < 0 || om > 59)
+            return false;
+        offset_s = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
+    }
+    else
+        return false;
+    int64_t secs = s_days_from_civil (year, month, day) * 86400 + hour * 3600
+                   + minute * 60 + second - offset_s;
+    /* INT64_MAX nanoseconds is 2262-04-11; keep a margin either side. */
+    if (secs < INT64_C (-9223372035) || secs > INT64_C (9223372035))
+        return false;
+    *ns_out = secs * 1000000000 + frac;
+    return true;
+}
+
+typedef struct {
+    uint64_t seq;
+    bool has_seq;
+    int64_t wall_ns;
+    bool has_time;
+    s_buf_t topic;
+    s_buf_t body;
+} s_line_t;
+
+static void
+s_line_clear (s_line_t *line)
+{
+    free (line->topic.data);
+    free (line->body.data);
+    memset (line, 0, sizeof *line);
+}
+
+/* Reads one input line into line; on error writes why (without the
+   FILE:LINE prefix, but with ":COL" first for JSON syntax errors). */
+static int
+s_line_parse (const char *text, size_t len, s_line_t *line, char *why, size_t whylen)
+{
+    json_error_t error;
+    json_t *root = json_loadb (text, len, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &error);
+    if (!root) {
+        /* jansson's column is 0 when the line ended first. */
+        if (error.column > 0)
+            snprintf (why, whylen, "%d: %s", error.column, error.text);
+        else
+            snprintf (why, whylen, " %s", error.text);
+        return -1;
+    }
+    int rc = -1;
+    json_t *topic = json_object_get (root, "topic");
+    json_t *body = json_object_get (root, "body");
+    json_t *body64 = json_object_get (root, "body_base64");
+    json_t *seq = json_object_get (root, "seq");
+    json_t *at = json_object_get (root, "received_at");
+    if (!json_is_object (root))
+        snprintf (why, whylen, " expected a JSON object with \"topic\" and \"body\"");
+    else if (!json_is_string (topic))
+        snprintf (why, whylen, " expected \"topic\", a string");
+    else if (!body == !body64)
+        snprintf (why, whylen, body ? " expected \"body\" or \"body_base64\", not both"
+                                    : " expected \"body\" (or \"body_base64\")");
+    else if (body64 && !json_is_string (body64))
+        snprintf (why, whylen, " \"body_base64\": expected a base64 string");
+    else if (seq && !(json_is_integer (seq) && json_integer_value (seq) >= 0))
+        snprintf (why, whylen, " \"seq\": expected an integer >= 0");
+    else if (at && !(json_is_string (at) && s_parse_time (json_string_value (at), &line->wall_ns)))
+        snprintf (why, whylen, " \"received_at\": expected an RFC 3339 time such as "
+                  "\"2026-11-21T09:03:48.123456Z\"");
+    else {
+        s_buf_put (&line->topic, json_string_value (topic), json_string_length (topic));
+        if (body64) {
+            if (!s_base64_decode (json_string_value (body64), json_string_length (body64),
+                                  &line->body)) {
+                snprintf (why, whylen, " \"body_base64\": not base64 (RFC 4648)");
+                goto done;
+            }
+        }
+        else if (json_is_string (body))
+            s_buf_put (&line->body, json_string_value (body), json_string_length (body));
+        else
+            s_encode_value (&line->body, body);
+        if (line->topic.failed || line->body.failed) {
+            snprintf (why, whylen, " out of memory");
+            goto done;
+        }
+        line->has_seq = seq != NULL;
+        line->seq = seq ? (uint64_t) json_integer_value (seq) : 0;
+        line->has_time = at != NULL;
+        rc = 0;
+    }
+done:
+    json_decref (root);
+    return rc;
+}
+
+static bool
+s_blank (const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r' && text[i] != '\n')
+            return false;
+    return true;
+}
+
+/* A message as the enqueuer makes one: the frames moved into an fh_msg_t.
+   received_ns is monotonic time, as in the hub: the host table adds the
+   wall-clock offset back, so the plugin reads the input's received_at. */
+static fh_msg_t *
+s_msg_new (const s_line_t *line, uint64_t seq)
+{
+    zmq_msg_t frames[2];
+    const s_buf_t *parts[2] = {&line->topic, &line->body};
+    for (int i = 0; i < 2; i++) {
+        if (zmq_msg_init_size (&frames[i], parts[i]->size) != 0) {
+            if (i)
+                zmq_msg_close (&frames[0]);
+            return NULL;
+        }
+        if (parts[i]->size)
+            memcpy (zmq_msg_data (&frames[i]), parts[i]->data, parts[i]->size);
+    }
+    int64_t received_ns = line->has_time ? line->wall_ns - fh_clock_wall_offset_ns ()
+                                         : fh_clock_mono_ns ();
+    fh_msg_t *msg = fh_msg_new (frames, 2, seq, received_ns);
+    zmq_msg_close (&frames[0]);
+    zmq_msg_close (&frames[1]);
+    return msg;
+}
+
+/* The topic on one line of output: control bytes, and '\' so that the
+   escape reads back unambiguously, as \xNN. */
+static void
+s_print_topic (FILE *out, const s_buf_t *topic)
+{
+    for (size_t i = 0; i < topic->size; i++) {
+        unsigned char c = (unsigned char) topic->data[i];
+        if (c < 0x20 || c == 0x7f || c == '\\')
+            fprintf (out, "\\x%02x", c);
+        else
+            fputc (c, out);
+    }
+}
+
+static bool
+s_name_valid (const char *name)
+{
+    size_t len = strlen (name);
+    return len >= 1 && len <= S_NAME_MAX
+           && strspn (name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                            "0123456789_.-")
+                  == len;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+typedef struct {
+    const char *plugin;
+    const char *options_path;
+    const char *input_path;
+    const char *name;
+    const char *plugin_dir;
+} s_args_t;
+
+typedef struct {
+    uint64_t ok, retry, fail;
+} s_counts_t;
+
+/* Feeds every line of input to the plugin. Answers FH_EXIT_OK,
+   FH_EXIT_FAILURE (interrupted, stdout unwritable) or FH_EXIT_USAGE (a bad
+   line), counting results in counts. */
+static int
+s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, void *state,
+        s_counts_t *counts)
+{
+    char *text = NULL;
+    size_t room = 0;
+    ssize_t len;
+    unsigned long lineno = 0;
+    uint64_t next_seq = 1;
+    int rc = FH_EXIT_OK;
+    while (!s_interrupted && (len = getline (&text, &room, input)) != -1) {
+        lineno++;
+        if (s_blank (text, (size_t) len))
+            continue;
+        s_line_t line = {0};
+        char why[512];
+        if (s_line_parse (text, (size_t) len, &line, why, sizeof why)) {
+            fprintf (stderr, "fanhub replay: %s:%lu:%s\n", source, lineno, why);
+            s_line_clear (&line);
+            rc = FH_EXIT_USAGE;
+            break;
+        }
+        uint64_t seq = line.has_seq ? line.seq : next_seq;
+        next_seq = seq + 1;
+        fh_msg_t *msg = s_msg_new (&line, seq);
+        if (!msg) {
+            fprintf (stderr, "fanhub replay: %s:%lu: out of memory\n", source, lineno);
+            s_line_clear (&line);
+            rc = FH_EXIT_FAILURE;
+            break;
+        }
+        fanhub_result_t result = desc->consume (state, msg);
+        const char *word = "fail";
+        if (result == FANHUB_OK) {
+            word = "ok";
+            counts->ok++;
+        }
+        else if (result == FANHUB_RETRY) {
+            word = "retry";
+            counts->retry++;
+        }
+        else {
+            counts->fail++;
+            if (result != FANHUB_FAIL)
+                /* The hub counts any other answer as a failure too. */
+                fprintf (stderr, "fanhub replay: %s:%lu: consume answered %d, which is not "
+                         "FANHUB_OK, FANHUB_RETRY or FANHUB_FAIL: counted as fail\n",
+                         source, lineno, (int) result);
+        }
+        printf ("%" PRIu64 " ", seq);
+        s_print_topic (stdout, &line.topic);
+        printf (" -> %s\n", word);
+        fh_msg_destroy (&msg);
+        s_line_clear (&line);
+        /* One line at a time: a plugin that writes to stdout too (log with
+           path "-") interleaves with the results in order. */
+        if (fflush (stdout) != 0) {
+            fprintf (stderr, "fanhub replay: cannot write the results: %s\n",
+                     strerror (errno));
+            rc = FH_EXIT_FAILURE;
+            break;
+        }
+    }
+    if (rc == FH_EXIT_OK && s_interrupted) {
+        fprintf (stderr, "fanhub replay: interrupted after %lu input line%s\n", lineno,
+                 lineno == 1 ? "" : "s");
+        rc = FH_EXIT_FAILURE;
+    }
+    else if (rc == FH_EXIT_OK && ferror (input)) {
+        fprintf (stderr, "fanhub replay: %s: cannot read: %s\n", source, strerror (errno));
+        rc = FH_EXIT_USAGE;
+    }
+    free (text);
+    return rc;
+}
+
+static int
+s_parse_args (int argc, char **argv, s_args_t *args)
+{
+    static const struct option options[] = {
+        {"plugin", required_argument, NULL, 'p'},
+        {"options", required_argument, NULL, 'o'},
+        {"input", required_argument, NULL, 'i'},
+        {"name", required_argument, NULL, 'n'},
+        {"plugin-dir", required_argument, NULL, 'P'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    optind = 1;
+    while ((opt = getopt_long (argc, argv, "p:o:i:n:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'p': args->plugin = optarg; break;
+        case 'o': args->options_path = optarg; break;
+        case 'i': args->input_path = optarg; break;
+        case 'n': args->name = optarg; break;
+        case 'P': args->plugin_dir = optarg; break;
+        case 'h': s_usage (stdout); return FH_EXIT_OK;
+        default:
+            fprintf (stderr, "try 'fanhub replay --help'\n");
+            return FH_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf (stderr, "fanhub replay: unexpected argument '%s'; try 'fanhub replay --help'\n",
+                 argv[optind]);
+        return FH_EXIT_USAGE;
+    }
+    if (!args->plugin || !*args->plugin) {
+        fprintf (stderr, "fanhub replay: --plugin NAME|PATH is required; try 'fanhub replay "
+                 "--help'\n");
+        return FH_EXIT_USAGE;
+    }
+    if (!s_name_valid (args->name)) {
+        fprintf (stderr, "fanhub replay: --name: expected a name of 1 to %d characters from "
+                 "A-Z a-z 0-9 _ . -, got '%s'\n", S_NAME_MAX, args->name);
+        return FH_EXIT_USAGE;
+    }
+    return -1;
+}
+
+int
+fh_cmd_replay (int argc, char **argv)
+{
+    s_args_t args = {.input_path = "-", .name = S_DEFAULT_NAME};
+    int rc = s_parse_args (argc, argv, &args);
+    if (rc >= 0)
+        return rc;
+
+    char err[2048];
+    fanhub_option_t *options = NULL;
+    if (args.options_path)
+        options = fh_options_yaml_load_file (args.options_path, err, sizeof err);
+    else if (!(options = fh_option_new (FANHUB_OPTION_MAP, NULL, "(no --options)")))
+        snprintf (err, sizeof err, "out of memory");
+    if (!options) {
+        fprintf (stderr, "fanhub replay: %s\n", err);
+        return FH_EXIT_USAGE;
+    }
+    bool from_stdin = strcmp (args.input_path, "-") == 0;
+    const char *source = from_stdin ? "<stdin>" : args.input_path;
+    FILE *input = from_stdin ? stdin : fopen (args.input_path, "r");
+    if (!input) {
+        fprintf (stderr, "fanhub replay: %s: cannot open: %s\n", source, strerror (errno));
+        fh_option_destroy (&options);
+        return FH_EXIT_USAGE;
+    }
+    fh_plugin_t *plugin = fh_plugin_load (args.plugin, fh_plugin_dir (args.plugin_dir), err,
+                                          sizeof err);
+    if (!plugin) {
+        fprintf (stderr, "fanhub replay: %s\n", err);
+        fh_option_destroy (&options);
+        if (!from_stdin)
+            fclose (input);
+        return FH_EXIT_USAGE;
+    }
+    /* Keep the object mapped past fh_plugin_destroy's dlclose, until the
+       process exits, so that valgrind and ASan can name the plugin's
+       functions in the leak reports they write at exit. */
+    void *pin = dlopen (fh_plugin_path (plugin), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    if (pin)
+        dlclose (pin);
+
+    /* The hub's dispositions: a plugin may count on SIGPIPE being ignored.
+       SIGINT and SIGTERM end the replay between messages (no SA_RESTART:
+       a read of stdin returns), so fini still runs. */
+    signal (SIGPIPE, SIG_IGN);
+    struct sigaction action;
+    memset (&action, 0, sizeof action);
+    action.sa_handler = s_on_signal;
+    sigemptyset (&action.sa_mask);
+    sigaction (SIGINT, &action, NULL);
+    sigaction (SIGTERM, &action, NULL);
+
+    const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
+    struct fanhub_ctx ctx = {.consumer_name = args.name};
+    void *state = NULL;
+    rc = FH_EXIT_OK;
+    if (desc->init) {
+        char why[1024] = "";
+        if (desc->init (&fh_host, &ctx, options, &state, why, sizeof why) != 0) {
+            why[sizeof why - 1] = '\0';
+            fprintf (stderr, "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its "
+                     "options: %s\n", args.options_path ? fh_option_where (options) : "",
+                     args.options_path ? ": " : "", args.name, args.plugin,
+                     why[0] ? why : "(init gave no reason)");
+            rc = FH_EXIT_USAGE;
+        }
+    }
+    s_counts_t counts = {0};
+    if (rc == FH_EXIT_OK) {
+        rc = s_feed (input, source, desc, state, &counts);
+        if (rc == FH_EXIT_OK && desc->idle)
+            desc->idle (state);
+        if (desc->fini)
+            desc->fini (state);
+        if (rc == FH_EXIT_OK && (counts.retry || counts.fail))
+            rc = FH_EXIT_FAILURE;
+        fprintf (stderr, "fanhub replay: %" PRIu64 " message%s: %" PRIu64 " ok, %" PRIu64
+                 " retry, %" PRIu64 " fail\n", counts.ok + counts.retry + counts.fail,
+                 counts.ok + counts.retry + counts.fail == 1 ? "" : "s", counts.ok,
+                 counts.retry, counts.fail);
+    }
+    fh_plugin_destroy (&plugin);
+    fh_option_destroy (&options);
+    if (!from_stdin)
+        fclose (input);
+    return rc;
+}
