@@ -1170,6 +1170,41 @@ s_consumer_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
     return 0;
 }
 
+/* producer: topic, topic_prefix:N (the first N dot-separated segments)
+   or json:/pointer (RFC 6901, into the body). */
+static int
+s_parse_producer (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    static const char what[] = "topic, topic_prefix:N or json:/pointer";
+    const char *text = s_text (ctx, node, what);
+    if (!text)
+        return -1;
+    long long n = 0;
+    bool ok = strcmp (text, "topic") == 0
+              || (strncmp (text, "topic_prefix:", 13) == 0 && s_parse_integer (text + 13, &n)
+                  && n >= 1 && n <= 64)
+              || (strncmp (text, "json:", 5) == 0 && (text[5] == '/' || text[5] == '\0'));
+    if (!ok)
+        return s_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
+static const s_field_t s_gaps_fields[] = {
+    { .key = "counter", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, gaps.counter), .required = true },
+    { .key = "producer", .parse = s_parse_producer,
+      .offset = offsetof (fh_config_t, gaps.producer) },
+    { .key = "max_producers", .parse = s_parse_size,
+      .offset = offsetof (fh_config_t, gaps.max_producers), .min = 1, .max = 10000000 },
+    { .key = NULL },
+};
+
+static const s_section_t s_gaps_section = { s_gaps_fields, NULL };
+
 static const s_field_t s_bus_fields[] = {
     { .key = "connect", .parse = s_parse_endpoints,
       .offset = offsetof (fh_config_t, connect) },
@@ -1185,6 +1220,8 @@ static const s_field_t s_bus_fields[] = {
       .max = S_MAX_MESSAGE_BYTES_MAX },
     { .key = "publish", .parse = s_parse_endpoints,
       .offset = offsetof (fh_config_t, publish), .flags = S_FOR_BIND },
+    { .key = "gap_detection", .parse = s_parse_section, .offset = 0,
+      .section = &s_gaps_section },
     { .key = NULL },
 };
 
@@ -1514,6 +1551,7 @@ s_load_document (s_ctx_t *ctx, yaml_parser_t *parser, const char *text,
     cfg->metrics.interval_ms = FH_DEFAULT_METRICS_INTERVAL_MS;
     cfg->metrics.moksha_interval_ms = FH_DEFAULT_MOKSHA_INTERVAL_MS;
     cfg->spool.fsync = FH_FSYNC_INTERVAL;
+    cfg->gaps.max_producers = 10000;
     cfg->spool.fsync_interval_ms = FH_DEFAULT_SPOOL_FSYNC_INTERVAL_MS;
     cfg->spool.segment_bytes = FH_DEFAULT_SPOOL_SEGMENT_BYTES;
     cfg->log_level = 2; /* info: index in s_log_level_words */
@@ -1633,6 +1671,8 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->control);
     free (self->metrics.collectd_socket);
     free (self->state_dir);
+    free (self->gaps.counter);
+    free (self->gaps.producer);
     s_strlist_clear (&self->publish);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);

@@ -102,6 +102,11 @@ typedef struct {
     } spool;
     int log_level;        /* fanhub_log_level_t */
     fh_strlist_t publish; /* bus.publish: where emitted messages also go */
+    struct {               /* bus.gap_detection; off when counter is NULL */
+        char *counter;     /* top-level JSON member holding the producer's counter */
+        char *producer;    /* "topic", "topic_prefix:N" or "json:/pointer" */
+        size_t max_producers;
+    } gaps;
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */

@@ -8,6 +8,7 @@
 #include "enqueuer.h"
 
 #include "clock.h"
+#include "gaps.h"
 #include "log.h"
 #include "utf8.h"
 
@@ -31,6 +32,7 @@ struct fh_enqueuer {
     atomic_uint_fast64_t unrouted;
     atomic_int *peers; /* per endpoint: connect first, then bind */
     fh_handled_t handled; /* messages every matching consumer refused */
+    fh_gaps_t *gaps;      /* bus.gap_detection, or NULL */
     char inject_endpoint[64];
     void *publish;        /* PUB on bus.publish, for emitted messages; or NULL */
     zsock_t *pipe;        /* the actor's pipe, watched while blocked */
@@ -183,6 +185,9 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
     }
 
     /* Well-formed: it gets a number and a time whether or not it routes. */
+    if (self->gaps && !inject)
+        fh_gaps_check (self->gaps, zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
+                       zmq_msg_data (&frames[1]), zmq_msg_size (&frames[1]));
     uint64_t seq = ++self->seq;
     int64_t received_ns = fh_clock_mono_ns ();
     size_t matched = fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
@@ -575,7 +580,13 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
     self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
     self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
-    if (self->frames && self->matches && self->peers)
+    bool gaps_ok = true;
+    if (config->gaps.counter) {
+        self->gaps = fh_gaps_new (config->gaps.counter, config->gaps.producer,
+                                  config->gaps.max_producers);
+        gaps_ok = self->gaps != NULL;
+    }
+    if (self->frames && self->matches && self->peers && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -608,6 +619,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->frames);
     free (self->matches);
     free (self->peers);
+    fh_gaps_destroy (&self->gaps);
     free (self);
     *self_p = NULL;
 }
@@ -657,4 +669,13 @@ fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
         out->malformed += out->malformed_by_reason[i];
     }
     out->received = atomic_load (&self->received);
+    if (self->gaps) {
+        fh_gaps_counts_t gaps;
+        fh_gaps_counts (self->gaps, &gaps);
+        out->gap_detection = true;
+        out->upstream_lost = gaps.lost;
+        out->upstream_restarts = gaps.restarts;
+        out->upstream_untracked = gaps.untracked;
+        out->upstream_producers = gaps.producers;
+    }
 }

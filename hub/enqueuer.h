@@ -20,6 +20,7 @@
 #include "emit.h"
 #include "trigger.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct fh_enqueuer fh_enqueuer_t;
@@ -37,6 +38,8 @@ typedef struct {
     uint64_t malformed; /* sum of by_reason */
     uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
     uint64_t unrouted;  /* well-formed, but matched no consumer */
+    bool gap_detection; /* bus.gap_detection is on: the four below count */
+    uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;
 
 /* Where the control actor sends injected messages (emit, dead-letter

@@ -173,6 +173,13 @@ fh_stats_json (fh_stats_t *self)
     }
     free (sum);
     free (part);
+    if (counts.gap_detection && hub)
+        json_object_set_new (hub, "upstream",
+                             json_pack ("{s:I, s:I, s:I, s:I}", "lost",
+                                        (json_int_t) counts.upstream_lost, "restarts",
+                                        (json_int_t) counts.upstream_restarts, "untracked",
+                                        (json_int_t) counts.upstream_untracked, "producers",
+                                        (json_int_t) counts.upstream_producers));
     json_t *consumers = json_array ();
     for (size_t i = 0; i < self->consumer_count; i++)
         json_array_append_new (consumers, s_consumer_json (self, i));
