@@ -583,13 +583,16 @@ s_human_uptime (char *text, size_t size, double seconds)
         snprintf (text, size, "%lldd%02lldh%02lldm", s / 86400, s / 3600 % 24, s / 60 % 60);
 }
 
-/* The p99 of the last interval, or "-" without samples there. */
+/* The p99 of the last interval; before the first interval has passed
+   (or when it had no samples), the whole run's; "-" without samples. */
 static void
 s_table_p99 (char *text, size_t size, const json_t *histogram)
 {
     const json_t *interval = json_object_get (histogram, "interval");
     if (s_int (interval, "count") > 0)
         s_human_seconds (text, size, s_real (interval, "p99"));
+    else if (s_int (histogram, "count") > 0)
+        s_human_seconds (text, size, s_real (histogram, "p99"));
     else
         snprintf (text, size, "-");
 }

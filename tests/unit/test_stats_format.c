@@ -517,7 +517,7 @@ test_table_units (void **state)
     static const char *const expected[] = {
         "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
         "CONSUMER   BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "archive          2         1         992         985         4         0    4.0ms        -",
+        "archive          2         1         992         985         4         0    4.0ms   12.3ms",
         "us               2         1         992         985         4         0    850us   12.3ms",
         "s                2         1         992         985         4         0    1.20s    450ns",
         "edges            2         1         992         985         4         0    1.0ms    1.00s",
@@ -543,7 +543,7 @@ test_table_widths (void **state)
     static const char *const expected[] = {
         "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
         "CONSUMER                           BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "a-very-long-consumer-name-that-~         2         1         992         985         4         0    4.0ms        -",
+        "a-very-long-consumer-name-that-~         2         1         992         985         4         0    4.0ms   12.3ms",
         "esc?[2J                                  2         1         992         985         4         0        -        -",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
