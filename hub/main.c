@@ -35,7 +35,7 @@ s_usage (FILE *out)
              "\n"
              "commands:\n");
     for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
-        fprintf (out, "  %-8s %s\n", s_commands[i].name, s_commands[i].summary);
+        fprintf (out, "  %-12s %s\n", s_commands[i].name, s_commands[i].summary);
     fprintf (out,
              "\n"
              "'fanhub COMMAND --help' tells more of each. Without -c, 'run' and\n"
