@@ -45,7 +45,8 @@ typedef struct {
     char *err;
     size_t errlen;
     fh_config_t *cfg;
-    size_t option_nodes;  /* option values built for the current consumer */
+    size_t option_nodes;  /* option values built in the whole file (aliases
+                             expanded): one cap for all consumers together */
     char path[512];       /* key path of the node being parsed */
 } s_ctx_t;
 
@@ -1079,7 +1080,6 @@ s_parse_options (s_ctx_t *ctx, yaml_node_t *node, void *target,
         return *slot ? 0 : s_oom (ctx, node->start_mark);
     }
     yaml_node_t *stack[S_OPTION_DEPTH_MAX];
-    ctx->option_nodes = 0;
     *slot = s_option_build (ctx, node, stack, 0);
     return *slot ? 0 : -1;
 }

@@ -873,9 +873,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
             fh_queue_kick (self->queue);
             return FH_OFFER_REFUSED;
         case FH_OVERFLOW_DROP_OLDEST: {
-            /* In a pool, messages already with the scheduler stay: then
-               the new one is dropped instead. */
-            fh_msg_t *oldest = fh_queue_full (self->queue) ? fh_queue_evict (self->queue) : NULL;
+            /* The consumer may have made room since the check above. */
+            if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
+                break;
+            /* In a pool, messages already with the scheduler stay: when
+               the queue itself is empty the new one is dropped instead. */
+            fh_msg_t *oldest = fh_queue_evict (self->queue);
             if (oldest) {
                 s_bump (&self->evicted);
                 s_bump (&self->dropped);

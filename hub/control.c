@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "log.h"
 #include "collectd_push.h"
+#include "control_parse.h"
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
@@ -23,6 +24,7 @@
 
 #define TICK_MS 1000
 #define MAX_ENVELOPE_FRAMES 16 /* ROUTER identity, delimiter, proxies */
+#define MAX_REQUEST_FRAMES 64  /* command, arguments, message frames */
 
 struct fh_control {
     fh_hub_t *hub;
@@ -53,29 +55,6 @@ typedef struct {
     s_pending_t *pending;
     size_t pending_count, pending_room;
 } s_state_t;
-
-#define COMMANDS "PING, STATS, EMIT, INJECT, RELOAD"
-
-static bool
-s_is (const zmq_msg_t *frame, const char *word)
-{
-    size_t len = strlen (word);
-    return zmq_msg_size ((zmq_msg_t *) frame) == len
-           && memcmp (zmq_msg_data ((zmq_msg_t *) frame), word, len) == 0;
-}
-
-/* The command word, shown safely: printable ASCII only, not much of it. */
-static void
-s_show (const zmq_msg_t *frame, char *shown, size_t room)
-{
-    const char *data = zmq_msg_data ((zmq_msg_t *) frame);
-    size_t size = zmq_msg_size ((zmq_msg_t *) frame), n = 0;
-    for (size_t i = 0; i < size && n + 4 < room; i++)
-        shown[n++] = data[i] >= 0x20 && data[i] < 0x7f ? data[i] : '?';
-    if (n < size && n + 4 <= room)
-        memcpy (shown + n, "...", 3), n += 3;
-    shown[n] = '\0';
-}
 
 static void
 s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *text)
@@ -129,59 +108,57 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
     }
 }
 
-/* One request: frames[0] is the command word, then its arguments. */
+/* Queues a RELOAD request: the main thread reloads (it owns the hub's
+   lifecycle); it is asked as SIGHUP does, and the answer waits for it. */
+static void
+s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count)
+{
+    if (state->pending_count == state->pending_room) {
+        size_t room = state->pending_room ? state->pending_room * 2 : 8;
+        s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
+        if (!grown) {
+            s_reply (router, envelope, envelope_count, "ERROR out of memory");
+            return;
+        }
+        state->pending = grown;
+        state->pending_room = room;
+    }
+    s_pending_t *pending = &state->pending[state->pending_count++];
+    pending->kind = PENDING_RELOAD;
+    pending->emit = NULL;
+    pending->only = (size_t) fh_hub_reload_result (state->control->hub, NULL, 0);
+    pending->deadline_ns = fh_clock_mono_ns () + 60 * INT64_C (1000000000);
+    pending->envelope_count = envelope_count;
+    for (size_t i = 0; i < envelope_count; i++) {
+        zmq_msg_init (&pending->envelope[i]);
+        zmq_msg_copy (&pending->envelope[i], &envelope[i]);
+    }
+    kill (getpid (), SIGHUP);
+}
+
+/* One request: frames[0] is the command word, then its arguments; the
+   words and their arguments are checked by fh_control_parse (fuzzed). */
 static void
 s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
             zmq_msg_t *frames, size_t count)
 {
     fh_hub_t *hub = state->control->hub;
     char reply[512];
-    if (count == 0 || zmq_msg_size (&frames[0]) == 0) {
-        s_reply (router, envelope, envelope_count, "ERROR empty command (commands: " COMMANDS ")");
-        return;
-    }
-    if (zmq_msg_size (&frames[0]) > FH_CONTROL_MAX_COMMAND) {
-        snprintf (reply, sizeof reply, "ERROR command of %zu bytes, at most %d",
-                  zmq_msg_size (&frames[0]), FH_CONTROL_MAX_COMMAND);
+    fanhub_bytes_t args[MAX_REQUEST_FRAMES];
+    for (size_t i = 0; i < count && i < MAX_REQUEST_FRAMES; i++)
+        args[i] = (fanhub_bytes_t){zmq_msg_data (&frames[i]), zmq_msg_size (&frames[i])};
+    fh_control_request_t request;
+    if (fh_control_parse (args, count < MAX_REQUEST_FRAMES ? count : MAX_REQUEST_FRAMES,
+                          &request, reply, sizeof reply)
+        != 0) {
         s_reply (router, envelope, envelope_count, reply);
         return;
     }
-    if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS") || s_is (&frames[0], "RELOAD")) {
-        if (count != 1) {
-            s_reply (router, envelope, envelope_count,
-                     "ERROR PING, STATS and RELOAD take no arguments (a request is one frame)");
-            return;
-        }
-        if (s_is (&frames[0], "RELOAD")) {
-            /* The main thread reloads (it owns the hub's lifecycle): ask it
-               as SIGHUP does, and answer once it has tried. */
-            if (state->pending_count == state->pending_room) {
-                size_t room = state->pending_room ? state->pending_room * 2 : 8;
-                s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
-                if (!grown) {
-                    s_reply (router, envelope, envelope_count, "ERROR out of memory");
-                    return;
-                }
-                state->pending = grown;
-                state->pending_room = room;
-            }
-            s_pending_t *pending = &state->pending[state->pending_count++];
-            pending->kind = PENDING_RELOAD;
-            pending->emit = NULL;
-            pending->only = (size_t) fh_hub_reload_result (hub, NULL, 0);
-            pending->deadline_ns = fh_clock_mono_ns () + 60 * INT64_C (1000000000);
-            pending->envelope_count = envelope_count;
-            for (size_t i = 0; i < envelope_count; i++) {
-                zmq_msg_init (&pending->envelope[i]);
-                zmq_msg_copy (&pending->envelope[i], &envelope[i]);
-            }
-            kill (getpid (), SIGHUP);
-            return;
-        }
-        if (s_is (&frames[0], "PING")) {
-            s_reply (router, envelope, envelope_count, "PONG");
-            return;
-        }
+    switch (request.kind) {
+    case FH_CONTROL_PING:
+        s_reply (router, envelope, envelope_count, "PONG");
+        return;
+    case FH_CONTROL_STATS: {
         json_t *stats = fh_stats_json (state->stats);
         char *text = stats ? json_dumps (stats, JSON_COMPACT) : NULL;
         json_decref (stats);
@@ -189,55 +166,36 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         free (text);
         return;
     }
-    if (s_is (&frames[0], "EMIT")) {
-        /* EMIT, wait|nowait, TIMEOUT_MS, topic, body, more frames */
-        long long timeout_ms = -1;
-        if (count >= 5 && zmq_msg_size (&frames[2]) < 16) {
-            char digits[16];
-            memcpy (digits, zmq_msg_data (&frames[2]), zmq_msg_size (&frames[2]));
-            digits[zmq_msg_size (&frames[2])] = '\0';
-            char *end;
-            timeout_ms = strtoll (digits, &end, 10);
-            if (*end || end == digits)
-                timeout_ms = -1;
-        }
-        bool wait = count >= 5 && s_is (&frames[1], "wait");
-        if (count < 5 || (!wait && !s_is (&frames[1], "nowait")) || timeout_ms < 0
-            || timeout_ms > 86400000) {
-            s_reply (router, envelope, envelope_count,
-                     "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]");
-            return;
-        }
-        s_inject (state, router, envelope, envelope_count, frames + 3, count - 3,
-                  wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1, wait ? timeout_ms : 86400000);
+    case FH_CONTROL_RELOAD:
+        s_request_reload (state, router, envelope, envelope_count);
         return;
-    }
-    if (s_is (&frames[0], "INJECT")) {
-        /* INJECT, consumer, topic, body, more frames: to that consumer only */
+    case FH_CONTROL_EMIT:
+        s_inject (state, router, envelope, envelope_count, frames + request.message,
+                  count - request.message, request.wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1,
+                  request.wait ? request.timeout_ms : FH_CONTROL_TIMEOUT_MAX_MS);
+        return;
+    case FH_CONTROL_INJECT: {
         size_t index = SIZE_MAX;
-        for (size_t i = 0; count >= 4 && i < fh_hub_consumer_count (hub); i++)
-            if (s_is (&frames[1], fh_consumer_name (fh_hub_consumer (hub, i))))
+        for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
+            const char *name = fh_consumer_name (fh_hub_consumer (hub, i));
+            if (args[request.consumer].size == strlen (name)
+                && memcmp (args[request.consumer].data, name, args[request.consumer].size) == 0)
                 index = i;
-        if (count < 4) {
-            s_reply (router, envelope, envelope_count,
-                     "ERROR usage: INJECT, consumer, topic, body[, frames...]");
-            return;
         }
         if (index == SIZE_MAX) {
             char shown[80];
-            s_show (&frames[1], shown, sizeof shown);
+            fh_control_show (args[request.consumer].data, args[request.consumer].size, shown,
+                             sizeof shown);
             snprintf (reply, sizeof reply, "ERROR no consumer '%s' in this hub", shown);
             s_reply (router, envelope, envelope_count, reply);
             return;
         }
-        s_inject (state, router, envelope, envelope_count, frames + 2, count - 2,
-                  PENDING_INJECT, (int64_t) index, 86400000);
+        s_inject (state, router, envelope, envelope_count, frames + request.message,
+                  count - request.message, PENDING_INJECT, (int64_t) index,
+                  FH_CONTROL_TIMEOUT_MAX_MS);
         return;
     }
-    char shown[48];
-    s_show (&frames[0], shown, sizeof shown);
-    snprintf (reply, sizeof reply, "ERROR unknown command '%s' (commands: " COMMANDS ")", shown);
-    s_reply (router, envelope, envelope_count, reply);
+    }
 }
 
 /* Reads one request off the ROUTER and answers it (or queues the answer).
@@ -246,7 +204,7 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
 static void
 s_serve_one (s_state_t *state, void *router)
 {
-    enum { CAP = MAX_ENVELOPE_FRAMES + 64 };
+    enum { CAP = MAX_ENVELOPE_FRAMES + MAX_REQUEST_FRAMES };
     zmq_msg_t frames[CAP], overflow;
     size_t count = 0;
     bool more = true, too_many = false;

@@ -10,7 +10,7 @@
 #include "clock.h"
 #include "gaps.h"
 #include "log.h"
-#include "utf8.h"
+#include "validate.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -163,16 +163,9 @@ static void
 s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size_t bytes,
          const fh_inject_t *inject)
 {
-    const size_t max_frames = self->config->max_frames;
-    fh_malformed_reason_t reason = FH_MALFORMED_REASONS;
-    if (seen < 2)
-        reason = FH_MALFORMED_NO_BODY;
-    else if (seen > max_frames)
-        reason = FH_MALFORMED_TOO_MANY_FRAMES;
-    else if (bytes > self->config->max_message_bytes)
-        reason = FH_MALFORMED_TOO_LARGE;
-    else if (!fh_utf8_valid (zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0])))
-        reason = FH_MALFORMED_TOPIC_NOT_UTF8;
+    fh_malformed_reason_t reason = fh_bus_check (
+        seen, bytes, count ? zmq_msg_data (&frames[0]) : NULL, count ? zmq_msg_size (&frames[0]) : 0,
+        self->config->max_frames, self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
         s_count_malformed (self, reason, seen, bytes);
         for (size_t i = 0; i < count; i++)
