@@ -148,8 +148,51 @@ def test_usage_errors_and_help():
     assert status == 0 and re.match(r"fanhub \d+\.\d+\.\d+ \(plugin ABI 1\.\d+\)", out), out
 
 
+def test_hostile_bus_traffic():
+    """Random frames, an empty frame, 100 frames, more than 64 MiB, from a
+    raw pyzmq client at the default limits: each counted by its reason,
+    the hub alive, the good messages around them delivered."""
+    import os
+    import random
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n  - name: all\n    plugin: log\n"
+              "    options: {path: %s, flush_ms: 0}\n"
+              % (pub.endpoint, json.dumps(wd.file("all.jsonl"))))
+    hub = fh.Hub(wd, config)
+    try:
+        pub.wait_subscribed(hub=hub)
+        rng = random.Random(3)
+        pub.send("good.0", "first")
+        pub.send(b"")                                      # one empty frame
+        pub.send(*[b"t"] + [b"x"] * 99)                    # 100 frames > 32
+        pub.send("big", b"b" * (64 * 1024 * 1024 + 1))     # > 64 MiB
+        random_bad = 0
+        for _ in range(50):                                # random junk
+            frames = [os.urandom(rng.randrange(0, 40)) for _ in range(rng.randrange(1, 5))]
+            pub.send(*frames)
+        pub.send("good.1", "last")
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 55, "55 received", hub=hub)
+        stats = hub.stats()["hub"]
+        by = stats["malformed_by_reason"]
+        assert by["too_many_frames"] >= 1 and by["too_large"] == 1 and by["no_body"] >= 1, by
+        assert stats["malformed"] == sum(by.values()) and stats["malformed"] >= 3, stats
+        # Everything that was not malformed was delivered (it all matches).
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl"))
+                    == 55 - hub.stats()["hub"]["malformed"], "the rest delivered", hub=hub)
+        topics = [l["topic"] for l in fh.read_jsonl(wd.file("all.jsonl"))]
+        assert topics[0] == "good.0" and topics[-1] == "good.1", topics[:3]
+        assert hub.request("PING") == b"PONG"
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_bad_yaml_and_keys, test_missing_plugin, test_wrong_abi_and_not_a_plugin,
              test_init_failure_names_consumer_and_reason, test_missing_config_file,
              test_default_config_checks, test_bind_failure_exits_1,
-             test_malformed_bus_messages_counted, test_usage_errors_and_help])
+             test_malformed_bus_messages_counted, test_hostile_bus_traffic,
+             test_usage_errors_and_help])

@@ -213,6 +213,42 @@ def test_stats_command_formats():
         pub.close()
 
 
+def test_backlog_warning_fires_once_and_rearms():
+    """queue.warn_at: one warning when the backlog crosses it; the next one
+    only after it has drained below half."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n"
+              "  - name: held\n    plugin: %s/sleep.so\n"
+              "    queue: {capacity: 1000, warn_at: 100}\n"
+              "    options: {release_file: %s}\n"
+              % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("release"))))
+    hub = fh.Hub(wd, config)
+    line = "consumer 'held': backlog reached"
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(300):  # far past 100: still one warning
+            pub.send("org.w", "%d" % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 300, "300", hub=hub)
+        assert hub.log().count(line) == 1, hub.log()
+        open(wd.file("release"), "w").close()
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "held")["backlog"] == 0, "drained", hub=hub)
+        os.unlink(wd.file("release"))
+        # Drained below 50 (re-armed): the next crossing warns again.
+        for i in range(300):
+            pub.send("org.w", "%d" % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 600, "600", hub=hub)
+        fh.wait_for(lambda: hub.log().count(line) == 2, "the second warning", hub=hub)
+        open(wd.file("release"), "w").close()
+        assert hub.stop() == 0, hub.log()
+        assert hub.log().count(line) == 2, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_backlog_is_exact, test_invariants_under_load,
-             test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats])
+             test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats,
+             test_backlog_warning_fires_once_and_rearms])
