@@ -1,0 +1,1545 @@
+#!/usr/bin/python3
+"""bench.py - the fanhub benchmark: what the hub costs above raw libzmq.
+
+Run by scripts/bench (which installs what is missing and builds
+build/bench first); it can also be run by hand:
+
+    /usr/bin/python3 tests/bench/bench.py --build build/bench [--quick]
+
+Every case runs in one go on one machine, each repeated (median reported),
+once with the publisher pinned to CPU 0 and the hub (or the raw
+subscriber) to CPU 1 (taskset), and once unpinned:
+
+  throughput  `fanhub pub` at full speed into `fanhub run` with K null
+              consumers (every message goes to every consumer); in/s and
+              deliveries/s over the wall time from publisher start to the
+              last delivery; hub CPU per delivery from the process CPU
+              clock; zero loss checked on the hub's own counters. The
+              baseline is bench_raw, a raw libzmq SUB fed by the very same
+              publisher command.
+  latency     publish -> consume start at fixed rates, K latency plugins
+              (tests/bench/latency_plugin.c) vs bench_raw at the same rate.
+  routing     100 consumers with distinct prefix and glob patterns, each
+              message matching 3: hub CPU per message.
+  metrics     the K=4 throughput case while STATS is scraped 10 times a
+              second, against no scraping (interleaved pairs).
+  memory      4 consumers held (sleep plugin, release_file) on N queued
+              1 KiB messages: VmRSS against the unique payload bytes.
+  spill/pool  hooks: measured once `fanhub check` accepts the config.
+  callgrind   instructions per delivery under valgrind --tool=callgrind,
+              K=4 null consumers: a machine-noise free regression figure.
+
+Publishers are C (`fanhub pub`); Python only orchestrates. Everything is
+on 127.0.0.1, every wait has a deadline, processes are stopped by PID.
+Results: OUT/results.json, OUT/results.md, OUT/*.png (gnuplot).
+"""
+
+import argparse
+import atexit
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import zmq
+
+# ---------------------------------------------------------------------------
+# Targets (issue text). Ratios are against the raw baseline of the same run,
+# 100 B bodies.
+TARGETS = {
+    "k1_input": 0.6,          # K=1 sustained input >= 0.6x raw msg/s
+    "k4_deliveries": 0.45,    # K=4 deliveries/s >= 0.45x raw msg/s
+    "k1_cpu": 1.5,            # hub CPU per delivery <= 1.5x raw CPU per msg
+    "k4_cpu": 2.5,            # ... <= 2.5x at K=4
+    "lat_p99": 1.5,           # 10k msg/s, K=8: p99 <= 1.5x raw p99
+    "metrics_cost": 0.03,     # scraping at 10 Hz costs <= 3 % throughput
+    "mem_factor": 1.3,        # RSS <= 1.3x unique payload + 64 MiB
+    "mem_slack": 64 * 2**20,
+    "moksha_k1": 1.2e6,       # >= 30x Moksha's 40,000 msg/s (1 consumer)
+    "moksha_k4": 0.92e6,      # >= 40x Moksha's 23,000 msg/s (4 consumers)
+}
+
+TOPIC = "org.fanhub.bench.message"
+
+PROFILES = {
+    "quick": dict(
+        reps=1, tp_n=300_000, tp_sizes=[100], tp_ks=[1, 4],
+        lat_rates=[(10_000, 1.0)], lat_ks=[1, 8],
+        route_n=100_000, metrics_reps=1, metrics_n=300_000,
+        mem_n=100_000, mem_reps=1,
+        pool_n=2_000, pool_keys=100, pool_single_n=500, spill_n=20_000,
+        cg_n=20_000, cg_ks=[4]),
+    "full": dict(
+        reps=3, tp_n=1_000_000, tp_sizes=[100, 1024], tp_ks=[1, 2, 4, 8],
+        lat_rates=[(1_000, 10.0), (10_000, 5.0), (100_000, 3.0)], lat_ks=[1, 8],
+        route_n=500_000, metrics_reps=5, metrics_n=1_000_000,
+        mem_n=1_000_000, mem_reps=3,
+        pool_n=100_000, pool_keys=1_000, pool_single_n=10_000, spill_n=200_000,
+        cg_n=20_000, cg_ks=[1, 4]),
+}
+
+# ---------------------------------------------------------------------------
+# Small helpers
+
+ZCTX = zmq.Context.instance()
+CHILDREN = []  # Popen objects still to stop at exit
+VERBOSE = False
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def debug(msg):
+    if VERBOSE:
+        log(msg)
+
+
+class BenchError(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spawn(cmd, cpu=None, stdout=None, stderr=None, stdin=subprocess.DEVNULL):
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu)] + cmd
+    debug("spawn: " + " ".join(cmd))
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=stdin)
+    CHILDREN.append(p)
+    return p
+
+
+def stop(p, sig=signal.SIGTERM, timeout=15.0):
+    """Signals p (by PID), waits up to timeout, then kills it."""
+    if p.poll() is None:
+        try:
+            p.send_signal(sig)
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+    if p in CHILDREN:
+        CHILDREN.remove(p)
+    return p.returncode
+
+
+def wait_exit(p, timeout, what):
+    try:
+        p.wait(timeout=max(0.1, timeout))
+    except subprocess.TimeoutExpired:
+        stop(p, signal.SIGKILL)
+        raise BenchError(f"{what}: still running after {timeout:.0f} s; killed")
+    if p in CHILDREN:
+        CHILDREN.remove(p)
+    return p.returncode
+
+
+@atexit.register
+def _cleanup():
+    for p in list(CHILDREN):
+        try:
+            stop(p, timeout=5)
+        except Exception:
+            pass
+
+
+def cpu_clock(pid):
+    """CPU seconds of process pid, all threads, ns resolution (the process
+    CPU-time clock: clock_getcpuclockid(pid))."""
+    return time.clock_gettime(((~pid) << 3) | 2)
+
+
+def proc_stat_cpu(pid):
+    """utime + stime from /proc/PID/stat, seconds (clock-tick resolution)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ctx_switches(pid):
+    """Voluntary + involuntary context switches of all threads of pid."""
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def proc_status(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def machine_busy(interval=0.15):
+    """Fraction of all CPUs busy (not idle, not iowait) over interval s."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return idle, sum(v[:8])
+    i0, t0 = sample()
+    time.sleep(interval)
+    i1, t1 = sample()
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+QUIET = {"max_wait": 10.0, "budget": 900.0, "threshold": 0.10, "samples": []}
+
+
+def wait_quiet():
+    """Before a run: waits (up to QUIET max_wait s) until the machine is
+    nearly idle, so that other work does not land in the figures. Keeps the
+    load seen last, for the report."""
+    start = time.monotonic()
+    deadline = start + min(QUIET["max_wait"], max(0.0, QUIET["budget"]))
+    while True:
+        busy = machine_busy()
+        if busy <= QUIET["threshold"] or time.monotonic() >= deadline:
+            break
+        time.sleep(0.3)
+    QUIET["budget"] -= time.monotonic() - start
+    QUIET["samples"].append(busy)
+    if busy > QUIET["threshold"]:
+        log(f"warning: the machine is {busy*100:.0f} % busy with other work; "
+            "figures of this run are disturbed")
+    return busy
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def tail(path, lines=12):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# Histogram buckets: keep in step with bench_hist.h.
+HIST_SUB_BITS = 7
+HIST_SUB = 1 << HIST_SUB_BITS
+
+
+def hist_low(i):
+    if i < 2 * HIST_SUB:
+        return i
+    shift = i // HIST_SUB - 1
+    return (i - shift * HIST_SUB) << shift
+
+
+def hist_summary(hists):
+    """Merges the sparse bucket lists of several histograms (dicts as the C
+    side prints them) and answers count and percentiles in ns."""
+    buckets = {}
+    count = 0
+    vmax = 0
+    vmin = None
+    total = 0.0
+    for h in hists:
+        count += h["count"]
+        if h["count"]:
+            vmax = max(vmax, h["max_ns"])
+            vmin = h["min_ns"] if vmin is None else min(vmin, h["min_ns"])
+            total += h["mean_ns"] * h["count"]
+        for i, c in h["buckets"]:
+            buckets[i] = buckets.get(i, 0) + c
+    out = {"count": count, "max_ns": vmax, "min_ns": vmin or 0,
+           "mean_ns": total / count if count else 0}
+    order = sorted(buckets)
+    for name, q in (("p50_ns", 0.5), ("p90_ns", 0.9), ("p99_ns", 0.99), ("p999_ns", 0.999)):
+        rank = max(1, int(q * count + 0.999999))
+        seen = 0
+        value = vmax
+        for i in order:
+            seen += buckets[i]
+            if seen >= rank:
+                low, high = hist_low(i), hist_low(i + 1)
+                value = min(max(low + (high - low) // 2, vmin or 0), vmax)
+                break
+        out[name] = value if count else 0
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The pieces: hub, raw subscriber, publisher
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.fanhub = os.path.join(self.build, "bin", "fanhub")
+        self.bench_raw = os.path.join(self.build, "bin", "bench_raw")
+        self.latency_so = os.path.join(self.build, "bench-plugins", "latency.so")
+        self.sleep_so = os.path.join(self.build, "test-plugins", "sleep.so")
+        for path in (self.fanhub, self.bench_raw, self.latency_so, self.sleep_so):
+            if not os.path.exists(path):
+                raise BenchError(f"{path} is missing: build first (scripts/bench does)")
+        self.tmp = tempfile.mkdtemp(prefix="fanhub-bench-")
+        if not args.keep_tmp:
+            atexit.register(shutil.rmtree, self.tmp, True)
+        else:
+            log(f"keeping {self.tmp}")
+        self.seq = 0
+        ncpu = os.cpu_count() or 1
+        # (label, publisher cpu, hub cpu)
+        self.placements = [("pinned", 0, 1), ("unpinned", None, None)]
+        if ncpu < 2 or args.placement == "unpinned":
+            self.placements = [p for p in self.placements if p[0] == "unpinned"]
+        elif args.placement == "pinned":
+            self.placements = [p for p in self.placements if p[0] == "pinned"]
+
+    def path(self, name):
+        self.seq += 1
+        return os.path.join(self.tmp, f"{self.seq:04d}-{name}")
+
+
+def stats_call(endpoint, timeout_ms=2000, command=b"STATS"):
+    sock = ZCTX.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, timeout_ms)
+    sock.setsockopt(zmq.SNDTIMEO, timeout_ms)
+    try:
+        sock.connect(endpoint)
+        sock.send(command)
+        reply = sock.recv()
+    except zmq.Again:
+        return None
+    finally:
+        sock.close()
+    if command != b"STATS":
+        return reply
+    return json.loads(reply)
+
+
+class Hub:
+    """One `fanhub run` with a generated configuration."""
+
+    def __init__(self, bench, consumers, cpu=None, extra="", shutdown_timeout=5,
+                 valgrind=None, rcvhwm=None, ready_timeout=20.0):
+        self.bench = bench
+        self.bus = f"tcp://127.0.0.1:{free_port()}"
+        self.config = bench.path("hub.yaml")
+        self.control = f"ipc://{self.config}.ctl"
+        self.logfile = self.config + ".log"
+        lines = [f"bus:\n  bind: {self.bus}"]
+        if rcvhwm is not None:
+            lines.append(f"  rcvhwm: {rcvhwm}")
+        lines.append(f"control: {self.control}")
+        lines.append(f"shutdown_timeout: {shutdown_timeout}")
+        if extra:
+            lines.append(extra.rstrip("\n"))
+        lines.append("consumers:")
+        lines.extend(consumers)
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        cmd = [bench.fanhub, "run", "-q", "-c", self.config]
+        if valgrind:
+            cmd = valgrind + cmd
+        self.log = open(self.logfile, "w")
+        self.proc = spawn(cmd, cpu=cpu, stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise BenchError(f"fanhub run exited ({self.proc.returncode}):\n"
+                                 + tail(self.logfile))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BenchError("fanhub run: no answer on the control socket\n"
+                                 + tail(self.logfile))
+            if stats_call(self.control, 300, b"PING") == b"PONG":
+                break
+            time.sleep(0.02)
+
+    def stats(self, timeout_ms=5000):
+        s = stats_call(self.control, timeout_ms)
+        if s is None:
+            raise BenchError("fanhub run: STATS timed out\n" + tail(self.logfile))
+        return s
+
+    def cpu(self):
+        return cpu_clock(self.pid)
+
+    def stop(self, timeout=30.0):
+        rc = stop(self.proc, timeout=timeout)
+        self.log.close()
+        return rc
+
+    def wait_done(self, done, deadline_s, busy_frac=0.1, idle_s=0.03):
+        """Waits until the hub has gone idle and done(stats) holds. Returns
+        (t_last_busy, cpu_at_last_busy, stats). Idleness is read from the
+        process CPU clock (the hub is not disturbed); STATS is asked only
+        when the hub looks idle."""
+        deadline = time.monotonic() + deadline_s
+        prev_t, prev_c = time.monotonic(), self.cpu()
+        busy_t, busy_c = prev_t, prev_c
+        while time.monotonic() < deadline:
+            time.sleep(0.002)
+            t, c = time.monotonic(), self.cpu()
+            if c - prev_c > busy_frac * (t - prev_t):
+                busy_t, busy_c = t, c
+            prev_t, prev_c = t, c
+            if t - busy_t >= idle_s:
+                s = self.stats()
+                if done(s):
+                    return busy_t, busy_c, s
+                busy_t = prev_t = time.monotonic()
+                prev_c = self.cpu()
+                if self.proc.poll() is not None:
+                    raise BenchError("fanhub run died\n" + tail(self.logfile))
+        s = self.stats()
+        raise BenchError(f"the hub did not finish within {deadline_s:.0f} s: received "
+                         f"{s['hub']['received']}, endpoints {s['hub'].get('endpoints')}, "
+                         "consumers "
+                         + ", ".join(f"{c['name']}: completed {c['completed']} dropped "
+                                     f"{c['dropped']} backlog {c['backlog']}"
+                                     for c in s["consumers"][:8])
+                         + f"; hub log ({self.logfile}):\n" + tail(self.logfile))
+
+
+def publish(bench, endpoint, n, cpu=None, size=100, rate=None, jsonl=None, topic=TOPIC,
+            stamp=True, wait_subscribers=1, deadline_s=None):
+    """Runs `fanhub pub --connect endpoint` to the end. Returns
+    (t_spawn, t_exit, send_rate) with monotonic seconds."""
+    cmd = [bench.fanhub, "pub", "-c", endpoint, "--wait-subscribers", str(wait_subscribers),
+           "--timeout", "20", "-n", str(n), "--linger-ms", "-1"]
+    if jsonl:
+        cmd += ["--jsonl", jsonl]
+    else:
+        cmd += ["--size", str(size), "-t", topic]
+    if rate:
+        cmd += ["--rate", str(rate)]
+    if stamp:
+        cmd += ["--stamp"]
+    errfile = bench.path("pub.err")
+    with open(errfile, "w") as err:
+        t0 = time.monotonic()
+        p = spawn(cmd, cpu=cpu, stdout=subprocess.DEVNULL, stderr=err)
+        if deadline_s is None:
+            deadline_s = 60 + (n / rate if rate else n / 50_000)
+        rc = wait_exit(p, deadline_s, "fanhub pub")
+        t1 = time.monotonic()
+    text = tail(errfile)
+    if rc != 0:
+        raise BenchError(f"fanhub pub failed ({rc}): {text}")
+    m = re.search(r"sent (\d+) messages .*\(([0-9.]+) msg/s\)", text)
+    if m and int(m.group(1)) != n:
+        raise BenchError(f"fanhub pub sent {m.group(1)} of {n} messages: {text}")
+    return t0, t1, float(m.group(2)) if m else None
+
+
+def raw_run(bench, n, size, placement, rate=None):
+    """bench_raw fed by fanhub pub. Returns its JSON plus rate figures."""
+    _, pub_cpu, sub_cpu = placement
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    errfile = bench.path("raw.err")
+    busy = wait_quiet()
+    deadline_s = 60 + (n / rate if rate else n / 50_000)
+    with open(errfile, "w") as err:
+        sub = spawn([bench.bench_raw, "--bind", endpoint, "-n", str(n), "--timeout",
+                     str(int(deadline_s))], cpu=sub_cpu, stdout=subprocess.PIPE, stderr=err)
+        line = sub.stdout.readline()
+        if line.strip() != b"ready":
+            stop(sub)
+            raise BenchError("bench_raw did not start: " + tail(errfile))
+        t0, _, send_rate = publish(bench, endpoint, n, cpu=pub_cpu, size=size, rate=rate)
+        out = sub.stdout.read()
+        rc = wait_exit(sub, deadline_s, "bench_raw")
+    result = json.loads(out)
+    if rc != 0 or result["received"] != n:
+        raise BenchError(f"bench_raw: received {result['received']} of {n} (rc {rc})")
+    wall = result["t_last_ns"] / 1e9 - t0
+    result.update(busy_before=busy, rate=n / wall, cpu_per_msg_ns=result["cpu_s"] / n * 1e9,
+                  wall_s=wall, pub_send_rate=send_rate, loss=n - result["received"],
+                  ctx_per_msg=result.get("ctx_switches", 0) / n)
+    return result
+
+
+def null_consumers(k, capacity):
+    return [f"  - {{name: n{i}, plugin: \"null\", queue: {{capacity: {capacity}}}}}"
+            for i in range(k)]
+
+
+def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
+                   jsonl=None, extra="", expect_deliveries=None, wait_subscribers=1,
+                   perf_data=None):
+    """K null consumers (or the given ones) at full speed. Returns figures."""
+    label, pub_cpu, hub_cpu = placement
+    hub = Hub(bench, consumers or null_consumers(k, n + 1024), cpu=hub_cpu, extra=extra)
+    try:
+        expect_deliveries = expect_deliveries if expect_deliveries is not None else n * k
+        stop_scrape = threading.Event()
+        scrapes = [0]
+
+        def scraper():
+            period = 1.0 / scrape_hz
+            nxt = time.monotonic()
+            while not stop_scrape.is_set():
+                if stats_call(hub.control, 2000) is not None:
+                    scrapes[0] += 1
+                nxt += period
+                stop_scrape.wait(max(0.0, nxt - time.monotonic()))
+
+        busy = wait_quiet()
+        perf = None
+        if perf_data:
+            perf = spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "4999", "-g",
+                          "-o", perf_data, "-p", str(hub.pid)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)
+        thread = None
+        if scrape_hz:
+            thread = threading.Thread(target=scraper, daemon=True)
+            thread.start()
+        c0, s0, x0 = hub.cpu(), proc_stat_cpu(hub.pid), ctx_switches(hub.pid)
+        t0, t_pub_exit, send_rate = publish(bench, hub.bus, n, cpu=pub_cpu, size=size,
+                                            jsonl=jsonl, wait_subscribers=wait_subscribers)
+
+        def done(s):
+            return (s["hub"]["received"] >= n
+                    and sum(c["completed"] + c["failed"] + c["dropped"]
+                            for c in s["consumers"]) >= expect_deliveries)
+
+        t_done, c_done, st = hub.wait_done(done, 120 + n / 20_000)
+        s1, x1 = proc_stat_cpu(hub.pid), ctx_switches(hub.pid)
+        stop_scrape.set()
+        if thread:
+            thread.join(5)
+        if perf:
+            stop(perf, signal.SIGINT, timeout=60)
+    finally:
+        hub.stop()
+    wall = t_done - t0
+    received = st["hub"]["received"]
+    completed = sum(c["completed"] for c in st["consumers"])
+    dropped = sum(c["dropped"] for c in st["consumers"])
+    cpu = c_done - c0
+    return dict(placement=label, k=k, size=size, n=n, wall_s=wall, in_rate=n / wall,
+                deliveries=completed, deliveries_rate=completed / wall,
+                hub_cpu_s=cpu, hub_cpu_stat_s=s1 - s0,
+                cpu_per_delivery_ns=cpu / max(1, completed) * 1e9,
+                cpu_per_msg_ns=cpu / n * 1e9, received=received, loss=n - received,
+                dropped=dropped, failed=sum(c["failed"] for c in st["consumers"]),
+                backlog_max=max(c["backlog_max"] for c in st["consumers"]),
+                pub_send_rate=send_rate, pub_exit_s=t_pub_exit - t0, scrapes=scrapes[0],
+                ctx_per_msg=(x1 - x0) / n, busy_before=busy)
+
+
+def hub_latency(bench, k, rate, n, placement):
+    label, pub_cpu, hub_cpu = placement
+    paths = [bench.path(f"lat{i}.json") for i in range(k)]
+    consumers = [f"  - {{name: l{i}, plugin: \"{bench.latency_so}\", "
+                 f"queue: {{capacity: {n + 1024}}}, options: {{path: \"{p}\"}}}}"
+                 for i, p in enumerate(paths)]
+    hub = Hub(bench, consumers, cpu=hub_cpu)
+    try:
+        busy = wait_quiet()
+        publish(bench, hub.bus, n, cpu=pub_cpu, size=100, rate=rate)
+        _, _, st = hub.wait_done(
+            lambda s: s["hub"]["received"] >= n
+            and all(c["completed"] + c["dropped"] >= n for c in s["consumers"]), 60)
+    finally:
+        hub.stop()
+    hists = []
+    for p in paths:
+        with open(p) as f:
+            hists.append(json.load(f))
+    summary = hist_summary(hists)
+    summary.update(busy_before=busy, placement=label, k=k, rate=rate, n=n,
+                   received=st["hub"]["received"],
+                   dropped=sum(c["dropped"] for c in st["consumers"]),
+                   no_stamp=sum(h["no_stamp"] for h in hists))
+    return summary
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+def retry(fn, *args, **kwargs):
+    """One run, tried a second time when it fails: on a shared machine a
+    stray signal or a stall can spoil one run; two in a row fail the case."""
+    try:
+        return fn(*args, **kwargs)
+    except BenchError as e:
+        log(f"{fn.__name__} failed, trying once more: {str(e).splitlines()[0][:300]}")
+        return fn(*args, **kwargs)
+
+
+def rep_median(runs, keys):
+    out = dict(runs[0])
+    for key in keys:
+        out[key] = median([r.get(key) for r in runs])
+    out["reps"] = len(runs)
+    out["runs"] = [{key: r.get(key) for key in keys} for r in runs]
+    return out
+
+
+TP_KEYS = ["rate", "in_rate", "deliveries_rate", "cpu_per_msg_ns", "cpu_per_delivery_ns",
+           "cpu_s", "hub_cpu_s", "hub_cpu_stat_s", "wall_s", "pub_send_rate", "loss",
+           "dropped", "backlog_max", "pub_exit_s", "scrapes", "p99_ns", "ctx_per_msg"]
+LAT_KEYS = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "count"]
+
+
+def case_throughput(bench, prof, results):
+    out = results.setdefault("throughput", [])
+    for placement in bench.placements:
+        for size in prof["tp_sizes"]:
+            runs = [retry(raw_run, bench, prof["tp_n"], size, placement)
+                    for _ in range(prof["reps"])]
+            r = rep_median(runs, TP_KEYS)
+            r.update(kind="raw", k=0, size=size, placement=placement[0], n=prof["tp_n"])
+            for key in ("buckets",):
+                r.pop(key, None)
+            out.append(r)
+            log(f"throughput raw {placement[0]} {size} B: {r['rate']:,.0f} msg/s, "
+                f"{r['cpu_per_msg_ns']:.0f} ns CPU/msg")
+            for k in prof["tp_ks"]:
+                runs = [retry(hub_throughput, bench, k, size, prof["tp_n"], placement)
+                        for _ in range(prof["reps"])]
+                r = rep_median(runs, TP_KEYS)
+                r.update(kind="hub", loss=max(x["loss"] for x in runs),
+                         dropped=max(x["dropped"] for x in runs))
+                out.append(r)
+                log(f"throughput hub K={k} {placement[0]} {size} B: in {r['in_rate']:,.0f}/s, "
+                    f"deliveries {r['deliveries_rate']:,.0f}/s, "
+                    f"{r['cpu_per_delivery_ns']:.0f} ns CPU/delivery, loss {r['loss']}, "
+                    f"dropped {r['dropped']}")
+
+
+def case_latency(bench, prof, results):
+    out = results.setdefault("latency", [])
+    for placement in bench.placements:
+        for rate, seconds in prof["lat_rates"]:
+            n = int(rate * seconds)
+            runs = [retry(raw_run, bench, n, 100, placement, rate=rate)
+                    for _ in range(prof["reps"])]
+            r = rep_median(runs, LAT_KEYS)
+            r = {key: r[key] for key in LAT_KEYS + ["runs", "reps"]}
+            r.update(kind="raw", k=0, rate=rate, n=n, placement=placement[0])
+            out.append(r)
+            log(f"latency raw {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
+                f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
+            for k in prof["lat_ks"]:
+                runs = [retry(hub_latency, bench, k, rate, n, placement)
+                        for _ in range(prof["reps"])]
+                r = rep_median(runs, LAT_KEYS)
+                r.update(kind="hub", dropped=max(x["dropped"] for x in runs))
+                out.append(r)
+                log(f"latency hub K={k} {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
+                    f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
+
+
+ROUTE_SERVICES, ROUTE_EVENTS, ROUTE_KINDS = 40, 10, 5
+
+
+def routing_setup(bench, capacity):
+    """100 consumers: 40 prefixes (one per service), 50 globs
+    org.bench.*.evB.kC, 10 globs *.evB.*; each topic matches exactly 3.
+    Topics: org.bench.sAA.evB.kC, 2000 of them, cycled by --jsonl."""
+    consumers, patterns = [], []
+    for a in range(ROUTE_SERVICES):
+        patterns.append(f"org.bench.s{a:02d}.")
+    for b in range(ROUTE_EVENTS):
+        for c in range(ROUTE_KINDS):
+            patterns.append(f"org.bench.*.ev{b}.k{c}")
+    for b in range(ROUTE_EVENTS):
+        patterns.append(f"*.ev{b}.*")
+    for i, pat in enumerate(patterns):
+        consumers.append(f"  - {{name: r{i:03d}, plugin: \"null\", topics: [\"{pat}\"], "
+                         f"queue: {{capacity: {capacity}}}}}")
+    path = os.path.join(bench.tmp, "routing.jsonl")
+    if not os.path.exists(path):
+        # a fixed, shuffled order (a multiplicative walk over the 2000 topics)
+        total = ROUTE_SERVICES * ROUTE_EVENTS * ROUTE_KINDS
+        with open(path, "w") as f:
+            for j in range(total):
+                x = (j * 1237) % total
+                a, rest = divmod(x, ROUTE_EVENTS * ROUTE_KINDS)
+                b, c = divmod(rest, ROUTE_KINDS)
+                topic = f"org.bench.s{a:02d}.ev{b}.k{c}"
+                f.write(json.dumps({"topic": topic, "body": {"pad": "x" * 90}}) + "\n")
+    return consumers, path, len(patterns)
+
+
+def case_routing(bench, prof, results):
+    out = results.setdefault("routing", [])
+    n = prof["route_n"]
+    consumers, jsonl, count = routing_setup(bench, n + 1024)
+    for placement in bench.placements:
+        runs = [retry(hub_throughput, bench, count, 100, n, placement, consumers=consumers,
+                      jsonl=jsonl, expect_deliveries=3 * n)
+                for _ in range(prof["reps"])]
+        r = rep_median(runs, TP_KEYS)
+        r.update(kind="routing", consumers=count, matches_per_msg=3,
+                 loss=max(x["loss"] for x in runs), dropped=max(x["dropped"] for x in runs))
+        # The same messages to 3 consumers without topics: the same deliveries,
+        # no pattern to try, 3 busy threads instead of 100 mostly idle ones.
+        refs = [retry(hub_throughput, bench, 3, 100, n, placement, jsonl=jsonl)
+                for _ in range(prof["reps"])]
+        r["reference_k3"] = rep_median(refs, TP_KEYS)
+        out.append(r)
+        log(f"routing {placement[0]}: in {r['in_rate']:,.0f}/s, {r['cpu_per_msg_ns']:.0f} ns "
+            f"hub CPU/msg ({r['deliveries']} deliveries, loss {r['loss']}); 3 consumers "
+            f"without topics: {r['reference_k3']['cpu_per_msg_ns']:.0f} ns/msg")
+
+
+def fanhub_check(bench, text):
+    path = bench.path("check.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    p = subprocess.run([bench.fanhub, "check", "-c", path], capture_output=True, text=True,
+                       timeout=30)
+    why = (p.stderr or p.stdout).strip().splitlines()
+    return p.returncode == 0, (why[0] if why else f"exit {p.returncode}")
+
+
+def collectd_config(bench):
+    """The metrics: block for a collectd push to a dummy unixsock server,
+    or None when fanhub check refuses metrics.collectd.socket."""
+    sock = os.path.join(bench.tmp, "collectd.sock")
+    for interval in ("0.1", "1"):
+        extra = f"metrics:\n  collectd:\n    socket: {sock}\n    interval: {interval}\n"
+        ok, _ = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + extra
+                             + "consumers: [{name: a, plugin: \"null\"}]\n")
+        if ok:
+            return sock, extra, interval
+    return None
+
+
+class DummyCollectd:
+    """Answers every line on a Unix stream socket as collectd's unixsock
+    plugin answers a PUTVAL."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lines = 0
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.srv.settimeout(0.2)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            conn.settimeout(0.2)
+            buf = b""
+            while not self.stopped.is_set():
+                try:
+                    data = conn.recv(65536)
+                except socket.timeout:
+                    continue
+                except OSError:
+                    break
+                if not data:
+                    break
+                buf += data
+                while b"\n" in buf:
+                    _, buf = buf.split(b"\n", 1)
+                    self.lines += 1
+                    try:
+                        conn.sendall(b"0 Success: 1 value has been dispatched.\n")
+                    except OSError:
+                        break
+            conn.close()
+
+    def close(self):
+        self.stopped.set()
+        self.srv.close()
+        self.thread.join(2)
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+def case_metrics(bench, prof, results):
+    out = results.setdefault("metrics", [])
+    n, k = prof["metrics_n"], 4
+    push = collectd_config(bench)
+    results["collectd_push"] = (f"measured (metrics.collectd.interval {push[2]} s)" if push
+                                else "not measured: requires metrics.collectd.socket")
+    for placement in bench.placements:
+        off, on, coll = [], [], []
+        for _ in range(prof["metrics_reps"]):
+            off.append(retry(hub_throughput, bench, k, 100, n, placement))
+            on.append(retry(hub_throughput, bench, k, 100, n, placement, scrape_hz=10))
+            if push:
+                server = DummyCollectd(push[0])
+                try:
+                    r = retry(hub_throughput, bench, k, 100, n, placement, extra=push[1])
+                    r["collectd_lines"] = server.lines
+                    coll.append(r)
+                finally:
+                    server.close()
+        row = dict(placement=placement[0], k=k, n=n, reps=len(off))
+        for name, runs in (("off", off), ("scrape10hz", on), ("collectd", coll)):
+            if runs:
+                row[name] = rep_median(runs, TP_KEYS)
+        row["cost"] = 1 - row["scrape10hz"]["deliveries_rate"] / row["off"]["deliveries_rate"]
+        row["cpu_cost"] = (row["scrape10hz"]["cpu_per_delivery_ns"]
+                           / row["off"]["cpu_per_delivery_ns"] - 1)
+        if coll:
+            row["collectd_cost"] = 1 - (row["collectd"]["deliveries_rate"]
+                                        / row["off"]["deliveries_rate"])
+        out.append(row)
+        log(f"metrics {placement[0]}: off {row['off']['deliveries_rate']:,.0f}/s, 10 Hz "
+            f"{row['scrape10hz']['deliveries_rate']:,.0f}/s: cost {row['cost']*100:+.1f} % "
+            f"(CPU/delivery {row['cpu_cost']*100:+.1f} %)")
+
+
+def memory_run(bench, k, n, placement, size=1024):
+    label, pub_cpu, hub_cpu = placement
+    release = bench.path("release-never")
+    consumers = [f"  - {{name: m{i}, plugin: \"{bench.sleep_so}\", queue: {{capacity: {n + 16}}},"
+                 f" options: {{release_file: \"{release}\"}}}}" for i in range(k)]
+    hub = Hub(bench, consumers, cpu=hub_cpu, shutdown_timeout=0)
+    try:
+        wait_quiet()
+        rss0 = proc_status(hub.pid, "VmRSS")
+        publish(bench, hub.bus, n, cpu=pub_cpu, size=size, stamp=False)
+        _, _, st = hub.wait_done(
+            lambda s: s["hub"]["received"] >= n
+            and all(c["enqueued"] + c["dropped"] >= n for c in s["consumers"]), 120)
+        rss = proc_status(hub.pid, "VmRSS")
+        hwm = proc_status(hub.pid, "VmHWM")
+    finally:
+        open(release, "w").close()
+        hub.stop(timeout=10)
+    payload = n * (len(TOPIC) + size)
+    return dict(placement=label, k=k, n=n, size=size, rss=rss, rss_idle=rss0, vm_hwm=hwm,
+                payload=payload, ratio=rss / payload,
+                limit=TARGETS["mem_factor"] * payload + TARGETS["mem_slack"],
+                queued=min(c["enqueued"] for c in st["consumers"]),
+                dropped=sum(c["dropped"] for c in st["consumers"]))
+
+
+def case_memory(bench, prof, results):
+    out = results.setdefault("memory", [])
+    keys = ["rss", "rss_idle", "vm_hwm", "ratio", "queued", "dropped"]
+    for placement in bench.placements:
+        for k in (4, 1):
+            runs = [retry(memory_run, bench, k, prof["mem_n"], placement)
+                    for _ in range(prof["mem_reps"])]
+            r = rep_median(runs, keys)
+            out.append(r)
+            log(f"memory K={k} {placement[0]}: RSS {r['rss']/2**20:.0f} MiB for "
+                f"{r['payload']/2**20:.0f} MiB payload (x{r['ratio']:.2f}), "
+                f"limit {r['limit']/2**20:.0f} MiB")
+
+
+def pool_jsonl(bench, keys):
+    path = os.path.join(bench.tmp, f"pool-{keys}.jsonl")
+    with open(path, "w") as f:
+        for i in range(keys):
+            f.write(json.dumps({"topic": TOPIC, "body": {"vm": f"vm-{i:04d}", "pad": "x" * 60}})
+                    + "\n")
+    return path
+
+
+def case_pool(bench, prof, results):
+    """Ordered worker pool: workers 8 vs 1 on the sleep plugin (ms: 1),
+    order_by json /vm. Measured only once fanhub check takes the config."""
+    entry = (f"  - {{name: pool, plugin: \"{bench.sleep_so}\", workers: {{W}}, "
+             f"order_by: {{json: /vm}}, queue: {{capacity: {{CAP}}}}, options: {{ms: 1}}}}")
+    ok, why = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\nconsumers:\n"
+                           + entry.replace("{W}", "8").replace("{CAP}", "1000") + "\n")
+    if not ok:
+        results["pool"] = {"status": f"not measured: requires workers: / order_by: ({why})"}
+        log(results["pool"]["status"])
+        return
+    jsonl = pool_jsonl(bench, prof["pool_keys"])
+    rows = []
+    for placement in bench.placements:
+        row = dict(placement=placement[0], keys=prof["pool_keys"])
+        for workers, n in ((8, prof["pool_n"]), (1, prof["pool_single_n"])):
+            runs = []
+            for _ in range(prof["reps"]):
+                hub = None
+                try:
+                    cons = [entry.replace("{W}", str(workers)).replace("{CAP}", str(n + 16))]
+                    r = hub_throughput(bench, 1, 100, n, placement, consumers=cons,
+                                       jsonl=jsonl, expect_deliveries=n)
+                    runs.append(r)
+                except BenchError as e:
+                    results["pool"] = {"status": f"not measured: fanhub run failed: {e}"}
+                    log(results["pool"]["status"])
+                    return
+            row[f"w{workers}"] = rep_median(runs, TP_KEYS)
+            row[f"w{workers}"]["n"] = n
+        row["speedup"] = row["w8"]["deliveries_rate"] / row["w1"]["deliveries_rate"]
+        rows.append(row)
+        log(f"pool {placement[0]}: workers 8 {row['w8']['deliveries_rate']:,.0f}/s vs 1 "
+            f"{row['w1']['deliveries_rate']:,.0f}/s: x{row['speedup']:.2f}")
+    results["pool"] = {"status": "measured", "rows": rows}
+
+
+def case_spill(bench, prof, results):
+    """Spill: a held consumer (capacity 1000, overflow: spill) takes N 1 KiB
+    messages at full speed (in/s while spilling), then is released (drain
+    msg/s); zero loss. Measured once fanhub check takes the config."""
+    state_dir = os.path.join(bench.tmp, "state")
+    os.makedirs(state_dir, exist_ok=True)
+    release = os.path.join(bench.tmp, "spill-release")
+    entry = (f"  - {{name: spill, plugin: \"{bench.sleep_so}\", "
+             f"queue: {{capacity: 1000, overflow: spill}}, "
+             f"options: {{release_file: \"{release}\"}}}}")
+    variants = [f"state_dir: {state_dir}\n", ""]
+    extra = None
+    why = ""
+    for v in variants:
+        ok, why0 = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + v
+                                + "consumers:\n" + entry + "\n")
+        if ok:
+            extra = v
+            break
+        why = why or why0
+    if extra is None:
+        results["spill"] = {"status": f"not measured: requires queue.overflow: spill ({why})"}
+        log(results["spill"]["status"])
+        return
+    n = prof["spill_n"]
+    rows = []
+    for placement in bench.placements:
+        runs = []
+        for _ in range(prof["reps"]):
+            if os.path.exists(release):
+                os.unlink(release)
+            shutil.rmtree(state_dir, ignore_errors=True)
+            os.makedirs(state_dir)
+            label, pub_cpu, hub_cpu = placement
+            try:
+                hub = Hub(bench, [entry], cpu=hub_cpu, extra=extra.rstrip("\n"))
+            except BenchError as e:
+                results["spill"] = {"status": f"not measured: fanhub run failed: {e}"}
+                log(results["spill"]["status"])
+                return
+            try:
+                c0 = hub.cpu()
+                t0, _, _ = publish(bench, hub.bus, n, cpu=pub_cpu, size=1024, stamp=False)
+                t_in, c_in, st = hub.wait_done(lambda s: s["hub"]["received"] >= n, 120)
+                spilled = st["consumers"][0].get("spilled", 0)
+                t_rel = time.monotonic()
+                open(release, "w").close()
+                t_out, c_out, st2 = hub.wait_done(
+                    lambda s: s["consumers"][0]["completed"] + s["consumers"][0]["dropped"]
+                    >= n, 120 + n / 5_000)
+            finally:
+                hub.stop()
+            c = st2["consumers"][0]
+            runs.append(dict(in_rate=n / (t_in - t0),
+                             drain_rate=c["completed"] / max(1e-3, t_out - t_rel),
+                             spilled=spilled, completed=c["completed"], dropped=c["dropped"],
+                             loss=n - c["completed"], cpu_per_msg_ns=(c_out - c0) / n * 1e9))
+        r = rep_median(runs, ["in_rate", "drain_rate", "spilled", "completed", "dropped",
+                              "loss", "cpu_per_msg_ns"])
+        r.update(placement=placement[0], n=n, loss=max(x["loss"] for x in runs),
+                 dropped=max(x["dropped"] for x in runs))
+        rows.append(r)
+        log(f"spill {placement[0]}: in {r['in_rate']:,.0f}/s while spilling "
+            f"({r['spilled']} spilled), drain {r['drain_rate']:,.0f}/s, loss {r['loss']}")
+    status = "measured"
+    if any(r["loss"] or r["dropped"] for r in rows):
+        status = ("measured, but **messages were lost**: `fanhub check` takes "
+                  "`overflow: spill`, yet the full queue dropped instead of spilling")
+    results["spill"] = {"status": status, "rows": rows}
+
+
+def callgrind_run(bench, k, n, outdir):
+    """The hub under callgrind: counters zeroed once it answers, dumped once
+    the n messages are delivered. Returns Ir per delivery."""
+    cgout = bench.path(f"callgrind.out.k{k}")
+    base = os.path.basename(cgout)
+    vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cgout}",
+          "--dump-instr=no", "--separate-threads=no"]
+    hub = Hub(bench, null_consumers(k, n + 1024), valgrind=vg, ready_timeout=120)
+    try:
+        subprocess.run(["callgrind_control", "-z", str(hub.pid)], capture_output=True,
+                       timeout=60, check=True)
+        publish(bench, hub.bus, n, size=100, deadline_s=600)
+        hub.wait_done(lambda s: s["hub"]["received"] >= n
+                      and all(c["completed"] >= n for c in s["consumers"]), 600,
+                      busy_frac=0.3, idle_s=0.5)
+        subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
+                       timeout=120, check=True)
+    finally:
+        hub.stop(timeout=60)
+    dumps = sorted(f for f in os.listdir(bench.tmp) if f.startswith(base))
+    # The first dump (".1" suffix) is the one asked for; the last is at exit.
+    asked = [f for f in dumps if f != base]
+    path = os.path.join(bench.tmp, asked[0] if asked else dumps[0])
+    total = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                total = int(line.split()[1])
+    with open(os.path.join(outdir, f"callgrind-k{k}.txt"), "w") as f:
+        f.write(callgrind_report(path, total, n * k))
+    shutil.copy(path, os.path.join(outdir, f"callgrind.out.k{k}"))
+    return dict(k=k, n=n, ir=total, deliveries=n * k, ir_per_delivery=total / (n * k),
+                ir_per_msg=total / n)
+
+
+def callgrind_self_costs(path):
+    """Self cost (Ir) per (object, function) of a callgrind out file: every
+    cost line but those right after a calls= line (those are inclusive
+    costs of the call)."""
+    names = {"ob": {}, "fn": {}}
+    ob = fn = "?"
+    costs = {}
+    after_call = False
+    name_re = re.compile(r"^\((\d+)\)(?: (.*))?$")
+
+    def resolve(kind, value):
+        m = name_re.match(value)
+        if not m:
+            return value
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1), value)
+
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            c = line[0]
+            if c.isdigit() or c in "+-*":
+                parts = line.split()
+                if len(parts) >= 2 and not after_call:
+                    costs[(ob, fn)] = costs.get((ob, fn), 0) + int(parts[1])
+                after_call = False
+                continue
+            key, _, value = line.partition("=")
+            if key == "ob":
+                ob = resolve("ob", value)
+            elif key == "fn":
+                fn = resolve("fn", value)
+            elif key == "cob":
+                resolve("ob", value)
+            elif key == "cfn":
+                resolve("fn", value)
+            elif key == "calls":
+                after_call = True
+    return costs
+
+
+def callgrind_report(path, total, deliveries):
+    costs = callgrind_self_costs(path)
+    by_ob = {}
+    for (ob, fn), c in costs.items():
+        by_ob[os.path.basename(ob)] = by_ob.get(os.path.basename(ob), 0) + c
+    lines = [f"callgrind: {path}", f"total Ir {total:,}, deliveries {deliveries:,}, "
+             f"Ir/delivery {total / deliveries:,.0f}", "", "Self cost by object:"]
+    for ob, c in sorted(by_ob.items(), key=lambda x: -x[1]):
+        if c * 1000 >= total:
+            lines.append(f"  {c * 100 / total:5.1f} %  {c / deliveries:8.0f} Ir/delivery  {ob}")
+    lines += ["", "Top functions by self cost:"]
+    for (ob, fn), c in sorted(costs.items(), key=lambda x: -x[1])[:40]:
+        lines.append(f"  {c * 100 / total:5.1f} %  {c / deliveries:8.0f} Ir/delivery  {fn}  "
+                     f"[{os.path.basename(ob)}]")
+    return "\n".join(lines) + "\n"
+
+
+def case_callgrind(bench, prof, results, outdir):
+    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
+        results["callgrind"] = {"status": "not measured: valgrind is not installed"}
+        return
+    rows = []
+    for k in prof["cg_ks"]:
+        runs = [retry(callgrind_run, bench, k, prof["cg_n"], outdir)
+                for _ in range(prof["reps"])]
+        r = rep_median(runs, ["ir", "ir_per_delivery", "ir_per_msg"])
+        rows.append(r)
+        log(f"callgrind K={k}: {r['ir_per_delivery']:,.0f} Ir per delivery "
+            f"({r['ir_per_msg']:,.0f} per message; runs "
+            + ", ".join(f"{x['ir_per_delivery']:,.0f}" for x in runs) + ")")
+    results["callgrind"] = {"status": "measured", "rows": rows}
+
+
+def case_profile(bench, prof, results, outdir):
+    """Not in the default run: wall-clock profile (perf, cpu-clock sampling:
+    kernel time included) of the hub in the K=1 and K=4 throughput cases,
+    pinned. The instruction-level profile is the callgrind case."""
+    if not shutil.which("perf"):
+        results["profile"] = {"status": "not measured: perf is not installed"}
+        return
+    placement = bench.placements[0]
+    rows = []
+    for k in (1, 4):
+        data = os.path.join(bench.tmp, f"perf.k{k}")
+        r = hub_throughput(bench, k, 100, prof["tp_n"], placement, perf_data=data)
+        report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio",
+                                 "--sort", "dso,sym", "-g", "none", "--percent-limit", "0.3"],
+                                capture_output=True, text=True, timeout=300).stdout
+        by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio",
+                                 "--sort", "dso", "-g", "none"],
+                                capture_output=True, text=True, timeout=300).stdout
+        with open(os.path.join(outdir, f"perf-k{k}.txt"), "w") as f:
+            f.write(f"# hub K={k}, {placement[0]}, {prof['tp_n']:,} x 100 B: "
+                    f"{r['deliveries_rate']:,.0f} deliveries/s, "
+                    f"{r['cpu_per_delivery_ns']:.0f} ns CPU/delivery\n")
+            f.write(by_dso + "\n" + report)
+        rows.append(dict(k=k, deliveries_rate=r["deliveries_rate"],
+                         cpu_per_delivery_ns=r["cpu_per_delivery_ns"]))
+        log(f"profile K={k}: {outdir}/perf-k{k}.txt")
+    results["profile"] = {"status": "measured", "rows": rows}
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    zmq_version = zmq.zmq_version()
+    return dict(nproc=os.cpu_count(), cpu=model, kernel=platform.release(),
+                os=_os_release(), libzmq=zmq_version, python=platform.python_version())
+
+
+def _os_release():
+    try:
+        with open("/etc/os-release") as f:
+            for line in f:
+                if line.startswith("PRETTY_NAME="):
+                    return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return ""
+
+
+def _fmt_ctx(v):
+    return "—" if v is None else f"{v:.2f}"
+
+
+def fmt_rate(v):
+    if v is None:
+        return "—"
+    if v >= 1e6:
+        return f"{v/1e6:.2f} M/s"
+    if v >= 1e3:
+        return f"{v/1e3:.0f} k/s"
+    return f"{v:.0f} /s"
+
+
+def fmt_us(ns):
+    return "—" if ns is None else (f"{ns/1e3:.1f} µs" if ns < 1e7 else f"{ns/1e6:.1f} ms")
+
+
+def fmt_ns(ns):
+    return "—" if ns is None else f"{ns:,.0f} ns"
+
+
+def find(rows, **kw):
+    for r in rows or []:
+        if all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def evaluate(results):
+    """The target rows: (figure, placement, value, vs raw, target, met)."""
+    rows = []
+    tp = results.get("throughput", [])
+    lat = results.get("latency", [])
+    for placement in results["placements"]:
+        raw = find(tp, kind="raw", size=100, placement=placement)
+        k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
+        k4 = find(tp, kind="hub", k=4, size=100, placement=placement)
+        if raw and k1:
+            ratio = k1["in_rate"] / raw["rate"]
+            lossless = k1["loss"] == 0 and k1["dropped"] == 0
+            rows.append(("K=1 sustained input, 100 B", placement, fmt_rate(k1["in_rate"]),
+                         f"{ratio:.2f}x", "≥ 0.6x raw, zero loss",
+                         ratio >= TARGETS["k1_input"] and lossless,
+                         f"loss {k1['loss']}, dropped {k1['dropped']}"))
+            ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
+            rows.append(("K=1 hub CPU per delivery", placement,
+                         fmt_ns(k1["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
+                         "≤ 1.5x raw CPU/msg", ratio <= TARGETS["k1_cpu"],
+                         f"raw {fmt_ns(raw['cpu_per_msg_ns'])}"))
+        if raw and k4:
+            ratio = k4["deliveries_rate"] / raw["rate"]
+            rows.append(("K=4 deliveries/s, 100 B", placement, fmt_rate(k4["deliveries_rate"]),
+                         f"{ratio:.2f}x", "≥ 0.45x raw msg/s",
+                         ratio >= TARGETS["k4_deliveries"] and k4["loss"] == 0
+                         and k4["dropped"] == 0,
+                         f"loss {k4['loss']}, dropped {k4['dropped']}"))
+            ratio = k4["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
+            rows.append(("K=4 hub CPU per delivery", placement,
+                         fmt_ns(k4["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
+                         "≤ 2.5x raw CPU/msg", ratio <= TARGETS["k4_cpu"], ""))
+        lraw = find(lat, kind="raw", rate=10_000, placement=placement)
+        l8 = find(lat, kind="hub", k=8, rate=10_000, placement=placement)
+        if lraw and l8:
+            ratio = l8["p99_ns"] / lraw["p99_ns"]
+            rows.append(("p99 latency, 10k msg/s, K=8", placement, fmt_us(l8["p99_ns"]),
+                         f"{ratio:.2f}x", "≤ 1.5x raw p99", ratio <= TARGETS["lat_p99"],
+                         f"raw p99 {fmt_us(lraw['p99_ns'])}"))
+        m = find(results.get("metrics"), placement=placement)
+        if m:
+            rows.append(("STATS scraped at 10 Hz (K=4)", placement,
+                         f"{m['cost']*100:+.1f} % throughput", "—", "≤ 3 % cost",
+                         m["cost"] <= TARGETS["metrics_cost"],
+                         f"CPU/delivery {m['cpu_cost']*100:+.1f} %"))
+        mem = find(results.get("memory"), k=4, placement=placement)
+        if mem:
+            rows.append((f"RSS, 4 consumers × {mem['n']:,} queued 1 KiB", placement,
+                         f"{mem['rss']/2**20:,.0f} MiB", "—",
+                         f"≤ 1.3x payload + 64 MiB = {mem['limit']/2**20:,.0f} MiB",
+                         mem["rss"] <= mem["limit"],
+                         f"payload {mem['payload']/2**20:,.0f} MiB, RSS/payload "
+                         f"{mem['ratio']:.2f}"))
+        if k1:
+            rows.append(("vs Moksha, 1 consumer: input msg/s", placement,
+                         fmt_rate(k1["in_rate"]), "—", "≥ 1.2 M/s (30x 40k)",
+                         k1["in_rate"] >= TARGETS["moksha_k1"],
+                         f"{k1['in_rate']/40_000:.0f}x Moksha"))
+        if k4:
+            rows.append(("vs Moksha, 4 consumers: input msg/s", placement,
+                         fmt_rate(k4["in_rate"]), "—", "≥ 0.92 M/s (40x 23k)",
+                         k4["in_rate"] >= TARGETS["moksha_k4"],
+                         f"{k4['in_rate']/23_000:.0f}x Moksha"))
+    return rows
+
+
+def markdown(results):
+    m = results["machine"]
+    out = []
+    w = out.append
+    w(f"# fanhub benchmark ({results['profile']})\n")
+    w(f"Run {results['started']} on {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']} "
+      f"({m['os']}), libzmq {m['libzmq']}; {results.get('fanhub_version', '?')} "
+      f"(git {results.get('git', '?')}), Release build. Every figure is the median of "
+      f"{results['reps']} run{'s' if results['reps'] != 1 else ''}. *pinned*: publisher on CPU 0, hub (or raw subscriber) on "
+      f"CPU 1 (`taskset`); *unpinned*: the scheduler's choice.\n")
+    bg = results.get("background_busy")
+    if bg:
+        w(f"Other work on the machine just before each run (share of all CPUs busy): "
+          f"median {bg['median']*100:.0f} %, max {bg['max']*100:.0f} % over {bg['runs']} runs"
+          + (" — **figures disturbed**." if bg["max"] > QUIET["threshold"] else ".") + "\n")
+    w("## Targets\n")
+    w("| Figure | Placement | Measured | vs raw | Target | Met? | Notes |")
+    w("|---|---|---|---|---|---|---|")
+    for fig, pl, val, ratio, target, met, note in evaluate(results):
+        w(f"| {fig} | {pl} | {val} | {ratio} | {target} | {'yes' if met else '**no**'} "
+          f"| {note} |")
+    w("")
+    tp = results.get("throughput")
+    if tp:
+        w("## Throughput (full speed, K null consumers)\n")
+        w("*in/s*: messages the publisher sent, per second of wall time from publisher start "
+          "to the last delivery (raw: last receipt). *CPU/delivery*: hub process CPU time "
+          "(all threads) over deliveries; raw: subscriber process CPU per message.\n")
+        w("| Placement | Body | Case | in/s | deliveries/s | vs raw (deliveries) | "
+          "CPU/delivery | vs raw CPU/msg | loss | dropped | backlog max | ctx sw/msg |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in tp:
+            raw = find(tp, kind="raw", size=r["size"], placement=r["placement"])
+            if r["kind"] == "raw":
+                w(f"| {r['placement']} | {r['size']} B | raw libzmq SUB | {fmt_rate(r['rate'])} "
+                  f"| {fmt_rate(r['rate'])} | 1.00x | {fmt_ns(r['cpu_per_msg_ns'])} | 1.00x "
+                  f"| {r['loss']} | — | — | {_fmt_ctx(r.get('ctx_per_msg'))} |")
+            else:
+                w(f"| {r['placement']} | {r['size']} B | hub K={r['k']} | "
+                  f"{fmt_rate(r['in_rate'])} | {fmt_rate(r['deliveries_rate'])} | "
+                  f"{r['deliveries_rate']/raw['rate']:.2f}x | "
+                  f"{fmt_ns(r['cpu_per_delivery_ns'])} | "
+                  f"{r['cpu_per_delivery_ns']/raw['cpu_per_msg_ns']:.2f}x | {r['loss']} | "
+                  f"{r['dropped']} | {r['backlog_max']:,.0f} | {_fmt_ctx(r.get('ctx_per_msg'))} |")
+        w("")
+    lat = results.get("latency")
+    if lat:
+        w("## Latency (publish → consume start, 100 B, fixed rate)\n")
+        w("Hub: K latency plugins, all deliveries merged; raw: bench_raw at the same rate.\n")
+        w("| Placement | Rate | Case | p50 | p99 | p99.9 | max | p99 vs raw |")
+        w("|---|---|---|---|---|---|---|---|")
+        for r in lat:
+            raw = find(lat, kind="raw", rate=r["rate"], placement=r["placement"])
+            case = "raw libzmq SUB" if r["kind"] == "raw" else f"hub K={r['k']}"
+            w(f"| {r['placement']} | {r['rate']:,}/s | {case} | {fmt_us(r['p50_ns'])} | "
+              f"{fmt_us(r['p99_ns'])} | {fmt_us(r['p999_ns'])} | {fmt_us(r['max_ns'])} | "
+              f"{r['p99_ns']/raw['p99_ns']:.2f}x |")
+        w("")
+    rt = results.get("routing")
+    if rt:
+        w("## Topic routing at scale\n")
+        w("100 consumers, one pattern each (40 prefixes `org.bench.sNN.`, 50 globs "
+          "`org.bench.*.evB.kC`, 10 globs `*.evB.*`), 2,000 topics, each message matching "
+          "exactly 3. Reference: the same messages to 3 consumers without topics (the same "
+          "deliveries, no routing).\n")
+        w("| Placement | Case | in/s | deliveries/s | hub CPU/msg | hub CPU/delivery | "
+          "ctx sw/msg | loss | dropped |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for r in rt:
+            for name, x in (("100 consumers, 3 match", r), ("3 consumers, no topics",
+                                                            r.get("reference_k3"))):
+                if not x:
+                    continue
+                w(f"| {r['placement']} | {name} | {fmt_rate(x['in_rate'])} | "
+                  f"{fmt_rate(x['deliveries_rate'])} | {fmt_ns(x['cpu_per_msg_ns'])} | "
+                  f"{fmt_ns(x['cpu_per_delivery_ns'])} | {_fmt_ctx(x.get('ctx_per_msg'))} | "
+                  f"{x['loss']} | {x['dropped']} |")
+        w("")
+    mt = results.get("metrics")
+    if mt:
+        w("## Metrics cost (K=4, 100 B, full speed)\n")
+        w("| Placement | off: deliveries/s | STATS at 10 Hz | cost | CPU/delivery off → on |"
+          + (" collectd push | cost |" if any("collectd" in r for r in mt) else ""))
+        w("|---|---|---|---|---|" + ("---|---|" if any("collectd" in r for r in mt) else ""))
+        for r in mt:
+            line = (f"| {r['placement']} | {fmt_rate(r['off']['deliveries_rate'])} | "
+                    f"{fmt_rate(r['scrape10hz']['deliveries_rate'])} | {r['cost']*100:+.1f} % | "
+                    f"{fmt_ns(r['off']['cpu_per_delivery_ns'])} → "
+                    f"{fmt_ns(r['scrape10hz']['cpu_per_delivery_ns'])} |")
+            if "collectd" in r:
+                line += (f" {fmt_rate(r['collectd']['deliveries_rate'])} | "
+                         f"{r['collectd_cost']*100:+.1f} % |")
+            w(line)
+        w(f"\ncollectd push: {results.get('collectd_push', 'not run')}.\n")
+    mem = results.get("memory")
+    if mem:
+        w("## Memory (consumers held, 1 KiB bodies queued)\n")
+        w("| Placement | Consumers | Queued each | RSS | RSS idle | unique payload | "
+          "RSS / payload | limit (1.3x + 64 MiB) |")
+        w("|---|---|---|---|---|---|---|---|")
+        for r in mem:
+            w(f"| {r['placement']} | {r['k']} | {r['queued']:,.0f} | {r['rss']/2**20:,.0f} MiB | "
+              f"{r['rss_idle']/2**20:,.0f} MiB | {r['payload']/2**20:,.0f} MiB | "
+              f"{r['ratio']:.2f} | {r['limit']/2**20:,.0f} MiB |")
+        w("")
+    w("## Spill and ordered pool\n")
+    for name in ("spill", "pool"):
+        entry = results.get(name, {"status": "not run"})
+        w(f"- {name}: {entry['status']}")
+        for r in entry.get("rows", []):
+            if name == "pool":
+                w(f"  - {r['placement']}: workers 8 {fmt_rate(r['w8']['deliveries_rate'])} "
+                  f"({r['w8']['n']:,} msgs), workers 1 {fmt_rate(r['w1']['deliveries_rate'])} "
+                  f"({r['w1']['n']:,} msgs) over {r['keys']:,} keys: x{r['speedup']:.2f}; "
+                  f"loss {r['w8']['loss']}/{r['w1']['loss']}")
+            else:
+                w(f"  - {r['placement']}: in {fmt_rate(r['in_rate'])} while spilling "
+                  f"({r['spilled']:,.0f} spilled), drain {fmt_rate(r['drain_rate'])}, "
+                  f"loss {r['loss']}, dropped {r['dropped']}")
+    w("")
+    cg = results.get("callgrind", {})
+    w("## Instructions per delivery (callgrind)\n")
+    if cg.get("status") == "measured":
+        w("The hub under `valgrind --tool=callgrind`, counters zeroed once it is up, null "
+          "consumers, 100 B bodies at full speed: every instruction of every hub thread "
+          "(libzmq's I/O thread included) over the deliveries.\n")
+        w("| Consumers | Messages | Ir total | Ir / message | Ir / delivery |")
+        w("|---|---|---|---|---|")
+        for r in cg["rows"]:
+            w(f"| {r['k']} | {r['n']:,} | {r['ir']:,} | {r['ir_per_msg']:,.0f} | "
+              f"{r['ir_per_delivery']:,.0f} |")
+    else:
+        w(cg.get("status", "not run"))
+    w("")
+    return "\n".join(out)
+
+
+def charts(results, outdir):
+    if not shutil.which("gnuplot"):
+        log("gnuplot not found: no charts")
+        return
+    tp = results.get("throughput", [])
+    if tp:
+        cases = ["raw"] + [f"K={k}" for k in sorted({r["k"] for r in tp if r["kind"] == "hub"})]
+        series = [(pl, size) for pl in results["placements"]
+                  for size in sorted({r["size"] for r in tp})]
+        data = os.path.join(outdir, "throughput.dat")
+        with open(data, "w") as f:
+            f.write("case " + " ".join(f'"{pl} {size}B"' for pl, size in series) + "\n")
+            for case in cases:
+                vals = []
+                for pl, size in series:
+                    if case == "raw":
+                        r = find(tp, kind="raw", size=size, placement=pl)
+                        vals.append(r["rate"] / 1e6 if r else 0)
+                    else:
+                        r = find(tp, kind="hub", k=int(case[2:]), size=size, placement=pl)
+                        vals.append(r["deliveries_rate"] / 1e6 if r else 0)
+                f.write(f'"{case}" ' + " ".join(f"{v:.4f}" for v in vals) + "\n")
+        script = f"""
+set terminal pngcairo size 900,500 noenhanced
+set output '{outdir}/throughput.png'
+set title 'fanhub throughput: deliveries/s (raw: msg/s), median of {results["reps"]}'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel 'million deliveries / s'
+set yrange [0:*]
+set grid ytics
+set key top right
+plot '{data}' using 2:xtic(1) title columnheader(2)""" + "".join(
+            f", '' using {i + 2} title columnheader({i + 2})" for i in range(1, len(series)))
+        _gnuplot(script, outdir, "throughput")
+    lat = results.get("latency", [])
+    if lat:
+        data = os.path.join(outdir, "latency.dat")
+        keys = []
+        with open(data, "w") as f:
+            for pl in results["placements"]:
+                for kind, k in [("raw", 0)] + [("hub", k) for k in
+                                               sorted({r["k"] for r in lat if r["kind"] == "hub"})]:
+                    rows = sorted((r for r in lat if r["kind"] == kind and r["k"] == k
+                                   and r["placement"] == pl), key=lambda r: r["rate"])
+                    if not rows:
+                        continue
+                    keys.append(f"{'raw' if kind == 'raw' else f'hub K={k}'} {pl}")
+                    f.write(f"# {keys[-1]}\n")
+                    for r in rows:
+                        f.write(f"{r['rate']} {r['p50_ns']/1e3:.3f} {r['p99_ns']/1e3:.3f} "
+                                f"{r['p999_ns']/1e3:.3f}\n")
+                    f.write("\n\n")
+        plots = []
+        for col, name in ((2, "p50"), (3, "p99")):
+            parts = [f"'{data}' index {i} using 1:{col} with linespoints title '{key}'"
+                     for i, key in enumerate(keys)]
+            plots.append(f"set title 'publish -> consume start, {name}'\nplot " + ", ".join(parts))
+        script = f"""
+set terminal pngcairo size 1100,500 noenhanced
+set output '{outdir}/latency.png'
+set multiplot layout 1,2
+set logscale xy
+set xlabel 'rate (msg/s)'
+set ylabel 'latency (µs)'
+set grid
+set key top left
+""" + "\n".join(plots) + "\nunset multiplot\n"
+        _gnuplot(script, outdir, "latency")
+
+
+def _gnuplot(script, outdir, name):
+    path = os.path.join(outdir, f"{name}.gp")
+    with open(path, "w") as f:
+        f.write(script)
+    p = subprocess.run(["gnuplot", path], capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        log(f"gnuplot {name}: {p.stderr.strip()}")
+
+
+# ---------------------------------------------------------------------------
+
+CASES = ["throughput", "latency", "routing", "metrics", "memory", "spill", "pool", "callgrind"]
+EXTRA_CASES = ["profile"]  # only when asked for with --cases
+
+
+def main():
+    global VERBOSE
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", required=True, help="the build tree (bin/fanhub, ...)")
+    ap.add_argument("--out", default="bench-results", help="where results go")
+    ap.add_argument("--quick", action="store_true", help="the short run (< 2 minutes)")
+    ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
+    ap.add_argument("--placement", choices=["both", "pinned", "unpinned"], default="both")
+    ap.add_argument("--reps", type=int, help="repetitions (default 3; 1 with --quick)")
+    ap.add_argument("--quiet-wait", type=float,
+                    help="seconds to wait before each run for the machine to go idle "
+                         "(default 10; 2 with --quick)")
+    ap.add_argument("--keep-tmp", action="store_true",
+                    help="keep the scratch directory (configurations, logs)")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    VERBOSE = args.verbose
+    prof = dict(PROFILES["quick" if args.quick else "full"])
+    if args.reps:
+        prof["reps"] = args.reps
+        prof["metrics_reps"] = max(args.reps, prof["metrics_reps"] if not args.quick else 1)
+        prof["mem_reps"] = args.reps
+    QUIET["max_wait"] = args.quiet_wait if args.quiet_wait is not None else (
+        2.0 if args.quick else 10.0)
+    QUIET["budget"] = 15.0 if args.quick else 900.0  # seconds of waiting in all
+    cases = [c for c in args.cases.split(",") if c]
+    for c in cases:
+        if c not in CASES + EXTRA_CASES:
+            ap.error(f"unknown case {c}; cases: {', '.join(CASES + EXTRA_CASES)}")
+    bench = Bench(args)
+    outdir = os.path.abspath(args.out)
+    os.makedirs(outdir, exist_ok=True)
+    version = subprocess.run([bench.fanhub, "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    git = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                         text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    results = dict(profile="quick" if args.quick else "full",
+                   started=time.strftime("%Y-%m-%d %H:%M:%S %Z"), machine=machine(),
+                   fanhub_version=version, git=git, reps=prof["reps"],
+                   placements=[p[0] for p in bench.placements], params=prof, targets=TARGETS)
+    t_start = time.monotonic()
+    failures = []
+    for case in cases:
+        log(f"== {case}")
+        try:
+            if case in ("callgrind", "profile"):
+                globals()[f"case_{case}"](bench, prof, results, outdir)
+            else:
+                globals()[f"case_{case}"](bench, prof, results)
+        except (BenchError, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
+            failures.append(f"{case}: {e}")
+            log(f"{case} FAILED: {e}")
+            results.setdefault("failures", []).append(f"{case}: {e}")
+    results["elapsed_s"] = time.monotonic() - t_start
+    if QUIET["samples"]:
+        results["background_busy"] = dict(median=median(QUIET["samples"]),
+                                          max=max(QUIET["samples"]),
+                                          runs=len(QUIET["samples"]))
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    md = markdown(results)
+    if failures:
+        md += "\n## Failures\n\n" + "\n".join(f"- {x}" for x in failures) + "\n"
+    with open(os.path.join(outdir, "results.md"), "w") as f:
+        f.write(md)
+    charts(results, outdir)
+    log(f"done in {results['elapsed_s']:.0f} s: {outdir}/results.md")
+    print(md)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
