@@ -20,6 +20,7 @@
     before it were consumed.
 */
 #include "commands.h"
+#include "pyjson.h"
 #include "clock.h"
 #include "host.h"
 #include "message.h"
@@ -103,263 +104,12 @@ s_usage (FILE *out)
              "messages before a bad line have been consumed).\n");
 }
 
-/* ---- fedmsg's encoding -------------------------------------------------
-
-   The same encoder as cmd_pub.c's, so that a body replayed here is byte
-   for byte the body `fanhub pub --jsonl` publishes: Python's json.dumps
-   with sort_keys=True, separators=(",", ":") and ensure_ascii=True, which
-   jansson's own dump does not reproduce (upper-case \u escapes, DEL left
-   as it is, reals printed with 17 significant digits). */
-
-typedef struct {
-    char *data;
-    size_t size;
-    size_t cap;
-    bool failed;
-} s_buf_t;
-
-static void
-s_buf_put (s_buf_t *buf, const void *data, size_t size)
-{
-    if (buf->failed)
-        return;
-    if (buf->size + size > buf->cap) {
-        size_t cap = buf->cap ? buf->cap : 256;
-        while (cap < buf->size + size)
-            cap *= 2;
-        char *grown = realloc (buf->data, cap);
-        if (!grown) {
-            buf->failed = true;
-            return;
-        }
-        buf->data = grown;
-        buf->cap = cap;
-    }
-    memcpy (buf->data + buf->size, data, size);
-    buf->size += size;
-}
-
-static void
-s_buf_puts (s_buf_t *buf, const char *text)
-{
-    s_buf_put (buf, text, strlen (text));
-}
-
-static void
-s_encode_string (s_buf_t *buf, const char *text, size_t size)
-{
-    const uint8_t *s = (const uint8_t *) text;
-    const uint8_t *end = s + size;
-    s_buf_put (buf, "\"", 1);
-    while (s < end) {
-        const uint8_t *run = s;
-        while (s < end && *s >= 0x20 && *s < 0x7f && *s != '"' && *s != '\\')
-            s++;
-        s_buf_put (buf, run, (size_t) (s - run));
-        if (s == end)
-            break;
-        const char *short_form = NULL;
-        switch (*s) {
-        case '"': short_form = "\\\""; break;
-        case '\\': short_form = "\\\\"; break;
-        case '\n': short_form = "\\n"; break;
-        case '\r': short_form = "\\r"; break;
-        case '\t': short_form = "\\t"; break;
-        case '\b': short_form = "\\b"; break;
-        case '\f': short_form = "\\f"; break;
-        default: break;
-        }
-        if (short_form) {
-            s_buf_puts (buf, short_form);
-            s++;
-            continue;
-        }
-        /* jansson hands over valid UTF-8 only: decode one code point. */
-        uint32_t cp;
-        size_t len;
-        if (*s >= 0xF0) {
-            cp = *s & 0x07u;
-            len = 4;
-        }
-        else if (*s >= 0xE0) {
-            cp = *s & 0x0Fu;
-            len = 3;
-        }
-        else if (*s >= 0x80) {
-            cp = *s & 0x1Fu;
-            len = 2;
-        }
-        else {
-            cp = *s;
-            len = 1;
-        }
-        if ((size_t) (end - s) < len)
-            len = (size_t) (end - s);
-        for (size_t i = 1; i < len; i++)
-            cp = (cp << 6) | (s[i] & 0x3Fu);
-        s += len;
-        char esc[16];
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            snprintf (esc, sizeof esc, "\\u%04x\\u%04x", (unsigned) (0xD800 | (cp >> 10)),
-                      (unsigned) (0xDC00 | (cp & 0x3FF)));
-        }
-        else
-            snprintf (esc, sizeof esc, "\\u%04x", (unsigned) cp);
-        s_buf_puts (buf, esc);
-    }
-    s_buf_put (buf, "\"", 1);
-}
-
-/* Python's repr of a float: the shortest digits that read back to the
-   same double, fixed when the decimal exponent is in (-4, 16], else as
-   1.5e-05 / 1e+16; always with a '.' or an 'e'. */
-static void
-s_encode_real (s_buf_t *buf, double value)
-{
-    char tmp[48];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf (tmp, sizeof tmp, "%.*e", prec - 1, value);
-        if (strtod (tmp, NULL) == value)
-            break;
-    }
-    const char *p = tmp;
-    bool negative = *p == '-';
-    if (negative)
-        p++;
-    char digits[24];
-    int count = 0;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9' && count < (int) sizeof digits)
-            digits[count++] = *p;
-    int exponent = *p == 'e' ? atoi (p + 1) : 0;
-    while (count > 1 && digits[count - 1] == '0')
-        count--;
-    int decpt = exponent + 1; /* the digits are 0.DDD x 10^decpt */
-
-    char out[64];
-    size_t n = 0;
-    if (negative)
-        out[n++] = '-';
-    if (decpt > -4 && decpt <= 16) {
-        if (decpt <= 0) {
-            out[n++] = '0';
-            out[n++] = '.';
-            for (int i = 0; i < -decpt; i++)
-                out[n++] = '0';
-            memcpy (out + n, digits, (size_t) count);
-            n += (size_t) count;
-        }
-        else if (decpt >= count) {
-            memcpy (out + n, digits, (size_t) count);
-            n += (size_t) count;
-            for (int i = count; i < decpt; i++)
-                out[n++] = '0';
-            out[n++] = '.';
-            out[n++] = '0';
-        }
-        else {
-            memcpy (out + n, digits, (size_t) decpt);
-            n += (size_t) decpt;
-            out[n++] = '.';
-            memcpy (out + n, digits + decpt, (size_t) (count - decpt));
-            n += (size_t) (count - decpt);
-        }
-    }
-    else {
-        out[n++] = digits[0];
-        if (count > 1) {
-            out[n++] = '.';
-            memcpy (out + n, digits + 1, (size_t) (count - 1));
-            n += (size_t) (count - 1);
-        }
-        n += (size_t) snprintf (out + n, sizeof out - n, "e%c%02d",
-                                decpt - 1 < 0 ? '-' : '+', abs (decpt - 1));
-    }
-    s_buf_put (buf, out, n);
-}
-
-typedef struct {
-    const char *key;
-    size_t size;
-    json_t *value;
-} s_member_t;
-
-/* Python sorts keys by code point; UTF-8 byte order is the same order. */
-static int
-s_member_cmp (const void *a, const void *b)
-{
-    const s_member_t *x = a, *y = b;
-    size_t common = x->size < y->size ? x->size : y->size;
-    int rc = memcmp (x->key, y->key, common);
-    if (rc)
-        return rc;
-    return x->size < y->size ? -1 : x->size > y->size;
-}
-
-/* Recursion is bounded: jansson refuses nesting deeper than 2048. */
-static void
-s_encode_value (s_buf_t *buf, json_t *value)
-{
-    char tmp[32];
-    switch (json_typeof (value)) {
-    case JSON_OBJECT: {
-        size_t count = json_object_size (value);
-        s_member_t *members = calloc (count ? count : 1, sizeof *members);
-        if (!members) {
-            buf->failed = true;
-            return;
-        }
-        size_t i = 0;
-        const char *key;
-        size_t key_size;
-        json_t *member;
-        json_object_keylen_foreach (value, key, key_size, member)
-        {
-            members[i++] = (s_member_t) {key, key_size, member};
-        }
-        qsort (members, i, sizeof *members, s_member_cmp);
-        s_buf_put (buf, "{", 1);
-        for (size_t j = 0; j < i; j++) {
-            if (j)
-                s_buf_put (buf, ",", 1);
-            s_encode_string (buf, members[j].key, members[j].size);
-            s_buf_put (buf, ":", 1);
-            s_encode_value (buf, members[j].value);
-        }
-        s_buf_put (buf, "}", 1);
-        free (members);
-        break;
-    }
-    case JSON_ARRAY:
-        s_buf_put (buf, "[", 1);
-        for (size_t i = 0; i < json_array_size (value); i++) {
-            if (i)
-                s_buf_put (buf, ",", 1);
-            s_encode_value (buf, json_array_get (value, i));
-        }
-        s_buf_put (buf, "]", 1);
-        break;
-    case JSON_STRING:
-        s_encode_string (buf, json_string_value (value), json_string_length (value));
-        break;
-    case JSON_INTEGER:
-        snprintf (tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
-        s_buf_puts (buf, tmp);
-        break;
-    case JSON_REAL: s_encode_real (buf, json_real_value (value)); break;
-    case JSON_TRUE: s_buf_puts (buf, "true"); break;
-    case JSON_FALSE: s_buf_puts (buf, "false"); break;
-    case JSON_NULL: s_buf_puts (buf, "null"); break;
-    }
-}
-
 /* ---- input lines ------------------------------------------------------- */
 
 /* RFC 4648 base64, padded or not; into buf. Answers false on anything
    that is not base64. */
 static bool
-s_base64_decode (const char *text, size_t len, s_buf_t *buf)
+s_base64_decode (const char *text, size_t len, fh_buf_t *buf)
 {
     static const char alphabet[]
         = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -378,7 +128,7 @@ s_base64_decode (const char *text, size_t len, s_buf_t *buf)
         if (bits >= 8) {
             bits -= 8;
             uint8_t byte = (uint8_t) (acc >> bits);
-            s_buf_put (buf, &byte, 1);
+            fh_buf_put (buf, &byte, 1);
         }
     }
     /* Leftover bits must be zero: anything else is not canonical. */
@@ -469,8 +219,8 @@ typedef struct {
     bool has_seq;
     int64_t wall_ns;
     bool has_time;
-    s_buf_t topic;
-    s_buf_t body;
+    fh_buf_t topic;
+    fh_buf_t body;
 } s_line_t;
 
 static void
@@ -517,7 +267,7 @@ s_line_parse (const char *text, size_t len, s_line_t *line, char *why, size_t wh
         snprintf (why, whylen, " \"received_at\": expected an RFC 3339 time such as "
                   "\"2026-11-21T09:03:48.123456Z\"");
     else {
-        s_buf_put (&line->topic, json_string_value (topic), json_string_length (topic));
+        fh_buf_put (&line->topic, json_string_value (topic), json_string_length (topic));
         if (body64) {
             if (!s_base64_decode (json_string_value (body64), json_string_length (body64),
                                   &line->body)) {
@@ -526,9 +276,9 @@ s_line_parse (const char *text, size_t len, s_line_t *line, char *why, size_t wh
             }
         }
         else if (json_is_string (body))
-            s_buf_put (&line->body, json_string_value (body), json_string_length (body));
+            fh_buf_put (&line->body, json_string_value (body), json_string_length (body));
         else
-            s_encode_value (&line->body, body);
+            fh_pyjson_encode (&line->body, body);
         if (line->topic.failed || line->body.failed) {
             snprintf (why, whylen, " out of memory");
             goto done;
@@ -559,7 +309,7 @@ static fh_msg_t *
 s_msg_new (const s_line_t *line, uint64_t seq)
 {
     zmq_msg_t frames[2];
-    const s_buf_t *parts[2] = {&line->topic, &line->body};
+    const fh_buf_t *parts[2] = {&line->topic, &line->body};
     for (int i = 0; i < 2; i++) {
         if (zmq_msg_init_size (&frames[i], parts[i]->size) != 0) {
             if (i)
@@ -580,7 +330,7 @@ s_msg_new (const s_line_t *line, uint64_t seq)
 /* The topic on one line of output: control bytes, and '\' so that the
    escape reads back unambiguously, as \xNN. */
 static void
-s_print_topic (FILE *out, const s_buf_t *topic)
+s_print_topic (FILE *out, const fh_buf_t *topic)
 {
     for (size_t i = 0; i < topic->size; i++) {
         unsigned char c = (unsigned char) topic->data[i];
