@@ -797,6 +797,18 @@ fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
     return 0;
 }
 
+/* Raises a high-water mark that two threads may raise (the enqueuer, and
+   a reader that saw a higher backlog first). */
+static void
+s_raise_max (atomic_uint_fast64_t *max, uint64_t value)
+{
+    uint64_t seen = atomic_load_explicit (max, memory_order_relaxed);
+    while (value > seen
+           && !atomic_compare_exchange_weak_explicit (max, &seen, value, memory_order_release,
+                                                      memory_order_relaxed))
+        ;
+}
+
 /* After a push: keeps backlog_max and the warn_at warning. Reads the
    consumer's index (a cache miss) only when the free upper bound says the
    answer might change something. */
@@ -814,8 +826,7 @@ s_watch_backlog (fh_consumer_t *self)
         return;
     }
     size_t depth = fh_queue_depth (self->queue);
-    if (depth > max)
-        atomic_store_explicit (&self->backlog_max, depth, memory_order_release);
+    s_raise_max (&self->backlog_max, depth);
     if (!self->warn_at)
         return;
     if (self->warn_armed && depth >= self->warn_at) {
@@ -1007,8 +1018,12 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     uint64_t coalesced = self->pool ? atomic_load_explicit (&self->coalesced, memory_order_acquire) : 0;
     uint64_t gone = out->dequeued + out->evicted + coalesced;
     out->backlog = out->enqueued > gone ? out->enqueued - gone : 0;
-    if (out->backlog > out->backlog_max)
-        out->backlog_max = out->backlog; /* seen before the enqueuer noted it */
+    if (out->backlog > out->backlog_max) {
+        /* Seen before the enqueuer noted it: record it, so the maximum
+           never goes down from one snapshot to the next. */
+        s_raise_max (&self->backlog_max, out->backlog);
+        out->backlog_max = out->backlog;
+    }
     out->capacity = fh_queue_capacity (self->queue);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
