@@ -142,6 +142,28 @@ json_t *
 fh_stats_json (fh_stats_t *self)
 {
     const fh_config_t *config = fh_hub_config (self->hub);
+    /* Consumers first, then completion, the hub's counts last: a message
+       is counted as received before it is handed over, so read in this
+       order `received` is never behind what the rest of the reply shows. */
+    json_t *consumers = json_array ();
+    for (size_t i = 0; i < self->consumer_count; i++)
+        json_array_append_new (consumers, s_consumer_json (self, i));
+    /* Completion: every message handed to consumers is handled once the
+       last of them is done with it; whoever released it last counted it. */
+    fh_histogram_snapshot_t *sum = calloc (1, sizeof *sum);
+    fh_histogram_snapshot_t *part = malloc (sizeof *part);
+    uint64_t handled = 0;
+    if (sum && part) {
+        handled = fh_hub_handled (self->hub, part);
+        fh_histogram_add (sum, part);
+        for (size_t i = 0; i < self->consumer_count; i++) {
+            handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
+            fh_histogram_add (sum, part);
+        }
+    }
+    json_t *end_to_end = sum && part ? s_summary_json (sum) : NULL;
+    free (sum);
+    free (part);
     fh_enqueuer_counts_t counts;
     fh_hub_counts (self->hub, &counts);
     json_t *by_reason = json_object ();
@@ -156,23 +178,11 @@ fh_stats_json (fh_stats_t *self)
         (double) config->metrics.interval_ms / 1e3, "received", (json_int_t) counts.received,
         "malformed", (json_int_t) counts.malformed, "malformed_by_reason", by_reason,
         "unrouted", (json_int_t) counts.unrouted, "endpoints", fh_hub_endpoints_json (self->hub));
-    /* Completion: every message handed to consumers is handled once the
-       last of them is done with it; whoever released it last counted it. */
-    fh_histogram_snapshot_t *sum = calloc (1, sizeof *sum);
-    fh_histogram_snapshot_t *part = malloc (sizeof *part);
-    uint64_t handled = 0;
-    if (sum && part) {
-        handled = fh_hub_handled (self->hub, part);
-        fh_histogram_add (sum, part);
-        for (size_t i = 0; i < self->consumer_count; i++) {
-            handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
-            fh_histogram_add (sum, part);
-        }
+    if (end_to_end && hub) {
         json_object_set_new (hub, "handled", json_integer ((json_int_t) handled));
-        json_object_set_new (hub, "end_to_end", s_summary_json (sum));
-    }
-    free (sum);
-    free (part);
+        json_object_set_new (hub, "end_to_end", end_to_end);
+    } else
+        json_decref (end_to_end);
     if (counts.gap_detection && hub)
         json_object_set_new (hub, "upstream",
                              json_pack ("{s:I, s:I, s:I, s:I}", "lost",
@@ -180,8 +190,5 @@ fh_stats_json (fh_stats_t *self)
                                         (json_int_t) counts.upstream_restarts, "untracked",
                                         (json_int_t) counts.upstream_untracked, "producers",
                                         (json_int_t) counts.upstream_producers));
-    json_t *consumers = json_array ();
-    for (size_t i = 0; i < self->consumer_count; i++)
-        json_array_append_new (consumers, s_consumer_json (self, i));
     return json_pack ("{s:o, s:o}", "hub", hub, "consumers", consumers);
 }

@@ -38,6 +38,10 @@ def check_invariants(stats, previous=None):
                 assert c[counter] >= before[counter], (name, counter, before, c)
     hub = stats["hub"]
     assert hub["malformed"] == sum(hub["malformed_by_reason"].values())
+    # One snapshot: nothing a consumer shows is ahead of what the hub received.
+    for c in stats["consumers"]:
+        assert c["enqueued"] + c["dropped"] - c["evicted"] <= hub["received"], (c["name"], c, hub)
+    assert hub["handled"] <= hub["received"], hub
     if previous:
         assert hub["received"] >= previous["hub"]["received"]
 
