@@ -29,6 +29,7 @@
 
 #define CACHE_LINE 64
 #define FAILURE_LOG_INTERVAL_NS (10 * INT64_C (1000000000))
+#define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
 
 /* A counter with one writer: a plain load and store, no locked add. The
    release store orders it after the writer's earlier counters, so a reader
@@ -976,11 +977,12 @@ fh_consumer_worker_count (const fh_consumer_t *self)
     return self->worker_count;
 }
 
-void
-fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
+/* Sums the workers' counters into out, each worker's consistent with
+   each other. */
+static void
+s_read_workers (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    memset (out, 0, sizeof *out);
-    /* Each worker's counters, consistent with each other. */
+    out->dequeued = out->completed = out->failed = out->retried = out->dead_lettered = 0;
     for (size_t i = 0; i < self->worker_count; i++) {
         s_worker_t *worker = &self->workers[i];
         uint64_t dequeued, completed, failed, retried, dead_lettered;
@@ -1001,10 +1003,25 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->retried += retried;
         out->dead_lettered += dead_lettered;
     }
-    /* Then the enqueuer's: enqueued is counted before a message can be
-       dequeued, so read after dequeued it is never behind. */
+}
+
+void
+fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
+{
+    memset (out, 0, sizeof *out);
+    /* enqueued is read before and after the workers' counters. When it did
+       not move in between, enqueued - dequeued is the backlog at one moment;
+       read across pushes and pops it could show more than the queue ever
+       held. After a few tries the last reading stands: enqueued, read
+       after dequeued, is never behind it. */
+    for (int tries = 0;; tries++) {
+        uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
+        s_read_workers (self, out);
+        out->enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
+        if (out->enqueued == enqueued || tries == COUNTS_TRIES)
+            break;
+    }
     out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire);
-    out->enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
     out->backlog_max = atomic_load_explicit (&self->backlog_max, memory_order_acquire);
     out->evicted = atomic_load_explicit (&self->evicted, memory_order_acquire);
     out->spilled = atomic_load_explicit (&self->spilled, memory_order_acquire);
