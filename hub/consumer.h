@@ -85,8 +85,12 @@ typedef enum {
 } fh_offer_t;
 
 /* Enqueuer thread only. Applies queue.overflow when the queue is full;
-   an evicted message is released with `handled`. */
+   an evicted message is released with `handled`. A sleeping consumer may
+   not be woken until fh_consumer_signal. */
 fh_offer_t fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled);
+/* Enqueuer thread only: wakes the consumer for what was offered since the
+   last signal. Call it when there is nothing more to offer for now. */
+void fh_consumer_signal (fh_consumer_t *self);
 /* Enqueuer thread only: counts a message this consumer lost before it
    could be offered (the hub ran out of memory). */
 void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);

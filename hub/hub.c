@@ -113,6 +113,7 @@ fh_hub_destroy (fh_hub_t **self_p)
     }
     free (self->retiring);
     free (self->consumers);
+    fh_msg_cache_drain (); /* every message is gone now */
     fh_trigger_destroy (&self->trigger);
     for (size_t i = 0; i < self->config_count; i++)
         fh_config_destroy (&self->configs[i]);

@@ -1,4 +1,13 @@
-/*  message - one bus message as the hub holds it. See message.h. */
+/*  message - one bus message as the hub holds it. See message.h.
+
+    The cache of released messages: per size class (2 and 3 frames, nearly
+    every bus message), a lock-free stack that any releasing thread pushes
+    onto, and a private list of the allocating thread, refilled by taking
+    the whole stack in one exchange. Taking it all at once is what makes
+    the stack safe without ABA counters: nothing is ever popped singly. The
+    stack stops taking messages at CACHE_MAX (counted loosely), so a drained
+    backlog goes back to malloc.
+*/
 #include "message.h"
 
 #include "clock.h"
@@ -6,23 +15,99 @@
 
 #include <stdlib.h>
 
-fh_msg_t *
-fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+#define CACHE_CLASSES 2   /* messages of 2 and of 3 frames */
+#define CACHE_MAX 16384   /* released messages kept per class */
+
+static _Atomic (fh_msg_t *) s_released[CACHE_CLASSES];
+static atomic_size_t s_released_count[CACHE_CLASSES];
+static _Thread_local fh_msg_t *s_private[CACHE_CLASSES];
+
+static inline int
+s_class (uint32_t frame_count)
 {
-    fh_msg_t *self = malloc (sizeof *self + count * sizeof (zmq_msg_t));
-    if (!self)
-        return NULL;
+    return frame_count >= 2 && frame_count < 2 + CACHE_CLASSES ? (int) frame_count - 2 : -1;
+}
+
+static fh_msg_t *
+s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+{
     atomic_init (&self->holders, 0);
     self->frame_count = count;
     self->seq = seq;
     self->received_ns = received_ns;
     self->emit = NULL;
     self->from_spool = false;
+    self->cached = false;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
     }
     return self;
+}
+
+fh_msg_t *
+fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+{
+    fh_msg_t *self = malloc (sizeof *self + count * sizeof (zmq_msg_t));
+    return self ? s_init (self, frames, count, seq, received_ns) : NULL;
+}
+
+fh_msg_t *
+fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+{
+    int class = s_class (count);
+    if (class < 0)
+        return fh_msg_new (frames, count, seq, received_ns);
+    fh_msg_t *self = s_private[class];
+    if (!self && atomic_load_explicit (&s_released[class], memory_order_relaxed)) {
+        /* acquire: the releasers' writes of next_free are visible. */
+        self = atomic_exchange_explicit (&s_released[class], NULL, memory_order_acquire);
+        atomic_store_explicit (&s_released_count[class], 0, memory_order_relaxed);
+    }
+    if (self)
+        s_private[class] = self->next_free;
+    else if (!(self = malloc (sizeof *self + count * sizeof (zmq_msg_t))))
+        return NULL;
+    s_init (self, frames, count, seq, received_ns);
+    self->cached = true;
+    return self;
+}
+
+/* Back to the cache when it has room; false when the caller frees it. */
+static bool
+s_cache_put (fh_msg_t *self)
+{
+    int class = s_class (self->frame_count);
+    if (class < 0 || atomic_fetch_add_explicit (&s_released_count[class], 1,
+                                                memory_order_relaxed) >= CACHE_MAX)
+        return false;
+    fh_msg_t *top = atomic_load_explicit (&s_released[class], memory_order_relaxed);
+    do
+        self->next_free = top;
+    while (!atomic_compare_exchange_weak_explicit (&s_released[class], &top, self,
+                                                   memory_order_release, memory_order_relaxed));
+    return true;
+}
+
+static void
+s_free_list (fh_msg_t *list)
+{
+    while (list) {
+        fh_msg_t *next = list->next_free;
+        free (list);
+        list = next;
+    }
+}
+
+void
+fh_msg_cache_drain (void)
+{
+    for (int class = 0; class < CACHE_CLASSES; class++) {
+        s_free_list (s_private[class]);
+        s_private[class] = NULL;
+        s_free_list (atomic_exchange_explicit (&s_released[class], NULL, memory_order_acquire));
+        atomic_store_explicit (&s_released_count[class], 0, memory_order_relaxed);
+    }
 }
 
 void
@@ -33,7 +118,8 @@ fh_msg_destroy (fh_msg_t **self_p)
         return;
     for (uint32_t i = 0; i < self->frame_count; i++)
         zmq_msg_close (&self->frames[i]);
-    free (self);
+    if (!self->cached || !s_cache_put (self))
+        free (self);
     *self_p = NULL;
 }
 
@@ -47,11 +133,19 @@ fh_handled_init (fh_handled_t *self)
 void
 fh_msg_release (fh_msg_t *self, fh_handled_t *handled)
 {
+    fh_msg_release_at (self, handled, 0);
+}
+
+void
+fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns)
+{
     /* acq_rel: the freeing thread must see every other holder's reads done. */
     if (atomic_fetch_sub_explicit (&self->holders, 1, memory_order_acq_rel) != 1)
         return;
     if (handled && !self->from_spool) {
-        fh_histogram_record (&handled->end_to_end, fh_clock_mono_ns () - self->received_ns);
+        if (!now_ns)
+            now_ns = fh_clock_mono_ns ();
+        fh_histogram_record (&handled->end_to_end, now_ns - self->received_ns);
         atomic_store_explicit (&handled->handled,
                                atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,
                                memory_order_release);

@@ -26,9 +26,13 @@ struct fanhub_msg {
     uint32_t frame_count;    /* >= 2: topic, body, extra frames */
     uint64_t seq;            /* hub sequence number, from 1 */
     int64_t received_ns;     /* CLOCK_MONOTONIC at receipt */
-    fh_emit_t *emit;         /* NULL, or told when the message is handled */
+    union {
+        fh_emit_t *emit;     /* NULL, or told when the message is handled */
+        fh_msg_t *next_free; /* released to the cache (message.c) */
+    };
     bool from_spool;         /* a copy read back from a spool: its original
                                 was counted as handled when spilled */
+    bool cached;             /* from fh_msg_new_cached: goes back there */
     zmq_msg_t frames[];
 };
 
@@ -48,11 +52,22 @@ void fh_handled_init (fh_handled_t *self);
    out of memory. */
 fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq,
                       int64_t received_ns);
+/* The same, for the one thread that makes bus messages (the enqueuer):
+   the memory comes from messages released before, by any thread, rather
+   than from malloc; a malloc and a cross-thread free per message cost
+   more than the rest of the hand-off. */
+fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq,
+                             int64_t received_ns);
+/* Frees what the cache holds: the calling thread's share, and what was
+   released to it. Once no message is alive (at the end of a hub). */
+void fh_msg_cache_drain (void);
 /* Frees it now, whatever the holder count (for a message never handed out). */
 void fh_msg_destroy (fh_msg_t **self_p);
 /* Drops one holder; the last one records the message as handled in
    `handled` (may be NULL), tells its emit waiter, and frees it. */
 void fh_msg_release (fh_msg_t *self, fh_handled_t *handled);
+/* The same, when the caller has just read the clock (now_ns). */
+void fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns);
 
 static inline fanhub_bytes_t
 fh_msg_frame (const fh_msg_t *self, size_t i)

@@ -5,11 +5,18 @@
     capacity and empty is tail == head. See queue.h.
 
     Sleeping without losing a wake-up: the consumer sets `sleeping` and
-    then re-reads `tail`; the producer publishes `tail` and then reads
-    `sleeping`. Both are sequentially consistent, so at least one side sees
-    the other's write: either the consumer sees the message, or the
-    producer sees the sleeper and signals under the mutex the consumer
-    holds from its check until cond_wait releases it.
+    then re-reads `tail`; the producer publishes `tail`, and when it
+    signals, it passes a sequentially consistent fence and then reads
+    `sleeping`. So at least one side sees the other's write: either the
+    consumer sees the message, or the producer sees the sleeper and wakes
+    it under the mutex the consumer holds from its check until cond_wait
+    releases it.
+
+    The producer does not look for a sleeper at every push: a wake-up (a
+    futex call, and often a context switch) per message was the hub's
+    largest cost. It signals every `signal_every` pushes, at most a quarter
+    of the capacity so that a full queue never has a sleeping consumer, and
+    whenever it has no more to push for now (fh_queue_signal).
 */
 #include "queue.h"
 
@@ -20,17 +27,20 @@
 #include <stdlib.h>
 
 #define CACHE_LINE 64
+#define SIGNAL_EVERY 32 /* pushes between looks for a sleeping consumer */
 
 struct fh_queue {
     /* Written by the producer. */
     alignas (CACHE_LINE) atomic_size_t tail;
-    size_t head_seen; /* the producer's last look at head */
+    size_t head_seen;   /* the producer's last look at head */
+    size_t unsignalled; /* pushes since the last look for a sleeper */
     /* Written by the consumer. */
     alignas (CACHE_LINE) atomic_size_t head;
     size_t tail_seen; /* the consumer's last look at tail */
     /* Set once, or rarely written. */
     alignas (CACHE_LINE) size_t capacity;
     size_t mask;
+    size_t signal_every;
     _Atomic (fh_msg_t *) *slots;
     atomic_bool sleeping;
     atomic_bool closed;
@@ -58,8 +68,12 @@ fh_queue_new (size_t capacity)
     atomic_init (&self->tail, 0);
     atomic_init (&self->head, 0);
     self->head_seen = 0;
+    self->unsignalled = 0;
     self->tail_seen = 0;
     self->capacity = capacity;
+    self->signal_every = capacity / 4 < SIGNAL_EVERY ? capacity / 4 : SIGNAL_EVERY;
+    if (self->signal_every == 0)
+        self->signal_every = 1;
     self->mask = slots - 1;
     atomic_init (&self->sleeping, false);
     atomic_init (&self->closed, false);
@@ -114,10 +128,21 @@ fh_queue_push (fh_queue_t *self, fh_msg_t *msg)
             return false;
     }
     atomic_store_explicit (&self->slots[tail & self->mask], msg, memory_order_relaxed);
-    atomic_store_explicit (&self->tail, tail + 1, memory_order_seq_cst);
+    atomic_store_explicit (&self->tail, tail + 1, memory_order_release);
+    if (++self->unsignalled >= self->signal_every)
+        fh_queue_signal (self);
+    return true;
+}
+
+void
+fh_queue_signal (fh_queue_t *self)
+{
+    if (!self->unsignalled)
+        return;
+    self->unsignalled = 0;
+    atomic_thread_fence (memory_order_seq_cst);
     if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
         s_wake (self);
-    return true;
 }
 
 size_t

@@ -6,7 +6,8 @@
     consumer's indices live on separate cache lines and each side caches
     the other's index. The consumer sleeps on a condition variable only
     when it finds the queue empty, and the producer pays for a wake-up
-    (a mutex and a futex call) only when the consumer is asleep.
+    (a mutex and a futex call) only when the consumer is asleep, and then
+    once for a run of pushes, not per message.
 
     fh_queue_close is the producer's "no more": the consumer drains what is
     queued, and then fh_queue_wait answers false.
@@ -26,8 +27,13 @@ fh_queue_t *fh_queue_new (size_t capacity);
 /* Releases every message still queued. Safe with NULL and twice. */
 void fh_queue_destroy (fh_queue_t **self_p);
 
-/* Producer: appends msg; false (and msg untouched) when full. */
+/* Producer: appends msg; false (and msg untouched) when full. A sleeping
+   consumer is woken every few pushes, not at each: after the last push of
+   a run, call fh_queue_signal. */
 bool fh_queue_push (fh_queue_t *self, fh_msg_t *msg);
+/* Producer: wakes the consumer if it sleeps with messages pushed since the
+   last signal. Costs nothing when nothing was pushed since. */
+void fh_queue_signal (fh_queue_t *self);
 /* Producer: true when a push would fail now. */
 bool fh_queue_full (fh_queue_t *self);
 /* Producer, for queues made with fh_queue_set_evictable: takes the oldest

@@ -4,10 +4,13 @@
     the two-thread case pushes a million messages through a small queue so
     the consumer keeps running dry and sleeping, and checks every one
     arrives once, in order (a lost wake-up hangs it until ctest's timeout).
+    Pushes wake a sleeping consumer only every few messages; the ping-pong
+    case checks that fh_queue_signal wakes it for a single one.
 */
 #include "queue.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -126,6 +129,49 @@ test_two_threads_in_order (void **state)
     fh_queue_destroy (&queue);
 }
 
+/* One message at a time: the consumer has gone back to sleep before
+   each push, and only fh_queue_signal can wake it (a push alone does not,
+   below its signal interval). */
+typedef struct {
+    fh_queue_t *queue;
+    atomic_uint_fast64_t taken;
+} ping_pong_t;
+
+static void *
+ping_pong_consumer (void *arg)
+{
+    ping_pong_t *pp = arg;
+    while (fh_queue_wait (pp->queue)) {
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (pp->queue))) {
+            fh_msg_release_test (msg);
+            atomic_fetch_add (&pp->taken, 1);
+        }
+    }
+    return NULL;
+}
+
+static void
+test_signal_wakes_a_sleeper (void **state)
+{
+    (void) state;
+    ping_pong_t pp = {.queue = fh_queue_new (1000)};
+    atomic_init (&pp.taken, 0);
+    pthread_t consumer;
+    assert_int_equal (pthread_create (&consumer, NULL, ping_pong_consumer, &pp), 0);
+    for (uint64_t i = 0; i < 2000; i++) {
+        assert_true (fh_queue_push (pp.queue, make_msg (i)));
+        fh_queue_signal (pp.queue);
+        fh_queue_signal (pp.queue); /* nothing new: a no-op */
+        while (atomic_load (&pp.taken) != i + 1)
+            sched_yield ();
+    }
+    fh_queue_close (pp.queue);
+    pthread_join (consumer, NULL);
+    assert_int_equal (atomic_load (&pp.taken), 2000);
+    fh_queue_destroy (&pp.queue);
+}
+
 /* drop-oldest: the producer evicts from the head while the consumer pops.
    Every message must be taken exactly once, by one side or the other. */
 static void *
@@ -184,6 +230,7 @@ main (void)
         cmocka_unit_test (test_capacity_is_exact),
         cmocka_unit_test (test_fifo_and_close),
         cmocka_unit_test (test_two_threads_in_order),
+        cmocka_unit_test (test_signal_wakes_a_sleeper),
         cmocka_unit_test (test_evict_races_pop),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -135,6 +135,29 @@ test_topic_bounded (void **state)
     assert_int_equal (fh_bus_check (2, 3, cut, 3, 32, 100), OK);
 }
 
+/* ASCII is checked eight bytes at a time: a bad byte, a good sequence
+   and a cut one at every offset of a long topic, across word edges. */
+static void
+test_topic_every_offset (void **state)
+{
+    (void) state;
+    char topic[40];
+    for (size_t at = 0; at + 4 <= sizeof topic; at++) {
+        memset (topic, 'a', sizeof topic);
+        topic[at] = (char) 0xff;
+        if (fh_bus_check (2, sizeof topic, topic, sizeof topic, 32, 100) != NOT_UTF8)
+            fail_msg ("0xff at %zu passed", at);
+        memcpy (topic + at, "\xf0\x9f\x98\x80", 4); /* U+1F600 */
+        if (fh_bus_check (2, sizeof topic, topic, sizeof topic, 32, 100) != OK)
+            fail_msg ("U+1F600 at %zu refused", at);
+        if (fh_bus_check (2, sizeof topic, topic, at + 3, 32, 100) != NOT_UTF8)
+            fail_msg ("U+1F600 cut at %zu passed", at + 3);
+        topic[at + 1] = 'a'; /* a lead byte without its continuation */
+        if (fh_bus_check (2, sizeof topic, topic, sizeof topic, 32, 100) != NOT_UTF8)
+            fail_msg ("a broken sequence at %zu passed", at);
+    }
+}
+
 int
 main (void)
 {
@@ -142,6 +165,7 @@ main (void)
         cmocka_unit_test (test_table),
         cmocka_unit_test (test_topic_read_last),
         cmocka_unit_test (test_topic_bounded),
+        cmocka_unit_test (test_topic_every_offset),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
