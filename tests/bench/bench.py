@@ -563,10 +563,12 @@ def hub_latency(bench, k, rate, n, placement):
     hub = Hub(bench, consumers, cpu=hub_cpu)
     try:
         busy = wait_quiet()
+        x0 = ctx_switches(hub.pid)
         publish(bench, hub.bus, n, cpu=pub_cpu, size=100, rate=rate)
         _, _, st = hub.wait_done(
             lambda s: s["hub"]["received"] >= n
             and all(c["completed"] + c["dropped"] >= n for c in s["consumers"]), 60)
+        x1 = ctx_switches(hub.pid)
     finally:
         hub.stop()
     hists = []
@@ -575,6 +577,7 @@ def hub_latency(bench, k, rate, n, placement):
             hists.append(json.load(f))
     summary = hist_summary(hists)
     summary.update(busy_before=busy, placement=label, k=k, rate=rate, n=n,
+                   ctx_per_msg=(x1 - x0) / n,
                    received=st["hub"]["received"],
                    dropped=sum(c["dropped"] for c in st["consumers"]),
                    no_stamp=sum(h["no_stamp"] for h in hists))
@@ -606,7 +609,8 @@ def rep_median(runs, keys):
 TP_KEYS = ["rate", "in_rate", "deliveries_rate", "cpu_per_msg_ns", "cpu_per_delivery_ns",
            "cpu_s", "hub_cpu_s", "hub_cpu_stat_s", "wall_s", "pub_send_rate", "loss",
            "dropped", "backlog_max", "pub_exit_s", "scrapes", "p99_ns", "ctx_per_msg"]
-LAT_KEYS = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "count"]
+LAT_KEYS = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "count",
+            "ctx_per_msg"]
 
 
 def case_throughput(bench, prof, results):
@@ -1294,15 +1298,17 @@ def markdown(results):
     lat = results.get("latency")
     if lat:
         w("## Latency (publish → consume start, 100 B, fixed rate)\n")
-        w("Hub: K latency plugins, all deliveries merged; raw: bench_raw at the same rate.\n")
-        w("| Placement | Rate | Case | p50 | p99 | p99.9 | max | p99 vs raw |")
-        w("|---|---|---|---|---|---|---|---|")
+        w("Hub: K latency plugins, all deliveries merged; raw: bench_raw at the same rate. "
+          "*ctx sw/msg*: context switches of all the process's threads per message "
+          "published.\n")
+        w("| Placement | Rate | Case | p50 | p99 | p99.9 | max | p99 vs raw | ctx sw/msg |")
+        w("|---|---|---|---|---|---|---|---|---|")
         for r in lat:
             raw = find(lat, kind="raw", rate=r["rate"], placement=r["placement"])
             case = "raw libzmq SUB" if r["kind"] == "raw" else f"hub K={r['k']}"
             w(f"| {r['placement']} | {r['rate']:,}/s | {case} | {fmt_us(r['p50_ns'])} | "
               f"{fmt_us(r['p99_ns'])} | {fmt_us(r['p999_ns'])} | {fmt_us(r['max_ns'])} | "
-              f"{r['p99_ns']/raw['p99_ns']:.2f}x |")
+              f"{r['p99_ns']/raw['p99_ns']:.2f}x | {_fmt_ctx(r.get('ctx_per_msg'))} |")
         w("")
     rt = results.get("routing")
     if rt:
