@@ -416,6 +416,17 @@ s_apply_swap (fh_enqueuer_t *self, s_swap_t *swap, void *sub)
     return 0;
 }
 
+/* An IPv6 literal (tcp://[::1]:5555) needs ZMQ_IPV6 on its socket: without
+   it libzmq accepts the endpoint and never connects, silently. */
+static bool
+s_any_ipv6_literal (const fh_strlist_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (strstr (list->items[i], "://["))
+            return true;
+    return false;
+}
+
 static void
 s_enqueuer_actor (zsock_t *pipe, void *args)
 {
@@ -440,6 +451,8 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     }
     zsock_set_rcvhwm (sub, config->rcvhwm);
     zsock_set_linger (sub, 0);
+    if (s_any_ipv6_literal (&config->connect) || s_any_ipv6_literal (&config->bind))
+        zsock_set_ipv6 (sub, 1);
     const char *const *subscriptions;
     size_t subscription_count = fh_trigger_subscriptions (self->trigger, &subscriptions);
     for (size_t i = 0; i < subscription_count; i++)
@@ -474,6 +487,8 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
         publish = zsock_new (ZMQ_PUB);
         if (publish) {
             zsock_set_linger (publish, 0);
+            if (s_any_ipv6_literal (&config->publish))
+                zsock_set_ipv6 (publish, 1);
             self->publish = zsock_resolve (publish);
         }
         for (size_t i = 0; i < config->publish.count && !self->start_error[0]; i++)

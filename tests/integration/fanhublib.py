@@ -176,18 +176,31 @@ class Hub:
         self.out.close()
 
 
+def have_ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
 class Publisher:
     """A pyzmq XPUB bound on a free loopback port. XPUB tells us when the hub
     has subscribed, so no message is lost to the slow-joiner effect; an
     unlimited send HWM means nothing is dropped at this end."""
 
-    def __init__(self, ctx=None):
+    def __init__(self, ctx=None, ipv6=False):
         self.ctx = ctx or zmq.Context.instance()
         self.sock = self.ctx.socket(zmq.XPUB)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.LINGER, 5000)
         self.port = free_port()
-        self.endpoint = "tcp://127.0.0.1:%d" % self.port
+        if ipv6:
+            self.sock.setsockopt(zmq.IPV6, 1)
+            self.endpoint = "tcp://[::1]:%d" % self.port
+        else:
+            self.endpoint = "tcp://127.0.0.1:%d" % self.port
         self.sock.bind(self.endpoint)
 
     def wait_subscribed(self, deadline=DEADLINE, hub=None):

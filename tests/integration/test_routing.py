@@ -2,10 +2,13 @@
 pattern) behind a real `fanhub run`, fed 100,000 messages of mixed topics by
 an independent pyzmq publisher. Each consumer's file must hold exactly the
 messages its patterns match, in publish order, none missing or doubled,
-every body byte-exact (JSON escapes and base64 included)."""
+every body byte-exact (JSON escapes and base64 included). Also: unrouted
+topics are counted, and IPv6 literals work in bus.connect and bus.bind."""
 import base64
 import fnmatch
 import json
+
+import zmq
 
 import fanhublib as fh
 
@@ -117,5 +120,44 @@ def test_unrouted_counted():
         pub.close()
 
 
+def test_ipv6_bus_endpoints():
+    """An IPv6 literal in bus.connect and bus.bind works: libzmq needs
+    ZMQ_IPV6 on the socket for it, or it never connects, silently."""
+    if not fh.have_ipv6_loopback():
+        print("  (no IPv6 loopback here: skipped)")
+        return
+    wd = fh.Workdir()
+    pub = fh.Publisher(ipv6=True)
+    bind_port = fh.free_port()
+    config = ("bus:\n  connect: [\"%s\"]\n  bind: [\"tcp://[::1]:%d\"]\nconsumers:\n"
+              "  - name: all\n    plugin: log\n    options: {path: %s, flush_ms: 0}\n"
+              % (pub.endpoint, bind_port, json.dumps(wd.file("all.jsonl"))))
+    hub = fh.Hub(wd, config)
+    pusher = zmq.Context.instance().socket(zmq.PUB)
+    try:
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.v6.connect", "c")
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 1, "the connected message",
+                    hub=hub)
+        # The bound side: a publisher connecting to the hub over IPv6. PUB
+        # drops until the subscription has arrived, so send until it lands.
+        pusher.setsockopt(zmq.IPV6, 1)
+        pusher.setsockopt(zmq.LINGER, 0)
+        pusher.connect("tcp://[::1]:%d" % bind_port)
+
+        def bound_delivered():
+            pusher.send_multipart([b"org.v6.bind", b"b"])
+            return any(l["topic"] == "org.v6.bind" for l in fh.read_jsonl(wd.file("all.jsonl")))
+        fh.wait_for(bound_delivered, "a message through bus.bind over IPv6", hub=hub)
+        endpoints = hub.stats()["hub"]["endpoints"]
+        assert [e["connected"] for e in endpoints] == [True, True], endpoints
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        pusher.close()
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
-    fh.main([test_routing_three_consumers, test_unrouted_counted])
+    fh.main([test_routing_three_consumers, test_unrouted_counted, test_ipv6_bus_endpoints])
