@@ -213,20 +213,30 @@ s_prom_label_value (s_buf_t *buf, const char *text)
     }
 }
 
-/* NAME{consumer="C"[,quantile="Q"]} for a per-consumer sample. */
+/* NAME{consumer="C"[,quantile="Q"]} for a per-consumer sample; with no
+   consumer (a hub-wide one), NAME{quantile="Q"} or NAME alone. */
 static void
 s_prom_consumer_sample (s_buf_t *buf, const char *name, const char *suffix,
                         const char *consumer, const char *quantile)
 {
     s_buf_puts (buf, name);
     s_buf_puts (buf, suffix);
-    s_buf_puts (buf, "{consumer=\"");
-    s_prom_label_value (buf, consumer);
-    if (quantile) {
-        s_buf_puts (buf, "\",quantile=\"");
-        s_buf_puts (buf, quantile);
+    if (!consumer && !quantile) {
+        s_buf_puts (buf, " ");
+        return;
     }
-    s_buf_puts (buf, "\"} ");
+    s_buf_puts (buf, "{");
+    if (consumer) {
+        s_buf_puts (buf, "consumer=\"");
+        s_prom_label_value (buf, consumer);
+        s_buf_puts (buf, quantile ? "\"," : "\"");
+    }
+    if (quantile) {
+        s_buf_puts (buf, "quantile=\"");
+        s_buf_puts (buf, quantile);
+        s_buf_puts (buf, "\"");
+    }
+    s_buf_puts (buf, "} ");
 }
 
 typedef enum { S_COUNTER, S_GAUGE, S_SUMMARY } s_kind_t;
@@ -268,6 +278,18 @@ static const struct {
       "Messages the consumer's queue holds before its overflow policy applies." },
     { "fanhub_consumer_stuck", S_GAUGE, "stuck", NULL,
       "Consume calls running now for longer than the stuck threshold." },
+    { "fanhub_consumer_evicted_total", S_COUNTER, "evicted", NULL,
+      "Queued messages dropped by drop-oldest to make room for a newer one (also in dropped)." },
+    { "fanhub_consumer_spool_bytes", S_GAUGE, "spool_bytes", NULL,
+      "Bytes of spooled messages not yet consumed." },
+    { "fanhub_consumer_spool_corrupt_total", S_COUNTER, "spool_corrupt", NULL,
+      "Damaged spool records or regions skipped." },
+    { "fanhub_consumer_keys_active", S_GAUGE, "keys_active", NULL,
+      "Pool: keys with a message queued, running or waiting for a retry." },
+    { "fanhub_consumer_key_backlog_max", S_GAUGE, "key_backlog_max", NULL,
+      "Pool: the most messages one key has had queued at once." },
+    { "fanhub_consumer_key_fallback_total", S_COUNTER, "key_fallback", NULL,
+      "Pool: messages whose order_by key could not be read, given the fallback key." },
     { "fanhub_consumer_queue_wait_seconds", S_SUMMARY, "queue_wait", NULL,
       "Time from the hub receiving a message to the consumer starting on it, since start." },
     { "fanhub_consumer_processing_seconds", S_SUMMARY, "processing", NULL,
@@ -355,6 +377,48 @@ s_prom_hub (s_buf_t *buf, const json_t *hub)
     s_buf_puts (buf, "fanhub_unrouted_total ");
     s_put_number (buf, json_object_get (hub, "unrouted"));
     s_buf_puts (buf, "\n");
+
+    /* Completion and upstream gaps: only when the snapshot has them. */
+    const json_t *handled = json_object_get (hub, "handled");
+    if (handled) {
+        s_prom_family (buf, "fanhub_handled_total", "counter",
+                       "Messages every consumer they went to is done with.");
+        s_buf_puts (buf, "fanhub_handled_total ");
+        s_put_number (buf, handled);
+        s_buf_puts (buf, "\n");
+    }
+    const json_t *end_to_end = json_object_get (hub, "end_to_end");
+    if (json_is_object (end_to_end)) {
+        s_prom_family (buf, "fanhub_end_to_end_seconds", "summary",
+                       "Time from the hub receiving a message to it being handled, since start.");
+        s_prom_summary (buf, "fanhub_end_to_end_seconds", NULL, end_to_end);
+        s_prom_family (buf, "fanhub_end_to_end_max_seconds", "gauge",
+                       "Longest time to handled since the hub started.");
+        s_buf_puts (buf, "fanhub_end_to_end_max_seconds ");
+        s_put_number (buf, json_object_get (end_to_end, "max"));
+        s_buf_puts (buf, "\n");
+    }
+    const json_t *upstream = json_object_get (hub, "upstream");
+    if (json_is_object (upstream)) {
+        static const struct {
+            const char *name, *type, *field, *help;
+        } families[] = {
+            { "fanhub_upstream_lost_total", "counter", "lost",
+              "Sequence numbers a producer skipped: messages lost before the hub." },
+            { "fanhub_upstream_restarts_total", "counter", "restarts",
+              "Times a producer's sequence went back (a restart, or out of order)." },
+            { "fanhub_upstream_untracked_total", "counter", "untracked",
+              "Messages without a usable sequence or producer, or beyond max_producers." },
+            { "fanhub_upstream_producers", "gauge", "producers", "Producers tracked." },
+        };
+        for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+            s_prom_family (buf, families[i].name, families[i].type, families[i].help);
+            s_buf_puts (buf, families[i].name);
+            s_buf_puts (buf, " ");
+            s_put_number (buf, json_object_get (upstream, families[i].field));
+            s_buf_puts (buf, "\n");
+        }
+    }
 
     const json_t *endpoints = json_object_get (hub, "endpoints");
     bool first = true;

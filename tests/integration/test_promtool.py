@@ -78,7 +78,8 @@ def consumer(name, scale=1, wait_interval=100, proc_interval=0):
             "enqueued": enqueued, "dequeued": max(enqueued - 2, 0), "completed": completed,
             "failed": failed, "retried": 7, "dropped": 3, "spilled": 0, "dead_lettered": 1,
             "coalesced": 0, "backlog": 2, "in_flight": 1, "backlog_max": 120, "stuck": 0,
-            "queue_wait": qw, "processing": pr}
+            "queue_wait": qw, "processing": pr, "evicted": 2, "spool_bytes": 4096 * scale,
+            "spool_corrupt": 1, "keys_active": 3, "key_backlog_max": 5, "key_fallback": 6}
 
 
 def snapshot(name="buildsys", consumers=None, endpoints=None):
@@ -98,8 +99,19 @@ def snapshot(name="buildsys", consumers=None, endpoints=None):
     }
 
 
+def with_completion(snap, count=990, upstream=True):
+    """The snapshot with hub.handled and end_to_end (and hub.upstream)."""
+    snap["hub"]["handled"] = count
+    snap["hub"]["end_to_end"] = figures(count, 0.002)
+    if upstream:
+        snap["hub"]["upstream"] = {"lost": 3, "restarts": 4, "untracked": 1, "producers": 2}
+    return snap
+
+
 SNAPSHOTS = {
     "one consumer": snapshot(),
+    "completion and upstream": with_completion(snapshot()),
+    "nothing handled yet": with_completion(snapshot(name=None), count=0, upstream=False),
     "three consumers, odd names": snapshot(
         name='build "sys"\\x', consumers=[
             consumer("archive", wait_interval=0, proc_interval=5),
@@ -153,8 +165,9 @@ def parse_prometheus(text):
 
 
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
-            "dead_lettered", "coalesced")
-GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck")
+            "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback")
+GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes",
+          "keys_active", "key_backlog_max")
 
 
 def same(a, b):
@@ -176,6 +189,19 @@ def check_prometheus_values(samples, snap):
     for reason, count in hub["malformed_by_reason"].items():
         assert get("fanhub_malformed_total", reason=reason) == count
     assert get("fanhub_unrouted_total") == hub["unrouted"]
+    if "handled" in hub:
+        assert get("fanhub_handled_total") == hub["handled"]
+        e2e = hub["end_to_end"]
+        for q, field in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p999")):
+            want = e2e[field] if e2e["count"] else float("nan")
+            assert same(get("fanhub_end_to_end_seconds", quantile=q), want), q
+        assert same(get("fanhub_end_to_end_seconds_sum"), e2e["sum"])
+        assert get("fanhub_end_to_end_seconds_count") == e2e["count"]
+        assert same(get("fanhub_end_to_end_max_seconds"), e2e["max"])
+    if "upstream" in hub:
+        for field in ("lost", "restarts", "untracked"):
+            assert get("fanhub_upstream_%s_total" % field) == hub["upstream"][field], field
+        assert get("fanhub_upstream_producers") == hub["upstream"]["producers"]
     for ep in hub["endpoints"]:
         assert get("fanhub_endpoint_connected", endpoint=ep["endpoint"],
                    kind=ep["kind"]) == (1 if ep["connected"] else 0)

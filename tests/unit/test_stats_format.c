@@ -61,6 +61,13 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "in_flight", 1, "backlog_max", 120, "stuck", 0,
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
+    /* The spool and pool figures, distinct so that a swapped field shows. */
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
+                              "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
+                              "key_backlog_max", 5, "key_fallback", 2);
+    assert_non_null (more);
+    assert_int_equal (json_object_update (json, more), 0);
+    json_decref (more);
     return json;
 }
 
@@ -244,6 +251,24 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
         "# TYPE fanhub_consumer_stuck gauge",
         "fanhub_consumer_stuck{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_evicted_total Queued messages dropped by drop-oldest to make room for a newer one (also in dropped).",
+        "# TYPE fanhub_consumer_evicted_total counter",
+        "fanhub_consumer_evicted_total{consumer=\"archive\"} 1",
+        "# HELP fanhub_consumer_spool_bytes Bytes of spooled messages not yet consumed.",
+        "# TYPE fanhub_consumer_spool_bytes gauge",
+        "fanhub_consumer_spool_bytes{consumer=\"archive\"} 4096",
+        "# HELP fanhub_consumer_spool_corrupt_total Damaged spool records or regions skipped.",
+        "# TYPE fanhub_consumer_spool_corrupt_total counter",
+        "fanhub_consumer_spool_corrupt_total{consumer=\"archive\"} 6",
+        "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting for a retry.",
+        "# TYPE fanhub_consumer_keys_active gauge",
+        "fanhub_consumer_keys_active{consumer=\"archive\"} 3",
+        "# HELP fanhub_consumer_key_backlog_max Pool: the most messages one key has had queued at once.",
+        "# TYPE fanhub_consumer_key_backlog_max gauge",
+        "fanhub_consumer_key_backlog_max{consumer=\"archive\"} 5",
+        "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be read, given the fallback key.",
+        "# TYPE fanhub_consumer_key_fallback_total counter",
+        "fanhub_consumer_key_fallback_total{consumer=\"archive\"} 2",
         "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to the consumer starting on it, since start.",
         "# TYPE fanhub_consumer_queue_wait_seconds summary",
         "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.5\"} 0.0009",
@@ -277,6 +302,65 @@ test_prometheus_one_consumer (void **state)
     s_assert_grouped (once);
     free (once);
     free (twice);
+    json_decref (stats);
+}
+
+/* Completion and upstream gaps: hub-wide families, written when the
+   snapshot has them (upstream only with bus.gap_detection), between the
+   hub's counters and its endpoints. */
+static void
+test_prometheus_completion_and_upstream (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    json_t *hub = json_object_get (stats, "hub");
+    const figures_t e2e = { 990, 2.1, 0.00212, 0.0011, 0.003, 0.006, 0.0071, 0.0072 };
+    assert_int_equal (json_object_set_new (hub, "handled", json_integer (990)), 0);
+    assert_int_equal (json_object_set_new (hub, "end_to_end", s_figures (&e2e)), 0);
+    assert_int_equal (json_object_set_new (hub, "upstream",
+                                           json_pack ("{s:i, s:i, s:i, s:i}", "lost", 3,
+                                                      "restarts", 4, "untracked", 1,
+                                                      "producers", 2)),
+                      0);
+    const char *block =
+        "fanhub_unrouted_total 5\n"
+        "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
+        "# TYPE fanhub_handled_total counter\n"
+        "fanhub_handled_total 990\n"
+        "# HELP fanhub_end_to_end_seconds Time from the hub receiving a message to it being"
+        " handled, since start.\n"
+        "# TYPE fanhub_end_to_end_seconds summary\n"
+        "fanhub_end_to_end_seconds{quantile=\"0.5\"} 0.0011\n"
+        "fanhub_end_to_end_seconds{quantile=\"0.9\"} 0.003\n"
+        "fanhub_end_to_end_seconds{quantile=\"0.99\"} 0.006\n"
+        "fanhub_end_to_end_seconds{quantile=\"0.999\"} 0.0071\n"
+        "fanhub_end_to_end_seconds_sum 2.1\n"
+        "fanhub_end_to_end_seconds_count 990\n"
+        "# HELP fanhub_end_to_end_max_seconds Longest time to handled since the hub started.\n"
+        "# TYPE fanhub_end_to_end_max_seconds gauge\n"
+        "fanhub_end_to_end_max_seconds 0.0072\n"
+        "# HELP fanhub_upstream_lost_total Sequence numbers a producer skipped: messages lost"
+        " before the hub.\n"
+        "# TYPE fanhub_upstream_lost_total counter\n"
+        "fanhub_upstream_lost_total 3\n"
+        "# HELP fanhub_upstream_restarts_total Times a producer's sequence went back (a restart,"
+        " or out of order).\n"
+        "# TYPE fanhub_upstream_restarts_total counter\n"
+        "fanhub_upstream_restarts_total 4\n"
+        "# HELP fanhub_upstream_untracked_total Messages without a usable sequence or producer,"
+        " or beyond max_producers.\n"
+        "# TYPE fanhub_upstream_untracked_total counter\n"
+        "fanhub_upstream_untracked_total 1\n"
+        "# HELP fanhub_upstream_producers Producers tracked.\n"
+        "# TYPE fanhub_upstream_producers gauge\n"
+        "fanhub_upstream_producers 2\n"
+        "# HELP fanhub_endpoint_connected ";
+    char *text = fh_stats_format_prometheus (stats);
+    assert_non_null (text);
+    if (!strstr (text, block))
+        fail_msg ("the completion and upstream families are not as expected:\n%s", text);
+    s_assert_grouped (text);
+    free (text);
     json_decref (stats);
 }
 
@@ -698,6 +782,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_prometheus_one_consumer),
         cmocka_unit_test (test_prometheus_families_grouped),
+        cmocka_unit_test (test_prometheus_completion_and_upstream),
         cmocka_unit_test (test_prometheus_label_escaping),
         cmocka_unit_test (test_prometheus_minimal_hub),
         cmocka_unit_test (test_collectd_named_hub),
