@@ -328,6 +328,18 @@ s_prom_summary (s_buf_t *buf, const char *name, const char *consumer,
     s_buf_puts (buf, "\n");
 }
 
+/* A family of one unlabelled sample: HELP, TYPE, NAME VALUE. */
+static void
+s_prom_scalar (s_buf_t *buf, const char *name, const char *type, const char *help,
+               const json_t *value)
+{
+    s_prom_family (buf, name, type, help);
+    s_buf_puts (buf, name);
+    s_buf_puts (buf, " ");
+    s_put_number (buf, value);
+    s_buf_puts (buf, "\n");
+}
+
 static void
 s_prom_hub (s_buf_t *buf, const json_t *hub)
 {
@@ -339,16 +351,11 @@ s_prom_hub (s_buf_t *buf, const json_t *hub)
     s_prom_label_value (buf, s_str (hub, "name"));
     s_buf_puts (buf, "\"} 1\n");
 
-    s_prom_family (buf, "fanhub_uptime_seconds", "gauge", "Seconds since the hub started.");
-    s_buf_puts (buf, "fanhub_uptime_seconds ");
-    s_put_number (buf, json_object_get (hub, "uptime"));
-    s_buf_puts (buf, "\n");
-
-    s_prom_family (buf, "fanhub_received_total", "counter",
-                   "Bus messages read, malformed ones included.");
-    s_buf_puts (buf, "fanhub_received_total ");
-    s_put_number (buf, json_object_get (hub, "received"));
-    s_buf_puts (buf, "\n");
+    s_prom_scalar (buf, "fanhub_uptime_seconds", "gauge", "Seconds since the hub started.",
+                   json_object_get (hub, "uptime"));
+    s_prom_scalar (buf, "fanhub_received_total", "counter",
+                   "Bus messages read, malformed ones included.",
+                   json_object_get (hub, "received"));
 
     /* One sample per reason; a hub that does not break them down gets
        one sample without the label. */
@@ -372,31 +379,23 @@ s_prom_hub (s_buf_t *buf, const json_t *hub)
         s_buf_puts (buf, "\n");
     }
 
-    s_prom_family (buf, "fanhub_unrouted_total", "counter",
-                   "Well-formed bus messages that matched no consumer.");
-    s_buf_puts (buf, "fanhub_unrouted_total ");
-    s_put_number (buf, json_object_get (hub, "unrouted"));
-    s_buf_puts (buf, "\n");
+    s_prom_scalar (buf, "fanhub_unrouted_total", "counter",
+                   "Well-formed bus messages that matched no consumer.",
+                   json_object_get (hub, "unrouted"));
 
     /* Completion and upstream gaps: only when the snapshot has them. */
     const json_t *handled = json_object_get (hub, "handled");
-    if (handled) {
-        s_prom_family (buf, "fanhub_handled_total", "counter",
-                       "Messages every consumer they went to is done with.");
-        s_buf_puts (buf, "fanhub_handled_total ");
-        s_put_number (buf, handled);
-        s_buf_puts (buf, "\n");
-    }
+    if (handled)
+        s_prom_scalar (buf, "fanhub_handled_total", "counter",
+                       "Messages every consumer they went to is done with.", handled);
     const json_t *end_to_end = json_object_get (hub, "end_to_end");
     if (json_is_object (end_to_end)) {
         s_prom_family (buf, "fanhub_end_to_end_seconds", "summary",
                        "Time from the hub receiving a message to it being handled, since start.");
         s_prom_summary (buf, "fanhub_end_to_end_seconds", NULL, end_to_end);
-        s_prom_family (buf, "fanhub_end_to_end_max_seconds", "gauge",
-                       "Longest time to handled since the hub started.");
-        s_buf_puts (buf, "fanhub_end_to_end_max_seconds ");
-        s_put_number (buf, json_object_get (end_to_end, "max"));
-        s_buf_puts (buf, "\n");
+        s_prom_scalar (buf, "fanhub_end_to_end_max_seconds", "gauge",
+                       "Longest time to handled since the hub started.",
+                       json_object_get (end_to_end, "max"));
     }
     const json_t *upstream = json_object_get (hub, "upstream");
     if (json_is_object (upstream)) {
@@ -411,13 +410,9 @@ s_prom_hub (s_buf_t *buf, const json_t *hub)
               "Messages without a usable sequence or producer, or beyond max_producers." },
             { "fanhub_upstream_producers", "gauge", "producers", "Producers tracked." },
         };
-        for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
-            s_prom_family (buf, families[i].name, families[i].type, families[i].help);
-            s_buf_puts (buf, families[i].name);
-            s_buf_puts (buf, " ");
-            s_put_number (buf, json_object_get (upstream, families[i].field));
-            s_buf_puts (buf, "\n");
-        }
+        for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+            s_prom_scalar (buf, families[i].name, families[i].type, families[i].help,
+                           json_object_get (upstream, families[i].field));
     }
 
     const json_t *endpoints = json_object_get (hub, "endpoints");
