@@ -4,7 +4,7 @@
     Self-contained; build and run from the repository root:
 
       clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-          -Ihub -Ihub/include tests/fuzz/fuzz_bus_message.c hub/validate.c \
+          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_bus_message.c hub/validate.c \
           -o /tmp/fuzz_bus_message
       /tmp/fuzz_bus_message -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/bus_message/
 

@@ -4,7 +4,7 @@
     Self-contained; build and run from the repository root:
 
       clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-          -Ihub -Ihub/include tests/fuzz/fuzz_config.c hub/config.c hub/options.c \
+          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_config.c hub/config.c hub/options.c \
           $(pkg-config --cflags --libs yaml-0.1) -o /tmp/fuzz_config
       /tmp/fuzz_config -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/config/
 

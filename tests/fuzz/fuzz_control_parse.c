@@ -5,7 +5,7 @@
     Self-contained; build and run from the repository root:
 
       clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-          -Ihub -Ihub/include tests/fuzz/fuzz_control_parse.c hub/control_parse.c \
+          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_control_parse.c hub/control_parse.c \
           -o /tmp/fuzz_control_parse
       /tmp/fuzz_control_parse -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/control_parse/
 

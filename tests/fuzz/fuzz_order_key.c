@@ -3,7 +3,7 @@
 
     Self-contained; build and run from the repository root:
 
-      clang -g -O1 -fsanitize=fuzzer,address,undefined -Ihub -Ihub/include \
+      clang -g -O1 -fsanitize=fuzzer,address,undefined -Ihub -Ihub/metrics -Ihub/storage -Iinclude \
           tests/fuzz/fuzz_order_key.c hub/order_key.c \
           $(pkg-config --cflags --libs jansson libzmq) -o /tmp/fuzz_order_key
       /tmp/fuzz_order_key -max_total_time=60 tests/fuzz/corpus/order_key/

@@ -269,7 +269,7 @@ def hub_stats(endpoint):
 
 def collectd_host_of_this_machine():
     """The host name the hub writes: gethostname(), made identifier-safe
-    as hub/stats_format.c does."""
+    as hub/metrics/stats_format.c does."""
     return "".join("_" if c in '/"\\ ' or ord(c) < 0x20 or ord(c) == 0x7f else c
                    for c in socket.gethostname()) or "localhost"
 

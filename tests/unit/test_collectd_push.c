@@ -1,5 +1,5 @@
 /*  test_collectd_push - pushing PUTVAL lines to collectd's unixsock
-    plugin (hub/collectd_push.c).
+    plugin (hub/metrics/collectd_push.c).
 
     A fake collectd listens on a Unix socket in a temp directory, on its
     own thread: it records every line it reads and answers each the way

@@ -1,4 +1,4 @@
-/*  test_moksha - moksha.hub-shaped monitoring messages (hub/moksha.c).
+/*  test_moksha - moksha.hub-shaped monitoring messages (hub/metrics/moksha.c).
 
     The "times" list is made from histogram buckets, so its cases pin that
     expansion: exact values below 16 ns, bucket midpoints in bucket order

@@ -1,5 +1,5 @@
 /*  test_stats_format - a STATS snapshot as Prometheus text, collectd lines
-    and a table (hub/stats_format.c).
+    and a table (hub/metrics/stats_format.c).
 
     The snapshots are built with jansson as the hub builds them
     (docs/stats-schema.md). Outputs of valid snapshots are compared line

@@ -13,7 +13,7 @@
 
     Bodies read from a JSON-lines file are re-encoded the way fedmsg did
     (Python's json.dumps with sort_keys=True and compact separators), byte
-    for byte: see hub/pyjson.h for why that is not just jansson's dump.
+    for byte: see hub/cmd/pyjson.h for why that is not just jansson's dump.
 */
 #include "commands.h"
 #include "pyjson.h"
