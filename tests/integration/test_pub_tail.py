@@ -22,7 +22,7 @@ import traceback
 import zmq
 
 FANHUB = os.environ.get("FANHUB_BIN", "fanhub")
-DATA_DIR = os.environ.get("FANHUB_DATA_DIR", os.path.join(os.path.dirname(__file__), "../../../shared/data"))
+DATA_DIR = os.environ.get("FANHUB_DATA_DIR", os.path.join(os.path.dirname(__file__), "../data"))
 SAMPLE = os.path.join(DATA_DIR, "fedmsg-sample.jsonl")
 DEADLINE = 60.0
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
