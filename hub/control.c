@@ -9,6 +9,7 @@
 #include "enqueuer.h"
 #include "moksha.h"
 #include "stats.h"
+#include "stats_format.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -158,10 +159,18 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
     case FH_CONTROL_PING:
         s_reply (router, envelope, envelope_count, "PONG");
         return;
-    case FH_CONTROL_STATS: {
-        json_t *stats = fh_stats_json (state->stats);
-        char *text = stats ? json_dumps (stats, JSON_COMPACT) : NULL;
-        json_decref (stats);
+    case FH_CONTROL_STATS:
+    case FH_CONTROL_METRICS: {
+        fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
+        char *text = NULL;
+        if (snapshot && request.kind == FH_CONTROL_METRICS)
+            text = fh_metrics_prometheus (snapshot);
+        else if (snapshot) {
+            json_t *stats = fh_metrics_to_json (snapshot);
+            text = stats ? json_dumps (stats, JSON_COMPACT) : NULL;
+            json_decref (stats);
+        }
+        fh_metrics_snapshot_destroy (&snapshot);
         s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
         free (text);
         return;

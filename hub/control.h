@@ -5,6 +5,7 @@
     answer is one frame. Commands:
       PING   -> "PONG"
       STATS  -> the JSON snapshot of docs/stats-schema.md
+      METRICS -> the same figures as Prometheus text (docs/metrics.md)
       EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames]
              -> once routed (nowait) or handled or timed out (wait):
                 {"matched": N, "handled": bool, "timed_out": bool,

@@ -7,6 +7,7 @@
 
       PING                                          no arguments
       STATS                                         no arguments
+      METRICS                                       no arguments
       RELOAD                                        no arguments
       EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]
       INJECT, consumer, topic, body[, frames...]
@@ -27,13 +28,14 @@
 #include <stdint.h>
 
 /* The command words, as error answers list them. */
-#define FH_CONTROL_COMMANDS "PING, STATS, EMIT, INJECT, RELOAD"
+#define FH_CONTROL_COMMANDS "PING, STATS, METRICS, EMIT, INJECT, RELOAD"
 /* The longest EMIT timeout: one day. */
 #define FH_CONTROL_TIMEOUT_MAX_MS 86400000
 
 typedef enum {
     FH_CONTROL_PING,
     FH_CONTROL_STATS,
+    FH_CONTROL_METRICS,
     FH_CONTROL_EMIT,
     FH_CONTROL_INJECT,
     FH_CONTROL_RELOAD

@@ -423,21 +423,10 @@ fh_hub_started_ns (const fh_hub_t *self)
     return self->started_ns;
 }
 
-json_t *
-fh_hub_endpoints_json (fh_hub_t *self)
+int
+fh_hub_endpoint_peers (fh_hub_t *self, size_t index)
 {
-    json_t *list = json_array ();
-    const fh_strlist_t *kinds[] = {&self->config->connect, &self->config->bind};
-    size_t index = 0;
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
-            int peers = self->enqueuer ? fh_enqueuer_endpoint_peers (self->enqueuer, index) : 0;
-            json_array_append_new (list, json_pack ("{s:s, s:s, s:b, s:i}", "endpoint",
-                                                    kinds[k]->items[i], "kind",
-                                                    k == 0 ? "connect" : "bind",
-                                                    "connected", peers > 0, "peers", peers));
-        }
-    return list;
+    return self->enqueuer ? fh_enqueuer_endpoint_peers (self->enqueuer, index) : 0;
 }
 
 void

@@ -67,9 +67,9 @@ const char *fh_hub_inject_endpoint (fh_hub_t *self);
 const fh_config_t *fh_hub_config (const fh_hub_t *self);
 /* Monotonic time the hub was created. */
 int64_t fh_hub_started_ns (const fh_hub_t *self);
-/* The bus endpoints with their connection state, as a JSON array of
-   {"endpoint", "kind": "connect"|"bind", "connected", "peers"}. */
-json_t *fh_hub_endpoints_json (fh_hub_t *self);
+/* Connections up on a bus endpoint: index counts the bus.connect
+   endpoints, then the bus.bind ones, as configured. */
+int fh_hub_endpoint_peers (fh_hub_t *self, size_t index);
 /* Logs the counters of the hub and of every consumer, one line each. */
 void fh_hub_log_counts (fh_hub_t *self);
 

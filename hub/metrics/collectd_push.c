@@ -329,11 +329,10 @@ fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_
     self->started = true;
     self->next_ns += ((now_ns - self->next_ns) / self->interval_ns + 1) * self->interval_ns;
 
-    json_t *snapshot = fh_stats_json (stats);
-    char *lines = snapshot
-                      ? fh_stats_format_collectd (snapshot, self->host, self->interval_s, 0)
-                      : NULL;
-    json_decref (snapshot);
+    fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (stats);
+    char *lines = snapshot ? fh_metrics_collectd (snapshot, self->host, self->interval_s, 0)
+                           : NULL;
+    fh_metrics_snapshot_destroy (&snapshot);
     if (!lines) {
         fh_warning ("collectd: out of memory; this batch is not sent");
         return;

@@ -5,7 +5,7 @@
     letting MHD bind an address itself: MHD only says "it failed", and an
     operator needs to read "127.0.0.1:9464: Address already in use". The
     daemon runs one internal polling thread, so requests are answered one
-    at a time; each asks the control socket for STATS (at most 2 s), so a
+    at a time; each asks the control socket for METRICS (at most 2 s), so a
     wedged hub answers 503 instead of hanging the scraper.
 
     Routes:
@@ -21,10 +21,8 @@
 
 #include "control.h"
 #include "log.h"
-#include "stats_format.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -47,7 +45,7 @@
 
 struct fh_prometheus_http {
     struct MHD_Daemon *daemon;
-    char *control;  /* the control endpoint to ask for STATS */
+    char *control;  /* the control endpoint to ask for METRICS */
     char *listen;   /* HOST:PORT as configured, for messages */
 };
 
@@ -102,38 +100,23 @@ s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow,
     return s_respond (connection, status, CONTENT_TYPE_TEXT, line, len, allow);
 }
 
-/* GET /metrics: a fresh snapshot from the control socket, as text. */
+/* GET /metrics: the Prometheus text of a fresh snapshot, made by the
+   control thread (METRICS): nothing is parsed here. */
 static enum MHD_Result
 s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
 {
     char err[512];
-    char *answer = fh_control_call (self->control, "STATS", STATS_TIMEOUT_MS, err,
-                                    sizeof err);
-    if (!answer)
+    char *text = fh_control_call (self->control, "METRICS", STATS_TIMEOUT_MS, err,
+                                  sizeof err);
+    if (!text)
         return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
                                "fanhub: cannot read the hub's stats: %s", err);
-    if (strncmp (answer, "ERROR ", 6) == 0) {
+    if (strncmp (text, "ERROR ", 6) == 0) {
         enum MHD_Result ok = s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
-                                             "fanhub: the control socket answered: %s",
-                                             answer);
-        free (answer);
+                                             "fanhub: the control socket answered: %s", text);
+        free (text);
         return ok;
     }
-    json_error_t jerr;
-    json_t *stats = json_loads (answer, 0, &jerr);
-    free (answer);
-    if (!json_is_object (stats)) {
-        json_decref (stats);
-        return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
-                               "fanhub: the control socket answered something that is "
-                               "not a stats snapshot: %s",
-                               stats ? "not a JSON object" : jerr.text);
-    }
-    char *text = fh_stats_format_prometheus (stats);
-    json_decref (stats);
-    if (!text)
-        return s_respond_line (connection, MHD_HTTP_INTERNAL_SERVER_ERROR, false,
-                               "fanhub: out of memory");
     enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_METRICS, text,
                                     strlen (text), false);
     free (text);

@@ -2,8 +2,10 @@
 #include "stats.h"
 
 #include "clock.h"
+#include "process_figures.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 typedef struct {
@@ -18,6 +20,7 @@ struct fh_stats {
     s_latency_t *previous; /* whole-run histograms at the boundary before */
     s_latency_t *last;     /* ... and at the last boundary */
     s_latency_t scratch;
+    fh_histogram_snapshot_t diff;
 };
 
 fh_stats_t *
@@ -67,128 +70,153 @@ fh_stats_tick (fh_stats_t *self, int64_t now_ns)
     return true;
 }
 
-static json_t *
-s_summary_json (const fh_histogram_snapshot_t *snapshot)
-{
-    fh_histogram_summary_t s;
-    fh_histogram_summarize (snapshot, &s);
-    return json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count",
-                      (json_int_t) s.count, "sum", s.sum, "mean", s.mean, "p50", s.p50,
-                      "p90", s.p90, "p99", s.p99, "p999", s.p999, "max", s.max);
-}
-
-static json_t *
-s_latency_json (const fh_histogram_snapshot_t *whole, const fh_histogram_snapshot_t *later,
-                const fh_histogram_snapshot_t *earlier, fh_histogram_snapshot_t *scratch)
-{
-    json_t *result = s_summary_json (whole);
-    fh_histogram_diff (later, earlier, scratch);
-    if (result)
-        json_object_set_new (result, "interval", s_summary_json (scratch));
-    return result;
-}
-
-static json_t *
-s_consumer_json (fh_stats_t *self, size_t index)
+/* One consumer's figures into item. */
+static int
+s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
 {
     fh_consumer_t *consumer = fh_hub_consumer (self->hub, index);
     fh_consumer_counts_t c;
     fh_consumer_counts (consumer, &c);
+    if (fh_metrics_set_text (&item->name, fh_consumer_name (consumer)) != 0
+        || fh_metrics_set_text (&item->text, fh_hub_config (self->hub)->consumers[index].plugin)
+               != 0)
+        return -1;
+    const struct {
+        fh_metric_id_t id;
+        uint64_t value;
+    } counts[] = {
+        { FH_M_CAPACITY, c.capacity },       { FH_M_ENQUEUED, c.enqueued },
+        { FH_M_DEQUEUED, c.dequeued },       { FH_M_COMPLETED, c.completed },
+        { FH_M_FAILED, c.failed },           { FH_M_RETRIED, c.retried },
+        { FH_M_DROPPED, c.dropped },         { FH_M_SPILLED, c.spilled },
+        { FH_M_DEAD_LETTERED, c.dead_lettered }, { FH_M_COALESCED, c.coalesced },
+        { FH_M_BACKLOG, c.backlog },         { FH_M_IN_FLIGHT, c.in_flight },
+        { FH_M_BACKLOG_MAX, c.backlog_max }, { FH_M_STUCK, c.stuck },
+        { FH_M_KEYS_ACTIVE, c.keys_active }, { FH_M_KEY_BACKLOG_MAX, c.key_backlog_max },
+        { FH_M_KEY_FALLBACK, c.key_fallback }, { FH_M_EVICTED, c.evicted },
+        { FH_M_SPOOL_BYTES, c.spool_bytes }, { FH_M_SPOOL_CORRUPT, c.spool_corrupt },
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);
     fh_consumer_latency (consumer, &self->scratch.queue_wait, &self->scratch.processing);
-    json_t *json = json_pack (
-        "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-        "name", fh_consumer_name (consumer), "plugin",
-        fh_hub_config (self->hub)->consumers[index].plugin, "capacity",
-        (json_int_t) c.capacity, "enqueued", (json_int_t) c.enqueued, "dequeued",
-        (json_int_t) c.dequeued, "completed", (json_int_t) c.completed, "failed",
-        (json_int_t) c.failed, "retried", (json_int_t) c.retried, "dropped", (json_int_t) c.dropped,
-        "spilled", (json_int_t) c.spilled, "dead_lettered", (json_int_t) c.dead_lettered, "coalesced",
-        (json_int_t) c.coalesced, "backlog", (json_int_t) c.backlog, "in_flight",
-        (json_int_t) c.in_flight, "backlog_max", (json_int_t) c.backlog_max, "stuck",
-        (json_int_t) c.stuck);
-    if (!json)
-        return NULL;
-    fh_histogram_snapshot_t *diff = malloc (sizeof *diff);
-    if (!diff) {
-        json_decref (json);
-        return NULL;
-    }
-    json_object_set_new (json, "queue_wait",
-                         s_latency_json (&self->scratch.queue_wait, &self->last[index].queue_wait,
-                                         &self->previous[index].queue_wait, diff));
-    json_object_set_new (json, "processing",
-                         s_latency_json (&self->scratch.processing, &self->last[index].processing,
-                                         &self->previous[index].processing, diff));
-    free (diff);
+    fh_histogram_diff (&self->last[index].queue_wait, &self->previous[index].queue_wait,
+                       &self->diff);
+    fh_metrics_latency_set (fh_metrics_latency (item, FH_M_QUEUE_WAIT), &self->scratch.queue_wait,
+                            &self->diff);
+    fh_histogram_diff (&self->last[index].processing, &self->previous[index].processing,
+                       &self->diff);
+    fh_metrics_latency_set (fh_metrics_latency (item, FH_M_PROCESSING), &self->scratch.processing,
+                            &self->diff);
     /* Per worker: the share of its time spent inside consume since start. */
     double uptime_ns = (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub));
-    json_t *workers = json_array ();
+    item->busy = c.workers ? calloc (c.workers, sizeof *item->busy) : NULL;
+    if (c.workers && !item->busy)
+        return -1;
+    item->workers = c.workers;
     for (size_t i = 0; i < c.workers; i++)
-        json_array_append_new (
-            workers, json_pack ("{s:f}", "busy",
-                                uptime_ns > 0 ? fh_consumer_worker_busy (consumer, i) / uptime_ns
-                                              : 0.0));
-    json_object_set_new (json, "workers", workers);
-    json_object_set_new (json, "keys_active", json_integer ((json_int_t) c.keys_active));
-    json_object_set_new (json, "key_backlog_max", json_integer ((json_int_t) c.key_backlog_max));
-    json_object_set_new (json, "key_fallback", json_integer ((json_int_t) c.key_fallback));
-    json_object_set_new (json, "evicted", json_integer ((json_int_t) c.evicted));
-    json_object_set_new (json, "spool_bytes", json_integer ((json_int_t) c.spool_bytes));
-    json_object_set_new (json, "spool_corrupt", json_integer ((json_int_t) c.spool_corrupt));
-    return json;
+        item->busy[i] = uptime_ns > 0 ? fh_consumer_worker_busy (consumer, i) / uptime_ns : 0.0;
+    return 0;
+}
+
+/* Completion: every message handed to consumers is handled once the last
+   of them is done with it; whoever released it last counted it. */
+static void
+s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
+{
+    fh_histogram_snapshot_t *sum = &self->scratch.queue_wait, *part = &self->diff;
+    memset (sum, 0, sizeof *sum);
+    uint64_t handled = fh_hub_handled (self->hub, part);
+    fh_histogram_add (sum, part);
+    for (size_t i = 0; i < self->consumer_count; i++) {
+        handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
+        fh_histogram_add (sum, part);
+    }
+    fh_metrics_set_int (&snapshot->hub, FH_M_HANDLED, (int64_t) handled);
+    fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum, NULL);
+    snapshot->has_handled = snapshot->has_end_to_end = true;
+}
+
+static int
+s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
+{
+    const fh_config_t *config = fh_hub_config (self->hub);
+    fh_metrics_item_t *hub = &snapshot->hub;
+    if (fh_metrics_set_text (&hub->name, config->name) != 0
+        || fh_metrics_set_text (&hub->text, FANHUB_VERSION) != 0)
+        return -1;
+    fh_metrics_set_int (hub, FH_M_PID, (int64_t) getpid ());
+    fh_metrics_set_real (hub, FH_M_UPTIME,
+                         (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub)) / 1e9);
+    fh_metrics_set_real (hub, FH_M_INTERVAL, (double) config->metrics.interval_ms / 1e3);
+    fh_enqueuer_counts_t counts;
+    fh_hub_counts (self->hub, &counts);
+    fh_metrics_set_int (hub, FH_M_RECEIVED, (int64_t) counts.received);
+    fh_metrics_set_int (hub, FH_M_MALFORMED, (int64_t) counts.malformed);
+    fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
+    for (int i = 0; i < FH_MALFORMED_REASONS; i++)
+        if (fh_metrics_add_reason (snapshot, fh_malformed_reason_name (i),
+                                   (fh_metric_value_t){ .integer = (int64_t) counts.malformed_by_reason[i] })
+            != 0)
+            return -1;
+    snapshot->has_upstream = counts.gap_detection;
+    fh_metrics_set_int (hub, FH_M_UPSTREAM_LOST, (int64_t) counts.upstream_lost);
+    fh_metrics_set_int (hub, FH_M_UPSTREAM_RESTARTS, (int64_t) counts.upstream_restarts);
+    fh_metrics_set_int (hub, FH_M_UPSTREAM_UNTRACKED, (int64_t) counts.upstream_untracked);
+    fh_metrics_set_int (hub, FH_M_UPSTREAM_PRODUCERS, (int64_t) counts.upstream_producers);
+    /* The bus endpoints: bus.connect ones, then bus.bind ones. */
+    const fh_strlist_t *kinds[] = { &config->connect, &config->bind };
+    size_t index = 0;
+    for (int k = 0; k < 2; k++) {
+        fh_metrics_item_t *items = kinds[k]->count
+                                       ? fh_metrics_add_endpoints (snapshot, kinds[k]->count)
+                                       : NULL;
+        if (kinds[k]->count && !items)
+            return -1;
+        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
+            int peers = fh_hub_endpoint_peers (self->hub, index);
+            if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
+                || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
+                return -1;
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED, peers > 0);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
+        }
+    }
+    return 0;
+}
+
+fh_metrics_snapshot_t *
+fh_stats_snapshot (fh_stats_t *self)
+{
+    fh_metrics_snapshot_t *snapshot = fh_metrics_snapshot_new ();
+    if (!snapshot)
+        return NULL;
+    /* Consumers first, then completion, the hub's counts last: a message
+       is counted as received before it is handed over, so read in this
+       order `received` is never behind what the rest of the reply shows. */
+    fh_metrics_item_t *items = self->consumer_count
+                                   ? fh_metrics_add_consumers (snapshot, self->consumer_count)
+                                   : NULL;
+    int rc = self->consumer_count && !items ? -1 : 0;
+    for (size_t i = 0; rc == 0 && i < self->consumer_count; i++)
+        rc = s_consumer (self, i, &items[i]);
+    if (rc == 0) {
+        s_completion (self, snapshot);
+        rc = s_hub (self, snapshot);
+    }
+    if (rc == 0) {
+        fh_process_figures (&snapshot->hub);
+        snapshot->has_process = true;
+    }
+    if (rc != 0)
+        fh_metrics_snapshot_destroy (&snapshot);
+    return snapshot;
 }
 
 json_t *
 fh_stats_json (fh_stats_t *self)
 {
-    const fh_config_t *config = fh_hub_config (self->hub);
-    /* Consumers first, then completion, the hub's counts last: a message
-       is counted as received before it is handed over, so read in this
-       order `received` is never behind what the rest of the reply shows. */
-    json_t *consumers = json_array ();
-    for (size_t i = 0; i < self->consumer_count; i++)
-        json_array_append_new (consumers, s_consumer_json (self, i));
-    /* Completion: every message handed to consumers is handled once the
-       last of them is done with it; whoever released it last counted it. */
-    fh_histogram_snapshot_t *sum = calloc (1, sizeof *sum);
-    fh_histogram_snapshot_t *part = malloc (sizeof *part);
-    uint64_t handled = 0;
-    if (sum && part) {
-        handled = fh_hub_handled (self->hub, part);
-        fh_histogram_add (sum, part);
-        for (size_t i = 0; i < self->consumer_count; i++) {
-            handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
-            fh_histogram_add (sum, part);
-        }
-    }
-    json_t *end_to_end = sum && part ? s_summary_json (sum) : NULL;
-    free (sum);
-    free (part);
-    fh_enqueuer_counts_t counts;
-    fh_hub_counts (self->hub, &counts);
-    json_t *by_reason = json_object ();
-    for (int i = 0; i < FH_MALFORMED_REASONS; i++)
-        json_object_set_new (by_reason, fh_malformed_reason_name (i),
-                             json_integer ((json_int_t) counts.malformed_by_reason[i]));
-    json_t *hub = json_pack (
-        "{s:o, s:s, s:i, s:f, s:f, s:I, s:I, s:o, s:I, s:o}", "name",
-        config->name ? json_string (config->name) : json_null (), "version", FANHUB_VERSION,
-        "pid", (int) getpid (), "uptime",
-        (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub)) / 1e9, "interval",
-        (double) config->metrics.interval_ms / 1e3, "received", (json_int_t) counts.received,
-        "malformed", (json_int_t) counts.malformed, "malformed_by_reason", by_reason,
-        "unrouted", (json_int_t) counts.unrouted, "endpoints", fh_hub_endpoints_json (self->hub));
-    if (end_to_end && hub) {
-        json_object_set_new (hub, "handled", json_integer ((json_int_t) handled));
-        json_object_set_new (hub, "end_to_end", end_to_end);
-    } else
-        json_decref (end_to_end);
-    if (counts.gap_detection && hub)
-        json_object_set_new (hub, "upstream",
-                             json_pack ("{s:I, s:I, s:I, s:I}", "lost",
-                                        (json_int_t) counts.upstream_lost, "restarts",
-                                        (json_int_t) counts.upstream_restarts, "untracked",
-                                        (json_int_t) counts.upstream_untracked, "producers",
-                                        (json_int_t) counts.upstream_producers));
-    return json_pack ("{s:o, s:o}", "hub", hub, "consumers", consumers);
+    fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (self);
+    json_t *json = snapshot ? fh_metrics_to_json (snapshot) : NULL;
+    fh_metrics_snapshot_destroy (&snapshot);
+    return json;
 }

@@ -1,4 +1,5 @@
-/*  stats - the hub's figures as one JSON snapshot (docs/stats-schema.md).
+/*  stats - the hub's figures as one snapshot (metrics.h), and as the JSON
+    of docs/stats-schema.md.
 
     fh_stats_t also keeps what "over the last interval" needs: the
     whole-run latency histograms of every consumer as they were at the
@@ -12,6 +13,7 @@
 #define FH_STATS_H_INCLUDED
 
 #include "hub.h"
+#include "metrics.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -24,7 +26,9 @@ void fh_stats_destroy (fh_stats_t **self_p);
 /* Moves the interval boundary when metrics.interval has passed since the
    last one. Returns true when it did. */
 bool fh_stats_tick (fh_stats_t *self, int64_t now_ns);
-/* A new snapshot; the caller owns the reference. NULL when out of memory. */
+/* A new snapshot, the caller's to destroy; NULL when out of memory. */
+fh_metrics_snapshot_t *fh_stats_snapshot (fh_stats_t *self);
+/* The same as JSON; the caller owns the reference. NULL when out of memory. */
 json_t *fh_stats_json (fh_stats_t *self);
 
 #endif

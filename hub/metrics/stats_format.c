@@ -1,12 +1,11 @@
-/*  stats_format - a STATS snapshot as Prometheus text, collectd PUTVAL
+/*  stats_format - a metrics snapshot as Prometheus text, collectd PUTVAL
     lines or a table for a terminal. See stats_format.h; the metrics are
-    listed in docs/metrics.md.
+    the rows of the registry (metrics.h), described in docs/metrics.md.
 
-    Everything is read through jansson's getters, which answer NULL, 0 or
-    0.0 for a missing member or a value of another type, so a broken
-    snapshot cannot crash a formatter: it gives zeros. The text is built
-    in one growing buffer; running out of memory anywhere turns the
-    result into NULL.
+    Prometheus and collectd walk the registry: each row with a Prometheus
+    name is one family, each row with a collectd type one value per hub or
+    consumer. The text is built in one growing buffer; running out of
+    memory anywhere turns the result into NULL.
 */
 #include "stats_format.h"
 
@@ -15,9 +14,11 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <string.h>
 
 /* ---- A growing string ---------------------------------------------------- */
@@ -105,56 +106,11 @@ s_buf_finish (s_buf_t *buf)
     return buf->data;
 }
 
-/* ---- Reading the snapshot ------------------------------------------------ */
-
-/* A member as an integer: integers as they are, other numbers truncated,
-   anything else 0. */
-static json_int_t
-s_int (const json_t *object, const char *key)
-{
-    const json_t *value = json_object_get (object, key);
-    if (json_is_integer (value))
-        return json_integer_value (value);
-    double real = json_number_value (value);
-    if (real >= -9.2e18 && real <= 9.2e18)
-        return (json_int_t) real;
-    return 0;
-}
-
-/* A member as a double; 0 when it is not a number. */
-static double
-s_real (const json_t *object, const char *key)
-{
-    return json_number_value (json_object_get (object, key));
-}
-
-/* A member as a string; "" when it is not a string. */
-static const char *
-s_str (const json_t *object, const char *key)
-{
-    const char *text = json_string_value (json_object_get (object, key));
-    return text ? text : "";
-}
-
-/* A consumer's name, or NULL when it has none to be shown under. */
-static const char *
-s_consumer_name (const json_t *consumer)
-{
-    const char *name = json_string_value (json_object_get (consumer, "name"));
-    return name && *name ? name : NULL;
-}
-
-/* The hub's name, or NULL when it has none (null, missing, empty). */
-static const char *
-s_hub_name (const json_t *hub)
-{
-    const char *name = json_string_value (json_object_get (hub, "name"));
-    return name && *name ? name : NULL;
-}
-
 /* ---- Numbers ------------------------------------------------------------- */
 
-/* v with "%.<precision>g", a ',' from the locale turned into '.'. */
+/* v with "%.<precision>g", a ',' from the locale turned into '.'. With
+   precision 9, more digits (up to 17) when 9 would not read back as v: a
+   start time in seconds since 1970 needs them. */
 static void
 s_put_double (s_buf_t *buf, int precision, double v)
 {
@@ -164,38 +120,26 @@ s_put_double (s_buf_t *buf, int precision, double v)
     }
     char text[64];
     snprintf (text, sizeof text, "%.*g", precision, v);
+    while (precision >= 9 && precision < 17 && strtod (text, NULL) != v)
+        snprintf (text, sizeof text, "%.*g", ++precision, v);
     for (char *c = text; *c; c++)
         if (*c == ',')
             *c = '.';
     s_buf_puts (buf, text);
 }
 
+/* A value as the row or the snapshot has it: integers as integers, reals
+   with %.9g (or the digits it takes to read back). */
 static void
-s_put_integer (s_buf_t *buf, json_int_t v)
+s_put_value (s_buf_t *buf, const fh_metric_value_t *value)
 {
-    s_buf_printf (buf, "%" JSON_INTEGER_FORMAT, v);
-}
-
-/* A JSON value as a number: integers as integers, reals with %.9g,
-   anything else 0. */
-static void
-s_put_number (s_buf_t *buf, const json_t *value)
-{
-    if (json_is_integer (value))
-        s_put_integer (buf, json_integer_value (value));
-    else if (json_is_real (value))
-        s_put_double (buf, 9, json_real_value (value));
+    if (value->is_real)
+        s_put_double (buf, 9, value->real);
     else
-        s_buf_puts (buf, "0");
+        s_buf_printf (buf, "%" PRId64, value->integer);
 }
 
 /* ---- Prometheus ---------------------------------------------------------- */
-
-static void
-s_prom_family (s_buf_t *buf, const char *name, const char *type, const char *help)
-{
-    s_buf_printf (buf, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
 
 /* A label value, escaped: backslash, double quote and newline. */
 static void
@@ -213,270 +157,152 @@ s_prom_label_value (s_buf_t *buf, const char *text)
     }
 }
 
-/* NAME{consumer="C"[,quantile="Q"]} for a per-consumer sample; with no
-   consumer (a hub-wide one), NAME{quantile="Q"} or NAME alone. */
+/* NAME[SUFFIX]{LABEL="VALUE",...} and a space; labels is NULL-terminated
+   pairs; no braces without labels. */
 static void
-s_prom_consumer_sample (s_buf_t *buf, const char *name, const char *suffix,
-                        const char *consumer, const char *quantile)
+s_prom_sample (s_buf_t *buf, const char *name, const char *suffix, const char *const *labels)
 {
     s_buf_puts (buf, name);
     s_buf_puts (buf, suffix);
-    if (!consumer && !quantile) {
-        s_buf_puts (buf, " ");
-        return;
-    }
-    s_buf_puts (buf, "{");
-    if (consumer) {
-        s_buf_puts (buf, "consumer=\"");
-        s_prom_label_value (buf, consumer);
-        s_buf_puts (buf, quantile ? "\"," : "\"");
-    }
-    if (quantile) {
-        s_buf_puts (buf, "quantile=\"");
-        s_buf_puts (buf, quantile);
+    for (size_t i = 0; labels[i]; i += 2) {
+        s_buf_puts (buf, i == 0 ? "{" : ",");
+        s_buf_puts (buf, labels[i]);
+        s_buf_puts (buf, "=\"");
+        s_prom_label_value (buf, labels[i + 1]);
         s_buf_puts (buf, "\"");
     }
-    s_buf_puts (buf, "} ");
+    s_buf_puts (buf, labels[0] ? "} " : " ");
 }
 
-typedef enum { S_COUNTER, S_GAUGE, S_SUMMARY } s_kind_t;
-
-/* The per-consumer families, in the order they are written. field is the
-   consumer's member; for a gauge, sub (when set) a member of that. */
-static const struct {
-    const char *name;
-    s_kind_t kind;
-    const char *field;
-    const char *sub;
-    const char *help;
-} s_consumer_families[] = {
-    { "fanhub_consumer_enqueued_total", S_COUNTER, "enqueued", NULL,
-      "Messages put on the consumer's queue (or its spool)." },
-    { "fanhub_consumer_dequeued_total", S_COUNTER, "dequeued", NULL,
-      "Messages taken off the consumer's queue to be consumed." },
-    { "fanhub_consumer_completed_total", S_COUNTER, "completed", NULL,
-      "Messages the consumer's plugin finished with ok." },
-    { "fanhub_consumer_failed_total", S_COUNTER, "failed", NULL,
-      "Messages that failed for good: the plugin answered fail, or retries ran out." },
-    { "fanhub_consumer_retried_total", S_COUNTER, "retried", NULL,
-      "Times a message was tried again after the plugin answered retry." },
-    { "fanhub_consumer_dropped_total", S_COUNTER, "dropped", NULL,
-      "Messages dropped by the overflow policy of the consumer's full queue." },
-    { "fanhub_consumer_spilled_total", S_COUNTER, "spilled", NULL,
-      "Messages written to the consumer's disk spool." },
-    { "fanhub_consumer_dead_lettered_total", S_COUNTER, "dead_lettered", NULL,
-      "Messages sent to the consumer's dead-letter store." },
-    { "fanhub_consumer_coalesced_total", S_COUNTER, "coalesced", NULL,
-      "Messages merged into one already queued instead of being consumed on their own." },
-    { "fanhub_consumer_backlog", S_GAUGE, "backlog", NULL,
-      "Messages waiting for the consumer: enqueued - dequeued, spool included." },
-    { "fanhub_consumer_in_flight", S_GAUGE, "in_flight", NULL,
-      "Messages being consumed now: dequeued - completed - failed." },
-    { "fanhub_consumer_backlog_max", S_GAUGE, "backlog_max", NULL,
-      "Highest backlog since the hub started." },
-    { "fanhub_consumer_capacity", S_GAUGE, "capacity", NULL,
-      "Messages the consumer's queue holds before its overflow policy applies." },
-    { "fanhub_consumer_stuck", S_GAUGE, "stuck", NULL,
-      "Consume calls running now for longer than the stuck threshold." },
-    { "fanhub_consumer_evicted_total", S_COUNTER, "evicted", NULL,
-      "Queued messages dropped by drop-oldest to make room for a newer one (also in dropped)." },
-    { "fanhub_consumer_spool_bytes", S_GAUGE, "spool_bytes", NULL,
-      "Bytes of spooled messages not yet consumed." },
-    { "fanhub_consumer_spool_corrupt_total", S_COUNTER, "spool_corrupt", NULL,
-      "Damaged spool records or regions skipped." },
-    { "fanhub_consumer_keys_active", S_GAUGE, "keys_active", NULL,
-      "Pool: keys with a message queued, running or waiting for a retry." },
-    { "fanhub_consumer_key_backlog_max", S_GAUGE, "key_backlog_max", NULL,
-      "Pool: the most messages one key has had queued at once." },
-    { "fanhub_consumer_key_fallback_total", S_COUNTER, "key_fallback", NULL,
-      "Pool: messages whose order_by key could not be read, given the fallback key." },
-    { "fanhub_consumer_queue_wait_seconds", S_SUMMARY, "queue_wait", NULL,
-      "Time from the hub receiving a message to the consumer starting on it, since start." },
-    { "fanhub_consumer_processing_seconds", S_SUMMARY, "processing", NULL,
-      "Time the consumer's plugin took for a message, since start." },
-    { "fanhub_consumer_queue_wait_max_seconds", S_GAUGE, "queue_wait", "max",
-      "Longest queue wait since the hub started." },
-    { "fanhub_consumer_processing_max_seconds", S_GAUGE, "processing", "max",
-      "Longest processing time since the hub started." },
-};
-
-static const struct {
-    const char *label;
-    const char *field;
-} s_quantiles[] = {
-    { "0.5", "p50" }, { "0.9", "p90" }, { "0.99", "p99" }, { "0.999", "p999" },
-};
-
 static void
-s_prom_summary (s_buf_t *buf, const char *name, const char *consumer,
-                const json_t *histogram)
+s_prom_family (s_buf_t *buf, const fh_metric_t *row)
 {
-    json_int_t count = s_int (histogram, "count");
-    for (size_t i = 0; i < sizeof s_quantiles / sizeof s_quantiles[0]; i++) {
-        s_prom_consumer_sample (buf, name, "", consumer, s_quantiles[i].label);
-        if (count > 0)
-            s_put_number (buf, json_object_get (histogram, s_quantiles[i].field));
+    const char *type = row->type == FH_METRIC_COUNTER     ? "counter"
+                       : row->type == FH_METRIC_HISTOGRAM ? "histogram"
+                                                          : "gauge";
+    s_buf_printf (buf, "# HELP %s %s\n# TYPE %s %s\n", row->prometheus, row->help,
+                  row->prometheus, type);
+}
+
+/* A histogram's samples for one hub or consumer: the cumulative buckets
+   (+Inf is the count), _sum and _count. labels has room for le. */
+static void
+s_prom_histogram (s_buf_t *buf, const char *name, const fh_metrics_latency_t *latency,
+                  const char **labels, size_t used)
+{
+    char le[32];
+    uint64_t count = 0;
+    labels[used] = "le";
+    labels[used + 1] = le;
+    labels[used + 2] = NULL;
+    for (size_t i = 0; i <= FH_METRICS_BUCKETS; i++) {
+        if (i < FH_METRICS_BUCKETS)
+            fh_metrics_bucket_text (i, le, sizeof le);
         else
-            s_buf_puts (buf, "NaN");
-        s_buf_puts (buf, "\n");
+            snprintf (le, sizeof le, "+Inf");
+        /* A snapshot read back may disagree with itself: the counts never
+           go down from one bound to the next, nor above the count. */
+        if (i < FH_METRICS_BUCKETS && latency->le[i] > count)
+            count = latency->le[i];
+        if (i == FH_METRICS_BUCKETS || count > latency->run.count)
+            count = latency->run.count;
+        s_prom_sample (buf, name, "_bucket", labels);
+        s_buf_printf (buf, "%" PRIu64 "\n", count);
     }
-    s_prom_consumer_sample (buf, name, "_sum", consumer, NULL);
-    s_put_number (buf, json_object_get (histogram, "sum"));
+    labels[used] = NULL;
+    s_prom_sample (buf, name, "_sum", labels);
+    s_put_double (buf, 9, latency->run.sum);
     s_buf_puts (buf, "\n");
-    s_prom_consumer_sample (buf, name, "_count", consumer, NULL);
-    s_put_integer (buf, count);
-    s_buf_puts (buf, "\n");
+    s_prom_sample (buf, name, "_count", labels);
+    s_buf_printf (buf, "%" PRIu64 "\n", latency->run.count);
 }
 
-/* A family of one unlabelled sample: HELP, TYPE, NAME VALUE. */
+/* One row's samples for one item (the hub, an endpoint or a consumer). */
 static void
-s_prom_scalar (s_buf_t *buf, const char *name, const char *type, const char *help,
-               const json_t *value)
+s_prom_item (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row,
+             fh_metrics_item_t *item, const char **labels, size_t used)
 {
-    s_prom_family (buf, name, type, help);
-    s_buf_puts (buf, name);
-    s_buf_puts (buf, " ");
-    s_put_number (buf, value);
-    s_buf_puts (buf, "\n");
-}
-
-static void
-s_prom_hub (s_buf_t *buf, const json_t *hub)
-{
-    s_prom_family (buf, "fanhub_info", "gauge",
-                   "Constant 1, labelled with the hub's version and configured name.");
-    s_buf_puts (buf, "fanhub_info{version=\"");
-    s_prom_label_value (buf, s_str (hub, "version"));
-    s_buf_puts (buf, "\",name=\"");
-    s_prom_label_value (buf, s_str (hub, "name"));
-    s_buf_puts (buf, "\"} 1\n");
-
-    s_prom_scalar (buf, "fanhub_uptime_seconds", "gauge", "Seconds since the hub started.",
-                   json_object_get (hub, "uptime"));
-    s_prom_scalar (buf, "fanhub_received_total", "counter",
-                   "Bus messages read, malformed ones included.",
-                   json_object_get (hub, "received"));
-
-    /* One sample per reason; a hub that does not break them down gets
-       one sample without the label. */
-    s_prom_family (buf, "fanhub_malformed_total", "counter",
-                   "Bus messages dropped as malformed, by reason.");
-    const json_t *reasons = json_object_get (hub, "malformed_by_reason");
-    if (json_object_size (reasons) > 0) {
-        const char *reason;
-        json_t *count;
-        json_object_foreach ((json_t *) reasons, reason, count) {
-            s_buf_puts (buf, "fanhub_malformed_total{reason=\"");
-            s_prom_label_value (buf, reason);
-            s_buf_puts (buf, "\"} ");
-            s_put_number (buf, count);
+    if (row->id == FH_M_VERSION) {
+        const char *info[] = { "version", item->text ? item->text : "", "name",
+                               item->name ? item->name : "", NULL };
+        s_prom_sample (buf, row->prometheus, "", info);
+        s_buf_puts (buf, "1\n");
+        return;
+    }
+    if (row->id == FH_M_MALFORMED && snapshot->reason_count > 0) {
+        for (size_t i = 0; i < snapshot->reason_count; i++) {
+            const char *reason[] = { "reason", snapshot->reasons[i].name, NULL };
+            s_prom_sample (buf, row->prometheus, "", reason);
+            s_put_value (buf, &snapshot->reasons[i].value);
             s_buf_puts (buf, "\n");
         }
+        return;
     }
-    else {
-        s_buf_puts (buf, "fanhub_malformed_total ");
-        s_put_number (buf, json_object_get (hub, "malformed"));
-        s_buf_puts (buf, "\n");
+    if (row->type == FH_METRIC_HISTOGRAM) {
+        s_prom_histogram (buf, row->prometheus, fh_metrics_latency (item, row->id), labels, used);
+        return;
     }
+    s_prom_sample (buf, row->prometheus, "", labels);
+    if (row->of != row->id)
+        s_put_double (buf, 9, fh_metrics_latency (item, row->of)->run.max);
+    else
+        s_put_value (buf, &item->values[row->id]);
+    s_buf_puts (buf, "\n");
+}
 
-    s_prom_scalar (buf, "fanhub_unrouted_total", "counter",
-                   "Well-formed bus messages that matched no consumer.",
-                   json_object_get (hub, "unrouted"));
-
-    /* Completion and upstream gaps: only when the snapshot has them. */
-    const json_t *handled = json_object_get (hub, "handled");
-    if (handled)
-        s_prom_scalar (buf, "fanhub_handled_total", "counter",
-                       "Messages every consumer they went to is done with.", handled);
-    const json_t *end_to_end = json_object_get (hub, "end_to_end");
-    if (json_is_object (end_to_end)) {
-        s_prom_family (buf, "fanhub_end_to_end_seconds", "summary",
-                       "Time from the hub receiving a message to it being handled, since start.");
-        s_prom_summary (buf, "fanhub_end_to_end_seconds", NULL, end_to_end);
-        s_prom_scalar (buf, "fanhub_end_to_end_max_seconds", "gauge",
-                       "Longest time to handled since the hub started.",
-                       json_object_get (end_to_end, "max"));
+/* Whether the snapshot has the row at all (completion, upstream, process
+   figures come only with their part; a family needs a sample). */
+static bool
+s_prom_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
+{
+    switch (row->scope) {
+    case FH_SCOPE_UPSTREAM: return snapshot->has_upstream;
+    case FH_SCOPE_PROCESS: return snapshot->has_process;
+    case FH_SCOPE_ENDPOINT: return snapshot->endpoint_count > 0;
+    case FH_SCOPE_CONSUMER: return snapshot->consumer_count > 0;
+    case FH_SCOPE_HUB: break;
     }
-    const json_t *upstream = json_object_get (hub, "upstream");
-    if (json_is_object (upstream)) {
-        static const struct {
-            const char *name, *type, *field, *help;
-        } families[] = {
-            { "fanhub_upstream_lost_total", "counter", "lost",
-              "Sequence numbers a producer skipped: messages lost before the hub." },
-            { "fanhub_upstream_restarts_total", "counter", "restarts",
-              "Times a producer's sequence went back (a restart, or out of order)." },
-            { "fanhub_upstream_untracked_total", "counter", "untracked",
-              "Messages without a usable sequence or producer, or beyond max_producers." },
-            { "fanhub_upstream_producers", "gauge", "producers", "Producers tracked." },
-        };
-        for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
-            s_prom_scalar (buf, families[i].name, families[i].type, families[i].help,
-                           json_object_get (upstream, families[i].field));
-    }
-
-    const json_t *endpoints = json_object_get (hub, "endpoints");
-    bool first = true;
-    for (size_t i = 0; i < json_array_size (endpoints); i++) {
-        const json_t *endpoint = json_array_get (endpoints, i);
-        const char *address = json_string_value (json_object_get (endpoint, "endpoint"));
-        if (!address)
-            continue;
-        if (first)
-            s_prom_family (buf, "fanhub_endpoint_connected", "gauge",
-                           "1 while at least one peer is connected on the bus endpoint, else 0.");
-        first = false;
-        s_buf_puts (buf, "fanhub_endpoint_connected{endpoint=\"");
-        s_prom_label_value (buf, address);
-        s_buf_puts (buf, "\",kind=\"");
-        s_prom_label_value (buf, s_str (endpoint, "kind"));
-        s_buf_puts (buf, json_is_true (json_object_get (endpoint, "connected"))
-                             ? "\"} 1\n"
-                             : "\"} 0\n");
-    }
+    if (row->id == FH_M_HANDLED)
+        return snapshot->has_handled;
+    if (row->id == FH_M_END_TO_END || row->of == FH_M_END_TO_END)
+        return snapshot->has_end_to_end;
+    return true;
 }
 
 char *
-fh_stats_format_prometheus (const json_t *stats)
+fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
 {
     s_buf_t buf = { 0 };
-    s_prom_hub (&buf, json_object_get (stats, "hub"));
-
-    const json_t *consumers = json_object_get (stats, "consumers");
-    size_t named = 0;
-    for (size_t i = 0; i < json_array_size (consumers); i++)
-        if (s_consumer_name (json_array_get (consumers, i)))
-            named++;
-    if (named == 0)
-        return s_buf_finish (&buf);
-
-    for (size_t f = 0; f < sizeof s_consumer_families / sizeof s_consumer_families[0]; f++) {
-        const char *name = s_consumer_families[f].name;
-        s_kind_t kind = s_consumer_families[f].kind;
-        s_prom_family (&buf, name,
-                       kind == S_COUNTER ? "counter" : kind == S_GAUGE ? "gauge" : "summary",
-                       s_consumer_families[f].help);
-        for (size_t i = 0; i < json_array_size (consumers); i++) {
-            const json_t *consumer = json_array_get (consumers, i);
-            const char *consumer_name = s_consumer_name (consumer);
-            if (!consumer_name)
-                continue;
-            const json_t *value = json_object_get (consumer, s_consumer_families[f].field);
-            if (kind == S_SUMMARY) {
-                s_prom_summary (&buf, name, consumer_name, value);
-                continue;
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        if (!row->prometheus || !s_prom_present (snapshot, row))
+            continue;
+        s_prom_family (&buf, row);
+        const char *labels[8] = { NULL };
+        if (row->scope == FH_SCOPE_ENDPOINT)
+            for (size_t i = 0; i < snapshot->endpoint_count; i++) {
+                fh_metrics_item_t *item = &snapshot->endpoints[i];
+                labels[0] = "endpoint";
+                labels[1] = item->name ? item->name : "";
+                labels[2] = "kind";
+                labels[3] = item->text ? item->text : "";
+                s_prom_item (&buf, snapshot, row, item, labels, 4);
             }
-            if (s_consumer_families[f].sub)
-                value = json_object_get (value, s_consumer_families[f].sub);
-            s_prom_consumer_sample (&buf, name, "", consumer_name, NULL);
-            s_put_number (&buf, value);
-            s_buf_puts (&buf, "\n");
-        }
+        else if (row->scope == FH_SCOPE_CONSUMER)
+            for (size_t i = 0; i < snapshot->consumer_count; i++) {
+                fh_metrics_item_t *item = &snapshot->consumers[i];
+                labels[0] = "consumer";
+                labels[1] = item->name ? item->name : "";
+                s_prom_item (&buf, snapshot, row, item, labels, 2);
+            }
+        else
+            s_prom_item (&buf, snapshot, row, (fh_metrics_item_t *) &snapshot->hub, labels, 0);
     }
     return s_buf_finish (&buf);
 }
 
 /* ---- collectd ------------------------------------------------------------ */
+
 
 /* A name inside a collectd identifier: '/', '"', '\\', spaces and control
    characters would break it (or the quoting), so they become '_'. */
@@ -541,64 +367,51 @@ s_collectd_start (s_buf_t *buf, const s_collectd_t *self, const char *instance,
     s_buf_puts (buf, ":");
 }
 
-static void
-s_collectd_integer (s_buf_t *buf, const s_collectd_t *self, const char *instance,
-                    const char *type, json_int_t value)
-{
-    s_collectd_start (buf, self, instance, type);
-    s_put_integer (buf, value);
-    s_buf_puts (buf, "\n");
-}
 
-/* latency-NAME_p99 and latency-NAME_mean from the histogram's figures
-   over the last interval; 0 when that interval had no sample. */
+/* The values of one scope's rows that have a collectd type: integers, or
+   for a latency its _p99 and _mean over the last interval (0 when that
+   interval had no sample). */
 static void
-s_collectd_latency (s_buf_t *buf, const s_collectd_t *self, const char *instance,
-                    const char *name, const json_t *histogram)
+s_collectd_item (s_buf_t *buf, const s_collectd_t *self, fh_metric_scope_t scope,
+                 const char *instance, fh_metrics_item_t *item)
 {
-    const json_t *interval = json_object_get (histogram, "interval");
-    bool samples = s_int (interval, "count") > 0;
-    static const char *const figures[] = { "p99", "mean" };
-    for (size_t i = 0; i < 2; i++) {
-        char type[64];
-        snprintf (type, sizeof type, "latency-%s_%s", name, figures[i]);
-        s_collectd_start (buf, self, instance, type);
-        s_put_double (buf, 9, samples ? s_real (interval, figures[i]) : 0.0);
-        s_buf_puts (buf, "\n");
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        if (row->scope != scope || !row->collectd)
+            continue;
+        if (row->type != FH_METRIC_HISTOGRAM) {
+            s_collectd_start (buf, self, instance, row->collectd);
+            s_buf_printf (buf, "%" PRId64 "\n", fh_metric_value_int (&item->values[id]));
+            continue;
+        }
+        const fh_histogram_summary_t *interval = &fh_metrics_latency (item, row->id)->interval;
+        static const char *const figures[] = { "p99", "mean" };
+        for (size_t i = 0; i < 2; i++) {
+            char type[64];
+            snprintf (type, sizeof type, "%s_%s", row->collectd, figures[i]);
+            s_collectd_start (buf, self, instance, type);
+            double value = i == 0 ? interval->p99 : interval->mean;
+            s_put_double (buf, 9, interval->count > 0 ? value : 0.0);
+            s_buf_puts (buf, "\n");
+        }
     }
 }
 
 char *
-fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s)
+fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, double interval,
+                     double when_s)
 {
     s_buf_t buf = { 0 };
-    const json_t *hub = json_object_get (stats, "hub");
     s_collectd_t self = {
         .host = host && *host ? host : "localhost",
-        .hub_name = s_hub_name (hub),
+        .hub_name = snapshot->hub.name && *snapshot->hub.name ? snapshot->hub.name : NULL,
         .interval = interval,
         .when_s = when_s,
     };
-    s_collectd_integer (&buf, &self, NULL, "derive-received", s_int (hub, "received"));
-    s_collectd_integer (&buf, &self, NULL, "derive-malformed", s_int (hub, "malformed"));
-    s_collectd_integer (&buf, &self, NULL, "derive-unrouted", s_int (hub, "unrouted"));
-
-    const json_t *consumers = json_object_get (stats, "consumers");
-    for (size_t i = 0; i < json_array_size (consumers); i++) {
-        const json_t *consumer = json_array_get (consumers, i);
-        const char *name = s_consumer_name (consumer);
-        if (!name)
-            continue;
-        s_collectd_integer (&buf, &self, name, "queue_length", s_int (consumer, "backlog"));
-        s_collectd_latency (&buf, &self, name, "queue_wait",
-                            json_object_get (consumer, "queue_wait"));
-        s_collectd_latency (&buf, &self, name, "processing",
-                            json_object_get (consumer, "processing"));
-        s_collectd_integer (&buf, &self, name, "derive-completed", s_int (consumer, "completed"));
-        s_collectd_integer (&buf, &self, name, "derive-failed", s_int (consumer, "failed"));
-        s_collectd_integer (&buf, &self, name, "derive-dropped", s_int (consumer, "dropped"));
-        s_collectd_integer (&buf, &self, name, "derive-enqueued", s_int (consumer, "enqueued"));
-    }
+    s_collectd_item (&buf, &self, FH_SCOPE_HUB, NULL, (fh_metrics_item_t *) &snapshot->hub);
+    for (size_t i = 0; i < snapshot->consumer_count; i++)
+        s_collectd_item (&buf, &self, FH_SCOPE_CONSUMER, snapshot->consumers[i].name,
+                         &snapshot->consumers[i]);
     return s_buf_finish (&buf);
 }
 
@@ -642,20 +455,6 @@ s_human_uptime (char *text, size_t size, double seconds)
         snprintf (text, size, "%lldd%02lldh%02lldm", s / 86400, s / 3600 % 24, s / 60 % 60);
 }
 
-/* The p99 of the last interval; before the first interval has passed
-   (or when it had no samples), the whole run's; "-" without samples. */
-static void
-s_table_p99 (char *text, size_t size, const json_t *histogram)
-{
-    const json_t *interval = json_object_get (histogram, "interval");
-    if (s_int (interval, "count") > 0)
-        s_human_seconds (text, size, s_real (interval, "p99"));
-    else if (s_int (histogram, "count") > 0)
-        s_human_seconds (text, size, s_real (histogram, "p99"));
-    else
-        snprintf (text, size, "-");
-}
-
 /* The name in a column of width: printable ASCII only, cut with '~'. */
 static void
 s_table_name (s_buf_t *buf, const char *name, size_t width)
@@ -671,51 +470,88 @@ s_table_name (s_buf_t *buf, const char *name, size_t width)
     }
 }
 
+/* The p99 of the last interval; before the first interval has passed
+   (or when it had no samples), the whole run's; "-" without samples. */
+static void
+s_table_p99 (char *text, size_t size, const fh_metrics_latency_t *latency)
+{
+    if (latency->interval.count > 0)
+        s_human_seconds (text, size, latency->interval.p99);
+    else if (latency->run.count > 0)
+        s_human_seconds (text, size, latency->run.p99);
+    else
+        snprintf (text, size, "-");
+}
+
 char *
-fh_stats_format_table (const json_t *stats)
+fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
 {
     s_buf_t buf = { 0 };
-    const json_t *hub = json_object_get (stats, "hub");
-    const char *hub_name = s_hub_name (hub);
+    const fh_metrics_item_t *hub = &snapshot->hub;
+    const char *hub_name = hub->name && *hub->name ? hub->name : NULL;
     char uptime[64];
-    s_human_uptime (uptime, sizeof uptime, s_real (hub, "uptime"));
+    s_human_uptime (uptime, sizeof uptime, fh_metric_value_real (&hub->values[FH_M_UPTIME]));
     s_buf_puts (&buf, "hub ");
     if (hub_name)
         s_table_name (&buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
     else
         s_buf_puts (&buf, "-");
-    s_buf_printf (&buf,
-                  " up %s  received %" JSON_INTEGER_FORMAT "  malformed %" JSON_INTEGER_FORMAT
-                  "  unrouted %" JSON_INTEGER_FORMAT "\n",
-                  uptime, s_int (hub, "received"), s_int (hub, "malformed"),
-                  s_int (hub, "unrouted"));
+    s_buf_printf (&buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
+                  uptime, fh_metric_value_int (&hub->values[FH_M_RECEIVED]),
+                  fh_metric_value_int (&hub->values[FH_M_MALFORMED]),
+                  fh_metric_value_int (&hub->values[FH_M_UNROUTED]));
 
-    const json_t *consumers = json_object_get (stats, "consumers");
     size_t width = S_NAME_MIN;
-    for (size_t i = 0; i < json_array_size (consumers); i++) {
-        const char *name = s_consumer_name (json_array_get (consumers, i));
-        if (name && strlen (name) > width)
-            width = strlen (name) < S_NAME_MAX ? strlen (name) : S_NAME_MAX;
+    for (size_t i = 0; i < snapshot->consumer_count; i++) {
+        size_t len = strlen (snapshot->consumers[i].name);
+        if (len > width)
+            width = len < S_NAME_MAX ? len : S_NAME_MAX;
     }
     s_table_name (&buf, "CONSUMER", width);
     s_buf_printf (&buf, " %9s %9s %11s %11s %9s %9s %8s %8s\n", "BACKLOG", "IN_FLIGHT",
                   "ENQUEUED", "COMPLETED", "FAILED", "DROPPED", "WAIT_P99", "PROC_P99");
-    for (size_t i = 0; i < json_array_size (consumers); i++) {
-        const json_t *consumer = json_array_get (consumers, i);
-        const char *name = s_consumer_name (consumer);
-        if (!name)
-            continue;
+    static const fh_metric_id_t columns[] = { FH_M_BACKLOG,   FH_M_IN_FLIGHT, FH_M_ENQUEUED,
+                                              FH_M_COMPLETED, FH_M_FAILED,    FH_M_DROPPED };
+    static const int widths[] = { 9, 9, 11, 11, 9, 9 };
+    for (size_t i = 0; i < snapshot->consumer_count; i++) {
+        fh_metrics_item_t *consumer = &snapshot->consumers[i];
+        s_table_name (&buf, consumer->name, width);
+        for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+            s_buf_printf (&buf, " %*" PRId64, widths[c],
+                          fh_metric_value_int (&consumer->values[columns[c]]));
         char wait[32], proc[32];
-        s_table_p99 (wait, sizeof wait, json_object_get (consumer, "queue_wait"));
-        s_table_p99 (proc, sizeof proc, json_object_get (consumer, "processing"));
-        s_table_name (&buf, name, width);
-        s_buf_printf (&buf,
-                      " %9" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT
-                      " %11" JSON_INTEGER_FORMAT " %11" JSON_INTEGER_FORMAT
-                      " %9" JSON_INTEGER_FORMAT " %9" JSON_INTEGER_FORMAT " %8s %8s\n",
-                      s_int (consumer, "backlog"), s_int (consumer, "in_flight"),
-                      s_int (consumer, "enqueued"), s_int (consumer, "completed"),
-                      s_int (consumer, "failed"), s_int (consumer, "dropped"), wait, proc);
+        s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
+        s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
+        s_buf_printf (&buf, " %8s %8s\n", wait, proc);
     }
     return s_buf_finish (&buf);
+}
+
+/* ---- From a JSON snapshot ------------------------------------------------ */
+
+char *
+fh_stats_format_prometheus (const json_t *stats)
+{
+    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
+    char *text = snapshot ? fh_metrics_prometheus (snapshot) : NULL;
+    fh_metrics_snapshot_destroy (&snapshot);
+    return text;
+}
+
+char *
+fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s)
+{
+    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
+    char *text = snapshot ? fh_metrics_collectd (snapshot, host, interval, when_s) : NULL;
+    fh_metrics_snapshot_destroy (&snapshot);
+    return text;
+}
+
+char *
+fh_stats_format_table (const json_t *stats)
+{
+    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
+    char *text = snapshot ? fh_metrics_table (snapshot) : NULL;
+    fh_metrics_snapshot_destroy (&snapshot);
+    return text;
 }

@@ -1,24 +1,35 @@
-/*  stats_format - a STATS snapshot as text: Prometheus, collectd, a table.
+/*  stats_format - a metrics snapshot as text: Prometheus, collectd, a table.
 
-    Pure functions: each takes a snapshot (the JSON object described in
-    docs/stats-schema.md, as the control socket answers it) and returns a
-    new string; nothing is kept between calls and no function touches a
-    socket, a clock or the environment, so they are safe from any thread.
-    docs/metrics.md lists every metric under its three names.
+    Pure functions: each takes a snapshot and returns a new string;
+    nothing is kept between calls and no function touches a socket, a
+    clock or the environment, so they are safe from any thread. The
+    fh_metrics_* functions take the C snapshot (metrics.h) the hub makes;
+    the fh_stats_format_* ones a JSON snapshot (docs/stats-schema.md, as
+    the control socket answers it, for `fanhub stats`), read back with
+    fh_metrics_from_json first. The metrics are the registry's rows
+    (metrics.h); docs/metrics.md lists each under its names.
 
-    The snapshot comes over a socket, so it is not trusted: a field that is
+    A JSON snapshot comes over a socket, so it is not trusted: a field that is
     missing or of the wrong type counts as 0 (a string as the empty
     string, a boolean as false; an integer and a real are both numbers), a
     consumer without a non-empty string name is left out, and an argument
     that is not an object (NULL included) gives the output of an empty
     snapshot. A valid snapshot always gives the same text. Integers are
-    written as integers, reals with "%.9g" (with a '.' even if the locale
+    written as integers, reals with "%.9g", or as many more digits (up to
+    17) as it takes to read back the same number (with a '.' even if the locale
     says ',').
 */
 #ifndef FH_STATS_FORMAT_H_INCLUDED
 #define FH_STATS_FORMAT_H_INCLUDED
 
+#include "metrics.h"
+
 #include <jansson.h>
+
+char *fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot);
+char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host,
+                           double interval, double when_s);
+char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
 
 /* Prometheus text exposition format 0.0.4. Returns a malloc'd string or NULL.
 
@@ -26,10 +37,12 @@
    its samples together; a family with no sample (no consumer, no
    endpoint) is left out entirely. Per-consumer families carry the label
    consumer="NAME". Label values are escaped per the format (backslash,
-   double quote, newline). The summaries fanhub_consumer_queue_wait_seconds
-   and fanhub_consumer_processing_seconds give the whole-run quantiles 0.5,
-   0.9, 0.99 and 0.999 (NaN while count is 0, as Prometheus' client
-   libraries do), _sum and _count. NULL only when out of memory. */
+   double quote, newline). The latencies (fanhub_end_to_end_seconds,
+   fanhub_consumer_queue_wait_seconds, fanhub_consumer_processing_seconds)
+   are histograms over the whole run: cumulative _bucket samples at the
+   bounds of fh_metrics_bucket_le and +Inf, _sum and _count. The process_*
+   families come last, when the snapshot has them. NULL only when out of
+   memory. */
 char *fh_stats_format_prometheus (const json_t *stats);
 
 /* collectd PUTVAL lines for the Exec plugin / unixsock. host: the collectd host name;
@@ -40,11 +53,12 @@ char *fh_stats_format_prometheus (const json_t *stats);
    First the hub, under the plugin instance hub.name (or "hub" when the
    hub has no name): derive-received, derive-malformed, derive-unrouted.
    Then each consumer, under the plugin instance CONSUMER, or
-   HUBNAME.CONSUMER when hub.name is a non-empty string: queue_length
-   (the backlog), latency-queue_wait_p99, latency-queue_wait_mean,
-   latency-processing_p99, latency-processing_mean (seconds, over the last
-   metrics interval; 0 when that interval had no sample), derive-completed,
-   derive-failed, derive-dropped, derive-enqueued. Derive values are
+   HUBNAME.CONSUMER when hub.name is a non-empty string, in the registry's
+   order: derive-enqueued, derive-completed, derive-failed, derive-dropped,
+   queue_length (the backlog), latency-queue_wait_p99,
+   latency-queue_wait_mean, latency-processing_p99, latency-processing_mean
+   (seconds, over the last metrics interval; 0 when that interval had no
+   sample). Derive values are
    integers: a real is truncated, one out of range counts as 0.
    In host and names, '/', '"', '\\', spaces and control characters
    become '_'; a NULL or empty host is "localhost". interval is printed

@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMMANDS " (commands: PING, STATS, EMIT, INJECT, RELOAD)"
+#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD)"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -96,10 +96,10 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
         snprintf (line, room, "ERROR command of %zu bytes, at most %d", frames[0].size,
                   FH_CONTROL_MAX_COMMAND);
     else if ((s_word (&frames[0], "PING") || s_word (&frames[0], "STATS")
-              || s_word (&frames[0], "RELOAD"))
+              || s_word (&frames[0], "METRICS") || s_word (&frames[0], "RELOAD"))
              && count > 1)
         snprintf (line, room,
-                  "ERROR PING, STATS and RELOAD take no arguments (a request is one frame)");
+                  "ERROR PING, STATS, METRICS and RELOAD take no arguments (a request is one frame)");
     else if (s_word (&frames[0], "EMIT")
              && (count < 5 || (!s_word (&frames[1], "wait") && !s_word (&frames[1], "nowait"))
                  || !s_timeout_ok (&frames[2], &timeout)))
@@ -108,7 +108,7 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
     else if (s_word (&frames[0], "INJECT") && count < 4)
         snprintf (line, room, "ERROR usage: INJECT, consumer, topic, body[, frames...]");
     else if (!s_word (&frames[0], "PING") && !s_word (&frames[0], "STATS")
-             && !s_word (&frames[0], "RELOAD") && !s_word (&frames[0], "EMIT")
+             && !s_word (&frames[0], "METRICS") && !s_word (&frames[0], "RELOAD") && !s_word (&frames[0], "EMIT")
              && !s_word (&frames[0], "INJECT")) {
         /* The word: 44 characters shown at most, then "..." if cut. */
         char shown[48];
@@ -132,11 +132,13 @@ s_check_accepted (const fanhub_bytes_t *frames, size_t count, const fh_control_r
     switch (out->kind) {
     case FH_CONTROL_PING:
     case FH_CONTROL_STATS:
+    case FH_CONTROL_METRICS:
     case FH_CONTROL_RELOAD:
         s_check (count == 1, "no-argument command with arguments");
-        s_check (s_word (&frames[0], out->kind == FH_CONTROL_PING    ? "PING"
-                                     : out->kind == FH_CONTROL_STATS ? "STATS"
-                                                                     : "RELOAD"),
+        s_check (s_word (&frames[0], out->kind == FH_CONTROL_PING      ? "PING"
+                                     : out->kind == FH_CONTROL_STATS   ? "STATS"
+                                     : out->kind == FH_CONTROL_METRICS ? "METRICS"
+                                                                       : "RELOAD"),
                  "kind is not the word");
         s_check (!out->wait && out->timeout_ms == 0 && out->consumer == 0 && out->message == 0,
                  "fields set for a no-argument command");

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 
 import fanhublib as fh
 
@@ -61,11 +62,31 @@ def promtool_check(text, what):
 
 # ---- Snapshots ------------------------------------------------------------------
 
+# The upper bounds of the histograms' buckets: 2^8 to 2^35 ns, as the le
+# label writes them (and the JSON "buckets" keys).
+BOUNDS = ["%.9g" % (2 ** k * 1e-9) for k in range(8, 36)]
+
+
 def figures(count, base):
     if count == 0:
         return {k: 0 for k in ("count", "sum", "mean", "p50", "p90", "p99", "p999", "max")}
+    # Cumulative counts at a few bounds: below base, around it, above.
+    under = [b for b in BOUNDS if float(b) < base]
+    over = [b for b in BOUNDS if float(b) >= base]
+    buckets = {under[-1]: count // 4, over[0]: count // 2, over[2]: count - 1}
     return {"count": count, "sum": base * count * 1.3, "mean": base * 1.3, "p50": base,
-            "p90": base * 2, "p99": base * 4, "p999": base * 5.1, "max": base * 5.2}
+            "p90": base * 2, "p99": base * 4, "p999": base * 5.1, "max": base * 5.2,
+            "buckets": buckets}
+
+
+def cumulative(h):
+    """{le: count} of every bound and +Inf, as a histogram's samples should be."""
+    given, seen, out = h.get("buckets", {}), 0, {}
+    for b in BOUNDS:
+        seen = min(max(seen, given.get(b, 0)), h["count"])
+        out[b] = seen
+    out["+Inf"] = h["count"]
+    return out
 
 
 def consumer(name, scale=1, wait_interval=100, proc_interval=0):
@@ -99,6 +120,13 @@ def snapshot(name="buildsys", consumers=None, endpoints=None):
     }
 
 
+def with_process(snap):
+    snap["process"] = {"start_time": 1700000000.25, "cpu_seconds": 1.5,
+                       "resident_memory_bytes": 10485760, "virtual_memory_bytes": 104857600,
+                       "open_fds": 12, "max_fds": 1024}
+    return snap
+
+
 def with_completion(snap, count=990, upstream=True):
     """The snapshot with hub.handled and end_to_end (and hub.upstream)."""
     snap["hub"]["handled"] = count
@@ -111,6 +139,7 @@ def with_completion(snap, count=990, upstream=True):
 SNAPSHOTS = {
     "one consumer": snapshot(),
     "completion and upstream": with_completion(snapshot()),
+    "process figures": with_process(with_completion(snapshot())),
     "nothing handled yet": with_completion(snapshot(name=None), count=0, upstream=False),
     "three consumers, odd names": snapshot(
         name='build "sys"\\x', consumers=[
@@ -147,7 +176,7 @@ def parse_prometheus(text):
     assert text.endswith("\n"), "no final newline"
     for line in text.splitlines():
         if line.startswith("#"):
-            assert re.match(r"^# (HELP|TYPE) fanhub_[a-z_]+ \S", line), line
+            assert re.match(r"^# (HELP|TYPE) (fanhub|process)_[a-z_]+ \S", line), line
             continue
         m = SAMPLE_RE.match(line)
         assert m, "not a sample line: %r" % line
@@ -192,9 +221,8 @@ def check_prometheus_values(samples, snap):
     if "handled" in hub:
         assert get("fanhub_handled_total") == hub["handled"]
         e2e = hub["end_to_end"]
-        for q, field in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p999")):
-            want = e2e[field] if e2e["count"] else float("nan")
-            assert same(get("fanhub_end_to_end_seconds", quantile=q), want), q
+        for le, want in cumulative(e2e).items():
+            assert get("fanhub_end_to_end_seconds_bucket", le=le) == want, le
         assert same(get("fanhub_end_to_end_seconds_sum"), e2e["sum"])
         assert get("fanhub_end_to_end_seconds_count") == e2e["count"]
         assert same(get("fanhub_end_to_end_max_seconds"), e2e["max"])
@@ -214,14 +242,27 @@ def check_prometheus_values(samples, snap):
         for hist in ("queue_wait", "processing"):
             h = c[hist]
             family = "fanhub_consumer_%s_seconds" % hist
-            for q, field in (("0.5", "p50"), ("0.9", "p90"), ("0.99", "p99"), ("0.999", "p999")):
-                want = h[field] if h["count"] else float("nan")
-                assert same(get(family, consumer=name, quantile=q), want), (name, hist, q)
+            for le, want in cumulative(h).items():
+                assert get(family + "_bucket", consumer=name, le=le) == want, (name, hist, le)
             assert same(get(family + "_sum", consumer=name), h["sum"]), (name, hist)
             assert get(family + "_count", consumer=name) == h["count"], (name, hist)
             assert same(get("fanhub_consumer_%s_max_seconds" % hist, consumer=name), h["max"])
     consumer_samples = [k for k in samples if k[0].startswith("fanhub_consumer_")]
-    assert len(consumer_samples) == len(snap["consumers"]) * (len(COUNTERS) + len(GAUGES) + 2 * 6 + 2)
+    per_histogram = len(BOUNDS) + 1 + 2  # the buckets, +Inf, _sum and _count
+    assert len(consumer_samples) == len(snap["consumers"]) * (
+        len(COUNTERS) + len(GAUGES) + 2 * per_histogram + 2)
+    process = snap.get("process")
+    process_samples = {k[0]: v for k, v in samples.items() if k[0].startswith("process_")}
+    if process:
+        assert process_samples == {
+            "process_start_time_seconds": process["start_time"],
+            "process_cpu_seconds_total": process["cpu_seconds"],
+            "process_resident_memory_bytes": process["resident_memory_bytes"],
+            "process_virtual_memory_bytes": process["virtual_memory_bytes"],
+            "process_open_fds": process["open_fds"],
+            "process_max_fds": process["max_fds"]}, process_samples
+    else:
+        assert process_samples == {}, process_samples
 
 
 def test_saved_snapshots_pass_promtool():
@@ -362,6 +403,19 @@ def test_live_hub_snapshot():
                         frozenset({("consumer", "audit.log")}))] == 100
         assert samples[("fanhub_info", frozenset({("version", snap()["hub"]["version"]),
                                                   ("name", "promtest")}))] == 1
+        # Latency histograms from the hub's own buckets: every consume call
+        # of "sink" below +Inf, counts never going down.
+        family = "fanhub_consumer_processing_seconds"
+        sink = frozenset({("consumer", "sink")})
+        assert samples[(family + "_count", sink)] == 200
+        counts = [samples[(family + "_bucket", sink | {("le", le)})] for le in BOUNDS + ["+Inf"]]
+        assert counts == sorted(counts) and counts[-1] == 200, counts
+        # The process figures of the hub itself.
+        assert samples[("process_open_fds", frozenset())] > 2
+        assert samples[("process_resident_memory_bytes", frozenset())] > 1 << 20
+        assert samples[("process_cpu_seconds_total", frozenset())] > 0
+        started = samples[("process_start_time_seconds", frozenset())]
+        assert time.time() - 600 < started <= time.time(), started
         status, text, err = fh.run(["stats", "-e", control, "--format", "collectd",
                                     "--host", "h1"])
         assert status == 0, err

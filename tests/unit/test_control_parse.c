@@ -22,9 +22,9 @@
 #define F(s) {(s), sizeof (s) - 1}
 #define MAX_FRAMES 8
 
-#define COMMANDS " (commands: PING, STATS, EMIT, INJECT, RELOAD)"
+#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD)"
 #define E_EMPTY "ERROR empty command" COMMANDS
-#define E_NO_ARGS "ERROR PING, STATS and RELOAD take no arguments (a request is one frame)"
+#define E_NO_ARGS "ERROR PING, STATS, METRICS and RELOAD take no arguments (a request is one frame)"
 #define E_EMIT "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]"
 #define E_INJECT "ERROR usage: INJECT, consumer, topic, body[, frames...]"
 #define E_UNKNOWN(word) "ERROR unknown command '" word "'" COMMANDS
@@ -53,10 +53,12 @@ static const s_case_t s_cases[] = {
     /* No arguments. */
     ACCEPT ("PING", FH_CONTROL_PING, false, 0, 0, 0, F ("PING")),
     ACCEPT ("STATS", FH_CONTROL_STATS, false, 0, 0, 0, F ("STATS")),
+    ACCEPT ("METRICS", FH_CONTROL_METRICS, false, 0, 0, 0, F ("METRICS")),
     ACCEPT ("RELOAD", FH_CONTROL_RELOAD, false, 0, 0, 0, F ("RELOAD")),
     REFUSE ("PING with an argument", E_NO_ARGS, F ("PING"), F ("x")),
     REFUSE ("PING with an empty argument", E_NO_ARGS, F ("PING"), F ("")),
     REFUSE ("STATS with arguments", E_NO_ARGS, F ("STATS"), F ("a"), F ("b")),
+    REFUSE ("METRICS with an argument", E_NO_ARGS, F ("METRICS"), F ("text")),
     REFUSE ("RELOAD with an argument", E_NO_ARGS, F ("RELOAD"), F ("now")),
     REFUSE ("RELOAD with an empty argument", E_NO_ARGS, F ("RELOAD"), F ("")),
 

@@ -9,6 +9,8 @@
 */
 #include "stats_format.h"
 
+#include "metrics.h"
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,6 +48,73 @@ s_histogram (const figures_t *run, const figures_t *interval)
     return json;
 }
 
+/* The same with cumulative Prometheus buckets: a few bounds only, as
+   {"LE": COUNT}; the formatter carries a count on to the bounds left out. */
+static json_t *
+s_histogram_buckets (const figures_t *run, const figures_t *interval)
+{
+    json_t *json = s_histogram (run, interval);
+    json_t *buckets = json_pack ("{s:i, s:i, s:i}", "0.000524288", run->count / 5,
+                                 "0.001048576", run->count * 7 / 10, "0.004194304",
+                                 run->count - 10);
+    assert_non_null (buckets);
+    assert_int_equal (json_object_set_new (json, "buckets", buckets), 0);
+    return json;
+}
+
+/* The Prometheus lines of a histogram, appended to text (of size bytes):
+   the bounds 2^8..2^35 ns (and +Inf), whose cumulative counts are those of
+   s_histogram_buckets when with_buckets, else 0; then _sum and _count.
+   labels is "" or 'consumer="NAME",'. */
+static void
+s_append_histogram (char *text, size_t size, const char *family, const char *labels,
+                    int count, const char *sum, bool with_buckets)
+{
+    for (int i = 0; i <= FH_METRICS_BUCKETS; i++) {
+        char le[32];
+        if (i < FH_METRICS_BUCKETS)
+            fh_metrics_bucket_text ((size_t) i, le, sizeof le);
+        else
+            snprintf (le, sizeof le, "+Inf");
+        int log2 = i + FH_METRICS_BUCKET_FIRST_LOG2, cumulative = 0;
+        if (i == FH_METRICS_BUCKETS)
+            cumulative = count;
+        else if (with_buckets)
+            cumulative = log2 >= 22 ? count - 10 : log2 >= 20 ? count * 7 / 10 : log2 >= 19 ? count / 5 : 0;
+        size_t used = strlen (text);
+        snprintf (text + used, size - used, "%s_bucket{%sle=\"%s\"} %d\n", family, labels, le,
+                  cumulative);
+    }
+    size_t used = strlen (text);
+    char bare[128];
+    snprintf (bare, sizeof bare, "%.*s", (int) (strlen (labels) ? strlen (labels) - 1 : 0), labels);
+    snprintf (text + used, size - used, "%s_sum%s%s%s %s\n%s_count%s%s%s %d\n", family,
+              *bare ? "{" : "", bare, *bare ? "}" : "", sum, family, *bare ? "{" : "", bare,
+              *bare ? "}" : "", count);
+}
+
+/* Checks text against the lines of expected (one string). Frees text. */
+static void s_assert_lines (char *text, const char *const *expected, size_t count);
+
+static void
+s_assert_text (char *text, const char *expected)
+{
+    char *copy = strdup (expected);
+    assert_non_null (copy);
+    const char *lines[512];
+    size_t count = 0;
+    for (char *line = copy; *line; count++) {
+        assert_true (count < 512);
+        char *end = strchr (line, '\n');
+        assert_non_null (end);
+        *end = '\0';
+        lines[count] = line;
+        line = end + 1;
+    }
+    s_assert_lines (text, lines, count);
+    free (copy);
+}
+
 static const figures_t s_none = { 0, 0, 0, 0, 0, 0, 0, 0 };
 
 /* A consumer with the counters of the schema's example. */
@@ -80,7 +149,7 @@ s_snapshot (json_t *hub_name)
     const figures_t wait_interval = { 100, 0.1, 0.001, 0.0009, 0.002, 0.004, 0.0051, 0.0052 };
     const figures_t proc_run = { 985, 3.5, 0.00355, 0.003, 0.006, 0.0123, 0.02, 0.021 };
     json_t *consumers = json_pack ("[o]", s_consumer ("archive",
-                                                      s_histogram (&wait_run, &wait_interval),
+                                                      s_histogram_buckets (&wait_run, &wait_interval),
                                                       s_histogram (&proc_run, &s_none)));
     json_t *json = json_pack (
         "{s:{s:o, s:s, s:i, s:f, s:f, s:i, s:i,"
@@ -139,7 +208,7 @@ s_assert_grouped (const char *text)
 {
     char family[256] = "";
     char seen[8192] = " ";
-    bool summary = false;
+    bool histogram = false;
     const char *line = text;
     while (*line) {
         const char *end = strchr (line, '\n');
@@ -162,7 +231,7 @@ s_assert_grouped (const char *text)
         }
         else if (sscanf (copy, "# TYPE %255s %31s", name, type) == 2) {
             assert_string_equal (name, family);
-            summary = strcmp (type, "summary") == 0;
+            histogram = strcmp (type, "histogram") == 0;
         }
         else {
             size_t name_len = strcspn (copy, "{ ");
@@ -170,8 +239,9 @@ s_assert_grouped (const char *text)
             memcpy (name, copy, name_len);
             name[name_len] = '\0';
             bool ok = strcmp (name, family) == 0;
-            if (summary && !ok && strncmp (name, family, strlen (family)) == 0)
-                ok = strcmp (name + strlen (family), "_sum") == 0
+            if (histogram && !ok && strncmp (name, family, strlen (family)) == 0)
+                ok = strcmp (name + strlen (family), "_bucket") == 0
+                     || strcmp (name + strlen (family), "_sum") == 0
                      || strcmp (name + strlen (family), "_count") == 0;
             if (!ok)
                 fail_msg ("sample %s outside its family (in %s)", copy, family);
@@ -269,30 +339,28 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be read, given the fallback key.",
         "# TYPE fanhub_consumer_key_fallback_total counter",
         "fanhub_consumer_key_fallback_total{consumer=\"archive\"} 2",
-        "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to the consumer starting on it, since start.",
-        "# TYPE fanhub_consumer_queue_wait_seconds summary",
-        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.5\"} 0.0009",
-        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.9\"} 0.002",
-        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.99\"} 0.004",
-        "fanhub_consumer_queue_wait_seconds{consumer=\"archive\",quantile=\"0.999\"} 0.0051",
-        "fanhub_consumer_queue_wait_seconds_sum{consumer=\"archive\"} 1.25",
-        "fanhub_consumer_queue_wait_seconds_count{consumer=\"archive\"} 990",
-        "# HELP fanhub_consumer_processing_seconds Time the consumer's plugin took for a message, since start.",
-        "# TYPE fanhub_consumer_processing_seconds summary",
-        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.5\"} 0.003",
-        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.9\"} 0.006",
-        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.99\"} 0.0123",
-        "fanhub_consumer_processing_seconds{consumer=\"archive\",quantile=\"0.999\"} 0.02",
-        "fanhub_consumer_processing_seconds_sum{consumer=\"archive\"} 3.5",
-        "fanhub_consumer_processing_seconds_count{consumer=\"archive\"} 985",
-        "# HELP fanhub_consumer_queue_wait_max_seconds Longest queue wait since the hub started.",
-        "# TYPE fanhub_consumer_queue_wait_max_seconds gauge",
-        "fanhub_consumer_queue_wait_max_seconds{consumer=\"archive\"} 0.0052",
-        "# HELP fanhub_consumer_processing_max_seconds Longest processing time since the hub started.",
-        "# TYPE fanhub_consumer_processing_max_seconds gauge",
-        "fanhub_consumer_processing_max_seconds{consumer=\"archive\"} 0.021",
     };
-    ASSERT_LINES (fh_stats_format_prometheus (stats), expected);
+    char want[16384] = "";
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        snprintf (want + strlen (want), sizeof want - strlen (want), "%s\n", expected[i]);
+    snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
+              "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to the consumer starting on it, since start.\n"
+              "# TYPE fanhub_consumer_queue_wait_seconds histogram\n");
+    s_append_histogram (want, sizeof want, "fanhub_consumer_queue_wait_seconds",
+                        "consumer=\"archive\",", 990, "1.25", true);
+    snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
+              "# HELP fanhub_consumer_processing_seconds Time the consumer's plugin took for a message, since start.\n"
+              "# TYPE fanhub_consumer_processing_seconds histogram\n");
+    s_append_histogram (want, sizeof want, "fanhub_consumer_processing_seconds",
+                        "consumer=\"archive\",", 985, "3.5", false);
+    snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
+              "# HELP fanhub_consumer_queue_wait_max_seconds Longest queue wait since the hub started.\n"
+              "# TYPE fanhub_consumer_queue_wait_max_seconds gauge\n"
+              "fanhub_consumer_queue_wait_max_seconds{consumer=\"archive\"} 0.0052\n"
+              "# HELP fanhub_consumer_processing_max_seconds Longest processing time since the hub started.\n"
+              "# TYPE fanhub_consumer_processing_max_seconds gauge\n"
+              "fanhub_consumer_processing_max_seconds{consumer=\"archive\"} 0.021\n");
+    s_assert_text (fh_stats_format_prometheus (stats), want);
     /* The same snapshot, the same text. */
     char *once = fh_stats_format_prometheus (stats);
     char *twice = fh_stats_format_prometheus (stats);
@@ -322,20 +390,16 @@ test_prometheus_completion_and_upstream (void **state)
                                                       "restarts", 4, "untracked", 1,
                                                       "producers", 2)),
                       0);
-    const char *block =
+    char block[8192] =
         "fanhub_unrouted_total 5\n"
         "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
         "# TYPE fanhub_handled_total counter\n"
         "fanhub_handled_total 990\n"
         "# HELP fanhub_end_to_end_seconds Time from the hub receiving a message to it being"
         " handled, since start.\n"
-        "# TYPE fanhub_end_to_end_seconds summary\n"
-        "fanhub_end_to_end_seconds{quantile=\"0.5\"} 0.0011\n"
-        "fanhub_end_to_end_seconds{quantile=\"0.9\"} 0.003\n"
-        "fanhub_end_to_end_seconds{quantile=\"0.99\"} 0.006\n"
-        "fanhub_end_to_end_seconds{quantile=\"0.999\"} 0.0071\n"
-        "fanhub_end_to_end_seconds_sum 2.1\n"
-        "fanhub_end_to_end_seconds_count 990\n"
+        "# TYPE fanhub_end_to_end_seconds histogram\n";
+    s_append_histogram (block, sizeof block, "fanhub_end_to_end_seconds", "", 990, "2.1", false);
+    snprintf (block + strlen (block), sizeof block - strlen (block), "%s",
         "# HELP fanhub_end_to_end_max_seconds Longest time to handled since the hub started.\n"
         "# TYPE fanhub_end_to_end_max_seconds gauge\n"
         "fanhub_end_to_end_max_seconds 0.0072\n"
@@ -354,7 +418,7 @@ test_prometheus_completion_and_upstream (void **state)
         "# HELP fanhub_upstream_producers Producers tracked.\n"
         "# TYPE fanhub_upstream_producers gauge\n"
         "fanhub_upstream_producers 2\n"
-        "# HELP fanhub_endpoint_connected ";
+        "# HELP fanhub_endpoint_connected ");
     char *text = fh_stats_format_prometheus (stats);
     assert_non_null (text);
     if (!strstr (text, block))
@@ -387,12 +451,13 @@ test_prometheus_families_grouped (void **state)
     const char *c2 = strstr (text, "fanhub_consumer_backlog{consumer=\"c2\"} 2\n");
     assert_non_null (archive);
     assert_true (archive < c0 && c0 < c2);
-    /* A histogram without samples: NaN quantiles, sum and count 0. */
-    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds{consumer=\"c1\",quantile=\"0.99\"} NaN\n"
-                                   "fanhub_consumer_processing_seconds{consumer=\"c1\",quantile=\"0.999\"} NaN\n"
+    /* A histogram without samples: every bucket, sum and count 0. */
+    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"34.3597384\"} 0\n"
+                                   "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"+Inf\"} 0\n"
                                    "fanhub_consumer_processing_seconds_sum{consumer=\"c1\"} 0\n"
                                    "fanhub_consumer_processing_seconds_count{consumer=\"c1\"} 0\n"));
-    assert_non_null (strstr (text, "fanhub_consumer_queue_wait_seconds{consumer=\"c1\",quantile=\"0.5\"} 0.25\n"));
+    assert_non_null (strstr (text, "fanhub_consumer_queue_wait_seconds_sum{consumer=\"c1\"} 0.75\n"
+                                   "fanhub_consumer_queue_wait_seconds_count{consumer=\"c1\"} 3\n"));
     assert_non_null (strstr (text, "fanhub_consumer_processing_max_seconds{consumer=\"c2\"} 0\n"));
     free (text);
     json_decref (stats);
@@ -437,7 +502,7 @@ test_prometheus_label_escaping (void **state)
         assert_non_null (strstr (text, want));
         snprintf (want, sizeof want, "\nfanhub_malformed_total{reason=\"%s\"} 9\n", cases[i].label);
         assert_non_null (strstr (text, want));
-        snprintf (want, sizeof want, "\nfanhub_consumer_queue_wait_seconds{consumer=\"%s\",quantile=\"0.999\"} 0.0051\n",
+        snprintf (want, sizeof want, "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"%s\",le=\"0.001048576\"} 693\n",
                   cases[i].label);
         assert_non_null (strstr (text, want));
         s_assert_grouped (text);
@@ -479,15 +544,15 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys/derive-received\" interval=10 N:1000",
         "PUTVAL \"myhost/fanhub-buildsys/derive-malformed\" interval=10 N:3",
         "PUTVAL \"myhost/fanhub-buildsys/derive-unrouted\" interval=10 N:5",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_mean\" interval=10 N:0",
-        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
-        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
-        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
-        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "myhost", 10.0, 0), expected);
     json_decref (stats);
@@ -502,15 +567,15 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-hub/derive-received\" interval=2.5 1700000000:1000",
         "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=2.5 1700000000:3",
         "PUTVAL \"h/fanhub-hub/derive-unrouted\" interval=2.5 1700000000:5",
+        "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
+        "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
+        "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
+        "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
         "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/latency-processing_mean\" interval=2.5 1700000000:0",
-        "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
-        "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
-        "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
-        "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "h", 2.5, 1700000000.0), expected);
     /* An empty name is no name either. */
@@ -710,11 +775,11 @@ test_broken_snapshots (void **state)
           "\nfanhub_consumer_enqueued_total{consumer=\"ok\"} 1e+300\n",
           "PUTVAL \"h/fanhub-ok/derive-failed\" interval=10 N:-1\n" },
         { "{\"consumers\": [{\"name\": \"ok\", \"backlog\": 1e300}]}",
-          "\nfanhub_consumer_processing_seconds{consumer=\"ok\",quantile=\"0.5\"} NaN\n",
+          "\nfanhub_consumer_processing_seconds_bucket{consumer=\"ok\",le=\"+Inf\"} 0\n",
           "PUTVAL \"h/fanhub-ok/queue_length\" interval=10 N:0\n" },
         { "{\"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"count\": 5, \"p50\": \"x\", \"max\": [],"
           " \"interval\": {\"count\": 2, \"p99\": null, \"mean\": \"m\"}}}]}",
-          "\nfanhub_consumer_queue_wait_seconds{consumer=\"a\",quantile=\"0.5\"} 0\n",
+          "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"a\",le=\"+Inf\"} 5\n",
           "PUTVAL \"h/fanhub-a/latency-queue_wait_p99\" interval=10 N:0\n" },
         { "{\"hub\": {\"received\": 9223372036854775807, \"uptime\": 1e308, \"name\": \"n\"},"
           " \"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"interval\": {\"count\": 1, \"p99\": -2,"

@@ -1,0 +1,309 @@
+/*  metrics - the registry of the hub's metrics and the snapshot of their
+    values. See metrics.h; docs/metrics.md describes every row. */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define C FH_METRIC_COUNTER
+#define G FH_METRIC_GAUGE
+#define H FH_METRIC_HISTOGRAM
+#define F FH_METRIC_FIELD
+
+/* A row of its own ("of" is itself) and a histogram's max. */
+#define ROW(id, scope, json, prom, collectd, type, real, unit, help) \
+    [id] = { id, scope, json, prom, collectd, type, real, unit, id, help }
+#define MAX_OF(id, of, scope, json, prom, help) \
+    [id] = { id, scope, json, prom, NULL, G, true, "seconds", of, help }
+
+/* In the order of the Prometheus text and of the JSON objects. */
+const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
+    ROW (FH_M_NAME, FH_SCOPE_HUB, "name", NULL, NULL, F, false, "",
+         "The hub's configured name: (null when none); a label of fanhub_info."),
+    ROW (FH_M_VERSION, FH_SCOPE_HUB, "version", "fanhub_info", NULL, FH_METRIC_INFO, false, "",
+         "Constant 1, labelled with the hub's version and configured name."),
+    ROW (FH_M_PID, FH_SCOPE_HUB, "pid", NULL, NULL, F, false, "", "Process id of the hub."),
+    ROW (FH_M_UPTIME, FH_SCOPE_HUB, "uptime", "fanhub_uptime_seconds", NULL, G, true, "seconds",
+         "Seconds since the hub started."),
+    ROW (FH_M_INTERVAL, FH_SCOPE_HUB, "interval", NULL, NULL, F, true, "seconds",
+         "metrics.interval: the span of the interval latency figures."),
+    ROW (FH_M_RECEIVED, FH_SCOPE_HUB, "received", "fanhub_received_total", "derive-received", C,
+         false, "messages", "Bus messages read, malformed ones included."),
+    ROW (FH_M_MALFORMED, FH_SCOPE_HUB, "malformed", "fanhub_malformed_total", "derive-malformed", C,
+         false, "messages", "Bus messages dropped as malformed, by reason."),
+    ROW (FH_M_MALFORMED_BY_REASON, FH_SCOPE_HUB, "malformed_by_reason", NULL, NULL, C, false,
+         "messages", "Malformed messages by reason; the reason label of fanhub_malformed_total."),
+    ROW (FH_M_UNROUTED, FH_SCOPE_HUB, "unrouted", "fanhub_unrouted_total", "derive-unrouted", C,
+         false, "messages", "Well-formed bus messages that matched no consumer."),
+    ROW (FH_M_HANDLED, FH_SCOPE_HUB, "handled", "fanhub_handled_total", NULL, C, false, "messages",
+         "Messages every consumer they went to is done with."),
+    ROW (FH_M_END_TO_END, FH_SCOPE_HUB, "end_to_end", "fanhub_end_to_end_seconds", NULL, H, true,
+         "seconds", "Time from the hub receiving a message to it being handled, since start."),
+    MAX_OF (FH_M_END_TO_END_MAX, FH_M_END_TO_END, FH_SCOPE_HUB, "end_to_end.max",
+            "fanhub_end_to_end_max_seconds", "Longest time to handled since the hub started."),
+
+    ROW (FH_M_UPSTREAM_LOST, FH_SCOPE_UPSTREAM, "lost", "fanhub_upstream_lost_total", NULL, C,
+         false, "messages", "Sequence numbers a producer skipped: messages lost before the hub."),
+    ROW (FH_M_UPSTREAM_RESTARTS, FH_SCOPE_UPSTREAM, "restarts", "fanhub_upstream_restarts_total",
+         NULL, C, false, "events",
+         "Times a producer's sequence went back (a restart, or out of order)."),
+    ROW (FH_M_UPSTREAM_UNTRACKED, FH_SCOPE_UPSTREAM, "untracked",
+         "fanhub_upstream_untracked_total", NULL, C, false, "messages",
+         "Messages without a usable sequence or producer, or beyond max_producers."),
+    ROW (FH_M_UPSTREAM_PRODUCERS, FH_SCOPE_UPSTREAM, "producers", "fanhub_upstream_producers",
+         NULL, G, false, "producers", "Producers tracked."),
+
+    ROW (FH_M_ENDPOINT, FH_SCOPE_ENDPOINT, "endpoint", NULL, NULL, F, false, "",
+         "The bus endpoint as configured; the endpoint label."),
+    ROW (FH_M_ENDPOINT_KIND, FH_SCOPE_ENDPOINT, "kind", NULL, NULL, F, false, "",
+         "connect or bind; the kind label."),
+    ROW (FH_M_ENDPOINT_CONNECTED, FH_SCOPE_ENDPOINT, "connected", "fanhub_endpoint_connected",
+         NULL, G, false, "0/1",
+         "1 while at least one peer is connected on the bus endpoint, else 0."),
+    ROW (FH_M_ENDPOINT_PEERS, FH_SCOPE_ENDPOINT, "peers", NULL, NULL, G, false, "connections",
+         "Connections up on the bus endpoint."),
+
+    ROW (FH_M_CONSUMER_NAME, FH_SCOPE_CONSUMER, "name", NULL, NULL, F, false, "",
+         "The consumer's name; the consumer label."),
+    ROW (FH_M_CONSUMER_PLUGIN, FH_SCOPE_CONSUMER, "plugin", NULL, NULL, F, false, "",
+         "The consumer's plugin as configured."),
+    ROW (FH_M_ENQUEUED, FH_SCOPE_CONSUMER, "enqueued", "fanhub_consumer_enqueued_total",
+         "derive-enqueued", C, false, "messages",
+         "Messages put on the consumer's queue (or its spool)."),
+    ROW (FH_M_DEQUEUED, FH_SCOPE_CONSUMER, "dequeued", "fanhub_consumer_dequeued_total", NULL, C,
+         false, "messages", "Messages taken off the consumer's queue to be consumed."),
+    ROW (FH_M_COMPLETED, FH_SCOPE_CONSUMER, "completed", "fanhub_consumer_completed_total",
+         "derive-completed", C, false, "messages",
+         "Messages the consumer's plugin finished with ok."),
+    ROW (FH_M_FAILED, FH_SCOPE_CONSUMER, "failed", "fanhub_consumer_failed_total",
+         "derive-failed", C, false, "messages",
+         "Messages that failed for good: the plugin answered fail, or retries ran out."),
+    ROW (FH_M_RETRIED, FH_SCOPE_CONSUMER, "retried", "fanhub_consumer_retried_total", NULL, C,
+         false, "calls", "Times a message was tried again after the plugin answered retry."),
+    ROW (FH_M_DROPPED, FH_SCOPE_CONSUMER, "dropped", "fanhub_consumer_dropped_total",
+         "derive-dropped", C, false, "messages",
+         "Messages dropped by the overflow policy of the consumer's full queue."),
+    ROW (FH_M_SPILLED, FH_SCOPE_CONSUMER, "spilled", "fanhub_consumer_spilled_total", NULL, C,
+         false, "messages", "Messages written to the consumer's disk spool."),
+    ROW (FH_M_DEAD_LETTERED, FH_SCOPE_CONSUMER, "dead_lettered",
+         "fanhub_consumer_dead_lettered_total", NULL, C, false, "messages",
+         "Messages sent to the consumer's dead-letter store."),
+    ROW (FH_M_COALESCED, FH_SCOPE_CONSUMER, "coalesced", "fanhub_consumer_coalesced_total", NULL,
+         C, false, "messages",
+         "Messages merged into one already queued instead of being consumed on their own."),
+    ROW (FH_M_BACKLOG, FH_SCOPE_CONSUMER, "backlog", "fanhub_consumer_backlog", "queue_length", G,
+         false, "messages",
+         "Messages waiting for the consumer: enqueued - dequeued, spool included."),
+    ROW (FH_M_IN_FLIGHT, FH_SCOPE_CONSUMER, "in_flight", "fanhub_consumer_in_flight", NULL, G,
+         false, "messages", "Messages being consumed now: dequeued - completed - failed."),
+    ROW (FH_M_BACKLOG_MAX, FH_SCOPE_CONSUMER, "backlog_max", "fanhub_consumer_backlog_max", NULL,
+         G, false, "messages", "Highest backlog since the hub started."),
+    ROW (FH_M_CAPACITY, FH_SCOPE_CONSUMER, "capacity", "fanhub_consumer_capacity", NULL, G, false,
+         "messages", "Messages the consumer's queue holds before its overflow policy applies."),
+    ROW (FH_M_STUCK, FH_SCOPE_CONSUMER, "stuck", "fanhub_consumer_stuck", NULL, G, false,
+         "workers", "Consume calls running now for longer than the stuck threshold."),
+    ROW (FH_M_EVICTED, FH_SCOPE_CONSUMER, "evicted", "fanhub_consumer_evicted_total", NULL, C,
+         false, "messages",
+         "Queued messages dropped by drop-oldest to make room for a newer one (also in dropped)."),
+    ROW (FH_M_SPOOL_BYTES, FH_SCOPE_CONSUMER, "spool_bytes", "fanhub_consumer_spool_bytes", NULL,
+         G, false, "bytes", "Bytes of spooled messages not yet consumed."),
+    ROW (FH_M_SPOOL_CORRUPT, FH_SCOPE_CONSUMER, "spool_corrupt",
+         "fanhub_consumer_spool_corrupt_total", NULL, C, false, "records",
+         "Damaged spool records or regions skipped."),
+    ROW (FH_M_KEYS_ACTIVE, FH_SCOPE_CONSUMER, "keys_active", "fanhub_consumer_keys_active", NULL,
+         G, false, "keys", "Pool: keys with a message queued, running or waiting for a retry."),
+    ROW (FH_M_KEY_BACKLOG_MAX, FH_SCOPE_CONSUMER, "key_backlog_max",
+         "fanhub_consumer_key_backlog_max", NULL, G, false, "messages",
+         "Pool: the most messages one key has had queued at once."),
+    ROW (FH_M_KEY_FALLBACK, FH_SCOPE_CONSUMER, "key_fallback",
+         "fanhub_consumer_key_fallback_total", NULL, C, false, "messages",
+         "Pool: messages whose order_by key could not be read, given the fallback key."),
+    ROW (FH_M_QUEUE_WAIT, FH_SCOPE_CONSUMER, "queue_wait", "fanhub_consumer_queue_wait_seconds",
+         "latency-queue_wait", H, true, "seconds",
+         "Time from the hub receiving a message to the consumer starting on it, since start."),
+    ROW (FH_M_PROCESSING, FH_SCOPE_CONSUMER, "processing", "fanhub_consumer_processing_seconds",
+         "latency-processing", H, true, "seconds",
+         "Time the consumer's plugin took for a message, since start."),
+    MAX_OF (FH_M_QUEUE_WAIT_MAX, FH_M_QUEUE_WAIT, FH_SCOPE_CONSUMER, "queue_wait.max",
+            "fanhub_consumer_queue_wait_max_seconds", "Longest queue wait since the hub started."),
+    MAX_OF (FH_M_PROCESSING_MAX, FH_M_PROCESSING, FH_SCOPE_CONSUMER, "processing.max",
+            "fanhub_consumer_processing_max_seconds",
+            "Longest processing time since the hub started."),
+    ROW (FH_M_WORKERS, FH_SCOPE_CONSUMER, "workers", NULL, NULL, G, true, "share, 0 to 1",
+         "Per worker: the share of the time since start spent inside consume."),
+
+    ROW (FH_M_PROCESS_START_TIME, FH_SCOPE_PROCESS, "start_time", "process_start_time_seconds",
+         NULL, G, true, "seconds", "Start time of the process since the Unix epoch in seconds."),
+    ROW (FH_M_PROCESS_CPU, FH_SCOPE_PROCESS, "cpu_seconds", "process_cpu_seconds_total", NULL, C,
+         true, "seconds", "Total user and system CPU time spent in seconds."),
+    ROW (FH_M_PROCESS_RESIDENT, FH_SCOPE_PROCESS, "resident_memory_bytes",
+         "process_resident_memory_bytes", NULL, G, false, "bytes", "Resident memory size in bytes."),
+    ROW (FH_M_PROCESS_VIRTUAL, FH_SCOPE_PROCESS, "virtual_memory_bytes",
+         "process_virtual_memory_bytes", NULL, G, false, "bytes", "Virtual memory size in bytes."),
+    ROW (FH_M_PROCESS_OPEN_FDS, FH_SCOPE_PROCESS, "open_fds", "process_open_fds", NULL, G, false,
+         "files", "Number of open file descriptors."),
+    ROW (FH_M_PROCESS_MAX_FDS, FH_SCOPE_PROCESS, "max_fds", "process_max_fds", NULL, G, false,
+         "files", "Maximum number of open file descriptors."),
+};
+
+double
+fh_metrics_bucket_le (size_t index)
+{
+    return ldexp (1e-9, (int) (index + FH_METRICS_BUCKET_FIRST_LOG2));
+}
+
+void
+fh_metrics_bucket_text (size_t index, char *text, size_t size)
+{
+    snprintf (text, size, "%.9g", fh_metrics_bucket_le (index));
+    for (char *c = text; *c; c++)
+        if (*c == ',')
+            *c = '.'; /* a locale's decimal comma */
+}
+
+int64_t
+fh_metric_value_int (const fh_metric_value_t *value)
+{
+    if (!value->is_real)
+        return value->integer;
+    if (value->real >= -9.2e18 && value->real <= 9.2e18)
+        return (int64_t) value->real;
+    return 0;
+}
+
+double
+fh_metric_value_real (const fh_metric_value_t *value)
+{
+    return value->is_real ? value->real : (double) value->integer;
+}
+
+fh_metrics_snapshot_t *
+fh_metrics_snapshot_new (void)
+{
+    return calloc (1, sizeof (fh_metrics_snapshot_t));
+}
+
+static void
+s_item_free (fh_metrics_item_t *item)
+{
+    free (item->name);
+    free (item->text);
+    free (item->busy);
+}
+
+void
+fh_metrics_snapshot_destroy (fh_metrics_snapshot_t **self_p)
+{
+    fh_metrics_snapshot_t *self = *self_p;
+    if (!self)
+        return;
+    s_item_free (&self->hub);
+    for (size_t i = 0; i < self->reason_count; i++)
+        free (self->reasons[i].name);
+    free (self->reasons);
+    for (size_t i = 0; i < self->endpoint_count; i++)
+        s_item_free (&self->endpoints[i]);
+    free (self->endpoints);
+    for (size_t i = 0; i < self->consumer_count; i++)
+        s_item_free (&self->consumers[i]);
+    free (self->consumers);
+    free (self);
+    *self_p = NULL;
+}
+
+/* Grows an array of items by count zeroed ones; the first new one, or NULL. */
+static fh_metrics_item_t *
+s_add_items (fh_metrics_item_t **items, size_t *used, size_t count)
+{
+    if (count > SIZE_MAX / sizeof **items - *used)
+        return NULL;
+    fh_metrics_item_t *grown = realloc (*items, (*used + count) * sizeof **items);
+    if (!grown)
+        return NULL;
+    *items = grown;
+    memset (grown + *used, 0, count * sizeof *grown);
+    fh_metrics_item_t *first = grown + *used;
+    *used += count;
+    return first;
+}
+
+fh_metrics_item_t *
+fh_metrics_add_endpoints (fh_metrics_snapshot_t *self, size_t count)
+{
+    return s_add_items (&self->endpoints, &self->endpoint_count, count);
+}
+
+fh_metrics_item_t *
+fh_metrics_add_consumers (fh_metrics_snapshot_t *self, size_t count)
+{
+    return s_add_items (&self->consumers, &self->consumer_count, count);
+}
+
+int
+fh_metrics_set_text (char **slot, const char *text)
+{
+    char *copy = text ? strdup (text) : NULL;
+    if (text && !copy)
+        return -1;
+    free (*slot);
+    *slot = copy;
+    return 0;
+}
+
+int
+fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name, fh_metric_value_t value)
+{
+    fh_metrics_reason_t *grown = realloc (self->reasons,
+                                          (self->reason_count + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    self->reasons = grown;
+    char *copy = strdup (name);
+    if (!copy)
+        return -1;
+    grown[self->reason_count++] = (fh_metrics_reason_t){ copy, value };
+    return 0;
+}
+
+void
+fh_metrics_set_int (fh_metrics_item_t *item, fh_metric_id_t id, int64_t value)
+{
+    if (fh_metrics[id].real)
+        item->values[id] = (fh_metric_value_t){ .is_real = true, .real = (double) value };
+    else
+        item->values[id] = (fh_metric_value_t){ .integer = value };
+}
+
+void
+fh_metrics_set_real (fh_metrics_item_t *item, fh_metric_id_t id, double value)
+{
+    item->values[id] = (fh_metric_value_t){ .is_real = true, .real = value };
+}
+
+fh_metrics_latency_t *
+fh_metrics_latency (fh_metrics_item_t *item, fh_metric_id_t id)
+{
+    return &item->latency[id == FH_M_PROCESSING ? 1 : 0];
+}
+
+void
+fh_metrics_latency_set (fh_metrics_latency_t *latency, const fh_histogram_snapshot_t *run,
+                        const fh_histogram_snapshot_t *interval)
+{
+    fh_histogram_summarize (run, &latency->run);
+    if (interval)
+        fh_histogram_summarize (interval, &latency->interval);
+    else
+        memset (&latency->interval, 0, sizeof latency->interval);
+    /* Cumulative: every bucket that ends at or below the bound. */
+    uint64_t seen = 0;
+    unsigned bucket = 0;
+    for (size_t i = 0; i < FH_METRICS_BUCKETS; i++) {
+        unsigned end = fh_histogram_bucket (UINT64_C (1) << (i + FH_METRICS_BUCKET_FIRST_LOG2));
+        for (; bucket < end; bucket++)
+            seen += run->buckets[bucket];
+        latency->le[i] = seen;
+    }
+}

@@ -1,0 +1,209 @@
+/*  metrics - the one registry of the hub's metrics, and the snapshot of
+    their values that every output is made from.
+
+    fh_metrics[] is a table with one row per figure: where it sits in the
+    JSON snapshot (scope and key), its Prometheus family, its collectd
+    type, its type, unit and help text. The JSON of the control socket
+    (metrics_json.c), the Prometheus text, the collectd lines and the table
+    (stats_format.c) all walk this table over one fh_metrics_snapshot_t, a
+    plain C structure; docs/metrics.md is checked against the table by
+    test_metrics_registry.
+
+    A snapshot is made on the control thread from the hub's counters
+    (stats.c), or read back from a JSON snapshot by a client
+    (fh_metrics_from_json, for `fanhub stats`); inside the hub no JSON is
+    parsed. A snapshot is owned by whoever made it and touched by one
+    thread at a time.
+*/
+#ifndef FH_METRICS_H_INCLUDED
+#define FH_METRICS_H_INCLUDED
+
+#include "histogram.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    FH_METRIC_COUNTER,   /* since start, never goes down */
+    FH_METRIC_GAUGE,     /* the value at the snapshot */
+    FH_METRIC_HISTOGRAM, /* a latency: summary in JSON, histogram in Prometheus */
+    FH_METRIC_INFO,      /* always 1; its labels carry text */
+    FH_METRIC_FIELD      /* a JSON field that is not a figure (a name, a pid) */
+} fh_metric_type_t;
+
+/* Where a row's value sits in the JSON snapshot. */
+typedef enum {
+    FH_SCOPE_HUB,      /* hub.KEY */
+    FH_SCOPE_UPSTREAM, /* hub.upstream.KEY, only with bus.gap_detection */
+    FH_SCOPE_ENDPOINT, /* hub.endpoints[].KEY */
+    FH_SCOPE_CONSUMER, /* consumers[].KEY */
+    FH_SCOPE_PROCESS   /* process.KEY */
+} fh_metric_scope_t;
+
+typedef enum {
+    /* hub */
+    FH_M_NAME,
+    FH_M_VERSION,
+    FH_M_PID,
+    FH_M_UPTIME,
+    FH_M_INTERVAL,
+    FH_M_RECEIVED,
+    FH_M_MALFORMED,
+    FH_M_MALFORMED_BY_REASON,
+    FH_M_UNROUTED,
+    FH_M_HANDLED,
+    FH_M_END_TO_END,
+    FH_M_END_TO_END_MAX,
+    /* hub.upstream */
+    FH_M_UPSTREAM_LOST,
+    FH_M_UPSTREAM_RESTARTS,
+    FH_M_UPSTREAM_UNTRACKED,
+    FH_M_UPSTREAM_PRODUCERS,
+    /* hub.endpoints[] */
+    FH_M_ENDPOINT,
+    FH_M_ENDPOINT_KIND,
+    FH_M_ENDPOINT_CONNECTED,
+    FH_M_ENDPOINT_PEERS,
+    /* consumers[] */
+    FH_M_CONSUMER_NAME,
+    FH_M_CONSUMER_PLUGIN,
+    FH_M_ENQUEUED,
+    FH_M_DEQUEUED,
+    FH_M_COMPLETED,
+    FH_M_FAILED,
+    FH_M_RETRIED,
+    FH_M_DROPPED,
+    FH_M_SPILLED,
+    FH_M_DEAD_LETTERED,
+    FH_M_COALESCED,
+    FH_M_BACKLOG,
+    FH_M_IN_FLIGHT,
+    FH_M_BACKLOG_MAX,
+    FH_M_CAPACITY,
+    FH_M_STUCK,
+    FH_M_EVICTED,
+    FH_M_SPOOL_BYTES,
+    FH_M_SPOOL_CORRUPT,
+    FH_M_KEYS_ACTIVE,
+    FH_M_KEY_BACKLOG_MAX,
+    FH_M_KEY_FALLBACK,
+    FH_M_QUEUE_WAIT,
+    FH_M_PROCESSING,
+    FH_M_QUEUE_WAIT_MAX,
+    FH_M_PROCESSING_MAX,
+    FH_M_WORKERS,
+    /* process */
+    FH_M_PROCESS_START_TIME,
+    FH_M_PROCESS_CPU,
+    FH_M_PROCESS_RESIDENT,
+    FH_M_PROCESS_VIRTUAL,
+    FH_M_PROCESS_OPEN_FDS,
+    FH_M_PROCESS_MAX_FDS,
+    FH_METRIC_COUNT
+} fh_metric_id_t;
+
+typedef struct {
+    fh_metric_id_t id;      /* the row's own index, checked by the tests */
+    fh_metric_scope_t scope;
+    const char *json;       /* key in the scope's JSON object */
+    const char *prometheus; /* family name; NULL: JSON only */
+    const char *collectd;   /* TYPE[-TYPE_INSTANCE]; a histogram's gets _p99 and
+                               _mean appended; NULL: none */
+    fh_metric_type_t type;
+    bool real;              /* the value is a real number, not an integer */
+    const char *unit;       /* "messages", "seconds", ...; "" when none */
+    fh_metric_id_t of;      /* a histogram's max: the histogram; else the row itself */
+    const char *help;       /* one line: Prometheus' HELP */
+} fh_metric_t;
+
+extern const fh_metric_t fh_metrics[FH_METRIC_COUNT];
+
+/* The upper bounds of the Prometheus histograms' buckets (le): powers of
+   two nanoseconds, 2^8 ns to 2^35 ns (256 ns to 34 s), each a bound of the
+   hub's log-linear buckets, so the counts are exact. A value equal to a
+   bound counts in the next bucket (1 ns resolution). +Inf is the count. */
+#define FH_METRICS_BUCKETS 28
+#define FH_METRICS_BUCKET_FIRST_LOG2 8
+double fh_metrics_bucket_le (size_t index);
+/* The bound as written in the le label and the JSON "buckets" keys. */
+void fh_metrics_bucket_text (size_t index, char *text, size_t size);
+
+/* One value: an integer or a real, as the row (or a JSON reader) has it. */
+typedef struct {
+    bool is_real;
+    int64_t integer;
+    double real;
+} fh_metric_value_t;
+
+/* The value as an integer (a real truncated; out of range or NaN: 0). */
+int64_t fh_metric_value_int (const fh_metric_value_t *value);
+/* The value as a real number. */
+double fh_metric_value_real (const fh_metric_value_t *value);
+
+typedef struct {
+    fh_histogram_summary_t run;      /* since start */
+    fh_histogram_summary_t interval; /* the last metrics interval */
+    uint64_t le[FH_METRICS_BUCKETS]; /* cumulative counts at fh_metrics_bucket_le */
+} fh_metrics_latency_t;
+
+/* The hub, an endpoint or a consumer. Text is NULL when absent. */
+typedef struct {
+    char *name;  /* hub: its name; endpoint: the address; consumer: its name */
+    char *text;  /* hub: the version; endpoint: the kind; consumer: the plugin */
+    fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
+    fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
+                                                  queue_wait, processing */
+    double *busy;                              /* consumer: per worker, 0..1 */
+    size_t workers;
+} fh_metrics_item_t;
+
+typedef struct {
+    char *name;
+    fh_metric_value_t value;
+} fh_metrics_reason_t;
+
+typedef struct {
+    fh_metrics_item_t hub;       /* hub, upstream and process rows */
+    fh_metrics_reason_t *reasons; /* malformed, by reason */
+    size_t reason_count;
+    bool has_handled, has_end_to_end, has_upstream, has_process;
+    fh_metrics_item_t *endpoints;
+    size_t endpoint_count;
+    fh_metrics_item_t *consumers; /* only those with a non-empty name */
+    size_t consumer_count;
+} fh_metrics_snapshot_t;
+
+/* An empty snapshot (zeros, no endpoint, no consumer); NULL when out of memory. */
+fh_metrics_snapshot_t *fh_metrics_snapshot_new (void);
+void fh_metrics_snapshot_destroy (fh_metrics_snapshot_t **self_p);
+/* Room for count more endpoints or consumers, zeroed; returns the first,
+   or NULL when out of memory. */
+fh_metrics_item_t *fh_metrics_add_endpoints (fh_metrics_snapshot_t *self, size_t count);
+fh_metrics_item_t *fh_metrics_add_consumers (fh_metrics_snapshot_t *self, size_t count);
+/* Adds a reason; the name is copied. -1 when out of memory. */
+int fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name,
+                           fh_metric_value_t value);
+/* Copies text into *slot (freeing what was there); -1 when out of memory. */
+int fh_metrics_set_text (char **slot, const char *text);
+
+/* Setters that follow the row: an integer row gets an integer. */
+void fh_metrics_set_int (fh_metrics_item_t *item, fh_metric_id_t id, int64_t value);
+void fh_metrics_set_real (fh_metrics_item_t *item, fh_metric_id_t id, double value);
+/* The latency of a histogram row (end_to_end, queue_wait, processing). */
+fh_metrics_latency_t *fh_metrics_latency (fh_metrics_item_t *item, fh_metric_id_t id);
+/* Fills a latency from whole-run and interval histograms (interval may be NULL). */
+void fh_metrics_latency_set (fh_metrics_latency_t *latency, const fh_histogram_snapshot_t *run,
+                             const fh_histogram_snapshot_t *interval);
+
+/* The JSON snapshot of docs/stats-schema.md; NULL when out of memory. */
+json_t *fh_metrics_to_json (const fh_metrics_snapshot_t *self);
+/* A JSON snapshot read back, for clients (`fanhub stats`). Not trusted: a
+   missing field or one of the wrong type counts as 0 (text as absent), a
+   consumer without a non-empty string name is left out, and anything
+   that is not an object gives an empty snapshot. NULL only when out of
+   memory. */
+fh_metrics_snapshot_t *fh_metrics_from_json (const json_t *json);
+
+#endif

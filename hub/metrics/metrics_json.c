@@ -1,0 +1,321 @@
+/*  metrics_json - a metrics snapshot as the JSON of docs/stats-schema.md,
+    and back. See metrics.h.
+
+    Both directions walk the registry (fh_metrics[]) for the figures of
+    each scope; only the fields that are text (names, the version, the
+    kind), the latency objects and the lists are written out by hand.
+    Running out of memory anywhere gives NULL.
+*/
+#include "metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Snapshot to JSON ---------------------------------------------------- */
+
+/* A row whose value is a plain number of its scope's object; the others
+   (text, the reasons, the workers, a histogram's max) are written by hand
+   or inside their histogram. */
+static bool
+s_is_number (const fh_metric_t *row)
+{
+    if (row->of != row->id || row->type == FH_METRIC_INFO || row->type == FH_METRIC_HISTOGRAM)
+        return false;
+    if (row->id == FH_M_PID || row->id == FH_M_INTERVAL)
+        return true;
+    return row->type != FH_METRIC_FIELD && row->id != FH_M_MALFORMED_BY_REASON
+           && row->id != FH_M_WORKERS;
+}
+
+static json_t *
+s_value_json (const fh_metric_value_t *value)
+{
+    return value->is_real ? json_real (value->real) : json_integer (value->integer);
+}
+
+static json_t *
+s_summary_json (const fh_histogram_summary_t *s)
+{
+    return json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t) s->count,
+                      "sum", s->sum, "mean", s->mean, "p50", s->p50, "p90", s->p90, "p99",
+                      s->p99, "p999", s->p999, "max", s->max);
+}
+
+/* The whole-run summary, the interval's (unless with_interval is false)
+   and the cumulative Prometheus buckets. */
+static json_t *
+s_latency_json (const fh_metrics_latency_t *latency, bool with_interval)
+{
+    json_t *json = s_summary_json (&latency->run);
+    json_t *buckets = json_object ();
+    if (!json || !buckets) {
+        json_decref (json);
+        json_decref (buckets);
+        return NULL;
+    }
+    if (with_interval)
+        json_object_set_new (json, "interval", s_summary_json (&latency->interval));
+    for (size_t i = 0; i < FH_METRICS_BUCKETS; i++) {
+        char le[32];
+        fh_metrics_bucket_text (i, le, sizeof le);
+        json_object_set_new (buckets, le, json_integer ((json_int_t) latency->le[i]));
+    }
+    json_object_set_new (json, "buckets", buckets);
+    return json;
+}
+
+/* The registry's rows of one scope into object: figures and latencies;
+   text fields are the caller's. */
+static void
+s_scope_json (json_t *object, fh_metric_scope_t scope, const fh_metrics_item_t *item)
+{
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        if (row->scope != scope)
+            continue;
+        if (row->type == FH_METRIC_HISTOGRAM)
+            json_object_set_new (object, row->json,
+                                 s_latency_json (fh_metrics_latency ((fh_metrics_item_t *) item,
+                                                                     row->id),
+                                                 row->id != FH_M_END_TO_END));
+        else if (s_is_number (row))
+            json_object_set_new (object, row->json, s_value_json (&item->values[id]));
+    }
+}
+
+static json_t *
+s_hub_json (const fh_metrics_snapshot_t *self)
+{
+    const fh_metrics_item_t *hub = &self->hub;
+    json_t *json = json_object ();
+    json_t *reasons = json_object ();
+    json_t *endpoints = json_array ();
+    if (!json || !reasons || !endpoints) {
+        json_decref (json);
+        json_decref (reasons);
+        json_decref (endpoints);
+        return NULL;
+    }
+    json_object_set_new (json, "name", hub->name ? json_string (hub->name) : json_null ());
+    json_object_set_new (json, "version", json_string (hub->text ? hub->text : ""));
+    s_scope_json (json, FH_SCOPE_HUB, hub);
+    for (size_t i = 0; i < self->reason_count; i++)
+        json_object_set_new (reasons, self->reasons[i].name,
+                             s_value_json (&self->reasons[i].value));
+    json_object_set_new (json, "malformed_by_reason", reasons);
+    if (!self->has_handled)
+        json_object_del (json, "handled");
+    if (!self->has_end_to_end)
+        json_object_del (json, "end_to_end");
+    if (self->has_upstream) {
+        json_t *upstream = json_object ();
+        s_scope_json (upstream, FH_SCOPE_UPSTREAM, hub);
+        json_object_set_new (json, "upstream", upstream);
+    }
+    for (size_t i = 0; i < self->endpoint_count; i++) {
+        const fh_metrics_item_t *item = &self->endpoints[i];
+        json_t *endpoint = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint",
+                                      item->name ? item->name : "", "kind",
+                                      item->text ? item->text : "", "connected",
+                                      fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED])
+                                          != 0,
+                                      "peers",
+                                      (json_int_t) fh_metric_value_int (
+                                          &item->values[FH_M_ENDPOINT_PEERS]));
+        json_array_append_new (endpoints, endpoint);
+    }
+    json_object_set_new (json, "endpoints", endpoints);
+    return json;
+}
+
+static json_t *
+s_consumer_json (const fh_metrics_item_t *item)
+{
+    json_t *json = json_pack ("{s:s, s:s}", "name", item->name ? item->name : "", "plugin",
+                              item->text ? item->text : "");
+    json_t *workers = json_array ();
+    if (!json || !workers) {
+        json_decref (json);
+        json_decref (workers);
+        return NULL;
+    }
+    s_scope_json (json, FH_SCOPE_CONSUMER, item);
+    for (size_t i = 0; i < item->workers; i++)
+        json_array_append_new (workers, json_pack ("{s:f}", "busy", item->busy[i]));
+    json_object_set_new (json, "workers", workers);
+    return json;
+}
+
+json_t *
+fh_metrics_to_json (const fh_metrics_snapshot_t *self)
+{
+    json_t *consumers = json_array ();
+    for (size_t i = 0; consumers && i < self->consumer_count; i++)
+        if (json_array_append_new (consumers, s_consumer_json (&self->consumers[i])) != 0) {
+            json_decref (consumers);
+            consumers = NULL;
+        }
+    json_t *process = NULL;
+    if (self->has_process) {
+        process = json_object ();
+        if (process)
+            s_scope_json (process, FH_SCOPE_PROCESS, &self->hub);
+    }
+    json_t *json = json_pack ("{s:o, s:o*}", "hub", s_hub_json (self), "consumers", consumers);
+    if (json && process)
+        json_object_set_new (json, "process", process);
+    else
+        json_decref (process);
+    return json;
+}
+
+/* ---- JSON to snapshot ---------------------------------------------------- */
+
+/* A member as a value: integers and reals as they are, anything else 0
+   of the row's kind. */
+static fh_metric_value_t
+s_value (const json_t *object, const char *key, bool real)
+{
+    const json_t *json = json_object_get (object, key);
+    if (json_is_integer (json))
+        return (fh_metric_value_t){ .integer = json_integer_value (json) };
+    if (json_is_real (json))
+        return (fh_metric_value_t){ .is_real = true, .real = json_real_value (json) };
+    return (fh_metric_value_t){ .is_real = real };
+}
+
+static uint64_t
+s_count (const json_t *object, const char *key)
+{
+    fh_metric_value_t value = s_value (object, key, false);
+    int64_t count = fh_metric_value_int (&value);
+    return count > 0 ? (uint64_t) count : 0;
+}
+
+static void
+s_summary_read (const json_t *json, fh_histogram_summary_t *s)
+{
+    s->count = s_count (json, "count");
+    s->sum = json_number_value (json_object_get (json, "sum"));
+    s->mean = json_number_value (json_object_get (json, "mean"));
+    s->p50 = json_number_value (json_object_get (json, "p50"));
+    s->p90 = json_number_value (json_object_get (json, "p90"));
+    s->p99 = json_number_value (json_object_get (json, "p99"));
+    s->p999 = json_number_value (json_object_get (json, "p999"));
+    s->max = json_number_value (json_object_get (json, "max"));
+}
+
+static void
+s_latency_read (const json_t *json, fh_metrics_latency_t *latency)
+{
+    s_summary_read (json, &latency->run);
+    s_summary_read (json_object_get (json, "interval"), &latency->interval);
+    const json_t *buckets = json_object_get (json, "buckets");
+    for (size_t i = 0; i < FH_METRICS_BUCKETS; i++) {
+        char le[32];
+        fh_metrics_bucket_text (i, le, sizeof le);
+        latency->le[i] = s_count (buckets, le);
+    }
+}
+
+/* The figures of a scope from object (NULL or not an object: zeros). */
+static void
+s_scope_read (const json_t *object, fh_metric_scope_t scope, fh_metrics_item_t *item)
+{
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        if (row->scope != scope)
+            continue;
+        if (row->type == FH_METRIC_HISTOGRAM)
+            s_latency_read (json_object_get (object, row->json),
+                            fh_metrics_latency (item, row->id));
+        else if (s_is_number (row))
+            item->values[id] = s_value (object, row->json, row->real);
+    }
+}
+
+/* A non-empty string member, or NULL. */
+static const char *
+s_text (const json_t *object, const char *key)
+{
+    const char *text = json_string_value (json_object_get (object, key));
+    return text && *text ? text : NULL;
+}
+
+static int
+s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
+{
+    s_scope_read (hub, FH_SCOPE_HUB, &self->hub);
+    if (fh_metrics_set_text (&self->hub.name, s_text (hub, "name")) != 0
+        || fh_metrics_set_text (&self->hub.text, json_string_value (json_object_get (hub, "version")))
+               != 0)
+        return -1;
+    const json_t *reasons = json_object_get (hub, "malformed_by_reason");
+    const char *reason;
+    const json_t *count;
+    json_object_foreach ((json_t *) reasons, reason, count)
+        if (fh_metrics_add_reason (self, reason, s_value (reasons, reason, false)) != 0)
+            return -1;
+    self->has_handled = json_object_get (hub, "handled") != NULL;
+    self->has_end_to_end = json_is_object (json_object_get (hub, "end_to_end"));
+    const json_t *upstream = json_object_get (hub, "upstream");
+    self->has_upstream = json_is_object (upstream);
+    s_scope_read (upstream, FH_SCOPE_UPSTREAM, &self->hub);
+    const json_t *endpoints = json_object_get (hub, "endpoints");
+    for (size_t i = 0; i < json_array_size (endpoints); i++) {
+        const json_t *endpoint = json_array_get (endpoints, i);
+        const char *address = json_string_value (json_object_get (endpoint, "endpoint"));
+        if (!address)
+            continue;
+        fh_metrics_item_t *item = fh_metrics_add_endpoints (self, 1);
+        if (!item || fh_metrics_set_text (&item->name, address) != 0
+            || fh_metrics_set_text (&item->text, s_text (endpoint, "kind")) != 0)
+            return -1;
+        s_scope_read (endpoint, FH_SCOPE_ENDPOINT, item);
+        fh_metrics_set_int (item, FH_M_ENDPOINT_CONNECTED,
+                            json_is_true (json_object_get (endpoint, "connected")));
+    }
+    return 0;
+}
+
+static int
+s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
+{
+    const char *name = s_text (consumer, "name");
+    if (!name)
+        return 0;
+    fh_metrics_item_t *item = fh_metrics_add_consumers (self, 1);
+    if (!item || fh_metrics_set_text (&item->name, name) != 0
+        || fh_metrics_set_text (&item->text, s_text (consumer, "plugin")) != 0)
+        return -1;
+    s_scope_read (consumer, FH_SCOPE_CONSUMER, item);
+    const json_t *workers = json_object_get (consumer, "workers");
+    if (json_array_size (workers) > 0) {
+        item->busy = calloc (json_array_size (workers), sizeof *item->busy);
+        if (!item->busy)
+            return -1;
+        item->workers = json_array_size (workers);
+        for (size_t i = 0; i < item->workers; i++)
+            item->busy[i] = json_number_value (json_object_get (json_array_get (workers, i),
+                                                                "busy"));
+    }
+    return 0;
+}
+
+fh_metrics_snapshot_t *
+fh_metrics_from_json (const json_t *json)
+{
+    fh_metrics_snapshot_t *self = fh_metrics_snapshot_new ();
+    if (!self)
+        return NULL;
+    int rc = s_hub_read (self, json_object_get (json, "hub"));
+    const json_t *consumers = json_object_get (json, "consumers");
+    for (size_t i = 0; rc == 0 && i < json_array_size (consumers); i++)
+        rc = s_consumer_read (self, json_array_get (consumers, i));
+    const json_t *process = json_object_get (json, "process");
+    self->has_process = json_is_object (process);
+    s_scope_read (process, FH_SCOPE_PROCESS, &self->hub);
+    if (rc != 0)
+        fh_metrics_snapshot_destroy (&self);
+    return self;
+}
