@@ -8,6 +8,7 @@
 */
 #include "consumer.h"
 
+#include "atomics.h"
 #include "deadletter.h"
 #include "emit.h"
 #include "host.h"
@@ -27,24 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_LINE 64
-#define FAILURE_LOG_INTERVAL_NS (10 * INT64_C (1000000000))
 #define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
-
-/* A counter with one writer: a plain load and store, no locked add. The
-   release store orders it after the writer's earlier counters, so a reader
-   that loads the later stage first never sees it ahead of an earlier one. */
-static inline void
-s_bump (atomic_uint_fast64_t *counter)
-{
-    atomic_store_explicit (
-        counter, atomic_load_explicit (counter, memory_order_relaxed) + 1,
-        memory_order_release);
-}
 
 typedef struct {
     /* Written by the worker's thread; the counters under `progress`. */
-    alignas (CACHE_LINE) atomic_uint progress; /* odd while changing */
+    alignas (FH_CACHE_LINE) atomic_uint progress; /* odd while changing */
     atomic_uint_fast64_t dequeued;
     atomic_uint_fast64_t completed;
     atomic_uint_fast64_t failed;
@@ -58,7 +46,7 @@ typedef struct {
     uint64_t rng;
     fh_ratelimit_t failure_log;
     /* Set at start; read by anyone. */
-    alignas (CACHE_LINE) fh_consumer_t *consumer;
+    alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
     pthread_t thread;
     bool started;
     /* Owned by the thread that checks for stuck calls. */
@@ -67,7 +55,7 @@ typedef struct {
 
 struct fh_consumer {
     /* Written by the enqueuer thread. */
-    alignas (CACHE_LINE) atomic_uint_fast64_t enqueued;
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t enqueued;
     atomic_uint_fast64_t dropped;
     atomic_uint_fast64_t backlog_max;
     bool warn_armed; /* the next crossing of warn_at is logged */
@@ -76,7 +64,7 @@ struct fh_consumer {
     atomic_uint_fast64_t spilled;   /* written to the spool by the enqueuer */
     fh_ratelimit_t spill_log;
 
-    alignas (CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
+    alignas (FH_CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
     atomic_uint done_workers;
     atomic_uint stuck_workers;              /* written by the stuck checker */
     char *name;
@@ -130,7 +118,7 @@ fh_consumer_t *
 fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
                  char *err, size_t errlen)
 {
-    fh_consumer_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
+    fh_consumer_t *self = aligned_alloc (FH_CACHE_LINE, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
                   config->name);
@@ -148,7 +136,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     pthread_mutex_init (&self->spill_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
-    self->workers = aligned_alloc (CACHE_LINE, self->worker_count * sizeof *self->workers);
+    self->workers = aligned_alloc (FH_CACHE_LINE, self->worker_count * sizeof *self->workers);
     if (!self->name || !self->queue || !self->workers) {
         snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
                   config->name);
@@ -354,16 +342,11 @@ s_progress_end (s_worker_t *worker)
 static void
 s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
 {
-    fh_consumer_t *self = worker->consumer;
-    uint64_t suppressed;
-    if (!fh_ratelimit_allow (&worker->failure_log, fh_clock_mono_ns (),
-                             FAILURE_LOG_INTERVAL_NS, &suppressed))
-        return;
     fanhub_bytes_t topic = fh_msg_frame (msg, 0);
-    fh_warning ("consumer '%s': message %llu (%.*s) failed: %s (%llu more failures "
-                "not logged)",
-                self->name, (unsigned long long) msg->seq, (int) topic.size,
-                (const char *) topic.data, why, (unsigned long long) suppressed);
+    fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
+                    "consumer '%s': message %llu (%.*s) failed: %s", worker->consumer->name,
+                    (unsigned long long) msg->seq, (int) topic.size, (const char *) topic.data,
+                    why);
 }
 
 /* One consume call, timed, visible to the stuck checker while it runs. */
@@ -414,9 +397,9 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
                       self->name, (unsigned long long) msg->seq, err);
     }
     s_progress_begin (worker);
-    s_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
     if (stored)
-        s_bump (&worker->dead_lettered);
+        fh_bump (&worker->dead_lettered);
     s_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
@@ -438,7 +421,7 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
 {
     fh_consumer_t *self = worker->consumer;
     s_progress_begin (worker);
-    s_bump (&worker->dequeued);
+    fh_bump (&worker->dequeued);
     s_progress_end (worker);
     fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
 
@@ -461,7 +444,7 @@ s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
             break;
         }
         s_progress_begin (worker);
-        s_bump (&worker->retried);
+        fh_bump (&worker->retried);
         s_progress_end (worker);
         int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
         if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
@@ -534,23 +517,19 @@ s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
     }
     if (rc == 0) {
         if (count_enqueued)
-            s_bump (&self->enqueued);
-        s_bump (&self->spilled);
+            fh_bump (&self->enqueued);
+        fh_bump (&self->spilled);
         if (msg->emit)
             fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
         return true;
     }
-    s_bump (&self->dropped);
+    fh_bump (&self->dropped);
     if (msg->emit)
         fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
-    uint64_t suppressed;
-    if (fh_ratelimit_allow (&self->spill_log, fh_clock_mono_ns (), 10 * INT64_C (1000000000),
-                            &suppressed))
-        fh_warning ("consumer '%s': dropped message %llu: %s (%llu more not logged)",
+    fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
                     self->name, (unsigned long long) msg->seq,
                     rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
-                                        : "the spool cannot take it",
-                    (unsigned long long) suppressed);
+                                        : "the spool cannot take it");
     return false;
 }
 
@@ -662,7 +641,7 @@ s_dispatcher_thread (void *arg)
                 key_sizes[i] = sizeof batch[i]->seq;
             }
             else if (!fh_order_key_extract (self->order_key, batch[i], keys[i], &key_sizes[i]))
-                s_bump (&self->key_fallback);
+                fh_bump (&self->key_fallback);
         }
         pthread_mutex_lock (&self->pool_lock);
         for (size_t i = 0; i < count; i++) {
@@ -676,7 +655,7 @@ s_dispatcher_thread (void *arg)
             else
                 pthread_cond_signal (&self->pool_work);
             if (replaced) {
-                s_bump (&self->coalesced);
+                fh_bump (&self->coalesced);
                 if (replaced->emit)
                     fh_emit_set_outcome (replaced->emit, self->index, FH_OUTCOME_COALESCED);
                 atomic_store_explicit (&self->pool_started,
@@ -741,7 +720,7 @@ s_pool_worker_thread (void *arg)
 
         if (retries == 0) {
             s_progress_begin (worker);
-            s_bump (&worker->dequeued);
+            fh_bump (&worker->dequeued);
             s_progress_end (worker);
             fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
         }
@@ -750,7 +729,7 @@ s_pool_worker_thread (void *arg)
         bool retry = result == FANHUB_RETRY && retries + 1 < self->retry.max_attempts;
         if (retry) {
             s_progress_begin (worker);
-            s_bump (&worker->retried);
+            fh_bump (&worker->retried);
             s_progress_end (worker);
             int64_t delay_ms = fh_retry_delay_ms (&self->retry, retries + 1, &worker->rng);
             pthread_mutex_lock (&self->pool_lock);
@@ -876,7 +855,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         case FH_OVERFLOW_SPILL:
             if (!self->spool) {
                 /* A reload's successor before it starts: no spool yet. */
-                s_bump (&self->dropped);
+                fh_bump (&self->dropped);
                 if (msg->emit)
                     fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
                 return FH_OFFER_REFUSED;
@@ -895,8 +874,8 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                the queue itself is empty the new one is dropped instead. */
             fh_msg_t *oldest = fh_queue_evict (self->queue);
             if (oldest) {
-                s_bump (&self->evicted);
-                s_bump (&self->dropped);
+                fh_bump (&self->evicted);
+                fh_bump (&self->dropped);
                 if (oldest->emit)
                     fh_emit_set_outcome (oldest->emit, self->index, FH_OUTCOME_DROPPED);
                 fh_msg_release (oldest, handled);
@@ -905,7 +884,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         }
             /* fall through */
         default:
-            s_bump (&self->dropped);
+            fh_bump (&self->dropped);
             if (msg->emit)
                 fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
             return FH_OFFER_REFUSED;
@@ -916,7 +895,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
-    s_bump (&self->enqueued);
+    fh_bump (&self->enqueued);
     bool pushed = fh_queue_push (self->queue, msg);
     assert (pushed);
     (void) pushed;
@@ -933,7 +912,7 @@ fh_consumer_signal (fh_consumer_t *self)
 void
 fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
-    s_bump (&self->dropped);
+    fh_bump (&self->dropped);
     if (msg && msg->emit)
         fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
 }

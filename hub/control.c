@@ -2,6 +2,7 @@
 #include "control.h"
 
 #include "clock.h"
+#include "fs.h"
 #include "log.h"
 #include "collectd_push.h"
 #include "control_parse.h"
@@ -456,16 +457,10 @@ s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errle
             return -1;
         }
     }
-    char dir[PATH_MAX];
-    snprintf (dir, sizeof dir, "%s", self->ipc_path);
-    char *slash = strrchr (dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        if (mkdir (dir, 0750) != 0 && errno != EEXIST) {
-            snprintf (err, errlen, "control: cannot create directory %s: %s", dir,
-                      strerror (errno));
-            return -1;
-        }
+    char why[512];
+    if (fh_fs_mkdir_parent (self->ipc_path, why, sizeof why) != 0) {
+        snprintf (err, errlen, "control: %s", why);
+        return -1;
     }
     return 0;
 }

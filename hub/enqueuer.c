@@ -7,6 +7,7 @@
 */
 #include "enqueuer.h"
 
+#include "atomics.h"
 #include "clock.h"
 #include "gaps.h"
 #include "log.h"
@@ -21,16 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_LINE 64
 #ifndef ZMQ_ZERO_COPY_RECV
 #define ZMQ_ZERO_COPY_RECV 10 /* a context option of libzmq >= 4.3, in its draft API */
 #endif
 #define BATCH_MAX 4096 /* messages per wake-up before looking at the pipe */
-#define MALFORMED_LOG_INTERVAL_NS (10 * INT64_C (1000000000))
 
 struct fh_enqueuer {
     /* Written by the actor only. */
-    alignas (CACHE_LINE) atomic_uint_fast64_t received;
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t received;
     atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
     atomic_uint_fast64_t unrouted;
     atomic_int *peers; /* per endpoint: connect first, then bind */
@@ -43,7 +42,7 @@ struct fh_enqueuer {
     bool terminating;     /* $TERM seen while blocked */
     void *pending_swap;   /* a SWAP that came while blocked: applied after */
 
-    alignas (CACHE_LINE) const fh_config_t *config;
+    alignas (FH_CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
     fh_consumer_t **consumers;
     size_t consumer_count;
@@ -58,14 +57,6 @@ struct fh_enqueuer {
     uint64_t seq;
     fh_ratelimit_t malformed_log;
 };
-
-static inline void
-s_bump (atomic_uint_fast64_t *counter)
-{
-    atomic_store_explicit (
-        counter, atomic_load_explicit (counter, memory_order_relaxed) + 1,
-        memory_order_release);
-}
 
 /* The end of a run of offers: wakes the consumers that sleep with
    messages offered since (the queues do not wake them at every push). */
@@ -93,15 +84,12 @@ static void
 s_count_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason,
                    size_t frames, size_t bytes)
 {
-    s_bump (&self->malformed_by_reason[reason]);
-    uint64_t suppressed;
-    if (fh_ratelimit_allow (&self->malformed_log, fh_clock_mono_ns (),
-                            MALFORMED_LOG_INTERVAL_NS, &suppressed))
-        fh_warning ("dropped a malformed bus message (%s: %zu frames, %zu bytes; "
-                    "limits %zu frames, %zu bytes); %llu more not logged since the last",
-                    fh_malformed_reason_name (reason), frames, bytes,
-                    self->config->max_frames, self->config->max_message_bytes,
-                    (unsigned long long) suppressed);
+    fh_bump (&self->malformed_by_reason[reason]);
+    fh_log_limited (&self->malformed_log, FANHUB_LOG_WARNING,
+                    "dropped a malformed bus message (%s: %zu frames, %zu bytes; limits %zu "
+                    "frames, %zu bytes)",
+                    fh_malformed_reason_name (reason), frames, bytes, self->config->max_frames,
+                    self->config->max_message_bytes);
 }
 
 /* While a `block` consumer's queue is full: waits a moment, watching the
@@ -133,39 +121,56 @@ s_blocked_wait (fh_enqueuer_t *self)
 static void s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen,
                      size_t bytes, const fh_inject_t *inject);
 
+/* What s_read_message read: frames kept, frames seen, bytes in all. */
+typedef struct {
+    size_t count, seen, bytes;
+} s_read_t;
+
+/* Reads one whole multipart message into self->frames: the first
+   max_frames are kept, any more are read into the spare slot and closed,
+   so the socket is left at a message boundary. The first frame is
+   received with flags (ZMQ_DONTWAIT to poll); the rest wait, as ZeroMQ
+   delivers a message's frames together. Returns false, keeping nothing,
+   when no frame came (EAGAIN) or the socket failed midway (ETERM, EINTR:
+   the poll loop will see). */
+static bool
+s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
+{
+    const size_t max_frames = self->config->max_frames;
+    zmq_msg_t *frames = self->frames;
+    *got = (s_read_t){ 0, 0, 0 };
+    bool more = true;
+    while (more) {
+        zmq_msg_t *frame = &frames[got->count < max_frames ? got->count : max_frames];
+        zmq_msg_init (frame);
+        if (zmq_msg_recv (frame, socket, got->seen == 0 ? flags : 0) < 0) {
+            zmq_msg_close (frame);
+            for (size_t i = 0; i < got->count; i++)
+                zmq_msg_close (&frames[i]);
+            *got = (s_read_t){ 0, 0, 0 };
+            return false;
+        }
+        got->seen++;
+        got->bytes += zmq_msg_size (frame);
+        more = zmq_msg_more (frame);
+        if (got->count < max_frames)
+            got->count++;
+        else
+            zmq_msg_close (frame);
+    }
+    return true;
+}
+
 /* Receives one whole multipart message and routes it. Returns false when
    the socket has nothing more (or is closing). */
 static bool
 s_receive_one (fh_enqueuer_t *self, void *sub)
 {
-    const size_t max_frames = self->config->max_frames;
-    zmq_msg_t *frames = self->frames;
-    size_t count = 0, bytes = 0, seen = 0;
-    while (true) {
-        /* Past the limit, keep reading into the spare slot to drain the
-           message, but keep only the first max_frames. */
-        zmq_msg_t *frame = &frames[count < max_frames ? count : max_frames];
-        zmq_msg_init (frame);
-        if (zmq_msg_recv (frame, sub, seen == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-            zmq_msg_close (frame);
-            for (size_t i = 0; i < count; i++)
-                zmq_msg_close (&frames[i]);
-            /* EAGAIN: nothing waiting; ETERM/EINTR: let the poll loop see. */
-            return false;
-        }
-        seen++;
-        bytes += zmq_msg_size (frame);
-        bool more = zmq_msg_more (frame);
-        if (count < max_frames)
-            count++;
-        else
-            zmq_msg_close (frame);
-        if (!more)
-            break;
-    }
-    s_bump (&self->received);
-
-    s_route (self, frames, count, seen, bytes, NULL);
+    s_read_t got;
+    if (!s_read_message (self, sub, ZMQ_DONTWAIT, &got))
+        return false;
+    fh_bump (&self->received);
+    s_route (self, self->frames, got.count, got.seen, got.bytes, NULL);
     return true;
 }
 
@@ -204,7 +209,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         matched = 1;
     }
     if (matched == 0) {
-        s_bump (&self->unrouted);
+        fh_bump (&self->unrouted);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
         if (inject) {
@@ -259,7 +264,6 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
 static void
 s_receive_injected (fh_enqueuer_t *self, void *pull)
 {
-    const size_t max_frames = self->config->max_frames;
     zmq_msg_t header;
     zmq_msg_init (&header);
     if (zmq_msg_recv (&header, pull, ZMQ_DONTWAIT) < 0) {
@@ -272,26 +276,14 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
     memcpy (&inject, zmq_msg_data (&header), sizeof inject);
     zmq_msg_close (&header);
     fh_emit_acquire (inject.emit);
+    /* A read cut short (the hub is stopping) routes as an empty message:
+       malformed, so its waiter still hears an answer. */
+    s_read_t got;
+    s_read_message (self, pull, 0, &got);
     zmq_msg_t *frames = self->frames;
-    size_t count = 0, seen = 0, bytes = 0;
-    bool more = true;
-    while (more) {
-        zmq_msg_t *frame = &frames[count < max_frames ? count : max_frames];
-        zmq_msg_init (frame);
-        if (zmq_msg_recv (frame, pull, 0) < 0) {
-            zmq_msg_close (frame);
-            break;
-        }
-        seen++;
-        bytes += zmq_msg_size (frame);
-        more = zmq_msg_more (frame);
-        if (count < max_frames)
-            count++;
-        else
-            zmq_msg_close (frame);
-    }
+    size_t count = got.count;
     /* An emit (not a replay to one consumer) also goes on the bus. */
-    if (self->publish && inject.only < 0 && seen == count)
+    if (self->publish && inject.only < 0 && got.seen == count)
         for (size_t i = 0; i < count; i++) {
             zmq_msg_t copy;
             zmq_msg_init (&copy);
@@ -300,7 +292,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
                               ZMQ_DONTWAIT | (i + 1 < count ? ZMQ_SNDMORE : 0)) < 0)
                 zmq_msg_close (&copy);
         }
-    s_route (self, frames, count, seen, bytes, &inject);
+    s_route (self, frames, count, got.seen, got.bytes, &inject);
     s_signal_all (self);
 }
 
@@ -598,7 +590,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
                  fh_consumer_t **consumers, size_t consumer_count, char *err,
                  size_t errlen)
 {
-    fh_enqueuer_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
+    fh_enqueuer_t *self = aligned_alloc (FH_CACHE_LINE, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "out of memory");
         return NULL;

@@ -1,6 +1,9 @@
 /*  log - the hub's own log lines, on stderr. See log.h. */
 #include "log.h"
 
+#include "clock.h"
+
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -71,4 +74,21 @@ fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns, int64_t interval_ns,
     self->suppressed = 0;
     self->next_ns = now_ns + interval_ns;
     return true;
+}
+
+void
+fh_log_limited (fh_ratelimit_t *limit, fanhub_log_level_t level, const char *fmt, ...)
+{
+    uint64_t suppressed;
+    if (!fh_ratelimit_allow (limit, fh_clock_mono_ns (), FH_LOG_LIMIT_INTERVAL_NS, &suppressed))
+        return;
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (line, sizeof line, fmt, args);
+    va_end (args);
+    if (suppressed)
+        fh_log (level, "%s (%" PRIu64 " more like it not shown)", line, suppressed);
+    else
+        fh_log (level, "%s", line);
 }

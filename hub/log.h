@@ -41,4 +41,13 @@ typedef struct {
    held back before it (and the count restarts). */
 bool fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns,
                          int64_t interval_ns, uint64_t *suppressed);
+
+/* The interval of fh_log_limited: one line per limiter every 10 s. */
+#define FH_LOG_LIMIT_INTERVAL_NS (10 * INT64_C (1000000000))
+
+/* A line of a recurring problem: written when limit allows (one line per
+   FH_LOG_LIMIT_INTERVAL_NS), ending in " (N more like it not shown)" when
+   lines were held back since the last one. Owned by one thread, as limit. */
+void fh_log_limited (fh_ratelimit_t *limit, fanhub_log_level_t level, const char *fmt, ...)
+    FANHUB_PRINTF (3, 4);
 #endif

@@ -20,25 +20,26 @@
 */
 #include "queue.h"
 
+#include "atomics.h"
+
 #include <assert.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stddef.h>
 #include <stdlib.h>
 
-#define CACHE_LINE 64
 #define SIGNAL_EVERY 32 /* pushes between looks for a sleeping consumer */
 
 struct fh_queue {
     /* Written by the producer. */
-    alignas (CACHE_LINE) atomic_size_t tail;
+    alignas (FH_CACHE_LINE) atomic_size_t tail;
     size_t head_seen;   /* the producer's last look at head */
     size_t unsignalled; /* pushes since the last look for a sleeper */
     /* Written by the consumer. */
-    alignas (CACHE_LINE) atomic_size_t head;
+    alignas (FH_CACHE_LINE) atomic_size_t head;
     size_t tail_seen; /* the consumer's last look at tail */
     /* Set once, or rarely written. */
-    alignas (CACHE_LINE) size_t capacity;
+    alignas (FH_CACHE_LINE) size_t capacity;
     size_t mask;
     size_t signal_every;
     _Atomic (fh_msg_t *) *slots;
@@ -57,7 +58,7 @@ fh_queue_new (size_t capacity)
     size_t slots = 1;
     while (slots < capacity)
         slots <<= 1;
-    fh_queue_t *self = aligned_alloc (CACHE_LINE, sizeof *self);
+    fh_queue_t *self = aligned_alloc (FH_CACHE_LINE, sizeof *self);
     if (!self)
         return NULL;
     self->slots = calloc (slots, sizeof *self->slots);

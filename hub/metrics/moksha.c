@@ -46,6 +46,7 @@
 #include "moksha.h"
 
 #include "clock.h"
+#include "fs.h"
 #include "log.h"
 
 #include <czmq.h>
@@ -247,16 +248,10 @@ static int
 s_prepare_ipc (fh_moksha_t *self, const char *endpoint, char *err, size_t errlen)
 {
     const char *path = endpoint + strlen ("ipc://");
-    char dir[PATH_MAX];
-    snprintf (dir, sizeof dir, "%s", path);
-    char *slash = strrchr (dir, '/');
-    if (slash && slash != dir) {
-        *slash = '\0';
-        if (mkdir (dir, 0750) != 0 && errno != EEXIST) {
-            snprintf (err, errlen, "moksha: cannot create directory %s: %s", dir,
-                      strerror (errno));
-            return -1;
-        }
+    char why[512];
+    if (fh_fs_mkdir_parent (path, why, sizeof why) != 0) {
+        snprintf (err, errlen, "moksha: %s", why);
+        return -1;
     }
     self->ipc_path = strdup (path);
     if (!self->ipc_path) {

@@ -1,6 +1,8 @@
 /*  process_figures - the process_* metrics. See process_figures.h. */
 #include "process_figures.h"
 
+#include "fs.h"
+
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,23 +23,19 @@ s_start_time (void)
                 break;
         fclose (file);
     }
-    file = fopen ("/proc/self/stat", "r");
-    if (!file)
+    char err[256];
+    char *text = fh_fs_read_file ("/proc/self/stat", 65536, NULL, err, sizeof err);
+    if (!text)
         return 0;
-    char stat[1024];
-    size_t size = fread (stat, 1, sizeof stat - 1, file);
-    fclose (file);
-    stat[size] = '\0';
     /* The command name may hold spaces and parentheses: count from the last ')'. */
-    const char *field = strrchr (stat, ')');
-    if (!field)
-        return 0;
+    const char *field = strrchr (text, ')');
     /* After ')' come the state (field 3) and so on; starttime is field 22. */
     for (int skip = 0; skip < 20 && field; skip++)
         field = strchr (field + 1, ' ');
+    unsigned long long ticks = field ? strtoull (field + 1, NULL, 10) : 0;
+    free (text);
     if (!field)
         return 0;
-    unsigned long long ticks = strtoull (field + 1, NULL, 10);
     long hz = sysconf (_SC_CLK_TCK);
     return boot > 0 && hz > 0 ? boot + (double) ticks / (double) hz : 0;
 }

@@ -8,6 +8,8 @@
 */
 #include "deadletter.h"
 
+#include "fs.h"
+
 #include "spool_record.h"
 
 #include <dirent.h>
@@ -58,53 +60,11 @@ s_name_id (const char *name, uint64_t *id)
     return true;
 }
 
-static int
-s_mkdir_p (const char *dir, char *err, size_t errlen)
-{
-    char *path = strdup (dir);
-    if (!path) {
-        snprintf (err, errlen, "%s: out of memory", dir);
-        return -1;
-    }
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir (path, 0750) != 0 && errno != EEXIST) {
-            snprintf (err, errlen, "%s: cannot create directory: %s", path, strerror (errno));
-            free (path);
-            return -1;
-        }
-        *p = saved;
-        if (saved == '\0')
-            break;
-    }
-    free (path);
-    return 0;
-}
-
-static int
-s_sync_dir (const char *dir, char *err, size_t errlen)
-{
-    int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync (fd) != 0) {
-        int saved = errno;
-        snprintf (err, errlen, "%s: fsync of the directory: %s", dir, strerror (saved));
-        if (fd >= 0)
-            close (fd);
-        errno = saved;
-        return -1;
-    }
-    close (fd);
-    return 0;
-}
-
 fh_deadletter_t *
 fh_deadletter_open (const char *dir, const char *consumer, bool create, char *err,
                     size_t errlen)
 {
-    if (create && s_mkdir_p (dir, err, errlen) != 0)
+    if (create && fh_fs_mkdir_p (dir, err, errlen) != 0)
         return NULL;
     fh_deadletter_t *self = calloc (1, sizeof *self);
     if (!self) {
@@ -283,7 +243,7 @@ fh_deadletter_add (fh_deadletter_t *self, const fh_deadletter_item_t *item,
         int saved = errno;
         unlink (tmp);
         if (linked == 0) {
-            rc = s_sync_dir (self->dir, err, errlen);
+            rc = fh_fs_sync_dir (self->dir, -1, err, errlen);
             goto done;
         }
         if (saved != EEXIST) {
@@ -588,5 +548,5 @@ fh_deadletter_remove (fh_deadletter_t *self, const char *id, char *err, size_t e
     free (path);
     if (rc != 0)
         return -1;
-    return s_sync_dir (self->dir, err, errlen);
+    return fh_fs_sync_dir (self->dir, -1, err, errlen);
 }

@@ -21,6 +21,8 @@
 */
 #include "spool.h"
 
+#include "fs.h"
+
 #include "clock.h"
 #include "crc32c.h"
 #include "log.h"
@@ -48,7 +50,6 @@
 #define LOCK_NAME "lock"
 #define CURSOR_TAG "fanhub-spool-cursor 1 "
 #define SEG_NAME_LEN 26 /* "seg-" 16 hex ".spool" */
-#define LOG_INTERVAL_NS (10 * INT64_C (1000000000))
 #define NONE UINT64_MAX
 
 typedef struct {
@@ -155,59 +156,16 @@ s_sub_saturating (atomic_uint_fast64_t *counter, uint64_t amount)
         ;
 }
 
-/* Logs one line at most every LOG_INTERVAL_NS per limiter. */
-static void FANHUB_PRINTF (3, 4)
-s_log_limited (fh_ratelimit_t *limit, fanhub_log_level_t level, const char *fmt, ...)
-{
-    uint64_t suppressed;
-    if (!fh_ratelimit_allow (limit, fh_clock_mono_ns (), LOG_INTERVAL_NS, &suppressed))
-        return;
-    char line[1024];
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (line, sizeof line, fmt, args);
-    va_end (args);
-    if (suppressed)
-        fh_log (level, "%s (%" PRIu64 " more like it not shown)", line, suppressed);
-    else
-        fh_log (level, "%s", line);
-}
-
-static int
-s_mkdir_p (const char *dir, char *err, size_t errlen)
-{
-    char *path = strdup (dir);
-    if (!path) {
-        snprintf (err, errlen, "%s: out of memory", dir);
-        return -1;
-    }
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char saved = *p;
-        *p = '\0';
-        if (mkdir (path, 0750) != 0 && errno != EEXIST) {
-            snprintf (err, errlen, "%s: cannot create directory: %s", path, strerror (errno));
-            free (path);
-            return -1;
-        }
-        *p = saved;
-        if (saved == '\0')
-            break;
-    }
-    free (path);
-    return 0;
-}
-
 /* Syncs the directory, so that names created, renamed or removed in it
    survive a machine crash. */
 static int
 s_sync_dir (fh_spool_t *self)
 {
-    if (fsync (self->dir_fd) == 0)
+    char err[512];
+    if (fh_fs_sync_dir (self->dir, self->dir_fd, err, sizeof err) == 0)
         return 0;
     int saved = errno;
-    fh_error ("%s: fsync of the directory: %s", self->dir, strerror (saved));
+    fh_error ("%s", err);
     errno = saved;
     return -1;
 }
@@ -333,7 +291,7 @@ s_damage (fh_spool_t *self, uint64_t seg, uint64_t off, bool scanning, const cha
     if (what) {
         char name[SEG_NAME_LEN + 1];
         s_seg_name (name, seg);
-        s_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
+        fh_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
                        "%s/%s: %s at offset %" PRIu64 ": skipped", self->dir, name, what, off);
     }
 }
@@ -491,7 +449,7 @@ s_cursor_write (fh_spool_t *self)
         }
     }
     int saved = errno;
-    s_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir,
+    fh_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir,
                    CURSOR_TMP_NAME, what, strerror (saved));
     self->c_retry_ns = fh_clock_mono_ns () + self->cursor_ns;
     errno = saved;
@@ -531,7 +489,7 @@ s_delete_consumed (fh_spool_t *self)
             char name[SEG_NAME_LEN + 1];
             s_seg_name (name, doomed[i]);
             if (unlinkat (self->dir_fd, name, 0) != 0 && errno != ENOENT)
-                s_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: cannot remove: %s",
+                fh_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: cannot remove: %s",
                                self->dir, name, strerror (errno));
         }
     } while (count == 64);
@@ -653,7 +611,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     fh_spool_options_t defaults = {0};
     if (!options)
         options = &defaults;
-    if (s_mkdir_p (dir, err, errlen) != 0)
+    if (fh_fs_mkdir_p (dir, err, errlen) != 0)
         return NULL;
     fh_spool_t *self = calloc (1, sizeof *self);
     if (!self || !(self->dir = strdup (dir))) {
@@ -772,7 +730,7 @@ s_roll (fh_spool_t *self)
     int fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0) {
         int saved = errno;
-        s_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: cannot create: %s",
+        fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: cannot create: %s",
                        self->dir, name, strerror (saved));
         errno = saved;
         return -1;
@@ -863,7 +821,7 @@ fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
     if (done < total) {
         int saved = errno;
         s_seg_name (name, self->w_seg);
-        s_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir, name,
+        fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir, name,
                        what, strerror (saved));
         /* Take back what part of it reached the file: the reader only
            reads to w_off, but a later segment switch seals this one at
@@ -934,7 +892,7 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
         if (r->fd < 0) {
             r->fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
             if (r->fd < 0 && errno == ENOENT && r->sealed) {
-                s_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
+                fh_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
                                "%s/%s: missing; going on with the next segment", self->dir,
                                name);
                 s_next_segment (self);
@@ -994,7 +952,7 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
     }
 io_error:;
     int saved = errno;
-    s_log_limited (&self->r_limit, FANHUB_LOG_ERROR, "%s/%s: cannot read: %s", self->dir,
+    fh_log_limited (&self->r_limit, FANHUB_LOG_ERROR, "%s/%s: cannot read: %s", self->dir,
                    name, strerror (saved));
     errno = saved;
     return -1;

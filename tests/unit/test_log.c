@@ -1,0 +1,84 @@
+/*  test_log - hub/log.c's fh_log_limited: one line per interval for a
+    recurring problem, and the next line says how many were held back.
+    Time is not waited for: the limiter's next_ns is moved instead. */
+#include "log.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What fh_log wrote to stderr while fn ran with the limiter. */
+static void
+s_capture (void (*fn) (fh_ratelimit_t *), fh_ratelimit_t *limit, char *out, size_t size)
+{
+    fflush (stderr);
+    char path[] = "/tmp/fanhub-test-log-XXXXXX";
+    int fd = mkstemp (path);
+    assert_true (fd >= 0);
+    int saved = dup (STDERR_FILENO);
+    assert_true (saved >= 0);
+    assert_true (dup2 (fd, STDERR_FILENO) >= 0);
+    fn (limit);
+    fflush (stderr);
+    assert_true (dup2 (saved, STDERR_FILENO) >= 0);
+    close (saved);
+    ssize_t got = pread (fd, out, size - 1, 0);
+    assert_true (got >= 0);
+    out[got] = '\0';
+    close (fd);
+    unlink (path);
+}
+
+static void
+s_three (fh_ratelimit_t *limit)
+{
+    for (int i = 1; i <= 3; i++)
+        fh_log_limited (limit, FANHUB_LOG_WARNING, "spool %d: cannot write", i);
+}
+
+static void
+s_one (fh_ratelimit_t *limit)
+{
+    fh_log_limited (limit, FANHUB_LOG_ERROR, "spool %d: cannot write", 4);
+}
+
+static void
+test_log_limited (void **state)
+{
+    (void) state;
+    unsetenv ("JOURNAL_STREAM");
+    fh_ratelimit_t limit = { 0 };
+    char text[4096];
+    s_capture (s_three, &limit, text, sizeof text);
+    assert_string_equal (text, "fanhub: warning: spool 1: cannot write\n");
+    assert_int_equal (limit.suppressed, 2);
+    /* Within the interval: nothing. */
+    s_capture (s_one, &limit, text, sizeof text);
+    assert_string_equal (text, "");
+    /* The interval has passed: the count of those held back. */
+    limit.next_ns = 0;
+    s_capture (s_one, &limit, text, sizeof text);
+    assert_string_equal (text, "fanhub: error: spool 4: cannot write (3 more like it not shown)\n");
+    assert_int_equal (limit.suppressed, 0);
+    /* None held back: the plain line. */
+    limit.next_ns = 0;
+    s_capture (s_one, &limit, text, sizeof text);
+    assert_string_equal (text, "fanhub: error: spool 4: cannot write\n");
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_log_limited),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
