@@ -34,158 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* -------------------------------------------------------------------------
-   The fake host */
-
-struct fanhub_option {
-    fanhub_option_kind_t kind;
-    const char *key;  /* as an entry of a map */
-    const char *text; /* scalars */
-    const char *where;
-    const struct fanhub_option *items; /* lists and maps */
-    size_t count;
-};
-
-struct fanhub_msg {
-    fanhub_bytes_t frames[2];
-    uint64_t seq;
-};
-
-/* What the plugin logged: the count and the last line, and all lines. */
-struct fanhub_ctx {
-    pthread_mutex_t lock;
-    int lines;
-    char last[1024];
-    char all[16384];
-};
-
-static void s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level,
-                        const char *fmt, ...) FANHUB_PRINTF (3, 4);
-
-static void
-s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
-{
-    (void) level;
-    pthread_mutex_lock (&ctx->lock);
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (ctx->last, sizeof ctx->last, fmt, args);
-    va_end (args);
-    ctx->lines++;
-    size_t len = strlen (ctx->all);
-    snprintf (ctx->all + len, sizeof ctx->all - len, "%s\n", ctx->last);
-    pthread_mutex_unlock (&ctx->lock);
-}
-
-static const char *
-s_host_consumer_name (fanhub_ctx_t *ctx)
-{
-    (void) ctx;
-    return "runner";
-}
-
-static fanhub_option_kind_t
-s_host_option_kind (const fanhub_option_t *node)
-{
-    return node ? node->kind : (fanhub_option_kind_t) 0;
-}
-
-static const fanhub_option_t *
-s_host_option_get (const fanhub_option_t *map, const char *key)
-{
-    if (!map || map->kind != FANHUB_OPTION_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->count; i++)
-        if (strcmp (map->items[i].key, key) == 0)
-            return &map->items[i];
-    return NULL;
-}
-
-static const char *
-s_host_option_scalar (const fanhub_option_t *node)
-{
-    return node && node->kind == FANHUB_OPTION_SCALAR ? node->text : NULL;
-}
-
-static size_t
-s_host_option_count (const fanhub_option_t *node)
-{
-    return node && node->kind != FANHUB_OPTION_SCALAR ? node->count : 0;
-}
-
-static const fanhub_option_t *
-s_host_option_at (const fanhub_option_t *node, size_t i, const char **key)
-{
-    if (!node || node->kind == FANHUB_OPTION_SCALAR || i >= node->count)
-        return NULL;
-    if (key)
-        *key = node->items[i].key;
-    return &node->items[i];
-}
-
-static const char *
-s_host_option_where (const fanhub_option_t *node)
-{
-    return node ? node->where : "?";
-}
-
-static fanhub_bytes_t
-s_host_msg_frame (const fanhub_msg_t *msg, size_t i)
-{
-    return i < 2 ? msg->frames[i] : (fanhub_bytes_t) { NULL, 0 };
-}
-
-static fanhub_bytes_t
-s_host_msg_topic (const fanhub_msg_t *msg)
-{
-    return msg->frames[0];
-}
-
-static fanhub_bytes_t
-s_host_msg_body (const fanhub_msg_t *msg)
-{
-    return msg->frames[1];
-}
-
-static size_t
-s_host_msg_frame_count (const fanhub_msg_t *msg)
-{
-    (void) msg;
-    return 2;
-}
-
-static uint64_t
-s_host_msg_seq (const fanhub_msg_t *msg)
-{
-    return msg->seq;
-}
-
-static int64_t
-s_host_msg_received_ns (const fanhub_msg_t *msg)
-{
-    (void) msg;
-    return 0;
-}
-
-static const fanhub_host_t s_host = {
-    .abi_major = FANHUB_ABI_MAJOR,
-    .abi_minor = FANHUB_ABI_MINOR,
-    .size = sizeof (fanhub_host_t),
-    .log = s_host_log,
-    .consumer_name = s_host_consumer_name,
-    .option_kind = s_host_option_kind,
-    .option_get = s_host_option_get,
-    .option_scalar = s_host_option_scalar,
-    .option_count = s_host_option_count,
-    .option_at = s_host_option_at,
-    .option_where = s_host_option_where,
-    .msg_topic = s_host_msg_topic,
-    .msg_body = s_host_msg_body,
-    .msg_frame_count = s_host_msg_frame_count,
-    .msg_frame = s_host_msg_frame,
-    .msg_seq = s_host_msg_seq,
-    .msg_received_ns = s_host_msg_received_ns,
-};
+#include "fake_host.h"
 
 /* -------------------------------------------------------------------------
    Helpers */
@@ -204,8 +53,8 @@ static const fanhub_option_t s_empty_items[1];
 static void
 s_ctx_init (fanhub_ctx_t *ctx)
 {
-    memset (ctx, 0, sizeof *ctx);
-    pthread_mutex_init (&ctx->lock, NULL);
+    fake_ctx_init (ctx);
+    ctx->name = "runner";
 }
 
 /* Starts an instance with the given map entries; fails the test when init
@@ -216,7 +65,7 @@ s_start_map (fanhub_ctx_t *ctx, const fanhub_option_t *items, size_t n)
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[1024] = "";
-    int rc = s_desc->init (&s_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -260,10 +109,7 @@ static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body,
        size_t body_size, uint64_t seq)
 {
-    fanhub_msg_t msg = { .seq = seq };
-    msg.frames[0] = (fanhub_bytes_t) { topic, topic_size };
-    msg.frames[1] = (fanhub_bytes_t) { body, body_size };
-    return msg;
+    return fake_msg (topic, topic_size, body, body_size, seq, 0);
 }
 
 /* The whole file, NUL-terminated for convenience; *size without it. */
@@ -570,7 +416,7 @@ test_options_table (void **state)
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[1024] = "";
-        int rc = s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
                               : rc == 0;
         if (!ok) {

@@ -31,152 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* -------------------------------------------------------------------------
-   The fake host */
-
-struct fanhub_option {
-    fanhub_option_kind_t kind;
-    const char *key; /* as an entry of a map */
-    const char *text; /* scalars */
-    const char *where;
-    const struct fanhub_option *items; /* lists and maps */
-    size_t count;
-};
-
-struct fanhub_msg {
-    fanhub_bytes_t frames[4];
-    size_t nframes;
-    uint64_t seq;
-    int64_t ns;
-};
-
-/* What the plugin logged: the count and the last line. */
-struct fanhub_ctx {
-    int lines;
-    char last[1024];
-};
-
-static void s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level,
-                        const char *fmt, ...) FANHUB_PRINTF (3, 4);
-
-static void
-s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
-{
-    (void) level;
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (ctx->last, sizeof ctx->last, fmt, args);
-    va_end (args);
-    ctx->lines++;
-}
-
-static const char *
-s_host_consumer_name (fanhub_ctx_t *ctx)
-{
-    (void) ctx;
-    return "test";
-}
-
-static fanhub_option_kind_t
-s_host_option_kind (const fanhub_option_t *node)
-{
-    return node ? node->kind : (fanhub_option_kind_t) 0;
-}
-
-static const fanhub_option_t *
-s_host_option_get (const fanhub_option_t *map, const char *key)
-{
-    if (!map || map->kind != FANHUB_OPTION_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->count; i++)
-        if (strcmp (map->items[i].key, key) == 0)
-            return &map->items[i];
-    return NULL;
-}
-
-static const char *
-s_host_option_scalar (const fanhub_option_t *node)
-{
-    return node && node->kind == FANHUB_OPTION_SCALAR ? node->text : NULL;
-}
-
-static size_t
-s_host_option_count (const fanhub_option_t *node)
-{
-    return node && node->kind != FANHUB_OPTION_SCALAR ? node->count : 0;
-}
-
-static const fanhub_option_t *
-s_host_option_at (const fanhub_option_t *node, size_t i, const char **key)
-{
-    if (!node || node->kind == FANHUB_OPTION_SCALAR || i >= node->count)
-        return NULL;
-    if (key)
-        *key = node->items[i].key;
-    return &node->items[i];
-}
-
-static const char *
-s_host_option_where (const fanhub_option_t *node)
-{
-    return node ? node->where : "?";
-}
-
-static fanhub_bytes_t
-s_host_msg_frame (const fanhub_msg_t *msg, size_t i)
-{
-    return i < msg->nframes ? msg->frames[i] : (fanhub_bytes_t) { NULL, 0 };
-}
-
-static fanhub_bytes_t
-s_host_msg_topic (const fanhub_msg_t *msg)
-{
-    return msg->frames[0];
-}
-
-static fanhub_bytes_t
-s_host_msg_body (const fanhub_msg_t *msg)
-{
-    return msg->frames[1];
-}
-
-static size_t
-s_host_msg_frame_count (const fanhub_msg_t *msg)
-{
-    return msg->nframes;
-}
-
-static uint64_t
-s_host_msg_seq (const fanhub_msg_t *msg)
-{
-    return msg->seq;
-}
-
-static int64_t
-s_host_msg_received_ns (const fanhub_msg_t *msg)
-{
-    return msg->ns;
-}
-
-static const fanhub_host_t s_host = {
-    .abi_major = FANHUB_ABI_MAJOR,
-    .abi_minor = FANHUB_ABI_MINOR,
-    .size = sizeof (fanhub_host_t),
-    .log = s_host_log,
-    .consumer_name = s_host_consumer_name,
-    .option_kind = s_host_option_kind,
-    .option_get = s_host_option_get,
-    .option_scalar = s_host_option_scalar,
-    .option_count = s_host_option_count,
-    .option_at = s_host_option_at,
-    .option_where = s_host_option_where,
-    .msg_topic = s_host_msg_topic,
-    .msg_body = s_host_msg_body,
-    .msg_frame_count = s_host_msg_frame_count,
-    .msg_frame = s_host_msg_frame,
-    .msg_seq = s_host_msg_seq,
-    .msg_received_ns = s_host_msg_received_ns,
-};
+#include "fake_host.h"
 
 /* -------------------------------------------------------------------------
    Helpers */
@@ -213,7 +68,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *flush_ms)
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&s_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -225,10 +80,7 @@ static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
        uint64_t seq, int64_t ns)
 {
-    fanhub_msg_t msg = { .nframes = 2, .seq = seq, .ns = ns };
-    msg.frames[0] = (fanhub_bytes_t) { topic, topic_size };
-    msg.frames[1] = (fanhub_bytes_t) { body, body_size };
-    return msg;
+    return fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
 
 /* The whole file, NUL-terminated for convenience; *size without it. */
@@ -664,7 +516,8 @@ test_format_table (void **state)
         const format_case_t *c = &s_format_cases[i];
         char path[512];
         s_temp (path, sizeof path);
-        fanhub_ctx_t ctx = { 0 };
+        fanhub_ctx_t ctx;
+        fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, path, "0");
         fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body,
                                   c->body_size, c->seq, c->ns);
@@ -701,7 +554,8 @@ test_every_ascii_byte (void **state)
 
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     fanhub_msg_t msg = s_msg (bytes, sizeof bytes, bytes, sizeof bytes, 77, 0);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -748,7 +602,8 @@ test_large_lines (void **state)
 
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     fanhub_msg_t small = s_msg (BYTES ("small"), BYTES ("x"), 1, NS);
     fanhub_msg_t big_text = s_msg (BYTES ("big.text"), text, text_size, 2, NS);
@@ -804,7 +659,8 @@ test_buffered_until_idle (void **state)
     (void) state;
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "3600000");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -825,7 +681,8 @@ test_flush_after_interval (void **state)
     (void) state;
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "1");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -846,7 +703,8 @@ test_appends_and_creates_0644 (void **state)
     (void) state;
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     struct stat st;
     assert_int_equal (stat (path, &st), 0);
@@ -884,7 +742,8 @@ test_stdout (void **state)
         dup2 (fd, STDOUT_FILENO);
         close (fd);
 
-        fanhub_ctx_t ctx = { 0 };
+        fanhub_ctx_t ctx;
+        fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, round == 0 ? "-" : NULL, NULL);
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, 0);
         int rc = s_desc->consume (plugin, &msg);
@@ -980,10 +839,11 @@ test_options_table (void **state)
         const option_case_t *c = &s_option_cases[i];
         fanhub_option_t map
             = MAP (c->count ? c->items : s_empty_items, c->count);
-        fanhub_ctx_t ctx = { 0 };
+        fanhub_ctx_t ctx;
+        fake_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
-        int rc = s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
                               : rc == 0;
         if (!ok) {
@@ -1008,11 +868,12 @@ test_unopenable_path (void **state)
               path);
     fanhub_option_t items[] = { SCALAR ("path", path, "t.yaml:5:13") };
     fanhub_option_t map = MAP (items, 1);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
     assert_int_equal (
-        s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err), -1);
+        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 }
@@ -1023,7 +884,8 @@ static void
 test_write_error_logged_once (void **state)
 {
     (void) state;
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, "/dev/full", "0");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, 0);
     for (int i = 0; i < 3; i++)
@@ -1066,7 +928,8 @@ test_write_error_recovery (void **state)
     for (int torn = 0; torn < 2; torn++) {
         char path[512];
         s_temp (path, sizeof path);
-        fanhub_ctx_t ctx = { 0 };
+        fanhub_ctx_t ctx;
+        fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, path, "0");
         struct rlimit limit = saved;
         limit.rlim_cur = torn ? len + 10 : len;
@@ -1144,7 +1007,8 @@ test_threads (void **state)
     (void) state;
     char path[512];
     s_temp (path, sizeof path);
-    fanhub_ctx_t ctx = { 0 };
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "1");
     pthread_t threads[THREADS];
     worker_t workers[THREADS];

@@ -34,159 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* -------------------------------------------------------------------------
-   The fake host */
-
-struct fanhub_option {
-    fanhub_option_kind_t kind;
-    const char *key; /* as an entry of a map */
-    const char *text; /* scalars */
-    const char *where;
-    const struct fanhub_option *items; /* lists and maps */
-    size_t count;
-};
-
-struct fanhub_msg {
-    fanhub_bytes_t frames[2];
-    uint64_t seq;
-    int64_t ns;
-};
-
-/* What the plugin logged: the count, the last line and all of them. */
-struct fanhub_ctx {
-    pthread_mutex_t lock;
-    int lines;
-    char last[1024];
-    char all[16384];
-};
-
-static void s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level,
-                        const char *fmt, ...) FANHUB_PRINTF (3, 4);
-
-static void
-s_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
-{
-    if (level == FANHUB_LOG_DEBUG)
-        return;
-    pthread_mutex_lock (&ctx->lock);
-    va_list args;
-    va_start (args, fmt);
-    vsnprintf (ctx->last, sizeof ctx->last, fmt, args);
-    va_end (args);
-    size_t len = strlen (ctx->all);
-    snprintf (ctx->all + len, sizeof ctx->all - len, "%s\n", ctx->last);
-    ctx->lines++;
-    pthread_mutex_unlock (&ctx->lock);
-}
-
-static const char *
-s_host_consumer_name (fanhub_ctx_t *ctx)
-{
-    (void) ctx;
-    return "test";
-}
-
-static fanhub_option_kind_t
-s_host_option_kind (const fanhub_option_t *node)
-{
-    return node ? node->kind : (fanhub_option_kind_t) 0;
-}
-
-static const fanhub_option_t *
-s_host_option_get (const fanhub_option_t *map, const char *key)
-{
-    if (!map || map->kind != FANHUB_OPTION_MAP)
-        return NULL;
-    for (size_t i = 0; i < map->count; i++)
-        if (strcmp (map->items[i].key, key) == 0)
-            return &map->items[i];
-    return NULL;
-}
-
-static const char *
-s_host_option_scalar (const fanhub_option_t *node)
-{
-    return node && node->kind == FANHUB_OPTION_SCALAR ? node->text : NULL;
-}
-
-static size_t
-s_host_option_count (const fanhub_option_t *node)
-{
-    return node && node->kind != FANHUB_OPTION_SCALAR ? node->count : 0;
-}
-
-static const fanhub_option_t *
-s_host_option_at (const fanhub_option_t *node, size_t i, const char **key)
-{
-    if (!node || node->kind == FANHUB_OPTION_SCALAR || i >= node->count)
-        return NULL;
-    if (key)
-        *key = node->items[i].key;
-    return &node->items[i];
-}
-
-static const char *
-s_host_option_where (const fanhub_option_t *node)
-{
-    return node ? node->where : "?";
-}
-
-static fanhub_bytes_t
-s_host_msg_frame (const fanhub_msg_t *msg, size_t i)
-{
-    return i < 2 ? msg->frames[i] : (fanhub_bytes_t) { NULL, 0 };
-}
-
-static fanhub_bytes_t
-s_host_msg_topic (const fanhub_msg_t *msg)
-{
-    return msg->frames[0];
-}
-
-static fanhub_bytes_t
-s_host_msg_body (const fanhub_msg_t *msg)
-{
-    return msg->frames[1];
-}
-
-static size_t
-s_host_msg_frame_count (const fanhub_msg_t *msg)
-{
-    (void) msg;
-    return 2;
-}
-
-static uint64_t
-s_host_msg_seq (const fanhub_msg_t *msg)
-{
-    return msg->seq;
-}
-
-static int64_t
-s_host_msg_received_ns (const fanhub_msg_t *msg)
-{
-    return msg->ns;
-}
-
-static const fanhub_host_t s_host = {
-    .abi_major = FANHUB_ABI_MAJOR,
-    .abi_minor = FANHUB_ABI_MINOR,
-    .size = sizeof (fanhub_host_t),
-    .log = s_host_log,
-    .consumer_name = s_host_consumer_name,
-    .option_kind = s_host_option_kind,
-    .option_get = s_host_option_get,
-    .option_scalar = s_host_option_scalar,
-    .option_count = s_host_option_count,
-    .option_at = s_host_option_at,
-    .option_where = s_host_option_where,
-    .msg_topic = s_host_msg_topic,
-    .msg_body = s_host_msg_body,
-    .msg_frame_count = s_host_msg_frame_count,
-    .msg_frame = s_host_msg_frame,
-    .msg_seq = s_host_msg_seq,
-    .msg_received_ns = s_host_msg_received_ns,
-};
+#include "fake_host.h"
 
 /* -------------------------------------------------------------------------
    Helpers */
@@ -205,8 +53,8 @@ static const fanhub_option_t s_empty_items[1];
 static void
 s_ctx_init (fanhub_ctx_t *ctx)
 {
-    memset (ctx, 0, sizeof *ctx);
-    pthread_mutex_init (&ctx->lock, NULL);
+    fake_ctx_init (ctx);
+    ctx->skip_debug = true;
 }
 
 /* A fresh database file name. */
@@ -233,7 +81,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch,
     fanhub_option_t map = MAP (items, n);
     void *state = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&s_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -245,10 +93,7 @@ static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
        uint64_t seq, int64_t ns)
 {
-    fanhub_msg_t msg = { .seq = seq, .ns = ns };
-    msg.frames[0] = (fanhub_bytes_t) { topic, topic_size };
-    msg.frames[1] = (fanhub_bytes_t) { body, body_size };
-    return msg;
+    return fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
 
 /* Consumes a message with a text topic and body. */
@@ -508,7 +353,7 @@ test_table_option (void **state)
     void *plugin = NULL;
     char err[512] = "";
     assert_int_equal (
-        s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err), 0);
+        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
     s_desc->fini (plugin);
     sqlite3 *db = s_open (path);
@@ -943,7 +788,7 @@ test_postgres_unreachable (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err);
+    int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
     if (rc)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -1087,7 +932,7 @@ test_options_table (void **state)
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
-        int rc = s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
                               : rc == 0;
         if (!ok) {
@@ -1121,7 +966,7 @@ test_database_refused (void **state)
     void *plugin = NULL;
     char err[1024] = "";
     assert_int_equal (
-        s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err), -1);
+        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 
@@ -1138,7 +983,7 @@ test_database_refused (void **state)
               path);
     items[0].text = path;
     assert_int_equal (
-        s_desc->init (&s_host, &ctx, &map, &plugin, err, sizeof err), -1);
+        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
 }
 
