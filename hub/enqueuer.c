@@ -161,6 +161,18 @@ s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
     return true;
 }
 
+/* The first frame of a message if one is waiting (frame is then the
+   caller's to close); false, with nothing to close, when none is. */
+static bool
+s_recv_now (void *socket, zmq_msg_t *frame)
+{
+    zmq_msg_init (frame);
+    if (zmq_msg_recv (frame, socket, ZMQ_DONTWAIT) >= 0)
+        return true;
+    zmq_msg_close (frame);
+    return false;
+}
+
 /* Receives one whole multipart message and routes it. Returns false when
    the socket has nothing more (or is closing). */
 static bool
@@ -265,11 +277,8 @@ static void
 s_receive_injected (fh_enqueuer_t *self, void *pull)
 {
     zmq_msg_t header;
-    zmq_msg_init (&header);
-    if (zmq_msg_recv (&header, pull, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close (&header);
+    if (!s_recv_now (pull, &header))
         return;
-    }
     /* An internal message: its shape is the control actor's promise. */
     assert (zmq_msg_size (&header) == sizeof (fh_inject_t) && zmq_msg_more (&header));
     fh_inject_t inject;
@@ -314,11 +323,8 @@ static void
 s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
 {
     zmq_msg_t frame;
-    zmq_msg_init (&frame);
-    if (zmq_msg_recv (&frame, monitor, ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close (&frame);
+    if (!s_recv_now (monitor, &frame))
         return;
-    }
     uint16_t event = 0;
     if (zmq_msg_size (&frame) >= 2)
         memcpy (&event, zmq_msg_data (&frame), 2);

@@ -529,29 +529,37 @@ fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
 
 /* ---- From a JSON snapshot ------------------------------------------------ */
 
+typedef enum { S_PROMETHEUS, S_COLLECTD, S_TABLE } s_format_t;
+
+/* The JSON read back into a snapshot, then written in format. */
+static char *
+s_format_json (const json_t *stats, s_format_t format, const char *host, double interval,
+               double when_s)
+{
+    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
+    if (!snapshot)
+        return NULL;
+    char *text = format == S_PROMETHEUS ? fh_metrics_prometheus (snapshot)
+                 : format == S_COLLECTD ? fh_metrics_collectd (snapshot, host, interval, when_s)
+                                        : fh_metrics_table (snapshot);
+    fh_metrics_snapshot_destroy (&snapshot);
+    return text;
+}
+
 char *
 fh_stats_format_prometheus (const json_t *stats)
 {
-    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
-    char *text = snapshot ? fh_metrics_prometheus (snapshot) : NULL;
-    fh_metrics_snapshot_destroy (&snapshot);
-    return text;
+    return s_format_json (stats, S_PROMETHEUS, NULL, 0, 0);
 }
 
 char *
 fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s)
 {
-    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
-    char *text = snapshot ? fh_metrics_collectd (snapshot, host, interval, when_s) : NULL;
-    fh_metrics_snapshot_destroy (&snapshot);
-    return text;
+    return s_format_json (stats, S_COLLECTD, host, interval, when_s);
 }
 
 char *
 fh_stats_format_table (const json_t *stats)
 {
-    fh_metrics_snapshot_t *snapshot = fh_metrics_from_json (stats);
-    char *text = snapshot ? fh_metrics_table (snapshot) : NULL;
-    fh_metrics_snapshot_destroy (&snapshot);
-    return text;
+    return s_format_json (stats, S_TABLE, NULL, 0, 0);
 }
