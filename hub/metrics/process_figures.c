@@ -4,6 +4,7 @@
 #include "fs.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
 
 /* Seconds since the epoch at which this process started, or 0. */
 static double
-s_start_time (void)
+s_read_start_time (void)
 {
     double boot = 0;
     FILE *file = fopen ("/proc/stat", "r");
@@ -40,6 +41,16 @@ s_start_time (void)
     return boot > 0 && hz > 0 ? boot + (double) ticks / (double) hz : 0;
 }
 
+/* The start time does not change: read once per process. */
+static pthread_once_t s_start_once = PTHREAD_ONCE_INIT;
+static double s_start;
+
+static void
+s_start_init (void)
+{
+    s_start = s_read_start_time ();
+}
+
 static int64_t
 s_open_fds (void)
 {
@@ -58,7 +69,8 @@ s_open_fds (void)
 void
 fh_process_figures (fh_metrics_item_t *item)
 {
-    fh_metrics_set_real (item, FH_M_PROCESS_START_TIME, s_start_time ());
+    pthread_once (&s_start_once, s_start_init);
+    fh_metrics_set_real (item, FH_M_PROCESS_START_TIME, s_start);
     struct rusage usage;
     if (getrusage (RUSAGE_SELF, &usage) == 0)
         fh_metrics_set_real (item, FH_M_PROCESS_CPU,

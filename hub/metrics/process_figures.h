@@ -1,7 +1,7 @@
 /*  process_figures - the process_* metrics of the hub's own process.
 
     Read from the kernel at each snapshot: the start time (/proc/self/stat
-    against the boot time in /proc/stat), CPU time (getrusage), resident
+    against the boot time in /proc/stat; read once), CPU time (getrusage), resident
     and virtual memory (/proc/self/statm), open file descriptors (the
     entries of /proc/self/fd) and their limit (RLIMIT_NOFILE). A figure
     that cannot be read stays 0; nothing here fails the snapshot.
