@@ -3,8 +3,9 @@
     When metrics.prometheus.listen is set (HOST:PORT), a libmicrohttpd
     daemon on its own thread answers GET /metrics with the Prometheus text
     of a fresh snapshot (the same text as `fanhub stats --format
-    prometheus`), fetched from the hub's own control socket so that it
-    never touches state owned by another thread. Any other path is 404,
+    prometheus`), made by the control thread and fetched from the hub's
+    own control socket (METRICS), so that this thread never touches state
+    owned by another one and parses nothing. Any other path is 404,
     any other method 405.
 */
 #ifndef FH_PROMETHEUS_HTTP_H_INCLUDED
