@@ -15,6 +15,8 @@
 */
 #include "config.h"
 
+#include "control_path.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -499,6 +501,9 @@ s_control_check (const char *endpoint)
     const char *why = fh_endpoint_check (endpoint, true);
     if (why)
         return why;
+    if (strncmp (endpoint, "ipc://@", 7) == 0)
+        return "an abstract socket (ipc://@NAME) has no owner or mode: any user "
+               "could take it; use ipc://PATH";
     if (strncmp (endpoint, "ipc://", 6) == 0)
         return NULL;
     if (strncmp (endpoint, "tcp://", 6) != 0)
@@ -524,7 +529,8 @@ s_control_check (const char *endpoint)
 
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
    entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
-   /tmp. */
+   a private directory (control_path.h: /run/fanhub for root, else
+   /tmp/fanhub-UID), never a path any user may create first. */
 static int
 s_control_default (s_ctx_t *ctx, yaml_node_t *root, fh_config_t *cfg)
 {
@@ -534,9 +540,11 @@ s_control_default (s_ctx_t *ctx, yaml_node_t *root, fh_config_t *cfg)
         dir = getenv ("XDG_RUNTIME_DIR");
         len = dir ? strlen (dir) : 0;
     }
+    char private_dir[64];
     if (len == 0) {
-        dir = "/tmp";
-        len = 4;
+        fh_control_path_private_dir (private_dir, sizeof private_dir);
+        dir = private_dir;
+        len = strlen (dir);
     }
     while (len > 1 && dir[len - 1] == '/')
         len--;
