@@ -183,6 +183,11 @@ fh_stats_json (fh_stats_t *self)
         json_object_set_new (hub, "end_to_end", end_to_end);
     } else
         json_decref (end_to_end);
+    if (hub) {
+        json_object_set_new (hub, "auth_denied", json_integer ((json_int_t) counts.auth_denied));
+        json_object_set_new (hub, "peers_refused",
+                             json_integer ((json_int_t) counts.peers_refused));
+    }
     if (counts.gap_detection && hub)
         json_object_set_new (hub, "upstream",
                              json_pack ("{s:I, s:I, s:I, s:I}", "lost",

@@ -382,6 +382,15 @@ s_prom_hub (s_buf_t *buf, const json_t *hub)
     s_prom_scalar (buf, "fanhub_unrouted_total", "counter",
                    "Well-formed bus messages that matched no consumer.",
                    json_object_get (hub, "unrouted"));
+    /* Refusals at the door: only when the snapshot has them. */
+    if (json_object_get (hub, "auth_denied"))
+        s_prom_scalar (buf, "fanhub_auth_denied_total", "counter",
+                       "Bus handshakes refused: unknown key or address, plaintext against CURVE.",
+                       json_object_get (hub, "auth_denied"));
+    if (json_object_get (hub, "peers_refused"))
+        s_prom_scalar (buf, "fanhub_peers_refused_total", "counter",
+                       "Bus connections refused above bus.max_peers.",
+                       json_object_get (hub, "peers_refused"));
 
     /* Completion and upstream gaps: only when the snapshot has them. */
     const json_t *handled = json_object_get (hub, "handled");
@@ -582,6 +591,11 @@ fh_stats_format_collectd (const json_t *stats, const char *host, double interval
     s_collectd_integer (&buf, &self, NULL, "derive-received", s_int (hub, "received"));
     s_collectd_integer (&buf, &self, NULL, "derive-malformed", s_int (hub, "malformed"));
     s_collectd_integer (&buf, &self, NULL, "derive-unrouted", s_int (hub, "unrouted"));
+    if (json_object_get (hub, "auth_denied"))
+        s_collectd_integer (&buf, &self, NULL, "derive-auth_denied", s_int (hub, "auth_denied"));
+    if (json_object_get (hub, "peers_refused"))
+        s_collectd_integer (&buf, &self, NULL, "derive-peers_refused",
+                            s_int (hub, "peers_refused"));
 
     const json_t *consumers = json_object_get (stats, "consumers");
     for (size_t i = 0; i < json_array_size (consumers); i++) {
