@@ -537,7 +537,9 @@ s_secure (fh_enqueuer_t *self, void *socket, const char *domain, bool server)
 {
     const fh_config_t *config = self->config;
     zmq_setsockopt (socket, ZMQ_ZAP_DOMAIN, domain, strlen (domain));
-    if (!config->curve.secret_key_file)
+    /* The config asks for server_public_key whenever there is a connect
+       endpoint; without one, no client options are needed. */
+    if (!config->curve.secret_key_file || (!server && !config->curve.server_public_key))
         return;
     int as_server = server;
     zmq_setsockopt (socket, ZMQ_CURVE_SERVER, &as_server, sizeof as_server);
