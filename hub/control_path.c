@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,7 +49,11 @@ s_prepare_dir (const char *path, char *err, size_t errlen)
         *slash = '\0';
     char private_dir[PATH_MAX];
     fh_control_path_private_dir (private_dir, sizeof private_dir);
-    bool private = strcmp (dir, private_dir) == 0;
+    /* Strict only where the default would put it: with a runtime
+       directory set (systemd's /run/fanhub, 0750, say), the operator
+       chose the directory. */
+    const char *runtime = getenv ("RUNTIME_DIRECTORY"), *xdg = getenv ("XDG_RUNTIME_DIR");
+    bool private = strcmp (dir, private_dir) == 0 && !(runtime && *runtime) && !(xdg && *xdg);
     if (mkdir (dir, 0700) != 0 && errno != EEXIST) {
         snprintf (err, errlen, "control: cannot create directory %s: %s", dir, strerror (errno));
         return -1;
@@ -129,6 +134,21 @@ fh_control_path_bind (void *socket, const char *endpoint)
     return rc;
 }
 
+/* The user FANHUB_CONTROL_USER names (a name or a number), or -1. */
+static long
+s_expected_user (void)
+{
+    const char *name = getenv ("FANHUB_CONTROL_USER");
+    if (!name || !*name)
+        return -1;
+    char *end;
+    long uid = strtol (name, &end, 10);
+    if (*end == '\0' && uid >= 0)
+        return uid;
+    struct passwd *pw = getpwnam (name);
+    return pw ? (long) pw->pw_uid : -1;
+}
+
 int
 fh_control_path_check_owner (const char *path, char *err, size_t errlen)
 {
@@ -143,13 +163,14 @@ fh_control_path_check_owner (const char *path, char *err, size_t errlen)
         return -1;
     }
     uid_t me = geteuid ();
-    if (st.st_uid != me && st.st_uid != 0) {
+    long expected = s_expected_user ();
+    if (st.st_uid != me && st.st_uid != 0 && (long) st.st_uid != expected) {
         char who[128], mine[128];
         snprintf (err, errlen,
                   "ipc://%s belongs to %s, not to you (%s) or root: refusing to talk to it "
-                  "(another user may have taken the path; a hub of another user is not "
-                  "yours to query)", path, s_who (st.st_uid, who, sizeof who),
-                  s_who (me, mine, sizeof mine));
+                  "(another user may have taken the path; for a hub that runs as another "
+                  "user, name it in FANHUB_CONTROL_USER)", path,
+                  s_who (st.st_uid, who, sizeof who), s_who (me, mine, sizeof mine));
         return -1;
     }
     return 0;

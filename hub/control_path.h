@@ -14,7 +14,9 @@
       unlink it silently. The bind then runs under umask 0117, so the
       socket is created 0660 with no window before its mode is set.
     - a client, before it sends anything: the path must be a socket owned
-      by the client's own user or by root.
+      by the client's own user, by root, or by the user named in the
+      environment variable FANHUB_CONTROL_USER (a name or a number: for a
+      member of the group of a hub that runs as its own user).
 */
 #ifndef FH_CONTROL_PATH_H_INCLUDED
 #define FH_CONTROL_PATH_H_INCLUDED
@@ -38,8 +40,9 @@ int fh_control_path_prepare (const char *path, bool *stale, char *err, size_t er
    a file another thread creates meanwhile is created no more open. */
 int fh_control_path_bind (void *socket, const char *endpoint);
 
-/* The client's side: 0 when PATH is a socket owned by the caller's user
-   or root; else -1 with one line in err saying whose it is. */
+/* The client's side: 0 when PATH is a socket owned by the caller's user,
+   root or $FANHUB_CONTROL_USER; else -1 with one line in err saying whose
+   it is. */
 int fh_control_path_check_owner (const char *path, char *err, size_t errlen);
 
 #endif
