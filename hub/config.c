@@ -1297,6 +1297,14 @@ s_curve_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
         return s_error (ctx, node->start_mark, "missing required key (CURVE needs this "
                         "hub's key pair; fanhub keygen writes one)");
     }
+    struct stat st;
+    if (cfg->curve.allow_dir && (stat (cfg->curve.allow_dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
+        yaml_node_t *at = s_map_find (ctx, node, "allow_dir");
+        s_path_key (ctx, "allow_dir");
+        return s_error (ctx, at ? at->start_mark : node->start_mark,
+                        "%s is not a directory (of zcert public key files)",
+                        cfg->curve.allow_dir);
+    }
     char why[512];
     if (fh_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
                               cfg->curve.secret_key, why, sizeof why) != 0) {

@@ -82,6 +82,12 @@ def test_keygen_and_the_secret_mode():
                       % (fh.free_port(), curve_yaml(secret_file)))
     status, _, err = fh.run(["check", "-c", config])
     assert status == 2 and "bus.curve.allow: missing: with curve, bus.bind" in err, err
+    config = wd.write("e.yaml", "bus:\n  bind: tcp://127.0.0.1:%d\n  curve: %s\n"
+                      "consumers:\n  - {name: n, plugin: \"null\"}\n"
+                      % (fh.free_port(), json.dumps({"secret_key_file": secret_file,
+                                                     "allow_dir": wd.file("none")})))
+    status, _, err = fh.run(["check", "-c", config])
+    assert status == 2 and "bus.curve.allow_dir: %s is not a directory" % wd.file("none") in err, err
     wd.cleanup()
 
 
@@ -150,6 +156,38 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
     finally:
         for s in socks:
             s.close()
+        hub.kill()
+
+
+def test_allow_dir():
+    """Keys from a zcert directory (zcertstore): a client whose public
+    certificate is there gets in."""
+    wd = fh.Workdir()
+    _, hub_secret, hub_public, _ = keygen(wd, "hub")
+    os.mkdir(wd.file("allowed"))
+    _, client_secret_file, client_public, client_secret = keygen(wd, "allowed/client")
+    os.rename(client_secret_file, wd.file("client_secret"))  # only the public file stays
+    endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
+    hub = fh.Hub(wd, "bus:\n  bind: %s\n  curve: %s\nconsumers:\n%s"
+                 % (endpoint, json.dumps({"secret_key_file": hub_secret,
+                                          "allow_dir": wd.file("allowed")}),
+                    log_yaml("all", wd.file("all.jsonl"))))
+    client = None
+    try:
+        hub.wait_ready()
+        client = curve_client(zmq.XPUB, client_public, client_secret, hub_public)
+        client.connect(endpoint)
+        fh.wait_for(lambda: client.poll(0), "the hub's subscription", hub=hub)
+        client.recv()
+        for i in range(10):
+            client.send_multipart([b"org.test.dir", b"%d" % i])
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 10, "10 messages", hub=hub)
+        assert hub.stats()["hub"]["auth_denied"] == 0
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        if client is not None:
+            client.close()
         hub.kill()
 
 
@@ -242,5 +280,6 @@ def test_relay_chain_with_curve_on_both_hops():
 if __name__ == "__main__":
     fh.main([test_keygen_and_the_secret_mode,
              test_plaintext_and_unknown_keys_refused_allowed_key_delivered,
+             test_allow_dir,
              test_allow_ip_refuses_other_addresses,
              test_relay_chain_with_curve_on_both_hops])
