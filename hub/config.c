@@ -15,6 +15,11 @@
 */
 #include "config.h"
 
+#include "control_path.h"
+#include "curve.h"
+
+#include <arpa/inet.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -499,6 +504,9 @@ s_control_check (const char *endpoint)
     const char *why = fh_endpoint_check (endpoint, true);
     if (why)
         return why;
+    if (strncmp (endpoint, "ipc://@", 7) == 0)
+        return "an abstract socket (ipc://@NAME) has no owner or mode: any user "
+               "could take it; use ipc://PATH";
     if (strncmp (endpoint, "ipc://", 6) == 0)
         return NULL;
     if (strncmp (endpoint, "tcp://", 6) != 0)
@@ -524,7 +532,8 @@ s_control_check (const char *endpoint)
 
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
    entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
-   /tmp. */
+   a private directory (control_path.h: /run/fanhub for root, else
+   /tmp/fanhub-UID), never a path any user may create first. */
 static int
 s_control_default (s_ctx_t *ctx, yaml_node_t *root, fh_config_t *cfg)
 {
@@ -534,9 +543,11 @@ s_control_default (s_ctx_t *ctx, yaml_node_t *root, fh_config_t *cfg)
         dir = getenv ("XDG_RUNTIME_DIR");
         len = dir ? strlen (dir) : 0;
     }
+    char private_dir[64];
     if (len == 0) {
-        dir = "/tmp";
-        len = 4;
+        fh_control_path_private_dir (private_dir, sizeof private_dir);
+        dir = private_dir;
+        len = strlen (dir);
     }
     while (len > 1 && dir[len - 1] == '/')
         len--;
@@ -1154,6 +1165,18 @@ s_bus_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
     if (cfg->connect.count + cfg->bind.count == 0)
         return s_error (ctx, node->start_mark,
                         "expected at least one endpoint in connect: or bind:");
+    yaml_node_t *curve = s_map_find (ctx, node, "curve");
+    if (curve && cfg->connect.count && !cfg->curve.server_public_key) {
+        s_path_key (ctx, "curve.server_public_key");
+        return s_error (ctx, curve->start_mark, "missing: with curve, bus.connect needs the "
+                        "publishers' public key");
+    }
+    if (curve && cfg->bind.count + cfg->publish.count && !cfg->curve.allow.count
+        && !cfg->curve.allow_dir) {
+        s_path_key (ctx, "curve.allow");
+        return s_error (ctx, curve->start_mark, "missing: with curve, bus.bind and "
+                        "bus.publish need the clients' keys (allow: or allow_dir:)");
+    }
     return 0;
 }
 
@@ -1193,6 +1216,118 @@ s_parse_producer (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t
     return *slot ? 0 : s_oom (ctx, node->start_mark);
 }
 
+/* A CurveZMQ public key, 40 characters of Z85. */
+static int
+s_parse_key (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    static const char what[] = "a CurveZMQ public key (40 characters of Z85)";
+    const char *text = s_text (ctx, node, what);
+    if (!text)
+        return -1;
+    if (!fh_curve_key_valid (text))
+        return s_error (ctx, node->start_mark, "expected %s, got a %zu-character value",
+                        what, strlen (text));
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : s_oom (ctx, node->start_mark);
+}
+
+/* A list (or one) of keys, or of IP addresses: check tells which. */
+static int
+s_parse_list_of (s_ctx_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
+                 bool (*check) (const char *))
+{
+    size_t count = node->type == YAML_SEQUENCE_NODE ? s_count (node) : 1;
+    if (node->type == YAML_MAPPING_NODE || s_is_null (node) || count == 0) {
+        char buf[S_GOT_SIZE];
+        return s_error (ctx, node->start_mark, "expected a list of %s, got %s", what,
+                        s_got (node, buf, sizeof buf));
+    }
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
+                                ? s_node (ctx, node->data.sequence.items.start[i])
+                                : node;
+        size_t mark = node->type == YAML_SEQUENCE_NODE ? s_path_index (ctx, i) : strlen (ctx->path);
+        const char *text = s_text (ctx, item, what);
+        if (!text)
+            return -1;
+        if (!check (text))
+            return s_error (ctx, item->start_mark, "expected %s, got '%.*s'", what,
+                            S_GOT_MAX, text);
+        if (s_strlist_add (list, text))
+            return s_oom (ctx, item->start_mark);
+        s_path_pop (ctx, mark);
+    }
+    return 0;
+}
+
+static int
+s_parse_keys (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    return s_parse_list_of (ctx, node, target, "CurveZMQ public keys (40 characters of Z85)",
+                            fh_curve_key_valid);
+}
+
+static bool
+s_ip_valid (const char *text)
+{
+    unsigned char addr[16];
+    return inet_pton (AF_INET, text, addr) == 1 || inet_pton (AF_INET6, text, addr) == 1;
+}
+
+static int
+s_parse_addresses (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)",
+                            s_ip_valid);
+}
+
+/* bus.curve: the secret is read (and its file checked) at load, so that
+   `check` refuses what `run` would. */
+static int
+s_curve_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_config_t *cfg = target;
+    if (!cfg->curve.secret_key_file) {
+        s_path_key (ctx, "secret_key_file");
+        return s_error (ctx, node->start_mark, "missing required key (CURVE needs this "
+                        "hub's key pair; fanhub keygen writes one)");
+    }
+    struct stat st;
+    if (cfg->curve.allow_dir && (stat (cfg->curve.allow_dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
+        yaml_node_t *at = s_map_find (ctx, node, "allow_dir");
+        s_path_key (ctx, "allow_dir");
+        return s_error (ctx, at ? at->start_mark : node->start_mark,
+                        "%s is not a directory (of zcert public key files)",
+                        cfg->curve.allow_dir);
+    }
+    char why[512];
+    if (fh_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
+                              cfg->curve.secret_key, why, sizeof why) != 0) {
+        yaml_node_t *at = s_map_find (ctx, node, "secret_key_file");
+        s_path_key (ctx, "secret_key_file");
+        return s_error (ctx, at ? at->start_mark : node->start_mark, "%s", why);
+    }
+    return 0;
+}
+
+static const s_field_t s_curve_fields[] = {
+    { .key = "secret_key_file", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, curve.secret_key_file) },
+    { .key = "server_public_key", .parse = s_parse_key,
+      .offset = offsetof (fh_config_t, curve.server_public_key) },
+    { .key = "allow", .parse = s_parse_keys, .offset = offsetof (fh_config_t, curve.allow) },
+    { .key = "allow_dir", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, curve.allow_dir) },
+    { .key = NULL },
+};
+
+static const s_section_t s_curve_section = { s_curve_fields, s_curve_finish };
+
 static const s_field_t s_gaps_fields[] = {
     { .key = "counter", .parse = s_parse_path,
       .offset = offsetof (fh_config_t, gaps.counter), .required = true },
@@ -1222,6 +1357,10 @@ static const s_field_t s_bus_fields[] = {
       .offset = offsetof (fh_config_t, publish), .flags = S_FOR_BIND },
     { .key = "gap_detection", .parse = s_parse_section, .offset = 0,
       .section = &s_gaps_section },
+    { .key = "curve", .parse = s_parse_section, .offset = 0, .section = &s_curve_section },
+    { .key = "allow_ip", .parse = s_parse_addresses, .offset = offsetof (fh_config_t, allow_ip) },
+    { .key = "max_peers", .parse = s_parse_size, .offset = offsetof (fh_config_t, max_peers),
+      .min = 1, .max = 1000000 },
     { .key = NULL },
 };
 
@@ -1674,6 +1813,12 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->gaps.counter);
     free (self->gaps.producer);
     s_strlist_clear (&self->publish);
+    free (self->curve.secret_key_file);
+    free (self->curve.server_public_key);
+    s_strlist_clear (&self->curve.allow);
+    free (self->curve.allow_dir);
+    memset (self->curve.secret_key, 0, sizeof self->curve.secret_key);
+    s_strlist_clear (&self->allow_ip);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);
     free (self);

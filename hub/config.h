@@ -107,6 +107,17 @@ typedef struct {
         char *producer;    /* "topic", "topic_prefix:N" or "json:/pointer" */
         size_t max_producers;
     } gaps;
+    struct {                     /* bus.curve; off when secret_key_file is NULL */
+        char *secret_key_file;   /* zcert secret file, mode 0600 */
+        char public_key[41];     /* Z85, read from the file at load */
+        char secret_key[41];     /* Z85: never logged nor shown */
+        char *server_public_key; /* Z85: the publishers' key, for bus.connect */
+        fh_strlist_t allow;      /* Z85 client keys let in on bind and publish */
+        char *allow_dir;         /* zcert directory of client keys, or NULL */
+    } curve;
+    fh_strlist_t allow_ip;       /* bus.allow_ip: peer addresses let in; none = any */
+    size_t max_peers;            /* bus.max_peers per bind endpoint; 0 = from the
+                                    descriptor limit */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */

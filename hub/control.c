@@ -6,6 +6,7 @@
 #include "log.h"
 #include "collectd_push.h"
 #include "control_parse.h"
+#include "control_path.h"
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
@@ -341,14 +342,10 @@ s_control_actor (zsock_t *pipe, void *args)
     else {
         zsock_set_linger (router, 0);
         zsock_set_router_mandatory (router, 0);
-        if (zmq_bind (zsock_resolve (router), config->control) != 0)
+        if (fh_control_path_bind (zsock_resolve (router), config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,
                       zmq_strerror (zmq_errno ()));
-        else if (self->ipc_path && chmod (self->ipc_path, 0660) != 0)
-            snprintf (self->start_error, sizeof self->start_error,
-                      "control: cannot set mode 0660 on %s: %s", self->ipc_path,
-                      strerror (errno));
         else {
             atomic_store_explicit (&self->bound, true, memory_order_relaxed);
             inject = zsock_new (ZMQ_PUSH);
@@ -433,17 +430,16 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_stats_destroy (&state.stats);
 }
 
-/* For ipc://: refuses a path another hub serves, and makes its directory. */
+/* For ipc://: checks the path and its directory (control_path), and
+   refuses a path another hub serves. */
 static int
 s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errlen)
 {
-    self->ipc_path = strdup (endpoint + strlen ("ipc://"));
-    if (!self->ipc_path) {
-        snprintf (err, errlen, "control: out of memory");
+    const char *path = endpoint + strlen ("ipc://");
+    bool stale = false;
+    if (fh_control_path_prepare (path, &stale, err, errlen) != 0)
         return -1;
-    }
-    struct stat st;
-    if (stat (self->ipc_path, &st) == 0) {
+    if (stale) {
         char why[256];
         char *answer = fh_control_call (endpoint, "PING", 300, why, sizeof why);
         bool taken = answer && strcmp (answer, "PONG") == 0;
@@ -452,14 +448,12 @@ s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errle
             snprintf (err, errlen,
                       "control: %s is served by another running hub; give this one "
                       "another `control:` (or a `name:`)", endpoint);
-            free (self->ipc_path);
-            self->ipc_path = NULL; /* not ours to remove */
             return -1;
         }
     }
-    char why[512];
-    if (fh_fs_mkdir_parent (self->ipc_path, why, sizeof why) != 0) {
-        snprintf (err, errlen, "control: %s", why);
+    self->ipc_path = strdup (path);
+    if (!self->ipc_path) {
+        snprintf (err, errlen, "control: out of memory");
         return -1;
     }
     return 0;
@@ -520,11 +514,10 @@ char *
 fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size_t count,
                         int timeout_ms, char *err, size_t errlen)
 {
-    if (strncmp (endpoint, "ipc://", 6) == 0 && access (endpoint + 6, F_OK) != 0) {
-        snprintf (err, errlen, "%s: %s: is the hub running, with this control endpoint?",
-                  endpoint, strerror (errno));
+    /* Nothing is sent to a socket that another user may have put there. */
+    if (strncmp (endpoint, "ipc://", 6) == 0
+        && fh_control_path_check_owner (endpoint + 6, err, errlen) != 0)
         return NULL;
-    }
     zsock_t *req = zsock_new (ZMQ_REQ);
     if (!req) {
         snprintf (err, errlen, "cannot create a socket: %s", zmq_strerror (zmq_errno ()));

@@ -19,9 +19,12 @@
     The actor also owns the metrics clock: once a second it lets the stats
     move their interval boundary, and it runs the periodic exporters.
 
-    An ipc:// endpoint is created with mode 0660 (its directory, 0750, if
-    missing). If another hub answers PING on it, the endpoint is refused
-    rather than taken over.
+    An ipc:// endpoint is created with mode 0660, under a umask, so there is
+    no window before its mode is set (its directory, 0700, if missing); its
+    path and directory are checked first (control_path.h). If another hub
+    answers PING on it, the endpoint is refused rather than taken over. A
+    client sends nothing to an ipc:// socket that is not its own user's or
+    root's.
 */
 #ifndef FH_CONTROL_H_INCLUDED
 #define FH_CONTROL_H_INCLUDED

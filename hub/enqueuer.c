@@ -9,18 +9,23 @@
 
 #include "atomics.h"
 #include "clock.h"
+#include "fdlimit.h"
 #include "gaps.h"
 #include "log.h"
 #include "validate.h"
+#include "zap.h"
 
 #include <assert.h>
 #include <czmq.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
 
 #ifndef ZMQ_ZERO_COPY_RECV
 #define ZMQ_ZERO_COPY_RECV 10 /* a context option of libzmq >= 4.3, in its draft API */
@@ -33,6 +38,10 @@ struct fh_enqueuer {
     atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
     atomic_uint_fast64_t unrouted;
     atomic_int *peers; /* per endpoint: connect first, then bind */
+    atomic_int bind_peers;              /* the bind endpoints' together */
+    atomic_uint_fast64_t auth_denied;   /* handshakes refused: key, address,
+                                           mechanism, cryptography */
+    atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
     fh_handled_t handled; /* messages every matching consumer refused */
     fh_gaps_t *gaps;      /* bus.gap_detection, or NULL */
     char inject_endpoint[64];
@@ -51,7 +60,9 @@ struct fh_enqueuer {
     atomic_bool setup_done; /* release: start_error is final */
     atomic_bool finished;   /* release: the actor is done with self */
 
-    /* Actor-private scratch. */
+    /* Actor-private. */
+    int max_peers;       /* per bind endpoint, resolved */
+    fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
     zmq_msg_t *frames;   /* room for max_frames + 1 */
     uint32_t *matches;   /* room for consumer_count */
     uint64_t seq;
@@ -319,6 +330,44 @@ s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted)
     return list->count == 1 ? base : SIZE_MAX;
 }
 
+/* The port of a tcp:// address, or -1. */
+static int
+s_port_of (const char *address)
+{
+    const char *colon = strncmp (address, "tcp://", 6) == 0 ? strrchr (address, ':') : NULL;
+    return colon ? atoi (colon + 1) : -1;
+}
+
+/* A connection accepted on a bind endpoint that has max_peers already:
+   the descriptor goes back at once, before the table fills up (libzmq
+   aborts when an accept of the control socket finds it full). libzmq owns
+   the descriptor, so it is shut down, not closed: libzmq sees the
+   connection end and closes it itself. The descriptor may have been
+   closed and reused since the event was sent, so it is shut down only
+   when it is still a TCP connection on this endpoint's port. */
+static void
+s_shed (fh_enqueuer_t *self, const char *address, int fd)
+{
+    struct sockaddr_storage local;
+    socklen_t size = sizeof local;
+    int port = -1;
+    if (getsockname (fd, (struct sockaddr *) &local, &size) == 0) {
+        if (local.ss_family == AF_INET)
+            port = ntohs (((struct sockaddr_in *) &local)->sin_port);
+        else if (local.ss_family == AF_INET6)
+            port = ntohs (((struct sockaddr_in6 *) &local)->sin6_port);
+    }
+    if (port < 0 || port != s_port_of (address))
+        return;
+    if (shutdown (fd, SHUT_RDWR) != 0)
+        return;
+    uint64_t refused = atomic_load (&self->peers_refused);
+    fh_bump (&self->peers_refused);
+    if (refused == 0 || (refused & (refused + 1)) == 0) /* 1, 2, 4, 8, ... */
+        fh_warning ("bus: %s has %d peers, its bus.max_peers: refused a connection "
+                    "(%llu so far)", address, self->max_peers, (unsigned long long) refused + 1);
+}
+
 static void
 s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
 {
@@ -326,8 +375,11 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
     if (!s_recv_now (monitor, &frame))
         return;
     uint16_t event = 0;
-    if (zmq_msg_size (&frame) >= 2)
+    uint32_t value = 0; /* the descriptor of ACCEPTED, the error of a failure */
+    if (zmq_msg_size (&frame) >= 6) {
         memcpy (&event, zmq_msg_data (&frame), 2);
+        memcpy (&value, (const char *) zmq_msg_data (&frame) + 2, 4);
+    }
     bool more = zmq_msg_more (&frame);
     char address[512] = "";
     if (more) {
@@ -348,6 +400,13 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
     case ZMQ_EVENT_CONNECTED: delta = 1; break;
     case ZMQ_EVENT_ACCEPTED: delta = 1; accepted = true; break;
     case ZMQ_EVENT_DISCONNECTED: delta = -1; break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        /* A plaintext peer of a CURVE socket (or the reverse), or a CURVE
+           handshake that does not decrypt: refused before ZAP is asked. */
+        if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+            || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+            fh_bump (&self->auth_denied);
+        return;
     default: return;
     }
     /* A disconnect does not say which side made the connection: try the
@@ -360,6 +419,12 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
         return;
     int now = atomic_load (&self->peers[i]) + delta;
     atomic_store (&self->peers[i], now < 0 ? 0 : now);
+    if (i >= self->config->connect.count) {
+        int all = atomic_load (&self->bind_peers) + delta;
+        atomic_store (&self->bind_peers, all < 0 ? 0 : all);
+    }
+    if (event == ZMQ_EVENT_ACCEPTED && now > self->max_peers)
+        s_shed (self, address, (int) value);
     if (event == ZMQ_EVENT_CONNECTED)
         fh_info ("bus: connected to %s", address);
     else if (event == ZMQ_EVENT_DISCONNECTED && i < self->config->connect.count)
@@ -425,6 +490,64 @@ s_any_ipv6_literal (const fh_strlist_t *list)
     return false;
 }
 
+/* The ZAP handler of the bus sockets: bus.bind's peers are capped at
+   max_peers each, bus.curve's keys and bus.allow_ip apply to both bind
+   and publish. NULL (with start_error set) when it cannot start. */
+static fh_zap_t *
+s_start_zap (fh_enqueuer_t *self)
+{
+    const fh_config_t *config = self->config;
+    size_t budget = fh_fdlimit_peer_budget ();
+    size_t per_endpoint = budget / (config->bind.count ? config->bind.count : 1);
+    size_t max_peers = config->max_peers ? config->max_peers : per_endpoint;
+    if (max_peers > per_endpoint) {
+        fh_warning ("bus.max_peers %zu is more than the descriptors allow (%zu per bind "
+                    "endpoint, a reserve kept): using %zu", max_peers, per_endpoint,
+                    per_endpoint ? per_endpoint : 1);
+        max_peers = per_endpoint;
+    }
+    self->max_peers = max_peers > 0 ? (int) max_peers : 1;
+    if (config->bind.count)
+        fh_info ("bus: at most %d peers per bind endpoint (bus.max_peers)", self->max_peers);
+    bool curve = config->curve.secret_key_file != NULL;
+    for (int i = 0; i < 2; i++)
+        self->policies[i] = (fh_zap_policy_t){
+            .domain = i == 0 ? "fanhub-bus" : "fanhub-publish",
+            .curve = curve,
+            .allow = (const char *const *) config->curve.allow.items,
+            .allow_count = config->curve.allow.count,
+            .allow_dir = config->curve.allow_dir,
+            .allow_ip = (const char *const *) config->allow_ip.items,
+            .allow_ip_count = config->allow_ip.count,
+            .peers = i == 0 ? &self->bind_peers : NULL,
+            .max_peers = self->max_peers * (int) (config->bind.count ? config->bind.count : 1),
+            .denied = &self->auth_denied,
+        };
+    fh_zap_t *zap = fh_zap_new (zsys_init (), self->policies, 2, self->start_error,
+                                sizeof self->start_error);
+    return zap;
+}
+
+/* The security options endpoints bound (server) or connected (client)
+   next take: CURVE keys when bus.curve is on, the ZAP domain. */
+static void
+s_secure (fh_enqueuer_t *self, void *socket, const char *domain, bool server)
+{
+    const fh_config_t *config = self->config;
+    zmq_setsockopt (socket, ZMQ_ZAP_DOMAIN, domain, strlen (domain));
+    /* The config asks for server_public_key whenever there is a connect
+       endpoint; without one, no client options are needed. */
+    if (!config->curve.secret_key_file || (!server && !config->curve.server_public_key))
+        return;
+    int as_server = server;
+    zmq_setsockopt (socket, ZMQ_CURVE_SERVER, &as_server, sizeof as_server);
+    zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, config->curve.secret_key, 40);
+    if (!server) {
+        zmq_setsockopt (socket, ZMQ_CURVE_PUBLICKEY, config->curve.public_key, 40);
+        zmq_setsockopt (socket, ZMQ_CURVE_SERVERKEY, config->curve.server_public_key, 40);
+    }
+}
+
 static void
 s_enqueuer_actor (zsock_t *pipe, void *args)
 {
@@ -449,6 +572,11 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     }
     zsock_set_rcvhwm (sub, config->rcvhwm);
     zsock_set_linger (sub, 0);
+    /* Who may connect (zap.h): before any bind, since libzmq asks at the
+       first handshake. */
+    fh_zap_t *zap = NULL;
+    if (config->bind.count + config->publish.count)
+        zap = s_start_zap (self);
     if (s_any_ipv6_literal (&config->connect) || s_any_ipv6_literal (&config->bind))
         zsock_set_ipv6 (sub, 1);
     const char *const *subscriptions;
@@ -463,17 +591,23 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zsock_t *monitor = NULL;
     if (zmq_socket_monitor (zsock_resolve (sub), monitor_endpoint,
                                ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED
-                                   | ZMQ_EVENT_DISCONNECTED)
+                                   | ZMQ_EVENT_DISCONNECTED
+                                   | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
                == 0) {
         monitor = zsock_new (ZMQ_PAIR);
         if (monitor && zsock_connect (monitor, "%s", monitor_endpoint) != 0)
             zsock_destroy (&monitor);
     }
+    /* libzmq takes a socket's options when an endpoint is bound or
+       connected: the bind endpoints get the server's, then the connect
+       endpoints the client's. */
+    s_secure (self, zsock_resolve (sub), "fanhub-bus", true);
     for (size_t i = 0; i < config->bind.count && !self->start_error[0]; i++)
         if (zmq_bind (zsock_resolve (sub), config->bind.items[i]) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "bus.bind: cannot bind %s: %s", config->bind.items[i],
                       zmq_strerror (zmq_errno ()));
+    s_secure (self, zsock_resolve (sub), "", false);
     for (size_t i = 0; i < config->connect.count && !self->start_error[0]; i++)
         if (zmq_connect (zsock_resolve (sub), config->connect.items[i]) != 0)
             snprintf (self->start_error, sizeof self->start_error,
@@ -488,6 +622,7 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
             if (s_any_ipv6_literal (&config->publish))
                 zsock_set_ipv6 (publish, 1);
             self->publish = zsock_resolve (publish);
+            s_secure (self, self->publish, "fanhub-publish", true);
         }
         for (size_t i = 0; i < config->publish.count && !self->start_error[0]; i++)
             if (!publish || zmq_bind (self->publish, config->publish.items[i]) != 0)
@@ -584,6 +719,7 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zsock_destroy (&publish);
     self->publish = NULL;
     zsock_destroy (&sub);
+    fh_zap_destroy (&zap); /* after the sockets it answered for */
     for (size_t i = 0; i < config->connect.count + config->bind.count; i++)
         atomic_store (&self->peers[i], 0); /* the socket is gone */
     fh_msg_cache_drain (); /* this thread's cached messages */
@@ -603,6 +739,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
     }
     memset (self, 0, sizeof *self);
     fh_handled_init (&self->handled);
+    self->max_peers = INT_MAX; /* until the bind endpoints' budget is known */
     self->config = config;
     self->trigger = trigger;
     self->consumers = consumers;
@@ -699,6 +836,8 @@ fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
         out->malformed += out->malformed_by_reason[i];
     }
     out->received = atomic_load (&self->received);
+    out->auth_denied = atomic_load (&self->auth_denied);
+    out->peers_refused = atomic_load (&self->peers_refused);
     if (self->gaps) {
         fh_gaps_counts_t gaps;
         fh_gaps_counts (self->gaps, &gaps);

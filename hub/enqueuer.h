@@ -38,6 +38,8 @@ typedef struct {
     uint64_t malformed; /* sum of by_reason */
     uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
     uint64_t unrouted;  /* well-formed, but matched no consumer */
+    uint64_t auth_denied;   /* bus handshakes refused: key, address, mechanism */
+    uint64_t peers_refused; /* bus connections shed above bus.max_peers */
     bool gap_detection; /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;

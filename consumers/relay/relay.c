@@ -27,6 +27,15 @@
                             before it answers FANHUB_RETRY; only the first
                             message of a streak of such answers waits
 
+        curve               CurveZMQ on the relay's socket (see
+                            docs/security.md): {secret_key_file: the
+                            relay's zcert secret file (mode 0600),
+                            server_public_key: the receiving hub's key}
+                            with connect; {secret_key_file, allow: [client
+                            keys] and/or allow_dir: zcert directory} with
+                            bind, where a ZAP handler in the relay's own
+                            context lets in those keys only
+
     Frames. The topic is rewritten; the body and any further frames go out
     byte for byte. The hub's buffers are only valid during consume, so each
     frame is copied once, into the ZeroMQ message that is sent.
@@ -57,6 +66,9 @@
 */
 #include <fanhub/consumer.h>
 
+#include "curve.h"
+#include "zap.h"
+
 #include <zmq.h>
 
 #include <errno.h>
@@ -86,6 +98,11 @@ typedef struct {
     fanhub_ctx_t *ctx;
     void *zctx;
     void *sock;
+    fh_zap_t *zap;          /* bind with curve: who may subscribe */
+    fh_zap_policy_t policy; /* the ZAP handler's, pointing into the below */
+    char **allow;           /* curve.allow keys */
+    size_t allow_count;
+    char *allow_dir;
 
     bool rewrite;
     char *from; /* topic_prefix.from, NUL-terminated */
@@ -113,6 +130,8 @@ typedef struct {
     long linger_ms;
     bool require_subscriber;
     long subscriber_wait_ms;
+    const fanhub_option_t *curve; /* or NULL */
+    char public_key[FH_CURVE_KEY_TEXT], secret_key[FH_CURVE_KEY_TEXT];
 } relay_options_t;
 
 static int64_t
@@ -286,6 +305,134 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
     return 0;
 }
 
+/* options.curve: a map of secret_key_file (read here, and refused when
+   others can read it), server_public_key (connect), allow and allow_dir
+   (bind). */
+static int
+s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, char *err,
+               size_t errlen)
+{
+    const fanhub_option_t *curve = out->curve;
+    const char *where = host->option_where (curve);
+    if (host->option_kind (curve) != FANHUB_OPTION_MAP) {
+        snprintf (err, errlen, "options.curve: expected a map (secret_key_file, "
+                  "server_public_key or allow/allow_dir), got %s (%s)",
+                  s_kind_name (host->option_kind (curve)), where);
+        return -1;
+    }
+    bool have_allow = false;
+    const char *server_key = NULL, *secret_file = NULL;
+    for (size_t i = 0; i < host->option_count (curve); i++) {
+        const char *key = NULL;
+        const fanhub_option_t *node = host->option_at (curve, i, &key);
+        const char *text = host->option_scalar (node);
+        if (key && strcmp (key, "secret_key_file") == 0 && text && *text)
+            secret_file = text;
+        else if (key && strcmp (key, "server_public_key") == 0 && fh_curve_key_valid (text))
+            server_key = text;
+        else if (key && strcmp (key, "allow_dir") == 0 && text && *text)
+            have_allow = true;
+        else if (key && strcmp (key, "allow") == 0) {
+            size_t n = host->option_kind (node) == FANHUB_OPTION_LIST
+                           ? host->option_count (node) : 0;
+            for (size_t k = 0; k < n; k++)
+                if (!fh_curve_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
+                    snprintf (err, errlen, "options.curve.allow[%zu]: expected a CurveZMQ "
+                              "public key (40 characters of Z85) (%s)", k,
+                              host->option_where (node));
+                    return -1;
+                }
+            if (n == 0) {
+                snprintf (err, errlen, "options.curve.allow: expected a list of keys (%s)",
+                          host->option_where (node));
+                return -1;
+            }
+            have_allow = true;
+        }
+        else {
+            snprintf (err, errlen, "options.curve.%s: unknown key or bad value; curve takes "
+                      "secret_key_file (a path), server_public_key (a 40-character Z85 "
+                      "key), allow (a list of keys) and allow_dir (a path) (%s)",
+                      key ? key : "?", host->option_where (node));
+            return -1;
+        }
+    }
+    if (!secret_file) {
+        snprintf (err, errlen, "options.curve.secret_key_file: missing; fanhub keygen "
+                  "writes a key pair (%s)", where);
+        return -1;
+    }
+    if (!binding && !server_key) {
+        snprintf (err, errlen, "options.curve.server_public_key: missing: with connect, "
+                  "the receiving hub's public key (%s)", where);
+        return -1;
+    }
+    if (binding && !have_allow) {
+        snprintf (err, errlen, "options.curve.allow: missing: with bind, the keys of the "
+                  "subscribers to let in (allow: or allow_dir:) (%s)", where);
+        return -1;
+    }
+    char why[512];
+    if (fh_curve_load_secret (secret_file, out->public_key, out->secret_key, why,
+                              sizeof why) != 0) {
+        snprintf (err, errlen, "options.curve.secret_key_file: %s (%s)", why, where);
+        return -1;
+    }
+    return 0;
+}
+
+/* Sets CURVE on the socket (and, with bind, starts the ZAP handler in
+   the relay's context, before any bind). */
+static int
+s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, char *err,
+               size_t errlen)
+{
+    const fanhub_host_t *host = self->host;
+    const fanhub_option_t *curve = opt->curve;
+    int server = binding;
+    int rc = zmq_setsockopt (self->sock, ZMQ_CURVE_SERVER, &server, sizeof server);
+    rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_SECRETKEY, opt->secret_key, 40);
+    if (!binding) {
+        rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_PUBLICKEY, opt->public_key, 40);
+        rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_SERVERKEY,
+                              host->option_scalar (host->option_get (curve, "server_public_key")),
+                              40);
+    }
+    if (rc != 0) {
+        snprintf (err, errlen, "relay: cannot set the CURVE options: %s", zmq_strerror (errno));
+        return -1;
+    }
+    if (!binding)
+        return 0;
+    const fanhub_option_t *allow = host->option_get (curve, "allow");
+    self->allow_count = allow ? host->option_count (allow) : 0;
+    self->allow = calloc (self->allow_count + 1, sizeof *self->allow);
+    const char *dir = host->option_scalar (host->option_get (curve, "allow_dir"));
+    self->allow_dir = dir ? strdup (dir) : NULL;
+    if (!self->allow || (dir && !self->allow_dir)) {
+        snprintf (err, errlen, "relay: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < self->allow_count; i++)
+        if (!(self->allow[i] = strdup (host->option_scalar (host->option_at (allow, i, NULL))))) {
+            snprintf (err, errlen, "relay: out of memory");
+            return -1;
+        }
+    self->policy = (fh_zap_policy_t){
+        .domain = "fanhub-relay",
+        .curve = 1,
+        .allow = (const char *const *) self->allow,
+        .allow_count = self->allow_count,
+        .allow_dir = self->allow_dir,
+    };
+    if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) != 0) {
+        snprintf (err, errlen, "relay: cannot set the ZAP domain: %s", zmq_strerror (errno));
+        return -1;
+    }
+    self->zap = fh_zap_new (self->zctx, &self->policy, 1, err, errlen);
+    return self->zap ? 0 : -1;
+}
+
 static int
 s_read_options (const fanhub_host_t *host, const fanhub_option_t *options,
                 relay_options_t *out, char *err, size_t errlen)
@@ -323,11 +470,13 @@ s_read_options (const fanhub_host_t *host, const fanhub_option_t *options,
         else if (strcmp (key, "subscriber_wait_ms") == 0)
             rc = s_parse_long (host, node, key, 0, RELAY_MS_MAX,
                                &out->subscriber_wait_ms, err, errlen);
+        else if (strcmp (key, "curve") == 0)
+            out->curve = node; /* checked once bind or connect is known */
         else {
             snprintf (err, errlen,
                       "options.%s: unknown option; relay takes bind, connect, "
-                      "topic_prefix, sndhwm, linger_ms, require_subscriber "
-                      "and subscriber_wait_ms (%s)",
+                      "topic_prefix, sndhwm, linger_ms, require_subscriber, "
+                      "subscriber_wait_ms and curve (%s)",
                       key, host->option_where (node));
             rc = -1;
         }
@@ -349,7 +498,7 @@ s_read_options (const fanhub_host_t *host, const fanhub_option_t *options,
     }
     out->endpoints = bind ? bind : connect;
     out->endpoints_key = bind ? "bind" : "connect";
-    return 0;
+    return out->curve ? s_check_curve (host, out, bind != NULL, err, errlen) : 0;
 }
 
 static void
@@ -357,6 +506,11 @@ s_destroy (relay_state_t *self)
 {
     if (self->sock)
         zmq_close (self->sock);
+    fh_zap_destroy (&self->zap); /* after the socket it answered for */
+    for (size_t i = 0; self->allow && i < self->allow_count; i++)
+        free (self->allow[i]);
+    free (self->allow);
+    free (self->allow_dir);
     if (self->zctx)
         while (zmq_ctx_term (self->zctx) != 0 && errno == EINTR)
             ;
@@ -407,6 +561,8 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
         return -1;
     }
     bool binding = strcmp (opt->endpoints_key, "bind") == 0;
+    if (opt->curve && s_apply_curve (self, opt, binding, err, errlen) != 0)
+        return -1;
     for (size_t i = 0; i < count; i++) {
         const fanhub_option_t *node = s_endpoint_at (host, opt->endpoints, i);
         const char *endpoint = host->option_scalar (node);

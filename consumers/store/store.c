@@ -11,6 +11,11 @@
     Options (exactly one of sqlite and postgres):
         sqlite    path of an SQLite database file, created when missing
         postgres  a libpq conninfo ("host=db dbname=archive" or a URI)
+        password_file  with postgres: a file holding the password (its
+                  first line), refused when its group or others may read it
+        password_env   with postgres: the environment variable holding the
+                  password (so that the YAML holds no secret; neither is
+                  ever logged)
         table     the table's name, default "messages"
         batch     1..100000, default 500: rows per transaction
         batch_ms  0..3600000, default 200: the longest a row waits for its
@@ -52,6 +57,8 @@
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
+#include <errno.h>
+#include <sys/stat.h>
 
 #define STORE_BATCH_DEFAULT 500
 #define STORE_BATCH_MAX 100000
@@ -74,6 +81,7 @@ typedef struct {
     fanhub_ctx_t *ctx;
     const store_backend_t *backend;
     char *target; /* path or conninfo; a conninfo is never logged */
+    char *password; /* from password_file or password_env, or NULL */
     char table[STORE_TABLE_MAX + 1];
     size_t batch;
     int64_t batch_ns;
@@ -323,8 +331,8 @@ s_connect (store_state_t *self, char *why, size_t whylen)
     if (self->db)
         return 0;
     bool retry_can_help;
-    self->db = self->backend->open (self->target, self->table, why, whylen,
-                                    &retry_can_help);
+    self->db = self->backend->open (self->target, self->password, self->table, why,
+                                    whylen, &retry_can_help);
     return self->db ? 0 : -1;
 }
 
@@ -503,6 +511,10 @@ s_destroy (store_state_t *self)
     pthread_mutex_destroy (&self->lock);
     free (self->rows);
     free (self->target);
+    if (self->password) {
+        memset (self->password, 0, strlen (self->password));
+        free (self->password);
+    }
     free (self);
 }
 
@@ -629,6 +641,58 @@ s_valid_table (const char *name)
     return strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789_") == len;
 }
 
+/* The password of password_file (its first line, the file readable by
+   its owner only) or password_env. malloc'd, or NULL with err set; err
+   never holds the password. */
+static char *
+s_read_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
+                 char *err, size_t errlen)
+{
+    const char *name = host->option_scalar (node);
+    const char *where = host->option_where (node);
+    if (strcmp (key, "password_env") == 0) {
+        const char *value = getenv (name);
+        if (!value || !*value) {
+            snprintf (err, errlen, "options.password_env: the environment variable %s is "
+                      "not set, or empty (%s)", name, where);
+            return NULL;
+        }
+        char *copy = strdup (value);
+        if (!copy)
+            snprintf (err, errlen, "store: out of memory");
+        return copy;
+    }
+    FILE *file = fopen (name, "r");
+    struct stat st;
+    if (!file || fstat (fileno (file), &st) != 0) {
+        snprintf (err, errlen, "options.password_file: %s: %s (%s)", name, strerror (errno),
+                  where);
+        if (file)
+            fclose (file);
+        return NULL;
+    }
+    if (!S_ISREG (st.st_mode) || (st.st_mode & 077)) {
+        snprintf (err, errlen, "options.password_file: %s: %s; refusing it (chmod 600 %s) "
+                  "(%s)", name, S_ISREG (st.st_mode) ? "other users may read or change it"
+                                                     : "not a regular file", name, where);
+        fclose (file);
+        return NULL;
+    }
+    char line[1024];
+    bool got = fgets (line, sizeof line, file) != NULL;
+    fclose (file);
+    line[got ? strcspn (line, "\r\n") : 0] = '\0';
+    if (!line[0]) {
+        snprintf (err, errlen, "options.password_file: %s: empty first line (%s)", name, where);
+        return NULL;
+    }
+    char *copy = strdup (line);
+    memset (line, 0, sizeof line);
+    if (!copy)
+        snprintf (err, errlen, "store: out of memory");
+    return copy;
+}
+
 static int
 s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         const fanhub_option_t *options, void **state, char *err,
@@ -646,6 +710,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     const char *table = "messages";
     long batch = STORE_BATCH_DEFAULT;
     long batch_ms = STORE_BATCH_MS_DEFAULT;
+    const fanhub_option_t *password_node = NULL;
+    const char *password_key = NULL;
 
     size_t count = options ? host->option_count (options) : 0;
     for (size_t i = 0; i < count; i++) {
@@ -670,6 +736,20 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
             backend = sqlite ? &store_sqlite_backend : &store_pg_backend;
             target_node = node;
             target_key = key;
+        }
+        else if (strcmp (key, "password_file") == 0 || strcmp (key, "password_env") == 0) {
+            const char *text = NULL;
+            if (password_node) {
+                snprintf (err, errlen, "options.%s: give password_file or password_env, "
+                          "not both (%s)", key, where);
+                return -1;
+            }
+            if (s_option_text (host, node, key,
+                               key[9] == 'f' ? "a file name" : "an environment variable name",
+                               &text, err, errlen))
+                return -1;
+            password_node = node;
+            password_key = key;
         }
         else if (strcmp (key, "table") == 0) {
             if (s_option_text (host, node, key, "a table name", &table, err,
@@ -697,7 +777,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         else {
             snprintf (err, errlen,
                       "options.%s: unknown option; store takes sqlite, "
-                      "postgres, table, batch and batch_ms (%s)",
+                      "postgres, password_file, password_env, table, batch and "
+                      "batch_ms (%s)",
                       key, where);
             return -1;
         }
@@ -707,6 +788,11 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                   "options: store needs a database: set sqlite (a file) or "
                   "postgres (a conninfo) (%s)",
                   options ? host->option_where (options) : "?");
+        return -1;
+    }
+    if (password_node && backend != &store_pg_backend) {
+        snprintf (err, errlen, "options.%s: a password is for postgres only (%s)",
+                  password_key, host->option_where (password_node));
         return -1;
     }
     char why[512];
@@ -744,7 +830,13 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
        be reached is a passing state, not a configuration error: the
        consumer starts and answers RETRY until it can connect. */
     bool retry_can_help = false;
-    self->db = backend->open (target, self->table, why, sizeof why,
+    if (password_node
+        && !(self->password = s_read_password (host, password_node, password_key, err,
+                                               errlen))) {
+        s_destroy (self);
+        return -1;
+    }
+    self->db = backend->open (target, self->password, self->table, why, sizeof why,
                               &retry_can_help);
     if (!self->db && !retry_can_help) {
         snprintf (err, errlen, "options.%s: %s%s%s (%s)", target_key,

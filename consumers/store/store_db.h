@@ -58,9 +58,11 @@ typedef struct {
        `table` when missing and prepares the insert. On failure returns NULL
        with a one-line reason in why; *retry_can_help is false when the
        database answered but refused (a schema that does not match, no
-       permission), true when it could not be reached. */
-    store_db_t *(*open) (const char *target, const char *table, char *why,
-                         size_t whylen, bool *retry_can_help);
+       permission), true when it could not be reached. password, when not
+       NULL, is the secret the target leaves out (PostgreSQL's password,
+       from password_file or password_env); it is never logged. */
+    store_db_t *(*open) (const char *target, const char *password, const char *table,
+                         char *why, size_t whylen, bool *retry_can_help);
     /* Checks the option's text before anything is opened; 0 or -1 with a
        reason. */
     int (*check_target) (const char *target, char *why, size_t whylen);

@@ -80,8 +80,8 @@ s_exec (store_db_t *self, const char *sql, const char *what, char *why,
 }
 
 static store_db_t *
-s_open (const char *conninfo, const char *table, char *why, size_t whylen,
-        bool *retry_can_help)
+s_open (const char *conninfo, const char *password, const char *table, char *why,
+        size_t whylen, bool *retry_can_help)
 {
     *retry_can_help = true;
     store_db_t *self = (store_db_t *) calloc (1, sizeof *self);
@@ -94,9 +94,10 @@ s_open (const char *conninfo, const char *table, char *why, size_t whylen,
     const char *const keys[] = { "connect_timeout", "application_name",
                                  "keepalives_idle", "keepalives_interval",
                                  "keepalives_count", "tcp_user_timeout",
-                                 "dbname", "client_encoding", NULL };
+                                 "dbname", "client_encoding",
+                                 password ? "password" : NULL, NULL };
     const char *const values[] = { "10", "fanhub-store", "30", "10", "3",
-                                   "60000", conninfo, "UTF8", NULL };
+                                   "60000", conninfo, "UTF8", password, NULL };
     self->conn = PQconnectdbParams (keys, values, 1);
     if (!self->conn || PQstatus (self->conn) != CONNECTION_OK) {
         s_why_conn (why, whylen, self->conn, "cannot connect");

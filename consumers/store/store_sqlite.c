@@ -53,9 +53,10 @@ s_close (store_db_t **db_p)
 }
 
 static store_db_t *
-s_open (const char *path, const char *table, char *why, size_t whylen,
-        bool *retry_can_help)
+s_open (const char *path, const char *password, const char *table, char *why,
+        size_t whylen, bool *retry_can_help)
 {
+    (void) password; /* store.c allows it with postgres only */
     *retry_can_help = false;
     store_db_t *self = (store_db_t *) calloc (1, sizeof *self);
     if (!self) {

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "control.h"
+#include "fdlimit.h"
 #include "hub.h"
 #include "log.h"
 #include "plugin.h"
@@ -154,6 +155,7 @@ fh_cmd_run (int argc, char **argv)
     }
     if (!level_given)
         fh_log_set_level ((fanhub_log_level_t) config->log_level);
+    fh_fdlimit_raise (); /* before any socket: bus peers get what is left (fdlimit.h) */
     fh_hub_t *hub = fh_hub_new (config, fh_plugin_dir (plugin_dir), err, sizeof err);
     if (!hub) {
         fh_error ("%s", err);

@@ -24,5 +24,6 @@ int fh_cmd_emit (int argc, char **argv);
 int fh_cmd_reload (int argc, char **argv);
 int fh_cmd_plugins (int argc, char **argv);
 int fh_cmd_replay (int argc, char **argv);
+int fh_cmd_keygen (int argc, char **argv);
 
 #endif

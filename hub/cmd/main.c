@@ -22,6 +22,7 @@ static const s_command_t s_commands[] = {
     {"replay", fh_cmd_replay, "feed messages from a file to one plugin (plugin test harness)"},
     {"pub", fh_cmd_pub, "publish messages to the bus (like fedmsg-logger)"},
     {"tail", fh_cmd_tail, "print messages from the bus (like fedmsg-tail)"},
+    {"keygen", fh_cmd_keygen, "write a CurveZMQ key pair (for bus.curve and the relay)"},
 };
 
 static void

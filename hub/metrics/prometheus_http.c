@@ -19,6 +19,7 @@
 */
 #include "prometheus_http.h"
 
+#include "clock.h"
 #include "control.h"
 #include "log.h"
 
@@ -31,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -161,11 +163,27 @@ s_handle (void *cls, struct MHD_Connection *connection, const char *url,
 
 static void s_mhd_log (void *cls, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
 
-/* MHD's own complaints (a failed accept, a broken client) go to our log. */
+/* MHD's own complaints (a failed accept, a broken client) go to our log.
+   Out of descriptors with no connection open, MHD retries its accept at
+   once, forever, logging each time: in its own thread (the only one that
+   calls this), the retry is slowed to 10 a second and logged every 10 s
+   with the number left out. */
 static void
 s_mhd_log (void *cls, const char *fmt, va_list args)
 {
     fh_prometheus_http_t *self = cls;
+    if (strstr (fmt, "resource limit")) {
+        static fh_ratelimit_t limit; /* the MHD thread's only */
+        uint64_t suppressed = 0;
+        if (fh_ratelimit_allow (&limit, fh_clock_mono_ns (), 10 * INT64_C (1000000000),
+                                &suppressed))
+            fh_warning ("prometheus: %s: out of descriptors, cannot accept (%llu more such "
+                        "lines not logged); backing off", self->listen,
+                        (unsigned long long) suppressed);
+        struct timespec pause = {0, 100000000};
+        nanosleep (&pause, NULL);
+        return;
+    }
     char line[512];
     vsnprintf (line, sizeof line, fmt, args);
     size_t len = strlen (line);

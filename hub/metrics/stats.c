@@ -153,6 +153,8 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_RECEIVED, (int64_t) counts.received);
     fh_metrics_set_int (hub, FH_M_MALFORMED, (int64_t) counts.malformed);
     fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
+    fh_metrics_set_int (hub, FH_M_AUTH_DENIED, (int64_t) counts.auth_denied);
+    fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
     for (int i = 0; i < FH_MALFORMED_REASONS; i++)
         if (fh_metrics_add_reason (snapshot, fh_malformed_reason_name (i),
                                    (fh_metric_value_t){ .integer = (int64_t) counts.malformed_by_reason[i] })

@@ -90,7 +90,7 @@ class Workdir:
 class Hub:
     """A `fanhub run -c CONFIG` process with its stderr kept in a file."""
 
-    def __init__(self, workdir, config_text, name="hub", extra_args=(), env=None):
+    def __init__(self, workdir, config_text, name="hub", extra_args=(), env=None, prefix=()):
         # Each hub gets its own control socket, so hubs of tests that run
         # at the same time never meet on the default one.
         self.control = "ipc://" + workdir.file(name + ".control")
@@ -102,7 +102,8 @@ class Hub:
         self.err = open(self.stderr_path, "wb")
         self.out = open(self.stdout_path, "wb")
         environ = dict(os.environ, **(env or {}))
-        self.proc = subprocess.Popen([BIN, "run", "-c", self.config] + list(extra_args),
+        # prefix: a command that runs the hub, e.g. prlimit with its limits.
+        self.proc = subprocess.Popen(list(prefix) + [BIN, "run", "-c", self.config] + list(extra_args),
                                      stdout=self.out, stderr=self.err,
                                      stdin=subprocess.DEVNULL, env=environ)
         self.status = None

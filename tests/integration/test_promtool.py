@@ -301,7 +301,8 @@ PUTVAL_RE = re.compile(
 TYPE_INSTANCES = {
     "queue_length": {None},
     "latency": {"queue_wait_p99", "queue_wait_mean", "processing_p99", "processing_mean"},
-    "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted"},
+    "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted",
+               "auth_denied", "peers_refused"},
 }
 
 
@@ -333,6 +334,9 @@ def check_collectd_values(values, snap):
     hub = snap["hub"]
     hub_instance = sanitised(hub["name"]) if hub["name"] else "hub"
     want = {(hub_instance, "derive-" + f): hub[f] for f in ("received", "malformed", "unrouted")}
+    # Refusals at the door; a snapshot saved before they existed reads as 0.
+    for f in ("auth_denied", "peers_refused"):
+        want[(hub_instance, "derive-" + f)] = hub.get(f, 0)
     for c in snap["consumers"]:
         inst = sanitised(c["name"])
         if hub["name"]:

@@ -188,7 +188,7 @@ def test_bad_options():
     """`fanhub check` refuses bad options with the file, line and column."""
     wd = fh.Workdir()
     cases = [
-        ("colour: red", r"options\.colour: unknown option; store takes sqlite, postgres, "
+        ("colour: red", r"options\.colour: unknown option; store takes sqlite, postgres, password_file, password_env, "
                         r"table, batch and batch_ms \(%s:8:\d+\)"),
         ("sqlite: a.db, postgres: 'dbname=x'",
          r"options\.postgres: store writes to one database; options\.sqlite is set "

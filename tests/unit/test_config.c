@@ -37,6 +37,18 @@ s_load_ok (const char *text)
     return cfg;
 }
 
+/* The default control directory without a runtime directory. */
+static const char *
+s_private_dir (void)
+{
+    static char dir[64];
+    if (geteuid () == 0)
+        snprintf (dir, sizeof dir, "/run/fanhub");
+    else
+        snprintf (dir, sizeof dir, "/tmp/fanhub-%lu", (unsigned long) geteuid ());
+    return dir;
+}
+
 static void
 s_unset_runtime_dirs (void)
 {
@@ -57,7 +69,9 @@ s_check_default (const fh_config_t *cfg)
     assert_int_equal (cfg->rcvhwm, FH_DEFAULT_RCVHWM);
     assert_int_equal (cfg->max_frames, FH_DEFAULT_MAX_FRAMES);
     assert_int_equal (cfg->max_message_bytes, FH_DEFAULT_MAX_MESSAGE_BYTES);
-    assert_string_equal (cfg->control, "ipc:///tmp/fanhub.sock");
+    char expected[128];
+    snprintf (expected, sizeof expected, "ipc://%s/fanhub.sock", s_private_dir ());
+    assert_string_equal (cfg->control, expected);
     assert_int_equal (cfg->shutdown_timeout_ms, 10000);
     assert_int_equal (cfg->consumer_count, 1);
     const fh_consumer_config_t *tail = &cfg->consumers[0];
@@ -287,7 +301,7 @@ typedef struct {
 } s_error_case_t;
 
 #define TOP_KNOWN "(known: name, bus, control, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
-#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection)"
+#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
@@ -767,7 +781,7 @@ test_error_example (void **state)
                                         sizeof err));
     assert_string_equal (err, "f.yaml:3:3: bus.rcvhm: unknown key (known: "
                               "connect, bind, rcvhwm, max_frames, "
-                              "max_message_bytes, publish, gap_detection)");
+                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)");
 }
 
 static void
@@ -873,8 +887,8 @@ test_control_default (void **state)
         const char *hub_name;
         const char *control;
     } cases[] = {
-        { "neither set", NULL, NULL, NULL, "ipc:///tmp/fanhub.sock" },
-        { "neither set, named", NULL, NULL, "b1", "ipc:///tmp/fanhub-b1.sock" },
+        { "neither set", NULL, NULL, NULL, "ipc://PRIVATE/fanhub.sock" },
+        { "neither set, named", NULL, NULL, "b1", "ipc://PRIVATE/fanhub-b1.sock" },
         { "XDG", NULL, "/run/user/1000", NULL,
           "ipc:///run/user/1000/fanhub.sock" },
         { "XDG, trailing slash, named", NULL, "/run/user/1000/", "x",
@@ -885,7 +899,7 @@ test_control_default (void **state)
           "ipc:///run/fanhub/fanhub-n.sock" },
         { "systemd empty", "", "/run/user/7", NULL,
           "ipc:///run/user/7/fanhub.sock" },
-        { "both empty", "", "", NULL, "ipc:///tmp/fanhub.sock" },
+        { "both empty", "", "", NULL, "ipc://PRIVATE/fanhub.sock" },
         { "root directory", "/", NULL, NULL, "ipc:///fanhub.sock" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -900,9 +914,16 @@ test_control_default (void **state)
                   cases[i].hub_name ? cases[i].hub_name : "",
                   cases[i].hub_name ? "\n" : "");
         fh_config_t *cfg = s_load_ok (text);
-        if (strcmp (cfg->control, cases[i].control) != 0)
+        char expected[128];
+        const char *mark = strstr (cases[i].control, "PRIVATE");
+        if (mark)
+            snprintf (expected, sizeof expected, "%.*s%s%s", (int) (mark - cases[i].control),
+                      cases[i].control, s_private_dir (), mark + strlen ("PRIVATE"));
+        else
+            snprintf (expected, sizeof expected, "%s", cases[i].control);
+        if (strcmp (cfg->control, expected) != 0)
             fail_msg ("%s: control '%s', expected '%s'", cases[i].name,
-                      cfg->control, cases[i].control);
+                      cfg->control, expected);
         fh_config_destroy (&cfg);
     }
 
@@ -930,7 +951,7 @@ test_control_default (void **state)
     /* Loopback forms that are accepted. */
     static const char *const loopback[] = {
         "tcp://127.0.0.1:1", "tcp://127.1.2.3:65535", "tcp://localhost:9950",
-        "tcp://[::1]:9950", "ipc://@abstract", "ipc:///run/fanhub/c.sock",
+        "tcp://[::1]:9950", "ipc:///run/fanhub/c.sock",
     };
     for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
         char text[256];
@@ -940,6 +961,11 @@ test_control_default (void **state)
         assert_string_equal (cfg->control, loopback[i]);
         fh_config_destroy (&cfg);
     }
+
+    /* An abstract socket has no owner: `check` refuses it as `run` would. */
+    assert_null (s_load ("control: ipc://@abstract\n" BUS CONSUMERS, err, sizeof err));
+    assert_non_null (strstr (err, "control: invalid control endpoint 'ipc://@abstract': an "
+                                  "abstract socket"));
 }
 
 /* ------------------------------------------------------------------ */

@@ -276,6 +276,12 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_unrouted_total Well-formed bus messages that matched no consumer.",
         "# TYPE fanhub_unrouted_total counter",
         "fanhub_unrouted_total 5",
+        "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler (docs/security.md).",
+        "# TYPE fanhub_auth_denied_total counter",
+        "fanhub_auth_denied_total 0",
+        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it had bus.max_peers already.",
+        "# TYPE fanhub_peers_refused_total counter",
+        "fanhub_peers_refused_total 0",
         "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
         "# TYPE fanhub_endpoint_connected gauge",
         "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
@@ -392,6 +398,14 @@ test_prometheus_completion_and_upstream (void **state)
                       0);
     char block[8192] =
         "fanhub_unrouted_total 5\n"
+        "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler"
+        " (docs/security.md).\n"
+        "# TYPE fanhub_auth_denied_total counter\n"
+        "fanhub_auth_denied_total 0\n"
+        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it"
+        " had bus.max_peers already.\n"
+        "# TYPE fanhub_peers_refused_total counter\n"
+        "fanhub_peers_refused_total 0\n"
         "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
         "# TYPE fanhub_handled_total counter\n"
         "fanhub_handled_total 990\n"
@@ -544,6 +558,8 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys/derive-received\" interval=10 N:1000",
         "PUTVAL \"myhost/fanhub-buildsys/derive-malformed\" interval=10 N:3",
         "PUTVAL \"myhost/fanhub-buildsys/derive-unrouted\" interval=10 N:5",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-auth_denied\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-peers_refused\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
@@ -567,6 +583,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-hub/derive-received\" interval=2.5 1700000000:1000",
         "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=2.5 1700000000:3",
         "PUTVAL \"h/fanhub-hub/derive-unrouted\" interval=2.5 1700000000:5",
+        "PUTVAL \"h/fanhub-hub/derive-auth_denied\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/derive-peers_refused\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
         "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
         "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
@@ -624,13 +642,13 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 3 hub lines and 9 consumer lines, each one PUTVAL. */
+        /* 5 hub lines and 9 consumer lines, each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 12);
+        assert_int_equal (lines, 14);
         free (text);
         json_decref (stats);
     }

@@ -842,8 +842,8 @@ static const option_case_t s_option_cases[] = {
       "options: store needs a database: set sqlite (a file) or postgres (a "
       "conninfo) (t.yaml:4:3)" },
     { "unknown key", { DB, SCALAR ("path", "x", "t.yaml:6:11") }, 2,
-      "options.path: unknown option; store takes sqlite, postgres, table, "
-      "batch and batch_ms (t.yaml:6:11)" },
+      "options.path: unknown option; store takes sqlite, postgres, password_file, "
+      "password_env, table, batch and batch_ms (t.yaml:6:11)" },
     { "both databases",
       { DB, SCALAR ("postgres", "dbname=x", "t.yaml:6:15") }, 2,
       "options.postgres: store writes to one database; options.sqlite is set "

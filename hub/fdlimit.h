@@ -1,0 +1,23 @@
+/*  fdlimit - the process's descriptor budget.
+
+    Every bus connection costs a descriptor, and libzmq aborts when it
+    cannot get one where it needs it (an ipc accept, a new socket's
+    signaller). So the hub raises its soft RLIMIT_NOFILE to the hard limit
+    at start, and lets bus peers use the descriptors left over once a
+    reserve is kept for the control socket, /metrics, spools, dead letters
+    and plugins: a quarter of the limit, at least 64.
+*/
+#ifndef FH_FDLIMIT_H_INCLUDED
+#define FH_FDLIMIT_H_INCLUDED
+
+#include <stddef.h>
+
+/* Raises the soft limit to the hard one; returns the soft limit now (or
+   -1 when it cannot be read), and logs it. */
+long fh_fdlimit_raise (void);
+
+/* Descriptors bus peers may use: the soft limit, less the reserve, less
+   what is open now. At least 1. */
+size_t fh_fdlimit_peer_budget (void);
+
+#endif

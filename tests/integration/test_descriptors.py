@@ -1,0 +1,82 @@
+"""Descriptor exhaustion from the network: 2,000 raw TCP connections to a
+bus.bind endpoint of a hub whose `nofile` is 1024 (prlimit, on the hub
+only). The hub sheds what is beyond bus.max_peers and counts it, keeps
+delivering from its publisher, answers STATS, `fanhub stats` and
+/metrics, and stops cleanly: no abort, no busy loop."""
+import errno
+import json
+import socket
+import urllib.request
+
+import zmq
+
+import fanhublib as fh
+
+CONNECTIONS = 2000
+
+
+def test_connection_flood_with_nofile_1024():
+    wd = fh.Workdir()
+    endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
+    http_port = fh.free_port()
+    hub = fh.Hub(wd, "bus:\n  bind: %s\nmetrics:\n  prometheus: {listen: '127.0.0.1:%d'}\n"
+                 "consumers:\n  - name: all\n    plugin: log\n    queue: {capacity: 100000}\n"
+                 "    options: {path: %s, flush_ms: 20}\n"
+                 % (endpoint, http_port, json.dumps(wd.file("all.jsonl"))),
+                 prefix=["prlimit", "--nofile=1024:1024", "--"])
+    flood = []
+    pub = None
+    try:
+        hub.wait_ready()
+        hub.wait_log("descriptors: the limit is 1024")
+        # The publisher is in before the flood.
+        pub = zmq.Context.instance().socket(zmq.XPUB)
+        pub.setsockopt(zmq.LINGER, 0)
+        pub.setsockopt(zmq.SNDHWM, 0)
+        pub.connect(endpoint)
+        fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
+        pub.recv()
+
+        host, port = endpoint[len("tcp://"):].rsplit(":", 1)
+        for _ in range(CONNECTIONS):
+            s = socket.socket()
+            s.setblocking(False)
+            rc = s.connect_ex((host, int(port)))
+            assert rc in (0, errno.EINPROGRESS), rc
+            flood.append(s)
+        fh.wait_for(lambda: hub.stats()["hub"]["peers_refused"] > 0,
+                    "the connections past bus.max_peers to be refused", hub=hub)
+
+        # Still delivering.
+        for i in range(1000):
+            pub.send_multipart([b"org.test.flood", b"%d" % i])
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 1000,
+                    "1000 messages during the flood", hub=hub)
+        # Every way in still answers.
+        stats = hub.stats()
+        assert stats["hub"]["received"] == 1000, stats["hub"]
+        status, out, err = fh.run(["stats", "-e", hub.control, "--format", "json"])
+        assert status == 0, err
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
+                                    timeout=fh.DEADLINE) as response:
+            assert response.status == 200
+            text = response.read().decode()
+        assert "fanhub_peers_refused_total" in text, text[:2000]
+        log = hub.log()
+        assert "refused a connection" in log, log[-4000:]
+        assert "resource limit" not in log and "out of descriptors" not in log, log[-4000:]
+        for s in flood:
+            s.close()
+        flood = []
+        assert hub.stop() == 0, hub.log()[-4000:]
+        wd.cleanup()
+    finally:
+        for s in flood:
+            s.close()
+        if pub is not None:
+            pub.close()
+        hub.kill()
+
+
+if __name__ == "__main__":
+    fh.main([test_connection_flood_with_nofile_1024])
