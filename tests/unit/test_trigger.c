@@ -238,6 +238,30 @@ test_duplicate_patterns_match_once (void **state)
     fh_trigger_destroy (&table);
 }
 
+/* Consumers added out of index order (the hub adds them in order, and
+   the id lists take the short path then): a repeated pattern still
+   matches once, and 5,000 consumers on one prefix all match. */
+static void
+test_duplicates_out_of_order (void **state)
+{
+    (void) state;
+    enum { MANY = 5000 };
+    fh_trigger_t *table = fh_trigger_new (MANY);
+    assert_non_null (table);
+    assert_int_equal (fh_trigger_add (table, 7, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 3, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 7, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 3, "org."), 0);
+    for (size_t c = 0; c < MANY; c++)
+        assert_int_equal (fh_trigger_add (table, c, ""), 0);
+    assert_int_equal (fh_trigger_add (table, MANY - 1, ""), 0);
+    assert_int_equal (fh_trigger_seal (table), 0);
+    static uint32_t found[MANY];
+    assert_int_equal (fh_trigger_match (table, "org.x", 5, found), MANY);
+    assert_int_equal (fh_trigger_match (table, "net.x", 5, found), MANY);
+    fh_trigger_destroy (&table);
+}
+
 int
 main (void)
 {
@@ -248,6 +272,7 @@ main (void)
         cmocka_unit_test (test_many_consumers_random),
         cmocka_unit_test (test_subscriptions_minimal),
         cmocka_unit_test (test_duplicate_patterns_match_once),
+        cmocka_unit_test (test_duplicates_out_of_order),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
