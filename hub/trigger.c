@@ -28,10 +28,28 @@ struct s_node {
     s_idlist_t globs;    /* indices into fh_trigger_t.globs */
 };
 
+/* A glob cut at its first and last '*': head * middle * tail, where the
+   middle may hold more stars. Matching checks the head (the trie already
+   did), the tail against the end of the topic, then finds the middle's
+   pieces in order: a glob that cannot match is refused in a few
+   instructions, where the backtracking walk took one pass per star. */
+typedef struct {
+    size_t head_len;
+    const char *middle; /* between the first and the last '*' */
+    size_t middle_len;
+    const char *tail;   /* after the last '*' */
+    size_t tail_len;
+} s_glob_parts_t;
+
 typedef struct {
     char *pattern; /* the whole glob, '*' included */
+    s_glob_parts_t parts;
     uint32_t consumer;
 } s_glob_t;
+
+static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
+static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts,
+                          const uint8_t *text, size_t size, size_t known);
 
 struct fh_trigger {
     size_t consumer_count;
@@ -202,7 +220,9 @@ fh_trigger_add (fh_trigger_t *self, size_t consumer, const char *pattern)
         free (copy);
         return -1;
     }
-    globs[self->glob_count++] = (s_glob_t){copy, id};
+    globs[self->glob_count] = (s_glob_t){copy, {0, NULL, 0, NULL, 0}, id};
+    s_glob_cut (copy, &globs[self->glob_count].parts);
+    self->glob_count++;
     return s_subscription_add (self, pattern, literal);
 }
 
@@ -260,8 +280,9 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
             s_seen_set (self, node->prefix.items[i]);
         for (size_t i = 0; i < node->globs.count; i++) {
             const s_glob_t *glob = &self->globs[node->globs.items[i]];
+            /* The trie walked the glob's head to get here. */
             if (!s_seen_has (self, glob->consumer)
-                && fh_pattern_match (glob->pattern, topic, size))
+                && s_glob_match (glob->pattern, &glob->parts, bytes, size, depth))
                 s_seen_set (self, glob->consumer);
         }
         if (depth == size) {
@@ -295,35 +316,60 @@ fh_trigger_subscriptions (fh_trigger_t *self, const char *const **list)
     return self->subscription_count;
 }
 
-/* '*' matches any run of bytes. Greedy with one backtrack point: on a
-   mismatch, let the last '*' swallow one more byte. Linear in practice,
-   never allocates. */
-static bool
-s_glob_match (const char *pattern, const uint8_t *text, size_t size)
+static void
+s_glob_cut (const char *pattern, s_glob_parts_t *parts)
 {
-    const char *star = NULL;
-    size_t star_text = 0;
-    size_t t = 0;
-    const char *p = pattern;
-    while (t < size) {
-        if (*p == '*') {
-            star = p++;
-            star_text = t;
+    const char *first = strchr (pattern, '*');
+    const char *last = strrchr (pattern, '*');
+    assert (first && last);
+    parts->head_len = (size_t) (first - pattern);
+    parts->middle = first + 1;
+    parts->middle_len = last > first ? (size_t) (last - first - 1) : 0;
+    parts->tail = last + 1;
+    parts->tail_len = strlen (last + 1);
+}
+
+/* The first place at or after `from` where piece[0..len) lies whole
+   before `end`, or SIZE_MAX. */
+static size_t
+s_find (const uint8_t *text, size_t from, size_t end, const char *piece, size_t len)
+{
+    for (size_t i = from; i + len <= end; i++)
+        if (text[i] == (uint8_t) piece[0] && memcmp (text + i, piece, len) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* '*' matches any run of bytes. The head must start the topic and the
+   tail end it, without overlapping; the middle's pieces must then appear
+   in order between them, and the leftmost place for each is as good as
+   any. `known`: bytes of the head already compared. Linear in the topic
+   for each piece, never allocates. */
+static bool
+s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text,
+              size_t size, size_t known)
+{
+    if (size < parts->head_len + parts->tail_len)
+        return false;
+    size_t end = size - parts->tail_len;
+    if (memcmp (text + end, parts->tail, parts->tail_len) != 0
+        || memcmp (text + known, pattern + known, parts->head_len - known) != 0)
+        return false;
+    size_t t = parts->head_len;
+    const char *piece = parts->middle;
+    const char *stop = parts->middle + parts->middle_len;
+    while (piece < stop) {
+        const char *star = memchr (piece, '*', (size_t) (stop - piece));
+        size_t len = (size_t) ((star ? star : stop) - piece);
+        if (len) {
+            size_t at = s_find (text, t, end, piece, len);
+            if (at == SIZE_MAX)
+                return false;
+            t = at + len;
         }
-        else if (*p != '\0' && (uint8_t) *p == text[t]) {
-            p++;
-            t++;
-        }
-        else if (star) {
-            p = star + 1;
-            t = ++star_text;
-        }
-        else
-            return false;
+        piece += len + 1;
     }
-    while (*p == '*')
-        p++;
-    return *p == '\0';
+    return true;
 }
 
 bool
@@ -334,8 +380,11 @@ fh_pattern_match (const char *pattern, const void *topic, size_t size)
         size_t len = strlen (pattern + 1);
         return len == size && memcmp (pattern + 1, text, size) == 0;
     }
-    if (strchr (pattern, '*'))
-        return s_glob_match (pattern, text, size);
+    if (strchr (pattern, '*')) {
+        s_glob_parts_t parts;
+        s_glob_cut (pattern, &parts);
+        return s_glob_match (pattern, &parts, text, size, 0);
+    }
     size_t len = strlen (pattern);
     return len <= size && memcmp (pattern, text, len) == 0;
 }
