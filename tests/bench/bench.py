@@ -85,7 +85,7 @@ PROFILES = {
         route_n=100_000, metrics_reps=1, metrics_n=300_000,
         mem_n=100_000, mem_reps=1,
         pool_n=2_000, pool_keys=100, pool_single_n=500, spill_n=20_000,
-        cg_n=20_000, cg_ks=[4]),
+        cg_n=20_000, cg_ks=[4], cg_reps=1),
     "full": dict(
         reps=3, tp_n=1_000_000, tp_n_large=10_000, tp_sizes=[100, 1024, 65536],
         tp_ks=[1, 2, 4, 8], fanin_n=1_000_000, scale_consumers=1000, scale_n=5_000,
@@ -94,7 +94,7 @@ PROFILES = {
         route_n=500_000, metrics_reps=5, metrics_n=1_000_000,
         mem_n=1_000_000, mem_reps=3,
         pool_n=100_000, pool_keys=1_000, pool_single_n=10_000, spill_n=200_000,
-        cg_n=20_000, cg_ks=[1, 4]),
+        cg_n=20_000, cg_ks=[1, 4], cg_reps=1),
 }
 
 # ---------------------------------------------------------------------------
@@ -1240,20 +1240,25 @@ def case_spill(bench, prof, results):
     results["spill"] = {"status": status, "rows": rows}
 
 
-def callgrind_run(bench, k, n, outdir):
+def callgrind_run(bench, k, n, outdir, consumers=None, topics_file=None, deliveries=None,
+                  name=None):
     """The hub under callgrind: counters zeroed once it answers, dumped once
-    the n messages are delivered. Returns Ir per delivery."""
-    cgout = bench.path(f"callgrind.out.k{k}")
+    the n messages are delivered. Returns Ir per delivery. By default K
+    null consumers, each getting every message."""
+    name = name or f"k{k}"
+    deliveries = deliveries or n * k
+    cgout = bench.path(f"callgrind.out.{name}")
     base = os.path.basename(cgout)
     vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cgout}",
-          "--dump-instr=no", "--separate-threads=no"]
-    hub = Hub(bench, null_consumers(k, n + 1024), valgrind=vg, ready_timeout=120)
+          "--dump-instr=no", "--separate-threads=no", "--max-threads=4000"]
+    hub = Hub(bench, consumers or null_consumers(k, n + 1024), valgrind=vg,
+              ready_timeout=120)
     try:
         subprocess.run(["callgrind_control", "-z", str(hub.pid)], capture_output=True,
                        timeout=60, check=True)
-        publish(bench, hub.bus, n, size=100, deadline_s=600)
+        blast(bench, hub.bus, n, size=100, topics_file=topics_file, deadline_s=600)
         hub.wait_done(lambda s: s["hub"]["received"] >= n
-                      and all(c["completed"] >= n for c in s["consumers"]), 600,
+                      and sum(c["completed"] for c in s["consumers"]) >= deliveries, 600,
                       busy_frac=0.3, idle_s=0.5)
         subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
                        timeout=120, check=True)
@@ -1268,11 +1273,11 @@ def callgrind_run(bench, k, n, outdir):
         for line in f:
             if line.startswith("summary:") or line.startswith("totals:"):
                 total = int(line.split()[1])
-    with open(os.path.join(outdir, f"callgrind-k{k}.txt"), "w") as f:
-        f.write(callgrind_report(path, total, n * k))
-    shutil.copy(path, os.path.join(outdir, f"callgrind.out.k{k}"))
-    return dict(k=k, n=n, ir=total, deliveries=n * k, ir_per_delivery=total / (n * k),
-                ir_per_msg=total / n)
+    with open(os.path.join(outdir, f"callgrind-{name}.txt"), "w") as f:
+        f.write(callgrind_report(path, total, deliveries))
+    shutil.copy(path, os.path.join(outdir, f"callgrind.out.{name}"))
+    return dict(k=k, n=n, ir=total, deliveries=deliveries, ir_per_delivery=total / deliveries,
+                ir_per_msg=total / n, name=name)
 
 
 def callgrind_self_costs(path):
@@ -1341,12 +1346,23 @@ def case_callgrind(bench, prof, results, outdir):
         results["callgrind"] = {"status": "not measured: valgrind is not installed"}
         return
     rows = []
-    for k in prof["cg_ks"]:
-        runs = [retry(callgrind_run, bench, k, prof["cg_n"], outdir)
-                for _ in range(prof["reps"])]
+    n = prof["cg_n"]
+    routed, topics, count = routing_setup(bench, n + 1024)
+    scale, scale_topics = scale_setup(bench, prof["scale_consumers"], routed=True)
+    # (label, k, extra arguments): K null consumers; the routing case and
+    # its unrouted reference; 3 of 1,000 matching.
+    variants = [(f"k{k}", k, {}) for k in prof["cg_ks"]] + [
+        ("routing", count, dict(consumers=routed, topics_file=topics, deliveries=3 * n)),
+        ("unrouted3", 3, dict(topics_file=topics)),
+        ("scale", prof["scale_consumers"], dict(consumers=scale, topics_file=scale_topics,
+                                                deliveries=3 * n)),
+    ]
+    for name, k, extra in variants:
+        runs = [retry(callgrind_run, bench, k, n, outdir, name=name, **extra)
+                for _ in range(prof["cg_reps"])]
         r = rep_median(runs, ["ir", "ir_per_delivery", "ir_per_msg"])
         rows.append(r)
-        log(f"callgrind K={k}: {r['ir_per_delivery']:,.0f} Ir per delivery "
+        log(f"callgrind {name}: {r['ir_per_delivery']:,.0f} Ir per delivery "
             f"({r['ir_per_msg']:,.0f} per message; runs "
             + ", ".join(f"{x['ir_per_delivery']:,.0f}" for x in runs) + ")")
     results["callgrind"] = {"status": "measured", "rows": rows}
@@ -1737,11 +1753,19 @@ def markdown(results):
         w("The hub under `valgrind --tool=callgrind`, counters zeroed once it is up, null "
           "consumers, 100 B bodies at full speed: every instruction of every hub thread "
           "(libzmq's I/O thread included) over the deliveries.\n")
-        w("| Consumers | Messages | Ir total | Ir / message | Ir / delivery |")
-        w("|---|---|---|---|---|")
+        w("*routing*: the routing case (100 consumers, 3 match); *unrouted3*: the same "
+          "messages to 3 consumers without topics; *scale*: 1,000 consumers, 3 match.\n")
+        w("| Case | Consumers | Messages | Ir total | Ir / message | Ir / delivery |")
+        w("|---|---|---|---|---|---|")
         for r in cg["rows"]:
-            w(f"| {r['k']} | {r['n']:,} | {r['ir']:,} | {r['ir_per_msg']:,.0f} | "
-              f"{r['ir_per_delivery']:,.0f} |")
+            w(f"| {r.get('name', 'k' + str(r['k']))} | {r['k']:,} | {r['n']:,} | {r['ir']:,.0f} | "
+              f"{r['ir_per_msg']:,.0f} | {r['ir_per_delivery']:,.0f} |")
+        unrouted = find(cg["rows"], name="unrouted3")
+        for label in ("routing", "scale"):
+            r = find(cg["rows"], name=label)
+            if r and unrouted:
+                w(f"\n{label}: x{r['ir_per_delivery'] / unrouted['ir_per_delivery']:.2f} the "
+                  "instructions per delivery of 3 unrouted consumers.")
     else:
         w(cg.get("status", "not run"))
     w("")
@@ -1878,7 +1902,8 @@ def figures(results):
     for r in results.get("memory", []):
         put("memory", f"{r['placement']} K={r['k']}", "RSS", r.get("rss"), False)
     for r in results.get("callgrind", {}).get("rows", []):
-        put("callgrind", f"K={r['k']}", "Ir/delivery", r.get("ir_per_delivery"), False)
+        put("callgrind", r.get("name", f"k{r['k']}"), "Ir/delivery", r.get("ir_per_delivery"),
+            False)
     return out
 
 
