@@ -34,6 +34,10 @@ struct s_node {
    pieces in order: a glob that cannot match is refused in a few
    instructions, where the backtracking walk took one pass per star. */
 typedef struct {
+    /* The tail's last (up to) 8 bytes where a topic's last 8 bytes would
+       have them: a glob whose tail cannot end the topic is refused with
+       one compare, before any call. */
+    uint64_t tail_key, tail_mask;
     size_t head_len;
     const char *middle; /* between the first and the last '*' */
     size_t middle_len;
@@ -220,7 +224,7 @@ fh_trigger_add (fh_trigger_t *self, size_t consumer, const char *pattern)
         free (copy);
         return -1;
     }
-    globs[self->glob_count] = (s_glob_t){copy, {0, NULL, 0, NULL, 0}, id};
+    globs[self->glob_count] = (s_glob_t){copy, {0, 0, 0, NULL, 0, NULL, 0}, id};
     s_glob_cut (copy, &globs[self->glob_count].parts);
     self->glob_count++;
     return s_subscription_add (self, pattern, literal);
@@ -256,6 +260,18 @@ fh_trigger_seal (fh_trigger_t *self)
     return 0;
 }
 
+/* A topic's last 8 bytes as a little-endian word, the first byte of a
+   shorter topic in the word's top bytes (and zeros below). */
+static inline uint64_t
+s_last8 (const uint8_t *bytes, size_t size)
+{
+    uint64_t word = 0;
+    size_t k = size < 8 ? size : 8;
+    for (size_t i = 0; i < k; i++)
+        word |= (uint64_t) bytes[size - k + i] << (8 * (8 - k + i));
+    return word;
+}
+
 static inline void
 s_seen_set (fh_trigger_t *self, uint32_t id)
 {
@@ -275,13 +291,15 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
     assert (self->sealed);
     const uint8_t *bytes = (const uint8_t *) topic;
     const s_node_t *node = self->root;
+    uint64_t last8 = s_last8 (bytes, size);
     for (size_t depth = 0;; depth++) {
         for (size_t i = 0; i < node->prefix.count; i++)
             s_seen_set (self, node->prefix.items[i]);
         for (size_t i = 0; i < node->globs.count; i++) {
             const s_glob_t *glob = &self->globs[node->globs.items[i]];
             /* The trie walked the glob's head to get here. */
-            if (!s_seen_has (self, glob->consumer)
+            if (((last8 ^ glob->parts.tail_key) & glob->parts.tail_mask) == 0
+                && !s_seen_has (self, glob->consumer)
                 && s_glob_match (glob->pattern, &glob->parts, bytes, size, depth))
                 s_seen_set (self, glob->consumer);
         }
@@ -327,6 +345,14 @@ s_glob_cut (const char *pattern, s_glob_parts_t *parts)
     parts->middle_len = last > first ? (size_t) (last - first - 1) : 0;
     parts->tail = last + 1;
     parts->tail_len = strlen (last + 1);
+    size_t k = parts->tail_len < 8 ? parts->tail_len : 8;
+    parts->tail_key = 0;
+    parts->tail_mask = 0;
+    for (size_t i = 0; i < k; i++) {
+        unsigned shift = (unsigned) (8 * (8 - k + i));
+        parts->tail_key |= (uint64_t) (uint8_t) parts->tail[parts->tail_len - k + i] << shift;
+        parts->tail_mask |= UINT64_C (0xff) << shift;
+    }
 }
 
 /* The first place at or after `from` where piece[0..len) lies whole
@@ -352,8 +378,9 @@ s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *t
     if (size < parts->head_len + parts->tail_len)
         return false;
     size_t end = size - parts->tail_len;
-    if (memcmp (text + end, parts->tail, parts->tail_len) != 0
-        || memcmp (text + known, pattern + known, parts->head_len - known) != 0)
+    if ((parts->tail_len && memcmp (text + end, parts->tail, parts->tail_len) != 0)
+        || (known < parts->head_len
+            && memcmp (text + known, pattern + known, parts->head_len - known) != 0))
         return false;
     size_t t = parts->head_len;
     const char *piece = parts->middle;

@@ -408,6 +408,22 @@ class Hub:
         self.log.close()
         return rc
 
+    def wait_idle(self, deadline_s, busy_frac=0.1, idle_s=0.03):
+        """Waits until the process CPU clock has moved less than busy_frac
+        of the wall time for idle_s, without asking the hub anything."""
+        deadline = time.monotonic() + deadline_s
+        prev_t, prev_c = time.monotonic(), self.cpu()
+        busy_t = prev_t
+        while time.monotonic() < deadline:
+            time.sleep(0.01)
+            t, c = time.monotonic(), self.cpu()
+            if c - prev_c > busy_frac * (t - prev_t):
+                busy_t = t
+            prev_t, prev_c = t, c
+            if t - busy_t >= idle_s:
+                return
+        raise BenchError(f"the hub was still busy after {deadline_s:.0f} s")
+
     def wait_done(self, done, deadline_s, busy_frac=0.1, idle_s=0.03):
         """Waits until the hub has gone idle and done(stats) holds. Returns
         (t_last_busy, cpu_at_last_busy, stats). Idleness is read from the
@@ -1257,22 +1273,38 @@ def callgrind_run(bench, k, n, outdir, consumers=None, topics_file=None, deliver
         subprocess.run(["callgrind_control", "-z", str(hub.pid)], capture_output=True,
                        timeout=60, check=True)
         blast(bench, hub.bus, n, size=100, topics_file=topics_file, deadline_s=600)
-        hub.wait_done(lambda s: s["hub"]["received"] >= n
-                      and sum(c["completed"] for c in s["consumers"]) >= deliveries, 600,
-                      busy_frac=0.3, idle_s=0.5)
-        subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
-                       timeout=120, check=True)
+
+        def done(s):
+            return (s["hub"]["received"] >= n
+                    and sum(c["completed"] for c in s["consumers"]) >= deliveries)
+
+        # STATS would count too (with 1,000 consumers it costs more than the
+        # deliveries): wait for a quiet CPU clock, dump, then check.
+        for _ in range(20):
+            hub.wait_idle(600, busy_frac=0.3, idle_s=1.0)
+            subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
+                           timeout=120, check=True)
+            if done(hub.stats(timeout_ms=60_000)):
+                break
+        else:
+            raise BenchError("callgrind: the hub went quiet before delivering everything")
     finally:
         hub.stop(timeout=60)
-    dumps = sorted(f for f in os.listdir(bench.tmp) if f.startswith(base))
-    # The first dump (".1" suffix) is the one asked for; the last is at exit.
-    asked = [f for f in dumps if f != base]
-    path = os.path.join(bench.tmp, asked[0] if asked else dumps[0])
-    total = None
-    with open(path) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                total = int(line.split()[1])
+    # Dumps asked for are base.1, base.2, ... (counters restart at each):
+    # the sum of them is the run; the one without a suffix is at exit.
+    asked = sorted((f for f in os.listdir(bench.tmp)
+                    if f.startswith(base + ".") and f[len(base) + 1:].isdigit()),
+                   key=lambda f: int(f[len(base) + 1:]))
+    if not asked:
+        raise BenchError("callgrind: no dump")
+    path = os.path.join(bench.tmp, asked[0])
+    total = 0
+    for dump in asked:
+        with open(os.path.join(bench.tmp, dump)) as f:
+            for line in f:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    total += int(line.split()[1])
+                    break
     with open(os.path.join(outdir, f"callgrind-{name}.txt"), "w") as f:
         f.write(callgrind_report(path, total, deliveries))
     shutil.copy(path, os.path.join(outdir, f"callgrind.out.{name}"))
