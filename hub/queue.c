@@ -55,6 +55,7 @@ struct fh_queue {
     size_t head_seen;   /* the producer's last look at head */
     size_t unsignalled; /* pushes since the last look for a sleeper */
     s_ring_t *retired;  /* rings replaced, the consumer may still read */
+    size_t room;        /* the ring's slots or the capacity, the lesser */
     /* Written by the consumer. */
     alignas (CACHE_LINE) atomic_size_t head;
     size_t tail_seen;    /* the consumer's last look at tail */
@@ -128,23 +129,26 @@ s_grow (fh_queue_t *self, size_t tail)
     old->retired = self->retired;
     self->retired = old;
     atomic_store_explicit (&self->ring, ring, memory_order_release);
+    self->room = slots < self->capacity ? slots : self->capacity;
     return true;
 }
 
 /* Producer: room for one more push, growing the ring if that is what it
    takes. */
 static bool
-s_room (fh_queue_t *self, size_t tail)
+s_room_slow (fh_queue_t *self, size_t tail)
 {
-    s_ring_t *ring = atomic_load_explicit (&self->ring, memory_order_relaxed);
-    size_t used = tail - self->head_seen;
-    if (used <= ring->mask && used < self->capacity)
-        return true;
     self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
-    used = tail - self->head_seen;
+    size_t used = tail - self->head_seen;
     if (used >= self->capacity)
         return false;
-    return used <= ring->mask || s_grow (self, tail);
+    return used < self->room || s_grow (self, tail);
+}
+
+static inline bool
+s_room (fh_queue_t *self, size_t tail)
+{
+    return tail - self->head_seen < self->room || s_room_slow (self, tail);
 }
 
 /* Consumer: the ring to read, loaded after tail was. */
@@ -179,6 +183,7 @@ fh_queue_new (size_t capacity)
     self->ring_used = ring;
     self->retired = NULL;
     self->max_slots = max_slots;
+    self->room = ring->mask + 1 < capacity ? ring->mask + 1 : capacity;
     atomic_init (&self->tail, 0);
     atomic_init (&self->head, 0);
     self->head_seen = 0;

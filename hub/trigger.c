@@ -291,8 +291,13 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
     assert (self->sealed);
     const uint8_t *bytes = (const uint8_t *) topic;
     const s_node_t *node = self->root;
-    uint64_t last8 = s_last8 (bytes, size);
+    uint64_t last8 = 0;
+    bool have_last8 = false; /* read at the first glob on the way */
     for (size_t depth = 0;; depth++) {
+        if (node->globs.count && !have_last8) {
+            last8 = s_last8 (bytes, size);
+            have_last8 = true;
+        }
         for (size_t i = 0; i < node->prefix.count; i++)
             s_seen_set (self, node->prefix.items[i]);
         for (size_t i = 0; i < node->globs.count; i++) {
