@@ -1281,7 +1281,7 @@ def callgrind_run(bench, k, n, outdir, consumers=None, topics_file=None, deliver
         # STATS would count too (with 1,000 consumers it costs more than the
         # deliveries): wait for a quiet CPU clock, dump, then check.
         for _ in range(20):
-            hub.wait_idle(600, busy_frac=0.3, idle_s=1.0)
+            hub.wait_idle(600, busy_frac=0.02, idle_s=2.0)
             subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
                            timeout=120, check=True)
             if done(hub.stats(timeout_ms=60_000)):
