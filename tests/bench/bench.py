@@ -78,7 +78,7 @@ TOPIC = "org.fanhub.bench.message"
 
 PROFILES = {
     "quick": dict(
-        reps=1, tp_n=300_000, tp_n_large=5_000, tp_sizes=[100], tp_ks=[1, 4],
+        reps=1, tp_n=300_000, tp_n_large=5_000, tp_sizes=[100, 65536], tp_ks=[1, 4],
         fanin_n=300_000, scale_consumers=1000, scale_n=2_000, neighbour_n=20_000,
         check_consumers=20_000,
         lat_rates=[(10_000, 1.0)], lat_ks=[1, 8],
