@@ -1492,6 +1492,74 @@ static const s_field_t s_consumer_fields[] = {
 static const s_section_t s_consumer_section = { s_consumer_fields,
                                                 s_consumer_finish };
 
+/* Consumer names seen so far: an open-addressed set of indices into
+   cfg->consumers, so that 20,000 consumers are checked in linear time. */
+typedef struct {
+    size_t *slots; /* SIZE_MAX: empty */
+    size_t mask;
+} s_name_set_t;
+
+static uint64_t
+s_name_hash (const char *name)
+{
+    uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
+    for (; *name; name++)
+        hash = (hash ^ (uint8_t) *name) * 1099511628211ULL;
+    return hash;
+}
+
+/* The index of an earlier consumer named like consumers[index], or
+   SIZE_MAX after adding index to the set. */
+static size_t
+s_name_set_find_or_add (s_name_set_t *set, const fh_consumer_config_t *consumers,
+                        size_t index)
+{
+    size_t slot = (size_t) s_name_hash (consumers[index].name) & set->mask;
+    while (set->slots[slot] != SIZE_MAX) {
+        if (strcmp (consumers[set->slots[slot]].name, consumers[index].name) == 0)
+            return set->slots[slot];
+        slot = (slot + 1) & set->mask;
+    }
+    set->slots[slot] = index;
+    return SIZE_MAX;
+}
+
+/* consumers[i], and its name checked against those before it. */
+static int
+s_parse_consumer (s_ctx_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
+                  s_name_set_t *names)
+{
+    yaml_node_t *item = s_node (ctx, node->data.sequence.items.start[i]);
+    fh_consumer_config_t *consumer = &cfg->consumers[i];
+    cfg->consumer_count = i + 1; /* destroy frees what is filled in */
+    consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
+    consumer->overflow = FH_OVERFLOW_UNSET;
+    consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
+    consumer->retry.initial_ms = FH_DEFAULT_RETRY_INITIAL_MS;
+    consumer->retry.max_ms = FH_DEFAULT_RETRY_MAX_MS;
+    consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
+    consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
+    consumer->workers = 1;
+    consumer->where = s_where (ctx, item->start_mark);
+    if (!consumer->where)
+        return s_oom (ctx, item->start_mark);
+    size_t mark = s_path_index (ctx, i);
+    if (s_parse_map (ctx, item, &s_consumer_section, consumer))
+        return -1;
+    size_t j = s_name_set_find_or_add (names, cfg->consumers, i);
+    if (j != SIZE_MAX) {
+        yaml_node_t *first = s_map_find (
+            ctx, s_node (ctx, node->data.sequence.items.start[j]), "name");
+        s_path_key (ctx, "name");
+        return s_error (ctx, s_map_find (ctx, item, "name")->start_mark,
+                        "duplicate consumer name '%s' (first used by "
+                        "consumers[%zu] at line %zu)",
+                        consumer->name, j, first->start_mark.line + 1);
+    }
+    s_path_pop (ctx, mark);
+    return 0;
+}
+
 /* The consumers: list; every name used once. */
 static int
 s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
@@ -1509,38 +1577,18 @@ s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
     cfg->consumers = calloc (count, sizeof *cfg->consumers);
     if (!cfg->consumers)
         return s_oom (ctx, node->start_mark);
-    for (size_t i = 0; i < count; i++) {
-        yaml_node_t *item = s_node (ctx, node->data.sequence.items.start[i]);
-        fh_consumer_config_t *consumer = &cfg->consumers[i];
-        cfg->consumer_count = i + 1; /* destroy frees what is filled in */
-        consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
-        consumer->overflow = FH_OVERFLOW_UNSET;
-        consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
-        consumer->retry.initial_ms = FH_DEFAULT_RETRY_INITIAL_MS;
-        consumer->retry.max_ms = FH_DEFAULT_RETRY_MAX_MS;
-        consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
-        consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
-        consumer->workers = 1;
-        consumer->where = s_where (ctx, item->start_mark);
-        if (!consumer->where)
-            return s_oom (ctx, item->start_mark);
-        size_t mark = s_path_index (ctx, i);
-        if (s_parse_map (ctx, item, &s_consumer_section, consumer))
-            return -1;
-        for (size_t j = 0; j < i; j++)
-            if (strcmp (cfg->consumers[j].name, consumer->name) == 0) {
-                yaml_node_t *first = s_map_find (
-                    ctx, s_node (ctx, node->data.sequence.items.start[j]),
-                    "name");
-                s_path_key (ctx, "name");
-                return s_error (ctx, s_map_find (ctx, item, "name")->start_mark,
-                                "duplicate consumer name '%s' (first used by "
-                                "consumers[%zu] at line %zu)",
-                                consumer->name, j, first->start_mark.line + 1);
-            }
-        s_path_pop (ctx, mark);
-    }
-    return 0;
+    s_name_set_t names = {NULL, 1};
+    while (names.mask + 1 < 2 * count)
+        names.mask = names.mask * 2 + 1;
+    names.slots = malloc ((names.mask + 1) * sizeof *names.slots);
+    if (!names.slots)
+        return s_oom (ctx, node->start_mark);
+    memset (names.slots, 0xff, (names.mask + 1) * sizeof *names.slots);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        rc = s_parse_consumer (ctx, cfg, node, i, &names);
+    free (names.slots);
+    return rc;
 }
 
 /* What depends on several sections: overflow defaults and needs, the

@@ -65,17 +65,37 @@ struct fh_enqueuer {
     fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
     zmq_msg_t *frames;   /* room for max_frames + 1 */
     uint32_t *matches;   /* room for consumer_count */
+    /* The consumers offered something since the last signal: only they may
+       sleep with messages not yet signalled. */
+    uint32_t *offered;   /* room for consumer_count */
+    size_t offered_count;
+    bool *offered_mark;  /* by consumer index */
     uint64_t seq;
     fh_ratelimit_t malformed_log;
 };
 
 /* The end of a run of offers: wakes the consumers that sleep with
-   messages offered since (the queues do not wake them at every push). */
+   messages offered since (the queues do not wake them at every push).
+   Only the consumers offered something are looked at: with 1,000
+   consumers and 3 matching, a run costs 3 looks, not 1,000. */
 static void
 s_signal_all (fh_enqueuer_t *self)
 {
-    for (size_t i = 0; i < self->consumer_count; i++)
-        fh_consumer_signal (self->consumers[i]);
+    for (size_t i = 0; i < self->offered_count; i++) {
+        uint32_t index = self->offered[i];
+        self->offered_mark[index] = false;
+        fh_consumer_signal (self->consumers[index]);
+    }
+    self->offered_count = 0;
+}
+
+static inline void
+s_note_offered (fh_enqueuer_t *self, uint32_t index)
+{
+    if (!self->offered_mark[index]) {
+        self->offered_mark[index] = true;
+        self->offered[self->offered_count++] = index;
+    }
 }
 
 const char *
@@ -263,6 +283,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
                            memory_order_relaxed);
     for (size_t i = 0; i < matched; i++) {
         fh_consumer_t *consumer = self->consumers[self->matches[i]];
+        s_note_offered (self, self->matches[i]);
         fh_offer_t offer;
         /* overflow: block waits here, stalling every consumer, as
            documented; a stop ($TERM) ends the wait and drops it. */
@@ -462,6 +483,15 @@ s_apply_swap (fh_enqueuer_t *self, s_swap_t *swap, void *sub)
         if (!matches)
             return -1;
         self->matches = matches;
+        uint32_t *offered = realloc (self->offered, swap->consumer_count * sizeof *offered);
+        if (!offered)
+            return -1;
+        self->offered = offered;
+        bool *mark = realloc (self->offered_mark, swap->consumer_count * sizeof *mark);
+        if (!mark)
+            return -1;
+        self->offered_mark = mark;
+        memset (mark, 0, swap->consumer_count * sizeof *mark); /* none: just signalled */
     }
     const char *const *old_list, *const *new_list;
     size_t old_count = fh_trigger_subscriptions (self->trigger, &old_list);
@@ -746,6 +776,9 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
     self->consumer_count = consumer_count;
     self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
     self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
+    self->offered = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered);
+    self->offered_mark = calloc (consumer_count ? consumer_count : 1,
+                                 sizeof *self->offered_mark);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
     bool gaps_ok = true;
     if (config->gaps.counter) {
@@ -753,7 +786,8 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
                                   config->gaps.max_producers);
         gaps_ok = self->gaps != NULL;
     }
-    if (self->frames && self->matches && self->peers && gaps_ok)
+    if (self->frames && self->matches && self->offered && self->offered_mark && self->peers
+        && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -785,6 +819,8 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     fh_enqueuer_stop (self);
     free (self->frames);
     free (self->matches);
+    free (self->offered);
+    free (self->offered_mark);
     free (self->peers);
     fh_gaps_destroy (&self->gaps);
     free (self);

@@ -1,8 +1,21 @@
 /*  queue - a consumer's bounded single-producer single-consumer queue.
 
-    A ring of 2^k slots (k the least with 2^k >= capacity); head and tail
-    count up forever and are masked to index, so full is tail - head ==
-    capacity and empty is tail == head. See queue.h.
+    A ring of 2^k slots; head and tail count up forever and are masked to
+    index, so full is tail - head == capacity and empty is tail == head.
+    See queue.h.
+
+    Storage grows on demand. A new queue holds a small ring (at most
+    INITIAL_SLOTS); when the producer finds the ring full and the queue
+    still below its capacity, it allocates a ring twice as large, copies
+    the live slots into it and publishes it (release) before the push that
+    needed it. The consumer loads the ring after it has read `tail`
+    (acquire), so the ring it reads holds every slot below that tail; a
+    slot it reads in an older ring was copied unchanged into the newer one.
+    A thousand idle consumers with `capacity: 100000` so cost a few KiB
+    each, not 1 MiB each. An old ring is freed once the consumer has said
+    (ring_acked) that it reads the current one; until then it waits on the
+    `retired` list. Without memory for a larger ring, the queue counts as
+    full at its current size.
 
     Sleeping without losing a wake-up: the consumer sets `sleeping` and
     then re-reads `tail`; the producer publishes `tail`, and when it
@@ -29,20 +42,31 @@
 #include <stdlib.h>
 
 #define SIGNAL_EVERY 32 /* pushes between looks for a sleeping consumer */
+#define INITIAL_SLOTS 64 /* a new queue's ring: 512 bytes */
+
+typedef struct s_ring {
+    size_t mask;              /* slots - 1 */
+    struct s_ring *retired;   /* older rings, waiting to be freed */
+    _Atomic (fh_msg_t *) slots[];
+} s_ring_t;
 
 struct fh_queue {
     /* Written by the producer. */
     alignas (FH_CACHE_LINE) atomic_size_t tail;
     size_t head_seen;   /* the producer's last look at head */
     size_t unsignalled; /* pushes since the last look for a sleeper */
+    s_ring_t *retired;  /* rings replaced, the consumer may still read */
+    size_t room;        /* the ring's slots or the capacity, the lesser */
     /* Written by the consumer. */
     alignas (FH_CACHE_LINE) atomic_size_t head;
-    size_t tail_seen; /* the consumer's last look at tail */
+    size_t tail_seen;    /* the consumer's last look at tail */
+    s_ring_t *ring_used; /* the ring the consumer reads */
+    _Atomic (s_ring_t *) ring_acked; /* ring_used, for the producer */
     /* Set once, or rarely written. */
     alignas (FH_CACHE_LINE) size_t capacity;
-    size_t mask;
+    size_t max_slots; /* the least power of two >= capacity */
     size_t signal_every;
-    _Atomic (fh_msg_t *) *slots;
+    _Atomic (s_ring_t *) ring; /* replaced only by the producer */
     atomic_bool sleeping;
     atomic_bool closed;
     atomic_uint kicks;    /* fh_queue_kick: wake-ups without a push */
@@ -51,21 +75,116 @@ struct fh_queue {
     pthread_cond_t wake;
 };
 
+static s_ring_t *
+s_ring_new (size_t slots)
+{
+    s_ring_t *ring = malloc (sizeof *ring + slots * sizeof ring->slots[0]);
+    if (!ring)
+        return NULL;
+    ring->mask = slots - 1;
+    ring->retired = NULL;
+    return ring;
+}
+
+static void
+s_ring_free_list (s_ring_t *ring)
+{
+    while (ring) {
+        s_ring_t *next = ring->retired;
+        free (ring);
+        ring = next;
+    }
+}
+
+/* Producer: the rings replaced are freed once the consumer reads the
+   current one (it never goes back to an older ring). */
+static void
+s_reclaim (fh_queue_t *self)
+{
+    if (self->retired
+        && atomic_load_explicit (&self->ring_acked, memory_order_acquire)
+               == atomic_load_explicit (&self->ring, memory_order_relaxed)) {
+        s_ring_free_list (self->retired);
+        self->retired = NULL;
+    }
+}
+
+/* Producer: replaces a full ring by one twice its size, holding the same
+   slots from head_seen to tail. False when at max_slots or out of memory. */
+static bool
+s_grow (fh_queue_t *self, size_t tail)
+{
+    s_ring_t *old = atomic_load_explicit (&self->ring, memory_order_relaxed);
+    size_t slots = (old->mask + 1) * 2;
+    if (slots > self->max_slots)
+        return false;
+    s_reclaim (self);
+    s_ring_t *ring = s_ring_new (slots);
+    if (!ring)
+        return false;
+    for (size_t i = self->head_seen; i != tail; i++)
+        atomic_store_explicit (&ring->slots[i & ring->mask],
+                               atomic_load_explicit (&old->slots[i & old->mask],
+                                                     memory_order_relaxed),
+                               memory_order_relaxed);
+    old->retired = self->retired;
+    self->retired = old;
+    atomic_store_explicit (&self->ring, ring, memory_order_release);
+    self->room = slots < self->capacity ? slots : self->capacity;
+    return true;
+}
+
+/* Producer: room for one more push, growing the ring if that is what it
+   takes. */
+static bool
+s_room_slow (fh_queue_t *self, size_t tail)
+{
+    self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
+    size_t used = tail - self->head_seen;
+    if (used >= self->capacity)
+        return false;
+    return used < self->room || s_grow (self, tail);
+}
+
+static inline bool
+s_room (fh_queue_t *self, size_t tail)
+{
+    return tail - self->head_seen < self->room || s_room_slow (self, tail);
+}
+
+/* Consumer: the ring to read, loaded after tail was. */
+static inline s_ring_t *
+s_consumer_ring (fh_queue_t *self)
+{
+    s_ring_t *ring = atomic_load_explicit (&self->ring, memory_order_acquire);
+    if (ring != self->ring_used) {
+        self->ring_used = ring;
+        atomic_store_explicit (&self->ring_acked, ring, memory_order_release);
+    }
+    return ring;
+}
+
 fh_queue_t *
 fh_queue_new (size_t capacity)
 {
     assert (capacity >= 1);
-    size_t slots = 1;
-    while (slots < capacity)
-        slots <<= 1;
+    size_t max_slots = 1;
+    while (max_slots < capacity)
+        max_slots <<= 1;
     fh_queue_t *self = aligned_alloc (FH_CACHE_LINE, sizeof *self);
     if (!self)
         return NULL;
-    self->slots = calloc (slots, sizeof *self->slots);
-    if (!self->slots) {
+    s_ring_t *ring = s_ring_new (max_slots < INITIAL_SLOTS ? max_slots : INITIAL_SLOTS);
+    if (!ring) {
         free (self);
         return NULL;
     }
+    atomic_init (&self->ring, ring);
+    atomic_init (&self->ring_acked, ring);
+    self->ring_used = ring;
+    self->retired = NULL;
+    self->max_slots = max_slots;
+    self->room = ring->mask + 1 < capacity ? ring->mask + 1 : capacity;
     atomic_init (&self->tail, 0);
     atomic_init (&self->head, 0);
     self->head_seen = 0;
@@ -75,7 +194,6 @@ fh_queue_new (size_t capacity)
     self->signal_every = capacity / 4 < SIGNAL_EVERY ? capacity / 4 : SIGNAL_EVERY;
     if (self->signal_every == 0)
         self->signal_every = 1;
-    self->mask = slots - 1;
     atomic_init (&self->sleeping, false);
     atomic_init (&self->closed, false);
     atomic_init (&self->kicks, 0);
@@ -96,7 +214,8 @@ fh_queue_destroy (fh_queue_t **self_p)
         fh_msg_release (msg, NULL);
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->wake);
-    free (self->slots);
+    s_ring_free_list (self->retired);
+    free (atomic_load_explicit (&self->ring, memory_order_relaxed));
     free (self);
     *self_p = NULL;
 }
@@ -112,23 +231,17 @@ s_wake (fh_queue_t *self)
 bool
 fh_queue_full (fh_queue_t *self)
 {
-    size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
-    if (tail - self->head_seen < self->capacity)
-        return false;
-    self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
-    return tail - self->head_seen >= self->capacity;
+    return !s_room (self, atomic_load_explicit (&self->tail, memory_order_relaxed));
 }
 
 bool
 fh_queue_push (fh_queue_t *self, fh_msg_t *msg)
 {
     size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
-    if (tail - self->head_seen >= self->capacity) {
-        self->head_seen = atomic_load_explicit (&self->head, memory_order_acquire);
-        if (tail - self->head_seen >= self->capacity)
-            return false;
-    }
-    atomic_store_explicit (&self->slots[tail & self->mask], msg, memory_order_relaxed);
+    if (!s_room (self, tail))
+        return false;
+    s_ring_t *ring = atomic_load_explicit (&self->ring, memory_order_relaxed);
+    atomic_store_explicit (&ring->slots[tail & ring->mask], msg, memory_order_relaxed);
     atomic_store_explicit (&self->tail, tail + 1, memory_order_release);
     if (++self->unsignalled >= self->signal_every)
         fh_queue_signal (self);
@@ -141,6 +254,7 @@ fh_queue_signal (fh_queue_t *self)
     if (!self->unsignalled)
         return;
     self->unsignalled = 0;
+    s_reclaim (self);
     atomic_thread_fence (memory_order_seq_cst);
     if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
         s_wake (self);
@@ -180,7 +294,8 @@ fh_queue_pop (fh_queue_t *self)
             if ((ptrdiff_t) (self->tail_seen - head) <= 0)
                 return NULL;
         }
-        fh_msg_t *msg = atomic_load_explicit (&self->slots[head & self->mask],
+        s_ring_t *ring = s_consumer_ring (self);
+        fh_msg_t *msg = atomic_load_explicit (&ring->slots[head & ring->mask],
                                               memory_order_relaxed);
         if (!self->evictable) {
             atomic_store_explicit (&self->head, head + 1, memory_order_release);
@@ -199,8 +314,9 @@ fh_queue_evict (fh_queue_t *self)
 {
     size_t tail = atomic_load_explicit (&self->tail, memory_order_relaxed);
     size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
+    s_ring_t *ring = atomic_load_explicit (&self->ring, memory_order_relaxed);
     while (head != tail) {
-        fh_msg_t *msg = atomic_load_explicit (&self->slots[head & self->mask],
+        fh_msg_t *msg = atomic_load_explicit (&ring->slots[head & ring->mask],
                                               memory_order_relaxed);
         if (atomic_compare_exchange_weak_explicit (&self->head, &head, head + 1,
                                                    memory_order_acq_rel, memory_order_acquire)) {
@@ -269,4 +385,10 @@ size_t
 fh_queue_capacity (const fh_queue_t *self)
 {
     return self->capacity;
+}
+
+size_t
+fh_queue_slots (fh_queue_t *self)
+{
+    return atomic_load_explicit (&self->ring, memory_order_relaxed)->mask + 1;
 }

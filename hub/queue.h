@@ -9,6 +9,10 @@
     (a mutex and a futex call) only when the consumer is asleep, and then
     once for a run of pushes, not per message.
 
+    Storage grows with the backlog: a new queue allocates a few dozen
+    slots, and doubles them when a push finds them all taken, up to
+    `capacity`. Out of memory for a larger ring, the queue is full early.
+
     fh_queue_close is the producer's "no more": the consumer drains what is
     queued, and then fh_queue_wait answers false.
 */
@@ -34,7 +38,8 @@ bool fh_queue_push (fh_queue_t *self, fh_msg_t *msg);
 /* Producer: wakes the consumer if it sleeps with messages pushed since the
    last signal. Costs nothing when nothing was pushed since. */
 void fh_queue_signal (fh_queue_t *self);
-/* Producer: true when a push would fail now. */
+/* Producer: true when a push would fail now. False means the next push
+   succeeds (it may grow the storage to make the room). */
 bool fh_queue_full (fh_queue_t *self);
 /* Producer, for queues made with fh_queue_set_evictable: takes the oldest
    message off the head (the caller releases it), or NULL when empty. */
@@ -66,5 +71,8 @@ size_t fh_queue_depth_bound (const fh_queue_t *self);
 /* Either side, or a third thread: how many are queued right now. */
 size_t fh_queue_size (fh_queue_t *self);
 size_t fh_queue_capacity (const fh_queue_t *self);
+/* Producer: how many slots are allocated now (a power of two, at most the
+   least one >= capacity). */
+size_t fh_queue_slots (fh_queue_t *self);
 
 #endif

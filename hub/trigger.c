@@ -28,10 +28,32 @@ struct s_node {
     s_idlist_t globs;    /* indices into fh_trigger_t.globs */
 };
 
+/* A glob cut at its first and last '*': head * middle * tail, where the
+   middle may hold more stars. Matching checks the head (the trie already
+   did), the tail against the end of the topic, then finds the middle's
+   pieces in order: a glob that cannot match is refused in a few
+   instructions, where the backtracking walk took one pass per star. */
+typedef struct {
+    /* The tail's last (up to) 8 bytes where a topic's last 8 bytes would
+       have them: a glob whose tail cannot end the topic is refused with
+       one compare, before any call. */
+    uint64_t tail_key, tail_mask;
+    size_t head_len;
+    const char *middle; /* between the first and the last '*' */
+    size_t middle_len;
+    const char *tail;   /* after the last '*' */
+    size_t tail_len;
+} s_glob_parts_t;
+
 typedef struct {
     char *pattern; /* the whole glob, '*' included */
+    s_glob_parts_t parts;
     uint32_t consumer;
 } s_glob_t;
+
+static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
+static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts,
+                          const uint8_t *text, size_t size, size_t known);
 
 struct fh_trigger {
     size_t consumer_count;
@@ -48,14 +70,21 @@ struct fh_trigger {
 static int
 s_idlist_add (s_idlist_t *list, uint32_t id)
 {
-    for (size_t i = 0; i < list->count; i++)
-        if (list->items[i] == id)
-            return 0; /* the same pattern twice for one consumer */
-    uint32_t *items = realloc (list->items, (list->count + 1) * sizeof *items);
-    if (!items)
-        return -1;
-    items[list->count++] = id;
-    list->items = items;
+    /* The hub adds consumers in index order: then a duplicate can only be
+       the last id, and 20,000 consumers on one node cost no scan. */
+    if (list->count && list->items[list->count - 1] >= id)
+        for (size_t i = 0; i < list->count; i++)
+            if (list->items[i] == id)
+                return 0; /* the same pattern twice for one consumer */
+    /* Room doubles when the count reaches a power of two. */
+    size_t count = list->count;
+    if ((count & (count - 1)) == 0) {
+        uint32_t *items = realloc (list->items, (count ? 2 * count : 1) * sizeof *items);
+        if (!items)
+            return -1;
+        list->items = items;
+    }
+    list->items[list->count++] = id;
     return 0;
 }
 
@@ -195,7 +224,9 @@ fh_trigger_add (fh_trigger_t *self, size_t consumer, const char *pattern)
         free (copy);
         return -1;
     }
-    globs[self->glob_count++] = (s_glob_t){copy, id};
+    globs[self->glob_count] = (s_glob_t){copy, {0, 0, 0, NULL, 0, NULL, 0}, id};
+    s_glob_cut (copy, &globs[self->glob_count].parts);
+    self->glob_count++;
     return s_subscription_add (self, pattern, literal);
 }
 
@@ -229,6 +260,18 @@ fh_trigger_seal (fh_trigger_t *self)
     return 0;
 }
 
+/* A topic's last 8 bytes as a little-endian word, the first byte of a
+   shorter topic in the word's top bytes (and zeros below). */
+static inline uint64_t
+s_last8 (const uint8_t *bytes, size_t size)
+{
+    uint64_t word = 0;
+    size_t k = size < 8 ? size : 8;
+    for (size_t i = 0; i < k; i++)
+        word |= (uint64_t) bytes[size - k + i] << (8 * (8 - k + i));
+    return word;
+}
+
 static inline void
 s_seen_set (fh_trigger_t *self, uint32_t id)
 {
@@ -248,13 +291,21 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
     assert (self->sealed);
     const uint8_t *bytes = (const uint8_t *) topic;
     const s_node_t *node = self->root;
+    uint64_t last8 = 0;
+    bool have_last8 = false; /* read at the first glob on the way */
     for (size_t depth = 0;; depth++) {
+        if (node->globs.count && !have_last8) {
+            last8 = s_last8 (bytes, size);
+            have_last8 = true;
+        }
         for (size_t i = 0; i < node->prefix.count; i++)
             s_seen_set (self, node->prefix.items[i]);
         for (size_t i = 0; i < node->globs.count; i++) {
             const s_glob_t *glob = &self->globs[node->globs.items[i]];
-            if (!s_seen_has (self, glob->consumer)
-                && fh_pattern_match (glob->pattern, topic, size))
+            /* The trie walked the glob's head to get here. */
+            if (((last8 ^ glob->parts.tail_key) & glob->parts.tail_mask) == 0
+                && !s_seen_has (self, glob->consumer)
+                && s_glob_match (glob->pattern, &glob->parts, bytes, size, depth))
                 s_seen_set (self, glob->consumer);
         }
         if (depth == size) {
@@ -288,35 +339,69 @@ fh_trigger_subscriptions (fh_trigger_t *self, const char *const **list)
     return self->subscription_count;
 }
 
-/* '*' matches any run of bytes. Greedy with one backtrack point: on a
-   mismatch, let the last '*' swallow one more byte. Linear in practice,
-   never allocates. */
-static bool
-s_glob_match (const char *pattern, const uint8_t *text, size_t size)
+static void
+s_glob_cut (const char *pattern, s_glob_parts_t *parts)
 {
-    const char *star = NULL;
-    size_t star_text = 0;
-    size_t t = 0;
-    const char *p = pattern;
-    while (t < size) {
-        if (*p == '*') {
-            star = p++;
-            star_text = t;
-        }
-        else if (*p != '\0' && (uint8_t) *p == text[t]) {
-            p++;
-            t++;
-        }
-        else if (star) {
-            p = star + 1;
-            t = ++star_text;
-        }
-        else
-            return false;
+    const char *first = strchr (pattern, '*');
+    const char *last = strrchr (pattern, '*');
+    assert (first && last);
+    parts->head_len = (size_t) (first - pattern);
+    parts->middle = first + 1;
+    parts->middle_len = last > first ? (size_t) (last - first - 1) : 0;
+    parts->tail = last + 1;
+    parts->tail_len = strlen (last + 1);
+    size_t k = parts->tail_len < 8 ? parts->tail_len : 8;
+    parts->tail_key = 0;
+    parts->tail_mask = 0;
+    for (size_t i = 0; i < k; i++) {
+        unsigned shift = (unsigned) (8 * (8 - k + i));
+        parts->tail_key |= (uint64_t) (uint8_t) parts->tail[parts->tail_len - k + i] << shift;
+        parts->tail_mask |= UINT64_C (0xff) << shift;
     }
-    while (*p == '*')
-        p++;
-    return *p == '\0';
+}
+
+/* The first place at or after `from` where piece[0..len) lies whole
+   before `end`, or SIZE_MAX. */
+static size_t
+s_find (const uint8_t *text, size_t from, size_t end, const char *piece, size_t len)
+{
+    for (size_t i = from; i + len <= end; i++)
+        if (text[i] == (uint8_t) piece[0] && memcmp (text + i, piece, len) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* '*' matches any run of bytes. The head must start the topic and the
+   tail end it, without overlapping; the middle's pieces must then appear
+   in order between them, and the leftmost place for each is as good as
+   any. `known`: bytes of the head already compared. Linear in the topic
+   for each piece, never allocates. */
+static bool
+s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text,
+              size_t size, size_t known)
+{
+    if (size < parts->head_len + parts->tail_len)
+        return false;
+    size_t end = size - parts->tail_len;
+    if ((parts->tail_len && memcmp (text + end, parts->tail, parts->tail_len) != 0)
+        || (known < parts->head_len
+            && memcmp (text + known, pattern + known, parts->head_len - known) != 0))
+        return false;
+    size_t t = parts->head_len;
+    const char *piece = parts->middle;
+    const char *stop = parts->middle + parts->middle_len;
+    while (piece < stop) {
+        const char *star = memchr (piece, '*', (size_t) (stop - piece));
+        size_t len = (size_t) ((star ? star : stop) - piece);
+        if (len) {
+            size_t at = s_find (text, t, end, piece, len);
+            if (at == SIZE_MAX)
+                return false;
+            t = at + len;
+        }
+        piece += len + 1;
+    }
+    return true;
 }
 
 bool
@@ -327,8 +412,11 @@ fh_pattern_match (const char *pattern, const void *topic, size_t size)
         size_t len = strlen (pattern + 1);
         return len == size && memcmp (pattern + 1, text, size) == 0;
     }
-    if (strchr (pattern, '*'))
-        return s_glob_match (pattern, text, size);
+    if (strchr (pattern, '*')) {
+        s_glob_parts_t parts;
+        s_glob_cut (pattern, &parts);
+        return s_glob_match (pattern, &parts, text, size, 0);
+    }
     size_t len = strlen (pattern);
     return len <= size && memcmp (pattern, text, len) == 0;
 }

@@ -599,6 +599,11 @@ static const s_error_case_t s_error_cases[] = {
       "    name: a\n",
       "t.yaml:7:11: consumers[1].name: duplicate consumer name 'a' (first "
       "used by consumers[0] at line 4)" },
+    { "duplicate consumer name further down",
+      BUS "consumers:\n  - {name: a, plugin: p}\n  - {name: b, plugin: p}\n"
+      "  - {name: c, plugin: p}\n  - {name: b, plugin: p}\n",
+      "t.yaml:7:12: consumers[3].name: duplicate consumer name 'b' (first "
+      "used by consumers[1] at line 5)" },
     { "plugin empty", C2 ("    plugin: ''\n"),
       "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
       "''" },

@@ -6,6 +6,9 @@
     arrives once, in order (a lost wake-up hangs it until ctest's timeout).
     Pushes wake a sleeping consumer only every few messages; the ping-pong
     case checks that fh_queue_signal wakes it for a single one.
+    Storage grows on demand: a single-threaded case checks the sizes and
+    FIFO across a wrapped ring, and a two-thread case grows the ring while
+    the consumer reads the old one (run it under TSan).
 */
 #include "queue.h"
 
@@ -223,6 +226,97 @@ test_evict_races_pop (void **state)
     fh_queue_destroy (&queue);
 }
 
+/* A large capacity allocates a small ring, doubles it as the backlog
+   grows, never past the capacity, and keeps FIFO order across a ring whose
+   live slots wrap around its end when it grows. */
+static void
+test_storage_grows_on_demand (void **state)
+{
+    (void) state;
+    fh_queue_t *queue = fh_queue_new (100000);
+    assert_non_null (queue);
+    assert_int_equal (fh_queue_slots (queue), 64);
+    /* Wrap the ring: 40 in, 40 out, then fill it from slot 40 round. */
+    uint64_t next_in = 0, next_out = 0;
+    for (int i = 0; i < 40; i++)
+        assert_true (fh_queue_push (queue, make_msg (next_in++)));
+    for (int i = 0; i < 40; i++) {
+        fh_msg_t *msg = fh_queue_pop (queue);
+        assert_int_equal (msg->seq, next_out++);
+        fh_msg_release_test (msg);
+    }
+    for (int i = 0; i < 64; i++)
+        assert_true (fh_queue_push (queue, make_msg (next_in++)));
+    assert_int_equal (fh_queue_slots (queue), 64); /* exactly full, not grown */
+    assert_false (fh_queue_full (queue));          /* room by growing... */
+    assert_int_equal (fh_queue_slots (queue), 128);
+    while (next_in < 100000 + next_out)
+        assert_true (fh_queue_push (queue, make_msg (next_in++)));
+    assert_int_equal (fh_queue_slots (queue), 131072);
+    assert_true (fh_queue_full (queue)); /* ...but never past the capacity */
+    fh_msg_t *extra = make_msg (0);
+    assert_false (fh_queue_push (queue, extra));
+    fh_msg_release_test (extra);
+    assert_int_equal (fh_queue_size (queue), 100000);
+    for (int i = 0; i < 1000; i++) {
+        fh_msg_t *msg = fh_queue_pop (queue);
+        assert_int_equal (msg->seq, next_out++);
+        fh_msg_release_test (msg);
+    }
+    fh_queue_destroy (&queue); /* releases the rest, and the old rings */
+
+    fh_queue_t *small = fh_queue_new (5);
+    assert_int_equal (fh_queue_slots (small), 8);
+    fh_queue_destroy (&small);
+}
+
+/* The producer grows the ring while the consumer reads: every message
+   arrives once, in order, whichever ring the consumer read it from. */
+enum { GROW_COUNT = 300000, GROW_CAPACITY = 1 << 16 };
+
+static void *
+slow_consumer (void *arg)
+{
+    fh_queue_t *queue = arg;
+    uint64_t expected = 0;
+    uintptr_t bad = 0;
+    while (fh_queue_wait (queue)) {
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (queue))) {
+            if (msg->seq != expected)
+                bad++;
+            expected++;
+            fh_msg_release_test (msg);
+            if (expected % 64 == 0)
+                sched_yield (); /* let the backlog build, so the ring grows */
+        }
+    }
+    return (void *) (bad ? UINTPTR_MAX : (uintptr_t) expected);
+}
+
+static void
+test_growth_races_pop (void **state)
+{
+    (void) state;
+    fh_queue_t *queue = fh_queue_new (GROW_CAPACITY);
+    pthread_t consumer;
+    assert_int_equal (pthread_create (&consumer, NULL, slow_consumer, queue), 0);
+    for (uint64_t i = 0; i < GROW_COUNT; i++) {
+        fh_msg_t *msg = make_msg (i);
+        while (!fh_queue_push (queue, msg)) {
+            fh_queue_signal (queue);
+            sched_yield ();
+        }
+    }
+    fh_queue_signal (queue);
+    fh_queue_close (queue);
+    void *result;
+    pthread_join (consumer, &result);
+    assert_int_equal ((uintptr_t) result, GROW_COUNT);
+    assert_true (fh_queue_slots (queue) > 64); /* it did grow */
+    fh_queue_destroy (&queue);
+}
+
 int
 main (void)
 {
@@ -232,6 +326,8 @@ main (void)
         cmocka_unit_test (test_two_threads_in_order),
         cmocka_unit_test (test_signal_wakes_a_sleeper),
         cmocka_unit_test (test_evict_races_pop),
+        cmocka_unit_test (test_storage_grows_on_demand),
+        cmocka_unit_test (test_growth_races_pop),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

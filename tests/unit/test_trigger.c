@@ -238,6 +238,89 @@ test_duplicate_patterns_match_once (void **state)
     fh_trigger_destroy (&table);
 }
 
+/* The obvious recursive matcher, '*' any run of bytes: the reference for
+   the trigger's own. */
+static bool
+naive_glob (const char *p, const char *t, size_t n)
+{
+    if (*p == '\0')
+        return n == 0;
+    if (*p == '*') {
+        for (size_t skip = 0; skip <= n; skip++)
+            if (naive_glob (p + 1, t + skip, n - skip))
+                return true;
+        return false;
+    }
+    return n > 0 && *p == *t && naive_glob (p + 1, t + 1, n - 1);
+}
+
+/* Random globs and topics over a four-letter alphabet (so that pieces
+   overlap, repeat and nearly match): the matcher agrees with the naive
+   one, alone and through a table (where the trie has walked the head). */
+static void
+test_glob_matches_naive (void **state)
+{
+    (void) state;
+    static const char alphabet[] = "ab.*";
+    uint32_t seed = 12345;
+    char pattern[12], topic[16];
+    for (int round = 0; round < 20000; round++) {
+        seed = seed * 1103515245u + 12345u;
+        size_t plen = 1 + (seed >> 16) % 10;
+        for (size_t i = 0; i < plen; i++) {
+            seed = seed * 1103515245u + 12345u;
+            pattern[i] = alphabet[(seed >> 16) % 4];
+        }
+        pattern[plen] = '\0';
+        if (!strchr (pattern, '*'))
+            pattern[(seed >> 20) % plen] = '*';
+        if (pattern[0] == '=')
+            continue;
+        seed = seed * 1103515245u + 12345u;
+        size_t tlen = (seed >> 16) % 14;
+        for (size_t i = 0; i < tlen; i++) {
+            seed = seed * 1103515245u + 12345u;
+            topic[i] = alphabet[(seed >> 16) % 3];
+        }
+        topic[tlen] = '\0';
+        bool expected = naive_glob (pattern, topic, tlen);
+        if (fh_pattern_match (pattern, topic, tlen) != expected)
+            fail_msg ("pattern '%s', topic '%s': expected %d", pattern, topic, expected);
+        fh_trigger_t *table = fh_trigger_new (1);
+        assert_int_equal (fh_trigger_add (table, 0, pattern), 0);
+        assert_int_equal (fh_trigger_seal (table), 0);
+        uint32_t found[1];
+        if ((fh_trigger_match (table, topic, tlen, found) == 1) != expected)
+            fail_msg ("table: pattern '%s', topic '%s': expected %d", pattern, topic,
+                      expected);
+        fh_trigger_destroy (&table);
+    }
+}
+
+/* Consumers added out of index order (the hub adds them in order, and
+   the id lists take the short path then): a repeated pattern still
+   matches once, and 5,000 consumers on one prefix all match. */
+static void
+test_duplicates_out_of_order (void **state)
+{
+    (void) state;
+    enum { MANY = 5000 };
+    fh_trigger_t *table = fh_trigger_new (MANY);
+    assert_non_null (table);
+    assert_int_equal (fh_trigger_add (table, 7, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 3, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 7, "org."), 0);
+    assert_int_equal (fh_trigger_add (table, 3, "org."), 0);
+    for (size_t c = 0; c < MANY; c++)
+        assert_int_equal (fh_trigger_add (table, c, ""), 0);
+    assert_int_equal (fh_trigger_add (table, MANY - 1, ""), 0);
+    assert_int_equal (fh_trigger_seal (table), 0);
+    static uint32_t found[MANY];
+    assert_int_equal (fh_trigger_match (table, "org.x", 5, found), MANY);
+    assert_int_equal (fh_trigger_match (table, "net.x", 5, found), MANY);
+    fh_trigger_destroy (&table);
+}
+
 int
 main (void)
 {
@@ -248,6 +331,8 @@ main (void)
         cmocka_unit_test (test_many_consumers_random),
         cmocka_unit_test (test_subscriptions_minimal),
         cmocka_unit_test (test_duplicate_patterns_match_once),
+        cmocka_unit_test (test_duplicates_out_of_order),
+        cmocka_unit_test (test_glob_matches_naive),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
