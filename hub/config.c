@@ -15,6 +15,8 @@
 */
 #include "config.h"
 
+#include <assert.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -69,6 +71,10 @@ struct s_field {
     int flags;                  /* S_FOR_BIND */
     const s_section_t *section; /* s_parse_section: the subsection */
     const char *const *choices; /* s_parse_enum: the words, NULL-ended */
+    /* A reload may change it in a running hub (fh_config_restart_keys).
+       Unmarked keys need a restart, or, inside a consumer, a new
+       instance of it: a new key is never silently ignored. */
+    bool live;
 };
 
 struct s_section {
@@ -1265,7 +1271,7 @@ static const s_field_t s_queue_fields[] = {
       .max = S_QUEUE_CAPACITY_MAX },
     { .key = "warn_at", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, warn_at), .min = 0,
-      .max = S_QUEUE_CAPACITY_MAX },
+      .max = S_QUEUE_CAPACITY_MAX, .live = true },
     { .key = "overflow", .parse = s_parse_enum,
       .offset = offsetof (fh_consumer_config_t, overflow), .choices = s_overflow_words },
     { .key = "spool_max_bytes", .parse = s_parse_size,
@@ -1332,7 +1338,7 @@ static const s_field_t s_consumer_fields[] = {
     { .key = "plugin", .parse = s_parse_plugin,
       .offset = offsetof (fh_consumer_config_t, plugin), .required = true },
     { .key = "topics", .parse = s_parse_topics,
-      .offset = offsetof (fh_consumer_config_t, topics) },
+      .offset = offsetof (fh_consumer_config_t, topics), .live = true },
     { .key = "queue", .parse = s_parse_section, .offset = 0,
       .section = &s_queue_section },
     { .key = "options", .parse = s_parse_options,
@@ -1450,20 +1456,113 @@ static const s_field_t s_top_fields[] = {
       .offset = offsetof (fh_config_t, control) },
     { .key = "shutdown_timeout", .parse = s_parse_millis,
       .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
-      .max = S_SHUTDOWN_TIMEOUT_MAX_S },
+      .max = S_SHUTDOWN_TIMEOUT_MAX_S, .live = true },
     { .key = "consumers", .parse = s_parse_consumers, .offset = 0,
-      .required = true },
+      .required = true, .live = true },
     { .key = "state_dir", .parse = s_parse_path,
       .offset = offsetof (fh_config_t, state_dir) },
     { .key = "spool", .parse = s_parse_section, .offset = 0, .section = &s_spool_section },
     { .key = "log_level", .parse = s_parse_enum,
-      .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words },
+      .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words,
+      .live = true },
     { .key = "metrics", .parse = s_parse_section,
       .offset = offsetof (fh_config_t, metrics), .section = &s_metrics_section },
     { .key = NULL },
 };
 
 static const s_section_t s_top_section = { s_top_fields, s_top_finish };
+
+/* ------------------------------------------------------------------ */
+/* Comparing two configurations, key by key, from the same tables that
+   parse them.                                                          */
+
+static bool
+s_string_equal (const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp (a, b) == 0);
+}
+
+static bool
+s_strlist_equal (const fh_strlist_t *a, const fh_strlist_t *b)
+{
+    if (a->count != b->count)
+        return false;
+    for (size_t i = 0; i < a->count; i++)
+        if (strcmp (a->items[i], b->items[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Whether a field holds the same value in a and b (the field's address
+   in each). Every parse function stores one type: a function missing
+   here is a programmer's error, caught by the unit test that compares
+   every key. */
+static bool
+s_field_equal (const s_field_t *field, const void *a, const void *b)
+{
+    s_parse_fn *parse = field->parse;
+    if (parse == s_parse_int || parse == s_parse_enum)
+        return *(const int *) a == *(const int *) b;
+    if (parse == s_parse_int64 || parse == s_parse_millis || parse == s_parse_permille)
+        return *(const int64_t *) a == *(const int64_t *) b;
+    if (parse == s_parse_size)
+        return *(const size_t *) a == *(const size_t *) b;
+    if (parse == s_parse_bool)
+        return *(const bool *) a == *(const bool *) b;
+    if (parse == s_parse_name || parse == s_parse_plugin || parse == s_parse_control
+        || parse == s_parse_path || parse == s_parse_listen || parse == s_parse_bind_endpoint
+        || parse == s_parse_order_by || parse == s_parse_producer)
+        return s_string_equal (*(char *const *) a, *(char *const *) b);
+    if (parse == s_parse_endpoints || parse == s_parse_topics)
+        return s_strlist_equal (a, b);
+    if (parse == s_parse_options)
+        return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
+    assert (!"a configuration field without a comparison");
+    return false;
+}
+
+/* Appends to out the keys of section (at a and b) that differ and are
+   not live; returns how many. Consumers are compared by the hub. */
+static size_t
+s_diff_section (const s_section_t *section, const char *prefix, const void *a,
+                const void *b, bool live_only, char *out, size_t outlen)
+{
+    size_t found = 0;
+    for (const s_field_t *field = section->fields; field->key; field++) {
+        const char *fa = (const char *) a + field->offset;
+        const char *fb = (const char *) b + field->offset;
+        char key[128];
+        snprintf (key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", field->key);
+        if (field->parse == s_parse_consumers)
+            continue;
+        if (field->parse == s_parse_section) {
+            found += s_diff_section (field->section, key, fa, fb, live_only, out, outlen);
+            continue;
+        }
+        if (field->live == live_only && !s_field_equal (field, fa, fb)) {
+            size_t used = strlen (out);
+            snprintf (out + used, outlen - used, "%s%s", used ? ", " : "", key);
+            found++;
+        }
+    }
+    return found;
+}
+
+size_t
+fh_config_restart_keys (const fh_config_t *running, const fh_config_t *next, char *out,
+                        size_t outlen)
+{
+    out[0] = '\0';
+    return s_diff_section (&s_top_section, "", running, next, false, out, outlen);
+}
+
+bool
+fh_config_consumer_same (const fh_consumer_config_t *a, const fh_consumer_config_t *b)
+{
+    char keys[512] = "";
+    /* "where" is not a key: a consumer that moved in the file is the same. */
+    return s_diff_section (&s_consumer_section, "", a, b, false, keys, sizeof keys) == 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* Loading                                                              */

@@ -71,7 +71,7 @@ struct fh_consumer {
     atomic_uint_fast64_t dropped;
     atomic_uint_fast64_t backlog_max;
     bool warn_armed; /* the next crossing of warn_at is logged */
-    size_t warn_at;
+    atomic_size_t warn_at; /* a reload may change it */
     atomic_uint_fast64_t evicted;   /* drop-oldest: taken off the queue's head */
     atomic_uint_fast64_t spilled;   /* written to the spool by the enqueuer */
     fh_ratelimit_t spill_log;
@@ -137,7 +137,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         return NULL;
     }
     memset (self, 0, sizeof *self);
-    self->warn_at = config->warn_at;
+    atomic_init (&self->warn_at, config->warn_at);
     self->warn_armed = true;
     atomic_init (&self->index, index);
     self->retry = config->retry;
@@ -819,28 +819,29 @@ s_raise_max (atomic_uint_fast64_t *max, uint64_t value)
 static void
 s_watch_backlog (fh_consumer_t *self)
 {
+    size_t warn_at = atomic_load_explicit (&self->warn_at, memory_order_relaxed);
     size_t bound = fh_queue_depth_bound (self->queue);
     uint64_t max = atomic_load_explicit (&self->backlog_max, memory_order_relaxed);
-    bool warn_check = self->warn_at
-                      && (self->warn_armed ? bound >= self->warn_at
-                                           : bound >= self->warn_at / 2);
+    bool warn_check = warn_at
+                      && (self->warn_armed ? bound >= warn_at
+                                           : bound >= warn_at / 2);
     if (bound <= max && !warn_check) {
-        if (self->warn_at && !self->warn_armed)
+        if (warn_at && !self->warn_armed)
             self->warn_armed = true; /* bound < warn_at / 2: drained enough */
         return;
     }
     size_t depth = fh_queue_depth (self->queue);
     s_raise_max (&self->backlog_max, depth);
-    if (!self->warn_at)
+    if (!warn_at)
         return;
-    if (self->warn_armed && depth >= self->warn_at) {
+    if (self->warn_armed && depth >= warn_at) {
         self->warn_armed = false;
         fh_warning ("consumer '%s': backlog reached %zu (queue.warn_at %zu, capacity "
                     "%zu); warns again once it has drained below %zu",
-                    self->name, depth, self->warn_at, fh_queue_capacity (self->queue),
-                    self->warn_at / 2);
+                    self->name, depth, warn_at, fh_queue_capacity (self->queue),
+                    warn_at / 2);
     }
-    else if (!self->warn_armed && depth < self->warn_at / 2)
+    else if (!self->warn_armed && depth < warn_at / 2)
         self->warn_armed = true;
 }
 
@@ -936,6 +937,12 @@ fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
     s_bump (&self->dropped);
     if (msg && msg->emit)
         fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+}
+
+void
+fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at)
+{
+    atomic_store_explicit (&self->warn_at, warn_at, memory_order_relaxed);
 }
 
 void

@@ -73,6 +73,21 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
           int64_t timeout_ms)
 {
     fh_hub_t *hub = state->control->hub;
+    /* Bounded: while the enqueuer is blocked (a full `block` consumer) it
+       takes no injection; more are refused at once, never queued. */
+    size_t unrouted = 0, waiting = 0;
+    for (size_t i = 0; i < state->pending_count; i++)
+        if (state->pending[i].emit) {
+            waiting++;
+            unrouted += fh_emit_matched (state->pending[i].emit) == -2;
+        }
+    if (unrouted >= FH_CONTROL_INJECT_MAX || waiting >= FH_CONTROL_PENDING_MAX) {
+        char busy[160];
+        snprintf (busy, sizeof busy, "ERROR busy: %zu messages wait for the enqueuer, "
+                  "%zu answers are pending; try again later", unrouted, waiting);
+        s_reply (router, envelope, envelope_count, busy);
+        return;
+    }
     if (state->pending_count == state->pending_room) {
         size_t room = state->pending_room ? state->pending_room * 2 : 8;
         s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
@@ -89,7 +104,15 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         return;
     }
     fh_inject_t header = {emit, only};
-    zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE);
+    /* The bound above keeps the pipe below its high-water mark; should it
+       be full all the same, the answer is busy, not a wait. The rest of
+       a multipart message follows its first frame whatever the mark. */
+    if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        fh_emit_unref (&emit);
+        s_reply (router, envelope, envelope_count, "ERROR busy: the enqueuer takes no more "
+                 "messages now; try again later");
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
         zmq_msg_t copy;
         zmq_msg_init (&copy);
@@ -331,6 +354,15 @@ s_control_actor (zsock_t *pipe, void *args)
     else {
         zsock_set_linger (router, 0);
         zsock_set_router_mandatory (router, 0);
+        /* A request carries at most one bus message: a bigger frame is
+           refused while it arrives (ZeroMQ drops that connection), not
+           received whole first. */
+        zsock_set_maxmsgsize (router, (int) ((int64_t) config->max_message_bytes
+                                                      + FH_CONTROL_REQUEST_SLACK
+                                              > INT_MAX
+                                                  ? INT_MAX
+                                                  : config->max_message_bytes
+                                                        + FH_CONTROL_REQUEST_SLACK));
         if (zmq_bind (zsock_resolve (router), config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,
@@ -342,6 +374,8 @@ s_control_actor (zsock_t *pipe, void *args)
         else {
             atomic_store_explicit (&self->bound, true, memory_order_relaxed);
             inject = zsock_new (ZMQ_PUSH);
+            if (inject)
+                zsock_set_sndhwm (inject, 2 * FH_CONTROL_INJECT_MAX);
             if (!inject || zsock_connect (inject, "%s", fh_hub_inject_endpoint (self->hub)) != 0)
                 snprintf (self->start_error, sizeof self->start_error,
                           "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
@@ -402,10 +436,7 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_stats_tick (state.stats, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++) {
-                fh_consumer_check_stuck (fh_hub_consumer (self->hub, i), now);
-                fh_consumer_tick (fh_hub_consumer (self->hub, i), now);
-            }
+            fh_hub_tick (self->hub, now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
         fh_hub_unlock (self->hub);

@@ -66,20 +66,24 @@ s_log_endpoints (const fh_config_t *config)
 /* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
    refused and the running configuration stays. */
 static void
-s_reload (fh_hub_t *hub, const char *path)
+s_reload (fh_hub_t *hub, const char *path, bool level_given)
 {
     char err[2048], result[2200];
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
         const fh_config_t *now = fh_hub_config (hub);
+        /* The live keys outside consumers (shutdown_timeout is read when
+           the hub stops). */
+        if (!level_given)
+            fh_log_set_level ((fanhub_log_level_t) now->log_level);
         snprintf (result, sizeof result, "OK reloaded %s: %zu consumer%s", now->source,
                   now->consumer_count, now->consumer_count == 1 ? "" : "s");
         fh_info ("%s", result + 3);
     }
     else {
-        snprintf (result, sizeof result, "ERROR reload refused, the running configuration "
-                  "stays: %s", err);
+        snprintf (result, sizeof result,
+                  "ERROR reload refused: %s (running on the previous configuration)", err);
         fh_error ("%s", result + 6);
     }
     fh_hub_note_reload (hub, result);
@@ -90,14 +94,8 @@ s_reload (fh_hub_t *hub, const char *path)
 static void
 s_abandon (fh_hub_t *hub, const char *why, int status)
 {
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-        fh_consumer_t *consumer = fh_hub_consumer (hub, i);
-        if (!fh_consumer_done (consumer))
-            fh_error ("consumer '%s': still busy: %s", fh_consumer_name (consumer), why);
-    }
     fh_hub_log_counts (hub);
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++)
-        fh_consumer_abandon (fh_hub_consumer (hub, i));
+    fh_hub_abandon (hub, why);
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
@@ -198,7 +196,7 @@ fh_cmd_run (int argc, char **argv)
     while (true) {
         /* While consumers are leaving after a reload, look at them every
            100 ms; otherwise just wait for a signal. */
-        if (fh_hub_retire_step (hub)) {
+        if (fh_hub_step (hub)) {
             struct timespec wait = {0, 100000000};
             sig = sigtimedwait (&signals, NULL, &wait);
         }
@@ -207,14 +205,14 @@ fh_cmd_run (int argc, char **argv)
         if (sig == SIGINT || sig == SIGTERM)
             break;
         if (sig == SIGHUP)
-            s_reload (hub, path);
+            s_reload (hub, path, level_given);
     }
+    int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
-             strsignal (sig), (double) config->shutdown_timeout_ms / 1000);
+             strsignal (sig), (double) timeout_ms / 1000);
+    int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
     fh_hub_stop_receiving (hub);
-
-    int64_t deadline = fh_clock_mono_ns () + config->shutdown_timeout_ms * 1000000;
-    while (!fh_hub_drained (hub) || fh_hub_retire_step (hub)) {
+    while (!fh_hub_drained (hub) || fh_hub_step (hub)) {
         int64_t left = deadline - fh_clock_mono_ns ();
         if (left <= 0)
             s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);

@@ -62,8 +62,8 @@ fh_stats_tick (fh_stats_t *self, int64_t now_ns)
     self->previous = self->last;
     self->last = swap;
     for (size_t i = 0; i < self->consumer_count; i++)
-        fh_consumer_latency (fh_hub_consumer (self->hub, i), &self->last[i].queue_wait,
-                             &self->last[i].processing);
+        fh_hub_consumer_latency (self->hub, i, &self->last[i].queue_wait,
+                                 &self->last[i].processing);
     return true;
 }
 
@@ -93,8 +93,9 @@ s_consumer_json (fh_stats_t *self, size_t index)
 {
     fh_consumer_t *consumer = fh_hub_consumer (self->hub, index);
     fh_consumer_counts_t c;
-    fh_consumer_counts (consumer, &c);
-    fh_consumer_latency (consumer, &self->scratch.queue_wait, &self->scratch.processing);
+    fh_hub_consumer_counts (self->hub, index, &c);
+    fh_hub_consumer_latency (self->hub, index, &self->scratch.queue_wait,
+                             &self->scratch.processing);
     json_t *json = json_pack (
         "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
         "name", fh_consumer_name (consumer), "plugin",
@@ -149,21 +150,12 @@ fh_stats_json (fh_stats_t *self)
     for (size_t i = 0; i < self->consumer_count; i++)
         json_array_append_new (consumers, s_consumer_json (self, i));
     /* Completion: every message handed to consumers is handled once the
-       last of them is done with it; whoever released it last counted it. */
-    fh_histogram_snapshot_t *sum = calloc (1, sizeof *sum);
-    fh_histogram_snapshot_t *part = malloc (sizeof *part);
-    uint64_t handled = 0;
-    if (sum && part) {
-        handled = fh_hub_handled (self->hub, part);
-        fh_histogram_add (sum, part);
-        for (size_t i = 0; i < self->consumer_count; i++) {
-            handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
-            fh_histogram_add (sum, part);
-        }
-    }
-    json_t *end_to_end = sum && part ? s_summary_json (sum) : NULL;
+       last of them is done with it; whoever released it last counted it,
+       and the hub keeps the count of consumers a reload removed. */
+    fh_histogram_snapshot_t *sum = malloc (sizeof *sum);
+    uint64_t handled = sum ? fh_hub_handled (self->hub, sum) : 0;
+    json_t *end_to_end = sum ? s_summary_json (sum) : NULL;
     free (sum);
-    free (part);
     fh_enqueuer_counts_t counts;
     fh_hub_counts (self->hub, &counts);
     json_t *by_reason = json_object ();
