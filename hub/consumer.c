@@ -8,6 +8,7 @@
 */
 #include "consumer.h"
 
+#include "crash.h"
 #include "deadletter.h"
 #include "emit.h"
 #include "host.h"
@@ -374,7 +375,9 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1,
                            memory_order_release);
+    fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
+    fh_crash_leave ();
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
     fh_histogram_record (&worker->processing, *end - start);

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "control.h"
+#include "crash.h"
 #include "hub.h"
 #include "log.h"
 #include "plugin.h"
@@ -143,6 +144,7 @@ fh_cmd_run (int argc, char **argv)
     pthread_sigmask (SIG_BLOCK, &signals, NULL);
     signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
     zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
+    fh_crash_install ();       /* a plugin's crash or exit() is named */
 
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);

@@ -4,6 +4,7 @@ crashing. One scenario per case of the issue; each waits for conditions
 with deadlines, the deadlines only turn a hang into a failure."""
 import json
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -350,10 +351,40 @@ def test_6_reloads_free_each_configuration():
         pub.close()
 
 
+def test_8_plugin_crashes_are_named():
+    """Case 8: a plugin that segfaults or aborts inside consume ends the
+    hub by that signal, after one line naming the consumer and plugin; a
+    plugin that calls exit(7) ends it with status 7 and a log line, not
+    with CZMQ's abort."""
+    # The crashes are on purpose: no core files from them.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    wd = fh.Workdir()
+    for how, status, words in (("segv", -signal.SIGSEGV, "fatal signal 11 (SIGSEGV)"),
+                               ("abort", -signal.SIGABRT, "fatal signal 6 (SIGABRT)"),
+                               ("exit", 7, "called exit(7)")):
+        pub = fh.Publisher()
+        hub = fh.Hub(wd, head(pub) + crash_consumer("calm") + crash_consumer("boom", how, 3),
+                     name="hub-" + how)
+        try:
+            pub.wait_subscribed(hub=hub)
+            for i in range(5):
+                pub.send("org.cp.crash", '{"i":%d}' % i)
+            got = hub.wait(deadline=fh.DEADLINE)
+            log = hub.log()
+            assert got == status, (how, got, log)
+            assert words in log and "consumer 'boom'" in log and "crash.so" in log, log
+            assert "dangling" not in log, log
+        finally:
+            hub.kill()
+            pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_1_two_reloads_while_the_old_instance_drains,
              test_2_reload_and_stop_while_a_block_consumer_is_full,
              test_3_emit_flood_while_the_enqueuer_is_blocked,
              test_4_reload_applies_each_key_or_refuses,
              test_5_counters_never_go_back,
-             test_6_reloads_free_each_configuration])
+             test_6_reloads_free_each_configuration,
+             test_8_plugin_crashes_are_named])
