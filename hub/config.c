@@ -36,6 +36,9 @@
 #define S_OPTION_DEPTH_MAX 64         /* nesting of a consumer's options */
 #define S_OPTION_NODES_MAX 100000     /* values of one consumer's options,
                                          aliases expanded */
+#define S_FILE_BYTES_MAX (16 * 1024 * 1024) /* a configuration file */
+#define S_DEPTH_MAX 64                /* nesting of the whole document */
+#define S_CONSUMERS_MAX 1024          /* each is a thread or more */
 #define S_GOT_MAX 40                  /* bytes of a value quoted in errors */
 #define S_GOT_SIZE (S_GOT_MAX + 48)   /* room for s_got's answer */
 #define S_IPC_PATH_MAX (sizeof (((struct sockaddr_un *) 0)->sun_path) - 1)
@@ -1373,6 +1376,10 @@ s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
                         "expected a list of at least one consumer, got %s",
                         s_got (node, buf, sizeof buf));
     }
+    if (count > S_CONSUMERS_MAX)
+        return s_error (ctx, node->start_mark,
+                        "%zu consumers: a hub runs at most %d (each has a thread); "
+                        "split them over several hubs", count, S_CONSUMERS_MAX);
     cfg->consumers = calloc (count, sizeof *cfg->consumers);
     if (!cfg->consumers)
         return s_oom (ctx, node->start_mark);
@@ -1660,6 +1667,42 @@ s_load_document (s_ctx_t *ctx, yaml_parser_t *parser, const char *text,
     return cfg;
 }
 
+/* Reads the events of the text, without building anything, to refuse
+   a document nested deeper than S_DEPTH_MAX before libyaml builds it
+   (a deep one costs it time and memory out of proportion). Returns 0,
+   or -1 with the error in ctx (a syntax error is left to the load). */
+static int
+s_check_depth (s_ctx_t *ctx, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize (&parser))
+        return 0; /* the load reports it */
+    yaml_parser_set_input_string (&parser, (const unsigned char *) text, len);
+    int depth = 0, rc = 0;
+    for (bool done = false; !done && rc == 0;) {
+        yaml_event_t event;
+        if (!yaml_parser_parse (&parser, &event))
+            break;
+        switch (event.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > S_DEPTH_MAX) {
+                ctx->path[0] = '\0';
+                rc = s_error (ctx, event.start_mark, "nested deeper than %d levels",
+                              S_DEPTH_MAX);
+            }
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_STREAM_END_EVENT: done = true; break;
+        default: break;
+        }
+        yaml_event_delete (&event);
+    }
+    yaml_parser_delete (&parser);
+    return rc;
+}
+
 fh_config_t *
 fh_config_load_string (const char *text, size_t len, const char *source,
                        char *err, size_t errlen)
@@ -1670,6 +1713,14 @@ fh_config_load_string (const char *text, size_t len, const char *source,
         err[0] = '\0';
     if (!text)
         len = 0;
+    if (len > S_FILE_BYTES_MAX) {
+        if (err && errlen)
+            snprintf (err, errlen, "%s: %zu bytes: a configuration is at most %d MiB",
+                      ctx.source, len, S_FILE_BYTES_MAX / (1024 * 1024));
+        return NULL;
+    }
+    if (text && s_check_depth (&ctx, text, len) != 0)
+        return NULL;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize (&parser)) {
@@ -1727,6 +1778,8 @@ fh_config_load_file (const char *path, char *err, size_t errlen)
         }
         size_t got = fread (text + len, 1, size - len, file);
         len += got;
+        if (len > S_FILE_BYTES_MAX)
+            break; /* refused by the load, without reading the rest */
         if (got == 0) {
             if (ferror (file))
                 error = errno ? errno : EIO;

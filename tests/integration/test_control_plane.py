@@ -6,8 +6,10 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 
 import zmq
 
@@ -351,6 +353,115 @@ def test_6_reloads_free_each_configuration():
         pub.close()
 
 
+class SlowHttpClient:
+    """A client that opens a connection from `source` and sends one
+    header line at a time, never finishing the request."""
+
+    def __init__(self, port, source):
+        self.sock = socket.socket()
+        self.sock.bind((source, 0))
+        self.sock.settimeout(5)
+        self.sock.connect(("127.0.0.1", port))
+        self.sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        self.lines = 0
+
+    def trickle(self):
+        try:
+            self.sock.sendall(b"X-Slow-%d: y\r\n" % self.lines)
+            self.lines += 1
+            return True
+        except OSError:
+            return False  # the hub closed it
+
+    def closed_by_hub(self):
+        self.sock.settimeout(0.05)
+        try:
+            return self.sock.recv(1) == b""
+        except socket.timeout:
+            return False
+        except OSError:
+            return True
+
+    def close(self):
+        self.sock.close()
+
+
+def test_7_control_inputs_are_bounded():
+    """Case 7: an oversized control request is refused while it arrives,
+    not received whole; slow HTTP clients cannot hold /metrics off (a
+    header deadline and a per-client limit); a deeply nested YAML and a
+    file with too many consumers are refused at once, with a clear error,
+    and the hub still stops on time."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    port = fh.free_port()
+    v1 = ("bus:\n  connect: [%s]\n  max_message_bytes: 65536\nshutdown_timeout: 2\n"
+          "metrics:\n  prometheus: {listen: \"127.0.0.1:%d\"}\nconsumers:\n"
+          % (pub.endpoint, port)) + crash_consumer("calm")
+    hub = fh.Hub(wd, v1)
+    slow = []
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_ready()
+        # A 64 MB request frame: refused on the way in.
+        before = rss_kib(hub.proc.pid)
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(hub.control)
+        sock.send_multipart([b"", b"EMIT", b"nowait", b"1000", b"org.cp.big",
+                             b"x" * (64 * 1024 * 1024)])
+        answer, _ = timed_request(hub, "STATS")
+        assert json.loads(answer)["hub"]["received"] == 0
+        assert not sock.poll(500), "the oversized request was answered"
+        sock.close()
+        grown = rss_kib(hub.proc.pid) - before
+        assert grown < 32 * 1024, "RSS grew by %d KiB" % grown
+
+        # 100 slow HTTP clients from another address: the scraper's
+        # requests are answered all the same, and the slow ones are cut.
+        for _ in range(100):
+            try:
+                slow.append(SlowHttpClient(port, "127.0.0.2"))
+            except OSError:
+                pass  # refused at once: the per-client limit
+        start = time.monotonic()
+        cut = False
+        while time.monotonic() - start < 12:
+            for client in slow:
+                client.trickle()
+            url = "http://127.0.0.1:%d/metrics" % port
+            t0 = time.monotonic()
+            with urllib.request.urlopen(url, timeout=ANSWER_S) as response:
+                assert response.status == 200 and b"fanhub_received_total" in response.read()
+            assert time.monotonic() - t0 < ANSWER_S
+            cut = cut or any(client.closed_by_hub() for client in slow)
+            time.sleep(0.5)  # the slow clients' pace, not a wait for the hub
+        assert cut, "no slow client was cut off at the header deadline"
+
+        # A 200,000-level nested YAML: refused at once, the hub stays.
+        with open(hub.config, "w") as f:
+            f.write("a: " + "[" * 200000 + "]" * 200000 + "\n")
+        status, out, err, took = reload(hub)
+        assert status == 1 and "nested deeper than 64 levels" in err, (status, err[:300])
+        assert took < ANSWER_S, took
+        assert stop_within(hub, 2 + 3) == 0, hub.log()
+    finally:
+        for client in slow:
+            client.close()
+        hub.kill()
+        pub.close()
+
+    # 20,000 consumers: `fanhub check` refuses them quickly.
+    text = "bus:\n  connect: [tcp://127.0.0.1:1]\nconsumers:\n" + "".join(
+        "  - {name: c%d, plugin: \"null\"}\n" % i for i in range(20000))
+    path = wd.write("many.yaml", text)
+    start = time.monotonic()
+    status, out, err = fh.run(["check", "-c", path])
+    assert status == 2 and "20000 consumers: a hub runs at most 1024" in err, (status, err)
+    assert time.monotonic() - start < 30
+    wd.cleanup()
+
+
 def test_8_plugin_crashes_are_named():
     """Case 8: a plugin that segfaults or aborts inside consume ends the
     hub by that signal, after one line naming the consumer and plugin; a
@@ -387,4 +498,5 @@ if __name__ == "__main__":
              test_4_reload_applies_each_key_or_refuses,
              test_5_counters_never_go_back,
              test_6_reloads_free_each_configuration,
+             test_7_control_inputs_are_bounded,
              test_8_plugin_crashes_are_named])
