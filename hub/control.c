@@ -8,6 +8,7 @@
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
+#include "notify.h"
 #include "stats.h"
 
 #include <czmq.h>
@@ -339,6 +340,35 @@ s_serve_pending (s_state_t *state, void *router)
     state->pending_count = kept;
 }
 
+/* Once a second, under the hub's lock: systemd's STATUS line (message
+   rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
+   loop is alive, so a hung control plane gets restarted. */
+static void
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now)
+{
+    fh_enqueuer_counts_t counts;
+    fh_hub_counts (hub, &counts);
+    double seconds = (double) (now - *last_ns) / 1e9;
+    double rate = seconds > 0 && counts.received >= *last_received
+                      ? (double) (counts.received - *last_received) / seconds
+                      : 0;
+    *last_received = counts.received;
+    *last_ns = now;
+    uint64_t largest = 0;
+    const char *name = NULL;
+    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
+        fh_consumer_counts_t c;
+        fh_hub_consumer_counts (hub, i, &c);
+        if (!name || c.backlog > largest) {
+            largest = c.backlog;
+            name = fh_consumer_name (fh_hub_consumer (hub, i));
+        }
+    }
+    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)",
+               fh_notify_watchdog_usec () ? "WATCHDOG=1\n" : "", rate,
+               (unsigned long long) largest, name ? name : "none");
+}
+
 static void
 s_control_actor (zsock_t *pipe, void *args)
 {
@@ -396,6 +426,8 @@ s_control_actor (zsock_t *pipe, void *args)
     int item_count = self->start_error[0] ? 1 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
     uint64_t generation = fh_hub_generation (self->hub);
+    uint64_t notified_received = 0;
+    int64_t notified_ns = fh_clock_mono_ns ();
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -437,6 +469,7 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
             fh_hub_tick (self->hub, now);
+            s_notify_status (self->hub, &notified_received, &notified_ns, now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
         fh_hub_unlock (self->hub);

@@ -13,6 +13,7 @@
 #include "crash.h"
 #include "hub.h"
 #include "log.h"
+#include "notify.h"
 #include "plugin.h"
 #include "prometheus_http.h"
 
@@ -70,6 +71,8 @@ static void
 s_reload (fh_hub_t *hub, const char *path, bool level_given)
 {
     char err[2048], result[2200];
+    fh_notify ("RELOADING=1\nMONOTONIC_USEC=%llu",
+               (unsigned long long) (fh_clock_mono_ns () / 1000));
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
@@ -88,6 +91,7 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
         fh_error ("%s", result + 6);
     }
     fh_hub_note_reload (hub, result);
+    fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
 }
 
 /* After a second signal or an expired timeout: consumer threads may be
@@ -193,6 +197,9 @@ fh_cmd_run (int argc, char **argv)
     fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
              config->consumer_count, config->consumer_count == 1 ? "" : "s",
              (int) getpid ());
+    /* The bus socket and the control socket are up. */
+    fh_notify ("READY=1\nMAINPID=%d\nSTATUS=running %zu consumer%s", (int) getpid (),
+               config->consumer_count, config->consumer_count == 1 ? "" : "s");
 
     int sig;
     while (true) {
@@ -213,6 +220,7 @@ fh_cmd_run (int argc, char **argv)
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
              strsignal (sig), (double) timeout_ms / 1000);
     int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+    fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
     while (!fh_hub_drained (hub) || fh_hub_step (hub)) {
         int64_t left = deadline - fh_clock_mono_ns ();

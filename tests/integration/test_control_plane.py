@@ -491,6 +491,67 @@ def test_8_plugin_crashes_are_named():
     wd.cleanup()
 
 
+def test_systemd_notify_and_journal_prefix():
+    """systemd: READY=1 once up, RELOADING=1 then READY=1 around a reload
+    (refused or not), STATUS= and WATCHDOG=1 every second, STOPPING=1.
+    The journal's <N> prefix only when stderr is JOURNAL_STREAM."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    path = wd.file("notify")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(path)
+    got = []
+
+    def seen(word):
+        while True:
+            try:
+                listener.settimeout(0.05)
+                got.append(listener.recv(4096).decode())
+            except socket.timeout:
+                break
+        return any(word in datagram for datagram in got)
+
+    # A JOURNAL_STREAM that is not stderr (a child whose stderr was
+    # redirected): plain lines.
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000", "JOURNAL_STREAM": "1:1"}
+    v1 = head(pub) + crash_consumer("calm")
+    hub = fh.Hub(wd, v1, env=env)
+    try:
+        fh.wait_for(lambda: seen("READY=1"), "READY=1", hub=hub)
+        fh.wait_for(lambda: seen("WATCHDOG=1"), "WATCHDOG=1", hub=hub)
+        fh.wait_for(lambda: seen("STATUS=0 msg/s, largest backlog 0 (calm)"), "STATUS", hub=hub)
+        rewrite(hub, v1.replace("shutdown_timeout: 60", "shutdown_timeout: 60\nname: other"))
+        status, out, err, _ = reload(hub)
+        assert status == 1 and "name needs a restart" in err, err
+        fh.wait_for(lambda: seen("RELOADING=1"), "RELOADING=1", hub=hub)
+        reloading = [i for i, d in enumerate(got) if "RELOADING=1" in d][0]
+        fh.wait_for(lambda: seen("reload refused"), "READY=1 after the reload", hub=hub)
+        assert any("READY=1" in d for d in got[reloading + 1:]), got
+        assert hub.stop() == 0, hub.log()
+        assert seen("STOPPING=1"), got
+        assert hub.log().startswith("fanhub: "), hub.log()[:200]
+    finally:
+        hub.kill()
+        listener.close()
+
+    # JOURNAL_STREAM naming the very file stderr is: <N> prefixes.
+    stderr_path = wd.file("hub-journal.stderr")
+    open(stderr_path, "w").close()
+    st = os.stat(stderr_path)
+    hub = fh.Hub(wd, v1, name="hub-journal",
+                 env={"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)})
+    try:
+        hub.wait_ready()
+        assert hub.stop() == 0, hub.log()
+        lines = hub.log().splitlines()
+        assert lines and all(line.startswith("<6>") or line.startswith("<4>")
+                             for line in lines), lines[:5]
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_1_two_reloads_while_the_old_instance_drains,
              test_2_reload_and_stop_while_a_block_consumer_is_full,
@@ -499,4 +560,5 @@ if __name__ == "__main__":
              test_5_counters_never_go_back,
              test_6_reloads_free_each_configuration,
              test_7_control_inputs_are_bounded,
-             test_8_plugin_crashes_are_named])
+             test_8_plugin_crashes_are_named,
+             test_systemd_notify_and_journal_prefix])
