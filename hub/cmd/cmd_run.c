@@ -222,7 +222,8 @@ fh_cmd_run (int argc, char **argv)
     int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
     fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
-    while (!fh_hub_drained (hub) || fh_hub_step (hub)) {
+    /* Each step starts the instances whose predecessors are gone. */
+    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub)) {
         int64_t left = deadline - fh_clock_mono_ns ();
         if (left <= 0)
             s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);

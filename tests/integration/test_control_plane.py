@@ -100,7 +100,18 @@ def test_1_two_reloads_while_the_old_instance_drains():
         fh.wait_for(lambda: hub.consumer(hub.stats(), "slow")["completed"] == 25,
                     "every message consumed across the three instances", hub=hub)
         assert hub.request("PING") == b"PONG"
+        # Two more reloads with a backlog, and a stop at once: the waiting
+        # instances start in turn during the stop, and all is consumed.
+        for i in range(25, 35):
+            pub.send("org.cp.slow", '{"i":%d}' % i)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "slow")["backlog"] >= 5, "a backlog",
+                    hub=hub)
+        for ms in (103, 104):
+            rewrite(hub, head(pub) + sleep_consumer("slow", ms))
+            status, out, err, _ = reload(hub)
+            assert status == 0, (status, out, err)
         assert hub.stop() == 0, hub.log()
+        assert "consumer 'slow': enqueued 35, completed 35" in hub.log(), hub.log()
         wd.cleanup()
     finally:
         hub.kill()
