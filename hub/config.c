@@ -37,7 +37,8 @@
 #define S_OPTION_NODES_MAX 100000     /* values of one consumer's options,
                                          aliases expanded */
 #define S_FILE_BYTES_MAX (16 * 1024 * 1024) /* a configuration file */
-#define S_DEPTH_MAX 64                /* nesting of the whole document */
+#define S_DEPTH_MAX 128               /* nesting of the whole document (a
+                                         consumer's options: S_OPTION_DEPTH_MAX) */
 #define S_CONSUMERS_MAX 1024          /* each is a thread or more */
 #define S_GOT_MAX 40                  /* bytes of a value quoted in errors */
 #define S_GOT_SIZE (S_GOT_MAX + 48)   /* room for s_got's answer */

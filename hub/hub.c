@@ -193,9 +193,11 @@ fh_hub_stop_receiving (fh_hub_t *self)
     self->stopped = true;
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);
+    pthread_mutex_lock (&self->lock); /* the control actor reads the stages */
     for (size_t i = 0; i < self->consumer_count; i++)
         if (self->lines[i])
             fh_lineage_close (self->lines[i]);
+    pthread_mutex_unlock (&self->lock);
 }
 
 bool

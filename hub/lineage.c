@@ -225,10 +225,10 @@ fh_lineage_step (fh_lineage_t *self, const fh_config_t *config, pthread_mutex_t 
                 break;
             }
         }
+        if (self->count == 1 && !self->removed)
+            break; /* the current instance: the enqueuer routes to it; the hub destroys it */
         if (oldest->stage != FH_STAGE_STOPPED && !fh_consumer_done (oldest->consumer))
             break;
-        if (oldest->stage != FH_STAGE_STOPPED && self->count == 1 && !self->removed)
-            break; /* the current instance ended: shutdown; the hub destroys it */
         /* Gone: its figures stay, it leaves the line under the lock (the
            readers see it or its figures, never neither), fini outside. */
         s_instance_t gone = *oldest;

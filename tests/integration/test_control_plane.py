@@ -453,7 +453,7 @@ def test_7_control_inputs_are_bounded():
         with open(hub.config, "w") as f:
             f.write("a: " + "[" * 200000 + "]" * 200000 + "\n")
         status, out, err, took = reload(hub)
-        assert status == 1 and "nested deeper than 64 levels" in err, (status, err[:300])
+        assert status == 1 and "nested deeper than 128 levels" in err, (status, err[:300])
         assert took < ANSWER_S, took
         assert stop_within(hub, 2 + 3) == 0, hub.log()
     finally:

@@ -212,7 +212,7 @@ test_limits (void **state)
     deep[3 + 2 * depth] = '\0';
     assert_null (fh_config_load_string (deep, strlen (deep), "t.yaml", err, sizeof err));
     assert_non_null (strstr (err, "t.yaml:1:"));
-    assert_non_null (strstr (err, "nested deeper than 64 levels"));
+    assert_non_null (strstr (err, "nested deeper than 128 levels"));
     free (deep);
     /* Too many consumers. */
     size_t room = 64 + 1100 * 40;
