@@ -468,7 +468,6 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_stats_tick (state.stats, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            fh_hub_tick (self->hub, now);
             s_notify_status (self->hub, &notified_received, &notified_ns, now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }

@@ -65,8 +65,9 @@ void fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t 
 void fh_hub_consumer_latency (fh_hub_t *self, size_t index,
                               fh_histogram_snapshot_t *queue_wait,
                               fh_histogram_snapshot_t *processing);
-/* Under the lock, once a second: stuck checks and spool ticks of every
-   running instance, leaving ones included. */
+/* Main thread (it owns the lineages: no lock), once a second: stuck
+   checks and spool ticks (fsync) of every running instance, leaving ones
+   included. Not on the control actor: a slow disk must not hold STATS. */
 void fh_hub_tick (fh_hub_t *self, int64_t now_ns);
 /* Other threads (the control actor) read the consumer list and the
    configuration under this lock; a reload changes them under it and

@@ -2,9 +2,12 @@
 
     Signals are taken synchronously: the main thread blocks SIGINT, SIGTERM
     and SIGHUP before any thread starts (so every thread inherits the mask)
-    and waits for them with sigwaitinfo. The first SIGINT or SIGTERM stops
-    receiving and lets every consumer finish what is queued, for at most
-    shutdown_timeout; a second one exits at once.
+    and waits for them with sigtimedwait, waking once a second for the
+    consumers' housekeeping (spool fsync, stuck checks) and, after a
+    reload, to start consumer instances in turn (lineage.h). The first
+    SIGINT or SIGTERM stops receiving and lets every consumer finish what
+    is queued, for at most shutdown_timeout; a second one exits at once.
+    systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
 #include "clock.h"
@@ -23,9 +26,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
+#define TICK_NS INT64_C (1000000000)              /* spool syncs, stuck checks */
 
 static void
 s_usage (FILE *out)
@@ -92,6 +97,19 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     }
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
+}
+
+/* Once a second, on this thread rather than the control actor's: a spool
+   fsync on a slow disk may take long, and STATS must not wait for it.
+   Returns when the next tick is due. */
+static int64_t
+s_tick (fh_hub_t *hub, int64_t next_tick)
+{
+    int64_t now = fh_clock_mono_ns ();
+    if (now < next_tick)
+        return next_tick;
+    fh_hub_tick (hub, now);
+    return now + TICK_NS;
 }
 
 /* After a second signal or an expired timeout: consumer threads may be
@@ -202,19 +220,19 @@ fh_cmd_run (int argc, char **argv)
                config->consumer_count, config->consumer_count == 1 ? "" : "s");
 
     int sig;
+    int64_t next_tick = fh_clock_mono_ns () + TICK_NS;
     while (true) {
         /* While consumers are leaving after a reload, look at them every
-           100 ms; otherwise just wait for a signal. */
-        if (fh_hub_step (hub)) {
-            struct timespec wait = {0, 100000000};
-            sig = sigtimedwait (&signals, NULL, &wait);
-        }
-        else
-            sig = sigwaitinfo (&signals, NULL);
+           100 ms; otherwise wait for a signal, or the next tick. */
+        int64_t wait_ns = fh_hub_step (hub) ? 100000000 : next_tick - fh_clock_mono_ns ();
+        struct timespec wait = {(time_t) (wait_ns > 0 ? wait_ns / 1000000000 : 0),
+                                (long) (wait_ns > 0 ? wait_ns % 1000000000 : 0)};
+        sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             break;
         if (sig == SIGHUP)
             s_reload (hub, path, level_given);
+        next_tick = s_tick (hub, next_tick);
     }
     int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
@@ -233,6 +251,7 @@ fh_cmd_run (int argc, char **argv)
         sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
+        next_tick = s_tick (hub, next_tick);
     }
     fh_hub_log_counts (hub);
     fh_prometheus_http_destroy (&http);
