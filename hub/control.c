@@ -425,7 +425,9 @@ s_control_actor (zsock_t *pipe, void *args)
     };
     int item_count = self->start_error[0] ? 1 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
+    fh_hub_lock (self->hub); /* a reload may already have come */
     uint64_t generation = fh_hub_generation (self->hub);
+    fh_hub_unlock (self->hub);
     uint64_t notified_received = 0;
     int64_t notified_ns = fh_clock_mono_ns ();
     while (true) {

@@ -271,10 +271,9 @@ fh_lineage_abandon (fh_lineage_t *self, const char *why)
                           "unconsumed", self->name, why, (unsigned long long) c.backlog);
             continue;
         }
-        if (instance->stage == FH_STAGE_STOPPED || fh_consumer_done (instance->consumer))
-            continue;
-        fh_error ("consumer '%s': still busy: %s", self->name, why);
-        fh_consumer_abandon (instance->consumer);
+        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
+            fh_error ("consumer '%s': still busy: %s", self->name, why);
+        fh_consumer_abandon (instance->consumer); /* ended ones are not joined either */
     }
 }
 
