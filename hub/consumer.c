@@ -105,6 +105,7 @@ struct fh_consumer {
     fh_spool_t *spool;
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
+    atomic_bool state_open;     /* spool and dead letters opened (release) */
     bool spill_at_shutdown;     /* overflow: spill */
     uint64_t spool_corrupt_at_open;
 
@@ -301,6 +302,7 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         return -1;
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
+    atomic_store_explicit (&self->state_open, true, memory_order_release);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
         /* Left by the last run: it goes first, and new messages queue
@@ -862,8 +864,11 @@ s_pool_full (fh_consumer_t *self)
 fh_offer_t
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
+    /* The spool is opened by the main thread while this instance may
+       already take offers (a reload's successor): read it once opened. */
+    bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
     /* Spooling: everything new goes behind what is on disk. */
-    if (self->spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
+    if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);
         if (atomic_load (&self->spooling)) {
             s_spill (self, msg, true);
@@ -878,13 +883,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         case FH_OVERFLOW_BLOCK:
             return FH_OFFER_FULL;
         case FH_OVERFLOW_SPILL:
-            if (!self->spool) {
-                /* A reload's successor before it starts: no spool yet. */
-                s_bump (&self->dropped);
-                if (msg->emit)
-                    fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
-                return FH_OFFER_REFUSED;
-            }
+            if (!has_spool)
+                /* A reload's successor before it starts: its spool is still
+                   its predecessor's. Spill loses nothing: wait, as block
+                   does, until it starts (the enqueuer still hears the
+                   control plane meanwhile). */
+                return FH_OFFER_FULL;
             pthread_mutex_lock (&self->spill_lock);
             atomic_store (&self->spooling, true);
             s_spill (self, msg, true);

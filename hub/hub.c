@@ -123,7 +123,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
             fh_hub_destroy (&self);
             return NULL;
         }
-        self->lines[i] = fh_lineage_new (instance, s_config_ref_take (self->config_ref),
+        self->lines[i] = fh_lineage_new (instance, config, s_config_ref_take (self->config_ref),
                                          s_config_ref_release);
         if (!self->lines[i]) {
             snprintf (err, errlen, "out of memory");
@@ -131,7 +131,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
             return NULL;
         }
         self->consumer_count = i + 1;
-        if (fh_lineage_open_state (self->lines[i], config, err, errlen) != 0) {
+        if (fh_lineage_open_state (self->lines[i], err, errlen) != 0) {
             fh_hub_destroy (&self);
             return NULL;
         }
@@ -177,7 +177,7 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
 {
     /* Consumers first: the enqueuer may hand them messages at once. */
     for (size_t i = 0; i < self->consumer_count; i++)
-        if (fh_lineage_start (self->lines[i], self->config, err, errlen) != 0)
+        if (fh_lineage_start (self->lines[i], err, errlen) != 0)
             return -1;
     self->started = true;
     self->enqueuer = fh_enqueuer_new (self->config, self->trigger, self->consumers,
@@ -309,7 +309,7 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
     /* The lineages of new consumers, before the enqueuer sees them. */
     for (size_t i = 0; i < count && rc == 0; i++)
         if (fresh[i] && was[i] == SIZE_MAX) {
-            lines[i] = fh_lineage_new (consumers[i], s_config_ref_take (ref),
+            lines[i] = fh_lineage_new (consumers[i], config, s_config_ref_take (ref),
                                        s_config_ref_release);
             consumers[i] = NULL; /* the lineage has it (or destroyed it) */
             if (!lines[i]) {
@@ -318,7 +318,7 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
             }
             else {
                 consumers[i] = fh_lineage_current (lines[i]);
-                rc = fh_lineage_start (lines[i], config, err, errlen);
+                rc = fh_lineage_start (lines[i], err, errlen);
             }
         }
     if (rc == 0) {
@@ -372,7 +372,8 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
         if (fresh[i]) {
             fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
                      "old one has consumed what it holds", fh_lineage_name (lines[i]));
-            int replaced = fh_lineage_replace (lines[i], consumers[i], s_config_ref_take (ref));
+            int replaced = fh_lineage_replace (lines[i], consumers[i], config,
+                                               s_config_ref_take (ref));
             assert (replaced == 0); /* a few pointers: treated as fatal */
             (void) replaced;
         }
@@ -403,10 +404,10 @@ fh_hub_step (fh_hub_t *self)
 {
     size_t leaving = 0;
     for (size_t i = 0; i < self->consumer_count; i++)
-        leaving += fh_lineage_step (self->lines[i], self->config, &self->lock) - 1;
+        leaving += fh_lineage_step (self->lines[i], &self->lock) - 1;
     size_t left = 0;
     for (size_t i = 0; i < self->gone_count; i++) {
-        size_t alive = fh_lineage_step (self->gone[i], self->config, &self->lock);
+        size_t alive = fh_lineage_step (self->gone[i], &self->lock);
         if (alive) {
             leaving += alive;
             self->gone[left++] = self->gone[i];

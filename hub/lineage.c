@@ -10,6 +10,7 @@ typedef struct {
     fh_consumer_t *consumer;
     fh_stage_t stage;
     bool state_open;
+    const fh_config_t *config; /* it was made from (its index is into that) */
     fh_lineage_tag_t tag;
 } s_instance_t;
 
@@ -28,7 +29,8 @@ struct fh_lineage {
 };
 
 fh_lineage_t *
-fh_lineage_new (fh_consumer_t *first, fh_lineage_tag_t tag, void (*release) (fh_lineage_tag_t))
+fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, fh_lineage_tag_t tag,
+                void (*release) (fh_lineage_tag_t))
 {
     fh_lineage_t *self = calloc (1, sizeof *self);
     if (self) {
@@ -49,7 +51,7 @@ fh_lineage_new (fh_consumer_t *first, fh_lineage_tag_t tag, void (*release) (fh_
             release (tag);
         return NULL;
     }
-    self->instances[0] = (s_instance_t){first, FH_STAGE_WAITING, false, tag};
+    self->instances[0] = (s_instance_t){first, FH_STAGE_WAITING, false, config, tag};
     self->count = 1;
     return self;
 }
@@ -105,24 +107,24 @@ fh_lineage_instances (const fh_lineage_t *self)
 }
 
 int
-fh_lineage_open_state (fh_lineage_t *self, const fh_config_t *config, char *err, size_t errlen)
+fh_lineage_open_state (fh_lineage_t *self, char *err, size_t errlen)
 {
     s_instance_t *oldest = &self->instances[0];
     if (!self->count || oldest->state_open)
         return 0;
-    if (fh_consumer_open_state (oldest->consumer, config, err, errlen) != 0)
+    if (fh_consumer_open_state (oldest->consumer, oldest->config, err, errlen) != 0)
         return -1;
     oldest->state_open = true;
     return 0;
 }
 
 int
-fh_lineage_start (fh_lineage_t *self, const fh_config_t *config, char *err, size_t errlen)
+fh_lineage_start (fh_lineage_t *self, char *err, size_t errlen)
 {
     if (!self->count || self->instances[0].stage != FH_STAGE_WAITING)
         return 0;
     s_instance_t *oldest = &self->instances[0];
-    if (fh_lineage_open_state (self, config, err, errlen) != 0
+    if (fh_lineage_open_state (self, err, errlen) != 0
         || fh_consumer_start (oldest->consumer, err, errlen) != 0) {
         /* Nothing of it runs: it is gone, and the next may try. */
         oldest->stage = FH_STAGE_STOPPED;
@@ -134,7 +136,8 @@ fh_lineage_start (fh_lineage_t *self, const fh_config_t *config, char *err, size
 }
 
 int
-fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, fh_lineage_tag_t tag)
+fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *config,
+                    fh_lineage_tag_t tag)
 {
     if (self->count == self->room) {
         s_instance_t *grown = realloc (self->instances, self->room * 2 * sizeof *grown);
@@ -147,7 +150,7 @@ fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, fh_lineage_tag_t ta
     fh_consumer_retire (newest->consumer);
     if (newest->stage == FH_STAGE_RUNNING)
         newest->stage = FH_STAGE_DRAINING;
-    self->instances[self->count++] = (s_instance_t){next, FH_STAGE_WAITING, false, tag};
+    self->instances[self->count++] = (s_instance_t){next, FH_STAGE_WAITING, false, config, tag};
     return 0;
 }
 
@@ -208,14 +211,14 @@ s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
 }
 
 size_t
-fh_lineage_step (fh_lineage_t *self, const fh_config_t *config, pthread_mutex_t *lock)
+fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
 {
     while (self->count) {
         s_instance_t *oldest = &self->instances[0];
         if (oldest->stage == FH_STAGE_WAITING) {
             char err[1024];
             pthread_mutex_lock (lock);
-            int rc = fh_lineage_start (self, config, err, sizeof err);
+            int rc = fh_lineage_start (self, err, sizeof err);
             pthread_mutex_unlock (lock);
             if (rc != 0)
                 fh_error ("consumer '%s': an instance cannot start: %s; the messages it "

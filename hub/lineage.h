@@ -46,10 +46,11 @@ typedef enum {
     FH_STAGE_STOPPED
 } fh_stage_t;
 
-/* Takes first (made, not started) and its tag. NULL when out of memory
-   (first is destroyed, its tag released). */
-fh_lineage_t *fh_lineage_new (fh_consumer_t *first, fh_lineage_tag_t tag,
-                              void (*release) (fh_lineage_tag_t));
+/* Takes first (made, not started, from config, which must live as long
+   as the instance: tag is what keeps it, released with the instance).
+   NULL when out of memory (first is destroyed, its tag released). */
+fh_lineage_t *fh_lineage_new (fh_consumer_t *first, const fh_config_t *config,
+                              fh_lineage_tag_t tag, void (*release) (fh_lineage_tag_t));
 /* Destroys every instance (their threads must have ended or been
    abandoned). Safe with NULL and twice. */
 void fh_lineage_destroy (fh_lineage_t **self_p);
@@ -64,14 +65,15 @@ size_t fh_lineage_instances (const fh_lineage_t *self);
 
 /* Opens the oldest instance's state (spool, dead letters) now, before
    it starts (`fanhub check` does this much). -1 with one line in err. */
-int fh_lineage_open_state (fh_lineage_t *self, const fh_config_t *config, char *err,
-                           size_t errlen);
-/* Starts the oldest instance if it waits: opens its state if need be (config's
+int fh_lineage_open_state (fh_lineage_t *self, char *err, size_t errlen);
+/* Starts the oldest instance if it waits: opens its state if need be
+   (with the configuration it was made from) (config's
    state_dir) and starts its threads. -1 with one line in err. */
-int fh_lineage_start (fh_lineage_t *self, const fh_config_t *config, char *err, size_t errlen);
+int fh_lineage_start (fh_lineage_t *self, char *err, size_t errlen);
 /* A reload replaces the newest instance by next (made, not started): the
    newest is retired (consumes everything, spool included, then ends). */
-int fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, fh_lineage_tag_t tag);
+int fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *config,
+                        fh_lineage_tag_t tag);
 /* A reload removed the consumer: the newest finishes its queue and ends. */
 void fh_lineage_remove (fh_lineage_t *self);
 bool fh_lineage_removed (const fh_lineage_t *self);
@@ -81,7 +83,7 @@ void fh_lineage_close (fh_lineage_t *self);
 /* Main thread: destroys the oldest instances that stopped (folding their
    figures in, under lock) and starts the next. Returns the instances
    still alive. */
-size_t fh_lineage_step (fh_lineage_t *self, const fh_config_t *config, pthread_mutex_t *lock);
+size_t fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock);
 /* True when every instance's threads have ended (or there is none). */
 bool fh_lineage_done (fh_lineage_t *self);
 /* Gives up on running threads (the process is about to _exit); logs the
