@@ -405,27 +405,36 @@ fh_hub_step (fh_hub_t *self)
     size_t leaving = 0;
     for (size_t i = 0; i < self->consumer_count; i++)
         leaving += fh_lineage_step (self->lines[i], &self->lock) - 1;
-    size_t left = 0;
+    /* Removed consumers: step each (it locks for what readers see), then
+       drop the finished ones from the list in one go under the lock, the
+       hub keeping what they handled so its total never goes back. */
+    size_t finished = 0;
     for (size_t i = 0; i < self->gone_count; i++) {
         size_t alive = fh_lineage_step (self->gone[i], &self->lock);
-        if (alive) {
-            leaving += alive;
+        leaving += alive;
+        finished += alive == 0;
+    }
+    if (!finished)
+        return leaving;
+    fh_lineage_t **done = calloc (finished, sizeof *done);
+    if (!done)
+        return leaving; /* out of memory: try again at the next step */
+    size_t left = 0, count = 0;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->gone_count; i++) {
+        if (fh_lineage_instances (self->gone[i]) > 0) {
             self->gone[left++] = self->gone[i];
             continue;
         }
-        /* Every instance of a removed consumer is gone: the hub keeps
-           what they handled, so its total never goes back. */
-        pthread_mutex_lock (&self->lock);
         self->gone_handled += fh_lineage_handled (self->gone[i], self->scratch);
         fh_histogram_add (self->gone_end_to_end, self->scratch);
-        fh_lineage_t *finished = self->gone[i];
-        self->gone[i] = NULL;
-        pthread_mutex_unlock (&self->lock);
-        fh_lineage_destroy (&finished);
+        done[count++] = self->gone[i];
     }
-    pthread_mutex_lock (&self->lock);
     self->gone_count = left;
     pthread_mutex_unlock (&self->lock);
+    for (size_t i = 0; i < count; i++)
+        fh_lineage_destroy (&done[i]);
+    free (done);
     return leaving;
 }
 
