@@ -19,6 +19,7 @@
 #include "curve.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -39,6 +40,10 @@
 #define S_OPTION_DEPTH_MAX 64         /* nesting of a consumer's options */
 #define S_OPTION_NODES_MAX 100000     /* values of one consumer's options,
                                          aliases expanded */
+#define S_FILE_BYTES_MAX (16 * 1024 * 1024) /* a configuration file */
+#define S_DEPTH_MAX 128               /* nesting of the whole document (a
+                                         consumer's options: S_OPTION_DEPTH_MAX) */
+#define S_CONSUMERS_MAX 1024          /* each is a thread or more */
 #define S_GOT_MAX 40                  /* bytes of a value quoted in errors */
 #define S_GOT_SIZE (S_GOT_MAX + 48)   /* room for s_got's answer */
 #define S_IPC_PATH_MAX (sizeof (((struct sockaddr_un *) 0)->sun_path) - 1)
@@ -74,6 +79,10 @@ struct s_field {
     int flags;                  /* S_FOR_BIND */
     const s_section_t *section; /* s_parse_section: the subsection */
     const char *const *choices; /* s_parse_enum: the words, NULL-ended */
+    /* A reload may change it in a running hub (fh_config_restart_keys).
+       Unmarked keys need a restart, or, inside a consumer, a new
+       instance of it: a new key is never silently ignored. */
+    bool live;
 };
 
 struct s_section {
@@ -1404,7 +1413,7 @@ static const s_field_t s_queue_fields[] = {
       .max = S_QUEUE_CAPACITY_MAX },
     { .key = "warn_at", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, warn_at), .min = 0,
-      .max = S_QUEUE_CAPACITY_MAX },
+      .max = S_QUEUE_CAPACITY_MAX, .live = true },
     { .key = "overflow", .parse = s_parse_enum,
       .offset = offsetof (fh_consumer_config_t, overflow), .choices = s_overflow_words },
     { .key = "spool_max_bytes", .parse = s_parse_size,
@@ -1471,7 +1480,7 @@ static const s_field_t s_consumer_fields[] = {
     { .key = "plugin", .parse = s_parse_plugin,
       .offset = offsetof (fh_consumer_config_t, plugin), .required = true },
     { .key = "topics", .parse = s_parse_topics,
-      .offset = offsetof (fh_consumer_config_t, topics) },
+      .offset = offsetof (fh_consumer_config_t, topics), .live = true },
     { .key = "queue", .parse = s_parse_section, .offset = 0,
       .section = &s_queue_section },
     { .key = "options", .parse = s_parse_options,
@@ -1574,6 +1583,10 @@ s_parse_consumers (s_ctx_t *ctx, yaml_node_t *node, void *target,
                         "expected a list of at least one consumer, got %s",
                         s_got (node, buf, sizeof buf));
     }
+    if (count > S_CONSUMERS_MAX)
+        return s_error (ctx, node->start_mark,
+                        "%zu consumers: a hub runs at most %d (each has a thread); "
+                        "split them over several hubs", count, S_CONSUMERS_MAX);
     cfg->consumers = calloc (count, sizeof *cfg->consumers);
     if (!cfg->consumers)
         return s_oom (ctx, node->start_mark);
@@ -1637,20 +1650,114 @@ static const s_field_t s_top_fields[] = {
       .offset = offsetof (fh_config_t, control) },
     { .key = "shutdown_timeout", .parse = s_parse_millis,
       .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
-      .max = S_SHUTDOWN_TIMEOUT_MAX_S },
+      .max = S_SHUTDOWN_TIMEOUT_MAX_S, .live = true },
     { .key = "consumers", .parse = s_parse_consumers, .offset = 0,
-      .required = true },
+      .required = true, .live = true },
     { .key = "state_dir", .parse = s_parse_path,
       .offset = offsetof (fh_config_t, state_dir) },
     { .key = "spool", .parse = s_parse_section, .offset = 0, .section = &s_spool_section },
     { .key = "log_level", .parse = s_parse_enum,
-      .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words },
+      .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words,
+      .live = true },
     { .key = "metrics", .parse = s_parse_section,
       .offset = offsetof (fh_config_t, metrics), .section = &s_metrics_section },
     { .key = NULL },
 };
 
 static const s_section_t s_top_section = { s_top_fields, s_top_finish };
+
+/* ------------------------------------------------------------------ */
+/* Comparing two configurations, key by key, from the same tables that
+   parse them.                                                          */
+
+static bool
+s_string_equal (const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp (a, b) == 0);
+}
+
+static bool
+s_strlist_equal (const fh_strlist_t *a, const fh_strlist_t *b)
+{
+    if (a->count != b->count)
+        return false;
+    for (size_t i = 0; i < a->count; i++)
+        if (strcmp (a->items[i], b->items[i]) != 0)
+            return false;
+    return true;
+}
+
+/* Whether a field holds the same value in a and b (the field's address
+   in each). Every parse function stores one type: a function missing
+   here is a programmer's error, caught by the unit test that compares
+   every key. */
+static bool
+s_field_equal (const s_field_t *field, const void *a, const void *b)
+{
+    s_parse_fn *parse = field->parse;
+    if (parse == s_parse_int || parse == s_parse_enum)
+        return *(const int *) a == *(const int *) b;
+    if (parse == s_parse_int64 || parse == s_parse_millis || parse == s_parse_permille)
+        return *(const int64_t *) a == *(const int64_t *) b;
+    if (parse == s_parse_size)
+        return *(const size_t *) a == *(const size_t *) b;
+    if (parse == s_parse_bool)
+        return *(const bool *) a == *(const bool *) b;
+    if (parse == s_parse_name || parse == s_parse_plugin || parse == s_parse_control
+        || parse == s_parse_path || parse == s_parse_listen || parse == s_parse_bind_endpoint
+        || parse == s_parse_order_by || parse == s_parse_producer || parse == s_parse_key)
+        return s_string_equal (*(char *const *) a, *(char *const *) b);
+    if (parse == s_parse_endpoints || parse == s_parse_topics || parse == s_parse_keys
+        || parse == s_parse_addresses)
+        return s_strlist_equal (a, b);
+    if (parse == s_parse_options)
+        return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
+    assert (!"a configuration field without a comparison");
+    return false;
+}
+
+/* Appends to out the keys of section (at a and b) that differ and are
+   not live; returns how many. Consumers are compared by the hub. */
+static size_t
+s_diff_section (const s_section_t *section, const char *prefix, const void *a,
+                const void *b, bool live_only, char *out, size_t outlen)
+{
+    size_t found = 0;
+    for (const s_field_t *field = section->fields; field->key; field++) {
+        const char *fa = (const char *) a + field->offset;
+        const char *fb = (const char *) b + field->offset;
+        char key[128];
+        snprintf (key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", field->key);
+        if (field->parse == s_parse_consumers)
+            continue;
+        if (field->parse == s_parse_section) {
+            found += s_diff_section (field->section, key, fa, fb, live_only, out, outlen);
+            continue;
+        }
+        if (field->live == live_only && !s_field_equal (field, fa, fb)) {
+            size_t used = strlen (out);
+            snprintf (out + used, outlen - used, "%s%s", used ? ", " : "", key);
+            found++;
+        }
+    }
+    return found;
+}
+
+size_t
+fh_config_restart_keys (const fh_config_t *running, const fh_config_t *next, char *out,
+                        size_t outlen)
+{
+    out[0] = '\0';
+    return s_diff_section (&s_top_section, "", running, next, false, out, outlen);
+}
+
+bool
+fh_config_consumer_same (const fh_consumer_config_t *a, const fh_consumer_config_t *b)
+{
+    char keys[512] = "";
+    /* "where" is not a key: a consumer that moved in the file is the same. */
+    return s_diff_section (&s_consumer_section, "", a, b, false, keys, sizeof keys) == 0;
+}
 
 /* ------------------------------------------------------------------ */
 /* Loading                                                              */
@@ -1748,6 +1855,42 @@ s_load_document (s_ctx_t *ctx, yaml_parser_t *parser, const char *text,
     return cfg;
 }
 
+/* Reads the events of the text, without building anything, to refuse
+   a document nested deeper than S_DEPTH_MAX before libyaml builds it
+   (a deep one costs it time and memory out of proportion). Returns 0,
+   or -1 with the error in ctx (a syntax error is left to the load). */
+static int
+s_check_depth (s_ctx_t *ctx, const char *text, size_t len)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize (&parser))
+        return 0; /* the load reports it */
+    yaml_parser_set_input_string (&parser, (const unsigned char *) text, len);
+    int depth = 0, rc = 0;
+    for (bool done = false; !done && rc == 0;) {
+        yaml_event_t event;
+        if (!yaml_parser_parse (&parser, &event))
+            break;
+        switch (event.type) {
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            if (++depth > S_DEPTH_MAX) {
+                ctx->path[0] = '\0';
+                rc = s_error (ctx, event.start_mark, "nested deeper than %d levels",
+                              S_DEPTH_MAX);
+            }
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        case YAML_STREAM_END_EVENT: done = true; break;
+        default: break;
+        }
+        yaml_event_delete (&event);
+    }
+    yaml_parser_delete (&parser);
+    return rc;
+}
+
 fh_config_t *
 fh_config_load_string (const char *text, size_t len, const char *source,
                        char *err, size_t errlen)
@@ -1758,6 +1901,14 @@ fh_config_load_string (const char *text, size_t len, const char *source,
         err[0] = '\0';
     if (!text)
         len = 0;
+    if (len > S_FILE_BYTES_MAX) {
+        if (err && errlen)
+            snprintf (err, errlen, "%s: %zu bytes: a configuration is at most %d MiB",
+                      ctx.source, len, S_FILE_BYTES_MAX / (1024 * 1024));
+        return NULL;
+    }
+    if (text && s_check_depth (&ctx, text, len) != 0)
+        return NULL;
     yaml_parser_t parser;
     yaml_document_t doc;
     if (!yaml_parser_initialize (&parser)) {
@@ -1815,6 +1966,8 @@ fh_config_load_file (const char *path, char *err, size_t errlen)
         }
         size_t got = fread (text + len, 1, size - len, file);
         len += got;
+        if (len > S_FILE_BYTES_MAX)
+            break; /* refused by the load, without reading the rest */
         if (got == 0) {
             if (ferror (file))
                 error = errno ? errno : EIO;

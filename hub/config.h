@@ -136,6 +136,17 @@ fh_config_t *fh_config_load_string (const char *text, size_t len,
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_config_destroy (fh_config_t **self_p);
 
+/* A reload's question, answered from the tables that parse the file:
+   the keys outside consumers: that differ between running and next and
+   that a running hub cannot change (every key but log_level and
+   shutdown_timeout), written to out as "bus.max_frames, bus.rcvhwm".
+   Returns how many. */
+size_t fh_config_restart_keys (const fh_config_t *running, const fh_config_t *next, char *out,
+                               size_t outlen);
+/* True when consumer configurations a and b differ at most in keys a
+   running instance takes live (topics, queue.warn_at). */
+bool fh_config_consumer_same (const fh_consumer_config_t *a, const fh_consumer_config_t *b);
+
 /* Checks a ZeroMQ endpoint as the config accepts it: tcp://HOST:PORT
    (HOST may be '*' and PORT '*' when binding), ipc://PATH, inproc://NAME.
    Returns NULL when valid, else a static reason. */

@@ -9,6 +9,7 @@
 #include "consumer.h"
 
 #include "atomics.h"
+#include "crash.h"
 #include "deadletter.h"
 #include "emit.h"
 #include "host.h"
@@ -59,7 +60,7 @@ struct fh_consumer {
     atomic_uint_fast64_t dropped;
     atomic_uint_fast64_t backlog_max;
     bool warn_armed; /* the next crossing of warn_at is logged */
-    size_t warn_at;
+    atomic_size_t warn_at; /* a reload may change it */
     atomic_uint_fast64_t evicted;   /* drop-oldest: taken off the queue's head */
     atomic_uint_fast64_t spilled;   /* written to the spool by the enqueuer */
     fh_ratelimit_t spill_log;
@@ -92,6 +93,7 @@ struct fh_consumer {
     fh_spool_t *spool;
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
+    atomic_bool state_open;     /* spool and dead letters opened (release) */
     bool spill_at_shutdown;     /* overflow: spill */
     uint64_t spool_corrupt_at_open;
 
@@ -125,7 +127,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         return NULL;
     }
     memset (self, 0, sizeof *self);
-    self->warn_at = config->warn_at;
+    atomic_init (&self->warn_at, config->warn_at);
     self->warn_armed = true;
     atomic_init (&self->index, index);
     self->retry = config->retry;
@@ -288,6 +290,7 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         return -1;
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
+    atomic_store_explicit (&self->state_open, true, memory_order_release);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
         /* Left by the last run: it goes first, and new messages queue
@@ -357,7 +360,9 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1,
                            memory_order_release);
+    fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
+    fh_crash_leave ();
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
     fh_histogram_record (&worker->processing, *end - start);
@@ -798,28 +803,29 @@ s_raise_max (atomic_uint_fast64_t *max, uint64_t value)
 static void
 s_watch_backlog (fh_consumer_t *self)
 {
+    size_t warn_at = atomic_load_explicit (&self->warn_at, memory_order_relaxed);
     size_t bound = fh_queue_depth_bound (self->queue);
     uint64_t max = atomic_load_explicit (&self->backlog_max, memory_order_relaxed);
-    bool warn_check = self->warn_at
-                      && (self->warn_armed ? bound >= self->warn_at
-                                           : bound >= self->warn_at / 2);
+    bool warn_check = warn_at
+                      && (self->warn_armed ? bound >= warn_at
+                                           : bound >= warn_at / 2);
     if (bound <= max && !warn_check) {
-        if (self->warn_at && !self->warn_armed)
+        if (warn_at && !self->warn_armed)
             self->warn_armed = true; /* bound < warn_at / 2: drained enough */
         return;
     }
     size_t depth = fh_queue_depth (self->queue);
     s_raise_max (&self->backlog_max, depth);
-    if (!self->warn_at)
+    if (!warn_at)
         return;
-    if (self->warn_armed && depth >= self->warn_at) {
+    if (self->warn_armed && depth >= warn_at) {
         self->warn_armed = false;
         fh_warning ("consumer '%s': backlog reached %zu (queue.warn_at %zu, capacity "
                     "%zu); warns again once it has drained below %zu",
-                    self->name, depth, self->warn_at, fh_queue_capacity (self->queue),
-                    self->warn_at / 2);
+                    self->name, depth, warn_at, fh_queue_capacity (self->queue),
+                    warn_at / 2);
     }
-    else if (!self->warn_armed && depth < self->warn_at / 2)
+    else if (!self->warn_armed && depth < warn_at / 2)
         self->warn_armed = true;
 }
 
@@ -837,8 +843,11 @@ s_pool_full (fh_consumer_t *self)
 fh_offer_t
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
+    /* The spool is opened by the main thread while this instance may
+       already take offers (a reload's successor): read it once opened. */
+    bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
     /* Spooling: everything new goes behind what is on disk. */
-    if (self->spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
+    if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);
         if (atomic_load (&self->spooling)) {
             s_spill (self, msg, true);
@@ -853,13 +862,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         case FH_OVERFLOW_BLOCK:
             return FH_OFFER_FULL;
         case FH_OVERFLOW_SPILL:
-            if (!self->spool) {
-                /* A reload's successor before it starts: no spool yet. */
-                fh_bump (&self->dropped);
-                if (msg->emit)
-                    fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
-                return FH_OFFER_REFUSED;
-            }
+            if (!has_spool)
+                /* A reload's successor before it starts: its spool is still
+                   its predecessor's. Spill loses nothing: wait, as block
+                   does, until it starts (the enqueuer still hears the
+                   control plane meanwhile). */
+                return FH_OFFER_FULL;
             pthread_mutex_lock (&self->spill_lock);
             atomic_store (&self->spooling, true);
             s_spill (self, msg, true);
@@ -915,6 +923,12 @@ fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
     fh_bump (&self->dropped);
     if (msg && msg->emit)
         fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+}
+
+void
+fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at)
+{
+    atomic_store_explicit (&self->warn_at, warn_at, memory_order_relaxed);
 }
 
 void

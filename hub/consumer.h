@@ -94,6 +94,8 @@ void fh_consumer_signal (fh_consumer_t *self);
 /* Enqueuer thread only: counts a message this consumer lost before it
    could be offered (the hub ran out of memory). */
 void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);
+/* A reload kept it with a new queue.warn_at (0: none). */
+void fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at);
 /* A reload moved it to position index of the configuration. */
 void fh_consumer_set_index (fh_consumer_t *self, size_t index);
 /* A reload replaces it: no more offers; it consumes everything it holds,

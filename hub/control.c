@@ -10,6 +10,7 @@
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
+#include "notify.h"
 #include "stats.h"
 #include "stats_format.h"
 
@@ -76,6 +77,21 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
           int64_t timeout_ms)
 {
     fh_hub_t *hub = state->control->hub;
+    /* Bounded: while the enqueuer is blocked (a full `block` consumer) it
+       takes no injection; more are refused at once, never queued. */
+    size_t unrouted = 0, waiting = 0;
+    for (size_t i = 0; i < state->pending_count; i++)
+        if (state->pending[i].emit) {
+            waiting++;
+            unrouted += fh_emit_matched (state->pending[i].emit) == -2;
+        }
+    if (unrouted >= FH_CONTROL_INJECT_MAX || waiting >= FH_CONTROL_PENDING_MAX) {
+        char busy[160];
+        snprintf (busy, sizeof busy, "ERROR busy: %zu messages wait for the enqueuer, "
+                  "%zu answers are pending; try again later", unrouted, waiting);
+        s_reply (router, envelope, envelope_count, busy);
+        return;
+    }
     if (state->pending_count == state->pending_room) {
         size_t room = state->pending_room ? state->pending_room * 2 : 8;
         s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
@@ -92,7 +108,15 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         return;
     }
     fh_inject_t header = {emit, only};
-    zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE);
+    /* The bound above keeps the pipe below its high-water mark; should it
+       be full all the same, the answer is busy, not a wait. The rest of
+       a multipart message follows its first frame whatever the mark. */
+    if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        fh_emit_unref (&emit);
+        s_reply (router, envelope, envelope_count, "ERROR busy: the enqueuer takes no more "
+                 "messages now; try again later");
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
         zmq_msg_t copy;
         zmq_msg_init (&copy);
@@ -327,6 +351,35 @@ s_serve_pending (s_state_t *state, void *router)
     state->pending_count = kept;
 }
 
+/* Once a second, under the hub's lock: systemd's STATUS line (message
+   rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
+   loop is alive, so a hung control plane gets restarted. */
+static void
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now)
+{
+    fh_enqueuer_counts_t counts;
+    fh_hub_counts (hub, &counts);
+    double seconds = (double) (now - *last_ns) / 1e9;
+    double rate = seconds > 0 && counts.received >= *last_received
+                      ? (double) (counts.received - *last_received) / seconds
+                      : 0;
+    *last_received = counts.received;
+    *last_ns = now;
+    uint64_t largest = 0;
+    const char *name = NULL;
+    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
+        fh_consumer_counts_t c;
+        fh_hub_consumer_counts (hub, i, &c);
+        if (!name || c.backlog > largest) {
+            largest = c.backlog;
+            name = fh_consumer_name (fh_hub_consumer (hub, i));
+        }
+    }
+    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)",
+               fh_notify_watchdog_usec () ? "WATCHDOG=1\n" : "", rate,
+               (unsigned long long) largest, name ? name : "none");
+}
+
 static void
 s_control_actor (zsock_t *pipe, void *args)
 {
@@ -342,6 +395,15 @@ s_control_actor (zsock_t *pipe, void *args)
     else {
         zsock_set_linger (router, 0);
         zsock_set_router_mandatory (router, 0);
+        /* A request carries at most one bus message: a bigger frame is
+           refused while it arrives (ZeroMQ drops that connection), not
+           received whole first. */
+        zsock_set_maxmsgsize (router, (int) ((int64_t) config->max_message_bytes
+                                                      + FH_CONTROL_REQUEST_SLACK
+                                              > INT_MAX
+                                                  ? INT_MAX
+                                                  : config->max_message_bytes
+                                                        + FH_CONTROL_REQUEST_SLACK));
         if (fh_control_path_bind (zsock_resolve (router), config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,
@@ -349,6 +411,8 @@ s_control_actor (zsock_t *pipe, void *args)
         else {
             atomic_store_explicit (&self->bound, true, memory_order_relaxed);
             inject = zsock_new (ZMQ_PUSH);
+            if (inject)
+                zsock_set_sndhwm (inject, 2 * FH_CONTROL_INJECT_MAX);
             if (!inject || zsock_connect (inject, "%s", fh_hub_inject_endpoint (self->hub)) != 0)
                 snprintf (self->start_error, sizeof self->start_error,
                           "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
@@ -368,7 +432,11 @@ s_control_actor (zsock_t *pipe, void *args)
     };
     int item_count = self->start_error[0] ? 1 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
+    fh_hub_lock (self->hub); /* a reload may already have come */
     uint64_t generation = fh_hub_generation (self->hub);
+    fh_hub_unlock (self->hub);
+    uint64_t notified_received = 0;
+    int64_t notified_ns = fh_clock_mono_ns ();
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -409,10 +477,7 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_stats_tick (state.stats, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            for (size_t i = 0; i < fh_hub_consumer_count (self->hub); i++) {
-                fh_consumer_check_stuck (fh_hub_consumer (self->hub, i), now);
-                fh_consumer_tick (fh_hub_consumer (self->hub, i), now);
-            }
+            s_notify_status (self->hub, &notified_received, &notified_ns, now);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
         fh_hub_unlock (self->hub);

@@ -12,6 +12,9 @@
                  "outcomes": {"consumer": "completed"|"failed"|...}}
       INJECT, consumer, topic, body[, frames]
              -> "OK" once in that consumer's queue (or spool), or an ERROR
+    EMIT and INJECT past FH_CONTROL_INJECT_MAX waiting -> "ERROR busy: ..."
+    at once. A request frame above bus.max_message_bytes (plus room for
+    the command) is refused by ZeroMQ, which drops the connection.
     Anything else (unknown command, wrong arguments, a command word of more
     than FH_CONTROL_MAX_COMMAND bytes, an empty frame) is answered with a frame
     starting "ERROR " and a reason; the socket keeps serving.
@@ -32,6 +35,13 @@
 #include "hub.h"
 
 #define FH_CONTROL_MAX_COMMAND 4096
+/* EMIT and INJECT requests that wait for the enqueuer (it may be blocked
+   by a full `block` consumer), and requests waiting for an answer (emit
+   --wait): past these a new one is answered "ERROR busy: ..." at once. */
+#define FH_CONTROL_INJECT_MAX 1000
+#define FH_CONTROL_PENDING_MAX 10000
+/* A control request frame may be this much above bus.max_message_bytes. */
+#define FH_CONTROL_REQUEST_SLACK 65536
 
 typedef struct fh_control fh_control_t;
 

@@ -48,8 +48,8 @@ struct fh_enqueuer {
     void *publish;        /* PUB on bus.publish, for emitted messages; or NULL */
     zsock_t *pipe;        /* the actor's pipe, watched while blocked */
     void *pipe_handle;
+    void *sub_handle;     /* the SUB socket, for a swap while blocked */
     bool terminating;     /* $TERM seen while blocked */
-    void *pending_swap;   /* a SWAP that came while blocked: applied after */
 
     alignas (FH_CACHE_LINE) const fh_config_t *config;
     fh_trigger_t *trigger;
@@ -70,6 +70,11 @@ struct fh_enqueuer {
     uint32_t *offered;   /* room for consumer_count */
     size_t offered_count;
     bool *offered_mark;  /* by consumer index */
+    /* The message being handed out: the consumers it still goes to (a
+       swap while blocked re-aims them; NULL: no longer one to offer to). */
+    fh_consumer_t **targets; /* room for consumer_count */
+    size_t target_next, target_count; /* [next, count) not yet offered */
+    fh_msg_t *target_msg;
     uint64_t seq;
     fh_ratelimit_t malformed_log;
 };
@@ -123,8 +128,14 @@ s_count_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason,
                     self->config->max_message_bytes);
 }
 
+typedef struct s_swap s_swap_t;
+static int s_apply_swap (fh_enqueuer_t *self, s_swap_t *swap, void *sub);
+
 /* While a `block` consumer's queue is full: waits a moment, watching the
-   actor pipe. True when a stop came (the actor then ends its loop). */
+   actor pipe, and answers what comes at once: a stop ends the wait, a
+   swap (a reload) is applied mid-message, so the main thread never waits
+   on a blocked consumer. True when a stop came (the actor then ends its
+   loop). */
 static bool
 s_blocked_wait (fh_enqueuer_t *self)
 {
@@ -132,19 +143,16 @@ s_blocked_wait (fh_enqueuer_t *self)
         return true;
     s_signal_all (self); /* the full queue's consumer must be awake */
     zmq_pollitem_t item = {self->pipe_handle, 0, ZMQ_POLLIN, 0};
-    if (!self->pending_swap && zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN)) {
+    if (zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN)) {
         char *command = NULL;
         void *arg = NULL;
         if (zsock_recv (self->pipe, "sp", &command, &arg) != 0 || !command
             || streq (command, "$TERM"))
             self->terminating = true;
         else if (streq (command, "SWAP"))
-            self->pending_swap = arg; /* not in the middle of a routing */
+            zsock_signal (self->pipe,
+                          (byte) (s_apply_swap (self, arg, self->sub_handle) == 0 ? 0 : 1));
         zstr_free (&command);
-    }
-    else if (self->pending_swap) {
-        struct timespec ms = {0, 1000000};
-        nanosleep (&ms, NULL);
     }
     return self->terminating;
 }
@@ -281,21 +289,36 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
        may release its share before the last offer is made. */
     atomic_store_explicit (&msg->holders, (unsigned) matched + (inject != NULL),
                            memory_order_relaxed);
+    for (size_t i = 0; i < matched; i++)
+        self->targets[i] = self->consumers[self->matches[i]];
+    self->target_count = matched;
+    self->target_msg = msg;
     for (size_t i = 0; i < matched; i++) {
-        fh_consumer_t *consumer = self->consumers[self->matches[i]];
-        s_note_offered (self, self->matches[i]);
-        fh_offer_t offer;
+        self->target_next = i;
+        fh_offer_t offer = FH_OFFER_REFUSED;
         /* overflow: block waits here, stalling every consumer, as
-           documented; a stop ($TERM) ends the wait and drops it. */
-        while ((offer = fh_consumer_offer (consumer, msg, &self->handled)) == FH_OFFER_FULL)
+           documented; a stop ($TERM) ends the wait and drops it, a swap
+           may re-aim the offer at the consumer's new instance. */
+        while (self->targets[i]
+               && (offer = fh_consumer_offer (self->targets[i], msg, &self->handled))
+                      == FH_OFFER_FULL)
             if (s_blocked_wait (self)) {
-                fh_consumer_count_drop (consumer, msg);
+                if (self->targets[i])
+                    fh_consumer_count_drop (self->targets[i], msg);
                 offer = FH_OFFER_REFUSED;
                 break;
             }
+        if (!self->targets[i])
+            offer = FH_OFFER_REFUSED; /* its consumer was removed meanwhile */
+        else
+            /* After the offer: a swap while blocked re-aims targets[i] and
+               renumbers matches[i] into the new table. */
+            s_note_offered (self, self->matches[i]);
         if (offer != FH_OFFER_TAKEN)
             fh_msg_release (msg, &self->handled);
     }
+    self->target_next = self->target_count = 0;
+    self->target_msg = NULL;
     if (inject) {
         /* The extra hold kept the message alive until every outcome of the
            hand-off was written; now the waiter may read them. */
@@ -453,13 +476,40 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
 }
 
 /* A reload's new routing: trigger table and consumers. */
-typedef struct {
+struct s_swap {
     fh_trigger_t *trigger;
     fh_consumer_t **consumers;
     size_t consumer_count;
     atomic_bool ready; /* release/acquire: the pipe orders nothing C11 sees */
     atomic_bool done;  /* ... in either direction */
-} s_swap_t;
+};
+
+/* A swap in the middle of handing out a message: once acknowledged, the
+   consumers of the old table that are not in the new one may be gone.
+   The message still goes to those that stay, to the new instance of a
+   replaced one (the same name: it follows its predecessor's messages),
+   and is counted as dropped by a removed one, here, before the ack. */
+static void
+s_reaim_targets (fh_enqueuer_t *self, const s_swap_t *swap)
+{
+    for (size_t i = self->target_next; i < self->target_count; i++) {
+        fh_consumer_t *target = self->targets[i];
+        if (!target)
+            continue;
+        fh_consumer_t *next = NULL;
+        size_t at = 0;
+        for (size_t j = 0; j < swap->consumer_count && !next; j++)
+            if (swap->consumers[j] == target)
+                next = target, at = j;
+        for (size_t j = 0; j < swap->consumer_count && !next; j++)
+            if (strcmp (fh_consumer_name (swap->consumers[j]), fh_consumer_name (target)) == 0)
+                next = swap->consumers[j], at = j;
+        if (!next)
+            fh_consumer_count_drop (target, self->target_msg);
+        self->targets[i] = next;
+        self->matches[i] = (uint32_t) at; /* its index in the new table */
+    }
+}
 
 static bool
 s_in_list (const char *const *list, size_t count, const char *s)
@@ -492,7 +542,12 @@ s_apply_swap (fh_enqueuer_t *self, s_swap_t *swap, void *sub)
             return -1;
         self->offered_mark = mark;
         memset (mark, 0, swap->consumer_count * sizeof *mark); /* none: just signalled */
+        fh_consumer_t **targets = realloc (self->targets, swap->consumer_count * sizeof *targets);
+        if (!targets)
+            return -1;
+        self->targets = targets;
     }
+    s_reaim_targets (self, swap);
     const char *const *old_list, *const *new_list;
     size_t old_count = fh_trigger_subscriptions (self->trigger, &old_list);
     size_t new_count = fh_trigger_subscriptions (swap->trigger, &new_list);
@@ -673,6 +728,7 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     zsock_signal (pipe, 0);
 
     void *sub_handle = zsock_resolve (sub);
+    self->sub_handle = sub_handle;
     self->pipe = pipe;
     self->pipe_handle = zsock_resolve (pipe);
     zmq_pollitem_t items[] = {
@@ -706,11 +762,6 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
                  i++)
                 ;
         s_signal_all (self);
-        if (self->pending_swap) {
-            zsock_signal (pipe, (byte) (s_apply_swap (self, self->pending_swap, sub_handle) == 0
-                                            ? 0 : 1));
-            self->pending_swap = NULL;
-        }
         if (self->terminating)
             running = false;
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
@@ -779,6 +830,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
     self->offered = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered);
     self->offered_mark = calloc (consumer_count ? consumer_count : 1,
                                  sizeof *self->offered_mark);
+    self->targets = calloc (consumer_count ? consumer_count : 1, sizeof *self->targets);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
     bool gaps_ok = true;
     if (config->gaps.counter) {
@@ -786,8 +838,8 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
                                   config->gaps.max_producers);
         gaps_ok = self->gaps != NULL;
     }
-    if (self->frames && self->matches && self->offered && self->offered_mark && self->peers
-        && gaps_ok)
+    if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
+        && self->peers && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -821,6 +873,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->matches);
     free (self->offered);
     free (self->offered_mark);
+    free (self->targets);
     free (self->peers);
     fh_gaps_destroy (&self->gaps);
     free (self);

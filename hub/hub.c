@@ -2,7 +2,7 @@
 #include "hub.h"
 
 #include "clock.h"
-#include "options.h"
+#include "lineage.h"
 #include "log.h"
 #include "trigger.h"
 
@@ -12,36 +12,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A consumer on its way out after a reload, and the instance that takes
-   its place (NULL when it was removed), started once the old one is done. */
+/* A configuration and the things made from it: the hub's current one,
+   and every consumer instance (a plugin may keep pointers into its
+   options). Freed when the last is gone, unless the caller owns it. */
 typedef struct {
-    fh_consumer_t *old;
-    fh_consumer_t *successor;
-} s_retiring_t;
+    fh_config_t *config;
+    size_t refs;
+    bool owned;
+} s_config_ref_t;
 
 struct fh_hub {
     const fh_config_t *config;
+    s_config_ref_t *config_ref;
+    /* One lineage per configured consumer, in configuration order, and
+       their current instances (the enqueuer's table). */
+    fh_lineage_t **lines;
     fh_consumer_t **consumers;
     size_t consumer_count;
+    /* Consumers removed by a reload, still finishing; and what the
+       removed ones that finished had handled. */
+    fh_lineage_t **gone;
+    size_t gone_count;
+    uint64_t gone_handled;
+    fh_histogram_snapshot_t *gone_end_to_end, *scratch;
     fh_trigger_t *trigger;
     fh_enqueuer_t *enqueuer;
     int64_t started_ns;
     bool started;
     bool stopped;
     char *plugin_dir;
-    /* Reloads: configurations loaded since start (owned; kept while the
-       hub lives, since plugins may keep pointers into their options), the
-       consumers leaving, and the lock that other threads take to read the
-       consumer list and configuration. */
-    fh_config_t **configs;
-    size_t config_count;
-    s_retiring_t *retiring;
-    size_t retiring_count;
+    /* Other threads read the lineages and the configuration under this
+       lock; a reload or a lifecycle step changes them under it. */
     pthread_mutex_t lock;
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
 };
+
+static s_config_ref_t *
+s_config_ref_new (const fh_config_t *config, bool owned)
+{
+    s_config_ref_t *ref = calloc (1, sizeof *ref);
+    if (ref) {
+        ref->config = (fh_config_t *) config;
+        ref->owned = owned;
+        ref->refs = 1;
+    }
+    return ref;
+}
+
+static void
+s_config_ref_release (fh_lineage_tag_t tag)
+{
+    s_config_ref_t *ref = tag;
+    if (!ref || --ref->refs)
+        return;
+    if (ref->owned)
+        fh_config_destroy (&ref->config);
+    free (ref);
+}
+
+static fh_lineage_tag_t
+s_config_ref_take (s_config_ref_t *ref)
+{
+    ref->refs++;
+    return ref;
+}
 
 /* A consumer's patterns; none means every message. */
 static int
@@ -68,25 +104,38 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
     self->started_ns = fh_clock_mono_ns ();
     pthread_mutex_init (&self->lock, NULL);
     self->plugin_dir = strdup (plugin_dir);
+    self->config_ref = s_config_ref_new (config, false);
+    self->lines = calloc (config->consumer_count, sizeof *self->lines);
     self->consumers = calloc (config->consumer_count, sizeof *self->consumers);
+    self->gone_end_to_end = calloc (1, sizeof *self->gone_end_to_end);
+    self->scratch = malloc (sizeof *self->scratch);
     self->trigger = fh_trigger_new (config->consumer_count);
-    if (!self->consumers || !self->trigger) {
+    if (!self->plugin_dir || !self->config_ref || !self->lines || !self->consumers
+        || !self->gone_end_to_end || !self->scratch || !self->trigger) {
         snprintf (err, errlen, "out of memory");
         fh_hub_destroy (&self);
         return NULL;
     }
     for (size_t i = 0; i < config->consumer_count; i++) {
         const fh_consumer_config_t *consumer = &config->consumers[i];
-        self->consumers[i] = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
-        if (!self->consumers[i]) {
+        fh_consumer_t *instance = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
+        if (!instance) {
+            fh_hub_destroy (&self);
+            return NULL;
+        }
+        self->lines[i] = fh_lineage_new (instance, config, s_config_ref_take (self->config_ref),
+                                         s_config_ref_release);
+        if (!self->lines[i]) {
+            snprintf (err, errlen, "out of memory");
             fh_hub_destroy (&self);
             return NULL;
         }
         self->consumer_count = i + 1;
-        if (fh_consumer_open_state (self->consumers[i], config, err, errlen) != 0) {
+        if (fh_lineage_open_state (self->lines[i], err, errlen) != 0) {
             fh_hub_destroy (&self);
             return NULL;
         }
+        self->consumers[i] = instance;
         if (s_trigger_add (self->trigger, i, consumer) != 0) {
             snprintf (err, errlen, "out of memory");
             fh_hub_destroy (&self);
@@ -106,18 +155,17 @@ fh_hub_destroy (fh_hub_t **self_p)
     fh_hub_stop_receiving (self);
     fh_enqueuer_destroy (&self->enqueuer);
     for (size_t i = 0; i < self->consumer_count; i++)
-        fh_consumer_destroy (&self->consumers[i]);
-    for (size_t i = 0; i < self->retiring_count; i++) {
-        fh_consumer_destroy (&self->retiring[i].old);
-        fh_consumer_destroy (&self->retiring[i].successor);
-    }
-    free (self->retiring);
+        fh_lineage_destroy (&self->lines[i]);
+    for (size_t i = 0; i < self->gone_count; i++)
+        fh_lineage_destroy (&self->gone[i]);
+    free (self->gone);
+    free (self->lines);
     free (self->consumers);
     fh_msg_cache_drain (); /* every message is gone now */
     fh_trigger_destroy (&self->trigger);
-    for (size_t i = 0; i < self->config_count; i++)
-        fh_config_destroy (&self->configs[i]);
-    free (self->configs);
+    s_config_ref_release (self->config_ref);
+    free (self->gone_end_to_end);
+    free (self->scratch);
     free (self->plugin_dir);
     pthread_mutex_destroy (&self->lock);
     free (self);
@@ -129,7 +177,7 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
 {
     /* Consumers first: the enqueuer may hand them messages at once. */
     for (size_t i = 0; i < self->consumer_count; i++)
-        if (fh_consumer_start (self->consumers[i], err, errlen) != 0)
+        if (fh_lineage_start (self->lines[i], err, errlen) != 0)
             return -1;
     self->started = true;
     self->enqueuer = fh_enqueuer_new (self->config, self->trigger, self->consumers,
@@ -145,21 +193,32 @@ fh_hub_stop_receiving (fh_hub_t *self)
     self->stopped = true;
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);
+    pthread_mutex_lock (&self->lock); /* the control actor reads the stages */
     for (size_t i = 0; i < self->consumer_count; i++)
-        fh_consumer_close (self->consumers[i]);
-    /* Successors never started: their queues are simply released. */
+        if (self->lines[i])
+            fh_lineage_close (self->lines[i]);
+    pthread_mutex_unlock (&self->lock);
 }
 
 bool
 fh_hub_drained (fh_hub_t *self)
 {
     for (size_t i = 0; i < self->consumer_count; i++)
-        if (!fh_consumer_done (self->consumers[i]))
+        if (!fh_lineage_done (self->lines[i]))
             return false;
-    for (size_t i = 0; i < self->retiring_count; i++)
-        if (!fh_consumer_done (self->retiring[i].old))
+    for (size_t i = 0; i < self->gone_count; i++)
+        if (!fh_lineage_done (self->gone[i]))
             return false;
     return true;
+}
+
+void
+fh_hub_abandon (fh_hub_t *self, const char *why)
+{
+    for (size_t i = 0; i < self->consumer_count; i++)
+        fh_lineage_abandon (self->lines[i], why);
+    for (size_t i = 0; i < self->gone_count; i++)
+        fh_lineage_abandon (self->gone[i], why);
 }
 
 void
@@ -197,69 +256,38 @@ fh_hub_reload_result (fh_hub_t *self, char *result, size_t size)
     return self->reload_attempts;
 }
 
-/* The settings that make a consumer what it is: when they are equal, a
-   reload keeps the running instance (topics and warn_at may differ). */
-static bool
-s_same_consumer (const fh_consumer_config_t *a, const fh_consumer_config_t *b)
-{
-    bool same = strcmp (a->plugin, b->plugin) == 0 && a->queue_capacity == b->queue_capacity
-                && a->overflow == b->overflow && a->spool_max_bytes == b->spool_max_bytes
-                && a->retry.max_attempts == b->retry.max_attempts
-                && a->retry.initial_ms == b->retry.initial_ms
-                && a->retry.max_ms == b->retry.max_ms
-                && a->retry.jitter_permille == b->retry.jitter_permille
-                && a->consume_timeout_ms == b->consume_timeout_ms && a->workers == b->workers
-                && a->coalesce == b->coalesce
-                && ((!a->order_by && !b->order_by)
-                    || (a->order_by && b->order_by && strcmp (a->order_by, b->order_by) == 0));
-    if (!same)
-        return false;
-    return fh_option_equal (a->options, b->options);
-}
-
 int
 fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
 {
     const fh_config_t *old = self->config;
-    if (strcmp (old->control, config->control) != 0 || config->connect.count != old->connect.count
-        || config->bind.count != old->bind.count || (config->state_dir == NULL) != (old->state_dir == NULL)
-        || (config->state_dir && strcmp (config->state_dir, old->state_dir) != 0)) {
-        snprintf (err, errlen, "bus endpoints, control and state_dir cannot change in a reload: "
-                  "restart the hub for that");
+    /* Every key that differs is applied below, or it needs a restart. */
+    char keys[512];
+    if (fh_config_restart_keys (old, config, keys, sizeof keys) > 0) {
+        snprintf (err, errlen, "%s need%s a restart", keys, strchr (keys, ',') ? "" : "s");
         fh_config_destroy (&config);
         return -1;
     }
-    for (size_t i = 0; i < config->connect.count; i++)
-        if (strcmp (config->connect.items[i], old->connect.items[i]) != 0) {
-            snprintf (err, errlen, "bus.connect cannot change in a reload: restart the hub");
-            fh_config_destroy (&config);
-            return -1;
-        }
-    for (size_t i = 0; i < config->bind.count; i++)
-        if (strcmp (config->bind.items[i], old->bind.items[i]) != 0) {
-            snprintf (err, errlen, "bus.bind cannot change in a reload: restart the hub");
-            fh_config_destroy (&config);
-            return -1;
-        }
+    s_config_ref_t *ref = s_config_ref_new (config, true);
     size_t count = config->consumer_count;
     fh_consumer_t **consumers = calloc (count, sizeof *consumers);
+    fh_lineage_t **lines = calloc (count, sizeof *lines);
+    size_t *was = calloc (count, sizeof *was);   /* index in the old table, or SIZE_MAX */
+    bool *fresh = calloc (count, sizeof *fresh); /* instance made by this reload */
     bool *kept = calloc (self->consumer_count + 1, sizeof *kept);
-    bool *fresh = calloc (count, sizeof *fresh);     /* made by this reload */
-    fh_consumer_t **replaced = calloc (count, sizeof *replaced); /* old instance of i */
     fh_trigger_t *trigger = fh_trigger_new (count);
-    int rc = consumers && kept && fresh && replaced && trigger ? 0 : -1;
+    int rc = ref && consumers && lines && was && fresh && kept && trigger ? 0 : -1;
     if (rc != 0)
         snprintf (err, errlen, "out of memory");
     /* Match by name: keep, replace, or make new. */
     for (size_t i = 0; i < count && rc == 0; i++) {
         const fh_consumer_config_t *want = &config->consumers[i];
-        size_t found = SIZE_MAX;
+        was[i] = SIZE_MAX;
         for (size_t j = 0; j < self->consumer_count; j++)
-            if (strcmp (fh_consumer_name (self->consumers[j]), want->name) == 0)
-                found = j;
-        if (found != SIZE_MAX && s_same_consumer (&old->consumers[found], want)) {
-            consumers[i] = self->consumers[found];
-            kept[found] = true;
+            if (strcmp (fh_lineage_name (self->lines[j]), want->name) == 0)
+                was[i] = j;
+        if (was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[was[i]], want)) {
+            consumers[i] = self->consumers[was[i]];
+            kept[was[i]] = true;
         }
         else {
             consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
@@ -267,14 +295,10 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
                 rc = -1;
             else {
                 fresh[i] = true;
-                if (found != SIZE_MAX) {
-                    replaced[i] = self->consumers[found];
-                    kept[found] = true; /* retired below, not just removed */
-                }
-                /* A successor opens its state (the spool the old one holds)
-                   when it starts, after the old one is done. */
-                else if (fh_consumer_open_state (consumers[i], config, err, errlen) != 0)
-                    rc = -1;
+                /* A replacement opens its state (the spool its predecessor
+                   holds) when it starts, after the predecessor is gone. */
+                if (was[i] != SIZE_MAX)
+                    kept[was[i]] = true; /* replaced below, not removed */
             }
         }
         if (rc == 0 && s_trigger_add (trigger, i, want) != 0) {
@@ -282,96 +306,136 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
             rc = -1;
         }
     }
+    /* The lineages of new consumers, before the enqueuer sees them. */
+    for (size_t i = 0; i < count && rc == 0; i++)
+        if (fresh[i] && was[i] == SIZE_MAX) {
+            lines[i] = fh_lineage_new (consumers[i], config, s_config_ref_take (ref),
+                                       s_config_ref_release);
+            consumers[i] = NULL; /* the lineage has it (or destroyed it) */
+            if (!lines[i]) {
+                snprintf (err, errlen, "out of memory");
+                rc = -1;
+            }
+            else {
+                consumers[i] = fh_lineage_current (lines[i]);
+                rc = fh_lineage_start (lines[i], err, errlen);
+            }
+        }
     if (rc == 0) {
         fh_trigger_seal (trigger);
-        for (size_t i = 0; i < count && rc == 0; i++)
-            if (fresh[i] && !replaced[i] && fh_consumer_start (consumers[i], err, errlen) != 0)
-                rc = -1;
+        if (self->enqueuer)
+            rc = fh_enqueuer_swap (self->enqueuer, trigger, consumers, count, err, errlen);
     }
-    if (rc == 0 && self->enqueuer)
-        rc = fh_enqueuer_swap (self->enqueuer, trigger, consumers, count, err, errlen);
     if (rc != 0) {
         /* Nothing changed for the running hub: undo what was made. */
-        for (size_t i = 0; consumers && i < count; i++)
-            if (fresh[i]) {
+        for (size_t i = 0; i < count; i++)
+            if (lines && lines[i]) {
+                fh_lineage_close (lines[i]);
+                fh_lineage_destroy (&lines[i]);
+            }
+            else if (fresh && fresh[i] && consumers[i]) {
                 fh_consumer_close (consumers[i]);
                 fh_consumer_destroy (&consumers[i]);
             }
         free (consumers);
-        free (kept);
+        free (lines);
+        free (was);
         free (fresh);
-        free (replaced);
+        free (kept);
         fh_trigger_destroy (&trigger);
-        fh_config_destroy (&config);
+        if (ref)
+            s_config_ref_release (ref);
+        else
+            fh_config_destroy (&config);
         return -1;
     }
-    /* The enqueuer routes by the new table now: retire what left. */
-    size_t retiring_room = self->retiring_count + self->consumer_count;
-    s_retiring_t *retiring = realloc (self->retiring, (retiring_room + 1) * sizeof *retiring);
-    fh_config_t **configs = realloc (self->configs, (self->config_count + 1) * sizeof *configs);
-    if (retiring)
-        self->retiring = retiring;
-    if (configs)
-        self->configs = configs;
-    assert (retiring && configs); /* a few pointers: treated as fatal */
+    /* The enqueuer routes by the new table now. Under the lock, so that
+       readers see the lineages and the configuration change together. */
+    pthread_mutex_lock (&self->lock);
+    fh_lineage_t **gone = realloc (self->gone, (self->gone_count + self->consumer_count + 1)
+                                                   * sizeof *gone);
+    assert (gone); /* a few pointers: treated as fatal */
+    self->gone = gone;
     for (size_t j = 0; j < self->consumer_count; j++)
         if (!kept[j]) {
             fh_info ("consumer '%s': removed by the reload; it finishes its queue",
-                     fh_consumer_name (self->consumers[j]));
-            fh_consumer_close (self->consumers[j]);
-            self->retiring[self->retiring_count++] = (s_retiring_t){self->consumers[j], NULL};
+                     fh_lineage_name (self->lines[j]));
+            fh_lineage_remove (self->lines[j]);
+            self->gone[self->gone_count++] = self->lines[j];
         }
-    for (size_t i = 0; i < count; i++)
-        if (replaced[i]) {
+    for (size_t i = 0; i < count; i++) {
+        if (was[i] == SIZE_MAX) {
+            fh_info ("consumer '%s': added by the reload", fh_lineage_name (lines[i]));
+            continue;
+        }
+        lines[i] = self->lines[was[i]];
+        if (fresh[i]) {
             fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
-                     "old one has consumed what it holds", fh_consumer_name (consumers[i]));
-            fh_consumer_retire (replaced[i]);
-            self->retiring[self->retiring_count++] = (s_retiring_t){replaced[i], consumers[i]};
+                     "old one has consumed what it holds", fh_lineage_name (lines[i]));
+            int replaced = fh_lineage_replace (lines[i], consumers[i], config,
+                                               s_config_ref_take (ref));
+            assert (replaced == 0); /* a few pointers: treated as fatal */
+            (void) replaced;
         }
-        else if (fresh[i])
-            fh_info ("consumer '%s': added by the reload", fh_consumer_name (consumers[i]));
-    pthread_mutex_lock (&self->lock);
-    for (size_t i = 0; i < count; i++)
+        else /* kept: its live settings follow the file */
+            fh_consumer_set_warn_at (consumers[i], config->consumers[i].warn_at);
         fh_consumer_set_index (consumers[i], i);
+    }
+    free (self->lines);
+    self->lines = lines;
     free (self->consumers);
     self->consumers = consumers;
     self->consumer_count = count;
     fh_trigger_destroy (&self->trigger);
     self->trigger = trigger;
-    self->configs[self->config_count++] = config;
+    s_config_ref_release (self->config_ref);
+    self->config_ref = ref;
     self->config = config;
     self->generation++;
     pthread_mutex_unlock (&self->lock);
-    free (kept);
+    free (was);
     free (fresh);
-    free (replaced);
+    free (kept);
     return 0;
 }
 
 size_t
-fh_hub_retire_step (fh_hub_t *self)
+fh_hub_step (fh_hub_t *self)
 {
-    size_t left = 0;
-    for (size_t i = 0; i < self->retiring_count; i++) {
-        s_retiring_t *r = &self->retiring[i];
-        if (!fh_consumer_done (r->old)) {
-            self->retiring[left++] = *r;
+    size_t leaving = 0;
+    for (size_t i = 0; i < self->consumer_count; i++)
+        leaving += fh_lineage_step (self->lines[i], &self->lock) - 1;
+    /* Removed consumers: step each (it locks for what readers see), then
+       drop the finished ones from the list in one go under the lock, the
+       hub keeping what they handled so its total never goes back. */
+    size_t finished = 0;
+    for (size_t i = 0; i < self->gone_count; i++) {
+        size_t alive = fh_lineage_step (self->gone[i], &self->lock);
+        leaving += alive;
+        finished += alive == 0;
+    }
+    if (!finished)
+        return leaving;
+    fh_lineage_t **done = calloc (finished, sizeof *done);
+    if (!done)
+        return leaving; /* out of memory: try again at the next step */
+    size_t left = 0, count = 0;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->gone_count; i++) {
+        if (fh_lineage_instances (self->gone[i]) > 0) {
+            self->gone[left++] = self->gone[i];
             continue;
         }
-        fh_info ("consumer '%s': the old instance is done", fh_consumer_name (r->old));
-        fh_consumer_destroy (&r->old); /* fini; releases its spool */
-        if (r->successor) {
-            char err[1024];
-            if (fh_consumer_open_state (r->successor, self->config, err, sizeof err) != 0
-                || fh_consumer_start (r->successor, err, sizeof err) != 0)
-                fh_error ("consumer '%s': the new instance cannot start: %s; it takes no "
-                          "messages", fh_consumer_name (r->successor), err);
-            else
-                fh_info ("consumer '%s': the new instance runs", fh_consumer_name (r->successor));
-        }
+        self->gone_handled += fh_lineage_handled (self->gone[i], self->scratch);
+        fh_histogram_add (self->gone_end_to_end, self->scratch);
+        done[count++] = self->gone[i];
     }
-    self->retiring_count = left;
-    return left;
+    self->gone_count = left;
+    pthread_mutex_unlock (&self->lock);
+    for (size_t i = 0; i < count; i++)
+        fh_lineage_destroy (&done[i]);
+    free (done);
+    return leaving;
 }
 
 size_t
@@ -387,6 +451,35 @@ fh_hub_consumer (fh_hub_t *self, size_t index)
 }
 
 void
+fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t *out)
+{
+    fh_lineage_counts (self->lines[index], out);
+}
+
+void
+fh_hub_consumer_latency (fh_hub_t *self, size_t index, fh_histogram_snapshot_t *queue_wait,
+                         fh_histogram_snapshot_t *processing)
+{
+    fh_lineage_latency (self->lines[index], queue_wait, processing);
+}
+
+static void
+s_tick_one (fh_consumer_t *consumer, int64_t now_ns)
+{
+    fh_consumer_check_stuck (consumer, now_ns);
+    fh_consumer_tick (consumer, now_ns);
+}
+
+void
+fh_hub_tick (fh_hub_t *self, int64_t now_ns)
+{
+    for (size_t i = 0; i < self->consumer_count; i++)
+        fh_lineage_each_started (self->lines[i], s_tick_one, now_ns);
+    for (size_t i = 0; i < self->gone_count; i++)
+        fh_lineage_each_started (self->gone[i], s_tick_one, now_ns);
+}
+
+void
 fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
 {
     if (self->enqueuer)
@@ -398,11 +491,24 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
 uint64_t
 fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end)
 {
-    if (self->enqueuer)
-        return fh_enqueuer_handled (self->enqueuer, end_to_end);
+    uint64_t handled = self->gone_handled;
     if (end_to_end)
-        memset (end_to_end, 0, sizeof *end_to_end);
-    return 0;
+        *end_to_end = *self->gone_end_to_end;
+    if (self->enqueuer) {
+        handled += fh_enqueuer_handled (self->enqueuer, self->scratch);
+        if (end_to_end)
+            fh_histogram_add (end_to_end, self->scratch);
+    }
+    for (size_t k = 0; k < 2; k++) {
+        fh_lineage_t **list = k == 0 ? self->lines : self->gone;
+        size_t count = k == 0 ? self->consumer_count : self->gone_count;
+        for (size_t i = 0; i < count; i++) {
+            handled += fh_lineage_handled (list[i], end_to_end ? self->scratch : NULL);
+            if (end_to_end)
+                fh_histogram_add (end_to_end, self->scratch);
+        }
+    }
+    return handled;
 }
 
 const char *
@@ -448,7 +554,7 @@ fh_hub_log_counts (fh_hub_t *self)
              reasons, (unsigned long long) hub.unrouted);
     for (size_t i = 0; i < self->consumer_count; i++) {
         fh_consumer_counts_t c;
-        fh_consumer_counts (self->consumers[i], &c);
+        fh_lineage_counts (self->lines[i], &c);
         fh_log (c.dropped || c.failed ? FANHUB_LOG_WARNING : FANHUB_LOG_INFO,
                 "consumer '%s': enqueued %llu, completed %llu, failed %llu, "
                 "dropped %llu (queue full), unconsumed %llu",

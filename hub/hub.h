@@ -37,21 +37,38 @@ size_t fh_hub_consumer_count (const fh_hub_t *self);
 fh_consumer_t *fh_hub_consumer (fh_hub_t *self, size_t index);
 /* Hub-wide counters (zero before start). */
 void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
-/* Messages the enqueuer handled itself (no consumer took them), with
-   their latency (may be NULL); 0 before start. */
+/* Under the lock: messages handled over the hub's life (by the
+   enqueuer, when no consumer took them, and by every consumer instance,
+   removed ones included), with their latency (may be NULL). */
 uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
-/* Reload: takes config (owned by the hub from now on, also on error).
-   Consumers are matched by name: one whose settings are the same (its
-   topics and queue.warn_at may differ) keeps running, queue, spool and
-   counters included; a removed one finishes its queue (or spools it) and
-   is destroyed; a changed one is replaced by a new instance that starts
-   once the old one has consumed everything it holds. Bus endpoints,
-   control and state_dir cannot change. On error nothing changed, and err
-   says why. Main thread only. */
+/* Reload: takes config (owned by the hub from now on, also on error;
+   freed once nothing made from it is left). Every key that differs from
+   the running configuration is applied, or the reload is refused and err
+   names the keys that need a restart (fh_config_restart_keys). Consumers
+   are matched by name: one whose settings are the same (topics and
+   queue.warn_at may differ: applied live) keeps running, queue, spool
+   and counters included; a removed one finishes its queue (or spools it)
+   and is destroyed; a changed one gets a new instance that starts once
+   the old one has consumed everything it holds (lineage.h). On error
+   nothing changed. Main thread only. */
 int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
-/* Main thread, now and then after a reload: destroys consumers that have
-   finished leaving, starts their successors. Returns how many are left. */
-size_t fh_hub_retire_step (fh_hub_t *self);
+/* Main thread, now and then after a reload and during shutdown: destroys
+   consumer instances that have finished leaving and starts their
+   successors. Returns how many instances are still leaving. */
+size_t fh_hub_step (fh_hub_t *self);
+/* The process is about to _exit with consumer threads still busy: logs
+   each (with why) and detaches them. */
+void fh_hub_abandon (fh_hub_t *self, const char *why);
+/* Under the lock: the figures of consumer `index` summed over all its
+   instances, gone ones included (monotonic across reloads). */
+void fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t *out);
+void fh_hub_consumer_latency (fh_hub_t *self, size_t index,
+                              fh_histogram_snapshot_t *queue_wait,
+                              fh_histogram_snapshot_t *processing);
+/* Main thread (it owns the lineages: no lock), once a second: stuck
+   checks and spool ticks (fsync) of every running instance, leaving ones
+   included. Not on the control actor: a slow disk must not hold STATS. */
+void fh_hub_tick (fh_hub_t *self, int64_t now_ns);
 /* Other threads (the control actor) read the consumer list and the
    configuration under this lock; a reload changes them under it and
    moves the generation on. */

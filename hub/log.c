@@ -9,8 +9,37 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static atomic_int s_level = FANHUB_LOG_INFO;
+static atomic_int s_journal = -1; /* -1: not yet looked at */
+
+/* systemd.exec(5): JOURNAL_STREAM is "DEVICE:INODE" of the stream it
+   connected; stderr is the journal only when it is that very stream (a
+   child of the service with stderr redirected inherits the variable). */
+static bool
+s_stderr_is_journal (void)
+{
+    const char *stream = getenv ("JOURNAL_STREAM");
+    unsigned long long device, inode;
+    struct stat st;
+    if (!stream || sscanf (stream, "%llu:%llu", &device, &inode) != 2
+        || fstat (STDERR_FILENO, &st) != 0)
+        return false;
+    return (unsigned long long) st.st_dev == device && (unsigned long long) st.st_ino == inode;
+}
+
+bool
+fh_log_to_journal (void)
+{
+    int journal = atomic_load (&s_journal);
+    if (journal < 0) {
+        journal = s_stderr_is_journal ();
+        atomic_store (&s_journal, journal);
+    }
+    return journal;
+}
 
 void
 fh_log_set_level (fanhub_log_level_t level)
@@ -39,7 +68,7 @@ fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
        different threads never interleave. */
     char line[2048];
     int prefix;
-    if (getenv ("JOURNAL_STREAM"))
+    if (fh_log_to_journal ())
         prefix = snprintf (line, sizeof line, "<%d>", (int) level);
     else
         prefix = snprintf (line, sizeof line, "fanhub: %s: ", s_level_name (level));

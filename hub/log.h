@@ -1,6 +1,6 @@
 /*  log - the hub's own log lines, on stderr.
 
-    One line per call. Under systemd (JOURNAL_STREAM set) each line starts
+    One line per call. Under systemd (stderr is the JOURNAL_STREAM) each line starts
     with a syslog priority prefix ("<4>") that journald turns into the
     entry's level; on a terminal it reads "fanhub: warning: ...".
     fh_log_set_level drops lines less important than the level.
@@ -11,8 +11,13 @@
 #include "fanhub/consumer.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 
 void fh_log_set_level (fanhub_log_level_t level);
+/* True when stderr is the journal's stream (JOURNAL_STREAM names its
+   device and inode): lines then start with syslog's <N> instead of
+   "fanhub: LEVEL: ". Decided at the first call, then fixed. */
+bool fh_log_to_journal (void);
 void fh_log (fanhub_log_level_t level, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
     FANHUB_PRINTF (2, 0);

@@ -2,17 +2,22 @@
 
     Signals are taken synchronously: the main thread blocks SIGINT, SIGTERM
     and SIGHUP before any thread starts (so every thread inherits the mask)
-    and waits for them with sigwaitinfo. The first SIGINT or SIGTERM stops
-    receiving and lets every consumer finish what is queued, for at most
-    shutdown_timeout; a second one exits at once.
+    and waits for them with sigtimedwait, waking once a second for the
+    consumers' housekeeping (spool fsync, stuck checks) and, after a
+    reload, to start consumer instances in turn (lineage.h). The first
+    SIGINT or SIGTERM stops receiving and lets every consumer finish what
+    is queued, for at most shutdown_timeout; a second one exits at once.
+    systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
 #include "control.h"
 #include "fdlimit.h"
+#include "crash.h"
 #include "hub.h"
 #include "log.h"
+#include "notify.h"
 #include "plugin.h"
 #include "prometheus_http.h"
 
@@ -22,9 +27,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
+#define TICK_NS INT64_C (1000000000)              /* spool syncs, stuck checks */
 
 static void
 s_usage (FILE *out)
@@ -67,23 +74,43 @@ s_log_endpoints (const fh_config_t *config)
 /* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
    refused and the running configuration stays. */
 static void
-s_reload (fh_hub_t *hub, const char *path)
+s_reload (fh_hub_t *hub, const char *path, bool level_given)
 {
     char err[2048], result[2200];
+    fh_notify ("RELOADING=1\nMONOTONIC_USEC=%llu",
+               (unsigned long long) (fh_clock_mono_ns () / 1000));
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
         const fh_config_t *now = fh_hub_config (hub);
+        /* The live keys outside consumers (shutdown_timeout is read when
+           the hub stops). */
+        if (!level_given)
+            fh_log_set_level ((fanhub_log_level_t) now->log_level);
         snprintf (result, sizeof result, "OK reloaded %s: %zu consumer%s", now->source,
                   now->consumer_count, now->consumer_count == 1 ? "" : "s");
         fh_info ("%s", result + 3);
     }
     else {
-        snprintf (result, sizeof result, "ERROR reload refused, the running configuration "
-                  "stays: %s", err);
+        snprintf (result, sizeof result,
+                  "ERROR reload refused: %s (running on the previous configuration)", err);
         fh_error ("%s", result + 6);
     }
     fh_hub_note_reload (hub, result);
+    fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
+}
+
+/* Once a second, on this thread rather than the control actor's: a spool
+   fsync on a slow disk may take long, and STATS must not wait for it.
+   Returns when the next tick is due. */
+static int64_t
+s_tick (fh_hub_t *hub, int64_t next_tick)
+{
+    int64_t now = fh_clock_mono_ns ();
+    if (now < next_tick)
+        return next_tick;
+    fh_hub_tick (hub, now);
+    return now + TICK_NS;
 }
 
 /* After a second signal or an expired timeout: consumer threads may be
@@ -91,14 +118,8 @@ s_reload (fh_hub_t *hub, const char *path)
 static void
 s_abandon (fh_hub_t *hub, const char *why, int status)
 {
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-        fh_consumer_t *consumer = fh_hub_consumer (hub, i);
-        if (!fh_consumer_done (consumer))
-            fh_error ("consumer '%s': still busy: %s", fh_consumer_name (consumer), why);
-    }
     fh_hub_log_counts (hub);
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++)
-        fh_consumer_abandon (fh_hub_consumer (hub, i));
+    fh_hub_abandon (hub, why);
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
@@ -146,6 +167,7 @@ fh_cmd_run (int argc, char **argv)
     pthread_sigmask (SIG_BLOCK, &signals, NULL);
     signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
     zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
+    fh_crash_install ();       /* a plugin's crash or exit() is named */
 
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
@@ -195,28 +217,33 @@ fh_cmd_run (int argc, char **argv)
     fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
              config->consumer_count, config->consumer_count == 1 ? "" : "s",
              (int) getpid ());
+    /* The bus socket and the control socket are up. */
+    fh_notify ("READY=1\nMAINPID=%d\nSTATUS=running %zu consumer%s", (int) getpid (),
+               config->consumer_count, config->consumer_count == 1 ? "" : "s");
 
     int sig;
+    int64_t next_tick = fh_clock_mono_ns () + TICK_NS;
     while (true) {
         /* While consumers are leaving after a reload, look at them every
-           100 ms; otherwise just wait for a signal. */
-        if (fh_hub_retire_step (hub)) {
-            struct timespec wait = {0, 100000000};
-            sig = sigtimedwait (&signals, NULL, &wait);
-        }
-        else
-            sig = sigwaitinfo (&signals, NULL);
+           100 ms; otherwise wait for a signal, or the next tick. */
+        int64_t wait_ns = fh_hub_step (hub) ? 100000000 : next_tick - fh_clock_mono_ns ();
+        struct timespec wait = {(time_t) (wait_ns > 0 ? wait_ns / 1000000000 : 0),
+                                (long) (wait_ns > 0 ? wait_ns % 1000000000 : 0)};
+        sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             break;
         if (sig == SIGHUP)
-            s_reload (hub, path);
+            s_reload (hub, path, level_given);
+        next_tick = s_tick (hub, next_tick);
     }
+    int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
-             strsignal (sig), (double) config->shutdown_timeout_ms / 1000);
+             strsignal (sig), (double) timeout_ms / 1000);
+    int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+    fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
-
-    int64_t deadline = fh_clock_mono_ns () + config->shutdown_timeout_ms * 1000000;
-    while (!fh_hub_drained (hub) || fh_hub_retire_step (hub)) {
+    /* Each step starts the instances whose predecessors are gone. */
+    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub)) {
         int64_t left = deadline - fh_clock_mono_ns ();
         if (left <= 0)
             s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
@@ -226,6 +253,7 @@ fh_cmd_run (int argc, char **argv)
         sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
+        next_tick = s_tick (hub, next_tick);
     }
     fh_hub_log_counts (hub);
     fh_prometheus_http_destroy (&http);

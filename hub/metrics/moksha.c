@@ -159,8 +159,8 @@ s_consumer_json (fh_moksha_t *self, size_t index)
     s_previous_t *previous = &self->previous[index];
 
     fh_consumer_counts_t counts;
-    fh_consumer_counts (consumer, &counts);
-    fh_consumer_latency (consumer, NULL, &self->now);
+    fh_hub_consumer_counts (self->hub, index, &counts);
+    fh_hub_consumer_latency (self->hub, index, NULL, &self->now);
     uint64_t in = s_delta (counts.enqueued, previous->enqueued);
     uint64_t out = s_delta (counts.dequeued, previous->dequeued);
     /* A RETRY answer that is tried again counts in retried; a message's

@@ -8,6 +8,13 @@
     at a time; each asks the control socket for METRICS (at most 2 s), so a
     wedged hub answers 503 instead of hanging the scraper.
 
+    Slow clients cannot hold the scraper off: each address may have at
+    most PER_CLIENT_LIMIT connections, and a connection must have sent its
+    request headers within HEADER_DEADLINE_S of being accepted (or of its
+    last answer, with keep-alive), however it trickles them; a guard
+    thread shuts down those that did not (MHD's own timeout is reset by
+    every byte).
+
     Routes:
         GET|HEAD /metrics  200, the Prometheus text (format 0.0.4), or 503
                            with one line saying why when the control
@@ -32,24 +39,142 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <pthread.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STATS_TIMEOUT_MS 2000
 #define CONNECTION_TIMEOUT_S 10 /* an idle or slow client is dropped */
 #define CONNECTION_LIMIT 64
+#define PER_CLIENT_LIMIT 8
+#define HEADER_DEADLINE_S 5 /* from accept (or the last answer) to the headers */
+#define GUARD_PERIOD_MS 250
 #define LISTEN_BACKLOG 64
 
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
 #define CONTENT_TYPE_HTML "text/html; charset=utf-8"
 
+/* A connection as the guard sees it. */
+typedef struct s_conn {
+    int fd;
+    struct timespec since; /* accepted, or its last answer (CLOCK_MONOTONIC) */
+    bool headers_in;       /* the current request's headers are complete */
+    struct s_conn *next;
+} s_conn_t;
+
 struct fh_prometheus_http {
     struct MHD_Daemon *daemon;
     char *control;  /* the control endpoint to ask for METRICS */
     char *listen;   /* HOST:PORT as configured, for messages */
+    /* The header deadline's guard: the connections, under lock. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    s_conn_t *conns;
+    bool stopping;
+    bool guard_started;
+    pthread_t guard;
 };
+
+static double
+s_since_s (const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime (CLOCK_MONOTONIC, &now);
+    return (double) (now.tv_sec - since->tv_sec) + (double) (now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+/* MHD's connection notices: the guard's list follows them. MHD calls the
+   CLOSED notice before it closes the socket, so a descriptor in the list
+   is still that connection's. */
+static void
+s_notify (void *cls, struct MHD_Connection *connection, void **socket_context,
+          enum MHD_ConnectionNotificationCode code)
+{
+    fh_prometheus_http_t *self = cls;
+    pthread_mutex_lock (&self->lock);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info
+            = MHD_get_connection_info (connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        s_conn_t *conn = info ? calloc (1, sizeof *conn) : NULL;
+        if (conn) {
+            conn->fd = info->connect_fd;
+            clock_gettime (CLOCK_MONOTONIC, &conn->since);
+            conn->next = self->conns;
+            self->conns = conn;
+        }
+        *socket_context = conn; /* NULL: not guarded (out of memory) */
+    }
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        for (s_conn_t **at = &self->conns; *at; at = &(*at)->next)
+            if (*at == *socket_context) {
+                *at = (*at)->next;
+                break;
+            }
+        free (*socket_context);
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock (&self->lock);
+}
+
+/* The guarded connection of a request, marked: headers in (true) or the
+   answer sent, the next request's deadline starting (false). */
+static void
+s_mark (fh_prometheus_http_t *self, struct MHD_Connection *connection, bool headers_in)
+{
+    const union MHD_ConnectionInfo *info
+        = MHD_get_connection_info (connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pthread_mutex_lock (&self->lock);
+    s_conn_t *conn = info ? info->socket_context : NULL;
+    if (conn) {
+        conn->headers_in = headers_in;
+        if (!headers_in)
+            clock_gettime (CLOCK_MONOTONIC, &conn->since);
+    }
+    pthread_mutex_unlock (&self->lock);
+}
+
+static void
+s_completed (void *cls, struct MHD_Connection *connection, void **con_cls,
+             enum MHD_RequestTerminationCode code)
+{
+    (void) con_cls;
+    (void) code;
+    s_mark (cls, connection, false);
+}
+
+/* The guard: shuts down connections past the header deadline; MHD sees
+   the end of the stream and closes them. */
+static void *
+s_guard (void *arg)
+{
+    fh_prometheus_http_t *self = arg;
+    pthread_mutex_lock (&self->lock);
+    while (!self->stopping) {
+        size_t dropped = 0;
+        for (s_conn_t *conn = self->conns; conn; conn = conn->next)
+            if (!conn->headers_in && conn->fd >= 0 && s_since_s (&conn->since) > HEADER_DEADLINE_S) {
+                shutdown (conn->fd, SHUT_RDWR);
+                conn->fd = -1; /* once */
+                dropped++;
+            }
+        if (dropped)
+            fh_warning ("prometheus: %s: closed %zu connection%s that sent no complete "
+                        "request within %d s", self->listen, dropped, dropped == 1 ? "" : "s",
+                        HEADER_DEADLINE_S);
+        struct timespec until;
+        clock_gettime (CLOCK_MONOTONIC, &until);
+        until.tv_nsec += GUARD_PERIOD_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait (&self->wake, &self->lock, &until);
+    }
+    pthread_mutex_unlock (&self->lock);
+    return NULL;
+}
 
 static const char s_index_page[] =
     "<!DOCTYPE html>\n"
@@ -146,6 +271,7 @@ s_handle (void *cls, struct MHD_Connection *connection, const char *url,
                                "fanhub: method not allowed: use GET");
     if (!*con_cls) {
         *con_cls = &s_headers_seen;
+        s_mark (self, connection, true);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -275,6 +401,12 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
     if (self) {
         self->control = strdup (config->control);
         self->listen = strdup (config->metrics.prometheus_listen);
+        pthread_mutex_init (&self->lock, NULL);
+        pthread_condattr_t attr;
+        pthread_condattr_init (&attr);
+        pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+        pthread_cond_init (&self->wake, &attr);
+        pthread_condattr_destroy (&attr);
     }
     if (!self || !self->control || !self->listen) {
         snprintf (err, errlen, "prometheus: out of memory");
@@ -294,7 +426,10 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
         MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
         MHD_OPTION_LISTEN_SOCKET, (MHD_socket) fd,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) CONNECTION_LIMIT, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) CONNECTION_LIMIT,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int) PER_CLIENT_LIMIT,
+        MHD_OPTION_NOTIFY_CONNECTION, s_notify, self,
+        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_END);
     if (!self->daemon) {
         /* Whether MHD closed fd on failure is not documented; leaking one
            descriptor (the hub is about to exit) beats closing a number
@@ -304,6 +439,12 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
         fh_prometheus_http_destroy (&self);
         return NULL;
     }
+    if (pthread_create (&self->guard, NULL, s_guard, self) != 0) {
+        snprintf (err, errlen, "prometheus: cannot start the connection guard");
+        fh_prometheus_http_destroy (&self);
+        return NULL;
+    }
+    self->guard_started = true;
     return self;
 }
 
@@ -313,9 +454,23 @@ fh_prometheus_http_destroy (fh_prometheus_http_t **self_p)
     fh_prometheus_http_t *self = *self_p;
     if (!self)
         return;
-    /* Joins the daemon's thread: no request runs after this. */
+    if (self->guard_started) {
+        pthread_mutex_lock (&self->lock);
+        self->stopping = true;
+        pthread_cond_signal (&self->wake);
+        pthread_mutex_unlock (&self->lock);
+        pthread_join (self->guard, NULL);
+    }
+    /* Joins the daemon's thread: no request runs after this (and every
+       connection's CLOSED notice has come). */
     if (self->daemon)
         MHD_stop_daemon (self->daemon);
+    for (s_conn_t *conn = self->conns, *next; conn; conn = next) {
+        next = conn->next;
+        free (conn);
+    }
+    pthread_cond_destroy (&self->wake);
+    pthread_mutex_destroy (&self->lock);
     free (self->control);
     free (self->listen);
     free (self);

@@ -65,8 +65,8 @@ fh_stats_tick (fh_stats_t *self, int64_t now_ns)
     self->previous = self->last;
     self->last = swap;
     for (size_t i = 0; i < self->consumer_count; i++)
-        fh_consumer_latency (fh_hub_consumer (self->hub, i), &self->last[i].queue_wait,
-                             &self->last[i].processing);
+        fh_hub_consumer_latency (self->hub, i, &self->last[i].queue_wait,
+                                 &self->last[i].processing);
     return true;
 }
 
@@ -76,7 +76,7 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
 {
     fh_consumer_t *consumer = fh_hub_consumer (self->hub, index);
     fh_consumer_counts_t c;
-    fh_consumer_counts (consumer, &c);
+    fh_hub_consumer_counts (self->hub, index, &c);
     if (fh_metrics_set_text (&item->name, fh_consumer_name (consumer)) != 0
         || fh_metrics_set_text (&item->text, fh_hub_config (self->hub)->consumers[index].plugin)
                != 0)
@@ -98,7 +98,8 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);
-    fh_consumer_latency (consumer, &self->scratch.queue_wait, &self->scratch.processing);
+    fh_hub_consumer_latency (self->hub, index, &self->scratch.queue_wait,
+                             &self->scratch.processing);
     fh_histogram_diff (&self->last[index].queue_wait, &self->previous[index].queue_wait,
                        &self->diff);
     fh_metrics_latency_set (fh_metrics_latency (item, FH_M_QUEUE_WAIT), &self->scratch.queue_wait,
@@ -119,18 +120,13 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
 }
 
 /* Completion: every message handed to consumers is handled once the last
-   of them is done with it; whoever released it last counted it. */
+   of them is done with it; whoever released it last counted it, and the
+   hub keeps the count of consumers a reload removed. */
 static void
 s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
 {
-    fh_histogram_snapshot_t *sum = &self->scratch.queue_wait, *part = &self->diff;
-    memset (sum, 0, sizeof *sum);
-    uint64_t handled = fh_hub_handled (self->hub, part);
-    fh_histogram_add (sum, part);
-    for (size_t i = 0; i < self->consumer_count; i++) {
-        handled += fh_consumer_handled (fh_hub_consumer (self->hub, i), part);
-        fh_histogram_add (sum, part);
-    }
+    fh_histogram_snapshot_t *sum = &self->scratch.queue_wait;
+    uint64_t handled = fh_hub_handled (self->hub, sum);
     fh_metrics_set_int (&snapshot->hub, FH_M_HANDLED, (int64_t) handled);
     fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum, NULL);
     snapshot->has_handled = snapshot->has_end_to_end = true;

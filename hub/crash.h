@@ -1,0 +1,25 @@
+/*  crash - what a plugin that kills the process leaves behind.
+
+    A plugin runs inside the hub's process: a fatal signal in consume
+    (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) ends the hub. The handler
+    writes one line, async-signal-safe, naming the consumer and the plugin
+    that were inside consume on the faulting thread, then re-raises the
+    signal with its default action, so the exit status and the core dump
+    are the signal's. A plugin that calls exit(N) inside consume ends the
+    process with status N and a log line, before CZMQ's exit handler can
+    abort on the sockets other threads still hold. What it costs: the
+    process (systemd restarts it); what was queued for spilling consumers
+    is in their spool and consumed again after the restart.
+*/
+#ifndef FH_CRASH_H_INCLUDED
+#define FH_CRASH_H_INCLUDED
+
+/* Main thread, once, before any plugin runs: the signal handlers, and an
+   exit handler that runs before CZMQ's (it initialises CZMQ first). */
+void fh_crash_install (void);
+/* Consumer threads, around each consume call. The strings must live as
+   long as the thread may call consume. */
+void fh_crash_enter (const char *consumer, const char *plugin);
+void fh_crash_leave (void);
+
+#endif

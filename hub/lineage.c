@@ -1,0 +1,361 @@
+/*  lineage - one named consumer over the hub's life. See lineage.h. */
+#include "lineage.h"
+
+#include "log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    fh_consumer_t *consumer;
+    fh_stage_t stage;
+    bool state_open;
+    const fh_config_t *config; /* it was made from (its index is into that) */
+    fh_lineage_tag_t tag;
+} s_instance_t;
+
+struct fh_lineage {
+    char *name;
+    s_instance_t *instances; /* oldest first */
+    size_t count, room;
+    bool removed;
+    bool closed; /* the newest gets no more: shutdown, or removed */
+    void (*release) (fh_lineage_tag_t);
+    /* The figures of the instances that are gone. */
+    fh_consumer_counts_t gone;
+    uint64_t gone_handled;
+    fh_histogram_snapshot_t *gone_queue_wait, *gone_processing, *gone_end_to_end;
+    fh_histogram_snapshot_t *scratch;
+};
+
+fh_lineage_t *
+fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, fh_lineage_tag_t tag,
+                void (*release) (fh_lineage_tag_t))
+{
+    fh_lineage_t *self = calloc (1, sizeof *self);
+    if (self) {
+        self->name = strdup (fh_consumer_name (first));
+        self->instances = calloc (2, sizeof *self->instances);
+        self->room = 2;
+        self->release = release;
+        self->gone_queue_wait = calloc (1, sizeof *self->gone_queue_wait);
+        self->gone_processing = calloc (1, sizeof *self->gone_processing);
+        self->gone_end_to_end = calloc (1, sizeof *self->gone_end_to_end);
+        self->scratch = malloc (sizeof *self->scratch);
+    }
+    if (!self || !self->name || !self->instances || !self->gone_queue_wait
+        || !self->gone_processing || !self->gone_end_to_end || !self->scratch) {
+        fh_lineage_destroy (&self);
+        fh_consumer_destroy (&first);
+        if (release)
+            release (tag);
+        return NULL;
+    }
+    self->instances[0] = (s_instance_t){first, FH_STAGE_WAITING, false, config, tag};
+    self->count = 1;
+    return self;
+}
+
+static void
+s_destroy_instance (fh_lineage_t *self, s_instance_t *instance)
+{
+    fh_consumer_destroy (&instance->consumer);
+    if (self->release)
+        self->release (instance->tag);
+}
+
+void
+fh_lineage_destroy (fh_lineage_t **self_p)
+{
+    fh_lineage_t *self = *self_p;
+    if (!self)
+        return;
+    for (size_t i = 0; i < self->count; i++)
+        s_destroy_instance (self, &self->instances[i]);
+    free (self->instances);
+    free (self->name);
+    free (self->gone_queue_wait);
+    free (self->gone_processing);
+    free (self->gone_end_to_end);
+    free (self->scratch);
+    free (self);
+    *self_p = NULL;
+}
+
+const char *
+fh_lineage_name (const fh_lineage_t *self)
+{
+    return self->name;
+}
+
+fh_consumer_t *
+fh_lineage_current (fh_lineage_t *self)
+{
+    return self->count ? self->instances[self->count - 1].consumer : NULL;
+}
+
+fh_stage_t
+fh_lineage_stage (fh_lineage_t *self)
+{
+    return self->count ? self->instances[0].stage : FH_STAGE_STOPPED;
+}
+
+size_t
+fh_lineage_instances (const fh_lineage_t *self)
+{
+    return self->count;
+}
+
+int
+fh_lineage_open_state (fh_lineage_t *self, char *err, size_t errlen)
+{
+    s_instance_t *oldest = &self->instances[0];
+    if (!self->count || oldest->state_open)
+        return 0;
+    if (fh_consumer_open_state (oldest->consumer, oldest->config, err, errlen) != 0)
+        return -1;
+    oldest->state_open = true;
+    return 0;
+}
+
+int
+fh_lineage_start (fh_lineage_t *self, char *err, size_t errlen)
+{
+    if (!self->count || self->instances[0].stage != FH_STAGE_WAITING)
+        return 0;
+    s_instance_t *oldest = &self->instances[0];
+    if (fh_lineage_open_state (self, err, errlen) != 0
+        || fh_consumer_start (oldest->consumer, err, errlen) != 0) {
+        /* Nothing of it runs: it is gone, and the next may try. */
+        oldest->stage = FH_STAGE_STOPPED;
+        return -1;
+    }
+    /* One that was replaced or closed while it waited drains at once. */
+    oldest->stage = self->count > 1 || self->closed ? FH_STAGE_DRAINING : FH_STAGE_RUNNING;
+    return 0;
+}
+
+int
+fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *config,
+                    fh_lineage_tag_t tag)
+{
+    if (self->count == self->room) {
+        s_instance_t *grown = realloc (self->instances, self->room * 2 * sizeof *grown);
+        if (!grown)
+            return -1;
+        self->instances = grown;
+        self->room *= 2;
+    }
+    s_instance_t *newest = &self->instances[self->count - 1];
+    fh_consumer_retire (newest->consumer);
+    if (newest->stage == FH_STAGE_RUNNING)
+        newest->stage = FH_STAGE_DRAINING;
+    self->instances[self->count++] = (s_instance_t){next, FH_STAGE_WAITING, false, config, tag};
+    return 0;
+}
+
+void
+fh_lineage_remove (fh_lineage_t *self)
+{
+    self->removed = true;
+    fh_lineage_close (self);
+}
+
+bool
+fh_lineage_removed (const fh_lineage_t *self)
+{
+    return self->removed;
+}
+
+void
+fh_lineage_close (fh_lineage_t *self)
+{
+    if (!self->count)
+        return;
+    s_instance_t *newest = &self->instances[self->count - 1];
+    self->closed = true;
+    fh_consumer_close (newest->consumer);
+    if (newest->stage == FH_STAGE_RUNNING)
+        newest->stage = FH_STAGE_DRAINING;
+}
+
+/* Adds what a stopped instance did to the figures of the gone. */
+static void
+s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
+{
+    fh_consumer_counts_t c;
+    fh_consumer_counts (consumer, &c);
+    fh_consumer_counts_t *g = &self->gone;
+    g->enqueued += c.enqueued;
+    g->dropped += c.dropped;
+    g->dequeued += c.dequeued;
+    g->completed += c.completed;
+    g->failed += c.failed;
+    g->retried += c.retried;
+    g->dead_lettered += c.dead_lettered;
+    g->coalesced += c.coalesced;
+    g->key_fallback += c.key_fallback;
+    g->evicted += c.evicted;
+    g->spilled += c.spilled;
+    g->spool_corrupt += c.spool_corrupt;
+    if (c.backlog_max > g->backlog_max)
+        g->backlog_max = c.backlog_max;
+    if (c.key_backlog_max > g->key_backlog_max)
+        g->key_backlog_max = c.key_backlog_max;
+    fh_consumer_latency (consumer, self->scratch, NULL);
+    fh_histogram_add (self->gone_queue_wait, self->scratch);
+    fh_consumer_latency (consumer, NULL, self->scratch);
+    fh_histogram_add (self->gone_processing, self->scratch);
+    self->gone_handled += fh_consumer_handled (consumer, self->scratch);
+    fh_histogram_add (self->gone_end_to_end, self->scratch);
+}
+
+size_t
+fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
+{
+    while (self->count) {
+        s_instance_t *oldest = &self->instances[0];
+        if (oldest->stage == FH_STAGE_WAITING) {
+            char err[1024];
+            pthread_mutex_lock (lock);
+            int rc = fh_lineage_start (self, err, sizeof err);
+            pthread_mutex_unlock (lock);
+            if (rc != 0)
+                fh_error ("consumer '%s': an instance cannot start: %s; the messages it "
+                          "holds are released", self->name, err);
+            else {
+                fh_info ("consumer '%s': the new instance runs", self->name);
+                break;
+            }
+        }
+        if (self->count == 1 && !self->removed)
+            break; /* the current instance: the enqueuer routes to it; the hub destroys it */
+        if (oldest->stage != FH_STAGE_STOPPED && !fh_consumer_done (oldest->consumer))
+            break;
+        /* Gone: its figures stay, it leaves the line under the lock (the
+           readers see it or its figures, never neither), fini outside. */
+        s_instance_t gone = *oldest;
+        pthread_mutex_lock (lock);
+        s_fold (self, gone.consumer);
+        memmove (&self->instances[0], &self->instances[1],
+                 (self->count - 1) * sizeof *self->instances);
+        self->count--;
+        pthread_mutex_unlock (lock);
+        fh_info ("consumer '%s': %s instance is done", self->name,
+                 self->count ? "the old" : "the removed");
+        s_destroy_instance (self, &gone);
+    }
+    return self->count;
+}
+
+bool
+fh_lineage_done (fh_lineage_t *self)
+{
+    for (size_t i = 0; i < self->count; i++) {
+        s_instance_t *instance = &self->instances[i];
+        if (instance->stage == FH_STAGE_WAITING)
+            return false;
+        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
+            return false;
+    }
+    return true;
+}
+
+void
+fh_lineage_abandon (fh_lineage_t *self, const char *why)
+{
+    for (size_t i = 0; i < self->count; i++) {
+        s_instance_t *instance = &self->instances[i];
+        if (instance->stage == FH_STAGE_WAITING) {
+            fh_consumer_counts_t c;
+            fh_consumer_counts (instance->consumer, &c);
+            if (c.backlog)
+                fh_error ("consumer '%s': a new instance never started (%s): %llu messages "
+                          "unconsumed", self->name, why, (unsigned long long) c.backlog);
+            continue;
+        }
+        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
+            fh_error ("consumer '%s': still busy: %s", self->name, why);
+        fh_consumer_abandon (instance->consumer); /* ended ones are not joined either */
+    }
+}
+
+void
+fh_lineage_each_started (fh_lineage_t *self, void (*fn) (fh_consumer_t *, int64_t),
+                         int64_t now_ns)
+{
+    for (size_t i = 0; i < self->count; i++)
+        if (self->instances[i].stage == FH_STAGE_RUNNING
+            || self->instances[i].stage == FH_STAGE_DRAINING)
+            fn (self->instances[i].consumer, now_ns);
+}
+
+void
+fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
+{
+    *out = self->gone;
+    for (size_t i = 0; i < self->count; i++) {
+        fh_consumer_counts_t c;
+        fh_consumer_counts (self->instances[i].consumer, &c);
+        out->enqueued += c.enqueued;
+        out->dropped += c.dropped;
+        out->dequeued += c.dequeued;
+        out->completed += c.completed;
+        out->failed += c.failed;
+        out->retried += c.retried;
+        out->dead_lettered += c.dead_lettered;
+        out->in_flight += c.in_flight;
+        out->backlog += c.backlog;
+        out->stuck += c.stuck;
+        out->coalesced += c.coalesced;
+        out->key_fallback += c.key_fallback;
+        out->keys_active += c.keys_active;
+        out->evicted += c.evicted;
+        out->spilled += c.spilled;
+        out->spool_bytes += c.spool_bytes;
+        out->spool_corrupt += c.spool_corrupt;
+        if (c.key_backlog_max > out->key_backlog_max)
+            out->key_backlog_max = c.key_backlog_max;
+        if (c.backlog_max > out->backlog_max)
+            out->backlog_max = c.backlog_max;
+        out->capacity = c.capacity;
+        out->workers = c.workers;
+    }
+    if (out->backlog > out->backlog_max)
+        out->backlog_max = out->backlog;
+}
+
+void
+fh_lineage_latency (fh_lineage_t *self, fh_histogram_snapshot_t *queue_wait,
+                    fh_histogram_snapshot_t *processing)
+{
+    if (queue_wait)
+        *queue_wait = *self->gone_queue_wait;
+    if (processing)
+        *processing = *self->gone_processing;
+    for (size_t i = 0; i < self->count; i++) {
+        if (queue_wait) {
+            fh_consumer_latency (self->instances[i].consumer, self->scratch, NULL);
+            fh_histogram_add (queue_wait, self->scratch);
+        }
+        if (processing) {
+            fh_consumer_latency (self->instances[i].consumer, NULL, self->scratch);
+            fh_histogram_add (processing, self->scratch);
+        }
+    }
+}
+
+uint64_t
+fh_lineage_handled (fh_lineage_t *self, fh_histogram_snapshot_t *end_to_end)
+{
+    uint64_t handled = self->gone_handled;
+    if (end_to_end)
+        *end_to_end = *self->gone_end_to_end;
+    for (size_t i = 0; i < self->count; i++) {
+        handled += fh_consumer_handled (self->instances[i].consumer,
+                                        end_to_end ? self->scratch : NULL);
+        if (end_to_end)
+            fh_histogram_add (end_to_end, self->scratch);
+    }
+    return handled;
+}

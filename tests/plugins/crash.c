@@ -1,0 +1,136 @@
+/*  crash - a test consumer that dies inside consume, on purpose.
+
+    Options:
+        how      none (default), segv, abort or exit: what the call after
+                 `after` messages does (none: answers FANHUB_OK forever)
+        after    integer >= 0, default 0: messages answered OK first
+        code     integer 0..255, default 7: the status of exit
+        ballast  anything: ignored (a test's large option)
+
+    The count is atomic, so the plugin is thread-safe.
+*/
+#include <fanhub/consumer.h>
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { HOW_NONE, HOW_SEGV, HOW_ABORT, HOW_EXIT } how_t;
+
+typedef struct {
+    how_t how;
+    long after;
+    int code;
+    atomic_long seen;
+} crash_state_t;
+
+static int
+s_number (const fanhub_host_t *host, const fanhub_option_t *node, long max, long *out,
+          char *err, size_t errlen, const char *key)
+{
+    const char *text = host->option_scalar (node);
+    char *end = NULL;
+    long value = text ? strtol (text, &end, 10) : -1;
+    if (!text || !*text || *end || value < 0 || value > max) {
+        snprintf (err, errlen, "options.%s: expected an integer from 0 to %ld (%s)", key, max,
+                  host->option_where (node));
+        return -1;
+    }
+    *out = value;
+    return 0;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+        void **state, char *err, size_t errlen)
+{
+    (void) ctx;
+    crash_state_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "crash: out of memory");
+        return -1;
+    }
+    self->code = 7;
+    size_t count = options ? host->option_count (options) : 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *key = NULL;
+        const fanhub_option_t *node = host->option_at (options, i, &key);
+        const char *text = host->option_scalar (node);
+        long number = 0;
+        int rc = 0;
+        if (key && strcmp (key, "how") == 0) {
+            static const char *const words[] = {"none", "segv", "abort", "exit"};
+            rc = -1;
+            for (int w = 0; w < 4; w++)
+                if (text && strcmp (text, words[w]) == 0) {
+                    self->how = (how_t) w;
+                    rc = 0;
+                }
+            if (rc)
+                snprintf (err, errlen, "options.how: expected none, segv, abort or exit (%s)",
+                          host->option_where (node));
+        }
+        else if (key && strcmp (key, "after") == 0)
+            rc = s_number (host, node, 1000000000, &self->after, err, errlen, key);
+        else if (key && strcmp (key, "code") == 0) {
+            rc = s_number (host, node, 255, &number, err, errlen, key);
+            self->code = (int) number;
+        }
+        else if (!key || strcmp (key, "ballast") != 0) {
+            snprintf (err, errlen, "options.%s: unknown option; crash takes how, after, code "
+                      "and ballast (%s)", key ? key : "?", host->option_where (node));
+            rc = -1;
+        }
+        if (rc) {
+            free (self);
+            return -1;
+        }
+    }
+    *state = self;
+    return 0;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    (void) msg;
+    crash_state_t *self = (crash_state_t *) state;
+    if (atomic_fetch_add (&self->seen, 1) < self->after)
+        return FANHUB_OK;
+    switch (self->how) {
+    case HOW_SEGV:
+        raise (SIGSEGV); /* as a wild pointer would, without UB in the test */
+        break;
+    case HOW_ABORT:
+        abort ();
+    case HOW_EXIT:
+        exit (self->code);
+    case HOW_NONE:
+        break;
+    }
+    return FANHUB_OK;
+}
+
+static void
+s_fini (void *state)
+{
+    free (state);
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "crash",
+    .version = "1.0",
+    .flags = FANHUB_CONSUMER_THREAD_SAFE,
+    .init = s_init,
+    .consume = s_consume,
+    .fini = s_fini,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}
