@@ -200,8 +200,8 @@ def test_bad_options():
         ("postgres: 'host'", r"options\.postgres: not a valid conninfo: missing \"=\" after "
                              r"\"host\" in connection info string \(%s:8:\d+\)"),
         ("sqlite: /nonexistent/dir/a.db",
-         r"options\.sqlite: /nonexistent/dir/a\.db: cannot open: unable to open database "
-         r"file \(%s:8:\d+\)"),
+         r"options\.sqlite: /nonexistent/dir/a\.db: cannot open: No such file or directory "
+         r"\(directory /nonexistent/dir\) \(%s:8:\d+\)"),
     ]
     for n, (options, pattern) in enumerate(cases):
         path = wd.write("bad%d.yaml" % n,
