@@ -10,7 +10,6 @@
 #include "commands.h"
 #include "plugin.h"
 
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,53 +21,50 @@ s_note (void *arg, const char *line)
     fprintf (stderr, "fanhub check: note: %s\n", line);
 }
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub check [-c FILE] [--plugin-dir DIR]\n"
-             "\n"
-             "Validates a configuration file, loads every consumer's plugin and has\n"
-             "it check the consumer's options, and looks at the state directory:\n"
-             "what would stop 'fanhub run' is reported, without side effects (no\n"
-             "socket bound, no file or directory created, no lock taken). Notes\n"
-             "(a directory run would create, a spool a running hub holds) go to\n"
-             "stderr. Without -c, checks the built-in default configuration.\n"
-             "\n"
-             "  -c, --config FILE     the YAML configuration to check\n"
-             "      --plugin-dir DIR  where plugins named without a '/' are found\n"
-             "                        (default: $FANHUB_PLUGIN_DIR, else the\n"
-             "                        installed plugin directory)\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL).\n");
-}
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "the YAML configuration to check"},
+    {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
+     "where plugins named without a '/' are found\n"
+     "(default: $FANHUB_PLUGIN_DIR, else the\n"
+     "installed plugin directory)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "check",
+    "[-c FILE] [--plugin-dir DIR]",
+    "Validates a configuration file, loads every consumer's plugin and has\n"
+    "it check the consumer's options, and looks at the state directory:\n"
+    "what would stop 'fanhub run' is reported, without side effects (no\n"
+    "socket bound, no file or directory created, no lock taken). Notes\n"
+    "(a directory run would create, a spool a running hub holds) go to\n"
+    "stderr. Without -c, checks the built-in default configuration.",
+    s_options,
+    "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL).",
+};
 
 int
 fh_cmd_check (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *plugin_dir = NULL;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'P': plugin_dir = optarg; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default:
-            fprintf (stderr, "try 'fanhub check --help'\n");
-            return FH_EXIT_USAGE;
+        case 'c': path = arg; break;
+        case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         }
     }
-    if (optind < argc) {
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
         fprintf (stderr, "fanhub check: unexpected argument '%s'; try 'fanhub check --help'\n",
-                 argv[optind]);
+                 argv[cli.next]);
         return FH_EXIT_USAGE;
     }
     char err[2048];
