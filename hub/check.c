@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+static void s_note (fh_check_note_fn *note, void *arg, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
 static void
 s_note (fh_check_note_fn *note, void *arg, const char *fmt, ...)
 {
