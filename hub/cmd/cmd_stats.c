@@ -62,7 +62,7 @@ static const fh_cli_command_t s_command = {
     "--input SNAPSHOT.json [-f FORMAT]",
     "Asks a running hub for its figures through its control socket: per\n"
     "consumer backlog, counters and latency percentiles, and hub-wide\n"
-    "counters. Field names and definitions: README.md, Metrics.",
+    "counters. Field names and definitions: docs/metrics.md.",
     s_options,
     "Exit status: 0 ok, 1 the hub did not answer or answered an error,\n"
     "2 bad usage or configuration.",
