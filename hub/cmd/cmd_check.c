@@ -63,9 +63,8 @@ fh_cmd_check (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        fprintf (stderr, "fanhub check: unexpected argument '%s'; try 'fanhub check --help'\n",
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
                  argv[cli.next]);
-        return FH_EXIT_USAGE;
     }
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);

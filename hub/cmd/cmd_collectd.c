@@ -201,14 +201,10 @@ fh_cmd_collectd (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        fprintf (stderr, "fanhub collectd: unexpected argument '%s'; try 'fanhub collectd "
-                 "--help'\n", argv[cli.next]);
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     if (path && endpoint) {
-        fprintf (stderr, "fanhub collectd: give -c or -e, not both; try 'fanhub collectd "
-                 "--help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "give -c or -e, not both");
     }
     double interval = interval_text ? s_parse_interval (interval_text) : S_DEFAULT_INTERVAL;
     if (interval < 0) {

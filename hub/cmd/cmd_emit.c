@@ -98,8 +98,7 @@ fh_cmd_emit (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next >= argc || argc - cli.next > 2) {
-        fprintf (stderr, "fanhub emit: expected TOPIC [BODY | -]; try 'fanhub emit --help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
     }
     if (path && endpoint) {
         fprintf (stderr, "fanhub emit: give -c or -e, not both\n");

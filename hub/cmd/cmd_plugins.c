@@ -269,9 +269,8 @@ fh_cmd_plugins (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        fprintf (stderr, "fanhub plugins: unexpected argument '%s'; try 'fanhub plugins --help'\n",
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
                  argv[cli.next]);
-        return FH_EXIT_USAGE;
     }
     const char *dir = fh_plugin_dir (plugin_dir);
     s_entry_t *entries = NULL;

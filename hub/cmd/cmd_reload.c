@@ -47,8 +47,7 @@ fh_cmd_reload (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc || (path && endpoint)) {
-        fprintf (stderr, "fanhub reload: give -c FILE or -e ENDPOINT; try 'fanhub reload --help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "give -c FILE or -e ENDPOINT");
     }
     char err[2048];
     fh_config_t *config = NULL;

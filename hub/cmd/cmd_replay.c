@@ -468,14 +468,11 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        fprintf (stderr, "fanhub replay: unexpected argument '%s'; try 'fanhub replay --help'\n",
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
                  argv[cli.next]);
-        return FH_EXIT_USAGE;
     }
     if (!args->plugin || !*args->plugin) {
-        fprintf (stderr, "fanhub replay: --plugin NAME|PATH is required; try 'fanhub replay "
-                 "--help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "--plugin NAME|PATH is required");
     }
     if (!s_name_valid (args->name)) {
         fprintf (stderr, "fanhub replay: --name: expected a name of 1 to %d characters from "

@@ -165,9 +165,8 @@ fh_cmd_stats (int argc, char **argv)
             else if (strcmp (arg, "table") == 0)
                 format = FORMAT_TABLE;
             else {
-                fprintf (stderr, "fanhub stats: unknown format '%s' (json, collectd, "
-                         "prometheus, table); try 'fanhub stats --help'\n", arg);
-                return FH_EXIT_USAGE;
+                return fh_cli_usage_error (&s_command, "unknown format '%s' (json, collectd, "
+                                           "prometheus, table)", arg);
             }
             break;
         case 't': {
@@ -186,14 +185,11 @@ fh_cmd_stats (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        fprintf (stderr, "fanhub stats: unexpected argument '%s'; try 'fanhub stats --help'\n",
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
                  argv[cli.next]);
-        return FH_EXIT_USAGE;
     }
     if ((path && endpoint) || (input && (path || endpoint || watch))) {
-        fprintf (stderr, "fanhub stats: give one of -c, -e or --input (and --watch only "
-                 "with a hub); try 'fanhub stats --help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "give one of -c, -e or --input (and --watch only with a hub)");
     }
     if (watch && !format_given)
         format = FORMAT_TABLE;
