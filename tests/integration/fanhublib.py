@@ -58,10 +58,11 @@ def check_sanitizers(text, who):
             raise AssertionError("%s: sanitizer report:\n%s" % (who, text[-6000:]))
 
 
-def run(args, stdin=None, timeout=DEADLINE):
-    """Runs `fanhub ARGS...` to completion; returns (status, stdout, stderr)."""
+def run(args, stdin=None, timeout=DEADLINE, cwd=None):
+    """Runs `fanhub ARGS...` (in cwd) to completion; returns (status,
+    stdout, stderr)."""
     proc = subprocess.run([BIN] + args, input=stdin, capture_output=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
     out = proc.stdout.decode(errors="replace")
     err = proc.stderr.decode(errors="replace")
     check_sanitizers(err, "fanhub " + " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args))
