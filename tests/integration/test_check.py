@@ -148,8 +148,12 @@ consumers:
 def test_what_run_would_refuse_is_still_reported():
     wd = fh.Workdir()
     wd.write("plain-file", "not a directory\n")
+    os.makedirs(wd.file("state/a"))
+    wd.write("state/a/dead-letter", "a file where the dead-letter store would be\n")
     bus = "bus:\n  connect: tcp://127.0.0.1:%d\n" % fh.free_port()
     cases = [
+        ("state_dir: %s\nconsumers:\n  - {name: a, plugin: \"null\"}\n" % wd.file("state"),
+         "consumer 'a': dead-letter store: %s is not a directory" % wd.file("state/a/dead-letter")),
         ("state_dir: %s\nconsumers:\n  - {name: a, plugin: \"null\"}\n" % wd.file("plain-file/x"),
          "consumer 'a': state_dir: cannot have %s/a: %s is not a directory"
          % (wd.file("plain-file/x"), wd.file("plain-file"))),

@@ -1,14 +1,19 @@
-"""The repository stands on its own, and its build tree is stable.
+"""The repository stands on its own, its scripts explain themselves, and
+its build tree is stable.
 
 - No file of the project refers to anything beside the repository (the
   sibling `shared` folder the project grew up next to): a fresh clone has
   only itself.
+- `scripts/test`, `scripts/demo` and `scripts/bench` with --help print
+  their usage and exit 0, doing nothing else: cmake, apt-get, dpkg-query
+  and sudo are stubs that note being called, and none is.
 - Configuring a build tree a second time with the same arguments changes
   no compile or link flag, so nothing is rebuilt (Debian's libzmq and
   libczmq .pc files carry `-isystem` flags that CMake placed differently on
   the first configure than on later ones; cmake/pkg_normalise.cmake).
 """
 import os
+import re
 import subprocess
 
 import fanhublib as fh
@@ -40,6 +45,29 @@ def test_nothing_refers_outside_the_repository():
     for must in ("scripts/bench", "scripts/demo", "scripts/test", "tests/CMakeLists.txt"):
         assert os.path.exists(os.path.join(fh.SOURCE_DIR, must)), must
     assert not offenders, "files referring to %s: %s" % (OUTSIDE, offenders)
+
+
+def test_scripts_help_does_nothing_else():
+    wd = fh.Workdir()
+    stubs = wd.file("stubs")
+    os.mkdir(stubs)
+    called = wd.file("called")
+    for tool in ("cmake", "ctest", "apt-get", "dpkg-query", "sudo", "make", "gcc", "clang"):
+        path = os.path.join(stubs, tool)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\necho %s >> %s\nexit 1\n" % (tool, called))
+        os.chmod(path, 0o755)
+    env = dict(os.environ, PATH=stubs + ":/usr/bin:/bin")
+    for script in ("test", "demo", "bench"):
+        for flag in ("--help", "-h"):
+            proc = subprocess.run([os.path.join(fh.SOURCE_DIR, "scripts", script), flag],
+                                  capture_output=True, env=env, timeout=fh.DEADLINE)
+            out = proc.stdout.decode()
+            assert proc.returncode == 0, (script, flag, proc.returncode, proc.stderr)
+            assert re.search(r"^(usage: |Usage: )?scripts/%s" % script, out, re.M | re.I), \
+                (script, out)
+            assert not os.path.exists(called), (script, flag, open(called).read())
+    wd.cleanup()
 
 
 def flags_of(build):
@@ -78,4 +106,5 @@ def test_reconfiguring_changes_no_flag():
 
 
 if __name__ == "__main__":
-    fh.main([test_nothing_refers_outside_the_repository, test_reconfiguring_changes_no_flag])
+    fh.main([test_nothing_refers_outside_the_repository, test_scripts_help_does_nothing_else,
+             test_reconfiguring_changes_no_flag])
