@@ -33,18 +33,23 @@ s_by_id (const fh_cli_command_t *command, int id)
     return NULL;
 }
 
-/* How the option that getopt refused was typed: "--name" (without any
-   "=value") or "-x". */
+/* The name of the option getopt refused, as typed: "--name" (without any
+   "=value") or "-x". optopt is 0 for an unknown long option, the letter
+   of an unknown short one, and the id of a known option otherwise (a
+   value missing, or given to a flag). */
 static void
-s_typed (const fh_cli_t *cli, char *out, size_t size)
+s_refused (const fh_cli_t *cli, char *out, size_t size)
 {
     const char *token = optind > 0 && optind <= cli->argc ? cli->argv[optind - 1] : "";
-    if (optopt > 0 && optopt < FH_CLI_LONG_ONLY && strncmp (token, "--", 2) != 0) {
-        snprintf (out, size, "-%c", optopt);
+    const fh_cli_option_t *known = optopt ? s_by_id (cli->command, optopt) : NULL;
+    if (optopt == FH_CLI_HELP || optopt == FH_CLI_VERSION)
+        known = optopt == FH_CLI_HELP ? &s_help : &s_version;
+    if (!optopt || (known && strncmp (token, "--", 2) == 0)) {
+        snprintf (out, size, "%.*s", (int) strcspn (token, "="), token);
         return;
     }
-    size_t len = strcspn (token, "=");
-    snprintf (out, size, "%.*s", (int) len, token);
+    /* A short option; in a cluster such as "-qZ" the token is no help. */
+    snprintf (out, size, "-%c", optopt);
 }
 
 int
@@ -90,15 +95,13 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         cli->status = FH_EXIT_OK;
         return -1;
     case ':':
-        s_typed (cli, typed, sizeof typed);
+        s_refused (cli, typed, sizeof typed);
         cli->status = fh_cli_usage_error (command, "option '%s' needs a value", typed);
         return -1;
     case '?':
-        s_typed (cli, typed, sizeof typed);
+        s_refused (cli, typed, sizeof typed);
         /* A known long flag given "=value" comes here with its id. */
-        if (optopt && (s_by_id (command, optopt) || optopt == FH_CLI_HELP
-                       || optopt == FH_CLI_VERSION)
-            && strncmp (typed, "--", 2) == 0)
+        if (optopt && strncmp (typed, "--", 2) == 0)
             cli->status = fh_cli_usage_error (command, "option '%s' takes no value", typed);
         else
             cli->status = fh_cli_usage_error (command, "unknown option '%s'", typed);

@@ -53,6 +53,11 @@ def test_unknown_options():
         expect_usage_error([command, "--bogus"], command, "unknown option '--bogus'")
         expect_usage_error(lead + ["--bogus=1"], command, "unknown option '--bogus'")
         expect_usage_error(lead + ["-Z"], command, "unknown option '-Z'")
+    # In a cluster of short options, wherever it stands.
+    for cluster in ("-vZ", "-Zv"):
+        expect_usage_error(["run", "-q", cluster], "run", "unknown option '-Z'")
+        expect_usage_error(["run", "--quiet", cluster], "run", "unknown option '-Z'")
+    expect_usage_error(["run", "-vc"], "run", "option '-c' needs a value")
 
 
 def test_missing_values_and_flags_with_values():
