@@ -101,13 +101,13 @@ fh_check_flock_holder (const char *path)
     while (!holder && fgets (line, sizeof line, locks)) {
         char kind[16], mode[16], access[16];
         long pid;
-        unsigned major, minor;
+        unsigned dev_major, dev_minor;
         uintmax_t inode;
         if (sscanf (line, "%*[^:]: %15s %15s %15s %ld %x:%x:%ju", kind, mode, access, &pid,
-                    &major, &minor, &inode)
+                    &dev_major, &dev_minor, &inode)
                 == 7
-            && strcmp (kind, "FLOCK") == 0 && major == major (st.st_dev)
-            && minor == minor (st.st_dev) && inode == (uintmax_t) st.st_ino)
+            && strcmp (kind, "FLOCK") == 0 && dev_major == major (st.st_dev)
+            && dev_minor == minor (st.st_dev) && inode == (uintmax_t) st.st_ino)
             holder = pid;
     }
     fclose (locks);
