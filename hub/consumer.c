@@ -116,6 +116,21 @@ struct fh_consumer {
     fh_handled_t dispatcher_handled;
 };
 
+int
+fh_consumer_fits_plugin (const fh_consumer_config_t *config,
+                         const fanhub_consumer_desc_t *desc, char *err, size_t errlen)
+{
+    size_t workers = config->workers ? config->workers : 1;
+    if (workers > 1 && !(desc->flags & FANHUB_CONSUMER_THREAD_SAFE)) {
+        snprintf (err, errlen,
+                  "%s: consumer '%s': workers: %zu, but plugin '%s' does not declare "
+                  "itself thread-safe (FANHUB_CONSUMER_THREAD_SAFE); use workers: 1",
+                  config->where, config->name, workers, config->plugin);
+        return -1;
+    }
+    return 0;
+}
+
 fh_consumer_t *
 fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
                  char *err, size_t errlen)
@@ -194,11 +209,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         return NULL;
     }
     self->desc = fh_plugin_desc (self->plugin);
-    if (self->worker_count > 1 && !(self->desc->flags & FANHUB_CONSUMER_THREAD_SAFE)) {
-        snprintf (err, errlen,
-                  "%s: consumer '%s': workers: %zu, but plugin '%s' does not declare "
-                  "itself thread-safe (FANHUB_CONSUMER_THREAD_SAFE); use workers: 1",
-                  config->where, config->name, self->worker_count, config->plugin);
+    if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0) {
         fh_consumer_destroy (&self);
         return NULL;
     }

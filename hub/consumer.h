@@ -64,6 +64,11 @@ typedef struct {
    'log': options.path: /x: cannot open: No such file or directory". */
 fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config, size_t index,
                                 const char *plugin_dir, char *err, size_t errlen);
+/* What fh_consumer_new refuses of a consumer's settings once its plugin is
+   loaded (workers: N needs a thread-safe plugin): 0, or -1 with one line
+   in err naming the consumer. Acquires nothing; `fanhub check` uses it. */
+int fh_consumer_fits_plugin (const fh_consumer_config_t *config,
+                             const fanhub_consumer_desc_t *desc, char *err, size_t errlen);
 /* With a state_dir: opens the consumer's dead-letter store and spool
    (STATE_DIR/NAME); what the spool holds from the last run goes first.
    Before start. -1 with one line in err. */

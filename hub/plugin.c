@@ -127,6 +127,18 @@ fh_plugin_desc (const fh_plugin_t *self)
     return self->desc;
 }
 
+/* The descriptor up to and including check (ABI 1.1). */
+#define DESC_CHECK_SIZE (offsetof (fanhub_consumer_desc_t, check) + sizeof (void *))
+
+fh_plugin_check_fn
+fh_plugin_check (const fh_plugin_t *self)
+{
+    /* A 1.0 descriptor ends before check: reading it would read past it. */
+    if (self->desc->abi_minor < 1 || self->desc->size < DESC_CHECK_SIZE)
+        return NULL;
+    return self->desc->check;
+}
+
 const char *
 fh_plugin_path (const fh_plugin_t *self)
 {

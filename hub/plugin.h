@@ -27,6 +27,14 @@ void fh_plugin_destroy (fh_plugin_t **self_p);
 const fanhub_consumer_desc_t *fh_plugin_desc (const fh_plugin_t *self);
 const char *fh_plugin_path (const fh_plugin_t *self);
 
+/* The plugin's check callback (ABI 1.1), or NULL when it has none: a 1.0
+   plugin, whose descriptor is too short to hold one, or a 1.1 plugin that
+   left it out. */
+typedef int (*fh_plugin_check_fn) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                                   const fanhub_option_t *options, char *err,
+                                   size_t errlen);
+fh_plugin_check_fn fh_plugin_check (const fh_plugin_t *self);
+
 /* The plugin directory: `override` when given, else $FANHUB_PLUGIN_DIR,
    else ../lib/fanhub/plugins beside the running executable when that
    exists (the build tree and the install tree both look so), else the

@@ -513,6 +513,29 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     return 0;
 }
 
+/* init acquires nothing (no process runs before the first message), so
+   check is init's option reading, on a state thrown away at once. */
+static int
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+         const fanhub_option_t *options, char *err, size_t errlen)
+{
+    if (host->abi_major != FANHUB_ABI_MAJOR) {
+        snprintf (err, errlen, "exec: host ABI %u, plugin built for %u",
+                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+        return -1;
+    }
+    exec_state_t *self = (exec_state_t *) calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "exec: out of memory");
+        return -1;
+    }
+    self->host = host;
+    self->ctx = ctx;
+    int rc = s_read_options (self, options, err, errlen);
+    s_destroy (self);
+    return rc ? -1 : 0;
+}
+
 static void
 s_fini (void *state)
 {
@@ -1141,6 +1164,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .init = s_init,
     .consume = s_consume,
     .fini = s_fini,
+    .check = s_check,
 };
 
 FANHUB_EXPORT const fanhub_consumer_desc_t *

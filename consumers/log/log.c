@@ -31,10 +31,12 @@
 */
 #include <fanhub/consumer.h>
 
+#include "probe.h"
 #include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -437,10 +439,16 @@ s_kind_name (fanhub_option_kind_t kind)
     return "nothing";
 }
 
+/* The options, as init and check read them. */
+typedef struct {
+    const char *path;
+    const fanhub_option_t *path_node; /* NULL for the default */
+    long flush_ms;
+} log_options_t;
+
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_parse_options (const fanhub_host_t *host, const fanhub_option_t *options,
+                 log_options_t *out, char *err, size_t errlen)
 {
     if (host->abi_major != FANHUB_ABI_MAJOR) {
         snprintf (err, errlen, "log: host ABI %u, plugin built for %u",
@@ -504,6 +512,46 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
             return -1;
         }
     }
+    out->path = path;
+    out->path_node = path_node;
+    out->flush_ms = flush_ms;
+    return 0;
+}
+
+/* What init would find when it opens the file, found without opening it. */
+static int
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+         const fanhub_option_t *options, char *err, size_t errlen)
+{
+    log_options_t o;
+    if (s_parse_options (host, options, &o, err, errlen) != 0)
+        return -1;
+    if (strcmp (o.path, "-") == 0)
+        return 0;
+    bool exists;
+    char why[PATH_MAX + 128];
+    if (fh_probe_file (o.path, &exists, why, sizeof why) != 0) {
+        snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)", o.path,
+                  why, host->option_where (o.path_node));
+        return -1;
+    }
+    if (!exists)
+        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it",
+                   o.path);
+    return 0;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    log_options_t o;
+    if (s_parse_options (host, options, &o, err, errlen) != 0)
+        return -1;
+    const char *path = o.path;
+    const fanhub_option_t *path_node = o.path_node;
+    long flush_ms = o.flush_ms;
 
     log_state_t *self = (log_state_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -552,6 +600,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .consume = s_consume,
     .idle = s_idle,
     .fini = s_fini,
+    .check = s_check,
 };
 
 FANHUB_EXPORT const fanhub_consumer_desc_t *

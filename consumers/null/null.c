@@ -9,13 +9,12 @@
 
 #include <stdio.h>
 
+/* init and check alike: null acquires nothing. */
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+         const fanhub_option_t *options, char *err, size_t errlen)
 {
     (void) ctx;
-    (void) state;
     if (options && host->option_count (options) > 0) {
         const char *key = NULL;
         const fanhub_option_t *node = host->option_at (options, 0, &key);
@@ -25,6 +24,15 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return -1;
     }
     return 0;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    (void) state;
+    return s_check (host, ctx, options, err, errlen);
 }
 
 static fanhub_result_t
@@ -42,6 +50,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .check = s_check,
 };
 
 FANHUB_EXPORT const fanhub_consumer_desc_t *

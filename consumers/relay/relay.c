@@ -68,6 +68,7 @@
 
 #include "curve.h"
 #include "zap.h"
+#include "probe.h"
 
 #include <zmq.h>
 
@@ -595,6 +596,94 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
     return 0;
 }
 
+/* What zmq_bind or zmq_connect would refuse of an endpoint's spelling,
+   found without a socket: 0, or -1 with why. A tcp port must be a number
+   from 1 to 65535 (or * to bind any); an ipc path that run would bind
+   needs a writable directory. That the port is free is found only by
+   binding it, which check does not do. */
+static int
+s_check_endpoint (const char *endpoint, bool binding, char *why, size_t whylen)
+{
+    const char *sep = strstr (endpoint, "://");
+    if (!sep || sep == endpoint || !sep[3]) {
+        snprintf (why, whylen, "%s: expected TRANSPORT://ADDRESS, such as tcp://127.0.0.1:9941",
+                  strerror (EINVAL));
+        return -1;
+    }
+    size_t tlen = (size_t) (sep - endpoint);
+    const char *address = sep + 3;
+    static const char *const transports[] = {"tcp", "ipc", "inproc", "pgm", "epgm",
+                                             "tipc", "vmci", "ws", "wss", "udp"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++)
+        if (strlen (transports[i]) == tlen && strncmp (endpoint, transports[i], tlen) == 0)
+            known = true;
+    if (!known) {
+        snprintf (why, whylen, "%s: '%.*s'", strerror (EPROTONOSUPPORT), (int) tlen,
+                  endpoint);
+        return -1;
+    }
+    if (tlen == 3 && strncmp (endpoint, "tcp", 3) == 0) {
+        const char *colon = strrchr (address, ':');
+        if (!colon || colon == address) {
+            snprintf (why, whylen, "%s: expected HOST:PORT after tcp://", strerror (EINVAL));
+            return -1;
+        }
+        const char *port = colon + 1;
+        if (binding && strcmp (port, "*") == 0)
+            return 0;
+        size_t digits = strspn (port, "0123456789");
+        long number = digits && digits <= 5 && !port[digits] ? strtol (port, NULL, 10) : 0;
+        if (number < 1 || number > 65535) {
+            snprintf (why, whylen, "%s: port '%s': expected 1 to 65535%s",
+                      strerror (EINVAL), port, binding ? " or *" : "");
+            return -1;
+        }
+    }
+    if (binding && tlen == 3 && strncmp (endpoint, "ipc", 3) == 0 && address[0] != '@') {
+        bool exists;
+        char probe[PATH_MAX + 128];
+        if (fh_probe_file (address, &exists, probe, sizeof probe) != 0) {
+            snprintf (why, whylen, "%s", probe);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* init without the socket: the options and the endpoints' spelling. */
+static int
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+         const fanhub_option_t *options, char *err, size_t errlen)
+{
+    (void) ctx;
+    if (host->abi_major != FANHUB_ABI_MAJOR) {
+        snprintf (err, errlen, "relay: host ABI %u, plugin built for %u",
+                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+        return -1;
+    }
+    relay_options_t opt;
+    if (s_read_options (host, options, &opt, err, errlen))
+        return -1;
+    bool binding = strcmp (opt.endpoints_key, "bind") == 0;
+    size_t count = s_endpoint_count (host, opt.endpoints);
+    for (size_t i = 0; i < count; i++) {
+        const fanhub_option_t *node = s_endpoint_at (host, opt.endpoints, i);
+        const char *endpoint = host->option_scalar (node);
+        char why[PATH_MAX + 256];
+        if (s_check_endpoint (endpoint, binding, why, sizeof why) != 0) {
+            char index[32] = "";
+            if (host->option_kind (opt.endpoints) == FANHUB_OPTION_LIST)
+                snprintf (index, sizeof index, "[%zu]", i);
+            snprintf (err, errlen, "options.%s%s: %s: cannot %s: %s (%s)",
+                      opt.endpoints_key, index, endpoint,
+                      binding ? "bind" : "connect", why, host->option_where (node));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         const fanhub_option_t *options, void **state, char *err,
@@ -866,6 +955,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .init = s_init,
     .consume = s_consume,
     .fini = s_fini,
+    .check = s_check,
 };
 
 FANHUB_EXPORT const fanhub_consumer_desc_t *

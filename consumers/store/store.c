@@ -42,12 +42,14 @@
 */
 #include <fanhub/consumer.h>
 
+#include "probe.h"
 #include "store_db.h"
 #include "utf8.h"
 
 #include <jansson.h>
 
 #include <assert.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -693,10 +695,24 @@ s_read_password (const fanhub_host_t *host, const fanhub_option_t *node, const c
     return copy;
 }
 
+/* The options, as init and check read them. */
+typedef struct {
+    const store_backend_t *backend;
+    const char *target;
+    const fanhub_option_t *target_node;
+    const char *target_key;
+    const char *table;
+    long batch;
+    long batch_ms;
+    const fanhub_option_t *password_node; /* password_file or password_env */
+    const char *password_key;
+} store_options_t;
+
+/* Reads and checks the options, the database's name included (before
+   anything is opened). 0, or -1 with err. */
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_parse_options (const fanhub_host_t *host, const fanhub_option_t *options,
+                 store_options_t *out, char *err, size_t errlen)
 {
     if (host->abi_major != FANHUB_ABI_MAJOR) {
         snprintf (err, errlen, "store: host ABI %u, plugin built for %u",
@@ -801,6 +817,61 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                   host->option_where (target_node));
         return -1;
     }
+    *out = (store_options_t) {backend, target, target_node, target_key, table, batch,
+                              batch_ms, password_node, password_key};
+    return 0;
+}
+
+/* What init would refuse, found without opening the database: the options,
+   and for SQLite, whether the file could be opened or created. A
+   PostgreSQL server is not asked: one that cannot be reached is a passing
+   state for init too (the consumer retries). */
+static int
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+         const fanhub_option_t *options, char *err, size_t errlen)
+{
+    store_options_t o;
+    if (s_parse_options (host, options, &o, err, errlen))
+        return -1;
+    if (o.password_node) {
+        /* Read as init reads it, and forgotten at once. */
+        char *password = s_read_password (host, o.password_node, o.password_key, err, errlen);
+        if (!password)
+            return -1;
+        memset (password, 0, strlen (password));
+        free (password);
+    }
+    if (o.backend != &store_sqlite_backend)
+        return 0;
+    bool exists;
+    char why[PATH_MAX + 128];
+    if (fh_probe_file (o.target, &exists, why, sizeof why) != 0) {
+        snprintf (err, errlen, "options.%s: %s: cannot open: %s (%s)", o.target_key,
+                  o.target, why, host->option_where (o.target_node));
+        return -1;
+    }
+    if (!exists)
+        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it",
+                   o.target);
+    return 0;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+        const fanhub_option_t *options, void **state, char *err,
+        size_t errlen)
+{
+    store_options_t o;
+    if (s_parse_options (host, options, &o, err, errlen))
+        return -1;
+    const store_backend_t *backend = o.backend;
+    const char *target = o.target;
+    const fanhub_option_t *target_node = o.target_node;
+    const char *target_key = o.target_key;
+    const char *table = o.table;
+    long batch = o.batch;
+    long batch_ms = o.batch_ms;
+    char why[512];
 
     store_state_t *self = (store_state_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -830,8 +901,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
        be reached is a passing state, not a configuration error: the
        consumer starts and answers RETRY until it can connect. */
     bool retry_can_help = false;
-    if (password_node
-        && !(self->password = s_read_password (host, password_node, password_key, err,
+    if (o.password_node
+        && !(self->password = s_read_password (host, o.password_node, o.password_key, err,
                                                errlen))) {
         s_destroy (self);
         return -1;
@@ -864,6 +935,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .consume = s_consume,
     .idle = s_idle,
     .fini = s_fini,
+    .check = s_check,
 };
 
 FANHUB_EXPORT const fanhub_consumer_desc_t *

@@ -1,5 +1,206 @@
 /*  cli - what the subcommands share. See cli.h. */
 #include "cli.h"
+#include "commands.h"
+
+#include <assert.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <string.h>
+
+#define FH_CLI_MAX_OPTIONS 40
+#define FH_CLI_HELP (-2)    /* ids the layer answers itself */
+#define FH_CLI_VERSION (-3)
+#define FH_CLI_HELP_COLUMN 24 /* where the help text of an option starts */
+
+static const fh_cli_option_t s_help = {'h', "help", NULL, "this text"};
+static const fh_cli_option_t s_version = {FH_CLI_VERSION, "version", NULL,
+                                          "the version of fanhub and of its plugin ABI"};
+
+void
+fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv)
+{
+    *cli = (fh_cli_t) {.command = command, .argc = argc, .argv = argv, .next = 1};
+    optind = 0; /* 0, not 1: a full reset of getopt's state between commands */
+}
+
+static const fh_cli_option_t *
+s_by_id (const fh_cli_command_t *command, int id)
+{
+    for (const fh_cli_option_t *o = command->options; o && o->name; o++)
+        if (o->id == id)
+            return o;
+    return NULL;
+}
+
+/* The name of the option getopt refused, as typed: "--name" (without any
+   "=value") or "-x". optopt is 0 for an unknown long option, the letter
+   of an unknown short one, and the id of a known option otherwise (a
+   value missing, or given to a flag). */
+static void
+s_refused (const fh_cli_t *cli, char *out, size_t size)
+{
+    const char *token = optind > 0 && optind <= cli->argc ? cli->argv[optind - 1] : "";
+    const fh_cli_option_t *known = optopt ? s_by_id (cli->command, optopt) : NULL;
+    if (optopt == FH_CLI_HELP || optopt == FH_CLI_VERSION)
+        known = optopt == FH_CLI_HELP ? &s_help : &s_version;
+    if (!optopt || (known && strncmp (token, "--", 2) == 0)) {
+        snprintf (out, size, "%.*s", (int) strcspn (token, "="), token);
+        return;
+    }
+    /* A short option; in a cluster such as "-qZ" the token is no help. */
+    snprintf (out, size, "-%c", optopt);
+}
+
+int
+fh_cli_next (fh_cli_t *cli, const char **arg)
+{
+    const fh_cli_command_t *command = cli->command;
+    struct option longopts[FH_CLI_MAX_OPTIONS + 3];
+    char shortopts[2 * FH_CLI_MAX_OPTIONS + 8] = ":h"; /* ':': errors are ours */
+    size_t n = 0, s = strlen (shortopts);
+    for (const fh_cli_option_t *o = command->options; o && o->name; o++) {
+        if (o->id == FH_CLI_HEADING)
+            continue;
+        assert (n < FH_CLI_MAX_OPTIONS);
+        assert (o->id > 0 && o->id != 'h' && o->id != '?' && o->id != ':');
+        longopts[n++] = (struct option) {o->name, o->arg ? required_argument : no_argument,
+                                         NULL, o->id};
+        if (o->id < FH_CLI_LONG_ONLY) {
+            shortopts[s++] = (char) o->id;
+            if (o->arg)
+                shortopts[s++] = ':';
+        }
+    }
+    shortopts[s] = '\0';
+    longopts[n++] = (struct option) {"help", no_argument, NULL, FH_CLI_HELP};
+    longopts[n++] = (struct option) {"version", no_argument, NULL, FH_CLI_VERSION};
+    longopts[n] = (struct option) {NULL, 0, NULL, 0};
+
+    *arg = NULL;
+    opterr = 0;
+    int c = getopt_long (cli->argc, cli->argv, shortopts, longopts, NULL);
+    cli->next = optind;
+    char typed[128];
+    switch (c) {
+    case -1:
+        return 0;
+    case 'h':
+    case FH_CLI_HELP:
+        fh_cli_usage (command, stdout);
+        cli->status = FH_EXIT_OK;
+        return -1;
+    case FH_CLI_VERSION:
+        fh_cli_version ();
+        cli->status = FH_EXIT_OK;
+        return -1;
+    case ':':
+        s_refused (cli, typed, sizeof typed);
+        cli->status = fh_cli_usage_error (command, "option '%s' needs a value", typed);
+        return -1;
+    case '?':
+        s_refused (cli, typed, sizeof typed);
+        /* A known long flag given "=value" comes here with its id. */
+        if (optopt && strncmp (typed, "--", 2) == 0)
+            cli->status = fh_cli_usage_error (command, "option '%s' takes no value", typed);
+        else
+            cli->status = fh_cli_usage_error (command, "unknown option '%s'", typed);
+        return -1;
+    default:
+        *arg = optarg;
+        return c;
+    }
+}
+
+int
+fh_cli_status (const fh_cli_t *cli)
+{
+    return cli->status;
+}
+
+/* Writes text with every line indented by `indent` spaces, the first line
+   excepted, and a newline at the end. */
+static void
+s_indented (FILE *out, const char *text, int indent)
+{
+    for (const char *line = text; *line;) {
+        size_t len = strcspn (line, "\n");
+        if (line != text)
+            fprintf (out, "%*s", indent, "");
+        fprintf (out, "%.*s\n", (int) len, line);
+        line += len + (line[len] == '\n');
+    }
+}
+
+static void
+s_option_line (FILE *out, const fh_cli_option_t *o, int column)
+{
+    char left[160];
+    int len;
+    if (o->id > 0 && o->id < FH_CLI_LONG_ONLY)
+        len = snprintf (left, sizeof left, "  -%c, --%s%s%s", o->id, o->name,
+                        o->arg ? " " : "", o->arg ? o->arg : "");
+    else
+        len = snprintf (left, sizeof left, "      --%s%s%s", o->name, o->arg ? " " : "",
+                        o->arg ? o->arg : "");
+    fputs (left, out);
+    if (len + 2 > column)
+        fprintf (out, "\n%*s", column, "");
+    else
+        fprintf (out, "%*s", column - len, "");
+    s_indented (out, o->help, column);
+}
+
+void
+fh_cli_usage (const fh_cli_command_t *command, FILE *out)
+{
+    /* The help column: past the longest option, and at least the usual. */
+    int column = FH_CLI_HELP_COLUMN;
+    for (const fh_cli_option_t *o = command->options; o && o->name; o++) {
+        if (o->id == FH_CLI_HEADING)
+            continue;
+        int len = 8 + (int) strlen (o->name) + (o->arg ? 1 + (int) strlen (o->arg) : 0);
+        if (len + 2 > column && len + 2 <= 32)
+            column = len + 2;
+    }
+    const char *form = command->synopsis;
+    for (bool first = true; first || *form; first = false) {
+        size_t len = strcspn (form, "\n");
+        fprintf (out, "%s fanhub %s%s%.*s\n", first ? "usage:" : "      ", command->name,
+                 len ? " " : "", (int) len, form);
+        form += len + (form[len] == '\n');
+    }
+    fprintf (out, "\n%s\n\n", command->about);
+    for (const fh_cli_option_t *o = command->options; o && o->name; o++) {
+        if (o->id != FH_CLI_HEADING)
+            s_option_line (out, o, column);
+        else
+            fprintf (out, "%s%s\n", o == command->options ? "" : "\n", o->help);
+    }
+    s_option_line (out, &s_help, column);
+    s_option_line (out, &s_version, column);
+    if (command->after)
+        fprintf (out, "\n%s\n", command->after);
+}
+
+int
+fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    fprintf (stderr, "fanhub %s: ", command->name);
+    vfprintf (stderr, fmt, args);
+    fprintf (stderr, "\ntry 'fanhub %s --help'\n", command->name);
+    va_end (args);
+    return FH_EXIT_USAGE;
+}
+
+void
+fh_cli_version (void)
+{
+    printf ("fanhub %s (plugin ABI %d.%d)\n", FANHUB_VERSION, FANHUB_ABI_MAJOR,
+            FANHUB_ABI_MINOR);
+}
 
 fh_config_t *
 fh_cli_load_config (const char *path, char *err, size_t errlen)

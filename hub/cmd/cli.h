@@ -1,8 +1,94 @@
-/*  cli - what the subcommands share: loading the configuration. */
+/*  cli - what the subcommands share: one option layer, and loading the
+    configuration.
+
+    The option layer is git's parse-options in small: a command describes
+    itself once, in an fh_cli_command_t (synopsis, text, a table of
+    options), and that one table yields the parsing, the error messages and
+    the --help text, so every command speaks the same way:
+
+        fanhub CMD: unknown option '--x'
+        fanhub CMD: option '--config' needs a value
+        try 'fanhub CMD --help'                      (exit status 2)
+
+    -h/--help (the usage on stdout, exit 0) and --version come with every
+    command without being listed. A command reads its options with a loop:
+
+        static const fh_cli_option_t s_options[] = {
+            {'c', "config", "FILE", "the YAML configuration"},
+            {OPT_PLUGIN_DIR, "plugin-dir", "DIR", "where plugins are found"},
+            {0},
+        };
+        static const fh_cli_command_t s_command = {
+            "check", "[-c FILE] [--plugin-dir DIR]", "What it does.", s_options,
+            "Exit status: ...",
+        };
+        fh_cli_t cli;
+        fh_cli_begin (&cli, &s_command, argc, argv);
+        int id;
+        const char *arg;
+        while ((id = fh_cli_next (&cli, &arg)) > 0)
+            switch (id) { case 'c': path = arg; break; ... }
+        if (id < 0)
+            return fh_cli_status (&cli);  (help shown: 0; usage error: 2)
+        ... the operands are argv[cli.next] to argv[argc - 1] ...
+*/
 #ifndef FH_CLI_H_INCLUDED
 #define FH_CLI_H_INCLUDED
 
 #include "config.h"
+
+#include <stdio.h>
+
+/* One option. id is what fh_cli_next returns for it: the short letter
+   when there is one (then -X works too), else any value from
+   FH_CLI_LONG_ONLY up. arg names the value ("FILE") or is NULL for a
+   flag. help may hold several lines ('\n'); the layer indents them. */
+typedef struct {
+    int id;
+    const char *name; /* the long name, without "--" */
+    const char *arg;
+    const char *help;
+} fh_cli_option_t;
+
+#define FH_CLI_LONG_ONLY 256 /* ids of options without a short letter */
+/* An entry {FH_CLI_HEADING, "", NULL, "Title:"} is no option: it starts
+   a group of options in the --help text, after a blank line. */
+#define FH_CLI_HEADING 0
+
+typedef struct {
+    const char *name;     /* "check", as typed after "fanhub" */
+    const char *synopsis; /* what follows "usage: fanhub NAME "; lines
+                             after a '\n' are further forms, each with
+                             "fanhub NAME " put in front */
+    const char *about;    /* paragraphs before the options */
+    const fh_cli_option_t *options; /* ends with an entry whose name is NULL */
+    const char *after;    /* paragraphs after the options, or NULL */
+} fh_cli_command_t;
+
+typedef struct {
+    const fh_cli_command_t *command;
+    int argc;
+    char **argv;
+    int next;   /* after the loop: argv[next] is the first operand */
+    int status; /* after a negative fh_cli_next: what the command returns */
+} fh_cli_t;
+
+void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv);
+/* The next option's id, with its value in *arg (NULL for a flag); 0 at the
+   end of the options; -1 when the command is to return fh_cli_status:
+   after --help or --version (printed, status 0) or a usage error (said on
+   stderr, status 2). Options may follow operands; "--" ends them. */
+int fh_cli_next (fh_cli_t *cli, const char **arg);
+int fh_cli_status (const fh_cli_t *cli);
+
+/* The command's --help text. */
+void fh_cli_usage (const fh_cli_command_t *command, FILE *out);
+/* "fanhub NAME: WHAT", then "try 'fanhub NAME --help'", on stderr;
+   returns 2, the exit status of bad usage. */
+int fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+/* "fanhub 0.1.0 (plugin ABI 1.1)" on stdout. */
+void fh_cli_version (void);
 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);

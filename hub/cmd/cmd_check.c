@@ -1,62 +1,70 @@
 /*  cmd_check - `fanhub check`: validate a configuration, load its plugins.
 
-    Loads the file, then loads every consumer's plugin and runs its init
-    and fini with the consumer's options, without touching the bus: what
-    would stop `fanhub run` from starting is found here first.
+    Loads the file, then every consumer's plugin, which checks the
+    consumer's options (check.h): what would stop `fanhub run` from
+    starting is found here first, without touching the world: no socket,
+    no file or directory created, no lock taken.
 */
+#include "check.h"
 #include "cli.h"
 #include "commands.h"
-#include "hub.h"
 #include "plugin.h"
 
-#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static void
-s_usage (FILE *out)
+s_note (void *arg, const char *line)
 {
-    fprintf (out,
-             "usage: fanhub check [-c FILE] [--plugin-dir DIR]\n"
-             "\n"
-             "Validates a configuration file and loads every consumer's plugin\n"
-             "(init, then fini, with the consumer's options) without touching the\n"
-             "bus. Without -c, checks the built-in default configuration.\n"
-             "\n"
-             "  -c, --config FILE     the YAML configuration to check\n"
-             "      --plugin-dir DIR  where plugins named without a '/' are found\n"
-             "                        (default: $FANHUB_PLUGIN_DIR, else the\n"
-             "                        installed plugin directory)\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL).\n");
+    (void) arg;
+    fprintf (stderr, "fanhub check: note: %s\n", line);
 }
+
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "the YAML configuration to check"},
+    {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
+     "where plugins named without a '/' are found\n"
+     "(default: $FANHUB_PLUGIN_DIR, else the\n"
+     "installed plugin directory)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "check",
+    "[-c FILE] [--plugin-dir DIR]",
+    "Validates a configuration file, loads every consumer's plugin and has\n"
+    "it check the consumer's options, and looks at the state directory:\n"
+    "what would stop 'fanhub run' is reported, without side effects (no\n"
+    "socket bound, no file or directory created, no lock taken). Notes\n"
+    "(a directory run would create, a spool a running hub holds) go to\n"
+    "stderr. Without -c, checks the built-in default configuration.",
+    s_options,
+    "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL).",
+};
 
 int
 fh_cmd_check (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *plugin_dir = NULL;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'P': plugin_dir = optarg; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default:
-            fprintf (stderr, "try 'fanhub check --help'\n");
-            return FH_EXIT_USAGE;
+        case 'c': path = arg; break;
+        case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub check: unexpected argument '%s'; try 'fanhub check --help'\n",
-                 argv[optind]);
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
+                 argv[cli.next]);
     }
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
@@ -64,19 +72,31 @@ fh_cmd_check (int argc, char **argv)
         fprintf (stderr, "fanhub check: %s\n", err);
         return FH_EXIT_USAGE;
     }
-    fh_hub_t *hub = fh_hub_new (config, fh_plugin_dir (plugin_dir), err, sizeof err);
-    if (!hub) {
-        fprintf (stderr, "fanhub check: %s\n", err);
+    const char *dir = fh_plugin_dir (plugin_dir);
+    char (*paths)[PATH_MAX] = calloc (config->consumer_count ? config->consumer_count : 1,
+                                      sizeof *paths);
+    if (!paths) {
+        fprintf (stderr, "fanhub check: out of memory\n");
         fh_config_destroy (&config);
-        return FH_EXIT_USAGE;
+        return FH_EXIT_FAILURE;
+    }
+    for (size_t i = 0; i < config->consumer_count; i++) {
+        const fh_consumer_config_t *consumer = &config->consumers[i];
+        if (fh_check_consumer (consumer, dir, s_note, NULL, paths[i], sizeof paths[i], err,
+                               sizeof err)
+                != 0
+            || fh_check_state (config, consumer, s_note, NULL, err, sizeof err) != 0) {
+            fprintf (stderr, "fanhub check: %s\n", err);
+            free (paths);
+            fh_config_destroy (&config);
+            return FH_EXIT_USAGE;
+        }
     }
     printf ("%s: OK, %zu consumer%s\n", config->source, config->consumer_count,
             config->consumer_count == 1 ? "" : "s");
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-        fh_consumer_t *consumer = fh_hub_consumer (hub, i);
-        printf ("  %s: %s\n", fh_consumer_name (consumer), fh_consumer_plugin_path (consumer));
-    }
-    fh_hub_destroy (&hub);
+    for (size_t i = 0; i < config->consumer_count; i++)
+        printf ("  %s: %s\n", config->consumers[i].name, paths[i]);
+    free (paths);
     fh_config_destroy (&config);
     return FH_EXIT_OK;
 }

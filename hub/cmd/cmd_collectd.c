@@ -26,7 +26,6 @@
 #include "stats_format.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <poll.h>
@@ -42,46 +41,51 @@
 #define S_MAX_INTERVAL 86400.0
 #define S_MAX_TIMEOUT_MS 2000   /* the longest wait for one answer */
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub collectd [-c FILE | -e ENDPOINT] [--interval S] [--host NAME]\n"
-             "\n"
-             "A program for collectd's Exec plugin: every interval it asks the hub for\n"
-             "its figures through the control socket and prints them on stdout as\n"
-             "collectd PUTVAL lines (the values of docs/metrics.md: per consumer the\n"
-             "backlog as queue_length, interval latencies, completed/failed/dropped/\n"
-             "enqueued counters as derive). It keeps running while the hub is down or\n"
-             "restarting, printing nothing then and saying so once on stderr.\n"
-             "\n"
-             "  -c, --config FILE     find the hub's control endpoint in this config\n"
-             "                        (default: the built-in default configuration)\n"
-             "  -e, --endpoint EP     the control endpoint itself (ipc://PATH or\n"
-             "                        tcp://127.0.0.1:PORT)\n"
-             "  -i, --interval S      seconds between batches, also written as\n"
-             "                        interval= (default: $COLLECTD_INTERVAL, else 10)\n"
-             "      --host NAME       the host name of the values (default:\n"
-             "                        $COLLECTD_HOSTNAME, else this host's name)\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "With collectd (config/collectd/fanhub-exec.conf in fanhub's sources is a\n"
-             "ready snippet):\n"
-             "\n"
-             "  LoadPlugin exec\n"
-             "  <Plugin exec>\n"
-             "    Exec \"fanhub:fanhub\" \"/usr/bin/fanhub\" \"collectd\" \"-c\" \"/etc/fanhub/fanhub.yaml\"\n"
-             "  </Plugin>\n"
-             "\n"
-             "collectd refuses to run Exec programs as root: name a user (and group)\n"
-             "that may use the hub's control socket (an ipc:// socket is mode 0660,\n"
-             "owned by the hub's user). Set `control:` in the hub's configuration:\n"
-             "its default depends on $RUNTIME_DIRECTORY and $XDG_RUNTIME_DIR, which\n"
-             "are not the same for the hub's service and for collectd.\n"
-             "\n"
-             "Exit status: 0 on SIGTERM or SIGINT, 1 when stdout is closed (collectd\n"
-             "went away), 2 bad usage or configuration.\n");
-}
+enum { S_OPT_HOST = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "find the hub's control endpoint in this config\n"
+     "(default: the built-in default configuration)"},
+    {'e', "endpoint", "EP",
+     "the control endpoint itself (ipc://PATH or\n"
+     "tcp://127.0.0.1:PORT)"},
+    {'i', "interval", "S",
+     "seconds between batches, also written as\n"
+     "interval= (default: $COLLECTD_INTERVAL, else 10)"},
+    {S_OPT_HOST, "host", "NAME",
+     "the host name of the values (default:\n"
+     "$COLLECTD_HOSTNAME, else this host's name)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "collectd",
+    "[-c FILE | -e ENDPOINT] [--interval S] [--host NAME]",
+    "A program for collectd's Exec plugin: every interval it asks the hub for\n"
+    "its figures through the control socket and prints them on stdout as\n"
+    "collectd PUTVAL lines (the values of docs/metrics.md: per consumer the\n"
+    "backlog as queue_length, interval latencies, completed/failed/dropped/\n"
+    "enqueued counters as derive). It keeps running while the hub is down or\n"
+    "restarting, printing nothing then and saying so once on stderr.",
+    s_options,
+    "With collectd (config/collectd/fanhub-exec.conf in fanhub's sources is a\n"
+    "ready snippet):\n"
+    "\n"
+    "  LoadPlugin exec\n"
+    "  <Plugin exec>\n"
+    "    Exec \"fanhub:fanhub\" \"/usr/bin/fanhub\" \"collectd\" \"-c\" \"/etc/fanhub/fanhub.yaml\"\n"
+    "  </Plugin>\n"
+    "\n"
+    "collectd refuses to run Exec programs as root: name a user (and group)\n"
+    "that may use the hub's control socket (an ipc:// socket is mode 0660,\n"
+    "owned by the hub's user). Set `control:` in the hub's configuration:\n"
+    "its default depends on $RUNTIME_DIRECTORY and $XDG_RUNTIME_DIR, which\n"
+    "are not the same for the hub's service and for collectd.\n"
+    "\n"
+    "Exit status: 0 on SIGTERM or SIGINT, 1 when stdout is closed (collectd\n"
+    "went away), 2 bad usage or configuration.",
+};
 
 /* Seconds from 0.001 to one day; -1 when text is not that. */
 static double
@@ -176,41 +180,31 @@ s_wait_until (const sigset_t *stop, int64_t deadline_ns)
 int
 fh_cmd_collectd (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"interval", required_argument, NULL, 'i'},
-        {"host", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *endpoint = NULL, *host = getenv ("COLLECTD_HOSTNAME");
     const char *interval_text = getenv ("COLLECTD_INTERVAL");
     const char *interval_from = "COLLECTD_INTERVAL";
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:e:i:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'e': endpoint = optarg; break;
+        case 'c': path = arg; break;
+        case 'e': endpoint = arg; break;
         case 'i':
-            interval_text = optarg;
+            interval_text = arg;
             interval_from = "--interval";
             break;
-        case 'H': host = optarg; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub collectd --help'\n"); return FH_EXIT_USAGE;
+        case S_OPT_HOST: host = arg; break;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub collectd: unexpected argument '%s'; try 'fanhub collectd "
-                 "--help'\n", argv[optind]);
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     if (path && endpoint) {
-        fprintf (stderr, "fanhub collectd: give -c or -e, not both; try 'fanhub collectd "
-                 "--help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "give -c or -e, not both");
     }
     double interval = interval_text ? s_parse_interval (interval_text) : S_DEFAULT_INTERVAL;
     if (interval < 0) {

@@ -13,7 +13,6 @@
 #include "utf8.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -25,40 +24,46 @@
 
 #define TOPIC_COLUMN_MAX 60
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub dead-letter list [-c FILE | --state-dir DIR] [--json] CONSUMER\n"
-             "       fanhub dead-letter show [-c FILE | --state-dir DIR] [--json] CONSUMER ID\n"
-             "       fanhub dead-letter replay [-c FILE] [--id ID]... CONSUMER\n"
-             "\n"
-             "A consumer's dead letters: messages it failed (FANHUB_FAIL) or gave up\n"
-             "on (retries used up), kept in STATE_DIR/CONSUMER/dead-letter/ with the\n"
-             "reason, the number of attempts and when the first and last were made.\n"
-             "Reads the store directly: the hub may be running or not.\n"
-             "\n"
-             "  list   one line per entry, oldest first: ID, hub sequence number,\n"
-             "         topic, body size in bytes, attempts, first and last attempt\n"
-             "         (RFC 3339, UTC), reason\n"
-             "  show   one entry's metadata, a blank line, then its body as stored\n"
-             "  replay puts entries (all, or each --id) back in front of the consumer:\n"
-             "         into the running hub through its control socket, or, when no hub\n"
-             "         runs, into the consumer's spool for the next start. An entry is\n"
-             "         removed only once the hub (or the spool) has taken it. Fix the\n"
-             "         cause of the failure first.\n"
-             "\n"
-             "  -c, --config FILE     take state_dir from this configuration\n"
-             "                        (default: the built-in default configuration)\n"
-             "      --state-dir DIR   the state directory itself\n"
-             "      --json            list: one JSON object per line; show: one JSON\n"
-             "                        object, the body as \"body\" (UTF-8) or\n"
-             "                        \"body_base64\"\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 ok, 1 an entry could not be read (or no such entry),\n"
-             "2 bad usage or configuration.\n");
-}
+enum { S_OPT_STATE_DIR = FH_CLI_LONG_ONLY, S_OPT_JSON, S_OPT_ID };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "take state_dir from this configuration\n"
+     "(default: the built-in default configuration)"},
+    {S_OPT_STATE_DIR, "state-dir", "DIR",
+     "the state directory itself"},
+    {S_OPT_JSON, "json", NULL,
+     "list: one JSON object per line; show: one JSON\n"
+     "object, the body as \"body\" (UTF-8) or\n"
+     "\"body_base64\""},
+    {S_OPT_ID, "id", "ID",
+     "replay: only this entry (repeatable, at most 256)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "dead-letter",
+    "list [-c FILE | --state-dir DIR] [--json] CONSUMER\n"
+    "show [-c FILE | --state-dir DIR] [--json] CONSUMER ID\n"
+    "replay [-c FILE] [--id ID]... CONSUMER",
+    "A consumer's dead letters: messages it failed (FANHUB_FAIL) or gave up\n"
+    "on (retries used up), kept in STATE_DIR/CONSUMER/dead-letter/ with the\n"
+    "reason, the number of attempts and when the first and last were made.\n"
+    "Reads the store directly: the hub may be running or not.\n"
+    "\n"
+    "  list   one line per entry, oldest first: ID, hub sequence number,\n"
+    "         topic, body size in bytes, attempts, first and last attempt\n"
+    "         (RFC 3339, UTC), reason\n"
+    "  show   one entry's metadata, a blank line, then its body as stored\n"
+    "  replay puts entries (all, or each --id) back in front of the consumer:\n"
+    "         into the running hub through its control socket, or, when no hub\n"
+    "         runs, into the consumer's spool for the next start. An entry is\n"
+    "         removed only once the hub (or the spool) has taken it. Fix the\n"
+    "         cause of the failure first.",
+    s_options,
+    "Exit status: 0 ok, 1 an entry could not be read (or no such entry),\n"
+    "2 bad usage or configuration.",
+};
 
 /* RFC 3339 in UTC, with `digits` fraction digits (3 or 9); "-" for 0. */
 static void
@@ -440,62 +445,51 @@ s_consumer_name_ok (const char *name)
 int
 fh_cmd_dead_letter (int argc, char **argv)
 {
-    if (argc < 2) {
-        s_usage (stderr);
-        return FH_EXIT_USAGE;
-    }
-    const char *action = argv[1];
-    if (strcmp (action, "--help") == 0 || strcmp (action, "-h") == 0) {
-        s_usage (stdout);
-        return FH_EXIT_OK;
+    const char *action = argc >= 2 ? argv[1] : "";
+    fh_cli_t cli;
+    int opt;
+    const char *arg;
+    if (action[0] == '-' || !*action) {
+        /* No action: options alone (--help, --version) or a usage error. */
+        fh_cli_begin (&cli, &s_command, argc, argv);
+        while ((opt = fh_cli_next (&cli, &arg)) > 0)
+            ;
+        if (opt < 0)
+            return fh_cli_status (&cli);
+        return fh_cli_usage_error (&s_command, "expected an action: list, show or replay");
     }
     bool show = strcmp (action, "show") == 0;
     bool replay = strcmp (action, "replay") == 0;
-    if (!show && !replay && strcmp (action, "list") != 0) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not an action (list, show, replay); try "
-                 "'fanhub dead-letter --help'\n", action);
-        return FH_EXIT_USAGE;
-    }
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"state-dir", required_argument, NULL, 'S'},
-        {"json", no_argument, NULL, 'j'},
-        {"id", required_argument, NULL, 'i'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    if (!show && !replay && strcmp (action, "list") != 0)
+        return fh_cli_usage_error (&s_command, "'%s' is not an action (list, show, replay)",
+                                   action);
     const char *path = NULL, *state_dir = NULL;
     bool json = false;
     const char *ids[256];
     size_t id_count = 0;
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc - 1, argv + 1, "c:h", options, NULL)) != -1) {
+    fh_cli_begin (&cli, &s_command, argc - 1, argv + 1);
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'S': state_dir = optarg; break;
-        case 'j': json = true; break;
-        case 'i':
+        case 'c': path = arg; break;
+        case S_OPT_STATE_DIR: state_dir = arg; break;
+        case S_OPT_JSON: json = true; break;
+        case S_OPT_ID:
             if (!replay || id_count == sizeof ids / sizeof ids[0]
-                || !fh_deadletter_id_valid (optarg)) {
-                fprintf (stderr, "fanhub dead-letter: --id takes an entry ID (16 hex digits), "
-                         "with replay, at most 256 times\n");
-                return FH_EXIT_USAGE;
-            }
-            ids[id_count++] = optarg;
+                || !fh_deadletter_id_valid (arg))
+                return fh_cli_usage_error (&s_command, "--id takes an entry ID (16 hex "
+                                           "digits), with replay, at most 256 times");
+            ids[id_count++] = arg;
             break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub dead-letter --help'\n"); return FH_EXIT_USAGE;
         }
     }
+    if (opt < 0)
+        return fh_cli_status (&cli);
     int wanted = show ? 2 : 1;
-    if (argc - 1 - optind != wanted) {
-        fprintf (stderr, "fanhub dead-letter %s: expected %s; try 'fanhub dead-letter "
-                 "--help'\n", action, show ? "CONSUMER ID" : "CONSUMER");
-        return FH_EXIT_USAGE;
-    }
-    const char *consumer = argv[1 + optind];
-    const char *id = show ? argv[2 + optind] : NULL;
+    if (argc - 1 - cli.next != wanted)
+        return fh_cli_usage_error (&s_command, "%s: expected %s", action,
+                                   show ? "CONSUMER ID" : "CONSUMER");
+    const char *consumer = argv[1 + cli.next];
+    const char *id = show ? argv[2 + cli.next] : NULL;
     if (path && state_dir) {
         fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
         return FH_EXIT_USAGE;

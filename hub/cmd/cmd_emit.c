@@ -13,7 +13,6 @@
 
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,31 +21,34 @@
 #define EXIT_NO_MATCH 3
 #define EXIT_TIMEOUT 124
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub emit [--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]\n"
-             "\n"
-             "Injects one message into a running hub, as if it had come from the bus:\n"
-             "every consumer whose topics match gets it (and it is also published on\n"
-             "bus.publish, when the configuration sets it). BODY defaults to empty;\n"
-             "'-' reads it from standard input.\n"
-             "\n"
-             "  -w, --wait            return once every consumer has finished with the\n"
-             "                        message, printing each one's outcome\n"
-             "  -t, --timeout S       with --wait, give up after S seconds (default 30)\n"
-             "  -c, --config FILE     find the hub's control endpoint in this config\n"
-             "                        (default: the built-in default configuration)\n"
-             "  -e, --endpoint EP     the control endpoint itself\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 every consumer completed it (without --wait: it was\n"
-             "routed), 1 a consumer did not complete it (failed, dropped, spilled to\n"
-             "disk, or replaced by a newer message of its key), 2 bad usage\n"
-             "or configuration, 3 no consumer matched its topic, 124 --timeout passed\n"
-             "first. 1 also when the hub cannot be reached or refuses the message.\n");
-}
+static const fh_cli_option_t s_options[] = {
+    {'w', "wait", NULL,
+     "return once every consumer has finished with the\n"
+     "message, printing each one's outcome"},
+    {'t', "timeout", "S",
+     "with --wait, give up after S seconds (default 30)"},
+    {'c', "config", "FILE",
+     "find the hub's control endpoint in this config\n"
+     "(default: the built-in default configuration)"},
+    {'e', "endpoint", "EP",
+     "the control endpoint itself"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "emit",
+    "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]",
+    "Injects one message into a running hub, as if it had come from the bus:\n"
+    "every consumer whose topics match gets it (and it is also published on\n"
+    "bus.publish, when the configuration sets it). BODY defaults to empty;\n"
+    "'-' reads it from standard input.",
+    s_options,
+    "Exit status: 0 every consumer completed it (without --wait: it was\n"
+    "routed), 1 a consumer did not complete it (failed, dropped, spilled to\n"
+    "disk, or replaced by a newer message of its key), 2 bad usage\n"
+    "or configuration, 3 no consumer matched its topic, 124 --timeout passed\n"
+    "first. 1 also when the hub cannot be reached or refuses the message.",
+};
 
 static char *
 s_read_stdin (size_t *size)
@@ -69,48 +71,41 @@ s_read_stdin (size_t *size)
 int
 fh_cmd_emit (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"wait", no_argument, NULL, 'w'},
-        {"timeout", required_argument, NULL, 't'},
-        {"config", required_argument, NULL, 'c'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *endpoint = NULL;
     bool wait = false;
     double timeout_s = 30;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "wt:c:e:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
         case 'w': wait = true; break;
-        case 'c': path = optarg; break;
-        case 'e': endpoint = optarg; break;
+        case 'c': path = arg; break;
+        case 'e': endpoint = arg; break;
         case 't': {
             char *end;
-            timeout_s = strtod (optarg, &end);
-            if (*end || end == optarg || !(timeout_s >= 0 && timeout_s <= 86400)) {
+            timeout_s = strtod (arg, &end);
+            if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
                 fprintf (stderr, "fanhub emit: --timeout takes seconds from 0 to 86400, "
-                         "not '%s'\n", optarg);
+                         "not '%s'\n", arg);
                 return FH_EXIT_USAGE;
             }
             break;
         }
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub emit --help'\n"); return FH_EXIT_USAGE;
         }
     }
-    if (optind >= argc || argc - optind > 2) {
-        fprintf (stderr, "fanhub emit: expected TOPIC [BODY | -]; try 'fanhub emit --help'\n");
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next >= argc || argc - cli.next > 2) {
+        return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
     }
     if (path && endpoint) {
         fprintf (stderr, "fanhub emit: give -c or -e, not both\n");
         return FH_EXIT_USAGE;
     }
-    const char *topic = argv[optind];
-    const char *body_arg = optind + 1 < argc ? argv[optind + 1] : "";
+    const char *topic = argv[cli.next];
+    const char *body_arg = cli.next + 1 < argc ? argv[cli.next + 1] : "";
     size_t body_size = strlen (body_arg);
     char *body_data = NULL;
     if (strcmp (body_arg, "-") == 0) {

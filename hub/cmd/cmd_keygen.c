@@ -1,53 +1,45 @@
 /*  cmd_keygen - `fanhub keygen NAME`: a CurveZMQ key pair in zcert format,
     for bus.curve and the relay's curve: NAME (the public key, to hand to
     peers) and NAME_secret (both keys, mode 0600). */
+#include "cli.h"
 #include "commands.h"
 #include "curve.h"
 
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub keygen NAME\n"
-             "\n"
-             "Writes a new CurveZMQ key pair in CZMQ's zcert format: NAME holds the\n"
-             "public key (give it to the peers that must let this one in: their\n"
-             "allow: or allow_dir:), NAME_secret both keys, with mode 0600 (the hub\n"
-             "refuses a secret key file that other users can read). Neither file\n"
-             "may exist already.\n"
-             "\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 written, 1 cannot write, 2 bad usage.\n");
-}
+static const fh_cli_option_t s_options[] = {
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "keygen", "NAME",
+    "Writes a new CurveZMQ key pair in CZMQ's zcert format: NAME holds the\n"
+    "public key (give it to the peers that must let this one in: their\n"
+    "allow: or allow_dir:), NAME_secret both keys, with mode 0600 (the hub\n"
+    "refuses a secret key file that other users can read). Neither file\n"
+    "may exist already.",
+    s_options,
+    "Exit status: 0 written, 1 cannot write, 2 bad usage.",
+};
 
 int
 fh_cmd_keygen (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "h", options, NULL)) != -1) {
-        switch (opt) {
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub keygen --help'\n"); return FH_EXIT_USAGE;
-        }
-    }
-    if (optind + 1 != argc) {
-        fprintf (stderr, "fanhub keygen: give one NAME; try 'fanhub keygen --help'\n");
-        return FH_EXIT_USAGE;
-    }
-    const char *name = argv[optind];
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
+    const char *arg;
+    int id;
+    while ((id = fh_cli_next (&cli, &arg)) > 0)
+        ; /* only --help and --version, which the layer answers */
+    if (id < 0)
+        return fh_cli_status (&cli);
+    if (cli.next + 1 != argc)
+        return fh_cli_usage_error (&s_command, "give one NAME");
+    const char *name = argv[cli.next];
     char secret_path[4096];
     snprintf (secret_path, sizeof secret_path, "%s_secret", name);
     struct stat st;

@@ -8,13 +8,13 @@
     this is the command to run when `fanhub check` says a plugin is
     missing or built for another ABI.
 */
+#include "cli.h"
 #include "commands.h"
 #include "plugin.h"
 #include "utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,28 +29,31 @@ typedef struct {
     char error[1024];
 } s_entry_t;
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub plugins [--plugin-dir DIR] [--json]\n"
-             "\n"
-             "Lists the plugins in the plugin directory, the ones a consumer names\n"
-             "with 'plugin: NAME': each NAME.so is loaded as the hub loads it (its\n"
-             "entry symbol, ABI version and descriptor are checked; init is not\n"
-             "called) and shown with its version, the plugin ABI it was built for\n"
-             "and whether it may run with 'workers: N' (thread-safe). A shared\n"
-             "object that does not load is listed with the reason.\n"
-             "\n"
-             "      --plugin-dir DIR  the directory to list (default: $FANHUB_PLUGIN_DIR,\n"
-             "                        else ../lib/fanhub/plugins beside this program,\n"
-             "                        else the installed plugin directory)\n"
-             "  -j, --json            one JSON object instead of a table\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 every plugin loaded, 1 one did not or the directory\n"
-             "cannot be read, 2 bad usage.\n");
-}
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
+     "the directory to list (default: $FANHUB_PLUGIN_DIR,\n"
+     "else ../lib/fanhub/plugins beside this program,\n"
+     "else the installed plugin directory)"},
+    {'j', "json", NULL,
+     "one JSON object instead of a table"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "plugins",
+    "[--plugin-dir DIR] [--json]",
+    "Lists the plugins in the plugin directory, the ones a consumer names\n"
+    "with 'plugin: NAME': each NAME.so is loaded as the hub loads it (its\n"
+    "entry symbol, ABI version and descriptor are checked; init is not\n"
+    "called) and shown with its version, the plugin ABI it was built for\n"
+    "and whether it may run with 'workers: N' (thread-safe). A shared\n"
+    "object that does not load is listed with the reason.",
+    s_options,
+    "Exit status: 0 every plugin loaded, 1 one did not or the directory\n"
+    "cannot be read, 2 bad usage.",
+};
 
 static int
 s_entry_cmp (const void *a, const void *b)
@@ -251,30 +254,23 @@ s_print_json (const char *dir, s_entry_t *entries, size_t count)
 int
 fh_cmd_plugins (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *plugin_dir = NULL;
     bool json = false;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "jh", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'P': plugin_dir = optarg; break;
+        case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         case 'j': json = true; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default:
-            fprintf (stderr, "try 'fanhub plugins --help'\n");
-            return FH_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub plugins: unexpected argument '%s'; try 'fanhub plugins --help'\n",
-                 argv[optind]);
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
+                 argv[cli.next]);
     }
     const char *dir = fh_plugin_dir (plugin_dir);
     s_entry_t *entries = NULL;

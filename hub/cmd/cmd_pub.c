@@ -15,6 +15,7 @@
     (Python's json.dumps with sort_keys=True and compact separators), byte
     for byte: see hub/cmd/pyjson.h for why that is not just jansson's dump.
 */
+#include "cli.h"
 #include "commands.h"
 #include "pyjson.h"
 
@@ -23,7 +24,6 @@
 #include "utf8.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -101,108 +101,88 @@ s_on_signal (int signum)
     s_stop = 1;
 }
 
-static void
-s_usage (FILE *out)
-{
-    fputs (
-        "usage: fanhub pub [OPTIONS] [-]\n"
-        "\n"
-        "Publish messages to the bus: ZeroMQ multipart messages of a topic\n"
-        "frame and a body frame (fedmsg-logger style).\n"
-        "\n"
-        "Where:\n"
-        "  -b, --bind EP         bind EP (default: --bind " S_DEFAULT_ENDPOINT ",\n"
-        "                        where the default hub configuration connects)\n"
-        "  -c, --connect EP      connect to EP instead (e.g. a hub's bind endpoint)\n"
-        "\n"
-        "What (one body source; without one, bodies are {\"seq\":N}):\n"
-        "  -t, --topic TOPIC     topic of every message\n"
-        "                        (default " S_DEFAULT_TOPIC ")\n"
-        "      --body TEXT       this body\n"
-        "      --size BYTES      bodies of exactly BYTES bytes (at least 32):\n"
-        "                        {\"seq\":N,\"pad\":\"xxx...\"}, N counting from 1\n"
-        "      --jsonl FILE      the messages of a JSON-lines file of\n"
-        "                        {\"topic\":..., \"body\":...} objects, in order;\n"
-        "                        bodies are encoded as fedmsg did (sorted keys,\n"
-        "                        compact, ASCII-only, Python's float format)\n"
-        "  -, --stdin            each line of standard input is one body\n"
-        "\n"
-        "How many, how fast:\n"
-        "  -n, --count N         messages to send; 0 = until interrupted (or the\n"
-        "                        end of stdin). Default: 1; with --jsonl each\n"
-        "                        message of the file once (more cycles the file);\n"
-        "                        with --stdin every line\n"
-        "  -r, --rate MSG_PER_S  average rate, paced on the monotonic clock;\n"
-        "                        0 = as fast as possible (default)\n"
-        "      --stamp           add a third frame: the monotonic send time in\n"
-        "                        nanoseconds, 8 bytes little-endian\n"
-        "\n"
-        "Delivery:\n"
-        "      --wait-subscribers N  before the first message, wait for N\n"
-        "                        subscriptions to arrive (default 1 when binding,\n"
-        "                        0 when connecting); avoids losing the first\n"
-        "                        messages to a subscriber that is still joining\n"
-        "      --timeout S       give up that wait after S seconds (exit 1);\n"
-        "                        default 0 = wait until interrupted\n"
-        "      --sndhwm N        send high-water mark per subscriber; 0 = no\n"
-        "                        limit, nothing dropped here (default)\n"
-        "      --linger-ms MS    at exit, time allowed to flush what is queued\n"
-        "                        (default 5000; -1 = for ever)\n"
-        "  -q, --quiet           no summary line at exit\n"
-        "  -h, --help            this text\n"
-        "\n"
-        "At exit a summary goes to stderr:\n"
-        "  fanhub pub: sent N messages in X.XXX s (R msg/s)\n"
-        "SIGINT or SIGTERM stops publishing; the summary is printed and the\n"
-        "exit status is 0. Exit status 1: runtime failure; 2: bad usage.\n"
-        "\n"
-        "Examples:\n"
-        "  fanhub pub --body '{\"hello\":\"world\"}'\n"
-        "  fanhub pub -n 0 -r 10 -t org.fanhub.demo.tick\n"
-        "  fanhub pub -n 1000000 --size 100 --stamp\n"
-        "  fanhub pub -c tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
-        "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -\n",
-        out);
-}
+enum {
+    S_OPT_BODY = FH_CLI_LONG_ONLY,
+    S_OPT_SIZE,
+    S_OPT_JSONL,
+    S_OPT_STDIN,
+    S_OPT_WAIT,
+    S_OPT_TIMEOUT,
+    S_OPT_LINGER,
+    S_OPT_SNDHWM,
+    S_OPT_STAMP
+};
 
-static int s_usage_error (const char *fmt, ...)
-    __attribute__ ((format (printf, 1, 2)));
+static const fh_cli_option_t s_options[] = {
+    {FH_CLI_HEADING, "", NULL, "Where:"},
+    {'b', "bind", "EP",
+     "bind EP (default: --bind " S_DEFAULT_ENDPOINT ",\n"
+     "where the default hub configuration connects)"},
+    {'c', "connect", "EP", "connect to EP instead (e.g. a hub's bind endpoint)"},
+    {FH_CLI_HEADING, "", NULL, "What (one body source; without one, bodies are {\"seq\":N}):"},
+    {'t', "topic", "TOPIC",
+     "topic of every message\n"
+     "(default " S_DEFAULT_TOPIC ")"},
+    {S_OPT_BODY, "body", "TEXT", "this body"},
+    {S_OPT_SIZE, "size", "BYTES",
+     "bodies of exactly BYTES bytes (at least 32):\n"
+     "{\"seq\":N,\"pad\":\"xxx...\"}, N counting from 1"},
+    {S_OPT_JSONL, "jsonl", "FILE",
+     "the messages of a JSON-lines file of\n"
+     "{\"topic\":..., \"body\":...} objects, in order;\n"
+     "bodies are encoded as fedmsg did (sorted keys,\n"
+     "compact, ASCII-only, Python's float format)"},
+    {S_OPT_STDIN, "stdin", NULL, "each line of standard input is one body (or '-')"},
+    {FH_CLI_HEADING, "", NULL, "How many, how fast:"},
+    {'n', "count", "N",
+     "messages to send; 0 = until interrupted (or the\n"
+     "end of stdin). Default: 1; with --jsonl each\n"
+     "message of the file once (more cycles the file);\n"
+     "with --stdin every line"},
+    {'r', "rate", "MSG_PER_S",
+     "average rate, paced on the monotonic clock;\n"
+     "0 = as fast as possible (default)"},
+    {S_OPT_STAMP, "stamp", NULL,
+     "add a third frame: the monotonic send time in\n"
+     "nanoseconds, 8 bytes little-endian"},
+    {FH_CLI_HEADING, "", NULL, "Delivery:"},
+    {S_OPT_WAIT, "wait-subscribers", "N",
+     "before the first message, wait for N\n"
+     "subscriptions to arrive (default 1 when binding,\n"
+     "0 when connecting); avoids losing the first\n"
+     "messages to a subscriber that is still joining"},
+    {S_OPT_TIMEOUT, "timeout", "S",
+     "give up that wait after S seconds (exit 1);\n"
+     "default 0 = wait until interrupted"},
+    {S_OPT_SNDHWM, "sndhwm", "N",
+     "send high-water mark per subscriber; 0 = no\n"
+     "limit, nothing dropped here (default)"},
+    {S_OPT_LINGER, "linger-ms", "MS",
+     "at exit, time allowed to flush what is queued\n"
+     "(default 5000; -1 = for ever)"},
+    {'q', "quiet", NULL, "no summary line at exit"},
+    {FH_CLI_HEADING, "", NULL, "Help:"},
+    {0, NULL, NULL, NULL},
+};
 
-/* One line naming the problem, one pointing at --help; exit status 2. */
-static int
-s_usage_error (const char *fmt, ...)
-{
-    va_list args;
-    va_start (args, fmt);
-    fputs ("fanhub pub: ", stderr);
-    vfprintf (stderr, fmt, args);
-    fputs ("\ntry 'fanhub pub --help'\n", stderr);
-    va_end (args);
-    return FH_EXIT_USAGE;
-}
-
-/* The usage error for what getopt_long refused: c is ':' (no value) or
-   '?' (unknown, or a value given to an option that takes none). Long
-   options are named as typed; short ones by their letter, since argv
-   may hold a cluster like "-qZ". */
-static int
-s_option_error (int c, char **argv, const struct option *longopts)
-{
-    const char *arg = argv[optind - 1];
-    if (strncmp (arg, "--", 2) != 0) {
-        char name[3] = {'-', (char) optopt, '\0'};
-        return c == ':' ? s_usage_error ("option '%s' needs a value", name)
-                        : s_usage_error ("unknown option '%s'", name);
-    }
-    if (c == ':')
-        return s_usage_error ("option '%s' needs a value", arg);
-    size_t len = strcspn (arg + 2, "=");
-    for (const struct option *o = longopts; o->name; o++)
-        if (arg[2 + len] == '=' && strlen (o->name) == len
-            && strncmp (o->name, arg + 2, len) == 0)
-            return s_usage_error ("option '--%s' takes no value", o->name);
-    return s_usage_error ("unknown option '%.*s'", (int) len + 2, arg);
-}
+static const fh_cli_command_t s_command = {
+    "pub",
+    "[OPTIONS] [-]",
+    "Publish messages to the bus: ZeroMQ multipart messages of a topic\n"
+    "frame and a body frame (fedmsg-logger style).",
+    s_options,
+    "At exit a summary goes to stderr:\n"
+    "  fanhub pub: sent N messages in X.XXX s (R msg/s)\n"
+    "SIGINT or SIGTERM stops publishing; the summary is printed and the\n"
+    "exit status is 0. Exit status 1: runtime failure; 2: bad usage.\n"
+    "\n"
+    "Examples:\n"
+    "  fanhub pub --body '{\"hello\":\"world\"}'\n"
+    "  fanhub pub -n 0 -r 10 -t org.fanhub.demo.tick\n"
+    "  fanhub pub -n 1000000 --size 100 --stamp\n"
+    "  fanhub pub -c tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
+    "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -",
+};
 
 /* Strict unsigned decimal: no sign, no trailing garbage. */
 static bool
@@ -244,42 +224,11 @@ s_parse_nonneg (const char *text, double *value)
     return true;
 }
 
-enum {
-    S_OPT_BODY = 256,
-    S_OPT_SIZE,
-    S_OPT_JSONL,
-    S_OPT_STDIN,
-    S_OPT_WAIT,
-    S_OPT_TIMEOUT,
-    S_OPT_LINGER,
-    S_OPT_SNDHWM,
-    S_OPT_STAMP
-};
-
 /* Parses the command line into opts. Returns -1 when the work is to go
    on, else the exit status (--help, usage errors). */
 static int
 s_parse (int argc, char **argv, s_opts_t *opts)
 {
-    static const struct option longopts[] = {
-        {"connect", required_argument, NULL, 'c'},
-        {"bind", required_argument, NULL, 'b'},
-        {"topic", required_argument, NULL, 't'},
-        {"count", required_argument, NULL, 'n'},
-        {"rate", required_argument, NULL, 'r'},
-        {"body", required_argument, NULL, S_OPT_BODY},
-        {"size", required_argument, NULL, S_OPT_SIZE},
-        {"jsonl", required_argument, NULL, S_OPT_JSONL},
-        {"stdin", no_argument, NULL, S_OPT_STDIN},
-        {"wait-subscribers", required_argument, NULL, S_OPT_WAIT},
-        {"timeout", required_argument, NULL, S_OPT_TIMEOUT},
-        {"linger-ms", required_argument, NULL, S_OPT_LINGER},
-        {"sndhwm", required_argument, NULL, S_OPT_SNDHWM},
-        {"stamp", no_argument, NULL, S_OPT_STAMP},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-
     *opts = (s_opts_t) {
         .topic = S_DEFAULT_TOPIC,
         .linger_ms = S_DEFAULT_LINGER_MS,
@@ -287,42 +236,40 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     const char *connect = NULL, *bind = NULL;
     int sources = 0;
 
-    /* Our own messages, not getopt's: they would say "pub: ...". optind 0
-       also resets glibc's state left by the main command line. */
-    opterr = 0;
-    optind = 0;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int c;
-    while ((c = getopt_long (argc, argv, ":c:b:t:n:r:qh", longopts, NULL)) != -1) {
-        const char *arg = optarg;
+    const char *arg;
+    while ((c = fh_cli_next (&cli, &arg)) > 0) {
         switch (c) {
         case 'c':
             if (connect || bind)
-                return s_usage_error ("%s", connect
+                return fh_cli_usage_error (&s_command, "%s", connect
                     ? "give one endpoint: --connect once"
                     : "--connect and --bind are exclusive");
             connect = arg;
             break;
         case 'b':
             if (connect || bind)
-                return s_usage_error ("%s", bind
+                return fh_cli_usage_error (&s_command, "%s", bind
                     ? "give one endpoint: --bind once"
                     : "--connect and --bind are exclusive");
             bind = arg;
             break;
         case 't':
             if (!fh_utf8_valid (arg, strlen (arg)))
-                return s_usage_error ("--topic '%s' is not valid UTF-8", arg);
+                return fh_cli_usage_error (&s_command, "--topic '%s' is not valid UTF-8", arg);
             opts->topic = arg;
             opts->topic_set = true;
             break;
         case 'n':
             if (!s_parse_u64 (arg, &opts->count))
-                return s_usage_error ("--count '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0", arg);
             opts->count_set = true;
             break;
         case 'r':
             if (!s_parse_nonneg (arg, &opts->rate))
-                return s_usage_error ("--rate '%s': expected messages per second >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--rate '%s': expected messages per second >= 0", arg);
             break;
         case S_OPT_BODY:
             opts->source = S_SOURCE_TEXT;
@@ -332,7 +279,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         case S_OPT_SIZE: {
             uint64_t size;
             if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
-                return s_usage_error ("--size '%s': expected bytes, from 32 to 1 GiB", arg);
+                return fh_cli_usage_error (&s_command, "--size '%s': expected bytes, from 32 to 1 GiB", arg);
             opts->source = S_SOURCE_SEQ;
             opts->size = (size_t) size;
             sources++;
@@ -350,20 +297,20 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             break;
         case S_OPT_WAIT:
             if (!s_parse_u64 (arg, &opts->wait_subscribers))
-                return s_usage_error ("--wait-subscribers '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
             opts->wait_set = true;
             break;
         case S_OPT_TIMEOUT:
             if (!s_parse_nonneg (arg, &opts->timeout_s))
-                return s_usage_error ("--timeout '%s': expected seconds >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0", arg);
             break;
         case S_OPT_LINGER:
             if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
-                return s_usage_error ("--linger-ms '%s': expected milliseconds >= -1", arg);
+                return fh_cli_usage_error (&s_command, "--linger-ms '%s': expected milliseconds >= -1", arg);
             break;
         case S_OPT_SNDHWM:
             if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
-                return s_usage_error ("--sndhwm '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--sndhwm '%s': expected a whole number >= 0", arg);
             break;
         case S_OPT_STAMP:
             opts->stamp = true;
@@ -371,30 +318,27 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         case 'q':
             opts->quiet = true;
             break;
-        case 'h':
-            s_usage (stdout);
-            return FH_EXIT_OK;
-        default:
-            return s_option_error (c, argv, longopts);
         }
     }
-    for (int i = optind; i < argc; i++) {
+    if (c < 0)
+        return fh_cli_status (&cli);
+    for (int i = cli.next; i < argc; i++) {
         if (strcmp (argv[i], "-") != 0)
-            return s_usage_error ("unexpected argument '%s'", argv[i]);
+            return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[i]);
         if (opts->source != S_SOURCE_STDIN)
             sources++;
         opts->source = S_SOURCE_STDIN;
     }
     if (sources > 1)
-        return s_usage_error ("%s", "give one body source: --body, --size, --jsonl or --stdin");
+        return fh_cli_usage_error (&s_command, "%s", "give one body source: --body, --size, --jsonl or --stdin");
     if (opts->source == S_SOURCE_JSONL && opts->topic_set)
-        return s_usage_error ("%s", "--topic and --jsonl are exclusive: the file has the topics");
+        return fh_cli_usage_error (&s_command, "%s", "--topic and --jsonl are exclusive: the file has the topics");
 
     opts->bind = connect == NULL;
     opts->endpoint = connect ? connect : bind ? bind : S_DEFAULT_ENDPOINT;
     const char *why = fh_endpoint_check (opts->endpoint, opts->bind);
     if (why) {
-        return s_usage_error ("%s '%s': %s", opts->bind ? "--bind" : "--connect",
+        return fh_cli_usage_error (&s_command, "%s '%s': %s", opts->bind ? "--bind" : "--connect",
                               opts->endpoint, why);
     }
     if (!opts->wait_set)

@@ -5,54 +5,49 @@
 #include "control.h"
 
 #include <czmq.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub reload [-c FILE | -e ENDPOINT]\n"
-             "\n"
-             "Asks a running hub to re-read its configuration file, as SIGHUP does,\n"
-             "and prints the outcome. Consumers whose settings are unchanged keep\n"
-             "running (their topics may change); removed ones finish their queue;\n"
-             "changed ones are replaced once the old instance has consumed what it\n"
-             "holds. An invalid file is refused and the hub keeps its configuration.\n"
-             "Bus endpoints, control and state_dir need a restart.\n"
-             "\n"
-             "  -c, --config FILE     find the hub's control endpoint in this config\n"
-             "  -e, --endpoint EP     the control endpoint itself\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 reloaded, 1 refused or no answer, 2 bad usage.\n");
-}
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "find the hub's control endpoint in this config"},
+    {'e', "endpoint", "EP",
+     "the control endpoint itself"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "reload",
+    "[-c FILE | -e ENDPOINT]",
+    "Asks a running hub to re-read its configuration file, as SIGHUP does,\n"
+    "and prints the outcome. Consumers whose settings are unchanged keep\n"
+    "running (their topics may change); removed ones finish their queue;\n"
+    "changed ones are replaced once the old instance has consumed what it\n"
+    "holds. An invalid file is refused and the hub keeps its configuration.\n"
+    "Bus endpoints, control and state_dir need a restart.",
+    s_options,
+    "Exit status: 0 reloaded, 1 refused or no answer, 2 bad usage.",
+};
 
 int
 fh_cmd_reload (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *endpoint = NULL;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:e:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'e': endpoint = optarg; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub reload --help'\n"); return FH_EXIT_USAGE;
+        case 'c': path = arg; break;
+        case 'e': endpoint = arg; break;
         }
     }
-    if (optind < argc || (path && endpoint)) {
-        fprintf (stderr, "fanhub reload: give -c FILE or -e ENDPOINT; try 'fanhub reload --help'\n");
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc || (path && endpoint)) {
+        return fh_cli_usage_error (&s_command, "give -c FILE or -e ENDPOINT");
     }
     char err[2048];
     fh_config_t *config = NULL;

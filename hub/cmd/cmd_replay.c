@@ -19,6 +19,7 @@
     not loaded first: a bad line stops the replay there, after the lines
     before it were consumed.
 */
+#include "cli.h"
 #include "commands.h"
 #include "pyjson.h"
 #include "clock.h"
@@ -29,7 +30,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -51,58 +51,63 @@ s_on_signal (int sig)
     s_interrupted = 1;
 }
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub replay --plugin NAME|PATH [--options FILE.yaml]\n"
-             "                     [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir DIR]\n"
-             "\n"
-             "The plugin test harness: feeds messages from a JSON-lines file straight\n"
-             "into one plugin, on this thread, without a bus: init with the options,\n"
-             "consume for each message, idle once at the end of the input, then fini.\n"
-             "Each message's result is one line on stdout, 'SEQ TOPIC -> ok|retry|fail'\n"
-             "(control bytes and '\\' of the topic as \\xNN); a retry is reported, not\n"
-             "retried. A summary goes to stderr.\n"
-             "\n"
-             "  -p, --plugin NAME|PATH  a shipped plugin by name (log, null, ...), or the\n"
-             "                          path of a shared object when it has a '/'\n"
-             "  -o, --options FILE      the plugin's options: a YAML file whose top level\n"
-             "                          is the map a consumer's options: would hold\n"
-             "                          (default: an empty map)\n"
-             "  -i, --input FILE        the messages, one JSON object per line; '-' (the\n"
-             "                          default) is stdin\n"
-             "  -n, --name CONSUMER     the consumer name the plugin is told (default:\n"
-             "                          replay)\n"
-             "      --plugin-dir DIR    where plugins named without a '/' are found\n"
-             "                          (default: $FANHUB_PLUGIN_DIR, else the installed\n"
-             "                          plugin directory)\n"
-             "  -h, --help              this text\n"
-             "\n"
-             "Input lines, in either of two shapes:\n"
-             "  {\"seq\":7,\"received_at\":\"2026-11-21T09:03:48.123456Z\",\"topic\":\"a.b\",\"body\":\"hi\"}\n"
-             "  {\"topic\":\"org.fedoraproject.prod.git.receive\",\"body\":{\"msg\":{}}}\n"
-             "The first is what the log plugin writes, so its output replays as it was\n"
-             "received. topic is required. A string body is the body's bytes (its\n"
-             "UTF-8); body_base64 (RFC 4648) gives any bytes instead; any other JSON\n"
-             "body is encoded as fedmsg did and 'fanhub pub --jsonl' publishes it\n"
-             "(sorted keys, compact, ASCII). seq defaults to the previous message's\n"
-             "plus one (from 1) and received_at (RFC 3339) to now; the plugin reads\n"
-             "them with msg_seq and msg_received_ns. Blank lines are skipped; other\n"
-             "keys are ignored.\n"
-             "\n"
-             "Memory checking: the plugin runs in this process, so with a build\n"
-             "without sanitizers\n"
-             "  valgrind --leak-check=full --error-exitcode=99 \\\n"
-             "      fanhub replay --plugin ./myplugin.so --options opts.yaml --input msgs.jsonl\n"
-             "reports the plugin's memory errors and leaks with its function names\n"
-             "(it stays mapped until the process exits).\n"
-             "\n"
-             "Exit status: 0 every message ok; 1 a message answered retry or fail,\n"
-             "stdout could not be written, or SIGINT/SIGTERM stopped the replay;\n"
-             "2 bad usage, options file, plugin, refused options or input line (the\n"
-             "messages before a bad line have been consumed).\n");
-}
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {'p', "plugin", "NAME|PATH",
+     "a shipped plugin by name (log, null, ...), or the\n"
+     "path of a shared object when it has a '/'"},
+    {'o', "options", "FILE",
+     "the plugin's options: a YAML file whose top level\n"
+     "is the map a consumer's options: would hold\n"
+     "(default: an empty map)"},
+    {'i', "input", "FILE",
+     "the messages, one JSON object per line; '-' (the\n"
+     "default) is stdin"},
+    {'n', "name", "CONSUMER",
+     "the consumer name the plugin is told (default:\n"
+     "replay)"},
+    {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
+     "where plugins named without a '/' are found\n"
+     "(default: $FANHUB_PLUGIN_DIR, else the installed\n"
+     "plugin directory)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "replay",
+    "--plugin NAME|PATH [--options FILE.yaml] [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir DIR]",
+    "The plugin test harness: feeds messages from a JSON-lines file straight\n"
+    "into one plugin, on this thread, without a bus: init with the options,\n"
+    "consume for each message, idle once at the end of the input, then fini.\n"
+    "Each message's result is one line on stdout, 'SEQ TOPIC -> ok|retry|fail'\n"
+    "(control bytes and '\\' of the topic as \\xNN); a retry is reported, not\n"
+    "retried. A summary goes to stderr.",
+    s_options,
+    "Input lines, in either of two shapes:\n"
+    "  {\"seq\":7,\"received_at\":\"2026-11-21T09:03:48.123456Z\",\"topic\":\"a.b\",\"body\":\"hi\"}\n"
+    "  {\"topic\":\"org.fedoraproject.prod.git.receive\",\"body\":{\"msg\":{}}}\n"
+    "The first is what the log plugin writes, so its output replays as it was\n"
+    "received. topic is required. A string body is the body's bytes (its\n"
+    "UTF-8); body_base64 (RFC 4648) gives any bytes instead; any other JSON\n"
+    "body is encoded as fedmsg did and 'fanhub pub --jsonl' publishes it\n"
+    "(sorted keys, compact, ASCII). seq defaults to the previous message's\n"
+    "plus one (from 1) and received_at (RFC 3339) to now; the plugin reads\n"
+    "them with msg_seq and msg_received_ns. Blank lines are skipped; other\n"
+    "keys are ignored.\n"
+    "\n"
+    "Memory checking: the plugin runs in this process, so with a build\n"
+    "without sanitizers\n"
+    "  valgrind --leak-check=full --error-exitcode=99 \\\n"
+    "      fanhub replay --plugin ./myplugin.so --options opts.yaml --input msgs.jsonl\n"
+    "reports the plugin's memory errors and leaks with its function names\n"
+    "(it stays mapped until the process exits).\n"
+    "\n"
+    "Exit status: 0 every message ok; 1 a message answered retry or fail,\n"
+    "stdout could not be written, or SIGINT/SIGTERM stopped the replay;\n"
+    "2 bad usage, options file, plugin, refused options or input line (the\n"
+    "messages before a bad line have been consumed).",
+};
 
 /* ---- input lines ------------------------------------------------------- */
 
@@ -447,39 +452,27 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
 static int
 s_parse_args (int argc, char **argv, s_args_t *args)
 {
-    static const struct option options[] = {
-        {"plugin", required_argument, NULL, 'p'},
-        {"options", required_argument, NULL, 'o'},
-        {"input", required_argument, NULL, 'i'},
-        {"name", required_argument, NULL, 'n'},
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "p:o:i:n:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'p': args->plugin = optarg; break;
-        case 'o': args->options_path = optarg; break;
-        case 'i': args->input_path = optarg; break;
-        case 'n': args->name = optarg; break;
-        case 'P': args->plugin_dir = optarg; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default:
-            fprintf (stderr, "try 'fanhub replay --help'\n");
-            return FH_EXIT_USAGE;
+        case 'p': args->plugin = arg; break;
+        case 'o': args->options_path = arg; break;
+        case 'i': args->input_path = arg; break;
+        case 'n': args->name = arg; break;
+        case S_OPT_PLUGIN_DIR: args->plugin_dir = arg; break;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub replay: unexpected argument '%s'; try 'fanhub replay --help'\n",
-                 argv[optind]);
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
+                 argv[cli.next]);
     }
     if (!args->plugin || !*args->plugin) {
-        fprintf (stderr, "fanhub replay: --plugin NAME|PATH is required; try 'fanhub replay "
-                 "--help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "--plugin NAME|PATH is required");
     }
     if (!s_name_valid (args->name)) {
         fprintf (stderr, "fanhub replay: --name: expected a name of 1 to %d characters from "

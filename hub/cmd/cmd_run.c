@@ -23,7 +23,6 @@
 
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,34 +32,39 @@
 #define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
 #define TICK_NS INT64_C (1000000000)              /* spool syncs, stuck checks */
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub run [-c FILE] [--plugin-dir DIR] [-v | -q]\n"
-             "\n"
-             "Runs the hub: subscribes to the bus endpoints of the configuration and\n"
-             "hands each message to every consumer whose topics match, each consumer\n"
-             "on its own thread. Without -c, runs the built-in default configuration\n"
-             "(connect to tcp://127.0.0.1:9940, print every message to stdout).\n"
-             "\n"
-             "  -c, --config FILE     the YAML configuration (see config/fanhub.yaml)\n"
-             "      --plugin-dir DIR  where plugins named without a '/' are found\n"
-             "                        (default: $FANHUB_PLUGIN_DIR, else the\n"
-             "                        installed plugin directory)\n"
-             "  -v, --verbose         log debug lines too (over log_level)\n"
-             "  -q, --quiet           log warnings and errors only (over log_level)\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
-             "that stay the same keep running, an invalid file is refused.\n"
-             "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
-             "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
-             "signal, or an expired shutdown_timeout, exits at once with status 1\n"
-             "and logs how many messages were left unconsumed.\n"
-             "\n"
-             "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.\n");
-}
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "the YAML configuration (see config/fanhub.yaml)"},
+    {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
+     "where plugins named without a '/' are found\n"
+     "(default: $FANHUB_PLUGIN_DIR, else the\n"
+     "installed plugin directory)"},
+    {'v', "verbose", NULL,
+     "log debug lines too (over log_level)"},
+    {'q', "quiet", NULL,
+     "log warnings and errors only (over log_level)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "run",
+    "[-c FILE] [--plugin-dir DIR] [-v | -q]",
+    "Runs the hub: subscribes to the bus endpoints of the configuration and\n"
+    "hands each message to every consumer whose topics match, each consumer\n"
+    "on its own thread. Without -c, runs the built-in default configuration\n"
+    "(connect to tcp://127.0.0.1:9940, print every message to stdout).",
+    s_options,
+    "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
+    "that stay the same keep running, an invalid file is refused.\n"
+    "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
+    "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
+    "signal, or an expired shutdown_timeout, exits at once with status 1\n"
+    "and logs how many messages were left unconsumed.\n"
+    "\n"
+    "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.",
+};
 
 static void
 s_log_endpoints (const fh_config_t *config)
@@ -128,35 +132,24 @@ s_abandon (fh_hub_t *hub, const char *why, int status)
 int
 fh_cmd_run (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"plugin-dir", required_argument, NULL, 'P'},
-        {"verbose", no_argument, NULL, 'v'},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *plugin_dir = NULL;
     bool level_given = false;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:vqh", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'P': plugin_dir = optarg; break;
+        case 'c': path = arg; break;
+        case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         case 'v': fh_log_set_level (FANHUB_LOG_DEBUG); level_given = true; break;
         case 'q': fh_log_set_level (FANHUB_LOG_WARNING); level_given = true; break;
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default:
-            fprintf (stderr, "try 'fanhub run --help'\n");
-            return FH_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub run: unexpected argument '%s'; try 'fanhub run --help'\n",
-                 argv[optind]);
-        return FH_EXIT_USAGE;
-    }
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc)
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
 
     /* Before any thread exists (CZMQ's included), so all inherit the mask. */
     sigset_t signals;

@@ -12,7 +12,6 @@
 
 #include <czmq.h>
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,34 +31,42 @@ s_on_signal (int sig)
     s_interrupted = 1;
 }
 
-static void
-s_usage (FILE *out)
-{
-    fprintf (out,
-             "usage: fanhub stats [-c FILE | -e ENDPOINT] [-f FORMAT] [--watch]\n"
-             "       fanhub stats --input SNAPSHOT.json [-f FORMAT]\n"
-             "\n"
-             "Asks a running hub for its figures through its control socket: per\n"
-             "consumer backlog, counters and latency percentiles, and hub-wide\n"
-             "counters. Field names and definitions: README.md, Metrics.\n"
-             "\n"
-             "  -c, --config FILE     find the hub's control endpoint in this config\n"
-             "                        (default: the built-in default configuration)\n"
-             "  -e, --endpoint EP     the control endpoint itself (ipc://PATH or\n"
-             "                        tcp://127.0.0.1:PORT)\n"
-             "  -f, --format FORMAT   json (default), collectd (PUTVAL lines),\n"
-             "                        prometheus (text exposition), table\n"
-             "  -w, --watch           print a table once a second until interrupted\n"
-             "                        (with --format, that format once a second)\n"
-             "      --host NAME       collectd host name (default: this host's name)\n"
-             "      --input FILE      format a saved JSON snapshot ('-' = stdin)\n"
-             "                        instead of asking a hub\n"
-             "  -t, --timeout MS      how long to wait for the hub (default 2000)\n"
-             "  -h, --help            this text\n"
-             "\n"
-             "Exit status: 0 ok, 1 the hub did not answer or answered an error,\n"
-             "2 bad usage or configuration.\n");
-}
+enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT };
+
+static const fh_cli_option_t s_options[] = {
+    {'c', "config", "FILE",
+     "find the hub's control endpoint in this config\n"
+     "(default: the built-in default configuration)"},
+    {'e', "endpoint", "EP",
+     "the control endpoint itself (ipc://PATH or\n"
+     "tcp://127.0.0.1:PORT)"},
+    {'f', "format", "FORMAT",
+     "json (default), collectd (PUTVAL lines),\n"
+     "prometheus (text exposition), table"},
+    {'w', "watch", NULL,
+     "print a table once a second until interrupted\n"
+     "(with --format, that format once a second)"},
+    {S_OPT_HOST, "host", "NAME",
+     "collectd host name (default: this host's name)"},
+    {S_OPT_INPUT, "input", "FILE",
+     "format a saved JSON snapshot ('-' = stdin)\n"
+     "instead of asking a hub"},
+    {'t', "timeout", "MS",
+     "how long to wait for the hub (default 2000)"},
+    {0, NULL, NULL, NULL},
+};
+
+static const fh_cli_command_t s_command = {
+    "stats",
+    "[-c FILE | -e ENDPOINT] [-f FORMAT] [--watch]\n"
+    "--input SNAPSHOT.json [-f FORMAT]",
+    "Asks a running hub for its figures through its control socket: per\n"
+    "consumer backlog, counters and latency percentiles, and hub-wide\n"
+    "counters. Field names and definitions: docs/metrics.md.",
+    s_options,
+    "Exit status: 0 ok, 1 the hub did not answer or answered an error,\n"
+    "2 bad usage or configuration.",
+};
 
 static char *
 s_read_input (const char *path, char *err, size_t errlen)
@@ -132,70 +139,57 @@ s_format (const char *snapshot, s_format_t format, const char *host, char *err,
 int
 fh_cmd_stats (int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"format", required_argument, NULL, 'f'},
-        {"watch", no_argument, NULL, 'w'},
-        {"host", required_argument, NULL, 'H'},
-        {"input", required_argument, NULL, 'i'},
-        {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const char *path = NULL, *endpoint = NULL, *input = NULL, *host = NULL;
     s_format_t format = FORMAT_JSON;
     bool format_given = false, watch = false;
     int timeout_ms = 2000;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
-    optind = 1;
-    while ((opt = getopt_long (argc, argv, "c:e:f:wt:h", options, NULL)) != -1) {
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = optarg; break;
-        case 'e': endpoint = optarg; break;
+        case 'c': path = arg; break;
+        case 'e': endpoint = arg; break;
         case 'w': watch = true; break;
-        case 'H': host = optarg; break;
-        case 'i': input = optarg; break;
+        case S_OPT_HOST: host = arg; break;
+        case S_OPT_INPUT: input = arg; break;
         case 'f':
             format_given = true;
-            if (strcmp (optarg, "json") == 0)
+            if (strcmp (arg, "json") == 0)
                 format = FORMAT_JSON;
-            else if (strcmp (optarg, "collectd") == 0)
+            else if (strcmp (arg, "collectd") == 0)
                 format = FORMAT_COLLECTD;
-            else if (strcmp (optarg, "prometheus") == 0)
+            else if (strcmp (arg, "prometheus") == 0)
                 format = FORMAT_PROMETHEUS;
-            else if (strcmp (optarg, "table") == 0)
+            else if (strcmp (arg, "table") == 0)
                 format = FORMAT_TABLE;
             else {
-                fprintf (stderr, "fanhub stats: unknown format '%s' (json, collectd, "
-                         "prometheus, table); try 'fanhub stats --help'\n", optarg);
-                return FH_EXIT_USAGE;
+                return fh_cli_usage_error (&s_command, "unknown format '%s' (json, collectd, "
+                                           "prometheus, table)", arg);
             }
             break;
         case 't': {
             char *end;
-            long value = strtol (optarg, &end, 10);
+            long value = strtol (arg, &end, 10);
             if (*end || value < 1 || value > 3600000) {
                 fprintf (stderr, "fanhub stats: --timeout takes milliseconds from 1 to "
-                         "3600000, not '%s'\n", optarg);
+                         "3600000, not '%s'\n", arg);
                 return FH_EXIT_USAGE;
             }
             timeout_ms = (int) value;
             break;
         }
-        case 'h': s_usage (stdout); return FH_EXIT_OK;
-        default: fprintf (stderr, "try 'fanhub stats --help'\n"); return FH_EXIT_USAGE;
         }
     }
-    if (optind < argc) {
-        fprintf (stderr, "fanhub stats: unexpected argument '%s'; try 'fanhub stats --help'\n",
-                 argv[optind]);
-        return FH_EXIT_USAGE;
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next < argc) {
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
+                 argv[cli.next]);
     }
     if ((path && endpoint) || (input && (path || endpoint || watch))) {
-        fprintf (stderr, "fanhub stats: give one of -c, -e or --input (and --watch only "
-                 "with a hub); try 'fanhub stats --help'\n");
-        return FH_EXIT_USAGE;
+        return fh_cli_usage_error (&s_command, "give one of -c, -e or --input (and --watch only with a hub)");
     }
     if (watch && !format_given)
         format = FORMAT_TABLE;

@@ -12,6 +12,7 @@
     per message on a terminal; into a pipe or a file it is buffered, but
     never held back for more than about 100 ms.
 */
+#include "cli.h"
 #include "commands.h"
 
 #include "clock.h"
@@ -20,7 +21,6 @@
 #include "utf8.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -61,133 +61,86 @@ s_on_signal (int signum)
     s_stop = 1;
 }
 
-static void
-s_usage (FILE *out)
-{
-    fputs (
-        "usage: fanhub tail [-c EP]... [-b EP]... [OPTIONS] [PATTERN...]\n"
-        "\n"
-        "Watch the bus: print each message whose topic matches one of the\n"
-        "patterns (every message when none is given), one line per message.\n"
-        "\n"
-        "  -c, --connect EP   connect to EP (repeatable); the default is\n"
-        "                     --connect " S_DEFAULT_ENDPOINT ", where\n"
-        "                     `fanhub pub` binds by default\n"
-        "  -b, --bind EP      bind EP and let publishers connect (repeatable)\n"
-        "  -n, --count N      exit after N messages (0 = no limit, the default)\n"
-        "      --json         print JSON objects instead (see below)\n"
-        "      --rcvhwm N     receive high-water mark; 0 = no limit, never drop\n"
-        "                     (the default)\n"
-        "  -h, --help         this text\n"
-        "\n"
-        "Patterns, as in the hub's configuration:\n"
-        "  org.fedoraproject.    a prefix of the topic (\"\" is every topic)\n"
-        "  *.buildsys.*          '*' matches any run of characters, dots too\n"
-        "  =org.x.y              exactly this topic\n"
-        "\n"
-        "Each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
-        "UTF-8 is printed as it is, except that control characters are\n"
-        "escaped so a message stays on one line and cannot drive the\n"
-        "terminal: \\n, \\r, and \\xHH for the others (tab is kept). A body\n"
-        "that is not valid UTF-8 is printed as 'base64:' and its base64.\n"
-        "Escaping is for reading only; --json is exact. A message without a\n"
-        "body frame prints its topic alone; frames after the body are not\n"
-        "shown.\n"
-        "\n"
-        "With --json each line is one JSON object:\n"
-        "  {\"topic\":\"...\",\"body\":BODY}  the body, copied byte for byte, when\n"
-        "                            it is one JSON document on one line (the\n"
-        "                            fedmsg case: `jq .body.msg` works)\n"
-        "  {\"topic\":\"...\",\"body_text\":\"...\"}    other UTF-8 text, as a string\n"
-        "  {\"topic\":\"...\",\"body_base64\":\"...\"}  anything else\n"
-        "A topic that is not UTF-8 comes as \"topic_base64\".\n"
-        "\n"
-        "Output is flushed per message on a terminal, else at least every\n"
-        "100 ms. SIGINT and SIGTERM end it with exit status 0. Exit status\n"
-        "1: runtime failure; 2: bad usage.\n"
-        "\n"
-        "Examples:\n"
-        "  fanhub tail\n"
-        "  fanhub tail -c tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
-        "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body\n",
-        out);
-}
+enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM };
 
-static int s_usage_error (const char *fmt, ...)
-    __attribute__ ((format (printf, 1, 2)));
+static const fh_cli_option_t s_options[] = {
+    {'c', "connect", "EP",
+     "connect to EP (repeatable); the default is\n"
+     "--connect " S_DEFAULT_ENDPOINT ", where\n"
+     "`fanhub pub` binds by default"},
+    {'b', "bind", "EP",
+     "bind EP and let publishers connect (repeatable)"},
+    {'n', "count", "N",
+     "exit after N messages (0 = no limit, the default)"},
+    {S_OPT_JSON, "json", NULL,
+     "print JSON objects instead (see below)"},
+    {S_OPT_RCVHWM, "rcvhwm", "N",
+     "receive high-water mark; 0 = no limit, never drop\n"
+     "(the default)"},
+    {0, NULL, NULL, NULL},
+};
 
-/* One line naming the problem, one pointing at --help; exit status 2. */
-static int
-s_usage_error (const char *fmt, ...)
-{
-    va_list args;
-    va_start (args, fmt);
-    fputs ("fanhub tail: ", stderr);
-    vfprintf (stderr, fmt, args);
-    fputs ("\ntry 'fanhub tail --help'\n", stderr);
-    va_end (args);
-    return FH_EXIT_USAGE;
-}
-
-/* The usage error for what getopt_long refused: c is ':' (no value) or
-   '?' (unknown, or a value given to an option that takes none). Long
-   options are named as typed; short ones by their letter, since argv
-   may hold a cluster like "-qZ". */
-static int
-s_option_error (int c, char **argv, const struct option *longopts)
-{
-    const char *arg = argv[optind - 1];
-    if (strncmp (arg, "--", 2) != 0) {
-        char name[3] = {'-', (char) optopt, '\0'};
-        return c == ':' ? s_usage_error ("option '%s' needs a value", name)
-                        : s_usage_error ("unknown option '%s'", name);
-    }
-    if (c == ':')
-        return s_usage_error ("option '%s' needs a value", arg);
-    size_t len = strcspn (arg + 2, "=");
-    for (const struct option *o = longopts; o->name; o++)
-        if (arg[2 + len] == '=' && strlen (o->name) == len
-            && strncmp (o->name, arg + 2, len) == 0)
-            return s_usage_error ("option '--%s' takes no value", o->name);
-    return s_usage_error ("unknown option '%.*s'", (int) len + 2, arg);
-}
-
-enum { S_OPT_JSON = 256, S_OPT_RCVHWM };
+static const fh_cli_command_t s_command = {
+    "tail",
+    "[-c EP]... [-b EP]... [OPTIONS] [PATTERN...]",
+    "Watch the bus: print each message whose topic matches one of the\n"
+    "patterns (every message when none is given), one line per message.",
+    s_options,
+    "Patterns, as in the hub's configuration:\n"
+    "  org.fedoraproject.    a prefix of the topic (\"\" is every topic)\n"
+    "  *.buildsys.*          '*' matches any run of characters, dots too\n"
+    "  =org.x.y              exactly this topic\n"
+    "\n"
+    "Each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
+    "UTF-8 is printed as it is, except that control characters are\n"
+    "escaped so a message stays on one line and cannot drive the\n"
+    "terminal: \\n, \\r, and \\xHH for the others (tab is kept). A body\n"
+    "that is not valid UTF-8 is printed as 'base64:' and its base64.\n"
+    "Escaping is for reading only; --json is exact. A message without a\n"
+    "body frame prints its topic alone; frames after the body are not\n"
+    "shown.\n"
+    "\n"
+    "With --json each line is one JSON object:\n"
+    "  {\"topic\":\"...\",\"body\":BODY}  the body, copied byte for byte, when\n"
+    "                            it is one JSON document on one line (the\n"
+    "                            fedmsg case: `jq .body.msg` works)\n"
+    "  {\"topic\":\"...\",\"body_text\":\"...\"}    other UTF-8 text, as a string\n"
+    "  {\"topic\":\"...\",\"body_base64\":\"...\"}  anything else\n"
+    "A topic that is not UTF-8 comes as \"topic_base64\".\n"
+    "\n"
+    "Output is flushed per message on a terminal, else at least every\n"
+    "100 ms. SIGINT and SIGTERM end it with exit status 0. Exit status\n"
+    "1: runtime failure; 2: bad usage.\n"
+    "\n"
+    "Examples:\n"
+    "  fanhub tail\n"
+    "  fanhub tail -c tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
+    "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body",
+};
 
 /* Parses the command line into opts (whose lists the caller frees).
    Returns -1 when the work is to go on, else the exit status. */
 static int
 s_parse (int argc, char **argv, s_opts_t *opts)
 {
-    static const struct option longopts[] = {
-        {"connect", required_argument, NULL, 'c'},
-        {"bind", required_argument, NULL, 'b'},
-        {"count", required_argument, NULL, 'n'},
-        {"json", no_argument, NULL, S_OPT_JSON},
-        {"rcvhwm", required_argument, NULL, S_OPT_RCVHWM},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-
     opts->connect = calloc ((size_t) argc + 1, sizeof *opts->connect);
     opts->bind = calloc ((size_t) argc + 1, sizeof *opts->bind);
     if (!opts->connect || !opts->bind) {
         fprintf (stderr, "fanhub tail: out of memory\n");
         return FH_EXIT_FAILURE;
     }
-    /* Our own messages, not getopt's: they would say "tail: ...". optind
-       0 also resets glibc's state left by the main command line. */
-    opterr = 0;
-    optind = 0;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
     int c;
-    while ((c = getopt_long (argc, argv, ":c:b:n:h", longopts, NULL)) != -1) {
-        const char *arg = optarg;
+    const char *arg;
+    while ((c = fh_cli_next (&cli, &arg)) > 0) {
         switch (c) {
         case 'c':
         case 'b': {
             bool for_bind = c == 'b';
             const char *why = fh_endpoint_check (arg, for_bind);
             if (why)
-                return s_usage_error ("%s '%s': %s",
+                return fh_cli_usage_error (&s_command, "%s '%s': %s",
                                       for_bind ? "--bind" : "--connect", arg, why);
             if (for_bind)
                 opts->bind[opts->bind_count++] = arg;
@@ -201,7 +154,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             opts->count = strtoull (arg, &end, 10);
             /* strtoull would take "-1" as a huge count: digits only. */
             if (*arg < '0' || *arg > '9' || errno || *end)
-                return s_usage_error ("--count '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0", arg);
             break;
         }
         case S_OPT_JSON:
@@ -212,19 +165,16 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             errno = 0;
             long v = strtol (arg, &end, 10);
             if (errno || end == arg || *end || v < 0 || v > INT32_MAX)
-                return s_usage_error ("--rcvhwm '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--rcvhwm '%s': expected a whole number >= 0", arg);
             opts->rcvhwm = (int) v;
             break;
         }
-        case 'h':
-            s_usage (stdout);
-            return FH_EXIT_OK;
-        default:
-            return s_option_error (c, argv, longopts);
         }
     }
-    opts->patterns = argv + optind;
-    opts->pattern_count = (size_t) (argc - optind);
+    if (c < 0)
+        return fh_cli_status (&cli);
+    opts->patterns = argv + cli.next;
+    opts->pattern_count = (size_t) (argc - cli.next);
     if (opts->connect_count + opts->bind_count == 0)
         opts->connect[opts->connect_count++] = S_DEFAULT_ENDPOINT;
     return -1;

@@ -1,4 +1,5 @@
 /*  main - the fanhub binary: dispatches to a subcommand, git style. */
+#include "cli.h"
 #include "commands.h"
 
 #include <stdio.h>
@@ -39,8 +40,9 @@ s_usage (FILE *out)
         fprintf (out, "  %-12s %s\n", s_commands[i].name, s_commands[i].summary);
     fprintf (out,
              "\n"
-             "'fanhub COMMAND --help' tells more of each. Without -c, 'run' and\n"
-             "'check' use the built-in default configuration (config/fanhub.yaml).\n"
+             "'fanhub COMMAND --help' (or 'fanhub help COMMAND') tells more of each.\n"
+             "Without -c, 'run' and 'check' use the built-in default configuration\n"
+             "(config/fanhub.yaml).\n"
              "Exit status: 0 success, 1 runtime failure, 2 bad usage or configuration.\n");
 }
 
@@ -52,14 +54,26 @@ main (int argc, char **argv)
         return FH_EXIT_USAGE;
     }
     const char *name = argv[1];
-    if (strcmp (name, "--help") == 0 || strcmp (name, "-h") == 0
-        || strcmp (name, "help") == 0) {
+    /* `fanhub help CMD` is `fanhub CMD --help`. */
+    char help_flag[] = "--help";
+    char *help_argv[] = {NULL, NULL, help_flag, NULL};
+    if (strcmp (name, "help") == 0 && argc == 3) {
+        help_argv[1] = argv[2];
+        argc = 3;
+        argv = help_argv;
+        name = argv[1];
+    }
+    else if (strcmp (name, "help") == 0 && argc > 3) {
+        fprintf (stderr, "fanhub help: expected one command; see 'fanhub --help'\n");
+        return FH_EXIT_USAGE;
+    }
+    else if (strcmp (name, "--help") == 0 || strcmp (name, "-h") == 0
+             || strcmp (name, "help") == 0) {
         s_usage (stdout);
         return FH_EXIT_OK;
     }
     if (strcmp (name, "--version") == 0 || strcmp (name, "version") == 0) {
-        printf ("fanhub %s (plugin ABI %d.%d)\n", FANHUB_VERSION, FANHUB_ABI_MAJOR,
-                FANHUB_ABI_MINOR);
+        fh_cli_version ();
         return FH_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)

@@ -47,7 +47,7 @@
 #define READ_CHUNK (256u * 1024)
 #define CURSOR_NAME "cursor"
 #define CURSOR_TMP_NAME "cursor.tmp"
-#define LOCK_NAME "lock"
+#define LOCK_NAME FH_SPOOL_LOCK_NAME
 #define CURSOR_TAG "fanhub-spool-cursor 1 "
 #define SEG_NAME_LEN 26 /* "seg-" 16 hex ".spool" */
 #define NONE UINT64_MAX

@@ -97,6 +97,7 @@
 #define FH_SPOOL_DEFAULT_FSYNC_INTERVAL_MS 1000
 #define FH_SPOOL_DEFAULT_CURSOR_RECORDS 1000
 #define FH_SPOOL_DEFAULT_CURSOR_MS 1000
+#define FH_SPOOL_LOCK_NAME "lock" /* in the spool directory; flock(2) LOCK_EX while open */
 
 typedef struct fh_spool fh_spool_t;
 

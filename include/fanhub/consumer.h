@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 0
+#define FANHUB_ABI_MINOR 1
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -169,6 +169,21 @@ typedef struct fanhub_consumer_desc {
     void (*idle) (void *state);
     /* Optional. Releases the state; called once, after the last consume. */
     void (*fini) (void *state);
+
+    /* ABI 1.1: the hub reads this member only when size covers it.
+
+       Optional. `fanhub check`: validates the options exactly as init
+       would and reports what would stop init, without acquiring anything:
+       no socket bound or connected, no file, directory or database
+       created or opened for writing, no lock, thread or process. What it
+       can only look at (a directory that does not exist, a file that
+       cannot be written) it reports as init would. Returns 0 when init
+       would accept the options; else writes a one-line reason into err
+       (errlen bytes, always > 0) and returns -1. host->log may add notes.
+       Called on the hub's main thread; init is not called for a check.
+       A plugin without check (ABI 1.0) is checked by init, then fini. */
+    int (*check) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                  const fanhub_option_t *options, char *err, size_t errlen);
 } fanhub_consumer_desc_t;
 
 /* Put first in a descriptor's initializer. */

@@ -58,10 +58,11 @@ def check_sanitizers(text, who):
             raise AssertionError("%s: sanitizer report:\n%s" % (who, text[-6000:]))
 
 
-def run(args, stdin=None, timeout=DEADLINE):
-    """Runs `fanhub ARGS...` to completion; returns (status, stdout, stderr)."""
+def run(args, stdin=None, timeout=DEADLINE, cwd=None):
+    """Runs `fanhub ARGS...` (in cwd) to completion; returns (status,
+    stdout, stderr)."""
     proc = subprocess.run([BIN] + args, input=stdin, capture_output=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
     out = proc.stdout.decode(errors="replace")
     err = proc.stderr.decode(errors="replace")
     check_sanitizers(err, "fanhub " + " ".join(a if isinstance(a, str) else a.decode(errors="replace") for a in args))
@@ -244,9 +245,40 @@ def yaml_list(items):
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+# A case that cannot run here (a tool scripts/deps installs is missing)
+# raises Skip. The test program then exits SKIP_STATUS, which ctest shows
+# as "Skipped" (the SKIP_RETURN_CODE of tests/CMakeLists.txt), unless it
+# runs under CI=true: there every tool must be installed, and a skip fails.
+SKIP_STATUS = 77
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+class Skip(Exception):
+    pass
+
+
+def require_tool(path, what, package):
+    """path when it is not None, else Skip: `what` is missing, and which
+    Debian package (installed by scripts/deps) has it."""
+    if path:
+        return path
+    raise Skip("%s is missing: scripts/deps installs it (Debian package %s)" % (what, package))
+
+
+def skip_all(reason):
+    """Ends a test program whose every case needs what is missing."""
+    if IN_CI:
+        print("FAIL (CI=true, so nothing may be skipped): " + reason)
+        sys.exit(1)
+    print("SKIP: " + reason)
+    sys.exit(SKIP_STATUS)
+
+
 def main(tests):
-    """Runs the named test functions; prints 'N passed, N failed'."""
-    passed = failed = 0
+    """Runs the named test functions; prints 'N passed, N failed, N skipped'.
+    Exit status 1 when one failed (a skip too, under CI=true), SKIP_STATUS
+    when one was skipped, else 0."""
+    passed = failed = skipped = 0
     only = sys.argv[1:]
     for test in tests:
         if only and test.__name__ not in only:
@@ -254,6 +286,13 @@ def main(tests):
         start = time.monotonic()
         try:
             test()
+        except Skip as e:
+            if IN_CI:
+                failed += 1
+                print("FAIL %s: CI=true, so nothing may be skipped: %s" % (test.__name__, e))
+            else:
+                skipped += 1
+                print("SKIP %s: %s" % (test.__name__, e))
         except Exception:
             failed += 1
             print("FAIL %s (%.1fs)" % (test.__name__, time.monotonic() - start))
@@ -262,5 +301,7 @@ def main(tests):
             passed += 1
             print("ok   %s (%.1fs)" % (test.__name__, time.monotonic() - start))
         sys.stdout.flush()
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed or not passed else 0)
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if failed or not (passed or skipped):
+        sys.exit(1)
+    sys.exit(SKIP_STATUS if skipped else 0)

@@ -279,7 +279,8 @@ def test_plain_pub_drops_without_subscriber():
 
 
 def test_option_errors():
-    """`fanhub check` refuses bad relay options with FILE:LINE:COL."""
+    """`fanhub check` refuses bad relay options with FILE:LINE:COL; a port
+    in use is found by `fanhub run` (check binds nothing)."""
     wd = fh.Workdir()
     busy = zmq.Context.instance().socket(zmq.PUB)
     busy.setsockopt(zmq.LINGER, 0)
@@ -295,8 +296,10 @@ def test_option_errors():
          "options.colour: unknown option; relay takes bind, connect"),
         ({"connect": ["tcp://127.0.0.1:1", "tcp://127.0.0.1"]},
          "options.connect[1]: tcp://127.0.0.1: cannot connect: Invalid argument"),
-        ({"bind": busy_endpoint},
-         "options.bind: %s: cannot bind: Address already in use" % busy_endpoint),
+        ({"bind": "tcp://127.0.0.1:70000"},
+         "options.bind: tcp://127.0.0.1:70000: cannot bind: Invalid argument"),
+        ({"bind": "tpc://127.0.0.1:1"},
+         "options.bind: tpc://127.0.0.1:1: cannot bind: Protocol not supported"),
         ({"bind": "tcp://127.0.0.1:1", "sndhwm": -1},
          "options.sndhwm: expected an integer from 0 to 2147483647, got \"-1\""),
         ({"bind": "tcp://127.0.0.1:1", "linger_ms": "soon"},
@@ -317,6 +320,13 @@ def test_option_errors():
             assert status == 2, (options, status, err)
             assert part in err, (options, part, err)
             assert "relay.yaml:" in err, err
+        # The port in use: check passes it, run refuses it at start.
+        path = wd.write("busy.yaml", bus + relay_yaml("relay", {"bind": busy_endpoint}))
+        status, out, err = fh.run(["check", "-c", path])
+        assert status == 0, err
+        status, out, err = fh.run(["run", "-c", path])
+        assert status == 2, (status, err)
+        assert "options.bind: %s: cannot bind: Address already in use" % busy_endpoint in err, err
         good = wd.write("good.yaml", bus + relay_yaml(
             "relay", {"bind": ["tcp://127.0.0.1:*", "ipc://" + wd.file("r.sock")],
                       "topic_prefix": {"from": "", "to": "mirror."},
@@ -327,9 +337,9 @@ def test_option_errors():
         # The shipped example is valid, on a free port and a temp log.
         with open(os.path.join(fh.SOURCE_DIR, "config/examples/relay.yaml")) as f:
             example = f.read()
-        assert "tcp://*:9941" in example and "/var/log/fanhub/relayed.jsonl" in example
+        assert "tcp://*:9941" in example and "path: relayed.jsonl" in example
         example = example.replace("tcp://*:9941", "tcp://127.0.0.1:%d" % fh.free_port())
-        example = example.replace("/var/log/fanhub/relayed.jsonl", wd.file("relayed.jsonl"))
+        example = example.replace("path: relayed.jsonl", "path: " + wd.file("relayed.jsonl"))
         status, out, err = fh.run(["check", "-c", wd.write("example.yaml", example)])
         assert status == 0, err
         wd.cleanup()

@@ -1,0 +1,109 @@
+"""Every subcommand speaks through one option layer (hub/cmd/cli.c).
+
+The commands are taken from `fanhub --help`, and each one's options from
+its own --help, so a new command or option is covered without touching
+this file. For every command:
+- an unknown option, long or short: `fanhub CMD: unknown option '--x'`,
+  then `try 'fanhub CMD --help'`, exit status 2, nothing on stdout;
+- every option that takes a value, given none: `fanhub CMD: option
+  '--name' needs a value`, the same hint, exit 2;
+- a flag given a value (`--flag=1`): `option '--flag' takes no value`;
+- `fanhub help CMD` prints exactly what `fanhub CMD --help` prints;
+- `--version` works, with the version `fanhub --version` prints.
+"""
+import re
+
+import fanhublib as fh
+
+# What a command needs before its options (dead-letter takes an action).
+LEADING = {"dead-letter": ["list"]}
+
+
+def commands():
+    status, out, _ = fh.run(["--help"])
+    assert status == 0, out
+    names = re.findall(r"^  ([a-z][a-z-]*)  ", out.split("commands:", 1)[1], re.M)
+    # The commands of this round, at least; any later one is checked too.
+    for must in ("run", "check", "stats", "collectd", "emit", "reload", "dead-letter",
+                 "plugins", "replay", "pub", "tail"):
+        assert must in names, (must, names)
+    return names
+
+
+def options_of(help_text):
+    """(long name, takes a value) of each option in a --help text."""
+    found = []
+    for m in re.finditer(r"^  (?:-\w, |    )--([a-z][a-z-]*)( [A-Z][A-Z_|.]*)?(?:\s|$)",
+                         help_text, re.M):
+        found.append((m.group(1), bool(m.group(2))))
+    return found
+
+
+def expect_usage_error(args, command, what):
+    status, out, err = fh.run(args)
+    assert status == 2, (args, status, err)
+    assert out == "", (args, out)
+    assert err == "fanhub %s: %s\ntry 'fanhub %s --help'\n" % (command, what, command), \
+        (args, err)
+
+
+def test_unknown_options():
+    for command in commands():
+        lead = [command] + LEADING.get(command, [])
+        expect_usage_error([command, "--bogus"], command, "unknown option '--bogus'")
+        expect_usage_error(lead + ["--bogus=1"], command, "unknown option '--bogus'")
+        expect_usage_error(lead + ["-Z"], command, "unknown option '-Z'")
+    # In a cluster of short options, wherever it stands.
+    for cluster in ("-vZ", "-Zv"):
+        expect_usage_error(["run", "-q", cluster], "run", "unknown option '-Z'")
+        expect_usage_error(["run", "--quiet", cluster], "run", "unknown option '-Z'")
+    expect_usage_error(["run", "-vc"], "run", "option '-c' needs a value")
+
+
+def test_missing_values_and_flags_with_values():
+    checked = 0
+    for command in commands():
+        lead = [command] + LEADING.get(command, [])
+        status, help_text, _ = fh.run([command, "--help"])
+        assert status == 0, help_text
+        options = options_of(help_text)
+        assert ("help", False) in options and ("version", False) in options, \
+            (command, options)
+        for name, takes_value in options:
+            if takes_value:
+                expect_usage_error(lead + ["--" + name], command,
+                                   "option '--%s' needs a value" % name)
+                checked += 1
+            elif name not in ("help", "version"):
+                expect_usage_error(lead + ["--%s=1" % name], command,
+                                   "option '--%s' takes no value" % name)
+                checked += 1
+    assert checked > 30, checked
+
+
+def test_help_command_equals_help_option():
+    for command in commands():
+        status, by_option, err = fh.run([command, "--help"])
+        assert status == 0 and err == "", (command, err)
+        assert by_option.startswith("usage: fanhub %s" % command), by_option[:80]
+        status, by_command, err = fh.run(["help", command])
+        assert status == 0 and err == "", (command, err)
+        assert by_command == by_option, command
+        status, short, _ = fh.run([command, "-h"])
+        assert status == 0 and short == by_option, command
+    status, _, err = fh.run(["help", "nosuchcommand"])
+    assert status == 2 and "'nosuchcommand' is not a command" in err, err
+
+
+def test_version_everywhere():
+    status, version, _ = fh.run(["--version"])
+    assert status == 0 and re.match(r"^fanhub \d+\.\d+\.\d+ \(plugin ABI 1\.\d+\)\n$", version), \
+        version
+    for command in commands():
+        status, out, err = fh.run([command, "--version"])
+        assert status == 0 and out == version and err == "", (command, status, out, err)
+
+
+if __name__ == "__main__":
+    fh.main([test_unknown_options, test_missing_values_and_flags_with_values,
+             test_help_command_equals_help_option, test_version_everywhere])
