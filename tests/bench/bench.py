@@ -358,7 +358,7 @@ class Hub:
     """One `fanhub run` with a generated configuration."""
 
     def __init__(self, bench, consumers, cpu=None, extra="", shutdown_timeout=5,
-                 valgrind=None, rcvhwm=None, ready_timeout=20.0):
+                 valgrind=None, rcvhwm=None, ready_timeout=20.0, curve=None):
         self.bench = bench
         self.bus = f"tcp://127.0.0.1:{free_port()}"
         self.config = bench.path("hub.yaml")
@@ -367,6 +367,9 @@ class Hub:
         lines = [f"bus:\n  bind: {self.bus}"]
         if rcvhwm is not None:
             lines.append(f"  rcvhwm: {rcvhwm}")
+        if curve:
+            lines.append(f"  curve:\n    secret_key_file: \"{curve.hub_secret_file}\"\n"
+                         f"    allow: [\"{curve.pub_public}\"]")
         lines.append(f"control: {self.control}")
         lines.append(f"shutdown_timeout: {shutdown_timeout}")
         if extra:
@@ -489,8 +492,9 @@ def publish(bench, endpoint, n, cpu=None, size=100, rate=None, jsonl=None, topic
 
 
 def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
-          connections=1, stamp=True, subscriptions=1, deadline_s=None):
-    """Runs bench_pub (the full-speed publisher) to the end. Returns its
+          connections=1, stamp=True, subscriptions=1, deadline_s=None, curve=None):
+    """Runs bench_pub (the full-speed publisher) to the end, a CURVE client
+    with the keys of curve (CurveKeys) when given. Returns its
     JSON: sent, send_rate (its own rate, first to last send), t_first_ns,
     t_last_ns, t_flushed_ns (CLOCK_MONOTONIC, as time.monotonic)."""
     cmd = [bench.bench_pub, "--connect", endpoint, "-n", str(n), "--size", str(size),
@@ -499,6 +503,8 @@ def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
     cmd += ["--topics", topics_file] if topics_file else ["--topic", topic]
     if not stamp:
         cmd.append("--no-stamp")
+    if curve:
+        cmd += ["--curve-server-key", curve.hub_public, "--curve-keys", curve.pub_secret_file]
     errfile = bench.path("bench_pub.err")
     with open(errfile, "w") as err:
         p = spawn(cmd, cpu=cpu, stdout=subprocess.PIPE, stderr=err)
@@ -566,11 +572,14 @@ def null_consumers(k, capacity):
 
 def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
                    jsonl=None, extra="", expect_deliveries=None, wait_subscribers=1,
-                   perf_data=None, topics_file=None, connections=1):
+                   perf_data=None, topics_file=None, connections=1, curve=None):
     """K null consumers (or the given ones) at full speed, fed by bench_pub
-    (by `fanhub pub` when the bodies come from jsonl). Returns figures."""
+    (by `fanhub pub` when the bodies come from jsonl). With curve
+    (CurveKeys), the bus is CURVE: the hub the server, bench_pub a client
+    it allows. Returns figures."""
     label, pub_cpu, hub_cpu = placement
-    hub = Hub(bench, consumers or null_consumers(k, n + 1024), cpu=hub_cpu, extra=extra)
+    hub = Hub(bench, consumers or null_consumers(k, n + 1024), cpu=hub_cpu, extra=extra,
+              curve=curve)
     try:
         expect_deliveries = expect_deliveries if expect_deliveries is not None else n * k
         stop_scrape = threading.Event()
@@ -603,7 +612,7 @@ def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
                                                 jsonl=jsonl, wait_subscribers=wait_subscribers)
         else:
             pub = blast(bench, hub.bus, n, cpu=pub_cpu, size=size, topics_file=topics_file,
-                        connections=connections, subscriptions=wait_subscribers)
+                        connections=connections, subscriptions=wait_subscribers, curve=curve)
             t0, t_pub_exit = pub["t_first_ns"] / 1e9, pub["t_flushed_ns"] / 1e9
             send_rate = pub["send_rate"]
 
@@ -971,25 +980,82 @@ def case_neighbour(bench, prof, results):
     results["neighbour"] = {"status": "measured", "rows": rows}
 
 
+CURVE_SIZES = [100, 1024]
+
+
+def zcert_public_key(path):
+    """The public key (Z85) of a zcert file, as `fanhub keygen` writes it."""
+    with open(path) as f:
+        m = re.search(r'^\s*public-key\s*=\s*"(.{40})"', f.read(), re.M)
+    if not m:
+        raise BenchError(f"{path}: no public-key in this zcert file")
+    return m.group(1)
+
+
+class CurveKeys:
+    """The key pairs of a CURVE bus, made by `fanhub keygen` as an operator
+    makes them: the hub's (the server; the hub reads hub_secret) and
+    bench_pub's (a client; bench_pub reads pub_secret, the hub allows its
+    public key)."""
+
+    def __init__(self, bench):
+        keydir = os.path.join(bench.tmp, "curve-keys")
+        os.makedirs(keydir, mode=0o700, exist_ok=True)
+        for name in ("hub", "pub"):
+            p = subprocess.run([bench.fanhub, "keygen", os.path.join(keydir, name)],
+                               capture_output=True, text=True, timeout=30)
+            if p.returncode != 0:
+                raise BenchError(f"fanhub keygen {name} failed ({p.returncode}): "
+                                 + (p.stderr or p.stdout).strip())
+        self.hub_secret_file = os.path.join(keydir, "hub_secret")
+        self.hub_public = zcert_public_key(os.path.join(keydir, "hub"))
+        self.pub_secret_file = os.path.join(keydir, "pub_secret")
+        self.pub_public = zcert_public_key(os.path.join(keydir, "pub"))
+
+
 def case_curve(bench, prof, results):
-    """CURVE against plaintext at 100 B and 1 KiB. A hook: the CURVE keys
-    of the bus (bus.curve, issue 14) are not in this tree yet. Once
-    `fanhub check` takes a bus.curve section, this case must (1) make a
-    server key pair for the hub and a client pair for bench_pub, (2) give
-    bench_pub and bench_raw the CURVE options (ZMQ_CURVE_SERVERKEY,
-    PUBLICKEY, SECRETKEY on the XPUB; ZMQ_CURVE_SERVER on the SUB), and
-    (3) run raw and hub K=1 at 100 B and 1 KiB, plaintext and CURVE, in
-    the same run; the table reports CURVE/plaintext per receiver."""
-    ok, why = fanhub_check(bench, "bus:\n  bind: tcp://127.0.0.1:1\n  curve: {}\n"
-                           "consumers: [{name: a, plugin: \"null\"}]\n")
-    if not ok and "curve" in why and ("unknown" in why or "not a key" in why
-                                      or "unexpected" in why):
-        results["curve"] = {"status": "not measured: this tree has no bus.curve "
-                                      f"(issue 14); fanhub check says: {why}"}
-    else:
-        results["curve"] = {"status": "not measured: bus.curve exists, but the case is a "
-                                      "hook (see case_curve in tests/bench/bench.py)"}
-    log(results["curve"]["status"])
+    """What CURVE on the bus costs: hub K=1 (one null consumer) fed by
+    bench_pub at 100 B and 1 KiB, plaintext against CURVE (bus.curve with
+    the hub as server, bench_pub a client in its allow list) in the same
+    run. The two alternate rep by rep, so that a change in the machine's
+    load falls on both. Reports the hub's input rate and CPU per message,
+    the publisher's own rate and the bound-by column, and CURVE/plaintext
+    for both figures. The encryption of bench_pub's side runs in its
+    libzmq I/O thread, after the send loop that send_rate times: a CURVE
+    case can be bound by that thread while the column says receiver; the
+    table's "hub busy" (hub CPU over wall time) tells the two apart."""
+    try:
+        keys = CurveKeys(bench)
+    except BenchError as e:
+        results["curve"] = {"status": f"not measured: {e}"}
+        log(results["curve"]["status"])
+        return
+    rows = []
+    for placement in bench.placements:
+        for size in CURVE_SIZES:
+            n = tp_count(prof, size)
+            runs = {"plaintext": [], "curve": []}
+            for _ in range(prof["reps"]):
+                runs["plaintext"].append(retry(hub_throughput, bench, 1, size, n, placement))
+                runs["curve"].append(retry(hub_throughput, bench, 1, size, n, placement,
+                                           curve=keys))
+            row = dict(placement=placement[0], size=size, n=n)
+            for bus, rs in runs.items():
+                r = rep_median(rs, TP_KEYS)
+                r.update(loss=max(x["loss"] for x in rs), dropped=max(x["dropped"] for x in rs))
+                row[bus] = r
+            row["in_ratio"] = row["curve"]["in_rate"] / row["plaintext"]["in_rate"]
+            row["cpu_ratio"] = (row["curve"]["cpu_per_msg_ns"]
+                                / row["plaintext"]["cpu_per_msg_ns"])
+            rows.append(row)
+            pt, cv = row["plaintext"], row["curve"]
+            log(f"curve {placement[0]} {size} B: plaintext in {pt['in_rate']:,.0f}/s "
+                f"({pt['cpu_per_msg_ns']:.0f} ns hub CPU/msg, publisher "
+                f"{pt['pub_send_rate']:,.0f}/s, {pt['bound_by']}-bound), CURVE in "
+                f"{cv['in_rate']:,.0f}/s ({cv['cpu_per_msg_ns']:.0f} ns, publisher "
+                f"{cv['pub_send_rate']:,.0f}/s, {cv['bound_by']}-bound): "
+                f"x{row['in_ratio']:.2f} rate, x{row['cpu_ratio']:.2f} CPU/msg")
+    results["curve"] = {"status": "measured", "rows": rows}
 
 
 def fanhub_check(bench, text):
@@ -1768,8 +1834,27 @@ def markdown(results):
         w("")
     cv = results.get("curve")
     if cv:
-        w("## CURVE against plaintext\n")
-        w(f"- {cv['status']}\n")
+        w("## CURVE against plaintext (hub K=1, one null consumer)\n")
+        if cv.get("rows"):
+            w("*hub busy*: hub CPU time over the run's wall time, in CPUs. Pinned, the "
+              "hub has one CPU: near 1, the hub was the bottleneck, not the encryption "
+              "in the publisher's I/O thread (which bench_pub's own rate does not "
+              "time).\n")
+            w("| Placement | Body | Bus | publisher/s | in/s | bound by | hub CPU/msg | "
+              "hub busy | loss | dropped |")
+            w("|---|---|---|---|---|---|---|---|---|---|")
+            for r in cv["rows"]:
+                for bus in ("plaintext", "curve"):
+                    x = r[bus]
+                    w(f"| {r['placement']} | {r['size']} B | {bus} | "
+                      f"{fmt_rate(x.get('pub_send_rate'))} | {fmt_rate(x['in_rate'])} | "
+                      f"{x.get('bound_by', '?')} | {fmt_ns(x['cpu_per_msg_ns'])} | "
+                      f"{x['hub_cpu_s'] / x['wall_s']:.2f} | {x['loss']} | {x['dropped']} |")
+                w(f"| {r['placement']} | {r['size']} B | CURVE/plaintext | | "
+                  f"{r['in_ratio']:.2f}x | | {r['cpu_ratio']:.2f}x | | | |")
+            w("")
+        else:
+            w(f"- {cv['status']}\n")
     w("## Spill and ordered pool\n")
     for name in ("spill", "pool"):
         entry = results.get(name, {"status": "not run"})
@@ -1937,6 +2022,15 @@ def figures(results):
         put("check", "20k consumers", "max RSS", results["check"].get("max_rss"), False)
     for r in results.get("neighbour", {}).get("rows", []):
         put("neighbour", r["placement"], "x of alone", r.get("ratio"), True)
+    for r in results.get("curve", {}).get("rows", []):
+        for bus in ("plaintext", "curve"):
+            case = f"{r['placement']} {r['size']} B {bus}"
+            put("curve", case, "in/s", r[bus].get("in_rate"), True)
+            put("curve", case, "hub CPU ns/msg", r[bus].get("cpu_per_msg_ns"), False)
+            put("curve", case, "publisher/s", r[bus].get("pub_send_rate"), True)
+        case = f"{r['placement']} {r['size']} B"
+        put("curve", case, "CURVE/plaintext in/s", r.get("in_ratio"), True)
+        put("curve", case, "CURVE/plaintext CPU/msg", r.get("cpu_ratio"), False)
     for r in results.get("memory", []):
         put("memory", f"{r['placement']} K={r['k']}", "RSS", r.get("rss"), False)
     for r in results.get("callgrind", {}).get("rows", []):

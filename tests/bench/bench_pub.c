@@ -13,6 +13,7 @@
     usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T]
                      [--topics FILE] [--connections N] [--subscriptions S]
                      [--no-stamp] [--timeout SECONDS]
+                     [--curve-server-key KEY --curve-keys FILE]
 
     --topics FILE cycles through the topics in FILE (one a line) instead of
     one topic. --subscriptions S: each connection waits for S subscription
@@ -20,6 +21,11 @@
     frame is CLOCK_MONOTONIC ns, 8 bytes little-endian (bench_hist.h), as
     `fanhub pub --stamp` sends it; the body is a constant buffer sent
     without a copy (zmq_send_const), as a real publisher's payload would be.
+
+    --curve-server-key KEY (the hub's public key, 40 characters of Z85)
+    and --curve-keys FILE (this publisher's key pair: a zcert secret file
+    as `fanhub keygen NAME` writes it, NAME_secret) make every connection
+    a CURVE client; both or neither.
 
     Prints "ready" once every connection is subscribed and, at the end, one
     JSON line:
@@ -45,6 +51,14 @@
 #include <zmq.h>
 
 #define MAX_CONNECTIONS 64
+#define Z85_KEY_LEN 40
+
+/* CURVE client keys, Z85 text; empty: plaintext. */
+typedef struct {
+    char server[Z85_KEY_LEN + 1];
+    char public_key[Z85_KEY_LEN + 1];
+    char secret_key[Z85_KEY_LEN + 1];
+} s_curve_t;
 
 typedef struct {
     void *ctx;
@@ -56,6 +70,7 @@ typedef struct {
     bool stamp;
     int subscriptions;
     double timeout_s;
+    const s_curve_t *curve;
     pthread_barrier_t *ready;
     atomic_bool *failed;
     /* per connection */
@@ -82,6 +97,17 @@ s_connect (s_conn_t *conn)
     zmq_setsockopt (conn->sock, ZMQ_SNDHWM, &zero, sizeof zero);
     zmq_setsockopt (conn->sock, ZMQ_XPUB_VERBOSE, &one, sizeof one);
     zmq_setsockopt (conn->sock, ZMQ_LINGER, &linger, sizeof linger);
+    if (conn->curve->server[0]
+        && (zmq_setsockopt (conn->sock, ZMQ_CURVE_SERVERKEY, conn->curve->server,
+                            Z85_KEY_LEN) != 0
+            || zmq_setsockopt (conn->sock, ZMQ_CURVE_PUBLICKEY, conn->curve->public_key,
+                               Z85_KEY_LEN) != 0
+            || zmq_setsockopt (conn->sock, ZMQ_CURVE_SECRETKEY, conn->curve->secret_key,
+                               Z85_KEY_LEN) != 0)) {
+        snprintf (conn->error, sizeof conn->error, "CURVE options refused: %s",
+                  zmq_strerror (errno));
+        return -1;
+    }
     if (zmq_connect (conn->sock, conn->endpoint) != 0) {
         snprintf (conn->error, sizeof conn->error, "cannot connect %s: %s", conn->endpoint,
                   zmq_strerror (errno));
@@ -172,12 +198,51 @@ s_read_topics (const char *path, size_t *count)
     return topics;
 }
 
+static bool
+s_key_valid (const char *text)
+{
+    uint8_t key[32];
+    return strlen (text) == Z85_KEY_LEN && zmq_z85_decode (key, text) != NULL;
+}
+
+/* Reads `NAME = "VALUE"` from a zcert file (CZMQ's ZPL: `curve` section,
+   public-key and secret-key) into key; false when absent or not a key. */
+static bool
+s_zcert_key (const char *path, const char *name, char key[Z85_KEY_LEN + 1])
+{
+    FILE *f = fopen (path, "r");
+    if (!f) {
+        fprintf (stderr, "bench_pub: %s: %s\n", path, strerror (errno));
+        return false;
+    }
+    bool found = false;
+    char line[256];
+    while (!found && fgets (line, sizeof line, f)) {
+        char *p = line + strspn (line, " \t");
+        size_t len = strlen (name);
+        if (strncmp (p, name, len) != 0)
+            continue;
+        p += len;
+        p += strspn (p, " \t");
+        if (*p++ != '=')
+            continue;
+        p += strspn (p, " \t");
+        if (*p++ != '"' || strlen (p) < Z85_KEY_LEN + 1 || p[Z85_KEY_LEN] != '"')
+            continue;
+        memcpy (key, p, Z85_KEY_LEN);
+        key[Z85_KEY_LEN] = '\0';
+        found = s_key_valid (key);
+    }
+    fclose (f);
+    return found;
+}
+
 static int
 s_usage (void)
 {
     fputs ("usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T] "
            "[--topics FILE] [--connections N] [--subscriptions S] [--no-stamp] "
-           "[--timeout SECONDS]\n", stderr);
+           "[--timeout SECONDS] [--curve-server-key KEY --curve-keys FILE]\n", stderr);
     return 2;
 }
 
@@ -194,6 +259,8 @@ main (int argc, char **argv)
         {"subscriptions", required_argument, NULL, 'S'},
         {"no-stamp", no_argument, NULL, 'N'},
         {"timeout", required_argument, NULL, 'o'},
+        {"curve-server-key", required_argument, NULL, 'K'},
+        {"curve-keys", required_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     const char *endpoint = NULL, *topic = "org.fanhub.bench.message", *topics_path = NULL;
@@ -202,6 +269,7 @@ main (int argc, char **argv)
     int connections = 1, subscriptions = 1;
     bool stamp = true;
     double timeout_s = 20;
+    const char *server_key = NULL, *keys_path = NULL;
     int opt;
     while ((opt = getopt_long (argc, argv, "c:n:s:t:", options, NULL)) != -1) {
         switch (opt) {
@@ -214,12 +282,35 @@ main (int argc, char **argv)
         case 'S': subscriptions = atoi (optarg); break;
         case 'N': stamp = false; break;
         case 'o': timeout_s = atof (optarg); break;
+        case 'K': server_key = optarg; break;
+        case 'k': keys_path = optarg; break;
         default: return s_usage ();
         }
     }
     if (!endpoint || count == 0 || connections < 1 || connections > MAX_CONNECTIONS
         || subscriptions < 0 || timeout_s <= 0)
         return s_usage ();
+    s_curve_t curve;
+    memset (&curve, 0, sizeof curve); /* plaintext unless --curve-* */
+    if (!server_key != !keys_path) {
+        fputs ("bench_pub: --curve-server-key and --curve-keys go together\n", stderr);
+        return 2;
+    }
+    if (server_key) {
+        if (!s_key_valid (server_key)) {
+            fprintf (stderr, "bench_pub: --curve-server-key %s: not 40 characters of Z85\n",
+                     server_key);
+            return 2;
+        }
+        if (!s_zcert_key (keys_path, "public-key", curve.public_key)
+            || !s_zcert_key (keys_path, "secret-key", curve.secret_key)) {
+            fprintf (stderr, "bench_pub: --curve-keys %s: no public-key and secret-key in "
+                     "it (a zcert secret file, as fanhub keygen writes NAME_secret)\n",
+                     keys_path);
+            return 2;
+        }
+        memcpy (curve.server, server_key, Z85_KEY_LEN + 1);
+    }
 
     char *one_topic[] = {(char *) topic};
     char **topics = one_topic;
@@ -242,7 +333,7 @@ main (int argc, char **argv)
         conns[i] = (s_conn_t) {
             .ctx = ctx, .endpoint = endpoint, .topics = topics, .topic_count = topic_count,
             .body = body, .body_size = size, .stamp = stamp, .subscriptions = subscriptions,
-            .timeout_s = timeout_s, .ready = &ready, .failed = &failed,
+            .curve = &curve, .timeout_s = timeout_s, .ready = &ready, .failed = &failed,
             .count = count / (unsigned) connections
                      + ((unsigned long long) i < count % (unsigned) connections),
         };
