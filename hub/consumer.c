@@ -14,6 +14,7 @@
 #include "keyed.h"
 #include "log.h"
 #include "order_key.h"
+#include "pending.h"
 #include "plugin.h"
 #include "queue.h"
 #include "retry.h"
@@ -30,6 +31,8 @@
 #define CACHE_LINE 64
 #define FAILURE_LOG_INTERVAL_NS (10 * INT64_C (1000000000))
 #define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
+/* How often a worker waiting for late completions looks at `abort`. */
+#define PENDING_POLL_NS (200 * INT64_C (1000000))
 
 /* A counter with one writer: a plain load and store, no locked add. The
    release store orders it after the writer's earlier counters, so a reader
@@ -124,7 +127,16 @@ struct fh_consumer {
     atomic_uint_fast64_t coalesced;
     atomic_uint_fast64_t key_fallback; /* messages whose key could not be extracted */
     fh_handled_t dispatcher_handled;
+    atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
+
+    /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
+    fh_pending_t *pending;
+    fh_ratelimit_t complete_log;
+    bool pending_stuck; /* owned by the stuck checker */
 };
+
+static void s_pending_wake (void *arg);
+static void s_release_unhandled (fh_msg_t *msg, void *arg);
 
 fh_consumer_t *
 fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
@@ -169,6 +181,16 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         fh_handled_init (&worker->handled);
     }
     self->ctx.consumer_name = self->name;
+    self->ctx.consumer = self;
+    self->pending = fh_pending_new (config->max_pending ? config->max_pending
+                                                        : FH_DEFAULT_MAX_PENDING,
+                                    s_pending_wake, self);
+    if (!self->pending) {
+        snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
+                  config->name);
+        fh_consumer_destroy (&self);
+        return NULL;
+    }
 
     char why[1024];
     self->pool = self->worker_count > 1 || config->coalesce;
@@ -250,6 +272,12 @@ fh_consumer_destroy (fh_consumer_t **self_p)
             pthread_join (self->workers[i].thread, NULL);
     if (self->initialized && self->desc->fini)
         self->desc->fini (self->state);
+    /* Completions that came too late (or never): not done, so a spooled
+       one stays in the spool for the next run. */
+    fh_pending_item_t late;
+    while (self->pending && fh_pending_take_done (self->pending, &late))
+        fh_msg_release (late.msg, NULL);
+    fh_pending_destroy (&self->pending, s_release_unhandled, NULL);
     if (self->pool) {
         fh_keyed_destroy (&self->keyed, s_release_unhandled, NULL);
         fh_order_key_destroy (&self->order_key);
@@ -366,9 +394,14 @@ s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
                 (const char *) topic.data, why, (unsigned long long) suppressed);
 }
 
-/* One consume call, timed, visible to the stuck checker while it runs. */
+/* One consume call, timed, visible to the stuck checker while it runs.
+   `ticket` was reserved for it in the pending table: an answer of
+   FANHUB_PENDING leaves it open there (and is not timed yet: its
+   processing time is recorded when it completes); any other answer
+   frees it. */
 static fanhub_result_t
-s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
+s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
+                fanhub_ticket_t ticket)
 {
     fh_consumer_t *self = worker->consumer;
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
@@ -377,8 +410,51 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
     fanhub_result_t result = self->desc->consume (self->state, msg);
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
+    if (result == FANHUB_PENDING && ticket) {
+        fh_pending_hold (self->pending, ticket);
+        return result;
+    }
+    if (ticket && fh_pending_cancel (self->pending, ticket))
+        fh_warning ("consume: consumer '%s': message %llu: the plugin completed it and "
+                    "also answered %d; the answer counts", self->name,
+                    (unsigned long long) msg->seq, (int) result);
+    if (result == FANHUB_PENDING)
+        result = FANHUB_FAIL; /* no ticket could be kept: never with the checks */
     fh_histogram_record (&worker->processing, *end - start);
     return result;
+}
+
+/* The pending table's wake-up: a completion came. */
+static void
+s_pending_wake (void *arg)
+{
+    fh_consumer_t *self = arg;
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        pthread_cond_broadcast (&self->pool_work);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
+    else
+        fh_queue_kick (self->queue);
+}
+
+int
+fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
+        fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
+                  "FAIL; taken as FAIL", self->name, (unsigned long long) ticket, (int) result);
+        result = FANHUB_FAIL;
+    }
+    if (fh_pending_complete (self->pending, ticket, result) == 0)
+        return 0;
+    uint64_t suppressed;
+    if (fh_ratelimit_allow (&self->complete_log, fh_clock_mono_ns (), FAILURE_LOG_INTERVAL_NS,
+                            &suppressed))
+        fh_warning ("complete: consumer '%s': ticket %llu is not pending (unknown, or "
+                    "completed already); ignored (%llu more not logged)", self->name,
+                    (unsigned long long) ticket, (unsigned long long) suppressed);
+    return -1;
 }
 
 /* A message's last word: counted, logged when it failed, its waiter told,
@@ -423,6 +499,9 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
     if (msg->emit)
         fh_emit_set_outcome (msg->emit, self->index,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    /* Done: the spool's cursor may move over it. */
+    if (msg->spool_mark && self->spool)
+        fh_spool_done (self->spool, msg->spool_mark);
     /* The end of the last attempt is the handling time, unless a test's
        clock measured it: received_ns is always the real clock's. */
     fh_msg_release_at (msg, &worker->handled,
@@ -433,46 +512,95 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
    attempts are used up, waiting out the backoff in between (the message
    stays at the head of the queue: order holds). Returns the clock at the
    end. */
-static int64_t
-s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+/* After attempt number `attempts` answered result (at end): true when the
+   message is to be tried again, after the backoff was waited out here;
+   false when it is finished, with why filled for anything but OK. */
+static bool
+s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end,
+         bool late, char *why, size_t whylen)
 {
     fh_consumer_t *self = worker->consumer;
+    const char *verb = late ? "completed with" : "consume answered";
+    if (result == FANHUB_OK)
+        return false;
+    if (result != FANHUB_RETRY) {
+        snprintf (why, whylen, "%s FAIL", verb);
+        return false;
+    }
+    if (attempts >= self->retry.max_attempts) {
+        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
+                  attempts == 1 ? "" : "s");
+        return false;
+    }
     s_progress_begin (worker);
-    s_bump (&worker->dequeued);
+    s_bump (&worker->retried);
     s_progress_end (worker);
-    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+    int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+    if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
+        snprintf (why, whylen, "stopped while waiting to retry");
+        return false;
+    }
+    return true;
+}
 
-    int64_t end = start, first = start;
-    uint32_t attempts = 0;
+/* Attempts from number attempts + 1 on, until the message is finished
+   (OK, FAIL, or RETRY until the attempts are used up, waiting out the
+   backoff in between: the message stays at the head of the queue, so
+   order holds) or the plugin answers PENDING (the pending table has it
+   then). Returns the clock at the end. */
+static int64_t
+s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first,
+           int64_t start)
+{
+    fh_consumer_t *self = worker->consumer;
+    int64_t end = start;
     fanhub_result_t result;
     char why[160] = "";
     while (true) {
         attempts++;
-        result = s_call_consume (worker, msg, start, &end);
-        if (result == FANHUB_OK)
+        fh_pending_item_t item = {
+            .msg = msg, .attempts = attempts, .first_ns = first, .started_ns = start};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
+        result = s_call_consume (worker, msg, start, &end, ticket);
+        if (result == FANHUB_PENDING)
+            return end;
+        if (!s_again (worker, result, attempts, end, false, why, sizeof why))
             break;
-        if (result != FANHUB_RETRY) {
-            snprintf (why, sizeof why, "consume answered FAIL");
-            break;
-        }
-        if (attempts >= self->retry.max_attempts) {
-            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
-                      attempts, attempts == 1 ? "" : "s");
-            break;
-        }
-        s_progress_begin (worker);
-        s_bump (&worker->retried);
-        s_progress_end (worker);
-        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
-        if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
-            snprintf (why, sizeof why, "stopped while waiting to retry");
-            break;
-        }
         start = self->clock.now_ns (self->clock.arg);
     }
-
     s_finish (worker, msg, result, why, attempts, first, end);
     return end;
+}
+
+/* Consumes one message from the queue or the spool (see s_attempt). */
+static int64_t
+s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+{
+    s_progress_begin (worker);
+    s_bump (&worker->dequeued);
+    s_progress_end (worker);
+    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+    return s_attempt (worker, msg, 0, start, start);
+}
+
+/* One worker: finishes the messages whose plugin completed them late, in
+   the order the completions came. Returns the clock at the end. */
+static int64_t
+s_take_completions (s_worker_t *worker, int64_t now)
+{
+    fh_consumer_t *self = worker->consumer;
+    fh_pending_item_t item;
+    while (fh_pending_take_done (self->pending, &item)) {
+        now = self->clock.now_ns (self->clock.arg);
+        fh_histogram_record (&worker->processing, now - item.started_ns);
+        char why[160] = "";
+        if (s_again (worker, item.result, item.attempts, now, true, why, sizeof why))
+            now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
+                             self->clock.now_ns (self->clock.arg));
+        else
+            s_finish (worker, item.msg, item.result, why, item.attempts, item.first_ns, now);
+    }
+    return now;
 }
 
 /* The next message from the spool, as a message of its own (one holder,
@@ -498,22 +626,32 @@ s_spool_next (fh_consumer_t *self)
         return NULL; /* an I/O error is logged by the spool; try later */
     uint32_t count = record.frame_count;
     zmq_msg_t *frames = malloc (count * sizeof *frames);
+    fh_msg_t *msg = NULL;
     if (!frames)
-        return NULL; /* read again later: the record is still unconsumed */
+        goto out_of_memory;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init_size (&frames[i], record.frames[i].size);
         memcpy (zmq_msg_data (&frames[i]), record.frames[i].data, record.frames[i].size);
     }
-    fh_msg_t *msg = fh_msg_new (frames, count, record.seq,
-                                record.received_wall_ns - fh_clock_wall_offset_ns ());
+    msg = fh_msg_new (frames, count, record.seq,
+                      record.received_wall_ns - fh_clock_wall_offset_ns ());
     for (uint32_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
     free (frames);
     if (msg) {
         msg->from_spool = true;
+        msg->spool_mark = record.mark;
         atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
+        return msg;
     }
-    return msg;
+out_of_memory:
+    /* Lost for this consumer: counted and logged, and done for the spool.
+       (dropped is the enqueuer's counter: a locked add here.) */
+    atomic_fetch_add (&self->dropped, 1);
+    fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool",
+              self->name, (unsigned long long) record.seq);
+    fh_spool_done (self->spool, record.mark);
+    return NULL;
 }
 
 /* Appends msg to the spool; counted as spilled (and enqueued) or, when the
@@ -577,7 +715,21 @@ s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
     pthread_mutex_unlock (&self->spill_lock);
 }
 
-/* One worker, one queue: messages in arrival order, one at a time. */
+/* Waits for late completions while the plugin holds messages and the
+   worker can take no new one (max_pending reached, or the queue is closed
+   and drained). False once the hub gives up waiting (abort). */
+static bool
+s_wait_pending (fh_consumer_t *self)
+{
+    while (!atomic_load (&self->abort)) {
+        if (fh_pending_wait (self->pending, fh_clock_mono_ns () + PENDING_POLL_NS))
+            return true;
+    }
+    return false;
+}
+
+/* One worker, one queue: messages in arrival order, one at a time (a
+   plugin that answers PENDING may have up to max_pending open). */
 static void *
 s_worker_thread (void *arg)
 {
@@ -587,33 +739,49 @@ s_worker_thread (void *arg)
     /* One clock reading per message: the end of one consume is the start
        of the next when the queue was not empty in between. */
     int64_t now = self->clock.now_ns (self->clock.arg);
-    bool from_spool = false;
     while (true) {
+        unsigned kicks = fh_queue_kicks (self->queue);
+        if (fh_pending_done_count (self->pending)) {
+            now = s_take_completions (worker, now);
+            worked = true;
+        }
+        if (fh_pending_full (self->pending)) {
+            /* max_pending open: no consume until one completes. idle lets
+               a plugin that batches flush. */
+            if (worked && self->desc->idle)
+                self->desc->idle (self->state);
+            worked = false;
+            if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
+                break;
+            continue;
+        }
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
             s_spill_queue_at_shutdown (self, &worker->handled);
         fh_msg_t *msg = fh_queue_pop (self->queue);
-        from_spool = false;
         /* The memory queue first: while spooling it holds the older ones.
            At shutdown the spool is left for the next run; when a reload
            replaces this consumer it is consumed too. */
-        if (!msg && (!closed || retiring) && (msg = s_spool_next (self)))
-            from_spool = true;
+        if (!msg && (!closed || retiring))
+            msg = s_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
                 self->desc->idle (self->state);
             worked = false;
             if (retiring && self->spool && fh_spool_records (self->spool))
                 continue; /* the spool still holds some: consume them */
-            if (!fh_queue_wait (self->queue))
-                break; /* closed and drained */
+            if (!fh_queue_wait_since (self->queue, kicks)) {
+                /* Closed and drained: what the plugin still holds is
+                   waited for (until the hub gives up). */
+                if (fh_pending_count (self->pending) == 0
+                    || (!fh_pending_done_count (self->pending) && !s_wait_pending (self)))
+                    break;
+            }
             now = self->clock.now_ns (self->clock.arg);
             continue;
         }
         now = s_consume_one (worker, msg, now);
-        if (from_spool)
-            fh_spool_consumed (self->spool);
         worked = true;
     }
     if (worked && self->desc->idle)
@@ -622,8 +790,19 @@ s_worker_thread (void *arg)
     return NULL;
 }
 
-/* Pool mode: moves messages from the queue into the per-key scheduler,
-   a batch per lock, and wakes a worker for each. */
+/* Pool mode: messages given to the scheduler and not yet started. With a
+   spool, the dispatcher reads it only while this is below the capacity,
+   so queue.capacity bounds what the pool holds in memory. */
+static uint64_t
+s_pool_held (fh_consumer_t *self)
+{
+    uint64_t handed = atomic_load_explicit (&self->pool_handed, memory_order_relaxed);
+    uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
+    return handed > started ? handed - started : 0;
+}
+
+/* Pool mode: moves messages from the queue (and the spool) into the
+   per-key scheduler, a batch per lock, and wakes a worker for each. */
 static void *
 s_dispatcher_thread (void *arg)
 {
@@ -632,7 +811,11 @@ s_dispatcher_thread (void *arg)
     fh_msg_t *batch[BATCH];
     char keys[BATCH][FH_ORDER_KEY_MAX];
     size_t key_sizes[BATCH];
+    const uint64_t capacity = fh_queue_capacity (self->queue);
     while (true) {
+        /* Workers kick the queue as they start messages while a spool
+           is read: room for more of it. */
+        unsigned kicks = fh_queue_kicks (self->queue);
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
@@ -641,16 +824,33 @@ s_dispatcher_thread (void *arg)
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
         /* The spool after the memory queue, not at shutdown (but when a
-           reload replaces this consumer). Handed to the workers counts as
-           consumed for the spool's cursor. */
-        while (count < BATCH && (!closed || retiring) && (batch[count] = s_spool_next (self))) {
-            fh_spool_consumed (self->spool);
+           reload replaces this consumer). A record read stays in the spool
+           until its message is done (s_finish). */
+        bool readable = (!closed || retiring) && self->spool;
+        while (count < BATCH && readable && s_pool_held (self) + count < capacity
+               && (batch[count] = s_spool_next (self)))
             count++;
-        }
         if (count == 0) {
-            if (retiring && self->spool && fh_spool_records (self->spool))
+            bool spool_left = readable && fh_spool_records (self->spool);
+            if (spool_left && s_pool_held (self) < capacity)
                 continue;
-            if (!fh_queue_wait (self->queue))
+            if (spool_left && closed) {
+                /* Retiring with a full scheduler: wait for a worker to
+                   start one (the queue's wait would not sleep). */
+                pthread_mutex_lock (&self->pool_lock);
+                if (s_pool_held (self) >= capacity && !atomic_load (&self->abort)) {
+                    struct timespec until;
+                    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
+                    until.tv_sec = (time_t) (due / 1000000000);
+                    until.tv_nsec = (long) (due % 1000000000);
+                    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+                }
+                pthread_mutex_unlock (&self->pool_lock);
+                if (atomic_load (&self->abort))
+                    break;
+                continue;
+            }
+            if (!fh_queue_wait_since (self->queue, kicks))
                 break; /* closed and drained */
             continue;
         }
@@ -667,6 +867,7 @@ s_dispatcher_thread (void *arg)
         pthread_mutex_lock (&self->pool_lock);
         for (size_t i = 0; i < count; i++) {
             fh_msg_t *replaced = NULL;
+            s_bump (&self->pool_handed);
             if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
                 /* Out of memory: lost for this consumer, and counted. */
                 fh_error ("consumer '%s': out of memory: dropped message %llu", self->name,
@@ -682,6 +883,9 @@ s_dispatcher_thread (void *arg)
                 atomic_store_explicit (&self->pool_started,
                                        atomic_load (&self->pool_started) + 1,
                                        memory_order_release);
+                /* Replaced by a newer one: done with it. */
+                if (replaced->spool_mark)
+                    fh_spool_done (self->spool, replaced->spool_mark);
                 fh_msg_release (replaced, &self->dispatcher_handled);
             }
         }
@@ -695,9 +899,41 @@ s_dispatcher_thread (void *arg)
     return NULL;
 }
 
+/* Pool mode: the last word on one attempt (pool_lock not held; held on
+   return): done, or retry later (the key waits; the worker does not). */
+static void
+s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot,
+              fanhub_result_t result, uint32_t attempts, int64_t start, int64_t end, bool late)
+{
+    fh_consumer_t *self = worker->consumer;
+    bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
+    if (retry) {
+        s_progress_begin (worker);
+        s_bump (&worker->retried);
+        s_progress_end (worker);
+        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+        pthread_mutex_lock (&self->pool_lock);
+        fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
+        pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
+        return;
+    }
+    char why[160] = "";
+    const char *verb = late ? "completed with" : "consume answered";
+    if (result == FANHUB_FAIL)
+        snprintf (why, sizeof why, "%s FAIL", verb);
+    else if (result == FANHUB_RETRY)
+        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
+                  attempts > 1 ? "s" : "");
+    s_finish (worker, msg, result, why, attempts, start, end);
+    pthread_mutex_lock (&self->pool_lock);
+    fh_keyed_done (self->keyed, slot);
+    pthread_cond_signal (&self->pool_work); /* the key may have more */
+}
+
 /* Pool mode: takes the next message from the scheduler (round robin over
    keys, one message of a key at a time), consumes it once, and tells the
-   scheduler: done, or retry later (the key waits; the worker does not). */
+   scheduler: done, or retry later. A message the plugin answered PENDING
+   keeps its key busy until it completes; any worker then finishes it. */
 static void *
 s_pool_worker_thread (void *arg)
 {
@@ -705,14 +941,32 @@ s_pool_worker_thread (void *arg)
     fh_consumer_t *self = worker->consumer;
     pthread_mutex_lock (&self->pool_lock);
     while (true) {
+        if (fh_pending_done_count (self->pending)) {
+            pthread_mutex_unlock (&self->pool_lock);
+            fh_pending_item_t item;
+            bool took = fh_pending_take_done (self->pending, &item);
+            if (!took) {
+                pthread_mutex_lock (&self->pool_lock);
+                continue; /* another worker took it */
+            }
+            int64_t end = self->clock.now_ns (self->clock.arg);
+            fh_histogram_record (&worker->processing, end - item.started_ns);
+            s_pool_after (worker, item.msg, item.slot, item.result, item.attempts,
+                          item.started_ns, end, true);
+            self->pool_worked = true;
+            continue;
+        }
         int64_t now = self->clock.now_ns (self->clock.arg);
-        fh_keyed_slot_t *slot;
-        int64_t next_due;
-        fh_msg_t *msg = fh_keyed_take (self->keyed, now, &slot, &next_due);
+        fh_keyed_slot_t *slot = NULL;
+        int64_t next_due = INT64_MAX;
+        /* Every reservation is made under pool_lock: a table that is not
+           full now has room for this one. */
+        bool full = fh_pending_full (self->pending);
+        fh_msg_t *msg = full ? NULL : fh_keyed_take (self->keyed, now, &slot, &next_due);
         if (!msg) {
             bool drained = fh_keyed_queued (self->keyed) == 0
                            && fh_keyed_busy (self->keyed) == 0;
-            if (drained && self->pool_worked && self->desc->idle) {
+            if ((drained || full) && self->pool_worked && self->desc->idle) {
                 self->pool_worked = false;
                 pthread_mutex_unlock (&self->pool_lock);
                 self->desc->idle (self->state);
@@ -733,10 +987,17 @@ s_pool_worker_thread (void *arg)
             continue;
         }
         unsigned retries = fh_keyed_slot_retries (slot);
-        if (retries == 0)
+        if (retries == 0) {
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
+            if (self->spool)
+                fh_queue_kick (self->queue); /* room: the dispatcher may read on */
+        }
         self->pool_worked = true;
+        fh_pending_item_t item = {
+            .msg = msg, .slot = slot, .attempts = retries + 1, .first_ns = now,
+            .started_ns = now};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
         pthread_mutex_unlock (&self->pool_lock);
 
         if (retries == 0) {
@@ -746,28 +1007,12 @@ s_pool_worker_thread (void *arg)
             fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
         }
         int64_t end;
-        fanhub_result_t result = s_call_consume (worker, msg, now, &end);
-        bool retry = result == FANHUB_RETRY && retries + 1 < self->retry.max_attempts;
-        if (retry) {
-            s_progress_begin (worker);
-            s_bump (&worker->retried);
-            s_progress_end (worker);
-            int64_t delay_ms = fh_retry_delay_ms (&self->retry, retries + 1, &worker->rng);
+        fanhub_result_t result = s_call_consume (worker, msg, now, &end, ticket);
+        if (result == FANHUB_PENDING) {
             pthread_mutex_lock (&self->pool_lock);
-            fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
-            pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
             continue;
         }
-        char why[160];
-        if (result == FANHUB_FAIL)
-            snprintf (why, sizeof why, "consume answered FAIL");
-        else
-            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
-                      retries + 1, retries ? "s" : "");
-        s_finish (worker, msg, result, why, retries + 1, now, end);
-        pthread_mutex_lock (&self->pool_lock);
-        fh_keyed_done (self->keyed, slot);
-        pthread_cond_signal (&self->pool_work); /* the key may have more */
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);
@@ -1146,6 +1391,19 @@ fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
         worker->stuck = now_stuck;
         stuck += now_stuck;
     }
+    /* Messages the plugin holds PENDING count as calls still running. */
+    uint64_t oldest = 0;
+    size_t held = fh_pending_older_than (self->pending, now_ns - self->consume_timeout_ns,
+                                         &oldest);
+    if (held && !self->pending_stuck)
+        fh_warning ("consumer '%s': %zu messages pending for more than consume_timeout "
+                    "%.1f s (the oldest is message %llu): stuck; the other consumers carry on",
+                    self->name, held, (double) self->consume_timeout_ns / 1e9,
+                    (unsigned long long) oldest);
+    else if (!held && self->pending_stuck)
+        fh_info ("consumer '%s': no pending message is stuck any more", self->name);
+    self->pending_stuck = held > 0;
+    stuck += held;
     atomic_store_explicit (&self->stuck_workers, (unsigned) stuck, memory_order_relaxed);
     return stuck;
 }

@@ -37,6 +37,7 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
     self->received_ns = received_ns;
     self->emit = NULL;
     self->from_spool = false;
+    self->spool_mark = 0;
     self->cached = false;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);

@@ -33,6 +33,8 @@ struct fanhub_msg {
     bool from_spool;         /* a copy read back from a spool: its original
                                 was counted as handled when spilled */
     bool cached;             /* from fh_msg_new_cached: goes back there */
+    uint64_t spool_mark;     /* a copy read back from a spool: its record's
+                                mark (fh_spool_done once done), else 0 */
     zmq_msg_t frames[];
 };
 

@@ -122,8 +122,9 @@ typedef struct {
 typedef struct {               /* one message as stored */
     uint64_t seq;
     int64_t received_wall_ns;  /* the hub's receive time, wall clock */
-    uint32_t frame_count;      /* >= 1 */
+    uint32_t frame_count;      /* >= 2 */
     const fanhub_bytes_t *frames; /* valid until the next read or close */
+    uint64_t mark;             /* for fh_spool_done; never 0 */
 } fh_spool_record_t;
 
 /* Opens the spool in dir, creating dir (and missing parents, mode 0750)
@@ -148,9 +149,16 @@ int fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
    unread (now: appends may follow); -1 with errno on an I/O error (logged,
    naming the file; the read may be tried again). */
 int fh_spool_read (fh_spool_t *self, fh_spool_record_t *out);
-/* Reader. Everything read so far is done: advances the consumed position,
-   deletes finished segments, writes the cursor when due. */
+/* Any thread. The record of `mark` (from fh_spool_read) is done: the
+   consumed position moves over the contiguous prefix of done records (a
+   low-water mark, never past a record read but not yet done), finished
+   segments are deleted, the cursor is written when due. Each mark once. */
+void fh_spool_done (fh_spool_t *self, uint64_t mark);
+/* Any thread. Everything read so far is done (fh_spool_done of every
+   outstanding mark). */
 void fh_spool_consumed (fh_spool_t *self);
+/* Any thread. Records read and not yet done. */
+uint64_t fh_spool_undone (fh_spool_t *self);
 
 /* Any thread. Records appended (or found at open) and not yet read. */
 uint64_t fh_spool_records (fh_spool_t *self);
