@@ -176,7 +176,8 @@ typedef struct fanhub_host {
 #define FANHUB_HOST_HAS_COMPLETE(host)                                         \
     ((host)->abi_minor >= 1                                                    \
      && (host)->size >= offsetof (fanhub_host_t, complete)                     \
-                            + sizeof (host)->complete)
+                            + sizeof (host)->complete                          \
+     && (host)->msg_ticket && (host)->complete)
 
 /* Descriptor flags. */
 #define FANHUB_CONSUMER_THREAD_SAFE 0x1u /* consume may run on N threads */
@@ -197,10 +198,12 @@ typedef struct fanhub_consumer_desc {
     int (*init) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                  const fanhub_option_t *options, void **state, char *err,
                  size_t errlen);
-    /* Required. Handles one message. */
+    /* Required. Handles one message: FANHUB_OK, RETRY or FAIL, or (ABI
+       1.1, see host->complete) FANHUB_PENDING to finish it later. */
     fanhub_result_t (*consume) (void *state, const fanhub_msg_t *msg);
     /* Optional. Called on the consumer's thread when its queue has run
-       empty, before the thread sleeps: the moment to flush buffers. */
+       empty, before the thread sleeps, and when max_pending messages are
+       open (PENDING): the moment to flush buffers. */
     void (*idle) (void *state);
     /* Optional. Releases the state; called once, after the last consume. */
     void (*fini) (void *state);

@@ -1,0 +1,169 @@
+"""End-to-end acknowledgements (issue 12) against the real hub: a message
+is done only when its plugin finally completed it (at once, or later with
+host->complete after answering FANHUB_PENDING) or it was dead-lettered; the
+spool's cursor, `handled`, `emit --wait` and the counters move only then,
+over the contiguous prefix of done messages. The `journal` test plugin
+writes a line the moment a message is done, so a kill -9 leaves the exact
+record of what was done."""
+import glob
+import json
+import os
+import signal
+
+import fanhublib as fh
+
+
+def journal_yaml(name, path, options="", queue="", extra=""):
+    return ("  - name: %s\n    plugin: %s/journal.so\n%s%s"
+            "    options: {path: %s%s}\n"
+            % (name, fh.TEST_PLUGINS, "    queue: %s\n" % queue if queue else "", extra,
+               json.dumps(path), options))
+
+
+def hub_yaml(pub, consumers, state_dir=None, shutdown_timeout=60):
+    text = "bus:\n  connect: [%s]\nshutdown_timeout: %d\n" % (pub.endpoint, shutdown_timeout)
+    if state_dir:
+        text += "state_dir: %s\n" % json.dumps(state_dir)
+    return text + "consumers:\n" + consumers
+
+
+def journal(path):
+    """The journal's lines as (seq, i, attempt)."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            seq, i, attempt, _ = line.split()
+            out.append((int(seq), int(i) if i != "-" else None, int(attempt)))
+    return out
+
+
+def publish(pub, hub, n, first=0, size=0, topic="org.ack"):
+    pub.wait_subscribed(hub=hub)
+    pad = "x" * size
+    for i in range(first, first + n):
+        pub.send("%s.%d" % (topic, i % 7), '{"i":%d,"vm":"vm%d","pad":"%s"}' % (i, i % 13, pad))
+
+
+def consumer(hub, name):
+    return hub.consumer(hub.stats(), name)
+
+
+def test_pending_counts_in_flight_until_completed():
+    """An asynchronous plugin: what it holds shows in in_flight, is not
+    completed, and max_pending stops consume; completed late it is counted
+    once, and a second complete of one ticket is ignored (logged)."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    n, max_pending = 50, 10
+    hold = wd.file("hold")
+    hub = fh.Hub(wd, hub_yaml(pub, journal_yaml(
+        "async", wd.file("out"), ", async: true, batch: 4, hold_file: %s, double_complete: true"
+        % json.dumps(hold), extra="    max_pending: %d\n" % max_pending)))
+    try:
+        publish(pub, hub, n)
+        fh.wait_for(lambda: consumer(hub, "async")["in_flight"] == max_pending,
+                    "max_pending open", hub=hub)
+        c = consumer(hub, "async")
+        # Held: consume is not called beyond max_pending; nothing is done.
+        assert c["completed"] == 0 and c["backlog"] == n - max_pending, c
+        assert journal(wd.file("out")) == []
+        open(hold, "w").close()
+        fh.wait_for(lambda: consumer(hub, "async")["completed"] == n, "all completed", hub=hub)
+        c = consumer(hub, "async")
+        assert c["in_flight"] == 0 and c["failed"] == 0 and c["backlog"] == 0, c
+        assert hub.stats()["hub"]["handled"] == n, hub.stats()["hub"]
+        assert sorted(s for s, _, _ in journal(wd.file("out"))) == list(range(1, n + 1))
+        assert "is not pending" in hub.log(), hub.log()
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_late_retry_fail_and_stuck():
+    """RETRY and FAIL given late work as if consume had answered them:
+    backoff and a new attempt, dead letters; a message held longer than
+    consume_timeout shows as stuck."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hold = wd.file("hold")
+    hub = fh.Hub(wd, hub_yaml(pub, journal_yaml(
+        "async", wd.file("out"),
+        ", async: true, retry_marker: '\"i\":3,', fail_marker: '\"i\":5,', hold_file: %s"
+        % json.dumps(hold),
+        extra="    consume_timeout: 1\n    retry: {max_attempts: 3, initial_ms: 1, max_ms: 2}\n"),
+        state_dir=wd.file("state")))
+    try:
+        publish(pub, hub, 10)
+        fh.wait_for(lambda: consumer(hub, "async")["stuck"] > 0, "stuck pending messages",
+                    hub=hub)
+        hub.wait_log("pending for more than consume_timeout")
+        open(hold, "w").close()
+        fh.wait_for(lambda: consumer(hub, "async")["completed"] + consumer(hub, "async")["failed"]
+                    == 10, "all finished", hub=hub)
+        # The stuck figure is refreshed once a second.
+        fh.wait_for(lambda: consumer(hub, "async")["stuck"] == 0, "no longer stuck", hub=hub)
+        c = consumer(hub, "async")
+        assert c["completed"] == 9 and c["failed"] == 1 and c["dead_lettered"] == 1, c
+        assert c["retried"] == 1 and c["in_flight"] == 0, c
+        got = journal(wd.file("out"))
+        assert (4, 3, 2) in got, got        # i=3 (seq 4) done on its second attempt
+        assert not [g for g in got if g[1] == 5], got
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_pool_spill_keeps_capacity_and_loses_nothing_on_stop():
+    """Case 1: a pool with spill holds at most queue.capacity in memory
+    (the rest is on disk), and a clean stop with a backlog larger than it
+    can work off keeps what is not done in the spool: after the restart
+    every message is done, none lost."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    n, capacity, workers = 6000, 100, 4
+    state = wd.file("state")
+
+    def config(out):
+        return hub_yaml(pub, journal_yaml(
+            "pool", out, ", us_max: 400", queue="{capacity: %d, overflow: spill}" % capacity,
+            extra="    workers: %d\n    order_by: {json: /vm}\n" % workers),
+            state_dir=state, shutdown_timeout=1)
+
+    hub = fh.Hub(wd, config(wd.file("run1")), name="run1")
+    try:
+        publish(pub, hub, n, size=200)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
+        c = consumer(hub, "pool")
+        # What is not on disk is in memory: at most the capacity, plus
+        # what the workers have in hand.
+        assert c["spool_bytes"] > 0, c
+        on_disk_records = c["spool_bytes"] // 200
+        assert c["backlog"] - on_disk_records <= capacity + workers + 64, c
+        # The cursor never passes a record that is not done.
+        hub.stop()
+        first = journal(wd.file("run1"))
+        assert len(first) < n, "the stop came too late to test anything"
+        hub = fh.Hub(wd, config(wd.file("run2")), name="run2")
+        fh.wait_for(lambda: len(set(s for s, _, _ in first + journal(wd.file("run2"))))
+                    >= n and consumer(hub, "pool")["backlog"] == 0, "the rest", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        done = [i for _, i, _ in first + journal(wd.file("run2"))]
+        assert sorted(set(done)) == list(range(n)), (len(set(done)), n)
+        # What repeats is at most what was in hand at the stop.
+        assert len(done) - n <= capacity + workers, len(done) - n
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+if __name__ == "__main__":
+    fh.main([test_pending_counts_in_flight_until_completed,
+             test_late_retry_fail_and_stuck,
+             test_pool_spill_keeps_capacity_and_loses_nothing_on_stop])
