@@ -121,42 +121,47 @@ def test_late_retry_fail_and_stuck():
 
 def test_pool_spill_keeps_capacity_and_loses_nothing_on_stop():
     """Case 1: a pool with spill holds at most queue.capacity in memory
-    (the rest is on disk), and a clean stop with a backlog larger than it
-    can work off keeps what is not done in the spool: after the restart
-    every message is done, none lost."""
+    (the rest stays on disk until done), and a clean stop with a backlog
+    larger than shutdown_timeout can work off keeps what is not done in
+    the spool: after the restart every message is done once."""
     wd = fh.Workdir()
     pub = fh.Publisher()
-    n, capacity, workers = 6000, 100, 4
+    n, capacity, workers, size = 4000, 100, 4, 200
     state = wd.file("state")
+    hold = wd.file("hold")
 
     def config(out):
         return hub_yaml(pub, journal_yaml(
-            "pool", out, ", us_max: 400", queue="{capacity: %d, overflow: spill}" % capacity,
+            "pool", out, ", us_max: 2000, hold_file: %s" % json.dumps(hold),
+            queue="{capacity: %d, overflow: spill}" % capacity,
             extra="    workers: %d\n    order_by: {json: /vm}\n" % workers),
             state_dir=state, shutdown_timeout=1)
 
     hub = fh.Hub(wd, config(wd.file("run1")), name="run1")
     try:
-        publish(pub, hub, n, size=200)
+        publish(pub, hub, n, size=size)
         fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
+        fh.wait_for(lambda: consumer(hub, "pool")["in_flight"] == workers, "workers busy",
+                    hub=hub)
         c = consumer(hub, "pool")
-        # What is not on disk is in memory: at most the capacity, plus
-        # what the workers have in hand.
-        assert c["spool_bytes"] > 0, c
-        on_disk_records = c["spool_bytes"] // 200
-        assert c["backlog"] - on_disk_records <= capacity + workers + 64, c
-        # The cursor never passes a record that is not done.
-        hub.stop()
+        assert c["spilled"] >= n - capacity - workers - 1, c
+        # Held: the scheduler took at most `capacity` of the spool; every
+        # other spilled record is still on disk (each is over `size` bytes).
+        assert c["spool_bytes"] >= (c["spilled"] - capacity - workers) * size, c
+        open(hold, "w").close()
+        fh.wait_for(lambda: consumer(hub, "pool")["completed"] >= 300, "some done", hub=hub)
+        # About a second of work is left for each worker: more than
+        # shutdown_timeout, were it all in memory.
+        assert hub.stop() == 0, hub.log()
         first = journal(wd.file("run1"))
         assert len(first) < n, "the stop came too late to test anything"
         hub = fh.Hub(wd, config(wd.file("run2")), name="run2")
-        fh.wait_for(lambda: len(set(s for s, _, _ in first + journal(wd.file("run2"))))
-                    >= n and consumer(hub, "pool")["backlog"] == 0, "the rest", hub=hub)
+        fh.wait_for(lambda: len(first) + len(journal(wd.file("run2"))) >= n
+                    and consumer(hub, "pool")["backlog"] == 0, "the rest", hub=hub)
         assert hub.stop() == 0, hub.log()
         done = [i for _, i, _ in first + journal(wd.file("run2"))]
-        assert sorted(set(done)) == list(range(n)), (len(set(done)), n)
-        # What repeats is at most what was in hand at the stop.
-        assert len(done) - n <= capacity + workers, len(done) - n
+        # Everything, and nothing twice (a clean stop repeats nothing).
+        assert sorted(done) == list(range(n)), (len(set(done)), len(done), n)
         wd.cleanup()
     finally:
         hub.kill()

@@ -12,8 +12,9 @@
       batch: N          async: complete when N are open (default 1), or ...
       batch_us: N       ... when the oldest open one is N us old (default
                         1000), or at idle
-      hold_file: F      async: complete nothing while F does not exist
-                        (what a stuck database looks like)
+      hold_file: F      while F does not exist, consume waits (1 ms polls)
+                        or, async, nothing is completed (what a stuck
+                        database looks like)
       us_max: N         sleep a pseudo-random 0..N microseconds per message
       retry_marker: S   a body containing S is answered RETRY on its first
                         attempt (late, when async)
@@ -221,6 +222,10 @@ s_consume (void *state, const fanhub_msg_t *msg)
     journal_t *self = state;
     uint64_t seq = self->host->msg_seq (msg);
     fanhub_bytes_t body = self->host->msg_body (msg);
+    while (!self->async && s_held (self)) {
+        struct timespec ms = {0, 1000000};
+        nanosleep (&ms, NULL);
+    }
     if (self->us_max > 0) {
         long us = (long) ((seq * 2654435761u) % (uint64_t) (self->us_max + 1));
         struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
