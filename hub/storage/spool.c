@@ -868,7 +868,7 @@ int
 fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
                  const fanhub_bytes_t *frames, uint32_t frame_count)
 {
-    if (frame_count == 0) {
+    if (frame_count < 2) { /* a message has a topic and a body */
         errno = EINVAL;
         return -1;
     }

@@ -140,7 +140,7 @@ void fh_spool_close (fh_spool_t **self_p);
 /* Appender. Stores one message at the end: 0; FH_SPOOL_FULL when it would
    take fh_spool_bytes past max_bytes (nothing stored; the caller counts
    the drop); -1 with errno on error (nothing stored; logged, naming the
-   file): EMSGSIZE for a message over 1 GiB, EINVAL for frame_count 0, or
+   file): EMSGSIZE for a message over 1 GiB, EINVAL for frame_count < 2, or
    the error of write(2), open(2), fdatasync(2). */
 int fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
                      const fanhub_bytes_t *frames, uint32_t frame_count);
