@@ -285,7 +285,8 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         pthread_cond_destroy (&self->pool_work);
     }
     fh_queue_destroy (&self->queue);
-    fh_spool_close (&self->spool);
+    fh_spool_close_checked (&self->spool, NULL); /* a failure is logged and
+                                                    makes the exit status */
     fh_deadletter_close (&self->dead_letters);
     pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);
@@ -1282,6 +1283,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     if (self->spool) {
         out->spool_bytes = fh_spool_bytes (self->spool);
         out->spool_corrupt = fh_spool_corrupt (self->spool);
+        out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
     }
     out->in_flight = out->dequeued - out->completed - out->failed;
     /* coalesced is read after the rest: a message replaced and not yet

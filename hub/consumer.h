@@ -57,6 +57,7 @@ typedef struct {
     uint64_t spilled;   /* written to the disk spool */
     uint64_t spool_bytes;   /* on disk, not yet consumed */
     uint64_t spool_corrupt; /* damaged spool records skipped */
+    uint64_t spool_cursor_errors; /* spool cursor writes that failed */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err

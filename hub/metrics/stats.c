@@ -135,6 +135,8 @@ s_consumer_json (fh_stats_t *self, size_t index)
     json_object_set_new (json, "evicted", json_integer ((json_int_t) c.evicted));
     json_object_set_new (json, "spool_bytes", json_integer ((json_int_t) c.spool_bytes));
     json_object_set_new (json, "spool_corrupt", json_integer ((json_int_t) c.spool_corrupt));
+    json_object_set_new (json, "spool_cursor_errors",
+                         json_integer ((json_int_t) c.spool_cursor_errors));
     return json;
 }
 

@@ -284,6 +284,8 @@ static const struct {
       "Bytes of spooled messages not yet consumed." },
     { "fanhub_consumer_spool_corrupt_total", S_COUNTER, "spool_corrupt", NULL,
       "Damaged spool records or regions skipped." },
+    { "fanhub_consumer_spool_cursor_errors_total", S_COUNTER, "spool_cursor_errors", NULL,
+      "Spool cursor writes that failed (each is tried again)." },
     { "fanhub_consumer_keys_active", S_GAUGE, "keys_active", NULL,
       "Pool: keys with a message queued, running or waiting for a retry." },
     { "fanhub_consumer_key_backlog_max", S_GAUGE, "key_backlog_max", NULL,

@@ -133,7 +133,12 @@ struct fh_spool {
     int64_t last_sync_ns;
 
     atomic_uint_fast64_t records, bytes, corrupt;
+    atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
 };
+
+/* Done records whose cursor no clean close could write, over every spool
+   of the process: what the next run will deliver again. */
+static atomic_uint_fast64_t s_unsaved_total;
 
 static void
 s_seg_name (char *name, uint64_t seg)
@@ -461,6 +466,21 @@ s_cursor_load (fh_spool_t *self, uint64_t *seg, uint64_t *off, char *err, size_t
     return 1;
 }
 
+/* Makes cursor.tmp again after a rename took it: one block, taken while
+   the old cursor's block has just been freed. A failure only means the
+   next write must find the room itself. */
+static void
+s_cursor_reserve (fh_spool_t *self)
+{
+    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return;
+    static const char blank[128] = {0};
+    if (pwrite (fd, blank, sizeof blank, 0) != (ssize_t) sizeof blank)
+        unlinkat (self->dir_fd, CURSOR_TMP_NAME, 0);
+    close (fd);
+}
+
 /* Writes the cursor (c_seg, c_off) atomically. Under cursor_lock. */
 static int
 s_cursor_write (fh_spool_t *self)
@@ -470,18 +490,25 @@ s_cursor_write (fh_spool_t *self)
                         self->c_seg, self->c_off);
     len += snprintf (text + len, sizeof text - (size_t) len, "%08" PRIx32 "\n",
                      fh_crc32c (0, text, (size_t) len));
+    /* cursor.tmp is kept between writes and overwritten in place: its
+       block is already allocated, so a full disk (which a spool can cause)
+       does not stop the cursor from moving, and with it the deletion of
+       consumed segments that gives the space back. */
     const char *what = "cannot create";
-    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                     0640);
+    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
     if (fd >= 0) {
         what = "write";
         ssize_t n;
         do
-            n = write (fd, text, (size_t) len);
+            n = pwrite (fd, text, (size_t) len, 0);
         while (n < 0 && errno == EINTR);
         if (n >= 0 && n != len)
             errno = ENOSPC; /* a short write of 60 bytes: the disk is full */
         bool ok = n == len;
+        if (ok && ftruncate (fd, len) != 0) {
+            what = "truncate";
+            ok = false;
+        }
         if (ok && self->fsync != FH_SPOOL_FSYNC_NEVER) {
             what = "fsync";
             ok = fsync (fd) == 0;
@@ -498,17 +525,57 @@ s_cursor_write (fh_spool_t *self)
                 self->c_written_valid = true;
                 self->c_pending = 0;
                 self->c_written_ns = fh_clock_mono_ns ();
+                s_cursor_reserve (self);
                 return 0;
             }
             what = "rename to cursor";
         }
     }
     int saved = errno;
-    s_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir,
-                   CURSOR_TMP_NAME, what, strerror (saved));
+    atomic_fetch_add (&self->cursor_errors, 1);
+    s_log_limited (&self->c_limit, FANHUB_LOG_ERROR,
+                   "%s/%s: %s: %s; %" PRIu64 " records done since the last cursor would be "
+                   "delivered again after a crash, and their segments stay until it can be "
+                   "written (tried again)",
+                   self->dir, CURSOR_TMP_NAME, what, strerror (saved), self->c_pending);
     self->c_retry_ns = fh_clock_mono_ns () + self->cursor_ns;
     errno = saved;
     return -1;
+}
+
+/* Deletes the oldest segment wholly before the consumed position (the
+   written cursor may still point into it), to make room on a full disk.
+   Under cursor_lock. True when one went. */
+static bool
+s_free_one_consumed (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    uint64_t doomed = NONE;
+    if (self->seg_count && self->segs[0] < self->c_seg) {
+        doomed = self->segs[0];
+        memmove (self->segs, self->segs + 1, (self->seg_count - 1) * sizeof *self->segs);
+        self->seg_count--;
+    }
+    pthread_mutex_unlock (&self->lock);
+    if (doomed == NONE)
+        return false;
+    char name[SEG_NAME_LEN + 1];
+    s_seg_name (name, doomed);
+    fh_warning ("%s/%s: removed before the cursor could be written (the disk is full); "
+                "if the hub stops before the cursor is written, the next run reports it "
+                "missing", self->dir, name);
+    return unlinkat (self->dir_fd, name, 0) == 0;
+}
+
+/* s_cursor_write; on a full disk, consumed segments are removed one at a
+   time until it works or none is left. Under cursor_lock. */
+static int
+s_cursor_write_making_room (fh_spool_t *self)
+{
+    int rc;
+    while ((rc = s_cursor_write (self)) != 0 && errno == ENOSPC && s_free_one_consumed (self))
+        ;
+    return rc;
 }
 
 static bool
@@ -752,11 +819,11 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
             snprintf (err, errlen, "%s/%s: cannot lock: %s", dir, LOCK_NAME, strerror (errno));
         goto fail;
     }
-    if (unlinkat (self->dir_fd, CURSOR_TMP_NAME, 0) != 0 && errno != ENOENT) {
-        snprintf (err, errlen, "%s/%s: cannot remove: %s", dir, CURSOR_TMP_NAME,
-                  strerror (errno));
-        goto fail;
-    }
+    /* A cursor.tmp left by the last run is scratch: overwritten in place
+       by the next cursor write. Made now when missing, while there is room
+       for it. */
+    if (faccessat (self->dir_fd, CURSOR_TMP_NAME, F_OK, 0) != 0)
+        s_cursor_reserve (self);
 
     uint64_t c_seg = 0, c_off = 0;
     int found = s_cursor_load (self, &c_seg, &c_off, err, errlen);
@@ -1116,7 +1183,7 @@ s_mark_advance (fh_spool_t *self)
                    || self->c_pending >= self->cursor_records
                    || now - self->c_written_ns >= self->cursor_ns;
         if (due && now >= self->c_retry_ns)
-            s_cursor_write (self);
+            s_cursor_write_making_room (self);
     }
     s_delete_consumed (self);
 }
@@ -1219,27 +1286,58 @@ fh_spool_tick (fh_spool_t *self, int64_t now_ns)
     }
     pthread_mutex_lock (&self->cursor_lock);
     if (s_cursor_dirty (self) && now_ns - self->c_written_ns >= self->cursor_ns
-        && now_ns >= self->c_retry_ns && s_cursor_write (self) != 0)
+        && now_ns >= self->c_retry_ns && s_cursor_write_making_room (self) != 0)
         rc = -1;
     s_delete_consumed (self);
     pthread_mutex_unlock (&self->cursor_lock);
     return rc;
 }
 
-void
-fh_spool_close (fh_spool_t **self_p)
+int
+fh_spool_close_checked (fh_spool_t **self_p, uint64_t *repeated)
 {
     fh_spool_t *self = *self_p;
+    if (repeated)
+        *repeated = 0;
     if (!self)
-        return;
+        return 0;
     if (self->fsync == FH_SPOOL_FSYNC_INTERVAL)
         s_sync_appended (self);
     pthread_mutex_lock (&self->cursor_lock);
+    int rc = 0;
     if (s_cursor_dirty (self))
-        s_cursor_write (self);
+        rc = s_cursor_write_making_room (self);
+    if (rc != 0) {
+        uint64_t again = self->c_pending;
+        atomic_fetch_add (&s_unsaved_total, again);
+        if (repeated)
+            *repeated = again;
+        fh_error ("%s/%s: cannot write the cursor at close: %llu done messages will be "
+                  "delivered again by the next run", self->dir, CURSOR_NAME,
+                  (unsigned long long) again);
+    }
     s_delete_consumed (self);
     pthread_mutex_unlock (&self->cursor_lock);
     fh_spool_abandon (self_p);
+    return rc;
+}
+
+void
+fh_spool_close (fh_spool_t **self_p)
+{
+    fh_spool_close_checked (self_p, NULL);
+}
+
+uint64_t
+fh_spool_unsaved_total (void)
+{
+    return atomic_load (&s_unsaved_total);
+}
+
+uint64_t
+fh_spool_cursor_errors (fh_spool_t *self)
+{
+    return atomic_load (&self->cursor_errors);
 }
 
 void

@@ -136,6 +136,17 @@ fh_spool_t *fh_spool_open (const char *dir, const fh_spool_options_t *options,
 /* Syncs (unless NEVER), writes the cursor (the consumed position), closes.
    Safe with NULL and twice; nulls *self_p. */
 void fh_spool_close (fh_spool_t **self_p);
+/* The same; -1 when the cursor could not be written (logged, with the
+   count), and then *repeated (if not NULL) is the number of done records
+   the next run will deliver again; they are added to
+   fh_spool_unsaved_total. 0 otherwise. */
+int fh_spool_close_checked (fh_spool_t **self_p, uint64_t *repeated);
+/* Any thread: the sum of *repeated over every failed close of the process
+   (a clean stop that is not clean exits non-zero with it). */
+uint64_t fh_spool_unsaved_total (void);
+/* Any thread: cursor writes that failed since open (each is tried again:
+   on the next fh_spool_done or tick after cursor_ms). */
+uint64_t fh_spool_cursor_errors (fh_spool_t *self);
 
 /* Appender. Stores one message at the end: 0; FH_SPOOL_FULL when it would
    take fh_spool_bytes past max_bytes (nothing stored; the caller counts

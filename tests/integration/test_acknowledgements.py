@@ -5,10 +5,10 @@ spool's cursor, `handled`, `emit --wait` and the counters move only then,
 over the contiguous prefix of done messages. The `journal` test plugin
 writes a line the moment a message is done, so a kill -9 leaves the exact
 record of what was done."""
-import glob
 import json
 import os
 import signal
+import subprocess
 
 import fanhublib as fh
 
@@ -168,7 +168,94 @@ def test_pool_spill_keeps_capacity_and_loses_nothing_on_stop():
         pub.close()
 
 
+class SmallDisk:
+    """A 2 MB tmpfs at `path`, in a mount namespace of its own (a user
+    namespace too, so no privilege is needed), kept by a holder process so
+    that it outlives the hubs; `bin()` runs fanhub inside it."""
+
+    def __init__(self, wd, path, size="2m"):
+        os.makedirs(path, exist_ok=True)
+        ready = wd.file("smalldisk.ready")
+        self.proc = subprocess.Popen(
+            ["unshare", "-rm", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs -o size=%s tmpfs "$0" && : > "$1" && exec sleep 3600' % size,
+             path, ready])
+        fh.wait_for(lambda: os.path.exists(ready) or self.proc.poll() is not None,
+                    "the small disk")
+        assert self.proc.poll() is None, "unshare/mount failed"
+        self.wrapper = wd.write("in-small-disk.sh", "#!/bin/sh\nexec nsenter -t %d -U -m "
+                                "--preserve-credentials %s \"$@\"\n" % (self.proc.pid, fh.BIN))
+        os.chmod(self.wrapper, 0o755)
+        self.path = path
+
+    def hub(self, *args, **kwargs):
+        real, fh.BIN = fh.BIN, self.wrapper
+        try:
+            return fh.Hub(*args, **kwargs)
+        finally:
+            fh.BIN = real
+
+    def used_bytes(self):
+        out = subprocess.run(["nsenter", "-t", str(self.proc.pid), "-U", "-m",
+                              "--preserve-credentials", "du", "-sb", self.path],
+                             capture_output=True, check=True).stdout
+        return int(out.split()[0])
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_full_disk_gives_space_back_and_repeats_nothing():
+    """Case 2: a spill consumer fills its disk, then drains while the disk
+    is still full. The cursor is still written, consumed segments go as it
+    moves (the space comes back), a clean stop exits 0, and the next run
+    finds nothing to deliver again."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    n, size = 2500, 1000
+    state = wd.file("state")
+    disk = SmallDisk(wd, state)
+    hold = wd.file("hold")
+
+    def config(out):
+        return (hub_yaml(pub, journal_yaml("spill", out, ", hold_file: %s" % json.dumps(hold),
+                                           queue="{capacity: 10, overflow: spill}"),
+                         state_dir=state)
+                + "spool: {segment_bytes: 65536}\n")
+
+    hub = disk.hub(wd, config(wd.file("run1")), name="run1")
+    try:
+        publish(pub, hub, n, size=size)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
+        c = consumer(hub, "spill")
+        assert c["dropped"] > 0 and c["spilled"] > 500, c   # the disk is full
+        assert disk.used_bytes() > 1500 * 1024
+        open(hold, "w").close()
+        fh.wait_for(lambda: consumer(hub, "spill")["backlog"] == 0, "drained", hub=hub)
+        c = consumer(hub, "spill")
+        assert c["completed"] == c["enqueued"] and c["spool_bytes"] == 0, c
+        # The consumed segments are gone: at most the one being written
+        # (64 KiB) and the small files are left.
+        fh.wait_for(lambda: disk.used_bytes() < 100 * 1024, "the space given back", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        done = journal(wd.file("run1"))
+        assert len(done) == c["completed"], (len(done), c)
+        hub = disk.hub(wd, config(wd.file("run2")), name="run2")
+        hub.wait_ready()
+        c = consumer(hub, "spill")
+        assert c["enqueued"] == 0 and c["backlog"] == 0, c   # nothing comes again
+        assert hub.stop() == 0, hub.log()
+        assert journal(wd.file("run2")) == []
+        wd.cleanup()
+    finally:
+        hub.kill()
+        disk.close()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_pending_counts_in_flight_until_completed,
              test_late_retry_fail_and_stuck,
-             test_pool_spill_keeps_capacity_and_loses_nothing_on_stop])
+             test_pool_spill_keeps_capacity_and_loses_nothing_on_stop,
+             test_full_disk_gives_space_back_and_repeats_nothing])

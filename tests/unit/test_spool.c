@@ -755,6 +755,39 @@ test_lost_records_counted (void **state)
     fh_spool_close (&spool);
 }
 
+/* A cursor that cannot be written at close: logged, counted, and the
+   number of done records the next run will deliver again is reported
+   (the hub exits non-zero with it). */
+static void
+test_close_without_cursor (void **state)
+{
+    s_fixture_t *f = *state;
+    fh_spool_t *spool = s_open (f, NULL, NULL);
+    for (uint64_t seq = 1; seq <= 10; seq++)
+        s_append (spool, seq);
+    for (uint64_t seq = 1; seq <= 5; seq++)
+        s_expect (spool, seq);
+    fh_spool_consumed (spool);
+    /* Where cursor.tmp should be, a directory: every write fails. */
+    char path[256];
+    snprintf (path, sizeof path, "%s/cursor.tmp", f->dir);
+    assert_int_equal (unlink (path), 0);
+    assert_int_equal (mkdir (path, 0750), 0);
+    uint64_t before = fh_spool_unsaved_total (), repeated = 0;
+    assert_int_equal (fh_spool_close_checked (&spool, &repeated), -1);
+    assert_null (spool);
+    assert_int_equal (repeated, 5);
+    assert_int_equal (fh_spool_unsaved_total () - before, 5);
+    /* As said: the five come again. */
+    assert_int_equal (rmdir (path), 0);
+    spool = s_open (f, NULL, NULL);
+    for (uint64_t seq = 1; seq <= 10; seq++)
+        s_expect (spool, seq);
+    fh_spool_consumed (spool);
+    assert_int_equal (fh_spool_close_checked (&spool, &repeated), 0);
+    assert_int_equal (repeated, 0);
+}
+
 static void
 test_fsync_modes (void **state)
 {
@@ -885,6 +918,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_damaged_cursor, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_fsync_modes, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_low_water_mark, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_close_without_cursor, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_lost_records_counted, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup, s_teardown),
     };
