@@ -1271,6 +1271,8 @@ static const s_field_t s_queue_fields[] = {
     { .key = "spool_max_bytes", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, spool_max_bytes), .min = 0,
       .max = LLONG_MAX },
+    { .key = "write_ahead", .parse = s_parse_bool,
+      .offset = offsetof (fh_consumer_config_t, write_ahead) },
     { .key = NULL },
 };
 

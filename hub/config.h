@@ -75,6 +75,8 @@ typedef struct {
     fanhub_option_t *options; /* always a map, possibly empty */
     char *where;          /* "FILE:LINE:COL" of the consumer's entry */
     size_t max_pending;   /* messages a plugin may hold FANHUB_PENDING at once */
+    bool write_ahead;     /* queue.write_ahead: with spill and a state_dir,
+                             every message goes through the spool */
 } fh_consumer_config_t;
 
 typedef struct {

@@ -33,6 +33,10 @@
 #define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
 /* How often a worker waiting for late completions looks at `abort`. */
 #define PENDING_POLL_NS (200 * INT64_C (1000000))
+/* Spilled messages whose completion waits for their spooled copy, at most
+   (beyond, a spilled message counts as handled when written; one with an
+   emit waiter always waits). */
+#define DEFERRED_MAX 262144
 
 /* A counter with one writer: a plain load and store, no locked add. The
    release store orders it after the writer's earlier counters, so a reader
@@ -108,6 +112,7 @@ struct fh_consumer {
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
     bool spill_at_shutdown;     /* overflow: spill */
+    bool write_ahead;           /* queue.write_ahead: always spooling */
     uint64_t spool_corrupt_at_open;
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
@@ -129,6 +134,16 @@ struct fh_consumer {
     fh_handled_t dispatcher_handled;
     atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
 
+    /* Spilled messages of this run, in spool order, whose completion
+       waits for their copy read back (under deferred_lock: the spiller
+       appends, the reader takes). A ring. */
+    pthread_mutex_t deferred_lock;
+    struct s_deferred {
+        uint64_t seq;
+        fh_deferral_t *deferral;
+    } *deferred;
+    size_t deferred_head, deferred_count, deferred_cap;
+
     /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
     fh_pending_t *pending;
     fh_ratelimit_t complete_log;
@@ -137,6 +152,7 @@ struct fh_consumer {
 
 static void s_pending_wake (void *arg);
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
+static fh_deferral_t *s_deferral_of (fh_consumer_t *self, uint64_t seq);
 
 fh_consumer_t *
 fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
@@ -158,6 +174,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
     pthread_mutex_init (&self->spill_lock, NULL);
+    pthread_mutex_init (&self->deferred_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -287,6 +304,13 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     fh_queue_destroy (&self->queue);
     fh_spool_close_checked (&self->spool, NULL); /* a failure is logged and
                                                     makes the exit status */
+    /* Spilled and never read back in this run: they wait in the spool;
+       their waiters are let go. */
+    for (size_t i = 0; i < self->deferred_count; i++)
+        fh_deferral_release (self->deferred[(self->deferred_head + i) % self->deferred_cap]
+                                 .deferral, NULL, 0);
+    free (self->deferred);
+    pthread_mutex_destroy (&self->deferred_lock);
     fh_deadletter_close (&self->dead_letters);
     pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);
@@ -329,6 +353,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         return -1;
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
+    /* Write-ahead: every message is on disk before the consumer sees it,
+       so a crash loses nothing the hub took. */
+    self->write_ahead = mine->write_ahead && self->spill_at_shutdown;
+    if (self->write_ahead)
+        atomic_store (&self->spooling, true);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
         /* Left by the last run: it goes first, and new messages queue
@@ -458,6 +487,14 @@ fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result
     return -1;
 }
 
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+static fh_emit_t *
+s_emit_of (const fh_msg_t *msg)
+{
+    return msg->emit ? msg->emit : msg->deferral ? msg->deferral->emit : NULL;
+}
+
 /* A message's last word: counted, logged when it failed, its waiter told,
    released. */
 static void
@@ -497,8 +534,8 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
     s_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index,
+    if (s_emit_of (msg))
+        fh_emit_set_outcome (s_emit_of (msg), self->index,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
     /* Done: the spool's cursor may move over it. */
     if (msg->spool_mark && self->spool)
@@ -616,7 +653,8 @@ s_spool_next (fh_consumer_t *self)
             pthread_mutex_lock (&self->spill_lock);
             /* Under the lock the enqueuer cannot append; while spooling it
                pushes nothing to memory, so an empty queue stays empty. */
-            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0)
+            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0
+                && !self->write_ahead)
                 atomic_store (&self->spooling, false);
             pthread_mutex_unlock (&self->spill_lock);
         }
@@ -642,6 +680,8 @@ s_spool_next (fh_consumer_t *self)
     if (msg) {
         msg->from_spool = true;
         msg->spool_mark = record.mark;
+        if (record.this_run)
+            msg->deferral = s_deferral_of (self, record.seq);
         atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
         return msg;
     }
@@ -657,8 +697,61 @@ out_of_memory:
 
 /* Appends msg to the spool; counted as spilled (and enqueued) or, when the
    spool cannot take it, as dropped. Caller holds spill_lock. */
+/* The spiller: msg was appended to the spool; its completion (handled,
+   its emit waiter) now waits for the copy read back. */
+static void
+s_defer (fh_consumer_t *self, fh_msg_t *msg)
+{
+    pthread_mutex_lock (&self->deferred_lock);
+    if (self->deferred_count == self->deferred_cap
+        && (self->deferred_cap < DEFERRED_MAX || msg->emit)) {
+        size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
+        struct s_deferred *ring = malloc (cap * sizeof *ring);
+        if (ring) {
+            for (size_t i = 0; i < self->deferred_count; i++)
+                ring[i] = self->deferred[(self->deferred_head + i) % self->deferred_cap];
+            free (self->deferred);
+            self->deferred = ring;
+            self->deferred_cap = cap;
+            self->deferred_head = 0;
+        }
+    }
+    if (self->deferred_count < self->deferred_cap && fh_msg_defer (msg) == 0) {
+        self->deferred[(self->deferred_head + self->deferred_count) % self->deferred_cap] =
+            (struct s_deferred){msg->seq, msg->deferral};
+        self->deferred_count++;
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+}
+
+/* The reader: the deferral of the record just read (one appended in this
+   run), or NULL. Records that were never read back (lost to damage, and
+   counted there) let their waiters go. */
+static fh_deferral_t *
+s_deferral_of (fh_consumer_t *self, uint64_t seq)
+{
+    fh_deferral_t *found = NULL;
+    pthread_mutex_lock (&self->deferred_lock);
+    while (self->deferred_count) {
+        struct s_deferred *head = &self->deferred[self->deferred_head];
+        if (head->seq > seq)
+            break;
+        self->deferred_head = (self->deferred_head + 1) % self->deferred_cap;
+        self->deferred_count--;
+        if (head->seq == seq) {
+            found = head->deferral;
+            break;
+        }
+        if (head->deferral->emit)
+            fh_emit_set_outcome (head->deferral->emit, self->index, FH_OUTCOME_DROPPED);
+        fh_deferral_release (head->deferral, NULL, 0);
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+    return found;
+}
+
 static bool
-s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
+s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued, bool defer)
 {
     uint32_t count = msg->frame_count;
     fanhub_bytes_t stack[8], *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
@@ -675,8 +768,12 @@ s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
         if (count_enqueued)
             s_bump (&self->enqueued);
         s_bump (&self->spilled);
+        /* Written is not done: the copy read back finishes it. */
         if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
+            fh_emit_set_outcome (msg->emit, self->index, defer ? FH_OUTCOME_PENDING
+                                                               : FH_OUTCOME_SPILLED);
+        if (defer)
+            s_defer (self, msg);
         return true;
     }
     s_bump (&self->dropped);
@@ -705,7 +802,7 @@ s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
         fh_msg_t *msg;
         while ((msg = fh_queue_pop (self->queue))) {
             /* Still counted as enqueued and not dequeued: backlog holds. */
-            if (s_spill (self, msg, false))
+            if (s_spill (self, msg, false, false))
                 kept++;
             fh_msg_release (msg, handled);
         }
@@ -879,8 +976,9 @@ s_dispatcher_thread (void *arg)
                 pthread_cond_signal (&self->pool_work);
             if (replaced) {
                 s_bump (&self->coalesced);
-                if (replaced->emit)
-                    fh_emit_set_outcome (replaced->emit, self->index, FH_OUTCOME_COALESCED);
+                if (s_emit_of (replaced))
+                    fh_emit_set_outcome (s_emit_of (replaced), self->index,
+                                         FH_OUTCOME_COALESCED);
                 atomic_store_explicit (&self->pool_started,
                                        atomic_load (&self->pool_started) + 1,
                                        memory_order_release);
@@ -1108,7 +1206,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     if (self->spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);
         if (atomic_load (&self->spooling)) {
-            s_spill (self, msg, true);
+            s_spill (self, msg, true, true);
             pthread_mutex_unlock (&self->spill_lock);
             fh_queue_kick (self->queue);
             return FH_OFFER_REFUSED;
@@ -1129,7 +1227,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
             }
             pthread_mutex_lock (&self->spill_lock);
             atomic_store (&self->spooling, true);
-            s_spill (self, msg, true);
+            s_spill (self, msg, true, true);
             pthread_mutex_unlock (&self->spill_lock);
             fh_queue_kick (self->queue);
             return FH_OFFER_REFUSED;

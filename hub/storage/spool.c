@@ -134,6 +134,7 @@ struct fh_spool {
 
     atomic_uint_fast64_t records, bytes, corrupt;
     atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
+    uint64_t first_w_seg; /* segments from here on were written by this run */
 };
 
 /* Done records whose cursor no clean close could write, over every spool
@@ -867,6 +868,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     }
 
     self->sync_from = self->w_seg;
+    self->first_w_seg = self->w_seg;
     self->c_seg = self->c_written_seg = c_seg;
     self->c_off = self->c_written_off = c_off;
     /* A position the file does not hold yet is written at the first
@@ -1139,6 +1141,7 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
         pthread_mutex_unlock (&self->cursor_lock);
         out->frame_count = count;
         out->frames = self->frames;
+        out->this_run = r->seg >= self->first_w_seg;
         r->off += size;
         r->passed = 0;
         /* Only this thread takes records away, so the count cannot reach

@@ -88,6 +88,7 @@
 
 #include "fanhub/consumer.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -125,6 +126,7 @@ typedef struct {               /* one message as stored */
     uint32_t frame_count;      /* >= 2 */
     const fanhub_bytes_t *frames; /* valid until the next read or close */
     uint64_t mark;             /* for fh_spool_done; never 0 */
+    bool this_run;             /* appended since open (not found at open) */
 } fh_spool_record_t;
 
 /* Opens the spool in dir, creating dir (and missing parents, mode 0750)
