@@ -18,8 +18,8 @@
     caller keeps it in order with its memory queue.
 
     Threads. Exactly one thread appends (fh_spool_append) while exactly one
-    other thread reads (fh_spool_read, fh_spool_consumed), at the same
-    time. fh_spool_tick may be called from any one thread; the counters
+    other thread reads (fh_spool_read), at the same time; fh_spool_done and
+    fh_spool_consumed may be called from any thread. fh_spool_tick may be called from any one thread; the counters
     from any thread. open and close run with neither of the others active.
     Appending never waits for the reader's disk I/O, nor the reader for the
     appender's: they share a mutex held only to exchange positions. An
@@ -58,7 +58,9 @@
     truncated and counted, never delivered.
 
     What can repeat. The cursor records the consumed position: the end of
-    the records read before the last fh_spool_consumed. It is written at
+    the contiguous prefix of records declared done (fh_spool_done, from
+    any thread, in any order; fh_spool_consumed declares all read ones),
+    a low-water mark that never passes a record read but not done. It is written at
     every segment switch, on close, as soon as cursor_records records
     (default 1000) were consumed since it was last written, and at the
     first fh_spool_consumed or fh_spool_tick that comes cursor_ms (default
