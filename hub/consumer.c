@@ -468,6 +468,12 @@ s_pending_wake (void *arg)
         fh_queue_kick (self->queue);
 }
 
+uint64_t
+fh_consumer_spool_max_seq (const fh_consumer_t *self)
+{
+    return self->spool ? fh_spool_max_seq (self->spool) : 0;
+}
+
 int
 fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
 {

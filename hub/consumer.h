@@ -126,6 +126,10 @@ size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
    answered FANHUB_PENDING, as if consume had answered result. 0, or -1
    (logged, rate-limited) when the ticket is not pending. */
 int fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
+
+/* After fh_consumer_open_state: the highest seq of the messages its spool
+   holds from the last run, 0 when none. */
+uint64_t fh_consumer_spool_max_seq (const fh_consumer_t *self);
 /* Whole-run latency histograms (either may be NULL). */
 void fh_consumer_latency (fh_consumer_t *self, fh_histogram_snapshot_t *queue_wait,
                           fh_histogram_snapshot_t *processing);

@@ -135,6 +135,7 @@ struct fh_spool {
     atomic_uint_fast64_t records, bytes, corrupt;
     atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
     uint64_t first_w_seg; /* segments from here on were written by this run */
+    uint64_t max_seq;     /* the highest seq of the records found at open */
 };
 
 /* Done records whose cursor no clean close could write, over every spool
@@ -707,6 +708,12 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last,
     uint32_t payload_len;
     size_t size;
     while ((rc = s_step (self, &r, true, &payload, &payload_len, &size)) == 1) {
+        uint64_t seq;
+        int64_t wall;
+        uint32_t frames;
+        if (fh_record_decode_message (payload, payload_len, &seq, &wall, &frames, NULL, 0)
+            && seq > self->max_seq)
+            self->max_seq = seq;
         records++;
         r.off += size;
         r.passed += size;
@@ -1329,6 +1336,12 @@ void
 fh_spool_close (fh_spool_t **self_p)
 {
     fh_spool_close_checked (self_p, NULL);
+}
+
+uint64_t
+fh_spool_max_seq (fh_spool_t *self)
+{
+    return self->max_seq;
 }
 
 uint64_t

@@ -148,6 +148,10 @@ int fh_spool_close_checked (fh_spool_t **self_p, uint64_t *repeated);
 /* Any thread: the sum of *repeated over every failed close of the process
    (a clean stop that is not clean exits non-zero with it). */
 uint64_t fh_spool_unsaved_total (void);
+/* The highest sequence number of the records found unconsumed at open
+   (0 when none): the hub numbers new messages after it, so that a
+   message's seq stays unique within a run, spooled copies included. */
+uint64_t fh_spool_max_seq (fh_spool_t *self);
 /* Any thread: cursor writes that failed since open (each is tried again:
    on the next fh_spool_done or tick after cursor_ms). */
 uint64_t fh_spool_cursor_errors (fh_spool_t *self);

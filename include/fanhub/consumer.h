@@ -141,7 +141,9 @@ typedef struct fanhub_host {
     /* Frame i (0 = topic, 1 = body); {NULL, 0} when out of range. */
     fanhub_bytes_t (*msg_frame) (const fanhub_msg_t *msg, size_t i);
     /* The hub's sequence number: 1 for the first message it accepted since
-       it started, one more for each after. */
+       it started (or, when spools kept messages from the last run, one
+       more than the highest of theirs, so that a seq names one message
+       within a run), one more for each after. */
     uint64_t (*msg_seq) (const fanhub_msg_t *msg);
     /* When the hub received the message, in nanoseconds since the Unix
        epoch. Taken from a monotonic clock and offset to wall time once at
