@@ -323,9 +323,39 @@ def test_store_kill_9_during_a_batch_loses_no_spooled_row():
         pub.close()
 
 
+def test_spilled_is_not_done_until_consumed():
+    """Case 5: a spilled message is handled (and answers emit --wait) when
+    its spooled copy has been consumed, not when it was written."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hold = wd.file("hold")
+    hub = fh.Hub(wd, hub_yaml(pub, journal_yaml(
+        "slow", wd.file("out"), ", hold_file: %s" % json.dumps(hold),
+        queue="{capacity: 2, overflow: spill}"), state_dir=wd.file("state")))
+    try:
+        publish(pub, hub, 10)
+        fh.wait_for(lambda: consumer(hub, "slow")["spilled"] >= 7, "spilling", hub=hub)
+        # Written to disk, consumed by nobody yet: not handled.
+        assert hub.stats()["hub"]["handled"] == 0, hub.stats()["hub"]
+        status, out, err = fh.run(["emit", "--wait", "--timeout", "0.5", "-e", hub.control,
+                                   "org.ack.emit", '{"i":99}'])
+        assert status == 124 and "slow: pending" in out, (status, out, err)
+        open(hold, "w").close()
+        status, out, err = fh.run(["emit", "--wait", "-e", hub.control, "org.ack.emit",
+                                   '{"i":100}'])
+        assert status == 0 and out == "slow: completed\n", (status, out, err)
+        fh.wait_for(lambda: hub.stats()["hub"]["handled"] == 12, "all handled", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_pending_counts_in_flight_until_completed,
              test_late_retry_fail_and_stuck,
              test_pool_spill_keeps_capacity_and_loses_nothing_on_stop,
              test_full_disk_gives_space_back_and_repeats_nothing,
-             test_store_kill_9_during_a_batch_loses_no_spooled_row])
+             test_store_kill_9_during_a_batch_loses_no_spooled_row,
+             test_spilled_is_not_done_until_consumed])
