@@ -498,7 +498,9 @@ fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result
 static fh_emit_t *
 s_emit_of (const fh_msg_t *msg)
 {
-    return msg->emit ? msg->emit : msg->deferral ? msg->deferral->emit : NULL;
+    /* A copy's deferral is set before anyone else sees the copy; an
+       original's is the enqueuer's to write, and not read here. */
+    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
 }
 
 /* A message's last word: counted, logged when it failed, its waiter told,

@@ -146,9 +146,10 @@ fh_msg_defer (fh_msg_t *self)
         if (!deferral)
             return -1;
         atomic_init (&deferral->refs, 1); /* the original's */
+        /* The waiter is shared, not moved: other consumers may be setting
+           their outcomes through self->emit right now. */
         deferral->emit = self->emit;
         deferral->received_ns = self->received_ns;
-        self->emit = NULL;
         self->deferral = deferral;
     }
     atomic_fetch_add_explicit (&self->deferral->refs, 1, memory_order_relaxed);
@@ -180,10 +181,11 @@ fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns)
     if (atomic_fetch_sub_explicit (&self->holders, 1, memory_order_acq_rel) != 1)
         return;
     if (self->deferral) {
-        /* Handled once the spooled copies are done too. */
+        /* Handled once the spooled copies are done too: the deferral
+           tells the waiter then. */
         fh_deferral_release (self->deferral, handled, now_ns);
-        self->deferral = NULL;
-        handled = NULL;
+        fh_msg_destroy (&self);
+        return;
     }
     if (handled && !self->from_spool) {
         if (!now_ns)

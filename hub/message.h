@@ -81,7 +81,8 @@ void fh_msg_destroy (fh_msg_t **self_p);
    `handled` (may be NULL), tells its emit waiter, and frees it. */
 void fh_msg_release (fh_msg_t *self, fh_handled_t *handled);
 /* The enqueuer, spilling msg: one more copy owes its completion (made
-   on first use; the emit waiter moves to it). 0, or -1 out of memory. */
+   on first use; it shares the emit waiter, which it tells). 0, or -1 out
+   of memory. */
 int fh_msg_defer (fh_msg_t *self);
 /* Drops one reference of a deferral; the last one records the message as
    handled in `handled` (may be NULL) and tells its emit waiter. */
