@@ -209,7 +209,8 @@ s_same_consumer (const fh_consumer_config_t *a, const fh_consumer_config_t *b)
                 && a->retry.max_ms == b->retry.max_ms
                 && a->retry.jitter_permille == b->retry.jitter_permille
                 && a->consume_timeout_ms == b->consume_timeout_ms && a->workers == b->workers
-                && a->coalesce == b->coalesce
+                && a->coalesce == b->coalesce && a->max_pending == b->max_pending
+                && a->write_ahead == b->write_ahead
                 && ((!a->order_by && !b->order_by)
                     || (a->order_by && b->order_by && strcmp (a->order_by, b->order_by) == 0));
     if (!same)
