@@ -22,7 +22,6 @@ typedef struct {
     fh_pending_item_t item;
     fanhub_ticket_t ticket;
     s_state_t state;
-    bool completed_in_call; /* complete came while still reserved */
 } s_entry_t;
 
 struct fh_pending {
@@ -127,7 +126,6 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     s_entry_t *entry = &self->entries[index];
     entry->item = *item;
     entry->state = S_RESERVED;
-    entry->completed_in_call = false;
     entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
     self->used++;
     fanhub_ticket_t ticket = entry->ticket;
