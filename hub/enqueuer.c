@@ -838,6 +838,13 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
                                   config->gaps.max_producers);
         gaps_ok = self->gaps != NULL;
     }
+    /* Numbering goes on after what the spools kept from the last run:
+       within a run, a seq names one message (a plugin may key by it). */
+    for (size_t i = 0; i < consumer_count; i++) {
+        uint64_t kept = fh_consumer_spool_max_seq (consumers[i]);
+        if (kept > self->seq)
+            self->seq = kept;
+    }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
         && self->peers && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
