@@ -1419,6 +1419,8 @@ static const s_field_t s_queue_fields[] = {
     { .key = "spool_max_bytes", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, spool_max_bytes), .min = 0,
       .max = LLONG_MAX },
+    { .key = "write_ahead", .parse = s_parse_bool,
+      .offset = offsetof (fh_consumer_config_t, write_ahead) },
     { .key = NULL },
 };
 
@@ -1495,6 +1497,9 @@ static const s_field_t s_consumer_fields[] = {
       .offset = offsetof (fh_consumer_config_t, order_by) },
     { .key = "coalesce", .parse = s_parse_bool,
       .offset = offsetof (fh_consumer_config_t, coalesce) },
+    { .key = "max_pending", .parse = s_parse_size,
+      .offset = offsetof (fh_consumer_config_t, max_pending), .min = 1,
+      .max = FH_MAX_MAX_PENDING },
     { .key = NULL },
 };
 
@@ -1549,6 +1554,7 @@ s_parse_consumer (s_ctx_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
     consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
     consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
     consumer->workers = 1;
+    consumer->max_pending = FH_DEFAULT_MAX_PENDING;
     consumer->where = s_where (ctx, item->start_mark);
     if (!consumer->where)
         return s_oom (ctx, item->start_mark);

@@ -30,6 +30,8 @@
 #define FH_DEFAULT_RETRY_INITIAL_MS 100
 #define FH_DEFAULT_RETRY_MAX_MS 30000
 #define FH_DEFAULT_RETRY_JITTER_PERMILLE 200
+#define FH_DEFAULT_MAX_PENDING 1000
+#define FH_MAX_MAX_PENDING 100000
 #define FH_DEFAULT_CONSUME_TIMEOUT_MS 60000
 #define FH_DEFAULT_SPOOL_SEGMENT_BYTES (64u * 1024 * 1024)
 #define FH_DEFAULT_SPOOL_FSYNC_INTERVAL_MS 1000
@@ -72,6 +74,9 @@ typedef struct {
     bool coalesce;        /* replace a queued message of the same key */
     fanhub_option_t *options; /* always a map, possibly empty */
     char *where;          /* "FILE:LINE:COL" of the consumer's entry */
+    size_t max_pending;   /* messages a plugin may hold FANHUB_PENDING at once */
+    bool write_ahead;     /* queue.write_ahead: with spill and a state_dir,
+                             every message goes through the spool */
 } fh_consumer_config_t;
 
 typedef struct {

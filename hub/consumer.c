@@ -16,6 +16,7 @@
 #include "keyed.h"
 #include "log.h"
 #include "order_key.h"
+#include "pending.h"
 #include "plugin.h"
 #include "queue.h"
 #include "retry.h"
@@ -30,6 +31,12 @@
 #include <string.h>
 
 #define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
+/* How often a worker waiting for late completions looks at `abort`. */
+#define PENDING_POLL_NS (200 * INT64_C (1000000))
+/* Spilled messages whose completion waits for their spooled copy, at most
+   (beyond, a spilled message counts as handled when written; one with an
+   emit waiter always waits). */
+#define DEFERRED_MAX 262144
 
 typedef struct {
     /* Written by the worker's thread; the counters under `progress`. */
@@ -95,6 +102,7 @@ struct fh_consumer {
     atomic_bool spooling;
     atomic_bool state_open;     /* spool and dead letters opened (release) */
     bool spill_at_shutdown;     /* overflow: spill */
+    bool write_ahead;           /* queue.write_ahead: always spooling */
     uint64_t spool_corrupt_at_open;
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
@@ -114,7 +122,27 @@ struct fh_consumer {
     atomic_uint_fast64_t coalesced;
     atomic_uint_fast64_t key_fallback; /* messages whose key could not be extracted */
     fh_handled_t dispatcher_handled;
+    atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
+
+    /* Spilled messages of this run, in spool order, whose completion
+       waits for their copy read back (under deferred_lock: the spiller
+       appends, the reader takes). A ring. */
+    pthread_mutex_t deferred_lock;
+    struct s_deferred {
+        uint64_t seq;
+        fh_deferral_t *deferral;
+    } *deferred;
+    size_t deferred_head, deferred_count, deferred_cap;
+
+    /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
+    fh_pending_t *pending;
+    fh_ratelimit_t complete_log;
+    bool pending_stuck; /* owned by the stuck checker */
 };
+
+static void s_pending_wake (void *arg);
+static void s_release_unhandled (fh_msg_t *msg, void *arg);
+static fh_deferral_t *s_deferral_of (fh_consumer_t *self, uint64_t seq);
 
 int
 fh_consumer_fits_plugin (const fh_consumer_config_t *config,
@@ -151,6 +179,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
     pthread_mutex_init (&self->spill_lock, NULL);
+    pthread_mutex_init (&self->deferred_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (FH_CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -174,6 +203,16 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         fh_handled_init (&worker->handled);
     }
     self->ctx.consumer_name = self->name;
+    self->ctx.consumer = self;
+    self->pending = fh_pending_new (config->max_pending ? config->max_pending
+                                                        : FH_DEFAULT_MAX_PENDING,
+                                    s_pending_wake, self);
+    if (!self->pending) {
+        snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where,
+                  config->name);
+        fh_consumer_destroy (&self);
+        return NULL;
+    }
 
     char why[1024];
     self->pool = self->worker_count > 1 || config->coalesce;
@@ -251,6 +290,12 @@ fh_consumer_destroy (fh_consumer_t **self_p)
             pthread_join (self->workers[i].thread, NULL);
     if (self->initialized && self->desc->fini)
         self->desc->fini (self->state);
+    /* Completions that came too late (or never): not done, so a spooled
+       one stays in the spool for the next run. */
+    fh_pending_item_t late;
+    while (self->pending && fh_pending_take_done (self->pending, &late))
+        fh_msg_release (late.msg, NULL);
+    fh_pending_destroy (&self->pending, s_release_unhandled, NULL);
     if (self->pool) {
         fh_keyed_destroy (&self->keyed, s_release_unhandled, NULL);
         fh_order_key_destroy (&self->order_key);
@@ -258,7 +303,15 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         pthread_cond_destroy (&self->pool_work);
     }
     fh_queue_destroy (&self->queue);
-    fh_spool_close (&self->spool);
+    fh_spool_close_checked (&self->spool, NULL); /* a failure is logged and
+                                                    makes the exit status */
+    /* Spilled and never read back in this run: they wait in the spool;
+       their waiters are let go. */
+    for (size_t i = 0; i < self->deferred_count; i++)
+        fh_deferral_release (self->deferred[(self->deferred_head + i) % self->deferred_cap]
+                                 .deferral, NULL, 0);
+    free (self->deferred);
+    pthread_mutex_destroy (&self->deferred_lock);
     fh_deadletter_close (&self->dead_letters);
     pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);
@@ -302,6 +355,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
     atomic_store_explicit (&self->state_open, true, memory_order_release);
+    /* Write-ahead: every message is on disk before the consumer sees it,
+       so a crash loses nothing the hub took. */
+    self->write_ahead = mine->write_ahead && self->spill_at_shutdown;
+    if (self->write_ahead)
+        atomic_store (&self->spooling, true);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
         /* Left by the last run: it goes first, and new messages queue
@@ -363,9 +421,14 @@ s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
                     why);
 }
 
-/* One consume call, timed, visible to the stuck checker while it runs. */
+/* One consume call, timed, visible to the stuck checker while it runs.
+   `ticket` was reserved for it in the pending table: an answer of
+   FANHUB_PENDING leaves it open there (and is not timed yet: its
+   processing time is recorded when it completes); any other answer
+   frees it. */
 static fanhub_result_t
-s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
+s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
+                fanhub_ticket_t ticket)
 {
     fh_consumer_t *self = worker->consumer;
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
@@ -376,8 +439,65 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end)
     fh_crash_leave ();
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
+    if (result == FANHUB_PENDING && ticket) {
+        fh_pending_hold (self->pending, ticket);
+        return result;
+    }
+    if (ticket && fh_pending_cancel (self->pending, ticket))
+        fh_warning ("consume: consumer '%s': message %llu: the plugin completed it and "
+                    "also answered %d; the answer counts", self->name,
+                    (unsigned long long) msg->seq, (int) result);
+    if (result == FANHUB_PENDING)
+        result = FANHUB_FAIL; /* no ticket could be kept: never with the checks */
     fh_histogram_record (&worker->processing, *end - start);
     return result;
+}
+
+/* The pending table's wake-up: a completion came. */
+static void
+s_pending_wake (void *arg)
+{
+    fh_consumer_t *self = arg;
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        pthread_cond_broadcast (&self->pool_work);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
+    else
+        fh_queue_kick (self->queue);
+}
+
+uint64_t
+fh_consumer_spool_max_seq (const fh_consumer_t *self)
+{
+    return self->spool ? fh_spool_max_seq (self->spool) : 0;
+}
+
+int
+fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
+        fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
+                  "FAIL; taken as FAIL", self->name, (unsigned long long) ticket, (int) result);
+        result = FANHUB_FAIL;
+    }
+    if (fh_pending_complete (self->pending, ticket, result) == 0)
+        return 0;
+    fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
+                    "complete: consumer '%s': ticket %llu is not pending (unknown, or "
+                    "completed already); ignored",
+                    self->name, (unsigned long long) ticket);
+    return -1;
+}
+
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+static fh_emit_t *
+s_emit_of (const fh_msg_t *msg)
+{
+    /* A copy's deferral is set before anyone else sees the copy; an
+       original's is the enqueuer's to write, and not read here. */
+    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
 }
 
 /* A message's last word: counted, logged when it failed, its waiter told,
@@ -419,9 +539,12 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
     s_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index,
+    if (s_emit_of (msg))
+        fh_emit_set_outcome (s_emit_of (msg), self->index,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    /* Done: the spool's cursor may move over it. */
+    if (msg->spool_mark && self->spool)
+        fh_spool_done (self->spool, msg->spool_mark);
     /* The end of the last attempt is the handling time, unless a test's
        clock measured it: received_ns is always the real clock's. */
     fh_msg_release_at (msg, &worker->handled,
@@ -432,46 +555,95 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
    attempts are used up, waiting out the backoff in between (the message
    stays at the head of the queue: order holds). Returns the clock at the
    end. */
-static int64_t
-s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+/* After attempt number `attempts` answered result (at end): true when the
+   message is to be tried again, after the backoff was waited out here;
+   false when it is finished, with why filled for anything but OK. */
+static bool
+s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end,
+         bool late, char *why, size_t whylen)
 {
     fh_consumer_t *self = worker->consumer;
+    const char *verb = late ? "completed with" : "consume answered";
+    if (result == FANHUB_OK)
+        return false;
+    if (result != FANHUB_RETRY) {
+        snprintf (why, whylen, "%s FAIL", verb);
+        return false;
+    }
+    if (attempts >= self->retry.max_attempts) {
+        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
+                  attempts == 1 ? "" : "s");
+        return false;
+    }
     s_progress_begin (worker);
-    fh_bump (&worker->dequeued);
+    fh_bump (&worker->retried);
     s_progress_end (worker);
-    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+    int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+    if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
+        snprintf (why, whylen, "stopped while waiting to retry");
+        return false;
+    }
+    return true;
+}
 
-    int64_t end = start, first = start;
-    uint32_t attempts = 0;
+/* Attempts from number attempts + 1 on, until the message is finished
+   (OK, FAIL, or RETRY until the attempts are used up, waiting out the
+   backoff in between: the message stays at the head of the queue, so
+   order holds) or the plugin answers PENDING (the pending table has it
+   then). Returns the clock at the end. */
+static int64_t
+s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first,
+           int64_t start)
+{
+    fh_consumer_t *self = worker->consumer;
+    int64_t end = start;
     fanhub_result_t result;
     char why[160] = "";
     while (true) {
         attempts++;
-        result = s_call_consume (worker, msg, start, &end);
-        if (result == FANHUB_OK)
+        fh_pending_item_t item = {
+            .msg = msg, .attempts = attempts, .first_ns = first, .started_ns = start};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
+        result = s_call_consume (worker, msg, start, &end, ticket);
+        if (result == FANHUB_PENDING)
+            return end;
+        if (!s_again (worker, result, attempts, end, false, why, sizeof why))
             break;
-        if (result != FANHUB_RETRY) {
-            snprintf (why, sizeof why, "consume answered FAIL");
-            break;
-        }
-        if (attempts >= self->retry.max_attempts) {
-            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
-                      attempts, attempts == 1 ? "" : "s");
-            break;
-        }
-        s_progress_begin (worker);
-        fh_bump (&worker->retried);
-        s_progress_end (worker);
-        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
-        if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
-            snprintf (why, sizeof why, "stopped while waiting to retry");
-            break;
-        }
         start = self->clock.now_ns (self->clock.arg);
     }
-
     s_finish (worker, msg, result, why, attempts, first, end);
     return end;
+}
+
+/* Consumes one message from the queue or the spool (see s_attempt). */
+static int64_t
+s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+{
+    s_progress_begin (worker);
+    fh_bump (&worker->dequeued);
+    s_progress_end (worker);
+    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+    return s_attempt (worker, msg, 0, start, start);
+}
+
+/* One worker: finishes the messages whose plugin completed them late, in
+   the order the completions came. Returns the clock at the end. */
+static int64_t
+s_take_completions (s_worker_t *worker, int64_t now)
+{
+    fh_consumer_t *self = worker->consumer;
+    fh_pending_item_t item;
+    while (fh_pending_take_done (self->pending, &item)) {
+        now = self->clock.now_ns (self->clock.arg);
+        fh_histogram_record (&worker->processing, now - item.started_ns);
+        char why[160] = "";
+        if (s_again (worker, item.result, item.attempts, now, true, why, sizeof why))
+            now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
+                             self->clock.now_ns (self->clock.arg));
+        else
+            s_finish (worker, item.msg, item.result, why, item.attempts, item.first_ns, now);
+    }
+    return now;
 }
 
 /* The next message from the spool, as a message of its own (one holder,
@@ -486,7 +658,8 @@ s_spool_next (fh_consumer_t *self)
             pthread_mutex_lock (&self->spill_lock);
             /* Under the lock the enqueuer cannot append; while spooling it
                pushes nothing to memory, so an empty queue stays empty. */
-            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0)
+            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0
+                && !self->write_ahead)
                 atomic_store (&self->spooling, false);
             pthread_mutex_unlock (&self->spill_lock);
         }
@@ -497,28 +670,93 @@ s_spool_next (fh_consumer_t *self)
         return NULL; /* an I/O error is logged by the spool; try later */
     uint32_t count = record.frame_count;
     zmq_msg_t *frames = malloc (count * sizeof *frames);
+    fh_msg_t *msg = NULL;
     if (!frames)
-        return NULL; /* read again later: the record is still unconsumed */
+        goto out_of_memory;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init_size (&frames[i], record.frames[i].size);
         memcpy (zmq_msg_data (&frames[i]), record.frames[i].data, record.frames[i].size);
     }
-    fh_msg_t *msg = fh_msg_new (frames, count, record.seq,
-                                record.received_wall_ns - fh_clock_wall_offset_ns ());
+    msg = fh_msg_new (frames, count, record.seq,
+                      record.received_wall_ns - fh_clock_wall_offset_ns ());
     for (uint32_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
     free (frames);
     if (msg) {
         msg->from_spool = true;
+        msg->spool_mark = record.mark;
+        if (record.this_run)
+            msg->deferral = s_deferral_of (self, record.seq);
         atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
+        return msg;
     }
-    return msg;
+out_of_memory:
+    /* Lost for this consumer: counted and logged, and done for the spool.
+       (dropped is the enqueuer's counter: a locked add here.) */
+    atomic_fetch_add (&self->dropped, 1);
+    fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool",
+              self->name, (unsigned long long) record.seq);
+    fh_spool_done (self->spool, record.mark);
+    return NULL;
 }
 
 /* Appends msg to the spool; counted as spilled (and enqueued) or, when the
    spool cannot take it, as dropped. Caller holds spill_lock. */
+/* The spiller: msg was appended to the spool; its completion (handled,
+   its emit waiter) now waits for the copy read back. */
+static void
+s_defer (fh_consumer_t *self, fh_msg_t *msg)
+{
+    pthread_mutex_lock (&self->deferred_lock);
+    if (self->deferred_count == self->deferred_cap
+        && (self->deferred_cap < DEFERRED_MAX || msg->emit)) {
+        size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
+        struct s_deferred *ring = malloc (cap * sizeof *ring);
+        if (ring) {
+            for (size_t i = 0; i < self->deferred_count; i++)
+                ring[i] = self->deferred[(self->deferred_head + i) % self->deferred_cap];
+            free (self->deferred);
+            self->deferred = ring;
+            self->deferred_cap = cap;
+            self->deferred_head = 0;
+        }
+    }
+    if (self->deferred_count < self->deferred_cap && fh_msg_defer (msg) == 0) {
+        self->deferred[(self->deferred_head + self->deferred_count) % self->deferred_cap] =
+            (struct s_deferred){msg->seq, msg->deferral};
+        self->deferred_count++;
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+}
+
+/* The reader: the deferral of the record just read (one appended in this
+   run), or NULL. Records that were never read back (lost to damage, and
+   counted there) let their waiters go. */
+static fh_deferral_t *
+s_deferral_of (fh_consumer_t *self, uint64_t seq)
+{
+    fh_deferral_t *found = NULL;
+    pthread_mutex_lock (&self->deferred_lock);
+    while (self->deferred_count) {
+        struct s_deferred *head = &self->deferred[self->deferred_head];
+        if (head->seq > seq)
+            break;
+        self->deferred_head = (self->deferred_head + 1) % self->deferred_cap;
+        self->deferred_count--;
+        if (head->seq == seq) {
+            found = head->deferral;
+            break;
+        }
+        if (head->deferral->emit)
+            fh_emit_set_outcome (head->deferral->emit, self->index, FH_OUTCOME_DROPPED);
+        fh_deferral_release (head->deferral, NULL, 0);
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+    return found;
+}
+
 static bool
-s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
+s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued, bool defer)
 {
     uint32_t count = msg->frame_count;
     fanhub_bytes_t stack[8], *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
@@ -535,8 +773,12 @@ s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued)
         if (count_enqueued)
             fh_bump (&self->enqueued);
         fh_bump (&self->spilled);
+        /* Written is not done: the copy read back finishes it. */
         if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
+            fh_emit_set_outcome (msg->emit, self->index, defer ? FH_OUTCOME_PENDING
+                                                               : FH_OUTCOME_SPILLED);
+        if (defer)
+            s_defer (self, msg);
         return true;
     }
     fh_bump (&self->dropped);
@@ -561,7 +803,7 @@ s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
         fh_msg_t *msg;
         while ((msg = fh_queue_pop (self->queue))) {
             /* Still counted as enqueued and not dequeued: backlog holds. */
-            if (s_spill (self, msg, false))
+            if (s_spill (self, msg, false, false))
                 kept++;
             fh_msg_release (msg, handled);
         }
@@ -572,7 +814,21 @@ s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
     pthread_mutex_unlock (&self->spill_lock);
 }
 
-/* One worker, one queue: messages in arrival order, one at a time. */
+/* Waits for late completions while the plugin holds messages and the
+   worker can take no new one (max_pending reached, or the queue is closed
+   and drained). False once the hub gives up waiting (abort). */
+static bool
+s_wait_pending (fh_consumer_t *self)
+{
+    while (!atomic_load (&self->abort)) {
+        if (fh_pending_wait (self->pending, fh_clock_mono_ns () + PENDING_POLL_NS))
+            return true;
+    }
+    return false;
+}
+
+/* One worker, one queue: messages in arrival order, one at a time (a
+   plugin that answers PENDING may have up to max_pending open). */
 static void *
 s_worker_thread (void *arg)
 {
@@ -582,33 +838,49 @@ s_worker_thread (void *arg)
     /* One clock reading per message: the end of one consume is the start
        of the next when the queue was not empty in between. */
     int64_t now = self->clock.now_ns (self->clock.arg);
-    bool from_spool = false;
     while (true) {
+        unsigned kicks = fh_queue_kicks (self->queue);
+        if (fh_pending_done_count (self->pending)) {
+            now = s_take_completions (worker, now);
+            worked = true;
+        }
+        if (fh_pending_full (self->pending)) {
+            /* max_pending open: no consume until one completes. idle lets
+               a plugin that batches flush. */
+            if (worked && self->desc->idle)
+                self->desc->idle (self->state);
+            worked = false;
+            if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
+                break;
+            continue;
+        }
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
             s_spill_queue_at_shutdown (self, &worker->handled);
         fh_msg_t *msg = fh_queue_pop (self->queue);
-        from_spool = false;
         /* The memory queue first: while spooling it holds the older ones.
            At shutdown the spool is left for the next run; when a reload
            replaces this consumer it is consumed too. */
-        if (!msg && (!closed || retiring) && (msg = s_spool_next (self)))
-            from_spool = true;
+        if (!msg && (!closed || retiring))
+            msg = s_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
                 self->desc->idle (self->state);
             worked = false;
             if (retiring && self->spool && fh_spool_records (self->spool))
                 continue; /* the spool still holds some: consume them */
-            if (!fh_queue_wait (self->queue))
-                break; /* closed and drained */
+            if (!fh_queue_wait_since (self->queue, kicks)) {
+                /* Closed and drained: what the plugin still holds is
+                   waited for (until the hub gives up). */
+                if (fh_pending_count (self->pending) == 0
+                    || (!fh_pending_done_count (self->pending) && !s_wait_pending (self)))
+                    break;
+            }
             now = self->clock.now_ns (self->clock.arg);
             continue;
         }
         now = s_consume_one (worker, msg, now);
-        if (from_spool)
-            fh_spool_consumed (self->spool);
         worked = true;
     }
     if (worked && self->desc->idle)
@@ -617,8 +889,19 @@ s_worker_thread (void *arg)
     return NULL;
 }
 
-/* Pool mode: moves messages from the queue into the per-key scheduler,
-   a batch per lock, and wakes a worker for each. */
+/* Pool mode: messages given to the scheduler and not yet started. With a
+   spool, the dispatcher reads it only while this is below the capacity,
+   so queue.capacity bounds what the pool holds in memory. */
+static uint64_t
+s_pool_held (fh_consumer_t *self)
+{
+    uint64_t handed = atomic_load_explicit (&self->pool_handed, memory_order_relaxed);
+    uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
+    return handed > started ? handed - started : 0;
+}
+
+/* Pool mode: moves messages from the queue (and the spool) into the
+   per-key scheduler, a batch per lock, and wakes a worker for each. */
 static void *
 s_dispatcher_thread (void *arg)
 {
@@ -627,7 +910,11 @@ s_dispatcher_thread (void *arg)
     fh_msg_t *batch[BATCH];
     char keys[BATCH][FH_ORDER_KEY_MAX];
     size_t key_sizes[BATCH];
+    const uint64_t capacity = fh_queue_capacity (self->queue);
     while (true) {
+        /* Workers kick the queue as they start messages while a spool
+           is read: room for more of it. */
+        unsigned kicks = fh_queue_kicks (self->queue);
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
@@ -636,16 +923,33 @@ s_dispatcher_thread (void *arg)
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
         /* The spool after the memory queue, not at shutdown (but when a
-           reload replaces this consumer). Handed to the workers counts as
-           consumed for the spool's cursor. */
-        while (count < BATCH && (!closed || retiring) && (batch[count] = s_spool_next (self))) {
-            fh_spool_consumed (self->spool);
+           reload replaces this consumer). A record read stays in the spool
+           until its message is done (s_finish). */
+        bool readable = (!closed || retiring) && self->spool;
+        while (count < BATCH && readable && s_pool_held (self) + count < capacity
+               && (batch[count] = s_spool_next (self)))
             count++;
-        }
         if (count == 0) {
-            if (retiring && self->spool && fh_spool_records (self->spool))
+            bool spool_left = readable && fh_spool_records (self->spool);
+            if (spool_left && s_pool_held (self) < capacity)
                 continue;
-            if (!fh_queue_wait (self->queue))
+            if (spool_left && closed) {
+                /* Retiring with a full scheduler: wait for a worker to
+                   start one (the queue's wait would not sleep). */
+                pthread_mutex_lock (&self->pool_lock);
+                if (s_pool_held (self) >= capacity && !atomic_load (&self->abort)) {
+                    struct timespec until;
+                    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
+                    until.tv_sec = (time_t) (due / 1000000000);
+                    until.tv_nsec = (long) (due % 1000000000);
+                    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+                }
+                pthread_mutex_unlock (&self->pool_lock);
+                if (atomic_load (&self->abort))
+                    break;
+                continue;
+            }
+            if (!fh_queue_wait_since (self->queue, kicks))
                 break; /* closed and drained */
             continue;
         }
@@ -662,6 +966,7 @@ s_dispatcher_thread (void *arg)
         pthread_mutex_lock (&self->pool_lock);
         for (size_t i = 0; i < count; i++) {
             fh_msg_t *replaced = NULL;
+            fh_bump (&self->pool_handed);
             if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
                 /* Out of memory: lost for this consumer, and counted. */
                 fh_error ("consumer '%s': out of memory: dropped message %llu", self->name,
@@ -672,11 +977,15 @@ s_dispatcher_thread (void *arg)
                 pthread_cond_signal (&self->pool_work);
             if (replaced) {
                 fh_bump (&self->coalesced);
-                if (replaced->emit)
-                    fh_emit_set_outcome (replaced->emit, self->index, FH_OUTCOME_COALESCED);
+                if (s_emit_of (replaced))
+                    fh_emit_set_outcome (s_emit_of (replaced), self->index,
+                                         FH_OUTCOME_COALESCED);
                 atomic_store_explicit (&self->pool_started,
                                        atomic_load (&self->pool_started) + 1,
                                        memory_order_release);
+                /* Replaced by a newer one: done with it. */
+                if (replaced->spool_mark)
+                    fh_spool_done (self->spool, replaced->spool_mark);
                 fh_msg_release (replaced, &self->dispatcher_handled);
             }
         }
@@ -690,9 +999,41 @@ s_dispatcher_thread (void *arg)
     return NULL;
 }
 
+/* Pool mode: the last word on one attempt (pool_lock not held; held on
+   return): done, or retry later (the key waits; the worker does not). */
+static void
+s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot,
+              fanhub_result_t result, uint32_t attempts, int64_t start, int64_t end, bool late)
+{
+    fh_consumer_t *self = worker->consumer;
+    bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
+    if (retry) {
+        s_progress_begin (worker);
+        fh_bump (&worker->retried);
+        s_progress_end (worker);
+        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+        pthread_mutex_lock (&self->pool_lock);
+        fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
+        pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
+        return;
+    }
+    char why[160] = "";
+    const char *verb = late ? "completed with" : "consume answered";
+    if (result == FANHUB_FAIL)
+        snprintf (why, sizeof why, "%s FAIL", verb);
+    else if (result == FANHUB_RETRY)
+        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
+                  attempts > 1 ? "s" : "");
+    s_finish (worker, msg, result, why, attempts, start, end);
+    pthread_mutex_lock (&self->pool_lock);
+    fh_keyed_done (self->keyed, slot);
+    pthread_cond_signal (&self->pool_work); /* the key may have more */
+}
+
 /* Pool mode: takes the next message from the scheduler (round robin over
    keys, one message of a key at a time), consumes it once, and tells the
-   scheduler: done, or retry later (the key waits; the worker does not). */
+   scheduler: done, or retry later. A message the plugin answered PENDING
+   keeps its key busy until it completes; any worker then finishes it. */
 static void *
 s_pool_worker_thread (void *arg)
 {
@@ -700,14 +1041,32 @@ s_pool_worker_thread (void *arg)
     fh_consumer_t *self = worker->consumer;
     pthread_mutex_lock (&self->pool_lock);
     while (true) {
+        if (fh_pending_done_count (self->pending)) {
+            pthread_mutex_unlock (&self->pool_lock);
+            fh_pending_item_t item;
+            bool took = fh_pending_take_done (self->pending, &item);
+            if (!took) {
+                pthread_mutex_lock (&self->pool_lock);
+                continue; /* another worker took it */
+            }
+            int64_t end = self->clock.now_ns (self->clock.arg);
+            fh_histogram_record (&worker->processing, end - item.started_ns);
+            s_pool_after (worker, item.msg, item.slot, item.result, item.attempts,
+                          item.started_ns, end, true);
+            self->pool_worked = true;
+            continue;
+        }
         int64_t now = self->clock.now_ns (self->clock.arg);
-        fh_keyed_slot_t *slot;
-        int64_t next_due;
-        fh_msg_t *msg = fh_keyed_take (self->keyed, now, &slot, &next_due);
+        fh_keyed_slot_t *slot = NULL;
+        int64_t next_due = INT64_MAX;
+        /* Every reservation is made under pool_lock: a table that is not
+           full now has room for this one. */
+        bool full = fh_pending_full (self->pending);
+        fh_msg_t *msg = full ? NULL : fh_keyed_take (self->keyed, now, &slot, &next_due);
         if (!msg) {
             bool drained = fh_keyed_queued (self->keyed) == 0
                            && fh_keyed_busy (self->keyed) == 0;
-            if (drained && self->pool_worked && self->desc->idle) {
+            if ((drained || full) && self->pool_worked && self->desc->idle) {
                 self->pool_worked = false;
                 pthread_mutex_unlock (&self->pool_lock);
                 self->desc->idle (self->state);
@@ -728,10 +1087,17 @@ s_pool_worker_thread (void *arg)
             continue;
         }
         unsigned retries = fh_keyed_slot_retries (slot);
-        if (retries == 0)
+        if (retries == 0) {
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
+            if (self->spool)
+                fh_queue_kick (self->queue); /* room: the dispatcher may read on */
+        }
         self->pool_worked = true;
+        fh_pending_item_t item = {
+            .msg = msg, .slot = slot, .attempts = retries + 1, .first_ns = now,
+            .started_ns = now};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
         pthread_mutex_unlock (&self->pool_lock);
 
         if (retries == 0) {
@@ -741,28 +1107,12 @@ s_pool_worker_thread (void *arg)
             fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
         }
         int64_t end;
-        fanhub_result_t result = s_call_consume (worker, msg, now, &end);
-        bool retry = result == FANHUB_RETRY && retries + 1 < self->retry.max_attempts;
-        if (retry) {
-            s_progress_begin (worker);
-            fh_bump (&worker->retried);
-            s_progress_end (worker);
-            int64_t delay_ms = fh_retry_delay_ms (&self->retry, retries + 1, &worker->rng);
+        fanhub_result_t result = s_call_consume (worker, msg, now, &end, ticket);
+        if (result == FANHUB_PENDING) {
             pthread_mutex_lock (&self->pool_lock);
-            fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
-            pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
             continue;
         }
-        char why[160];
-        if (result == FANHUB_FAIL)
-            snprintf (why, sizeof why, "consume answered FAIL");
-        else
-            snprintf (why, sizeof why, "consume answered RETRY %u time%s (retry.max_attempts)",
-                      retries + 1, retries ? "s" : "");
-        s_finish (worker, msg, result, why, retries + 1, now, end);
-        pthread_mutex_lock (&self->pool_lock);
-        fh_keyed_done (self->keyed, slot);
-        pthread_cond_signal (&self->pool_work); /* the key may have more */
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);
@@ -861,7 +1211,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);
         if (atomic_load (&self->spooling)) {
-            s_spill (self, msg, true);
+            s_spill (self, msg, true, true);
             pthread_mutex_unlock (&self->spill_lock);
             fh_queue_kick (self->queue);
             return FH_OFFER_REFUSED;
@@ -881,7 +1231,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 return FH_OFFER_FULL;
             pthread_mutex_lock (&self->spill_lock);
             atomic_store (&self->spooling, true);
-            s_spill (self, msg, true);
+            s_spill (self, msg, true, true);
             pthread_mutex_unlock (&self->spill_lock);
             fh_queue_kick (self->queue);
             return FH_OFFER_REFUSED;
@@ -1041,6 +1391,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     if (self->spool) {
         out->spool_bytes = fh_spool_bytes (self->spool);
         out->spool_corrupt = fh_spool_corrupt (self->spool);
+        out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
     }
     out->in_flight = out->dequeued - out->completed - out->failed;
     /* coalesced is read after the rest: a message replaced and not yet
@@ -1150,6 +1501,19 @@ fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
         worker->stuck = now_stuck;
         stuck += now_stuck;
     }
+    /* Messages the plugin holds PENDING count as calls still running. */
+    uint64_t oldest = 0;
+    size_t held = fh_pending_older_than (self->pending, now_ns - self->consume_timeout_ns,
+                                         &oldest);
+    if (held && !self->pending_stuck)
+        fh_warning ("consumer '%s': %zu messages pending for more than consume_timeout "
+                    "%.1f s (the oldest is message %llu): stuck; the other consumers carry on",
+                    self->name, held, (double) self->consume_timeout_ns / 1e9,
+                    (unsigned long long) oldest);
+    else if (!held && self->pending_stuck)
+        fh_info ("consumer '%s': no pending message is stuck any more", self->name);
+    self->pending_stuck = held > 0;
+    stuck += held;
     atomic_store_explicit (&self->stuck_workers, (unsigned) stuck, memory_order_relaxed);
     return stuck;
 }

@@ -57,6 +57,7 @@ typedef struct {
     uint64_t spilled;   /* written to the disk spool */
     uint64_t spool_bytes;   /* on disk, not yet consumed */
     uint64_t spool_corrupt; /* damaged spool records skipped */
+    uint64_t spool_cursor_errors; /* spool cursor writes that failed */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -127,6 +128,15 @@ double fh_consumer_worker_busy (fh_consumer_t *self, size_t worker);
 /* Called once a second by one thread: notes (and logs, once) workers
    inside a consume call older than consume_timeout. Returns how many. */
 size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
+
+/* host->complete (ABI 1.1), from any thread: finishes a message the plugin
+   answered FANHUB_PENDING, as if consume had answered result. 0, or -1
+   (logged, rate-limited) when the ticket is not pending. */
+int fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
+
+/* After fh_consumer_open_state: the highest seq of the messages its spool
+   holds from the last run, 0 when none. */
+uint64_t fh_consumer_spool_max_seq (const fh_consumer_t *self);
 /* Whole-run latency histograms (either may be NULL). */
 void fh_consumer_latency (fh_consumer_t *self, fh_histogram_snapshot_t *queue_wait,
                           fh_histogram_snapshot_t *processing);

@@ -412,12 +412,13 @@ s_shed (fh_enqueuer_t *self, const char *address, int fd)
                     "(%llu so far)", address, self->max_peers, (unsigned long long) refused + 1);
 }
 
-static void
+/* Handles one monitor event; false when none was waiting. */
+static bool
 s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
 {
     zmq_msg_t frame;
     if (!s_recv_now (monitor, &frame))
-        return;
+        return false;
     uint16_t event = 0;
     uint32_t value = 0; /* the descriptor of ACCEPTED, the error of a failure */
     if (zmq_msg_size (&frame) >= 6) {
@@ -450,8 +451,8 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
         if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
             || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
             fh_bump (&self->auth_denied);
-        return;
-    default: return;
+        return true;
+    default: return true;
     }
     /* A disconnect does not say which side made the connection: try the
        connect endpoints first, then the bind ones. */
@@ -460,7 +461,7 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
         && (i == SIZE_MAX || atomic_load (&self->peers[i]) == 0))
         i = s_endpoint_index (self, address, true);
     if (i == SIZE_MAX)
-        return;
+        return true;
     int now = atomic_load (&self->peers[i]) + delta;
     atomic_store (&self->peers[i], now < 0 ? 0 : now);
     if (i >= self->config->connect.count) {
@@ -473,6 +474,7 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
         fh_info ("bus: connected to %s", address);
     else if (event == ZMQ_EVENT_DISCONNECTED && i < self->config->connect.count)
         fh_warning ("bus: disconnected from %s; ZeroMQ reconnects by itself", address);
+    return true;
 }
 
 /* A reload's new routing: trigger table and consumers. */
@@ -680,6 +682,12 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
                                    | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
                == 0) {
         monitor = zsock_new (ZMQ_PAIR);
+        /* No high-water mark on this end makes the inproc pipe unbounded:
+           libzmq drops monitor events past it, and a lost ACCEPTED would
+           leave a peer uncounted by bus.max_peers (a flood of connections
+           outruns this thread). */
+        if (monitor)
+            zsock_set_rcvhwm (monitor, 0);
         if (monitor && zsock_connect (monitor, "%s", monitor_endpoint) != 0)
             zsock_destroy (&monitor);
     }
@@ -767,7 +775,9 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))
             s_receive_injected (self, zsock_resolve (inject));
         if (running && item_count > 3 && (items[3].revents & ZMQ_POLLIN))
-            s_handle_monitor_event (self, zsock_resolve (monitor));
+            for (int i = 0; i < BATCH_MAX && s_handle_monitor_event (self, zsock_resolve (monitor));
+                 i++)
+                ;
     }
     if (monitor) {
         zmq_socket_monitor (sub_handle, NULL, 0);
@@ -837,6 +847,13 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
         self->gaps = fh_gaps_new (config->gaps.counter, config->gaps.producer,
                                   config->gaps.max_producers);
         gaps_ok = self->gaps != NULL;
+    }
+    /* Numbering goes on after what the spools kept from the last run:
+       within a run, a seq names one message (a plugin may key by it). */
+    for (size_t i = 0; i < consumer_count; i++) {
+        uint64_t kept = fh_consumer_spool_max_seq (consumers[i]);
+        if (kept > self->seq)
+            self->seq = kept;
     }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
         && self->peers && gaps_ok)

@@ -5,6 +5,8 @@
 #include "message.h"
 #include "options.h"
 #include "clock.h"
+#include "consumer.h"
+#include "pending.h"
 
 #include <stdio.h>
 
@@ -58,6 +60,23 @@ s_msg_received_ns (const fanhub_msg_t *msg)
     return msg->received_ns + fh_clock_wall_offset_ns ();
 }
 
+static fanhub_ticket_t
+s_msg_ticket (const fanhub_msg_t *msg)
+{
+    return fh_pending_current (msg);
+}
+
+static void
+s_complete (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    if (!ctx || !ctx->consumer) {
+        fh_error ("complete: consumer '%s': no consumer to complete ticket %llu for",
+                  ctx ? ctx->consumer_name : "?", (unsigned long long) ticket);
+        return;
+    }
+    fh_consumer_complete (ctx->consumer, ticket, result);
+}
+
 const fanhub_host_t fh_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -76,4 +95,6 @@ const fanhub_host_t fh_host = {
     .msg_frame = fh_msg_frame,
     .msg_seq = s_msg_seq,
     .msg_received_ns = s_msg_received_ns,
+    .msg_ticket = s_msg_ticket,
+    .complete = s_complete,
 };

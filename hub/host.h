@@ -8,8 +8,11 @@
 
 #include "fanhub/consumer.h"
 
+typedef struct fh_consumer fh_consumer_t;
+
 struct fanhub_ctx {
     const char *consumer_name;
+    fh_consumer_t *consumer; /* for host->complete; NULL in tests' fake hosts */
 };
 
 extern const fanhub_host_t fh_host;

@@ -37,6 +37,8 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
     self->received_ns = received_ns;
     self->emit = NULL;
     self->from_spool = false;
+    self->spool_mark = 0;
+    self->deferral = NULL;
     self->cached = false;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
@@ -136,12 +138,55 @@ fh_msg_release (fh_msg_t *self, fh_handled_t *handled)
     fh_msg_release_at (self, handled, 0);
 }
 
+int
+fh_msg_defer (fh_msg_t *self)
+{
+    if (!self->deferral) {
+        fh_deferral_t *deferral = malloc (sizeof *deferral);
+        if (!deferral)
+            return -1;
+        atomic_init (&deferral->refs, 1); /* the original's */
+        /* The waiter is shared, not moved: other consumers may be setting
+           their outcomes through self->emit right now. */
+        deferral->emit = self->emit;
+        deferral->received_ns = self->received_ns;
+        self->deferral = deferral;
+    }
+    atomic_fetch_add_explicit (&self->deferral->refs, 1, memory_order_relaxed);
+    return 0;
+}
+
+void
+fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t now_ns)
+{
+    if (atomic_fetch_sub_explicit (&self->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (handled) {
+        if (!now_ns)
+            now_ns = fh_clock_mono_ns ();
+        fh_histogram_record (&handled->end_to_end, now_ns - self->received_ns);
+        atomic_store_explicit (&handled->handled,
+                               atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,
+                               memory_order_release);
+    }
+    if (self->emit)
+        fh_emit_handled (self->emit);
+    free (self);
+}
+
 void
 fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns)
 {
     /* acq_rel: the freeing thread must see every other holder's reads done. */
     if (atomic_fetch_sub_explicit (&self->holders, 1, memory_order_acq_rel) != 1)
         return;
+    if (self->deferral) {
+        /* Handled once the spooled copies are done too: the deferral
+           tells the waiter then. */
+        fh_deferral_release (self->deferral, handled, now_ns);
+        fh_msg_destroy (&self);
+        return;
+    }
     if (handled && !self->from_spool) {
         if (!now_ns)
             now_ns = fh_clock_mono_ns ();

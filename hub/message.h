@@ -21,6 +21,16 @@
 typedef struct fanhub_msg fh_msg_t;
 typedef struct fh_emit fh_emit_t; /* someone waiting for this message (emit.h) */
 
+/* A spilled message is not done when it is written: it is done when its
+   copy read back from the spool is. A deferral carries what the original
+   owes its completion (the handled count, the emit waiter) until the
+   original and every spooled copy of it are released. */
+typedef struct {
+    atomic_uint refs;     /* the original, plus each copy not yet done */
+    fh_emit_t *emit;      /* taken from the original, or NULL */
+    int64_t received_ns;
+} fh_deferral_t;
+
 struct fanhub_msg {
     atomic_uint holders;     /* consumers that have not released it */
     uint32_t frame_count;    /* >= 2: topic, body, extra frames */
@@ -33,6 +43,10 @@ struct fanhub_msg {
     bool from_spool;         /* a copy read back from a spool: its original
                                 was counted as handled when spilled */
     bool cached;             /* from fh_msg_new_cached: goes back there */
+    uint64_t spool_mark;     /* a copy read back from a spool: its record's
+                                mark (fh_spool_done once done), else 0 */
+    fh_deferral_t *deferral; /* spilled (the original) or a copy of one: its
+                                completion waits for every copy; or NULL */
     zmq_msg_t frames[];
 };
 
@@ -66,6 +80,13 @@ void fh_msg_destroy (fh_msg_t **self_p);
 /* Drops one holder; the last one records the message as handled in
    `handled` (may be NULL), tells its emit waiter, and frees it. */
 void fh_msg_release (fh_msg_t *self, fh_handled_t *handled);
+/* The enqueuer, spilling msg: one more copy owes its completion (made
+   on first use; it shares the emit waiter, which it tells). 0, or -1 out
+   of memory. */
+int fh_msg_defer (fh_msg_t *self);
+/* Drops one reference of a deferral; the last one records the message as
+   handled in `handled` (may be NULL) and tells its emit waiter. */
+void fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t now_ns);
 /* The same, when the caller has just read the clock (now_ns). */
 void fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns);
 

@@ -350,10 +350,21 @@ fh_queue_closed (fh_queue_t *self)
 bool
 fh_queue_wait (fh_queue_t *self)
 {
+    return fh_queue_wait_since (self, atomic_load_explicit (&self->kicks, memory_order_seq_cst));
+}
+
+unsigned
+fh_queue_kicks (fh_queue_t *self)
+{
+    return atomic_load_explicit (&self->kicks, memory_order_seq_cst);
+}
+
+bool
+fh_queue_wait_since (fh_queue_t *self, unsigned kicks)
+{
     size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
     if (atomic_load_explicit (&self->tail, memory_order_acquire) != head)
         return true;
-    unsigned kicks = atomic_load_explicit (&self->kicks, memory_order_seq_cst);
     pthread_mutex_lock (&self->lock);
     atomic_store_explicit (&self->sleeping, true, memory_order_seq_cst);
     while (atomic_load_explicit (&self->tail, memory_order_seq_cst) == head

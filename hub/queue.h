@@ -58,6 +58,12 @@ fh_msg_t *fh_queue_pop (fh_queue_t *self);
 /* Consumer: waits until a message is queued or the producer kicked
    (true), or the queue is closed and empty (false). */
 bool fh_queue_wait (fh_queue_t *self);
+/* Consumer: fh_queue_wait, counting a kick since `kicks` (a reading of
+   fh_queue_kicks taken before the caller looked at its other sources), so
+   that a kick between that look and the wait is not missed. */
+bool fh_queue_wait_since (fh_queue_t *self, unsigned kicks);
+/* Anyone: the number of kicks so far. */
+unsigned fh_queue_kicks (fh_queue_t *self);
 /* Anyone: fh_queue_close was called. */
 bool fh_queue_closed (fh_queue_t *self);
 

@@ -22,13 +22,18 @@
                   batch to be committed while messages keep coming
 
     Batching, and what an answer means. consume copies the message into the
-    open batch and answers FANHUB_OK. The batch is written and committed in
-    one transaction when it holds `batch` rows (or STORE_BATCH_BYTES of
-    them), when batch_ms has passed since its first row, when the queue runs
-    empty (idle) and at fini. So a message answered OK is either committed
-    or in the plugin's memory: a crash or kill of the hub loses at most the
-    open batch. When the write fails the batch stays in memory, whole, and
-    the message that triggered the write is handed back with FANHUB_RETRY;
+    open batch and answers FANHUB_PENDING (ABI 1.1). The batch is written
+    and committed in one transaction when it holds `batch` rows (or
+    STORE_BATCH_BYTES of them), when batch_ms has passed since its first
+    row, when the hub calls idle (its queue ran empty, or max_pending
+    messages are open) and at fini; after the COMMIT every row of the batch
+    is completed with host->complete (FANHUB_OK). So the hub counts a
+    message done only once it is committed: until then its spool record
+    stays, and a crash or kill of the hub loses no row the spool had. (On
+    a 1.0 host, without host->complete, it answers FANHUB_OK at once, and a
+    crash loses at most the open batch.) When the write fails the batch
+    stays in memory, whole, and the message that triggered the write is
+    handed back with FANHUB_RETRY;
     until a write works again, consume answers FANHUB_RETRY at once (the
     hub keeps those messages), reconnecting with a backoff and writing the
     kept batch first. With batch 1 or batch_ms 0 every write happens inside
@@ -107,6 +112,7 @@ typedef struct {
     uint64_t duplicates; /* rows skipped as already stored */
     uint64_t rejected;   /* FAIL answers */
     uint64_t lost;       /* rows answered OK and then dropped */
+    bool async;          /* the host has complete: answer PENDING */
     int64_t reject_log_ns;
     uint64_t rejects_unlogged;
 } store_state_t;
@@ -315,7 +321,12 @@ s_demote_row (store_state_t *self, size_t i, const char *why)
                      "message %llu (%.200s): %s refused it (%s); dropped",
                      (unsigned long long) row->seq, row->topic,
                      s_display (self), why);
-    if (self->in_consume && row->seq == self->current_seq)
+    if (row->ticket) {
+        /* Still the hub's: it fails (a dead letter), nothing is lost. */
+        self->host->complete (self->ctx, row->ticket, FANHUB_FAIL);
+        self->rejected++;
+    }
+    else if (self->in_consume && row->seq == self->current_seq)
         self->current_dropped = true;
     else
         self->lost++;
@@ -385,6 +396,10 @@ s_flush (store_state_t *self, char *why, size_t whylen)
         if (rc == STORE_DB_OK) {
             self->stored += inserted;
             self->duplicates += self->count - inserted;
+            /* Committed: done, for the hub too. */
+            for (size_t i = 0; i < self->count; i++)
+                if (self->rows[i].ticket)
+                    self->host->complete (self->ctx, self->rows[i].ticket, FANHUB_OK);
             s_clear_rows (self);
             break;
         }
@@ -450,11 +465,15 @@ s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
     int64_t now = s_now_ns ();
     if (self->count == 0)
         self->first_ns = now;
+    if (self->async)
+        row->ticket = self->host->msg_ticket (msg);
+    /* Answered at once, or later from the commit. */
+    const fanhub_result_t added = row->ticket ? FANHUB_PENDING : FANHUB_OK;
     self->count++;
     self->bytes += row->topic_size + row->body_size;
     if (self->count < self->batch && self->bytes < STORE_BATCH_BYTES
         && now - self->first_ns < self->batch_ns)
-        return FANHUB_OK;
+        return added;
 
     self->current_seq = row->seq;
     self->current_dropped = false;
@@ -478,7 +497,8 @@ s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
         self->rejected++;
         return FANHUB_FAIL;
     }
-    return FANHUB_OK;
+    /* With a ticket it was completed by the commit (or failed) already. */
+    return added;
 }
 
 static fanhub_result_t
@@ -534,13 +554,17 @@ s_fini (void *state)
             if (self->rows[i].seq > high)
                 high = self->rows[i].seq;
         }
+        size_t held = 0; /* not done for the hub: it keeps them (spool) */
+        for (size_t i = 0; i < self->count; i++)
+            held += self->rows[i].ticket != 0;
         self->host->log (self->ctx, FANHUB_LOG_ERROR,
-                         "%s: %zu messages (seq %llu to %llu) lost at "
-                         "shutdown: %s",
+                         "%s: %zu messages (seq %llu to %llu) not stored at "
+                         "shutdown: %s; %zu of them were never answered OK "
+                         "(the hub keeps those), %zu are lost",
                          s_display (self), self->count,
                          (unsigned long long) low, (unsigned long long) high,
-                         why);
-        self->lost += self->count;
+                         why, held, self->count - held);
+        self->lost += self->count - held;
     }
     self->host->log (self->ctx, FANHUB_LOG_INFO,
                      "%s: stored %llu messages, %llu already stored, %llu "
@@ -885,6 +909,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     self->batch = (size_t) batch;
     self->batch_ns = (int64_t) batch_ms * 1000000;
     self->run = s_random_run ();
+    self->async = FANHUB_HOST_HAS_COMPLETE (host);
     self->target = strdup (target);
     self->rows = (store_row_t *) calloc ((size_t) batch, sizeof *self->rows);
     if (!self->target || !self->rows

@@ -40,6 +40,7 @@ typedef struct {
     size_t body_size;
     char *msg_id; /* NULL when the body carries none */
     store_body_kind_t kind;
+    uint64_t ticket; /* the hub's, for host->complete; 0 when answered at once */
 } store_row_t;
 
 typedef enum {

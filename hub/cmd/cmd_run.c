@@ -20,6 +20,7 @@
 #include "notify.h"
 #include "plugin.h"
 #include "prometheus_http.h"
+#include "spool.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -253,6 +254,12 @@ fh_cmd_run (int argc, char **argv)
     fh_control_destroy (&control);
     fh_hub_destroy (&hub); /* joins the threads, calls every fini */
     fh_config_destroy (&config);
+    uint64_t again = fh_spool_unsaved_total ();
+    if (again) {
+        fh_error ("stopped, but a spool cursor could not be written: %llu done messages "
+                  "will be delivered again by the next run", (unsigned long long) again);
+        return FH_EXIT_FAILURE;
+    }
     fh_info ("stopped");
     return FH_EXIT_OK;
 }

@@ -56,6 +56,13 @@ typedef struct {
     uint64_t seg, off;
 } s_pos_t;
 
+/* One record read and not yet done: where it ends, and the bytes from
+   the end of the record before (damage included) to its own end. */
+typedef struct {
+    uint64_t seg, off, passed;
+    bool done;
+} s_mark_t;
+
 /* Reads one segment through a buffer. */
 typedef struct {
     int fd;            /* -1 until needed */
@@ -103,13 +110,18 @@ struct fh_spool {
     s_reader_t r;
     fanhub_bytes_t *frames;
     uint32_t frame_cap;
-    uint64_t r_read;      /* records read since the last consumed */
     s_pos_t *known;       /* damage counted by the scan, in file order */
     size_t known_count, known_next, known_cap;
     fh_ratelimit_t r_limit;
 
     /* The cursor: the reader's consumed position, and the file. */
     pthread_mutex_t cursor_lock;
+    /* The low-water mark (under cursor_lock): the records read and not
+       yet done, in read order, as a ring; the consumed position moves over
+       the done ones at its head. marks[mark_head] has mark mark_base. */
+    s_mark_t *marks;
+    size_t mark_cap, mark_head, mark_count;
+    uint64_t mark_base;
     uint64_t c_seg, c_off;
     uint64_t c_written_seg, c_written_off;
     bool c_written_valid; /* the file holds c_written_* */
@@ -122,7 +134,14 @@ struct fh_spool {
     int64_t last_sync_ns;
 
     atomic_uint_fast64_t records, bytes, corrupt;
+    atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
+    uint64_t first_w_seg; /* segments from here on were written by this run */
+    uint64_t max_seq;     /* the highest seq of the records found at open */
 };
+
+/* Done records whose cursor no clean close could write, over every spool
+   of the process: what the next run will deliver again. */
+static atomic_uint_fast64_t s_unsaved_total;
 
 static void
 s_seg_name (char *name, uint64_t seg)
@@ -314,7 +333,8 @@ s_step (fh_spool_t *self, s_reader_t *r, bool scanning, const uint8_t **payload,
         switch (status) {
         case FH_RECORD_OK:
             if (fh_record_decode_message (*payload, *payload_len, &seq, &wall, &frames,
-                                          NULL, 0)) {
+                                          NULL, 0)
+                && frames >= 2) {
                 r->in_region = false;
                 return 1;
             }
@@ -406,6 +426,21 @@ s_cursor_load (fh_spool_t *self, uint64_t *seg, uint64_t *off, char *err, size_t
     return 1;
 }
 
+/* Makes cursor.tmp again after a rename took it: one block, taken while
+   the old cursor's block has just been freed. A failure only means the
+   next write must find the room itself. */
+static void
+s_cursor_reserve (fh_spool_t *self)
+{
+    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return;
+    static const char blank[128] = {0};
+    if (pwrite (fd, blank, sizeof blank, 0) != (ssize_t) sizeof blank)
+        unlinkat (self->dir_fd, CURSOR_TMP_NAME, 0);
+    close (fd);
+}
+
 /* Writes the cursor (c_seg, c_off) atomically. Under cursor_lock. */
 static int
 s_cursor_write (fh_spool_t *self)
@@ -415,18 +450,25 @@ s_cursor_write (fh_spool_t *self)
                         self->c_seg, self->c_off);
     len += snprintf (text + len, sizeof text - (size_t) len, "%08" PRIx32 "\n",
                      fh_crc32c (0, text, (size_t) len));
+    /* cursor.tmp is kept between writes and overwritten in place: its
+       block is already allocated, so a full disk (which a spool can cause)
+       does not stop the cursor from moving, and with it the deletion of
+       consumed segments that gives the space back. */
     const char *what = "cannot create";
-    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                     0640);
+    int fd = openat (self->dir_fd, CURSOR_TMP_NAME, O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
     if (fd >= 0) {
         what = "write";
         ssize_t n;
         do
-            n = write (fd, text, (size_t) len);
+            n = pwrite (fd, text, (size_t) len, 0);
         while (n < 0 && errno == EINTR);
         if (n >= 0 && n != len)
             errno = ENOSPC; /* a short write of 60 bytes: the disk is full */
         bool ok = n == len;
+        if (ok && ftruncate (fd, len) != 0) {
+            what = "truncate";
+            ok = false;
+        }
         if (ok && self->fsync != FH_SPOOL_FSYNC_NEVER) {
             what = "fsync";
             ok = fsync (fd) == 0;
@@ -443,17 +485,57 @@ s_cursor_write (fh_spool_t *self)
                 self->c_written_valid = true;
                 self->c_pending = 0;
                 self->c_written_ns = fh_clock_mono_ns ();
+                s_cursor_reserve (self);
                 return 0;
             }
             what = "rename to cursor";
         }
     }
     int saved = errno;
-    fh_log_limited (&self->c_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir,
-                   CURSOR_TMP_NAME, what, strerror (saved));
+    atomic_fetch_add (&self->cursor_errors, 1);
+    fh_log_limited (&self->c_limit, FANHUB_LOG_ERROR,
+                    "%s/%s: %s: %s; %" PRIu64 " records done since the last cursor would be "
+                    "delivered again after a crash, and their segments stay until it can be "
+                    "written (tried again)",
+                    self->dir, CURSOR_TMP_NAME, what, strerror (saved), self->c_pending);
     self->c_retry_ns = fh_clock_mono_ns () + self->cursor_ns;
     errno = saved;
     return -1;
+}
+
+/* Deletes the oldest segment wholly before the consumed position (the
+   written cursor may still point into it), to make room on a full disk.
+   Under cursor_lock. True when one went. */
+static bool
+s_free_one_consumed (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    uint64_t doomed = NONE;
+    if (self->seg_count && self->segs[0] < self->c_seg) {
+        doomed = self->segs[0];
+        memmove (self->segs, self->segs + 1, (self->seg_count - 1) * sizeof *self->segs);
+        self->seg_count--;
+    }
+    pthread_mutex_unlock (&self->lock);
+    if (doomed == NONE)
+        return false;
+    char name[SEG_NAME_LEN + 1];
+    s_seg_name (name, doomed);
+    fh_warning ("%s/%s: removed before the cursor could be written (the disk is full); "
+                "if the hub stops before the cursor is written, the next run reports it "
+                "missing", self->dir, name);
+    return unlinkat (self->dir_fd, name, 0) == 0;
+}
+
+/* s_cursor_write; on a full disk, consumed segments are removed one at a
+   time until it works or none is left. Under cursor_lock. */
+static int
+s_cursor_write_making_room (fh_spool_t *self)
+{
+    int rc;
+    while ((rc = s_cursor_write (self)) != 0 && errno == ENOSPC && s_free_one_consumed (self))
+        ;
+    return rc;
 }
 
 static bool
@@ -549,7 +631,8 @@ s_list_segments (fh_spool_t *self, char *err, size_t errlen)
 /* Reads segment seg from off to its end: counts its records and bytes and
    its damage, and truncates damage that runs to its end. */
 static int
-s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, char *err, size_t errlen)
+s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last,
+                uint64_t *file_size, char *err, size_t errlen)
 {
     char name[SEG_NAME_LEN + 1];
     s_seg_name (name, seg);
@@ -564,12 +647,31 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, char *err, size_t 
     }
     r.limit = (uint64_t) st.st_size;
     r.sealed = r.limit_known = true;
+    *file_size = r.limit;
+    if (off > r.limit || (r.limit == 0 && !last)) {
+        /* Cut below the cursor, or emptied: records were lost. */
+        atomic_fetch_add (&self->corrupt, 1);
+        if (off > r.limit)
+            fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
+                        ": records after it were lost", self->dir, name, r.limit, off);
+        else
+            fh_warning ("%s/%s: empty, but not the last segment: the records it held are "
+                        "lost", self->dir, name);
+        s_reader_free (&r);
+        return 0;
+    }
     uint64_t records = 0;
     int rc;
     const uint8_t *payload;
     uint32_t payload_len;
     size_t size;
     while ((rc = s_step (self, &r, true, &payload, &payload_len, &size)) == 1) {
+        uint64_t seq;
+        int64_t wall;
+        uint32_t frames;
+        if (fh_record_decode_message (payload, payload_len, &seq, &wall, &frames, NULL, 0)
+            && seq > self->max_seq)
+            self->max_seq = seq;
         records++;
         r.off += size;
         r.passed += size;
@@ -602,6 +704,31 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, char *err, size_t 
     if (end > off)
         atomic_fetch_add (&self->bytes, end - off);
     return 0;
+}
+
+/* Records lost before open, counted and logged: segments are numbered
+   without gaps from the cursor's on (the writer takes the next number,
+   and only segments below the written cursor are ever deleted), so a
+   number missing in between is a lost segment; so is the cursor's own
+   segment when the cursor points inside it. */
+static void
+s_count_missing (fh_spool_t *self, bool found, uint64_t c_seg, uint64_t c_off)
+{
+    char name[SEG_NAME_LEN + 1];
+    uint64_t expect = self->seg_count ? self->segs[0] : 0;
+    if (found) {
+        bool exists = self->seg_count && self->segs[0] == c_seg;
+        /* (SEG, 0) of a segment never created is where a new run began. */
+        expect = exists || c_off > 0 ? c_seg : c_seg + 1;
+    }
+    for (size_t i = 0; i < self->seg_count; i++) {
+        for (; expect < self->segs[i]; expect++) {
+            atomic_fetch_add (&self->corrupt, 1);
+            s_seg_name (name, expect);
+            fh_warning ("%s/%s: missing: the records it held are lost", self->dir, name);
+        }
+        expect = self->segs[i] + 1;
+    }
 }
 
 fh_spool_t *
@@ -658,11 +785,11 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
             snprintf (err, errlen, "%s/%s: cannot lock: %s", dir, LOCK_NAME, strerror (errno));
         goto fail;
     }
-    if (unlinkat (self->dir_fd, CURSOR_TMP_NAME, 0) != 0 && errno != ENOENT) {
-        snprintf (err, errlen, "%s/%s: cannot remove: %s", dir, CURSOR_TMP_NAME,
-                  strerror (errno));
-        goto fail;
-    }
+    /* A cursor.tmp left by the last run is scratch: overwritten in place
+       by the next cursor write. Made now when missing, while there is room
+       for it. */
+    if (faccessat (self->dir_fd, CURSOR_TMP_NAME, F_OK, 0) != 0)
+        s_cursor_reserve (self);
 
     uint64_t c_seg = 0, c_off = 0;
     int found = s_cursor_load (self, &c_seg, &c_off, err, errlen);
@@ -685,6 +812,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
                  (self->seg_count - first) * sizeof *self->segs);
         self->seg_count -= first;
     }
+    s_count_missing (self, found != 0, c_seg, c_off);
     /* The writer's first segment: past every segment and the cursor. */
     uint64_t last = self->seg_count ? self->segs[self->seg_count - 1] : 0;
     self->w_seg = (found && c_seg > last ? c_seg : last) + 1;
@@ -694,13 +822,18 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
         c_seg = self->seg_count ? self->segs[0] : self->w_seg;
         c_off = 0;
     }
-    for (size_t i = 0; i < self->seg_count; i++)
-        if (s_scan_segment (self, self->segs[i], self->segs[i] == c_seg ? c_off : 0, err,
-                            errlen)
+    for (size_t i = 0; i < self->seg_count; i++) {
+        uint64_t size;
+        if (s_scan_segment (self, self->segs[i], self->segs[i] == c_seg ? c_off : 0,
+                            i + 1 == self->seg_count, &size, err, errlen)
             != 0)
             goto fail;
+        if (self->segs[i] == c_seg && c_off > size)
+            c_off = size; /* counted as lost: read on from its end */
+    }
 
     self->sync_from = self->w_seg;
+    self->first_w_seg = self->w_seg;
     self->c_seg = self->c_written_seg = c_seg;
     self->c_off = self->c_written_off = c_off;
     /* A position the file does not hold yet is written at the first
@@ -709,6 +842,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     self->c_written_ns = fh_clock_mono_ns ();
     self->deleted_below = self->seg_count ? self->segs[0] : c_seg;
     s_reader_init (&self->r, c_seg, c_off);
+    self->mark_base = 1;
     if (corrupt_found)
         *corrupt_found = atomic_load (&self->corrupt);
     return self;
@@ -768,7 +902,7 @@ int
 fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
                  const fanhub_bytes_t *frames, uint32_t frame_count)
 {
-    if (frame_count == 0) {
+    if (frame_count < 2) { /* a message has a topic and a body */
         errno = EINVAL;
         return -1;
     }
@@ -842,6 +976,30 @@ fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
 }
 
 /* ---------------------------------------------------------------- read */
+
+/* Appends a mark for a record just read, ending at (seg, off). Under
+   cursor_lock. 0, or -1 when out of memory. */
+static int
+s_mark_push (fh_spool_t *self, uint64_t seg, uint64_t off, uint64_t passed, uint64_t *mark)
+{
+    if (self->mark_count == self->mark_cap) {
+        size_t cap = self->mark_cap ? self->mark_cap * 2 : 64;
+        s_mark_t *marks = malloc (cap * sizeof *marks);
+        if (!marks)
+            return -1;
+        for (size_t i = 0; i < self->mark_count; i++)
+            marks[i] = self->marks[(self->mark_head + i) % self->mark_cap];
+        free (self->marks);
+        self->marks = marks;
+        self->mark_cap = cap;
+        self->mark_head = 0;
+    }
+    self->marks[(self->mark_head + self->mark_count) % self->mark_cap] =
+        (s_mark_t){.seg = seg, .off = off, .passed = passed, .done = false};
+    *mark = self->mark_base + self->mark_count;
+    self->mark_count++;
+    return 0;
+}
 
 /* The reader is done with its sealed segment: on to the next one (or the
    writer's, which may not exist yet). */
@@ -939,11 +1097,18 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
             assert (ok);
         }
         (void) ok;
+        pthread_mutex_lock (&self->cursor_lock);
+        if (s_mark_push (self, r->seg, r->off + size, r->passed + size, &out->mark) != 0) {
+            pthread_mutex_unlock (&self->cursor_lock);
+            errno = ENOMEM;
+            goto io_error;
+        }
+        pthread_mutex_unlock (&self->cursor_lock);
         out->frame_count = count;
         out->frames = self->frames;
+        out->this_run = r->seg >= self->first_w_seg;
         r->off += size;
-        r->passed += size;
-        self->r_read++;
+        r->passed = 0;
         /* Only this thread takes records away, so the count cannot reach
            zero between the look and the subtraction. */
         if (atomic_load (&self->records) > 0)
@@ -958,27 +1123,72 @@ io_error:;
     return -1;
 }
 
-void
-fh_spool_consumed (fh_spool_t *self)
+/* Moves the consumed position over the done marks at the head of the
+   ring; writes the cursor when due and deletes what it left behind. Under
+   cursor_lock. */
+static void
+s_mark_advance (fh_spool_t *self)
 {
-    s_reader_t *r = &self->r;
-    s_sub_saturating (&self->bytes, r->passed);
-    r->passed = 0;
-    pthread_mutex_lock (&self->cursor_lock);
-    self->c_pending += self->r_read;
-    self->r_read = 0;
-    self->c_seg = r->seg;
-    self->c_off = r->off;
+    uint64_t passed = 0;
+    bool moved = false;
+    while (self->mark_count && self->marks[self->mark_head].done) {
+        const s_mark_t *mark = &self->marks[self->mark_head];
+        self->c_seg = mark->seg;
+        self->c_off = mark->off;
+        passed += mark->passed;
+        self->c_pending++;
+        self->mark_head = (self->mark_head + 1) % self->mark_cap;
+        self->mark_count--;
+        self->mark_base++;
+        moved = true;
+    }
+    if (!moved)
+        return;
+    s_sub_saturating (&self->bytes, passed);
     if (s_cursor_dirty (self)) {
         int64_t now = fh_clock_mono_ns ();
         bool due = self->c_seg != self->c_written_seg
                    || self->c_pending >= self->cursor_records
                    || now - self->c_written_ns >= self->cursor_ns;
         if (due && now >= self->c_retry_ns)
-            s_cursor_write (self);
+            s_cursor_write_making_room (self);
     }
     s_delete_consumed (self);
+}
+
+void
+fh_spool_done (fh_spool_t *self, uint64_t mark)
+{
+    pthread_mutex_lock (&self->cursor_lock);
+    /* A mark below the base is done already; one past the ring was never
+       handed out: both are the caller's error, and harmless here. */
+    assert (mark >= self->mark_base && mark - self->mark_base < self->mark_count);
+    if (mark >= self->mark_base && mark - self->mark_base < self->mark_count) {
+        self->marks[(self->mark_head + (mark - self->mark_base)) % self->mark_cap].done = true;
+        s_mark_advance (self);
+    }
     pthread_mutex_unlock (&self->cursor_lock);
+}
+
+void
+fh_spool_consumed (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->cursor_lock);
+    for (size_t i = 0; i < self->mark_count; i++)
+        self->marks[(self->mark_head + i) % self->mark_cap].done = true;
+    s_mark_advance (self);
+    pthread_mutex_unlock (&self->cursor_lock);
+}
+
+uint64_t
+fh_spool_undone (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->cursor_lock);
+    uint64_t undone = 0;
+    for (size_t i = 0; i < self->mark_count; i++)
+        undone += !self->marks[(self->mark_head + i) % self->mark_cap].done;
+    pthread_mutex_unlock (&self->cursor_lock);
+    return undone;
 }
 
 /* ---------------------------------------------------------------- the rest */
@@ -1044,27 +1254,64 @@ fh_spool_tick (fh_spool_t *self, int64_t now_ns)
     }
     pthread_mutex_lock (&self->cursor_lock);
     if (s_cursor_dirty (self) && now_ns - self->c_written_ns >= self->cursor_ns
-        && now_ns >= self->c_retry_ns && s_cursor_write (self) != 0)
+        && now_ns >= self->c_retry_ns && s_cursor_write_making_room (self) != 0)
         rc = -1;
     s_delete_consumed (self);
     pthread_mutex_unlock (&self->cursor_lock);
     return rc;
 }
 
-void
-fh_spool_close (fh_spool_t **self_p)
+int
+fh_spool_close_checked (fh_spool_t **self_p, uint64_t *repeated)
 {
     fh_spool_t *self = *self_p;
+    if (repeated)
+        *repeated = 0;
     if (!self)
-        return;
+        return 0;
     if (self->fsync == FH_SPOOL_FSYNC_INTERVAL)
         s_sync_appended (self);
     pthread_mutex_lock (&self->cursor_lock);
+    int rc = 0;
     if (s_cursor_dirty (self))
-        s_cursor_write (self);
+        rc = s_cursor_write_making_room (self);
+    if (rc != 0) {
+        uint64_t again = self->c_pending;
+        atomic_fetch_add (&s_unsaved_total, again);
+        if (repeated)
+            *repeated = again;
+        fh_error ("%s/%s: cannot write the cursor at close: %llu done messages will be "
+                  "delivered again by the next run", self->dir, CURSOR_NAME,
+                  (unsigned long long) again);
+    }
     s_delete_consumed (self);
     pthread_mutex_unlock (&self->cursor_lock);
     fh_spool_abandon (self_p);
+    return rc;
+}
+
+void
+fh_spool_close (fh_spool_t **self_p)
+{
+    fh_spool_close_checked (self_p, NULL);
+}
+
+uint64_t
+fh_spool_max_seq (fh_spool_t *self)
+{
+    return self->max_seq;
+}
+
+uint64_t
+fh_spool_unsaved_total (void)
+{
+    return atomic_load (&s_unsaved_total);
+}
+
+uint64_t
+fh_spool_cursor_errors (fh_spool_t *self)
+{
+    return atomic_load (&self->cursor_errors);
 }
 
 void
@@ -1085,6 +1332,7 @@ fh_spool_abandon (fh_spool_t **self_p)
     free (self->w_buf);
     free (self->frames);
     free (self->known);
+    free (self->marks);
     free (self->segs);
     free (self->dir);
     free (self);

@@ -18,8 +18,8 @@
     caller keeps it in order with its memory queue.
 
     Threads. Exactly one thread appends (fh_spool_append) while exactly one
-    other thread reads (fh_spool_read, fh_spool_consumed), at the same
-    time. fh_spool_tick may be called from any one thread; the counters
+    other thread reads (fh_spool_read), at the same time; fh_spool_done and
+    fh_spool_consumed may be called from any thread. fh_spool_tick may be called from any one thread; the counters
     from any thread. open and close run with neither of the others active.
     Appending never waits for the reader's disk I/O, nor the reader for the
     appender's: they share a mutex held only to exchange positions. An
@@ -58,7 +58,9 @@
     truncated and counted, never delivered.
 
     What can repeat. The cursor records the consumed position: the end of
-    the records read before the last fh_spool_consumed. It is written at
+    the contiguous prefix of records declared done (fh_spool_done, from
+    any thread, in any order; fh_spool_consumed declares all read ones),
+    a low-water mark that never passes a record read but not done. It is written at
     every segment switch, on close, as soon as cursor_records records
     (default 1000) were consumed since it was last written, and at the
     first fh_spool_consumed or fh_spool_tick that comes cursor_ms (default
@@ -88,6 +90,7 @@
 
 #include "fanhub/consumer.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -123,8 +126,10 @@ typedef struct {
 typedef struct {               /* one message as stored */
     uint64_t seq;
     int64_t received_wall_ns;  /* the hub's receive time, wall clock */
-    uint32_t frame_count;      /* >= 1 */
+    uint32_t frame_count;      /* >= 2 */
     const fanhub_bytes_t *frames; /* valid until the next read or close */
+    uint64_t mark;             /* for fh_spool_done; never 0 */
+    bool this_run;             /* appended since open (not found at open) */
 } fh_spool_record_t;
 
 /* Opens the spool in dir, creating dir (and missing parents, mode 0750)
@@ -136,11 +141,26 @@ fh_spool_t *fh_spool_open (const char *dir, const fh_spool_options_t *options,
 /* Syncs (unless NEVER), writes the cursor (the consumed position), closes.
    Safe with NULL and twice; nulls *self_p. */
 void fh_spool_close (fh_spool_t **self_p);
+/* The same; -1 when the cursor could not be written (logged, with the
+   count), and then *repeated (if not NULL) is the number of done records
+   the next run will deliver again; they are added to
+   fh_spool_unsaved_total. 0 otherwise. */
+int fh_spool_close_checked (fh_spool_t **self_p, uint64_t *repeated);
+/* Any thread: the sum of *repeated over every failed close of the process
+   (a clean stop that is not clean exits non-zero with it). */
+uint64_t fh_spool_unsaved_total (void);
+/* The highest sequence number of the records found unconsumed at open
+   (0 when none): the hub numbers new messages after it, so that a
+   message's seq stays unique within a run, spooled copies included. */
+uint64_t fh_spool_max_seq (fh_spool_t *self);
+/* Any thread: cursor writes that failed since open (each is tried again:
+   on the next fh_spool_done or tick after cursor_ms). */
+uint64_t fh_spool_cursor_errors (fh_spool_t *self);
 
 /* Appender. Stores one message at the end: 0; FH_SPOOL_FULL when it would
    take fh_spool_bytes past max_bytes (nothing stored; the caller counts
    the drop); -1 with errno on error (nothing stored; logged, naming the
-   file): EMSGSIZE for a message over 1 GiB, EINVAL for frame_count 0, or
+   file): EMSGSIZE for a message over 1 GiB, EINVAL for frame_count < 2, or
    the error of write(2), open(2), fdatasync(2). */
 int fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
                      const fanhub_bytes_t *frames, uint32_t frame_count);
@@ -149,9 +169,16 @@ int fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
    unread (now: appends may follow); -1 with errno on an I/O error (logged,
    naming the file; the read may be tried again). */
 int fh_spool_read (fh_spool_t *self, fh_spool_record_t *out);
-/* Reader. Everything read so far is done: advances the consumed position,
-   deletes finished segments, writes the cursor when due. */
+/* Any thread. The record of `mark` (from fh_spool_read) is done: the
+   consumed position moves over the contiguous prefix of done records (a
+   low-water mark, never past a record read but not yet done), finished
+   segments are deleted, the cursor is written when due. Each mark once. */
+void fh_spool_done (fh_spool_t *self, uint64_t mark);
+/* Any thread. Everything read so far is done (fh_spool_done of every
+   outstanding mark). */
 void fh_spool_consumed (fh_spool_t *self);
+/* Any thread. Records read and not yet done. */
+uint64_t fh_spool_undone (fh_spool_t *self);
 
 /* Any thread. Records appended (or found at open) and not yet read. */
 uint64_t fh_spool_records (fh_spool_t *self);

@@ -68,8 +68,14 @@ extern "C" {
 typedef enum {
     FANHUB_OK = 0,    /* done with this message */
     FANHUB_RETRY = 1, /* failed for now; the hub may offer it again later */
-    FANHUB_FAIL = 2   /* failed for good; the hub counts it (dead letter) */
+    FANHUB_FAIL = 2,  /* failed for good; the hub counts it (dead letter) */
+    FANHUB_PENDING = 3 /* ABI 1.1: not finished yet; the plugin finishes it
+                          later with host->complete (see there) */
 } fanhub_result_t;
+
+/* ABI 1.1: names one message that consume answered FANHUB_PENDING, for
+   host->complete. Never 0. */
+typedef uint64_t fanhub_ticket_t;
 
 typedef enum {
     FANHUB_LOG_ERROR = 3, /* syslog priorities, so journald reads them */
@@ -135,13 +141,45 @@ typedef struct fanhub_host {
     /* Frame i (0 = topic, 1 = body); {NULL, 0} when out of range. */
     fanhub_bytes_t (*msg_frame) (const fanhub_msg_t *msg, size_t i);
     /* The hub's sequence number: 1 for the first message it accepted since
-       it started, one more for each after. */
+       it started (or, when spools kept messages from the last run, one
+       more than the highest of theirs, so that a seq names one message
+       within a run), one more for each after. */
     uint64_t (*msg_seq) (const fanhub_msg_t *msg);
     /* When the hub received the message, in nanoseconds since the Unix
        epoch. Taken from a monotonic clock and offset to wall time once at
        start, so it never goes backwards within one run. */
     int64_t (*msg_received_ns) (const fanhub_msg_t *msg);
+
+    /* ABI 1.1 (check host->size >= offsetof (fanhub_host_t, complete) +
+       sizeof host->complete before using these). Asynchronous completion.
+
+       consume may answer FANHUB_PENDING instead of finishing a message:
+       it takes msg_ticket (msg) during that consume call and, later, from
+       any thread, calls complete (ctx, ticket, result) exactly once with
+       FANHUB_OK, FANHUB_RETRY or FANHUB_FAIL. Until then the message is
+       not done: it counts in in_flight, its spool record stays unconsumed
+       (a crash delivers it again), emit --wait does not answer, and
+       consume_timeout applies to it as to a running call. RETRY and FAIL
+       work as if consume had answered them (backoff, retry.max_attempts,
+       dead letters). The message itself (msg) is only valid during
+       consume: copy what is needed. The hub stops calling consume while
+       the consumer's `max_pending` messages are open, and calls idle
+       then, so that a plugin which batches can flush. complete with a
+       ticket that is unknown or already completed is logged and ignored.
+       complete may be called from inside consume (of the same message,
+       after msg_ticket, or another one) and from idle and fini; once fini
+       returns, open tickets are void. */
+    fanhub_ticket_t (*msg_ticket) (const fanhub_msg_t *msg);
+    void (*complete) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket,
+                      fanhub_result_t result);
 } fanhub_host_t;
+
+/* True when the host table offers the ABI 1.1 completion calls. */
+#define FANHUB_HOST_HAS_COMPLETE(host)                                         \
+    ((host)->abi_minor >= 1                                                    \
+     && (host)->size >= offsetof (fanhub_host_t, complete)                     \
+                            + sizeof (host)->complete                          \
+     && (host)->msg_ticket && (host)->complete)
 
 /* Descriptor flags. */
 #define FANHUB_CONSUMER_THREAD_SAFE 0x1u /* consume may run on N threads */
@@ -162,10 +200,12 @@ typedef struct fanhub_consumer_desc {
     int (*init) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                  const fanhub_option_t *options, void **state, char *err,
                  size_t errlen);
-    /* Required. Handles one message. */
+    /* Required. Handles one message: FANHUB_OK, RETRY or FAIL, or (ABI
+       1.1, see host->complete) FANHUB_PENDING to finish it later. */
     fanhub_result_t (*consume) (void *state, const fanhub_msg_t *msg);
     /* Optional. Called on the consumer's thread when its queue has run
-       empty, before the thread sleeps: the moment to flush buffers. */
+       empty, before the thread sleeps, and when max_pending messages are
+       open (PENDING): the moment to flush buffers. */
     void (*idle) (void *state);
     /* Optional. Releases the state; called once, after the last consume. */
     void (*fini) (void *state);

@@ -76,7 +76,8 @@ def consumer(name, scale=1, wait_interval=100, proc_interval=0):
             "failed": failed, "retried": 7, "dropped": 3, "spilled": 0, "dead_lettered": 1,
             "coalesced": 0, "backlog": 2, "in_flight": 1, "backlog_max": 120, "stuck": 0,
             "queue_wait": qw, "processing": pr, "evicted": 2, "spool_bytes": 4096 * scale,
-            "spool_corrupt": 1, "keys_active": 3, "key_backlog_max": 5, "key_fallback": 6}
+            "spool_corrupt": 1, "keys_active": 3, "key_backlog_max": 5, "key_fallback": 6,
+            "spool_cursor_errors": 4}
 
 
 def snapshot(name="buildsys", consumers=None, endpoints=None):
@@ -170,7 +171,8 @@ def parse_prometheus(text):
 
 
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
-            "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback")
+            "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
+            "spool_cursor_errors")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes",
           "keys_active", "key_backlog_max")
 

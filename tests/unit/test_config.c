@@ -302,7 +302,7 @@ typedef struct {
 
 #define TOP_KNOWN "(known: name, bus, control, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)"
-#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce)"
+#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
@@ -357,7 +357,7 @@ static const s_error_case_t s_error_cases[] = {
     { "unknown consumer key", C2 ("    plugin: p\n    topic: [a]\n"),
       "t.yaml:8:5: consumers[1].topic: unknown key " CONSUMER_KNOWN },
     { "unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
-      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes)" },
+      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
 
     /* Duplicate keys, at every level */
     { "duplicate top key", BUS CONSUMERS "bus: x\n",
@@ -627,10 +627,10 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:8:14: consumers[1].topics[0]: expected a topic pattern, got a "
       "list" },
     { "queue a scalar", C2 ("    plugin: p\n    queue: 5\n"),
-      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes), got "
+      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
       "'5'" },
     { "queue null", C2 ("    plugin: p\n    queue:\n"),
-      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes), got "
+      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
       "nothing" },
     { "capacity not a number",
       C2 ("    plugin: p\n    queue:\n      capacity: lots\n"),
@@ -660,7 +660,7 @@ static const s_error_case_t s_error_cases[] = {
       "that contains it" },
     { "alias to a consumer into itself",
       BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
-      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes)" },
+      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
 };
 
 static void
@@ -726,7 +726,7 @@ test_null_values (void **state)
           "consumers[0].topics: expected a list of topic patterns, got "
           "nothing (omit topics: to receive every message)" },
         { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n",
-          "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes), got "
+          "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
           "nothing" },
         { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n"
               "      capacity:\n",

@@ -58,6 +58,7 @@ static const char s_base[] =
     "      warn_at: 50\n"
     "      overflow: spill\n"
     "      spool_max_bytes: 1000000\n"
+    "      write_ahead: false\n"
     "    options: {x: 1}\n"
     "    retry:\n"
     "      max_attempts: 3\n"
@@ -67,7 +68,8 @@ static const char s_base[] =
     "    consume_timeout: 60\n"
     "    workers: 2\n"
     "    order_by: topic\n"
-    "    coalesce: false\n";
+    "    coalesce: false\n"
+    "    max_pending: 50\n";
 
 typedef struct {
     const char *from, *to;  /* one line of s_base, and what replaces it */
@@ -119,6 +121,8 @@ static const s_row_t s_rows[] = {
     {"workers: 2", "workers: 3", "", false},
     {"order_by: topic", "order_by: {frame: 1}", "", false},
     {"coalesce: false", "coalesce: true", "", false},
+    {"write_ahead: false", "write_ahead: true", "", false},
+    {"max_pending: 50", "max_pending: 51", "", false},
 };
 
 static fh_config_t *

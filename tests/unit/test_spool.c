@@ -613,6 +613,181 @@ test_damaged_cursor (void **state)
     fh_spool_close (&spool);
 }
 
+/* The cursor moves over the contiguous prefix of done records only (a
+   low-water mark): records done out of order, from other threads, leave
+   it at the first one not done; that one and what follows come again. */
+static void
+test_low_water_mark (void **state)
+{
+    s_fixture_t *f = *state;
+    fh_spool_options_t options = {.segment_bytes = 2048};
+    fh_spool_t *spool = s_open (f, &options, NULL);
+    for (uint64_t seq = 1; seq <= 60; seq++)
+        s_append (spool, seq);
+    uint64_t marks[61], total = 0;
+    for (uint64_t seq = 1; seq <= 60; seq++) {
+        fh_spool_record_t rec;
+        assert_int_equal (fh_spool_read (spool, &rec), 1);
+        s_check (&rec, seq);
+        assert_true (rec.mark != 0);
+        marks[seq] = rec.mark;
+        total += s_record_size (seq);
+    }
+    size_t segments = s_segment_count (f);
+    assert_true (segments > 5);
+    assert_int_equal (fh_spool_undone (spool), 60);
+    /* 2 and 5..60 done, 1, 3 and 4 not: nothing moves. */
+    fh_spool_done (spool, marks[2]);
+    for (uint64_t seq = 5; seq <= 60; seq++)
+        fh_spool_done (spool, marks[seq]);
+    assert_int_equal (fh_spool_bytes (spool), total);
+    assert_int_equal (s_segment_count (f), segments);
+    /* 1 done: the mark moves over 1 and 2, and stops at 3. */
+    fh_spool_done (spool, marks[1]);
+    assert_int_equal (fh_spool_bytes (spool),
+                      total - s_record_size (1) - s_record_size (2));
+    assert_int_equal (fh_spool_undone (spool), 2);
+    fh_spool_close (&spool);
+    /* 3 and 4 were not done: they, and what was done after them, come
+       again; 1 and 2 do not. */
+    spool = s_open (f, &options, NULL);
+    assert_int_equal (fh_spool_records (spool), 58);
+    for (uint64_t seq = 3; seq <= 60; seq++)
+        s_expect (spool, seq);
+    s_expect_empty (spool);
+    fh_spool_consumed (spool);
+    assert_int_equal (fh_spool_bytes (spool), 0);
+    assert_int_equal (s_segment_count (f), 1);
+    fh_spool_close (&spool);
+    spool = s_open (f, &options, NULL);
+    s_expect_empty (spool);
+    fh_spool_close (&spool);
+}
+
+/* Writes a CRC-valid record of a message with one frame at the end of
+   the segment file. */
+static void
+s_append_one_frame_record (const char *path, uint64_t seq)
+{
+    fanhub_bytes_t frame = {"topic.only", 10};
+    size_t payload = fh_record_message_size (&frame, 1);
+    uint8_t buf[256];
+    assert_true (FH_RECORD_HEADER + payload <= sizeof buf);
+    fh_record_encode_message (buf, payload, seq, 0, &frame, 1);
+    int fd = open (path, O_WRONLY | O_APPEND);
+    assert_true (fd >= 0);
+    assert_int_equal (write (fd, buf, FH_RECORD_HEADER + payload),
+                      (ssize_t) (FH_RECORD_HEADER + payload));
+    close (fd);
+}
+
+/* Every way records go missing between two runs is counted in
+   spool_corrupt (and logged): a deleted segment, a segment emptied, a
+   cursor naming a segment that is gone, a cursor past the end of its
+   segment; a record of fewer than 2 frames is damage, never delivered. */
+static void
+test_lost_records_counted (void **state)
+{
+    s_fixture_t *f = *state;
+    fh_spool_options_t options = {.segment_bytes = 2048};
+    fh_spool_t *spool = s_open (f, &options, NULL);
+    for (uint64_t seq = 1; seq <= 200; seq++)
+        s_append (spool, seq);
+    /* Consume into the middle of the first segment. */
+    s_expect (spool, 1);
+    s_expect (spool, 2);
+    fh_spool_consumed (spool);
+    fh_spool_close (&spool);
+    size_t segments = s_segment_count (f);
+    assert_true (segments > 8);
+    /* The segments are numbered from 1; the cursor is in segment 1. */
+    char path[256];
+    s_seg_path (f, 4, path, sizeof path);
+    assert_int_equal (unlink (path), 0);          /* a deleted segment */
+    s_seg_path (f, 6, path, sizeof path);
+    assert_int_equal (truncate (path, 0), 0);     /* a segment emptied */
+    s_seg_path (f, 1, path, sizeof path);
+    assert_int_equal (truncate (path, 10), 0);    /* cut below the cursor */
+    s_seg_path (f, 8, path, sizeof path);
+    s_append_one_frame_record (path, 999);        /* a one-frame record */
+
+    uint64_t corrupt = 0;
+    spool = s_open (f, &options, &corrupt);
+    assert_int_equal (corrupt, 4);
+    assert_int_equal (fh_spool_corrupt (spool), 4);
+    /* What is left comes, in order, once; the one-frame record never. */
+    fh_spool_record_t rec;
+    uint64_t last = 0, count = 0;
+    int rc;
+    while ((rc = fh_spool_read (spool, &rec)) == 1) {
+        assert_true (rec.seq > last && rec.seq <= 200);
+        assert_true (rec.frame_count >= 2);
+        s_check (&rec, rec.seq);
+        last = rec.seq;
+        count++;
+    }
+    assert_int_equal (rc, 0);
+    assert_true (count > 100 && count < 198);
+    assert_int_equal (last, 200);
+    fh_spool_consumed (spool);
+    fh_spool_close (&spool);
+
+    /* A cursor naming a segment that is gone, inside it. */
+    spool = s_open (f, &options, NULL);
+    for (uint64_t seq = 201; seq <= 260; seq++)
+        s_append (spool, seq);
+    s_expect (spool, 201);
+    fh_spool_consumed (spool);
+    fh_spool_close (&spool);
+    DIR *dir = opendir (f->dir);
+    struct dirent *entry;
+    char first[256] = "";
+    while ((entry = readdir (dir)))
+        if (strncmp (entry->d_name, "seg-", 4) == 0
+            && (!first[0] || strcmp (entry->d_name, first) < 0))
+            snprintf (first, sizeof first, "%s", entry->d_name);
+    closedir (dir);
+    snprintf (path, sizeof path, "%s/%.30s", f->dir, first);
+    assert_int_equal (unlink (path), 0);
+    corrupt = 0;
+    spool = s_open (f, &options, &corrupt);
+    assert_int_equal (corrupt, 1);
+    fh_spool_close (&spool);
+}
+
+/* A cursor that cannot be written at close: logged, counted, and the
+   number of done records the next run will deliver again is reported
+   (the hub exits non-zero with it). */
+static void
+test_close_without_cursor (void **state)
+{
+    s_fixture_t *f = *state;
+    fh_spool_t *spool = s_open (f, NULL, NULL);
+    for (uint64_t seq = 1; seq <= 10; seq++)
+        s_append (spool, seq);
+    for (uint64_t seq = 1; seq <= 5; seq++)
+        s_expect (spool, seq);
+    fh_spool_consumed (spool);
+    /* Where cursor.tmp should be, a directory: every write fails. */
+    char path[256];
+    snprintf (path, sizeof path, "%s/cursor.tmp", f->dir);
+    assert_int_equal (unlink (path), 0);
+    assert_int_equal (mkdir (path, 0750), 0);
+    uint64_t before = fh_spool_unsaved_total (), repeated = 0;
+    assert_int_equal (fh_spool_close_checked (&spool, &repeated), -1);
+    assert_null (spool);
+    assert_int_equal (repeated, 5);
+    assert_int_equal (fh_spool_unsaved_total () - before, 5);
+    /* As said: the five come again. */
+    assert_int_equal (rmdir (path), 0);
+    spool = s_open (f, NULL, NULL);
+    for (uint64_t seq = 1; seq <= 10; seq++)
+        s_expect (spool, seq);
+    fh_spool_consumed (spool);
+    assert_int_equal (fh_spool_close_checked (&spool, &repeated), 0);
+    assert_int_equal (repeated, 0);
+}
+
 static void
 test_fsync_modes (void **state)
 {
@@ -742,6 +917,9 @@ main (void)
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_damaged_cursor, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_fsync_modes, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_low_water_mark, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_close_without_cursor, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_lost_records_counted, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

@@ -131,9 +131,10 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
                               "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
-                              "key_backlog_max", 5, "key_fallback", 2);
+                              "key_backlog_max", 5, "key_fallback", 2,
+                              "spool_cursor_errors", 7);
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -336,6 +337,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_spool_corrupt_total Damaged spool records or regions skipped.",
         "# TYPE fanhub_consumer_spool_corrupt_total counter",
         "fanhub_consumer_spool_corrupt_total{consumer=\"archive\"} 6",
+        "# HELP fanhub_consumer_spool_cursor_errors_total Spool cursor writes that failed (each is tried again).",
+        "# TYPE fanhub_consumer_spool_cursor_errors_total counter",
+        "fanhub_consumer_spool_cursor_errors_total{consumer=\"archive\"} 7",
         "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting for a retry.",
         "# TYPE fanhub_consumer_keys_active gauge",
         "fanhub_consumer_keys_active{consumer=\"archive\"} 3",

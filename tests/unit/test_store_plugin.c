@@ -36,6 +36,56 @@
 
 #include "fake_host.h"
 
+/* ABI 1.1: a host with host->complete. The ticket of a message is its
+   seq + 1000; completions are recorded in order. */
+static struct {
+    pthread_mutex_t lock;
+    fanhub_ticket_t tickets[64];
+    fanhub_result_t results[64];
+    size_t count;
+} s_completions = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0};
+
+static fanhub_ticket_t
+s_host_msg_ticket (const fanhub_msg_t *msg)
+{
+    return msg->seq + 1000;
+}
+
+static void
+s_host_complete (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    (void) ctx;
+    pthread_mutex_lock (&s_completions.lock);
+    if (s_completions.count < 64) {
+        s_completions.tickets[s_completions.count] = ticket;
+        s_completions.results[s_completions.count] = result;
+        s_completions.count++;
+    }
+    pthread_mutex_unlock (&s_completions.lock);
+}
+
+static const fanhub_host_t s_host_async = {
+    .abi_major = FANHUB_ABI_MAJOR,
+    .abi_minor = FANHUB_ABI_MINOR,
+    .size = sizeof (fanhub_host_t),
+    .log = fake_host_log,
+    .consumer_name = fake_host_consumer_name,
+    .option_kind = fake_host_option_kind,
+    .option_get = fake_host_option_get,
+    .option_scalar = fake_host_option_scalar,
+    .option_count = fake_host_option_count,
+    .option_at = fake_host_option_at,
+    .option_where = fake_host_option_where,
+    .msg_topic = fake_host_msg_topic,
+    .msg_body = fake_host_msg_body,
+    .msg_frame_count = fake_host_msg_frame_count,
+    .msg_frame = fake_host_msg_frame,
+    .msg_seq = fake_host_msg_seq,
+    .msg_received_ns = fake_host_msg_received_ns,
+    .msg_ticket = s_host_msg_ticket,
+    .complete = s_host_complete,
+};
+
 /* -------------------------------------------------------------------------
    Helpers */
 
@@ -752,13 +802,67 @@ test_fini_while_locked (void **state)
     sqlite3_close (holder);
     char want[1024];
     snprintf (want, sizeof want,
-              "%s: 3 messages (seq 4 to 6) lost at shutdown: BEGIN: database "
-              "is locked",
+              "%s: 3 messages (seq 4 to 6) not stored at shutdown: BEGIN: "
+              "database is locked; 0 of them were never answered OK (the hub "
+              "keeps those), 3 are lost",
               path);
     assert_true (s_logged (&ctx, want));
     assert_true (s_logged (&ctx, "stored 0 messages, 0 already stored, 0 "
                                  "refused, 3 lost"));
     assert_int_equal (s_rows (path), 0);
+}
+
+/* ABI 1.1: a row is PENDING until its batch is committed, then completed
+   OK; a batch that cannot be written at fini stays the hub's (not lost). */
+static void
+test_pending_until_commit (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    fanhub_option_t items[] = {SCALAR ("sqlite", path, "t.yaml:5:13"),
+                               SCALAR ("batch", "10", "t.yaml:6:12"),
+                               SCALAR ("batch_ms", "3600000", "t.yaml:7:15")};
+    fanhub_option_t map = MAP (items, 3);
+    void *plugin = NULL;
+    char err[512] = "";
+    assert_int_equal (s_desc->init (&s_host_async, &ctx, &map, &plugin, err, sizeof err), 0);
+    s_completions.count = 0;
+    for (uint64_t i = 1; i <= 3; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    /* Not committed: not done. */
+    assert_int_equal (s_completions.count, 0);
+    assert_int_equal (s_rows (path), 0);
+    s_desc->idle (plugin);
+    assert_int_equal (s_rows (path), 3);
+    assert_int_equal (s_completions.count, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal (s_completions.tickets[i], 1001 + i);
+        assert_int_equal (s_completions.results[i], FANHUB_OK);
+    }
+    /* The tenth row fills the batch: the commit completes all ten, the
+       one consume is handling included. */
+    s_completions.count = 0;
+    for (uint64_t i = 4; i <= 13; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    assert_int_equal (s_completions.count, 10);
+    assert_int_equal (s_completions.tickets[9], 1013);
+    assert_int_equal (s_rows (path), 13);
+    /* Held at fini: never answered OK, so the hub keeps them. */
+    s_completions.count = 0;
+    for (uint64_t i = 14; i <= 15; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    sqlite3 *holder = s_open (path);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    s_desc->fini (plugin);
+    sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close (holder);
+    assert_int_equal (s_completions.count, 0);
+    assert_true (s_logged (&ctx, "2 of them were never answered OK (the hub keeps those), "
+                                 "0 are lost"));
+    assert_true (s_logged (&ctx, "stored 13 messages, 0 already stored, 0 refused, 0 lost"));
 }
 
 /* A PostgreSQL server that is not there is a passing state: init takes the
@@ -1064,6 +1168,7 @@ main (void)
         cmocka_unit_test (test_options_table),
         cmocka_unit_test (test_database_refused),
         cmocka_unit_test (test_threads),
+        cmocka_unit_test (test_pending_until_commit),
     };
     return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
 }

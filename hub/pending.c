@@ -1,0 +1,281 @@
+/*  pending - open asynchronous messages of one consumer. See pending.h.
+
+    Entries live in one array of `capacity`; a ticket is the entry's index
+    plus one in its low INDEX_BITS and a serial number above, so looking a
+    ticket up is an index and one comparison. Done entries wait in a FIFO
+    of indices, so completions are finished in the order they came.
+*/
+#include "pending.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define INDEX_BITS 20
+#define INDEX_MASK ((UINT64_C (1) << INDEX_BITS) - 1)
+
+typedef enum { S_FREE, S_RESERVED, S_OPEN, S_DONE } s_state_t;
+
+typedef struct {
+    fh_pending_item_t item;
+    fanhub_ticket_t ticket;
+    s_state_t state;
+} s_entry_t;
+
+struct fh_pending {
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond; /* CLOCK_MONOTONIC */
+    size_t capacity, used;
+    s_entry_t *entries;
+    size_t *free_list; /* a stack of free indices */
+    size_t free_count;
+    size_t *done;      /* a FIFO of done indices */
+    size_t done_head, done_count;
+    uint64_t serial;
+    fh_pending_wake_fn *wake;
+    void *wake_arg;
+};
+
+static _Thread_local struct {
+    const fh_msg_t *msg;
+    fanhub_ticket_t ticket;
+} s_current;
+
+fh_pending_t *
+fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg)
+{
+    assert (capacity >= 1 && capacity < INDEX_MASK);
+    fh_pending_t *self = calloc (1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->entries = calloc (capacity, sizeof *self->entries);
+    self->free_list = calloc (capacity, sizeof *self->free_list);
+    self->done = calloc (capacity, sizeof *self->done);
+    if (!self->entries || !self->free_list || !self->done) {
+        free (self->entries);
+        free (self->free_list);
+        free (self->done);
+        free (self);
+        return NULL;
+    }
+    pthread_mutex_init (&self->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init (&attr);
+    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+    pthread_cond_init (&self->done_cond, &attr);
+    pthread_condattr_destroy (&attr);
+    self->capacity = capacity;
+    for (size_t i = 0; i < capacity; i++)
+        self->free_list[i] = capacity - 1 - i; /* index 0 is taken first */
+    self->free_count = capacity;
+    self->wake = wake;
+    self->wake_arg = wake_arg;
+    return self;
+}
+
+void
+fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void *arg),
+                    void *arg)
+{
+    fh_pending_t *self = *self_p;
+    if (!self)
+        return;
+    for (size_t i = 0; i < self->capacity; i++)
+        if (self->entries[i].state != S_FREE && release)
+            release (self->entries[i].item.msg, arg);
+    pthread_mutex_destroy (&self->lock);
+    pthread_cond_destroy (&self->done_cond);
+    free (self->entries);
+    free (self->free_list);
+    free (self->done);
+    free (self);
+    *self_p = NULL;
+}
+
+/* The entry of ticket, or NULL. Under lock. */
+static s_entry_t *
+s_find (fh_pending_t *self, fanhub_ticket_t ticket)
+{
+    uint64_t index = (ticket & INDEX_MASK);
+    if (index == 0 || index > self->capacity)
+        return NULL;
+    s_entry_t *entry = &self->entries[index - 1];
+    return entry->state != S_FREE && entry->ticket == ticket ? entry : NULL;
+}
+
+static void
+s_free (fh_pending_t *self, s_entry_t *entry)
+{
+    entry->state = S_FREE;
+    entry->ticket = 0;
+    self->free_list[self->free_count++] = (size_t) (entry - self->entries);
+    self->used--;
+}
+
+fanhub_ticket_t
+fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
+{
+    pthread_mutex_lock (&self->lock);
+    if (self->free_count == 0) {
+        pthread_mutex_unlock (&self->lock);
+        return 0;
+    }
+    size_t index = self->free_list[--self->free_count];
+    s_entry_t *entry = &self->entries[index];
+    entry->item = *item;
+    entry->state = S_RESERVED;
+    entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
+    self->used++;
+    fanhub_ticket_t ticket = entry->ticket;
+    pthread_mutex_unlock (&self->lock);
+    s_current.msg = item->msg;
+    s_current.ticket = ticket;
+    return ticket;
+}
+
+void
+fh_pending_hold (fh_pending_t *self, fanhub_ticket_t ticket)
+{
+    s_current.msg = NULL;
+    s_current.ticket = 0;
+    pthread_mutex_lock (&self->lock);
+    s_entry_t *entry = s_find (self, ticket);
+    if (entry && entry->state == S_RESERVED)
+        entry->state = S_OPEN;
+    pthread_mutex_unlock (&self->lock);
+}
+
+bool
+fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket)
+{
+    s_current.msg = NULL;
+    s_current.ticket = 0;
+    bool completed = false;
+    pthread_mutex_lock (&self->lock);
+    s_entry_t *entry = s_find (self, ticket);
+    if (entry) {
+        if (entry->state == S_DONE) {
+            /* Take it back out of the done FIFO. */
+            completed = true;
+            size_t index = (size_t) (entry - self->entries);
+            for (size_t i = 0; i < self->done_count; i++) {
+                size_t at = (self->done_head + i) % self->capacity;
+                if (self->done[at] != index)
+                    continue;
+                for (size_t j = i; j + 1 < self->done_count; j++)
+                    self->done[(self->done_head + j) % self->capacity] =
+                        self->done[(self->done_head + j + 1) % self->capacity];
+                self->done_count--;
+                break;
+            }
+        }
+        s_free (self, entry);
+    }
+    pthread_mutex_unlock (&self->lock);
+    return completed;
+}
+
+fanhub_ticket_t
+fh_pending_current (const fh_msg_t *msg)
+{
+    return msg && msg == s_current.msg ? s_current.ticket : 0;
+}
+
+int
+fh_pending_complete (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    pthread_mutex_lock (&self->lock);
+    s_entry_t *entry = s_find (self, ticket);
+    if (!entry || entry->state == S_DONE) {
+        pthread_mutex_unlock (&self->lock);
+        return -1;
+    }
+    entry->item.result = result;
+    entry->state = S_DONE;
+    self->done[(self->done_head + self->done_count) % self->capacity] =
+        (size_t) (entry - self->entries);
+    self->done_count++;
+    pthread_cond_broadcast (&self->done_cond);
+    pthread_mutex_unlock (&self->lock);
+    if (self->wake)
+        self->wake (self->wake_arg);
+    return 0;
+}
+
+bool
+fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out)
+{
+    pthread_mutex_lock (&self->lock);
+    if (self->done_count == 0) {
+        pthread_mutex_unlock (&self->lock);
+        return false;
+    }
+    s_entry_t *entry = &self->entries[self->done[self->done_head]];
+    self->done_head = (self->done_head + 1) % self->capacity;
+    self->done_count--;
+    *out = entry->item;
+    s_free (self, entry);
+    pthread_mutex_unlock (&self->lock);
+    return true;
+}
+
+size_t
+fh_pending_count (fh_pending_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    size_t used = self->used;
+    pthread_mutex_unlock (&self->lock);
+    return used;
+}
+
+bool
+fh_pending_full (fh_pending_t *self)
+{
+    return fh_pending_count (self) >= self->capacity;
+}
+
+size_t
+fh_pending_done_count (fh_pending_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    size_t done = self->done_count;
+    pthread_mutex_unlock (&self->lock);
+    return done;
+}
+
+bool
+fh_pending_wait (fh_pending_t *self, int64_t deadline_ns)
+{
+    struct timespec until = {(time_t) (deadline_ns / 1000000000),
+                             (long) (deadline_ns % 1000000000)};
+    pthread_mutex_lock (&self->lock);
+    int rc = 0;
+    while (self->done_count == 0 && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait (&self->done_cond, &self->lock, &until);
+    bool done = self->done_count > 0;
+    pthread_mutex_unlock (&self->lock);
+    return done;
+}
+
+size_t
+fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
+{
+    size_t count = 0;
+    int64_t oldest = INT64_MAX;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->capacity; i++) {
+        const s_entry_t *entry = &self->entries[i];
+        if (entry->state != S_OPEN || entry->item.started_ns >= before_ns)
+            continue;
+        count++;
+        if (entry->item.started_ns < oldest) {
+            oldest = entry->item.started_ns;
+            if (oldest_seq)
+                *oldest_seq = entry->item.msg->seq;
+        }
+    }
+    pthread_mutex_unlock (&self->lock);
+    return count;
+}

@@ -1,0 +1,87 @@
+/*  pending - the messages of one consumer that its plugin answered
+    FANHUB_PENDING and has not completed yet (ABI 1.1, host->complete).
+
+    A worker reserves an entry before each consume call, so that the
+    plugin can ask for the message's ticket during the call
+    (fh_pending_current). When consume answers PENDING the entry stays
+    open; otherwise the worker cancels it. host->complete, from any
+    thread, moves an open (or still reserved) entry to the done list and
+    calls the wake function, and a worker of the consumer takes it from
+    there (fh_pending_take_done) and finishes the message as if consume
+    had answered the result: the retry, dead-letter and counting rules stay
+    in one place, on the consumer's threads.
+
+    At most `capacity` entries (the consumer's max_pending) exist at once;
+    a worker does not call consume while fh_pending_full. A ticket is
+    never 0 and is not reused within a run, so a late or doubled complete
+    is recognised and ignored.
+
+    Threads: every function may be called from any thread; one mutex,
+    held briefly, never while calling the plugin or the wake function.
+*/
+#ifndef FH_PENDING_H_INCLUDED
+#define FH_PENDING_H_INCLUDED
+
+#include "fanhub/consumer.h"
+#include "message.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fh_pending fh_pending_t;
+
+/* Told that an entry is done (called without the module's lock). */
+typedef void(fh_pending_wake_fn) (void *arg);
+
+/* What a worker keeps about one message between consume calls. */
+typedef struct {
+    fh_msg_t *msg;
+    void *slot;          /* the pool's scheduler slot, or NULL */
+    uint32_t attempts;   /* consume calls so far, this one included */
+    int64_t first_ns;    /* start of the first attempt */
+    int64_t started_ns;  /* start of the attempt now open */
+    fanhub_result_t result; /* set by complete */
+} fh_pending_item_t;
+
+/* capacity >= 1. NULL when out of memory. */
+fh_pending_t *fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg);
+/* Frees the table; the messages of entries still open are handed to
+   release (may be NULL) first. Safe with NULL and twice. */
+void fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void *arg),
+                         void *arg);
+
+/* Reserves an entry for one consume call of item->msg and makes it the
+   calling thread's current message (for fh_pending_current). Answers the
+   ticket, or 0 when the table is full. */
+fanhub_ticket_t fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item);
+/* After consume answered PENDING: the entry stays open. */
+void fh_pending_hold (fh_pending_t *self, fanhub_ticket_t ticket);
+/* After consume answered anything else: frees the entry. True when the
+   plugin had also completed it (a plugin error the caller may log). */
+bool fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket);
+
+/* The ticket of msg when the calling thread is inside the consume call of
+   that message; 0 otherwise. */
+fanhub_ticket_t fh_pending_current (const fh_msg_t *msg);
+
+/* host->complete: 0, or -1 when the ticket is not open (unknown, already
+   completed, or its consumer is another). */
+int fh_pending_complete (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
+
+/* Takes the oldest completed entry into *out and frees it: true; false
+   when none is done. */
+bool fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out);
+/* Entries in use (reserved, open or done but not yet taken). */
+size_t fh_pending_count (fh_pending_t *self);
+bool fh_pending_full (fh_pending_t *self);
+/* Completed entries not yet taken. */
+size_t fh_pending_done_count (fh_pending_t *self);
+/* Waits until an entry is done or the clock (CLOCK_MONOTONIC) reaches
+   deadline_ns; true when one is done. */
+bool fh_pending_wait (fh_pending_t *self, int64_t deadline_ns);
+/* Open entries whose attempt started before before_ns (stuck), and the
+   ticket's message sequence number of the oldest in *oldest_seq. */
+size_t fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq);
+
+#endif
