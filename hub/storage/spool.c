@@ -1001,6 +1001,25 @@ s_mark_push (fh_spool_t *self, uint64_t seg, uint64_t off, uint64_t passed, uint
     return 0;
 }
 
+static void s_mark_advance (fh_spool_t *self);
+
+/* Damage the reader skipped with no record after it (yet): a mark that
+   is done already, so that the consumed position moves over the damage
+   once every record before it is done, and a restart neither meets it
+   again nor counts it twice. */
+static void
+s_mark_skipped (fh_spool_t *self, s_reader_t *r)
+{
+    uint64_t mark;
+    pthread_mutex_lock (&self->cursor_lock);
+    if (s_mark_push (self, r->seg, r->off, r->passed, &mark) == 0) {
+        self->marks[(self->mark_head + (mark - self->mark_base)) % self->mark_cap].done = true;
+        r->passed = 0;
+        s_mark_advance (self);
+    }
+    pthread_mutex_unlock (&self->cursor_lock);
+}
+
 /* The reader is done with its sealed segment: on to the next one (or the
    writer's, which may not exist yet). */
 static void
@@ -1042,6 +1061,8 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
                    read), none is unread. */
                 atomic_store (&self->records, 0);
                 pthread_mutex_unlock (&self->lock);
+                if (r->passed)
+                    s_mark_skipped (self, r);
                 return 0;
             }
             pthread_mutex_unlock (&self->lock);

@@ -140,8 +140,11 @@ s_parse (const uint8_t *data, size_t size, size_t window, s_events_t *events)
             int64_t wall;
             uint32_t count;
             fanhub_bytes_t frames[8];
+            /* A verified record that is not a message of at least two
+               frames (topic, body) is damage to the spool too. */
             if (fh_record_decode_message (payload, payload_len, &seq, &wall, &count, frames,
-                                          8)) {
+                                          8)
+                && count >= 2) {
                 for (uint32_t i = 0; i < count && i < 8; i++) {
                     const uint8_t *p = frames[i].data;
                     if (p < payload || p + frames[i].size > payload + payload_len)
