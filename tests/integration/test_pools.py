@@ -131,6 +131,9 @@ def test_coalescing_keeps_the_newest():
         fh.wait_for(lambda: hub.stats()["hub"]["received"] == 21, "21 received", hub=hub)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["coalesced"] == 18,
                     "18 coalesced", hub=hub)
+        # b's worker may still be picking it up: wait for it to be held too.
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["in_flight"] == 2,
+                    "b started", hub=hub)
         c = hub.consumer(hub.stats(), "latest")
         # a: #1 started (held), #20 queued; b: started (held). Nothing else.
         assert c["backlog"] == 1 and c["in_flight"] == 2, c
