@@ -17,13 +17,19 @@
     `retired` list. Without memory for a larger ring, the queue counts as
     full at its current size.
 
-    Sleeping without losing a wake-up: the consumer sets `sleeping` and
-    then re-reads `tail`; the producer publishes `tail`, and when it
-    signals, it passes a sequentially consistent fence and then reads
-    `sleeping`. So at least one side sees the other's write: either the
-    consumer sees the message, or the producer sees the sleeper and wakes
-    it under the mutex the consumer holds from its check until cond_wait
-    releases it.
+    Sleeping without losing a wake-up: the consumer parks on a futex, the
+    32-bit word `wake_seq`, which a waker increments before FUTEX_WAKE. The
+    consumer reads wake_seq, then sets `sleeping`, passes a sequentially
+    consistent fence and re-reads `tail`, the kicks and `closed`; a
+    waker publishes what it has (tail, a kick, closed), passes a fence,
+    and then reads `sleeping`. So at least one side sees the other's
+    write: either the consumer sees the news and does not park, or the
+    waker sees the sleeper, takes `sleeping` (an exchange: one wake per
+    sleep) and increments wake_seq, which the consumer read before it set
+    `sleeping`, so FUTEX_WAIT on the old value returns at once or is
+    woken. There is no mutex: with mutex + condvar the woken consumer
+    could preempt the waker while it still held the mutex, block on it,
+    and cost two more context switches (see docs/performance.md).
 
     The producer does not look for a sleeper at every push: a wake-up (a
     futex call, and often a context switch) per message was the hub's
@@ -36,10 +42,14 @@
 #include "atomics.h"
 
 #include <assert.h>
-#include <pthread.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define SIGNAL_EVERY 32 /* pushes between looks for a sleeping consumer */
 #define INITIAL_SLOTS 64 /* a new queue's ring: 512 bytes */
@@ -67,13 +77,15 @@ struct fh_queue {
     size_t max_slots; /* the least power of two >= capacity */
     size_t signal_every;
     _Atomic (s_ring_t *) ring; /* replaced only by the producer */
-    atomic_bool sleeping;
+    atomic_bool sleeping; /* the consumer parks, or is about to */
+    atomic_uint wake_seq; /* the futex word: one more per wake-up */
     atomic_bool closed;
     atomic_uint kicks;    /* fh_queue_kick: wake-ups without a push */
     bool evictable;       /* pops compare-and-swap the head */
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
 };
+
+/* The futex word is a plain 32-bit integer to the kernel. */
+_Static_assert (sizeof (atomic_uint) == sizeof (uint32_t), "atomic_uint is the futex word");
 
 static s_ring_t *
 s_ring_new (size_t slots)
@@ -195,11 +207,10 @@ fh_queue_new (size_t capacity)
     if (self->signal_every == 0)
         self->signal_every = 1;
     atomic_init (&self->sleeping, false);
+    atomic_init (&self->wake_seq, 0);
     atomic_init (&self->closed, false);
     atomic_init (&self->kicks, 0);
     self->evictable = false;
-    pthread_mutex_init (&self->lock, NULL);
-    pthread_cond_init (&self->wake, NULL);
     return self;
 }
 
@@ -212,8 +223,6 @@ fh_queue_destroy (fh_queue_t **self_p)
     fh_msg_t *msg;
     while ((msg = fh_queue_pop (self)))
         fh_msg_release (msg, NULL);
-    pthread_mutex_destroy (&self->lock);
-    pthread_cond_destroy (&self->wake);
     s_ring_free_list (self->retired);
     free (atomic_load_explicit (&self->ring, memory_order_relaxed));
     free (self);
@@ -221,11 +230,22 @@ fh_queue_destroy (fh_queue_t **self_p)
 }
 
 static void
-s_wake (fh_queue_t *self)
+s_futex_wake (fh_queue_t *self, int waiters)
 {
-    pthread_mutex_lock (&self->lock);
-    pthread_cond_signal (&self->wake);
-    pthread_mutex_unlock (&self->lock);
+    atomic_fetch_add_explicit (&self->wake_seq, 1, memory_order_release);
+    syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAKE_PRIVATE, waiters, NULL,
+             NULL, 0);
+}
+
+/* Waker, after publishing its news: wakes the consumer if it parks. The
+   fence pairs with the consumer's (see the top of this file). */
+static void
+s_wake_sleeper (fh_queue_t *self)
+{
+    atomic_thread_fence (memory_order_seq_cst);
+    if (atomic_load_explicit (&self->sleeping, memory_order_relaxed)
+        && atomic_exchange_explicit (&self->sleeping, false, memory_order_relaxed))
+        s_futex_wake (self, 1);
 }
 
 bool
@@ -255,9 +275,7 @@ fh_queue_signal (fh_queue_t *self)
         return;
     self->unsignalled = 0;
     s_reclaim (self);
-    atomic_thread_fence (memory_order_seq_cst);
-    if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
-        s_wake (self);
+    s_wake_sleeper (self);
 }
 
 size_t
@@ -277,9 +295,7 @@ void
 fh_queue_close (fh_queue_t *self)
 {
     atomic_store (&self->closed, true);
-    pthread_mutex_lock (&self->lock);
-    pthread_cond_broadcast (&self->wake);
-    pthread_mutex_unlock (&self->lock);
+    s_futex_wake (self, INT_MAX);
 }
 
 fh_msg_t *
@@ -337,8 +353,7 @@ void
 fh_queue_kick (fh_queue_t *self)
 {
     atomic_fetch_add_explicit (&self->kicks, 1, memory_order_seq_cst);
-    if (atomic_load_explicit (&self->sleeping, memory_order_seq_cst))
-        s_wake (self);
+    s_wake_sleeper (self);
 }
 
 bool
@@ -359,28 +374,34 @@ fh_queue_kicks (fh_queue_t *self)
     return atomic_load_explicit (&self->kicks, memory_order_seq_cst);
 }
 
+/* Consumer: nothing to do now, as far as the queue knows? */
+static inline bool
+s_nothing_new (fh_queue_t *self, size_t head, unsigned kicks)
+{
+    return atomic_load_explicit (&self->tail, memory_order_acquire) == head
+           && atomic_load_explicit (&self->kicks, memory_order_acquire) == kicks
+           && !atomic_load_explicit (&self->closed, memory_order_acquire);
+}
+
 bool
 fh_queue_wait_since (fh_queue_t *self, unsigned kicks)
 {
     size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
-    if (atomic_load_explicit (&self->tail, memory_order_acquire) != head)
-        return true;
-    pthread_mutex_lock (&self->lock);
-    atomic_store_explicit (&self->sleeping, true, memory_order_seq_cst);
-    while (atomic_load_explicit (&self->tail, memory_order_seq_cst) == head
-           && atomic_load_explicit (&self->kicks, memory_order_seq_cst) == kicks
-           && !atomic_load (&self->closed)) {
-        pthread_cond_wait (&self->wake, &self->lock);
+    while (s_nothing_new (self, head, kicks)) {
+        unsigned seq = atomic_load_explicit (&self->wake_seq, memory_order_acquire);
+        atomic_store_explicit (&self->sleeping, true, memory_order_relaxed);
+        atomic_thread_fence (memory_order_seq_cst);
+        if (s_nothing_new (self, head, kicks))
+            /* Returns at once when wake_seq moved since it was read; a
+               spurious return (a signal) just goes round again. */
+            syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL,
+                     NULL, 0);
+        atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
         /* An eviction moves head: compare against the current one. */
         head = atomic_load_explicit (&self->head, memory_order_acquire);
     }
-    if (atomic_load_explicit (&self->kicks, memory_order_relaxed) != kicks) {
-        atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
-        pthread_mutex_unlock (&self->lock);
+    if (atomic_load_explicit (&self->kicks, memory_order_acquire) != kicks)
         return true;
-    }
-    atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
-    pthread_mutex_unlock (&self->lock);
     return atomic_load_explicit (&self->tail, memory_order_acquire) != head;
 }
 

@@ -4,10 +4,10 @@
     them, in the same order. The capacity is exact. Neither side takes a
     lock while the queue is neither empty nor full: the producer's and the
     consumer's indices live on separate cache lines and each side caches
-    the other's index. The consumer sleeps on a condition variable only
-    when it finds the queue empty, and the producer pays for a wake-up
-    (a mutex and a futex call) only when the consumer is asleep, and then
-    once for a run of pushes, not per message.
+    the other's index. The consumer parks on a futex only when it finds
+    the queue empty, and the producer pays for a wake-up (one futex call,
+    no lock) only when the consumer is asleep, and then once for a run of
+    pushes, not per message.
 
     Storage grows with the backlog: a new queue allocates a few dozen
     slots, and doubles them when a push finds them all taken, up to

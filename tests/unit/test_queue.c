@@ -5,7 +5,10 @@
     the consumer keeps running dry and sleeping, and checks every one
     arrives once, in order (a lost wake-up hangs it until ctest's timeout).
     Pushes wake a sleeping consumer only every few messages; the ping-pong
-    case checks that fh_queue_signal wakes it for a single one.
+    case checks that fh_queue_signal wakes it for a single one. Two stress
+    cases hunt lost wake-ups of the futex parking: signals landing at
+    random points of the consumer's way to sleep, and kicks from two other
+    threads; a wake-up lost fails them at a deadline (run under TSan too).
     Storage grows on demand: a single-threaded case checks the sizes and
     FIFO across a wrapped ring, and a two-thread case grows the ring while
     the consumer reads the old one (run it under TSan).
@@ -19,6 +22,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <cmocka.h>
 
 static void
@@ -175,6 +179,131 @@ test_signal_wakes_a_sleeper (void **state)
     fh_queue_destroy (&pp.queue);
 }
 
+/* No lost wake-up, under stress: runs of 1-3 pushes and a signal, each
+   followed by a random short pause (so that the signal lands anywhere in
+   the consumer's path from "empty" to parked), then the producer waits
+   for the consumer to take everything. A wake-up lost would leave a
+   message queued while its consumer sleeps: the wait below would never
+   end (the deadline only bounds that hang). */
+enum { WAKE_ROUNDS = 50000 };
+
+static void
+wait_taken (atomic_uint_fast64_t *taken, uint64_t count, time_t deadline)
+{
+    while (atomic_load (taken) != count) {
+        if (time (NULL) > deadline)
+            fail_msg ("lost wake-up: %llu of %llu taken, the consumer sleeps",
+                      (unsigned long long) atomic_load (taken), (unsigned long long) count);
+        sched_yield ();
+    }
+}
+
+static void
+test_no_lost_wakeup (void **state)
+{
+    (void) state;
+    ping_pong_t pp = {.queue = fh_queue_new (64)};
+    atomic_init (&pp.taken, 0);
+    pthread_t consumer;
+    assert_int_equal (pthread_create (&consumer, NULL, ping_pong_consumer, &pp), 0);
+    uint32_t seed = 7;
+    uint64_t pushed = 0;
+    time_t deadline = time (NULL) + 120;
+    for (int round = 0; round < WAKE_ROUNDS; round++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned burst = 1 + (seed >> 16) % 3;
+        for (unsigned i = 0; i < burst; i++)
+            assert_true (fh_queue_push (pp.queue, make_msg (pushed++)));
+        fh_queue_signal (pp.queue);
+        for (volatile unsigned spin = (seed >> 20) % 2000; spin; spin--)
+            ;
+        wait_taken (&pp.taken, pushed, deadline);
+    }
+    /* The consumer is idle or parked: close must wake it. */
+    fh_queue_close (pp.queue);
+    pthread_join (consumer, NULL);
+    assert_int_equal (atomic_load (&pp.taken), pushed);
+    fh_queue_destroy (&pp.queue);
+}
+
+/* Kicks from two other threads (pool workers kick the dispatcher's queue)
+   while the producer pushes: every kick wakes the consumer, which reports
+   the kick count it saw before each wait; a kick lost leaves a kicker
+   waiting for that report. */
+typedef struct {
+    fh_queue_t *queue;
+    atomic_uint_fast64_t taken;
+    atomic_uint seen_kicks; /* the consumer's last reading, before a wait */
+    atomic_bool stop;
+} kick_test_t;
+
+static void *
+kick_consumer (void *arg)
+{
+    kick_test_t *kt = arg;
+    while (true) {
+        unsigned kicks = fh_queue_kicks (kt->queue);
+        atomic_store (&kt->seen_kicks, kicks);
+        fh_msg_t *msg;
+        while ((msg = fh_queue_pop (kt->queue))) {
+            fh_msg_release_test (msg);
+            atomic_fetch_add (&kt->taken, 1);
+        }
+        if (!fh_queue_wait_since (kt->queue, kicks))
+            break;
+    }
+    return NULL;
+}
+
+static void *
+kicker (void *arg)
+{
+    kick_test_t *kt = arg;
+    time_t deadline = time (NULL) + 120;
+    while (!atomic_load (&kt->stop)) {
+        fh_queue_kick (kt->queue);
+        unsigned after = fh_queue_kicks (kt->queue);
+        /* The consumer must come round and read a count at least this. */
+        while ((int) (atomic_load (&kt->seen_kicks) - after) < 0 && !atomic_load (&kt->stop))
+            if (time (NULL) > deadline)
+                return (void *) 1;
+            else
+                sched_yield ();
+    }
+    return NULL;
+}
+
+static void
+test_kicks_are_not_lost (void **state)
+{
+    (void) state;
+    kick_test_t kt = {.queue = fh_queue_new (64)};
+    atomic_init (&kt.taken, 0);
+    atomic_init (&kt.seen_kicks, 0);
+    atomic_init (&kt.stop, false);
+    pthread_t consumer, kickers[2];
+    assert_int_equal (pthread_create (&consumer, NULL, kick_consumer, &kt), 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal (pthread_create (&kickers[i], NULL, kicker, &kt), 0);
+    time_t deadline = time (NULL) + 120;
+    uint64_t pushed = 0;
+    for (int round = 0; round < WAKE_ROUNDS / 5; round++) {
+        assert_true (fh_queue_push (kt.queue, make_msg (pushed++)));
+        fh_queue_signal (kt.queue);
+        wait_taken (&kt.taken, pushed, deadline);
+    }
+    atomic_store (&kt.stop, true);
+    for (int i = 0; i < 2; i++) {
+        void *lost;
+        pthread_join (kickers[i], &lost);
+        assert_null (lost);
+    }
+    fh_queue_close (kt.queue);
+    pthread_join (consumer, NULL);
+    assert_true (atomic_load (&kt.seen_kicks) > 0);
+    fh_queue_destroy (&kt.queue);
+}
+
 /* drop-oldest: the producer evicts from the head while the consumer pops.
    Every message must be taken exactly once, by one side or the other. */
 static void *
@@ -325,6 +454,8 @@ main (void)
         cmocka_unit_test (test_fifo_and_close),
         cmocka_unit_test (test_two_threads_in_order),
         cmocka_unit_test (test_signal_wakes_a_sleeper),
+        cmocka_unit_test (test_no_lost_wakeup),
+        cmocka_unit_test (test_kicks_are_not_lost),
         cmocka_unit_test (test_evict_races_pop),
         cmocka_unit_test (test_storage_grows_on_demand),
         cmocka_unit_test (test_growth_races_pop),
