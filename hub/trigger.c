@@ -6,6 +6,16 @@
     first '*') ends there. A lookup walks the topic down the trie once,
     collecting prefix matches on the way, exact matches at the end, and
     trying only the globs it passes. See trigger.h for the semantics.
+
+    The memo: a lookup that had globs to try is remembered, topic ->
+    consumers, in a hash table of the table's own. Topics repeat (fedmsg's
+    name a service and an event, not a message), and a glob such as
+    "*.buildsys.*" has no literal head to file it under in the trie: it is
+    searched for in every topic. A remembered topic costs a hash and a
+    compare instead. The table never changes once sealed (a reload builds
+    a new one), so a remembered answer stays exact. When the memo is half
+    full, or its byte store is, it is emptied and fills again: a stream of
+    topics that never repeat costs one hash and one insert per lookup.
 */
 #include "trigger.h"
 
@@ -51,6 +61,19 @@ typedef struct {
     uint32_t consumer;
 } s_glob_t;
 
+/* One remembered lookup; hash 0 marks a free slot. Its bytes, in
+   memo_bytes at `offset`: `count` consumer ids, then the topic. */
+typedef struct {
+    uint64_t hash;
+    uint32_t offset;
+    uint32_t topic_size;
+    uint32_t count;
+} s_memo_slot_t;
+
+#define MEMO_SLOTS 4096               /* a power of two; at most half in use */
+#define MEMO_BYTES (256 * 1024)       /* the ids and topics of all entries */
+#define MEMO_ENTRY_MAX (MEMO_BYTES / 16) /* a larger answer is not kept */
+
 static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
 static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts,
                           const uint8_t *text, size_t size, size_t known);
@@ -65,6 +88,11 @@ struct fh_trigger {
     uint64_t *seen;         /* scratch bitset for one lookup */
     size_t seen_words;
     bool sealed;
+    /* The memo, allocated at the first lookup that tries a glob. */
+    s_memo_slot_t *memo;
+    uint8_t *memo_bytes;
+    size_t memo_entries, memo_bytes_used;
+    bool memo_failed; /* out of memory once: no memo */
 };
 
 static int
@@ -170,6 +198,8 @@ fh_trigger_destroy (fh_trigger_t **self_p)
         free (self->subscriptions[i]);
     free (self->subscriptions);
     free (self->seen);
+    free (self->memo);
+    free (self->memo_bytes);
     free (self);
     *self_p = NULL;
 }
@@ -284,12 +314,12 @@ s_seen_has (const fh_trigger_t *self, uint32_t id)
     return (self->seen[id / 64] >> (id % 64)) & 1u;
 }
 
-size_t
-fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
-                  uint32_t *out)
+/* The trie walk: the consumers matching topic, ascending, into out.
+   *tried_globs: whether the walk met globs to try (the costly case). */
+static size_t
+s_match_walk (fh_trigger_t *self, const uint8_t *bytes, size_t size, uint32_t *out,
+              bool *tried_globs)
 {
-    assert (self->sealed);
-    const uint8_t *bytes = (const uint8_t *) topic;
     const s_node_t *node = self->root;
     uint64_t last8 = 0;
     bool have_last8 = false; /* read at the first glob on the way */
@@ -317,6 +347,7 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
         if (!node)
             break;
     }
+    *tried_globs = have_last8;
     /* Read out ascending, clearing the scratch for the next lookup. */
     size_t found = 0;
     for (size_t w = 0; w < self->seen_words; w++) {
@@ -329,6 +360,104 @@ fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
         self->seen[w] = 0;
     }
     return found;
+}
+
+/* A 64-bit hash of the topic, 8 bytes a step; never 0 (a free slot). */
+static inline uint64_t
+s_topic_hash (const uint8_t *bytes, size_t size)
+{
+    uint64_t hash = UINT64_C (0x9e3779b97f4a7c15) ^ size;
+    uint64_t word;
+    for (; size >= 8; bytes += 8, size -= 8) {
+        memcpy (&word, bytes, 8);
+        hash = (hash ^ word) * UINT64_C (0xbf58476d1ce4e5b9);
+        hash ^= hash >> 31;
+    }
+    word = 0;
+    if (size)
+        memcpy (&word, bytes, size);
+    hash = (hash ^ word) * UINT64_C (0x94d049bb133111eb);
+    hash ^= hash >> 29;
+    return hash | 1;
+}
+
+/* The memo's slot for this topic: its entry, or the free slot where it
+   would go (hash 0). */
+static s_memo_slot_t *
+s_memo_find (fh_trigger_t *self, uint64_t hash, const uint8_t *bytes, size_t size)
+{
+    for (size_t i = hash & (MEMO_SLOTS - 1);; i = (i + 1) & (MEMO_SLOTS - 1)) {
+        s_memo_slot_t *slot = &self->memo[i];
+        if (slot->hash == 0
+            || (slot->hash == hash && slot->topic_size == size
+                && memcmp (self->memo_bytes + slot->offset + slot->count * sizeof (uint32_t),
+                           bytes, size)
+                       == 0))
+            return slot;
+    }
+}
+
+/* Remembers a lookup's answer; emptying the memo first when it is full. */
+static void
+s_memo_put (fh_trigger_t *self, uint64_t hash, const uint8_t *bytes, size_t size,
+            const uint32_t *ids, size_t count)
+{
+    size_t need = count * sizeof (uint32_t) + size;
+    if (need > MEMO_ENTRY_MAX)
+        return;
+    if (!self->memo && !self->memo_failed) {
+        self->memo = calloc (MEMO_SLOTS, sizeof *self->memo);
+        self->memo_bytes = malloc (MEMO_BYTES);
+        if (!self->memo || !self->memo_bytes) {
+            free (self->memo);
+            free (self->memo_bytes);
+            self->memo = NULL;
+            self->memo_bytes = NULL;
+            self->memo_failed = true;
+        }
+    }
+    if (!self->memo)
+        return;
+    size_t offset = (self->memo_bytes_used + 3) & ~(size_t) 3; /* ids are aligned */
+    if (self->memo_entries >= MEMO_SLOTS / 2 || offset + need > MEMO_BYTES) {
+        memset (self->memo, 0, MEMO_SLOTS * sizeof *self->memo);
+        self->memo_entries = 0;
+        offset = 0;
+    }
+    s_memo_slot_t *slot = s_memo_find (self, hash, bytes, size);
+    memcpy (self->memo_bytes + offset, ids, count * sizeof (uint32_t));
+    memcpy (self->memo_bytes + offset + count * sizeof (uint32_t), bytes, size);
+    *slot = (s_memo_slot_t){hash, (uint32_t) offset, (uint32_t) size, (uint32_t) count};
+    self->memo_entries++;
+    self->memo_bytes_used = offset + need;
+}
+
+size_t
+fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
+                  uint32_t *out)
+{
+    assert (self->sealed);
+    const uint8_t *bytes = (const uint8_t *) topic;
+    uint64_t hash = 0;
+    if (self->memo) {
+        hash = s_topic_hash (bytes, size);
+        const s_memo_slot_t *slot = s_memo_find (self, hash, bytes, size);
+        if (slot->hash) {
+            memcpy (out, self->memo_bytes + slot->offset, slot->count * sizeof (uint32_t));
+            return slot->count;
+        }
+    }
+    bool tried_globs;
+    size_t found = s_match_walk (self, bytes, size, out, &tried_globs);
+    if (tried_globs && !self->memo_failed)
+        s_memo_put (self, hash ? hash : s_topic_hash (bytes, size), bytes, size, out, found);
+    return found;
+}
+
+size_t
+fh_trigger_memo_size (const fh_trigger_t *self)
+{
+    return self->memo_entries;
 }
 
 size_t

@@ -12,7 +12,10 @@
     fh_trigger_seal) and then only read, from one thread. A lookup walks a
     byte trie once along the topic: prefix and exact patterns cost nothing
     per consumer; a glob is only tried when the topic starts with the
-    glob's literal prefix. Lookups neither allocate nor lock.
+    glob's literal prefix. A lookup that had globs to try is remembered
+    (topic -> consumers, a bounded hash table emptied when full), so a
+    repeated topic costs a hash and a compare. Lookups do not lock; the
+    first one that tries a glob allocates the memo (about 350 KiB).
 */
 #ifndef FH_TRIGGER_H_INCLUDED
 #define FH_TRIGGER_H_INCLUDED
@@ -38,6 +41,9 @@ int fh_trigger_seal (fh_trigger_t *self);
    consumer_count) and returns how many matched. */
 size_t fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
                          uint32_t *out);
+
+/* How many lookups the memo holds now (for tests). */
+size_t fh_trigger_memo_size (const fh_trigger_t *self);
 
 /* The ZeroMQ subscriptions that cover every pattern, fewest first: a
    prefix already covered by a shorter one is left out, and "" alone when

@@ -2,7 +2,11 @@
 
     The table is checked against fh_pattern_match, the one-pattern
     reference: for every topic of a set, the consumers the table finds
-    must be exactly those with a pattern that matches.
+    must be exactly those with a pattern that matches. The memo (lookups
+    remembered by topic) is checked the same way, differentially: random
+    patterns, topics that repeat (answers from the memo) and a stream of
+    distinct ones (the memo emptied and refilled), every answer against
+    the reference.
 */
 #include "trigger.h"
 
@@ -321,6 +325,145 @@ test_duplicates_out_of_order (void **state)
     fh_trigger_destroy (&table);
 }
 
+/* The reference answer for one topic: consumers with a matching pattern. */
+static size_t
+reference_match (const char *const *const *patterns, size_t consumers, const char *topic,
+                 size_t len, uint32_t *out)
+{
+    size_t count = 0;
+    for (size_t c = 0; c < consumers; c++) {
+        bool hit = false;
+        for (const char *const *p = patterns[c]; *p && !hit; p++)
+            hit = fh_pattern_match (*p, topic, len);
+        if (hit)
+            out[count++] = (uint32_t) c;
+    }
+    return count;
+}
+
+static uint32_t
+next_random (uint32_t *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
+}
+
+static void
+random_text (uint32_t *seed, const char *alphabet, size_t max_len, char *out)
+{
+    size_t len = next_random (seed) % (max_len + 1);
+    size_t letters = strlen (alphabet);
+    for (size_t i = 0; i < len; i++)
+        out[i] = alphabet[next_random (seed) % letters];
+    out[len] = '\0';
+}
+
+static void
+check_lookup (fh_trigger_t *table, const char *const *const *patterns, size_t consumers,
+              const char *topic)
+{
+    enum { MAX = 300 };
+    uint32_t got[MAX], expected[MAX];
+    assert_true (consumers <= MAX);
+    size_t len = strlen (topic);
+    size_t count = fh_trigger_match (table, topic, len, got);
+    size_t want = reference_match (patterns, consumers, topic, len, expected);
+    if (count != want || memcmp (got, expected, count * sizeof got[0]) != 0)
+        fail_msg ("topic '%s': %zu consumers matched, the reference says %zu", topic, count,
+                  want);
+}
+
+/* Differential: the table with its memo against the one-pattern
+   reference, over random patterns (globs with and without a literal
+   head, prefixes, exact topics) on dotted words. */
+static void
+test_memo_matches_reference (void **state)
+{
+    (void) state;
+    enum { CONSUMERS = 300, POOL = 400, LOOKUPS = 30000, DISTINCT = 12000 };
+    static char storage[CONSUMERS][3][16];
+    static const char *lists[CONSUMERS][4];
+    const char *const *patterns[CONSUMERS];
+    uint32_t seed = 2026;
+    for (size_t c = 0; c < CONSUMERS; c++) {
+        size_t n = 1 + next_random (&seed) % 3;
+        for (size_t k = 0; k < n; k++) {
+            char *p = storage[c][k];
+            unsigned kind = next_random (&seed) % 4;
+            if (kind == 0) { /* exact */
+                p[0] = '=';
+                random_text (&seed, "ab.", 6, p + 1);
+            }
+            else if (kind == 1) /* prefix */
+                random_text (&seed, "ab.", 5, p);
+            else { /* glob, often starting with '*' */
+                random_text (&seed, "ab.*", 8, p);
+                if (!strchr (p, '*') || kind == 3) {
+                    memmove (p + 1, p, strlen (p) + 1);
+                    p[0] = '*';
+                }
+            }
+            lists[c][k] = p;
+        }
+        lists[c][n] = NULL;
+        patterns[c] = lists[c];
+    }
+    fh_trigger_t *table = build_table (patterns, CONSUMERS);
+    static char pool[POOL][16];
+    for (size_t i = 0; i < POOL; i++)
+        random_text (&seed, "ab.", 12, pool[i]);
+    /* Repeating topics: most answers come from the memo. */
+    for (int i = 0; i < LOOKUPS; i++)
+        check_lookup (table, patterns, CONSUMERS, pool[next_random (&seed) % POOL]);
+    assert_true (fh_trigger_memo_size (table) > 0);
+    assert_true (fh_trigger_memo_size (table) <= POOL);
+    /* Distinct topics, more than the memo holds: it empties and refills,
+       and the repeated ones mixed in stay right. */
+    char topic[40];
+    for (int i = 0; i < DISTINCT; i++) {
+        snprintf (topic, sizeof topic, "%s.%d", pool[i % POOL], i);
+        check_lookup (table, patterns, CONSUMERS, topic);
+        check_lookup (table, patterns, CONSUMERS, pool[next_random (&seed) % POOL]);
+    }
+    assert_true (fh_trigger_memo_size (table) <= 2048);
+    fh_trigger_destroy (&table);
+}
+
+/* A table without globs keeps no memo (its lookups are one trie walk),
+   nor does an answer too large to keep: both stay right. */
+static void
+test_memo_only_where_it_pays (void **state)
+{
+    (void) state;
+    static const char *const a[] = {"org.", "=org.x", NULL};
+    static const char *const b[] = {"io.", NULL};
+    static const char *const *const plain[] = {a, b};
+    fh_trigger_t *table = build_table (plain, 2);
+    uint32_t found[2];
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal (fh_trigger_match (table, "org.x", 5, found), 1);
+        assert_int_equal (fh_trigger_match (table, "io.y", 4, found), 1);
+        assert_int_equal (found[0], 1);
+    }
+    assert_int_equal (fh_trigger_memo_size (table), 0);
+    fh_trigger_destroy (&table);
+
+    enum { MANY = 6000 }; /* 24 KB of ids: more than an entry may take */
+    table = fh_trigger_new (MANY);
+    assert_non_null (table);
+    for (size_t c = 0; c < MANY; c++)
+        assert_int_equal (fh_trigger_add (table, c, "*.x"), 0);
+    assert_int_equal (fh_trigger_seal (table), 0);
+    static uint32_t many[MANY];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal (fh_trigger_match (table, "a.x", 3, many), MANY);
+        assert_int_equal (many[MANY - 1], MANY - 1);
+        assert_int_equal (fh_trigger_match (table, "a.y", 3, many), 0);
+    }
+    assert_int_equal (fh_trigger_memo_size (table), 1); /* "a.y" only */
+    fh_trigger_destroy (&table);
+}
+
 int
 main (void)
 {
@@ -333,6 +476,8 @@ main (void)
         cmocka_unit_test (test_duplicate_patterns_match_once),
         cmocka_unit_test (test_duplicates_out_of_order),
         cmocka_unit_test (test_glob_matches_naive),
+        cmocka_unit_test (test_memo_matches_reference),
+        cmocka_unit_test (test_memo_only_where_it_pays),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
