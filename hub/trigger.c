@@ -15,7 +15,9 @@
     compare instead. The table never changes once sealed (a reload builds
     a new one), so a remembered answer stays exact. When the memo is half
     full, or its byte store is, it is emptied and fills again: a stream of
-    topics that never repeat costs one hash and one insert per lookup.
+    topics that never repeat costs one hash and one insert per lookup. The
+    memo (about 350 KiB) is allocated after a few dozen such lookups, so a
+    table looked up only now and then (tools, tests) does without it.
 */
 #include "trigger.h"
 
@@ -73,6 +75,7 @@ typedef struct {
 #define MEMO_SLOTS 4096               /* a power of two; at most half in use */
 #define MEMO_BYTES (256 * 1024)       /* the ids and topics of all entries */
 #define MEMO_ENTRY_MAX (MEMO_BYTES / 16) /* a larger answer is not kept */
+#define MEMO_AFTER 64 /* lookups with globs before the memo is worth its memory */
 
 static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
 static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts,
@@ -88,7 +91,8 @@ struct fh_trigger {
     uint64_t *seen;         /* scratch bitset for one lookup */
     size_t seen_words;
     bool sealed;
-    /* The memo, allocated at the first lookup that tries a glob. */
+    /* The memo, allocated after MEMO_AFTER lookups that tried globs. */
+    size_t glob_lookups;
     s_memo_slot_t *memo;
     uint8_t *memo_bytes;
     size_t memo_entries, memo_bytes_used;
@@ -406,6 +410,8 @@ s_memo_put (fh_trigger_t *self, uint64_t hash, const uint8_t *bytes, size_t size
     if (need > MEMO_ENTRY_MAX)
         return;
     if (!self->memo && !self->memo_failed) {
+        if (++self->glob_lookups < MEMO_AFTER)
+            return;
         self->memo = calloc (MEMO_SLOTS, sizeof *self->memo);
         self->memo_bytes = malloc (MEMO_BYTES);
         if (!self->memo || !self->memo_bytes) {

@@ -15,7 +15,8 @@
     glob's literal prefix. A lookup that had globs to try is remembered
     (topic -> consumers, a bounded hash table emptied when full), so a
     repeated topic costs a hash and a compare. Lookups do not lock; the
-    first one that tries a glob allocates the memo (about 350 KiB).
+    memo (about 350 KiB) is allocated after a few dozen lookups that tried
+    globs.
 */
 #ifndef FH_TRIGGER_H_INCLUDED
 #define FH_TRIGGER_H_INCLUDED
