@@ -1338,8 +1338,10 @@ def callgrind_run(bench, k, n, outdir, consumers=None, topics_file=None, deliver
     base = os.path.basename(cgout)
     vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cgout}",
           "--dump-instr=no", "--separate-threads=no", "--max-threads=4000"]
+    # 1,000 consumers start 1,000 threads under valgrind: on a busy 2-CPU
+    # machine that took more than 120 s.
     hub = Hub(bench, consumers or null_consumers(k, n + 1024), valgrind=vg,
-              ready_timeout=120)
+              ready_timeout=600)
     try:
         subprocess.run(["callgrind_control", "-z", str(hub.pid)], capture_output=True,
                        timeout=60, check=True)
