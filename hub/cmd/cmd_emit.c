@@ -100,10 +100,8 @@ fh_cmd_emit (int argc, char **argv)
     if (cli.next >= argc || argc - cli.next > 2) {
         return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
     }
-    if (path && endpoint) {
-        fprintf (stderr, "fanhub emit: give -c or -e, not both\n");
-        return FH_EXIT_USAGE;
-    }
+    if (path && endpoint)
+        return fh_cli_usage_error (&s_command, "give -c or -e, not both");
     const char *topic = argv[cli.next];
     const char *body_arg = cli.next + 1 < argc ? argv[cli.next + 1] : "";
     size_t body_size = strlen (body_arg);
@@ -115,17 +113,13 @@ fh_cmd_emit (int argc, char **argv)
             return FH_EXIT_FAILURE;
         }
     }
-    char err[2048];
-    fh_config_t *config = NULL;
+    fh_config_t *config;
+    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
     if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub emit: %s\n", err);
-            free (body_data);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
+        free (body_data);
+        return FH_EXIT_USAGE;
     }
+    char err[2048];
     zsys_handler_set (NULL);
     char timeout_ms[32];
     snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) (timeout_s * 1000));

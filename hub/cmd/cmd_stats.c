@@ -215,15 +215,10 @@ fh_cmd_stats (int argc, char **argv)
         return FH_EXIT_OK;
     }
 
-    fh_config_t *config = NULL;
-    if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub stats: %s\n", err);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
-    }
+    fh_config_t *config;
+    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    if (!endpoint)
+        return FH_EXIT_USAGE;
     /* CZMQ would put its own handlers in place at the first socket. */
     zsys_handler_set (NULL);
     signal (SIGINT, s_on_signal);
