@@ -33,7 +33,7 @@
 #define S_MAX_FRAMES_MAX 1024
 #define S_MAX_MESSAGE_BYTES_MAX 2147483648LL /* 1 << 31 */
 #define S_SHUTDOWN_TIMEOUT_MAX_S 3600
-#define S_CONSUMERS_MAX 1024          /* each is a thread or more */
+#define S_CONSUMERS_MAX 1024 /* each is a thread or more */
 
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
    entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
@@ -63,15 +63,14 @@ s_control_default (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg)
     char *endpoint = malloc (size);
     if (!endpoint)
         return fh_yaml_oom (ctx, root->start_mark);
-    snprintf (endpoint, size, "ipc://%.*s/fanhub%s%s.sock", (int) len, dir,
-              name ? "-" : "", name ? name : "");
+    snprintf (endpoint, size, "ipc://%.*s/fanhub%s%s.sock", (int) len, dir, name ? "-" : "",
+              name ? name : "");
     cfg->control = endpoint;
     const char *why = fh_cfg_control_check (endpoint);
     if (why) {
         size_t mark = fh_yaml_path_key (ctx, "control");
         fh_yaml_error (ctx, root->start_mark,
-                 "the default endpoint '%s' is not usable: %s; set control:",
-                 endpoint, why);
+                       "the default endpoint '%s' is not usable: %s; set control:", endpoint, why);
         fh_yaml_path_pop (ctx, mark);
         return -1;
     }
@@ -87,18 +86,20 @@ s_bus_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     fh_config_t *cfg = target;
     if (cfg->connect.count + cfg->bind.count == 0)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected at least one endpoint in connect: or bind:");
+                              "expected at least one endpoint in connect: or bind:");
     yaml_node_t *curve = fh_yaml_map_find (ctx, node, "curve");
     if (curve && cfg->connect.count && !cfg->curve.server_public_key) {
         fh_yaml_path_key (ctx, "curve.server_public_key");
-        return fh_yaml_error (ctx, curve->start_mark, "missing: with curve, bus.connect needs the "
-                        "publishers' public key");
+        return fh_yaml_error (ctx, curve->start_mark,
+                              "missing: with curve, bus.connect needs the "
+                              "publishers' public key");
     }
     if (curve && cfg->bind.count + cfg->publish.count && !cfg->curve.allow.count
         && !cfg->curve.allow_dir) {
         fh_yaml_path_key (ctx, "curve.allow");
-        return fh_yaml_error (ctx, curve->start_mark, "missing: with curve, bus.bind and "
-                        "bus.publish need the clients' keys (allow: or allow_dir:)");
+        return fh_yaml_error (ctx, curve->start_mark,
+                              "missing: with curve, bus.bind and "
+                              "bus.publish need the clients' keys (allow: or allow_dir:)");
     }
     return 0;
 }
@@ -108,8 +109,7 @@ s_consumer_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_consumer_config_t *consumer = target;
     if (!consumer->options) {
-        consumer->options
-            = fh_option_new (FANHUB_OPTION_MAP, NULL, consumer->where);
+        consumer->options = fh_option_new (FANHUB_OPTION_MAP, NULL, consumer->where);
         if (!consumer->options)
             return fh_yaml_oom (ctx, node->start_mark);
     }
@@ -124,20 +124,22 @@ s_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     fh_config_t *cfg = target;
     if (!cfg->curve.secret_key_file) {
         fh_yaml_path_key (ctx, "secret_key_file");
-        return fh_yaml_error (ctx, node->start_mark, "missing required key (CURVE needs this "
-                        "hub's key pair; fanhub keygen writes one)");
+        return fh_yaml_error (ctx, node->start_mark,
+                              "missing required key (CURVE needs this "
+                              "hub's key pair; fanhub keygen writes one)");
     }
     struct stat st;
     if (cfg->curve.allow_dir && (stat (cfg->curve.allow_dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
         yaml_node_t *at = fh_yaml_map_find (ctx, node, "allow_dir");
         fh_yaml_path_key (ctx, "allow_dir");
         return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark,
-                        "%s is not a directory (of zcert public key files)",
-                        cfg->curve.allow_dir);
+                              "%s is not a directory (of zcert public key files)",
+                              cfg->curve.allow_dir);
     }
     char why[512];
     if (fh_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
-                              cfg->curve.secret_key, why, sizeof why) != 0) {
+                              cfg->curve.secret_key, why, sizeof why)
+        != 0) {
         yaml_node_t *at = fh_yaml_map_find (ctx, node, "secret_key_file");
         fh_yaml_path_key (ctx, "secret_key_file");
         return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark, "%s", why);
@@ -145,6 +147,167 @@ s_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     return 0;
 }
 
+static int
+s_queue_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_consumer_config_t *consumer = target;
+    if (consumer->warn_at > consumer->queue_capacity) {
+        yaml_node_t *at = fh_yaml_map_find (ctx, node, "warn_at");
+        fh_yaml_path_key (ctx, "warn_at");
+        return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark,
+                              "%zu is above queue.capacity (%zu): the warning could "
+                              "never fire",
+                              consumer->warn_at, consumer->queue_capacity);
+    }
+    return 0;
+}
+
+/* Consumer names seen so far: an open-addressed set of indices into
+   cfg->consumers, so that 20,000 consumers are checked in linear time. */
+typedef struct {
+    size_t *slots; /* SIZE_MAX: empty */
+    size_t mask;
+} s_name_set_t;
+
+static uint64_t
+s_name_hash (const char *name)
+{
+    uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
+    for (; *name; name++)
+        hash = (hash ^ (uint8_t) *name) * 1099511628211ULL;
+    return hash;
+}
+
+/* The index of an earlier consumer named like consumers[index], or
+   SIZE_MAX after adding index to the set. */
+static size_t
+s_name_set_find_or_add (s_name_set_t *set, const fh_consumer_config_t *consumers, size_t index)
+{
+    size_t slot = (size_t) s_name_hash (consumers[index].name) & set->mask;
+    while (set->slots[slot] != SIZE_MAX) {
+        if (strcmp (consumers[set->slots[slot]].name, consumers[index].name) == 0)
+            return set->slots[slot];
+        slot = (slot + 1) & set->mask;
+    }
+    set->slots[slot] = index;
+    return SIZE_MAX;
+}
+
+/* consumers[i], and its name checked against those before it. */
+static int
+s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
+                  s_name_set_t *names)
+{
+    yaml_node_t *item = fh_yaml_node (ctx, node->data.sequence.items.start[i]);
+    fh_consumer_config_t *consumer = &cfg->consumers[i];
+    cfg->consumer_count = i + 1; /* destroy frees what is filled in */
+    consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
+    consumer->overflow = FH_OVERFLOW_UNSET;
+    consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
+    consumer->retry.initial_ms = FH_DEFAULT_RETRY_INITIAL_MS;
+    consumer->retry.max_ms = FH_DEFAULT_RETRY_MAX_MS;
+    consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
+    consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
+    consumer->workers = 1;
+    consumer->max_pending = FH_DEFAULT_MAX_PENDING;
+    consumer->where = fh_yaml_where (ctx, item->start_mark);
+    if (!consumer->where)
+        return fh_yaml_oom (ctx, item->start_mark);
+    size_t mark = fh_yaml_path_index (ctx, i);
+    if (fh_cfg_parse_map (ctx, item, &fh_cfg_consumer_section, consumer))
+        return -1;
+    size_t j = s_name_set_find_or_add (names, cfg->consumers, i);
+    if (j != SIZE_MAX) {
+        yaml_node_t *first =
+            fh_yaml_map_find (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j]), "name");
+        fh_yaml_path_key (ctx, "name");
+        return fh_yaml_error (ctx, fh_yaml_map_find (ctx, item, "name")->start_mark,
+                              "duplicate consumer name '%s' (first used by "
+                              "consumers[%zu] at line %zu)",
+                              consumer->name, j, first->start_mark.line + 1);
+    }
+    fh_yaml_path_pop (ctx, mark);
+    return 0;
+}
+
+/* The consumers: list; every name used once. */
+int
+fh_cfg_parse_consumers (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                        const fh_cfg_field_t *field)
+{
+    (void) field;
+    fh_config_t *cfg = target;
+    size_t count = fh_yaml_count (node);
+    if (node->type != YAML_SEQUENCE_NODE || count == 0) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a list of at least one consumer, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    if (count > S_CONSUMERS_MAX)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "%zu consumers: a hub runs at most %d (each has a thread); "
+                              "split them over several hubs",
+                              count, S_CONSUMERS_MAX);
+    cfg->consumers = calloc (count, sizeof *cfg->consumers);
+    if (!cfg->consumers)
+        return fh_yaml_oom (ctx, node->start_mark);
+    s_name_set_t names = {NULL, 1};
+    while (names.mask + 1 < 2 * count)
+        names.mask = names.mask * 2 + 1;
+    names.slots = malloc ((names.mask + 1) * sizeof *names.slots);
+    if (!names.slots)
+        return fh_yaml_oom (ctx, node->start_mark);
+    memset (names.slots, 0xff, (names.mask + 1) * sizeof *names.slots);
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        rc = s_parse_consumer (ctx, cfg, node, i, &names);
+    free (names.slots);
+    return rc;
+}
+
+/* What depends on several sections: overflow defaults and needs, the
+   consumers' worker settings, the log level. */
+static int
+s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_config_t *cfg = target;
+    static const fanhub_log_level_t levels[] = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING,
+                                                FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
+    cfg->log_level = (int) levels[cfg->log_level];
+    yaml_node_t *list = fh_yaml_map_find (ctx, node, "consumers");
+    for (size_t i = 0; i < cfg->consumer_count; i++) {
+        fh_consumer_config_t *consumer = &cfg->consumers[i];
+        yaml_node_t *item = list ? fh_yaml_node (ctx, list->data.sequence.items.start[i]) : node;
+        if (consumer->overflow == FH_OVERFLOW_UNSET)
+            consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
+        if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue.overflow", i);
+            return fh_yaml_error (ctx, item->start_mark,
+                                  "spill needs a state_dir: (where the spool is kept)");
+        }
+        if (consumer->coalesce && !consumer->order_by) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].coalesce", i);
+            return fh_yaml_error (ctx, item->start_mark,
+                                  "coalescing replaces a queued message of the same key: "
+                                  "it needs order_by:");
+        }
+        if (consumer->retry.max_ms < consumer->retry.initial_ms) {
+            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].retry.max_ms", i);
+            return fh_yaml_error (ctx, item->start_mark, "%lld is below retry.initial_ms (%lld)",
+                                  (long long) consumer->retry.max_ms,
+                                  (long long) consumer->retry.initial_ms);
+        }
+    }
+    ctx->path[0] = '\0';
+    return cfg->control ? 0 : s_control_default (ctx, node, cfg);
+}
+
+/* ------------------------------------------------------------------ */
+/* The tables: one row a key. Kept out of clang-format, one row a key
+   in a line or two, so that adding a key is a small diff. */
+
+/* clang-format off */
 static const fh_cfg_field_t s_curve_fields[] = {
     { .key = "secret_key_file", .parse = fh_cfg_parse_path,
       .offset = offsetof (fh_config_t, curve.secret_key_file) },
@@ -245,20 +408,6 @@ static const fh_cfg_field_t s_queue_fields[] = {
     { .key = NULL },
 };
 
-static int
-s_queue_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
-{
-    fh_consumer_config_t *consumer = target;
-    if (consumer->warn_at > consumer->queue_capacity) {
-        yaml_node_t *at = fh_yaml_map_find (ctx, node, "warn_at");
-        fh_yaml_path_key (ctx, "warn_at");
-        return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark,
-                        "%zu is above queue.capacity (%zu): the warning could "
-                        "never fire", consumer->warn_at, consumer->queue_capacity);
-    }
-    return 0;
-}
-
 static const fh_cfg_section_t s_queue_section = { s_queue_fields, s_queue_finish };
 
 static const fh_cfg_field_t s_collectd_fields[] = {
@@ -327,147 +476,6 @@ static const fh_cfg_field_t s_consumer_fields[] = {
 const fh_cfg_section_t fh_cfg_consumer_section = { s_consumer_fields,
                                                 s_consumer_finish };
 
-/* Consumer names seen so far: an open-addressed set of indices into
-   cfg->consumers, so that 20,000 consumers are checked in linear time. */
-typedef struct {
-    size_t *slots; /* SIZE_MAX: empty */
-    size_t mask;
-} s_name_set_t;
-
-static uint64_t
-s_name_hash (const char *name)
-{
-    uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
-    for (; *name; name++)
-        hash = (hash ^ (uint8_t) *name) * 1099511628211ULL;
-    return hash;
-}
-
-/* The index of an earlier consumer named like consumers[index], or
-   SIZE_MAX after adding index to the set. */
-static size_t
-s_name_set_find_or_add (s_name_set_t *set, const fh_consumer_config_t *consumers,
-                        size_t index)
-{
-    size_t slot = (size_t) s_name_hash (consumers[index].name) & set->mask;
-    while (set->slots[slot] != SIZE_MAX) {
-        if (strcmp (consumers[set->slots[slot]].name, consumers[index].name) == 0)
-            return set->slots[slot];
-        slot = (slot + 1) & set->mask;
-    }
-    set->slots[slot] = index;
-    return SIZE_MAX;
-}
-
-/* consumers[i], and its name checked against those before it. */
-static int
-s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
-                  s_name_set_t *names)
-{
-    yaml_node_t *item = fh_yaml_node (ctx, node->data.sequence.items.start[i]);
-    fh_consumer_config_t *consumer = &cfg->consumers[i];
-    cfg->consumer_count = i + 1; /* destroy frees what is filled in */
-    consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
-    consumer->overflow = FH_OVERFLOW_UNSET;
-    consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
-    consumer->retry.initial_ms = FH_DEFAULT_RETRY_INITIAL_MS;
-    consumer->retry.max_ms = FH_DEFAULT_RETRY_MAX_MS;
-    consumer->retry.jitter_permille = FH_DEFAULT_RETRY_JITTER_PERMILLE;
-    consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
-    consumer->workers = 1;
-    consumer->max_pending = FH_DEFAULT_MAX_PENDING;
-    consumer->where = fh_yaml_where (ctx, item->start_mark);
-    if (!consumer->where)
-        return fh_yaml_oom (ctx, item->start_mark);
-    size_t mark = fh_yaml_path_index (ctx, i);
-    if (fh_cfg_parse_map (ctx, item, &fh_cfg_consumer_section, consumer))
-        return -1;
-    size_t j = s_name_set_find_or_add (names, cfg->consumers, i);
-    if (j != SIZE_MAX) {
-        yaml_node_t *first = fh_yaml_map_find (
-            ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j]), "name");
-        fh_yaml_path_key (ctx, "name");
-        return fh_yaml_error (ctx, fh_yaml_map_find (ctx, item, "name")->start_mark,
-                        "duplicate consumer name '%s' (first used by "
-                        "consumers[%zu] at line %zu)",
-                        consumer->name, j, first->start_mark.line + 1);
-    }
-    fh_yaml_path_pop (ctx, mark);
-    return 0;
-}
-
-/* The consumers: list; every name used once. */
-int
-fh_cfg_parse_consumers (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                   const fh_cfg_field_t *field)
-{
-    (void) field;
-    fh_config_t *cfg = target;
-    size_t count = fh_yaml_count (node);
-    if (node->type != YAML_SEQUENCE_NODE || count == 0) {
-        char buf[FH_YAML_GOT_SIZE];
-        return fh_yaml_error (ctx, node->start_mark,
-                        "expected a list of at least one consumer, got %s",
-                        fh_yaml_got (node, buf, sizeof buf));
-    }
-    if (count > S_CONSUMERS_MAX)
-        return fh_yaml_error (ctx, node->start_mark,
-                        "%zu consumers: a hub runs at most %d (each has a thread); "
-                        "split them over several hubs", count, S_CONSUMERS_MAX);
-    cfg->consumers = calloc (count, sizeof *cfg->consumers);
-    if (!cfg->consumers)
-        return fh_yaml_oom (ctx, node->start_mark);
-    s_name_set_t names = {NULL, 1};
-    while (names.mask + 1 < 2 * count)
-        names.mask = names.mask * 2 + 1;
-    names.slots = malloc ((names.mask + 1) * sizeof *names.slots);
-    if (!names.slots)
-        return fh_yaml_oom (ctx, node->start_mark);
-    memset (names.slots, 0xff, (names.mask + 1) * sizeof *names.slots);
-    int rc = 0;
-    for (size_t i = 0; i < count && rc == 0; i++)
-        rc = s_parse_consumer (ctx, cfg, node, i, &names);
-    free (names.slots);
-    return rc;
-}
-
-/* What depends on several sections: overflow defaults and needs, the
-   consumers' worker settings, the log level. */
-static int
-s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
-{
-    fh_config_t *cfg = target;
-    static const fanhub_log_level_t levels[] = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING,
-                                                FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
-    cfg->log_level = (int) levels[cfg->log_level];
-    yaml_node_t *list = fh_yaml_map_find (ctx, node, "consumers");
-    for (size_t i = 0; i < cfg->consumer_count; i++) {
-        fh_consumer_config_t *consumer = &cfg->consumers[i];
-        yaml_node_t *item = list ? fh_yaml_node (ctx, list->data.sequence.items.start[i]) : node;
-        if (consumer->overflow == FH_OVERFLOW_UNSET)
-            consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
-        if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue.overflow", i);
-            return fh_yaml_error (ctx, item->start_mark,
-                            "spill needs a state_dir: (where the spool is kept)");
-        }
-        if (consumer->coalesce && !consumer->order_by) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].coalesce", i);
-            return fh_yaml_error (ctx, item->start_mark,
-                            "coalescing replaces a queued message of the same key: "
-                            "it needs order_by:");
-        }
-        if (consumer->retry.max_ms < consumer->retry.initial_ms) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].retry.max_ms", i);
-            return fh_yaml_error (ctx, item->start_mark, "%lld is below retry.initial_ms (%lld)",
-                            (long long) consumer->retry.max_ms,
-                            (long long) consumer->retry.initial_ms);
-        }
-    }
-    ctx->path[0] = '\0';
-    return cfg->control ? 0 : s_control_default (ctx, node, cfg);
-}
-
 static const fh_cfg_field_t s_top_fields[] = {
     { .key = "name", .parse = fh_cfg_parse_name,
       .offset = offsetof (fh_config_t, name) },
@@ -492,6 +500,7 @@ static const fh_cfg_field_t s_top_fields[] = {
 };
 
 const fh_cfg_section_t fh_cfg_top_section = { s_top_fields, s_top_finish };
+/* clang-format on */
 
 /* ------------------------------------------------------------------ */
 /* Loading                                                              */
@@ -513,8 +522,7 @@ s_defaults (fh_config_t *cfg)
 }
 
 fh_config_t *
-fh_config_load_string (const char *text, size_t len, const char *source, char *err,
-                       size_t errlen)
+fh_config_load_string (const char *text, size_t len, const char *source, char *err, size_t errlen)
 {
     fh_yaml_t ctx;
     fh_yaml_init (&ctx, source, err, errlen);

@@ -18,8 +18,7 @@ static _Thread_local char s_reason[160];
 /* Splits the address of tcp://HOST:PORT. Answers NULL and sets host
    (without brackets) and port, or answers a reason. */
 static const char *
-s_tcp_split (const char *addr, const char **host, size_t *host_len,
-             const char **port)
+s_tcp_split (const char *addr, const char **host, size_t *host_len, const char **port)
 {
     if (*addr == '[') {
         const char *close = strchr (addr, ']');
@@ -65,8 +64,8 @@ s_tcp_check (const char *addr, bool for_bind)
         return for_bind ? NULL : "port '*' (any free port) is only for bind";
     size_t digits = strspn (port, "0123456789");
     long long value;
-    if (digits == 0 || digits > 5 || port[digits]
-        || !fh_yaml_integer (port, &value) || value < 1 || value > 65535)
+    if (digits == 0 || digits > 5 || port[digits] || !fh_yaml_integer (port, &value) || value < 1
+        || value > 65535)
         return "expected a port from 1 to 65535";
     return NULL;
 }
@@ -118,13 +117,10 @@ s_is_ipv4_loopback (const char *host, size_t len)
     buf[len] = '\0';
     unsigned parts[4];
     int used = 0;
-    if (sscanf (buf, "%3u.%3u.%3u.%3u%n", &parts[0], &parts[1], &parts[2],
-                &parts[3], &used)
-            != 4
+    if (sscanf (buf, "%3u.%3u.%3u.%3u%n", &parts[0], &parts[1], &parts[2], &parts[3], &used) != 4
         || (size_t) used != len || strspn (buf, "0123456789.") != len)
         return false;
-    return parts[0] == 127 && parts[1] < 256 && parts[2] < 256
-           && parts[3] < 256;
+    return parts[0] == 127 && parts[1] < 256 && parts[2] < 256 && parts[3] < 256;
 }
 
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a port. */
@@ -148,8 +144,7 @@ fh_cfg_control_check (const char *endpoint)
     if (why)
         return why; /* not reached: fh_endpoint_check split it already */
     bool loopback = (host_len == 9 && strncmp (host, "localhost", 9) == 0)
-                    || (host_len == 3 && strncmp (host, "::1", 3) == 0
-                        && endpoint[6] == '[')
+                    || (host_len == 3 && strncmp (host, "::1", 3) == 0 && endpoint[6] == '[')
                     || s_is_ipv4_loopback (host, host_len);
     if (!loopback)
         return "the control socket is only served on loopback (127.0.0.1, "

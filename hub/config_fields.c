@@ -29,9 +29,7 @@ int
 fh_cfg_strlist_add (fh_strlist_t *list, const char *text)
 {
     char *copy = strdup (text);
-    char **items = copy ? realloc (list->items,
-                                   (list->count + 1) * sizeof *items)
-                        : NULL;
+    char **items = copy ? realloc (list->items, (list->count + 1) * sizeof *items) : NULL;
     if (!items) {
         free (copy);
         return -1;
@@ -63,7 +61,6 @@ fh_cfg_strlist_has (const fh_strlist_t *list, const char *text)
 /* ------------------------------------------------------------------ */
 /* Field parsers                                                        */
 
-
 /* A copy of text into the char * at target, replacing what was there. */
 static int
 s_store (fh_yaml_t *ctx, yaml_node_t *node, void *target, const char *text)
@@ -76,25 +73,22 @@ s_store (fh_yaml_t *ctx, yaml_node_t *node, void *target, const char *text)
 
 /* An integer from field->min to field->max; else writes the error. */
 static int
-s_integer (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_field_t *field,
-           long long *value)
+s_integer (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_field_t *field, long long *value)
 {
     char buf[FH_YAML_GOT_SIZE];
     const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
                            ? (const char *) node->data.scalar.value
                            : NULL;
-    if (!text || !fh_yaml_integer (text, value) || *value < field->min
-        || *value > field->max)
+    if (!text || !fh_yaml_integer (text, value) || *value < field->min || *value > field->max)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected an integer from %lld to %lld, got %s",
-                        field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
+                              "expected an integer from %lld to %lld, got %s", field->min,
+                              field->max, fh_yaml_got (node, buf, sizeof buf));
     return 0;
 }
 
 /* An int field; the table's limits must fit an int. */
 int
-fh_cfg_parse_int (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-             const fh_cfg_field_t *field)
+fh_cfg_parse_int (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     long long value = 0;
     if (s_integer (ctx, node, field, &value))
@@ -115,8 +109,7 @@ fh_cfg_parse_int64 (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
 }
 
 int
-fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-              const fh_cfg_field_t *field)
+fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     long long value = 0;
     if (s_integer (ctx, node, field, &value))
@@ -128,20 +121,17 @@ fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 /* Seconds, integer or decimal ("2.5"), stored as int64_t milliseconds
    (digits past the millisecond are dropped). */
 int
-fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                const fh_cfg_field_t *field)
+fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     char buf[FH_YAML_GOT_SIZE];
     const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
                            ? (const char *) node->data.scalar.value
                            : "";
     size_t whole = strspn (text, "0123456789");
-    size_t frac = text[whole] == '.' ? strspn (text + whole + 1, "0123456789")
-                                     : 0;
+    size_t frac = text[whole] == '.' ? strspn (text + whole + 1, "0123456789") : 0;
     size_t end = whole + (text[whole] == '.' ? 1 + frac : 0);
     long long ms = 0;
-    bool ok = whole > 0 && whole <= 9 && text[end] == '\0'
-              && (text[whole] != '.' || frac > 0);
+    bool ok = whole > 0 && whole <= 9 && text[end] == '\0' && (text[whole] != '.' || frac > 0);
     if (ok) {
         for (size_t i = 0; i < whole; i++)
             ms = ms * 10 + (text[i] - '0');
@@ -156,16 +146,15 @@ fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     }
     if (!ok)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected a number of seconds from %lld to %lld, "
-                        "got %s",
-                        field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
+                              "expected a number of seconds from %lld to %lld, "
+                              "got %s",
+                              field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
     *(int64_t *) target = ms;
     return 0;
 }
 
 int
-fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-              const fh_cfg_field_t *field)
+fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     char buf[FH_YAML_GOT_SIZE];
@@ -176,13 +165,12 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target,
         return -1;
     if (!fh_cfg_name_valid (text))
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
-                        fh_yaml_got (node, buf, sizeof buf));
+                              fh_yaml_got (node, buf, sizeof buf));
     return s_store (ctx, node, target, text);
 }
 
 int
-fh_cfg_parse_plugin (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                const fh_cfg_field_t *field)
+fh_cfg_parse_plugin (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     static const char what[] = "a plugin name or path";
@@ -195,19 +183,18 @@ fh_cfg_parse_plugin (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 }
 
 int
-fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                 const fh_cfg_field_t *field)
+fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     const char *text = fh_yaml_text (ctx, node,
-                               "an endpoint (ipc://PATH or "
-                               "tcp://127.0.0.1:PORT)");
+                                     "an endpoint (ipc://PATH or "
+                                     "tcp://127.0.0.1:PORT)");
     if (!text)
         return -1;
     const char *why = fh_cfg_control_check (text);
     if (why)
-        return fh_yaml_error (ctx, node->start_mark,
-                        "invalid control endpoint '%s': %s", text, why);
+        return fh_yaml_error (ctx, node->start_mark, "invalid control endpoint '%s': %s", text,
+                              why);
     return s_store (ctx, node, target, text);
 }
 
@@ -215,8 +202,7 @@ fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target,
    either list. */
 /* A non-empty string (a file path, say). */
 int
-fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-              const fh_cfg_field_t *field)
+fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     const char *text = fh_yaml_text (ctx, node, "a path");
@@ -230,8 +216,7 @@ fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 /* HOST:PORT to listen on (HTTP): HOST a name, an IPv4 address or an IPv6
    one in brackets; PORT 1..65535. */
 int
-fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                const fh_cfg_field_t *field)
+fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     static const char what[] = "HOST:PORT, e.g. 127.0.0.1:9464";
@@ -240,9 +225,8 @@ fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target,
         return -1;
     const char *colon = strrchr (text, ':');
     long long port = 0;
-    bool ok = colon && colon > text && fh_yaml_integer (colon + 1, &port)
-              && port >= 1 && port <= 65535
-              && strcspn (text, " \t/") == strlen (text);
+    bool ok = colon && colon > text && fh_yaml_integer (colon + 1, &port) && port >= 1
+              && port <= 65535 && strcspn (text, " \t/") == strlen (text);
     if (ok && text[0] == '[')
         ok = colon[-1] == ']' && colon - text > 2;
     if (!ok)
@@ -253,7 +237,7 @@ fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 /* An endpoint the hub binds to publish on (ipc:// or tcp://). */
 int
 fh_cfg_parse_bind_endpoint (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                       const fh_cfg_field_t *field)
+                            const fh_cfg_field_t *field)
 {
     (void) field;
     const char *text = fh_yaml_text (ctx, node, "an endpoint to bind");
@@ -324,7 +308,7 @@ fh_cfg_parse_permille (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh
     }
     if (permille < 0)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected a number from 0 to 1 (at most 3 decimals), got '%s'", text);
+                              "expected a number from 0 to 1 (at most 3 decimals), got '%s'", text);
     *(int64_t *) target = permille;
     return 0;
 }
@@ -356,22 +340,22 @@ fh_cfg_parse_order_by (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh
             snprintf (spec, sizeof spec, "json:%s", arg);
         else
             return fh_yaml_error (ctx, value->start_mark,
-                            "expected topic_segment: K or frame: K (K from 0 to 1023), "
-                            "or json: /pointer (RFC 6901), got %s: %s", kind,
-                            arg ? arg : "a non-scalar");
+                                  "expected topic_segment: K or frame: K (K from 0 to 1023), "
+                                  "or json: /pointer (RFC 6901), got %s: %s",
+                                  kind, arg ? arg : "a non-scalar");
     }
     else {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected topic, {topic_segment: K}, {frame: K} or "
-                        "{json: /pointer}, got %s", fh_yaml_got (node, buf, sizeof buf));
+                              "expected topic, {topic_segment: K}, {frame: K} or "
+                              "{json: /pointer}, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
     }
     return s_store (ctx, node, target, spec);
 }
 
 static int
-s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list,
-                  bool for_bind)
+s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, bool for_bind)
 {
     const fh_config_t *cfg = ctx->user;
     const char *text = fh_yaml_text (ctx, node, "an endpoint");
@@ -379,14 +363,10 @@ s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list,
         return -1;
     const char *why = fh_endpoint_check (text, for_bind);
     if (why)
-        return fh_yaml_error (ctx, node->start_mark, "invalid endpoint '%s': %s",
-                        text, why);
-    if (fh_cfg_strlist_has (&cfg->connect, text)
-        || fh_cfg_strlist_has (&cfg->bind, text))
-        return fh_yaml_error (ctx, node->start_mark,
-                        "duplicate endpoint '%s' (already in bus.%s)", text,
-                        fh_cfg_strlist_has (&cfg->connect, text) ? "connect"
-                                                                 : "bind");
+        return fh_yaml_error (ctx, node->start_mark, "invalid endpoint '%s': %s", text, why);
+    if (fh_cfg_strlist_has (&cfg->connect, text) || fh_cfg_strlist_has (&cfg->bind, text))
+        return fh_yaml_error (ctx, node->start_mark, "duplicate endpoint '%s' (already in bus.%s)",
+                              text, fh_cfg_strlist_has (&cfg->connect, text) ? "connect" : "bind");
     if (fh_cfg_strlist_add (list, text))
         return fh_yaml_oom (ctx, node->start_mark);
     return 0;
@@ -395,7 +375,7 @@ s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list,
 /* An endpoint, or a list of them. */
 int
 fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                   const fh_cfg_field_t *field)
+                        const fh_cfg_field_t *field)
 {
     fh_strlist_t *list = target;
     bool for_bind = field->flags & FH_CFG_FOR_BIND;
@@ -404,14 +384,13 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     if (node->type != YAML_SEQUENCE_NODE) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected an endpoint or a list of endpoints, got %s",
-                        fh_yaml_got (node, buf, sizeof buf));
+                              "expected an endpoint or a list of endpoints, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
     }
     for (size_t i = 0; i < fh_yaml_count (node); i++) {
         size_t mark = fh_yaml_path_index (ctx, i);
-        int rc = s_parse_endpoint (
-            ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]), list,
-            for_bind);
+        int rc = s_parse_endpoint (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]),
+                                   list, for_bind);
         if (rc)
             return rc;
         fh_yaml_path_pop (ctx, mark);
@@ -427,12 +406,12 @@ s_parse_topic (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *topics)
         return -1;
     if (!*text)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected a topic pattern, got '' (omit topics: to "
-                        "receive every message)");
+                              "expected a topic pattern, got '' (omit topics: to "
+                              "receive every message)");
     if (strcmp (text, "=") == 0)
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected a topic after '=' (an exact match, e.g. "
-                        "=org.fedoraproject.prod.git.receive), got '='");
+                              "expected a topic after '=' (an exact match, e.g. "
+                              "=org.fedoraproject.prod.git.receive), got '='");
     if (fh_cfg_strlist_add (topics, text))
         return fh_yaml_oom (ctx, node->start_mark);
     return 0;
@@ -440,8 +419,7 @@ s_parse_topic (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *topics)
 
 /* A list of topic patterns (or one pattern); never empty. */
 int
-fh_cfg_parse_topics (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                const fh_cfg_field_t *field)
+fh_cfg_parse_topics (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     fh_strlist_t *topics = target;
@@ -450,14 +428,13 @@ fh_cfg_parse_topics (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     if (node->type != YAML_SEQUENCE_NODE || fh_yaml_count (node) == 0) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark,
-                        "expected a list of topic patterns, got %s (omit "
-                        "topics: to receive every message)",
-                        fh_yaml_got (node, buf, sizeof buf));
+                              "expected a list of topic patterns, got %s (omit "
+                              "topics: to receive every message)",
+                              fh_yaml_got (node, buf, sizeof buf));
     }
     for (size_t i = 0; i < fh_yaml_count (node); i++) {
         size_t mark = fh_yaml_path_index (ctx, i);
-        if (s_parse_topic (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]),
-                           topics))
+        if (s_parse_topic (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]), topics))
             return -1;
         fh_yaml_path_pop (ctx, mark);
     }
@@ -466,8 +443,7 @@ fh_cfg_parse_topics (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 /* Any YAML map, kept as an option tree for the plugin; nothing (`options:`
    with no value) is an empty map. */
 int
-fh_cfg_parse_options (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                      const fh_cfg_field_t *field)
+fh_cfg_parse_options (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     fanhub_option_t **slot = target;
@@ -511,8 +487,8 @@ fh_cfg_parse_key (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_
     if (!text)
         return -1;
     if (!fh_curve_key_valid (text))
-        return fh_yaml_error (ctx, node->start_mark, "expected %s, got a %zu-character value",
-                        what, strlen (text));
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got a %zu-character value", what,
+                              strlen (text));
     return s_store (ctx, node, target, text);
 }
 
@@ -525,19 +501,20 @@ s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const ch
     if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark, "expected a list of %s, got %s", what,
-                        fh_yaml_got (node, buf, sizeof buf));
+                              fh_yaml_got (node, buf, sizeof buf));
     }
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
                                 ? fh_yaml_node (ctx, node->data.sequence.items.start[i])
                                 : node;
-        size_t mark = node->type == YAML_SEQUENCE_NODE ? fh_yaml_path_index (ctx, i) : strlen (ctx->path);
+        size_t mark = node->type == YAML_SEQUENCE_NODE ? fh_yaml_path_index (ctx, i)
+                                                       : strlen (ctx->path);
         const char *text = fh_yaml_text (ctx, item, what);
         if (!text)
             return -1;
         if (!check (text))
             return fh_yaml_error (ctx, item->start_mark, "expected %s, got '%.*s'", what,
-                            FH_YAML_GOT_MAX, text);
+                                  FH_YAML_GOT_MAX, text);
         if (fh_cfg_strlist_add (list, text))
             return fh_yaml_oom (ctx, item->start_mark);
         fh_yaml_path_pop (ctx, mark);
@@ -561,13 +538,12 @@ s_ip_valid (const char *text)
 }
 
 int
-fh_cfg_parse_addresses (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+fh_cfg_parse_addresses (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                        const fh_cfg_field_t *field)
 {
     (void) field;
-    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)",
-                            s_ip_valid);
+    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)", s_ip_valid);
 }
-
 
 /* ------------------------------------------------------------------ */
 /* Sections                                                             */
@@ -578,8 +554,7 @@ s_known (const fh_cfg_field_t *fields, char *buf, size_t len)
     size_t used = 0;
     buf[0] = '\0';
     for (const fh_cfg_field_t *field = fields; field->key && used < len; field++) {
-        int n = snprintf (buf + used, len - used, "%s%s",
-                          field == fields ? "" : ", ", field->key);
+        int n = snprintf (buf + used, len - used, "%s%s", field == fields ? "" : ", ", field->key);
         if (n < 0)
             break;
         used += (size_t) n;
@@ -588,16 +563,14 @@ s_known (const fh_cfg_field_t *fields, char *buf, size_t len)
 
 /* A map whose keys are the rows of section; fills target. */
 int
-fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *section,
-             void *target)
+fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *section, void *target)
 {
     char known[512];
     s_known (section->fields, known, sizeof known);
     if (node->type != YAML_MAPPING_NODE) {
         char buf[FH_YAML_GOT_SIZE];
-        return fh_yaml_error (ctx, node->start_mark,
-                        "expected a map (known: %s), got %s", known,
-                        fh_yaml_got (node, buf, sizeof buf));
+        return fh_yaml_error (ctx, node->start_mark, "expected a map (known: %s), got %s", known,
+                              fh_yaml_got (node, buf, sizeof buf));
     }
     if (fh_yaml_check_keys (ctx, node))
         return -1;
@@ -610,10 +583,9 @@ fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *sec
             field++;
         size_t mark = fh_yaml_path_key (ctx, name);
         if (!field->key)
-            return fh_yaml_error (ctx, key->start_mark,
-                            "unknown key (known: %s)", known);
-        if (field->parse (ctx, fh_yaml_node (ctx, pair->value),
-                          (char *) target + field->offset, field))
+            return fh_yaml_error (ctx, key->start_mark, "unknown key (known: %s)", known);
+        if (field->parse (ctx, fh_yaml_node (ctx, pair->value), (char *) target + field->offset,
+                          field))
             return -1;
         fh_yaml_path_pop (ctx, mark);
     }
@@ -626,8 +598,7 @@ fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *sec
 }
 
 int
-fh_cfg_parse_section (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                 const fh_cfg_field_t *field)
+fh_cfg_parse_section (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     return fh_cfg_parse_map (ctx, node, field->section, target);
 }

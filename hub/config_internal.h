@@ -33,7 +33,7 @@ typedef int (fh_cfg_parse_fn) (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 struct fh_cfg_field {
     const char *key;
     fh_cfg_parse_fn *parse;
-    size_t offset;                   /* of the value in the section's struct */
+    size_t offset; /* of the value in the section's struct */
     bool required;
     long long min, max;              /* int, int64, size and millis parsers */
     int flags;                       /* FH_CFG_FOR_BIND */

@@ -35,18 +35,20 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
     fh_cfg_parse_fn *parse = field->parse;
     if (parse == fh_cfg_parse_int || parse == fh_cfg_parse_enum)
         return *(const int *) a == *(const int *) b;
-    if (parse == fh_cfg_parse_int64 || parse == fh_cfg_parse_millis || parse == fh_cfg_parse_permille)
+    if (parse == fh_cfg_parse_int64 || parse == fh_cfg_parse_millis
+        || parse == fh_cfg_parse_permille)
         return *(const int64_t *) a == *(const int64_t *) b;
     if (parse == fh_cfg_parse_size)
         return *(const size_t *) a == *(const size_t *) b;
     if (parse == fh_cfg_parse_bool)
         return *(const bool *) a == *(const bool *) b;
     if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
-        || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen || parse == fh_cfg_parse_bind_endpoint
-        || parse == fh_cfg_parse_order_by || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
+        || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen
+        || parse == fh_cfg_parse_bind_endpoint || parse == fh_cfg_parse_order_by
+        || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
         return s_string_equal (*(char *const *) a, *(char *const *) b);
-    if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics || parse == fh_cfg_parse_keys
-        || parse == fh_cfg_parse_addresses)
+    if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics
+        || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses)
         return s_strlist_equal (a, b);
     if (parse == fh_cfg_parse_options)
         return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
@@ -57,8 +59,8 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
 /* Appends to out the keys of section (at a and b) that differ and are
    not live; returns how many. Consumers are compared by the hub. */
 static size_t
-s_diff_section (const fh_cfg_section_t *section, const char *prefix, const void *a,
-                const void *b, bool live_only, char *out, size_t outlen)
+s_diff_section (const fh_cfg_section_t *section, const char *prefix, const void *a, const void *b,
+                bool live_only, char *out, size_t outlen)
 {
     size_t found = 0;
     for (const fh_cfg_field_t *field = section->fields; field->key; field++) {

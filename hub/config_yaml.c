@@ -32,9 +32,8 @@ fh_yaml_init (fh_yaml_t *self, const char *source, char *err, size_t errlen)
 int
 fh_yaml_error (fh_yaml_t *self, yaml_mark_t mark, const char *fmt, ...)
 {
-    int len = snprintf (self->err, self->errlen, "%s:%zu:%zu: %s%s", self->source,
-                        mark.line + 1, mark.column + 1, self->path,
-                        self->path[0] ? ": " : "");
+    int len = snprintf (self->err, self->errlen, "%s:%zu:%zu: %s%s", self->source, mark.line + 1,
+                        mark.column + 1, self->path, self->path[0] ? ": " : "");
     if (len >= 0 && (size_t) len < self->errlen) {
         va_list args;
         va_start (args, fmt);
@@ -155,8 +154,8 @@ fh_yaml_map_find (fh_yaml_t *self, yaml_node_t *map, const char *key)
 {
     if (map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *pair = map->data.mapping.pairs.start;
-         pair < map->data.mapping.pairs.top; pair++) {
+    for (yaml_node_pair_t *pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top;
+         pair++) {
         yaml_node_t *k = fh_yaml_node (self, pair->key);
         if (k->type == YAML_SCALAR_NODE && strcmp ((const char *) k->data.scalar.value, key) == 0)
             return fh_yaml_node (self, pair->value);
@@ -277,8 +276,8 @@ s_option_node (fh_yaml_t *self, yaml_node_t *node, yaml_node_t **stack, size_t d
     bool is_map = node->type == YAML_MAPPING_NODE;
     if (is_map && fh_yaml_check_keys (self, node))
         return NULL;
-    const char *text
-        = node->type == YAML_SCALAR_NODE ? (const char *) node->data.scalar.value : NULL;
+    const char *text = node->type == YAML_SCALAR_NODE ? (const char *) node->data.scalar.value
+                                                      : NULL;
     if (text && strlen (text) != node->data.scalar.length) {
         fh_yaml_error (self, node->start_mark, "a value with a NUL character is not supported");
         return NULL;
@@ -386,8 +385,7 @@ s_syntax_error (fh_yaml_t *self, yaml_parser_t *parser, const char *text, size_t
         fh_yaml_error (self, mark, "YAML syntax error: %s (first occurrence at line %zu)",
                        dup_anchor, parser->context_mark.line + 1);
     else if (parser->context)
-        fh_yaml_error (self, mark, "YAML syntax error: %s (%s)", parser->problem,
-                       parser->context);
+        fh_yaml_error (self, mark, "YAML syntax error: %s (%s)", parser->problem, parser->context);
     else
         fh_yaml_error (self, mark, "YAML syntax error: %s", parser->problem);
 }

@@ -24,22 +24,22 @@
 #define FH_YAML_BYTES_MAX (16 * 1024 * 1024) /* a file */
 #define FH_YAML_DEPTH_MAX 128                /* nesting of a document */
 #define FH_YAML_OPTION_DEPTH_MAX 64          /* nesting of an option tree */
-#define FH_YAML_OPTION_NODES_MAX 100000      /* values of all the option trees
-                                                of one load, aliases expanded */
-#define FH_YAML_GOT_MAX 40                   /* bytes of a value quoted in errors */
+/* Values of all the option trees of one load, aliases expanded. */
+#define FH_YAML_OPTION_NODES_MAX 100000
+#define FH_YAML_GOT_MAX 40                      /* bytes of a value quoted in errors */
 #define FH_YAML_GOT_SIZE (FH_YAML_GOT_MAX + 48) /* room for fh_yaml_got's answer */
 
 /* The state of one load. */
 typedef struct {
     yaml_document_t doc;
-    bool loaded;          /* doc holds a document to delete */
-    const char *source;   /* file name in errors and where strings */
-    char *err;            /* the caller's buffer, or spare */
+    bool loaded;        /* doc holds a document to delete */
+    const char *source; /* file name in errors and where strings */
+    char *err;          /* the caller's buffer, or spare */
     size_t errlen;
     char spare[1];
-    size_t option_nodes;  /* option values built so far, for the cap */
-    char path[512];       /* key path of the node being read */
-    void *user;           /* the caller's: what the load fills in */
+    size_t option_nodes; /* option values built so far, for the cap */
+    char path[512];      /* key path of the node being read */
+    void *user;          /* the caller's: what the load fills in */
 } fh_yaml_t;
 
 /* Starts a load: source (NULL: "<string>") names it in errors; err may be
