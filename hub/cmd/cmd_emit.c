@@ -68,6 +68,54 @@ s_read_stdin (size_t *size)
     return data;
 }
 
+/* Prints the hub's answer to EMIT, one line a consumer, and returns
+   the exit status it means. */
+static int
+s_report (const char *answer, const char *topic, bool wait, double timeout_s)
+{
+    int status = FH_EXIT_FAILURE;
+    if (strncmp (answer, "ERROR", 5) == 0)
+        fprintf (stderr, "fanhub emit: the hub refused the message: %s\n", answer + 6);
+    else {
+        json_t *json = json_loads (answer, 0, NULL);
+        json_t *outcomes = json_object_get (json, "outcomes");
+        int matched = (int) json_integer_value (json_object_get (json, "matched"));
+        bool timed_out = json_is_true (json_object_get (json, "timed_out"));
+        if (!json || !json_is_object (outcomes))
+            fprintf (stderr, "fanhub emit: unexpected answer from the hub: %s\n", answer);
+        else if (matched == 0) {
+            printf ("no consumer matched topic %s\n", topic);
+            status = EXIT_NO_MATCH;
+        }
+        else {
+            const char *name;
+            json_t *outcome;
+            bool all_completed = true;
+            json_object_foreach (outcomes, name, outcome) {
+                const char *text = json_string_value (outcome);
+                printf ("%s: %s\n", name, text ? text : "?");
+                if (!text || strcmp (text, "completed") != 0)
+                    all_completed = false;
+            }
+            if (timed_out) {
+                fprintf (stderr, "fanhub emit: not handled within %g s\n", timeout_s);
+                status = EXIT_TIMEOUT;
+            }
+            else if (!wait) {
+                /* Routed: dropped is known now, completion is not awaited. */
+                status = FH_EXIT_OK;
+                json_object_foreach (outcomes, name, outcome)
+                    if (strcmp (json_string_value (outcome), "dropped") == 0)
+                        status = FH_EXIT_FAILURE;
+            }
+            else
+                status = all_completed ? FH_EXIT_OK : FH_EXIT_FAILURE;
+        }
+        json_decref (json);
+    }
+    return status;
+}
+
 int
 fh_cmd_emit (int argc, char **argv)
 {
@@ -134,48 +182,9 @@ fh_cmd_emit (int argc, char **argv)
     int socket_timeout = (int) (timeout_s * 1000) + 5000;
     char *answer = fh_control_call_frames (endpoint, frames, 5, socket_timeout, err, sizeof err);
     free (body_data);
-    int status = FH_EXIT_FAILURE;
+    int status = answer ? s_report (answer, topic, wait, timeout_s) : FH_EXIT_FAILURE;
     if (!answer)
         fprintf (stderr, "fanhub emit: %s\n", err);
-    else if (strncmp (answer, "ERROR", 5) == 0)
-        fprintf (stderr, "fanhub emit: the hub refused the message: %s\n", answer + 6);
-    else {
-        json_t *json = json_loads (answer, 0, NULL);
-        json_t *outcomes = json_object_get (json, "outcomes");
-        int matched = (int) json_integer_value (json_object_get (json, "matched"));
-        bool timed_out = json_is_true (json_object_get (json, "timed_out"));
-        if (!json || !json_is_object (outcomes))
-            fprintf (stderr, "fanhub emit: unexpected answer from the hub: %s\n", answer);
-        else if (matched == 0) {
-            printf ("no consumer matched topic %s\n", topic);
-            status = EXIT_NO_MATCH;
-        }
-        else {
-            const char *name;
-            json_t *outcome;
-            bool all_completed = true;
-            json_object_foreach (outcomes, name, outcome) {
-                const char *text = json_string_value (outcome);
-                printf ("%s: %s\n", name, text ? text : "?");
-                if (!text || strcmp (text, "completed") != 0)
-                    all_completed = false;
-            }
-            if (timed_out) {
-                fprintf (stderr, "fanhub emit: not handled within %g s\n", timeout_s);
-                status = EXIT_TIMEOUT;
-            }
-            else if (!wait) {
-                /* Routed: dropped is known now, completion is not awaited. */
-                status = FH_EXIT_OK;
-                json_object_foreach (outcomes, name, outcome)
-                    if (strcmp (json_string_value (outcome), "dropped") == 0)
-                        status = FH_EXIT_FAILURE;
-            }
-            else
-                status = all_completed ? FH_EXIT_OK : FH_EXIT_FAILURE;
-        }
-        json_decref (json);
-    }
     free (answer);
     fh_config_destroy (&config);
     return status;
