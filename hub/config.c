@@ -218,8 +218,8 @@ s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
         return -1;
     size_t j = s_name_set_find_or_add (names, cfg->consumers, i);
     if (j != SIZE_MAX) {
-        yaml_node_t *first =
-            fh_yaml_map_find (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j]), "name");
+        yaml_node_t *first = fh_yaml_map_find (
+            ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j]), "name");
         fh_yaml_path_key (ctx, "name");
         return fh_yaml_error (ctx, fh_yaml_map_find (ctx, item, "name")->start_mark,
                               "duplicate consumer name '%s' (first used by "
@@ -272,8 +272,8 @@ static int
 s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    static const fanhub_log_level_t levels[] = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING,
-                                                FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
+    static const fanhub_log_level_t levels[]
+        = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING, FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
     cfg->log_level = (int) levels[cfg->log_level];
     yaml_node_t *list = fh_yaml_map_find (ctx, node, "consumers");
     for (size_t i = 0; i < cfg->consumer_count; i++) {
