@@ -1334,12 +1334,6 @@ fh_consumer_plugin_path (const fh_consumer_t *self)
     return fh_plugin_path (self->plugin);
 }
 
-size_t
-fh_consumer_worker_count (const fh_consumer_t *self)
-{
-    return self->worker_count;
-}
-
 /* Sums the workers' counters into out, each worker's consistent with
    each other. */
 static void

@@ -4,10 +4,12 @@
     options; fh_consumer_start starts the consumer's thread, which takes
     messages from the queue in arrival order and calls the plugin's consume
     for each, and idle when the queue runs empty. The enqueuer offers
-    messages with fh_consumer_offer (never blocking: a full queue drops the
-    newest and counts it). fh_consumer_close means "no more": the thread
-    consumes what is queued and ends; fh_consumer_destroy joins it and
-    calls fini on the calling thread.
+    messages with fh_consumer_offer, which applies queue.overflow to a full
+    queue: drop the newest or the oldest (counted), spill to the spool, or,
+    with `block`, answer FULL so that the enqueuer waits and offers again.
+    fh_consumer_close means "no more": the thread consumes what is queued
+    and ends; fh_consumer_destroy joins it and calls fini on the calling
+    thread.
 
     Counters are monotonic, each written by one thread (enqueued, dropped
     and backlog_max by the enqueuer, the rest by the consumer's thread) and
@@ -119,7 +121,6 @@ bool fh_consumer_done (fh_consumer_t *self);
 const char *fh_consumer_name (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);
 void fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
-size_t fh_consumer_worker_count (const fh_consumer_t *self);
 /* Messages this consumer was the last to release, and their receive to
    handled latency (may be NULL). */
 uint64_t fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_to_end);

@@ -6,8 +6,10 @@
     socket has no more), it checks the frames (a body, at most
     bus.max_frames, at most bus.max_message_bytes, a UTF-8 topic), stamps a
     sequence number and the monotonic receive time, looks up the matching
-    consumers and offers the one shared message to each. It never blocks
-    on a consumer: a full queue is that consumer's drop, counted there.
+    consumers and offers the one shared message to each. A full queue is
+    handled by that consumer's queue.overflow (a drop or a spill, counted
+    there); only `block` makes the enqueuer wait, and then every consumer
+    waits with it, while the control plane keeps answering.
 
     Counters (received, malformed by reason, unrouted) have one writer, the
     enqueuer, and are read by anyone.

@@ -582,23 +582,17 @@ fh_keyed_retry (fh_keyed_t *self, fh_keyed_slot_t *slot, int64_t not_before_ns)
     s_heap_push (self, entry); /* heap_cap >= keys: never full */
 }
 
-const void *
-fh_keyed_slot_key (const fh_keyed_slot_t *slot, size_t *key_size)
-{
-    *key_size = slot->key_size;
-    return slot->key;
-}
-
 unsigned
 fh_keyed_slot_retries (const fh_keyed_slot_t *slot)
 {
     return slot->retries;
 }
 
-size_t
-fh_keyed_purge (fh_keyed_t *self, fh_keyed_release_fn *release, void *arg)
+/* Hands every queued message (retried ones included) to release (with
+   arg), unless NULL. Taken messages stay taken: their keys stay. */
+static void
+s_purge (fh_keyed_t *self, fh_keyed_release_fn *release, void *arg)
 {
-    size_t released = 0;
     for (size_t b = 0; b <= self->bucket_mask; b++) {
         fh_keyed_slot_t **link = &self->buckets[b];
         while (*link) {
@@ -609,7 +603,6 @@ fh_keyed_purge (fh_keyed_t *self, fh_keyed_release_fn *release, void *arg)
                 if (release)
                     release (node->msg, arg);
                 s_node_put (self, node);
-                released++;
             }
             entry->tail = NULL;
             entry->queued = 0;
@@ -630,11 +623,11 @@ fh_keyed_purge (fh_keyed_t *self, fh_keyed_release_fn *release, void *arg)
     self->backlog_top = 0;
     s_backlog_shrink (self);
     s_shrink (self);
-    return released;
 }
 
-void
-fh_keyed_trim (fh_keyed_t *self)
+/* Frees the spare entries and nodes kept for reuse. */
+static void
+s_trim (fh_keyed_t *self)
 {
     while (self->spare_entries) {
         fh_keyed_slot_t *entry = self->spare_entries;
@@ -658,7 +651,7 @@ fh_keyed_destroy (fh_keyed_t **self_p, fh_keyed_release_fn *release, void *arg)
     fh_keyed_t *self = *self_p;
     if (!self)
         return;
-    fh_keyed_purge (self, release, arg);
+    s_purge (self, release, arg);
     /* What is left is busy keys, whose messages are not ours. */
     for (size_t b = 0; b <= self->bucket_mask; b++) {
         while (self->buckets[b]) {
@@ -668,7 +661,7 @@ fh_keyed_destroy (fh_keyed_t **self_p, fh_keyed_release_fn *release, void *arg)
             s_entry_put (self, entry);
         }
     }
-    fh_keyed_trim (self);
+    s_trim (self);
     free (self->buckets);
     free (self->heap);
     free (self->by_backlog);

@@ -22,12 +22,12 @@
       key can only have one message running).
     - Every pushed message is handed out exactly once, or returned to the
       caller exactly once (replaced by coalescing, or released by
-      fh_keyed_purge or fh_keyed_destroy).
+      fh_keyed_destroy).
     - A key costs nothing when idle: once a key has no queued message and
       none taken or delayed, its entry leaves the table. At most
       FH_KEYED_SPARE_ENTRIES entries and FH_KEYED_SPARE_NODES queue nodes
       are kept for reuse, so the steady state allocates nothing per
-      message; fh_keyed_trim frees even those.
+      message; fh_keyed_destroy frees those too.
     - Coalescing (fh_keyed_new (true); xapi's push_with_coalesce): a
       message pushed for a key that has a queued message not yet started
       replaces that message, in its place; the replaced one is handed back
@@ -102,26 +102,17 @@ void fh_keyed_done (fh_keyed_t *self, fh_keyed_slot_t *slot);
    fails: the message keeps the node it had. */
 void fh_keyed_retry (fh_keyed_t *self, fh_keyed_slot_t *slot, int64_t not_before_ns);
 
-/* The key bytes of slot (valid while the slot is). */
-const void *fh_keyed_slot_key (const fh_keyed_slot_t *slot, size_t *key_size);
 /* How many times the message now taken from slot was retried before
    (0 on its first attempt), for a retry limit. */
 unsigned fh_keyed_slot_retries (const fh_keyed_slot_t *slot);
-
-/* Forced shutdown: hands every queued message (retried ones included) to
-   release (with arg), unless NULL, and returns how many. Taken messages stay taken;
-   their keys leave when done (a retry of one queues it again). */
-size_t fh_keyed_purge (fh_keyed_t *self, fh_keyed_release_fn *release, void *arg);
-
-/* Frees the spare entries and nodes kept for reuse. */
-void fh_keyed_trim (fh_keyed_t *self);
 
 /* Figures, read under the caller's lock like everything else. */
 /* Messages queued and not taken: new, and retried ones waiting. */
 size_t fh_keyed_queued (const fh_keyed_t *self);
 /* Messages taken and not yet done or retried (in flight). */
 size_t fh_keyed_busy (const fh_keyed_t *self);
-/* Keys waiting for a retry's not_before. */
+/* Keys waiting for a retry's not_before (the tests' view of the delay
+   heap, like the two below: they check what the guarantees above say). */
 size_t fh_keyed_delayed (const fh_keyed_t *self);
 /* Keys with state (queued, busy or delayed): keys_active. */
 size_t fh_keyed_keys (const fh_keyed_t *self);

@@ -210,3 +210,46 @@ fh_cli_load_config (const char *path, char *err, size_t errlen)
     return fh_config_load_string (fh_config_default_yaml, fh_config_default_yaml_len,
                                   "<default>", err, errlen);
 }
+
+const char *
+fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
+                         const char *endpoint, fh_config_t **config)
+{
+    *config = NULL;
+    if (path && endpoint) {
+        fh_cli_usage_error (command, "give -c or -e, not both");
+        return NULL;
+    }
+    if (endpoint)
+        return endpoint;
+    char err[2048];
+    *config = fh_cli_load_config (path, err, sizeof err);
+    if (!*config) {
+        fprintf (stderr, "fanhub %s: %s\n", command->name, err);
+        return NULL;
+    }
+    return (*config)->control;
+}
+
+const char *
+fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv,
+                     fh_config_t **config, int *status)
+{
+    const char *path = NULL, *endpoint = NULL;
+    *config = NULL;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, command, argc, argv);
+    int opt;
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0)
+        if (opt == 'c' || opt == 'e')
+            *(opt == 'c' ? &path : &endpoint) = arg;
+    *status = FH_EXIT_USAGE;
+    if (opt < 0)
+        *status = fh_cli_status (&cli);
+    else if (cli.next < argc)
+        fh_cli_usage_error (command, "unexpected argument '%s'", argv[cli.next]);
+    else
+        return fh_cli_control_endpoint (command, path, endpoint, config);
+    return NULL;
+}

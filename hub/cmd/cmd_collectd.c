@@ -203,9 +203,6 @@ fh_cmd_collectd (int argc, char **argv)
     if (cli.next < argc) {
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
-    if (path && endpoint) {
-        return fh_cli_usage_error (&s_command, "give -c or -e, not both");
-    }
     double interval = interval_text ? s_parse_interval (interval_text) : S_DEFAULT_INTERVAL;
     if (interval < 0) {
         fprintf (stderr, "fanhub collectd: %s: expected seconds from 0.001 to %g, got '%s'\n",
@@ -219,16 +216,10 @@ fh_cmd_collectd (int argc, char **argv)
         hostname[sizeof hostname - 1] = '\0';
         host = hostname;
     }
-    char err[2048];
-    fh_config_t *config = NULL;
-    if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub collectd: %s\n", err);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
-    }
+    fh_config_t *config;
+    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    if (!endpoint)
+        return FH_EXIT_USAGE;
 
     /* Before any thread exists (CZMQ starts its own on the first socket),
        so that every thread inherits the mask and the signals stay pending

@@ -68,82 +68,13 @@ s_read_stdin (size_t *size)
     return data;
 }
 
-int
-fh_cmd_emit (int argc, char **argv)
+/* Prints the hub's answer to EMIT, one line a consumer, and returns
+   the exit status it means. */
+static int
+s_report (const char *answer, const char *topic, bool wait, double timeout_s)
 {
-    const char *path = NULL, *endpoint = NULL;
-    bool wait = false;
-    double timeout_s = 30;
-    fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    int opt;
-    const char *arg;
-    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        switch (opt) {
-        case 'w': wait = true; break;
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
-        case 't': {
-            char *end;
-            timeout_s = strtod (arg, &end);
-            if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
-                fprintf (stderr, "fanhub emit: --timeout takes seconds from 0 to 86400, "
-                         "not '%s'\n", arg);
-                return FH_EXIT_USAGE;
-            }
-            break;
-        }
-        }
-    }
-    if (opt < 0)
-        return fh_cli_status (&cli);
-    if (cli.next >= argc || argc - cli.next > 2) {
-        return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
-    }
-    if (path && endpoint) {
-        fprintf (stderr, "fanhub emit: give -c or -e, not both\n");
-        return FH_EXIT_USAGE;
-    }
-    const char *topic = argv[cli.next];
-    const char *body_arg = cli.next + 1 < argc ? argv[cli.next + 1] : "";
-    size_t body_size = strlen (body_arg);
-    char *body_data = NULL;
-    if (strcmp (body_arg, "-") == 0) {
-        body_data = s_read_stdin (&body_size);
-        if (!body_data) {
-            fprintf (stderr, "fanhub emit: cannot read the body: %s\n", strerror (errno));
-            return FH_EXIT_FAILURE;
-        }
-    }
-    char err[2048];
-    fh_config_t *config = NULL;
-    if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub emit: %s\n", err);
-            free (body_data);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
-    }
-    zsys_handler_set (NULL);
-    char timeout_ms[32];
-    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) (timeout_s * 1000));
-    fanhub_bytes_t frames[] = {
-        {"EMIT", 4},
-        {wait ? "wait" : "nowait", wait ? 4 : 6},
-        {timeout_ms, strlen (timeout_ms)},
-        {topic, strlen (topic)},
-        {body_data ? body_data : body_arg, body_size},
-    };
-    /* The hub answers by the deadline; give the socket a little more. */
-    int socket_timeout = (int) (timeout_s * 1000) + 5000;
-    char *answer = fh_control_call_frames (endpoint, frames, 5, socket_timeout, err, sizeof err);
-    free (body_data);
     int status = FH_EXIT_FAILURE;
-    if (!answer)
-        fprintf (stderr, "fanhub emit: %s\n", err);
-    else if (strncmp (answer, "ERROR", 5) == 0)
+    if (strncmp (answer, "ERROR", 5) == 0)
         fprintf (stderr, "fanhub emit: the hub refused the message: %s\n", answer + 6);
     else {
         json_t *json = json_loads (answer, 0, NULL);
@@ -182,6 +113,78 @@ fh_cmd_emit (int argc, char **argv)
         }
         json_decref (json);
     }
+    return status;
+}
+
+int
+fh_cmd_emit (int argc, char **argv)
+{
+    const char *path = NULL, *endpoint = NULL;
+    bool wait = false;
+    double timeout_s = 30;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
+    int opt;
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
+        switch (opt) {
+        case 'w': wait = true; break;
+        case 'c': path = arg; break;
+        case 'e': endpoint = arg; break;
+        case 't': {
+            char *end;
+            timeout_s = strtod (arg, &end);
+            if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
+                fprintf (stderr, "fanhub emit: --timeout takes seconds from 0 to 86400, "
+                         "not '%s'\n", arg);
+                return FH_EXIT_USAGE;
+            }
+            break;
+        }
+        }
+    }
+    if (opt < 0)
+        return fh_cli_status (&cli);
+    if (cli.next >= argc || argc - cli.next > 2) {
+        return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
+    }
+    if (path && endpoint)
+        return fh_cli_usage_error (&s_command, "give -c or -e, not both");
+    const char *topic = argv[cli.next];
+    const char *body_arg = cli.next + 1 < argc ? argv[cli.next + 1] : "";
+    size_t body_size = strlen (body_arg);
+    char *body_data = NULL;
+    if (strcmp (body_arg, "-") == 0) {
+        body_data = s_read_stdin (&body_size);
+        if (!body_data) {
+            fprintf (stderr, "fanhub emit: cannot read the body: %s\n", strerror (errno));
+            return FH_EXIT_FAILURE;
+        }
+    }
+    fh_config_t *config;
+    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    if (!endpoint) {
+        free (body_data);
+        return FH_EXIT_USAGE;
+    }
+    char err[2048];
+    zsys_handler_set (NULL);
+    char timeout_ms[32];
+    snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) (timeout_s * 1000));
+    fanhub_bytes_t frames[] = {
+        {"EMIT", 4},
+        {wait ? "wait" : "nowait", wait ? 4 : 6},
+        {timeout_ms, strlen (timeout_ms)},
+        {topic, strlen (topic)},
+        {body_data ? body_data : body_arg, body_size},
+    };
+    /* The hub answers by the deadline; give the socket a little more. */
+    int socket_timeout = (int) (timeout_s * 1000) + 5000;
+    char *answer = fh_control_call_frames (endpoint, frames, 5, socket_timeout, err, sizeof err);
+    free (body_data);
+    int status = answer ? s_report (answer, topic, wait, timeout_s) : FH_EXIT_FAILURE;
+    if (!answer)
+        fprintf (stderr, "fanhub emit: %s\n", err);
     free (answer);
     fh_config_destroy (&config);
     return status;

@@ -33,35 +33,15 @@ static const fh_cli_command_t s_command = {
 int
 fh_cmd_reload (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL;
-    fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    int opt;
-    const char *arg;
-    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        switch (opt) {
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
-        }
-    }
-    if (opt < 0)
-        return fh_cli_status (&cli);
-    if (cli.next < argc || (path && endpoint)) {
-        return fh_cli_usage_error (&s_command, "give -c FILE or -e ENDPOINT");
-    }
+    fh_config_t *config;
+    int status;
+    const char *endpoint = fh_cli_control_only (&s_command, argc, argv, &config, &status);
+    if (!endpoint)
+        return status;
     char err[2048];
-    fh_config_t *config = NULL;
-    if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub reload: %s\n", err);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
-    }
     zsys_handler_set (NULL);
     char *answer = fh_control_call (endpoint, "RELOAD", 65000, err, sizeof err);
-    int status = FH_EXIT_FAILURE;
+    status = FH_EXIT_FAILURE;
     if (!answer)
         fprintf (stderr, "fanhub reload: %s\n", err);
     else if (strncmp (answer, "OK ", 3) == 0) {

@@ -136,6 +136,67 @@ s_format (const char *snapshot, s_format_t format, const char *host, char *err,
     return text;
 }
 
+/* --input FILE: one snapshot read from a file, printed in format. */
+static int
+s_print_input (const char *input, s_format_t format, const char *host)
+{
+    char err[2048];
+    char *snapshot = s_read_input (input, err, sizeof err);
+    char *text = snapshot ? s_format (snapshot, format, host, err, sizeof err) : NULL;
+    free (snapshot);
+    if (!text) {
+        fprintf (stderr, "fanhub stats: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    fputs (text, stdout);
+    free (text);
+    return FH_EXIT_OK;
+}
+
+/* Asks the hub at endpoint for a snapshot and prints it; with watch,
+   once a second until SIGINT or SIGTERM. Returns the exit status. */
+static int
+s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_ms, bool watch)
+{
+    char err[2048];
+    /* CZMQ would put its own handlers in place at the first socket. */
+    zsys_handler_set (NULL);
+    signal (SIGINT, s_on_signal);
+    signal (SIGTERM, s_on_signal);
+    int status = FH_EXIT_OK;
+    bool tty = isatty (STDOUT_FILENO);
+    do {
+        char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
+        char *text = NULL;
+        if (answer && strncmp (answer, "ERROR", 5) == 0)
+            snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
+        else if (answer)
+            text = s_format (answer, format, host, err, sizeof err);
+        free (answer);
+        if (!text) {
+            fprintf (stderr, "fanhub stats: %s\n", err);
+            status = FH_EXIT_FAILURE;
+            if (!watch)
+                break;
+        }
+        else {
+            if (watch && tty)
+                fputs ("\033[H\033[2J", stdout); /* home, clear */
+            fputs (text, stdout);
+            if (watch && !tty)
+                fputs ("\n", stdout);
+            fflush (stdout);
+            free (text);
+            status = FH_EXIT_OK;
+        }
+        if (watch && !s_interrupted) {
+            struct timespec second = {1, 0};
+            nanosleep (&second, NULL);
+        }
+    } while (watch && !s_interrupted);
+    return watch && s_interrupted ? FH_EXIT_OK : status;
+}
+
 int
 fh_cmd_stats (int argc, char **argv)
 {
@@ -201,64 +262,13 @@ fh_cmd_stats (int argc, char **argv)
         host = hostname;
     }
 
-    char err[2048];
-    if (input) {
-        char *snapshot = s_read_input (input, err, sizeof err);
-        char *text = snapshot ? s_format (snapshot, format, host, err, sizeof err) : NULL;
-        free (snapshot);
-        if (!text) {
-            fprintf (stderr, "fanhub stats: %s\n", err);
-            return FH_EXIT_FAILURE;
-        }
-        fputs (text, stdout);
-        free (text);
-        return FH_EXIT_OK;
-    }
-
-    fh_config_t *config = NULL;
-    if (!endpoint) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub stats: %s\n", err);
-            return FH_EXIT_USAGE;
-        }
-        endpoint = config->control;
-    }
-    /* CZMQ would put its own handlers in place at the first socket. */
-    zsys_handler_set (NULL);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
-    int status = FH_EXIT_OK;
-    bool tty = isatty (STDOUT_FILENO);
-    do {
-        char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
-        char *text = NULL;
-        if (answer && strncmp (answer, "ERROR", 5) == 0)
-            snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
-        else if (answer)
-            text = s_format (answer, format, host, err, sizeof err);
-        free (answer);
-        if (!text) {
-            fprintf (stderr, "fanhub stats: %s\n", err);
-            status = FH_EXIT_FAILURE;
-            if (!watch)
-                break;
-        }
-        else {
-            if (watch && tty)
-                fputs ("\033[H\033[2J", stdout); /* home, clear */
-            fputs (text, stdout);
-            if (watch && !tty)
-                fputs ("\n", stdout);
-            fflush (stdout);
-            free (text);
-            status = FH_EXIT_OK;
-        }
-        if (watch && !s_interrupted) {
-            struct timespec second = {1, 0};
-            nanosleep (&second, NULL);
-        }
-    } while (watch && !s_interrupted);
+    if (input)
+        return s_print_input (input, format, host);
+    fh_config_t *config;
+    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    if (!endpoint)
+        return FH_EXIT_USAGE;
+    int status = s_poll (endpoint, format, host, timeout_ms, watch);
     fh_config_destroy (&config);
-    return watch && s_interrupted ? FH_EXIT_OK : status;
+    return status;
 }

@@ -9,7 +9,10 @@ this file. For every command:
   '--name' needs a value`, the same hint, exit 2;
 - a flag given a value (`--flag=1`): `option '--flag' takes no value`;
 - `fanhub help CMD` prints exactly what `fanhub CMD --help` prints;
-- `--version` works, with the version `fanhub --version` prints.
+- `--version` works, with the version `fanhub --version` prints;
+- the commands that talk to a running hub (`-c FILE | -e ENDPOINT`) find
+  its control endpoint alike: -c with -e is bad usage, a configuration
+  that does not load is named, exit 2, before any hub is asked.
 """
 import re
 
@@ -104,6 +107,35 @@ def test_version_everywhere():
         assert status == 0 and out == version and err == "", (command, status, out, err)
 
 
+# What such a command needs after its options; stats says its own words
+# for -c with -e, as it also takes --input.
+OPERANDS = {"emit": ["a.topic"]}
+NOT_BOTH = {"stats": "give one of -c, -e or --input (and --watch only with a hub)"}
+
+
+def test_control_endpoint_lookup():
+    checked = []
+    missing = "/nonexistent/fanhub.yaml"
+    for command in commands():
+        status, help_text, _ = fh.run([command, "--help"])
+        names = [name for name, _ in options_of(help_text)]
+        if "config" not in names or "endpoint" not in names:
+            continue
+        lead = [command] + LEADING.get(command, [])
+        tail = OPERANDS.get(command, [])
+        expect_usage_error(lead + ["-c", "x.yaml", "-e", "tcp://127.0.0.1:1"] + tail, command,
+                           NOT_BOTH.get(command, "give -c or -e, not both"))
+        status, out, err = fh.run(lead + ["-c", missing] + tail)
+        assert status == 2 and out == "", (command, status, out)
+        assert err == "fanhub %s: %s: cannot open: No such file or directory\n" % (
+            command, missing), (command, err)
+        checked.append(command)
+    for must in ("stats", "collectd", "emit", "reload"):
+        assert must in checked, (must, checked)
+    expect_usage_error(["reload", "now"], "reload", "unexpected argument 'now'")
+
+
 if __name__ == "__main__":
     fh.main([test_unknown_options, test_missing_values_and_flags_with_values,
-             test_help_command_equals_help_option, test_version_everywhere])
+             test_help_command_equals_help_option, test_version_everywhere,
+             test_control_endpoint_lookup])

@@ -1,0 +1,604 @@
+/*  config_fields - the field parsers of the configuration and the walker
+    of a section (a table of fields, config_internal.h).
+
+    Each parser checks one value and stores it at the field's address in
+    the struct being filled; the type each stores is listed in
+    config_internal.h, and config_reload.c compares by it.
+*/
+#include "config_internal.h"
+
+#include "curve.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool
+fh_cfg_name_valid (const char *text)
+{
+    size_t len = strlen (text);
+    if (len < 1 || len > FH_CFG_NAME_MAX)
+        return false;
+    return strspn (text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                         "0123456789_.-")
+           == len;
+}
+
+int
+fh_cfg_strlist_add (fh_strlist_t *list, const char *text)
+{
+    char *copy = strdup (text);
+    char **items = copy ? realloc (list->items, (list->count + 1) * sizeof *items) : NULL;
+    if (!items) {
+        free (copy);
+        return -1;
+    }
+    list->items = items;
+    list->items[list->count++] = copy;
+    return 0;
+}
+
+void
+fh_cfg_strlist_clear (fh_strlist_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        free (list->items[i]);
+    free (list->items);
+    list->items = NULL;
+    list->count = 0;
+}
+
+bool
+fh_cfg_strlist_has (const fh_strlist_t *list, const char *text)
+{
+    for (size_t i = 0; i < list->count; i++)
+        if (strcmp (list->items[i], text) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Field parsers                                                        */
+
+/* A copy of text into the char * at target, replacing what was there. */
+static int
+s_store (fh_yaml_t *ctx, yaml_node_t *node, void *target, const char *text)
+{
+    char **slot = target;
+    free (*slot);
+    *slot = strdup (text);
+    return *slot ? 0 : fh_yaml_oom (ctx, node->start_mark);
+}
+
+/* An integer from field->min to field->max; else writes the error. */
+static int
+s_integer (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_field_t *field, long long *value)
+{
+    char buf[FH_YAML_GOT_SIZE];
+    const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
+                           ? (const char *) node->data.scalar.value
+                           : NULL;
+    if (!text || !fh_yaml_integer (text, value) || *value < field->min || *value > field->max)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected an integer from %lld to %lld, got %s", field->min,
+                              field->max, fh_yaml_got (node, buf, sizeof buf));
+    return 0;
+}
+
+/* An int field; the table's limits must fit an int. */
+int
+fh_cfg_parse_int (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    long long value = 0;
+    if (s_integer (ctx, node, field, &value))
+        return -1;
+    *(int *) target = (int) value;
+    return 0;
+}
+
+/* A size_t field; the table's limits must be >= 0. */
+int
+fh_cfg_parse_int64 (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    long long value = 0;
+    if (s_integer (ctx, node, field, &value))
+        return -1;
+    *(int64_t *) target = value;
+    return 0;
+}
+
+int
+fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    long long value = 0;
+    if (s_integer (ctx, node, field, &value))
+        return -1;
+    *(size_t *) target = (size_t) value;
+    return 0;
+}
+
+/* Seconds, integer or decimal ("2.5"), stored as int64_t milliseconds
+   (digits past the millisecond are dropped). */
+int
+fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    char buf[FH_YAML_GOT_SIZE];
+    const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
+                           ? (const char *) node->data.scalar.value
+                           : "";
+    size_t whole = strspn (text, "0123456789");
+    size_t frac = text[whole] == '.' ? strspn (text + whole + 1, "0123456789") : 0;
+    size_t end = whole + (text[whole] == '.' ? 1 + frac : 0);
+    long long ms = 0;
+    bool ok = whole > 0 && whole <= 9 && text[end] == '\0' && (text[whole] != '.' || frac > 0);
+    if (ok) {
+        for (size_t i = 0; i < whole; i++)
+            ms = ms * 10 + (text[i] - '0');
+        ms *= 1000;
+        long long scale = 100;
+        for (size_t i = 0; i < frac && i < 3; i++, scale /= 10)
+            ms += (text[whole + 1 + i] - '0') * scale;
+        /* Below a millisecond only counts against the maximum. */
+        bool more = frac > 3 && strspn (text + whole + 4, "0") < frac - 3;
+        ok = ms >= field->min * 1000
+             && (ms < field->max * 1000 || (ms == field->max * 1000 && !more));
+    }
+    if (!ok)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a number of seconds from %lld to %lld, "
+                              "got %s",
+                              field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
+    *(int64_t *) target = ms;
+    return 0;
+}
+
+int
+fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    char buf[FH_YAML_GOT_SIZE];
+    static const char what[] = "a name of 1 to 64 characters from A-Z a-z "
+                               "0-9 _ . -";
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    if (!fh_cfg_name_valid (text))
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
+                              fh_yaml_got (node, buf, sizeof buf));
+    return s_store (ctx, node, target, text);
+}
+
+int
+fh_cfg_parse_plugin (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    static const char what[] = "a plugin name or path";
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    if (!*text)
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got ''", what);
+    return s_store (ctx, node, target, text);
+}
+
+int
+fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    const char *text = fh_yaml_text (ctx, node,
+                                     "an endpoint (ipc://PATH or "
+                                     "tcp://127.0.0.1:PORT)");
+    if (!text)
+        return -1;
+    const char *why = fh_cfg_control_check (text);
+    if (why)
+        return fh_yaml_error (ctx, node->start_mark, "invalid control endpoint '%s': %s", text,
+                              why);
+    return s_store (ctx, node, target, text);
+}
+
+/* One endpoint of bus.connect or bus.bind; none may appear twice in
+   either list. */
+/* A non-empty string (a file path, say). */
+int
+fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    const char *text = fh_yaml_text (ctx, node, "a path");
+    if (!text)
+        return -1;
+    if (!*text)
+        return fh_yaml_error (ctx, node->start_mark, "expected a path, got ''");
+    return s_store (ctx, node, target, text);
+}
+
+/* HOST:PORT to listen on (HTTP): HOST a name, an IPv4 address or an IPv6
+   one in brackets; PORT 1..65535. */
+int
+fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    static const char what[] = "HOST:PORT, e.g. 127.0.0.1:9464";
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    const char *colon = strrchr (text, ':');
+    long long port = 0;
+    bool ok = colon && colon > text && fh_yaml_integer (colon + 1, &port) && port >= 1
+              && port <= 65535 && strcspn (text, " \t/") == strlen (text);
+    if (ok && text[0] == '[')
+        ok = colon[-1] == ']' && colon - text > 2;
+    if (!ok)
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+    return s_store (ctx, node, target, text);
+}
+
+/* An endpoint the hub binds to publish on (ipc:// or tcp://). */
+int
+fh_cfg_parse_bind_endpoint (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                            const fh_cfg_field_t *field)
+{
+    (void) field;
+    const char *text = fh_yaml_text (ctx, node, "an endpoint to bind");
+    if (!text)
+        return -1;
+    const char *why = fh_endpoint_check (text, true);
+    if (why)
+        return fh_yaml_error (ctx, node->start_mark, "invalid endpoint '%s': %s", text, why);
+    return s_store (ctx, node, target, text);
+}
+
+/* One word of field->choices; stores its index as an int. */
+int
+fh_cfg_parse_enum (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    char words[256] = "";
+    size_t used = 0;
+    for (const char *const *c = field->choices; *c && used < sizeof words; c++)
+        used += (size_t) snprintf (words + used, sizeof words - used, "%s%s",
+                                   c == field->choices ? "" : ", ", *c);
+    char what[300];
+    snprintf (what, sizeof what, "one of %s", words);
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    for (const char *const *c = field->choices; *c; c++)
+        if (strcmp (*c, text) == 0) {
+            *(int *) target = (int) (c - field->choices);
+            return 0;
+        }
+    return fh_yaml_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+}
+
+int
+fh_cfg_parse_bool (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    const char *text = fh_yaml_text (ctx, node, "true or false");
+    if (!text)
+        return -1;
+    if (strcmp (text, "true") == 0 || strcmp (text, "false") == 0) {
+        *(bool *) target = text[0] == 't';
+        return 0;
+    }
+    return fh_yaml_error (ctx, node->start_mark, "expected true or false, got '%s'", text);
+}
+
+/* A share from 0 to 1 with at most three decimals, stored in permille. */
+int
+fh_cfg_parse_permille (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    const char *text = fh_yaml_text (ctx, node, "a number from 0 to 1");
+    if (!text)
+        return -1;
+    long long permille = -1;
+    if (strcmp (text, "1") == 0 || strcmp (text, "1.0") == 0)
+        permille = 1000;
+    else if (text[0] == '0' && (text[1] == '\0' || text[1] == '.')) {
+        size_t digits = text[1] ? strspn (text + 2, "0123456789") : 0;
+        if (!text[1])
+            permille = 0;
+        else if (digits >= 1 && digits <= 3 && text[2 + digits] == '\0') {
+            permille = 0;
+            for (size_t i = 0, scale = 100; i < digits; i++, scale /= 10)
+                permille += (text[2 + i] - '0') * (long long) scale;
+        }
+    }
+    if (permille < 0)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a number from 0 to 1 (at most 3 decimals), got '%s'", text);
+    *(int64_t *) target = permille;
+    return 0;
+}
+
+/* order_by: `topic`, or a map of one entry: topic_segment: K, frame: K or
+   json: /pointer. Stored as the string form "KIND:ARG". */
+int
+fh_cfg_parse_order_by (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    char spec[1024];
+    if (node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
+        && strcmp ((const char *) node->data.scalar.value, "topic") == 0)
+        snprintf (spec, sizeof spec, "topic");
+    else if (node->type == YAML_MAPPING_NODE
+             && node->data.mapping.pairs.top - node->data.mapping.pairs.start == 1) {
+        yaml_node_pair_t *pair = node->data.mapping.pairs.start;
+        const char *kind = (const char *) fh_yaml_node (ctx, pair->key)->data.scalar.value;
+        yaml_node_t *value = fh_yaml_node (ctx, pair->value);
+        const char *arg = value->type == YAML_SCALAR_NODE && !fh_yaml_is_null (value)
+                              ? (const char *) value->data.scalar.value
+                              : NULL;
+        long long k;
+        if ((strcmp (kind, "topic_segment") == 0 || strcmp (kind, "frame") == 0) && arg
+            && fh_yaml_integer (arg, &k) && k >= 0 && k <= 1023)
+            snprintf (spec, sizeof spec, "%s:%lld", kind, k);
+        else if (strcmp (kind, "json") == 0 && arg && (arg[0] == '/' || arg[0] == '\0')
+                 && strlen (arg) < sizeof spec - 8)
+            snprintf (spec, sizeof spec, "json:%s", arg);
+        else
+            return fh_yaml_error (ctx, value->start_mark,
+                                  "expected topic_segment: K or frame: K (K from 0 to 1023), "
+                                  "or json: /pointer (RFC 6901), got %s: %s",
+                                  kind, arg ? arg : "a non-scalar");
+    }
+    else {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected topic, {topic_segment: K}, {frame: K} or "
+                              "{json: /pointer}, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    return s_store (ctx, node, target, spec);
+}
+
+static int
+s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, bool for_bind)
+{
+    const fh_config_t *cfg = ctx->user;
+    const char *text = fh_yaml_text (ctx, node, "an endpoint");
+    if (!text)
+        return -1;
+    const char *why = fh_endpoint_check (text, for_bind);
+    if (why)
+        return fh_yaml_error (ctx, node->start_mark, "invalid endpoint '%s': %s", text, why);
+    if (fh_cfg_strlist_has (&cfg->connect, text) || fh_cfg_strlist_has (&cfg->bind, text))
+        return fh_yaml_error (ctx, node->start_mark, "duplicate endpoint '%s' (already in bus.%s)",
+                              text, fh_cfg_strlist_has (&cfg->connect, text) ? "connect" : "bind");
+    if (fh_cfg_strlist_add (list, text))
+        return fh_yaml_oom (ctx, node->start_mark);
+    return 0;
+}
+
+/* An endpoint, or a list of them. */
+int
+fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                        const fh_cfg_field_t *field)
+{
+    fh_strlist_t *list = target;
+    bool for_bind = field->flags & FH_CFG_FOR_BIND;
+    if (node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node))
+        return s_parse_endpoint (ctx, node, list, for_bind);
+    if (node->type != YAML_SEQUENCE_NODE) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected an endpoint or a list of endpoints, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    for (size_t i = 0; i < fh_yaml_count (node); i++) {
+        size_t mark = fh_yaml_path_index (ctx, i);
+        int rc = s_parse_endpoint (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]),
+                                   list, for_bind);
+        if (rc)
+            return rc;
+        fh_yaml_path_pop (ctx, mark);
+    }
+    return 0;
+}
+
+static int
+s_parse_topic (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *topics)
+{
+    const char *text = fh_yaml_text (ctx, node, "a topic pattern");
+    if (!text)
+        return -1;
+    if (!*text)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a topic pattern, got '' (omit topics: to "
+                              "receive every message)");
+    if (strcmp (text, "=") == 0)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a topic after '=' (an exact match, e.g. "
+                              "=org.fedoraproject.prod.git.receive), got '='");
+    if (fh_cfg_strlist_add (topics, text))
+        return fh_yaml_oom (ctx, node->start_mark);
+    return 0;
+}
+
+/* A list of topic patterns (or one pattern); never empty. */
+int
+fh_cfg_parse_topics (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    fh_strlist_t *topics = target;
+    if (node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node))
+        return s_parse_topic (ctx, node, topics);
+    if (node->type != YAML_SEQUENCE_NODE || fh_yaml_count (node) == 0) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected a list of topic patterns, got %s (omit "
+                              "topics: to receive every message)",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    for (size_t i = 0; i < fh_yaml_count (node); i++) {
+        size_t mark = fh_yaml_path_index (ctx, i);
+        if (s_parse_topic (ctx, fh_yaml_node (ctx, node->data.sequence.items.start[i]), topics))
+            return -1;
+        fh_yaml_path_pop (ctx, mark);
+    }
+    return 0;
+}
+/* Any YAML map, kept as an option tree for the plugin; nothing (`options:`
+   with no value) is an empty map. */
+int
+fh_cfg_parse_options (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    fanhub_option_t **slot = target;
+    if (node->type != YAML_MAPPING_NODE && !fh_yaml_is_null (node)) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark, "expected a map of plugin options, got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    fh_option_destroy (slot);
+    *slot = fh_yaml_option_tree (ctx, node);
+    return *slot ? 0 : -1;
+}
+
+/* producer: topic, topic_prefix:N (the first N dot-separated segments)
+   or json:/pointer (RFC 6901, into the body). */
+int
+fh_cfg_parse_producer (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    static const char what[] = "topic, topic_prefix:N or json:/pointer";
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    long long n = 0;
+    bool ok = strcmp (text, "topic") == 0
+              || (strncmp (text, "topic_prefix:", 13) == 0 && fh_yaml_integer (text + 13, &n)
+                  && n >= 1 && n <= 64)
+              || (strncmp (text, "json:", 5) == 0 && (text[5] == '/' || text[5] == '\0'));
+    if (!ok)
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
+    return s_store (ctx, node, target, text);
+}
+
+/* A CurveZMQ public key, 40 characters of Z85. */
+int
+fh_cfg_parse_key (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    static const char what[] = "a CurveZMQ public key (40 characters of Z85)";
+    const char *text = fh_yaml_text (ctx, node, what);
+    if (!text)
+        return -1;
+    if (!fh_curve_key_valid (text))
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got a %zu-character value", what,
+                              strlen (text));
+    return s_store (ctx, node, target, text);
+}
+
+/* A list (or one) of keys, or of IP addresses: check tells which. */
+static int
+s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
+                 bool (*check) (const char *))
+{
+    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
+    if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark, "expected a list of %s, got %s", what,
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    for (size_t i = 0; i < count; i++) {
+        yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
+                                ? fh_yaml_node (ctx, node->data.sequence.items.start[i])
+                                : node;
+        size_t mark = node->type == YAML_SEQUENCE_NODE ? fh_yaml_path_index (ctx, i)
+                                                       : strlen (ctx->path);
+        const char *text = fh_yaml_text (ctx, item, what);
+        if (!text)
+            return -1;
+        if (!check (text))
+            return fh_yaml_error (ctx, item->start_mark, "expected %s, got '%.*s'", what,
+                                  FH_YAML_GOT_MAX, text);
+        if (fh_cfg_strlist_add (list, text))
+            return fh_yaml_oom (ctx, item->start_mark);
+        fh_yaml_path_pop (ctx, mark);
+    }
+    return 0;
+}
+
+int
+fh_cfg_parse_keys (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    return s_parse_list_of (ctx, node, target, "CurveZMQ public keys (40 characters of Z85)",
+                            fh_curve_key_valid);
+}
+
+static bool
+s_ip_valid (const char *text)
+{
+    unsigned char addr[16];
+    return inet_pton (AF_INET, text, addr) == 1 || inet_pton (AF_INET6, text, addr) == 1;
+}
+
+int
+fh_cfg_parse_addresses (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                        const fh_cfg_field_t *field)
+{
+    (void) field;
+    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)", s_ip_valid);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sections                                                             */
+
+static void
+s_known (const fh_cfg_field_t *fields, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const fh_cfg_field_t *field = fields; field->key && used < len; field++) {
+        int n = snprintf (buf + used, len - used, "%s%s", field == fields ? "" : ", ", field->key);
+        if (n < 0)
+            break;
+        used += (size_t) n;
+    }
+}
+
+/* A map whose keys are the rows of section; fills target. */
+int
+fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *section, void *target)
+{
+    char known[512];
+    s_known (section->fields, known, sizeof known);
+    if (node->type != YAML_MAPPING_NODE) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark, "expected a map (known: %s), got %s", known,
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    if (fh_yaml_check_keys (ctx, node))
+        return -1;
+    for (yaml_node_pair_t *pair = node->data.mapping.pairs.start;
+         pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = fh_yaml_node (ctx, pair->key);
+        const char *name = (const char *) key->data.scalar.value;
+        const fh_cfg_field_t *field = section->fields;
+        while (field->key && strcmp (field->key, name) != 0)
+            field++;
+        size_t mark = fh_yaml_path_key (ctx, name);
+        if (!field->key)
+            return fh_yaml_error (ctx, key->start_mark, "unknown key (known: %s)", known);
+        if (field->parse (ctx, fh_yaml_node (ctx, pair->value), (char *) target + field->offset,
+                          field))
+            return -1;
+        fh_yaml_path_pop (ctx, mark);
+    }
+    for (const fh_cfg_field_t *field = section->fields; field->key; field++)
+        if (field->required && !fh_yaml_map_find (ctx, node, field->key)) {
+            fh_yaml_path_key (ctx, field->key);
+            return fh_yaml_error (ctx, node->start_mark, "required key is missing");
+        }
+    return section->finish ? section->finish (ctx, node, target) : 0;
+}
+
+int
+fh_cfg_parse_section (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    return fh_cfg_parse_map (ctx, node, field->section, target);
+}

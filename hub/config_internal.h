@@ -1,0 +1,92 @@
+/*  config_internal - what the files of the configuration loader share.
+
+    The loader is split by job:
+      config_yaml.c      the YAML loader, its errors and key paths (shared
+                         with options_yaml.c)
+      config_endpoint.c  the endpoint grammar (bus, publish, control)
+      config_fields.c    the field parsers and the section walker
+      config.c           the schema: the tables of keys, the checks across
+                         keys, defaults, loading and freeing
+      config_reload.c    comparing two configurations key by key
+    Only these files include this header; the rest of the hub uses config.h.
+*/
+#ifndef FH_CONFIG_INTERNAL_H_INCLUDED
+#define FH_CONFIG_INTERNAL_H_INCLUDED
+
+#include "config.h"
+#include "config_yaml.h"
+
+#define FH_CFG_NAME_MAX 64 /* hub and consumer names */
+
+typedef struct fh_cfg_field fh_cfg_field_t;
+typedef struct fh_cfg_section fh_cfg_section_t;
+
+/* Checks node and stores it at target (the field's address). On error
+   writes the message to ctx and returns -1. ctx->user is the
+   fh_config_t being filled. */
+typedef int (fh_cfg_parse_fn) (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                               const fh_cfg_field_t *field);
+
+#define FH_CFG_FOR_BIND 0x1 /* fh_cfg_parse_endpoints: bind endpoints */
+
+/* One key of a section: adding a key is adding a row to a table. */
+struct fh_cfg_field {
+    const char *key;
+    fh_cfg_parse_fn *parse;
+    size_t offset; /* of the value in the section's struct */
+    bool required;
+    long long min, max;              /* int, int64, size and millis parsers */
+    int flags;                       /* FH_CFG_FOR_BIND */
+    const fh_cfg_section_t *section; /* fh_cfg_parse_section: the subsection */
+    const char *const *choices;      /* fh_cfg_parse_enum: the words, NULL-ended */
+    /* A reload may change it in a running hub (fh_config_restart_keys).
+       Unmarked keys need a restart, or, inside a consumer, a new
+       instance of it: a new key is never silently ignored. */
+    bool live;
+};
+
+struct fh_cfg_section {
+    const fh_cfg_field_t *fields; /* ended by a row with key NULL */
+    /* Optional: checks across fields once every key has been parsed. */
+    int (*finish) (fh_yaml_t *ctx, yaml_node_t *node, void *target);
+};
+
+/* The schema's two roots (config.c). */
+extern const fh_cfg_section_t fh_cfg_top_section;
+extern const fh_cfg_section_t fh_cfg_consumer_section;
+
+/* A map whose keys are the rows of section; fills target. Refuses
+   unknown, duplicate and missing required keys, then runs the finish
+   hook. */
+int fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *section,
+                      void *target);
+
+/* The field parsers (config_fields.c), each storing one type:
+   int: int, enum (the index of the word), log level
+   int64_t: int64, millis (seconds in YAML), permille
+   size_t: size
+   bool: bool
+   char *: name, plugin, control, path, listen, bind_endpoint, order_by,
+           producer, key
+   fh_strlist_t: endpoints, topics, keys, addresses
+   fanhub_option_t *: options
+   section: a subsection (field->section) at the same target;
+   consumers (config.c): the consumers: list into the fh_config_t. */
+fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_parse_millis,
+    fh_cfg_parse_name, fh_cfg_parse_plugin, fh_cfg_parse_control, fh_cfg_parse_path,
+    fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint, fh_cfg_parse_enum, fh_cfg_parse_bool,
+    fh_cfg_parse_permille, fh_cfg_parse_order_by, fh_cfg_parse_endpoints, fh_cfg_parse_topics,
+    fh_cfg_parse_options, fh_cfg_parse_producer, fh_cfg_parse_key, fh_cfg_parse_keys,
+    fh_cfg_parse_addresses, fh_cfg_parse_section, fh_cfg_parse_consumers;
+
+/* [A-Za-z0-9_.-]{1,64} */
+bool fh_cfg_name_valid (const char *text);
+/* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
+   port. NULL when valid, else a static reason (config_endpoint.c). */
+const char *fh_cfg_control_check (const char *endpoint);
+
+int fh_cfg_strlist_add (fh_strlist_t *list, const char *text);
+void fh_cfg_strlist_clear (fh_strlist_t *list);
+bool fh_cfg_strlist_has (const fh_strlist_t *list, const char *text);
+
+#endif
