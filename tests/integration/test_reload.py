@@ -20,9 +20,13 @@ def log_consumer(name, path, topics=None):
     return text + "    options: {path: %s, flush_ms: 20}\n" % json.dumps(path)
 
 
-def stream(pub, n, done):
-    """Publishes n messages, paced so that the reloads land mid-stream."""
+def stream(pub, n, done, reloaded):
+    """Publishes n messages, paced; the second half waits for the first
+    reload to have answered, so that it lands mid-stream however slow the
+    machine (a sanitizer build on a busy one finished the stream first)."""
     for i in range(n):
+        if i == n // 2:
+            reloaded.wait(120)
         pub.send("org.reload.%d" % (i % 3), '{"i":%d}' % i)
         if i % 200 == 199:
             time.sleep(0.01)
@@ -40,10 +44,10 @@ def test_reload_under_load():
     v1 = head + log_consumer("keep", wd.file("keep")) + log_consumer("gone", wd.file("gone")) \
         + log_consumer("change", wd.file("change-old"))
     hub = fh.Hub(wd, v1)
-    done = threading.Event()
+    done, reloaded = threading.Event(), threading.Event()
     try:
         pub.wait_subscribed(hub=hub)
-        sender = threading.Thread(target=stream, args=(pub, N, done))
+        sender = threading.Thread(target=stream, args=(pub, N, done, reloaded))
         sender.start()
         fh.wait_for(lambda: fh.count_lines(wd.file("keep")) > N // 4, "a quarter", hub=hub)
         # v2: 'gone' removed, 'new' added, 'change' re-configured.
@@ -52,6 +56,7 @@ def test_reload_under_load():
         with open(hub.config, "w") as f:
             f.write(v2 + "control: %s\n" % hub.control)
         status, out, err = fh.run(["reload", "-e", hub.control])
+        reloaded.set()
         assert status == 0 and "3 consumers" in out, (status, out, err)
         # An invalid file: refused, the hub carries on with v2.
         with open(hub.config, "w") as f:
@@ -86,6 +91,7 @@ def test_reload_under_load():
         wd.cleanup()
     finally:
         done.set()
+        reloaded.set()
         hub.kill()
         pub.close()
 
