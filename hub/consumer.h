@@ -52,12 +52,14 @@ typedef struct {
     uint64_t key_fallback; /* messages whose order_by key could not be read */
     uint64_t keys_active;  /* keys with messages queued, running or retrying */
     uint64_t key_backlog_max; /* the most messages one key ever had queued */
-    uint64_t evicted;   /* drop-oldest: queued messages dropped for newer ones
-                           (also in dropped) */
+    uint64_t evicted;   /* accepted, then dropped (also in dropped):
+                           drop-oldest's queued messages dropped for newer
+                           ones; spilled messages the spool could not store */
     uint64_t spilled;   /* written to the disk spool */
     uint64_t spool_bytes;   /* on disk, not yet consumed */
     uint64_t spool_corrupt; /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
+    uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
