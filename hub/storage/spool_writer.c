@@ -34,8 +34,11 @@ struct fh_spool_writer {
     pthread_cond_t room;    /* put (wait) waits for room */
     pthread_cond_t settled; /* flush waits for pending to reach 0 */
     s_slot_t *ring;         /* max_items slots */
-    size_t head, count;
-    uint64_t bytes;         /* of the items in the ring */
+    size_t head;
+    /* Changed under lock; read without it by fh_spool_writer_room: the
+       writer only lowers them, so a stale reading errs towards "full". */
+    atomic_size_t count;
+    atomic_uint_fast64_t bytes; /* of the items in the ring */
     bool writer_waiting, putter_waiting, stopping;
 
     atomic_uint_fast64_t pending; /* put, and `written` not yet returned */
@@ -108,19 +111,19 @@ s_writer_thread (void *arg)
     fh_spool_writer_t *self = arg;
     pthread_mutex_lock (&self->lock);
     while (true) {
-        while (self->count == 0 && !self->stopping) {
+        while (atomic_load (&self->count) == 0 && !self->stopping) {
             self->writer_waiting = true;
             pthread_cond_wait (&self->work, &self->lock);
             self->writer_waiting = false;
         }
-        if (self->count == 0)
+        size_t n = atomic_load (&self->count);
+        if (n == 0)
             break; /* stopping, and everything is written */
-        size_t n = self->count;
         for (size_t i = 0; i < n; i++)
             self->batch[i] = self->ring[(self->head + i) % self->max_items];
         self->head = (self->head + n) % self->max_items;
-        self->count = 0;
-        self->bytes = 0;
+        atomic_store (&self->count, 0);
+        atomic_store (&self->bytes, 0);
         if (self->putter_waiting)
             pthread_cond_broadcast (&self->room);
         pthread_mutex_unlock (&self->lock);
@@ -153,6 +156,8 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
     pthread_cond_init (&self->settled, NULL);
     atomic_init (&self->pending, 0);
     atomic_init (&self->passes, 0);
+    atomic_init (&self->count, 0);
+    atomic_init (&self->bytes, 0);
     self->ring = malloc (self->max_items * sizeof *self->ring);
     self->batch = malloc (self->max_items * sizeof *self->batch);
     self->entries = malloc (self->max_items * sizeof *self->entries);
@@ -196,22 +201,19 @@ fh_spool_writer_destroy (fh_spool_writer_t **self_p)
     *self_p = NULL;
 }
 
-/* Under lock. */
 static bool
-s_has_room (const fh_spool_writer_t *self, uint64_t bytes)
+s_has_room (fh_spool_writer_t *self, uint64_t bytes)
 {
-    if (self->count == self->max_items)
+    size_t count = atomic_load (&self->count);
+    if (count == self->max_items)
         return false;
-    return self->count == 0 || !self->max_bytes || self->bytes + bytes <= self->max_bytes;
+    return count == 0 || !self->max_bytes || atomic_load (&self->bytes) + bytes <= self->max_bytes;
 }
 
 bool
 fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes)
 {
-    pthread_mutex_lock (&self->lock);
-    bool room = s_has_room (self, bytes);
-    pthread_mutex_unlock (&self->lock);
-    return room;
+    return s_has_room (self, bytes); /* no lock: see `count` */
 }
 
 int
@@ -228,10 +230,10 @@ fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count,
         pthread_cond_wait (&self->room, &self->lock);
         self->putter_waiting = false;
     }
-    self->ring[(self->head + self->count) % self->max_items] =
-        (s_slot_t){item, frame_count, bytes};
-    self->count++;
-    self->bytes += bytes;
+    size_t count = atomic_load (&self->count);
+    self->ring[(self->head + count) % self->max_items] = (s_slot_t){item, frame_count, bytes};
+    atomic_store (&self->count, count + 1);
+    atomic_store (&self->bytes, atomic_load (&self->bytes) + bytes);
     atomic_fetch_add (&self->pending, 1);
     if (self->writer_waiting)
         pthread_cond_signal (&self->work);
