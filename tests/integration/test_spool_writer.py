@@ -13,12 +13,12 @@ import fanhublib as fh
 from test_acknowledgements import consumer, hub_yaml, journal, journal_yaml, publish
 
 
-def spill_config(pub, wd, hold, capacity=10, write_ahead=False):
+def spill_config(pub, wd, hold, capacity=10, write_ahead=False, journal_name="spiller"):
     queue = "{capacity: %d, overflow: spill%s}" % (capacity,
                                                    ", write_ahead: true" if write_ahead else "")
     return (hub_yaml(pub, journal_yaml("neighbour", wd.file("neighbour"),
                                        queue="{capacity: 100000}")
-                     + journal_yaml("spiller", wd.file("spiller"),
+                     + journal_yaml("spiller", wd.file(journal_name),
                                     ", hold_file: %s" % json.dumps(hold), queue=queue),
                      state_dir=wd.file("state"))
             + "spool: {fsync: always}\n")
@@ -100,6 +100,49 @@ def test_stop_writes_the_hand_off_and_restart_delivers_it():
             pub.close()
 
 
+def test_reload_while_spilling_hands_the_spool_over():
+    """A reload replaces the spiller while it is held with a spool, and
+    messages keep coming: the old instance consumes everything it took
+    (memory, hand-off, spool), its writer finishes before the new instance
+    opens the spool, and the new one gets the rest; every message once, in
+    order. With write_ahead, the new instance takes nothing before its
+    spool is open (the enqueuer waits for it)."""
+    for write_ahead in (False, True):
+        wd = fh.Workdir()
+        pub = fh.Publisher()
+        n = 1000
+        hold = wd.file("hold")
+        hub = fh.Hub(wd, spill_config(pub, wd, hold, write_ahead=write_ahead,
+                                      journal_name="old"))
+        try:
+            publish(pub, hub, n)
+            fh.wait_for(lambda: consumer(hub, "spiller")["enqueued"] == n, "all accepted",
+                        hub=hub)
+            with open(hub.config, "w") as f:
+                f.write(spill_config(pub, wd, hold, write_ahead=write_ahead, journal_name="new")
+                        + "control: %s\n" % hub.control)
+            status, out, err = fh.run(["reload", "-e", hub.control], timeout=60)
+            assert status == 0, (status, out, err)
+            for i in range(n, 2 * n):
+                pub.send("org.ack.%d" % (i % 7), '{"i":%d,"vm":"vm%d","pad":""}' % (i, i % 13))
+            open(hold, "w").close()
+            fh.wait_for(lambda: len(journal(wd.file("old"))) + len(journal(wd.file("new")))
+                        == 2 * n, "every message consumed", hub=hub)
+            fh.wait_for(lambda: "the new instance runs" in hub.log(), "the new one ran", hub=hub)
+            assert hub.stop() == 0, hub.log()
+            old = [i for _, i, _ in journal(wd.file("old"))]
+            new = [i for _, i, _ in journal(wd.file("new"))]
+            assert old + new == list(range(2 * n)), (write_ahead, len(old), len(new))
+            assert len(old) >= n, (write_ahead, len(old))
+            if write_ahead:
+                assert len(old) == n, len(old)  # nothing new reached the old one
+            wd.cleanup()
+        finally:
+            hub.kill()
+            pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_neighbour_not_held_by_a_spilling_consumer,
-             test_stop_writes_the_hand_off_and_restart_delivers_it])
+             test_stop_writes_the_hand_off_and_restart_delivers_it,
+             test_reload_while_spilling_hands_the_spool_over])
