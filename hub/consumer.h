@@ -60,6 +60,8 @@ typedef struct {
     uint64_t spool_corrupt; /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
     uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
+    uint64_t spool_handoff; /* spilled, handed to the spool's writer, not
+                               yet written (a crash loses them) */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err

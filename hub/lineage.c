@@ -318,6 +318,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->spool_corrupt += c.spool_corrupt;
         out->spool_cursor_errors += c.spool_cursor_errors;
         out->spool_fsyncs += c.spool_fsyncs;
+        out->spool_handoff += c.spool_handoff;
         if (c.key_backlog_max > out->key_backlog_max)
             out->key_backlog_max = c.key_backlog_max;
         if (c.backlog_max > out->backlog_max)

@@ -143,6 +143,10 @@ def test_pool_spill_keeps_capacity_and_loses_nothing_on_stop():
         fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
         fh.wait_for(lambda: consumer(hub, "pool")["in_flight"] == workers, "workers busy",
                     hub=hub)
+        # The spool's writer thread has written all it was handed.
+        fh.wait_for(lambda: consumer(hub, "pool")["enqueued"] == n
+                    and consumer(hub, "pool")["spool_handoff"] == 0, "the spill written",
+                    hub=hub)
         c = consumer(hub, "pool")
         assert c["spilled"] >= n - capacity - workers - 1, c
         # Held: the scheduler took at most `capacity` of the spool; every
