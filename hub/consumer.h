@@ -89,9 +89,14 @@ void fh_consumer_destroy (fh_consumer_t **self_p);
 
 int fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen);
 typedef enum {
-    FH_OFFER_TAKEN,   /* in the queue: the consumer holds it now */
-    FH_OFFER_REFUSED, /* dropped or spilled (counted): the caller keeps its hold */
-    FH_OFFER_FULL     /* overflow: block, and the queue is full: offer again later */
+    FH_OFFER_TAKEN,   /* in the queue, or handed to the spool's writer
+                         (spill): the consumer holds it now */
+    FH_OFFER_REFUSED, /* dropped (counted): the caller keeps its hold */
+    FH_OFFER_FULL     /* wait and offer again later: overflow: block and the
+                         queue is full; spill and the spool writer's
+                         hand-off is full (the disk is behind); or a spill
+                         consumer whose spool is not open yet (a reload's
+                         successor) */
 } fh_offer_t;
 
 /* Enqueuer thread only. Applies queue.overflow when the queue is full;
