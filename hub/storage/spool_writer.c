@@ -5,6 +5,8 @@
     The writer moves the whole ring into its own batch under the lock (a
     copy of a few words per item), then describes, writes and reports
     outside it, so a put waits at most for that copy, never for the disk.
+    The ring and the batch start small and double as needed, up to
+    max_items: a consumer that never spills costs a few KiB, not its bound.
 */
 #include "spool_writer.h"
 
@@ -33,8 +35,9 @@ struct fh_spool_writer {
     pthread_cond_t work;    /* the writer waits for items (or stop) */
     pthread_cond_t room;    /* put (wait) waits for room */
     pthread_cond_t settled; /* flush waits for pending to reach 0 */
-    s_slot_t *ring;         /* max_items slots */
+    s_slot_t *ring;         /* ring_cap slots */
     size_t head;
+    atomic_size_t ring_cap; /* changed under lock, read without it */
     /* Changed under lock; read without it by fh_spool_writer_room: the
        writer only lowers them, so a stale reading errs towards "full". */
     atomic_size_t count;
@@ -47,6 +50,7 @@ struct fh_spool_writer {
     /* The writer's own. */
     s_slot_t *batch;
     fh_spool_entry_t *entries;
+    size_t batch_cap;
     fanhub_bytes_t *frames;
     size_t frame_cap;
     pthread_t thread;
@@ -105,6 +109,29 @@ s_write_pass (fh_spool_writer_t *self, size_t n)
         self->ops.wrote (self->ops.arg);
 }
 
+/* Grows the writer's batch towards n items. Under lock (short: a copy). */
+static void
+s_batch_reserve (fh_spool_writer_t *self, size_t n)
+{
+    if (n <= self->batch_cap)
+        return;
+    size_t cap = self->batch_cap * 2 > n ? self->batch_cap * 2 : n;
+    if (cap > self->max_items)
+        cap = self->max_items;
+    s_slot_t *batch = malloc (cap * sizeof *batch);
+    fh_spool_entry_t *entries = malloc (cap * sizeof *entries);
+    if (!batch || !entries) {
+        free (batch);
+        free (entries);
+        return;
+    }
+    free (self->batch);
+    free (self->entries);
+    self->batch = batch;
+    self->entries = entries;
+    self->batch_cap = cap;
+}
+
 static void *
 s_writer_thread (void *arg)
 {
@@ -119,11 +146,18 @@ s_writer_thread (void *arg)
         size_t n = atomic_load (&self->count);
         if (n == 0)
             break; /* stopping, and everything is written */
-        for (size_t i = 0; i < n; i++)
-            self->batch[i] = self->ring[(self->head + i) % self->max_items];
-        self->head = (self->head + n) % self->max_items;
-        atomic_store (&self->count, 0);
-        atomic_store (&self->bytes, 0);
+        s_batch_reserve (self, n);
+        if (n > self->batch_cap)
+            n = self->batch_cap; /* out of memory: the rest in the next pass */
+        uint64_t bytes = 0;
+        size_t cap = atomic_load (&self->ring_cap);
+        for (size_t i = 0; i < n; i++) {
+            self->batch[i] = self->ring[(self->head + i) % cap];
+            bytes += self->batch[i].bytes;
+        }
+        self->head = (self->head + n) % cap;
+        atomic_store (&self->count, atomic_load (&self->count) - n);
+        atomic_store (&self->bytes, atomic_load (&self->bytes) - bytes);
         if (self->putter_waiting)
             pthread_cond_broadcast (&self->room);
         pthread_mutex_unlock (&self->lock);
@@ -158,9 +192,12 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
     atomic_init (&self->passes, 0);
     atomic_init (&self->count, 0);
     atomic_init (&self->bytes, 0);
-    self->ring = malloc (self->max_items * sizeof *self->ring);
-    self->batch = malloc (self->max_items * sizeof *self->batch);
-    self->entries = malloc (self->max_items * sizeof *self->entries);
+    size_t first = self->max_items < 64 ? self->max_items : 64;
+    atomic_init (&self->ring_cap, first);
+    self->batch_cap = first;
+    self->ring = malloc (first * sizeof *self->ring);
+    self->batch = malloc (first * sizeof *self->batch);
+    self->entries = malloc (first * sizeof *self->entries);
     if (!self->ring || !self->batch || !self->entries) {
         snprintf (err, errlen, "spool writer: out of memory");
         fh_spool_writer_destroy (&self);
@@ -201,8 +238,9 @@ fh_spool_writer_destroy (fh_spool_writer_t **self_p)
     *self_p = NULL;
 }
 
+/* Within the bounds (items and bytes)? */
 static bool
-s_has_room (fh_spool_writer_t *self, uint64_t bytes)
+s_within (fh_spool_writer_t *self, uint64_t bytes)
 {
     size_t count = atomic_load (&self->count);
     if (count == self->max_items)
@@ -210,10 +248,39 @@ s_has_room (fh_spool_writer_t *self, uint64_t bytes)
     return count == 0 || !self->max_bytes || atomic_load (&self->bytes) + bytes <= self->max_bytes;
 }
 
+/* Under lock: within the bounds, with a free slot (the ring doubled if
+   it had none). False when out of the bounds, or out of memory. */
+static bool
+s_has_room (fh_spool_writer_t *self, uint64_t bytes)
+{
+    if (!s_within (self, bytes))
+        return false;
+    size_t count = atomic_load (&self->count), cap = atomic_load (&self->ring_cap);
+    if (count < cap)
+        return true;
+    size_t grown = cap * 2 < self->max_items ? cap * 2 : self->max_items;
+    s_slot_t *ring = malloc (grown * sizeof *ring);
+    if (!ring)
+        return false;
+    for (size_t i = 0; i < count; i++)
+        ring[i] = self->ring[(self->head + i) % cap];
+    free (self->ring);
+    self->ring = ring;
+    self->head = 0;
+    atomic_store (&self->ring_cap, grown);
+    return true;
+}
+
 bool
 fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes)
 {
-    return s_has_room (self, bytes); /* no lock: see `count` */
+    /* Without the lock when a slot is free: see `count`. */
+    if (s_within (self, bytes) && atomic_load (&self->count) < atomic_load (&self->ring_cap))
+        return true;
+    pthread_mutex_lock (&self->lock);
+    bool room = s_has_room (self, bytes);
+    pthread_mutex_unlock (&self->lock);
+    return room;
 }
 
 int
@@ -231,7 +298,8 @@ fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count,
         self->putter_waiting = false;
     }
     size_t count = atomic_load (&self->count);
-    self->ring[(self->head + count) % self->max_items] = (s_slot_t){item, frame_count, bytes};
+    self->ring[(self->head + count) % atomic_load (&self->ring_cap)] =
+        (s_slot_t){item, frame_count, bytes};
     atomic_store (&self->count, count + 1);
     atomic_store (&self->bytes, atomic_load (&self->bytes) + bytes);
     atomic_fetch_add (&self->pending, 1);
