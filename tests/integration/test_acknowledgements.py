@@ -232,6 +232,10 @@ def test_full_disk_gives_space_back_and_repeats_nothing():
     try:
         publish(pub, hub, n, size=size)
         fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
+        # The spool's writer thread has written (or refused) all it was handed.
+        fh.wait_for(lambda: consumer(hub, "spill")["enqueued"] == n
+                    and consumer(hub, "spill")["spool_handoff"] == 0, "the spill written",
+                    hub=hub)
         c = consumer(hub, "spill")
         assert c["dropped"] > 0 and c["spilled"] > 500, c   # the disk is full
         assert disk.used_bytes() > 1500 * 1024
