@@ -21,6 +21,7 @@
 #include "queue.h"
 #include "retry.h"
 #include "spool.h"
+#include "spool_writer.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -69,8 +70,6 @@ struct fh_consumer {
     bool warn_armed; /* the next crossing of warn_at is logged */
     atomic_size_t warn_at; /* a reload may change it */
     atomic_uint_fast64_t evicted;   /* drop-oldest: taken off the queue's head */
-    atomic_uint_fast64_t spilled;   /* written to the spool by the enqueuer */
-    fh_ratelimit_t spill_log;
 
     alignas (FH_CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
     atomic_uint done_workers;
@@ -98,11 +97,20 @@ struct fh_consumer {
        with the memory queue); the reader turns it off, under spill_lock,
        once the spool and the queue are both empty. */
     fh_spool_t *spool;
+    /* The spool's appender: spilled messages are handed to it under
+       spill_lock (enqueuer; the worker at shutdown) and written, with
+       their fsyncs, on its own thread, so the bus thread never waits for
+       the disk. Its hand-off counts as part of the spool: see
+       s_spool_unread. */
+    fh_spool_writer_t *spool_writer;
+    atomic_bool spill_keeping;  /* the hand-off holds the memory queue kept
+                                   at shutdown (not deferred) */
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
     atomic_bool state_open;     /* spool and dead letters opened (release) */
     bool spill_at_shutdown;     /* overflow: spill */
     bool write_ahead;           /* queue.write_ahead: always spooling */
+    bool wants_write_ahead;     /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
@@ -138,11 +146,25 @@ struct fh_consumer {
     fh_pending_t *pending;
     fh_ratelimit_t complete_log;
     bool pending_stuck; /* owned by the stuck checker */
+
+    /* Written by the spool writer's thread (s_spill_written). */
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */
+    atomic_uint_fast64_t spill_dropped; /* accepted for the spool, then lost
+                                           (not written: full, an error; or
+                                           not read back: no memory); any
+                                           thread, a locked add. Shown in
+                                           dropped and evicted */
+    fh_handled_t spill_handled;
+    fh_ratelimit_t spill_log;
 };
 
 static void s_pending_wake (void *arg);
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
 static fh_deferral_t *s_deferral_of (fh_consumer_t *self, uint64_t seq);
+static void s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry);
+static void s_spill_written (void *arg, void *item, int rc, int error);
+static void s_spill_wrote (void *arg);
+static uint64_t s_spool_unread (fh_consumer_t *self);
 
 int
 fh_consumer_fits_plugin (const fh_consumer_config_t *config,
@@ -178,6 +200,8 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->clock = fh_clock_real;
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
+    self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
+    fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
     pthread_mutex_init (&self->deferred_lock, NULL);
     self->name = strdup (config->name);
@@ -288,6 +312,9 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     for (size_t i = 0; self->workers && i < self->worker_count; i++)
         if (self->workers[i].started)
             pthread_join (self->workers[i].thread, NULL);
+    /* What it was handed is written before the spool closes (and before
+       a reload's successor can open it: it waits for this destroy). */
+    fh_spool_writer_destroy (&self->spool_writer);
     if (self->initialized && self->desc->fini)
         self->desc->fini (self->state);
     /* Completions that came too late (or never): not done, so a spooled
@@ -307,9 +334,12 @@ fh_consumer_destroy (fh_consumer_t **self_p)
                                                     makes the exit status */
     /* Spilled and never read back in this run: they wait in the spool;
        their waiters are let go. */
-    for (size_t i = 0; i < self->deferred_count; i++)
-        fh_deferral_release (self->deferred[(self->deferred_head + i) % self->deferred_cap]
-                                 .deferral, NULL, 0);
+    for (size_t i = 0; i < self->deferred_count; i++) {
+        fh_deferral_t *deferral =
+            self->deferred[(self->deferred_head + i) % self->deferred_cap].deferral;
+        if (deferral) /* NULL: its write failed, let go already */
+            fh_deferral_release (deferral, NULL, 0);
+    }
     free (self->deferred);
     pthread_mutex_destroy (&self->deferred_lock);
     fh_deadletter_close (&self->dead_letters);
@@ -351,6 +381,18 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
     self->spool = fh_spool_open (dir, &options, &self->spool_corrupt_at_open, why, sizeof why);
     if (!self->spool) {
         snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        return -1;
+    }
+    /* The hand-off covers a burst while one group commit is synced. */
+    size_t handoff = fh_queue_capacity (self->queue);
+    if (handoff < FH_SPOOL_WRITER_MIN_ITEMS)
+        handoff = FH_SPOOL_WRITER_MIN_ITEMS;
+    fh_spool_writer_ops_t ops = {s_spill_describe, s_spill_written, s_spill_wrote, self};
+    self->spool_writer = fh_spool_writer_new (self->spool, handoff, FH_SPOOL_WRITER_MAX_BYTES,
+                                              &ops, why, sizeof why);
+    if (!self->spool_writer) {
+        snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        fh_spool_close (&self->spool);
         return -1;
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
@@ -656,14 +698,16 @@ s_spool_next (fh_consumer_t *self)
     if (!self->spool || !fh_spool_records (self->spool)) {
         if (self->spool && atomic_load (&self->spooling)) {
             pthread_mutex_lock (&self->spill_lock);
-            /* Under the lock the enqueuer cannot append; while spooling it
-               pushes nothing to memory, so an empty queue stays empty. */
-            if (!fh_spool_records (self->spool) && fh_queue_size (self->queue) == 0
+            /* Under the lock the enqueuer cannot spill; while spooling it
+               pushes nothing to memory, so an empty queue stays empty. The
+               writer's hand-off counts as spool: its messages are older
+               than any the queue will take next. */
+            if (!s_spool_unread (self) && fh_queue_size (self->queue) == 0
                 && !self->write_ahead)
                 atomic_store (&self->spooling, false);
             pthread_mutex_unlock (&self->spill_lock);
         }
-        return NULL;
+        return NULL; /* the writer kicks the queue when it has written more */
     }
     fh_spool_record_t record;
     if (fh_spool_read (self->spool, &record) != 1)
@@ -691,17 +735,14 @@ s_spool_next (fh_consumer_t *self)
         return msg;
     }
 out_of_memory:
-    /* Lost for this consumer: counted and logged, and done for the spool.
-       (dropped is the enqueuer's counter: a locked add here.) */
-    atomic_fetch_add (&self->dropped, 1);
+    /* Lost for this consumer: counted and logged, and done for the spool. */
+    atomic_fetch_add (&self->spill_dropped, 1);
     fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool",
               self->name, (unsigned long long) record.seq);
     fh_spool_done (self->spool, record.mark);
     return NULL;
 }
 
-/* Appends msg to the spool; counted as spilled (and enqueued) or, when the
-   spool cannot take it, as dropped. Caller holds spill_lock. */
 /* The spiller: msg was appended to the spool; its completion (handled,
    its emit waiter) now waits for the copy read back. */
 static void
@@ -747,6 +788,8 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
             found = head->deferral;
             break;
         }
+        if (!head->deferral)
+            continue; /* its write failed: let go already */
         if (head->deferral->emit)
             fh_emit_set_outcome (head->deferral->emit, self->index, FH_OUTCOME_DROPPED);
         fh_deferral_release (head->deferral, NULL, 0);
@@ -755,61 +798,145 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
     return found;
 }
 
-static bool
-s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued, bool defer)
+/* The spool writer failed to store msg, whose deferral the enqueuer had
+   queued: takes it out of the ring, so that its waiter hears now. */
+static void
+s_undefer (fh_consumer_t *self, uint64_t seq)
 {
-    uint32_t count = msg->frame_count;
-    fanhub_bytes_t stack[8], *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
-    int rc = -1;
-    if (frames) {
-        for (uint32_t i = 0; i < count; i++)
-            frames[i] = fh_msg_frame (msg, i);
-        rc = fh_spool_append (self->spool, msg->seq, msg->received_ns + fh_clock_wall_offset_ns (),
-                              frames, count);
-        if (frames != stack)
-            free (frames);
+    fh_deferral_t *deferral = NULL;
+    pthread_mutex_lock (&self->deferred_lock);
+    for (size_t i = self->deferred_count; i-- > 0;) {
+        struct s_deferred *entry = &self->deferred[(self->deferred_head + i) % self->deferred_cap];
+        if (entry->seq == seq) {
+            deferral = entry->deferral;
+            entry->deferral = NULL; /* s_deferral_of passes over it */
+            break;
+        }
+        if (entry->seq < seq)
+            break;
     }
-    if (rc == 0) {
-        if (count_enqueued)
-            fh_bump (&self->enqueued);
-        fh_bump (&self->spilled);
-        /* Written is not done: the copy read back finishes it. */
-        if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, defer ? FH_OUTCOME_PENDING
-                                                               : FH_OUTCOME_SPILLED);
-        if (defer)
-            s_defer (self, msg);
-        return true;
-    }
-    fh_bump (&self->dropped);
+    pthread_mutex_unlock (&self->deferred_lock);
+    if (deferral)
+        fh_deferral_release (deferral, &self->spill_handled, 0);
+}
+
+/* Spilled messages not yet read back: in the spool, or still in the
+   writer's hand-off (read first: an item leaves it only once its record
+   counts in the spool). */
+static uint64_t
+s_spool_unread (fh_consumer_t *self)
+{
+    uint64_t handed = self->spool_writer ? fh_spool_writer_pending (self->spool_writer) : 0;
+    return handed + fh_spool_records (self->spool);
+}
+
+static uint64_t
+s_msg_bytes (const fh_msg_t *msg)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < msg->frame_count; i++)
+        bytes += fh_msg_frame (msg, i).size;
+    return bytes;
+}
+
+/* Under spill_lock, from the enqueuer: msg goes to the spool writer,
+   which holds this consumer's share of it until it is written. Counted as
+   enqueued now (the spill is accepted); its completion waits for the copy
+   read back. FULL when the hand-off is full: the disk is behind the bus
+   for longer than the hand-off covers, and the enqueuer waits, as for
+   `block` (nothing is dropped for a slow disk). */
+static fh_offer_t
+s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
+{
+    uint64_t bytes = s_msg_bytes (msg);
+    if (!fh_spool_writer_room (self->spool_writer, bytes))
+        return FH_OFFER_FULL;
+    /* All before the hand-off: from then on the writer may finish with
+       msg, and a reader read it back, at any moment. */
+    fh_bump (&self->enqueued);
     if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
-    fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
-                    self->name, (unsigned long long) msg->seq,
-                    rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
-                                        : "the spool cannot take it");
-    return false;
+        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
+    s_defer (self, msg);
+    int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
+    assert (rc == 0); /* the only putter, and the writer only makes room */
+    (void) rc;
+    return FH_OFFER_TAKEN;
+}
+
+/* The spool writer's `describe`: what to store of msg. */
+static void
+s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry)
+{
+    (void) arg;
+    fh_msg_t *msg = item;
+    fanhub_bytes_t *frames = (fanhub_bytes_t *) entry->frames;
+    for (uint32_t i = 0; i < entry->frame_count; i++)
+        frames[i] = fh_msg_frame (msg, i);
+    entry->seq = msg->seq;
+    entry->received_wall_ns = msg->received_ns + fh_clock_wall_offset_ns ();
+}
+
+/* The spool writer's `written`, on its thread: counted as spilled or,
+   when the spool could not take it, as dropped (and its waiter told);
+   then the writer's share of msg is released. */
+static void
+s_spill_written (void *arg, void *item, int rc, int error)
+{
+    fh_consumer_t *self = arg;
+    fh_msg_t *msg = item;
+    bool kept_at_shutdown = atomic_load_explicit (&self->spill_keeping, memory_order_relaxed);
+    if (rc == 0) {
+        fh_bump (&self->spilled);
+        /* A message kept at shutdown is not read back in this run. */
+        if (kept_at_shutdown && msg->emit)
+            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
+    }
+    else {
+        atomic_fetch_add (&self->spill_dropped, 1);
+        if (msg->emit)
+            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+        if (!kept_at_shutdown)
+            s_undefer (self, msg->seq);
+        fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': dropped message %llu: %s", self->name,
+                        (unsigned long long) msg->seq,
+                        rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
+                                            : strerror (error));
+    }
+    fh_msg_release (msg, &self->spill_handled);
+}
+
+/* The spool writer's `wrote`: the reader may have more to read. */
+static void
+s_spill_wrote (void *arg)
+{
+    fh_consumer_t *self = arg;
+    fh_queue_kick (self->queue);
 }
 
 /* At shutdown, a spilling consumer keeps what is queued in memory for the
    next run: onto the end of the spool, when nothing newer is there (when
    spooling, the queue holds the older messages and is consumed instead). */
 static void
-s_spill_queue_at_shutdown (fh_consumer_t *self, fh_handled_t *handled)
+s_spill_queue_at_shutdown (fh_consumer_t *self)
 {
     pthread_mutex_lock (&self->spill_lock);
-    if (!atomic_load (&self->spooling)) {
-        size_t kept = 0;
+    /* Not spooling: the hand-off is empty (spooling stops only when it
+       is, and only spilling puts into it), so it holds these only. */
+    if (!atomic_load (&self->spooling) && fh_queue_size (self->queue) > 0) {
+        uint64_t before = atomic_load (&self->spilled);
+        atomic_store (&self->spill_keeping, true);
         fh_msg_t *msg;
-        while ((msg = fh_queue_pop (self->queue))) {
-            /* Still counted as enqueued and not dequeued: backlog holds. */
-            if (s_spill (self, msg, false, false))
-                kept++;
-            fh_msg_release (msg, handled);
-        }
+        /* Still counted as enqueued and not dequeued: backlog holds. */
+        while ((msg = fh_queue_pop (self->queue)))
+            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, s_msg_bytes (msg),
+                                 true);
+        fh_spool_writer_flush (self->spool_writer);
+        atomic_store (&self->spill_keeping, false);
+        uint64_t kept = atomic_load (&self->spilled) - before;
         if (kept)
-            fh_info ("consumer '%s': %zu queued messages kept in its spool for the next run",
-                     self->name, kept);
+            fh_info ("consumer '%s': %llu queued messages kept in its spool for the next run",
+                     self->name, (unsigned long long) kept);
     }
     pthread_mutex_unlock (&self->spill_lock);
 }
@@ -857,7 +984,7 @@ s_worker_thread (void *arg)
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
-            s_spill_queue_at_shutdown (self, &worker->handled);
+            s_spill_queue_at_shutdown (self);
         fh_msg_t *msg = fh_queue_pop (self->queue);
         /* The memory queue first: while spooling it holds the older ones.
            At shutdown the spool is left for the next run; when a reload
@@ -868,8 +995,13 @@ s_worker_thread (void *arg)
             if (worked && self->desc->idle)
                 self->desc->idle (self->state);
             worked = false;
-            if (retiring && self->spool && fh_spool_records (self->spool))
-                continue; /* the spool still holds some: consume them */
+            if (retiring && self->spool && s_spool_unread (self)) {
+                /* The spool still holds some: consume them, once the
+                   writer has written what it still has. */
+                if (!fh_spool_records (self->spool))
+                    fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
             if (!fh_queue_wait_since (self->queue, kicks)) {
                 /* Closed and drained: what the plugin still holds is
                    waited for (until the hub gives up). */
@@ -918,7 +1050,7 @@ s_dispatcher_thread (void *arg)
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed && !retiring)
-            s_spill_queue_at_shutdown (self, &self->dispatcher_handled);
+            s_spill_queue_at_shutdown (self);
         size_t count = 0;
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
@@ -933,6 +1065,11 @@ s_dispatcher_thread (void *arg)
             bool spool_left = readable && fh_spool_records (self->spool);
             if (spool_left && s_pool_held (self) < capacity)
                 continue;
+            if (!spool_left && readable && closed && s_spool_unread (self)) {
+                /* Retiring: the writer still has some to write first. */
+                fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
             if (spool_left && closed) {
                 /* Retiring with a full scheduler: wait for a worker to
                    start one (the queue's wait would not sleep). */
@@ -1198,6 +1335,8 @@ s_pool_full (fh_consumer_t *self)
     uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
     uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_relaxed);
     uint64_t evicted = atomic_load_explicit (&self->evicted, memory_order_relaxed);
+    /* Spilled messages lost before they were read back never start. */
+    evicted += atomic_load_explicit (&self->spill_dropped, memory_order_relaxed);
     return enqueued - evicted - started >= fh_queue_capacity (self->queue);
 }
 
@@ -1207,14 +1346,18 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     /* The spool is opened by the main thread while this instance may
        already take offers (a reload's successor): read it once opened. */
     bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
+    if (!has_spool && self->wants_write_ahead)
+        /* A reload's successor before its spool is open: with write-ahead
+           nothing reaches it but through its spool. Wait, as spill does
+           when full. */
+        return FH_OFFER_FULL;
     /* Spooling: everything new goes behind what is on disk. */
     if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);
         if (atomic_load (&self->spooling)) {
-            s_spill (self, msg, true, true);
+            fh_offer_t offer = s_spill_offer (self, msg);
             pthread_mutex_unlock (&self->spill_lock);
-            fh_queue_kick (self->queue);
-            return FH_OFFER_REFUSED;
+            return offer;
         }
         pthread_mutex_unlock (&self->spill_lock);
     }
@@ -1230,11 +1373,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                    control plane meanwhile). */
                 return FH_OFFER_FULL;
             pthread_mutex_lock (&self->spill_lock);
-            atomic_store (&self->spooling, true);
-            s_spill (self, msg, true, true);
+            fh_offer_t offer = s_spill_offer (self, msg);
+            /* From the first spilled message on, the rest follow it. */
+            if (offer == FH_OFFER_TAKEN)
+                atomic_store (&self->spooling, true);
             pthread_mutex_unlock (&self->spill_lock);
-            fh_queue_kick (self->queue);
-            return FH_OFFER_REFUSED;
+            return offer;
         case FH_OVERFLOW_DROP_OLDEST: {
             /* The consumer may have made room since the check above. */
             if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
@@ -1366,6 +1510,8 @@ void
 fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
     memset (out, 0, sizeof *out);
+    /* Read before enqueued: never a loss of a message not yet counted in. */
+    uint64_t spill_dropped = atomic_load_explicit (&self->spill_dropped, memory_order_acquire);
     /* enqueued is read before and after the workers' counters. When it did
        not move in between, enqueued - dequeued is the backlog at one moment;
        read across pushes and pops it could show more than the queue ever
@@ -1378,14 +1524,20 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         if (out->enqueued == enqueued || tries == COUNTS_TRIES)
             break;
     }
-    out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire);
+    out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire) + spill_dropped;
     out->backlog_max = atomic_load_explicit (&self->backlog_max, memory_order_acquire);
-    out->evicted = atomic_load_explicit (&self->evicted, memory_order_acquire);
+    /* Spilled messages the spool could not store were accepted and then
+       lost: like evictions, in enqueued and in dropped. */
+    out->evicted = atomic_load_explicit (&self->evicted, memory_order_acquire) + spill_dropped;
     out->spilled = atomic_load_explicit (&self->spilled, memory_order_acquire);
-    if (self->spool) {
+    /* A reload's successor opens its spool while STATS may run: only
+       once state_open says so is the pointer there to read. */
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool) {
         out->spool_bytes = fh_spool_bytes (self->spool);
         out->spool_corrupt = fh_spool_corrupt (self->spool);
         out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
+        out->spool_fsyncs = fh_spool_syncs (self->spool);
+        out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
     }
     out->in_flight = out->dequeued - out->completed - out->failed;
     /* coalesced is read after the rest: a message replaced and not yet
@@ -1452,8 +1604,16 @@ fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_to_end)
     for (size_t i = 0; i < self->worker_count; i++)
         handled += atomic_load_explicit (&self->workers[i].handled.handled,
                                          memory_order_acquire);
-    if (end_to_end)
+    handled += atomic_load_explicit (&self->spill_handled.handled, memory_order_acquire);
+    if (end_to_end) {
         s_read_merged (self, offsetof (s_worker_t, handled.end_to_end), end_to_end);
+        fh_histogram_snapshot_t *spilled = malloc (sizeof *spilled);
+        if (spilled) {
+            fh_histogram_read (&self->spill_handled.end_to_end, spilled);
+            fh_histogram_add (end_to_end, spilled);
+            free (spilled);
+        }
+    }
     if (dispatcher) {
         fh_histogram_read (&self->dispatcher_handled.end_to_end, dispatcher);
         fh_histogram_add (end_to_end, dispatcher);

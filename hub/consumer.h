@@ -54,12 +54,16 @@ typedef struct {
     uint64_t key_fallback; /* messages whose order_by key could not be read */
     uint64_t keys_active;  /* keys with messages queued, running or retrying */
     uint64_t key_backlog_max; /* the most messages one key ever had queued */
-    uint64_t evicted;   /* drop-oldest: queued messages dropped for newer ones
-                           (also in dropped) */
+    uint64_t evicted;   /* accepted, then dropped (also in dropped):
+                           drop-oldest's queued messages dropped for newer
+                           ones; spilled messages the spool could not store */
     uint64_t spilled;   /* written to the disk spool */
     uint64_t spool_bytes;   /* on disk, not yet consumed */
     uint64_t spool_corrupt; /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
+    uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
+    uint64_t spool_handoff; /* spilled, handed to the spool's writer, not
+                               yet written (a crash loses them) */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -87,9 +91,14 @@ void fh_consumer_destroy (fh_consumer_t **self_p);
 
 int fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen);
 typedef enum {
-    FH_OFFER_TAKEN,   /* in the queue: the consumer holds it now */
-    FH_OFFER_REFUSED, /* dropped or spilled (counted): the caller keeps its hold */
-    FH_OFFER_FULL     /* overflow: block, and the queue is full: offer again later */
+    FH_OFFER_TAKEN,   /* in the queue, or handed to the spool's writer
+                         (spill): the consumer holds it now */
+    FH_OFFER_REFUSED, /* dropped (counted): the caller keeps its hold */
+    FH_OFFER_FULL     /* wait and offer again later: overflow: block and the
+                         queue is full; spill and the spool writer's
+                         hand-off is full (the disk is behind); or a spill
+                         consumer whose spool is not open yet (a reload's
+                         successor) */
 } fh_offer_t;
 
 /* Enqueuer thread only. Applies queue.overflow when the queue is full;

@@ -199,6 +199,7 @@ s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
     g->spilled += c.spilled;
     g->spool_corrupt += c.spool_corrupt;
     g->spool_cursor_errors += c.spool_cursor_errors;
+    g->spool_fsyncs += c.spool_fsyncs;
     if (c.backlog_max > g->backlog_max)
         g->backlog_max = c.backlog_max;
     if (c.key_backlog_max > g->key_backlog_max)
@@ -316,6 +317,8 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->spool_bytes += c.spool_bytes;
         out->spool_corrupt += c.spool_corrupt;
         out->spool_cursor_errors += c.spool_cursor_errors;
+        out->spool_fsyncs += c.spool_fsyncs;
+        out->spool_handoff += c.spool_handoff;
         if (c.key_backlog_max > out->key_backlog_max)
             out->key_backlog_max = c.key_backlog_max;
         if (c.backlog_max > out->backlog_max)

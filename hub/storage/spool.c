@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #define READ_CHUNK (256u * 1024)
+#define WRITE_CHUNK (1u << 20) /* an append pass writes at most this much at once */
 #define CURSOR_NAME "cursor"
 #define CURSOR_TMP_NAME "cursor.tmp"
 #define LOCK_NAME FH_SPOOL_LOCK_NAME
@@ -135,6 +136,7 @@ struct fh_spool {
 
     atomic_uint_fast64_t records, bytes, corrupt;
     atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
+    atomic_uint_fast64_t syncs;         /* fdatasync calls on segments */
     uint64_t first_w_seg; /* segments from here on were written by this run */
     uint64_t max_seq;     /* the highest seq of the records found at open */
 };
@@ -766,6 +768,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     atomic_init (&self->records, 0);
     atomic_init (&self->bytes, 0);
     atomic_init (&self->corrupt, 0);
+    atomic_init (&self->syncs, 0);
 
     self->dir_fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (self->dir_fd < 0) {
@@ -898,81 +901,197 @@ s_roll (fh_spool_t *self)
     return 0;
 }
 
-int
-fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
-                 const fanhub_bytes_t *frames, uint32_t frame_count)
-{
-    if (frame_count < 2) { /* a message has a topic and a body */
-        errno = EINVAL;
-        return -1;
-    }
-    size_t payload = fh_record_message_size (frames, frame_count);
-    if (payload == 0) {
-        errno = EMSGSIZE;
-        return -1;
-    }
-    size_t total = FH_RECORD_HEADER + payload;
-    if (self->max_bytes && atomic_load (&self->bytes) + total > self->max_bytes)
-        return FH_SPOOL_FULL;
-    if (total > self->w_cap) {
-        size_t cap = self->w_cap ? self->w_cap : 4096;
-        while (cap < total)
-            cap *= 2;
-        uint8_t *buf = realloc (self->w_buf, cap);
-        if (!buf) {
-            errno = ENOMEM;
-            return -1;
-        }
-        self->w_buf = buf;
-        self->w_cap = cap;
-    }
-    fh_record_encode_message (self->w_buf, payload, seq, received_wall_ns, frames, frame_count);
+/* One group commit in progress (fh_spool_append_batch): records encoded
+   in w_buf[0, buffered) go to the file at w_off + written; entries from
+   `first` on wait for the commit that makes them visible. */
+typedef struct {
+    fh_spool_entry_t *entries;
+    size_t first;
+    uint64_t written;
+    size_t buffered;
+    uint64_t records, bytes;
+} s_pass_t;
 
-    /* w_off is only ever written by this thread: it reads it unlocked. */
-    if ((self->w_fd < 0 || self->w_broken
-         || (self->w_off > 0 && self->w_off + total > self->segment_bytes))
-        && s_roll (self) != 0)
+#define S_WAITING (-2) /* an entry's rc while its commit is to come */
+
+/* Grows w_buf to hold `size` bytes. */
+static int
+s_buf_reserve (fh_spool_t *self, size_t size)
+{
+    if (size <= self->w_cap)
+        return 0;
+    size_t cap = self->w_cap ? self->w_cap : 4096;
+    while (cap < size)
+        cap *= 2;
+    uint8_t *buf = realloc (self->w_buf, cap);
+    if (!buf) {
+        errno = ENOMEM;
         return -1;
-    char name[SEG_NAME_LEN + 1];
+    }
+    self->w_buf = buf;
+    self->w_cap = cap;
+    return 0;
+}
+
+/* Writes what is buffered. -1 with errno (a short write of 0 is ENOSPC). */
+static int
+s_pass_flush (fh_spool_t *self, s_pass_t *pass)
+{
     size_t done = 0;
-    const char *what = "write";
-    while (done < total) {
-        ssize_t n = pwrite (self->w_fd, self->w_buf + done, total - done,
-                            (off_t) (self->w_off + done));
+    while (done < pass->buffered) {
+        ssize_t n = pwrite (self->w_fd, self->w_buf + done, pass->buffered - done,
+                            (off_t) (self->w_off + pass->written + done));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             if (n == 0)
                 errno = ENOSPC;
-            break;
+            return -1;
         }
         done += (size_t) n;
     }
-    if (done == total && self->fsync == FH_SPOOL_FSYNC_ALWAYS && fdatasync (self->w_fd) != 0) {
-        what = "fdatasync";
-        done = 0;
-    }
-    if (done < total) {
-        int saved = errno;
-        s_seg_name (name, self->w_seg);
+    pass->written += done;
+    pass->buffered = 0;
+    return 0;
+}
+
+/* The pass failed with errno: its waiting entries (from pass->first) and
+   every entry from `next` on (not yet looked at) are failed. Logged, and
+   what part of them reached the file is taken back: the reader only reads
+   to w_off, but a later segment switch seals the file at its size; if the
+   truncation fails too, the next append switches segments, and the reader
+   skips the part as damage. */
+static void
+s_pass_fail (fh_spool_t *self, s_pass_t *pass, size_t next, size_t count, const char *what)
+{
+    int saved = errno;
+    char name[SEG_NAME_LEN + 1];
+    s_seg_name (name, self->w_seg);
+    if (what) /* NULL: logged already */
         fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: %s: %s", self->dir, name,
-                       what, strerror (saved));
-        /* Take back what part of it reached the file: the reader only
-           reads to w_off, but a later segment switch seals this one at
-           its size. If that fails too, switch now: the reader will skip
-           the part as damage. */
-        if (ftruncate (self->w_fd, (off_t) self->w_off) != 0)
-            self->w_broken = true;
-        errno = saved;
+                        what, strerror (saved));
+    if (self->w_fd >= 0 && ftruncate (self->w_fd, (off_t) self->w_off) != 0)
+        self->w_broken = true;
+    for (size_t i = pass->first; i < count; i++)
+        if (i >= next || pass->entries[i].rc == S_WAITING) {
+            pass->entries[i].rc = -1;
+            pass->entries[i].error = saved;
+        }
+    pass->first = count;
+    pass->written = pass->buffered = 0;
+    pass->records = pass->bytes = 0;
+    errno = saved;
+}
+
+/* Writes what is buffered, syncs it (ALWAYS: one fdatasync for every
+   record of the pass) and only then makes the waiting entries before
+   `upto` visible to the reader, at once. -1 (the entries failed: see
+   s_pass_fail) on error. */
+static int
+s_pass_commit (fh_spool_t *self, s_pass_t *pass, size_t upto, size_t count)
+{
+    if (pass->buffered && s_pass_flush (self, pass) != 0) {
+        s_pass_fail (self, pass, upto, count, "write");
         return -1;
     }
-    pthread_mutex_lock (&self->lock);
-    self->w_off += total;
-    self->unsynced = true;
-    atomic_fetch_add (&self->records, 1);
-    atomic_fetch_add (&self->bytes, total);
-    pthread_mutex_unlock (&self->lock);
+    if (pass->written && self->fsync == FH_SPOOL_FSYNC_ALWAYS) {
+        if (fdatasync (self->w_fd) != 0) {
+            s_pass_fail (self, pass, upto, count, "fdatasync");
+            return -1;
+        }
+        atomic_fetch_add (&self->syncs, 1);
+    }
+    if (pass->records) {
+        pthread_mutex_lock (&self->lock);
+        self->w_off += pass->written;
+        self->unsynced = true;
+        atomic_fetch_add (&self->records, pass->records);
+        atomic_fetch_add (&self->bytes, pass->bytes);
+        pthread_mutex_unlock (&self->lock);
+    }
+    for (size_t i = pass->first; i < upto; i++)
+        if (pass->entries[i].rc == S_WAITING)
+            pass->entries[i].rc = 0;
+    pass->first = upto;
+    pass->written = 0;
+    pass->records = pass->bytes = 0;
     return 0;
+}
+
+size_t
+fh_spool_append_batch (fh_spool_t *self, fh_spool_entry_t *entries, size_t count)
+{
+    s_pass_t pass = {.entries = entries};
+    size_t i;
+    for (i = 0; i < count; i++) {
+        fh_spool_entry_t *e = &entries[i];
+        e->error = 0;
+        size_t payload = e->frame_count >= 2 ? fh_record_message_size (e->frames, e->frame_count)
+                                             : 0;
+        if (payload == 0) { /* a message has a topic and a body, and fits */
+            e->rc = -1;
+            e->error = e->frame_count < 2 ? EINVAL : EMSGSIZE;
+            continue;
+        }
+        size_t total = FH_RECORD_HEADER + payload;
+        if (self->max_bytes && atomic_load (&self->bytes) + pass.bytes + total > self->max_bytes) {
+            e->rc = FH_SPOOL_FULL;
+            continue;
+        }
+        /* w_off is only ever written by this thread: it reads it unlocked. */
+        uint64_t end = self->w_off + pass.written + pass.buffered;
+        if (self->w_fd < 0 || self->w_broken || (end > 0 && end + total > self->segment_bytes)) {
+            /* The records so far are committed to this segment before the
+               next one exists: the reader reads a sealed segment to its
+               size, so it must not see it before the sync. */
+            if (s_pass_commit (self, &pass, i, count) != 0)
+                break;
+            if (s_roll (self) != 0) {
+                s_pass_fail (self, &pass, i, count, NULL); /* s_roll logged it */
+                break;
+            }
+        }
+        else if (pass.buffered && pass.buffered + total > WRITE_CHUNK
+                 && s_pass_flush (self, &pass) != 0) {
+            s_pass_fail (self, &pass, i, count, "write");
+            break;
+        }
+        if (s_buf_reserve (self, pass.buffered + total) != 0) {
+            e->rc = -1;
+            e->error = ENOMEM;
+            continue;
+        }
+        fh_record_encode_message (self->w_buf + pass.buffered, payload, e->seq,
+                                  e->received_wall_ns, e->frames, e->frame_count);
+        pass.buffered += total;
+        pass.records++;
+        pass.bytes += total;
+        e->rc = S_WAITING;
+    }
+    if (i == count)
+        s_pass_commit (self, &pass, count, count);
+    size_t stored = 0;
+    for (i = 0; i < count; i++)
+        stored += entries[i].rc == 0;
+    return stored;
+}
+
+int
+fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
+                 const fanhub_bytes_t *frames, uint32_t frame_count)
+{
+    fh_spool_entry_t entry = {.seq = seq, .received_wall_ns = received_wall_ns,
+                              .frames = frames, .frame_count = frame_count};
+    fh_spool_append_batch (self, &entry, 1);
+    if (entry.rc < 0)
+        errno = entry.error;
+    return entry.rc;
+}
+
+uint64_t
+fh_spool_syncs (fh_spool_t *self)
+{
+    return atomic_load (&self->syncs);
 }
 
 /* ---------------------------------------------------------------- read */
@@ -1256,6 +1375,8 @@ s_sync_appended (fh_spool_t *self)
                       strerror (errno));
             rc = -1;
         }
+        else
+            atomic_fetch_add (&self->syncs, 1);
         if (fd >= 0)
             close (fd);
     }

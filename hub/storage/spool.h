@@ -17,14 +17,18 @@
     The spool is a FIFO of its own: records come back in append order. The
     caller keeps it in order with its memory queue.
 
-    Threads. Exactly one thread appends (fh_spool_append) while exactly one
+    Threads. Exactly one thread appends (fh_spool_append, fh_spool_append_batch:
+    in the hub, the consumer's spool writer, spool_writer.h) while exactly one
     other thread reads (fh_spool_read), at the same time; fh_spool_done and
     fh_spool_consumed may be called from any thread. fh_spool_tick may be called from any one thread; the counters
     from any thread. open and close run with neither of the others active.
     Appending never waits for the reader's disk I/O, nor the reader for the
     appender's: they share a mutex held only to exchange positions. An
     append is one write(2) of the whole record, plus fdatasync(2) in
-    FSYNC_ALWAYS.
+    FSYNC_ALWAYS. A batch is a group commit: its records go out in as few
+    write(2) calls as fit (1 MiB each), then one fdatasync in FSYNC_ALWAYS
+    (one more at each segment switch), and only then do they become
+    readable, all at once.
 
     Start-up. fh_spool_open reads every unconsumed record once (the exact
     count of fh_spool_records needs it; this costs a read of the spool's
@@ -53,7 +57,8 @@
                 the next fh_spool_tick): tick syncs every segment written
                 since the last sync, and the directory after a new segment;
       ALWAYS    nothing that fh_spool_append answered 0 for (fdatasync
-                after each record, the directory after each new segment).
+                after each record or batch, before the reader can see it;
+                the directory after each new segment).
     A record half-written when the machine stopped is found at start-up,
     truncated and counted, never delivered.
 
@@ -164,6 +169,26 @@ uint64_t fh_spool_cursor_errors (fh_spool_t *self);
    the error of write(2), open(2), fdatasync(2). */
 int fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
                      const fanhub_bytes_t *frames, uint32_t frame_count);
+
+/* One message of a batch. */
+typedef struct {
+    uint64_t seq;
+    int64_t received_wall_ns;
+    const fanhub_bytes_t *frames;
+    uint32_t frame_count;
+    int rc;    /* set by the batch: what fh_spool_append would have answered */
+    int error; /* the errno value when rc is -1 */
+} fh_spool_entry_t;
+
+/* Appender. Stores entries[0..count-1] at the end, in order, as one group
+   commit (see Threads). Each entry's rc says what became of it, as for
+   fh_spool_append: 0, FH_SPOOL_FULL, or -1 (EINVAL, EMSGSIZE: that entry
+   only; an I/O error fails the entries not yet committed and every later
+   one of the batch, logged once). Returns how many were stored. */
+size_t fh_spool_append_batch (fh_spool_t *self, fh_spool_entry_t *entries, size_t count);
+/* Any thread: fdatasync(2) calls on segments since open (ALWAYS: one per
+   batch, one per segment switch; INTERVAL: one per segment per sync). */
+uint64_t fh_spool_syncs (fh_spool_t *self);
 
 /* Reader. The oldest unread record: 1 and *out filled; 0 when nothing is
    unread (now: appends may follow); -1 with errno on an I/O error (logged,

@@ -143,6 +143,10 @@ def test_pool_spill_keeps_capacity_and_loses_nothing_on_stop():
         fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
         fh.wait_for(lambda: consumer(hub, "pool")["in_flight"] == workers, "workers busy",
                     hub=hub)
+        # The spool's writer thread has written all it was handed.
+        fh.wait_for(lambda: consumer(hub, "pool")["enqueued"] == n
+                    and consumer(hub, "pool")["spool_handoff"] == 0, "the spill written",
+                    hub=hub)
         c = consumer(hub, "pool")
         assert c["spilled"] >= n - capacity - workers - 1, c
         # Held: the scheduler took at most `capacity` of the spool; every
@@ -228,13 +232,19 @@ def test_full_disk_gives_space_back_and_repeats_nothing():
     try:
         publish(pub, hub, n, size=size)
         fh.wait_for(lambda: hub.stats()["hub"]["received"] >= n, "all received", hub=hub)
+        # The spool's writer thread has written (or refused) all it was handed.
+        fh.wait_for(lambda: consumer(hub, "spill")["enqueued"] == n
+                    and consumer(hub, "spill")["spool_handoff"] == 0, "the spill written",
+                    hub=hub)
         c = consumer(hub, "spill")
         assert c["dropped"] > 0 and c["spilled"] > 500, c   # the disk is full
         assert disk.used_bytes() > 1500 * 1024
         open(hold, "w").close()
         fh.wait_for(lambda: consumer(hub, "spill")["backlog"] == 0, "drained", hub=hub)
         c = consumer(hub, "spill")
-        assert c["completed"] == c["enqueued"] and c["spool_bytes"] == 0, c
+        # Every message accepted and not lost to the full disk (evicted:
+        # handed to the spool's writer, refused by the spool) completed.
+        assert c["completed"] == c["enqueued"] - c["evicted"] and c["spool_bytes"] == 0, c
         # The consumed segments are gone: at most the one being written
         # (64 KiB) and the small files are left.
         fh.wait_for(lambda: disk.used_bytes() < 100 * 1024, "the space given back", hub=hub)

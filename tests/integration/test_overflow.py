@@ -134,6 +134,9 @@ def test_spill_keeps_order_and_bounds_memory():
         publish(pub, hub, n, size=size)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "fast")["completed"] == n,
                     "the fast consumer (not slowed by the spilling one)", hub=hub)
+        # The spool's writer thread has written all it was handed.
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "slow")["spool_handoff"] == 0,
+                    "the spill written", hub=hub)
         slow = hub.consumer(hub.stats(), "slow")
         assert slow["spilled"] >= n - capacity - 1 and slow["dropped"] == 0, slow
         assert slow["backlog"] + slow["in_flight"] == n, slow  # the spool counts as backlog
@@ -202,6 +205,11 @@ def test_kill_9_while_spilling_then_restart():
                     + hub.consumer(hub.stats(), "slow")["backlog"] >= n - capacity - 1,
                     "spilled", hub=hub)
         wait_received(hub, n)
+        # Killed once the spool's writer has written everything it took
+        # (what it still holds is lost by a kill, as memory is).
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "slow")["enqueued"] == n
+                    and hub.consumer(hub.stats(), "slow")["spool_handoff"] == 0,
+                    "the spill written", hub=hub)
         spilled = hub.consumer(hub.stats(), "slow")["spilled"]
         hub.proc.send_signal(signal.SIGKILL)
         hub.wait()
@@ -233,6 +241,9 @@ def test_damaged_spool_is_repaired_and_counted():
     try:
         publish(pub, hub, n)
         wait_received(hub, n)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "slow")["enqueued"] == n
+                    and hub.consumer(hub.stats(), "slow")["spool_handoff"] == 0,
+                    "the spill written", hub=hub)
         hub.proc.send_signal(signal.SIGKILL)
         hub.wait()
         segments = sorted(glob.glob(os.path.join(state, "slow", "seg-*.spool")))

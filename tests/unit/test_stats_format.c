@@ -131,10 +131,10 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
                               "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
                               "key_backlog_max", 5, "key_fallback", 2,
-                              "spool_cursor_errors", 7);
+                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9);
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -328,7 +328,7 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
         "# TYPE fanhub_consumer_stuck gauge",
         "fanhub_consumer_stuck{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_evicted_total Queued messages dropped by drop-oldest to make room for a newer one (also in dropped).",
+        "# HELP fanhub_consumer_evicted_total Accepted messages dropped later (also in dropped): drop-oldest evictions, spilled messages the spool could not store.",
         "# TYPE fanhub_consumer_evicted_total counter",
         "fanhub_consumer_evicted_total{consumer=\"archive\"} 1",
         "# HELP fanhub_consumer_spool_bytes Bytes of spooled messages not yet consumed.",
@@ -340,6 +340,12 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_spool_cursor_errors_total Spool cursor writes that failed (each is tried again).",
         "# TYPE fanhub_consumer_spool_cursor_errors_total counter",
         "fanhub_consumer_spool_cursor_errors_total{consumer=\"archive\"} 7",
+        "# HELP fanhub_consumer_spool_fsyncs_total fdatasync calls on the spool's segments (one per group commit with fsync: always).",
+        "# TYPE fanhub_consumer_spool_fsyncs_total counter",
+        "fanhub_consumer_spool_fsyncs_total{consumer=\"archive\"} 8",
+        "# HELP fanhub_consumer_spool_handoff Spilled messages handed to the spool's writer thread and not yet written.",
+        "# TYPE fanhub_consumer_spool_handoff gauge",
+        "fanhub_consumer_spool_handoff{consumer=\"archive\"} 9",
         "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting for a retry.",
         "# TYPE fanhub_consumer_keys_active gauge",
         "fanhub_consumer_keys_active{consumer=\"archive\"} 3",
