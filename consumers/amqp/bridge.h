@@ -81,8 +81,8 @@ typedef struct {
 typedef struct bridge_link bridge_link_t;
 
 /* Makes the link and starts its thread. The first connection is tried
-   here, before the thread starts: when the broker refuses the login (or
-   the vhost) the link is not made and err says why (a configuration
+   here, before the thread starts: when the broker refuses the login or
+   the vhost, or has no such exchange, the link is not made and err says why (a configuration
    error); a broker that cannot be reached is retried by the thread. opts
    must outlive the link. NULL with err on failure. */
 bridge_link_t *bridge_link_new (const fanhub_host_t *host, fanhub_ctx_t *ctx,

@@ -185,7 +185,9 @@ s_open (bridge_link_t *self, bool *refused, char *why, size_t whylen)
 }
 
 /* Connects, opens channel 1, checks that the exchange exists, and turns on
-   publisher confirms; -1 with why (and the connection closed). */
+   publisher confirms; -1 with why (and the connection closed). *refused
+   is set when the broker refused the login or the vhost, or has no such
+   exchange. */
 static int
 s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
 {
@@ -203,6 +205,11 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
                                amqp_cstring_bytes ("topic"), 1, 0, 0, 0, amqp_empty_table);
         r = amqp_get_rpc_reply (self->conn);
         if (r.reply_type != AMQP_RESPONSE_NORMAL) {
+            /* A missing exchange is a configuration error too. */
+            *refused = r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
+                       && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD
+                       && ((amqp_channel_close_t *) r.reply.decoded)->reply_code
+                              == AMQP_NOT_FOUND;
             s_reply_why (r, "exchange", why, whylen);
             snprintf (why + strlen (why), whylen - strlen (why), " (options.exchange %s)",
                       o->exchange);

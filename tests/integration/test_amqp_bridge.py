@@ -9,8 +9,8 @@ Checked:
   (a per-key number in each body), the routing key rewritten by
   topic_prefix, the body byte for byte, content_type application/json
   exactly for JSON bodies, delivery_mode 2, the fanhub_seq header;
-- the broker restarted mid-stream: nothing lost, because only confirms
-  complete a message; duplicates counted, and no more than the messages
+- the broker restarted mid-stream, and killed (SIGKILL) mid-stream:
+  nothing lost, because only confirms complete a message; duplicates counted, and no more than the messages
   the plugin answered RETRY at the lost connection (at most max_pending);
 - a broker that cannot be reached at start: the hub runs, answers RETRY
   (counted), holds the backlog, and delivers everything once the broker
@@ -248,9 +248,224 @@ def test_bridge_exactness():
         pub.close()
 
 
+RETRY_YAML = "    retry: {max_attempts: 1000000, initial_ms: 10, max_ms: 200}\n"
+
+
+def wait_down_answered(hub, at_least):
+    """Waits until the hub has answered RETRY at least this many times."""
+    fh.wait_for(lambda: bridge_stats(hub)["retried"] >= at_least, "RETRY answers", hub=hub)
+
+
+def restart_mid_stream(count, crash):
+    """The broker stops (cleanly: it closes the connection with 320
+    CONNECTION_FORCED; or killed with SIGKILL) while messages stream (some
+    published and not confirmed), more arrive while it is down, and it
+    starts again: every message is in the queue; duplicates are counted and
+    are no more than the messages answered RETRY at the lost connection
+    (at most max_pending, 1000 here)."""
+    sent = plan(count)
+    first = sent[:count // 2]
+    bound_queue("restart")
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(pub, {"reconnect_max_ms": 500}, RETRY_YAML), env=HUB_ENV)
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("publishing to exchange")
+        for topic, body, _ in first:
+            pub.send(topic, body)
+        # Down while the first half streams (how many are confirmed by
+        # then does not matter: nothing may be lost either way).
+        fh.wait_for(lambda: bridge_stats(hub)["completed"] >= len(first) // 10, "a tenth",
+                    hub=hub)
+        NODE.down(crash=crash)
+        hub.wait_log("answered RETRY, and every message until it is back")
+        for topic, body, _ in sent[count // 2:]:
+            pub.send(topic, body)
+        wait_down_answered(hub, 1)
+        NODE.start()
+        fh.wait_for(lambda: bridge_stats(hub)["completed"] >= count, "all confirmed", hub=hub)
+        stats = bridge_stats(hub)
+        assert stats["failed"] == 0 and stats["completed"] == count, stats
+        got = drain("restart", count)
+        assert hub.stop() == 0, hub.log()
+        published, confirmed, nacked, lost, down = fini_line(hub)
+        assert confirmed == count and down > 0, hub.log()[-3000:]
+        assert "connected again after" in hub.log()
+        doubled = check_delivery(got, sent, exact=False)
+        assert len(got) == count + doubled
+        assert doubled <= lost <= 1000, (doubled, lost)
+        print("restart (%s): %d messages, %d answered RETRY at the lost connection, %d while "
+              "down, %d duplicates in the queue" % ("crash" if crash else "clean", count, lost,
+                                                  down, doubled))
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+        if not NODE.running():
+            NODE.start()
+
+
+@needs_broker
+def test_broker_restarted_mid_stream():
+    restart_mid_stream(max(MESSAGES // 5, 2000), crash=False)
+
+
+@needs_broker
+def test_broker_killed_mid_stream():
+    restart_mid_stream(max(MESSAGES // 10, 2000), crash=True)
+
+
+@needs_broker
+def test_unreachable_at_start():
+    """No broker when the hub starts: it runs, answers RETRY (counted),
+    keeps the backlog and answers STATS; once the broker is up every
+    message arrives, once, in order."""
+    count = 500
+    sent = plan(count)
+    bound_queue("late")
+    NODE.down()
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(pub, {"reconnect_max_ms": 500}, RETRY_YAML), env=HUB_ENV)
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("cannot connect to 127.0.0.1:%d" % NODE.port)
+        for topic, body, _ in sent:
+            pub.send(topic, body)
+        wait_down_answered(hub, 3)
+        stats = bridge_stats(hub)
+        assert stats["completed"] == 0 and stats["failed"] == 0, stats
+        fh.wait_for(lambda: bridge_stats(hub)["enqueued"] == count, "all enqueued", hub=hub)
+        stats = bridge_stats(hub)
+        assert stats["backlog"] + stats["in_flight"] == count, stats
+        NODE.start()
+        fh.wait_for(lambda: bridge_stats(hub)["completed"] >= count, "all confirmed", hub=hub)
+        got = drain("late", count)
+        assert hub.stop() == 0, hub.log()
+        published, confirmed, nacked, lost, down = fini_line(hub)
+        assert (published, confirmed, lost) == (count, count, 0) and down >= 3, hub.log()
+        check_delivery(got, sent, exact=True)
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+        if not NODE.running():
+            NODE.start()
+
+
+@needs_broker
+def test_refused_at_start():
+    """A wrong password, an unknown vhost and a missing exchange stop the
+    hub at start (status 2) with the broker's reason and the options'
+    place; the password never shows."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    cases = [({}, {"FANHUB_TEST_AMQP_PASSWORD": "wrong-" + PASSWORD},
+              "403 ACCESS_REFUSED"),
+             ({"url": NODE.url(USER, "/nowhere")}, HUB_ENV, "530 NOT_ALLOWED"),
+             ({"exchange": "no.such.exchange"}, HUB_ENV, "404 NOT_FOUND")]
+    for options, env, reason in cases:
+        cfg = wd.write("refused.yaml", hub_config(pub, options))
+        proc = fh.subprocess.run([fh.BIN, "run", "-c", cfg], capture_output=True,
+                                 env=dict(os.environ, **env), timeout=fh.DEADLINE)
+        err = proc.stderr.decode(errors="replace")
+        fh.check_sanitizers(err, "fanhub run")
+        assert proc.returncode == 2 and reason in err, (proc.returncode, err)
+        assert "(%s:8:" % cfg in err, err
+        assert PASSWORD not in err + proc.stdout.decode(errors="replace")
+    pub.close()
+    wd.cleanup()
+
+
+def test_password_file_refused():
+    """A password file that others may read is refused by check and run,
+    without the password; at mode 0600 check accepts it."""
+    require_plugin()
+    wd = fh.Workdir()
+    secret = wd.write("amqp-password", PASSWORD + "\n")
+    os.chmod(secret, 0o644)
+    cfg = wd.write("hub.yaml", (
+        "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n  - name: bridge\n"
+        "    plugin: amqp\n    options: {url: \"amqp://fanhub@127.0.0.1:9/\", "
+        "password_file: %s}\n" % json.dumps(secret)))
+    for command in ("check", "run"):
+        status, out, err = fh.run([command, "-c", cfg])
+        assert status == 2, (command, status, err)
+        assert ("options.password_file: %s: other users may read or change it; refusing it "
+                "(chmod 600 it) (%s:6:" % (secret, cfg)) in err, err
+        assert PASSWORD not in out + err
+    os.chmod(secret, 0o600)
+    status, out, err = fh.run(["check", "-c", cfg])
+    assert status == 0, err
+    wd.cleanup()
+
+
+def test_bad_options():
+    """`fanhub check` refuses bad options with the key and FILE:LINE:COL;
+    no secret is printed."""
+    require_plugin()
+    wd = fh.Workdir()
+    key = wd.write("client.key", "not a key\n")
+    os.chmod(key, 0o644)
+    ca = wd.write("ca.pem", "not a certificate\n")
+    cases = [
+        ("colour: red", r"options\.colour: unknown option; amqp takes url, host, port"),
+        ("password: hunter2", r"options\.password: a password is never taken from the YAML"),
+        ("url: 'amqp://u:hunter2@h/'", r"options\.url: holds a password"),
+        ("url: 'http://h/'", r"options\.url: expected amqp://"),
+        ("url: 'amqp://h/', host: h", r"options\.host: give url or host, port, vhost and "
+                                      r"user, not both"),
+        ("port: 70000", r"options\.port: expected an integer from 1 to 65535, got \"70000\""),
+        ("confirm_timeout_ms: soon", r"options\.confirm_timeout_ms: expected an integer"),
+        ("heartbeat_s: [1]", r"options\.heartbeat_s: expected an integer from 0 to 3600, "
+                             r"got a list"),
+        ("exchange: '%s'" % ("x" * 256), r"options\.exchange: at most 255 bytes"),
+        ("topic_prefix: {from: a.}", r"options\.topic_prefix: expected a map \{from: PREFIX, "
+                                     r"to: PREFIX\}"),
+        ("password_env: FANHUB_TEST_UNSET_VARIABLE",
+         r"options\.password_env: the environment variable FANHUB_TEST_UNSET_VARIABLE is not "
+         r"set"),
+        ("password_env: HOME, password_file: /x", r"options\.password_file: give password_file "
+                                               r"or password_env, not both"),
+        ("tls: {verify_peer: true}", r"options\.tls: TLS with verify_peer \(the default\) "
+                                     r"needs tls\.ca_file"),
+        ("url: 'amqps://h/'", r"options\.tls: TLS with verify_peer"),
+        ("tls: {verify_peer: maybe}", r"options\.tls\.verify_peer: expected true or false"),
+        ("tls: {ca_file: /nonexistent/ca.pem}",
+         r"options\.tls\.ca_file: /nonexistent/ca\.pem: No such file or directory"),
+        ("tls: {ca_file: %s, cert_file: %s}" % (ca, ca),
+         r"options\.tls: give cert_file and key_file together"),
+        ("tls: {ca_file: %s, cert_file: %s, key_file: %s}" % (ca, ca, key),
+         r"options\.tls\.key_file: .*client\.key: other users may read or change it"),
+        ("tls: {ca_file: %s, colour: red}" % ca, r"options\.tls\.colour: unknown key"),
+    ]
+    for options, expected in cases:
+        cfg = wd.write("bad.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                       "  - name: bridge\n    plugin: amqp\n    options: {%s}\n" % options)
+        status, out, err = fh.run(["check", "-c", cfg])
+        assert status != 0, (options, err)
+        assert re.search(expected + r".*\(%s:6:\d+\)" % re.escape(cfg), err), (options, err)
+        assert "hunter2" not in out + err, (options, err)
+    # Good options pass, with TLS files that exist (check reads no
+    # certificate and connects nowhere).
+    os.chmod(key, 0o600)
+    for options in ("url: 'amqp://fanhub@127.0.0.1:9/%2Fbridge', password_env: HOME",
+                    "host: rabbit.example.org, port: 5671, vhost: /, user: u, "
+                    "tls: {ca_file: %s, cert_file: %s, key_file: %s}" % (ca, ca, key),
+                    "exchange: '', topic_prefix: {from: '', to: 'x.'}"):
+        cfg = wd.write("good.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                       "  - name: bridge\n    plugin: amqp\n    options: {%s}\n" % options)
+        status, out, err = fh.run(["check", "-c", cfg])
+        assert status == 0, (options, err)
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     try:
-        fh.main([test_bridge_exactness])
+        fh.main([test_bad_options, test_password_file_refused, test_refused_at_start,
+                 test_bridge_exactness, test_unreachable_at_start,
+                 test_broker_restarted_mid_stream, test_broker_killed_mid_stream])
     finally:
         if NODE is not None:
             NODE.cleanup()
