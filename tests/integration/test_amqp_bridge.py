@@ -4,7 +4,8 @@ rabbitmq-server), and an independent AMQP client (pika, Debian's
 python3-pika) reads it back from a durable queue bound to amq.topic.
 
 Checked:
-- bridge exactness: FANHUB_AMQP_MESSAGES (default 100,000) messages over
+- bridge exactness: 100,000 messages (20,000 under a sanitizer;
+  FANHUB_AMQP_MESSAGES sets another count) over
   several topics, none missing, none doubled, order kept per routing key
   (a per-key number in each body), the routing key rewritten by
   topic_prefix, the body byte for byte, content_type application/json
@@ -49,7 +50,11 @@ TOPICS = ["org.fedoraproject.prod.buildsys.build.state.change",
           "org.fedoraproject.prod.bodhi.update.comment",
           "io.pagure.prod.pagure.pull-request.new",
           "org.centos.prod.buildsys.tag"]
-MESSAGES = int(os.environ.get("FANHUB_AMQP_MESSAGES", "100000"))
+# 100,000 in the gcc build; a sanitizer build runs the same cases with
+# 20,000 (ASan and TSan make the hub several times slower, and the file
+# must end within its ctest timeout). FANHUB_AMQP_MESSAGES overrides both.
+MESSAGES = int(os.environ.get("FANHUB_AMQP_MESSAGES")
+               or (20000 if os.environ.get("FANHUB_SANITIZE") else 100000))
 
 NODE = None  # the one broker, started by main()
 
@@ -308,7 +313,7 @@ def restart_mid_stream(count, crash):
 
 @needs_broker
 def test_broker_restarted_mid_stream():
-    restart_mid_stream(max(MESSAGES // 5, 2000), crash=False)
+    restart_mid_stream(max(MESSAGES // 10, 2000), crash=False)
 
 
 @needs_broker
