@@ -38,6 +38,7 @@ Usage:
         ... amqp://fanhub@127.0.0.1:{node.port}/%2Fbridge ...
         node.restart()                               # same data, same ports
         node.down(); ...; node.start()               # unreachable meanwhile
+    RabbitNode(tls=True): also amqps on node.tls_port, node.ca_file signed it
         node.queue_depths("/bridge") -> {"q": (ready, unacked)}
 """
 import atexit
@@ -88,10 +89,12 @@ def amqp_answers(port, timeout=2.0):
 class RabbitNode:
     """One private RabbitMQ node, started at construction."""
 
-    def __init__(self, plugins=PLUGINS, users=()):
+    def __init__(self, plugins=PLUGINS, users=(), tls=False):
         """users: (user, password, vhost) made at boot, from a definitions
         file (faster than rabbitmqctl, which starts an Erlang VM per call);
-        the default guest/guest on / is kept."""
+        the default guest/guest on / is kept. tls: also a TLS listener on
+        127.0.0.1:tls_port, with a certificate for "localhost" signed by a
+        CA made here (ca_file: its PEM)."""
         global _count
         rabbitmq_server()
         _count += 1
@@ -107,6 +110,8 @@ class RabbitNode:
             f.write("[%s].\n" % ",".join(plugins))
         with open(os.path.join(self.root, "rabbitmq-env.conf"), "w") as f:
             f.write("# empty: the machine's /etc/rabbitmq/rabbitmq-env.conf is not read\n")
+        self.tls_port = fh.free_port() if tls else None
+        self.ca_file = self._make_certificates() if tls else None
         definitions = os.path.join(self.root, "definitions.json")
         with open(definitions, "w") as f:
             json.dump(self._definitions([("guest", "guest", "/")] + list(users)), f)
@@ -119,6 +124,15 @@ class RabbitNode:
                     "load_definitions = %s\n"
                     "log.console = false\n"
                     "log.file.level = info\n" % (self.port, definitions))
+            if tls:
+                f.write("listeners.ssl.default = 127.0.0.1:%d\n"
+                        "ssl_options.cacertfile = %s\n"
+                        "ssl_options.certfile = %s\n"
+                        "ssl_options.keyfile = %s\n"
+                        "ssl_options.verify = verify_none\n"
+                        "ssl_options.fail_if_no_peer_cert = false\n"
+                        % (self.tls_port, self.ca_file, os.path.join(self.root, "server.pem"),
+                           os.path.join(self.root, "server.key")))
         self.env = dict(os.environ,
                         HOME=self.root,
                         RABBITMQ_NODENAME=self.name,
@@ -150,6 +164,29 @@ class RabbitNode:
         except BaseException:
             self.stop()
             raise
+
+    def _make_certificates(self, prefix=""):
+        """A CA (PREFIXca.pem) and, signed by it, a certificate for
+        localhost (PREFIXserver.pem, PREFIXserver.key), EC P-256 (quick to
+        make); returns the CA's path. Also for a test's own second CA."""
+        openssl = fh.require_tool(shutil.which("openssl"), "openssl", "openssl")
+        d = lambda name: os.path.join(self.root, prefix + name)  # noqa: E731
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        with open(d("san.cnf"), "w") as f:
+            f.write("subjectAltName = DNS:localhost\n")
+        steps = [
+            [openssl, "req", "-x509"] + ec + ["-keyout", d("ca.key"), "-out", d("ca.pem"),
+                                            "-days", "3", "-subj", "/CN=fanhub test CA"],
+            [openssl, "req"] + ec + ["-keyout", d("server.key"), "-out", d("server.csr"),
+                                   "-subj", "/CN=localhost"],
+            [openssl, "x509", "-req", "-in", d("server.csr"), "-CA", d("ca.pem"), "-CAkey",
+             d("ca.key"), "-CAcreateserial", "-out", d("server.pem"), "-days", "3",
+             "-extfile", d("san.cnf")]]
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, timeout=fh.DEADLINE)
+            if r.returncode != 0:
+                raise AssertionError("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace")))
+        return d("ca.pem")
 
     @staticmethod
     def _definitions(users):

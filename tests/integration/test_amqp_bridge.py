@@ -16,6 +16,8 @@ Checked:
 - a broker that cannot be reached at start: the hub runs, answers RETRY
   (counted), holds the backlog, and delivers everything once the broker
   is up;
+- TLS (amqps) with the broker's certificate verified, and refused when
+  signed by another CA;
 - refused: a wrong password (exit status 2, the reason, never the
   password), a password file others may read, a password in the YAML, and
   bad options, by `fanhub check` with FILE:LINE:COL.
@@ -216,7 +218,7 @@ def require_plugin():
 
 def start_node():
     global NODE
-    NODE = rabbitmq_node.RabbitNode(users=[(USER, PASSWORD, VHOST)])
+    NODE = rabbitmq_node.RabbitNode(users=[(USER, PASSWORD, VHOST)], tls=True)
 
 
 # ---------------------------------------------------------------------------
@@ -251,6 +253,53 @@ def test_bridge_exactness():
     finally:
         hub.kill()
         pub.close()
+
+
+@needs_broker
+def test_tls():
+    """amqps, the broker's certificate checked against its CA and its
+    name: 2,000 messages exact. With a CA that did not sign it the
+    handshake fails: the hub runs, answers RETRY and delivers nothing."""
+    sent = plan(2000)
+    bound_queue("tls")
+    url = "amqps://%s@localhost:%d/%%2Fbridge" % (USER, NODE.tls_port)
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(pub, {"url": url, "tls": {"ca_file": NODE.ca_file}}),
+                 env=HUB_ENV)
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("publishing to exchange")
+        assert "over TLS" in hub.log(), hub.log()
+        for topic, body, _ in sent:
+            pub.send(topic, body)
+        fh.wait_for(lambda: bridge_stats(hub)["completed"] >= len(sent), "all confirmed",
+                    hub=hub)
+        got = drain("tls", len(sent))
+        assert hub.stop() == 0, hub.log()
+        check_delivery(got, sent, exact=True)
+    finally:
+        hub.kill()
+        pub.close()
+
+    other_ca = NODE._make_certificates(prefix="other-")
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(pub, {"url": url, "tls": {"ca_file": other_ca}}, RETRY_YAML),
+                 name="wrong-ca", env=HUB_ENV)
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("cannot connect to localhost:%d: SSL peer cert verification failed"
+                     % NODE.tls_port)
+        for topic, body, _ in sent[:10]:
+            pub.send(topic, body)
+        wait_down_answered(hub, 3)
+        stats = bridge_stats(hub)
+        assert stats["completed"] == 0 and stats["backlog"] + stats["in_flight"] == 10, stats
+        # (A stop would wait shutdown_timeout for the messages it holds.)
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
 
 
 RETRY_YAML = "    retry: {max_attempts: 1000000, initial_ms: 10, max_ms: 200}\n"
@@ -469,7 +518,7 @@ def test_bad_options():
 if __name__ == "__main__":
     try:
         fh.main([test_bad_options, test_password_file_refused, test_refused_at_start,
-                 test_bridge_exactness, test_unreachable_at_start,
+                 test_tls, test_bridge_exactness, test_unreachable_at_start,
                  test_broker_restarted_mid_stream, test_broker_killed_mid_stream])
     finally:
         if NODE is not None:
