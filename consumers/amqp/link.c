@@ -689,6 +689,13 @@ bridge_link_destroy (bridge_link_t *self)
         amqp_channel_close (self->conn, LINK_CHANNEL, AMQP_REPLY_SUCCESS);
         amqp_connection_close (self->conn, AMQP_REPLY_SUCCESS);
     }
+    bool tls = self->opts->tls;
     s_free (self);
+    /* librabbitmq's OpenSSL state (made by the first TLS socket) is
+       released here; while another instance holds a TLS socket librabbitmq
+       refuses (AMQP_STATUS_SOCKET_INUSE) and keeps it, and a later socket
+       makes it again. */
+    if (tls)
+        amqp_uninitialize_ssl_library ();
     return open;
 }

@@ -89,10 +89,13 @@ def amqp_answers(port, timeout=2.0):
 class RabbitNode:
     """One private RabbitMQ node, started at construction."""
 
-    def __init__(self, plugins=PLUGINS, users=(), tls=False):
+    def __init__(self, plugins=PLUGINS, users=(), tls=False, queues=()):
         """users: (user, password, vhost) made at boot, from a definitions
         file (faster than rabbitmqctl, which starts an Erlang VM per call);
-        the default guest/guest on / is kept. tls: also a TLS listener on
+        the default guest/guest on / is kept. queues: (vhost, queue,
+        exchange, routing key): a durable queue bound to exchange, from the
+        same file, which the node reads at every boot, so they are there
+        even after a crash that lost a recent declaration. tls: also a TLS listener on
         127.0.0.1:tls_port, with a certificate for "localhost" signed by a
         CA made here (ca_file: its PEM)."""
         global _count
@@ -114,7 +117,7 @@ class RabbitNode:
         self.ca_file = self._make_certificates() if tls else None
         definitions = os.path.join(self.root, "definitions.json")
         with open(definitions, "w") as f:
-            json.dump(self._definitions([("guest", "guest", "/")] + list(users)), f)
+            json.dump(self._definitions([("guest", "guest", "/")] + list(users), queues), f)
         with open(os.path.join(self.root, "rabbitmq.conf"), "w") as f:
             # Loopback only; no disk or memory alarm from a busy test machine
             # (an alarm blocks publishers, which would look like a hub bug).
@@ -189,12 +192,17 @@ class RabbitNode:
         return d("ca.pem")
 
     @staticmethod
-    def _definitions(users):
-        vhosts = sorted({v for _, _, v in users})
+    def _definitions(users, queues):
+        vhosts = sorted({v for _, _, v in users} | {q[0] for q in queues})
         return {"users": [{"name": u, "password": p, "tags": ""} for u, p, _ in users],
                 "vhosts": [{"name": v} for v in vhosts],
                 "permissions": [{"user": u, "vhost": v, "configure": ".*", "write": ".*",
-                                 "read": ".*"} for u, _, v in users]}
+                                 "read": ".*"} for u, _, v in users],
+                "queues": [{"name": q, "vhost": v, "durable": True, "auto_delete": False,
+                            "arguments": {}} for v, q, _, _ in queues],
+                "bindings": [{"source": x, "vhost": v, "destination": q,
+                              "destination_type": "queue", "routing_key": k,
+                              "arguments": {}} for v, q, x, k in queues]}
 
     # -- life cycle ---------------------------------------------------------
 
