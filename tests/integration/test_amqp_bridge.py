@@ -16,6 +16,7 @@ Checked:
 - a broker that cannot be reached at start: the hub runs, answers RETRY
   (counted), holds the backlog, and delivers everything once the broker
   is up;
+- a routing key over 255 bytes: that message fails, the others arrive;
 - TLS (amqps) with the broker's certificate verified, and refused when
   signed by another CA;
 - refused: a wrong password (exit status 2, the reason, never the
@@ -307,6 +308,38 @@ def test_tls():
     wd.cleanup()
 
 
+@needs_broker
+def test_long_routing_key_fails():
+    """A topic that makes a routing key over 255 bytes cannot be published:
+    that message fails (counted, logged), the ones around it arrive."""
+    bound_queue("late")
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(pub, {}), env=HUB_ENV)
+    long_topic = "org.fedoraproject.prod." + "x" * 240  # 243 bytes, 259 without rewriting
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("publishing to exchange")
+        pub.send("org.centos.prod.a", b'{"n": 0}')
+        pub.send("io.x." + "y" * 251, b'{"n": 1}')
+        pub.send(long_topic, b'{"n": 2}')
+        fh.wait_for(lambda: bridge_stats(hub)["completed"] + bridge_stats(hub)["failed"] >= 3,
+                    "three finished", hub=hub)
+        stats = bridge_stats(hub)
+        assert (stats["completed"], stats["failed"]) == (2, 1), stats
+        got = drain("late", 2)
+        assert [(k, b) for k, _, b in got] == [("org.centos.prod.a", b'{"n": 0}'),
+                                               ("fh." + "x" * 240, b'{"n": 2}')], got
+        assert hub.stop() == 0, hub.log()
+        assert ("cannot be published: its routing key (the topic) is longer than 255 bytes"
+                in hub.log()), hub.log()
+        assert fini_line(hub)[:2] == [2, 2]
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 RETRY_YAML = "    retry: {max_attempts: 1000000, initial_ms: 10, max_ms: 200}\n"
 
 
@@ -523,7 +556,7 @@ def test_bad_options():
 if __name__ == "__main__":
     try:
         fh.main([test_bad_options, test_password_file_refused, test_refused_at_start,
-                 test_tls, test_bridge_exactness, test_unreachable_at_start,
+                 test_tls, test_long_routing_key_fails, test_bridge_exactness, test_unreachable_at_start,
                  test_broker_restarted_mid_stream, test_broker_killed_mid_stream])
     finally:
         if NODE is not None:
