@@ -16,9 +16,9 @@
 #include "config.h"
 
 #include "control_path.h"
+#include "cidr.h"
 #include "curve.h"
 
-#include <arpa/inet.h>
 #include <assert.h>
 
 #include <errno.h>
@@ -519,24 +519,34 @@ s_control_check (const char *endpoint)
     if (strncmp (endpoint, "ipc://", 6) == 0)
         return NULL;
     if (strncmp (endpoint, "tcp://", 6) != 0)
-        return "the control socket is served on ipc://PATH or on tcp:// on "
-               "loopback";
+        return "the control socket is served on ipc://PATH or on tcp://HOST:PORT";
     const char *host, *port;
     size_t host_len;
     why = s_tcp_split (endpoint + 6, &host, &host_len, &port);
     if (why)
         return why; /* not reached: fh_endpoint_check split it already */
-    bool loopback = (host_len == 9 && strncmp (host, "localhost", 9) == 0)
-                    || (host_len == 3 && strncmp (host, "::1", 3) == 0
-                        && endpoint[6] == '[')
-                    || s_is_ipv4_loopback (host, host_len);
-    if (!loopback)
-        return "the control socket is only served on loopback (127.0.0.1, "
-               "localhost or [::1]) or on ipc://PATH";
+    if (host_len == 1 && *host == '*')
+        return "the control endpoint needs an address clients can connect to "
+               "(127.0.0.1; off loopback, with control_curve:, the interface's)";
     if (strcmp (port, "*") == 0)
         return "the control endpoint needs a fixed port, for clients to "
                "find it";
     return NULL;
+}
+
+/* Whether a tcp:// control endpoint is on loopback (127.0.0.0/8,
+   localhost, [::1]): only the local users reach it. */
+static bool
+s_control_on_loopback (const char *endpoint)
+{
+    const char *host, *port;
+    size_t host_len;
+    if (strncmp (endpoint, "tcp://", 6) != 0
+        || s_tcp_split (endpoint + 6, &host, &host_len, &port) != NULL)
+        return false;
+    return (host_len == 9 && strncmp (host, "localhost", 9) == 0)
+           || (host_len == 3 && strncmp (host, "::1", 3) == 0 && endpoint[6] == '[')
+           || s_is_ipv4_loopback (host, host_len);
 }
 
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
@@ -1243,10 +1253,12 @@ s_parse_key (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *fie
     return *slot ? 0 : s_oom (ctx, node->start_mark);
 }
 
-/* A list (or one) of keys, or of IP addresses: check tells which. */
+/* A list (or one) of keys, or of IP networks: check tells which, and
+   returns NULL for a good item, else why it is not (or "" for no more
+   than `what`). */
 static int
 s_parse_list_of (s_ctx_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
-                 bool (*check) (const char *))
+                 const char *(*check) (const char *))
 {
     size_t count = node->type == YAML_SEQUENCE_NODE ? s_count (node) : 1;
     if (node->type == YAML_MAPPING_NODE || s_is_null (node) || count == 0) {
@@ -1262,9 +1274,10 @@ s_parse_list_of (s_ctx_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char
         const char *text = s_text (ctx, item, what);
         if (!text)
             return -1;
-        if (!check (text))
-            return s_error (ctx, item->start_mark, "expected %s, got '%.*s'", what,
-                            S_GOT_MAX, text);
+        const char *why = check (text);
+        if (why)
+            return s_error (ctx, item->start_mark, "expected %s, got '%.*s'%s%s", what,
+                            S_GOT_MAX, text, *why ? ": " : "", why);
         if (s_strlist_add (list, text))
             return s_oom (ctx, item->start_mark);
         s_path_pop (ctx, mark);
@@ -1272,27 +1285,36 @@ s_parse_list_of (s_ctx_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char
     return 0;
 }
 
+static const char *
+s_key_check (const char *text)
+{
+    return fh_curve_key_valid (text) ? NULL : "";
+}
+
 static int
 s_parse_keys (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
 {
     (void) field;
     return s_parse_list_of (ctx, node, target, "CurveZMQ public keys (40 characters of Z85)",
-                            fh_curve_key_valid);
+                            s_key_check);
 }
 
-static bool
-s_ip_valid (const char *text)
+static const char *
+s_network_check (const char *text)
 {
-    unsigned char addr[16];
-    return inet_pton (AF_INET, text, addr) == 1 || inet_pton (AF_INET6, text, addr) == 1;
+    fh_cidr_t net;
+    const char *why = NULL;
+    return fh_cidr_parse (text, &net, &why) == 0 ? NULL : why;
 }
 
+/* bus.allow_ip: addresses and networks (cidr.h). */
 static int
 s_parse_addresses (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
 {
     (void) field;
-    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)",
-                            s_ip_valid);
+    return s_parse_list_of (ctx, node, target,
+                            "IP addresses or networks (192.0.2.7, 10.0.0.0/8, 2001:db8::/32)",
+                            s_network_check);
 }
 
 /* bus.curve: the secret is read (and its file checked) at load, so that
@@ -1336,6 +1358,92 @@ static const s_field_t s_curve_fields[] = {
 };
 
 static const s_section_t s_curve_section = { s_curve_fields, s_curve_finish };
+
+/* control_curve: CURVE on a tcp:// control endpoint, with bus.curve's
+   keys and checks; the key files are read at load, so that `check`
+   refuses what `run` would, and a client given -c finds the keys. */
+static int
+s_control_curve_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_config_t *cfg = target;
+    if (!cfg->control_curve.secret_key_file) {
+        s_path_key (ctx, "secret_key_file");
+        return s_error (ctx, node->start_mark, "missing required key (the control socket's "
+                        "key pair; fanhub keygen writes one)");
+    }
+    if (!cfg->control_curve.allow.count && !cfg->control_curve.allow_dir
+        && !cfg->control_curve.client_key_file) {
+        s_path_key (ctx, "allow");
+        return s_error (ctx, node->start_mark, "missing: the clients' keys (allow:, allow_dir: "
+                        "or client_key_file:)");
+    }
+    struct stat st;
+    const char *dir = cfg->control_curve.allow_dir;
+    if (dir && (stat (dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
+        yaml_node_t *at = s_map_find (ctx, node, "allow_dir");
+        s_path_key (ctx, "allow_dir");
+        return s_error (ctx, at->start_mark, "%s is not a directory (of zcert public key "
+                        "files)", dir);
+    }
+    const struct {
+        const char *key, *file;
+        char *public_key, *secret_key;
+    } pairs[] = {
+        {"secret_key_file", cfg->control_curve.secret_key_file, cfg->control_curve.public_key,
+         cfg->control_curve.secret_key},
+        {"client_key_file", cfg->control_curve.client_key_file,
+         cfg->control_curve.client_public_key, cfg->control_curve.client_secret_key},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char why[512];
+        if (pairs[i].file && fh_curve_load_secret (pairs[i].file, pairs[i].public_key,
+                                                   pairs[i].secret_key, why, sizeof why) != 0) {
+            yaml_node_t *at = s_map_find (ctx, node, pairs[i].key);
+            s_path_key (ctx, pairs[i].key);
+            return s_error (ctx, at->start_mark, "%s", why);
+        }
+    }
+    return 0;
+}
+
+static const s_field_t s_control_curve_fields[] = {
+    { .key = "secret_key_file", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.secret_key_file) },
+    { .key = "allow", .parse = s_parse_keys,
+      .offset = offsetof (fh_config_t, control_curve.allow) },
+    { .key = "allow_dir", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.allow_dir) },
+    { .key = "client_key_file", .parse = s_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.client_key_file) },
+    { .key = NULL },
+};
+
+static const s_section_t s_control_curve_section = { s_control_curve_fields,
+                                                     s_control_curve_finish };
+
+/* Who may reach the control endpoint: a tcp:// one off loopback needs
+   control_curve, or control_insecure; control_curve needs tcp://. */
+static int
+s_control_exposure_check (s_ctx_t *ctx, yaml_node_t *root, fh_config_t *cfg)
+{
+    bool curve = cfg->control_curve.secret_key_file != NULL;
+    bool tcp = strncmp (cfg->control, "tcp://", 6) == 0;
+    yaml_node_t *at = s_map_find (ctx, root, curve && !tcp ? "control_curve" : "control");
+    yaml_mark_t mark = at ? at->start_mark : root->start_mark;
+    if (curve && !tcp) {
+        s_path_key (ctx, "control_curve");
+        return s_error (ctx, mark, "CURVE is for a tcp:// control endpoint, not %s (an ipc "
+                        "socket is guarded by its owner and mode)", cfg->control);
+    }
+    if (tcp && !curve && !cfg->control_insecure && !s_control_on_loopback (cfg->control)) {
+        s_path_key (ctx, "control");
+        return s_error (ctx, mark, "%s is not on loopback: other hosts could send it emit, "
+                        "reload and stats requests; give control_curve: (CURVE keys, "
+                        "docs/security.md), or control_insecure: true to serve it in clear "
+                        "all the same", cfg->control);
+    }
+    return 0;
+}
 
 static const s_field_t s_gaps_fields[] = {
     { .key = "counter", .parse = s_parse_path,
@@ -1644,7 +1752,9 @@ s_top_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
         }
     }
     ctx->path[0] = '\0';
-    return cfg->control ? 0 : s_control_default (ctx, node, cfg);
+    if (!cfg->control && s_control_default (ctx, node, cfg) != 0)
+        return -1;
+    return s_control_exposure_check (ctx, node, cfg);
 }
 
 static const s_field_t s_top_fields[] = {
@@ -1654,6 +1764,10 @@ static const s_field_t s_top_fields[] = {
       .section = &s_bus_section, .required = true },
     { .key = "control", .parse = s_parse_control,
       .offset = offsetof (fh_config_t, control) },
+    { .key = "control_curve", .parse = s_parse_section, .offset = 0,
+      .section = &s_control_curve_section },
+    { .key = "control_insecure", .parse = s_parse_bool,
+      .offset = offsetof (fh_config_t, control_insecure) },
     { .key = "shutdown_timeout", .parse = s_parse_millis,
       .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
       .max = S_SHUTDOWN_TIMEOUT_MAX_S, .live = true },
@@ -2026,6 +2140,13 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->curve.allow_dir);
     memset (self->curve.secret_key, 0, sizeof self->curve.secret_key);
     s_strlist_clear (&self->allow_ip);
+    free (self->control_curve.secret_key_file);
+    s_strlist_clear (&self->control_curve.allow);
+    free (self->control_curve.allow_dir);
+    free (self->control_curve.client_key_file);
+    memset (self->control_curve.secret_key, 0, sizeof self->control_curve.secret_key);
+    memset (self->control_curve.client_secret_key, 0,
+            sizeof self->control_curve.client_secret_key);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);
     free (self);
