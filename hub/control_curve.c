@@ -71,8 +71,10 @@ s_monitor (void *context, void *socket, int events)
 static int
 s_serve_curve (fh_control_guard_t *self, const fh_config_t *config, char *err, size_t errlen)
 {
+    /* The listed keys, the local clients' and the hub's own (its /metrics
+       thread is a client too). */
     size_t listed = config->control_curve.allow.count;
-    self->allow = calloc (listed + 1, sizeof *self->allow);
+    self->allow = calloc (listed + 2, sizeof *self->allow);
     if (!self->allow) {
         snprintf (err, errlen, "control: out of memory");
         return -1;
@@ -81,6 +83,7 @@ s_serve_curve (fh_control_guard_t *self, const fh_config_t *config, char *err, s
         self->allow[i] = config->control_curve.allow.items[i];
     if (config->control_curve.client_key_file)
         self->allow[listed++] = config->control_curve.client_public_key;
+    self->allow[listed++] = config->control_curve.public_key;
     self->policy = (fh_zap_policy_t){
         .domain = S_DOMAIN,
         .curve = 1,
@@ -200,6 +203,19 @@ fh_control_client_use_keys (const fh_control_keys_t *keys)
         s_keys = *keys;
     else
         memset (&s_keys, 0, sizeof s_keys);
+}
+
+void
+fh_control_client_use_own_keys (const fh_config_t *config)
+{
+    if (!config->control_curve.secret_key_file)
+        return;
+    fh_control_keys_t keys;
+    snprintf (keys.public_key, sizeof keys.public_key, "%s", config->control_curve.public_key);
+    snprintf (keys.secret_key, sizeof keys.secret_key, "%s", config->control_curve.secret_key);
+    snprintf (keys.server_key, sizeof keys.server_key, "%s", config->control_curve.public_key);
+    fh_control_client_use_keys (&keys);
+    memset (keys.secret_key, 0, sizeof keys.secret_key);
 }
 
 bool

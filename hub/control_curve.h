@@ -54,6 +54,9 @@ typedef struct {
 /* This process's control calls use keys from now on (NULL: plaintext
    again). Call before any thread makes a call. */
 void fh_control_client_use_keys (const fh_control_keys_t *keys);
+/* The hub's own calls (its /metrics thread) use the control socket's
+   key pair, which its ZAP handler lets in; nothing without control_curve. */
+void fh_control_client_use_own_keys (const fh_config_t *config);
 /* Whether they are set. */
 bool fh_control_client_curve (void);
 /* Gives socket (a client of context, not yet connected) the keys, when set, and a

@@ -32,6 +32,7 @@ static const fh_cli_option_t s_options[] = {
      "(default: the built-in default configuration)"},
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -125,6 +126,12 @@ fh_cmd_emit (int argc, char **argv)
             return FH_EXIT_USAGE;
         }
         endpoint = config->control;
+    }
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        free (body_data);
+        return keys;
     }
     zsys_handler_set (NULL);
     char timeout_ms[32];

@@ -14,6 +14,7 @@ static const fh_cli_option_t s_options[] = {
      "find the hub's control endpoint in this config"},
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -58,6 +59,11 @@ fh_cmd_reload (int argc, char **argv)
             return FH_EXIT_USAGE;
         }
         endpoint = config->control;
+    }
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        return keys;
     }
     zsys_handler_set (NULL);
     char *answer = fh_control_call (endpoint, "RELOAD", 65000, err, sizeof err);

@@ -53,6 +53,7 @@ static const fh_cli_option_t s_options[] = {
      "instead of asking a hub"},
     {'t', "timeout", "MS",
      "how long to wait for the hub (default 2000)"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -223,6 +224,11 @@ fh_cmd_stats (int argc, char **argv)
             return FH_EXIT_USAGE;
         }
         endpoint = config->control;
+    }
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        return keys;
     }
     /* CZMQ would put its own handlers in place at the first socket. */
     zsys_handler_set (NULL);
