@@ -242,6 +242,29 @@ s_server_key (const char *arg, char key[FH_CURVE_KEY_TEXT], char *err, size_t er
 }
 
 int
+fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
+                   size_t errlen)
+{
+    memset (keys, 0, sizeof *keys);
+    *on = cli->curve_key || cli->server_key;
+    if (!*on)
+        return 0;
+    if (!cli->curve_key || !cli->server_key) {
+        snprintf (err, errlen, "%s without %s: a CURVE client needs both (its own key pair "
+                  "and the server's public key)", cli->curve_key ? "--curve-key" : "--server-key",
+                  cli->curve_key ? "--server-key" : "--curve-key");
+        return -1;
+    }
+    if (fh_curve_load_secret (cli->curve_key, keys->public_key, keys->secret_key, err, errlen)
+            != 0
+        || s_server_key (cli->server_key, keys->server_key, err, errlen) != 0) {
+        memset (keys->secret_key, 0, sizeof keys->secret_key);
+        return -1;
+    }
+    return 0;
+}
+
+int
 fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char *endpoint)
 {
     bool configured = config && config->control_curve.secret_key_file;

@@ -36,6 +36,7 @@
 #define FH_CLI_H_INCLUDED
 
 #include "config.h"
+#include "control_curve.h"
 
 #include <stdio.h>
 
@@ -112,6 +113,12 @@ void fh_cli_version (void);
    FH_EXIT_USAGE with the reason said on stderr (half a pair, a key file
    refused, keys for an ipc:// endpoint). */
 int fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char *endpoint);
+
+/* --curve-key and --server-key alone, as the keys of a CURVE client of
+   the bus (fanhub tail): 0 with *on false when neither was given, 0 with
+   *on true and keys set when both were, else -1 with the reason in err. */
+int fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
+                       size_t errlen);
 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);

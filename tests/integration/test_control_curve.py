@@ -10,6 +10,7 @@ so. Every wait is for a condition, never for time."""
 import json
 import os
 import socket
+import subprocess
 import urllib.request
 
 import fanhublib as fh
@@ -89,7 +90,7 @@ def test_allowed_keys_get_answers():
         assert status == 0, err
         assert "auth_denied" in json.loads(out)["hub"]
         status, out, err = fh.run(["emit", "-c", hub.config, "org.test.curve", "{}"])
-        assert status == 0 and "n: completed" in out, (out, err)
+        assert status == 0 and out.startswith("n: "), (out, err)  # routed to n
         status, out, err = fh.run(["reload", "-c", hub.config])
         assert status == 0 and "reloaded" in out, (out, err)
         # --curve-key overrides client_key_file; a stranger's key is refused.
@@ -234,9 +235,53 @@ def test_insecure_endpoint_off_loopback_is_served_and_logged():
         hub.kill()
 
 
+def test_tail_is_a_curve_client_of_bus_publish():
+    """`fanhub tail --curve-key --server-key` subscribes to a hub's
+    bus.publish under bus.curve; its key must be allowed."""
+    wd = fh.Workdir()
+    keys = Keys(wd)
+    publish = "tcp://127.0.0.1:%d" % fh.free_port()
+    curve = {"secret_key_file": keys.hub_secret, "allow": [keys.client_public]}
+    hub = fh.Hub(wd, "bus:\n  bind: tcp://127.0.0.1:%d\n  publish: %s\n  curve: %s\n%s"
+                 % (fh.free_port(), publish, json.dumps(curve), CONSUMERS))
+    tail = None
+    try:
+        hub.wait_ready()
+        tail = subprocess.Popen([fh.BIN, "tail", "-n", "1", "-c", publish, "--curve-key",
+                                 keys.client_secret, "--server-key", keys.hub_public,
+                                 "org.test."], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def emitted():  # until tail, subscribed at some point, got one and exited
+            status, _, err = fh.run(["emit", "-c", hub.config, "org.test.tail", "hello"])
+            assert status == 0, err
+            return tail.poll() is not None
+        fh.wait_for(emitted, "tail to receive an emitted message", hub=hub)
+        out, err = tail.communicate()
+        assert tail.returncode == 0, err
+        assert out == b"org.test.tail hello\n", (out, err)
+        assert hub_denied(hub) == 0
+        assert hub.stop() == 0, hub.log()
+    finally:
+        if tail is not None and tail.poll() is None:
+            tail.kill()
+            tail.wait()
+        hub.kill()
+    for args, why in ((["--curve-key", keys.client_secret], "--curve-key without --server-key"),
+                      (["-b", "tcp://127.0.0.1:1", "--curve-key", keys.client_secret,
+                        "--server-key", keys.hub_public], "--curve-key is for --connect")):
+        status, _, err = fh.run(["tail"] + args)
+        assert status == 2 and why in err, (args, err)
+    wd.cleanup()
+
+
+def hub_denied(hub):
+    return hub.stats()["hub"]["auth_denied"]
+
+
 if __name__ == "__main__":
     fh.main([test_allowed_keys_get_answers,
              test_refused_clients_say_so_and_are_counted,
              test_client_key_options_are_checked,
              test_check_and_run_refuse_a_control_endpoint_off_loopback_in_clear,
-             test_insecure_endpoint_off_loopback_is_served_and_logged])
+             test_insecure_endpoint_off_loopback_is_served_and_logged,
+             test_tail_is_a_curve_client_of_bus_publish])
