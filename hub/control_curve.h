@@ -5,7 +5,8 @@
     context when control_curve is off (as before); with it, a ROUTER in a
     ZeroMQ context of its own, a CURVE server whose ZAP handler (zap.h,
     one per context: the bus's lives in CZMQ's) lets in the keys of
-    control_curve.allow, allow_dir and client_key_file, and a monitor that
+    control_curve.allow, allow_dir, client_key_file and the hub's own (its
+    /metrics thread is a client), and a monitor that
     counts the handshakes refused before ZAP is asked (a plaintext
     client, a wrong server key). Every refusal is counted in the counter
     given (hub.auth_denied).
@@ -59,9 +60,9 @@ void fh_control_client_use_keys (const fh_control_keys_t *keys);
 void fh_control_client_use_own_keys (const fh_config_t *config);
 /* Whether they are set. */
 bool fh_control_client_curve (void);
-/* Gives socket (a client of context, not yet connected) the keys, when set, and a
-   monitor of its handshakes: returns the monitor (a socket to poll and
-   close with zmq_close), or NULL. */
+/* Gives socket (a client, in context, not yet connected) the keys, when
+   set, and a monitor of its handshakes: returns the monitor (a socket to
+   poll and close with zmq_close), or NULL. */
 void *fh_control_client_guard (void *context, void *socket);
 /* After the monitor polled readable: true, with the reason in err, when
    the hub refused the handshake. */
