@@ -38,6 +38,7 @@ struct fh_control {
     char start_error[512];
     atomic_bool setup_done; /* release: start_error is final */
     atomic_bool bound;      /* the endpoint is ours: remove an ipc file */
+    atomic_bool finished;   /* release: the actor's threads (ZAP) are joined */
 };
 
 /* A request answered later: an emit or an injection, waiting for the
@@ -497,6 +498,9 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_moksha_destroy (&moksha);
     fh_control_guard_destroy (&guard);
     fh_stats_destroy (&state.stats);
+    /* The pipe orders nothing TSan sees: what the ZAP thread read of the
+       configuration is done before the caller frees it. */
+    atomic_store_explicit (&self->finished, true, memory_order_release);
 }
 
 /* For ipc://: checks the path and its directory (control_path), and
@@ -564,6 +568,7 @@ fh_control_destroy (fh_control_t **self_p)
     if (!self)
         return;
     zactor_destroy (&self->actor);
+    (void) atomic_load_explicit (&self->finished, memory_order_acquire);
     if (self->ipc_path)
         unlink (self->ipc_path);
     free (self->ipc_path);
