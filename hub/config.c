@@ -266,6 +266,77 @@ fh_cfg_parse_consumers (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     return rc;
 }
 
+/* control_curve: CURVE on a tcp:// control endpoint, with bus.curve's
+   keys and checks; the key files are read at load, so that `check`
+   refuses what `run` would, and a client given -c finds the keys. */
+static int
+s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
+{
+    fh_config_t *cfg = target;
+    if (!cfg->control_curve.secret_key_file) {
+        fh_yaml_path_key (ctx, "secret_key_file");
+        return fh_yaml_error (ctx, node->start_mark, "missing required key (the control "
+                              "socket's key pair; fanhub keygen writes one)");
+    }
+    if (!cfg->control_curve.allow.count && !cfg->control_curve.allow_dir
+        && !cfg->control_curve.client_key_file) {
+        fh_yaml_path_key (ctx, "allow");
+        return fh_yaml_error (ctx, node->start_mark, "missing: the clients' keys (allow:, "
+                              "allow_dir: or client_key_file:)");
+    }
+    struct stat st;
+    const char *dir = cfg->control_curve.allow_dir;
+    if (dir && (stat (dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
+        yaml_node_t *at = fh_yaml_map_find (ctx, node, "allow_dir");
+        fh_yaml_path_key (ctx, "allow_dir");
+        return fh_yaml_error (ctx, at->start_mark, "%s is not a directory (of zcert public "
+                              "key files)", dir);
+    }
+    const struct {
+        const char *key, *file;
+        char *public_key, *secret_key;
+    } pairs[] = {
+        {"secret_key_file", cfg->control_curve.secret_key_file, cfg->control_curve.public_key,
+         cfg->control_curve.secret_key},
+        {"client_key_file", cfg->control_curve.client_key_file,
+         cfg->control_curve.client_public_key, cfg->control_curve.client_secret_key},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char why[512];
+        if (pairs[i].file && fh_curve_load_secret (pairs[i].file, pairs[i].public_key,
+                                                   pairs[i].secret_key, why, sizeof why) != 0) {
+            yaml_node_t *at = fh_yaml_map_find (ctx, node, pairs[i].key);
+            fh_yaml_path_key (ctx, pairs[i].key);
+            return fh_yaml_error (ctx, at->start_mark, "%s", why);
+        }
+    }
+    return 0;
+}
+
+/* Who may reach the control endpoint: a tcp:// one off loopback needs
+   control_curve, or control_insecure; control_curve needs tcp://. */
+static int
+s_control_exposure_check (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg)
+{
+    bool curve = cfg->control_curve.secret_key_file != NULL;
+    bool tcp = strncmp (cfg->control, "tcp://", 6) == 0;
+    yaml_node_t *at = fh_yaml_map_find (ctx, root, curve && !tcp ? "control_curve" : "control");
+    yaml_mark_t mark = at ? at->start_mark : root->start_mark;
+    if (curve && !tcp) {
+        fh_yaml_path_key (ctx, "control_curve");
+        return fh_yaml_error (ctx, mark, "CURVE is for a tcp:// control endpoint, not %s (an "
+                              "ipc socket is guarded by its owner and mode)", cfg->control);
+    }
+    if (tcp && !curve && !cfg->control_insecure && !fh_cfg_control_on_loopback (cfg->control)) {
+        fh_yaml_path_key (ctx, "control");
+        return fh_yaml_error (ctx, mark, "%s is not on loopback: other hosts could send it "
+                              "emit, reload and stats requests; give control_curve: (CURVE "
+                              "keys, docs/security.md), or control_insecure: true to serve it "
+                              "in clear all the same", cfg->control);
+    }
+    return 0;
+}
+
 /* What depends on several sections: overflow defaults and needs, the
    consumers' worker settings, the log level. */
 static int
@@ -300,7 +371,9 @@ s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
         }
     }
     ctx->path[0] = '\0';
-    return cfg->control ? 0 : s_control_default (ctx, node, cfg);
+    if (!cfg->control && s_control_default (ctx, node, cfg) != 0)
+        return -1;
+    return s_control_exposure_check (ctx, node, cfg);
 }
 
 /* ------------------------------------------------------------------ */
@@ -320,6 +393,21 @@ static const fh_cfg_field_t s_curve_fields[] = {
 };
 
 static const fh_cfg_section_t s_curve_section = { s_curve_fields, s_curve_finish };
+
+static const fh_cfg_field_t s_control_curve_fields[] = {
+    { .key = "secret_key_file", .parse = fh_cfg_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.secret_key_file) },
+    { .key = "allow", .parse = fh_cfg_parse_keys,
+      .offset = offsetof (fh_config_t, control_curve.allow) },
+    { .key = "allow_dir", .parse = fh_cfg_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.allow_dir) },
+    { .key = "client_key_file", .parse = fh_cfg_parse_path,
+      .offset = offsetof (fh_config_t, control_curve.client_key_file) },
+    { .key = NULL },
+};
+
+static const fh_cfg_section_t s_control_curve_section = { s_control_curve_fields,
+                                                          s_control_curve_finish };
 
 static const fh_cfg_field_t s_gaps_fields[] = {
     { .key = "counter", .parse = fh_cfg_parse_path,
@@ -483,6 +571,10 @@ static const fh_cfg_field_t s_top_fields[] = {
       .section = &s_bus_section, .required = true },
     { .key = "control", .parse = fh_cfg_parse_control,
       .offset = offsetof (fh_config_t, control) },
+    { .key = "control_curve", .parse = fh_cfg_parse_section, .offset = 0,
+      .section = &s_control_curve_section },
+    { .key = "control_insecure", .parse = fh_cfg_parse_bool,
+      .offset = offsetof (fh_config_t, control_insecure) },
     { .key = "shutdown_timeout", .parse = fh_cfg_parse_millis,
       .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
       .max = S_SHUTDOWN_TIMEOUT_MAX_S, .live = true },
@@ -592,6 +684,13 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->curve.allow_dir);
     memset (self->curve.secret_key, 0, sizeof self->curve.secret_key);
     fh_cfg_strlist_clear (&self->allow_ip);
+    free (self->control_curve.secret_key_file);
+    fh_cfg_strlist_clear (&self->control_curve.allow);
+    free (self->control_curve.allow_dir);
+    free (self->control_curve.client_key_file);
+    memset (self->control_curve.secret_key, 0, sizeof self->control_curve.secret_key);
+    memset (self->control_curve.client_secret_key, 0,
+            sizeof self->control_curve.client_secret_key);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);
     free (self);

@@ -123,6 +123,19 @@ typedef struct {
     fh_strlist_t allow_ip;       /* bus.allow_ip: peer addresses let in; none = any */
     size_t max_peers;            /* bus.max_peers per bind endpoint; 0 = from the
                                     descriptor limit */
+    struct {                      /* control_curve; off when secret_key_file is NULL */
+        char *secret_key_file;    /* the control socket's zcert secret file, 0600 */
+        char public_key[41];      /* Z85, read from the file at load */
+        char secret_key[41];      /* Z85: never logged nor shown */
+        fh_strlist_t allow;       /* Z85 client keys let in */
+        char *allow_dir;          /* zcert directory of client keys, or NULL */
+        char *client_key_file;    /* the pair `fanhub stats -c` and the other
+                                     clients use; let in too; or NULL */
+        char client_public_key[41];
+        char client_secret_key[41];
+    } control_curve;
+    bool control_insecure;        /* control_insecure: a tcp control endpoint
+                                     off loopback without CURVE, knowingly */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */

@@ -123,7 +123,8 @@ s_is_ipv4_loopback (const char *host, size_t len)
     return parts[0] == 127 && parts[1] < 256 && parts[2] < 256 && parts[3] < 256;
 }
 
-/* The control endpoint: ipc://PATH, or tcp:// on loopback with a port. */
+/* The control endpoint: ipc://PATH, or tcp://HOST:PORT (who may reach a
+   tcp one: fh_cfg_control_on_loopback and control_curve, in config.c). */
 const char *
 fh_cfg_control_check (const char *endpoint)
 {
@@ -136,21 +137,32 @@ fh_cfg_control_check (const char *endpoint)
     if (strncmp (endpoint, "ipc://", 6) == 0)
         return NULL;
     if (strncmp (endpoint, "tcp://", 6) != 0)
-        return "the control socket is served on ipc://PATH or on tcp:// on "
-               "loopback";
+        return "the control socket is served on ipc://PATH or on tcp://HOST:PORT";
     const char *host, *port;
     size_t host_len;
     why = s_tcp_split (endpoint + 6, &host, &host_len, &port);
     if (why)
         return why; /* not reached: fh_endpoint_check split it already */
-    bool loopback = (host_len == 9 && strncmp (host, "localhost", 9) == 0)
-                    || (host_len == 3 && strncmp (host, "::1", 3) == 0 && endpoint[6] == '[')
-                    || s_is_ipv4_loopback (host, host_len);
-    if (!loopback)
-        return "the control socket is only served on loopback (127.0.0.1, "
-               "localhost or [::1]) or on ipc://PATH";
+    if (host_len == 1 && *host == '*')
+        return "the control endpoint needs an address clients can connect to "
+               "(127.0.0.1; off loopback, with control_curve:, the interface's)";
     if (strcmp (port, "*") == 0)
         return "the control endpoint needs a fixed port, for clients to "
                "find it";
     return NULL;
+}
+
+/* Whether a tcp:// control endpoint is on loopback (127.0.0.0/8,
+   localhost, [::1]): only the local users reach it. */
+bool
+fh_cfg_control_on_loopback (const char *endpoint)
+{
+    const char *host, *port;
+    size_t host_len;
+    if (strncmp (endpoint, "tcp://", 6) != 0
+        || s_tcp_split (endpoint + 6, &host, &host_len, &port) != NULL)
+        return false;
+    return (host_len == 9 && strncmp (host, "localhost", 9) == 0)
+           || (host_len == 3 && strncmp (host, "::1", 3) == 0 && endpoint[6] == '[')
+           || s_is_ipv4_loopback (host, host_len);
 }

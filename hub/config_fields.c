@@ -7,9 +7,9 @@
 */
 #include "config_internal.h"
 
+#include "cidr.h"
 #include "curve.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,10 +492,12 @@ fh_cfg_parse_key (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_
     return s_store (ctx, node, target, text);
 }
 
-/* A list (or one) of keys, or of IP addresses: check tells which. */
+/* A list (or one) of keys, or of IP networks: check tells which, and
+   returns NULL for a good item, else why it is not (or "" for no more
+   than `what`). */
 static int
 s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
-                 bool (*check) (const char *))
+                 const char *(*check) (const char *))
 {
     size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
     if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {
@@ -512,9 +514,10 @@ s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const ch
         const char *text = fh_yaml_text (ctx, item, what);
         if (!text)
             return -1;
-        if (!check (text))
-            return fh_yaml_error (ctx, item->start_mark, "expected %s, got '%.*s'", what,
-                                  FH_YAML_GOT_MAX, text);
+        const char *why = check (text);
+        if (why)
+            return fh_yaml_error (ctx, item->start_mark, "expected %s, got '%.*s'%s%s", what,
+                                  FH_YAML_GOT_MAX, text, *why ? ": " : "", why);
         if (fh_cfg_strlist_add (list, text))
             return fh_yaml_oom (ctx, item->start_mark);
         fh_yaml_path_pop (ctx, mark);
@@ -522,27 +525,37 @@ s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const ch
     return 0;
 }
 
+static const char *
+s_key_check (const char *text)
+{
+    return fh_curve_key_valid (text) ? NULL : "";
+}
+
 int
 fh_cfg_parse_keys (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
     return s_parse_list_of (ctx, node, target, "CurveZMQ public keys (40 characters of Z85)",
-                            fh_curve_key_valid);
+                            s_key_check);
 }
 
-static bool
-s_ip_valid (const char *text)
+static const char *
+s_network_check (const char *text)
 {
-    unsigned char addr[16];
-    return inet_pton (AF_INET, text, addr) == 1 || inet_pton (AF_INET6, text, addr) == 1;
+    fh_cidr_t net;
+    const char *why = NULL;
+    return fh_cidr_parse (text, &net, &why) == 0 ? NULL : why;
 }
 
+/* bus.allow_ip: addresses and networks (cidr.h). */
 int
 fh_cfg_parse_addresses (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                         const fh_cfg_field_t *field)
 {
     (void) field;
-    return s_parse_list_of (ctx, node, target, "IP addresses (192.0.2.7, 2001:db8::7)", s_ip_valid);
+    return s_parse_list_of (ctx, node, target,
+                            "IP addresses or networks (192.0.2.7, 10.0.0.0/8, 2001:db8::/32)",
+                            s_network_check);
 }
 
 /* ------------------------------------------------------------------ */

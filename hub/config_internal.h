@@ -84,6 +84,7 @@ bool fh_cfg_name_valid (const char *text);
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);
+bool fh_cfg_control_on_loopback (const char *endpoint);
 
 int fh_cfg_strlist_add (fh_strlist_t *list, const char *text);
 void fh_cfg_strlist_clear (fh_strlist_t *list);

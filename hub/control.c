@@ -5,6 +5,7 @@
 #include "fs.h"
 #include "log.h"
 #include "collectd_push.h"
+#include "control_curve.h"
 #include "control_parse.h"
 #include "control_path.h"
 #include "emit.h"
@@ -37,6 +38,7 @@ struct fh_control {
     char start_error[512];
     atomic_bool setup_done; /* release: start_error is final */
     atomic_bool bound;      /* the endpoint is ours: remove an ipc file */
+    atomic_bool finished;   /* release: the actor's threads (ZAP) are joined */
 };
 
 /* A request answered later: an emit or an injection, waiting for the
@@ -386,25 +388,24 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_control_t *self = args;
     const fh_config_t *config = fh_hub_config (self->hub);
     s_state_t state = {.control = self, .stats = fh_stats_new (self->hub)};
-    zsock_t *router = zsock_new (ZMQ_ROUTER);
+    /* The ROUTER, and with control_curve its keys and ZAP handler. */
+    fh_control_guard_t *guard = NULL;
+    if (state.stats)
+        guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
+                                      self->start_error, sizeof self->start_error);
+    void *router = guard ? fh_control_guard_router (guard) : NULL;
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;
     zsock_t *inject = NULL;
-    if (!state.stats || !router)
+    if (!state.stats && !self->start_error[0])
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
-    else {
-        zsock_set_linger (router, 0);
-        zsock_set_router_mandatory (router, 0);
+    else if (router) {
         /* A request carries at most one bus message: a bigger frame is
            refused while it arrives (ZeroMQ drops that connection), not
            received whole first. */
-        zsock_set_maxmsgsize (router, (int) ((int64_t) config->max_message_bytes
-                                                      + FH_CONTROL_REQUEST_SLACK
-                                              > INT_MAX
-                                                  ? INT_MAX
-                                                  : config->max_message_bytes
-                                                        + FH_CONTROL_REQUEST_SLACK));
-        if (fh_control_path_bind (zsock_resolve (router), config->control) != 0)
+        int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
+        zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
+        if (fh_control_path_bind (router, config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,
                       zmq_strerror (zmq_errno ()));
@@ -426,11 +427,13 @@ s_control_actor (zsock_t *pipe, void *args)
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
     zsock_signal (pipe, 0);
 
+    void *monitor = guard ? fh_control_guard_monitor (guard) : NULL;
     zmq_pollitem_t items[] = {
         {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
-        {router ? zsock_resolve (router) : NULL, 0, ZMQ_POLLIN, 0},
+        {router, 0, ZMQ_POLLIN, 0},
+        {monitor, 0, ZMQ_POLLIN, 0},
     };
-    int item_count = self->start_error[0] ? 1 : 2;
+    int item_count = self->start_error[0] ? 1 : monitor ? 3 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
     fh_hub_lock (self->hub); /* a reload may already have come */
     uint64_t generation = fh_hub_generation (self->hub);
@@ -469,9 +472,11 @@ s_control_actor (zsock_t *pipe, void *args)
             }
         }
         if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
-            s_serve_one (&state, zsock_resolve (router));
+            s_serve_one (&state, router);
+        if (item_count > 2 && (items[2].revents & ZMQ_POLLIN))
+            fh_control_guard_on_monitor (guard);
         if (state.pending_count)
-            s_serve_pending (&state, zsock_resolve (router));
+            s_serve_pending (&state, router);
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
@@ -491,8 +496,11 @@ s_control_actor (zsock_t *pipe, void *args)
     zsock_destroy (&inject);
     fh_collectd_push_destroy (&push);
     fh_moksha_destroy (&moksha);
-    zsock_destroy (&router);
+    fh_control_guard_destroy (&guard);
     fh_stats_destroy (&state.stats);
+    /* The pipe orders nothing TSan sees: what the ZAP thread read of the
+       configuration is done before the caller frees it. */
+    atomic_store_explicit (&self->finished, true, memory_order_release);
 }
 
 /* For ipc://: checks the path and its directory (control_path), and
@@ -560,6 +568,7 @@ fh_control_destroy (fh_control_t **self_p)
     if (!self)
         return;
     zactor_destroy (&self->actor);
+    (void) atomic_load_explicit (&self->finished, memory_order_acquire);
     if (self->ipc_path)
         unlink (self->ipc_path);
     free (self->ipc_path);
@@ -573,6 +582,35 @@ fh_control_call (const char *endpoint, const char *command, int timeout_ms, char
 {
     fanhub_bytes_t frame = {command, strlen (command)};
     return fh_control_call_frames (endpoint, &frame, 1, timeout_ms, err, errlen);
+}
+
+/* Waits up to timeout_ms for the answer on req: true when it is there;
+   else false with err set, at once when monitor (or NULL) tells that
+   the hub refused the handshake. */
+static bool
+s_wait_answer (void *req, void *monitor, const char *endpoint, int timeout_ms, char *err,
+               size_t errlen)
+{
+    zmq_pollitem_t items[] = {{req, 0, ZMQ_POLLIN, 0}, {monitor, 0, ZMQ_POLLIN, 0}};
+    int64_t deadline = fh_clock_mono_ns () + (int64_t) timeout_ms * 1000000;
+    while (true) {
+        int64_t left_ms = (deadline - fh_clock_mono_ns ()) / 1000000;
+        if (left_ms <= 0)
+            break;
+        int rc = zmq_poll (items, monitor ? 2 : 1, (long) left_ms);
+        if (rc < 0)
+            break; /* a signal: the command decides (stats --watch stops) */
+        if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
+            return true;
+        if (rc > 0 && (items[1].revents & ZMQ_POLLIN)
+            && fh_control_client_refused (monitor, endpoint, err, errlen))
+            return false;
+    }
+    snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?%s", endpoint,
+              timeout_ms,
+              fh_control_client_curve () ? " (and is the server key its control public key?)"
+                                         : "");
+    return false;
 }
 
 char *
@@ -591,6 +629,12 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
     zsock_set_linger (req, 0);
     zsock_set_rcvtimeo (req, timeout_ms);
     zsock_set_sndtimeo (req, timeout_ms);
+    if (strstr (endpoint, "://["))
+        zsock_set_ipv6 (req, 1);
+    /* tcp://: the CURVE keys, if any, and a refused handshake said at once. */
+    void *monitor = strncmp (endpoint, "tcp://", 6) == 0
+                        ? fh_control_client_guard (zsys_init (), zsock_resolve (req))
+                        : NULL;
     char *answer = NULL;
     bool sent = true;
     if (zmq_connect (zsock_resolve (req), endpoint) != 0) {
@@ -603,7 +647,7 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
             snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
             sent = false;
         }
-    if (sent) {
+    if (sent && s_wait_answer (zsock_resolve (req), monitor, endpoint, timeout_ms, err, errlen)) {
         zmq_msg_t reply;
         zmq_msg_init (&reply);
         if (zmq_msg_recv (&reply, zsock_resolve (req), 0) < 0)
@@ -621,6 +665,8 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
         }
         zmq_msg_close (&reply);
     }
+    if (monitor)
+        zmq_close (monitor);
     zsock_destroy (&req);
     return answer;
 }

@@ -27,7 +27,9 @@
     path and directory are checked first (control_path.h). If another hub
     answers PING on it, the endpoint is refused rather than taken over. A
     client sends nothing to an ipc:// socket that is not its own user's or
-    root's.
+    root's. A tcp:// endpoint with control_curve is a CURVE server, and a
+    client of a tcp:// endpoint uses this process's keys and says at once
+    when its handshake was refused (control_curve.h).
 */
 #ifndef FH_CONTROL_H_INCLUDED
 #define FH_CONTROL_H_INCLUDED

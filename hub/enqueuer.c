@@ -62,6 +62,7 @@ struct fh_enqueuer {
 
     /* Actor-private. */
     int max_peers;       /* per bind endpoint, resolved */
+    int *bind_ports;     /* per bind endpoint: its tcp port once bound, or -1 */
     fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
     zmq_msg_t *frames;   /* room for max_frames + 1 */
     uint32_t *matches;   /* room for consumer_count */
@@ -360,10 +361,22 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
     s_signal_all (self);
 }
 
+/* The port of a tcp:// address, or -1. */
+static int
+s_port_of (const char *address)
+{
+    const char *colon = strncmp (address, "tcp://", 6) == 0 ? strrchr (address, ':') : NULL;
+    return colon ? atoi (colon + 1) : -1;
+}
+
 /* The endpoint a monitor event is about: the configured string when it
-   matches, else the only endpoint of that kind. SIZE_MAX when unknown. */
+   matches. A connection accepted on a bind endpoint is named by its local
+   address (tcp://127.0.0.1:P for a bind on a wildcard address or on
+   localhost): the bind endpoint whose port it is. When neither
+   names one, the only endpoint of that kind (fallback); SIZE_MAX when
+   unknown. */
 static size_t
-s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted)
+s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted, bool fallback)
 {
     const fh_config_t *config = self->config;
     const fh_strlist_t *list = accepted ? &config->bind : &config->connect;
@@ -371,15 +384,11 @@ s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted)
     for (size_t i = 0; i < list->count; i++)
         if (strcmp (list->items[i], address) == 0)
             return base + i;
-    return list->count == 1 ? base : SIZE_MAX;
-}
-
-/* The port of a tcp:// address, or -1. */
-static int
-s_port_of (const char *address)
-{
-    const char *colon = strncmp (address, "tcp://", 6) == 0 ? strrchr (address, ':') : NULL;
-    return colon ? atoi (colon + 1) : -1;
+    int port = accepted ? s_port_of (address) : -1;
+    for (size_t i = 0; port > 0 && i < list->count; i++)
+        if (self->bind_ports[i] == port)
+            return base + i;
+    return fallback && list->count == 1 ? base : SIZE_MAX;
 }
 
 /* A connection accepted on a bind endpoint that has max_peers already:
@@ -455,11 +464,16 @@ s_handle_monitor_event (fh_enqueuer_t *self, void *monitor)
     default: return true;
     }
     /* A disconnect does not say which side made the connection: try the
-       connect endpoints first, then the bind ones. */
-    size_t i = s_endpoint_index (self, address, accepted);
-    if (event == ZMQ_EVENT_DISCONNECTED
-        && (i == SIZE_MAX || atomic_load (&self->peers[i]) == 0))
-        i = s_endpoint_index (self, address, true);
+       connect endpoints first, then the bind ones; by name, then the
+       only one of its kind. */
+    size_t i = s_endpoint_index (self, address, accepted, event != ZMQ_EVENT_DISCONNECTED);
+    if (event == ZMQ_EVENT_DISCONNECTED && i == SIZE_MAX)
+        i = s_endpoint_index (self, address, true, false);
+    if (event == ZMQ_EVENT_DISCONNECTED && i == SIZE_MAX) {
+        i = s_endpoint_index (self, address, false, true);
+        if (i == SIZE_MAX || atomic_load (&self->peers[i]) == 0)
+            i = s_endpoint_index (self, address, true, true);
+    }
     if (i == SIZE_MAX)
         return true;
     int now = atomic_load (&self->peers[i]) + delta;
@@ -695,11 +709,16 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
        connected: the bind endpoints get the server's, then the connect
        endpoints the client's. */
     s_secure (self, zsock_resolve (sub), "fanhub-bus", true);
-    for (size_t i = 0; i < config->bind.count && !self->start_error[0]; i++)
+    for (size_t i = 0; i < config->bind.count && !self->start_error[0]; i++) {
         if (zmq_bind (zsock_resolve (sub), config->bind.items[i]) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "bus.bind: cannot bind %s: %s", config->bind.items[i],
                       zmq_strerror (zmq_errno ()));
+        char bound[256] = "";
+        size_t size = sizeof bound;
+        zmq_getsockopt (zsock_resolve (sub), ZMQ_LAST_ENDPOINT, bound, &size);
+        self->bind_ports[i] = s_port_of (bound); /* the port a wildcard one got */
+    }
     s_secure (self, zsock_resolve (sub), "", false);
     for (size_t i = 0; i < config->connect.count && !self->start_error[0]; i++)
         if (zmq_connect (zsock_resolve (sub), config->connect.items[i]) != 0)
@@ -842,6 +861,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
                                  sizeof *self->offered_mark);
     self->targets = calloc (consumer_count ? consumer_count : 1, sizeof *self->targets);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
+    self->bind_ports = calloc (config->bind.count + 1, sizeof *self->bind_ports);
     bool gaps_ok = true;
     if (config->gaps.counter) {
         self->gaps = fh_gaps_new (config->gaps.counter, config->gaps.producer,
@@ -856,7 +876,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
             self->seq = kept;
     }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
-        && self->peers && gaps_ok)
+        && self->peers && self->bind_ports && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -892,6 +912,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->offered_mark);
     free (self->targets);
     free (self->peers);
+    free (self->bind_ports);
     fh_gaps_destroy (&self->gaps);
     free (self);
     *self_p = NULL;

@@ -46,6 +46,7 @@ struct fh_hub {
     pthread_mutex_t lock;
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
+    atomic_uint_fast64_t control_denied; /* control_curve handshakes refused */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
 };
 
@@ -486,6 +487,13 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
         fh_enqueuer_counts (self->enqueuer, out);
     else
         memset (out, 0, sizeof *out);
+    out->auth_denied += atomic_load (&self->control_denied);
+}
+
+atomic_uint_fast64_t *
+fh_hub_control_denied (fh_hub_t *self)
+{
+    return &self->control_denied;
 }
 
 uint64_t

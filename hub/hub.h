@@ -16,6 +16,7 @@
 #include "enqueuer.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -37,6 +38,9 @@ size_t fh_hub_consumer_count (const fh_hub_t *self);
 fh_consumer_t *fh_hub_consumer (fh_hub_t *self, size_t index);
 /* Hub-wide counters (zero before start). */
 void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
+/* The counter of the control socket's refused handshakes (control_curve),
+   added to hub.auth_denied by fh_hub_counts. */
+atomic_uint_fast64_t *fh_hub_control_denied (fh_hub_t *self);
 /* Under the lock: messages handled over the hub's life (by the
    enqueuer, when no consumer took them, and by every consumer instance,
    removed ones included), with their latency (may be NULL). */

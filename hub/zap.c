@@ -1,6 +1,8 @@
 /*  zap - the hub's ZAP handler. See zap.h. */
 #include "zap.h"
 
+#include "cidr.h"
+
 #include <czmq.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -18,6 +20,7 @@ struct fh_zap {
     const fh_zap_policy_t *policies;
     size_t count;
     zcertstore_t **stores; /* per policy, when it has allow_dir */
+    fh_cidr_t **networks;  /* per policy: its allow_ip, parsed */
     pthread_t thread;
     bool started;
 };
@@ -60,7 +63,7 @@ s_decide (fh_zap_t *self, zmq_msg_t *frames, size_t count, const fh_zap_policy_t
     if (policy->allow_ip_count) {
         bool listed = false;
         for (size_t i = 0; i < policy->allow_ip_count && !listed; i++)
-            listed = strcmp (policy->allow_ip[i], address) == 0;
+            listed = fh_cidr_match (&self->networks[index][i], address);
         if (!listed)
             return "address not allowed";
     }
@@ -142,12 +145,38 @@ s_run (void *args)
     return NULL;
 }
 
+/* A policy's allow_ip entries as networks (cidr.h); the configuration
+   checked them already, so a bad one here is refused all the same. */
+static int
+s_parse_networks (fh_zap_t *self, size_t index, char *err, size_t errlen)
+{
+    const fh_zap_policy_t *policy = &self->policies[index];
+    if (!policy->allow_ip_count)
+        return 0;
+    self->networks[index] = calloc (policy->allow_ip_count, sizeof (fh_cidr_t));
+    if (!self->networks[index]) {
+        snprintf (err, errlen, "ZAP handler: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < policy->allow_ip_count; i++) {
+        const char *why;
+        if (fh_cidr_parse (policy->allow_ip[i], &self->networks[index][i], &why) != 0) {
+            snprintf (err, errlen, "ZAP handler: allow_ip '%s': %s", policy->allow_ip[i], why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 fh_zap_t *
 fh_zap_new (void *zmq_context, const fh_zap_policy_t *policies, size_t count, char *err,
             size_t errlen)
 {
     fh_zap_t *self = calloc (1, sizeof *self);
-    if (!self || !(self->stores = calloc (count + 1, sizeof *self->stores))) {
+    if (!self || !(self->stores = calloc (count + 1, sizeof *self->stores))
+        || !(self->networks = calloc (count + 1, sizeof *self->networks))) {
+        if (self)
+            free (self->stores);
         free (self);
         snprintf (err, errlen, "ZAP handler: out of memory");
         return NULL;
@@ -155,6 +184,11 @@ fh_zap_new (void *zmq_context, const fh_zap_policy_t *policies, size_t count, ch
     self->context = zmq_context;
     self->policies = policies;
     self->count = count;
+    for (size_t i = 0; i < count; i++)
+        if (s_parse_networks (self, i, err, errlen) != 0) {
+            fh_zap_destroy (&self);
+            return NULL;
+        }
     for (size_t i = 0; i < count; i++)
         if (policies[i].allow_dir) {
             self->stores[i] = zcertstore_new (policies[i].allow_dir);
@@ -207,9 +241,12 @@ fh_zap_destroy (fh_zap_t **self_p)
         zmq_close (self->stop_in);
     if (self->stop_out)
         zmq_close (self->stop_out);
-    for (size_t i = 0; i < self->count; i++)
+    for (size_t i = 0; i < self->count; i++) {
         zcertstore_destroy (&self->stores[i]);
+        free (self->networks[i]);
+    }
     free (self->stores);
+    free (self->networks);
     free (self);
     *self_p = NULL;
 }

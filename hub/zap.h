@@ -7,7 +7,8 @@
       - CURVE: the client's public key must be in the allow list or in the
         certificate directory (a zcertstore, which re-reads the directory
         when it changes); other mechanisms are refused;
-      - allow_ip: when not empty, the peer's address must be one of them;
+      - allow_ip: when not empty, the peer's address must be in one of
+        these networks (cidr.h: "192.0.2.7", "10.0.0.0/8", "::1/128");
       - max_peers: when the domain's live peer count (kept by the socket's
         owner, from its monitor) is above the cap, the handshake is refused.
     A request for a domain it was not given (the control socket's, the
@@ -35,7 +36,7 @@ typedef struct {
     const char *const *allow;    /* ... with one of these Z85 keys */
     size_t allow_count;
     const char *allow_dir;       /* ... or a key of this zcert directory */
-    const char *const *allow_ip; /* addresses let in; none = any */
+    const char *const *allow_ip; /* networks let in (cidr.h); none = any */
     size_t allow_ip_count;
     const atomic_int *peers;     /* live peers, or NULL */
     int max_peers;               /* refused above this, when peers is set */

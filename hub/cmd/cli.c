@@ -1,8 +1,11 @@
 /*  cli - what the subcommands share. See cli.h. */
 #include "cli.h"
 #include "commands.h"
+#include "control_curve.h"
+#include "curve.h"
 
 #include <assert.h>
+#include <czmq.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -106,6 +109,12 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         else
             cli->status = fh_cli_usage_error (command, "unknown option '%s'", typed);
         return -1;
+    case FH_CLI_CURVE_KEY:
+        cli->curve_key = optarg;
+        return fh_cli_next (cli, arg);
+    case FH_CLI_SERVER_KEY:
+        cli->server_key = optarg;
+        return fh_cli_next (cli, arg);
     default:
         *arg = optarg;
         return c;
@@ -249,7 +258,104 @@ fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv,
         *status = fh_cli_status (&cli);
     else if (cli.next < argc)
         fh_cli_usage_error (command, "unexpected argument '%s'", argv[cli.next]);
-    else
-        return fh_cli_control_endpoint (command, path, endpoint, config);
+    else if ((endpoint = fh_cli_control_endpoint (command, path, endpoint, config))) {
+        *status = fh_cli_control_keys (&cli, *config, endpoint);
+        if (*status == FH_EXIT_OK)
+            return endpoint;
+        fh_config_destroy (config);
+    }
     return NULL;
+}
+
+/* --server-key: the key itself, or a zcert file that holds it (the
+   public file, or the secret one). */
+static int
+s_server_key (const char *arg, char key[FH_CURVE_KEY_TEXT], char *err, size_t errlen)
+{
+    if (fh_curve_key_valid (arg)) {
+        snprintf (key, FH_CURVE_KEY_TEXT, "%s", arg);
+        return 0;
+    }
+    zconfig_t *root = zsys_file_exists (arg) ? zconfig_load (arg) : NULL;
+    const char *text = root ? zconfig_get (root, "curve/public-key", NULL) : NULL;
+    int rc = fh_curve_key_valid (text) ? 0 : -1;
+    if (rc == 0)
+        snprintf (key, FH_CURVE_KEY_TEXT, "%s", text);
+    else
+        snprintf (err, errlen, "--server-key %s: neither 40 characters of Z85 nor a zcert "
+                  "file with a curve public-key", arg);
+    zconfig_destroy (&root);
+    return rc;
+}
+
+int
+fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
+                   size_t errlen)
+{
+    memset (keys, 0, sizeof *keys);
+    *on = cli->curve_key || cli->server_key;
+    if (!*on)
+        return 0;
+    if (!cli->curve_key || !cli->server_key) {
+        snprintf (err, errlen, "%s without %s: a CURVE client needs both (its own key pair "
+                  "and the server's public key)", cli->curve_key ? "--curve-key" : "--server-key",
+                  cli->curve_key ? "--server-key" : "--curve-key");
+        return -1;
+    }
+    if (fh_curve_load_secret (cli->curve_key, keys->public_key, keys->secret_key, err, errlen)
+            != 0
+        || s_server_key (cli->server_key, keys->server_key, err, errlen) != 0) {
+        memset (keys->secret_key, 0, sizeof keys->secret_key);
+        return -1;
+    }
+    return 0;
+}
+
+int
+fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char *endpoint)
+{
+    bool configured = config && config->control_curve.secret_key_file;
+    fh_control_keys_t keys;
+    memset (&keys, 0, sizeof keys);
+    char err[1024] = "";
+    bool client = false, server = false;
+    if (cli->curve_key) {
+        char public_key[FH_CURVE_KEY_TEXT];
+        if (fh_curve_load_secret (cli->curve_key, public_key, keys.secret_key, err, sizeof err)
+            == 0) {
+            snprintf (keys.public_key, sizeof keys.public_key, "%s", public_key);
+            client = true;
+        }
+    }
+    else if (configured && config->control_curve.client_key_file) {
+        snprintf (keys.public_key, sizeof keys.public_key, "%s",
+                  config->control_curve.client_public_key);
+        snprintf (keys.secret_key, sizeof keys.secret_key, "%s",
+                  config->control_curve.client_secret_key);
+        client = true;
+    }
+    if (!err[0] && cli->server_key)
+        server = s_server_key (cli->server_key, keys.server_key, err, sizeof err) == 0;
+    else if (!err[0] && configured) {
+        snprintf (keys.server_key, sizeof keys.server_key, "%s", config->control_curve.public_key);
+        server = true;
+    }
+    if (!err[0] && (client || server) && strncmp (endpoint, "tcp://", 6) != 0)
+        snprintf (err, sizeof err, "CURVE keys are for a tcp:// control endpoint, not %s",
+                  endpoint);
+    else if (!err[0] && server && !client && !cli->server_key)
+        snprintf (err, sizeof err, "%s has control_curve: give --curve-key FILE (a key pair "
+                  "the hub allows), or set control_curve.client_key_file", config->source);
+    else if (!err[0] && client != server)
+        snprintf (err, sizeof err, "%s without %s: a CURVE client needs both (its own key "
+                  "pair and the hub's control public key)",
+                  client ? "--curve-key" : "--server-key", client ? "--server-key" : "--curve-key");
+    if (!err[0] && client)
+        fh_control_client_use_keys (&keys);
+    memset (keys.secret_key, 0, sizeof keys.secret_key);
+    if (err[0]) {
+        fprintf (stderr, "fanhub %s: %s\n", cli->command->name, err);
+        return FH_EXIT_USAGE;
+    }
+    return FH_EXIT_OK;
 }

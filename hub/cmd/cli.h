@@ -36,6 +36,7 @@
 #define FH_CLI_H_INCLUDED
 
 #include "config.h"
+#include "control_curve.h"
 
 #include <stdio.h>
 
@@ -71,7 +72,23 @@ typedef struct {
     char **argv;
     int next;   /* after the loop: argv[next] is the first operand */
     int status; /* after a negative fh_cli_next: what the command returns */
+    const char *curve_key, *server_key; /* FH_CLI_CURVE_OPTIONS, or NULL */
 } fh_cli_t;
+
+/* The CURVE options of the commands that talk to a hub's control socket
+   (stats, emit, reload, dead-letter, collectd): put FH_CLI_CURVE_OPTIONS
+   in the option table; fh_cli_next keeps their values in the fh_cli_t
+   (the command sees no id of theirs), and fh_cli_control_keys, once the
+   endpoint is known, makes them this process's control client keys. */
+enum { FH_CLI_CURVE_KEY = FH_CLI_LONG_ONLY + 200, FH_CLI_SERVER_KEY };
+#define FH_CLI_CURVE_OPTIONS                                                                  \
+    {FH_CLI_CURVE_KEY, "curve-key", "FILE",                                                  \
+     "for a tcp:// endpoint with control_curve: this\n"                                       \
+     "client's key pair (a zcert secret file, mode\n"                                         \
+     "0600; default: the -c config's client_key_file)"},                                     \
+    {FH_CLI_SERVER_KEY, "server-key", "KEY|FILE",                                              \
+     "the hub's control public key: 40 characters of\n"                                       \
+     "Z85 or a zcert file (default: the -c config's)"}
 
 void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv);
 /* The next option's id, with its value in *arg (NULL for a flag); 0 at the
@@ -89,6 +106,19 @@ int fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 /* "fanhub 0.1.0 (plugin ABI 1.1)" on stdout. */
 void fh_cli_version (void);
+
+/* Sets this process's control client keys (control_curve.h) from
+   --curve-key and --server-key, else from config's control_curve (config
+   may be NULL: -e). Nothing when neither gives any. FH_EXIT_OK, or
+   FH_EXIT_USAGE with the reason said on stderr (half a pair, a key file
+   refused, keys for an ipc:// endpoint). */
+int fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char *endpoint);
+
+/* --curve-key and --server-key alone, as the keys of a CURVE client of
+   the bus (fanhub tail): 0 with *on false when neither was given, 0 with
+   *on true and keys set when both were, else -1 with the reason in err. */
+int fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
+                       size_t errlen);
 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);

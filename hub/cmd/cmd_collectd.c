@@ -56,6 +56,7 @@ static const fh_cli_option_t s_options[] = {
     {S_OPT_HOST, "host", "NAME",
      "the host name of the values (default:\n"
      "$COLLECTD_HOSTNAME, else this host's name)"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -220,6 +221,11 @@ fh_cmd_collectd (int argc, char **argv)
     endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
     if (!endpoint)
         return FH_EXIT_USAGE;
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        return keys;
+    }
 
     /* Before any thread exists (CZMQ starts its own on the first socket),
        so that every thread inherits the mask and the signals stay pending

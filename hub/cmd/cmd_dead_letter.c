@@ -38,6 +38,7 @@ static const fh_cli_option_t s_options[] = {
      "\"body_base64\""},
     {S_OPT_ID, "id", "ID",
      "replay: only this entry (repeatable, at most 256)"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -531,6 +532,11 @@ fh_cmd_dead_letter (int argc, char **argv)
         if (!known)
             fprintf (stderr, "fanhub dead-letter: note: %s has no consumer '%s'\n",
                      config->source, consumer);
+        int keys = replay ? fh_cli_control_keys (&cli, config, config->control) : FH_EXIT_OK;
+        if (keys != FH_EXIT_OK) {
+            fh_config_destroy (&config);
+            return keys;
+        }
     }
     size_t dirlen = strlen (state_dir) + strlen (consumer) + sizeof FH_DEADLETTER_SUBDIR + 2;
     char *dir = malloc (dirlen);

@@ -32,6 +32,7 @@ static const fh_cli_option_t s_options[] = {
      "(default: the built-in default configuration)"},
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -166,6 +167,12 @@ fh_cmd_emit (int argc, char **argv)
     if (!endpoint) {
         free (body_data);
         return FH_EXIT_USAGE;
+    }
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        free (body_data);
+        return keys;
     }
     char err[2048];
     zsys_handler_set (NULL);

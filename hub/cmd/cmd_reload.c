@@ -14,6 +14,7 @@ static const fh_cli_option_t s_options[] = {
      "find the hub's control endpoint in this config"},
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "commands.h"
 #include "control.h"
+#include "control_curve.h"
 #include "fdlimit.h"
 #include "crash.h"
 #include "hub.h"
@@ -181,6 +182,7 @@ fh_cmd_run (int argc, char **argv)
     /* Listen before the hub starts: a port that is taken fails the start
        before any thread runs or the bus is touched. Until the control
        socket is up, /metrics answers 503. */
+    fh_control_client_use_own_keys (config); /* before the /metrics thread calls */
     fh_prometheus_http_t *http = fh_prometheus_http_new (config, err, sizeof err);
     if (!http && err[0]) {
         fh_error ("%s", err);
@@ -204,7 +206,11 @@ fh_cmd_run (int argc, char **argv)
         fh_config_destroy (&config);
         return FH_EXIT_FAILURE;
     }
-    fh_info ("control: serving %s", config->control);
+    fh_info ("control: serving %s%s", config->control,
+             config->control_curve.secret_key_file ? " with CURVE (control_curve)"
+             : config->control_insecure && strncmp (config->control, "tcp://", 6) == 0
+                 ? " in clear (control_insecure)"
+                 : "");
     if (http)
         fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
     s_log_endpoints (config);

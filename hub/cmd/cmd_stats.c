@@ -53,6 +53,7 @@ static const fh_cli_option_t s_options[] = {
      "instead of asking a hub"},
     {'t', "timeout", "MS",
      "how long to wait for the hub (default 2000)"},
+    FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
@@ -268,6 +269,11 @@ fh_cmd_stats (int argc, char **argv)
     endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
     if (!endpoint)
         return FH_EXIT_USAGE;
+    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        return keys;
+    }
     int status = s_poll (endpoint, format, host, timeout_ms, watch);
     fh_config_destroy (&config);
     return status;

@@ -50,6 +50,8 @@ typedef struct {
     uint64_t count; /* 0 = no limit */
     int rcvhwm;
     bool json;
+    bool curve; /* keys: a CURVE client of the publishers */
+    fh_control_keys_t keys;
 } s_opts_t;
 
 static volatile sig_atomic_t s_stop = 0;
@@ -77,6 +79,13 @@ static const fh_cli_option_t s_options[] = {
     {S_OPT_RCVHWM, "rcvhwm", "N",
      "receive high-water mark; 0 = no limit, never drop\n"
      "(the default)"},
+    {FH_CLI_CURVE_KEY, "curve-key", "FILE",
+     "connect as a CURVE client with this key pair (a\n"
+     "zcert secret file, mode 0600), e.g. to a hub's\n"
+     "bus.publish or a relay with curve"},
+    {FH_CLI_SERVER_KEY, "server-key", "KEY|FILE",
+     "the publisher's public key (40 characters of Z85\n"
+     "or a zcert file); with --curve-key"},
     {0, NULL, NULL, NULL},
 };
 
@@ -173,6 +182,12 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     }
     if (c < 0)
         return fh_cli_status (&cli);
+    char why[1024];
+    if (fh_cli_curve_keys (&cli, &opts->keys, &opts->curve, why, sizeof why) != 0)
+        return fh_cli_usage_error (&s_command, "%s", why);
+    if (opts->curve && opts->bind_count)
+        return fh_cli_usage_error (&s_command, "--curve-key is for --connect: a CURVE "
+                                   "server needs the keys it allows, which tail does not take");
     opts->patterns = argv + cli.next;
     opts->pattern_count = (size_t) (argc - cli.next);
     if (opts->connect_count + opts->bind_count == 0)
@@ -381,6 +396,10 @@ s_socket_open (void *ctx, const s_opts_t *opts)
     int zero = 0;
     if (zmq_setsockopt (sock, ZMQ_LINGER, &zero, sizeof zero) < 0
         || zmq_setsockopt (sock, ZMQ_RCVHWM, &opts->rcvhwm, sizeof opts->rcvhwm) < 0
+        || (opts->curve
+            && (zmq_setsockopt (sock, ZMQ_CURVE_SERVERKEY, opts->keys.server_key, 40) < 0
+                || zmq_setsockopt (sock, ZMQ_CURVE_PUBLICKEY, opts->keys.public_key, 40) < 0
+                || zmq_setsockopt (sock, ZMQ_CURVE_SECRETKEY, opts->keys.secret_key, 40) < 0))
         || s_subscribe (sock, opts) < 0) {
         fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
         zmq_close (sock);
@@ -524,6 +543,7 @@ fh_cmd_tail (int argc, char **argv)
         sigaction (SIGINT, &old_int, NULL);
         sigaction (SIGTERM, &old_term, NULL);
     }
+    memset (opts.keys.secret_key, 0, sizeof opts.keys.secret_key);
     free (opts.connect);
     free (opts.bind);
     return rc;

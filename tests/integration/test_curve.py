@@ -214,6 +214,44 @@ def test_allow_ip_refuses_other_addresses():
         hub.kill()
 
 
+def test_allow_ip_networks():
+    """bus.allow_ip takes networks: 127.0.0.0/8 lets a loopback publisher
+    in, 10.0.0.0/8 (with an IPv6 network beside it) refuses it."""
+    wd = fh.Workdir()
+    for allow, admitted in (("[10.0.0.0/8, '::1/128', 127.0.0.0/8]", True),
+                            ("[10.0.0.0/8, '2001:db8::/32']", False)):
+        endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
+        path = wd.file("all-%s.jsonl" % admitted)
+        hub = fh.Hub(wd, "bus:\n  bind: %s\n  allow_ip: %s\nconsumers:\n%s"
+                     % (endpoint, allow, log_yaml("all", path)), name="hub-%s" % admitted)
+        pub = None
+        try:
+            hub.wait_ready()
+            pub = zmq.Context.instance().socket(zmq.XPUB)
+            pub.setsockopt(zmq.LINGER, 0)
+            pub.connect(endpoint)
+            if admitted:
+                fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
+                pub.send_multipart([b"org.test.cidr", b"in"])
+                fh.wait_for(lambda: fh.count_lines(path) == 1, "the message delivered", hub=hub)
+                assert hub_figure(hub, "auth_denied") == 0
+            else:
+                fh.wait_for(lambda: hub_figure(hub, "auth_denied") >= 1,
+                            "127.0.0.1 refused by 10.0.0.0/8", hub=hub)
+                assert pub.poll(0) == 0
+                assert hub_figure(hub, "received") == 0
+            assert hub.stop() == 0, hub.log()
+        finally:
+            if pub is not None:
+                pub.close()
+            hub.kill()
+    status, _, err = fh.run(["check", "-c", wd.write("bad.yaml", "bus:\n  bind: tcp://127.0.0.1:1\n"
+                                                     "  allow_ip: [10.0.0.1/8]\nconsumers:\n"
+                                                     "  - {name: n, plugin: \"null\"}\n")])
+    assert status == 2 and "got '10.0.0.1/8': bits are set past the prefix length" in err, err
+    wd.cleanup()
+
+
 def test_relay_chain_with_curve_on_both_hops():
     """publisher --CURVE--> hub A (bus.bind) -> relay (bind, CURVE server,
     its ZAP lets hub B in) --CURVE--> hub B (bus.connect)."""
@@ -282,4 +320,5 @@ if __name__ == "__main__":
              test_plaintext_and_unknown_keys_refused_allowed_key_delivered,
              test_allow_dir,
              test_allow_ip_refuses_other_addresses,
+             test_allow_ip_networks,
              test_relay_chain_with_curve_on_both_hops])

@@ -2,7 +2,8 @@
 bus.bind endpoint of a hub whose `nofile` is 1024 (prlimit, on the hub
 only). The hub sheds what is beyond bus.max_peers and counts it, keeps
 delivering from its publisher, answers STATS, `fanhub stats` and
-/metrics, and stops cleanly: no abort, no busy loop."""
+/metrics, and stops cleanly: no abort, no busy loop. And the cap holds
+per endpoint when several bind on a wildcard address."""
 import errno
 import json
 import socket
@@ -83,5 +84,58 @@ def test_connection_flood_with_nofile_1024():
         hub.kill()
 
 
+def test_max_peers_per_wildcard_bind_endpoint():
+    """bus.max_peers caps each of two wildcard bind endpoints (tcp://*:P):
+    libzmq names an accepted connection by its local address
+    (tcp://127.0.0.1:P), which the hub matches to its endpoint by port."""
+    cap = 3
+    wd = fh.Workdir()
+    ports = [fh.free_port(), fh.free_port()]
+    binds = ["tcp://*:%d" % p for p in ports]
+    hub = fh.Hub(wd, "bus:\n  bind: [%s]\n  max_peers: %d\n"
+                 "consumers:\n  - {name: n, plugin: \"null\"}\n" % (", ".join(binds), cap))
+    peers = []
+
+    def endpoint_peers():
+        return {e["endpoint"]: e["peers"] for e in hub.stats()["hub"]["endpoints"]}
+
+    def publisher(port):
+        pub = zmq.Context.instance().socket(zmq.XPUB)
+        pub.setsockopt(zmq.LINGER, 0)
+        pub.connect("tcp://127.0.0.1:%d" % port)
+        peers.append(pub)
+        return pub
+
+    try:
+        hub.wait_ready()
+        hub.wait_log("at most %d peers per bind endpoint" % cap)
+        for pub in [publisher(ports[0]) for _ in range(cap)]:
+            fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
+        fh.wait_for(lambda: endpoint_peers()[binds[0]] == cap, "%d peers on %s" % (cap, binds[0]),
+                    hub=hub)
+        # One more on the full endpoint is shed (again at each reconnection).
+        publisher(ports[0])
+        fh.wait_for(lambda: hub.stats()["hub"]["peers_refused"] > 0,
+                    "the peer past bus.max_peers on %s refused" % binds[0], hub=hub)
+        assert endpoint_peers()[binds[0]] == cap
+        # The other endpoint has a cap of its own.
+        for pub in [publisher(ports[1]) for _ in range(cap)]:
+            fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
+        fh.wait_for(lambda: endpoint_peers()[binds[1]] == cap, "%d peers on %s" % (cap, binds[1]),
+                    hub=hub)
+        # Gone peers are counted out of their endpoint.
+        for pub in peers:
+            pub.close()
+        peers = []
+        fh.wait_for(lambda: set(endpoint_peers().values()) == {0}, "every peer gone", hub=hub)
+        assert "refused a connection" in hub.log()
+        assert hub.stop() == 0, hub.log()[-4000:]
+        wd.cleanup()
+    finally:
+        for pub in peers:
+            pub.close()
+        hub.kill()
+
+
 if __name__ == "__main__":
-    fh.main([test_connection_flood_with_nofile_1024])
+    fh.main([test_connection_flood_with_nofile_1024, test_max_peers_per_wildcard_bind_endpoint])

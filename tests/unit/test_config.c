@@ -300,7 +300,7 @@ typedef struct {
     const char *error; /* the exact start of the message */
 } s_error_case_t;
 
-#define TOP_KNOWN "(known: name, bus, control, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
+#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
@@ -511,32 +511,83 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:1:9: control: expected an endpoint (ipc://PATH or "
       "tcp://127.0.0.1:PORT), got nothing" },
     { "control not loopback", "control: tcp://0.0.0.0:9950\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://0.0.0.0:9950': "
-      "the control socket is only served on loopback" },
+      "t.yaml:1:10: control: tcp://0.0.0.0:9950 is not on loopback: other hosts could send "
+      "it emit, reload and stats requests; give control_curve: (CURVE keys, "
+      "docs/security.md), or control_insecure: true to serve it in clear all the same" },
     { "control on every interface", "control: tcp://*:9950\n" BUS CONSUMERS,
       "t.yaml:1:10: control: invalid control endpoint 'tcp://*:9950': the "
-      "control socket is only served on loopback" },
+      "control endpoint needs an address clients can connect to" },
     { "control on a public name", "control: tcp://example.org:1\n" BUS
       CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://example.org:1': "
-      "the control socket is only served on loopback" },
+      "t.yaml:1:10: control: tcp://example.org:1 is not on loopback" },
     { "control on 128.0.0.1", "control: tcp://128.0.0.1:1\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://128.0.0.1:1': "
-      "the control socket is only served on loopback" },
+      "t.yaml:1:10: control: tcp://128.0.0.1:1 is not on loopback" },
     { "control on 127.0.0.256", "control: tcp://127.0.0.256:1\n" BUS
       CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.256:1': "
-      "the control socket is only served on loopback" },
+      "t.yaml:1:10: control: tcp://127.0.0.256:1 is not on loopback" },
     { "control on IPv6 ::", "control: 'tcp://[::]:1'\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://[::]:1': "
-      "the control socket is only served on loopback" },
+      "t.yaml:1:10: control: tcp://[::]:1 is not on loopback" },
+    { "control off loopback, insecure false",
+      "control: tcp://192.0.2.1:9950\ncontrol_insecure: false\n" BUS CONSUMERS,
+      "t.yaml:1:10: control: tcp://192.0.2.1:9950 is not on loopback" },
+    { "control_insecure not a bool", "control_insecure: yes\n" BUS CONSUMERS,
+      "t.yaml:1:19: control_insecure: expected true or false, got 'yes'" },
+    { "control_curve without its key",
+      "control: tcp://192.0.2.1:9950\ncontrol_curve: {allow_dir: /tmp}\n" BUS CONSUMERS,
+      "t.yaml:2:16: control_curve.secret_key_file: missing required key (the control "
+      "socket's key pair; fanhub keygen writes one)" },
+    { "control_curve without clients",
+      "control: tcp://192.0.2.1:9950\ncontrol_curve: {secret_key_file: /nonexistent}\n"
+      BUS CONSUMERS,
+      "t.yaml:2:16: control_curve.allow: missing: the clients' keys (allow:, allow_dir: or "
+      "client_key_file:)" },
+    { "control_curve allow not a key",
+      "control_curve: {secret_key_file: /x, allow: [abc]}\n" BUS CONSUMERS,
+      "t.yaml:1:46: control_curve.allow[0]: expected CurveZMQ public keys (40 characters "
+      "of Z85), got 'abc'" },
+    { "control_curve allow_dir missing",
+      "control_curve: {secret_key_file: /x, allow_dir: /nonexistent/keys}\n" BUS CONSUMERS,
+      "t.yaml:1:49: control_curve.allow_dir: /nonexistent/keys is not a directory" },
+    { "control_curve key file missing",
+      "control_curve: {secret_key_file: /nonexistent/k_secret, allow_dir: /tmp}\n" BUS
+      CONSUMERS,
+      "t.yaml:1:34: control_curve.secret_key_file: secret key file /nonexistent/k_secret: No "
+      "such file or directory" },
+    { "control_curve unknown key", "control_curve: {secret: x}\n" BUS CONSUMERS,
+      "t.yaml:1:17: control_curve.secret: unknown key (known: secret_key_file, allow, "
+      "allow_dir, client_key_file)" },
+
+    /* bus.allow_ip: addresses and networks */
+    { "allow_ip a name", "bus:\n  connect: tcp://a:1\n  allow_ip: [host.example.org]\n"
+      CONSUMERS,
+      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+      "10.0.0.0/8, 2001:db8::/32), got 'host.example.org': not an IP address" },
+    { "allow_ip prefix too long", "bus:\n  connect: tcp://a:1\n  allow_ip: ['::1', 10.0.0.0/33]\n"
+      CONSUMERS,
+      "t.yaml:3:21: bus.allow_ip[1]: expected IP addresses or networks (192.0.2.7, "
+      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/33': the prefix length of an IPv4 network "
+      "is 0 to 32" },
+    { "allow_ip IPv6 prefix too long", "bus:\n  connect: tcp://a:1\n  allow_ip: '::/129'\n"
+      CONSUMERS,
+      "t.yaml:3:13: bus.allow_ip: expected IP addresses or networks (192.0.2.7, "
+      "10.0.0.0/8, 2001:db8::/32), got '::/129': the prefix length of an IPv6 network is 0 "
+      "to 128" },
+    { "allow_ip host bits", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.1/8]\n"
+      CONSUMERS,
+      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.1/8': bits are set past the prefix length" },
+    { "allow_ip bad prefix", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.0/]\n"
+      CONSUMERS,
+      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/': the prefix length after '/' is not a "
+      "number" },
     { "control without a fixed port", "control: tcp://127.0.0.1:*\n" BUS
       CONSUMERS,
       "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.1:*': "
       "the control endpoint needs a fixed port" },
     { "control on inproc", "control: inproc://x\n" BUS CONSUMERS,
       "t.yaml:1:10: control: invalid control endpoint 'inproc://x': the "
-      "control socket is served on ipc://PATH or on tcp:// on loopback" },
+      "control socket is served on ipc://PATH or on tcp://HOST:PORT" },
     { "control bad transport", "control: http://127.0.0.1:80\n" BUS
       CONSUMERS,
       "t.yaml:1:10: control: invalid control endpoint 'http://127.0.0.1:80': "
@@ -966,6 +1017,19 @@ test_control_default (void **state)
         assert_string_equal (cfg->control, loopback[i]);
         fh_config_destroy (&cfg);
     }
+
+    /* Off loopback in clear, when the configuration says so. */
+    cfg = s_load_ok ("control: tcp://192.0.2.1:9950\ncontrol_insecure: true\n" BUS CONSUMERS);
+    assert_true (cfg->control_insecure);
+    assert_null (cfg->control_curve.secret_key_file);
+    fh_config_destroy (&cfg);
+
+    /* bus.allow_ip: addresses and networks of both families. */
+    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  allow_ip: [192.0.2.7, 10.0.0.0/8, "
+                     "'::1/128', '2001:db8::/32', 0.0.0.0/0]\n" CONSUMERS);
+    assert_int_equal (cfg->allow_ip.count, 5);
+    assert_string_equal (cfg->allow_ip.items[1], "10.0.0.0/8");
+    fh_config_destroy (&cfg);
 
     /* An abstract socket has no owner: `check` refuses it as `run` would. */
     assert_null (s_load ("control: ipc://@abstract\n" BUS CONSUMERS, err, sizeof err));

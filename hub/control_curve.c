@@ -1,0 +1,266 @@
+/*  control_curve - CURVE on a tcp:// control endpoint. See control_curve.h. */
+#include "control_curve.h"
+
+#include "zap.h"
+
+#include <czmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define S_DOMAIN "fanhub-control"
+
+struct fh_control_guard {
+    void *context; /* CZMQ's, or (CURVE) this guard's own */
+    bool own_context;
+    void *router;
+    void *monitor; /* PAIR: the router's handshake failures; NULL in plaintext */
+    fh_zap_t *zap;
+    fh_zap_policy_t policy;
+    const char **allow; /* control_curve.allow and the client_key_file's key */
+    atomic_uint_fast64_t *denied;
+};
+
+/* Reads one monitor event: false when none was waiting. */
+static bool
+s_read_event (void *monitor, uint16_t *event, uint32_t *value)
+{
+    zmq_msg_t frame;
+    zmq_msg_init (&frame);
+    if (zmq_msg_recv (&frame, monitor, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close (&frame);
+        return false;
+    }
+    *event = 0;
+    *value = 0;
+    if (zmq_msg_size (&frame) >= 6) {
+        memcpy (event, zmq_msg_data (&frame), 2);
+        memcpy (value, (const char *) zmq_msg_data (&frame) + 2, 4);
+    }
+    bool more = zmq_msg_more (&frame);
+    while (more) { /* the address frame */
+        zmq_msg_close (&frame);
+        zmq_msg_init (&frame);
+        if (zmq_msg_recv (&frame, monitor, 0) < 0)
+            break;
+        more = zmq_msg_more (&frame);
+    }
+    zmq_msg_close (&frame);
+    return true;
+}
+
+/* A PAIR that receives socket's events (in context, the socket's). */
+static void *
+s_monitor (void *context, void *socket, int events)
+{
+    char endpoint[64];
+    snprintf (endpoint, sizeof endpoint, "inproc://fanhub-control-monitor-%p", socket);
+    if (zmq_socket_monitor (socket, endpoint, events) != 0)
+        return NULL;
+    void *monitor = zmq_socket (context, ZMQ_PAIR);
+    int zero = 0;
+    if (monitor && (zmq_setsockopt (monitor, ZMQ_LINGER, &zero, sizeof zero) != 0
+                    || zmq_connect (monitor, endpoint) != 0)) {
+        zmq_close (monitor);
+        monitor = NULL;
+    }
+    return monitor;
+}
+
+/* The CURVE server: a context, its ZAP handler, keys on the router. */
+static int
+s_serve_curve (fh_control_guard_t *self, const fh_config_t *config, char *err, size_t errlen)
+{
+    /* The listed keys, the local clients' and the hub's own (its /metrics
+       thread is a client too). */
+    size_t listed = config->control_curve.allow.count;
+    self->allow = calloc (listed + 2, sizeof *self->allow);
+    if (!self->allow) {
+        snprintf (err, errlen, "control: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < listed; i++)
+        self->allow[i] = config->control_curve.allow.items[i];
+    if (config->control_curve.client_key_file)
+        self->allow[listed++] = config->control_curve.client_public_key;
+    self->allow[listed++] = config->control_curve.public_key;
+    self->policy = (fh_zap_policy_t){
+        .domain = S_DOMAIN,
+        .curve = 1,
+        .allow = self->allow,
+        .allow_count = listed,
+        .allow_dir = config->control_curve.allow_dir,
+        .denied = self->denied,
+    };
+    self->zap = fh_zap_new (self->context, &self->policy, 1, err, errlen);
+    if (!self->zap)
+        return -1;
+    int one = 1;
+    if (zmq_setsockopt (self->router, ZMQ_ZAP_DOMAIN, S_DOMAIN, strlen (S_DOMAIN)) != 0
+        || zmq_setsockopt (self->router, ZMQ_CURVE_SERVER, &one, sizeof one) != 0
+        || zmq_setsockopt (self->router, ZMQ_CURVE_SECRETKEY, config->control_curve.secret_key,
+                           40) != 0) {
+        snprintf (err, errlen, "control: CURVE refused: %s (libzmq without CURVE?)",
+                  zmq_strerror (zmq_errno ()));
+        return -1;
+    }
+    self->monitor = s_monitor (self->context, self->router, ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL);
+    if (!self->monitor) {
+        snprintf (err, errlen, "control: cannot monitor the socket: %s",
+                  zmq_strerror (zmq_errno ()));
+        return -1;
+    }
+    return 0;
+}
+
+fh_control_guard_t *
+fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied, char *err,
+                      size_t errlen)
+{
+    fh_control_guard_t *self = calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (err, errlen, "control: out of memory");
+        return NULL;
+    }
+    self->denied = denied;
+    bool curve = config->control_curve.secret_key_file != NULL;
+    self->own_context = curve;
+    self->context = curve ? zmq_ctx_new () : zsys_init ();
+    self->router = self->context ? zmq_socket (self->context, ZMQ_ROUTER) : NULL;
+    if (!self->router) {
+        snprintf (err, errlen, "control: cannot create the socket: %s",
+                  zmq_strerror (zmq_errno ()));
+        fh_control_guard_destroy (&self);
+        return NULL;
+    }
+    int zero = 0, one = 1;
+    zmq_setsockopt (self->router, ZMQ_LINGER, &zero, sizeof zero);
+    if (strstr (config->control, "://["))
+        zmq_setsockopt (self->router, ZMQ_IPV6, &one, sizeof one);
+    if (curve && s_serve_curve (self, config, err, errlen) != 0) {
+        fh_control_guard_destroy (&self);
+        return NULL;
+    }
+    return self;
+}
+
+void *
+fh_control_guard_router (fh_control_guard_t *self)
+{
+    return self->router;
+}
+
+void *
+fh_control_guard_monitor (fh_control_guard_t *self)
+{
+    return self->monitor;
+}
+
+void
+fh_control_guard_on_monitor (fh_control_guard_t *self)
+{
+    uint16_t event;
+    uint32_t value;
+    while (self->monitor && s_read_event (self->monitor, &event, &value))
+        /* A plaintext client, or a CURVE one that used another server
+           key: refused before the ZAP handler is asked. */
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+            && (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+            && self->denied)
+            atomic_fetch_add (self->denied, 1);
+}
+
+void
+fh_control_guard_destroy (fh_control_guard_t **self_p)
+{
+    fh_control_guard_t *self = *self_p;
+    if (!self)
+        return;
+    if (self->monitor)
+        zmq_close (self->monitor);
+    if (self->router)
+        zmq_close (self->router);
+    fh_zap_destroy (&self->zap); /* after the socket it answered for */
+    if (self->own_context && self->context)
+        zmq_ctx_term (self->context);
+    free (self->allow);
+    free (self);
+    *self_p = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Client side                                                          */
+
+static fh_control_keys_t s_keys;
+static bool s_keys_on;
+
+void
+fh_control_client_use_keys (const fh_control_keys_t *keys)
+{
+    s_keys_on = keys != NULL;
+    if (keys)
+        s_keys = *keys;
+    else
+        memset (&s_keys, 0, sizeof s_keys);
+}
+
+void
+fh_control_client_use_own_keys (const fh_config_t *config)
+{
+    if (!config->control_curve.secret_key_file)
+        return;
+    fh_control_keys_t keys;
+    snprintf (keys.public_key, sizeof keys.public_key, "%s", config->control_curve.public_key);
+    snprintf (keys.secret_key, sizeof keys.secret_key, "%s", config->control_curve.secret_key);
+    snprintf (keys.server_key, sizeof keys.server_key, "%s", config->control_curve.public_key);
+    fh_control_client_use_keys (&keys);
+    memset (keys.secret_key, 0, sizeof keys.secret_key);
+}
+
+bool
+fh_control_client_curve (void)
+{
+    return s_keys_on;
+}
+
+void *
+fh_control_client_guard (void *context, void *socket)
+{
+    if (s_keys_on) {
+        zmq_setsockopt (socket, ZMQ_CURVE_SERVERKEY, s_keys.server_key, 40);
+        zmq_setsockopt (socket, ZMQ_CURVE_PUBLICKEY, s_keys.public_key, 40);
+        zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, s_keys.secret_key, 40);
+    }
+    return s_monitor (context, socket,
+                      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+}
+
+bool
+fh_control_client_refused (void *monitor, const char *endpoint, char *err, size_t errlen)
+{
+    uint16_t event;
+    uint32_t value;
+    while (s_read_event (monitor, &event, &value)) {
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            snprintf (err, errlen, "%s: the hub refused this client's key %s (status %u): it "
+                      "is not in the hub's control_curve allow, allow_dir or client_key_file",
+                      endpoint, s_keys.public_key, (unsigned) value);
+        else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH && s_keys_on)
+            snprintf (err, errlen, "%s: the hub refused the handshake: it does not speak CURVE "
+                      "on this endpoint (no control_curve); drop --curve-key and --server-key",
+                      endpoint);
+        else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            snprintf (err, errlen, "%s: the hub refused the handshake: it requires CURVE; give "
+                      "--curve-key and --server-key (or -c with the hub's configuration)",
+                      endpoint);
+        else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+            snprintf (err, errlen, "%s: the CURVE handshake failed: is the server key the "
+                      "public key of the hub's control_curve.secret_key_file?", endpoint);
+        else
+            snprintf (err, errlen, "%s: the handshake failed (ZeroMQ protocol error 0x%x)",
+                      endpoint, (unsigned) value);
+        return true;
+    }
+    return false;
+}
