@@ -66,6 +66,7 @@
 #define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np */
 
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -139,27 +140,8 @@ typedef struct {
     char reason[EXEC_LINE_MAX + 128];
 } exec_outcome_t;
 
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* -------------------------------------------------------------------------
    Options */
-
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
 
 /* Strict decimal in [min, max], at most 10 digits so strtoll cannot
    overflow. */
@@ -185,7 +167,7 @@ s_parse_ms (const fanhub_host_t *host, const fanhub_option_t *node,
         snprintf (err, errlen,
                   "options.%s: expected an integer from %ld to %ld, got %s "
                   "(%s)",
-                  key, min, max, s_kind_name (host->option_kind (node)),
+                  key, min, max, fanhub_option_kind_name (host->option_kind (node)),
                   host->option_where (node));
     return -1;
 }
@@ -243,7 +225,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
             snprintf (err, errlen,
                       "options.command: with shell: true, expected one "
                       "string for /bin/sh -c, got %s (%s)",
-                      s_kind_name (kind), where);
+                      fanhub_option_kind_name (kind), where);
             return -1;
         }
         if (!*text) {
@@ -273,7 +255,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
             snprintf (err, errlen,
                       "options.command: expected a list [PROGRAM, ARG...], "
                       "got %s (%s)",
-                      s_kind_name (kind), where);
+                      fanhub_option_kind_name (kind), where);
         return -1;
     }
     size_t argc = host->option_count (node);
@@ -290,7 +272,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
         if (!text) {
             snprintf (err, errlen,
                       "options.command[%zu]: expected a string, got %s (%s)",
-                      i, s_kind_name (host->option_kind (item)),
+                      i, fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -382,7 +364,7 @@ s_read_options (exec_state_t *self, const fanhub_option_t *options,
                     snprintf (err, errlen,
                               "options.shell: expected true or false, got %s "
                               "(%s)",
-                              s_kind_name (host->option_kind (node)), where);
+                              fanhub_option_kind_name (host->option_kind (node)), where);
                 return -1;
             }
         }
@@ -413,7 +395,7 @@ s_read_options (exec_state_t *self, const fanhub_option_t *options,
                     snprintf (err, errlen,
                               "options.stdout: expected null, stderr or "
                               "inherit, got %s (%s)",
-                              s_kind_name (host->option_kind (node)), where);
+                              fanhub_option_kind_name (host->option_kind (node)), where);
                 return -1;
             }
         }
@@ -828,12 +810,12 @@ static bool
 s_converse (const exec_state_t *self, pid_t pid, int pidfd,
             exec_talk_t *talk)
 {
-    int64_t deadline = s_now_ns () + self->timeout_ns;
+    int64_t deadline = fanhub_now_ns () + self->timeout_ns;
     enum { RUNNING, TERMINATING, KILLED } phase = RUNNING;
     if (talk->left == 0)
         s_close (&talk->in_fd);
     while (!s_exited (pid)) {
-        int64_t now = s_now_ns ();
+        int64_t now = fanhub_now_ns ();
         if (phase != KILLED && now >= deadline) {
             s_close (&talk->in_fd);
             if (phase == RUNNING && self->grace_ns > 0) {
@@ -1107,7 +1089,7 @@ s_account (exec_state_t *self, const fanhub_msg_t *msg,
            const exec_outcome_t *out)
 {
     pthread_mutex_lock (&self->lock);
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (out->result == FANHUB_OK) {
         if (self->failing && s_take_credit (self, now))
             self->host->log (self->ctx, FANHUB_LOG_INFO,

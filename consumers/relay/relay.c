@@ -65,10 +65,11 @@
     when sending works again.
 */
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
-#include "curve.h"
-#include "zap.h"
-#include "probe.h"
+#include "relay_zap.h"
+
+#include <czmq.h>
 
 #include <zmq.h>
 
@@ -99,11 +100,7 @@ typedef struct {
     fanhub_ctx_t *ctx;
     void *zctx;
     void *sock;
-    fh_zap_t *zap;          /* bind with curve: who may subscribe */
-    fh_zap_policy_t policy; /* the ZAP handler's, pointing into the below */
-    char **allow;           /* curve.allow keys */
-    size_t allow_count;
-    char *allow_dir;
+    relay_zap_t *zap; /* bind with curve: who may subscribe */
 
     bool rewrite;
     char *from; /* topic_prefix.from, NUL-terminated */
@@ -132,27 +129,8 @@ typedef struct {
     bool require_subscriber;
     long subscriber_wait_ms;
     const fanhub_option_t *curve; /* or NULL */
-    char public_key[FH_CURVE_KEY_TEXT], secret_key[FH_CURVE_KEY_TEXT];
+    char public_key[41], secret_key[41]; /* Z85 */
 } relay_options_t;
-
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
 
 /* Strict decimal in [min, max]: an optional '-' and at most 10 digits, so
    strtol cannot overflow. On error writes the message naming the key. */
@@ -179,7 +157,7 @@ s_parse_long (const fanhub_host_t *host, const fanhub_option_t *node,
         snprintf (err, errlen,
                   "options.%s: expected an integer from %ld to %ld, got %s "
                   "(%s)",
-                  key, min, max, s_kind_name (host->option_kind (node)),
+                  key, min, max, fanhub_option_kind_name (host->option_kind (node)),
                   host->option_where (node));
     return -1;
 }
@@ -201,7 +179,7 @@ s_parse_bool (const fanhub_host_t *host, const fanhub_option_t *node,
         else
             snprintf (err, errlen,
                       "options.%s: expected true or false, got %s (%s)", key,
-                      s_kind_name (host->option_kind (node)),
+                      fanhub_option_kind_name (host->option_kind (node)),
                       host->option_where (node));
         return -1;
     }
@@ -254,7 +232,7 @@ s_check_endpoints (const fanhub_host_t *host, const fanhub_option_t *node,
                       "options.%s: expected an endpoint such as "
                       "tcp://127.0.0.1:9941, got %s (%s)",
                       key, text ? "an empty string"
-                                : s_kind_name (host->option_kind (item)),
+                                : fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -270,7 +248,7 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
         snprintf (err, errlen,
                   "options.topic_prefix: expected a map {from: PREFIX, to: "
                   "PREFIX}, got %s (%s)",
-                  s_kind_name (host->option_kind (node)),
+                  fanhub_option_kind_name (host->option_kind (node)),
                   host->option_where (node));
         return -1;
     }
@@ -289,7 +267,7 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
             snprintf (err, errlen,
                       "options.topic_prefix.%s: expected a topic prefix "
                       "(a string, \"\" allowed), got %s (%s)",
-                      key, s_kind_name (host->option_kind (item)),
+                      key, fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -306,6 +284,39 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
     return 0;
 }
 
+/* True when text is a CurveZMQ key: 40 characters of Z85. */
+static bool
+s_key_valid (const char *text)
+{
+    uint8_t key[32];
+    return text && strlen (text) == 40 && zmq_z85_decode (key, text) != NULL;
+}
+
+/* The key pair of a zcert secret file (what `fanhub keygen` writes),
+   refused when other users may read it. 0, or -1 with why. */
+static int
+s_load_secret (const char *path, relay_options_t *out, char *why, size_t whylen)
+{
+    if (fanhub_secret_file_check (path, "secret key file", why, whylen) != 0)
+        return -1;
+    zcert_t *cert = zcert_load (path);
+    const char *secret = cert ? zcert_secret_txt (cert) : NULL;
+    int rc = -1;
+    if (!cert)
+        snprintf (why, whylen, "secret key file %s: not a zcert file (fanhub keygen writes "
+                  "them)", path);
+    else if (strspn (secret, "0") == 40) /* zcert's value for "none" */
+        snprintf (why, whylen, "secret key file %s: holds no curve/secret-key (the public "
+                  "half? give the NAME_secret file)", path);
+    else {
+        snprintf (out->public_key, sizeof out->public_key, "%s", zcert_public_txt (cert));
+        snprintf (out->secret_key, sizeof out->secret_key, "%s", secret);
+        rc = 0;
+    }
+    zcert_destroy (&cert);
+    return rc;
+}
+
 /* options.curve: a map of secret_key_file (read here, and refused when
    others can read it), server_public_key (connect), allow and allow_dir
    (bind). */
@@ -318,7 +329,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
     if (host->option_kind (curve) != FANHUB_OPTION_MAP) {
         snprintf (err, errlen, "options.curve: expected a map (secret_key_file, "
                   "server_public_key or allow/allow_dir), got %s (%s)",
-                  s_kind_name (host->option_kind (curve)), where);
+                  fanhub_option_kind_name (host->option_kind (curve)), where);
         return -1;
     }
     bool have_allow = false;
@@ -329,7 +340,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         const char *text = host->option_scalar (node);
         if (key && strcmp (key, "secret_key_file") == 0 && text && *text)
             secret_file = text;
-        else if (key && strcmp (key, "server_public_key") == 0 && fh_curve_key_valid (text))
+        else if (key && strcmp (key, "server_public_key") == 0 && s_key_valid (text))
             server_key = text;
         else if (key && strcmp (key, "allow_dir") == 0 && text && *text)
             have_allow = true;
@@ -337,7 +348,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
             size_t n = host->option_kind (node) == FANHUB_OPTION_LIST
                            ? host->option_count (node) : 0;
             for (size_t k = 0; k < n; k++)
-                if (!fh_curve_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
+                if (!s_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
                     snprintf (err, errlen, "options.curve.allow[%zu]: expected a CurveZMQ "
                               "public key (40 characters of Z85) (%s)", k,
                               host->option_where (node));
@@ -374,8 +385,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         return -1;
     }
     char why[512];
-    if (fh_curve_load_secret (secret_file, out->public_key, out->secret_key, why,
-                              sizeof why) != 0) {
+    if (s_load_secret (secret_file, out, why, sizeof why) != 0) {
         snprintf (err, errlen, "options.curve.secret_key_file: %s (%s)", why, where);
         return -1;
     }
@@ -406,31 +416,21 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
     if (!binding)
         return 0;
     const fanhub_option_t *allow = host->option_get (curve, "allow");
-    self->allow_count = allow ? host->option_count (allow) : 0;
-    self->allow = calloc (self->allow_count + 1, sizeof *self->allow);
-    const char *dir = host->option_scalar (host->option_get (curve, "allow_dir"));
-    self->allow_dir = dir ? strdup (dir) : NULL;
-    if (!self->allow || (dir && !self->allow_dir)) {
+    size_t count = allow ? host->option_count (allow) : 0;
+    const char **keys = calloc (count + 1, sizeof *keys);
+    if (!keys) {
         snprintf (err, errlen, "relay: out of memory");
         return -1;
     }
-    for (size_t i = 0; i < self->allow_count; i++)
-        if (!(self->allow[i] = strdup (host->option_scalar (host->option_at (allow, i, NULL))))) {
-            snprintf (err, errlen, "relay: out of memory");
-            return -1;
-        }
-    self->policy = (fh_zap_policy_t){
-        .domain = "fanhub-relay",
-        .curve = 1,
-        .allow = (const char *const *) self->allow,
-        .allow_count = self->allow_count,
-        .allow_dir = self->allow_dir,
-    };
-    if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) != 0) {
+    for (size_t i = 0; i < count; i++)
+        keys[i] = host->option_scalar (host->option_at (allow, i, NULL));
+    if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) == 0)
+        self->zap = relay_zap_new (self->zctx, "fanhub-relay", keys, count,
+                                   host->option_scalar (host->option_get (curve, "allow_dir")),
+                                   err, errlen);
+    else
         snprintf (err, errlen, "relay: cannot set the ZAP domain: %s", zmq_strerror (errno));
-        return -1;
-    }
-    self->zap = fh_zap_new (self->zctx, &self->policy, 1, err, errlen);
+    free (keys);
     return self->zap ? 0 : -1;
 }
 
@@ -507,11 +507,7 @@ s_destroy (relay_state_t *self)
 {
     if (self->sock)
         zmq_close (self->sock);
-    fh_zap_destroy (&self->zap); /* after the socket it answered for */
-    for (size_t i = 0; self->allow && i < self->allow_count; i++)
-        free (self->allow[i]);
-    free (self->allow);
-    free (self->allow_dir);
+    relay_zap_destroy (&self->zap); /* after the socket it answered for */
     if (self->zctx)
         while (zmq_ctx_term (self->zctx) != 0 && errno == EINTR)
             ;
@@ -643,7 +639,7 @@ s_check_endpoint (const char *endpoint, bool binding, char *why, size_t whylen)
     if (binding && tlen == 3 && strncmp (endpoint, "ipc", 3) == 0 && address[0] != '@') {
         bool exists;
         char probe[PATH_MAX + 128];
-        if (fh_probe_file (address, &exists, probe, sizeof probe) != 0) {
+        if (fanhub_probe_file (address, &exists, probe, sizeof probe) != 0) {
             snprintf (why, whylen, "%s", probe);
             return -1;
         }
@@ -824,9 +820,9 @@ s_await_subscriber (relay_state_t *self, const char *head, size_t head_size,
        wants must not cost subscriber_wait_ms each. */
     if (self->subscriber_wait_ns == 0 || self->unwanted)
         return false;
-    int64_t deadline = s_now_ns () + self->subscriber_wait_ns;
+    int64_t deadline = fanhub_now_ns () + self->subscriber_wait_ns;
     while (true) {
-        int64_t left = deadline - s_now_ns ();
+        int64_t left = deadline - fanhub_now_ns ();
         if (left <= 0)
             return false;
         zmq_pollitem_t item = { .socket = self->sock, .events = ZMQ_POLLIN };

@@ -46,10 +46,9 @@
     (the database is one connection anyway).
 */
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
-#include "probe.h"
 #include "store_db.h"
-#include "utf8.h"
 
 #include <jansson.h>
 
@@ -116,14 +115,6 @@ typedef struct {
     int64_t reject_log_ns;
     uint64_t rejects_unlogged;
 } store_state_t;
-
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void
 store_db_why (char *why, size_t whylen, const char *prefix, const char *text)
@@ -228,7 +219,7 @@ s_classify (store_row_t *row)
 {
     row->kind = STORE_BODY_BYTES;
     if (memchr (row->body, '\0', row->body_size)
-        || !fh_utf8_valid (row->body, row->body_size))
+        || !fanhub_utf8_valid (row->body, row->body_size))
         return;
     row->kind = STORE_BODY_TEXT;
     json_error_t error;
@@ -284,7 +275,7 @@ s_clear_rows (store_state_t *self)
 static void
 s_log_reject (store_state_t *self, const store_row_t *row, const char *why)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (self->reject_log_ns && now - self->reject_log_ns < STORE_REJECT_LOG_NS) {
         self->rejects_unlogged++;
         return;
@@ -354,7 +345,7 @@ static void
 s_set_broken (store_state_t *self, const char *why)
 {
     self->backend->close (&self->db);
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (!self->broken) {
         char keeping[96] = "";
         if (self->count > 0)
@@ -435,7 +426,7 @@ s_flush_or_break (store_state_t *self)
 static int
 s_recover (store_state_t *self)
 {
-    if (s_now_ns () < self->next_try_ns)
+    if (fanhub_now_ns () < self->next_try_ns)
         return -1;
     return s_flush_or_break (self);
 }
@@ -462,7 +453,7 @@ s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
         self->rejected++;
         return FANHUB_FAIL;
     }
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (self->count == 0)
         self->first_ns = now;
     if (self->async)
@@ -596,17 +587,6 @@ s_random_run (void)
 /* -------------------------------------------------------------------------
    Options */
 
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
-
 /* An integer option from lo to hi, decimal digits only. */
 static int
 s_option_int (const fanhub_host_t *host, const fanhub_option_t *node,
@@ -632,7 +612,7 @@ s_option_int (const fanhub_host_t *host, const fanhub_option_t *node,
         snprintf (err, errlen,
                   "options.%s: expected an integer from %ld to %ld, got %s "
                   "(%s)",
-                  key, lo, hi, s_kind_name (kind), host->option_where (node));
+                  key, lo, hi, fanhub_option_kind_name (kind), host->option_where (node));
     return -1;
 }
 
@@ -646,7 +626,7 @@ s_option_text (const fanhub_host_t *host, const fanhub_option_t *node,
     const char *text = host->option_scalar (node);
     if (kind != FANHUB_OPTION_SCALAR || !text) {
         snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key,
-                  expected, s_kind_name (kind), host->option_where (node));
+                  expected, fanhub_option_kind_name (kind), host->option_where (node));
         return -1;
     }
     if (!*text) {
@@ -869,7 +849,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return 0;
     bool exists;
     char why[PATH_MAX + 128];
-    if (fh_probe_file (o.target, &exists, why, sizeof why) != 0) {
+    if (fanhub_probe_file (o.target, &exists, why, sizeof why) != 0) {
         snprintf (err, errlen, "options.%s: %s: cannot open: %s (%s)", o.target_key,
                   o.target, why, host->option_where (o.target_node));
         return -1;
