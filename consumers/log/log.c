@@ -47,7 +47,6 @@
 #include <unistd.h>
 
 #define LOG_BUFFER_SIZE (256 * 1024)
-#define LOG_FLUSH_MS_DEFAULT 100
 #define LOG_FLUSH_MS_MAX 3600000
 /* The fixed part of a line: keys, quotes, seq and timestamp. */
 #define LOG_LINE_OVERHEAD 128
@@ -401,80 +400,43 @@ s_fini (void *state)
 
 /* The options, as init and check read them. */
 typedef struct {
-    const char *path;
     const fanhub_option_t *path_node; /* NULL for the default */
-    long flush_ms;
+    const char *path;
+    int64_t flush_ms;
 } log_options_t;
 
+static const fanhub_consumer_desc_t s_desc;
+
+static const fanhub_opt_t s_options[] = {
+    {"path", FANHUB_OPT_ANY, offsetof (log_options_t, path_node), NULL, 0, 0, NULL, 0,
+     "the file to append to, or \"-\" for stdout (default)"},
+    {"flush_ms", FANHUB_OPT_INT, offsetof (log_options_t, flush_ms), "100", 0,
+     LOG_FLUSH_MS_MAX, NULL, 0, "how long a line may wait in the buffer"},
+    {NULL},
+};
+
 static int
-s_parse_options (const fanhub_host_t *host, const fanhub_option_t *options,
-                 log_options_t *out, char *err, size_t errlen)
+s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                 const fanhub_option_t *options, log_options_t *out, char *err,
+                 size_t errlen)
 {
-    if (host->abi_major != FANHUB_ABI_MAJOR) {
-        snprintf (err, errlen, "log: host ABI %u, plugin built for %u",
-                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+    *out = (log_options_t) {.path = "-"};
+    if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
+        return -1;
+    if (!out->path_node)
+        return 0;
+    /* path: a file name or "-", in words of its own. */
+    const char *where = host->option_where (out->path_node);
+    out->path = host->option_scalar (out->path_node);
+    if (!out->path) {
+        snprintf (err, errlen, "options.path: expected a file name or \"-\", got %s (%s)",
+                  fanhub_option_kind_name (host->option_kind (out->path_node)), where);
         return -1;
     }
-    const char *path = "-";
-    const fanhub_option_t *path_node = NULL;
-    long flush_ms = LOG_FLUSH_MS_DEFAULT;
-
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        const char *where = host->option_where (node);
-        fanhub_option_kind_t kind = host->option_kind (node);
-        const char *text = host->option_scalar (node);
-        if (!key)
-            key = "?";
-        if (strcmp (key, "path") == 0) {
-            if (kind != FANHUB_OPTION_SCALAR || !text) {
-                snprintf (err, errlen,
-                          "options.path: expected a file name or \"-\", "
-                          "got %s (%s)",
-                          fanhub_option_kind_name (kind), where);
-                return -1;
-            }
-            if (!*text) {
-                snprintf (err, errlen, "options.path: must not be empty (%s)",
-                          where);
-                return -1;
-            }
-            path = text;
-            path_node = node;
-        }
-        else if (strcmp (key, "flush_ms") == 0) {
-            bool ok = kind == FANHUB_OPTION_SCALAR && text && *text
-                      && strlen (text) <= 7
-                      && strspn (text, "0123456789") == strlen (text);
-            if (ok)
-                flush_ms = strtol (text, NULL, 10);
-            if (!ok || flush_ms > LOG_FLUSH_MS_MAX) {
-                if (kind == FANHUB_OPTION_SCALAR && text)
-                    snprintf (err, errlen,
-                              "options.flush_ms: expected an integer from 0 "
-                              "to %d, got \"%s\" (%s)",
-                              LOG_FLUSH_MS_MAX, text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.flush_ms: expected an integer from 0 "
-                              "to %d, got %s (%s)",
-                              LOG_FLUSH_MS_MAX, fanhub_option_kind_name (kind), where);
-                return -1;
-            }
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; log takes path and "
-                      "flush_ms (%s)",
-                      key, where);
-            return -1;
-        }
+    if (!*out->path) {
+        snprintf (err, errlen, "options.path: must not be empty (%s)", where);
+        return -1;
     }
-    out->path = path;
-    out->path_node = path_node;
-    out->flush_ms = flush_ms;
     return 0;
 }
 
@@ -484,7 +446,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
          const fanhub_option_t *options, char *err, size_t errlen)
 {
     log_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen) != 0)
+    if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
         return -1;
     if (strcmp (o.path, "-") == 0)
         return 0;
@@ -507,11 +469,11 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         size_t errlen)
 {
     log_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen) != 0)
+    if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
         return -1;
     const char *path = o.path;
     const fanhub_option_t *path_node = o.path_node;
-    long flush_ms = o.flush_ms;
+    int64_t flush_ms = o.flush_ms;
 
     log_state_t *self = (log_state_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -558,6 +520,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .idle = s_idle,
     .fini = s_fini,
     .check = s_check,
