@@ -95,9 +95,7 @@
 #define EXEC_HAVE_CLOSEFROM_NP 1
 #endif
 
-#define EXEC_TIMEOUT_MS_DEFAULT 10000
 #define EXEC_TIMEOUT_MS_MAX 86400000
-#define EXEC_GRACE_MS_DEFAULT 1000
 #define EXEC_GRACE_MS_MAX 3600000
 #define EXEC_EX_TEMPFAIL 75
 #define EXEC_LINE_MAX 300       /* bytes of stderr's first line kept */
@@ -143,35 +141,6 @@ typedef struct {
 /* -------------------------------------------------------------------------
    Options */
 
-/* Strict decimal in [min, max], at most 10 digits so strtoll cannot
-   overflow. */
-static int
-s_parse_ms (const fanhub_host_t *host, const fanhub_option_t *node,
-            const char *key, long min, long max, int64_t *out_ns, char *err,
-            size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    bool ok = text && *text && strlen (text) <= 10
-              && strspn (text, "0123456789") == strlen (text);
-    long long value = ok ? strtoll (text, NULL, 10) : 0;
-    if (ok && value >= min && value <= max) {
-        *out_ns = (int64_t) value * 1000000;
-        return 0;
-    }
-    if (text)
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got "
-                  "\"%s\" (%s)",
-                  key, min, max, text, host->option_where (node));
-    else
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got %s "
-                  "(%s)",
-                  key, min, max, fanhub_option_kind_name (host->option_kind (node)),
-                  host->option_where (node));
-    return -1;
-}
-
 /* Finds PROGRAM in PATH as execvp would; a malloc'd path or NULL. */
 static char *
 s_search_path (const char *program)
@@ -210,13 +179,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
                 size_t errlen)
 {
     const fanhub_host_t *host = self->host;
-    if (!node) {
-        snprintf (err, errlen,
-                  "options.command: missing: the command to run, as a list "
-                  "[PROGRAM, ARG...] (%s)",
-                  options ? host->option_where (options) : "?");
-        return -1;
-    }
+    (void) options; /* command is REQUIRED in the table: node is set */
     const char *where = host->option_where (node);
     fanhub_option_kind_t kind = host->option_kind (node);
     if (shell) {
@@ -328,86 +291,46 @@ oom:
     return -1;
 }
 
+/* The options as the host reads them from the table. */
+typedef struct {
+    const fanhub_option_t *command;
+    bool shell;
+    int64_t timeout_ms;
+    int64_t grace_ms;
+    int out; /* exec_stdout_t */
+} exec_options_t;
+
+static const fanhub_consumer_desc_t s_desc;
+
+static const char *const s_stdout_values[] = {"null", "stderr", "inherit", NULL};
+
+#define EXEC_OPT(name, type, field, def, lo, hi, values, flags, help)          \
+    {name, type, offsetof (exec_options_t, field), def, lo, hi, values, flags, help}
+static const fanhub_opt_t s_options[] = {
+    EXEC_OPT ("command", FANHUB_OPT_ANY, command, NULL, 0, 0, NULL, FANHUB_OPT_REQUIRED,
+              "the command to run, as a list [PROGRAM, ARG...]"),
+    EXEC_OPT ("shell", FANHUB_OPT_BOOL, shell, "false", 0, 0, NULL, 0,
+              "command is one string for /bin/sh -c"),
+    EXEC_OPT ("timeout_ms", FANHUB_OPT_INT, timeout_ms, "10000", 1, EXEC_TIMEOUT_MS_MAX, NULL, 0,
+              "how long one run may take before it is killed (RETRY)"),
+    EXEC_OPT ("kill_grace_ms", FANHUB_OPT_INT, grace_ms, "1000", 0, EXEC_GRACE_MS_MAX, NULL, 0,
+              "between SIGTERM and SIGKILL on a timeout"),
+    EXEC_OPT ("stdout", FANHUB_OPT_ENUM, out, "null", 0, 0, s_stdout_values, 0,
+              "where the command's stdout goes"),
+    {NULL},
+};
+
 static int
 s_read_options (exec_state_t *self, const fanhub_option_t *options,
                 char *err, size_t errlen)
 {
-    const fanhub_host_t *host = self->host;
-    const fanhub_option_t *command = NULL;
-    bool shell = false;
-    self->timeout_ns = (int64_t) EXEC_TIMEOUT_MS_DEFAULT * 1000000;
-    self->grace_ns = (int64_t) EXEC_GRACE_MS_DEFAULT * 1000000;
-    self->out = EXEC_STDOUT_NULL;
-
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        const char *text = host->option_scalar (node);
-        const char *where = host->option_where (node);
-        if (!key)
-            key = "?";
-        if (strcmp (key, "command") == 0)
-            command = node; /* checked below, once shell is known */
-        else if (strcmp (key, "shell") == 0) {
-            if (text && strcmp (text, "true") == 0)
-                shell = true;
-            else if (text && strcmp (text, "false") == 0)
-                shell = false;
-            else {
-                if (text)
-                    snprintf (err, errlen,
-                              "options.shell: expected true or false, got "
-                              "\"%s\" (%s)",
-                              text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.shell: expected true or false, got %s "
-                              "(%s)",
-                              fanhub_option_kind_name (host->option_kind (node)), where);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "timeout_ms") == 0) {
-            if (s_parse_ms (host, node, key, 1, EXEC_TIMEOUT_MS_MAX,
-                            &self->timeout_ns, err, errlen))
-                return -1;
-        }
-        else if (strcmp (key, "kill_grace_ms") == 0) {
-            if (s_parse_ms (host, node, key, 0, EXEC_GRACE_MS_MAX,
-                            &self->grace_ns, err, errlen))
-                return -1;
-        }
-        else if (strcmp (key, "stdout") == 0) {
-            if (text && strcmp (text, "null") == 0)
-                self->out = EXEC_STDOUT_NULL;
-            else if (text && strcmp (text, "stderr") == 0)
-                self->out = EXEC_STDOUT_STDERR;
-            else if (text && strcmp (text, "inherit") == 0)
-                self->out = EXEC_STDOUT_INHERIT;
-            else {
-                if (text)
-                    snprintf (err, errlen,
-                              "options.stdout: expected null, stderr or "
-                              "inherit, got \"%s\" (%s)",
-                              text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.stdout: expected null, stderr or "
-                              "inherit, got %s (%s)",
-                              fanhub_option_kind_name (host->option_kind (node)), where);
-                return -1;
-            }
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; exec takes command, shell, "
-                      "timeout_ms, kill_grace_ms and stdout (%s)",
-                      key, where);
-            return -1;
-        }
-    }
-    return s_read_command (self, options, command, shell, err, errlen);
+    exec_options_t o = {0};
+    if (self->host->options_read (self->ctx, &s_desc, options, &o, sizeof o, err, errlen) != 0)
+        return -1;
+    self->timeout_ns = o.timeout_ms * 1000000;
+    self->grace_ns = o.grace_ms * 1000000;
+    self->out = (exec_stdout_t) o.out;
+    return s_read_command (self, options, o.command, o.shell, err, errlen);
 }
 
 static bool
@@ -1135,6 +1058,8 @@ s_consume (void *state, const fanhub_msg_t *msg)
     exec_outcome_t out;
     s_run (self, msg, &out);
     s_account (self, msg, &out);
+    if (out.result != FANHUB_OK) /* for the hub's log line and the dead letter */
+        self->host->set_reason (self->ctx, "%s", out.reason);
     return out.result;
 }
 
@@ -1145,6 +1070,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .fini = s_fini,
     .check = s_check,
 };

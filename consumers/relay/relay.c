@@ -82,7 +82,6 @@
 #include <string.h>
 #include <time.h>
 
-#define RELAY_LINGER_MS_DEFAULT 1000
 #define RELAY_MS_MAX 3600000
 
 /* One prefix some subscriber has subscribed to. XPUB passes a prefix on
@@ -121,70 +120,41 @@ typedef struct {
 
 /* What init reads from the options, before anything is made. */
 typedef struct {
+    const fanhub_option_t *bind, *connect; /* as given */
     const fanhub_option_t *endpoints; /* the bind or connect node */
     const char *endpoints_key;
     const fanhub_option_t *prefix; /* topic_prefix, or NULL */
-    long sndhwm;
-    long linger_ms;
+    int64_t sndhwm;
+    int64_t linger_ms;
     bool require_subscriber;
-    long subscriber_wait_ms;
+    int64_t subscriber_wait_ms;
     const fanhub_option_t *curve; /* or NULL */
     char public_key[41], secret_key[41]; /* Z85 */
 } relay_options_t;
 
-/* Strict decimal in [min, max]: an optional '-' and at most 10 digits, so
-   strtol cannot overflow. On error writes the message naming the key. */
-static int
-s_parse_long (const fanhub_host_t *host, const fanhub_option_t *node,
-              const char *key, long min, long max, long *out, char *err,
-              size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    const char *digits = text && text[0] == '-' && min < 0 ? text + 1 : text;
-    bool ok = digits && *digits && strlen (digits) <= 10
-              && strspn (digits, "0123456789") == strlen (digits);
-    long long value = ok ? strtoll (text, NULL, 10) : 0;
-    if (ok && value >= min && value <= max) {
-        *out = (long) value;
-        return 0;
-    }
-    if (text)
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got "
-                  "\"%s\" (%s)",
-                  key, min, max, text, host->option_where (node));
-    else
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got %s "
-                  "(%s)",
-                  key, min, max, fanhub_option_kind_name (host->option_kind (node)),
-                  host->option_where (node));
-    return -1;
-}
+static const fanhub_consumer_desc_t s_desc;
 
-static int
-s_parse_bool (const fanhub_host_t *host, const fanhub_option_t *node,
-              const char *key, bool *out, char *err, size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    if (text && strcmp (text, "true") == 0)
-        *out = true;
-    else if (text && strcmp (text, "false") == 0)
-        *out = false;
-    else {
-        if (text)
-            snprintf (err, errlen,
-                      "options.%s: expected true or false, got \"%s\" (%s)",
-                      key, text, host->option_where (node));
-        else
-            snprintf (err, errlen,
-                      "options.%s: expected true or false, got %s (%s)", key,
-                      fanhub_option_kind_name (host->option_kind (node)),
-                      host->option_where (node));
-        return -1;
-    }
-    return 0;
-}
+#define RELAY_OPT(name, type, field, def, lo, hi, help)                        \
+    {name, type, offsetof (relay_options_t, field), def, lo, hi, NULL, 0, help}
+static const fanhub_opt_t s_options[] = {
+    RELAY_OPT ("bind", FANHUB_OPT_ANY, bind, NULL, 0, 0,
+               "endpoint(s) to bind the PUB socket to (or connect)"),
+    RELAY_OPT ("connect", FANHUB_OPT_ANY, connect, NULL, 0, 0,
+               "endpoint(s) to connect the PUB socket to (or bind)"),
+    RELAY_OPT ("topic_prefix", FANHUB_OPT_ANY, prefix, NULL, 0, 0,
+               "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
+    RELAY_OPT ("sndhwm", FANHUB_OPT_INT, sndhwm, "0", 0, INT_MAX,
+               "messages queued per subscriber before ZeroMQ drops (0: no limit)"),
+    RELAY_OPT ("linger_ms", FANHUB_OPT_INT, linger_ms, "1000", -1, RELAY_MS_MAX,
+               "how long fini waits for queued messages to go out (-1: forever)"),
+    RELAY_OPT ("require_subscriber", FANHUB_OPT_BOOL, require_subscriber, "false", 0, 0,
+               "answer RETRY while no subscriber wants the topic"),
+    RELAY_OPT ("subscriber_wait_ms", FANHUB_OPT_INT, subscriber_wait_ms, "0", 0, RELAY_MS_MAX,
+               "with require_subscriber: how long to wait for one"),
+    RELAY_OPT ("curve", FANHUB_OPT_ANY, curve, NULL, 0, 0,
+               "CurveZMQ: {secret_key_file, server_public_key | allow, allow_dir}"),
+    {NULL},
+};
 
 /* Endpoint i of a bind/connect node (a scalar is a list of one). */
 static const fanhub_option_t *
@@ -435,55 +405,17 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
 }
 
 static int
-s_read_options (const fanhub_host_t *host, const fanhub_option_t *options,
+s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
                 relay_options_t *out, char *err, size_t errlen)
 {
-    *out = (relay_options_t) { .linger_ms = RELAY_LINGER_MS_DEFAULT };
-    const fanhub_option_t *bind = NULL, *connect = NULL;
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        if (!key)
-            key = "?";
-        int rc = 0;
-        if (strcmp (key, "bind") == 0) {
-            rc = s_check_endpoints (host, node, key, err, errlen);
-            bind = node;
-        }
-        else if (strcmp (key, "connect") == 0) {
-            rc = s_check_endpoints (host, node, key, err, errlen);
-            connect = node;
-        }
-        else if (strcmp (key, "topic_prefix") == 0) {
-            rc = s_check_prefix (host, node, err, errlen);
-            out->prefix = node;
-        }
-        else if (strcmp (key, "sndhwm") == 0)
-            rc = s_parse_long (host, node, key, 0, INT_MAX, &out->sndhwm, err,
-                               errlen);
-        else if (strcmp (key, "linger_ms") == 0)
-            rc = s_parse_long (host, node, key, -1, RELAY_MS_MAX,
-                               &out->linger_ms, err, errlen);
-        else if (strcmp (key, "require_subscriber") == 0)
-            rc = s_parse_bool (host, node, key, &out->require_subscriber, err,
-                               errlen);
-        else if (strcmp (key, "subscriber_wait_ms") == 0)
-            rc = s_parse_long (host, node, key, 0, RELAY_MS_MAX,
-                               &out->subscriber_wait_ms, err, errlen);
-        else if (strcmp (key, "curve") == 0)
-            out->curve = node; /* checked once bind or connect is known */
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; relay takes bind, connect, "
-                      "topic_prefix, sndhwm, linger_ms, require_subscriber, "
-                      "subscriber_wait_ms and curve (%s)",
-                      key, host->option_where (node));
-            rc = -1;
-        }
-        if (rc)
-            return -1;
-    }
+    *out = (relay_options_t) {0};
+    if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
+        return -1;
+    const fanhub_option_t *bind = out->bind, *connect = out->connect;
+    if ((bind && s_check_endpoints (host, bind, "bind", err, errlen))
+        || (connect && s_check_endpoints (host, connect, "connect", err, errlen))
+        || (out->prefix && s_check_prefix (host, out->prefix, err, errlen)))
+        return -1;
     if (bind && connect) {
         snprintf (err, errlen,
                   "options.connect: give bind or connect, not both (%s)",
@@ -659,7 +591,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return -1;
     }
     relay_options_t opt;
-    if (s_read_options (host, options, &opt, err, errlen))
+    if (s_read_options (host, ctx, options, &opt, err, errlen))
         return -1;
     bool binding = strcmp (opt.endpoints_key, "bind") == 0;
     size_t count = s_endpoint_count (host, opt.endpoints);
@@ -691,7 +623,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return -1;
     }
     relay_options_t opt;
-    if (s_read_options (host, options, &opt, err, errlen))
+    if (s_read_options (host, ctx, options, &opt, err, errlen))
         return -1;
 
     relay_state_t *self = (relay_state_t *) calloc (1, sizeof *self);
@@ -950,6 +882,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = 0, /* one ZeroMQ socket: never from two threads */
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .fini = s_fini,
     .check = s_check,
 };
