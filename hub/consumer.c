@@ -53,6 +53,7 @@ typedef struct {
     fh_handled_t handled;
     uint64_t rng;
     fh_ratelimit_t failure_log;
+    fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
     char reason[256]; /* the plugin's set_reason with the last answer, or "" */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
@@ -581,7 +582,7 @@ s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t 
         return false;
     }
     if (reason[0])
-        fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
+        fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
                         "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
                         attempts, reason);
     s_progress_begin (worker);
@@ -1018,7 +1019,7 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot,
     bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
     if (retry) {
         if (!late && worker->reason[0])
-            fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
+            fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
                             "consumer '%s': attempt %u answered RETRY: %s; retrying",
                             self->name, attempts, worker->reason);
         s_progress_begin (worker);
