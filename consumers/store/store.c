@@ -672,8 +672,7 @@ s_read_password (const fanhub_host_t *host, const fanhub_option_t *node, const c
 typedef struct {
     /* As the host reads them from the table. */
     const char *sqlite;
-    const fanhub_option_t *postgres, *password_file, *password_env;
-    const char *table;
+    const fanhub_option_t *postgres, *password_file, *password_env, *table_node;
     int64_t batch;
     int64_t batch_ms;
     /* Made of them. */
@@ -683,6 +682,7 @@ typedef struct {
     const char *target_key;
     const fanhub_option_t *password_node; /* password_file or password_env */
     const char *password_key;
+    const char *table;
 } store_options_t;
 
 static const fanhub_consumer_desc_t s_desc;
@@ -698,8 +698,8 @@ static const fanhub_opt_t s_options[] = {
                "postgres: a file (mode 0600) whose first line is the password"),
     STORE_OPT ("password_env", FANHUB_OPT_ANY, password_env, NULL, 0, 0,
                "postgres: the environment variable holding the password"),
-    STORE_OPT ("table", FANHUB_OPT_STRING, table, "messages", 0, 0,
-               "the table: 1 to 40 of a-z 0-9 _, not starting with a digit"),
+    STORE_OPT ("table", FANHUB_OPT_ANY, table_node, NULL, 0, 0,
+               "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
     STORE_OPT ("batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
                "rows written in one transaction at most"),
     STORE_OPT ("batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0, STORE_BATCH_MS_MAX,
@@ -764,6 +764,10 @@ s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         && s_option_text (host, o->password_node, o->password_key,
                           o->password_file ? "a file name" : "an environment variable name",
                           &text, err, errlen))
+        return -1;
+    o->table = "messages";
+    if (o->table_node
+        && s_option_text (host, o->table_node, "table", "a table name", &o->table, err, errlen))
         return -1;
     if (!s_valid_table (o->table)) {
         snprintf (err, errlen, "options.table: expected 1 to %d characters from a-z 0-9 _, "
