@@ -263,27 +263,33 @@ s_key_valid (const char *text)
 }
 
 /* The key pair of a zcert secret file (what `fanhub keygen` writes),
-   refused when other users may read it. 0, or -1 with why. */
+   refused when other users may read it. Read with zconfig, not
+   zcert_load: that one reads PATH_secret instead when it exists, a file
+   whose mode nobody checked. 0, or -1 with why. */
 static int
 s_load_secret (const char *path, relay_options_t *out, char *why, size_t whylen)
 {
     if (fanhub_secret_file_check (path, "secret key file", why, whylen) != 0)
         return -1;
-    zcert_t *cert = zcert_load (path);
-    const char *secret = cert ? zcert_secret_txt (cert) : NULL;
+    zconfig_t *root = zconfig_load (path);
+    const char *public_key = root ? zconfig_get (root, "curve/public-key", NULL) : NULL;
+    const char *secret_key = root ? zconfig_get (root, "curve/secret-key", NULL) : NULL;
     int rc = -1;
-    if (!cert)
+    if (!root)
         snprintf (why, whylen, "secret key file %s: not a zcert file (fanhub keygen writes "
                   "them)", path);
-    else if (strspn (secret, "0") == 40) /* zcert's value for "none" */
+    else if (!secret_key)
         snprintf (why, whylen, "secret key file %s: holds no curve/secret-key (the public "
                   "half? give the NAME_secret file)", path);
+    else if (!s_key_valid (public_key) || !s_key_valid (secret_key))
+        snprintf (why, whylen, "secret key file %s: the keys are not 40-character Z85 text",
+                  path);
     else {
-        snprintf (out->public_key, sizeof out->public_key, "%s", zcert_public_txt (cert));
-        snprintf (out->secret_key, sizeof out->secret_key, "%s", secret);
+        snprintf (out->public_key, sizeof out->public_key, "%s", public_key);
+        snprintf (out->secret_key, sizeof out->secret_key, "%s", secret_key);
         rc = 0;
     }
-    zcert_destroy (&cert);
+    zconfig_destroy (&root);
     return rc;
 }
 
