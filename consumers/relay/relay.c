@@ -70,6 +70,7 @@
 #include "relay_zap.h"
 
 #include <czmq.h>
+#include <fanhub/sdk_curve.h>
 
 #include <zmq.h>
 
@@ -129,7 +130,7 @@ typedef struct {
     bool require_subscriber;
     int64_t subscriber_wait_ms;
     const fanhub_option_t *curve; /* or NULL */
-    char public_key[41], secret_key[41]; /* Z85 */
+    char public_key[FANHUB_CURVE_KEY_TEXT], secret_key[FANHUB_CURVE_KEY_TEXT];
 } relay_options_t;
 
 static const fanhub_consumer_desc_t s_desc;
@@ -254,45 +255,6 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
     return 0;
 }
 
-/* True when text is a CurveZMQ key: 40 characters of Z85. */
-static bool
-s_key_valid (const char *text)
-{
-    uint8_t key[32];
-    return text && strlen (text) == 40 && zmq_z85_decode (key, text) != NULL;
-}
-
-/* The key pair of a zcert secret file (what `fanhub keygen` writes),
-   refused when other users may read it. Read with zconfig, not
-   zcert_load: that one reads PATH_secret instead when it exists, a file
-   whose mode nobody checked. 0, or -1 with why. */
-static int
-s_load_secret (const char *path, relay_options_t *out, char *why, size_t whylen)
-{
-    if (fanhub_secret_file_check (path, "secret key file", why, whylen) != 0)
-        return -1;
-    zconfig_t *root = zconfig_load (path);
-    const char *public_key = root ? zconfig_get (root, "curve/public-key", NULL) : NULL;
-    const char *secret_key = root ? zconfig_get (root, "curve/secret-key", NULL) : NULL;
-    int rc = -1;
-    if (!root)
-        snprintf (why, whylen, "secret key file %s: not a zcert file (fanhub keygen writes "
-                  "them)", path);
-    else if (!secret_key)
-        snprintf (why, whylen, "secret key file %s: holds no curve/secret-key (the public "
-                  "half? give the NAME_secret file)", path);
-    else if (!s_key_valid (public_key) || !s_key_valid (secret_key))
-        snprintf (why, whylen, "secret key file %s: the keys are not 40-character Z85 text",
-                  path);
-    else {
-        snprintf (out->public_key, sizeof out->public_key, "%s", public_key);
-        snprintf (out->secret_key, sizeof out->secret_key, "%s", secret_key);
-        rc = 0;
-    }
-    zconfig_destroy (&root);
-    return rc;
-}
-
 /* options.curve: a map of secret_key_file (read here, and refused when
    others can read it), server_public_key (connect), allow and allow_dir
    (bind). */
@@ -316,7 +278,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         const char *text = host->option_scalar (node);
         if (key && strcmp (key, "secret_key_file") == 0 && text && *text)
             secret_file = text;
-        else if (key && strcmp (key, "server_public_key") == 0 && s_key_valid (text))
+        else if (key && strcmp (key, "server_public_key") == 0 && fanhub_curve_key_valid (text))
             server_key = text;
         else if (key && strcmp (key, "allow_dir") == 0 && text && *text)
             have_allow = true;
@@ -324,7 +286,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
             size_t n = host->option_kind (node) == FANHUB_OPTION_LIST
                            ? host->option_count (node) : 0;
             for (size_t k = 0; k < n; k++)
-                if (!s_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
+                if (!fanhub_curve_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
                     snprintf (err, errlen, "options.curve.allow[%zu]: expected a CurveZMQ "
                               "public key (40 characters of Z85) (%s)", k,
                               host->option_where (node));
@@ -361,7 +323,8 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         return -1;
     }
     char why[512];
-    if (s_load_secret (secret_file, out, why, sizeof why) != 0) {
+    if (fanhub_curve_load_secret (secret_file, out->public_key, out->secret_key, why,
+                                  sizeof why) != 0) {
         snprintf (err, errlen, "options.curve.secret_key_file: %s (%s)", why, where);
         return -1;
     }

@@ -74,7 +74,8 @@ def test_only_the_sdk_is_installed():
         assert path.startswith(("include/fanhub/", "lib")), s.installed
         assert not path.startswith("bin/"), s.installed
     headers = [p for p in s.installed if p.startswith("include/")]
-    assert headers == ["include/fanhub/consumer.h", "include/fanhub/sdk.h"], headers
+    assert headers == ["include/fanhub/consumer.h", "include/fanhub/sdk.h",
+                       "include/fanhub/sdk_curve.h"], headers
     assert any(p.endswith("cmake/fanhub/fanhubPlugin.cmake") for p in s.installed), s.installed
     assert os.path.realpath(s.fanhub_dir).startswith(os.path.realpath(s.prefix)), s.fanhub_dir
 
