@@ -317,7 +317,7 @@ static const fanhub_opt_t s_options[] = {
               "between SIGTERM and SIGKILL on a timeout"),
     EXEC_OPT ("stdout", FANHUB_OPT_ENUM, out, "null", 0, 0, s_stdout_values, 0,
               "where the command's stdout goes"),
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 static int

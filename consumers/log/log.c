@@ -412,7 +412,7 @@ static const fanhub_opt_t s_options[] = {
      "the file to append to, or \"-\" for stdout (default)"},
     {"flush_ms", FANHUB_OPT_INT, offsetof (log_options_t, flush_ms), "100", 0,
      LOG_FLUSH_MS_MAX, NULL, 0, "how long a line may wait in the buffer"},
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 static int

@@ -12,7 +12,7 @@
 static const fanhub_consumer_desc_t s_desc;
 
 /* No options: the host refuses any key, naming none as known. */
-static const fanhub_opt_t s_options[] = {{NULL}};
+static const fanhub_opt_t s_options[] = {FANHUB_OPT_END};
 
 /* init and check alike: null acquires nothing. */
 static int

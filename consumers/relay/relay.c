@@ -154,7 +154,7 @@ static const fanhub_opt_t s_options[] = {
                "with require_subscriber: how long to wait for one"),
     RELAY_OPT ("curve", FANHUB_OPT_ANY, curve, NULL, 0, 0,
                "CurveZMQ: {secret_key_file, server_public_key | allow, allow_dir}"),
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 /* Endpoint i of a bind/connect node (a scalar is a list of one). */

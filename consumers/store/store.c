@@ -704,7 +704,7 @@ static const fanhub_opt_t s_options[] = {
                "rows written in one transaction at most"),
     STORE_OPT ("batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0, STORE_BATCH_MS_MAX,
                "how long a row may wait for its batch"),
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 /* Of the keys a and b, both given, the one later in the file. */

@@ -162,6 +162,10 @@ typedef struct {
     const char *help; /* one line, for `fanhub plugins --options` */
 } fanhub_opt_t;
 
+/* Ends an option table (every field given, so no compiler asks for more). */
+#define FANHUB_OPT_END                                                         \
+    { NULL, (fanhub_opt_type_t) 0, 0, NULL, 0, 0, NULL, 0, NULL }
+
 /* The host table: what the hub offers a plugin. Passed to init; valid until
    fini returns. New members are only ever added at the end. */
 typedef struct fanhub_host {

@@ -75,7 +75,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
 
 static const fanhub_opt_t s_trap_table[] = {
     {"read_past_the_descriptor", FANHUB_OPT_BOOL, 0, NULL, 0, 0, NULL, 0, "never shown"},
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 static const struct {

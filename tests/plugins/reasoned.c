@@ -52,7 +52,7 @@ static const fanhub_opt_t s_options[] = {
     OPT ("tags", FANHUB_OPT_STRINGS, tags, NULL, 0, 0, NULL, 0, "a list of strings"),
     OPT ("file", FANHUB_OPT_FILE, file, "/dev/null", 0, 0, NULL, 0, "a file"),
     OPT ("extra", FANHUB_OPT_ANY, extra, NULL, 0, 0, NULL, 0, "anything"),
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 static int

@@ -38,7 +38,7 @@ static const fanhub_opt_t s_table[] = {
     OPT ("ratio", FANHUB_OPT_DOUBLE, ratio, "2.5", 0, 0),
     OPT ("flag", FANHUB_OPT_BOOL, flag, "true", 0, 0),
     OPT ("name", FANHUB_OPT_STRING, name, "x", 0, 0),
-    {NULL},
+    FANHUB_OPT_END,
 };
 
 /* Reads {key: text} (or {} when key is NULL) against table; err gets the
@@ -120,19 +120,19 @@ test_refusals (void **state)
         assert_string_equal (err, bad[i].want);
     }
     /* An empty table takes nothing; an enum without values takes nothing. */
-    static const fanhub_opt_t empty[] = {{NULL}};
+    static const fanhub_opt_t empty[] = {FANHUB_OPT_END};
     assert_int_equal (s_read (empty, "a", "1", &v, err, sizeof err), -1);
     assert_string_equal (err, "options.a: unknown option; p takes no options (t:1:5)");
     const fanhub_opt_t no_values[] = {
         {"e", FANHUB_OPT_ENUM, offsetof (values_t, count), NULL, 0, 0, s_none, 0, NULL},
-        {NULL}};
+        FANHUB_OPT_END};
     assert_int_equal (s_read (no_values, "e", "x", &v, err, sizeof err), -1);
     assert_string_equal (err, "options.e: expected , got \"x\" (t:1:5)");
     /* REQUIRED without a help text. */
     const fanhub_opt_t required[] = {
         {"r", FANHUB_OPT_BOOL, offsetof (values_t, flag), NULL, 0, 0, NULL,
          FANHUB_OPT_REQUIRED, NULL},
-        {NULL}};
+        FANHUB_OPT_END};
     assert_int_equal (s_read (required, NULL, NULL, &v, err, sizeof err), -1);
     assert_string_equal (err, "options.r: missing: required (t:1:1)");
 }
@@ -144,20 +144,23 @@ test_wrong_tables (void **state)
     values_t v;
     char err[512];
     const fanhub_opt_t too_far[] = {
-        {"x", FANHUB_OPT_INT, sizeof (values_t) - 4, NULL, 0, 0, NULL, 0, NULL}, {NULL}};
+        {"x", FANHUB_OPT_INT, sizeof (values_t) - 4, NULL, 0, 0, NULL, 0, NULL},
+        FANHUB_OPT_END};
     assert_int_equal (s_read (too_far, NULL, NULL, &v, err, sizeof err), -1);
     assert_non_null (strstr (err, "plugin p: its option table is wrong at x (type 3, offset"));
     const fanhub_opt_t bad_type[] = {
-        {"x", (fanhub_opt_type_t) 99, 0, NULL, 0, 0, NULL, 0, NULL}, {NULL}};
+        {"x", (fanhub_opt_type_t) 99, 0, NULL, 0, 0, NULL, 0, NULL},
+        FANHUB_OPT_END};
     assert_int_equal (s_read (bad_type, NULL, NULL, &v, err, sizeof err), -1);
     assert_non_null (strstr (err, "its option table is wrong at x (type 99"));
     const fanhub_opt_t any_default[] = {
-        {"x", FANHUB_OPT_ANY, 0, "1", 0, 0, NULL, 0, NULL}, {NULL}};
+        {"x", FANHUB_OPT_ANY, 0, "1", 0, 0, NULL, 0, NULL},
+        FANHUB_OPT_END};
     assert_int_equal (s_read (any_default, NULL, NULL, &v, err, sizeof err), -1);
     assert_non_null (strstr (err, "its option table is wrong at x"));
     const fanhub_opt_t bad_default[] = {
         {"x", FANHUB_OPT_INT, offsetof (values_t, wait_ms), "ten", 0, 0, NULL, 0, NULL},
-        {NULL}};
+        FANHUB_OPT_END};
     assert_int_equal (s_read (bad_default, NULL, NULL, &v, err, sizeof err), -1);
     assert_string_equal (err, "options.x: expected an integer, got \"ten\" "
                               "(the plugin's default)");
@@ -171,7 +174,7 @@ test_print (void **state)
     size_t size = 0;
     FILE *out = open_memstream (&text, &size);
     assert_non_null (out);
-    static const fanhub_opt_t empty[] = {{NULL}};
+    static const fanhub_opt_t empty[] = {FANHUB_OPT_END};
     fh_option_table_print (out, empty);
     fh_option_table_print (out, s_table);
     fclose (out);
