@@ -121,7 +121,7 @@ s_read_integer (const s_value_t *v, void *field)
         for (size_t i = duration ? 0 : 4; (duration || size) && i < (duration ? 4 : 11); i++)
             if (strcmp (end, units[i].unit) == 0) {
                 ok = value <= LLONG_MAX / units[i].scale;
-                value *= units[i].scale;
+                value = ok ? value * units[i].scale : 0;
             }
     }
     if (ok && s_ranged (o))

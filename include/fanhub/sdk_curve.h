@@ -30,8 +30,8 @@ fanhub_curve_key_valid (const char *text)
     return text && strlen (text) == 40 && zmq_z85_decode (key, text) != NULL;
 }
 
-/* The key pair of the zcert secret file at path. Read with zconfig, not
-   zcert_load: that one reads PATH_secret instead when it exists, a file
+/* The key pair of the zcert secret file at path. Read as a zconfig text,
+   not with zcert_load: that one reads PATH_secret instead when it exists, a file
    whose mode nobody checked. 0, or -1 with one line in err (which never
    holds a key). */
 static inline int
@@ -40,7 +40,11 @@ fanhub_curve_load_secret (const char *path, char public_txt[FANHUB_CURVE_KEY_TEX
 {
     if (fanhub_secret_file_check (path, "secret key file", err, errlen) != 0)
         return -1;
-    zconfig_t *root = zconfig_load (path);
+    /* zconfig_load leaks its file when the text does not parse (CZMQ
+       4.2): the text is read first and parsed from memory. */
+    zchunk_t *text = zchunk_slurp (path, 0);
+    zconfig_t *root = text ? zconfig_chunk_load (text) : NULL;
+    zchunk_destroy (&text);
     const char *public_key = root ? zconfig_get (root, "curve/public-key", NULL) : NULL;
     const char *secret_key = root ? zconfig_get (root, "curve/secret-key", NULL) : NULL;
     int rc = -1;
