@@ -51,8 +51,4 @@ static const fanhub_consumer_desc_t s_desc = {
     .options = s_options,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

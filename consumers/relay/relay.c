@@ -856,8 +856,4 @@ static const fanhub_consumer_desc_t s_desc = {
     .check = s_check,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

@@ -328,6 +328,13 @@ typedef struct fanhub_consumer_desc {
 typedef const fanhub_consumer_desc_t *(*fanhub_consumer_entry_fn) (void);
 FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
 
+/* Defines that function, answering &desc: FANHUB_CONSUMER_ENTRY (s_desc). */
+#define FANHUB_CONSUMER_ENTRY(desc)                                            \
+    FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void)   \
+    {                                                                          \
+        return &(desc);                                                        \
+    }
+
 #ifdef __cplusplus
 }
 #endif
