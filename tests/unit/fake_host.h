@@ -51,7 +51,7 @@ struct fanhub_ctx {
     int lines;           /* lines logged */
     char last[1024];     /* the last of them */
     char all[16384];     /* all of them, each ending in '\n' (cut when full) */
-    char reason[256];    /* the last host->set_reason */
+    char reason[256];    /* the last host->set_reason (under the lock) */
 };
 
 /* A context that has logged nothing, named "test". */
@@ -191,10 +191,12 @@ static void fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHU
 static void
 fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
 {
+    pthread_mutex_lock (&ctx->lock); /* plugins may answer on several threads */
     va_list args;
     va_start (args, fmt);
     vsnprintf (ctx->reason, sizeof ctx->reason, fmt, args);
     va_end (args);
+    pthread_mutex_unlock (&ctx->lock);
 }
 
 static const fanhub_host_t fake_host = {
