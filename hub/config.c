@@ -275,13 +275,15 @@ s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     fh_config_t *cfg = target;
     if (!cfg->control_curve.secret_key_file) {
         fh_yaml_path_key (ctx, "secret_key_file");
-        return fh_yaml_error (ctx, node->start_mark, "missing required key (the control "
+        return fh_yaml_error (ctx, node->start_mark,
+                              "missing required key (the control "
                               "socket's key pair; fanhub keygen writes one)");
     }
     if (!cfg->control_curve.allow.count && !cfg->control_curve.allow_dir
         && !cfg->control_curve.client_key_file) {
         fh_yaml_path_key (ctx, "allow");
-        return fh_yaml_error (ctx, node->start_mark, "missing: the clients' keys (allow:, "
+        return fh_yaml_error (ctx, node->start_mark,
+                              "missing: the clients' keys (allow:, "
                               "allow_dir: or client_key_file:)");
     }
     struct stat st;
@@ -289,8 +291,10 @@ s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     if (dir && (stat (dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
         yaml_node_t *at = fh_yaml_map_find (ctx, node, "allow_dir");
         fh_yaml_path_key (ctx, "allow_dir");
-        return fh_yaml_error (ctx, at->start_mark, "%s is not a directory (of zcert public "
-                              "key files)", dir);
+        return fh_yaml_error (ctx, at->start_mark,
+                              "%s is not a directory (of zcert public "
+                              "key files)",
+                              dir);
     }
     const struct {
         const char *key, *file;
@@ -303,8 +307,10 @@ s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     };
     for (size_t i = 0; i < 2; i++) {
         char why[512];
-        if (pairs[i].file && fh_curve_load_secret (pairs[i].file, pairs[i].public_key,
-                                                   pairs[i].secret_key, why, sizeof why) != 0) {
+        if (pairs[i].file
+            && fh_curve_load_secret (pairs[i].file, pairs[i].public_key, pairs[i].secret_key, why,
+                                     sizeof why)
+                   != 0) {
             yaml_node_t *at = fh_yaml_map_find (ctx, node, pairs[i].key);
             fh_yaml_path_key (ctx, pairs[i].key);
             return fh_yaml_error (ctx, at->start_mark, "%s", why);
@@ -324,15 +330,19 @@ s_control_exposure_check (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg)
     yaml_mark_t mark = at ? at->start_mark : root->start_mark;
     if (curve && !tcp) {
         fh_yaml_path_key (ctx, "control_curve");
-        return fh_yaml_error (ctx, mark, "CURVE is for a tcp:// control endpoint, not %s (an "
-                              "ipc socket is guarded by its owner and mode)", cfg->control);
+        return fh_yaml_error (ctx, mark,
+                              "CURVE is for a tcp:// control endpoint, not %s (an "
+                              "ipc socket is guarded by its owner and mode)",
+                              cfg->control);
     }
     if (tcp && !curve && !cfg->control_insecure && !fh_cfg_control_on_loopback (cfg->control)) {
         fh_yaml_path_key (ctx, "control");
-        return fh_yaml_error (ctx, mark, "%s is not on loopback: other hosts could send it "
+        return fh_yaml_error (ctx, mark,
+                              "%s is not on loopback: other hosts could send it "
                               "emit, reload and stats requests; give control_curve: (CURVE "
                               "keys, docs/security.md), or control_insecure: true to serve it "
-                              "in clear all the same", cfg->control);
+                              "in clear all the same",
+                              cfg->control);
     }
     return 0;
 }
@@ -689,8 +699,7 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->control_curve.allow_dir);
     free (self->control_curve.client_key_file);
     memset (self->control_curve.secret_key, 0, sizeof self->control_curve.secret_key);
-    memset (self->control_curve.client_secret_key, 0,
-            sizeof self->control_curve.client_secret_key);
+    memset (self->control_curve.client_secret_key, 0, sizeof self->control_curve.client_secret_key);
     free (self->metrics.prometheus_listen);
     free (self->metrics.moksha_socket);
     free (self);

@@ -497,7 +497,7 @@ fh_cfg_parse_key (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_
    than `what`). */
 static int
 s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
-                 const char *(*check) (const char *))
+                 const char *(*check) (const char *) )
 {
     size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
     if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {

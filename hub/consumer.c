@@ -54,6 +54,8 @@ typedef struct {
     fh_handled_t handled;
     uint64_t rng;
     fh_ratelimit_t failure_log;
+    fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
+    char reason[256]; /* the plugin's set_reason with the last answer, or "" */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
     pthread_t thread;
@@ -479,6 +481,7 @@ s_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
     fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();
+    fh_host_take_reason (worker->reason, sizeof worker->reason);
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
     if (result == FANHUB_PENDING && ticket) {
@@ -606,17 +609,24 @@ s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t 
 {
     fh_consumer_t *self = worker->consumer;
     const char *verb = late ? "completed with" : "consume answered";
+    /* The plugin's own words, when it gave them (host->set_reason). */
+    const char *reason = late ? "" : worker->reason;
+    const char *colon = reason[0] ? ": " : "";
     if (result == FANHUB_OK)
         return false;
     if (result != FANHUB_RETRY) {
-        snprintf (why, whylen, "%s FAIL", verb);
+        snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
         return false;
     }
     if (attempts >= self->retry.max_attempts) {
-        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
-                  attempts == 1 ? "" : "s");
+        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
+                  attempts == 1 ? "" : "s", colon, reason);
         return false;
     }
+    if (reason[0])
+        fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
+                        attempts, reason);
     s_progress_begin (worker);
     fh_bump (&worker->retried);
     s_progress_end (worker);
@@ -640,7 +650,7 @@ s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first,
     fh_consumer_t *self = worker->consumer;
     int64_t end = start;
     fanhub_result_t result;
-    char why[160] = "";
+    char why[512] = "";
     while (true) {
         attempts++;
         fh_pending_item_t item = {
@@ -678,7 +688,7 @@ s_take_completions (s_worker_t *worker, int64_t now)
     while (fh_pending_take_done (self->pending, &item)) {
         now = self->clock.now_ns (self->clock.arg);
         fh_histogram_record (&worker->processing, now - item.started_ns);
-        char why[160] = "";
+        char why[512] = "";
         if (s_again (worker, item.result, item.attempts, now, true, why, sizeof why))
             now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
                              self->clock.now_ns (self->clock.arg));
@@ -1145,6 +1155,10 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot,
     fh_consumer_t *self = worker->consumer;
     bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
     if (retry) {
+        if (!late && worker->reason[0])
+            fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
+                            "consumer '%s': attempt %u answered RETRY: %s; retrying",
+                            self->name, attempts, worker->reason);
         s_progress_begin (worker);
         fh_bump (&worker->retried);
         s_progress_end (worker);
@@ -1154,13 +1168,15 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot,
         pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
         return;
     }
-    char why[160] = "";
+    char why[512] = "";
     const char *verb = late ? "completed with" : "consume answered";
+    const char *reason = late ? "" : worker->reason; /* host->set_reason */
+    const char *colon = reason[0] ? ": " : "";
     if (result == FANHUB_FAIL)
-        snprintf (why, sizeof why, "%s FAIL", verb);
+        snprintf (why, sizeof why, "%s FAIL%s%s", verb, colon, reason);
     else if (result == FANHUB_RETRY)
-        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)", verb, attempts,
-                  attempts > 1 ? "s" : "");
+        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb,
+                  attempts, attempts > 1 ? "s" : "", colon, reason);
     s_finish (worker, msg, result, why, attempts, start, end);
     pthread_mutex_lock (&self->pool_lock);
     fh_keyed_done (self->keyed, slot);

@@ -7,8 +7,10 @@
 #include "clock.h"
 #include "consumer.h"
 #include "pending.h"
+#include "option_table.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static void s_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
     FANHUB_PRINTF (3, 4);
@@ -77,6 +79,55 @@ s_complete (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result)
     fh_consumer_complete (ctx->consumer, ticket, result);
 }
 
+const fanhub_opt_t *
+fh_host_desc_options (const fanhub_consumer_desc_t *desc)
+{
+    /* An older descriptor ends before options: reading it would read past it. */
+    if (!desc || desc->abi_minor < 2
+        || desc->size < offsetof (fanhub_consumer_desc_t, options) + sizeof desc->options)
+        return NULL;
+    return desc->options;
+}
+
+static int
+s_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                const fanhub_option_t *options, void *values, size_t values_size, char *err,
+                size_t errlen)
+{
+    (void) ctx;
+    const fanhub_opt_t *table = fh_host_desc_options (desc);
+    if (!table) {
+        snprintf (err, errlen, "options_read: the plugin's descriptor has no option table "
+                  "(ABI 1.2 desc->options)");
+        return -1;
+    }
+    return fh_option_table_read (&fh_host, desc->name, table, options, values, values_size,
+                                 err, errlen);
+}
+
+/* The reason of the consume running on this thread (set_reason). */
+static _Thread_local char s_reason[256];
+
+static void s_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+
+static void
+s_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
+{
+    (void) ctx;
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (s_reason, sizeof s_reason, fmt, args);
+    va_end (args);
+    s_reason[strcspn (s_reason, "\r\n")] = '\0'; /* one line */
+}
+
+void
+fh_host_take_reason (char *reason, size_t size)
+{
+    snprintf (reason, size, "%s", s_reason);
+    s_reason[0] = '\0';
+}
+
 const fanhub_host_t fh_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -97,4 +148,6 @@ const fanhub_host_t fh_host = {
     .msg_received_ns = s_msg_received_ns,
     .msg_ticket = s_msg_ticket,
     .complete = s_complete,
+    .options_read = s_options_read,
+    .set_reason = s_set_reason,
 };

@@ -66,6 +66,7 @@
 #define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np */
 
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,9 +95,7 @@
 #define EXEC_HAVE_CLOSEFROM_NP 1
 #endif
 
-#define EXEC_TIMEOUT_MS_DEFAULT 10000
 #define EXEC_TIMEOUT_MS_MAX 86400000
-#define EXEC_GRACE_MS_DEFAULT 1000
 #define EXEC_GRACE_MS_MAX 3600000
 #define EXEC_EX_TEMPFAIL 75
 #define EXEC_LINE_MAX 300       /* bytes of stderr's first line kept */
@@ -139,56 +138,8 @@ typedef struct {
     char reason[EXEC_LINE_MAX + 128];
 } exec_outcome_t;
 
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* -------------------------------------------------------------------------
    Options */
-
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
-
-/* Strict decimal in [min, max], at most 10 digits so strtoll cannot
-   overflow. */
-static int
-s_parse_ms (const fanhub_host_t *host, const fanhub_option_t *node,
-            const char *key, long min, long max, int64_t *out_ns, char *err,
-            size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    bool ok = text && *text && strlen (text) <= 10
-              && strspn (text, "0123456789") == strlen (text);
-    long long value = ok ? strtoll (text, NULL, 10) : 0;
-    if (ok && value >= min && value <= max) {
-        *out_ns = (int64_t) value * 1000000;
-        return 0;
-    }
-    if (text)
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got "
-                  "\"%s\" (%s)",
-                  key, min, max, text, host->option_where (node));
-    else
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got %s "
-                  "(%s)",
-                  key, min, max, s_kind_name (host->option_kind (node)),
-                  host->option_where (node));
-    return -1;
-}
 
 /* Finds PROGRAM in PATH as execvp would; a malloc'd path or NULL. */
 static char *
@@ -228,13 +179,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
                 size_t errlen)
 {
     const fanhub_host_t *host = self->host;
-    if (!node) {
-        snprintf (err, errlen,
-                  "options.command: missing: the command to run, as a list "
-                  "[PROGRAM, ARG...] (%s)",
-                  options ? host->option_where (options) : "?");
-        return -1;
-    }
+    (void) options; /* command is REQUIRED in the table: node is set */
     const char *where = host->option_where (node);
     fanhub_option_kind_t kind = host->option_kind (node);
     if (shell) {
@@ -243,7 +188,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
             snprintf (err, errlen,
                       "options.command: with shell: true, expected one "
                       "string for /bin/sh -c, got %s (%s)",
-                      s_kind_name (kind), where);
+                      fanhub_option_kind_name (kind), where);
             return -1;
         }
         if (!*text) {
@@ -273,7 +218,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
             snprintf (err, errlen,
                       "options.command: expected a list [PROGRAM, ARG...], "
                       "got %s (%s)",
-                      s_kind_name (kind), where);
+                      fanhub_option_kind_name (kind), where);
         return -1;
     }
     size_t argc = host->option_count (node);
@@ -290,7 +235,7 @@ s_read_command (exec_state_t *self, const fanhub_option_t *options,
         if (!text) {
             snprintf (err, errlen,
                       "options.command[%zu]: expected a string, got %s (%s)",
-                      i, s_kind_name (host->option_kind (item)),
+                      i, fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -346,86 +291,46 @@ oom:
     return -1;
 }
 
+/* The options as the host reads them from the table. */
+typedef struct {
+    const fanhub_option_t *command;
+    bool shell;
+    int64_t timeout_ms;
+    int64_t grace_ms;
+    int out; /* exec_stdout_t */
+} exec_options_t;
+
+static const fanhub_consumer_desc_t s_desc;
+
+static const char *const s_stdout_values[] = {"null", "stderr", "inherit", NULL};
+
+#define EXEC_OPT(name, type, field, def, lo, hi, values, flags, help)          \
+    {name, type, offsetof (exec_options_t, field), def, lo, hi, values, flags, help}
+static const fanhub_opt_t s_options[] = {
+    EXEC_OPT ("command", FANHUB_OPT_ANY, command, NULL, 0, 0, NULL, FANHUB_OPT_REQUIRED,
+              "the command to run, as a list [PROGRAM, ARG...]"),
+    EXEC_OPT ("shell", FANHUB_OPT_BOOL, shell, "false", 0, 0, NULL, 0,
+              "command is one string for /bin/sh -c"),
+    EXEC_OPT ("timeout_ms", FANHUB_OPT_INT, timeout_ms, "10000", 1, EXEC_TIMEOUT_MS_MAX, NULL, 0,
+              "how long one run may take before it is killed (RETRY)"),
+    EXEC_OPT ("kill_grace_ms", FANHUB_OPT_INT, grace_ms, "1000", 0, EXEC_GRACE_MS_MAX, NULL, 0,
+              "between SIGTERM and SIGKILL on a timeout"),
+    EXEC_OPT ("stdout", FANHUB_OPT_ENUM, out, "null", 0, 0, s_stdout_values, 0,
+              "where the command's stdout goes"),
+    FANHUB_OPT_END,
+};
+
 static int
 s_read_options (exec_state_t *self, const fanhub_option_t *options,
                 char *err, size_t errlen)
 {
-    const fanhub_host_t *host = self->host;
-    const fanhub_option_t *command = NULL;
-    bool shell = false;
-    self->timeout_ns = (int64_t) EXEC_TIMEOUT_MS_DEFAULT * 1000000;
-    self->grace_ns = (int64_t) EXEC_GRACE_MS_DEFAULT * 1000000;
-    self->out = EXEC_STDOUT_NULL;
-
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        const char *text = host->option_scalar (node);
-        const char *where = host->option_where (node);
-        if (!key)
-            key = "?";
-        if (strcmp (key, "command") == 0)
-            command = node; /* checked below, once shell is known */
-        else if (strcmp (key, "shell") == 0) {
-            if (text && strcmp (text, "true") == 0)
-                shell = true;
-            else if (text && strcmp (text, "false") == 0)
-                shell = false;
-            else {
-                if (text)
-                    snprintf (err, errlen,
-                              "options.shell: expected true or false, got "
-                              "\"%s\" (%s)",
-                              text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.shell: expected true or false, got %s "
-                              "(%s)",
-                              s_kind_name (host->option_kind (node)), where);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "timeout_ms") == 0) {
-            if (s_parse_ms (host, node, key, 1, EXEC_TIMEOUT_MS_MAX,
-                            &self->timeout_ns, err, errlen))
-                return -1;
-        }
-        else if (strcmp (key, "kill_grace_ms") == 0) {
-            if (s_parse_ms (host, node, key, 0, EXEC_GRACE_MS_MAX,
-                            &self->grace_ns, err, errlen))
-                return -1;
-        }
-        else if (strcmp (key, "stdout") == 0) {
-            if (text && strcmp (text, "null") == 0)
-                self->out = EXEC_STDOUT_NULL;
-            else if (text && strcmp (text, "stderr") == 0)
-                self->out = EXEC_STDOUT_STDERR;
-            else if (text && strcmp (text, "inherit") == 0)
-                self->out = EXEC_STDOUT_INHERIT;
-            else {
-                if (text)
-                    snprintf (err, errlen,
-                              "options.stdout: expected null, stderr or "
-                              "inherit, got \"%s\" (%s)",
-                              text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.stdout: expected null, stderr or "
-                              "inherit, got %s (%s)",
-                              s_kind_name (host->option_kind (node)), where);
-                return -1;
-            }
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; exec takes command, shell, "
-                      "timeout_ms, kill_grace_ms and stdout (%s)",
-                      key, where);
-            return -1;
-        }
-    }
-    return s_read_command (self, options, command, shell, err, errlen);
+    exec_options_t o = {0};
+    if (self->host->options_read (self->ctx, &s_desc, options, &o, sizeof o, err, errlen) != 0)
+        return -1;
+    self->timeout_ns = o.timeout_ms * 1000000;
+    self->grace_ns = o.grace_ms * 1000000;
+    self->out = (exec_stdout_t) o.out;
+    return s_read_command (self, options, o.command, o.shell, err, errlen);
 }
 
 static bool
@@ -828,12 +733,12 @@ static bool
 s_converse (const exec_state_t *self, pid_t pid, int pidfd,
             exec_talk_t *talk)
 {
-    int64_t deadline = s_now_ns () + self->timeout_ns;
+    int64_t deadline = fanhub_now_ns () + self->timeout_ns;
     enum { RUNNING, TERMINATING, KILLED } phase = RUNNING;
     if (talk->left == 0)
         s_close (&talk->in_fd);
     while (!s_exited (pid)) {
-        int64_t now = s_now_ns ();
+        int64_t now = fanhub_now_ns ();
         if (phase != KILLED && now >= deadline) {
             s_close (&talk->in_fd);
             if (phase == RUNNING && self->grace_ns > 0) {
@@ -1107,7 +1012,7 @@ s_account (exec_state_t *self, const fanhub_msg_t *msg,
            const exec_outcome_t *out)
 {
     pthread_mutex_lock (&self->lock);
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (out->result == FANHUB_OK) {
         if (self->failing && s_take_credit (self, now))
             self->host->log (self->ctx, FANHUB_LOG_INFO,
@@ -1153,6 +1058,8 @@ s_consume (void *state, const fanhub_msg_t *msg)
     exec_outcome_t out;
     s_run (self, msg, &out);
     s_account (self, msg, &out);
+    if (out.result != FANHUB_OK) /* for the hub's log line and the dead letter */
+        self->host->set_reason (self->ctx, "%s", out.reason);
     return out.result;
 }
 
@@ -1163,12 +1070,9 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .fini = s_fini,
     .check = s_check,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

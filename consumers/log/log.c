@@ -30,9 +30,8 @@
     uncontended and keeps lines whole.
 */
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
-#include "probe.h"
-#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,7 +47,6 @@
 #include <unistd.h>
 
 #define LOG_BUFFER_SIZE (256 * 1024)
-#define LOG_FLUSH_MS_DEFAULT 100
 #define LOG_FLUSH_MS_MAX 3600000
 /* The fixed part of a line: keys, quotes, seq and timestamp. */
 #define LOG_LINE_OVERHEAD 128
@@ -74,29 +72,8 @@ typedef struct {
     char ts_text[19];    /* "YYYY-MM-DDTHH:MM:SS" of ts_sec, no NUL */
 } log_state_t;
 
-/* What each byte becomes inside a JSON string: 0 copies it as is, 'u'
-   writes \u00xx, anything else writes a backslash and that character. */
-static const char s_escape[256] = {
-    ['\0'] = 'u', [0x01] = 'u', [0x02] = 'u', [0x03] = 'u', [0x04] = 'u',
-    [0x05] = 'u', [0x06] = 'u', [0x07] = 'u', ['\b'] = 'b', ['\t'] = 't',
-    ['\n'] = 'n', [0x0B] = 'u', ['\f'] = 'f', ['\r'] = 'r', [0x0E] = 'u',
-    [0x0F] = 'u', [0x10] = 'u', [0x11] = 'u', [0x12] = 'u', [0x13] = 'u',
-    [0x14] = 'u', [0x15] = 'u', [0x16] = 'u', [0x17] = 'u', [0x18] = 'u',
-    [0x19] = 'u', [0x1A] = 'u', [0x1B] = 'u', [0x1C] = 'u', [0x1D] = 'u',
-    [0x1E] = 'u', [0x1F] = 'u', ['"'] = '"', ['\\'] = '\\',
-};
-
-static const char s_hex[] = "0123456789abcdef";
 static const char s_base64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static const char *
 s_display_path (const log_state_t *self)
@@ -128,7 +105,7 @@ s_flush (log_state_t *self)
         }
     }
     self->written += off;
-    self->last_flush = s_now_ns ();
+    self->last_flush = fanhub_now_ns ();
     if (err) {
         memmove (self->buf, self->buf + off, self->len - off);
         self->len -= off;
@@ -177,21 +154,14 @@ s_put_escaped (log_state_t *self, const uint8_t *p, size_t size)
     const uint8_t *end = p + size;
     while (p < end) {
         const uint8_t *run = p;
-        while (p < end && !s_escape[*p])
+        char esc[6];
+        size_t n = 0;
+        while (p < end && (n = fanhub_json_escape_byte (*p, esc)) == 0)
             p++;
         if (p > run && s_put (self, run, (size_t) (p - run)))
             return -1;
         if (p == end)
             break;
-        char esc[6] = { '\\', s_escape[*p] };
-        size_t n = 2;
-        if (esc[1] == 'u') {
-            esc[2] = '0';
-            esc[3] = '0';
-            esc[4] = s_hex[*p >> 4];
-            esc[5] = s_hex[*p & 0xF];
-            n = 6;
-        }
         if (s_put (self, esc, n))
             return -1;
         p++;
@@ -310,7 +280,7 @@ s_put_line (log_state_t *self, const fanhub_msg_t *msg)
     if (s_put_head (self, host->msg_seq (msg), host->msg_received_ns (msg))
         || s_put_escaped (self, (const uint8_t *) topic.data, topic.size))
         return -1;
-    if (fh_utf8_valid (body.data, body.size)) {
+    if (fanhub_utf8_valid (body.data, body.size)) {
         static const char k_body[] = "\",\"body\":\"";
         if (s_put (self, k_body, sizeof k_body - 1)
             || s_put_escaped (self, (const uint8_t *) body.data, body.size))
@@ -363,7 +333,7 @@ s_consume_locked (log_state_t *self, const fanhub_msg_t *msg)
         s_unput_line (self, start);
         return FANHUB_FAIL;
     }
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (self->flush_ns == 0) {
         /* The promise of flush_ms 0: written before consume returns. */
         if (s_flush (self)) {
@@ -428,93 +398,45 @@ s_fini (void *state)
     s_destroy (self);
 }
 
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
-
 /* The options, as init and check read them. */
 typedef struct {
-    const char *path;
     const fanhub_option_t *path_node; /* NULL for the default */
-    long flush_ms;
+    const char *path;
+    int64_t flush_ms;
 } log_options_t;
 
+static const fanhub_consumer_desc_t s_desc;
+
+static const fanhub_opt_t s_options[] = {
+    {"path", FANHUB_OPT_ANY, offsetof (log_options_t, path_node), NULL, 0, 0, NULL, 0,
+     "the file to append to, or \"-\" for stdout (default)"},
+    {"flush_ms", FANHUB_OPT_INT, offsetof (log_options_t, flush_ms), "100", 0,
+     LOG_FLUSH_MS_MAX, NULL, 0, "how long a line may wait in the buffer"},
+    FANHUB_OPT_END,
+};
+
 static int
-s_parse_options (const fanhub_host_t *host, const fanhub_option_t *options,
-                 log_options_t *out, char *err, size_t errlen)
+s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                 const fanhub_option_t *options, log_options_t *out, char *err,
+                 size_t errlen)
 {
-    if (host->abi_major != FANHUB_ABI_MAJOR) {
-        snprintf (err, errlen, "log: host ABI %u, plugin built for %u",
-                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+    *out = (log_options_t) {.path = "-"};
+    if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
+        return -1;
+    if (!out->path_node)
+        return 0;
+    /* path: a file name or "-", in words of its own. */
+    const char *where = host->option_where (out->path_node);
+    out->path = host->option_scalar (out->path_node);
+    if (!out->path) {
+        snprintf (err, errlen, "options.path: expected a file name or \"-\", got %s (%s)",
+                  fanhub_option_kind_name (host->option_kind (out->path_node)), where);
         return -1;
     }
-    const char *path = "-";
-    const fanhub_option_t *path_node = NULL;
-    long flush_ms = LOG_FLUSH_MS_DEFAULT;
-
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        const char *where = host->option_where (node);
-        fanhub_option_kind_t kind = host->option_kind (node);
-        const char *text = host->option_scalar (node);
-        if (!key)
-            key = "?";
-        if (strcmp (key, "path") == 0) {
-            if (kind != FANHUB_OPTION_SCALAR || !text) {
-                snprintf (err, errlen,
-                          "options.path: expected a file name or \"-\", "
-                          "got %s (%s)",
-                          s_kind_name (kind), where);
-                return -1;
-            }
-            if (!*text) {
-                snprintf (err, errlen, "options.path: must not be empty (%s)",
-                          where);
-                return -1;
-            }
-            path = text;
-            path_node = node;
-        }
-        else if (strcmp (key, "flush_ms") == 0) {
-            bool ok = kind == FANHUB_OPTION_SCALAR && text && *text
-                      && strlen (text) <= 7
-                      && strspn (text, "0123456789") == strlen (text);
-            if (ok)
-                flush_ms = strtol (text, NULL, 10);
-            if (!ok || flush_ms > LOG_FLUSH_MS_MAX) {
-                if (kind == FANHUB_OPTION_SCALAR && text)
-                    snprintf (err, errlen,
-                              "options.flush_ms: expected an integer from 0 "
-                              "to %d, got \"%s\" (%s)",
-                              LOG_FLUSH_MS_MAX, text, where);
-                else
-                    snprintf (err, errlen,
-                              "options.flush_ms: expected an integer from 0 "
-                              "to %d, got %s (%s)",
-                              LOG_FLUSH_MS_MAX, s_kind_name (kind), where);
-                return -1;
-            }
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; log takes path and "
-                      "flush_ms (%s)",
-                      key, where);
-            return -1;
-        }
+    if (!*out->path) {
+        snprintf (err, errlen, "options.path: must not be empty (%s)", where);
+        return -1;
     }
-    out->path = path;
-    out->path_node = path_node;
-    out->flush_ms = flush_ms;
     return 0;
 }
 
@@ -524,13 +446,13 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
          const fanhub_option_t *options, char *err, size_t errlen)
 {
     log_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen) != 0)
+    if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
         return -1;
     if (strcmp (o.path, "-") == 0)
         return 0;
     bool exists;
     char why[PATH_MAX + 128];
-    if (fh_probe_file (o.path, &exists, why, sizeof why) != 0) {
+    if (fanhub_probe_file (o.path, &exists, why, sizeof why) != 0) {
         snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)", o.path,
                   why, host->option_where (o.path_node));
         return -1;
@@ -547,11 +469,11 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         size_t errlen)
 {
     log_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen) != 0)
+    if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
         return -1;
     const char *path = o.path;
     const fanhub_option_t *path_node = o.path_node;
-    long flush_ms = o.flush_ms;
+    int64_t flush_ms = o.flush_ms;
 
     log_state_t *self = (log_state_t *) calloc (1, sizeof *self);
     if (!self) {
@@ -562,7 +484,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     self->ctx = ctx;
     self->fd = -1;
     self->flush_ns = (int64_t) flush_ms * 1000000;
-    self->last_flush = s_now_ns ();
+    self->last_flush = fanhub_now_ns ();
     self->path = strdup (path);
     self->buf = (char *) malloc (LOG_BUFFER_SIZE);
     if (!self->path || !self->buf
@@ -598,13 +520,10 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .idle = s_idle,
     .fini = s_fini,
     .check = s_check,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

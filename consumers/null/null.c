@@ -7,23 +7,20 @@
 */
 #include <fanhub/consumer.h>
 
-#include <stdio.h>
+#include <stdbool.h>
+
+static const fanhub_consumer_desc_t s_desc;
+
+/* No options: the host refuses any key, naming none as known. */
+static const fanhub_opt_t s_options[] = {FANHUB_OPT_END};
 
 /* init and check alike: null acquires nothing. */
 static int
 s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
          const fanhub_option_t *options, char *err, size_t errlen)
 {
-    (void) ctx;
-    if (options && host->option_count (options) > 0) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, 0, &key);
-        snprintf (err, errlen,
-                  "options.%s: unknown option; null takes no options (%s)",
-                  key ? key : "?", host->option_where (node));
-        return -1;
-    }
-    return 0;
+    bool none; /* never written: no entry has a field */
+    return host->options_read (ctx, &s_desc, options, &none, sizeof none, err, errlen);
 }
 
 static int
@@ -51,10 +48,7 @@ static const fanhub_consumer_desc_t s_desc = {
     .init = s_init,
     .consume = s_consume,
     .check = s_check,
+    .options = s_options,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

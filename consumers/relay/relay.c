@@ -65,10 +65,12 @@
     when sending works again.
 */
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
-#include "curve.h"
-#include "zap.h"
-#include "probe.h"
+#include "relay_zap.h"
+
+#include <czmq.h>
+#include <fanhub/sdk_curve.h>
 
 #include <zmq.h>
 
@@ -81,7 +83,6 @@
 #include <string.h>
 #include <time.h>
 
-#define RELAY_LINGER_MS_DEFAULT 1000
 #define RELAY_MS_MAX 3600000
 
 /* One prefix some subscriber has subscribed to. XPUB passes a prefix on
@@ -99,11 +100,7 @@ typedef struct {
     fanhub_ctx_t *ctx;
     void *zctx;
     void *sock;
-    fh_zap_t *zap;          /* bind with curve: who may subscribe */
-    fh_zap_policy_t policy; /* the ZAP handler's, pointing into the below */
-    char **allow;           /* curve.allow keys */
-    size_t allow_count;
-    char *allow_dir;
+    relay_zap_t *zap; /* bind with curve: who may subscribe */
 
     bool rewrite;
     char *from; /* topic_prefix.from, NUL-terminated */
@@ -124,89 +121,41 @@ typedef struct {
 
 /* What init reads from the options, before anything is made. */
 typedef struct {
+    const fanhub_option_t *bind, *connect; /* as given */
     const fanhub_option_t *endpoints; /* the bind or connect node */
     const char *endpoints_key;
     const fanhub_option_t *prefix; /* topic_prefix, or NULL */
-    long sndhwm;
-    long linger_ms;
+    int64_t sndhwm;
+    int64_t linger_ms;
     bool require_subscriber;
-    long subscriber_wait_ms;
+    int64_t subscriber_wait_ms;
     const fanhub_option_t *curve; /* or NULL */
-    char public_key[FH_CURVE_KEY_TEXT], secret_key[FH_CURVE_KEY_TEXT];
+    char public_key[FANHUB_CURVE_KEY_TEXT], secret_key[FANHUB_CURVE_KEY_TEXT];
 } relay_options_t;
 
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static const fanhub_consumer_desc_t s_desc;
 
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
-
-/* Strict decimal in [min, max]: an optional '-' and at most 10 digits, so
-   strtol cannot overflow. On error writes the message naming the key. */
-static int
-s_parse_long (const fanhub_host_t *host, const fanhub_option_t *node,
-              const char *key, long min, long max, long *out, char *err,
-              size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    const char *digits = text && text[0] == '-' && min < 0 ? text + 1 : text;
-    bool ok = digits && *digits && strlen (digits) <= 10
-              && strspn (digits, "0123456789") == strlen (digits);
-    long long value = ok ? strtoll (text, NULL, 10) : 0;
-    if (ok && value >= min && value <= max) {
-        *out = (long) value;
-        return 0;
-    }
-    if (text)
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got "
-                  "\"%s\" (%s)",
-                  key, min, max, text, host->option_where (node));
-    else
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got %s "
-                  "(%s)",
-                  key, min, max, s_kind_name (host->option_kind (node)),
-                  host->option_where (node));
-    return -1;
-}
-
-static int
-s_parse_bool (const fanhub_host_t *host, const fanhub_option_t *node,
-              const char *key, bool *out, char *err, size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    if (text && strcmp (text, "true") == 0)
-        *out = true;
-    else if (text && strcmp (text, "false") == 0)
-        *out = false;
-    else {
-        if (text)
-            snprintf (err, errlen,
-                      "options.%s: expected true or false, got \"%s\" (%s)",
-                      key, text, host->option_where (node));
-        else
-            snprintf (err, errlen,
-                      "options.%s: expected true or false, got %s (%s)", key,
-                      s_kind_name (host->option_kind (node)),
-                      host->option_where (node));
-        return -1;
-    }
-    return 0;
-}
+#define RELAY_OPT(name, type, field, def, lo, hi, help)                        \
+    {name, type, offsetof (relay_options_t, field), def, lo, hi, NULL, 0, help}
+static const fanhub_opt_t s_options[] = {
+    RELAY_OPT ("bind", FANHUB_OPT_ANY, bind, NULL, 0, 0,
+               "endpoint(s) to bind the PUB socket to (or connect)"),
+    RELAY_OPT ("connect", FANHUB_OPT_ANY, connect, NULL, 0, 0,
+               "endpoint(s) to connect the PUB socket to (or bind)"),
+    RELAY_OPT ("topic_prefix", FANHUB_OPT_ANY, prefix, NULL, 0, 0,
+               "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
+    RELAY_OPT ("sndhwm", FANHUB_OPT_INT, sndhwm, "0", 0, INT_MAX,
+               "messages queued per subscriber before ZeroMQ drops (0: no limit)"),
+    RELAY_OPT ("linger_ms", FANHUB_OPT_INT, linger_ms, "1000", -1, RELAY_MS_MAX,
+               "how long fini waits for queued messages to go out (-1: forever)"),
+    RELAY_OPT ("require_subscriber", FANHUB_OPT_BOOL, require_subscriber, "false", 0, 0,
+               "answer RETRY while no subscriber wants the topic"),
+    RELAY_OPT ("subscriber_wait_ms", FANHUB_OPT_INT, subscriber_wait_ms, "0", 0, RELAY_MS_MAX,
+               "with require_subscriber: how long to wait for one"),
+    RELAY_OPT ("curve", FANHUB_OPT_ANY, curve, NULL, 0, 0,
+               "CurveZMQ: {secret_key_file, server_public_key | allow, allow_dir}"),
+    FANHUB_OPT_END,
+};
 
 /* Endpoint i of a bind/connect node (a scalar is a list of one). */
 static const fanhub_option_t *
@@ -254,7 +203,7 @@ s_check_endpoints (const fanhub_host_t *host, const fanhub_option_t *node,
                       "options.%s: expected an endpoint such as "
                       "tcp://127.0.0.1:9941, got %s (%s)",
                       key, text ? "an empty string"
-                                : s_kind_name (host->option_kind (item)),
+                                : fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -270,7 +219,7 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
         snprintf (err, errlen,
                   "options.topic_prefix: expected a map {from: PREFIX, to: "
                   "PREFIX}, got %s (%s)",
-                  s_kind_name (host->option_kind (node)),
+                  fanhub_option_kind_name (host->option_kind (node)),
                   host->option_where (node));
         return -1;
     }
@@ -289,7 +238,7 @@ s_check_prefix (const fanhub_host_t *host, const fanhub_option_t *node,
             snprintf (err, errlen,
                       "options.topic_prefix.%s: expected a topic prefix "
                       "(a string, \"\" allowed), got %s (%s)",
-                      key, s_kind_name (host->option_kind (item)),
+                      key, fanhub_option_kind_name (host->option_kind (item)),
                       host->option_where (item));
             return -1;
         }
@@ -318,7 +267,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
     if (host->option_kind (curve) != FANHUB_OPTION_MAP) {
         snprintf (err, errlen, "options.curve: expected a map (secret_key_file, "
                   "server_public_key or allow/allow_dir), got %s (%s)",
-                  s_kind_name (host->option_kind (curve)), where);
+                  fanhub_option_kind_name (host->option_kind (curve)), where);
         return -1;
     }
     bool have_allow = false;
@@ -329,7 +278,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         const char *text = host->option_scalar (node);
         if (key && strcmp (key, "secret_key_file") == 0 && text && *text)
             secret_file = text;
-        else if (key && strcmp (key, "server_public_key") == 0 && fh_curve_key_valid (text))
+        else if (key && strcmp (key, "server_public_key") == 0 && fanhub_curve_key_valid (text))
             server_key = text;
         else if (key && strcmp (key, "allow_dir") == 0 && text && *text)
             have_allow = true;
@@ -337,7 +286,7 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
             size_t n = host->option_kind (node) == FANHUB_OPTION_LIST
                            ? host->option_count (node) : 0;
             for (size_t k = 0; k < n; k++)
-                if (!fh_curve_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
+                if (!fanhub_curve_key_valid (host->option_scalar (host->option_at (node, k, NULL)))) {
                     snprintf (err, errlen, "options.curve.allow[%zu]: expected a CurveZMQ "
                               "public key (40 characters of Z85) (%s)", k,
                               host->option_where (node));
@@ -374,8 +323,8 @@ s_check_curve (const fanhub_host_t *host, relay_options_t *out, bool binding, ch
         return -1;
     }
     char why[512];
-    if (fh_curve_load_secret (secret_file, out->public_key, out->secret_key, why,
-                              sizeof why) != 0) {
+    if (fanhub_curve_load_secret (secret_file, out->public_key, out->secret_key, why,
+                                  sizeof why) != 0) {
         snprintf (err, errlen, "options.curve.secret_key_file: %s (%s)", why, where);
         return -1;
     }
@@ -406,84 +355,36 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
     if (!binding)
         return 0;
     const fanhub_option_t *allow = host->option_get (curve, "allow");
-    self->allow_count = allow ? host->option_count (allow) : 0;
-    self->allow = calloc (self->allow_count + 1, sizeof *self->allow);
-    const char *dir = host->option_scalar (host->option_get (curve, "allow_dir"));
-    self->allow_dir = dir ? strdup (dir) : NULL;
-    if (!self->allow || (dir && !self->allow_dir)) {
+    size_t count = allow ? host->option_count (allow) : 0;
+    const char **keys = calloc (count + 1, sizeof *keys);
+    if (!keys) {
         snprintf (err, errlen, "relay: out of memory");
         return -1;
     }
-    for (size_t i = 0; i < self->allow_count; i++)
-        if (!(self->allow[i] = strdup (host->option_scalar (host->option_at (allow, i, NULL))))) {
-            snprintf (err, errlen, "relay: out of memory");
-            return -1;
-        }
-    self->policy = (fh_zap_policy_t){
-        .domain = "fanhub-relay",
-        .curve = 1,
-        .allow = (const char *const *) self->allow,
-        .allow_count = self->allow_count,
-        .allow_dir = self->allow_dir,
-    };
-    if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) != 0) {
+    for (size_t i = 0; i < count; i++)
+        keys[i] = host->option_scalar (host->option_at (allow, i, NULL));
+    if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) == 0)
+        self->zap = relay_zap_new (self->zctx, "fanhub-relay", keys, count,
+                                   host->option_scalar (host->option_get (curve, "allow_dir")),
+                                   err, errlen);
+    else
         snprintf (err, errlen, "relay: cannot set the ZAP domain: %s", zmq_strerror (errno));
-        return -1;
-    }
-    self->zap = fh_zap_new (self->zctx, &self->policy, 1, err, errlen);
+    free (keys);
     return self->zap ? 0 : -1;
 }
 
 static int
-s_read_options (const fanhub_host_t *host, const fanhub_option_t *options,
+s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
                 relay_options_t *out, char *err, size_t errlen)
 {
-    *out = (relay_options_t) { .linger_ms = RELAY_LINGER_MS_DEFAULT };
-    const fanhub_option_t *bind = NULL, *connect = NULL;
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        if (!key)
-            key = "?";
-        int rc = 0;
-        if (strcmp (key, "bind") == 0) {
-            rc = s_check_endpoints (host, node, key, err, errlen);
-            bind = node;
-        }
-        else if (strcmp (key, "connect") == 0) {
-            rc = s_check_endpoints (host, node, key, err, errlen);
-            connect = node;
-        }
-        else if (strcmp (key, "topic_prefix") == 0) {
-            rc = s_check_prefix (host, node, err, errlen);
-            out->prefix = node;
-        }
-        else if (strcmp (key, "sndhwm") == 0)
-            rc = s_parse_long (host, node, key, 0, INT_MAX, &out->sndhwm, err,
-                               errlen);
-        else if (strcmp (key, "linger_ms") == 0)
-            rc = s_parse_long (host, node, key, -1, RELAY_MS_MAX,
-                               &out->linger_ms, err, errlen);
-        else if (strcmp (key, "require_subscriber") == 0)
-            rc = s_parse_bool (host, node, key, &out->require_subscriber, err,
-                               errlen);
-        else if (strcmp (key, "subscriber_wait_ms") == 0)
-            rc = s_parse_long (host, node, key, 0, RELAY_MS_MAX,
-                               &out->subscriber_wait_ms, err, errlen);
-        else if (strcmp (key, "curve") == 0)
-            out->curve = node; /* checked once bind or connect is known */
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; relay takes bind, connect, "
-                      "topic_prefix, sndhwm, linger_ms, require_subscriber, "
-                      "subscriber_wait_ms and curve (%s)",
-                      key, host->option_where (node));
-            rc = -1;
-        }
-        if (rc)
-            return -1;
-    }
+    *out = (relay_options_t) {0};
+    if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
+        return -1;
+    const fanhub_option_t *bind = out->bind, *connect = out->connect;
+    if ((bind && s_check_endpoints (host, bind, "bind", err, errlen))
+        || (connect && s_check_endpoints (host, connect, "connect", err, errlen))
+        || (out->prefix && s_check_prefix (host, out->prefix, err, errlen)))
+        return -1;
     if (bind && connect) {
         snprintf (err, errlen,
                   "options.connect: give bind or connect, not both (%s)",
@@ -507,11 +408,7 @@ s_destroy (relay_state_t *self)
 {
     if (self->sock)
         zmq_close (self->sock);
-    fh_zap_destroy (&self->zap); /* after the socket it answered for */
-    for (size_t i = 0; self->allow && i < self->allow_count; i++)
-        free (self->allow[i]);
-    free (self->allow);
-    free (self->allow_dir);
+    relay_zap_destroy (&self->zap); /* after the socket it answered for */
     if (self->zctx)
         while (zmq_ctx_term (self->zctx) != 0 && errno == EINTR)
             ;
@@ -643,7 +540,7 @@ s_check_endpoint (const char *endpoint, bool binding, char *why, size_t whylen)
     if (binding && tlen == 3 && strncmp (endpoint, "ipc", 3) == 0 && address[0] != '@') {
         bool exists;
         char probe[PATH_MAX + 128];
-        if (fh_probe_file (address, &exists, probe, sizeof probe) != 0) {
+        if (fanhub_probe_file (address, &exists, probe, sizeof probe) != 0) {
             snprintf (why, whylen, "%s", probe);
             return -1;
         }
@@ -663,7 +560,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return -1;
     }
     relay_options_t opt;
-    if (s_read_options (host, options, &opt, err, errlen))
+    if (s_read_options (host, ctx, options, &opt, err, errlen))
         return -1;
     bool binding = strcmp (opt.endpoints_key, "bind") == 0;
     size_t count = s_endpoint_count (host, opt.endpoints);
@@ -695,7 +592,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return -1;
     }
     relay_options_t opt;
-    if (s_read_options (host, options, &opt, err, errlen))
+    if (s_read_options (host, ctx, options, &opt, err, errlen))
         return -1;
 
     relay_state_t *self = (relay_state_t *) calloc (1, sizeof *self);
@@ -824,9 +721,9 @@ s_await_subscriber (relay_state_t *self, const char *head, size_t head_size,
        wants must not cost subscriber_wait_ms each. */
     if (self->subscriber_wait_ns == 0 || self->unwanted)
         return false;
-    int64_t deadline = s_now_ns () + self->subscriber_wait_ns;
+    int64_t deadline = fanhub_now_ns () + self->subscriber_wait_ns;
     while (true) {
-        int64_t left = deadline - s_now_ns ();
+        int64_t left = deadline - fanhub_now_ns ();
         if (left <= 0)
             return false;
         zmq_pollitem_t item = { .socket = self->sock, .events = ZMQ_POLLIN };
@@ -954,12 +851,9 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = 0, /* one ZeroMQ socket: never from two threads */
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .fini = s_fini,
     .check = s_check,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

@@ -46,10 +46,9 @@
     (the database is one connection anyway).
 */
 #include <fanhub/consumer.h>
+#include <fanhub/sdk.h>
 
-#include "probe.h"
 #include "store_db.h"
-#include "utf8.h"
 
 #include <jansson.h>
 
@@ -67,9 +66,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define STORE_BATCH_DEFAULT 500
 #define STORE_BATCH_MAX 100000
-#define STORE_BATCH_MS_DEFAULT 200
 #define STORE_BATCH_MS_MAX 3600000
 /* A batch is also written when its rows hold this many bytes, so that a
    run of large messages does not pile up in memory. */
@@ -116,14 +113,6 @@ typedef struct {
     int64_t reject_log_ns;
     uint64_t rejects_unlogged;
 } store_state_t;
-
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void
 store_db_why (char *why, size_t whylen, const char *prefix, const char *text)
@@ -228,7 +217,7 @@ s_classify (store_row_t *row)
 {
     row->kind = STORE_BODY_BYTES;
     if (memchr (row->body, '\0', row->body_size)
-        || !fh_utf8_valid (row->body, row->body_size))
+        || !fanhub_utf8_valid (row->body, row->body_size))
         return;
     row->kind = STORE_BODY_TEXT;
     json_error_t error;
@@ -284,7 +273,7 @@ s_clear_rows (store_state_t *self)
 static void
 s_log_reject (store_state_t *self, const store_row_t *row, const char *why)
 {
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (self->reject_log_ns && now - self->reject_log_ns < STORE_REJECT_LOG_NS) {
         self->rejects_unlogged++;
         return;
@@ -354,7 +343,7 @@ static void
 s_set_broken (store_state_t *self, const char *why)
 {
     self->backend->close (&self->db);
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (!self->broken) {
         char keeping[96] = "";
         if (self->count > 0)
@@ -435,7 +424,7 @@ s_flush_or_break (store_state_t *self)
 static int
 s_recover (store_state_t *self)
 {
-    if (s_now_ns () < self->next_try_ns)
+    if (fanhub_now_ns () < self->next_try_ns)
         return -1;
     return s_flush_or_break (self);
 }
@@ -462,7 +451,7 @@ s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
         self->rejected++;
         return FANHUB_FAIL;
     }
-    int64_t now = s_now_ns ();
+    int64_t now = fanhub_now_ns ();
     if (self->count == 0)
         self->first_ns = now;
     if (self->async)
@@ -596,46 +585,6 @@ s_random_run (void)
 /* -------------------------------------------------------------------------
    Options */
 
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
-
-/* An integer option from lo to hi, decimal digits only. */
-static int
-s_option_int (const fanhub_host_t *host, const fanhub_option_t *node,
-              const char *key, long lo, long hi, long *out, char *err,
-              size_t errlen)
-{
-    fanhub_option_kind_t kind = host->option_kind (node);
-    const char *text = host->option_scalar (node);
-    bool ok = kind == FANHUB_OPTION_SCALAR && text && *text
-              && strlen (text) <= 9
-              && strspn (text, "0123456789") == strlen (text);
-    long v = ok ? strtol (text, NULL, 10) : 0;
-    if (ok && v >= lo && v <= hi) {
-        *out = v;
-        return 0;
-    }
-    if (kind == FANHUB_OPTION_SCALAR && text)
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got "
-                  "\"%s\" (%s)",
-                  key, lo, hi, text, host->option_where (node));
-    else
-        snprintf (err, errlen,
-                  "options.%s: expected an integer from %ld to %ld, got %s "
-                  "(%s)",
-                  key, lo, hi, s_kind_name (kind), host->option_where (node));
-    return -1;
-}
-
 /* A non-empty string option. */
 static int
 s_option_text (const fanhub_host_t *host, const fanhub_option_t *node,
@@ -646,7 +595,7 @@ s_option_text (const fanhub_host_t *host, const fanhub_option_t *node,
     const char *text = host->option_scalar (node);
     if (kind != FANHUB_OPTION_SCALAR || !text) {
         snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key,
-                  expected, s_kind_name (kind), host->option_where (node));
+                  expected, fanhub_option_kind_name (kind), host->option_where (node));
         return -1;
     }
     if (!*text) {
@@ -721,128 +670,131 @@ s_read_password (const fanhub_host_t *host, const fanhub_option_t *node, const c
 
 /* The options, as init and check read them. */
 typedef struct {
+    /* As the host reads them from the table. */
+    const char *sqlite;
+    const fanhub_option_t *postgres, *password_file, *password_env, *table_node;
+    int64_t batch;
+    int64_t batch_ms;
+    /* Made of them. */
     const store_backend_t *backend;
     const char *target;
     const fanhub_option_t *target_node;
     const char *target_key;
-    const char *table;
-    long batch;
-    long batch_ms;
     const fanhub_option_t *password_node; /* password_file or password_env */
     const char *password_key;
+    const char *table;
 } store_options_t;
+
+static const fanhub_consumer_desc_t s_desc;
+
+#define STORE_OPT(name, type, field, def, lo, hi, help)                        \
+    {name, type, offsetof (store_options_t, field), def, lo, hi, NULL, 0, help}
+static const fanhub_opt_t s_options[] = {
+    STORE_OPT ("sqlite", FANHUB_OPT_FILE, sqlite, NULL, 0, 0,
+               "the SQLite database file (or postgres)"),
+    STORE_OPT ("postgres", FANHUB_OPT_ANY, postgres, NULL, 0, 0,
+               "a libpq conninfo string (or sqlite)"),
+    STORE_OPT ("password_file", FANHUB_OPT_ANY, password_file, NULL, 0, 0,
+               "postgres: a file (mode 0600) whose first line is the password"),
+    STORE_OPT ("password_env", FANHUB_OPT_ANY, password_env, NULL, 0, 0,
+               "postgres: the environment variable holding the password"),
+    STORE_OPT ("table", FANHUB_OPT_ANY, table_node, NULL, 0, 0,
+               "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
+    STORE_OPT ("batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
+               "rows written in one transaction at most"),
+    STORE_OPT ("batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0, STORE_BATCH_MS_MAX,
+               "how long a row may wait for its batch"),
+    FANHUB_OPT_END,
+};
+
+/* Of the keys a and b, both given, the one later in the file. */
+static const char *
+s_later_key (const fanhub_host_t *host, const fanhub_option_t *options, const char *a,
+             const char *b)
+{
+    const char *later = b;
+    for (size_t i = 0; i < host->option_count (options); i++) {
+        const char *key = NULL;
+        host->option_at (options, i, &key);
+        if (key && (strcmp (key, a) == 0 || strcmp (key, b) == 0))
+            later = strcmp (key, a) == 0 ? a : b;
+    }
+    return later;
+}
+
+/* Two keys of which one may be given: the later one refused as `what`. */
+static int
+s_one_of (const fanhub_host_t *host, const fanhub_option_t *options, const char *a,
+          const char *b, bool sentence, char *err, size_t errlen)
+{
+    const char *later = s_later_key (host, options, a, b);
+    const char *other = later == a ? b : a;
+    const char *where = host->option_where (host->option_get (options, later));
+    if (sentence)
+        snprintf (err, errlen, "options.%s: store writes to one database; options.%s is set "
+                  "already (%s)", later, other, where);
+    else
+        snprintf (err, errlen, "options.%s: give password_file or password_env, not both "
+                  "(%s)", later, where);
+    return -1;
+}
 
 /* Reads and checks the options, the database's name included (before
    anything is opened). 0, or -1 with err. */
 static int
-s_parse_options (const fanhub_host_t *host, const fanhub_option_t *options,
-                 store_options_t *out, char *err, size_t errlen)
+s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                 const fanhub_option_t *options, store_options_t *o, char *err,
+                 size_t errlen)
 {
-    if (host->abi_major != FANHUB_ABI_MAJOR) {
-        snprintf (err, errlen, "store: host ABI %u, plugin built for %u",
-                  (unsigned) host->abi_major, (unsigned) FANHUB_ABI_MAJOR);
+    *o = (store_options_t) {0};
+    if (host->options_read (ctx, &s_desc, options, o, sizeof *o, err, errlen) != 0)
+        return -1;
+    if (o->sqlite && o->postgres)
+        return s_one_of (host, options, "sqlite", "postgres", true, err, errlen);
+    if (o->password_file && o->password_env)
+        return s_one_of (host, options, "password_file", "password_env", false, err, errlen);
+    const char *text = NULL;
+    if (o->postgres
+        && s_option_text (host, o->postgres, "postgres", "a conninfo string", &text, err,
+                          errlen))
+        return -1;
+    o->password_node = o->password_file ? o->password_file : o->password_env;
+    o->password_key = o->password_file ? "password_file" : "password_env";
+    if (o->password_node
+        && s_option_text (host, o->password_node, o->password_key,
+                          o->password_file ? "a file name" : "an environment variable name",
+                          &text, err, errlen))
+        return -1;
+    o->table = "messages";
+    if (o->table_node
+        && s_option_text (host, o->table_node, "table", "a table name", &o->table, err, errlen))
+        return -1;
+    if (!s_valid_table (o->table)) {
+        snprintf (err, errlen, "options.table: expected 1 to %d characters from a-z 0-9 _, "
+                  "not starting with a digit, got \"%s\" (%s)", STORE_TABLE_MAX, o->table,
+                  host->option_where (host->option_get (options, "table")));
         return -1;
     }
-    const store_backend_t *backend = NULL;
-    const char *target = NULL;
-    const fanhub_option_t *target_node = NULL;
-    const char *target_key = NULL;
-    const char *table = "messages";
-    long batch = STORE_BATCH_DEFAULT;
-    long batch_ms = STORE_BATCH_MS_DEFAULT;
-    const fanhub_option_t *password_node = NULL;
-    const char *password_key = NULL;
-
-    size_t count = options ? host->option_count (options) : 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *key = NULL;
-        const fanhub_option_t *node = host->option_at (options, i, &key);
-        const char *where = host->option_where (node);
-        if (!key)
-            key = "?";
-        if (strcmp (key, "sqlite") == 0 || strcmp (key, "postgres") == 0) {
-            bool sqlite = key[0] == 's';
-            if (target) {
-                snprintf (err, errlen,
-                          "options.%s: store writes to one database; "
-                          "options.%s is set already (%s)",
-                          key, target_key, where);
-                return -1;
-            }
-            if (s_option_text (host, node, key,
-                               sqlite ? "a file name" : "a conninfo string",
-                               &target, err, errlen))
-                return -1;
-            backend = sqlite ? &store_sqlite_backend : &store_pg_backend;
-            target_node = node;
-            target_key = key;
-        }
-        else if (strcmp (key, "password_file") == 0 || strcmp (key, "password_env") == 0) {
-            const char *text = NULL;
-            if (password_node) {
-                snprintf (err, errlen, "options.%s: give password_file or password_env, "
-                          "not both (%s)", key, where);
-                return -1;
-            }
-            if (s_option_text (host, node, key,
-                               key[9] == 'f' ? "a file name" : "an environment variable name",
-                               &text, err, errlen))
-                return -1;
-            password_node = node;
-            password_key = key;
-        }
-        else if (strcmp (key, "table") == 0) {
-            if (s_option_text (host, node, key, "a table name", &table, err,
-                               errlen))
-                return -1;
-            if (!s_valid_table (table)) {
-                snprintf (err, errlen,
-                          "options.table: expected 1 to %d characters from "
-                          "a-z 0-9 _, not starting with a digit, got \"%s\" "
-                          "(%s)",
-                          STORE_TABLE_MAX, table, where);
-                return -1;
-            }
-        }
-        else if (strcmp (key, "batch") == 0) {
-            if (s_option_int (host, node, key, 1, STORE_BATCH_MAX, &batch, err,
-                              errlen))
-                return -1;
-        }
-        else if (strcmp (key, "batch_ms") == 0) {
-            if (s_option_int (host, node, key, 0, STORE_BATCH_MS_MAX,
-                              &batch_ms, err, errlen))
-                return -1;
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown option; store takes sqlite, "
-                      "postgres, password_file, password_env, table, batch and "
-                      "batch_ms (%s)",
-                      key, where);
-            return -1;
-        }
-    }
-    if (!target) {
-        snprintf (err, errlen,
-                  "options: store needs a database: set sqlite (a file) or "
-                  "postgres (a conninfo) (%s)",
-                  options ? host->option_where (options) : "?");
+    if (!o->sqlite && !o->postgres) {
+        snprintf (err, errlen, "options: store needs a database: set sqlite (a file) or "
+                  "postgres (a conninfo) (%s)", options ? host->option_where (options) : "?");
         return -1;
     }
-    if (password_node && backend != &store_pg_backend) {
+    o->backend = o->sqlite ? &store_sqlite_backend : &store_pg_backend;
+    o->target_key = o->sqlite ? "sqlite" : "postgres";
+    o->target_node = host->option_get (options, o->target_key);
+    o->target = host->option_scalar (o->target_node);
+    if (o->password_node && !o->postgres) {
         snprintf (err, errlen, "options.%s: a password is for postgres only (%s)",
-                  password_key, host->option_where (password_node));
+                  o->password_key, host->option_where (o->password_node));
         return -1;
     }
     char why[512];
-    if (backend->check_target (target, why, sizeof why)) {
-        snprintf (err, errlen, "options.%s: %s (%s)", target_key, why,
-                  host->option_where (target_node));
+    if (o->backend->check_target (o->target, why, sizeof why)) {
+        snprintf (err, errlen, "options.%s: %s (%s)", o->target_key, why,
+                  host->option_where (o->target_node));
         return -1;
     }
-    *out = (store_options_t) {backend, target, target_node, target_key, table, batch,
-                              batch_ms, password_node, password_key};
     return 0;
 }
 
@@ -855,7 +807,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
          const fanhub_option_t *options, char *err, size_t errlen)
 {
     store_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen))
+    if (s_parse_options (host, ctx, options, &o, err, errlen))
         return -1;
     if (o.password_node) {
         /* Read as init reads it, and forgotten at once. */
@@ -869,7 +821,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         return 0;
     bool exists;
     char why[PATH_MAX + 128];
-    if (fh_probe_file (o.target, &exists, why, sizeof why) != 0) {
+    if (fanhub_probe_file (o.target, &exists, why, sizeof why) != 0) {
         snprintf (err, errlen, "options.%s: %s: cannot open: %s (%s)", o.target_key,
                   o.target, why, host->option_where (o.target_node));
         return -1;
@@ -886,15 +838,15 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         size_t errlen)
 {
     store_options_t o;
-    if (s_parse_options (host, options, &o, err, errlen))
+    if (s_parse_options (host, ctx, options, &o, err, errlen))
         return -1;
     const store_backend_t *backend = o.backend;
     const char *target = o.target;
     const fanhub_option_t *target_node = o.target_node;
     const char *target_key = o.target_key;
     const char *table = o.table;
-    long batch = o.batch;
-    long batch_ms = o.batch_ms;
+    int64_t batch = o.batch;
+    int64_t batch_ms = o.batch_ms;
     char why[512];
 
     store_state_t *self = (store_state_t *) calloc (1, sizeof *self);
@@ -958,13 +910,10 @@ static const fanhub_consumer_desc_t s_desc = {
     .flags = FANHUB_CONSUMER_THREAD_SAFE,
     .init = s_init,
     .consume = s_consume,
+    .options = s_options,
     .idle = s_idle,
     .fini = s_fini,
     .check = s_check,
 };
 
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_ENTRY (s_desc)

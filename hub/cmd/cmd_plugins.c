@@ -10,6 +10,8 @@
 */
 #include "cli.h"
 #include "commands.h"
+#include "host.h"
+#include "option_table.h"
 #include "plugin.h"
 #include "utf8.h"
 
@@ -29,7 +31,7 @@ typedef struct {
     char error[1024];
 } s_entry_t;
 
-enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY, S_OPT_OPTIONS };
 
 static const fh_cli_option_t s_options[] = {
     {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
@@ -38,18 +40,25 @@ static const fh_cli_option_t s_options[] = {
      "else the installed plugin directory)"},
     {'j', "json", NULL,
      "one JSON object instead of a table"},
+    {S_OPT_OPTIONS, "options", "NAME",
+     "print the option table of plugin NAME (a name\n"
+     "in the plugin directory, or a path): each\n"
+     "option's name, type, default, range and\n"
+     "description"},
     {0, NULL, NULL, NULL},
 };
 
 static const fh_cli_command_t s_command = {
     "plugins",
-    "[--plugin-dir DIR] [--json]",
+    "[--plugin-dir DIR] [--json | --options NAME]",
     "Lists the plugins in the plugin directory, the ones a consumer names\n"
     "with 'plugin: NAME': each NAME.so is loaded as the hub loads it (its\n"
     "entry symbol, ABI version and descriptor are checked; init is not\n"
     "called) and shown with its version, the plugin ABI it was built for\n"
     "and whether it may run with 'workers: N' (thread-safe). A shared\n"
-    "object that does not load is listed with the reason.",
+    "object that does not load is listed with the reason. With --options\n"
+    "NAME, prints the options plugin NAME declares (plugin ABI 1.2), as\n"
+    "the hub checks a consumer's options: against this table.",
     s_options,
     "Exit status: 0 every plugin loaded, 1 one did not or the directory\n"
     "cannot be read, 2 bad usage.",
@@ -251,10 +260,34 @@ s_print_json (const char *dir, s_entry_t *entries, size_t count)
     return 0;
 }
 
+/* --options NAME: the plugin's option table. */
+static int
+s_print_options (const char *spec, const char *dir)
+{
+    char err[1024];
+    fh_plugin_t *plugin = fh_plugin_load (spec, dir, err, sizeof err);
+    if (!plugin) {
+        fprintf (stderr, "fanhub plugins: %s\n", err);
+        return FH_EXIT_FAILURE;
+    }
+    const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
+    const fanhub_opt_t *table = fh_host_desc_options (desc);
+    char name[256];
+    s_printable (desc->name, name, sizeof name);
+    printf ("plugin %s (%s), ABI %u.%u\n", name, fh_plugin_path (plugin), desc->abi_major,
+            desc->abi_minor);
+    if (table)
+        fh_option_table_print (stdout, table);
+    else
+        printf ("(no option table: the plugin reads its options itself)\n");
+    fh_plugin_destroy (&plugin);
+    return FH_EXIT_OK;
+}
+
 int
 fh_cmd_plugins (int argc, char **argv)
 {
-    const char *plugin_dir = NULL;
+    const char *plugin_dir = NULL, *options_of = NULL;
     bool json = false;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
@@ -264,6 +297,7 @@ fh_cmd_plugins (int argc, char **argv)
         switch (opt) {
         case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         case 'j': json = true; break;
+        case S_OPT_OPTIONS: options_of = arg; break;
         }
     }
     if (opt < 0)
@@ -272,7 +306,17 @@ fh_cmd_plugins (int argc, char **argv)
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
                  argv[cli.next]);
     }
+    if (json && options_of)
+        return fh_cli_usage_error (&s_command, "give --json or --options, not both");
     const char *dir = fh_plugin_dir (plugin_dir);
+    if (options_of) {
+        int rc = s_print_options (options_of, dir);
+        if (fflush (stdout) != 0 || ferror (stdout)) {
+            fprintf (stderr, "fanhub plugins: cannot write: %s\n", strerror (errno));
+            return FH_EXIT_FAILURE;
+        }
+        return rc;
+    }
     s_entry_t *entries = NULL;
     size_t count = 0;
     char err[1024];

@@ -51,7 +51,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 1
+#define FANHUB_ABI_MINOR 2
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -103,6 +103,68 @@ typedef struct fanhub_msg fanhub_msg_t;       /* one bus message, read-only */
 typedef struct fanhub_option fanhub_option_t; /* one node of options: */
 typedef struct fanhub_ctx fanhub_ctx_t;       /* the hub's handle for one
                                                  consumer instance */
+struct fanhub_consumer_desc;
+
+/* ABI 1.2: option tables. A plugin declares its options as a table of
+   fanhub_opt_t (desc->options) and, in init and check, calls
+   host->options_read, which walks `options:` against the table and fills
+   a struct of the plugin's own: each entry names the field by offsetof
+   and the host writes the value there, of the C type its type names:
+
+     STRING    const char *   any scalar text (min/max: its length)
+     FILE      const char *   a path: a scalar, not empty
+     INT       int64_t        decimal, optional '-' (min/max: the range)
+     UINT      uint64_t       decimal (min/max: the range)
+     DOUBLE    double         a finite number (min/max: the range)
+     BOOL      bool           true or false
+     DURATION  int64_t        milliseconds: an integer with a unit, ms, s,
+                              m or h ("250ms", "2s"); bare: milliseconds
+     SIZE      uint64_t       bytes: an integer with a unit, B, KiB (K),
+                              MiB (M) or GiB (G); bare: bytes
+     ENUM      int            the index of the value in `values`
+     STRINGS   const fanhub_option_t *  a list of scalars: read it with
+                              option_count and option_at
+     ANY       const fanhub_option_t *  any node, checked by the plugin
+
+   A key the table does not name is refused (the message lists the known
+   ones), as is a value of the wrong form or out of range, and a REQUIRED
+   entry that is missing ("missing: " and its help text); every message
+   is one line that starts with "options.KEY: " and ends with the
+   FILE:LINE:COL of the value. An entry that is absent gets its default
+   (`def`, written as in YAML, e.g. "100", "true", "2s"; NULL leaves the
+   field as the plugin set it). Pointers handed over (strings, nodes)
+   point into the option tree or the table: valid until init or check
+   returns; copy what you keep. The range applies when min != max. */
+typedef enum {
+    FANHUB_OPT_STRING = 1,
+    FANHUB_OPT_FILE = 2,
+    FANHUB_OPT_INT = 3,
+    FANHUB_OPT_UINT = 4,
+    FANHUB_OPT_DOUBLE = 5,
+    FANHUB_OPT_BOOL = 6,
+    FANHUB_OPT_DURATION = 7,
+    FANHUB_OPT_SIZE = 8,
+    FANHUB_OPT_ENUM = 9,
+    FANHUB_OPT_STRINGS = 10,
+    FANHUB_OPT_ANY = 11
+} fanhub_opt_type_t;
+
+#define FANHUB_OPT_REQUIRED 0x1u /* fanhub_opt_t.flags: must be given */
+
+typedef struct {
+    const char *name; /* the key; NULL ends the table */
+    fanhub_opt_type_t type;
+    size_t offset;    /* offsetof (the plugin's struct, field) */
+    const char *def;  /* default, as YAML text, or NULL */
+    double min, max;  /* range (see above), when min != max */
+    const char *const *values; /* ENUM: the names, NULL-terminated */
+    uint32_t flags;   /* FANHUB_OPT_REQUIRED */
+    const char *help; /* one line, for `fanhub plugins --options` */
+} fanhub_opt_t;
+
+/* Ends an option table (every field given, so no compiler asks for more). */
+#define FANHUB_OPT_END                                                         \
+    { NULL, (fanhub_opt_type_t) 0, 0, NULL, 0, 0, NULL, 0, NULL }
 
 /* The host table: what the hub offers a plugin. Passed to init; valid until
    fini returns. New members are only ever added at the end. */
@@ -172,7 +234,30 @@ typedef struct fanhub_host {
     fanhub_ticket_t (*msg_ticket) (const fanhub_msg_t *msg);
     void (*complete) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket,
                       fanhub_result_t result);
+
+    /* ABI 1.2 (FANHUB_HOST_HAS_1_2 before using these). */
+
+    /* Reads options against desc->options (see fanhub_opt_t) into values,
+       a struct of values_size bytes that every entry's field must fit.
+       Call it from init and check with their options. 0, or -1 with one
+       line in err (errlen bytes). */
+    int (*options_read) (fanhub_ctx_t *ctx, const struct fanhub_consumer_desc *desc,
+                         const fanhub_option_t *options, void *values,
+                         size_t values_size, char *err, size_t errlen);
+    /* Says why a message failed: call it from consume before answering
+       FANHUB_RETRY or FANHUB_FAIL (or before complete with either), on
+       the thread that answers. The hub logs the reason with the retry or
+       the failure and keeps it in the dead letter. One line; cut at 255
+       bytes. A later call replaces it; an OK answer drops it. */
+    void (*set_reason) (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 } fanhub_host_t;
+
+/* True when the host table offers the ABI 1.2 calls (options_read and
+   set_reason). */
+#define FANHUB_HOST_HAS_1_2(host)                                              \
+    ((host)->abi_minor >= 2                                                    \
+     && (host)->size >= offsetof (fanhub_host_t, set_reason)                   \
+                            + sizeof (host)->set_reason)
 
 /* True when the host table offers the ABI 1.1 completion calls. */
 #define FANHUB_HOST_HAS_COMPLETE(host)                                         \
@@ -224,6 +309,14 @@ typedef struct fanhub_consumer_desc {
        A plugin without check (ABI 1.0) is checked by init, then fini. */
     int (*check) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                   const fanhub_option_t *options, char *err, size_t errlen);
+
+    /* ABI 1.2: the hub reads this member only when size covers it.
+
+       Optional. The plugin's option table, ended by an entry whose name
+       is NULL (an empty table: the plugin takes no options). init and
+       check read their options with host->options_read against it, and
+       `fanhub plugins --options NAME` prints it. */
+    const fanhub_opt_t *options;
 } fanhub_consumer_desc_t;
 
 /* Put first in a descriptor's initializer. */
@@ -234,6 +327,13 @@ typedef struct fanhub_consumer_desc {
 /* The function every plugin exports. */
 typedef const fanhub_consumer_desc_t *(*fanhub_consumer_entry_fn) (void);
 FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
+
+/* Defines that function, answering &desc: FANHUB_CONSUMER_ENTRY (s_desc). */
+#define FANHUB_CONSUMER_ENTRY(desc)                                            \
+    FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void)   \
+    {                                                                          \
+        return &(desc);                                                        \
+    }
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@ import json
 import os
 
 import zmq
+import zmq.auth
 
 import fanhublib as fh
 
@@ -346,9 +347,55 @@ def test_option_errors():
     finally:
         busy.close()
 
+def test_curve_key_file_errors():
+    """The relay reads its CURVE key pair with CZMQ's zcert and refuses a
+    secret file others may read, a public-only file and a file that is no
+    zcert at all; a good pair passes `fanhub check`."""
+    wd = fh.Workdir()
+    path = wd.file("relay")
+    status, out, err = fh.run(["keygen", path])
+    assert status == 0, err
+    secret = path + "_secret"
+    public_key = zmq.auth.load_certificate(secret)[0].decode()
+    garbage = wd.write("garbage", "not a certificate\n")
+    os.chmod(garbage, 0o600)
+    os.chmod(path, 0o600)  # the public half, made private: its mode passes
+    bus = "bus:\n  connect: [tcp://127.0.0.1:%d]\nconsumers:\n" % fh.free_port()
+
+    def check(curve, bind=True):
+        options = {"bind" if bind else "connect": "tcp://127.0.0.1:1", "curve": curve}
+        config = wd.write("curve.yaml", bus + relay_yaml("relay", options))
+        return fh.run(["check", "-c", config])
+
+    status, out, err = check({"secret_key_file": secret, "allow": [public_key]})
+    assert status == 0, err
+    status, out, err = check({"secret_key_file": secret, "server_public_key": public_key},
+                             bind=False)
+    assert status == 0, err
+    os.chmod(secret, 0o644)
+    status, out, err = check({"secret_key_file": secret, "allow": [public_key]})
+    assert status == 2 and "options.curve.secret_key_file: secret key file %s: mode 0644 " \
+        "lets other users read or change it; refusing it (chmod 600 %s)" % (secret, secret) \
+        in err, err
+    os.chmod(secret, 0o600)
+    status, out, err = check({"secret_key_file": path, "allow": [public_key]})
+    assert status == 2 and "secret key file %s: holds no curve/secret-key" % path in err, err
+    status, out, err = check({"secret_key_file": garbage, "allow": [public_key]})
+    assert status == 2 and "secret key file %s: not a zcert file" % garbage in err, err
+    bad_keys = wd.write("bad_keys", "curve\n    public-key = \"short\"\n"
+                                    "    secret-key = \"short\"\n")
+    os.chmod(bad_keys, 0o600)
+    status, out, err = check({"secret_key_file": bad_keys, "allow": [public_key]})
+    assert status == 2 and "secret key file %s: the keys are not 40-character Z85 text" \
+        % bad_keys in err, err
+    status, out, err = check({"secret_key_file": secret, "allow": ["short"]})
+    assert status == 2 and "options.curve.allow[0]: expected a CurveZMQ public key" in err, err
+    wd.cleanup()
+
 
 if __name__ == "__main__":
     fh.main([test_hub_to_hub, test_frames_and_connect,
              test_retries_hold_messages_until_a_subscriber,
              test_no_subscriber_without_retries,
-             test_plain_pub_drops_without_subscriber, test_option_errors])
+             test_plain_pub_drops_without_subscriber, test_option_errors,
+             test_curve_key_file_errors])

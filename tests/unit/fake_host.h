@@ -18,6 +18,8 @@
 
 #include <fanhub/consumer.h>
 
+#include "option_table.h" /* the hub's own reading of option tables */
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -49,6 +51,7 @@ struct fanhub_ctx {
     int lines;           /* lines logged */
     char last[1024];     /* the last of them */
     char all[16384];     /* all of them, each ending in '\n' (cut when full) */
+    char reason[256];    /* the last host->set_reason (under the lock) */
 };
 
 /* A context that has logged nothing, named "test". */
@@ -176,6 +179,26 @@ fake_host_msg_received_ns (const fanhub_msg_t *msg)
     return msg->ns;
 }
 
+/* The hub's reader, over this host's accessors: a plugin's options are
+   read the same way here as in the hub. */
+static int
+fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                        const fanhub_option_t *options, void *values, size_t values_size,
+                        char *err, size_t errlen);
+
+static void fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+
+static void
+fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
+{
+    pthread_mutex_lock (&ctx->lock); /* plugins may answer on several threads */
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (ctx->reason, sizeof ctx->reason, fmt, args);
+    va_end (args);
+    pthread_mutex_unlock (&ctx->lock);
+}
+
 static const fanhub_host_t fake_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -194,6 +217,18 @@ static const fanhub_host_t fake_host = {
     .msg_frame = fake_host_msg_frame,
     .msg_seq = fake_host_msg_seq,
     .msg_received_ns = fake_host_msg_received_ns,
+    .options_read = fake_host_options_read,
+    .set_reason = fake_host_set_reason,
 };
+
+static int
+fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                        const fanhub_option_t *options, void *values, size_t values_size,
+                        char *err, size_t errlen)
+{
+    (void) ctx;
+    return fh_option_table_read (&fake_host, desc->name, desc->options, options, values,
+                                 values_size, err, errlen);
+}
 
 #endif

@@ -493,10 +493,16 @@ test_exit_codes (void **state)
             ok = ok && ctx.lines == 1 && strcmp (ctx.last, c->logged) == 0;
         else if (c->result == FANHUB_OK)
             ok = ok && ctx.lines == 0;
+        /* The failure's reason goes to the hub too (host->set_reason): the
+           line logged, without its message and topic. */
+        if (c->result == FANHUB_OK)
+            ok = ok && ctx.reason[0] == '\0';
+        else
+            ok = ok && ctx.reason[0] && strstr (ctx.last, ctx.reason);
         if (!ok) {
-            print_error ("case \"%s\": result %d (want %d), %d lines\n"
+            print_error ("case \"%s\": result %d (want %d), %d lines, reason %s\n"
                          " got: %s\nwant: %s\n",
-                         c->name, rc, c->result, ctx.lines, ctx.last,
+                         c->name, rc, c->result, ctx.lines, ctx.reason, ctx.last,
                          c->logged ? c->logged : "(nothing)");
             fail ();
         }

@@ -84,6 +84,8 @@ static const fanhub_host_t s_host_async = {
     .msg_received_ns = fake_host_msg_received_ns,
     .msg_ticket = s_host_msg_ticket,
     .complete = s_host_complete,
+    .options_read = fake_host_options_read,
+    .set_reason = fake_host_set_reason,
 };
 
 /* -------------------------------------------------------------------------

@@ -1,0 +1,297 @@
+/*  fanhub/sdk.h - helpers for consumer plugins, header-only.
+
+    What the shipped plugins need besides the ABI (consumer.h), installed
+    with it so that an outside plugin gets the same: strict UTF-8, JSON
+    string escaping, a monotonic clock, the name of an option node's kind,
+    and `fanhub check`'s look at paths (would creating this file or
+    directory work?) and at secret files. Every function is static inline
+    and uses only libc (POSIX 2008: build with _POSIX_C_SOURCE=200809L or
+    the compiler's default GNU mode), so a plugin links nothing for them.
+    The hub uses the same functions.
+*/
+#ifndef FANHUB_SDK_H_INCLUDED
+#define FANHUB_SDK_H_INCLUDED
+
+#include <fanhub/consumer.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Strict UTF-8 (RFC 3629): refuses overlong forms, surrogates
+   (U+D800..U+DFFF), code points above U+10FFFF and truncated sequences.
+   NUL bytes are valid UTF-8. */
+static inline bool
+fanhub_utf8_valid (const void *data, size_t size)
+{
+    const uint8_t *s = (const uint8_t *) data;
+    const uint8_t *end = s + size;
+    while (s < end) {
+        /* ASCII, nearly every topic, eight bytes at a time. */
+        if (end - s >= 8) {
+            uint64_t word;
+            memcpy (&word, s, sizeof word);
+            if (!(word & UINT64_C (0x8080808080808080))) {
+                s += 8;
+                continue;
+            }
+        }
+        uint8_t c = *s;
+        if (c < 0x80) {
+            s++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the 2nd byte */
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            if (c == 0xE0)
+                lo = 0xA0; /* overlong */
+            else if (c == 0xED)
+                hi = 0x9F; /* surrogates */
+        }
+        else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            if (c == 0xF0)
+                lo = 0x90; /* overlong */
+            else if (c == 0xF4)
+                hi = 0x8F; /* above U+10FFFF */
+        }
+        else
+            return false;
+        if ((size_t) (end - s) <= need)
+            return false;
+        if (s[1] < lo || s[1] > hi)
+            return false;
+        for (size_t i = 2; i <= need; i++)
+            if ((s[i] & 0xC0) != 0x80)
+                return false;
+        s += need + 1;
+    }
+    return true;
+}
+
+/* How byte c is written inside a JSON string: 0 when as it is, else the
+   length (2 or 6) of its escape, written into out: `"` and `\` get a
+   backslash, \b \f \n \r \t their short forms, other bytes below 0x20
+   \u00XX. Bytes from 0x80 are copied: check UTF-8 first. */
+static inline size_t
+fanhub_json_escape_byte (unsigned char c, char out[6])
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c >= 0x20 && c != '"' && c != '\\')
+        return 0;
+    out[0] = '\\';
+    switch (c) {
+    case '"': out[1] = '"'; return 2;
+    case '\\': out[1] = '\\'; return 2;
+    case '\b': out[1] = 'b'; return 2;
+    case '\f': out[1] = 'f'; return 2;
+    case '\n': out[1] = 'n'; return 2;
+    case '\r': out[1] = 'r'; return 2;
+    case '\t': out[1] = 't'; return 2;
+    default: break;
+    }
+    memcpy (out + 1, "u00", 3);
+    out[4] = hex[c >> 4];
+    out[5] = hex[c & 0xF];
+    return 6;
+}
+
+/* The inside of a JSON string (no quotes) for size bytes of data, into
+   out, which has room for 6 * size + 1 bytes; NUL-terminated. Returns the
+   length written. */
+static inline size_t
+fanhub_json_escape (char *out, const void *data, size_t size)
+{
+    const unsigned char *p = (const unsigned char *) data;
+    size_t len = 0;
+    for (size_t i = 0; i < size; i++) {
+        size_t n = fanhub_json_escape_byte (p[i], out + len);
+        if (n == 0)
+            out[len++] = (char) p[i];
+        else
+            len += n;
+    }
+    out[len] = '\0';
+    return len;
+}
+
+/* CLOCK_MONOTONIC in nanoseconds: for intervals and deadlines. */
+static inline int64_t
+fanhub_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* "a scalar", "a list", "a map" (or "nothing"), for error messages. */
+static inline const char *
+fanhub_option_kind_name (fanhub_option_kind_t kind)
+{
+    switch (kind) {
+    case FANHUB_OPTION_SCALAR: return "a scalar";
+    case FANHUB_OPTION_LIST: return "a list";
+    case FANHUB_OPTION_MAP: return "a map";
+    }
+    return "nothing";
+}
+
+/* Paths, for check: asked without creating, opening or locking anything.
+   The answers come from stat(2) and faccessat(2) with the effective ids
+   (AT_EACCESS), so they say what the permission bits say; a read-only
+   mount, a full disk or a sandbox (systemd's ProtectSystem=) can still
+   refuse at run time. */
+
+/* The deepest existing ancestor of path (path itself excluded) into
+   ancestor: "." for a relative path whose first part is missing. */
+static inline void
+fanhub_probe_existing_ancestor (const char *path, char *ancestor, size_t size)
+{
+    snprintf (ancestor, size, "%s", path);
+    for (;;) {
+        char *slash = strrchr (ancestor, '/');
+        while (slash && slash > ancestor && slash[1] == '\0') { /* trailing '/' */
+            *slash = '\0';
+            slash = strrchr (ancestor, '/');
+        }
+        if (!slash) {
+            snprintf (ancestor, size, ".");
+            return;
+        }
+        if (slash == ancestor) {
+            ancestor[1] = '\0'; /* "/" */
+            return;
+        }
+        *slash = '\0';
+        struct stat st;
+        if (stat (ancestor, &st) == 0)
+            return;
+    }
+}
+
+/* 0 when a directory one may write into is at path, or can be made there
+   with its missing parents (then *exists is false); else -1 with why,
+   e.g. "/var/log is not writable". */
+static inline int
+fanhub_probe_directory (const char *path, bool *exists, char *why, size_t whylen)
+{
+    struct stat st;
+    *exists = stat (path, &st) == 0;
+    const char *target = path;
+    char ancestor[PATH_MAX];
+    if (!*exists) {
+        /* ENOTDIR: a file where a parent should be; said below by name. */
+        if (errno != ENOENT && errno != ENOTDIR) {
+            snprintf (why, whylen, "%s: %s", path, strerror (errno));
+            return -1;
+        }
+        fanhub_probe_existing_ancestor (path, ancestor, sizeof ancestor);
+        target = ancestor;
+        if (stat (target, &st) != 0) {
+            snprintf (why, whylen, "%s: %s", target, strerror (errno));
+            return -1;
+        }
+    }
+    if (!S_ISDIR (st.st_mode)) {
+        snprintf (why, whylen, "%s is not a directory", target);
+        return -1;
+    }
+    if (faccessat (AT_FDCWD, target, W_OK | X_OK, AT_EACCESS) != 0) {
+        snprintf (why, whylen, "%s is not writable: %s", target, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when open (path, O_WRONLY | O_CREAT) would work: the file is there
+   and writable, or its directory is there and writable (*exists tells
+   which); else -1 with why, in open(2)'s words where it has them. */
+static inline int
+fanhub_probe_file (const char *path, bool *exists, char *why, size_t whylen)
+{
+    struct stat st;
+    *exists = stat (path, &st) == 0;
+    if (*exists) {
+        if (S_ISDIR (st.st_mode)) {
+            snprintf (why, whylen, "%s", strerror (EISDIR));
+            return -1;
+        }
+        if (faccessat (AT_FDCWD, path, W_OK, AT_EACCESS) != 0) {
+            snprintf (why, whylen, "%s", strerror (errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != ENOENT && errno != ENOTDIR) {
+        snprintf (why, whylen, "%s", strerror (errno));
+        return -1;
+    }
+    char dir[PATH_MAX];
+    snprintf (dir, sizeof dir, "%s", path);
+    char *slash = strrchr (dir, '/');
+    if (!slash)
+        snprintf (dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat (dir, &st) != 0) {
+        snprintf (why, whylen, "%s (directory %s)", strerror (errno), dir);
+        return -1;
+    }
+    if (!S_ISDIR (st.st_mode)) {
+        snprintf (why, whylen, "%s (%s)", strerror (ENOTDIR), dir);
+        return -1;
+    }
+    if (faccessat (AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
+        snprintf (why, whylen, "%s (directory %s)", strerror (errno), dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* 0 when path is a regular file that only its owner may read or change
+   (as ssh asks of its keys), for any file that holds a secret; else -1
+   with one line in err naming `what` and path. */
+static inline int
+fanhub_secret_file_check (const char *path, const char *what, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat (path, &st) != 0) {
+        snprintf (err, errlen, "%s %s: %s", what, path, strerror (errno));
+        return -1;
+    }
+    if (!S_ISREG (st.st_mode)) {
+        snprintf (err, errlen, "%s %s: not a regular file", what, path);
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        snprintf (err, errlen,
+                  "%s %s: mode %04o lets other users read or change it; refusing it "
+                  "(chmod 600 %s)", what, path, (unsigned) (st.st_mode & 07777), path);
+        return -1;
+    }
+    return 0;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,168 @@
+"""Plugin ABI 1.2: option tables, FAIL/RETRY reasons, and older plugins.
+
+- `fanhub plugins --options NAME` prints a plugin's table;
+- the hub reads a consumer's options against the table: typed values with
+  defaults, refusals with FILE:LINE:COL, in `fanhub check` and `run`;
+- a plugin's set_reason reaches the hub's log line and the dead letter
+  (`fanhub dead-letter list` and `show`);
+- a plugin built for ABI 1.1 (no table, completion calls) still loads,
+  is checked by its own check and runs.
+"""
+import json
+import re
+
+import fanhublib as fh
+
+
+def plugin(name):
+    return "%s/%s.so" % (fh.TEST_PLUGINS, name)
+
+
+def config(pub, wd, options, name="r", extra=""):
+    return ("bus:\n  connect: %s\nstate_dir: %s\nconsumers:\n"
+            "  - name: %s\n    plugin: %s\n    options: %s\n%s"
+            % (pub, json.dumps(wd.file("state")), name, plugin("reasoned"), options, extra))
+
+
+def test_plugins_prints_the_table():
+    status, out, err = fh.run(["plugins", "--options", plugin("reasoned")])
+    assert status == 0, out + err
+    assert out.startswith("plugin reasoned (%s), ABI 1.2\n" % plugin("reasoned")), out
+    assert re.search(r"^OPTION +TYPE +DEFAULT +RANGE +DESCRIPTION$", out, re.M), out
+    rows = {
+        "mode": r"enum +fail +fail\|retry +what consume answers",
+        "reason": r"string +\(required\) +1\.\.100 +why every message fails",
+        "limit": r"size +64KiB +- +a size",
+        "wait": r"duration +2s +0\.\.3600000 +a duration",
+        "ratio": r"number +0\.5 +0\.\.1 +a number",
+        "count": r"unsigned +3 +1\.\.10 +an unsigned integer",
+        "tags": r"strings +- +- +a list of strings",
+    }
+    for name, row in rows.items():
+        assert re.search(r"^%s +%s$" % (name, row), out, re.M), (name, out)
+    # Shipped plugins have tables; one without (ABI 1.1) says so.
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.SHIPPED_PLUGINS, "--options", "exec"])
+    assert status == 0 and re.search(r"^timeout_ms +integer +10000 +1\.\.86400000 ", out, re.M), out
+    assert re.search(r"^stdout +enum +null +null\|stderr\|inherit ", out, re.M), out
+    status, out, err = fh.run(["plugins", "--options", plugin("abi11")])
+    assert status == 0, out + err
+    assert "(no option table: the plugin reads its options itself)" in out, out
+    assert "read_past_the_descriptor" not in out, out
+    # Failures: a plugin that does not load, --options with --json.
+    status, out, err = fh.run(["plugins", "--options", plugin("no-such-plugin")])
+    assert status == 1 and "no-such-plugin.so" in err, err
+    status, out, err = fh.run(["plugins", "--json", "--options", "log"])
+    assert status == 2 and "give --json or --options, not both" in err, err
+
+
+def test_check_reads_typed_values_and_refuses_with_the_place():
+    wd = fh.Workdir()
+    # (options, the text the error points at, the message)
+    cases = [
+        ("{reason: x, colour: red}", "red",
+         "options.colour: unknown option; reasoned takes mode, reason, limit, wait, ratio, "
+         "count, offset, loud, tags, file and extra"),
+        ("{mode: explode, reason: x}", "explode",
+         'options.mode: expected fail or retry, got "explode"'),
+        ("{reason: x, limit: 5Q}", "5Q",
+         'options.limit: expected a size such as 4096, 64KiB or 1MiB from 0 up, got "5Q"'),
+        ("{reason: x, wait: 2d}", "2d",
+         'options.wait: expected a duration such as 250ms, 2s or 1m from 0 to 3600000 ms, '
+         'got "2d"'),
+        ("{reason: x, ratio: 1.5}", "1.5", 'options.ratio: expected a number from 0 to 1, got "1.5"'),
+        ("{reason: x, count: 11}", "11", 'options.count: expected an integer from 1 to 10, got "11"'),
+        ("{reason: x, loud: yes}", "yes", 'options.loud: expected true or false, got "yes"'),
+        ("{reason: x, tags: a}", "a}", 'options.tags: expected a list of strings, got "a"'),
+        ("{reason: x, tags: [a, [b]]}", "[b]", "options.tags[1]: expected a string, got a list"),
+        ("{reason: x, file: ''}", "''", "options.file: must not be empty"),
+        ("{reason: ''}", "''", 'options.reason: expected 1 to 100 characters, got ""'),
+        ("{mode: retry}", "{", "options.reason: missing: why every message fails"),
+    ]
+    for options, at, expected in cases:
+        path = wd.write("bad.yaml", config("tcp://127.0.0.1:9", wd, options))
+        status, out, err = fh.run(["check", "-c", path])
+        assert status == 2, (options, out, err)
+        # Line 7 is "    options: ...", whose value starts in column 14.
+        want = "consumer 'r': plugin '%s' refused its options: %s (%s:7:%d)" % (
+            plugin("reasoned"), expected, path, 14 + options.index(at))
+        assert want in err, (options, want, err)
+    path = wd.write("good.yaml", config("tcp://127.0.0.1:9", wd,
+                                        "{reason: disk full, limit: 1MiB, wait: 1m, tags: [a, b],"
+                                        " extra: {any: thing}, count: 10, offset: -12}"))
+    status, out, err = fh.run(["check", "-c", path])
+    assert status == 0, out + err
+    wd.cleanup()
+
+
+def test_reason_reaches_the_log_and_the_dead_letter():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, config(pub.endpoint, wd, "{mode: fail, reason: 'disk full', wait: 250ms}",
+                            extra="  - name: t\n    plugin: %s\n    options: {mode: retry, "
+                                  "reason: 'try later', limit: 2K, loud: true}\n"
+                                  "    retry: {max_attempts: 2, initial_ms: 1, max_ms: 2}\n"
+                                  % plugin("reasoned")))
+    try:
+        hub.wait_log("consumer 'r': values: mode=0 reason=disk full limit=65536 wait_ms=250 "
+                     "ratio=0.5 count=3 offset=-7 loud=0 tags=0 file=/dev/null extra=no")
+        hub.wait_log("consumer 't': values: mode=1 reason=try later limit=2048 wait_ms=2000 "
+                     "ratio=0.5 count=3 offset=-7 loud=1")
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.fanhub.reason", "body-1")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "r")["dead_lettered"] == 1
+                    and hub.consumer(hub.stats(), "t")["dead_lettered"] == 1,
+                    "both dead letters", hub=hub)
+        hub.wait_log("consumer 'r': message 1 (org.fanhub.reason) failed: consume answered "
+                     "FAIL: disk full (message 1)")
+        hub.wait_log("consumer 't': attempt 1 answered RETRY: try later (message 1); retrying")
+        hub.wait_log("consumer 't': message 1 (org.fanhub.reason) failed: consume answered "
+                     "RETRY 2 times (retry.max_attempts): try later (message 1)")
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", "r"])
+    assert status == 0, out + err
+    entries = [json.loads(line) for line in out.splitlines() if line.strip()]  # JSON lines
+    assert len(entries) == 1 and entries[0]["reason"] == \
+        "consume answered FAIL: disk full (message 1)", entries
+    status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "r"])
+    assert status == 0 and out.rstrip().endswith("consume answered FAIL: disk full (message 1)"), out
+    status, out, err = fh.run(["dead-letter", "show", "-c", hub.config, "r", entries[0]["id"]])
+    assert status == 0 and "reason:         consume answered FAIL: disk full (message 1)\n" \
+        in out, out
+    status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", "t"])
+    assert status == 0 and "try later (message 1)" in out, out
+    wd.cleanup()
+
+
+def test_an_abi_1_1_plugin_still_loads_checks_and_runs():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    body = ("bus:\n  connect: %s\nconsumers:\n  - name: old\n    plugin: %s\n"
+            "    options: {refuse: %s}\n")
+    path = wd.write("refuse.yaml", body % (pub.endpoint, plugin("abi11"), "true"))
+    status, out, err = fh.run(["check", "-c", path])
+    assert status == 2 and "abi11: refused by its own check (%s:6:23)" % path in err, err
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.TEST_PLUGINS, "--json"])
+    listing = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert listing["abi11"]["loaded"] and listing["abi11"]["abi"] == "1.1", listing["abi11"]
+    hub = fh.Hub(wd, body % (pub.endpoint, plugin("abi11"), "false"))
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(5):
+            pub.send("org.fanhub.old", "m%d" % i)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "old")["completed"] == 5,
+                    "the 1.1 plugin to complete 5 messages", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+if __name__ == "__main__":
+    fh.main([test_plugins_prints_the_table,
+             test_check_reads_typed_values_and_refuses_with_the_place,
+             test_reason_reaches_the_log_and_the_dead_letter,
+             test_an_abi_1_1_plugin_still_loads_checks_and_runs])
