@@ -15,6 +15,8 @@
 */
 #include "config.h"
 
+#include "source_amqp.h"
+
 #include "control_path.h"
 #include "curve.h"
 
@@ -1104,6 +1106,57 @@ s_parse_options (s_ctx_t *ctx, yaml_node_t *node, void *target,
     return *slot ? 0 : -1;
 }
 
+/* shard: {index: I, count: N}, 0 <= I < N (shard.h). */
+static int
+s_parse_shard (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    (void) field;
+    size_t *slot = target; /* index, then count */
+    long long value[2] = { -1, -1 };
+    for (yaml_node_pair_t *pair = node->type == YAML_MAPPING_NODE ? node->data.mapping.pairs.start
+                                                                  : NULL;
+         pair && pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = s_node (ctx, pair->key), *item = s_node (ctx, pair->value);
+        const char *name = key->type == YAML_SCALAR_NODE ? (const char *) key->data.scalar.value
+                                                         : "";
+        int k = strcmp (name, "index") == 0 ? 0 : strcmp (name, "count") == 0 ? 1 : -1;
+        if (k < 0 || value[k] >= 0 || item->type != YAML_SCALAR_NODE
+            || !s_parse_integer ((const char *) item->data.scalar.value, &value[k])
+            || value[k] < k || value[k] > 65536)
+            return s_error (ctx, k < 0 ? key->start_mark : item->start_mark,
+                            "expected {index: I, count: N}, 1 <= N <= 65536, 0 <= I < N");
+    }
+    if (value[0] < 0 || value[1] < 1 || value[0] >= value[1])
+        return s_error (ctx, node->start_mark,
+                        "expected {index: I, count: N}, 1 <= N <= 65536, 0 <= I < N");
+    slot[0] = (size_t) value[0];
+    slot[1] = (size_t) value[1];
+    return 0;
+}
+
+/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
+static int
+s_parse_amqp (s_ctx_t *ctx, yaml_node_t *node, void *target, const s_field_t *field)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        char buf[S_GOT_SIZE];
+        return s_error (ctx, node->start_mark, "expected a map (url:, queue:, ...), got %s",
+                        s_got (node, buf, sizeof buf));
+    }
+    if (s_parse_options (ctx, node, target, field))
+        return -1;
+    const char *where = NULL;
+    char why[512];
+    fh_amqp_settings_t *settings
+        = fh_amqp_settings_new (*(fanhub_option_t **) target, &where, why, sizeof why);
+    if (!settings) {
+        snprintf (ctx->err, ctx->errlen, "%s: bus.amqp.%s", where ? where : ctx->source, why);
+        return -1;
+    }
+    fh_amqp_settings_destroy (&settings);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* Sections                                                             */
 
@@ -1171,9 +1224,9 @@ static int
 s_bus_finish (s_ctx_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    if (cfg->connect.count + cfg->bind.count == 0)
+    if (cfg->connect.count + cfg->bind.count == 0 && !cfg->amqp)
         return s_error (ctx, node->start_mark,
-                        "expected at least one endpoint in connect: or bind:");
+                        "expected at least one endpoint in connect: or bind:, or amqp:");
     yaml_node_t *curve = s_map_find (ctx, node, "curve");
     if (curve && cfg->connect.count && !cfg->curve.server_public_key) {
         s_path_key (ctx, "curve.server_public_key");
@@ -1370,6 +1423,7 @@ static const s_field_t s_bus_fields[] = {
     { .key = "allow_ip", .parse = s_parse_addresses, .offset = offsetof (fh_config_t, allow_ip) },
     { .key = "max_peers", .parse = s_parse_size, .offset = offsetof (fh_config_t, max_peers),
       .min = 1, .max = 1000000 },
+    { .key = "amqp", .parse = s_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
     { .key = NULL },
 };
 
@@ -1500,6 +1554,8 @@ static const s_field_t s_consumer_fields[] = {
     { .key = "max_pending", .parse = s_parse_size,
       .offset = offsetof (fh_consumer_config_t, max_pending), .min = 1,
       .max = FH_MAX_MAX_PENDING },
+    { .key = "shard", .parse = s_parse_shard,
+      .offset = offsetof (fh_consumer_config_t, shard) },
     { .key = NULL },
 };
 
@@ -1716,7 +1772,9 @@ s_field_equal (const s_field_t *field, const void *a, const void *b)
     if (parse == s_parse_endpoints || parse == s_parse_topics || parse == s_parse_keys
         || parse == s_parse_addresses)
         return s_strlist_equal (a, b);
-    if (parse == s_parse_options)
+    if (parse == s_parse_shard)
+        return memcmp (a, b, 2 * sizeof (size_t)) == 0;
+    if (parse == s_parse_options || parse == s_parse_amqp)
         return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
     assert (!"a configuration field without a comparison");
     return false;
@@ -2020,6 +2078,7 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->gaps.counter);
     free (self->gaps.producer);
     s_strlist_clear (&self->publish);
+    fh_option_destroy (&self->amqp);
     free (self->curve.secret_key_file);
     free (self->curve.server_public_key);
     s_strlist_clear (&self->curve.allow);

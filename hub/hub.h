@@ -14,6 +14,7 @@
 #include "config.h"
 #include "consumer.h"
 #include "enqueuer.h"
+#include "source_amqp.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -37,6 +38,8 @@ size_t fh_hub_consumer_count (const fh_hub_t *self);
 fh_consumer_t *fh_hub_consumer (fh_hub_t *self, size_t index);
 /* Hub-wide counters (zero before start). */
 void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
+/* bus.amqp's counts (source_amqp.h); false, with zeros, without one. */
+bool fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out);
 /* Under the lock: messages handled over the hub's life (by the
    enqueuer, when no consumer took them, and by every consumer instance,
    removed ones included), with their latency (may be NULL). */
