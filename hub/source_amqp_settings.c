@@ -133,9 +133,12 @@ s_url (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     const char *text = s_text (err, node, "url");
     if (!text)
         return -1;
-    if (strchr (text, '@'))
-        return s_fail (err, node, "url: no user or password in the url: use user: and "
-                                  "password_file: or password_env:");
+    /* A user may be in the url (amqp://USER@HOST), never a password. */
+    const char *scheme_end = strstr (text, "://");
+    const char *at = scheme_end ? strchr (scheme_end + 3, '@') : NULL;
+    if (at && memchr (scheme_end + 3, ':', (size_t) (at - scheme_end - 3)))
+        return s_fail (err, node, "url: no password in the url: use password_file: or "
+                                  "password_env:");
     char *copy = strdup (text);
     if (!copy)
         return s_fail (err, node, "url: out of memory");
@@ -147,6 +150,8 @@ s_url (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
         return s_fail (err, node, "url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., "
                                   "got '%s'", text);
     }
+    if (at && !self->url_user)
+        self->url_user = strdup (info.user);
     free (self->host);
     self->host = strdup (info.host);
     self->port = info.port;
@@ -285,7 +290,7 @@ s_finish (s_err_t *err, const fanhub_option_t *tree, fh_amqp_settings_t *self)
         return s_fail (err, fh_option_get (tree, "password_env"),
                        "password_env: give password_file or password_env, not both");
     if (!self->user)
-        self->user = strdup ("guest");
+        self->user = strdup (self->url_user ? self->url_user : "guest");
     if (!self->password) {
         if (self->user && strcmp (self->user, "guest") != 0)
             return s_fail (err, tree, "password_file: required for user '%s' (or "
@@ -366,6 +371,7 @@ fh_amqp_settings_destroy (fh_amqp_settings_t **self_p)
     free (self->host);
     free (self->vhost);
     free (self->user);
+    free (self->url_user);
     if (self->password)
         memset (self->password, 0, strlen (self->password));
     free (self->password);

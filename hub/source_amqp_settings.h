@@ -14,7 +14,8 @@ struct fh_amqp_settings {
     int port;
     bool tls;             /* amqps:// */
     char *vhost;          /* vhost:, else the url's, else "/" */
-    char *user;           /* default guest */
+    char *user;           /* user:, else the url's, else guest */
+    char *url_user;       /* the url's user, or NULL */
     char *password;       /* from password_file / password_env; "guest" for guest */
     char *queue;          /* the queue, or the shard queues' prefix */
     size_t shards;        /* 0: one queue; N: queue.0 ... queue.N-1 */

@@ -686,7 +686,9 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:2:15: bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
       "'http://h'" },
     { "amqp password in the url", "bus:\n  amqp: {url: \"amqp://u:p@h\", queue: q}\n" CONSUMERS,
-      "t.yaml:2:15: bus.amqp.url: no user or password in the url" },
+      "t.yaml:2:15: bus.amqp.url: no password in the url" },
+    { "amqp user in the url needs a password", "bus:\n  amqp: {url: \"amqp://u@h\", queue: q}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'" },
     { "amqp prefetch zero", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefetch: 0}\n" CONSUMERS,
       "t.yaml:2:47: bus.amqp.prefetch: expected an integer from 1 to 65535, got '0'" },
     { "amqp unknown key", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefech: 5}\n" CONSUMERS,
