@@ -34,9 +34,26 @@ def need_pika():
     fh.require_tool(pika, "pika (python3-pika)", "python3-pika")
 
 
-def hub_yaml(node, consumers, amqp="", extra=""):
-    return ("bus:\n  amqp: {url: \"amqp://127.0.0.1:%d\", queue: work, declare: true%s}\n"
-            "shutdown_timeout: 60\n%sconsumers:\n%s" % (node.port, amqp, extra, consumers))
+def hub_yaml(node, consumers, amqp="", extra="", queue="work"):
+    return ("bus:\n  amqp: {url: \"amqp://127.0.0.1:%d\", queue: %s, declare: true%s}\n"
+            "shutdown_timeout: 60\n%sconsumers:\n%s" % (node.port, queue, amqp, extra, consumers))
+
+
+_shared = []
+
+
+class shared_node:
+    """One node for the cases that neither stop nor crash it (a node takes
+    seconds to boot); each case uses queues of its own. Stopped at exit by
+    rabbitmq_node's hook."""
+
+    def __enter__(self):
+        if not _shared:
+            _shared.append(rabbitmq_node.RabbitNode())
+        return _shared[0]
+
+    def __exit__(self, *exc):
+        return False
 
 
 def log_consumer(path, name="out", queue=""):
@@ -50,13 +67,14 @@ def held_consumer(release, name="held", queue="", extra=""):
 
 
 class Producer:
-    """pika, with publisher confirms: a publish returns once the broker
-    has the message."""
+    """pika. With confirms a publish returns once the broker has the
+    message (a round trip each); without, close() flushes them."""
 
-    def __init__(self, node):
+    def __init__(self, node, confirms=True):
         self.conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", node.port))
         self.ch = self.conn.channel()
-        self.ch.confirm_delivery()
+        if confirms:
+            self.ch.confirm_delivery()
 
     def send(self, key, body, exchange="amq.topic"):
         self.ch.basic_publish(exchange, key, body,
@@ -78,19 +96,19 @@ def wait_connected(hub):
 def test_to_log_every_message_acked():
     need_pika()
     n = 20_000
-    with rabbitmq_node.RabbitNode() as node:
+    with shared_node() as node:
         wd = fh.Workdir()
         path = wd.file("out.jsonl")
-        hub = fh.Hub(wd, hub_yaml(node, log_consumer(path), ", prefetch: 200"))
+        hub = fh.Hub(wd, hub_yaml(node, log_consumer(path), ", prefetch: 200", queue="tolog"))
         try:
             wait_connected(hub)
-            producer = Producer(node)
+            producer = Producer(node, confirms=False)
             for i in range(n):
                 producer.send("org.test.k%d" % (i % 7), b'{"n":%d,"b":"\\u00e9 \xc3\xa9"}' % i)
             producer.close()
             fh.wait_for(lambda: fh.count_lines(path) >= n, "every message logged", hub=hub)
             fh.wait_for(lambda: amqp_stats(hub)["acked"] == n, "every message acked", hub=hub)
-            fh.wait_for(lambda: node.queue_depths().get("work") == (0, 0),
+            fh.wait_for(lambda: node.queue_depths().get("tolog") == (0, 0),
                         "the broker's queue empty")
             stats = hub.stats()["hub"]
             assert stats["received"] == n and stats["handled"] == n, stats
@@ -111,10 +129,11 @@ def test_to_log_every_message_acked():
 def test_acked_only_when_done_and_redelivered_after_kill():
     need_pika()
     n, prefetch = 100, 10
-    with rabbitmq_node.RabbitNode() as node:
+    with shared_node() as node:
         wd = fh.Workdir()
         release = wd.file("release")
-        hub = fh.Hub(wd, hub_yaml(node, held_consumer(release), ", prefetch: %d" % prefetch))
+        hub = fh.Hub(wd, hub_yaml(node, held_consumer(release),
+                                  ", prefetch: %d" % prefetch, queue="killed"))
         try:
             wait_connected(hub)
             producer = Producer(node)
@@ -125,7 +144,7 @@ def test_acked_only_when_done_and_redelivered_after_kill():
             # ones wait in its queue: prefetch open, none done, none acked.
             fh.wait_for(lambda: amqp_stats(hub)["unacked"] == prefetch, "prefetch open",
                         hub=hub)
-            fh.wait_for(lambda: node.queue_depths()["work"] == (n - prefetch, prefetch),
+            fh.wait_for(lambda: node.queue_depths()["killed"] == (n - prefetch, prefetch),
                         "the broker holding the rest")
             stats = hub.stats()
             assert stats["hub"]["amqp"]["acked"] == 0, stats["hub"]["amqp"]
@@ -134,9 +153,10 @@ def test_acked_only_when_done_and_redelivered_after_kill():
             hub.kill()  # SIGKILL: nothing was done, nothing was acked
             # The next hub gets every message, those the dead one held too.
             path = wd.file("after.jsonl")
-            hub = fh.Hub(wd, hub_yaml(node, log_consumer(path)), name="hub2")
+            hub = fh.Hub(wd, hub_yaml(node, log_consumer(path), queue="killed"),
+                         name="hub2")
             fh.wait_for(lambda: fh.count_lines(path) >= n, "all delivered again", hub=hub)
-            fh.wait_for(lambda: node.queue_depths()["work"] == (0, 0), "all acked")
+            fh.wait_for(lambda: node.queue_depths()["killed"] == (0, 0), "all acked")
             got = sorted(json.loads(l["body"])["n"] for l in fh.read_jsonl(path))
             assert got == list(range(n)), got
             assert hub.stop() == 0, hub.log()
@@ -148,24 +168,25 @@ def test_acked_only_when_done_and_redelivered_after_kill():
 def test_held_messages_are_acked_once_released():
     need_pika()
     n, prefetch = 50, 8
-    with rabbitmq_node.RabbitNode() as node:
+    with shared_node() as node:
         wd = fh.Workdir()
         release = wd.file("release")
-        hub = fh.Hub(wd, hub_yaml(node, held_consumer(release), ", prefetch: %d" % prefetch))
+        hub = fh.Hub(wd, hub_yaml(node, held_consumer(release),
+                                  ", prefetch: %d" % prefetch, queue="released"))
         try:
             wait_connected(hub)
             producer = Producer(node)
             for i in range(n):
                 producer.send("org.test.held", json.dumps({"n": i}))
             producer.close()
-            fh.wait_for(lambda: node.queue_depths()["work"] == (n - prefetch, prefetch),
+            fh.wait_for(lambda: node.queue_depths()["released"] == (n - prefetch, prefetch),
                         "prefetch open at the broker")
             assert amqp_stats(hub)["acked"] == 0
             open(release, "w").close()
             fh.wait_for(lambda: amqp_stats(hub)["acked"] == n, "all acked once done", hub=hub)
             stats = hub.stats()
             assert hub.consumer(stats, "held")["completed"] == n
-            fh.wait_for(lambda: node.queue_depths()["work"] == (0, 0), "the queue empty")
+            fh.wait_for(lambda: node.queue_depths()["released"] == (0, 0), "the queue empty")
             assert hub.stop() == 0, hub.log()
         finally:
             hub.kill()
@@ -175,14 +196,15 @@ def test_held_messages_are_acked_once_released():
 def test_spilled_is_acked_only_when_its_copy_is_done():
     need_pika()
     n, prefetch = 60, 20
-    with rabbitmq_node.RabbitNode() as node:
+    with shared_node() as node:
         wd = fh.Workdir()
         release = wd.file("release")
         spill = held_consumer(release, name="spilled",
                               queue="    queue: {capacity: 4, overflow: spill, "
                                     "write_ahead: true}\n")
         extra = "state_dir: %s\n" % json.dumps(wd.file("state"))
-        hub = fh.Hub(wd, hub_yaml(node, spill, ", prefetch: %d" % prefetch, extra))
+        hub = fh.Hub(wd, hub_yaml(node, spill,
+                                  ", prefetch: %d" % prefetch, extra, queue="spilled"))
         try:
             wait_connected(hub)
             producer = Producer(node)
@@ -193,7 +215,7 @@ def test_spilled_is_acked_only_when_its_copy_is_done():
             # durable, but not done, so not acked.
             fh.wait_for(lambda: hub.consumer(hub.stats(), "spilled")["spilled"] >= prefetch,
                         "prefetch spilled", hub=hub)
-            fh.wait_for(lambda: node.queue_depths()["work"] == (n - prefetch, prefetch),
+            fh.wait_for(lambda: node.queue_depths()["spilled"] == (n - prefetch, prefetch),
                         "prefetch unacked at the broker")
             assert amqp_stats(hub)["acked"] == 0, amqp_stats(hub)
             open(release, "w").close()
@@ -201,7 +223,7 @@ def test_spilled_is_acked_only_when_its_copy_is_done():
                         hub=hub)
             stats = hub.stats()
             assert hub.consumer(stats, "spilled")["completed"] == n
-            fh.wait_for(lambda: node.queue_depths()["work"] == (0, 0), "the queue empty")
+            fh.wait_for(lambda: node.queue_depths()["spilled"] == (0, 0), "the queue empty")
             assert hub.stop() == 0, hub.log()
         finally:
             hub.kill()
@@ -210,7 +232,7 @@ def test_spilled_is_acked_only_when_its_copy_is_done():
 
 def test_malformed_is_dead_lettered_and_refused_is_requeued():
     need_pika()
-    with rabbitmq_node.RabbitNode() as node:
+    with shared_node() as node:
         # A dead-letter exchange with a queue to read it back from.
         conn = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", node.port))
         ch = conn.channel()
@@ -227,7 +249,8 @@ def test_malformed_is_dead_lettered_and_refused_is_requeued():
                                    queue="    queue: {capacity: 1, overflow: drop-newest}\n",
                                    extra="    topics: [org.test.refused]\n")
                      + log_consumer(path, name="other", queue="    topics: [org.test.ok]\n"))
-        config = hub_yaml(node, consumers, ", prefetch: 5, dead_letter_exchange: dead")
+        config = hub_yaml(node, consumers, ", prefetch: 5, dead_letter_exchange: dead",
+                          queue="refused")
         config = config.replace("bus:\n", "bus:\n  max_message_bytes: 200\n", 1)
         hub = fh.Hub(wd, config)
         try:
@@ -248,7 +271,7 @@ def test_malformed_is_dead_lettered_and_refused_is_requeued():
             # Let the held consumer go: the requeued messages come back and
             # are consumed; nothing is lost.
             open(release, "w").close()
-            fh.wait_for(lambda: node.queue_depths()["work"] == (0, 0), "the queue drained",
+            fh.wait_for(lambda: node.queue_depths()["refused"] == (0, 0), "the queue drained",
                         hub=hub)
             stats = hub.stats()
             assert hub.consumer(stats, "tight")["completed"] >= 4, stats
