@@ -61,6 +61,8 @@ struct fh_source_amqp {
     int64_t backoff_ms;
     uint64_t connects;
     bool stopping;        /* a stop came while handing a message over */
+    bool *consuming;      /* by channel (from 1): basic.consume sent */
+    int64_t standby_at_ns; /* when to consume from the other shards; 0: done */
     fh_ratelimit_t log_limit;
 };
 
@@ -252,6 +254,27 @@ s_disconnect (fh_source_amqp_t *self, bool polite)
     atomic_store (&self->unacked, 0);
 }
 
+/* Whether this hub consumes from the shard queue of channel ch at once. */
+static bool
+s_preferred (const fh_amqp_settings_t *settings, size_t ch)
+{
+    return !settings->prefer_count || (ch - 1) % settings->prefer_count == settings->prefer_index;
+}
+
+static int
+s_consume (fh_source_amqp_t *self, size_t ch, char *why, size_t len)
+{
+    char queue[300], what[400];
+    s_queue_name (self->settings, ch, queue, sizeof queue);
+    amqp_basic_consume (self->conn, (amqp_channel_t) ch, amqp_cstring_bytes (queue),
+                        amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+    snprintf (what, sizeof what, "consuming from queue %s", queue);
+    if (s_rpc_ok (self, what, why, len))
+        return -1;
+    self->consuming[ch] = true;
+    return 0;
+}
+
 /* Connects, logs in, opens a channel per queue, declares, consumes. */
 static int
 s_connect (fh_source_amqp_t *self, char *why, size_t len)
@@ -296,23 +319,33 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
         s_disconnect (self, false);
         return -1;
     }
+    /* prefer: the preferred shards now, the others (as a standby: a
+       single active consumer is the first one registered) later. */
     for (size_t ch = 1; ch <= channels; ch++) {
-        char queue[300];
-        s_queue_name (settings, ch, queue, sizeof queue);
+        self->consuming[ch] = false;
         amqp_basic_qos (self->conn, (amqp_channel_t) ch, 0, (uint16_t) settings->prefetch, 0);
-        if (s_rpc_ok (self, "setting the prefetch", why, len)) {
-            s_disconnect (self, false);
-            return -1;
-        }
-        amqp_basic_consume (self->conn, (amqp_channel_t) ch, amqp_cstring_bytes (queue),
-                            amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
-        char what[400];
-        snprintf (what, sizeof what, "consuming from queue %s", queue);
-        if (s_rpc_ok (self, what, why, len)) {
+        if (s_rpc_ok (self, "setting the prefetch", why, len)
+            || (s_preferred (settings, ch) && s_consume (self, ch, why, len))) {
             s_disconnect (self, false);
             return -1;
         }
     }
+    self->standby_at_ns = settings->prefer_count
+                              ? fh_clock_mono_ns () + settings->standby_delay_ms * 1000000
+                              : 0;
+    return 0;
+}
+
+/* Consumes the standby shards once standby_delay has passed. */
+static int
+s_consume_standby (fh_source_amqp_t *self, char *why, size_t len)
+{
+    if (!self->standby_at_ns || fh_clock_mono_ns () < self->standby_at_ns)
+        return 0;
+    self->standby_at_ns = 0;
+    for (size_t ch = 1; ch <= s_channel_count (self->settings); ch++)
+        if (!self->consuming[ch] && s_consume (self, ch, why, len))
+            return -1;
     return 0;
 }
 
@@ -540,9 +573,16 @@ s_session (fh_source_amqp_t *self, zsock_t *pipe)
     for (;;) {
         if (!s_settle (self) || !s_receive (self, pipe) || self->stopping)
             break;
+        if (s_consume_standby (self, why, sizeof why) != 0) {
+            fh_warning ("bus.amqp: %s", why);
+            break;
+        }
         /* Data librabbitmq (or TLS) holds already is not seen by poll. */
         bool buffered = amqp_data_in_buffer (self->conn) || amqp_frames_enqueued (self->conn);
-        if (s_wait (self, pipe, fd, buffered ? 0 : settings->tls ? 50 : S_POLL_MS)) {
+        long wait_ms = buffered ? 0 : settings->tls ? 50 : S_POLL_MS;
+        if (self->standby_at_ns)
+            wait_ms = wait_ms < 100 ? wait_ms : 100;
+        if (s_wait (self, pipe, fd, wait_ms)) {
             s_settle (self);
             s_disconnect (self, true);
             return true;
@@ -588,11 +628,14 @@ fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
     char why[512];
     self->settings = fh_amqp_settings_new (tree, &where, why, sizeof why);
     self->inject_endpoint = strdup (inject_endpoint);
+    self->consuming = self->settings
+                          ? calloc (s_channel_count (self->settings) + 1, sizeof *self->consuming)
+                          : NULL;
     self->count = count;
     self->count_arg = count_arg;
     if (!self->settings)
         snprintf (err, errlen, "%s: bus.amqp.%s", where ? where : "bus.amqp", why);
-    else if (self->wake_fd < 0 || !self->inject_endpoint)
+    else if (self->wake_fd < 0 || !self->inject_endpoint || !self->consuming)
         snprintf (err, errlen, "bus.amqp: cannot start: %s", strerror (errno));
     else {
         self->actor = zactor_new (s_actor, self);
@@ -623,6 +666,7 @@ fh_source_amqp_destroy (fh_source_amqp_t **self_p)
     if (self->wake_fd >= 0)
         close (self->wake_fd);
     fh_amqp_settings_destroy (&self->settings);
+    free (self->consuming);
     free (self->inject_endpoint);
     free (self);
     *self_p = NULL;

@@ -208,6 +208,24 @@ s_tls (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     return 0;
 }
 
+/* prefer: {index: I, count: N}, 0 <= I < N. */
+static int
+s_prefer (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
+{
+    const fanhub_option_t *index = fh_option_get (node, "index");
+    const fanhub_option_t *count = fh_option_get (node, "count");
+    long long i, n;
+    if (fh_option_kind (node) != FANHUB_OPTION_MAP || fh_option_count (node) != 2 || !index
+        || !count)
+        return s_fail (err, node, "prefer: expected {index: I, count: N}");
+    if (s_integer (err, count, "prefer.count", 1, S_MAX_SHARDS, &n)
+        || s_integer (err, index, "prefer.index", 0, n - 1, &i))
+        return -1;
+    self->prefer_index = (size_t) i;
+    self->prefer_count = (size_t) n;
+    return 0;
+}
+
 /* One key of bus.amqp. */
 static int
 s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
@@ -239,6 +257,14 @@ s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_sett
         if (s_integer (err, value, key, 1, 3600, &number))
             return -1;
         self->reconnect_max_ms = number * 1000;
+        return 0;
+    }
+    if (strcmp (key, "prefer") == 0)
+        return s_prefer (err, value, self);
+    if (strcmp (key, "standby_delay") == 0) {
+        if (s_integer (err, value, key, 0, 3600, &number))
+            return -1;
+        self->standby_delay_ms = number * 1000;
         return 0;
     }
     if (strcmp (key, "user") == 0)
@@ -274,7 +300,8 @@ s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_sett
     return s_fail (err, value,
                    "%s: unknown key (known: url, queue, shards, prefetch, user, password_file, "
                    "password_env, vhost, heartbeat, reconnect_max, declare, exchange, bindings, "
-                   "hash_exchange, hash_header, queue_type, dead_letter_exchange, tls)",
+                   "hash_exchange, hash_header, queue_type, dead_letter_exchange, prefer, "
+                   "standby_delay, tls)",
                    key);
 }
 
@@ -324,6 +351,8 @@ s_finish (s_err_t *err, const fanhub_option_t *tree, fh_amqp_settings_t *self)
                                               "(or tls.verify_peer: false)");
     if (!self->cert_file != !self->key_file)
         return s_fail (err, tls, "tls: cert_file and key_file go together");
+    if (fh_option_get (tree, "prefer") && !self->shards)
+        return s_fail (err, fh_option_get (tree, "prefer"), "prefer: only with shards: N");
     if ((fh_option_get (tree, "hash_exchange") || fh_option_get (tree, "hash_header"))
         && !self->shards)
         return s_fail (err, fh_option_get (tree, "hash_exchange")
@@ -346,6 +375,7 @@ fh_amqp_settings_new (const fanhub_option_t *tree, const char **where, char *why
     self->prefetch = 100;
     self->heartbeat_s = 30;
     self->reconnect_max_ms = 10000;
+    self->standby_delay_ms = 5000;
     self->verify_peer = self->verify_hostname = true;
     int rc = 0;
     if (fh_option_kind (tree) != FANHUB_OPTION_MAP)

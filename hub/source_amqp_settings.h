@@ -30,6 +30,9 @@ struct fh_amqp_settings {
     char *queue_type;     /* "classic" or "quorum" */
     char *dead_letter_exchange; /* x-dead-letter-exchange, or NULL */
     int64_t reconnect_max_ms;
+    size_t prefer_index, prefer_count; /* prefer: shards s with s % count == index
+                                          first; count 0 = every shard at once */
+    int64_t standby_delay_ms; /* then the others, as a standby, this much later */
     char *ca_file, *cert_file, *key_file; /* tls: */
     bool verify_peer, verify_hostname;
 };
