@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define S_MAX_SHARDS 1024
 
@@ -98,6 +99,12 @@ s_password_file (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *
     FILE *file = fopen (path, "r");
     if (!file)
         return s_fail (err, node, "password_file: cannot read %s: %s", path, strerror (errno));
+    struct stat st;
+    if (fstat (fileno (file), &st) != 0 || !S_ISREG (st.st_mode) || (st.st_mode & 077)) {
+        fclose (file);
+        return s_fail (err, node, "password_file: %s: not a regular file, or other users may "
+                                  "read it; refusing it (chmod 600 %s)", path, path);
+    }
     char line[1024];
     bool got = fgets (line, sizeof line, file) != NULL;
     fclose (file);

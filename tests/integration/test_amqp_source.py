@@ -322,6 +322,13 @@ def test_wrong_password_and_missing_queue_are_logged_and_retried():
     with rabbitmq_node.RabbitNode(users=[("worker", "right", "/")]) as node:
         wd = fh.Workdir()
         wd.write("pw", "wrong\n")
+        os.chmod(wd.file("pw"), 0o644)
+        status, out, err = fh.run(["check", "-c", wd.write("c.yaml", "bus:\n  amqp: {url: "
+                                   "\"amqp://u@h\", queue: q, password_file: %s}\n"
+                                   "consumers:\n  - {name: c, plugin: log}\n"
+                                   % json.dumps(wd.file("pw")))])
+        assert status != 0 and "refusing it (chmod 600" in err, err
+        os.chmod(wd.file("pw"), 0o600)
         config = ("bus:\n  amqp: {url: \"amqp://worker@127.0.0.1:%d\", queue: work, "
                   "password_file: %s, reconnect_max: 1}\nconsumers:\n%s"
                   % (node.port, json.dumps(wd.file("pw")), log_consumer(wd.file("out.jsonl"))))
@@ -330,6 +337,7 @@ def test_wrong_password_and_missing_queue_are_logged_and_retried():
             hub.wait_log("cannot log in to 127.0.0.1:%d vhost / as worker" % node.port)
             # The right password, but no queue (declare: false).
             wd.write("pw", "right\n")
+            os.chmod(wd.file("pw"), 0o600)
             hub.stop()
             hub = fh.Hub(wd, config, name="hub2")
             hub.wait_log("consuming from queue work: the broker closed the channel: 404")
