@@ -26,6 +26,9 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   memory      4 consumers held (sleep plugin, release_file) on N queued
               1 KiB messages: VmRSS against the unique payload bytes.
   spill/pool  hooks: measured once `fanhub check` accepts the config.
+  amqp        the RabbitMQ bridge (amqp plugin) with publisher confirms
+              against amqp_pub, a minimal librabbitmq publisher with the
+              same confirm window, one private broker (bench_amqp.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -1058,6 +1061,13 @@ def case_curve(bench, prof, results):
     results["curve"] = {"status": "measured", "rows": rows}
 
 
+def case_amqp(bench, prof, results):
+    """The RabbitMQ bridge with confirms against a minimal librabbitmq
+    publisher: tests/bench/bench_amqp.py."""
+    import bench_amqp
+    bench_amqp.run(sys.modules[__name__], bench, prof, results)
+
+
 def fanhub_check(bench, text):
     path = bench.path("check.yaml")
     with open(path, "w") as f:
@@ -1855,6 +1865,8 @@ def markdown(results):
             w("")
         else:
             w(f"- {cv['status']}\n")
+    import bench_amqp
+    bench_amqp.markdown(results, w)
     w("## Spill and ordered pool\n")
     for name in ("spill", "pool"):
         entry = results.get(name, {"status": "not run"})
@@ -2079,7 +2091,7 @@ def _gnuplot(script, outdir, name):
 # ---------------------------------------------------------------------------
 
 CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
-         "spill", "neighbour", "curve", "pool", "callgrind"]
+         "spill", "neighbour", "curve", "pool", "amqp", "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
 
 

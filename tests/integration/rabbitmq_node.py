@@ -37,6 +37,7 @@ Usage:
         node.add_user("other", "pw", vhost="/x")     # rabbitmqctl, seconds per call
         ... amqp://fanhub@127.0.0.1:{node.port}/%2Fbridge ...
         node.restart()                               # same data, same ports
+        node.down(); ...; node.start()               # unreachable meanwhile
         node.queue_depths("/bridge") -> {"q": (ready, unacked)}
 """
 import atexit
@@ -243,10 +244,10 @@ class RabbitNode:
             self.proc.kill()
             self.proc.wait()
 
-    def restart(self, crash=False):
-        """Stops the node (SIGKILL of the VM with crash=True) and starts it
-        again with the same name, ports and data: durable queues and
-        persistent messages are kept."""
+    def down(self, crash=False):
+        """Stops the broker (SIGKILL of the VM with crash=True: a crash as
+        clients see it), keeping its epmd, name, ports and data, for
+        start() or a test of an unreachable broker."""
         if crash:
             self.kill()
         elif self.proc is not None and self.proc.poll() is None:
@@ -256,7 +257,12 @@ class RabbitNode:
             if vm is not None:
                 self._kill_pid(vm)
         if self not in _running:
-            _running.append(self)
+            _running.append(self)  # its epmd still runs
+
+    def restart(self, crash=False):
+        """down(crash), then start() again with the same name, ports and
+        data: durable queues and persistent messages are kept."""
+        self.down(crash)
         self.start()
 
     def running(self):

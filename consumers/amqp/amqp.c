@@ -1,0 +1,236 @@
+/*  amqp - the shipped consumer that bridges the bus into RabbitMQ (AMQP
+    0-9-1, librabbitmq), the broker fedora-messaging runs on.
+
+    Each message is published to an exchange (default amq.topic) with the
+    topic as routing key (rewritten by topic_prefix, as the relay does) and
+    the body byte for byte, persistent (delivery_mode 2), with a header
+    fanhub_seq (the hub's sequence number, a signed 64-bit integer) and
+    content_type application/json when the body is a JSON object or array.
+
+    Done means confirmed. consume copies the message, hands it to the link
+    thread (link.c) and answers FANHUB_PENDING (ABI 1.1); the link publishes
+    it in confirm mode and completes it with host->complete when the broker
+    confirms it: FANHUB_OK on basic.ack, FANHUB_RETRY on basic.nack or when
+    the connection is lost before the confirm. Confirms are pipelined: up to
+    the consumer's max_pending messages are open at once, never one round
+    trip per message. While the link is not connected consume answers
+    FANHUB_RETRY at once, and the consumer's retry: setting decides how long
+    the hub keeps trying (docs/plugins/amqp.md).
+
+    A topic longer than 255 bytes (after rewriting) cannot be a routing key:
+    that message is answered FANHUB_FAIL (a dead letter), logged at most
+    once every 10 s.
+
+    Options: see options.c and docs/plugins/amqp.md. consume is thread-safe
+    (the hand-off is locked), so workers: N with order_by works; a key's
+    next message then waits for its predecessor's confirm.
+*/
+#include "bridge.h"
+
+#include <jansson.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define AMQP_REJECT_LOG_NS (10 * INT64_C (1000000000))
+
+typedef struct {
+    const fanhub_host_t *host;
+    fanhub_ctx_t *ctx;
+    bridge_options_t opts;
+    bridge_counters_t counters;
+    bridge_link_t *link;
+    pthread_mutex_t reject_lock; /* guards the rate limit of reject lines */
+    int64_t reject_log_ns;
+    uint64_t rejects_unlogged;
+    atomic_uint_fast64_t rejected;
+} amqp_state_t;
+
+/* True when body is a JSON object or array: it starts (after white space)
+   with '{' or '[', and jansson reads the whole of it (RFC 8259, without
+   jansson's extensions: no \u0000). Other JSON texts (a bare number or
+   string) get no content_type, as other bodies. */
+static bool
+s_is_json (const char *body, size_t size)
+{
+    size_t i = 0;
+    while (i < size && (body[i] == ' ' || body[i] == '\t' || body[i] == '\n' || body[i] == '\r'))
+        i++;
+    if (i == size || (body[i] != '{' && body[i] != '['))
+        return false;
+    json_error_t error;
+    json_t *root = json_loadb (body, size, 0, &error);
+    json_decref (root);
+    return root != NULL;
+}
+
+static int64_t
+s_now_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A message that can never be published: FAIL, logged at most once every
+   AMQP_REJECT_LOG_NS. */
+static fanhub_result_t
+s_reject (amqp_state_t *self, uint64_t seq, const char *why)
+{
+    atomic_fetch_add (&self->rejected, 1);
+    pthread_mutex_lock (&self->reject_lock);
+    int64_t now = s_now_ns ();
+    if (self->reject_log_ns && now - self->reject_log_ns < AMQP_REJECT_LOG_NS)
+        self->rejects_unlogged++;
+    else {
+        self->host->log (self->ctx, FANHUB_LOG_WARNING,
+                         "message %llu cannot be published: %s (%llu more not logged)",
+                         (unsigned long long) seq, why,
+                         (unsigned long long) self->rejects_unlogged);
+        self->reject_log_ns = now;
+        self->rejects_unlogged = 0;
+    }
+    pthread_mutex_unlock (&self->reject_lock);
+    return FANHUB_FAIL;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    amqp_state_t *self = state;
+    const fanhub_host_t *host = self->host;
+    fanhub_bytes_t topic = host->msg_topic (msg);
+    fanhub_bytes_t body = host->msg_body (msg);
+    uint64_t seq = host->msg_seq (msg);
+
+    /* The routing key is head + rest: the topic, or `to` and what follows
+       `from`. */
+    const char *head = topic.data, *rest = "";
+    size_t head_size = topic.size, rest_size = 0;
+    const bridge_options_t *o = &self->opts;
+    if (o->rewrite && topic.size >= o->from_len
+        && memcmp (topic.data, o->from, o->from_len) == 0) {
+        head = o->to;
+        head_size = o->to_len;
+        rest = (const char *) topic.data + o->from_len;
+        rest_size = topic.size - o->from_len;
+    }
+    if (head_size + rest_size > BRIDGE_SHORTSTR_MAX)
+        return s_reject (self, seq, "its routing key (the topic) is longer than 255 bytes");
+
+    bridge_job_t *job = malloc (sizeof *job + head_size + rest_size + body.size);
+    if (!job)
+        return FANHUB_RETRY; /* out of memory: the hub keeps it */
+    job->ticket = host->msg_ticket (msg);
+    job->seq = seq;
+    job->key_size = head_size + rest_size;
+    job->body_size = body.size;
+    if (head_size)
+        memcpy (job->data, head, head_size);
+    if (rest_size)
+        memcpy (job->data + head_size, rest, rest_size);
+    if (body.size)
+        memcpy (job->data + job->key_size, body.data, body.size);
+    job->json = s_is_json (job->data + job->key_size, body.size);
+    if (!bridge_link_push (self->link, job)) {
+        free (job);
+        atomic_fetch_add (&self->counters.refused_down, 1);
+        return FANHUB_RETRY; /* not connected: the link logs it */
+    }
+    return FANHUB_PENDING;
+}
+
+/* `fanhub check`: the options, the password readable, the TLS files
+   readable; no connection. */
+static int
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+         char *err, size_t errlen)
+{
+    (void) ctx;
+    bridge_options_t opts;
+    if (bridge_options_read (host, options, false, &opts, err, errlen))
+        return -1;
+    bridge_options_free (&opts);
+    return 0;
+}
+
+static void
+s_destroy (amqp_state_t *self)
+{
+    bridge_options_free (&self->opts);
+    pthread_mutex_destroy (&self->reject_lock);
+    free (self);
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+        void **state, char *err, size_t errlen)
+{
+    if (!FANHUB_HOST_HAS_COMPLETE (host)) {
+        snprintf (err, errlen, "amqp needs a hub with asynchronous completion (plugin ABI "
+                  "1.1): it completes a message when the broker confirms it");
+        return -1;
+    }
+    amqp_state_t *self = calloc (1, sizeof *self);
+    if (!self || pthread_mutex_init (&self->reject_lock, NULL) != 0) {
+        free (self);
+        snprintf (err, errlen, "amqp: out of memory");
+        return -1;
+    }
+    self->host = host;
+    self->ctx = ctx;
+    if (bridge_options_read (host, options, true, &self->opts, err, errlen)) {
+        pthread_mutex_destroy (&self->reject_lock);
+        free (self);
+        return -1;
+    }
+    self->link = bridge_link_new (host, ctx, &self->opts, &self->counters, err, errlen);
+    if (!self->link) {
+        s_destroy (self);
+        return -1;
+    }
+    host->log (ctx, FANHUB_LOG_INFO, "publishing to exchange \"%s\" at %s:%d, vhost %s, as %s%s",
+               self->opts.exchange, self->opts.host, self->opts.port, self->opts.vhost,
+               self->opts.user, self->opts.tls ? ", over TLS" : "");
+    *state = self;
+    return 0;
+}
+
+static void
+s_fini (void *state)
+{
+    amqp_state_t *self = state;
+    size_t open = bridge_link_destroy (self->link);
+    bridge_counters_t *c = &self->counters;
+    self->host->log (self->ctx, FANHUB_LOG_INFO,
+                     "published %llu, confirmed %llu, nacked %llu, answered RETRY to %llu "
+                     "at lost connections and to %llu while not connected, refused %llu, "
+                     "%zu unconfirmed at stop, %llu connections",
+                     (unsigned long long) atomic_load (&c->published),
+                     (unsigned long long) atomic_load (&c->confirmed),
+                     (unsigned long long) atomic_load (&c->nacked),
+                     (unsigned long long) atomic_load (&c->lost),
+                     (unsigned long long) atomic_load (&c->refused_down),
+                     (unsigned long long) atomic_load (&self->rejected), open,
+                     (unsigned long long) atomic_load (&c->connects));
+    s_destroy (self);
+}
+
+static const fanhub_consumer_desc_t s_desc = {
+    FANHUB_CONSUMER_DESC_HEADER,
+    .name = "amqp",
+    .version = "1.0",
+    .flags = FANHUB_CONSUMER_THREAD_SAFE,
+    .init = s_init,
+    .consume = s_consume,
+    .fini = s_fini,
+    .check = s_check,
+};
+
+FANHUB_EXPORT const fanhub_consumer_desc_t *
+fanhub_consumer_entry (void)
+{
+    return &s_desc;
+}

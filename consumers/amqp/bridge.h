@@ -1,0 +1,99 @@
+/*  bridge.h - the amqp plugin's modules, seen from each other.
+
+    options.c reads and checks the consumer's options (init and check);
+    link.c owns the connection to the broker on a thread of its own;
+    amqp.c is the plugin: its descriptor, consume, init and fini. The
+    plugin's design is in amqp.c's opening comment and docs/plugins/amqp.md.
+*/
+#ifndef FANHUB_AMQP_BRIDGE_H_INCLUDED
+#define FANHUB_AMQP_BRIDGE_H_INCLUDED
+
+#include <fanhub/consumer.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* AMQP 0-9-1 short strings (exchange, routing key) hold at most 255 bytes. */
+#define BRIDGE_SHORTSTR_MAX 255
+
+/* The options, as init and check read them. Strings are the plugin's own
+   copies (bridge_options_free releases them); password is NULL in check. */
+typedef struct {
+    char *host;
+    int port;
+    char *vhost;
+    char *user;
+    char *password; /* password_file or password_env; "guest" when neither */
+    bool password_given;
+    bool tls;
+    char *ca_file;   /* NULL: the system's trust store is not loaded */
+    char *cert_file; /* with key_file: a client certificate */
+    char *key_file;
+    bool verify_peer;
+    bool verify_hostname;
+    char *exchange;
+    bool rewrite; /* topic_prefix */
+    char *from;
+    char *to;
+    size_t from_len, to_len;
+    int64_t confirm_timeout_ns;
+    int64_t connect_timeout_ns;
+    int64_t reconnect_max_ns;
+    int heartbeat_s;
+    char where[256]; /* FILE:LINE:COL of the options, for init's errors */
+} bridge_options_t;
+
+/* Reads and checks the options. With read_secrets, reads the password
+   (init); without, only checks that it can be read (check). 0, or -1 with
+   a one-line reason in err that never holds a secret. */
+int bridge_options_read (const fanhub_host_t *host, const fanhub_option_t *options,
+                         bool read_secrets, bridge_options_t *out, char *err, size_t errlen);
+void bridge_options_free (bridge_options_t *options);
+
+/* One message handed from consume to the link thread: its routing key and
+   body, copied (the hub's buffers live only during consume). */
+typedef struct bridge_job {
+    struct bridge_job *next;
+    fanhub_ticket_t ticket;
+    uint64_t seq;
+    bool json;
+    size_t key_size;
+    size_t body_size;
+    char data[]; /* key, then body */
+} bridge_job_t;
+
+/* Counters, written by one thread each and read at fini. */
+typedef struct {
+    atomic_uint_fast64_t published;    /* basic.publish sent */
+    atomic_uint_fast64_t confirmed;    /* basic.ack received */
+    atomic_uint_fast64_t nacked;       /* basic.nack received: RETRY */
+    atomic_uint_fast64_t lost;         /* RETRY at a lost connection */
+    atomic_uint_fast64_t refused_down; /* consume answered RETRY: not connected */
+    atomic_uint_fast64_t connects;     /* connections made */
+} bridge_counters_t;
+
+/* The link: one connection to the broker, owned by its thread, which
+   publishes the jobs consume hands it and completes each message when the
+   broker confirms it (see link.c). */
+typedef struct bridge_link bridge_link_t;
+
+/* Makes the link and starts its thread. The first connection is tried
+   here, before the thread starts: when the broker refuses the login or
+   the vhost, or has no such exchange, the link is not made and err says why (a configuration
+   error); a broker that cannot be reached is retried by the thread. opts
+   must outlive the link. NULL with err on failure. */
+bridge_link_t *bridge_link_new (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                                const bridge_options_t *opts, bridge_counters_t *counters,
+                                char *err, size_t errlen);
+/* Hands job to the link: true, or false when the link is not connected
+   (the caller keeps the job and answers RETRY). */
+bool bridge_link_push (bridge_link_t *link, bridge_job_t *job);
+/* Stops the thread, closes the connection, frees what is left. Messages
+   not confirmed by then stay open (void for the hub after fini); returns
+   how many. */
+size_t bridge_link_destroy (bridge_link_t *link);
+
+#endif
