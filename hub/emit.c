@@ -92,6 +92,10 @@ fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg)
 {
     self->notify = notify;
     self->notify_arg = arg;
+    /* Published like fh_emit_new's fields: the waiter is still the
+       caller's alone, and fh_emit_acquire pairs with this store. */
+    atomic_store_explicit (&self->refs, atomic_load_explicit (&self->refs, memory_order_relaxed),
+                           memory_order_release);
 }
 
 void
