@@ -261,13 +261,17 @@ s_preferred (const fh_amqp_settings_t *settings, size_t ch)
     return !settings->prefer_count || (ch - 1) % settings->prefer_count == settings->prefer_index;
 }
 
+/* The consumer tag names the hub, so that `rabbitmqctl list_consumers`
+   tells which hub is the active consumer of a queue: fanhub@HOST:PID. */
 static int
 s_consume (fh_source_amqp_t *self, size_t ch, char *why, size_t len)
 {
-    char queue[300], what[400];
+    char queue[300], what[400], host[128] = "", tag[200];
     s_queue_name (self->settings, ch, queue, sizeof queue);
+    gethostname (host, sizeof host - 1);
+    snprintf (tag, sizeof tag, "fanhub@%s:%ld", host, (long) getpid ());
     amqp_basic_consume (self->conn, (amqp_channel_t) ch, amqp_cstring_bytes (queue),
-                        amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+                        amqp_cstring_bytes (tag), 0, 0, 0, amqp_empty_table);
     snprintf (what, sizeof what, "consuming from queue %s", queue);
     if (s_rpc_ok (self, what, why, len))
         return -1;

@@ -95,7 +95,7 @@ def wait_connected(hub):
 
 def test_to_log_every_message_acked():
     need_pika()
-    n = 20_000
+    n = 5_000
     with shared_node() as node:
         wd = fh.Workdir()
         path = wd.file("out.jsonl")
