@@ -84,9 +84,9 @@ static int
 s_bus_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    if (cfg->connect.count + cfg->bind.count == 0)
+    if (cfg->connect.count + cfg->bind.count == 0 && !cfg->amqp)
         return fh_yaml_error (ctx, node->start_mark,
-                              "expected at least one endpoint in connect: or bind:");
+                              "expected at least one endpoint in connect: or bind:, or amqp:");
     yaml_node_t *curve = fh_yaml_map_find (ctx, node, "curve");
     if (curve && cfg->connect.count && !cfg->curve.server_public_key) {
         fh_yaml_path_key (ctx, "curve.server_public_key");
@@ -452,6 +452,7 @@ static const fh_cfg_field_t s_bus_fields[] = {
     { .key = "allow_ip", .parse = fh_cfg_parse_addresses, .offset = offsetof (fh_config_t, allow_ip) },
     { .key = "max_peers", .parse = fh_cfg_parse_size, .offset = offsetof (fh_config_t, max_peers),
       .min = 1, .max = 1000000 },
+    { .key = "amqp", .parse = fh_cfg_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
     { .key = NULL },
 };
 
@@ -568,6 +569,8 @@ static const fh_cfg_field_t s_consumer_fields[] = {
     { .key = "max_pending", .parse = fh_cfg_parse_size,
       .offset = offsetof (fh_consumer_config_t, max_pending), .min = 1,
       .max = FH_MAX_MAX_PENDING },
+    { .key = "shard", .parse = fh_cfg_parse_shard,
+      .offset = offsetof (fh_consumer_config_t, shard) },
     { .key = NULL },
 };
 
@@ -688,6 +691,7 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->gaps.counter);
     free (self->gaps.producer);
     fh_cfg_strlist_clear (&self->publish);
+    fh_option_destroy (&self->amqp);
     free (self->curve.secret_key_file);
     free (self->curve.server_public_key);
     fh_cfg_strlist_clear (&self->curve.allow);

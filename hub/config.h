@@ -77,6 +77,9 @@ typedef struct {
     size_t max_pending;   /* messages a plugin may hold FANHUB_PENDING at once */
     bool write_ahead;     /* queue.write_ahead: with spill and a state_dir,
                              every message goes through the spool */
+    struct {              /* shard: {index, count}; count 0 = no shard (shard.h) */
+        size_t index, count;
+    } shard;
 } fh_consumer_config_t;
 
 typedef struct {
@@ -136,6 +139,7 @@ typedef struct {
     } control_curve;
     bool control_insecure;        /* control_insecure: a tcp control endpoint
                                      off loopback without CURVE, knowingly */
+    fanhub_option_t *amqp;       /* bus.amqp, checked by source_amqp.h; or NULL */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers;
     size_t consumer_count; /* >= 1 */

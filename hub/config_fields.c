@@ -9,6 +9,7 @@
 
 #include "cidr.h"
 #include "curve.h"
+#include "source_amqp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +456,57 @@ fh_cfg_parse_options (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_
     fh_option_destroy (slot);
     *slot = fh_yaml_option_tree (ctx, node);
     return *slot ? 0 : -1;
+}
+
+/* shard: {index: I, count: N}, 0 <= I < N (shard.h). */
+int
+fh_cfg_parse_shard (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    (void) field;
+    size_t *slot = target; /* index, then count */
+    long long value[2] = {-1, -1};
+    for (yaml_node_pair_t *pair = node->type == YAML_MAPPING_NODE ? node->data.mapping.pairs.start
+                                                                  : NULL;
+         pair && pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *key = fh_yaml_node (ctx, pair->key), *item = fh_yaml_node (ctx, pair->value);
+        const char *name = key->type == YAML_SCALAR_NODE ? (const char *) key->data.scalar.value
+                                                         : "";
+        int k = strcmp (name, "index") == 0 ? 0 : strcmp (name, "count") == 0 ? 1 : -1;
+        if (k < 0 || value[k] >= 0 || item->type != YAML_SCALAR_NODE
+            || !fh_yaml_integer ((const char *) item->data.scalar.value, &value[k]) || value[k] < k
+            || value[k] > 65536)
+            return fh_yaml_error (ctx, k < 0 ? key->start_mark : item->start_mark,
+                                  "expected {index: I, count: N}, 1 <= N <= 65536, 0 <= I < N");
+    }
+    if (value[0] < 0 || value[1] < 1 || value[0] >= value[1])
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected {index: I, count: N}, 1 <= N <= 65536, 0 <= I < N");
+    slot[0] = (size_t) value[0];
+    slot[1] = (size_t) value[1];
+    return 0;
+}
+
+/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
+int
+fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        char buf[FH_YAML_GOT_SIZE];
+        return fh_yaml_error (ctx, node->start_mark, "expected a map (url:, queue:, ...), got %s",
+                              fh_yaml_got (node, buf, sizeof buf));
+    }
+    if (fh_cfg_parse_options (ctx, node, target, field))
+        return -1;
+    const char *where = NULL;
+    char why[512];
+    fh_amqp_settings_t *settings
+        = fh_amqp_settings_new (*(fanhub_option_t **) target, &where, why, sizeof why);
+    if (!settings) {
+        snprintf (ctx->err, ctx->errlen, "%s: bus.amqp.%s", where ? where : ctx->source, why);
+        return -1;
+    }
+    fh_amqp_settings_destroy (&settings);
+    return 0;
 }
 
 /* producer: topic, topic_prefix:N (the first N dot-separated segments)

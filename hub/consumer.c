@@ -16,6 +16,7 @@
 #include "keyed.h"
 #include "log.h"
 #include "order_key.h"
+#include "shard.h"
 #include "pending.h"
 #include "plugin.h"
 #include "queue.h"
@@ -121,6 +122,7 @@ struct fh_consumer {
     bool pool;
     fh_keyed_t *keyed;
     fh_order_key_t *order_key;  /* NULL: every message is its own key */
+    fh_shard_t *shard;          /* shard:, read by the enqueuer; or NULL */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_work;   /* CLOCK_MONOTONIC: workers wait here */
     bool dispatcher_done;       /* the queue is closed and drained */
@@ -241,6 +243,13 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     }
 
     char why[1024];
+    if (config->shard.count
+        && !(self->shard = fh_shard_new (config->shard.index, config->shard.count,
+                                         config->order_by, why, sizeof why))) {
+        snprintf (err, errlen, "%s: consumer '%s': shard: %s", config->where, config->name, why);
+        fh_consumer_destroy (&self);
+        return NULL;
+    }
     self->pool = self->worker_count > 1 || config->coalesce;
     if (self->pool) {
         fh_handled_init (&self->dispatcher_handled);
@@ -325,6 +334,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     while (self->pending && fh_pending_take_done (self->pending, &late))
         fh_msg_release (late.msg, NULL);
     fh_pending_destroy (&self->pending, s_release_unhandled, NULL);
+    fh_shard_destroy (&self->shard);
     if (self->pool) {
         fh_keyed_destroy (&self->keyed, s_release_unhandled, NULL);
         fh_order_key_destroy (&self->order_key);
@@ -1486,6 +1496,12 @@ const char *
 fh_consumer_name (const fh_consumer_t *self)
 {
     return self->name;
+}
+
+const fh_shard_t *
+fh_consumer_shard (const fh_consumer_t *self)
+{
+    return self->shard;
 }
 
 const char *

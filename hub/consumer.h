@@ -128,6 +128,8 @@ void fh_consumer_abandon (fh_consumer_t *self);
 bool fh_consumer_done (fh_consumer_t *self);
 
 const char *fh_consumer_name (const fh_consumer_t *self);
+/* Its `shard:` (shard.h), or NULL when it takes every message it matches. */
+const struct fh_shard *fh_consumer_shard (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);
 void fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
 /* Messages this consumer was the last to release, and their receive to

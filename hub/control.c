@@ -109,7 +109,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         s_reply (router, envelope, envelope_count, "ERROR out of memory");
         return;
     }
-    fh_inject_t header = {emit, only};
+    fh_inject_t header = {emit, only, false};
     /* The bound above keeps the pipe below its high-water mark; should it
        be full all the same, the answer is busy, not a wait. The rest of
        a multipart message follows its first frame whatever the mark. */

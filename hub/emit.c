@@ -7,6 +7,8 @@ struct fh_emit {
     atomic_int refs;
     atomic_bool handled;
     atomic_int matched; /* -2 until routed */
+    fh_emit_notify_fn *notify; /* set before the hand-over, or NULL */
+    void *notify_arg;
     size_t consumer_count;
     atomic_int outcomes[];
 };
@@ -21,6 +23,8 @@ fh_emit_new (size_t consumer_count)
     atomic_init (&self->handled, false);
     atomic_init (&self->matched, -2);
     self->consumer_count = consumer_count;
+    self->notify = NULL;
+    self->notify_arg = NULL;
     for (size_t i = 0; i < consumer_count; i++)
         atomic_init (&self->outcomes[i], FH_OUTCOME_NONE);
     /* Released here, acquired by the enqueuer (fh_emit_acquire): the
@@ -84,9 +88,22 @@ fh_emit_consumer_count (const fh_emit_t *self)
 }
 
 void
+fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg)
+{
+    self->notify = notify;
+    self->notify_arg = arg;
+    /* Published like fh_emit_new's fields: the waiter is still the
+       caller's alone, and fh_emit_acquire pairs with this store. */
+    atomic_store_explicit (&self->refs, atomic_load_explicit (&self->refs, memory_order_relaxed),
+                           memory_order_release);
+}
+
+void
 fh_emit_handled (fh_emit_t *self)
 {
     atomic_store_explicit (&self->handled, true, memory_order_release);
+    if (self->notify)
+        self->notify (self->notify_arg);
     s_unref (self);
 }
 

@@ -26,11 +26,18 @@ typedef enum {
 
 typedef struct fh_emit fh_emit_t;
 
+/* Told (on whichever thread hands the message over to handled) that a
+   waiter is handled; must be quick and must not block. */
+typedef void(fh_emit_notify_fn) (void *arg);
+
 /* A waiter with two references: the caller's and the message's. */
 fh_emit_t *fh_emit_new (size_t consumer_count);
 /* The enqueuer, on receiving a waiter from another thread: makes what
    fh_emit_new wrote visible. */
 void fh_emit_acquire (fh_emit_t *self);
+/* Before the hand-over to the enqueuer: notify(arg) is called when the
+   waiter becomes handled (bus.amqp acks then; source_amqp.h). */
+void fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg);
 /* Drops the caller's reference. Safe with NULL. */
 void fh_emit_unref (fh_emit_t **self_p);
 

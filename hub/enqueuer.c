@@ -12,6 +12,7 @@
 #include "fdlimit.h"
 #include "gaps.h"
 #include "log.h"
+#include "shard.h"
 #include "validate.h"
 #include "zap.h"
 
@@ -284,6 +285,23 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         }
         return;
     }
+    /* shard: consumers that take only their share of the keys. */
+    size_t kept = 0;
+    for (size_t i = 0; i < matched; i++) {
+        const fh_shard_t *shard = fh_consumer_shard (self->consumers[self->matches[i]]);
+        if (!shard || (inject && inject->only >= 0) || fh_shard_takes (shard, msg))
+            self->matches[kept++] = self->matches[i];
+    }
+    if (kept == 0) {
+        fh_bump (&self->unrouted);
+        fh_msg_destroy (&msg);
+        if (inject) {
+            fh_emit_routed (inject->emit, 0);
+            fh_emit_abandon (inject->emit);
+        }
+        return;
+    }
+    matched = kept;
     if (inject)
         msg->emit = inject->emit;
     /* Every holder is counted before the first hand-off: a fast consumer
@@ -347,8 +365,10 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
     s_read_message (self, pull, 0, &got);
     zmq_msg_t *frames = self->frames;
     size_t count = got.count;
+    if (inject.source)
+        fh_bump (&self->received);
     /* An emit (not a replay to one consumer) also goes on the bus. */
-    if (self->publish && inject.only < 0 && got.seen == count)
+    if (self->publish && inject.only < 0 && !inject.source && got.seen == count)
         for (size_t i = 0; i < count; i++) {
             zmq_msg_t copy;
             zmq_msg_init (&copy);

@@ -47,11 +47,13 @@ typedef struct {
 } fh_enqueuer_counts_t;
 
 /* Where the control actor sends injected messages (emit, dead-letter
-   replay): a PUSH socket connected here delivers multipart messages
+   replay), and bus.amqp its deliveries (source_amqp.h): a PUSH socket connected here delivers multipart messages
    [fh_inject_t as bytes, topic, body, more frames...]. */
 typedef struct {
     fh_emit_t *emit;   /* the waiter the enqueuer reports to (never NULL) */
     int64_t only;      /* -1: every matching consumer; else that consumer only */
+    bool source;       /* from an input of its own (bus.amqp): counted as
+                          received, not published on bus.publish */
 } fh_inject_t;
 const char *fh_enqueuer_inject_endpoint (fh_enqueuer_t *self);
 

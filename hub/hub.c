@@ -37,6 +37,7 @@ struct fh_hub {
     fh_histogram_snapshot_t *gone_end_to_end, *scratch;
     fh_trigger_t *trigger;
     fh_enqueuer_t *enqueuer;
+    fh_source_amqp_t *amqp; /* bus.amqp, or NULL */
     int64_t started_ns;
     bool started;
     bool stopped;
@@ -159,6 +160,8 @@ fh_hub_destroy (fh_hub_t **self_p)
         fh_lineage_destroy (&self->lines[i]);
     for (size_t i = 0; i < self->gone_count; i++)
         fh_lineage_destroy (&self->gone[i]);
+    /* After every message: their waiters tell the source until then. */
+    fh_source_amqp_destroy (&self->amqp);
     free (self->gone);
     free (self->lines);
     free (self->consumers);
@@ -173,6 +176,17 @@ fh_hub_destroy (fh_hub_t **self_p)
     *self_p = NULL;
 }
 
+/* An emit waiter's size for bus.amqp's deliveries (a reload changes it). */
+static size_t
+s_consumer_count (void *arg)
+{
+    fh_hub_t *self = arg;
+    pthread_mutex_lock (&self->lock);
+    size_t count = self->consumer_count;
+    pthread_mutex_unlock (&self->lock);
+    return count;
+}
+
 int
 fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
 {
@@ -183,7 +197,11 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
     self->started = true;
     self->enqueuer = fh_enqueuer_new (self->config, self->trigger, self->consumers,
                                       self->consumer_count, err, errlen);
-    return self->enqueuer ? 0 : -1;
+    if (self->enqueuer && self->config->amqp)
+        self->amqp = fh_source_amqp_new (self->config->amqp,
+                                         fh_enqueuer_inject_endpoint (self->enqueuer),
+                                         s_consumer_count, self, err, errlen);
+    return self->enqueuer && (self->amqp || !self->config->amqp) ? 0 : -1;
 }
 
 void
@@ -192,6 +210,9 @@ fh_hub_stop_receiving (fh_hub_t *self)
     if (self->stopped)
         return;
     self->stopped = true;
+    /* The source first: what it has not acked is the broker's again. */
+    if (self->amqp)
+        fh_source_amqp_stop (self->amqp);
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);
     pthread_mutex_lock (&self->lock); /* the control actor reads the stages */
@@ -517,6 +538,16 @@ fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end)
         }
     }
     return handled;
+}
+
+bool
+fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (!self->amqp)
+        return false;
+    fh_source_amqp_counts (self->amqp, out);
+    return true;
 }
 
 const char *

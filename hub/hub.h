@@ -14,6 +14,7 @@
 #include "config.h"
 #include "consumer.h"
 #include "enqueuer.h"
+#include "source_amqp.h"
 
 #include <jansson.h>
 #include <stdatomic.h>
@@ -41,6 +42,8 @@ void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
 /* The counter of the control socket's refused handshakes (control_curve),
    added to hub.auth_denied by fh_hub_counts. */
 atomic_uint_fast64_t *fh_hub_control_denied (fh_hub_t *self);
+/* bus.amqp's counts (source_amqp.h); false, with zeros, without one. */
+bool fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out);
 /* Under the lock: messages handled over the hub's life (by the
    enqueuer, when no consumer took them, and by every consumer instance,
    removed ones included), with their latency (may be NULL). */

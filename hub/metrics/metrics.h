@@ -37,6 +37,7 @@ typedef enum {
 typedef enum {
     FH_SCOPE_HUB,      /* hub.KEY */
     FH_SCOPE_UPSTREAM, /* hub.upstream.KEY, only with bus.gap_detection */
+    FH_SCOPE_AMQP,     /* hub.amqp.KEY, only with bus.amqp */
     FH_SCOPE_ENDPOINT, /* hub.endpoints[].KEY */
     FH_SCOPE_CONSUMER, /* consumers[].KEY */
     FH_SCOPE_PROCESS   /* process.KEY */
@@ -55,6 +56,13 @@ typedef enum {
     FH_M_UNROUTED,
     FH_M_AUTH_DENIED,
     FH_M_PEERS_REFUSED,
+    FH_M_AMQP_DELIVERED,
+    FH_M_AMQP_ACKED,
+    FH_M_AMQP_REJECTED,
+    FH_M_AMQP_REQUEUED,
+    FH_M_AMQP_RECONNECTS,
+    FH_M_AMQP_UNACKED,
+    FH_M_AMQP_CONNECTED,
     FH_M_HANDLED,
     FH_M_END_TO_END,
     FH_M_END_TO_END_MAX,
@@ -170,10 +178,11 @@ typedef struct {
 } fh_metrics_reason_t;
 
 typedef struct {
-    fh_metrics_item_t hub;       /* hub, upstream and process rows */
+    fh_metrics_item_t hub;       /* hub, upstream, amqp and process rows */
     fh_metrics_reason_t *reasons; /* malformed, by reason */
     size_t reason_count;
     bool has_handled, has_end_to_end, has_upstream, has_process;
+    bool has_amqp; /* bus.amqp: the hub.amqp rows */
     fh_metrics_item_t *endpoints;
     size_t endpoint_count;
     fh_metrics_item_t *consumers; /* only those with a non-empty name */

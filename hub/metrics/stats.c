@@ -154,6 +154,15 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
     fh_metrics_set_int (hub, FH_M_AUTH_DENIED, (int64_t) counts.auth_denied);
     fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
+    fh_source_amqp_counts_t amqp;
+    snapshot->has_amqp = fh_hub_amqp_counts (self->hub, &amqp);
+    fh_metrics_set_int (hub, FH_M_AMQP_DELIVERED, (int64_t) amqp.delivered);
+    fh_metrics_set_int (hub, FH_M_AMQP_ACKED, (int64_t) amqp.acked);
+    fh_metrics_set_int (hub, FH_M_AMQP_REJECTED, (int64_t) amqp.rejected);
+    fh_metrics_set_int (hub, FH_M_AMQP_REQUEUED, (int64_t) amqp.requeued);
+    fh_metrics_set_int (hub, FH_M_AMQP_RECONNECTS, (int64_t) amqp.reconnects);
+    fh_metrics_set_int (hub, FH_M_AMQP_UNACKED, (int64_t) amqp.unacked);
+    fh_metrics_set_int (hub, FH_M_AMQP_CONNECTED, amqp.connected);
     for (int i = 0; i < FH_MALFORMED_REASONS; i++)
         if (fh_metrics_add_reason (snapshot, fh_malformed_reason_name (i),
                                    (fh_metric_value_t){ .integer = (int64_t) counts.malformed_by_reason[i] })

@@ -257,6 +257,7 @@ s_prom_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
 {
     switch (row->scope) {
     case FH_SCOPE_UPSTREAM: return snapshot->has_upstream;
+    case FH_SCOPE_AMQP: return snapshot->has_amqp;
     case FH_SCOPE_PROCESS: return snapshot->has_process;
     case FH_SCOPE_ENDPOINT: return snapshot->endpoint_count > 0;
     case FH_SCOPE_CONSUMER: return snapshot->consumer_count > 0;

@@ -29,6 +29,9 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   amqp        the RabbitMQ bridge (amqp plugin) with publisher confirms
               against amqp_pub, a minimal librabbitmq publisher with the
               same confirm window, one private broker (bench_amqp.py).
+  cluster     keyed work on RabbitMQ shard queues: 3 worker hubs against 1
+              with an I/O-bound consumer (1 ms per message), one private
+              broker, the same run (bench_cluster.py; target >= 2.7x).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -1061,6 +1064,13 @@ def case_curve(bench, prof, results):
     results["curve"] = {"status": "measured", "rows": rows}
 
 
+def case_cluster(bench, prof, results):
+    """3 worker hubs against 1 on RabbitMQ shard queues:
+    tests/bench/bench_cluster.py."""
+    import bench_cluster
+    bench_cluster.run(sys.modules[__name__], bench, prof, results)
+
+
 def case_amqp(bench, prof, results):
     """The RabbitMQ bridge with confirms against a minimal librabbitmq
     publisher: tests/bench/bench_amqp.py."""
@@ -1869,6 +1879,8 @@ def markdown(results):
             w(f"- {cv['status']}\n")
     import bench_amqp
     bench_amqp.markdown(results, w)
+    import bench_cluster
+    bench_cluster.markdown(results, w)
     w("## Spill and ordered pool\n")
     for name in ("spill", "pool"):
         entry = results.get(name, {"status": "not run"})
@@ -2093,7 +2105,7 @@ def _gnuplot(script, outdir, name):
 # ---------------------------------------------------------------------------
 
 CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
-         "spill", "neighbour", "curve", "pool", "amqp", "callgrind"]
+         "spill", "neighbour", "curve", "pool", "amqp", "cluster", "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
 
 

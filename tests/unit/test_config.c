@@ -301,8 +301,8 @@ typedef struct {
 } s_error_case_t;
 
 #define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
-#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)"
-#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending)"
+#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp)"
+#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
@@ -712,6 +712,59 @@ static const s_error_case_t s_error_cases[] = {
     { "alias to a consumer into itself",
       BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
       "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
+    /* shard: */
+    { "shard index not below count", C2 ("    plugin: p\n    shard: {index: 2, count: 2}\n"),
+      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}, 1 <= N <= 65536, "
+      "0 <= I < N" },
+    { "shard count zero", C2 ("    plugin: p\n    shard: {index: 0, count: 0}\n"),
+      "t.yaml:8:30: consumers[1].shard: expected {index: I, count: N}" },
+    { "shard count missing", C2 ("    plugin: p\n    shard: {index: 0}\n"),
+      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}" },
+    { "shard unknown key", C2 ("    plugin: p\n    shard: {index: 0, count: 2, of: 3}\n"),
+      "t.yaml:8:33: consumers[1].shard: expected {index: I, count: N}" },
+    { "shard a scalar", C2 ("    plugin: p\n    shard: 1\n"),
+      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}" },
+    { "shard index twice", C2 ("    plugin: p\n    shard: {index: 0, index: 1, count: 2}\n"),
+      "t.yaml:8:" },
+    /* bus.amqp: read by source_amqp_settings.c, errors where the value is */
+    { "amqp a scalar", "bus:\n  amqp: x\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp: expected a map (url:, queue:, ...), got 'x'" },
+    { "amqp without url", "bus:\n  amqp: {queue: q}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.url: required key is missing" },
+    { "amqp without queue", "bus:\n  amqp: {url: \"amqp://h\"}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.queue: required key is missing" },
+    { "amqp bad url", "bus:\n  amqp: {url: \"http://h\", queue: q}\n" CONSUMERS,
+      "t.yaml:2:15: bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
+      "'http://h'" },
+    { "amqp password in the url", "bus:\n  amqp: {url: \"amqp://u:p@h\", queue: q}\n" CONSUMERS,
+      "t.yaml:2:15: bus.amqp.url: no password in the url" },
+    { "amqp user in the url needs a password", "bus:\n  amqp: {url: \"amqp://u@h\", queue: q}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'" },
+    { "amqp prefetch zero", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefetch: 0}\n" CONSUMERS,
+      "t.yaml:2:47: bus.amqp.prefetch: expected an integer from 1 to 65535, got '0'" },
+    { "amqp unknown key", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefech: 5}\n" CONSUMERS,
+      "t.yaml:2:46: bus.amqp.prefech: unknown key (known: url, queue, shards" },
+    { "amqp user without password", "bus:\n  amqp: {url: \"amqp://h\", queue: q, user: u}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'" },
+    { "amqp password file missing",
+      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_file: /nonexistent/pw}\n" CONSUMERS,
+      "t.yaml:2:52: bus.amqp.password_file: cannot read /nonexistent/pw: No such file" },
+    { "amqp password env unset",
+      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_env: FANHUB_TEST_UNSET_PW}\n" CONSUMERS,
+      "t.yaml:2:51: bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not set" },
+    { "amqp queue_type", "bus:\n  amqp: {url: \"amqp://h\", queue: q, queue_type: lazy}\n" CONSUMERS,
+      "t.yaml:2:49: bus.amqp.queue_type: expected classic or quorum, got 'lazy'" },
+    { "amqp tls without amqps", "bus:\n  amqp: {url: \"amqp://h\", queue: q, tls: {ca_file: c}}\n" CONSUMERS,
+      "t.yaml:2:42: bus.amqp.tls: needs an amqps:// url" },
+    { "amqps without ca_file", "bus:\n  amqp: {url: \"amqps://h\", queue: q}\n" CONSUMERS,
+      "t.yaml:2:9: bus.amqp.tls.ca_file: required to verify the broker" },
+    { "amqp hash_header without shards",
+      "bus:\n  amqp: {url: \"amqp://h\", queue: q, hash_header: k}\n" CONSUMERS,
+      "t.yaml:2:50: bus.amqp.hash_exchange, hash_header: only with shards: N" },
+    { "amqp shards too many", "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 5000}\n" CONSUMERS,
+      "t.yaml:2:45: bus.amqp.shards: expected an integer from 0 to 1024, got '5000'" },
+    { "amqp declare not a bool", "bus:\n  amqp: {url: \"amqp://h\", queue: q, declare: yes}\n" CONSUMERS,
+      "t.yaml:2:46: bus.amqp.declare: expected true or false, got 'yes'" },
 };
 
 static void
@@ -837,7 +890,7 @@ test_error_example (void **state)
                                         sizeof err));
     assert_string_equal (err, "f.yaml:3:3: bus.rcvhm: unknown key (known: "
                               "connect, bind, rcvhwm, max_frames, "
-                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers)");
+                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp)");
 }
 
 static void

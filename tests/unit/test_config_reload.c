@@ -32,6 +32,7 @@ static const char s_base[] =
     "    counter: n\n"
     "    producer: topic\n"
     "    max_producers: 10\n"
+    "  amqp: {url: \"amqp://127.0.0.1:5672\", queue: q, prefetch: 10}\n"
     "control: ipc:///tmp/fanhub-test-config-reload.sock\n"
     "shutdown_timeout: 10\n"
     "state_dir: /tmp/fanhub-test-config-reload\n"
@@ -69,7 +70,8 @@ static const char s_base[] =
     "    workers: 2\n"
     "    order_by: topic\n"
     "    coalesce: false\n"
-    "    max_pending: 50\n";
+    "    max_pending: 50\n"
+    "    shard: {index: 0, count: 2}\n";
 
 typedef struct {
     const char *from, *to;  /* one line of s_base, and what replaces it */
@@ -123,6 +125,9 @@ static const s_row_t s_rows[] = {
     {"coalesce: false", "coalesce: true", "", false},
     {"write_ahead: false", "write_ahead: true", "", false},
     {"max_pending: 50", "max_pending: 51", "", false},
+    {"shard: {index: 0, count: 2}", "shard: {index: 1, count: 2}", "", false},
+    {"shard: {index: 0, count: 2}", "shard: {index: 0, count: 3}", "", false},
+    {"prefetch: 10", "prefetch: 11", "bus.amqp", true},
 };
 
 static fh_config_t *
