@@ -429,8 +429,10 @@ static size_t
 s_step (fh_hub_t *self)
 {
     size_t leaving = 0;
-    for (size_t i = 0; i < self->consumer_count; i++)
-        leaving += fh_lineage_step (self->lines[i], &self->lock) - 1;
+    for (size_t i = 0; i < self->consumer_count; i++) {
+        size_t alive = fh_lineage_step (self->lines[i], &self->lock);
+        leaving += alive > 1 ? alive - 1 : 0; /* beyond the current instance */
+    }
     /* Removed consumers: step each (it locks for what readers see), then
        drop the finished ones from the list in one go under the lock, the
        hub keeping what they handled so its total never goes back. */
@@ -462,6 +464,19 @@ s_step (fh_hub_t *self)
         fh_lineage_destroy (&done[i]);
     free (done);
     return leaving;
+}
+
+void
+fh_hub_finish (fh_hub_t *self)
+{
+    for (size_t i = 0; i < self->consumer_count; i++)
+        fh_lineage_finish (self->lines[i]);
+}
+
+size_t
+fh_hub_instances (fh_hub_t *self)
+{
+    return s_instances (self);
 }
 
 size_t
@@ -594,7 +609,7 @@ fh_hub_log_counts (fh_hub_t *self)
         fh_log (c.dropped || c.failed ? FANHUB_LOG_WARNING : FANHUB_LOG_INFO,
                 "consumer '%s': enqueued %llu, completed %llu, failed %llu, "
                 "dropped %llu (queue full), unconsumed %llu",
-                fh_consumer_name (self->consumers[i]), (unsigned long long) c.enqueued,
+                fh_lineage_name (self->lines[i]), (unsigned long long) c.enqueued,
                 (unsigned long long) c.completed, (unsigned long long) c.failed,
                 (unsigned long long) c.dropped,
                 (unsigned long long) c.backlog);

@@ -3,10 +3,13 @@
     fh_hub_new loads and initialises every consumer's plugin and builds the
     trigger table, touching no socket (this much is `fanhub check`).
     fh_hub_start starts the consumer threads, then the enqueuer. Shutdown
-    is two steps so the caller can bound the second: fh_hub_stop_receiving
+    is in steps so the caller can bound each: fh_hub_stop_receiving
     closes the bus and tells every consumer "no more", and fh_hub_drained
-    says when all have consumed what was queued; then fh_hub_destroy joins
-    the threads and calls every plugin's fini.
+    says when all have consumed what was queued; then fh_hub_finish lets
+    every instance go, each destroyed (its plugin's fini called) on a
+    thread of its own, and fh_hub_step reaps them until fh_hub_instances
+    is 0; then fh_hub_destroy frees the rest. A fini that never returns
+    holds only its own thread: the caller gives up at its deadline.
 */
 #ifndef FH_HUB_H_INCLUDED
 #define FH_HUB_H_INCLUDED
@@ -52,10 +55,17 @@ uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
    the old one has consumed everything it holds (lineage.h). On error
    nothing changed. Main thread only. */
 int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
-/* Main thread, now and then after a reload and during shutdown: destroys
-   consumer instances that have finished leaving and starts their
-   successors. Returns how many instances are still leaving. */
+/* Main thread, now and then after a reload and during shutdown: lets
+   consumer instances that have finished leaving go (their fini on a
+   thread of their own), reaps those torn down and starts successors.
+   Returns how many instances are still leaving (beyond the current
+   ones; all of them after fh_hub_finish). */
 size_t fh_hub_step (fh_hub_t *self);
+/* Shutdown, once drained (the control actor gone: it reads instances):
+   the current instances leave too, at the next steps. */
+void fh_hub_finish (fh_hub_t *self);
+/* Instances alive or being torn down. */
+size_t fh_hub_instances (fh_hub_t *self);
 /* The process is about to _exit with consumer threads still busy: logs
    each (with why) and detaches them. */
 void fh_hub_abandon (fh_hub_t *self, const char *why);

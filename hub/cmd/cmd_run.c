@@ -6,7 +6,8 @@
     consumers' housekeeping (spool fsync, stuck checks) and, after a
     reload, to start consumer instances in turn (lineage.h). The first
     SIGINT or SIGTERM stops receiving and lets every consumer finish what
-    is queued, for at most shutdown_timeout; a second one exits at once.
+    is queued and every plugin's fini return (on threads of their own),
+    for at most shutdown_timeout in all; a second one exits at once.
     systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
@@ -60,9 +61,10 @@ static const fh_cli_command_t s_command = {
     "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
     "that stay the same keep running, an invalid file is refused.\n"
     "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
-    "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
-    "signal, or an expired shutdown_timeout, exits at once with status 1\n"
-    "and logs how many messages were left unconsumed.\n"
+    "and call every plugin's fini (all within shutdown_timeout), exit 0. A\n"
+    "second signal, or an expired shutdown_timeout, exits at once with\n"
+    "status 1 and logs what was abandoned: messages left unconsumed, a\n"
+    "consume or a fini that had not returned.\n"
     "\n"
     "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.",
 };
@@ -128,6 +130,23 @@ s_abandon (fh_hub_t *hub, const char *why, int status)
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
+}
+
+/* While stopping: waits a little for the consumers, giving up at the
+   deadline or at a second signal. Returns when the next tick is due. */
+static int64_t
+s_wait_stopping (fh_hub_t *hub, const sigset_t *signals, int64_t deadline, int64_t next_tick)
+{
+    int64_t left = deadline - fh_clock_mono_ns ();
+    if (left <= 0)
+        s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
+    if (left > DRAIN_CHECK_NS)
+        left = DRAIN_CHECK_NS;
+    struct timespec wait = {0, (long) left};
+    int sig = sigtimedwait (signals, NULL, &wait);
+    if (sig == SIGINT || sig == SIGTERM)
+        s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
+    return s_tick (hub, next_tick);
 }
 
 int
@@ -237,22 +256,17 @@ fh_cmd_run (int argc, char **argv)
     fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
     /* Each step starts the instances whose predecessors are gone. */
-    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub)) {
-        int64_t left = deadline - fh_clock_mono_ns ();
-        if (left <= 0)
-            s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
-        if (left > DRAIN_CHECK_NS)
-            left = DRAIN_CHECK_NS;
-        struct timespec wait = {0, (long) left};
-        sig = sigtimedwait (&signals, NULL, &wait);
-        if (sig == SIGINT || sig == SIGTERM)
-            s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
-        next_tick = s_tick (hub, next_tick);
-    }
+    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub))
+        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
     fh_hub_log_counts (hub);
     fh_prometheus_http_destroy (&http);
     fh_control_destroy (&control);
-    fh_hub_destroy (&hub); /* joins the threads, calls every fini */
+    /* Every fini on a thread of its own, within the same deadline: a
+       plugin whose fini hangs is named and left behind. */
+    fh_hub_finish (hub);
+    for (fh_hub_step (hub); fh_hub_instances (hub) > 0; fh_hub_step (hub))
+        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
+    fh_hub_destroy (&hub);
     fh_config_destroy (&config);
     uint64_t again = fh_spool_unsaved_total ();
     if (again) {
