@@ -540,7 +540,7 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
     if (s_emit_of (msg))
-        fh_emit_set_outcome (s_emit_of (msg), self->index,
+        fh_emit_set_outcome (s_emit_of (msg), self->name,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
     /* Done: the spool's cursor may move over it. */
     if (msg->spool_mark && self->spool)
@@ -748,7 +748,7 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
             break;
         }
         if (head->deferral->emit)
-            fh_emit_set_outcome (head->deferral->emit, self->index, FH_OUTCOME_DROPPED);
+            fh_emit_set_outcome (head->deferral->emit, self->name, FH_OUTCOME_DROPPED);
         fh_deferral_release (head->deferral, NULL, 0);
     }
     pthread_mutex_unlock (&self->deferred_lock);
@@ -775,7 +775,7 @@ s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued, bool defer)
         fh_bump (&self->spilled);
         /* Written is not done: the copy read back finishes it. */
         if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, defer ? FH_OUTCOME_PENDING
+            fh_emit_set_outcome (msg->emit, self->name, defer ? FH_OUTCOME_PENDING
                                                                : FH_OUTCOME_SPILLED);
         if (defer)
             s_defer (self, msg);
@@ -783,7 +783,7 @@ s_spill (fh_consumer_t *self, fh_msg_t *msg, bool count_enqueued, bool defer)
     }
     fh_bump (&self->dropped);
     if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
     fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
                     self->name, (unsigned long long) msg->seq,
                     rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
@@ -978,7 +978,7 @@ s_dispatcher_thread (void *arg)
             if (replaced) {
                 fh_bump (&self->coalesced);
                 if (s_emit_of (replaced))
-                    fh_emit_set_outcome (s_emit_of (replaced), self->index,
+                    fh_emit_set_outcome (s_emit_of (replaced), self->name,
                                          FH_OUTCOME_COALESCED);
                 atomic_store_explicit (&self->pool_started,
                                        atomic_load (&self->pool_started) + 1,
@@ -1246,7 +1246,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 fh_bump (&self->evicted);
                 fh_bump (&self->dropped);
                 if (oldest->emit)
-                    fh_emit_set_outcome (oldest->emit, self->index, FH_OUTCOME_DROPPED);
+                    fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
                 fh_msg_release (oldest, handled);
                 break; /* room now */
             }
@@ -1255,12 +1255,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         default:
             fh_bump (&self->dropped);
             if (msg->emit)
-                fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+                fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
             return FH_OFFER_REFUSED;
         }
     }
     if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
@@ -1283,7 +1283,7 @@ fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
     fh_bump (&self->dropped);
     if (msg && msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
 }
 
 void

@@ -49,6 +49,7 @@ struct fh_hub {
     pthread_mutex_t lock;
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
+    uint64_t reloads_started;   /* under lock: ... and started */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
 };
 
@@ -240,6 +241,20 @@ uint64_t
 fh_hub_generation (fh_hub_t *self)
 {
     return self->generation;
+}
+
+void
+fh_hub_note_reload_start (fh_hub_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    self->reloads_started++;
+    pthread_mutex_unlock (&self->lock);
+}
+
+uint64_t
+fh_hub_reloads_started (fh_hub_t *self)
+{
+    return self->reloads_started;
 }
 
 void

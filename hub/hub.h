@@ -85,10 +85,17 @@ void fh_hub_tick (fh_hub_t *self, int64_t now_ns);
 void fh_hub_lock (fh_hub_t *self);
 void fh_hub_unlock (fh_hub_t *self);
 uint64_t fh_hub_generation (fh_hub_t *self);
-/* The main thread's word on a reload attempt ("OK ..." / "ERROR ..."). */
+/* The main thread, as a reload attempt starts (before it reads the
+   file), and its word when it ends ("OK ..." / "ERROR ..."). */
+void fh_hub_note_reload_start (fh_hub_t *self);
 void fh_hub_note_reload (fh_hub_t *self, const char *result);
-/* Under the lock: reload attempts so far, and the last one's word. */
+/* Under the lock: reload attempts ended so far, and the last one's word. */
 uint64_t fh_hub_reload_result (fh_hub_t *self, char *result, size_t size);
+/* Under the lock: reload attempts started so far. A request made now is
+   answered by the attempt numbered one more: the first that reads the
+   file after the request came (reloads that come meanwhile fold into it
+   or the next). */
+uint64_t fh_hub_reloads_started (fh_hub_t *self);
 /* Where the control actor sends injected messages (enqueuer.h). */
 const char *fh_hub_inject_endpoint (fh_hub_t *self);
 const fh_config_t *fh_hub_config (const fh_hub_t *self);

@@ -86,6 +86,7 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     char err[2048], result[2200];
     fh_notify ("RELOADING=1\nMONOTONIC_USEC=%llu",
                (unsigned long long) (fh_clock_mono_ns () / 1000));
+    fh_hub_note_reload_start (hub); /* before the file is read */
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
