@@ -51,6 +51,7 @@ struct fh_hub {
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
     uint64_t reloads_started;   /* under lock: ... and started */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
+    char loading[512];          /* under lock: the plugin a reload loads now */
 };
 
 static s_config_ref_t *
@@ -274,6 +275,28 @@ fh_hub_reload_result (fh_hub_t *self, char *result, size_t size)
     return self->reload_attempts;
 }
 
+/* What a reload is loading (its plugin's init may take long), for
+   fh_hub_loading. */
+static void
+s_note_loading (fh_hub_t *self, const fh_consumer_config_t *consumer)
+{
+    pthread_mutex_lock (&self->lock);
+    if (consumer)
+        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s",
+                  consumer->name, consumer->plugin);
+    else
+        self->loading[0] = '\0';
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+fh_hub_loading (fh_hub_t *self, char *what, size_t size)
+{
+    pthread_mutex_lock (&self->lock);
+    snprintf (what, size, "%s", self->loading);
+    pthread_mutex_unlock (&self->lock);
+}
+
 int
 fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
 {
@@ -308,7 +331,9 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
             kept[was[i]] = true;
         }
         else {
+            s_note_loading (self, want);
             consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            s_note_loading (self, NULL);
             if (!consumers[i])
                 rc = -1;
             else {

@@ -55,6 +55,9 @@ uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
    the old one has consumed everything it holds (lineage.h). On error
    nothing changed. Main thread only. */
 int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
+/* Any thread: what fh_hub_reload is loading now ("consumer 'x', plugin
+   P": its init has not returned), or "". */
+void fh_hub_loading (fh_hub_t *self, char *what, size_t size);
 /* Main thread, now and then after a reload and during shutdown: lets
    consumer instances that have finished leaving go (their fini on a
    thread of their own), reaps those torn down and starts successors.

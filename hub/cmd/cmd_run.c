@@ -7,7 +7,10 @@
     reload, to start consumer instances in turn (lineage.h). The first
     SIGINT or SIGTERM stops receiving and lets every consumer finish what
     is queued and every plugin's fini return (on threads of their own),
-    for at most shutdown_timeout in all; a second one exits at once.
+    for at most shutdown_timeout in all; a second one exits at once. A
+    reload runs plugins' init on this thread: a watcher thread takes the
+    stop signals meanwhile, so that an init that hangs cannot hold the
+    stop past shutdown_timeout either.
     systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
@@ -25,6 +28,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +110,80 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     }
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
+}
+
+/* A reload runs plugins' init on this thread, and an init may take long
+   or never return. Meanwhile this thread takes SIGINT and SIGTERM: the
+   stop starts when the reload returns, and its deadline runs from the
+   signal; past it (or at a second signal) the process exits 1, naming
+   the init it waited for. */
+typedef struct {
+    fh_hub_t *hub;
+    sigset_t stops;
+    int sig;          /* the stop that came during the reload, or 0 */
+    int64_t deadline; /* ... and when shutdown_timeout runs out */
+} s_reload_watch_t;
+
+static void
+s_reload_give_up (fh_hub_t *hub, const char *why)
+{
+    char loading[512];
+    fh_hub_loading (hub, loading, sizeof loading);
+    fh_error ("the reload under way still waits for %s (its init has not returned): exiting "
+              "without draining (%s)", loading[0] ? loading : "a plugin", why);
+    fflush (stderr);
+    _exit (FH_EXIT_FAILURE);
+}
+
+static void *
+s_reload_watch (void *arg)
+{
+    s_reload_watch_t *watch = arg;
+    while (true) {
+        int64_t now = fh_clock_mono_ns ();
+        if (watch->sig && now >= watch->deadline)
+            s_reload_give_up (watch->hub, "shutdown_timeout expired");
+        int64_t wait_ns = watch->sig ? watch->deadline - now : 3600 * INT64_C (1000000000);
+        struct timespec wait = {(time_t) (wait_ns / 1000000000), (long) (wait_ns % 1000000000)};
+        siginfo_t info;
+        int sig = sigtimedwait (&watch->stops, &info, &wait);
+        if (sig != SIGINT && sig != SIGTERM)
+            continue;
+        /* The hub never sends itself SIGINT or SIGTERM but here. */
+        if (info.si_pid == getpid () && (info.si_code == SI_TKILL || info.si_code == SI_USER))
+            break; /* s_reload_watched: the reload returned */
+        if (watch->sig)
+            s_reload_give_up (watch->hub, "a second signal");
+        fh_hub_lock (watch->hub);
+        int64_t timeout_ms = fh_hub_config (watch->hub)->shutdown_timeout_ms;
+        fh_hub_unlock (watch->hub);
+        watch->sig = sig;
+        watch->deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+        fh_info ("%s: stopping once the reload under way returns (shutdown_timeout %.3g s)",
+                 strsignal (sig), (double) timeout_ms / 1000);
+    }
+    return NULL;
+}
+
+/* s_reload, watched. Returns the stop signal that came meanwhile (its
+   deadline in *deadline), or 0. */
+static int
+s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *deadline)
+{
+    s_reload_watch_t watch = {.hub = hub};
+    sigemptyset (&watch.stops);
+    sigaddset (&watch.stops, SIGINT);
+    sigaddset (&watch.stops, SIGTERM);
+    pthread_t watcher;
+    bool watched = pthread_create (&watcher, NULL, s_reload_watch, &watch) == 0;
+    s_reload (hub, path, level_given);
+    if (watched) {
+        /* Its own signal, told from a real one by its sender. */
+        pthread_kill (watcher, SIGINT);
+        pthread_join (watcher, NULL);
+    }
+    *deadline = watch.deadline;
+    return watch.sig;
 }
 
 /* Once a second, on this thread rather than the control actor's: a spool
@@ -236,7 +314,7 @@ fh_cmd_run (int argc, char **argv)
                config->consumer_count, config->consumer_count == 1 ? "" : "s");
 
     int sig;
-    int64_t next_tick = fh_clock_mono_ns () + TICK_NS;
+    int64_t next_tick = fh_clock_mono_ns () + TICK_NS, deadline = 0;
     while (true) {
         /* While consumers are leaving after a reload, look at them every
            100 ms; otherwise wait for a signal, or the next tick. */
@@ -246,14 +324,15 @@ fh_cmd_run (int argc, char **argv)
         sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP)
-            s_reload (hub, path, level_given);
+        if (sig == SIGHUP && (sig = s_reload_watched (hub, path, level_given, &deadline)))
+            break; /* a stop came during the reload: its deadline runs already */
         next_tick = s_tick (hub, next_tick);
     }
     int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
              strsignal (sig), (double) timeout_ms / 1000);
-    int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+    if (!deadline)
+        deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
     fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
     /* Each step starts the instances whose predecessors are gone. */

@@ -4,13 +4,14 @@ reloads while an old instance drains. Deadlines only turn a hang into a
 failure; nothing waits for time."""
 import json
 import os
+import signal
 import subprocess
 import threading
 
 import zmq
 
 import fanhublib as fh
-from test_control_plane import ANSWER_S, crash_consumer, head, rewrite
+from test_control_plane import ANSWER_S, crash_consumer, head, rewrite, stop_within
 
 
 def held_consumer(name, release, ms=0):
@@ -149,7 +150,33 @@ def test_stats_answers_while_a_plugin_init_blocks_a_reload():
         pub.close()
 
 
+def test_stop_while_a_plugin_init_holds_a_reload():
+    """SIGTERM while a reload waits for a plugin's init: an init that
+    returns lets the stop go on cleanly; one that never returns is named
+    and the hub exits 1, both within shutdown_timeout and a little."""
+    for init, status in (("2000", 0), ("forever", 1)):
+        wd = fh.Workdir()
+        pub = fh.Publisher()
+        config = head(pub, shutdown_timeout=4) + crash_consumer("calm")
+        hub = fh.Hub(wd, config)
+        try:
+            hub.wait_ready()
+            rewrite(hub, config + "  - name: slowinit\n    plugin: %s/hang.so\n"
+                    "    options: {init_ms: %s}\n" % (fh.TEST_PLUGINS, init))
+            hub.send_signal(signal.SIGHUP)
+            fh.wait_for(lambda: "reloading" in hub.log(), "the reload under way", hub=hub)
+            assert stop_within(hub, 4 + 1.5) == status, (init, hub.log())
+            if status:
+                assert "still waits for consumer 'slowinit', plugin " in hub.log() \
+                    and "hang.so (its init has not returned)" in hub.log(), hub.log()
+            wd.cleanup()
+        finally:
+            hub.kill()
+            pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_emit_outcomes_keep_their_consumer_across_a_reload,
              test_a_burst_of_reloads_while_an_old_instance_drains,
-             test_stats_answers_while_a_plugin_init_blocks_a_reload])
+             test_stats_answers_while_a_plugin_init_blocks_a_reload,
+             test_stop_while_a_plugin_init_holds_a_reload])
