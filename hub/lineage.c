@@ -320,6 +320,8 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
     s_reap (self);
     while (self->count) {
         s_instance_t *oldest = &self->instances[0];
+        if (oldest->stage == FH_STAGE_WAITING && self->leaving_count)
+            break; /* its predecessor still holds the spool's lock, until torn down */
         if (oldest->stage == FH_STAGE_WAITING) {
             char err[1024];
             pthread_mutex_lock (lock);
