@@ -595,7 +595,7 @@ s_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char 
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
     if (s_emit_of (msg))
-        fh_emit_set_outcome (s_emit_of (msg), self->index,
+        fh_emit_set_outcome (s_emit_of (msg), self->name,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
     /* Done: the spool's cursor may move over it. */
     if (msg->spool_mark && self->spool)
@@ -811,7 +811,7 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
         if (!head->deferral)
             continue; /* its write failed: let go already */
         if (head->deferral->emit)
-            fh_emit_set_outcome (head->deferral->emit, self->index, FH_OUTCOME_DROPPED);
+            fh_emit_set_outcome (head->deferral->emit, self->name, FH_OUTCOME_DROPPED);
         fh_deferral_release (head->deferral, NULL, 0);
     }
     pthread_mutex_unlock (&self->deferred_lock);
@@ -875,7 +875,7 @@ s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
        msg, and a reader read it back, at any moment. */
     fh_bump (&self->enqueued);
     if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
     s_defer (self, msg);
     int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
     assert (rc == 0); /* the only putter, and the writer only makes room */
@@ -909,12 +909,12 @@ s_spill_written (void *arg, void *item, int rc, int error)
         fh_bump (&self->spilled);
         /* A message kept at shutdown is not read back in this run. */
         if (kept_at_shutdown && msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_SPILLED);
+            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_SPILLED);
     }
     else {
         atomic_fetch_add (&self->spill_dropped, 1);
         if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
         if (!kept_at_shutdown)
             s_undefer (self, msg->seq);
         fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING,
@@ -1135,7 +1135,7 @@ s_dispatcher_thread (void *arg)
             if (replaced) {
                 fh_bump (&self->coalesced);
                 if (s_emit_of (replaced))
-                    fh_emit_set_outcome (s_emit_of (replaced), self->index,
+                    fh_emit_set_outcome (s_emit_of (replaced), self->name,
                                          FH_OUTCOME_COALESCED);
                 atomic_store_explicit (&self->pool_started,
                                        atomic_load (&self->pool_started) + 1,
@@ -1416,7 +1416,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 fh_bump (&self->evicted);
                 fh_bump (&self->dropped);
                 if (oldest->emit)
-                    fh_emit_set_outcome (oldest->emit, self->index, FH_OUTCOME_DROPPED);
+                    fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
                 fh_msg_release (oldest, handled);
                 break; /* room now */
             }
@@ -1425,12 +1425,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         default:
             fh_bump (&self->dropped);
             if (msg->emit)
-                fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+                fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
             return FH_OFFER_REFUSED;
         }
     }
     if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_PENDING);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
@@ -1453,7 +1453,7 @@ fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
     fh_bump (&self->dropped);
     if (msg && msg->emit)
-        fh_emit_set_outcome (msg->emit, self->index, FH_OUTCOME_DROPPED);
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
 }
 
 void

@@ -50,7 +50,8 @@ typedef struct {
     zmq_msg_t envelope[MAX_ENVELOPE_FRAMES];
     size_t envelope_count;
     fh_emit_t *emit;
-    size_t only; /* PENDING_INJECT: the consumer; PENDING_RELOAD: attempts before */
+    char *consumer; /* PENDING_INJECT: the consumer's name */
+    size_t only;    /* PENDING_RELOAD: the attempt that answers it */
     int64_t deadline_ns;
 } s_pending_t;
 
@@ -78,6 +79,13 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
           zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only,
           int64_t timeout_ms)
 {
+    char *consumer = NULL;
+    if (only >= 0
+        && !(consumer = strdup (fh_consumer_name (fh_hub_consumer (state->control->hub,
+                                                                   (size_t) only))))) {
+        s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        return;
+    }
     fh_hub_t *hub = state->control->hub;
     /* Bounded: while the enqueuer is blocked (a full `block` consumer) it
        takes no injection; more are refused at once, never queued. */
@@ -92,6 +100,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         snprintf (busy, sizeof busy, "ERROR busy: %zu messages wait for the enqueuer, "
                   "%zu answers are pending; try again later", unrouted, waiting);
         s_reply (router, envelope, envelope_count, busy);
+        free (consumer);
         return;
     }
     if (state->pending_count == state->pending_room) {
@@ -99,6 +108,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
         if (!grown) {
             s_reply (router, envelope, envelope_count, "ERROR out of memory");
+            free (consumer);
             return;
         }
         state->pending = grown;
@@ -107,6 +117,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
     fh_emit_t *emit = fh_emit_new (fh_hub_consumer_count (hub));
     if (!emit) {
         s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        free (consumer);
         return;
     }
     fh_inject_t header = {emit, only, false};
@@ -117,6 +128,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         fh_emit_unref (&emit);
         s_reply (router, envelope, envelope_count, "ERROR busy: the enqueuer takes no more "
                  "messages now; try again later");
+        free (consumer);
         return;
     }
     for (size_t i = 0; i < count; i++) {
@@ -128,7 +140,8 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
     s_pending_t *pending = &state->pending[state->pending_count++];
     pending->kind = kind;
     pending->emit = emit;
-    pending->only = only < 0 ? 0 : (size_t) only;
+    pending->consumer = consumer;
+    pending->only = 0;
     pending->deadline_ns = fh_clock_mono_ns () + timeout_ms * 1000000;
     pending->envelope_count = envelope_count;
     for (size_t i = 0; i < envelope_count; i++) {
@@ -155,7 +168,10 @@ s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t en
     s_pending_t *pending = &state->pending[state->pending_count++];
     pending->kind = PENDING_RELOAD;
     pending->emit = NULL;
-    pending->only = (size_t) fh_hub_reload_result (state->control->hub, NULL, 0);
+    pending->consumer = NULL;
+    /* Answered by the first attempt that starts after now: one under way
+       read the file before this request, maybe before it was written. */
+    pending->only = (size_t) fh_hub_reloads_started (state->control->hub) + 1;
     pending->deadline_ns = fh_clock_mono_ns () + 60 * INT64_C (1000000000);
     pending->envelope_count = envelope_count;
     for (size_t i = 0; i < envelope_count; i++) {
@@ -276,11 +292,19 @@ s_serve_one (s_state_t *state, void *router)
         zmq_msg_close (&frames[i]);
 }
 
+/* Outcomes are told under the name of the consumer that wrote them,
+   whatever reloads did meanwhile. */
+static void
+s_add_outcome (const char *consumer, fh_outcome_t outcome, void *arg)
+{
+    if (outcome != FH_OUTCOME_NONE)
+        json_object_set_new (arg, consumer, json_string (fh_outcome_name (outcome)));
+}
+
 /* The answer of a routed (or finished, or timed-out) request. */
 static void
-s_answer_pending (s_state_t *state, void *router, s_pending_t *pending, bool timed_out)
+s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
 {
-    fh_hub_t *hub = state->control->hub;
     int matched = fh_emit_matched (pending->emit);
     char line[256];
     if (matched == -1) {
@@ -290,7 +314,7 @@ s_answer_pending (s_state_t *state, void *router, s_pending_t *pending, bool tim
         return;
     }
     if (pending->kind == PENDING_INJECT) {
-        fh_outcome_t outcome = fh_emit_outcome (pending->emit, pending->only);
+        fh_outcome_t outcome = fh_emit_outcome (pending->emit, pending->consumer);
         snprintf (line, sizeof line, "%s", outcome == FH_OUTCOME_DROPPED
                                                ? "ERROR the consumer's queue is full"
                                                : matched < 0 ? "ERROR not routed" : "OK");
@@ -298,12 +322,7 @@ s_answer_pending (s_state_t *state, void *router, s_pending_t *pending, bool tim
         return;
     }
     json_t *outcomes = json_object ();
-    for (size_t i = 0; i < fh_emit_consumer_count (pending->emit); i++) {
-        fh_outcome_t outcome = fh_emit_outcome (pending->emit, i);
-        if (outcome != FH_OUTCOME_NONE)
-            json_object_set_new (outcomes, fh_consumer_name (fh_hub_consumer (hub, i)),
-                                 json_string (fh_outcome_name (outcome)));
-    }
+    fh_emit_each_outcome (pending->emit, s_add_outcome, outcomes);
     json_t *answer = json_pack ("{s:i, s:b, s:b, s:o}", "matched", matched < 0 ? 0 : matched,
                                 "handled", fh_emit_is_handled (pending->emit), "timed_out",
                                 timed_out, "outcomes", outcomes);
@@ -325,13 +344,13 @@ s_serve_pending (s_state_t *state, void *router)
         if (pending->kind == PENDING_RELOAD) {
             char result[512];
             uint64_t attempts = fh_hub_reload_result (state->control->hub, result, sizeof result);
-            if (attempts == pending->only && now < pending->deadline_ns) {
+            if (attempts < pending->only && now < pending->deadline_ns) {
                 state->pending[kept++] = *pending;
                 continue;
             }
             s_reply (router, pending->envelope, pending->envelope_count,
-                     attempts == pending->only ? "ERROR the reload did not finish in 60 s"
-                                               : result);
+                     attempts < pending->only ? "ERROR the reload did not finish in 60 s"
+                                              : result);
             for (size_t e = 0; e < pending->envelope_count; e++)
                 zmq_msg_close (&pending->envelope[e]);
             continue;
@@ -345,10 +364,11 @@ s_serve_pending (s_state_t *state, void *router)
             state->pending[kept++] = *pending;
             continue;
         }
-        s_answer_pending (state, router, pending, timed_out);
+        s_answer_pending (router, pending, timed_out);
         for (size_t e = 0; e < pending->envelope_count; e++)
             zmq_msg_close (&pending->envelope[e]);
         fh_emit_unref (&pending->emit);
+        free (pending->consumer);
     }
     state->pending_count = kept;
 }
@@ -491,6 +511,7 @@ s_control_actor (zsock_t *pipe, void *args)
         for (size_t e = 0; e < state.pending[i].envelope_count; e++)
             zmq_msg_close (&state.pending[i].envelope[e]);
         fh_emit_unref (&state.pending[i].emit);
+        free (state.pending[i].consumer);
     }
     free (state.pending);
     zsock_destroy (&inject);

@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include <czmq.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,9 +19,46 @@ static _Thread_local const char *tl_plugin;
 
 static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
+/* The handler runs on an alternate stack: a plugin that overflows its
+   thread's stack leaves no room there for the handler's frame. Each
+   thread that runs plugin code gets one the first time (freed by the
+   key's destructor when the thread ends); the main thread at install. */
+#define ALT_STACK_BYTES (64 * 1024)
+static pthread_key_t s_alt_stack_key;
+static _Thread_local bool tl_alt_stack;
+
+static void
+s_alt_stack_free (void *memory)
+{
+    stack_t off = {.ss_flags = SS_DISABLE};
+    sigaltstack (&off, NULL);
+    free (memory);
+}
+
+void
+fh_crash_thread (void)
+{
+    if (tl_alt_stack)
+        return;
+    tl_alt_stack = true; /* tried once: without one, the handler still runs
+                            for everything but an overflow */
+    size_t size = ALT_STACK_BYTES > SIGSTKSZ ? ALT_STACK_BYTES : (size_t) SIGSTKSZ;
+    stack_t stack = {.ss_sp = malloc (size), .ss_size = size, .ss_flags = 0};
+    void *memory = stack.ss_sp;
+    if (!memory || sigaltstack (&stack, NULL) != 0) {
+        free (memory);
+        return;
+    }
+    if (pthread_setspecific (s_alt_stack_key, memory) != 0) {
+        s_alt_stack_free (memory);
+        return;
+    }
+}
+
 void
 fh_crash_enter (const char *consumer, const char *plugin)
 {
+    fh_crash_thread ();
     tl_plugin = plugin;
     atomic_signal_fence (memory_order_seq_cst);
     tl_consumer = consumer;
@@ -111,10 +149,13 @@ fh_crash_install (void)
 {
     (void) fh_log_to_journal (); /* decided now: the handler only reads it */
     zsys_init (); /* its exit handler first, so that ours runs before it */
+    pthread_key_create (&s_alt_stack_key, s_alt_stack_free);
+    fh_crash_thread ();
     on_exit (s_on_exit, NULL);
     struct sigaction action;
     memset (&action, 0, sizeof action);
     action.sa_handler = s_fatal;
+    action.sa_flags = SA_ONSTACK;
     sigemptyset (&action.sa_mask);
     for (size_t i = 0; i < sizeof s_fatal_signals / sizeof *s_fatal_signals; i++)
         sigaction (s_fatal_signals[i], &action, NULL);

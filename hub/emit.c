@@ -1,32 +1,44 @@
 /*  emit - waiting for one message to be handled. See emit.h. */
 #include "emit.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *consumer;
+    fh_outcome_t outcome;
+} s_outcome_t;
 
 struct fh_emit {
     atomic_int refs;
     atomic_bool handled;
     atomic_int matched; /* -2 until routed */
+    /* Written by consumer threads and the enqueuer, read by the control
+       actor: few, and only for emitted messages, so a lock will do. */
+    pthread_mutex_t lock;
+    s_outcome_t *outcomes;
+    size_t count, room;
     fh_emit_notify_fn *notify; /* set before the hand-over, or NULL */
     void *notify_arg;
-    size_t consumer_count;
-    atomic_int outcomes[];
 };
 
 fh_emit_t *
 fh_emit_new (size_t consumer_count)
 {
-    fh_emit_t *self = malloc (sizeof *self + consumer_count * sizeof (atomic_int));
+    fh_emit_t *self = calloc (1, sizeof *self);
     if (!self)
         return NULL;
+    self->room = consumer_count ? consumer_count : 1;
+    self->outcomes = calloc (self->room, sizeof *self->outcomes);
+    if (!self->outcomes) {
+        free (self);
+        return NULL;
+    }
+    pthread_mutex_init (&self->lock, NULL);
     atomic_init (&self->refs, 2);
     atomic_init (&self->handled, false);
     atomic_init (&self->matched, -2);
-    self->consumer_count = consumer_count;
-    self->notify = NULL;
-    self->notify_arg = NULL;
-    for (size_t i = 0; i < consumer_count; i++)
-        atomic_init (&self->outcomes[i], FH_OUTCOME_NONE);
     /* Released here, acquired by the enqueuer (fh_emit_acquire): the
        hand-over through a ZeroMQ socket orders nothing that C11 sees. */
     atomic_store_explicit (&self->refs, 2, memory_order_release);
@@ -42,8 +54,13 @@ fh_emit_acquire (fh_emit_t *self)
 static void
 s_unref (fh_emit_t *self)
 {
-    if (atomic_fetch_sub_explicit (&self->refs, 1, memory_order_acq_rel) == 1)
-        free (self);
+    if (atomic_fetch_sub_explicit (&self->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (size_t i = 0; i < self->count; i++)
+        free (self->outcomes[i].consumer);
+    free (self->outcomes);
+    pthread_mutex_destroy (&self->lock);
+    free (self);
 }
 
 void
@@ -54,19 +71,60 @@ fh_emit_unref (fh_emit_t **self_p)
     *self_p = NULL;
 }
 
-void
-fh_emit_set_outcome (fh_emit_t *self, size_t consumer, fh_outcome_t outcome)
+/* Under lock: the entry of that consumer, or NULL. */
+static s_outcome_t *
+s_find (fh_emit_t *self, const char *consumer)
 {
-    if (consumer < self->consumer_count)
-        atomic_store_explicit (&self->outcomes[consumer], (int) outcome, memory_order_release);
+    for (size_t i = 0; i < self->count; i++)
+        if (strcmp (self->outcomes[i].consumer, consumer) == 0)
+            return &self->outcomes[i];
+    return NULL;
+}
+
+void
+fh_emit_set_outcome (fh_emit_t *self, const char *consumer, fh_outcome_t outcome)
+{
+    pthread_mutex_lock (&self->lock);
+    s_outcome_t *entry = s_find (self, consumer);
+    if (!entry && self->count == self->room) {
+        /* A reload added consumers since the request came. */
+        s_outcome_t *grown = realloc (self->outcomes, self->room * 2 * sizeof *grown);
+        if (grown) {
+            self->outcomes = grown;
+            self->room *= 2;
+        }
+    }
+    if (!entry && self->count < self->room) {
+        char *name = strdup (consumer);
+        if (name) {
+            entry = &self->outcomes[self->count++];
+            entry->consumer = name;
+        }
+    }
+    if (entry) /* out of memory: the answer lacks this consumer */
+        entry->outcome = outcome;
+    pthread_mutex_unlock (&self->lock);
 }
 
 fh_outcome_t
-fh_emit_outcome (fh_emit_t *self, size_t consumer)
+fh_emit_outcome (fh_emit_t *self, const char *consumer)
 {
-    if (consumer >= self->consumer_count)
-        return FH_OUTCOME_NONE;
-    return (fh_outcome_t) atomic_load_explicit (&self->outcomes[consumer], memory_order_acquire);
+    pthread_mutex_lock (&self->lock);
+    s_outcome_t *entry = s_find (self, consumer);
+    fh_outcome_t outcome = entry ? entry->outcome : FH_OUTCOME_NONE;
+    pthread_mutex_unlock (&self->lock);
+    return outcome;
+}
+
+void
+fh_emit_each_outcome (fh_emit_t *self,
+                      void (*fn) (const char *consumer, fh_outcome_t outcome, void *arg),
+                      void *arg)
+{
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->count; i++)
+        fn (self->outcomes[i].consumer, self->outcomes[i].outcome, arg);
+    pthread_mutex_unlock (&self->lock);
 }
 
 void
@@ -79,12 +137,6 @@ int
 fh_emit_matched (fh_emit_t *self)
 {
     return atomic_load_explicit (&self->matched, memory_order_acquire);
-}
-
-size_t
-fh_emit_consumer_count (const fh_emit_t *self)
-{
-    return self->consumer_count;
 }
 
 void

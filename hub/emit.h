@@ -1,8 +1,11 @@
 /*  emit - waiting for one message to be handled (fanhub emit --wait).
 
     A message injected with `emit --wait` carries an fh_emit_t. Each
-    consumer it was handed to writes its outcome into its own slot before
-    releasing the message; the release that hands the message over to
+    consumer it was handed to writes its outcome, under its name, before
+    releasing the message. Outcomes are keyed by the consumer's name (its
+    lineage), not by its place in the configuration: a reload between the
+    EMIT and its answer moves consumers about, and an outcome must not be
+    told of another consumer; the release that hands the message over to
     "handled" (message.c) marks the waiter handled. The waiter is shared
     by the message and whoever waits (the control actor), each holding a
     reference; the last to let go frees it.
@@ -30,7 +33,8 @@ typedef struct fh_emit fh_emit_t;
    waiter is handled; must be quick and must not block. */
 typedef void(fh_emit_notify_fn) (void *arg);
 
-/* A waiter with two references: the caller's and the message's. */
+/* A waiter with two references: the caller's and the message's.
+   consumer_count is a hint of how many outcomes to make room for. */
 fh_emit_t *fh_emit_new (size_t consumer_count);
 /* The enqueuer, on receiving a waiter from another thread: makes what
    fh_emit_new wrote visible. */
@@ -41,15 +45,21 @@ void fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg);
 /* Drops the caller's reference. Safe with NULL. */
 void fh_emit_unref (fh_emit_t **self_p);
 
-void fh_emit_set_outcome (fh_emit_t *self, size_t consumer, fh_outcome_t outcome);
-fh_outcome_t fh_emit_outcome (fh_emit_t *self, size_t consumer);
+/* Any thread: the outcome for the consumer of that name (copied). */
+void fh_emit_set_outcome (fh_emit_t *self, const char *consumer, fh_outcome_t outcome);
+/* FH_OUTCOME_NONE when that consumer wrote none. */
+fh_outcome_t fh_emit_outcome (fh_emit_t *self, const char *consumer);
+/* Calls fn for each consumer that wrote an outcome, in the order they
+   first did. */
+void fh_emit_each_outcome (fh_emit_t *self,
+                           void (*fn) (const char *consumer, fh_outcome_t outcome, void *arg),
+                           void *arg);
 /* From the enqueuer, once it has offered the message: how many consumers
    it matched (their outcomes are PENDING or DROPPED now), or -1 when the
    message was malformed. After this, fh_emit_matched answers. */
 void fh_emit_routed (fh_emit_t *self, int matched);
 /* -2 until routed; then the matched count, or -1 for malformed. */
 int fh_emit_matched (fh_emit_t *self);
-size_t fh_emit_consumer_count (const fh_emit_t *self);
 /* From the message's last release: marks it handled, drops its reference. */
 void fh_emit_handled (fh_emit_t *self);
 /* For the message never made (out of memory, no consumer matched). */

@@ -7,6 +7,9 @@
 #include "trigger.h"
 
 #include <assert.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +51,9 @@ struct fh_hub {
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
     atomic_uint_fast64_t control_denied; /* control_curve handshakes refused */
+    uint64_t reloads_started;   /* under lock: ... and started */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
+    char loading[512];          /* under lock: the plugin a reload loads now */
 };
 
 static s_config_ref_t *
@@ -262,6 +267,20 @@ fh_hub_generation (fh_hub_t *self)
 }
 
 void
+fh_hub_note_reload_start (fh_hub_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    self->reloads_started++;
+    pthread_mutex_unlock (&self->lock);
+}
+
+uint64_t
+fh_hub_reloads_started (fh_hub_t *self)
+{
+    return self->reloads_started;
+}
+
+void
 fh_hub_note_reload (fh_hub_t *self, const char *result)
 {
     pthread_mutex_lock (&self->lock);
@@ -276,6 +295,28 @@ fh_hub_reload_result (fh_hub_t *self, char *result, size_t size)
     if (result)
         snprintf (result, size, "%s", self->reload_result);
     return self->reload_attempts;
+}
+
+/* What a reload is loading (its plugin's init may take long), for
+   fh_hub_loading. */
+static void
+s_note_loading (fh_hub_t *self, const fh_consumer_config_t *consumer)
+{
+    pthread_mutex_lock (&self->lock);
+    if (consumer)
+        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s",
+                  consumer->name, consumer->plugin);
+    else
+        self->loading[0] = '\0';
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+fh_hub_loading (fh_hub_t *self, char *what, size_t size)
+{
+    pthread_mutex_lock (&self->lock);
+    snprintf (what, size, "%s", self->loading);
+    pthread_mutex_unlock (&self->lock);
 }
 
 int
@@ -312,7 +353,9 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
             kept[was[i]] = true;
         }
         else {
+            s_note_loading (self, want);
             consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            s_note_loading (self, NULL);
             if (!consumers[i])
                 rc = -1;
             else {
@@ -421,12 +464,37 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
     return 0;
 }
 
-size_t
-fh_hub_step (fh_hub_t *self)
+/* After instances are gone: their queues, messages and plugin state were
+   freed by several threads into several malloc arenas, where the free
+   pages stay resident; over many reloads that reads as growth. Trimming
+   hands them back (glibc; measured in docs/control-plane.md). */
+static void
+s_give_back_memory (void)
+{
+#ifdef __GLIBC__
+    malloc_trim (0);
+#endif
+}
+
+static size_t
+s_instances (fh_hub_t *self)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < self->consumer_count; i++)
+        count += fh_lineage_instances (self->lines[i]);
+    for (size_t i = 0; i < self->gone_count; i++)
+        count += fh_lineage_instances (self->gone[i]);
+    return count;
+}
+
+static size_t
+s_step (fh_hub_t *self)
 {
     size_t leaving = 0;
-    for (size_t i = 0; i < self->consumer_count; i++)
-        leaving += fh_lineage_step (self->lines[i], &self->lock) - 1;
+    for (size_t i = 0; i < self->consumer_count; i++) {
+        size_t alive = fh_lineage_step (self->lines[i], &self->lock);
+        leaving += alive > 1 ? alive - 1 : 0; /* beyond the current instance */
+    }
     /* Removed consumers: step each (it locks for what readers see), then
        drop the finished ones from the list in one go under the lock, the
        hub keeping what they handled so its total never goes back. */
@@ -457,6 +525,29 @@ fh_hub_step (fh_hub_t *self)
     for (size_t i = 0; i < count; i++)
         fh_lineage_destroy (&done[i]);
     free (done);
+    return leaving;
+}
+
+void
+fh_hub_finish (fh_hub_t *self)
+{
+    for (size_t i = 0; i < self->consumer_count; i++)
+        fh_lineage_finish (self->lines[i]);
+}
+
+size_t
+fh_hub_instances (fh_hub_t *self)
+{
+    return s_instances (self);
+}
+
+size_t
+fh_hub_step (fh_hub_t *self)
+{
+    size_t before = s_instances (self);
+    size_t leaving = s_step (self);
+    if (s_instances (self) < before)
+        s_give_back_memory ();
     return leaving;
 }
 
@@ -597,7 +688,7 @@ fh_hub_log_counts (fh_hub_t *self)
         fh_log (c.dropped || c.failed ? FANHUB_LOG_WARNING : FANHUB_LOG_INFO,
                 "consumer '%s': enqueued %llu, completed %llu, failed %llu, "
                 "dropped %llu (queue full), unconsumed %llu",
-                fh_consumer_name (self->consumers[i]), (unsigned long long) c.enqueued,
+                fh_lineage_name (self->lines[i]), (unsigned long long) c.enqueued,
                 (unsigned long long) c.completed, (unsigned long long) c.failed,
                 (unsigned long long) c.dropped,
                 (unsigned long long) c.backlog);

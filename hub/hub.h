@@ -3,10 +3,13 @@
     fh_hub_new loads and initialises every consumer's plugin and builds the
     trigger table, touching no socket (this much is `fanhub check`).
     fh_hub_start starts the consumer threads, then the enqueuer. Shutdown
-    is two steps so the caller can bound the second: fh_hub_stop_receiving
+    is in steps so the caller can bound each: fh_hub_stop_receiving
     closes the bus and tells every consumer "no more", and fh_hub_drained
-    says when all have consumed what was queued; then fh_hub_destroy joins
-    the threads and calls every plugin's fini.
+    says when all have consumed what was queued; then fh_hub_finish lets
+    every instance go, each destroyed (its plugin's fini called) on a
+    thread of its own, and fh_hub_step reaps them until fh_hub_instances
+    is 0; then fh_hub_destroy frees the rest. A fini that never returns
+    holds only its own thread: the caller gives up at its deadline.
 */
 #ifndef FH_HUB_H_INCLUDED
 #define FH_HUB_H_INCLUDED
@@ -59,10 +62,20 @@ uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
    the old one has consumed everything it holds (lineage.h). On error
    nothing changed. Main thread only. */
 int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
-/* Main thread, now and then after a reload and during shutdown: destroys
-   consumer instances that have finished leaving and starts their
-   successors. Returns how many instances are still leaving. */
+/* Any thread: what fh_hub_reload is loading now ("consumer 'x', plugin
+   P": its init has not returned), or "". */
+void fh_hub_loading (fh_hub_t *self, char *what, size_t size);
+/* Main thread, now and then after a reload and during shutdown: lets
+   consumer instances that have finished leaving go (their fini on a
+   thread of their own), reaps those torn down and starts successors.
+   Returns how many instances are still leaving (beyond the current
+   ones; all of them after fh_hub_finish). */
 size_t fh_hub_step (fh_hub_t *self);
+/* Shutdown, once drained (the control actor gone: it reads instances):
+   the current instances leave too, at the next steps. */
+void fh_hub_finish (fh_hub_t *self);
+/* Instances alive or being torn down. */
+size_t fh_hub_instances (fh_hub_t *self);
 /* The process is about to _exit with consumer threads still busy: logs
    each (with why) and detaches them. */
 void fh_hub_abandon (fh_hub_t *self, const char *why);
@@ -82,10 +95,17 @@ void fh_hub_tick (fh_hub_t *self, int64_t now_ns);
 void fh_hub_lock (fh_hub_t *self);
 void fh_hub_unlock (fh_hub_t *self);
 uint64_t fh_hub_generation (fh_hub_t *self);
-/* The main thread's word on a reload attempt ("OK ..." / "ERROR ..."). */
+/* The main thread, as a reload attempt starts (before it reads the
+   file), and its word when it ends ("OK ..." / "ERROR ..."). */
+void fh_hub_note_reload_start (fh_hub_t *self);
 void fh_hub_note_reload (fh_hub_t *self, const char *result);
-/* Under the lock: reload attempts so far, and the last one's word. */
+/* Under the lock: reload attempts ended so far, and the last one's word. */
 uint64_t fh_hub_reload_result (fh_hub_t *self, char *result, size_t size);
+/* Under the lock: reload attempts started so far. A request made now is
+   answered by the attempt numbered one more: the first that reads the
+   file after the request came (reloads that come meanwhile fold into it
+   or the next). */
+uint64_t fh_hub_reloads_started (fh_hub_t *self);
 /* Where the control actor sends injected messages (enqueuer.h). */
 const char *fh_hub_inject_endpoint (fh_hub_t *self);
 const fh_config_t *fh_hub_config (const fh_hub_t *self);

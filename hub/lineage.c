@@ -1,10 +1,16 @@
 /*  lineage - one named consumer over the hub's life. See lineage.h. */
 #include "lineage.h"
 
+#include "clock.h"
 #include "log.h"
 
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* How long a teardown may take before the log says so. */
+#define TEARDOWN_WARN_NS (5 * INT64_C (1000000000))
 
 typedef struct {
     fh_consumer_t *consumer;
@@ -14,12 +20,28 @@ typedef struct {
     fh_lineage_tag_t tag;
 } s_instance_t;
 
+/* An instance whose threads ended, being destroyed on a thread of its
+   own: its plugin's fini (and its spool's last sync) may take long or
+   never return, and the main thread must not wait for it. */
+typedef struct {
+    fh_consumer_t *consumer;
+    fh_lineage_tag_t tag;
+    char *plugin; /* for the log, since the consumer goes away */
+    pthread_t thread;
+    atomic_bool done;
+    int64_t since_ns;
+    bool warned;
+} s_leaving_t;
+
 struct fh_lineage {
     char *name;
     s_instance_t *instances; /* oldest first */
     size_t count, room;
     bool removed;
     bool closed; /* the newest gets no more: shutdown, or removed */
+    bool finishing; /* shutdown, drained: the last instance goes too */
+    s_leaving_t **leaving; /* being torn down, on threads of their own */
+    size_t leaving_count;
     void (*release) (fh_lineage_tag_t);
     /* The figures of the instances that are gone. */
     fh_consumer_counts_t gone;
@@ -64,6 +86,78 @@ s_destroy_instance (fh_lineage_t *self, s_instance_t *instance)
         self->release (instance->tag);
 }
 
+static void *
+s_teardown_thread (void *arg)
+{
+    s_leaving_t *leaving = arg;
+    fh_consumer_destroy (&leaving->consumer);
+    atomic_store_explicit (&leaving->done, true, memory_order_release);
+    return NULL;
+}
+
+/* Joins a finished teardown (or waits for it: only when the hub is
+   destroyed, after every teardown was waited for within the deadline). */
+static void
+s_leaving_join (fh_lineage_t *self, s_leaving_t *leaving)
+{
+    pthread_join (leaving->thread, NULL);
+    if (self->release)
+        self->release (leaving->tag);
+    free (leaving->plugin);
+    free (leaving);
+}
+
+/* Hands a gone instance to a teardown thread; destroys it here when no
+   thread can be had. */
+static void
+s_leave (fh_lineage_t *self, s_instance_t *instance)
+{
+    s_leaving_t **list = realloc (self->leaving, (self->leaving_count + 1) * sizeof *list);
+    s_leaving_t *leaving = calloc (1, sizeof *leaving);
+    if (list)
+        self->leaving = list;
+    if (leaving && list) {
+        leaving->consumer = instance->consumer;
+        leaving->tag = instance->tag;
+        leaving->plugin = strdup (fh_consumer_plugin_path (instance->consumer));
+        leaving->since_ns = fh_clock_mono_ns ();
+        atomic_init (&leaving->done, false);
+        if (leaving->plugin
+            && pthread_create (&leaving->thread, NULL, s_teardown_thread, leaving) == 0) {
+            self->leaving[self->leaving_count++] = leaving;
+            return;
+        }
+        free (leaving->plugin);
+    }
+    free (leaving);
+    s_destroy_instance (self, instance);
+}
+
+/* Main thread: joins the teardowns that finished; says once which one
+   takes long (its plugin's fini, most likely). */
+static void
+s_reap (fh_lineage_t *self)
+{
+    size_t left = 0;
+    int64_t now = fh_clock_mono_ns ();
+    for (size_t i = 0; i < self->leaving_count; i++) {
+        s_leaving_t *leaving = self->leaving[i];
+        if (atomic_load_explicit (&leaving->done, memory_order_acquire)) {
+            s_leaving_join (self, leaving);
+            continue;
+        }
+        if (!leaving->warned && now - leaving->since_ns > TEARDOWN_WARN_NS) {
+            leaving->warned = true;
+            fh_warning ("consumer '%s': an instance that ended is not destroyed after %lld s: "
+                        "the fini of plugin %s has not returned; the hub goes on without it",
+                        self->name, (long long) (TEARDOWN_WARN_NS / 1000000000),
+                        leaving->plugin);
+        }
+        self->leaving[left++] = leaving;
+    }
+    self->leaving_count = left;
+}
+
 void
 fh_lineage_destroy (fh_lineage_t **self_p)
 {
@@ -72,6 +166,9 @@ fh_lineage_destroy (fh_lineage_t **self_p)
         return;
     for (size_t i = 0; i < self->count; i++)
         s_destroy_instance (self, &self->instances[i]);
+    for (size_t i = 0; i < self->leaving_count; i++)
+        s_leaving_join (self, self->leaving[i]);
+    free (self->leaving);
     free (self->instances);
     free (self->name);
     free (self->gone_queue_wait);
@@ -103,7 +200,7 @@ fh_lineage_stage (fh_lineage_t *self)
 size_t
 fh_lineage_instances (const fh_lineage_t *self)
 {
-    return self->count;
+    return self->count + self->leaving_count;
 }
 
 int
@@ -212,11 +309,20 @@ s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
     fh_histogram_add (self->gone_end_to_end, self->scratch);
 }
 
+void
+fh_lineage_finish (fh_lineage_t *self)
+{
+    self->finishing = true;
+}
+
 size_t
 fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
 {
+    s_reap (self);
     while (self->count) {
         s_instance_t *oldest = &self->instances[0];
+        if (oldest->stage == FH_STAGE_WAITING && self->leaving_count)
+            break; /* its predecessor still holds the spool's lock, until torn down */
         if (oldest->stage == FH_STAGE_WAITING) {
             char err[1024];
             pthread_mutex_lock (lock);
@@ -230,12 +336,13 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
                 break;
             }
         }
-        if (self->count == 1 && !self->removed)
-            break; /* the current instance: the enqueuer routes to it; the hub destroys it */
+        if (self->count == 1 && !self->removed && !self->finishing)
+            break; /* the current instance: the enqueuer routes to it */
         if (oldest->stage != FH_STAGE_STOPPED && !fh_consumer_done (oldest->consumer))
             break;
         /* Gone: its figures stay, it leaves the line under the lock (the
-           readers see it or its figures, never neither), fini outside. */
+           readers see it or its figures, never neither), fini on a
+           thread of its own. */
         s_instance_t gone = *oldest;
         pthread_mutex_lock (lock);
         s_fold (self, gone.consumer);
@@ -243,11 +350,12 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
                  (self->count - 1) * sizeof *self->instances);
         self->count--;
         pthread_mutex_unlock (lock);
-        fh_info ("consumer '%s': %s instance is done", self->name,
-                 self->count ? "the old" : "the removed");
-        s_destroy_instance (self, &gone);
+        if (!self->finishing)
+            fh_info ("consumer '%s': %s instance is done", self->name,
+                     self->count ? "the old" : "the removed");
+        s_leave (self, &gone);
     }
-    return self->count;
+    return self->count + self->leaving_count;
 }
 
 bool
@@ -280,6 +388,10 @@ fh_lineage_abandon (fh_lineage_t *self, const char *why)
             fh_error ("consumer '%s': still busy: %s", self->name, why);
         fh_consumer_abandon (instance->consumer); /* ended ones are not joined either */
     }
+    for (size_t i = 0; i < self->leaving_count; i++)
+        if (!atomic_load_explicit (&self->leaving[i]->done, memory_order_acquire))
+            fh_error ("consumer '%s': the fini of plugin %s has not returned: %s", self->name,
+                      self->leaving[i]->plugin, why);
 }
 
 void

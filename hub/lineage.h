@@ -11,8 +11,8 @@
         RUNNING  its threads consume (the newest instance, normally)
         DRAINING retired by a reload, or closed at shutdown: it consumes
                  what it holds and its threads end
-        STOPPED  threads ended: folded into the figures and destroyed,
-                 and the next instance starts
+        STOPPED  threads ended: folded into the figures and destroyed
+                 (fini on a thread of its own), and the next starts
 
     A reload during a reload's drain simply appends: any sequence of
     reloads is a line of instances started one after another, each after
@@ -61,6 +61,8 @@ const char *fh_lineage_name (const fh_lineage_t *self);
 fh_consumer_t *fh_lineage_current (fh_lineage_t *self);
 /* The oldest instance's stage. */
 fh_stage_t fh_lineage_stage (fh_lineage_t *self);
+/* Instances alive, and those being torn down (fini on their own
+   thread). */
 size_t fh_lineage_instances (const fh_lineage_t *self);
 
 /* Opens the oldest instance's state (spool, dead letters) now, before
@@ -80,14 +82,20 @@ bool fh_lineage_removed (const fh_lineage_t *self);
 /* Shutdown: the newest gets no more; it drains (spills) and ends. */
 void fh_lineage_close (fh_lineage_t *self);
 
-/* Main thread: destroys the oldest instances that stopped (folding their
-   figures in, under lock) and starts the next. Returns the instances
-   still alive. */
+/* Shutdown, once every instance has drained: the next steps let the
+   current instance go too. */
+void fh_lineage_finish (fh_lineage_t *self);
+/* Main thread: lets the oldest instances that stopped go (folding their
+   figures in, under lock; each is destroyed, its plugin's fini called,
+   on a thread of its own, so a fini that hangs holds no one) and starts
+   the next; joins the teardowns that finished. Returns
+   fh_lineage_instances. */
 size_t fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock);
 /* True when every instance's threads have ended (or there is none). */
 bool fh_lineage_done (fh_lineage_t *self);
 /* Gives up on running threads (the process is about to _exit); logs the
-   instances still busy with why. */
+   instances still busy, and the teardowns whose fini has not returned,
+   with why. */
 void fh_lineage_abandon (fh_lineage_t *self, const char *why);
 /* Calls fn on every started instance (stuck checks, spool ticks). */
 void fh_lineage_each_started (fh_lineage_t *self, void (*fn) (fh_consumer_t *, int64_t),

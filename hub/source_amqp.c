@@ -400,20 +400,29 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
 /* What to tell the broker about a handled delivery. */
 typedef enum { S_ACK, S_REJECT, S_REQUEUE } s_answer_t;
 
+typedef struct {
+    bool taken, refused;
+} s_tally_t;
+
+static void
+s_tally (const char *consumer, fh_outcome_t outcome, void *arg)
+{
+    (void) consumer;
+    s_tally_t *tally = arg;
+    tally->refused |= outcome == FH_OUTCOME_DROPPED;
+    tally->taken |= outcome == FH_OUTCOME_COMPLETED || outcome == FH_OUTCOME_FAILED
+                    || outcome == FH_OUTCOME_COALESCED || outcome == FH_OUTCOME_SPILLED;
+}
+
 static s_answer_t
 s_answer (fh_emit_t *emit)
 {
     int matched = fh_emit_matched (emit);
     if (matched < 0)
         return S_REJECT; /* malformed */
-    bool taken = matched == 0, refused = false;
-    for (size_t i = 0; i < fh_emit_consumer_count (emit) && !taken; i++) {
-        fh_outcome_t outcome = fh_emit_outcome (emit, i);
-        refused |= outcome == FH_OUTCOME_DROPPED;
-        taken |= outcome == FH_OUTCOME_COMPLETED || outcome == FH_OUTCOME_FAILED
-                 || outcome == FH_OUTCOME_COALESCED || outcome == FH_OUTCOME_SPILLED;
-    }
-    return taken || !refused ? S_ACK : S_REQUEUE;
+    s_tally_t tally = {matched == 0, false};
+    fh_emit_each_outcome (emit, s_tally, &tally);
+    return tally.taken || !tally.refused ? S_ACK : S_REQUEUE;
 }
 
 /* Answers every handled delivery; keeps the rest in their order. False

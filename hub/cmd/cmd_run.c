@@ -6,7 +6,11 @@
     consumers' housekeeping (spool fsync, stuck checks) and, after a
     reload, to start consumer instances in turn (lineage.h). The first
     SIGINT or SIGTERM stops receiving and lets every consumer finish what
-    is queued, for at most shutdown_timeout; a second one exits at once.
+    is queued and every plugin's fini return (on threads of their own),
+    for at most shutdown_timeout in all; a second one exits at once. A
+    reload runs plugins' init on this thread: a watcher thread takes the
+    stop signals meanwhile, so that an init that hangs cannot hold the
+    stop past shutdown_timeout either.
     systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
@@ -25,6 +29,7 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,9 +66,10 @@ static const fh_cli_command_t s_command = {
     "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
     "that stay the same keep running, an invalid file is refused.\n"
     "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
-    "(at most shutdown_timeout), call every plugin's fini, exit 0. A second\n"
-    "signal, or an expired shutdown_timeout, exits at once with status 1\n"
-    "and logs how many messages were left unconsumed.\n"
+    "and call every plugin's fini (all within shutdown_timeout), exit 0. A\n"
+    "second signal, or an expired shutdown_timeout, exits at once with\n"
+    "status 1 and logs what was abandoned: messages left unconsumed, a\n"
+    "consume or a fini that had not returned.\n"
     "\n"
     "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.",
 };
@@ -85,6 +91,7 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     char err[2048], result[2200];
     fh_notify ("RELOADING=1\nMONOTONIC_USEC=%llu",
                (unsigned long long) (fh_clock_mono_ns () / 1000));
+    fh_hub_note_reload_start (hub); /* before the file is read */
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
@@ -104,6 +111,80 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     }
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
+}
+
+/* A reload runs plugins' init on this thread, and an init may take long
+   or never return. Meanwhile this thread takes SIGINT and SIGTERM: the
+   stop starts when the reload returns, and its deadline runs from the
+   signal; past it (or at a second signal) the process exits 1, naming
+   the init it waited for. */
+typedef struct {
+    fh_hub_t *hub;
+    sigset_t stops;
+    int sig;          /* the stop that came during the reload, or 0 */
+    int64_t deadline; /* ... and when shutdown_timeout runs out */
+} s_reload_watch_t;
+
+static void
+s_reload_give_up (fh_hub_t *hub, const char *why)
+{
+    char loading[512];
+    fh_hub_loading (hub, loading, sizeof loading);
+    fh_error ("the reload under way still waits for %s (its init has not returned): exiting "
+              "without draining (%s)", loading[0] ? loading : "a plugin", why);
+    fflush (stderr);
+    _exit (FH_EXIT_FAILURE);
+}
+
+static void *
+s_reload_watch (void *arg)
+{
+    s_reload_watch_t *watch = arg;
+    while (true) {
+        int64_t now = fh_clock_mono_ns ();
+        if (watch->sig && now >= watch->deadline)
+            s_reload_give_up (watch->hub, "shutdown_timeout expired");
+        int64_t wait_ns = watch->sig ? watch->deadline - now : 3600 * INT64_C (1000000000);
+        struct timespec wait = {(time_t) (wait_ns / 1000000000), (long) (wait_ns % 1000000000)};
+        siginfo_t info;
+        int sig = sigtimedwait (&watch->stops, &info, &wait);
+        if (sig != SIGINT && sig != SIGTERM)
+            continue;
+        /* The hub never sends itself SIGINT or SIGTERM but here. */
+        if (info.si_pid == getpid () && (info.si_code == SI_TKILL || info.si_code == SI_USER))
+            break; /* s_reload_watched: the reload returned */
+        if (watch->sig)
+            s_reload_give_up (watch->hub, "a second signal");
+        fh_hub_lock (watch->hub);
+        int64_t timeout_ms = fh_hub_config (watch->hub)->shutdown_timeout_ms;
+        fh_hub_unlock (watch->hub);
+        watch->sig = sig;
+        watch->deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+        fh_info ("%s: stopping once the reload under way returns (shutdown_timeout %.3g s)",
+                 strsignal (sig), (double) timeout_ms / 1000);
+    }
+    return NULL;
+}
+
+/* s_reload, watched. Returns the stop signal that came meanwhile (its
+   deadline in *deadline), or 0. */
+static int
+s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *deadline)
+{
+    s_reload_watch_t watch = {.hub = hub};
+    sigemptyset (&watch.stops);
+    sigaddset (&watch.stops, SIGINT);
+    sigaddset (&watch.stops, SIGTERM);
+    pthread_t watcher;
+    bool watched = pthread_create (&watcher, NULL, s_reload_watch, &watch) == 0;
+    s_reload (hub, path, level_given);
+    if (watched) {
+        /* Its own signal, told from a real one by its sender. */
+        pthread_kill (watcher, SIGINT);
+        pthread_join (watcher, NULL);
+    }
+    *deadline = watch.deadline;
+    return watch.sig;
 }
 
 /* Once a second, on this thread rather than the control actor's: a spool
@@ -129,6 +210,23 @@ s_abandon (fh_hub_t *hub, const char *why, int status)
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
+}
+
+/* While stopping: waits a little for the consumers, giving up at the
+   deadline or at a second signal. Returns when the next tick is due. */
+static int64_t
+s_wait_stopping (fh_hub_t *hub, const sigset_t *signals, int64_t deadline, int64_t next_tick)
+{
+    int64_t left = deadline - fh_clock_mono_ns ();
+    if (left <= 0)
+        s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
+    if (left > DRAIN_CHECK_NS)
+        left = DRAIN_CHECK_NS;
+    struct timespec wait = {0, (long) left};
+    int sig = sigtimedwait (signals, NULL, &wait);
+    if (sig == SIGINT || sig == SIGTERM)
+        s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
+    return s_tick (hub, next_tick);
 }
 
 int
@@ -222,7 +320,7 @@ fh_cmd_run (int argc, char **argv)
                config->consumer_count, config->consumer_count == 1 ? "" : "s");
 
     int sig;
-    int64_t next_tick = fh_clock_mono_ns () + TICK_NS;
+    int64_t next_tick = fh_clock_mono_ns () + TICK_NS, deadline = 0;
     while (true) {
         /* While consumers are leaving after a reload, look at them every
            100 ms; otherwise wait for a signal, or the next tick. */
@@ -232,33 +330,29 @@ fh_cmd_run (int argc, char **argv)
         sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP)
-            s_reload (hub, path, level_given);
+        if (sig == SIGHUP && (sig = s_reload_watched (hub, path, level_given, &deadline)))
+            break; /* a stop came during the reload: its deadline runs already */
         next_tick = s_tick (hub, next_tick);
     }
     int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
     fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
              strsignal (sig), (double) timeout_ms / 1000);
-    int64_t deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+    if (!deadline)
+        deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
     fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
     fh_hub_stop_receiving (hub);
     /* Each step starts the instances whose predecessors are gone. */
-    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub)) {
-        int64_t left = deadline - fh_clock_mono_ns ();
-        if (left <= 0)
-            s_abandon (hub, "shutdown_timeout expired", FH_EXIT_FAILURE);
-        if (left > DRAIN_CHECK_NS)
-            left = DRAIN_CHECK_NS;
-        struct timespec wait = {0, (long) left};
-        sig = sigtimedwait (&signals, NULL, &wait);
-        if (sig == SIGINT || sig == SIGTERM)
-            s_abandon (hub, "a second signal", FH_EXIT_FAILURE);
-        next_tick = s_tick (hub, next_tick);
-    }
+    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub))
+        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
     fh_hub_log_counts (hub);
     fh_prometheus_http_destroy (&http);
     fh_control_destroy (&control);
-    fh_hub_destroy (&hub); /* joins the threads, calls every fini */
+    /* Every fini on a thread of its own, within the same deadline: a
+       plugin whose fini hangs is named and left behind. */
+    fh_hub_finish (hub);
+    for (fh_hub_step (hub); fh_hub_instances (hub) > 0; fh_hub_step (hub))
+        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
+    fh_hub_destroy (&hub);
     fh_config_destroy (&config);
     uint64_t again = fh_spool_unsaved_total ();
     if (again) {

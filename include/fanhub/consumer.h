@@ -15,8 +15,11 @@
     and a plugin may check host->size before calling a newer host function.
 
     Threading contract.
-    - init and fini are called on the hub's main thread, once each, in that
-      order; fini is called only when init succeeded, after the last consume.
+    - init is called on the hub's main thread; fini on a thread of the hub
+      made for it (so that a fini that hangs holds neither a reload nor the
+      stop), never at the same time as any other call for that instance.
+      Once each, in that order; fini only when init succeeded, after the
+      last consume and idle have returned.
     - consume and idle are called on the consumer's own thread. With the
       default of one worker, never two calls at once for one instance.
     - With `workers: N` (only for plugins whose descriptor sets

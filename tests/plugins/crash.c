@@ -1,8 +1,10 @@
 /*  crash - a test consumer that dies inside consume, on purpose.
 
     Options:
-        how      none (default), segv, abort or exit: what the call after
-                 `after` messages does (none: answers FANHUB_OK forever)
+        how      none (default), segv, abort, exit or recurse: what the call
+                 after `after` messages does (none: answers FANHUB_OK
+                 forever; recurse: recurses until the thread's stack
+                 overflows)
         after    integer >= 0, default 0: messages answered OK first
         code     integer 0..255, default 7: the status of exit
         ballast  anything: ignored (a test's large option)
@@ -17,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { HOW_NONE, HOW_SEGV, HOW_ABORT, HOW_EXIT } how_t;
+typedef enum { HOW_NONE, HOW_SEGV, HOW_ABORT, HOW_EXIT, HOW_RECURSE } how_t;
 
 typedef struct {
     how_t how;
@@ -61,15 +63,16 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
         long number = 0;
         int rc = 0;
         if (key && strcmp (key, "how") == 0) {
-            static const char *const words[] = {"none", "segv", "abort", "exit"};
+            static const char *const words[] = {"none", "segv", "abort", "exit", "recurse"};
             rc = -1;
-            for (int w = 0; w < 4; w++)
+            for (int w = 0; w < 5; w++)
                 if (text && strcmp (text, words[w]) == 0) {
                     self->how = (how_t) w;
                     rc = 0;
                 }
             if (rc)
-                snprintf (err, errlen, "options.how: expected none, segv, abort or exit (%s)",
+                snprintf (err, errlen, "options.how: expected none, segv, abort, exit or "
+                          "recurse (%s)",
                           host->option_where (node));
         }
         else if (key && strcmp (key, "after") == 0)
@@ -92,6 +95,23 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     return 0;
 }
 
+/* Never reached: keeps the compiler from calling the recursion infinite
+   (or turning it into a loop). */
+static volatile long s_depth_limit = -1;
+
+/* A small frame per call, each touched, used after the call returns (no
+   tail call), never inlined: the first fault is at the top of the guard
+   page, where no signal frame fits without an alternate stack. */
+__attribute__ ((noinline)) static long
+s_recurse (volatile char *caller, long depth)
+{
+    volatile char frame[256];
+    frame[0] = caller ? (char) (caller[0] + 1) : 0;
+    if (depth == s_depth_limit)
+        return frame[0];
+    return s_recurse (frame, depth + 1) + frame[depth % (long) sizeof frame];
+}
+
 static fanhub_result_t
 s_consume (void *state, const fanhub_msg_t *msg)
 {
@@ -107,6 +127,8 @@ s_consume (void *state, const fanhub_msg_t *msg)
         abort ();
     case HOW_EXIT:
         exit (self->code);
+    case HOW_RECURSE:
+        return s_recurse (NULL, 0) == 1 ? FANHUB_FAIL : FANHUB_OK;
     case HOW_NONE:
         break;
     }
