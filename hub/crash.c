@@ -25,6 +25,8 @@ static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
    key's destructor when the thread ends); the main thread at install. */
 #define ALT_STACK_BYTES (64 * 1024)
 static pthread_key_t s_alt_stack_key;
+static pthread_once_t s_alt_stack_once = PTHREAD_ONCE_INIT;
+static bool s_alt_stack_keyed; /* written once, under s_alt_stack_once */
 static _Thread_local bool tl_alt_stack;
 
 static void
@@ -35,10 +37,22 @@ s_alt_stack_free (void *memory)
     free (memory);
 }
 
+static void
+s_alt_stack_key_create (void)
+{
+    s_alt_stack_keyed = pthread_key_create (&s_alt_stack_key, s_alt_stack_free) == 0;
+}
+
 void
 fh_crash_thread (void)
 {
     if (tl_alt_stack)
+        return;
+    /* The key before any stack: consume may run where fh_crash_install
+       never did (the unit tests), and a key never made is some other
+       module's key 0. */
+    pthread_once (&s_alt_stack_once, s_alt_stack_key_create);
+    if (!s_alt_stack_keyed)
         return;
     tl_alt_stack = true; /* tried once: without one, the handler still runs
                             for everything but an overflow */
@@ -149,7 +163,6 @@ fh_crash_install (void)
 {
     (void) fh_log_to_journal (); /* decided now: the handler only reads it */
     zsys_init (); /* its exit handler first, so that ours runs before it */
-    pthread_key_create (&s_alt_stack_key, s_alt_stack_free);
     fh_crash_thread ();
     on_exit (s_on_exit, NULL);
     struct sigaction action;

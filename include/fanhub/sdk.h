@@ -163,7 +163,10 @@ fanhub_option_kind_name (fanhub_option_kind_t kind)
 static inline void
 fanhub_probe_existing_ancestor (const char *path, char *ancestor, size_t size)
 {
-    snprintf (ancestor, size, "%s", path);
+    /* A path of PATH_MAX or more was refused by stat(2) before this. */
+    size_t len = strnlen (path, size - 1);
+    memcpy (ancestor, path, len);
+    ancestor[len] = '\0';
     for (;;) {
         char *slash = strrchr (ancestor, '/');
         while (slash && slash > ancestor && slash[1] == '\0') { /* trailing '/' */
