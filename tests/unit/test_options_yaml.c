@@ -161,7 +161,9 @@ test_files (void **state)
     assert_null (fh_options_yaml_load_file ("/tmp", err, sizeof err));
     assert_string_equal (err, "/tmp: cannot open: Is a directory");
 
-    char path[] = "/tmp/test_options_yaml_XXXXXX";
+    const char *tmp = getenv ("TMPDIR");
+    char path[512];
+    snprintf (path, sizeof path, "%s/test_options_yaml_XXXXXX", tmp && *tmp ? tmp : "/tmp");
     int fd = mkstemp (path);
     assert_true (fd >= 0);
     static const char text[] = "flush_ms: lots\n";
@@ -169,7 +171,7 @@ test_files (void **state)
     fanhub_option_t *options = fh_options_yaml_load_file (path, err, sizeof err);
     if (!options)
         fail_msg ("%s", err);
-    char where[64];
+    char where[600];
     snprintf (where, sizeof where, "%s:1:11", path);
     assert_string_equal (fh_option_where (fh_option_get (options, "flush_ms")), where);
     fh_option_destroy (&options);
@@ -177,7 +179,7 @@ test_files (void **state)
     /* Longer than the loader takes: refused while reading. */
     assert_int_equal (ftruncate (fd, 16 * 1024 * 1024 + 4096), 0);
     assert_null (fh_options_yaml_load_file (path, err, sizeof err));
-    char want[128];
+    char want[640];
     snprintf (want, sizeof want, "%s: longer than 16 MiB, the most a YAML file may be", path);
     assert_string_equal (err, want);
     close (fd);

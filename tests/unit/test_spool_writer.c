@@ -42,7 +42,8 @@ static int
 s_setup (void **state)
 {
     s_fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->root, sizeof f->root, "/tmp/test_spool_writer.XXXXXX");
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (f->root, sizeof f->root, "%s/test_spool_writer.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp (f->root))
         return -1;
     snprintf (f->dir, sizeof f->dir, "%s/spool", f->root);
