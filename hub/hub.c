@@ -631,6 +631,16 @@ fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end)
     return handled;
 }
 
+void
+fh_hub_draining (fh_hub_t *self, uint64_t *instances, uint64_t *backlog)
+{
+    *instances = *backlog = 0;
+    for (size_t i = 0; i < self->consumer_count; i++)
+        *instances += fh_lineage_draining (self->lines[i], backlog);
+    for (size_t i = 0; i < self->gone_count; i++)
+        *instances += fh_lineage_draining (self->gone[i], backlog);
+}
+
 bool
 fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out)
 {

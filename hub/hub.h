@@ -51,6 +51,9 @@ bool fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out);
    enqueuer, when no consumer took them, and by every consumer instance,
    removed ones included), with their latency (may be NULL). */
 uint64_t fh_hub_handled (fh_hub_t *self, fh_histogram_snapshot_t *end_to_end);
+/* Under the lock: consumer instances that reloads replaced or removed
+   and that still consume what they hold, and how many messages that is. */
+void fh_hub_draining (fh_hub_t *self, uint64_t *instances, uint64_t *backlog);
 /* Reload: takes config (owned by the hub from now on, also on error;
    freed once nothing made from it is left). Every key that differs from
    the running configuration is applied, or the reload is refused and err

@@ -203,6 +203,18 @@ fh_lineage_instances (const fh_lineage_t *self)
     return self->count + self->leaving_count;
 }
 
+size_t
+fh_lineage_draining (fh_lineage_t *self, uint64_t *backlog)
+{
+    size_t superseded = self->removed ? self->count : self->count ? self->count - 1 : 0;
+    for (size_t i = 0; i < superseded; i++) {
+        fh_consumer_counts_t c;
+        fh_consumer_counts (self->instances[i].consumer, &c);
+        *backlog += c.backlog;
+    }
+    return superseded;
+}
+
 int
 fh_lineage_open_state (fh_lineage_t *self, char *err, size_t errlen)
 {
@@ -325,8 +337,16 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
             break; /* its predecessor still holds the spool's lock, until torn down */
         if (oldest->stage == FH_STAGE_WAITING) {
             char err[1024];
+            /* Opening the state reads the whole spool to count what it
+               holds: outside the lock, so that STATS and scrapes do not
+               wait for the disk (readers look at the spool only once the
+               consumer says it is open). */
+            int rc = fh_lineage_open_state (self, err, sizeof err);
             pthread_mutex_lock (lock);
-            int rc = fh_lineage_start (self, err, sizeof err);
+            if (rc == 0)
+                rc = fh_lineage_start (self, err, sizeof err);
+            else
+                oldest->stage = FH_STAGE_STOPPED; /* as a failed start leaves it */
             pthread_mutex_unlock (lock);
             if (rc != 0)
                 fh_error ("consumer '%s': an instance cannot start: %s; the messages it "

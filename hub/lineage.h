@@ -64,6 +64,10 @@ fh_stage_t fh_lineage_stage (fh_lineage_t *self);
 /* Instances alive, and those being torn down (fini on their own
    thread). */
 size_t fh_lineage_instances (const fh_lineage_t *self);
+/* Instances a reload replaced or removed that are still alive (every
+   instance but the current one; all of a removed consumer's), with the
+   messages they hold added to *backlog. Under the hub's lock. */
+size_t fh_lineage_draining (fh_lineage_t *self, uint64_t *backlog);
 
 /* Opens the oldest instance's state (spool, dead letters) now, before
    it starts (`fanhub check` does this much). -1 with one line in err. */

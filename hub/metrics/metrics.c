@@ -68,6 +68,12 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          "seconds", "Time from the hub receiving a message to it being handled, since start."),
     MAX_OF (FH_M_END_TO_END_MAX, FH_M_END_TO_END, FH_SCOPE_HUB, "end_to_end.max",
             "fanhub_end_to_end_max_seconds", "Longest time to handled since the hub started."),
+    ROW (FH_M_DRAINING, FH_SCOPE_HUB, "draining", "fanhub_draining_instances", NULL, G,
+         false, "instances",
+         "Consumer instances a reload replaced or removed that still consume what they hold."),
+    ROW (FH_M_DRAINING_BACKLOG, FH_SCOPE_HUB, "draining_backlog", "fanhub_draining_backlog",
+         NULL, G, false, "messages",
+         "Messages those draining instances still hold, queue and spool."),
 
     ROW (FH_M_UPSTREAM_LOST, FH_SCOPE_UPSTREAM, "lost", "fanhub_upstream_lost_total", NULL, C,
          false, "messages", "Sequence numbers a producer skipped: messages lost before the hub."),

@@ -66,6 +66,8 @@ typedef enum {
     FH_M_HANDLED,
     FH_M_END_TO_END,
     FH_M_END_TO_END_MAX,
+    FH_M_DRAINING,
+    FH_M_DRAINING_BACKLOG,
     /* hub.upstream */
     FH_M_UPSTREAM_LOST,
     FH_M_UPSTREAM_RESTARTS,

@@ -154,6 +154,10 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
     fh_metrics_set_int (hub, FH_M_AUTH_DENIED, (int64_t) counts.auth_denied);
     fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
+    uint64_t draining, draining_backlog;
+    fh_hub_draining (self->hub, &draining, &draining_backlog);
+    fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);
+    fh_metrics_set_int (hub, FH_M_DRAINING_BACKLOG, (int64_t) draining_backlog);
     fh_source_amqp_counts_t amqp;
     snapshot->has_amqp = fh_hub_amqp_counts (self->hub, &amqp);
     fh_metrics_set_int (hub, FH_M_AMQP_DELIVERED, (int64_t) amqp.delivered);

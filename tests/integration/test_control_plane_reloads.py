@@ -116,6 +116,42 @@ def test_a_burst_of_reloads_while_an_old_instance_drains():
         pub.close()
 
 
+def test_a_removed_consumer_drains_in_the_open():
+    """A removed consumer finishes what it holds before it goes; STATS
+    shows it meanwhile (hub.draining, hub.draining_backlog), and both
+    come back to 0 once it is done."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    release = wd.file("release")
+    hub = fh.Hub(wd, head(pub) + crash_consumer("keep") + held_consumer("held", release))
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(20):
+            pub.send("org.cp.drain", '{"i":%d}' % i)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "held")["enqueued"] == 20,
+                    "a backlog held", hub=hub)
+        assert hub.stats()["hub"]["draining"] == 0
+        rewrite(hub, head(pub) + crash_consumer("keep"))
+        status, out, err = fh.run(["reload", "-e", hub.control])
+        assert status == 0, (status, out, err)
+        stats = hub.stats()
+        assert [c["name"] for c in stats["consumers"]] == ["keep"]
+        # One in consume (in flight, not backlog), 19 queued: held by the
+        # removed one, and nowhere else.
+        assert stats["hub"]["draining"] == 1, stats["hub"]
+        assert stats["hub"]["draining_backlog"] == 19, stats["hub"]
+        open(release, "w").close()
+        fh.wait_for(lambda: hub.stats()["hub"]["draining"] == 0, "the removed one gone",
+                    hub=hub)
+        assert hub.stats()["hub"]["draining_backlog"] == 0
+        assert "consumer 'held': the removed instance is done" in hub.log(), hub.log()
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 def test_stats_answers_while_a_plugin_init_blocks_a_reload():
     """A plugin whose init takes long holds the reload (the main thread
     runs init), not the control actor: STATS answers meanwhile, and the
@@ -178,5 +214,6 @@ def test_stop_while_a_plugin_init_holds_a_reload():
 if __name__ == "__main__":
     fh.main([test_emit_outcomes_keep_their_consumer_across_a_reload,
              test_a_burst_of_reloads_while_an_old_instance_drains,
+             test_a_removed_consumer_drains_in_the_open,
              test_stats_answers_while_a_plugin_init_blocks_a_reload,
              test_stop_while_a_plugin_init_holds_a_reload])

@@ -283,6 +283,12 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it had bus.max_peers already.",
         "# TYPE fanhub_peers_refused_total counter",
         "fanhub_peers_refused_total 0",
+        "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that still consume what they hold.",
+        "# TYPE fanhub_draining_instances gauge",
+        "fanhub_draining_instances 0",
+        "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and spool.",
+        "# TYPE fanhub_draining_backlog gauge",
+        "fanhub_draining_backlog 0",
         "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
         "# TYPE fanhub_endpoint_connected gauge",
         "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
@@ -427,6 +433,14 @@ test_prometheus_completion_and_upstream (void **state)
         "# HELP fanhub_end_to_end_max_seconds Longest time to handled since the hub started.\n"
         "# TYPE fanhub_end_to_end_max_seconds gauge\n"
         "fanhub_end_to_end_max_seconds 0.0072\n"
+        "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that"
+        " still consume what they hold.\n"
+        "# TYPE fanhub_draining_instances gauge\n"
+        "fanhub_draining_instances 0\n"
+        "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and"
+        " spool.\n"
+        "# TYPE fanhub_draining_backlog gauge\n"
+        "fanhub_draining_backlog 0\n"
         "# HELP fanhub_upstream_lost_total Sequence numbers a producer skipped: messages lost"
         " before the hub.\n"
         "# TYPE fanhub_upstream_lost_total counter\n"
