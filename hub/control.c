@@ -120,11 +120,21 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         free (consumer);
         return;
     }
-    fh_inject_t header = {emit, only, false};
+    /* Both references go when nothing is sent: ours and the message's. */
+    fh_emit_t *message_ref = emit;
+    if (consumer && fh_emit_set_target (emit, consumer) != 0) {
+        fh_emit_unref (&message_ref);
+        fh_emit_unref (&emit);
+        s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        free (consumer);
+        return;
+    }
+    fh_inject_t header = {emit, consumer != NULL, false};
     /* The bound above keeps the pipe below its high-water mark; should it
        be full all the same, the answer is busy, not a wait. The rest of
        a multipart message follows its first frame whatever the mark. */
     if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        fh_emit_unref (&message_ref);
         fh_emit_unref (&emit);
         s_reply (router, envelope, envelope_count, "ERROR busy: the enqueuer takes no more "
                  "messages now; try again later");
@@ -315,9 +325,13 @@ s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
     }
     if (pending->kind == PENDING_INJECT) {
         fh_outcome_t outcome = fh_emit_outcome (pending->emit, pending->consumer);
-        snprintf (line, sizeof line, "%s", outcome == FH_OUTCOME_DROPPED
-                                               ? "ERROR the consumer's queue is full"
-                                               : matched < 0 ? "ERROR not routed" : "OK");
+        if (matched == 0) /* a reload removed it before the enqueuer routed this */
+            snprintf (line, sizeof line, "ERROR consumer '%s' left the hub before the message "
+                      "reached it", pending->consumer);
+        else
+            snprintf (line, sizeof line, "%s", outcome == FH_OUTCOME_DROPPED
+                                                   ? "ERROR the consumer's queue is full"
+                                                   : matched < 0 ? "ERROR not routed" : "OK");
         s_reply (router, pending->envelope, pending->envelope_count, line);
         return;
     }

@@ -21,6 +21,7 @@ struct fh_emit {
     size_t count, room;
     fh_emit_notify_fn *notify; /* set before the hand-over, or NULL */
     void *notify_arg;
+    char *target; /* set before the hand-over: the one consumer, or NULL */
 };
 
 fh_emit_t *
@@ -59,8 +60,23 @@ s_unref (fh_emit_t *self)
     for (size_t i = 0; i < self->count; i++)
         free (self->outcomes[i].consumer);
     free (self->outcomes);
+    free (self->target);
     pthread_mutex_destroy (&self->lock);
     free (self);
+}
+
+int
+fh_emit_set_target (fh_emit_t *self, const char *consumer)
+{
+    free (self->target);
+    self->target = strdup (consumer);
+    return self->target ? 0 : -1;
+}
+
+const char *
+fh_emit_target (const fh_emit_t *self)
+{
+    return self->target;
 }
 
 void

@@ -42,6 +42,13 @@ void fh_emit_acquire (fh_emit_t *self);
 /* Before the hand-over to the enqueuer: notify(arg) is called when the
    waiter becomes handled (bus.amqp acks then; source_amqp.h). */
 void fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg);
+/* Before the hand-over to the enqueuer: the message goes to the consumer
+   of this name only, whatever its topics (a replay to one consumer). By
+   name, not by place: a reload may move consumers about before the
+   enqueuer routes it. -1 when out of memory. */
+int fh_emit_set_target (fh_emit_t *self, const char *consumer);
+/* That name, or NULL. */
+const char *fh_emit_target (const fh_emit_t *self);
 /* Drops the caller's reference. Safe with NULL. */
 void fh_emit_unref (fh_emit_t **self_p);
 

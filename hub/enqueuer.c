@@ -256,10 +256,18 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
     int64_t received_ns = fh_clock_mono_ns ();
     size_t matched = fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
                                        zmq_msg_size (&frames[0]), self->matches);
-    if (inject && inject->only >= 0) {
-        /* A replay to one consumer: it gets it whatever its topics say. */
-        self->matches[0] = (uint32_t) inject->only;
-        matched = 1;
+    if (inject && inject->only) {
+        /* A replay to one consumer: it gets it whatever its topics say.
+           Found by name in the table of now: a swap since the request
+           may have moved it, or removed it (then nobody gets it). */
+        const char *target = fh_emit_target (inject->emit);
+        matched = 0;
+        for (size_t i = 0; i < self->consumer_count && target; i++)
+            if (self->consumers[i] && strcmp (fh_consumer_name (self->consumers[i]), target) == 0) {
+                self->matches[0] = (uint32_t) i;
+                matched = 1;
+                break;
+            }
     }
     if (matched == 0) {
         fh_bump (&self->unrouted);
@@ -289,7 +297,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
     size_t kept = 0;
     for (size_t i = 0; i < matched; i++) {
         const fh_shard_t *shard = fh_consumer_shard (self->consumers[self->matches[i]]);
-        if (!shard || (inject && inject->only >= 0) || fh_shard_takes (shard, msg))
+        if (!shard || (inject && inject->only) || fh_shard_takes (shard, msg))
             self->matches[kept++] = self->matches[i];
     }
     if (kept == 0) {
@@ -368,7 +376,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
     if (inject.source)
         fh_bump (&self->received);
     /* An emit (not a replay to one consumer) also goes on the bus. */
-    if (self->publish && inject.only < 0 && !inject.source && got.seen == count)
+    if (self->publish && !inject.only && !inject.source && got.seen == count)
         for (size_t i = 0; i < count; i++) {
             zmq_msg_t copy;
             zmq_msg_init (&copy);

@@ -51,7 +51,7 @@ typedef struct {
    [fh_inject_t as bytes, topic, body, more frames...]. */
 typedef struct {
     fh_emit_t *emit;   /* the waiter the enqueuer reports to (never NULL) */
-    int64_t only;      /* -1: every matching consumer; else that consumer only */
+    bool only;         /* to the consumer fh_emit_target names, only */
     bool source;       /* from an input of its own (bus.amqp): counted as
                           received, not published on bus.publish */
 } fh_inject_t;

@@ -379,7 +379,7 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
     if (!emit)
         return false;
     fh_emit_set_notify (emit, s_wake, self);
-    fh_inject_t header = { emit, -1, true };
+    fh_inject_t header = { emit, false, true };
     while (zmq_send (self->push, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         zmq_pollitem_t item = { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 };
         if (zmq_errno () != EAGAIN || zmq_poll (&item, 1, 10) != 0) {

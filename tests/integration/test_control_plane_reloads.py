@@ -152,6 +152,62 @@ def test_a_removed_consumer_drains_in_the_open():
         pub.close()
 
 
+def test_an_injection_finds_its_consumer_by_name_after_a_reload():
+    """A replay to one consumer (INJECT, as `fanhub dead-letter replay`
+    sends) waits while a `block` consumer holds the enqueuer; a reload
+    meanwhile moves that consumer to another place and puts a new one
+    where it was. The message reaches the consumer it names, not the one
+    now in its old place; a replay to a consumer the reload removed is
+    refused, not given to another."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    release = wd.file("release")
+    blocker = ("  - name: blocker\n    plugin: %s/sleep.so\n    topics: [org.cp.bus]\n"
+               "    queue: {capacity: 1, overflow: block}\n"
+               "    options: {ms: 0, release_file: %s}\n" % (fh.TEST_PLUGINS, json.dumps(release)))
+    quiet = "    topics: [org.cp.none]\n"
+    v1 = head(pub) + blocker + crash_consumer("a", extra=quiet) + crash_consumer("b", extra=quiet)
+    hub = fh.Hub(wd, v1)
+    sockets = []
+    try:
+        pub.wait_subscribed(hub=hub)
+        # One in consume, one queued, the third holds the enqueuer.
+        for i in range(3):
+            pub.send("org.cp.bus", '{"i":%d}' % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 3, "the enqueuer held", hub=hub)
+        ctx = zmq.Context.instance()
+        for name in (b"b", b"a"):
+            sock = ctx.socket(zmq.REQ)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(hub.control)
+            sock.send_multipart([b"INJECT", name, b"org.cp.replay", b"{}"])
+            sockets.append(sock)
+        # b moves to a's place, c takes b's, a is removed.
+        rewrite(hub, head(pub) + blocker + crash_consumer("b", extra=quiet)
+                + crash_consumer("c", extra=quiet))
+        status, out, err = fh.run(["reload", "-e", hub.control])
+        assert status == 0, (status, out, err)
+        open(release, "w").close()
+        answers = []
+        for sock in sockets:
+            assert sock.poll(int(fh.DEADLINE * 1000)), hub.log()[-3000:]
+            answers.append(sock.recv().decode())
+        assert answers[0] == "OK", answers
+        assert answers[1] == "ERROR consumer 'a' left the hub before the message reached it", \
+            answers
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "b")["completed"] == 1, "b has it",
+                    hub=hub)
+        stats = hub.stats()
+        assert hub.consumer(stats, "c")["enqueued"] == 0, stats
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        for sock in sockets:
+            sock.close()
+        hub.kill()
+        pub.close()
+
+
 def test_stats_answers_while_a_plugin_init_blocks_a_reload():
     """A plugin whose init takes long holds the reload (the main thread
     runs init), not the control actor: STATS answers meanwhile, and the
@@ -215,5 +271,6 @@ if __name__ == "__main__":
     fh.main([test_emit_outcomes_keep_their_consumer_across_a_reload,
              test_a_burst_of_reloads_while_an_old_instance_drains,
              test_a_removed_consumer_drains_in_the_open,
+             test_an_injection_finds_its_consumer_by_name_after_a_reload,
              test_stats_answers_while_a_plugin_init_blocks_a_reload,
              test_stop_while_a_plugin_init_holds_a_reload])
