@@ -72,92 +72,110 @@ s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *t
     zmq_send (router, text, strlen (text), 0);
 }
 
-/* Hands a message to the enqueuer with a waiter; the request is answered
-   from s_serve_pending. frames[0..count-1] are topic, body, more. */
-static void
-s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
-          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only,
-          int64_t timeout_ms)
+/* A new pending answer, kept with the request's envelope; NULL when out
+   of memory. */
+static s_pending_t *
+s_pending_add (s_state_t *state, s_pending_kind_t kind, zmq_msg_t *envelope,
+               size_t envelope_count, int64_t timeout_ms)
 {
-    char *consumer = NULL;
-    if (only >= 0
-        && !(consumer = strdup (fh_consumer_name (fh_hub_consumer (state->control->hub,
-                                                                   (size_t) only))))) {
-        s_reply (router, envelope, envelope_count, "ERROR out of memory");
-        return;
+    if (state->pending_count == state->pending_room) {
+        size_t room = state->pending_room ? state->pending_room * 2 : 8;
+        s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
+        if (!grown)
+            return NULL;
+        state->pending = grown;
+        state->pending_room = room;
     }
-    fh_hub_t *hub = state->control->hub;
-    /* Bounded: while the enqueuer is blocked (a full `block` consumer) it
-       takes no injection; more are refused at once, never queued. */
+    s_pending_t *pending = &state->pending[state->pending_count++];
+    *pending = (s_pending_t){.kind = kind, .envelope_count = envelope_count};
+    pending->deadline_ns = fh_clock_mono_ns () + timeout_ms * 1000000;
+    for (size_t i = 0; i < envelope_count; i++) {
+        zmq_msg_init (&pending->envelope[i]);
+        zmq_msg_copy (&pending->envelope[i], &envelope[i]);
+    }
+    return pending;
+}
+
+/* Bounded: while the enqueuer is blocked (a full `block` consumer) it
+   takes no injection; more are refused at once, never queued. Fills busy
+   and returns true when this one is refused. */
+static bool
+s_inject_refused (s_state_t *state, char *busy, size_t size)
+{
     size_t unrouted = 0, waiting = 0;
     for (size_t i = 0; i < state->pending_count; i++)
         if (state->pending[i].emit) {
             waiting++;
             unrouted += fh_emit_matched (state->pending[i].emit) == -2;
         }
-    if (unrouted >= FH_CONTROL_INJECT_MAX || waiting >= FH_CONTROL_PENDING_MAX) {
-        char busy[160];
-        snprintf (busy, sizeof busy, "ERROR busy: %zu messages wait for the enqueuer, "
-                  "%zu answers are pending; try again later", unrouted, waiting);
-        s_reply (router, envelope, envelope_count, busy);
-        free (consumer);
-        return;
-    }
-    if (state->pending_count == state->pending_room) {
-        size_t room = state->pending_room ? state->pending_room * 2 : 8;
-        s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
-        if (!grown) {
-            s_reply (router, envelope, envelope_count, "ERROR out of memory");
-            free (consumer);
-            return;
-        }
-        state->pending = grown;
-        state->pending_room = room;
-    }
-    fh_emit_t *emit = fh_emit_new (fh_hub_consumer_count (hub));
-    if (!emit) {
-        s_reply (router, envelope, envelope_count, "ERROR out of memory");
-        free (consumer);
-        return;
-    }
-    /* Both references go when nothing is sent: ours and the message's. */
-    fh_emit_t *message_ref = emit;
-    if (consumer && fh_emit_set_target (emit, consumer) != 0) {
-        fh_emit_unref (&message_ref);
-        fh_emit_unref (&emit);
-        s_reply (router, envelope, envelope_count, "ERROR out of memory");
-        free (consumer);
-        return;
-    }
+    if (unrouted < FH_CONTROL_INJECT_MAX && waiting < FH_CONTROL_PENDING_MAX)
+        return false;
+    snprintf (busy, size, "ERROR busy: %zu messages wait for the enqueuer, %zu answers are "
+              "pending; try again later", unrouted, waiting);
+    return true;
+}
+
+/* Sends [header, frames...] to the enqueuer; NULL, or why not. The bound
+   of s_inject_refused keeps the pipe below its high-water mark; should it
+   be full all the same, the answer is busy, not a wait. The rest of a
+   multipart message follows its first frame whatever the mark. */
+static const char *
+s_inject_send (s_state_t *state, fh_emit_t *emit, const char *consumer, zmq_msg_t *frames,
+               size_t count)
+{
+    if (consumer && fh_emit_set_target (emit, consumer) != 0)
+        return "ERROR out of memory";
     fh_inject_t header = {emit, consumer != NULL, false};
-    /* The bound above keeps the pipe below its high-water mark; should it
-       be full all the same, the answer is busy, not a wait. The rest of
-       a multipart message follows its first frame whatever the mark. */
-    if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        fh_emit_unref (&message_ref);
-        fh_emit_unref (&emit);
-        s_reply (router, envelope, envelope_count, "ERROR busy: the enqueuer takes no more "
-                 "messages now; try again later");
-        free (consumer);
-        return;
-    }
+    if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return "ERROR busy: the enqueuer takes no more messages now; try again later";
     for (size_t i = 0; i < count; i++) {
         zmq_msg_t copy;
         zmq_msg_init (&copy);
         zmq_msg_copy (&copy, &frames[i]);
         zmq_msg_send (&copy, state->inject, i + 1 < count ? ZMQ_SNDMORE : 0);
     }
-    s_pending_t *pending = &state->pending[state->pending_count++];
-    pending->kind = kind;
+    return NULL;
+}
+
+/* Hands a message to the enqueuer with a waiter; the request is answered
+   from s_serve_pending. frames[0..count-1] are topic, body, more; only is
+   the index of the one consumer it goes to, or -1. */
+static void
+s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
+          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only,
+          int64_t timeout_ms)
+{
+    fh_hub_t *hub = state->control->hub;
+    char busy[160];
+    if (s_inject_refused (state, busy, sizeof busy)) {
+        s_reply (router, envelope, envelope_count, busy);
+        return;
+    }
+    /* By name: the enqueuer finds it in its table of when it routes. */
+    char *consumer = only >= 0 ? strdup (fh_consumer_name (fh_hub_consumer (hub, (size_t) only)))
+                               : NULL;
+    fh_emit_t *emit = fh_emit_new (fh_hub_consumer_count (hub));
+    s_pending_t *pending = (only < 0 || consumer) && emit
+                               ? s_pending_add (state, kind, envelope, envelope_count, timeout_ms)
+                               : NULL;
+    const char *error = pending ? s_inject_send (state, emit, consumer, frames, count)
+                                : "ERROR out of memory";
+    if (error) {
+        if (pending) { /* the last one: taken back */
+            for (size_t i = 0; i < pending->envelope_count; i++)
+                zmq_msg_close (&pending->envelope[i]);
+            state->pending_count--;
+        }
+        /* Never handed over: both references go, ours and the message's. */
+        fh_emit_t *message_ref = emit;
+        fh_emit_unref (&message_ref);
+        fh_emit_unref (&emit);
+        free (consumer);
+        s_reply (router, envelope, envelope_count, error);
+        return;
+    }
     pending->emit = emit;
     pending->consumer = consumer;
-    pending->only = 0;
-    pending->deadline_ns = fh_clock_mono_ns () + timeout_ms * 1000000;
-    pending->envelope_count = envelope_count;
-    for (size_t i = 0; i < envelope_count; i++) {
-        zmq_msg_init (&pending->envelope[i]);
-        zmq_msg_copy (&pending->envelope[i], &envelope[i]);
-    }
 }
 
 /* Queues a RELOAD request: the main thread reloads (it owns the hub's
@@ -165,29 +183,15 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
 static void
 s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count)
 {
-    if (state->pending_count == state->pending_room) {
-        size_t room = state->pending_room ? state->pending_room * 2 : 8;
-        s_pending_t *grown = realloc (state->pending, room * sizeof *grown);
-        if (!grown) {
-            s_reply (router, envelope, envelope_count, "ERROR out of memory");
-            return;
-        }
-        state->pending = grown;
-        state->pending_room = room;
+    s_pending_t *pending =
+        s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
+    if (!pending) {
+        s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        return;
     }
-    s_pending_t *pending = &state->pending[state->pending_count++];
-    pending->kind = PENDING_RELOAD;
-    pending->emit = NULL;
-    pending->consumer = NULL;
     /* Answered by the first attempt that starts after now: one under way
        read the file before this request, maybe before it was written. */
     pending->only = (size_t) fh_hub_reloads_started (state->control->hub) + 1;
-    pending->deadline_ns = fh_clock_mono_ns () + 60 * INT64_C (1000000000);
-    pending->envelope_count = envelope_count;
-    for (size_t i = 0; i < envelope_count; i++) {
-        zmq_msg_init (&pending->envelope[i]);
-        zmq_msg_copy (&pending->envelope[i], &envelope[i]);
-    }
     kill (getpid (), SIGHUP);
 }
 

@@ -319,148 +319,190 @@ fh_hub_loading (fh_hub_t *self, char *what, size_t size)
     pthread_mutex_unlock (&self->lock);
 }
 
-int
-fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
+/* A reload in the making: the new table, matched by name against the
+   running one. */
+typedef struct {
+    fh_config_t *config;
+    s_config_ref_t *ref;
+    size_t count;
+    fh_consumer_t **consumers; /* the new table's instances */
+    fh_lineage_t **lines;      /* new consumers' lineages (others: at commit) */
+    size_t *was;               /* index in the old table, or SIZE_MAX */
+    bool *fresh;               /* instance made by this reload */
+    bool *kept;                /* by old index: not removed */
+    fh_trigger_t *trigger;
+} s_reload_t;
+
+static void
+s_reload_free (s_reload_t *r)
+{
+    free (r->consumers);
+    free (r->lines);
+    free (r->was);
+    free (r->fresh);
+    free (r->kept);
+    fh_trigger_destroy (&r->trigger);
+}
+
+/* Matches each configured consumer by name: the same settings keep the
+   running instance; others get a new instance (a new lineage when the
+   name is new), made here: plugin loaded, init called. -1 with err. */
+static int
+s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
 {
     const fh_config_t *old = self->config;
-    /* Every key that differs is applied below, or it needs a restart. */
-    char keys[512];
-    if (fh_config_restart_keys (old, config, keys, sizeof keys) > 0) {
-        snprintf (err, errlen, "%s need%s a restart", keys, strchr (keys, ',') ? "" : "s");
-        fh_config_destroy (&config);
-        return -1;
-    }
-    s_config_ref_t *ref = s_config_ref_new (config, true);
-    size_t count = config->consumer_count;
-    fh_consumer_t **consumers = calloc (count, sizeof *consumers);
-    fh_lineage_t **lines = calloc (count, sizeof *lines);
-    size_t *was = calloc (count, sizeof *was);   /* index in the old table, or SIZE_MAX */
-    bool *fresh = calloc (count, sizeof *fresh); /* instance made by this reload */
-    bool *kept = calloc (self->consumer_count + 1, sizeof *kept);
-    fh_trigger_t *trigger = fh_trigger_new (count);
-    int rc = ref && consumers && lines && was && fresh && kept && trigger ? 0 : -1;
-    if (rc != 0)
-        snprintf (err, errlen, "out of memory");
-    /* Match by name: keep, replace, or make new. */
-    for (size_t i = 0; i < count && rc == 0; i++) {
-        const fh_consumer_config_t *want = &config->consumers[i];
-        was[i] = SIZE_MAX;
+    for (size_t i = 0; i < r->count; i++) {
+        const fh_consumer_config_t *want = &r->config->consumers[i];
+        r->was[i] = SIZE_MAX;
         for (size_t j = 0; j < self->consumer_count; j++)
             if (strcmp (fh_lineage_name (self->lines[j]), want->name) == 0)
-                was[i] = j;
-        if (was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[was[i]], want)) {
-            consumers[i] = self->consumers[was[i]];
-            kept[was[i]] = true;
+                r->was[i] = j;
+        if (r->was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[r->was[i]], want)) {
+            r->consumers[i] = self->consumers[r->was[i]];
+            r->kept[r->was[i]] = true;
         }
         else {
             s_note_loading (self, want);
-            consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            r->consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
             s_note_loading (self, NULL);
-            if (!consumers[i])
-                rc = -1;
-            else {
-                fresh[i] = true;
-                /* A replacement opens its state (the spool its predecessor
-                   holds) when it starts, after the predecessor is gone. */
-                if (was[i] != SIZE_MAX)
-                    kept[was[i]] = true; /* replaced below, not removed */
-            }
+            if (!r->consumers[i])
+                return -1;
+            r->fresh[i] = true;
+            /* A replacement opens its state (the spool its predecessor
+               holds) when it starts, after the predecessor is gone. */
+            if (r->was[i] != SIZE_MAX)
+                r->kept[r->was[i]] = true; /* replaced at commit, not removed */
         }
-        if (rc == 0 && s_trigger_add (trigger, i, want) != 0) {
+        if (s_trigger_add (r->trigger, i, want) != 0) {
             snprintf (err, errlen, "out of memory");
-            rc = -1;
+            return -1;
         }
     }
     /* The lineages of new consumers, before the enqueuer sees them. */
-    for (size_t i = 0; i < count && rc == 0; i++)
-        if (fresh[i] && was[i] == SIZE_MAX) {
-            lines[i] = fh_lineage_new (consumers[i], config, s_config_ref_take (ref),
-                                       s_config_ref_release);
-            consumers[i] = NULL; /* the lineage has it (or destroyed it) */
-            if (!lines[i]) {
+    for (size_t i = 0; i < r->count; i++)
+        if (r->fresh[i] && r->was[i] == SIZE_MAX) {
+            r->lines[i] = fh_lineage_new (r->consumers[i], r->config, s_config_ref_take (r->ref),
+                                          s_config_ref_release);
+            r->consumers[i] = NULL; /* the lineage has it (or destroyed it) */
+            if (!r->lines[i]) {
                 snprintf (err, errlen, "out of memory");
-                rc = -1;
+                return -1;
             }
-            else {
-                consumers[i] = fh_lineage_current (lines[i]);
-                rc = fh_lineage_start (lines[i], err, errlen);
-            }
+            r->consumers[i] = fh_lineage_current (r->lines[i]);
+            if (fh_lineage_start (r->lines[i], err, errlen) != 0)
+                return -1;
         }
-    if (rc == 0) {
-        fh_trigger_seal (trigger);
-        if (self->enqueuer)
-            rc = fh_enqueuer_swap (self->enqueuer, trigger, consumers, count, err, errlen);
-    }
-    if (rc != 0) {
-        /* Nothing changed for the running hub: undo what was made. */
-        for (size_t i = 0; i < count; i++)
-            if (lines && lines[i]) {
-                fh_lineage_close (lines[i]);
-                fh_lineage_destroy (&lines[i]);
-            }
-            else if (fresh && fresh[i] && consumers[i]) {
-                fh_consumer_close (consumers[i]);
-                fh_consumer_destroy (&consumers[i]);
-            }
-        free (consumers);
-        free (lines);
-        free (was);
-        free (fresh);
-        free (kept);
-        fh_trigger_destroy (&trigger);
-        if (ref)
-            s_config_ref_release (ref);
-        else
-            fh_config_destroy (&config);
-        return -1;
-    }
-    /* The enqueuer routes by the new table now. Under the lock, so that
-       readers see the lineages and the configuration change together. */
+    return 0;
+}
+
+/* A reload that failed: what it made goes, the running hub is as it was. */
+static void
+s_reload_undo (s_reload_t *r)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->lines && r->lines[i]) {
+            fh_lineage_close (r->lines[i]);
+            fh_lineage_destroy (&r->lines[i]);
+        }
+        else if (r->fresh && r->fresh[i] && r->consumers[i]) {
+            fh_consumer_close (r->consumers[i]);
+            fh_consumer_destroy (&r->consumers[i]);
+        }
+    s_reload_free (r);
+    if (r->ref)
+        s_config_ref_release (r->ref);
+    else
+        fh_config_destroy (&r->config);
+}
+
+/* The enqueuer routes by the new table now: the lineages follow, under
+   the lock, so that readers see them and the configuration change
+   together. Removed consumers go to the gone list (they finish what they
+   hold), replaced ones get their new instance appended. */
+static void
+s_reload_commit (fh_hub_t *self, s_reload_t *r)
+{
     pthread_mutex_lock (&self->lock);
     fh_lineage_t **gone = realloc (self->gone, (self->gone_count + self->consumer_count + 1)
                                                    * sizeof *gone);
     assert (gone); /* a few pointers: treated as fatal */
     self->gone = gone;
     for (size_t j = 0; j < self->consumer_count; j++)
-        if (!kept[j]) {
+        if (!r->kept[j]) {
             fh_info ("consumer '%s': removed by the reload; it finishes its queue",
                      fh_lineage_name (self->lines[j]));
             fh_lineage_remove (self->lines[j]);
             self->gone[self->gone_count++] = self->lines[j];
         }
-    for (size_t i = 0; i < count; i++) {
-        if (was[i] == SIZE_MAX) {
-            fh_info ("consumer '%s': added by the reload", fh_lineage_name (lines[i]));
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->was[i] == SIZE_MAX) {
+            fh_info ("consumer '%s': added by the reload", fh_lineage_name (r->lines[i]));
             continue;
         }
-        lines[i] = self->lines[was[i]];
-        if (fresh[i]) {
+        r->lines[i] = self->lines[r->was[i]];
+        if (r->fresh[i]) {
             fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
-                     "old one has consumed what it holds", fh_lineage_name (lines[i]));
-            int replaced = fh_lineage_replace (lines[i], consumers[i], config,
-                                               s_config_ref_take (ref));
+                     "old one has consumed what it holds", fh_lineage_name (r->lines[i]));
+            int replaced = fh_lineage_replace (r->lines[i], r->consumers[i], r->config,
+                                               s_config_ref_take (r->ref));
             assert (replaced == 0); /* a few pointers: treated as fatal */
             (void) replaced;
         }
         else /* kept: its live settings follow the file */
-            fh_consumer_set_warn_at (consumers[i], config->consumers[i].warn_at);
-        fh_consumer_set_index (consumers[i], i);
+            fh_consumer_set_warn_at (r->consumers[i], r->config->consumers[i].warn_at);
+        fh_consumer_set_index (r->consumers[i], i);
     }
     free (self->lines);
-    self->lines = lines;
+    self->lines = r->lines;
+    r->lines = NULL;
     free (self->consumers);
-    self->consumers = consumers;
-    self->consumer_count = count;
+    self->consumers = r->consumers;
+    r->consumers = NULL;
+    self->consumer_count = r->count;
     fh_trigger_destroy (&self->trigger);
-    self->trigger = trigger;
+    self->trigger = r->trigger;
+    r->trigger = NULL;
     s_config_ref_release (self->config_ref);
-    self->config_ref = ref;
-    self->config = config;
+    self->config_ref = r->ref;
+    self->config = r->config;
     self->generation++;
     pthread_mutex_unlock (&self->lock);
-    free (was);
-    free (fresh);
-    free (kept);
+    s_reload_free (r);
+}
+
+int
+fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
+{
+    /* Every key that differs is applied below, or it needs a restart. */
+    char keys[512];
+    if (fh_config_restart_keys (self->config, config, keys, sizeof keys) > 0) {
+        snprintf (err, errlen, "%s need%s a restart", keys, strchr (keys, ',') ? "" : "s");
+        fh_config_destroy (&config);
+        return -1;
+    }
+    s_reload_t r = {.config = config, .count = config->consumer_count};
+    r.ref = s_config_ref_new (config, true);
+    r.consumers = calloc (r.count, sizeof *r.consumers);
+    r.lines = calloc (r.count, sizeof *r.lines);
+    r.was = calloc (r.count, sizeof *r.was);
+    r.fresh = calloc (r.count, sizeof *r.fresh);
+    r.kept = calloc (self->consumer_count + 1, sizeof *r.kept);
+    r.trigger = fh_trigger_new (r.count);
+    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.trigger ? 0 : -1;
+    if (rc != 0)
+        snprintf (err, errlen, "out of memory");
+    if (rc == 0)
+        rc = s_reload_make (self, &r, err, errlen);
+    if (rc == 0) {
+        fh_trigger_seal (r.trigger);
+        if (self->enqueuer)
+            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, err, errlen);
+    }
+    if (rc != 0) {
+        s_reload_undo (&r);
+        return -1;
+    }
+    s_reload_commit (self, &r);
     return 0;
 }
 
