@@ -229,6 +229,112 @@ s_wait_stopping (fh_hub_t *hub, const sigset_t *signals, int64_t deadline, int64
     return s_tick (hub, next_tick);
 }
 
+/* Before any thread exists (CZMQ's included), so all inherit the mask:
+   the main thread takes these signals with sigtimedwait. */
+static void
+s_block_signals (sigset_t *signals)
+{
+    sigemptyset (signals);
+    sigaddset (signals, SIGINT);
+    sigaddset (signals, SIGTERM);
+    sigaddset (signals, SIGHUP);
+    pthread_sigmask (SIG_BLOCK, signals, NULL);
+    signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
+    zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
+    fh_crash_install ();       /* a plugin's crash or exit() is named */
+}
+
+/* The running hub: what s_start made and s_stop ends. */
+typedef struct {
+    fh_config_t *config;
+    fh_hub_t *hub;
+    fh_prometheus_http_t *http;
+    fh_control_t *control;
+} s_run_t;
+
+/* Makes and starts the hub, /metrics and the control socket; undoes what
+   it made and returns the exit status when one fails, else 0. */
+static int
+s_start (s_run_t *run, const char *plugin_dir)
+{
+    char err[2048] = "";
+    const fh_config_t *config = run->config;
+    fh_fdlimit_raise (); /* before any socket: bus peers get what is left (fdlimit.h) */
+    run->hub = fh_hub_new (run->config, fh_plugin_dir (plugin_dir), err, sizeof err);
+    if (!run->hub) {
+        fh_error ("%s", err);
+        return FH_EXIT_USAGE;
+    }
+    /* Listen before the hub starts: a port that is taken fails the start
+       before any thread runs or the bus is touched. Until the control
+       socket is up, /metrics answers 503. */
+    fh_control_client_use_own_keys (config); /* before the /metrics thread calls */
+    run->http = fh_prometheus_http_new (config, err, sizeof err);
+    int status = !run->http && err[0] ? FH_EXIT_FAILURE : 0;
+    if (status == 0 && fh_hub_start (run->hub, err, sizeof err) != 0)
+        status = FH_EXIT_FAILURE;
+    else if (status == 0 && !(run->control = fh_control_new (run->hub, err, sizeof err))) {
+        fh_hub_stop_receiving (run->hub);
+        status = FH_EXIT_FAILURE;
+    }
+    if (status != 0) {
+        fh_error ("%s", err);
+        fh_prometheus_http_destroy (&run->http);
+        fh_hub_destroy (&run->hub);
+        return status;
+    }
+    fh_info ("control: serving %s%s", config->control,
+             config->control_curve.secret_key_file ? " with CURVE (control_curve)"
+             : config->control_insecure && strncmp (config->control, "tcp://", 6) == 0
+                 ? " in clear (control_insecure)"
+                 : "");
+    if (run->http)
+        fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
+    s_log_endpoints (config);
+    fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
+             config->consumer_count, config->consumer_count == 1 ? "" : "s",
+             (int) getpid ());
+    /* The bus socket and the control socket are up. */
+    fh_notify ("READY=1\nMAINPID=%d\nSTATUS=running %zu consumer%s", (int) getpid (),
+               config->consumer_count, config->consumer_count == 1 ? "" : "s");
+    return 0;
+}
+
+/* Stops on signal sig: consumers finish their queues until the deadline
+   (0: shutdown_timeout from now), every fini on a thread of its own
+   within the same deadline; then everything goes. The exit status. */
+static int
+s_stop (s_run_t *run, int sig, sigset_t *signals, int64_t deadline, int64_t next_tick)
+{
+    fh_hub_t *hub = run->hub;
+    int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
+    fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
+             strsignal (sig), (double) timeout_ms / 1000);
+    if (!deadline)
+        deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
+    fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
+    fh_hub_stop_receiving (hub);
+    /* Each step starts the instances whose predecessors are gone. */
+    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub))
+        next_tick = s_wait_stopping (hub, signals, deadline, next_tick);
+    fh_hub_log_counts (hub);
+    fh_prometheus_http_destroy (&run->http);
+    fh_control_destroy (&run->control);
+    /* A plugin whose fini hangs is named and left behind. */
+    fh_hub_finish (hub);
+    for (fh_hub_step (hub); fh_hub_instances (hub) > 0; fh_hub_step (hub))
+        next_tick = s_wait_stopping (hub, signals, deadline, next_tick);
+    fh_hub_destroy (&run->hub);
+    uint64_t again = fh_spool_unsaved_total ();
+    if (again) {
+        fh_error ("stopped, but a spool cursor could not be written: %llu done messages "
+                  "will be delivered again by the next run", (unsigned long long) again);
+        return FH_EXIT_FAILURE;
+    }
+    fh_info ("stopped");
+    return FH_EXIT_OK;
+}
+
 int
 fh_cmd_run (int argc, char **argv)
 {
@@ -251,115 +357,37 @@ fh_cmd_run (int argc, char **argv)
     if (cli.next < argc)
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
 
-    /* Before any thread exists (CZMQ's included), so all inherit the mask. */
     sigset_t signals;
-    sigemptyset (&signals);
-    sigaddset (&signals, SIGINT);
-    sigaddset (&signals, SIGTERM);
-    sigaddset (&signals, SIGHUP);
-    pthread_sigmask (SIG_BLOCK, &signals, NULL);
-    signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
-    zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
-    fh_crash_install ();       /* a plugin's crash or exit() is named */
-
+    s_block_signals (&signals);
     char err[2048];
-    fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
-    if (!config) {
+    s_run_t run = {.config = fh_cli_load_config (path, err, sizeof err)};
+    if (!run.config) {
         fh_error ("%s", err);
         return FH_EXIT_USAGE;
     }
     if (!level_given)
-        fh_log_set_level ((fanhub_log_level_t) config->log_level);
-    fh_fdlimit_raise (); /* before any socket: bus peers get what is left (fdlimit.h) */
-    fh_hub_t *hub = fh_hub_new (config, fh_plugin_dir (plugin_dir), err, sizeof err);
-    if (!hub) {
-        fh_error ("%s", err);
-        fh_config_destroy (&config);
-        return FH_EXIT_USAGE;
+        fh_log_set_level ((fanhub_log_level_t) run.config->log_level);
+    int status = s_start (&run, plugin_dir);
+    if (status != 0) {
+        fh_config_destroy (&run.config);
+        return status;
     }
-    /* Listen before the hub starts: a port that is taken fails the start
-       before any thread runs or the bus is touched. Until the control
-       socket is up, /metrics answers 503. */
-    fh_control_client_use_own_keys (config); /* before the /metrics thread calls */
-    fh_prometheus_http_t *http = fh_prometheus_http_new (config, err, sizeof err);
-    if (!http && err[0]) {
-        fh_error ("%s", err);
-        fh_hub_destroy (&hub);
-        fh_config_destroy (&config);
-        return FH_EXIT_FAILURE;
-    }
-    if (fh_hub_start (hub, err, sizeof err) != 0) {
-        fh_error ("%s", err);
-        fh_prometheus_http_destroy (&http);
-        fh_hub_destroy (&hub);
-        fh_config_destroy (&config);
-        return FH_EXIT_FAILURE;
-    }
-    fh_control_t *control = fh_control_new (hub, err, sizeof err);
-    if (!control) {
-        fh_error ("%s", err);
-        fh_prometheus_http_destroy (&http);
-        fh_hub_stop_receiving (hub);
-        fh_hub_destroy (&hub);
-        fh_config_destroy (&config);
-        return FH_EXIT_FAILURE;
-    }
-    fh_info ("control: serving %s%s", config->control,
-             config->control_curve.secret_key_file ? " with CURVE (control_curve)"
-             : config->control_insecure && strncmp (config->control, "tcp://", 6) == 0
-                 ? " in clear (control_insecure)"
-                 : "");
-    if (http)
-        fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
-    s_log_endpoints (config);
-    fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
-             config->consumer_count, config->consumer_count == 1 ? "" : "s",
-             (int) getpid ());
-    /* The bus socket and the control socket are up. */
-    fh_notify ("READY=1\nMAINPID=%d\nSTATUS=running %zu consumer%s", (int) getpid (),
-               config->consumer_count, config->consumer_count == 1 ? "" : "s");
-
     int sig;
     int64_t next_tick = fh_clock_mono_ns () + TICK_NS, deadline = 0;
     while (true) {
         /* While consumers are leaving after a reload, look at them every
            100 ms; otherwise wait for a signal, or the next tick. */
-        int64_t wait_ns = fh_hub_step (hub) ? 100000000 : next_tick - fh_clock_mono_ns ();
+        int64_t wait_ns = fh_hub_step (run.hub) ? 100000000 : next_tick - fh_clock_mono_ns ();
         struct timespec wait = {(time_t) (wait_ns > 0 ? wait_ns / 1000000000 : 0),
                                 (long) (wait_ns > 0 ? wait_ns % 1000000000 : 0)};
         sig = sigtimedwait (&signals, NULL, &wait);
         if (sig == SIGINT || sig == SIGTERM)
             break;
-        if (sig == SIGHUP && (sig = s_reload_watched (hub, path, level_given, &deadline)))
+        if (sig == SIGHUP && (sig = s_reload_watched (run.hub, path, level_given, &deadline)))
             break; /* a stop came during the reload: its deadline runs already */
-        next_tick = s_tick (hub, next_tick);
+        next_tick = s_tick (run.hub, next_tick);
     }
-    int64_t timeout_ms = fh_hub_config (hub)->shutdown_timeout_ms; /* live in a reload */
-    fh_info ("%s: stopping; consumers finish their queues (shutdown_timeout %.3g s)",
-             strsignal (sig), (double) timeout_ms / 1000);
-    if (!deadline)
-        deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
-    fh_notify ("STOPPING=1\nSTATUS=stopping: consumers finish their queues");
-    fh_hub_stop_receiving (hub);
-    /* Each step starts the instances whose predecessors are gone. */
-    while (fh_hub_step (hub) > 0 || !fh_hub_drained (hub))
-        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
-    fh_hub_log_counts (hub);
-    fh_prometheus_http_destroy (&http);
-    fh_control_destroy (&control);
-    /* Every fini on a thread of its own, within the same deadline: a
-       plugin whose fini hangs is named and left behind. */
-    fh_hub_finish (hub);
-    for (fh_hub_step (hub); fh_hub_instances (hub) > 0; fh_hub_step (hub))
-        next_tick = s_wait_stopping (hub, &signals, deadline, next_tick);
-    fh_hub_destroy (&hub);
-    fh_config_destroy (&config);
-    uint64_t again = fh_spool_unsaved_total ();
-    if (again) {
-        fh_error ("stopped, but a spool cursor could not be written: %llu done messages "
-                  "will be delivered again by the next run", (unsigned long long) again);
-        return FH_EXIT_FAILURE;
-    }
-    fh_info ("stopped");
-    return FH_EXIT_OK;
+    status = s_stop (&run, sig, &signals, deadline, next_tick);
+    fh_config_destroy (&run.config);
+    return status;
 }
