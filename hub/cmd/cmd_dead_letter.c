@@ -443,6 +443,68 @@ s_consumer_name_ok (const char *name)
     return true;
 }
 
+/* The checks of what was given, once parsed; FH_EXIT_OK or the usage
+   status (the error said). */
+static int
+s_check_args (bool show, bool replay, const char *path, const char *state_dir,
+              const char *consumer, const char *id)
+{
+    if (path && state_dir) {
+        fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
+        return FH_EXIT_USAGE;
+    }
+    if (replay && state_dir) {
+        fprintf (stderr, "fanhub dead-letter replay: needs the configuration (-c), to find "
+                 "the hub\n");
+        return FH_EXIT_USAGE;
+    }
+    if (!s_consumer_name_ok (consumer)) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not a consumer name ([A-Za-z0-9_.-]+)\n",
+                 consumer);
+        return FH_EXIT_USAGE;
+    }
+    if (show && id && !fh_deadletter_id_valid (id)) {
+        fprintf (stderr, "fanhub dead-letter: '%s' is not an entry ID (16 hex digits, as "
+                 "'fanhub dead-letter list' shows them)\n", id);
+        return FH_EXIT_USAGE;
+    }
+    return FH_EXIT_OK;
+}
+
+/* Without --state-dir: the configuration, its state_dir (a note when it
+   has no such consumer) and, for replay, the keys to reach the hub.
+   FH_EXIT_OK with *config_p set, or the exit status (the error said). */
+static int
+s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay,
+        fh_config_t **config_p)
+{
+    char err[2048];
+    fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    if (!config) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        return FH_EXIT_USAGE;
+    }
+    if (!config->state_dir) {
+        fprintf (stderr, "fanhub dead-letter: %s: no state_dir: dead letters are kept "
+                 "only with a state_dir\n", config->source);
+        fh_config_destroy (&config);
+        return FH_EXIT_USAGE;
+    }
+    bool known = false;
+    for (size_t i = 0; i < config->consumer_count; i++)
+        known |= strcmp (config->consumers[i].name, consumer) == 0;
+    if (!known)
+        fprintf (stderr, "fanhub dead-letter: note: %s has no consumer '%s'\n", config->source,
+                 consumer);
+    int keys = replay ? fh_cli_control_keys (cli, config, config->control) : FH_EXIT_OK;
+    if (keys != FH_EXIT_OK) {
+        fh_config_destroy (&config);
+        return keys;
+    }
+    *config_p = config;
+    return FH_EXIT_OK;
+}
+
 int
 fh_cmd_dead_letter (int argc, char **argv)
 {
@@ -491,53 +553,13 @@ fh_cmd_dead_letter (int argc, char **argv)
                                    show ? "CONSUMER ID" : "CONSUMER");
     const char *consumer = argv[1 + cli.next];
     const char *id = show ? argv[2 + cli.next] : NULL;
-    if (path && state_dir) {
-        fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
-        return FH_EXIT_USAGE;
-    }
-    if (replay && state_dir) {
-        fprintf (stderr, "fanhub dead-letter replay: needs the configuration (-c), to find "
-                 "the hub\n");
-        return FH_EXIT_USAGE;
-    }
-    if (!s_consumer_name_ok (consumer)) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not a consumer name ([A-Za-z0-9_.-]+)\n",
-                 consumer);
-        return FH_EXIT_USAGE;
-    }
-    if (id && !fh_deadletter_id_valid (id)) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not an entry ID (16 hex digits, as "
-                 "'fanhub dead-letter list' shows them)\n", id);
-        return FH_EXIT_USAGE;
-    }
-
-    char err[2048];
+    int status = s_check_args (show, replay, path, state_dir, consumer, id);
     fh_config_t *config = NULL;
-    if (!state_dir) {
-        config = fh_cli_load_config (path, err, sizeof err);
-        if (!config) {
-            fprintf (stderr, "fanhub dead-letter: %s\n", err);
-            return FH_EXIT_USAGE;
-        }
-        if (!config->state_dir) {
-            fprintf (stderr, "fanhub dead-letter: %s: no state_dir: dead letters are kept "
-                     "only with a state_dir\n", config->source);
-            fh_config_destroy (&config);
-            return FH_EXIT_USAGE;
-        }
+    if (status == FH_EXIT_OK && !state_dir
+        && (status = s_load (&cli, path, consumer, replay, &config)) == FH_EXIT_OK)
         state_dir = config->state_dir;
-        bool known = false;
-        for (size_t i = 0; i < config->consumer_count; i++)
-            known |= strcmp (config->consumers[i].name, consumer) == 0;
-        if (!known)
-            fprintf (stderr, "fanhub dead-letter: note: %s has no consumer '%s'\n",
-                     config->source, consumer);
-        int keys = replay ? fh_cli_control_keys (&cli, config, config->control) : FH_EXIT_OK;
-        if (keys != FH_EXIT_OK) {
-            fh_config_destroy (&config);
-            return keys;
-        }
-    }
+    if (status != FH_EXIT_OK)
+        return status;
     size_t dirlen = strlen (state_dir) + strlen (consumer) + sizeof FH_DEADLETTER_SUBDIR + 2;
     char *dir = malloc (dirlen);
     if (!dir) {
@@ -546,7 +568,7 @@ fh_cmd_dead_letter (int argc, char **argv)
         return FH_EXIT_FAILURE;
     }
     snprintf (dir, dirlen, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, consumer);
-    int status;
+    char err[2048];
     fh_deadletter_t *store = fh_deadletter_open (dir, NULL, false, err, sizeof err);
     if (!store) {
         fprintf (stderr, "fanhub dead-letter: %s\n", err);
