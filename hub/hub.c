@@ -45,6 +45,8 @@ struct fh_hub {
     bool started;
     bool stopped;
     char *plugin_dir;
+    /* The main thread's: handled at the last tick, and at the last trim. */
+    uint64_t tick_handled, trimmed_handled;
     /* Other threads read the lineages and the configuration under this
        lock; a reload or a lifecycle step changes them under it. */
     pthread_mutex_t lock;
@@ -632,6 +634,17 @@ fh_hub_tick (fh_hub_t *self, int64_t now_ns)
         fh_lineage_each_started (self->lines[i], s_tick_one, now_ns);
     for (size_t i = 0; i < self->gone_count; i++)
         fh_lineage_each_started (self->gone[i], s_tick_one, now_ns);
+    /* A backlog's messages were freed by consumer threads into their
+       malloc arenas, which keep the pages: once the hub has handled
+       nothing for a tick, after handling something, they go back. */
+    pthread_mutex_lock (&self->lock);
+    uint64_t handled = fh_hub_handled (self, NULL);
+    pthread_mutex_unlock (&self->lock);
+    if (handled == self->tick_handled && handled != self->trimmed_handled) {
+        s_give_back_memory ();
+        self->trimmed_handled = handled;
+    }
+    self->tick_handled = handled;
 }
 
 void
