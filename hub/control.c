@@ -1,6 +1,7 @@
 /*  control - the hub's control socket. See control.h. */
 #include "control.h"
 
+#include "actor.h"
 #include "clock.h"
 #include "fs.h"
 #include "log.h"
@@ -606,8 +607,7 @@ fh_control_destroy (fh_control_t **self_p)
     fh_control_t *self = *self_p;
     if (!self)
         return;
-    zactor_destroy (&self->actor);
-    (void) atomic_load_explicit (&self->finished, memory_order_acquire);
+    fh_actor_join (&self->actor, &self->finished);
     if (self->ipc_path)
         unlink (self->ipc_path);
     free (self->ipc_path);

@@ -10,6 +10,7 @@
 */
 #include "source_amqp_settings.h"
 
+#include "actor.h"
 #include "atomics.h"
 #include "clock.h"
 #include "emit.h"
@@ -665,8 +666,7 @@ fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
 void
 fh_source_amqp_stop (fh_source_amqp_t *self)
 {
-    zactor_destroy (&self->actor);
-    (void) atomic_load_explicit (&self->finished, memory_order_acquire);
+    fh_actor_join (&self->actor, &self->finished);
 }
 
 void

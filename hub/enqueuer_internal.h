@@ -1,0 +1,107 @@
+/*  enqueuer_internal - what the files of the enqueuer share.
+
+    The enqueuer (see enqueuer.h) is split by job:
+      enqueuer.c        the actor and its loop: reading, checking, numbering
+                        and handing out messages, injections, the public API
+      enqueuer_peers.c  the bus endpoints: the sockets, their security and
+                        ZAP policies, monitor events, peer counting and
+                        bus.max_peers
+      enqueuer_swap.c   SWAP: applying a reload's routing table, between
+                        two messages or in the middle of a blocked one
+    Only these files include this header; the rest of the hub uses
+    enqueuer.h.
+*/
+#ifndef FH_ENQUEUER_INTERNAL_H_INCLUDED
+#define FH_ENQUEUER_INTERNAL_H_INCLUDED
+
+#include "enqueuer.h"
+
+#include "atomics.h"
+#include "gaps.h"
+#include "log.h"
+#include "zap.h"
+
+#include <czmq.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct fh_enqueuer {
+    /* Written by the actor only. */
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t received;
+    atomic_uint_fast64_t malformed_by_reason[FH_MALFORMED_REASONS];
+    atomic_uint_fast64_t unrouted;
+    atomic_int *peers;                  /* per endpoint: connect first, then bind */
+    atomic_int bind_peers;              /* the bind endpoints' together */
+    atomic_uint_fast64_t auth_denied;   /* handshakes refused: key, address,
+                                           mechanism, cryptography */
+    atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
+    fh_handled_t handled;               /* messages every matching consumer refused */
+    fh_gaps_t *gaps;                    /* bus.gap_detection, or NULL */
+    char inject_endpoint[64];
+    void *publish; /* PUB on bus.publish, for emitted messages; or NULL */
+    zsock_t *pipe; /* the actor's pipe, watched while blocked */
+    void *pipe_handle;
+    void *sub_handle; /* the SUB socket, for a swap while blocked */
+    bool terminating; /* $TERM seen while blocked */
+
+    alignas (FH_CACHE_LINE) const fh_config_t *config;
+    fh_trigger_t *trigger;
+    fh_consumer_t **consumers;
+    size_t consumer_count;
+    zactor_t *actor;
+    char start_error[512];  /* set by the actor when setup failed */
+    atomic_bool setup_done; /* release: start_error is final */
+    atomic_bool finished;   /* release: the actor is done with self */
+
+    /* Actor-private. */
+    int max_peers;               /* per bind endpoint, resolved */
+    int *bind_ports;             /* per bind endpoint: its tcp port once bound, or -1 */
+    fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
+    zmq_msg_t *frames;           /* room for max_frames + 1 */
+    uint32_t *matches;           /* room for consumer_count */
+    /* The consumers offered something since the last signal: only they may
+       sleep with messages not yet signalled. */
+    uint32_t *offered; /* room for consumer_count */
+    size_t offered_count;
+    bool *offered_mark; /* by consumer index */
+    /* The message being handed out: the consumers it still goes to (a
+       swap while blocked re-aims them; NULL: no longer one to offer to). */
+    fh_consumer_t **targets;          /* room for consumer_count */
+    size_t target_next, target_count; /* [next, count) not yet offered */
+    fh_msg_t *target_msg;
+    uint64_t seq;
+    fh_ratelimit_t malformed_log;
+};
+
+/* The bus sockets the actor owns (fh_enq_open_bus). */
+typedef struct {
+    zsock_t *sub;     /* bus.bind and bus.connect */
+    zsock_t *monitor; /* the SUB socket's events, or NULL */
+    zsock_t *publish; /* bus.publish, or NULL */
+    fh_zap_t *zap;    /* guards bus.bind and bus.publish, or NULL */
+} fh_enq_bus_t;
+
+/* A reload's new routing (enqueuer_swap.c). */
+typedef struct fh_enq_swap fh_enq_swap_t;
+
+/* enqueuer.c: wakes the consumers offered something since the last call. */
+void fh_enq_signal_all (fh_enqueuer_t *self);
+/* enqueuer.c: the first frame of a message if one is waiting (frame is
+   then the caller's to close); false, with nothing to close, when none is. */
+bool fh_enq_recv_now (void *socket, zmq_msg_t *frame);
+
+/* enqueuer_peers.c: makes the bus sockets. -1 when the SUB socket cannot
+   be made; else 0, with start_error set when an endpoint failed. */
+int fh_enq_open_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
+/* enqueuer_peers.c: closes them; the endpoints have no peers after. */
+void fh_enq_close_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
+/* enqueuer_peers.c: handles one monitor event; false when none was waiting. */
+bool fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor);
+
+/* enqueuer_swap.c: applies a swap between two messages (or while one is
+   blocked), the SUB socket's subscriptions following. 0, or -1 when out
+   of memory. */
+int fh_enq_apply_swap (fh_enqueuer_t *self, fh_enq_swap_t *swap, void *sub);
+
+#endif
