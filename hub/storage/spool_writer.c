@@ -57,6 +57,7 @@ struct fh_spool_writer {
     bool writer_waiting, putter_waiting, stopping;
     bool pacing;     /* the writer waits for the pace (or half full) */
     int flushing;    /* flush calls waiting: no pacing */
+    atomic_int_fast64_t pace_ns;
 
     atomic_uint_fast64_t pending; /* put, and `written` not yet returned */
     atomic_uint_fast64_t passes;
@@ -212,7 +213,8 @@ s_writer_thread (void *arg)
         int64_t start_ns = s_now_ns ();
         uint64_t syncs = fh_spool_syncs (self->spool);
         s_write_pass (self, n);
-        next_ns = fh_spool_syncs (self->spool) != syncs ? start_ns + FH_SPOOL_WRITER_PACE_NS : 0;
+        int64_t pace = atomic_load (&self->pace_ns);
+        next_ns = pace > 0 && fh_spool_syncs (self->spool) != syncs ? start_ns + pace : 0;
 
         pthread_mutex_lock (&self->lock);
         pthread_cond_broadcast (&self->settled);
@@ -244,6 +246,7 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
     pthread_cond_init (&self->settled, NULL);
     atomic_init (&self->pending, 0);
     atomic_init (&self->passes, 0);
+    atomic_init (&self->pace_ns, FH_SPOOL_WRITER_PACE_NS);
     atomic_init (&self->count, 0);
     atomic_init (&self->bytes, 0);
     size_t first = self->max_items < 64 ? self->max_items : 64;
@@ -388,4 +391,10 @@ uint64_t
 fh_spool_writer_passes (fh_spool_writer_t *self)
 {
     return atomic_load (&self->passes);
+}
+
+void
+fh_spool_writer_set_pace (fh_spool_writer_t *self, int64_t pace_ns)
+{
+    atomic_store (&self->pace_ns, pace_ns);
 }

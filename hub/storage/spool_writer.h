@@ -91,6 +91,9 @@ bool fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes);
 uint64_t fh_spool_writer_pending (fh_spool_writer_t *self);
 /* Waits until everything handed over so far has been written (or failed). */
 void fh_spool_writer_flush (fh_spool_writer_t *self);
+/* Any thread: the pace after a pass that synced (default
+   FH_SPOOL_WRITER_PACE_NS; 0: none, the next pass starts at once). */
+void fh_spool_writer_set_pace (fh_spool_writer_t *self, int64_t pace_ns);
 /* Any thread: the passes that wrote something (group commits). */
 uint64_t fh_spool_writer_passes (fh_spool_writer_t *self);
 
