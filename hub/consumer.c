@@ -774,6 +774,7 @@ s_defer (fh_consumer_t *self, fh_msg_t *msg)
         size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
         struct s_deferred *ring = malloc (cap * sizeof *ring);
         if (ring) {
+            fh_memory_populate (ring, cap * sizeof *ring); /* not a fault a page */
             for (size_t i = 0; i < self->deferred_count; i++)
                 ring[i] = self->deferred[(self->deferred_head + i) % self->deferred_cap];
             free (self->deferred);

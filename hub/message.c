@@ -7,13 +7,27 @@
     the stack safe without ABA counters: nothing is ever popped singly. The
     stack stops taking messages at CACHE_MAX (counted loosely), so a drained
     backlog goes back to malloc.
+
+    Deferrals (one per spilled message, alive until its copy is read back
+    and done) come from blocks of a few hundred KiB whose pages are
+    populated in one call when the block is made: a held consumer that
+    spills 100,000 messages would otherwise take a page fault every 85
+    deferrals, and a page fault in a virtual machine costs as much as
+    spilling tens of messages (issue 12, docs/performance.md). A block
+    knows how many of its deferrals are alive; the allocating thread
+    holds it too while it carves from it; the last release puts it on a
+    short list of spare blocks (or frees it), whose pages are warm.
 */
 #include "message.h"
 
 #include "clock.h"
 #include "emit.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define CACHE_CLASSES 2   /* messages of 2 and of 3 frames */
 #define CACHE_MAX 16384   /* released messages kept per class */
@@ -21,6 +35,25 @@
 static _Atomic (fh_msg_t *) s_released[CACHE_CLASSES];
 static atomic_size_t s_released_count[CACHE_CLASSES];
 static _Thread_local fh_msg_t *s_private[CACHE_CLASSES];
+
+/* Deferral blocks: aligned to their size, so a deferral finds its block
+   by masking its address. */
+#define BLOCK_BYTES ((size_t) 256 * 1024)
+#define BLOCK_SPARE 8 /* blocks kept for reuse (2 MiB) */
+
+typedef struct s_block {
+    atomic_size_t alive;   /* deferrals not released, plus the carver's hold */
+    size_t carved;         /* deferrals handed out (the carving thread's) */
+    struct s_block *next;  /* on the spare list */
+    _Alignas (fh_deferral_t) unsigned char first[];
+} s_block_t;
+
+#define BLOCK_DEFERRALS ((BLOCK_BYTES - sizeof (s_block_t)) / sizeof (fh_deferral_t))
+
+static _Thread_local s_block_t *s_carving; /* this thread's block, or NULL */
+static pthread_mutex_t s_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static s_block_t *s_spare;
+static size_t s_spare_count;
 
 static inline int
 s_class (uint32_t frame_count)
@@ -102,8 +135,104 @@ s_free_list (fh_msg_t *list)
 }
 
 void
+fh_memory_populate (void *memory, size_t bytes)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t page = (uintptr_t) sysconf (_SC_PAGESIZE);
+    uintptr_t start = ((uintptr_t) memory + page - 1) & ~(page - 1);
+    uintptr_t end = ((uintptr_t) memory + bytes) & ~(page - 1);
+    if (end > start)
+        (void) madvise ((void *) start, end - start, MADV_POPULATE_WRITE);
+#else
+    (void) memory;
+    (void) bytes;
+#endif
+}
+
+/* Drops one hold on block; the last goes to the spare list, or is freed
+   when it is full. */
+static void
+s_block_release (s_block_t *block)
+{
+    if (atomic_fetch_sub_explicit (&block->alive, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_mutex_lock (&s_spare_lock);
+    if (s_spare_count < BLOCK_SPARE) {
+        block->next = s_spare;
+        s_spare = block;
+        s_spare_count++;
+        block = NULL;
+    }
+    pthread_mutex_unlock (&s_spare_lock);
+    free (block);
+}
+
+/* A block to carve from: a spare one, or a new one with its pages
+   populated (MADV_POPULATE_WRITE; where the kernel lacks it, they fault
+   in as used). NULL when out of memory. */
+static s_block_t *
+s_block_take (void)
+{
+    pthread_mutex_lock (&s_spare_lock);
+    s_block_t *block = s_spare;
+    if (block) {
+        s_spare = block->next;
+        s_spare_count--;
+    }
+    pthread_mutex_unlock (&s_spare_lock);
+    if (!block) {
+        void *memory = NULL;
+        if (posix_memalign (&memory, BLOCK_BYTES, BLOCK_BYTES) != 0)
+            return NULL;
+        fh_memory_populate (memory, BLOCK_BYTES);
+        block = memory;
+    }
+    atomic_init (&block->alive, 1); /* the carver's hold */
+    block->carved = 0;
+    block->next = NULL;
+    return block;
+}
+
+static fh_deferral_t *
+s_deferral_new (void)
+{
+    s_block_t *block = s_carving;
+    if (!block || block->carved == BLOCK_DEFERRALS) {
+        s_block_t *fresh = s_block_take ();
+        if (!fresh)
+            return NULL;
+        if (block)
+            s_block_release (block); /* the carver's hold */
+        s_carving = block = fresh;
+    }
+    fh_deferral_t *deferral = (fh_deferral_t *) block->first + block->carved++;
+    atomic_fetch_add_explicit (&block->alive, 1, memory_order_relaxed);
+    return deferral;
+}
+
+static void
+s_deferral_free (fh_deferral_t *deferral)
+{
+    s_block_release ((s_block_t *) ((uintptr_t) deferral & ~(uintptr_t) (BLOCK_BYTES - 1)));
+}
+
+void
 fh_msg_cache_drain (void)
 {
+    if (s_carving) {
+        s_block_release (s_carving);
+        s_carving = NULL;
+    }
+    pthread_mutex_lock (&s_spare_lock);
+    s_block_t *spare = s_spare;
+    s_spare = NULL;
+    s_spare_count = 0;
+    pthread_mutex_unlock (&s_spare_lock);
+    while (spare) {
+        s_block_t *next = spare->next;
+        free (spare);
+        spare = next;
+    }
     for (int class = 0; class < CACHE_CLASSES; class++) {
         s_free_list (s_private[class]);
         s_private[class] = NULL;
@@ -142,7 +271,7 @@ int
 fh_msg_defer (fh_msg_t *self)
 {
     if (!self->deferral) {
-        fh_deferral_t *deferral = malloc (sizeof *deferral);
+        fh_deferral_t *deferral = s_deferral_new ();
         if (!deferral)
             return -1;
         atomic_init (&deferral->refs, 1); /* the original's */
@@ -171,7 +300,7 @@ fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t now_ns)
     }
     if (self->emit)
         fh_emit_handled (self->emit);
-    free (self);
+    s_deferral_free (self);
 }
 
 void

@@ -8,8 +8,11 @@
     appends it to the spool as one group commit (fh_spool_append_batch:
     few write(2) calls, and with fsync: always one fdatasync for all of
     them), and only then are the records readable. So one fdatasync
-    covers every message that arrived while the last one ran: the faster
-    the messages come, the more each sync carries.
+    covers every message that arrived since the last pass: the faster
+    the messages come, the more each sync carries. A pass that synced is
+    followed by the next FH_SPOOL_WRITER_PACE_NS after its start at the
+    earliest (sooner when the hand-off is half full or a flush waits), so
+    syncs cost a bounded share of a CPU whatever the message rate.
 
     Order. Items are written in the order they were handed over, and
     fh_spool_writer_pending counts them until their fate is known; an item
@@ -46,6 +49,10 @@
    queue.capacity and FH_SPOOL_WRITER_MIN_ITEMS items). */
 #define FH_SPOOL_WRITER_MIN_ITEMS 16384
 #define FH_SPOOL_WRITER_MAX_BYTES (64u * 1024 * 1024)
+/* After a pass that synced, the next starts this long after it at the
+   earliest, unless the hand-off is half full or a flush waits (see
+   spool_writer.c, "Pacing"). */
+#define FH_SPOOL_WRITER_PACE_NS (10 * 1000 * 1000)
 
 typedef struct fh_spool_writer fh_spool_writer_t;
 
@@ -84,6 +91,9 @@ bool fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes);
 uint64_t fh_spool_writer_pending (fh_spool_writer_t *self);
 /* Waits until everything handed over so far has been written (or failed). */
 void fh_spool_writer_flush (fh_spool_writer_t *self);
+/* Any thread: the pace after a pass that synced (default
+   FH_SPOOL_WRITER_PACE_NS; 0: none, the next pass starts at once). */
+void fh_spool_writer_set_pace (fh_spool_writer_t *self, int64_t pace_ns);
 /* Any thread: the passes that wrote something (group commits). */
 uint64_t fh_spool_writer_passes (fh_spool_writer_t *self);
 

@@ -600,6 +600,61 @@ test_refusals_reported (void **state)
     s_sink_fini (&sink);
 }
 
+/* Waits (bounding only a hang) until the writer has written everything
+   handed over, without asking it to (no flush). */
+static void
+s_wait_settled (fh_spool_writer_t *writer)
+{
+    for (int i = 0; i < 60000 && fh_spool_writer_pending (writer) > 0; i++)
+        usleep (1000);
+    assert_int_equal (fh_spool_writer_pending (writer), 0);
+}
+
+/* Pacing: after a pass that synced, the writer waits for its pace before
+   the next one, but never while a flush waits, once the hand-off is half
+   full, or when it stops. The pace here is an hour: each of those must
+   cut it short, or the case hangs. */
+static void
+test_pace_after_sync (void **state)
+{
+    s_fixture_t *f = *state;
+    fh_spool_options_t options = {.fsync = FH_SPOOL_FSYNC_ALWAYS};
+    fh_spool_t *spool = s_open (f, &options);
+    static s_msg_t msgs[8];
+    static s_sink_t sink;
+    s_sink_init (&sink, msgs, 0);
+    fh_spool_writer_t *writer = s_writer (spool, 4, 0, &sink);
+    fh_spool_writer_set_pace (writer, (int64_t) 3600 * 1000000000);
+    s_put (writer, msgs, 1);
+    fh_spool_writer_flush (writer); /* the first pass: no pace before it */
+    assert_int_equal (fh_spool_writer_passes (writer), 1);
+    assert_int_equal (fh_spool_syncs (spool), 1);
+
+    /* The writer paces now: a flush does not wait for it. */
+    s_put (writer, msgs, 2);
+    fh_spool_writer_flush (writer);
+    assert_int_equal (fh_spool_writer_passes (writer), 2);
+
+    /* Half full (2 of 4 items): a pass starts without a flush. */
+    s_put (writer, msgs, 3);
+    s_put (writer, msgs, 4);
+    s_wait_settled (writer);
+    assert_int_equal (fh_spool_syncs (spool), 3);
+
+    /* Stopping writes what waits for the pace. */
+    s_put (writer, msgs, 5);
+    fh_spool_writer_destroy (&writer);
+    assert_int_equal (sink.written_count, 5);
+    for (uint64_t seq = 1; seq <= 5; seq++) {
+        assert_int_equal (sink.written[seq - 1], seq);
+        assert_int_equal (sink.rc[seq], 0);
+        s_expect (spool, seq);
+    }
+    s_expect_end (spool);
+    fh_spool_close (&spool);
+    s_sink_fini (&sink);
+}
+
 int
 main (void)
 {
@@ -613,6 +668,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_handoff_bounded, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_destroy_writes_everything, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_refusals_reported, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_pace_after_sync, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
