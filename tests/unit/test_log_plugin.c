@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <fanhub/consumer.h>
 
 #include <dirent.h>
@@ -356,10 +358,7 @@ s_group_setup (void **state)
 {
     (void) state;
     umask (022);
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (s_dir, sizeof s_dir, "%s/fanhub-test-log-XXXXXX",
-              tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp (s_dir)) {
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-log"))) {
         print_error ("mkdtemp: %s\n", strerror (errno));
         return -1;
     }

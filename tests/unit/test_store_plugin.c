@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <fanhub/consumer.h>
 #include <sqlite3.h>
 
@@ -267,10 +269,7 @@ static int
 s_group_setup (void **state)
 {
     (void) state;
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (s_dir, sizeof s_dir, "%s/fanhub-test-store-XXXXXX",
-              tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp (s_dir)) {
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-store"))) {
         print_error ("mkdtemp: %s\n", strerror (errno));
         return -1;
     }
