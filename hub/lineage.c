@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "thread.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ typedef struct {
     fh_consumer_t *consumer;
     fh_lineage_tag_t tag;
     char *plugin; /* for the log, since the consumer goes away */
-    pthread_t thread;
+    fh_thread_t thread;
     atomic_bool done;
     int64_t since_ns;
     bool warned;
@@ -100,7 +101,7 @@ s_teardown_thread (void *arg)
 static void
 s_leaving_join (fh_lineage_t *self, s_leaving_t *leaving)
 {
-    pthread_join (leaving->thread, NULL);
+    fh_thread_join (&leaving->thread);
     if (self->release)
         self->release (leaving->tag);
     free (leaving->plugin);
@@ -122,8 +123,11 @@ s_leave (fh_lineage_t *self, s_instance_t *instance)
         leaving->plugin = strdup (fh_consumer_plugin_path (instance->consumer));
         leaving->since_ns = fh_clock_mono_ns ();
         atomic_init (&leaving->done, false);
+        char err[128]; /* no thread: torn down here instead */
         if (leaving->plugin
-            && pthread_create (&leaving->thread, NULL, s_teardown_thread, leaving) == 0) {
+            && fh_thread_start (&leaving->thread, "fh:teardown", s_teardown_thread, leaving, err,
+                                sizeof err)
+                   == 0) {
             self->leaving[self->leaving_count++] = leaving;
             return;
         }
@@ -289,30 +293,37 @@ fh_lineage_close (fh_lineage_t *self)
 }
 
 /* Adds what a stopped instance did to the figures of the gone. */
+/* Adds c's counters that only grow (and its high-water marks) to out: what
+   a lineage keeps of an instance once it is gone. */
+static void
+s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
+{
+    out->enqueued += c->enqueued;
+    out->dropped += c->dropped;
+    out->dequeued += c->dequeued;
+    out->completed += c->completed;
+    out->failed += c->failed;
+    out->retried += c->retried;
+    out->dead_lettered += c->dead_lettered;
+    out->coalesced += c->coalesced;
+    out->key_fallback += c->key_fallback;
+    out->evicted += c->evicted;
+    out->spilled += c->spilled;
+    out->spool_corrupt += c->spool_corrupt;
+    out->spool_cursor_errors += c->spool_cursor_errors;
+    out->spool_fsyncs += c->spool_fsyncs;
+    if (c->backlog_max > out->backlog_max)
+        out->backlog_max = c->backlog_max;
+    if (c->key_backlog_max > out->key_backlog_max)
+        out->key_backlog_max = c->key_backlog_max;
+}
+
 static void
 s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
 {
     fh_consumer_counts_t c;
     fh_consumer_counts (consumer, &c);
-    fh_consumer_counts_t *g = &self->gone;
-    g->enqueued += c.enqueued;
-    g->dropped += c.dropped;
-    g->dequeued += c.dequeued;
-    g->completed += c.completed;
-    g->failed += c.failed;
-    g->retried += c.retried;
-    g->dead_lettered += c.dead_lettered;
-    g->coalesced += c.coalesced;
-    g->key_fallback += c.key_fallback;
-    g->evicted += c.evicted;
-    g->spilled += c.spilled;
-    g->spool_corrupt += c.spool_corrupt;
-    g->spool_cursor_errors += c.spool_cursor_errors;
-    g->spool_fsyncs += c.spool_fsyncs;
-    if (c.backlog_max > g->backlog_max)
-        g->backlog_max = c.backlog_max;
-    if (c.key_backlog_max > g->key_backlog_max)
-        g->key_backlog_max = c.key_backlog_max;
+    s_add_totals (&self->gone, &c);
     fh_consumer_latency (consumer, self->scratch, NULL);
     fh_histogram_add (self->gone_queue_wait, self->scratch);
     fh_consumer_latency (consumer, NULL, self->scratch);
@@ -431,30 +442,14 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);
-        out->enqueued += c.enqueued;
-        out->dropped += c.dropped;
-        out->dequeued += c.dequeued;
-        out->completed += c.completed;
-        out->failed += c.failed;
-        out->retried += c.retried;
-        out->dead_lettered += c.dead_lettered;
+        s_add_totals (out, &c);
+        /* Gauges: what the running instances hold now. */
         out->in_flight += c.in_flight;
         out->backlog += c.backlog;
         out->stuck += c.stuck;
-        out->coalesced += c.coalesced;
-        out->key_fallback += c.key_fallback;
         out->keys_active += c.keys_active;
-        out->evicted += c.evicted;
-        out->spilled += c.spilled;
         out->spool_bytes += c.spool_bytes;
-        out->spool_corrupt += c.spool_corrupt;
-        out->spool_cursor_errors += c.spool_cursor_errors;
-        out->spool_fsyncs += c.spool_fsyncs;
         out->spool_handoff += c.spool_handoff;
-        if (c.key_backlog_max > out->key_backlog_max)
-            out->key_backlog_max = c.key_backlog_max;
-        if (c.backlog_max > out->backlog_max)
-            out->backlog_max = c.backlog_max;
         out->capacity = c.capacity;
         out->workers = c.workers;
     }

@@ -2,6 +2,7 @@
 #include "zap.h"
 
 #include "cidr.h"
+#include "thread.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -21,8 +22,7 @@ struct fh_zap {
     size_t count;
     zcertstore_t **stores; /* per policy, when it has allow_dir */
     fh_cidr_t **networks;  /* per policy: its allow_ip, parsed */
-    pthread_t thread;
-    bool started;
+    fh_thread_t thread;
 };
 
 static const fh_zap_policy_t *
@@ -216,12 +216,8 @@ fh_zap_new (void *zmq_context, const fh_zap_policy_t *policies, size_t count, ch
         fh_zap_destroy (&self);
         return NULL;
     }
-    if (pthread_create (&self->thread, NULL, s_run, self) != 0) {
-        snprintf (err, errlen, "ZAP handler: cannot start its thread");
+    if (fh_thread_start (&self->thread, "fh:zap", s_run, self, err, errlen) != 0)
         fh_zap_destroy (&self);
-        return NULL;
-    }
-    self->started = true;
     return self;
 }
 
@@ -231,10 +227,9 @@ fh_zap_destroy (fh_zap_t **self_p)
     fh_zap_t *self = *self_p;
     if (!self)
         return;
-    if (self->started) {
+    if (fh_thread_started (&self->thread))
         zmq_send (self->stop_out, "", 0, 0);
-        pthread_join (self->thread, NULL);
-    }
+    fh_thread_join (&self->thread);
     if (self->handler)
         zmq_close (self->handler);
     if (self->stop_in)

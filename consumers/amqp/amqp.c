@@ -21,7 +21,8 @@
     that message is answered FANHUB_FAIL (a dead letter), logged at most
     once every 10 s.
 
-    Options: see options.c and docs/plugins/amqp.md. consume is thread-safe
+    Options: the table in options.c (`fanhub plugins --options amqp`) and
+    docs/plugins/amqp.md. consume is thread-safe
     (the hand-off is locked), so workers: N with order_by works; a key's
     next message then waits for its predecessor's confirm.
 */
@@ -35,6 +36,8 @@
 #include <time.h>
 
 #define AMQP_REJECT_LOG_NS (10 * INT64_C (1000000000))
+
+static const fanhub_consumer_desc_t s_desc;
 
 typedef struct {
     const fanhub_host_t *host;
@@ -148,9 +151,8 @@ static int
 s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
          char *err, size_t errlen)
 {
-    (void) ctx;
     bridge_options_t opts;
-    if (bridge_options_read (host, options, false, &opts, err, errlen))
+    if (bridge_options_read (host, ctx, &s_desc, options, false, &opts, err, errlen))
         return -1;
     bridge_options_free (&opts);
     return 0;
@@ -181,7 +183,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     }
     self->host = host;
     self->ctx = ctx;
-    if (bridge_options_read (host, options, true, &self->opts, err, errlen)) {
+    if (bridge_options_read (host, ctx, &s_desc, options, true, &self->opts, err, errlen)) {
         pthread_mutex_destroy (&self->reject_lock);
         free (self);
         return -1;
@@ -218,19 +220,6 @@ s_fini (void *state)
     s_destroy (self);
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "amqp",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .fini = s_fini,
-    .check = s_check,
-};
-
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "amqp", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .fini = s_fini, .check = s_check, .options = bridge_option_table)

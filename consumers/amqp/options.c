@@ -1,5 +1,8 @@
-/*  options.c - the amqp plugin's options: read, checked, and named with
-    their FILE:LINE:COL when refused. The keys are documented in
+/*  options.c - the amqp plugin's options: its option table (ABI 1.2: the
+    hub reads the keys, their types and ranges, with FILE:LINE:COL errors,
+    and `fanhub plugins --options amqp` prints it), then what the table
+    cannot say: the url, tls and topic_prefix maps, the password and the
+    keys that exclude each other. The keys are documented in
     docs/plugins/amqp.md; init and check read them the same way.
 
     Secrets never come from the YAML alone: a password written in the
@@ -9,6 +12,8 @@
 */
 #include "bridge.h"
 
+#include <fanhub/sdk.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,21 +22,61 @@
 
 #include <amqp.h>
 
-#define OPT_MS_MAX 3600000L
+#define OPT_MS_MAX 3600000
 #define DEFAULT_HOST "127.0.0.1"
 #define DEFAULT_PORT 5672
 #define DEFAULT_TLS_PORT 5671
 
-static const char *
-s_kind_name (fanhub_option_kind_t kind)
-{
-    switch (kind) {
-    case FANHUB_OPTION_SCALAR: return "a scalar";
-    case FANHUB_OPTION_LIST: return "a list";
-    case FANHUB_OPTION_MAP: return "a map";
-    }
-    return "nothing";
-}
+/* The options as the host reads them from the table. */
+typedef struct {
+    const char *url;
+    const char *host;
+    int64_t port; /* -1: not given (its default depends on TLS) */
+    const char *vhost;
+    const char *user;
+    const char *password_file;
+    const char *password_env;
+    const fanhub_option_t *tls;
+    const char *exchange;
+    const fanhub_option_t *topic_prefix;
+    int64_t confirm_timeout_ms;
+    int64_t connect_timeout_ms;
+    int64_t reconnect_max_ms;
+    int64_t heartbeat_s;
+} s_raw_t;
+
+const fanhub_opt_t bridge_option_table[] = {
+    FANHUB_OPT_FIELD (s_raw_t, "url", FANHUB_OPT_STRING, url, NULL, 0, 0,
+                      "amqp://[USER@]HOST[:PORT][/VHOST] or amqps://... (not with host...)"),
+    FANHUB_OPT_FIELD (s_raw_t, "host", FANHUB_OPT_STRING, host, DEFAULT_HOST, 1,
+                      BRIDGE_SHORTSTR_MAX, "the broker's host name or address"),
+    FANHUB_OPT_FIELD (s_raw_t, "port", FANHUB_OPT_INT, port, NULL, 1, 65535,
+                      "the broker's port (default 5672, TLS 5671)"),
+    FANHUB_OPT_FIELD (s_raw_t, "vhost", FANHUB_OPT_STRING, vhost, "/", 1, BRIDGE_SHORTSTR_MAX,
+                      "the virtual host"),
+    FANHUB_OPT_FIELD (s_raw_t, "user", FANHUB_OPT_STRING, user, "guest", 1, BRIDGE_SHORTSTR_MAX,
+                      "the user name"),
+    FANHUB_OPT_FIELD (s_raw_t, "password_file", FANHUB_OPT_FILE, password_file, NULL, 0, 0,
+                      "a file (mode 0600) whose first line is the password"),
+    FANHUB_OPT_FIELD (s_raw_t, "password_env", FANHUB_OPT_STRING, password_env, NULL, 1,
+                      BRIDGE_SHORTSTR_MAX, "the environment variable holding the password"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls", FANHUB_OPT_ANY, tls, NULL, 0, 0,
+                      "{ca_file, cert_file, key_file, verify_peer, verify_hostname}: TLS"),
+    FANHUB_OPT_FIELD (s_raw_t, "exchange", FANHUB_OPT_STRING, exchange, "amq.topic", 0,
+                      BRIDGE_SHORTSTR_MAX,
+                      "the exchange to publish to (\"\": the default exchange)"),
+    FANHUB_OPT_FIELD (s_raw_t, "topic_prefix", FANHUB_OPT_ANY, topic_prefix, NULL, 0, 0,
+                      "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
+    FANHUB_OPT_FIELD (s_raw_t, "confirm_timeout_ms", FANHUB_OPT_INT, confirm_timeout_ms, "30000",
+                      100, OPT_MS_MAX, "the longest a published message waits for its confirm"),
+    FANHUB_OPT_FIELD (s_raw_t, "connect_timeout_ms", FANHUB_OPT_INT, connect_timeout_ms, "10000",
+                      100, OPT_MS_MAX, "TCP connect, login and each start-up RPC"),
+    FANHUB_OPT_FIELD (s_raw_t, "reconnect_max_ms", FANHUB_OPT_INT, reconnect_max_ms, "10000", 100,
+                      OPT_MS_MAX, "the longest wait between reconnection attempts"),
+    FANHUB_OPT_FIELD (s_raw_t, "heartbeat_s", FANHUB_OPT_INT, heartbeat_s, "30", 0, 3600,
+                      "AMQP heartbeat asked for (0: none)"),
+    FANHUB_OPT_END,
+};
 
 /* A scalar option's text; empty allowed only with allow_empty. */
 static int
@@ -41,7 +86,7 @@ s_text (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
     const char *text = host->option_scalar (node);
     if (!text) {
         snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key, expected,
-                  s_kind_name (host->option_kind (node)), host->option_where (node));
+                  fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
         return -1;
     }
     if (!*text && !allow_empty) {
@@ -51,29 +96,6 @@ s_text (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
     }
     *out = text;
     return 0;
-}
-
-/* An integer option from lo to hi, decimal digits only. */
-static int
-s_int (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, long lo,
-       long hi, long *out, char *err, size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    bool ok = text && *text && strlen (text) <= 9
-              && strspn (text, "0123456789") == strlen (text);
-    long v = ok ? strtol (text, NULL, 10) : 0;
-    if (ok && v >= lo && v <= hi) {
-        *out = v;
-        return 0;
-    }
-    if (text)
-        snprintf (err, errlen, "options.%s: expected an integer from %ld to %ld, got \"%s\" (%s)",
-                  key, lo, hi, text, host->option_where (node));
-    else
-        snprintf (err, errlen, "options.%s: expected an integer from %ld to %ld, got %s (%s)",
-                  key, lo, hi, s_kind_name (host->option_kind (node)),
-                  host->option_where (node));
-    return -1;
 }
 
 static int
@@ -86,7 +108,7 @@ s_bool (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
         return 0;
     }
     snprintf (err, errlen, "options.%s: expected true or false, got %s%s%s (%s)", key,
-              text ? "\"" : "", text ? text : s_kind_name (host->option_kind (node)),
+              text ? "\"" : "", text ? text : fanhub_option_kind_name (host->option_kind (node)),
               text ? "\"" : "", host->option_where (node));
     return -1;
 }
@@ -203,7 +225,8 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
     }
     out->tls = info.ssl;
     out->port = info.port;
-    rc = s_copy (&out->host, info.host, err, errlen) || s_copy (&out->vhost, info.vhost, err, errlen)
+    rc = s_copy (&out->host, info.host, err, errlen)
+         || s_copy (&out->vhost, info.vhost, err, errlen)
          || s_copy (&out->user, info.user, err, errlen);
     free (copy);
     return rc;
@@ -217,7 +240,7 @@ s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
     if (host->option_kind (node) != FANHUB_OPTION_MAP) {
         snprintf (err, errlen, "options.tls: expected a map {ca_file, cert_file, key_file, "
                   "verify_peer, verify_hostname}, got %s (%s)",
-                  s_kind_name (host->option_kind (node)), host->option_where (node));
+                  fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
         return -1;
     }
     out->tls = true;
@@ -289,87 +312,6 @@ s_prefix (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options
     return 0;
 }
 
-/* One key of the options map; -1 with err when it is refused. */
-static int
-s_key (const fanhub_host_t *host, const char *key, const fanhub_option_t *node,
-       bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
-{
-    const char *text = NULL;
-    long v = 0;
-    if (strcmp (key, "url") == 0)
-        return s_text (host, node, key, "an amqp:// url", false, &text, err, errlen)
-               || s_url (host, node, out, err, errlen);
-    if (strcmp (key, "host") == 0 || strcmp (key, "vhost") == 0 || strcmp (key, "user") == 0
-        || strcmp (key, "exchange") == 0) {
-        bool is_exchange = key[0] == 'e';
-        if (s_text (host, node, key, "a string", is_exchange, &text, err, errlen))
-            return -1;
-        if (strlen (text) > BRIDGE_SHORTSTR_MAX) {
-            snprintf (err, errlen, "options.%s: at most %d bytes (%s)", key,
-                      BRIDGE_SHORTSTR_MAX, host->option_where (node));
-            return -1;
-        }
-        return s_copy (key[0] == 'h'   ? &out->host
-                       : key[0] == 'v' ? &out->vhost
-                       : key[0] == 'u' ? &out->user
-                                       : &out->exchange,
-                       text, err, errlen);
-    }
-    if (strcmp (key, "port") == 0) {
-        if (s_int (host, node, key, 1, 65535, &v, err, errlen))
-            return -1;
-        out->port = (int) v;
-        return 0;
-    }
-    if (strcmp (key, "password") == 0) {
-        snprintf (err, errlen, "options.password: a password is never taken from the YAML; "
-                  "set password_file (a file of mode 0600) or password_env (%s)",
-                  host->option_where (node));
-        return -1;
-    }
-    if (strcmp (key, "password_file") == 0 || strcmp (key, "password_env") == 0) {
-        if (out->password_given) {
-            snprintf (err, errlen, "options.%s: give password_file or password_env, not both "
-                      "(%s)", key, host->option_where (node));
-            return -1;
-        }
-        out->password_given = true;
-        return s_text (host, node, key, key[9] == 'f' ? "a file name" : "a variable name",
-                       false, &text, err, errlen)
-               || s_password (host, node, key, read_secrets, out, err, errlen);
-    }
-    if (strcmp (key, "tls") == 0)
-        return s_tls (host, node, out, err, errlen);
-    if (strcmp (key, "topic_prefix") == 0)
-        return s_prefix (host, node, out, err, errlen);
-    static const struct {
-        const char *key;
-        long lo, hi;
-    } ints[] = {{"confirm_timeout_ms", 100, OPT_MS_MAX},
-                {"connect_timeout_ms", 100, OPT_MS_MAX},
-                {"reconnect_max_ms", 100, OPT_MS_MAX},
-                {"heartbeat_s", 0, 3600}};
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
-        if (strcmp (key, ints[i].key) != 0)
-            continue;
-        if (s_int (host, node, key, ints[i].lo, ints[i].hi, &v, err, errlen))
-            return -1;
-        if (i == 3)
-            out->heartbeat_s = (int) v;
-        else
-            *(i == 0   ? &out->confirm_timeout_ns
-              : i == 1 ? &out->connect_timeout_ns
-                       : &out->reconnect_max_ns)
-                = (int64_t) v * 1000000;
-        return 0;
-    }
-    snprintf (err, errlen, "options.%s: unknown option; amqp takes url, host, port, vhost, "
-              "user, password_file, password_env, tls, exchange, topic_prefix, "
-              "confirm_timeout_ms, connect_timeout_ms, reconnect_max_ms and heartbeat_s (%s)",
-              key, host->option_where (node));
-    return -1;
-}
-
 void
 bridge_options_free (bridge_options_t *o)
 {
@@ -384,35 +326,104 @@ bridge_options_free (bridge_options_t *o)
     memset (o, 0, sizeof *o);
 }
 
-int
-bridge_options_read (const fanhub_host_t *host, const fanhub_option_t *options,
-                     bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
+/* The first key of options, in the file's order, that is one of keys
+   (NULL-terminated), or NULL. */
+static const fanhub_option_t *
+s_first_of (const fanhub_host_t *host, const fanhub_option_t *options, const char *const *keys,
+            const char **found)
 {
-    memset (out, 0, sizeof *out);
-    out->port = -1;
-    out->verify_peer = true;
-    out->verify_hostname = true;
-    out->confirm_timeout_ns = 30000 * INT64_C (1000000);
-    out->connect_timeout_ns = 10000 * INT64_C (1000000);
-    out->reconnect_max_ns = 10000 * INT64_C (1000000);
-    out->heartbeat_s = 30;
-    snprintf (out->where, sizeof out->where, "%s", host->option_where (options));
-    const fanhub_option_t *url = host->option_get (options, "url");
     for (size_t i = 0; i < host->option_count (options); i++) {
         const char *key = NULL;
         const fanhub_option_t *node = host->option_at (options, i, &key);
-        if (!key)
-            key = "?";
-        if (url && node != url
-            && (strcmp (key, "host") == 0 || strcmp (key, "port") == 0
-                || strcmp (key, "vhost") == 0 || strcmp (key, "user") == 0)) {
-            snprintf (err, errlen, "options.%s: give url or host, port, vhost and user, not "
-                      "both (%s)", key, host->option_where (node));
-            goto fail;
-        }
-        if (s_key (host, key, node, read_secrets, out, err, errlen))
-            goto fail;
+        for (size_t k = 0; key && keys[k]; k++)
+            if (strcmp (key, keys[k]) == 0) {
+                *found = key;
+                return node;
+            }
     }
+    return NULL;
+}
+
+/* What the table cannot say: keys refused or exclusive of each other. */
+static int
+s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *err,
+              size_t errlen)
+{
+    const fanhub_option_t *password = host->option_get (options, "password");
+    if (password) {
+        snprintf (err, errlen, "options.password: a password is never taken from the YAML; "
+                  "set password_file (a file of mode 0600) or password_env (%s)",
+                  host->option_where (password));
+        return -1;
+    }
+    static const char *const address[] = {"host", "port", "vhost", "user", NULL};
+    const char *key = NULL;
+    const fanhub_option_t *node = s_first_of (host, options, address, &key);
+    if (node && host->option_get (options, "url")) {
+        snprintf (err, errlen, "options.%s: give url or host, port, vhost and user, not "
+                  "both (%s)", key, host->option_where (node));
+        return -1;
+    }
+    if (host->option_get (options, "password_file")
+        && host->option_get (options, "password_env")) {
+        /* The later of the two is the one refused. */
+        static const char *const passwords[] = {"password_file", "password_env", NULL};
+        s_first_of (host, options, passwords, &key);
+        key = strcmp (key, "password_file") == 0 ? "password_env" : "password_file";
+        snprintf (err, errlen, "options.%s: give password_file or password_env, not both "
+                  "(%s)", key, host->option_where (host->option_get (options, key)));
+        return -1;
+    }
+    return 0;
+}
+
+/* The table's values, copied into out, and the maps and the password read. */
+static int
+s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t *raw,
+        bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
+{
+    out->port = (int) raw->port;
+    out->confirm_timeout_ns = raw->confirm_timeout_ms * INT64_C (1000000);
+    out->connect_timeout_ns = raw->connect_timeout_ms * INT64_C (1000000);
+    out->reconnect_max_ns = raw->reconnect_max_ms * INT64_C (1000000);
+    out->heartbeat_s = (int) raw->heartbeat_s;
+    if (raw->url && s_url (host, host->option_get (options, "url"), out, err, errlen))
+        return -1;
+    if ((!raw->url
+         && (s_copy (&out->host, raw->host, err, errlen)
+             || s_copy (&out->vhost, raw->vhost, err, errlen)
+             || s_copy (&out->user, raw->user, err, errlen)))
+        || s_copy (&out->exchange, raw->exchange, err, errlen))
+        return -1;
+    const char *password_key = raw->password_file ? "password_file"
+                               : raw->password_env ? "password_env"
+                                                   : NULL;
+    if (password_key) {
+        out->password_given = true;
+        if (s_password (host, host->option_get (options, password_key), password_key,
+                        read_secrets, out, err, errlen))
+            return -1;
+    }
+    if ((raw->tls && s_tls (host, raw->tls, out, err, errlen))
+        || (raw->topic_prefix && s_prefix (host, raw->topic_prefix, out, err, errlen)))
+        return -1;
+    return 0;
+}
+
+int
+bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
+                     const fanhub_consumer_desc_t *desc, const fanhub_option_t *options,
+                     bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
+{
+    memset (out, 0, sizeof *out);
+    out->verify_peer = true;
+    out->verify_hostname = true;
+    snprintf (out->where, sizeof out->where, "%s", host->option_where (options));
+    s_raw_t raw = {.port = -1};
+    if (s_exclusions (host, options, err, errlen)
+        || host->options_read (ctx, desc, options, &raw, sizeof raw, err, errlen)
+        || s_take (host, options, &raw, read_secrets, out, err, errlen))
+        goto fail;
     if (out->tls && out->verify_peer && !out->ca_file) {
         snprintf (err, errlen, "options.tls: TLS with verify_peer (the default) needs "
                   "tls.ca_file, the CA certificates that signed the broker's (%s)", out->where);
@@ -420,11 +431,7 @@ bridge_options_read (const fanhub_host_t *host, const fanhub_option_t *options,
     }
     if (out->port < 0)
         out->port = out->tls ? DEFAULT_TLS_PORT : DEFAULT_PORT;
-    if ((!out->host && s_copy (&out->host, DEFAULT_HOST, err, errlen))
-        || (!out->vhost && s_copy (&out->vhost, "/", err, errlen))
-        || (!out->user && s_copy (&out->user, "guest", err, errlen))
-        || (!out->exchange && s_copy (&out->exchange, "amq.topic", err, errlen))
-        || (read_secrets && !out->password && s_copy (&out->password, "guest", err, errlen)))
+    if (read_secrets && !out->password && s_copy (&out->password, "guest", err, errlen))
         goto fail;
     return 0;
 fail:

@@ -1063,16 +1063,6 @@ s_consume (void *state, const fanhub_msg_t *msg)
     return out.result;
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "exec",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .options = s_options,
-    .fini = s_fini,
-    .check = s_check,
-};
-
-FANHUB_CONSUMER_ENTRY (s_desc)
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "exec", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .options = s_options, .fini = s_fini, .check = s_check)

@@ -408,10 +408,10 @@ typedef struct {
 static const fanhub_consumer_desc_t s_desc;
 
 static const fanhub_opt_t s_options[] = {
-    {"path", FANHUB_OPT_ANY, offsetof (log_options_t, path_node), NULL, 0, 0, NULL, 0,
-     "the file to append to, or \"-\" for stdout (default)"},
-    {"flush_ms", FANHUB_OPT_INT, offsetof (log_options_t, flush_ms), "100", 0,
-     LOG_FLUSH_MS_MAX, NULL, 0, "how long a line may wait in the buffer"},
+    FANHUB_OPT_FIELD (log_options_t, "path", FANHUB_OPT_ANY, path_node, NULL, 0, 0,
+                      "the file to append to, or \"-\" for stdout (default)"),
+    FANHUB_OPT_FIELD (log_options_t, "flush_ms", FANHUB_OPT_INT, flush_ms, "100", 0,
+                      LOG_FLUSH_MS_MAX, "how long a line may wait in the buffer"),
     FANHUB_OPT_END,
 };
 
@@ -513,17 +513,6 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     return 0;
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "log",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .options = s_options,
-    .idle = s_idle,
-    .fini = s_fini,
-    .check = s_check,
-};
-
-FANHUB_CONSUMER_ENTRY (s_desc)
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "log", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .options = s_options, .idle = s_idle, .fini = s_fini, .check = s_check)

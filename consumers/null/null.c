@@ -40,15 +40,6 @@ s_consume (void *state, const fanhub_msg_t *msg)
     return FANHUB_OK;
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "null",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .check = s_check,
-    .options = s_options,
-};
-
-FANHUB_CONSUMER_ENTRY (s_desc)
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "null", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .check = s_check, .options = s_options)

@@ -135,25 +135,24 @@ typedef struct {
 
 static const fanhub_consumer_desc_t s_desc;
 
-#define RELAY_OPT(name, type, field, def, lo, hi, help)                        \
-    {name, type, offsetof (relay_options_t, field), def, lo, hi, NULL, 0, help}
 static const fanhub_opt_t s_options[] = {
-    RELAY_OPT ("bind", FANHUB_OPT_ANY, bind, NULL, 0, 0,
-               "endpoint(s) to bind the PUB socket to (or connect)"),
-    RELAY_OPT ("connect", FANHUB_OPT_ANY, connect, NULL, 0, 0,
-               "endpoint(s) to connect the PUB socket to (or bind)"),
-    RELAY_OPT ("topic_prefix", FANHUB_OPT_ANY, prefix, NULL, 0, 0,
-               "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
-    RELAY_OPT ("sndhwm", FANHUB_OPT_INT, sndhwm, "0", 0, INT_MAX,
-               "messages queued per subscriber before ZeroMQ drops (0: no limit)"),
-    RELAY_OPT ("linger_ms", FANHUB_OPT_INT, linger_ms, "1000", -1, RELAY_MS_MAX,
-               "how long fini waits for queued messages to go out (-1: forever)"),
-    RELAY_OPT ("require_subscriber", FANHUB_OPT_BOOL, require_subscriber, "false", 0, 0,
-               "answer RETRY while no subscriber wants the topic"),
-    RELAY_OPT ("subscriber_wait_ms", FANHUB_OPT_INT, subscriber_wait_ms, "0", 0, RELAY_MS_MAX,
-               "with require_subscriber: how long to wait for one"),
-    RELAY_OPT ("curve", FANHUB_OPT_ANY, curve, NULL, 0, 0,
-               "CurveZMQ: {secret_key_file, server_public_key | allow, allow_dir}"),
+    FANHUB_OPT_FIELD (relay_options_t, "bind", FANHUB_OPT_ANY, bind, NULL, 0, 0,
+                      "endpoint(s) to bind the PUB socket to (or connect)"),
+    FANHUB_OPT_FIELD (relay_options_t, "connect", FANHUB_OPT_ANY, connect, NULL, 0, 0,
+                      "endpoint(s) to connect the PUB socket to (or bind)"),
+    FANHUB_OPT_FIELD (relay_options_t, "topic_prefix", FANHUB_OPT_ANY, prefix, NULL, 0, 0,
+                      "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
+    FANHUB_OPT_FIELD (relay_options_t, "sndhwm", FANHUB_OPT_INT, sndhwm, "0", 0, INT_MAX,
+                      "messages queued per subscriber before ZeroMQ drops (0: no limit)"),
+    FANHUB_OPT_FIELD (relay_options_t, "linger_ms", FANHUB_OPT_INT, linger_ms, "1000", -1,
+                      RELAY_MS_MAX,
+                      "how long fini waits for queued messages to go out (-1: forever)"),
+    FANHUB_OPT_FIELD (relay_options_t, "require_subscriber", FANHUB_OPT_BOOL, require_subscriber,
+                      "false", 0, 0, "answer RETRY while no subscriber wants the topic"),
+    FANHUB_OPT_FIELD (relay_options_t, "subscriber_wait_ms", FANHUB_OPT_INT, subscriber_wait_ms,
+                      "0", 0, RELAY_MS_MAX, "with require_subscriber: how long to wait for one"),
+    FANHUB_OPT_FIELD (relay_options_t, "curve", FANHUB_OPT_ANY, curve, NULL, 0, 0,
+                      "CurveZMQ: {secret_key_file, server_public_key | allow, allow_dir}"),
     FANHUB_OPT_END,
 };
 
@@ -844,16 +843,7 @@ s_fini (void *state)
     s_destroy ((relay_state_t *) state);
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "relay",
-    .version = "1.0",
-    .flags = 0, /* one ZeroMQ socket: never from two threads */
-    .init = s_init,
-    .consume = s_consume,
-    .options = s_options,
-    .fini = s_fini,
-    .check = s_check,
-};
-
-FANHUB_CONSUMER_ENTRY (s_desc)
+/* flags 0: one ZeroMQ socket, never used from two threads at once. */
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "relay", .version = "1.0", .flags = 0, .init = s_init,
+                        .consume = s_consume, .options = s_options, .fini = s_fini,
+                        .check = s_check)

@@ -687,23 +687,21 @@ typedef struct {
 
 static const fanhub_consumer_desc_t s_desc;
 
-#define STORE_OPT(name, type, field, def, lo, hi, help)                        \
-    {name, type, offsetof (store_options_t, field), def, lo, hi, NULL, 0, help}
 static const fanhub_opt_t s_options[] = {
-    STORE_OPT ("sqlite", FANHUB_OPT_FILE, sqlite, NULL, 0, 0,
-               "the SQLite database file (or postgres)"),
-    STORE_OPT ("postgres", FANHUB_OPT_ANY, postgres, NULL, 0, 0,
-               "a libpq conninfo string (or sqlite)"),
-    STORE_OPT ("password_file", FANHUB_OPT_ANY, password_file, NULL, 0, 0,
-               "postgres: a file (mode 0600) whose first line is the password"),
-    STORE_OPT ("password_env", FANHUB_OPT_ANY, password_env, NULL, 0, 0,
-               "postgres: the environment variable holding the password"),
-    STORE_OPT ("table", FANHUB_OPT_ANY, table_node, NULL, 0, 0,
-               "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
-    STORE_OPT ("batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
-               "rows written in one transaction at most"),
-    STORE_OPT ("batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0, STORE_BATCH_MS_MAX,
-               "how long a row may wait for its batch"),
+    FANHUB_OPT_FIELD (store_options_t, "sqlite", FANHUB_OPT_FILE, sqlite, NULL, 0, 0,
+                      "the SQLite database file (or postgres)"),
+    FANHUB_OPT_FIELD (store_options_t, "postgres", FANHUB_OPT_ANY, postgres, NULL, 0, 0,
+                      "a libpq conninfo string (or sqlite)"),
+    FANHUB_OPT_FIELD (store_options_t, "password_file", FANHUB_OPT_ANY, password_file, NULL, 0, 0,
+                      "postgres: a file (mode 0600) whose first line is the password"),
+    FANHUB_OPT_FIELD (store_options_t, "password_env", FANHUB_OPT_ANY, password_env, NULL, 0, 0,
+                      "postgres: the environment variable holding the password"),
+    FANHUB_OPT_FIELD (store_options_t, "table", FANHUB_OPT_ANY, table_node, NULL, 0, 0,
+                      "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
+    FANHUB_OPT_FIELD (store_options_t, "batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
+                      "rows written in one transaction at most"),
+    FANHUB_OPT_FIELD (store_options_t, "batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0,
+                      STORE_BATCH_MS_MAX, "how long a row may wait for its batch"),
     FANHUB_OPT_END,
 };
 
@@ -903,17 +901,6 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     return 0;
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "store",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .options = s_options,
-    .idle = s_idle,
-    .fini = s_fini,
-    .check = s_check,
-};
-
-FANHUB_CONSUMER_ENTRY (s_desc)
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "store", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .options = s_options, .idle = s_idle, .fini = s_fini, .check = s_check)

@@ -29,6 +29,7 @@
 #include "clock.h"
 #include "control.h"
 #include "log.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <microhttpd.h>
@@ -73,8 +74,7 @@ struct fh_prometheus_http {
     pthread_cond_t wake;
     s_conn_t *conns;
     bool stopping;
-    bool guard_started;
-    pthread_t guard;
+    fh_thread_t guard;
 };
 
 static double
@@ -439,12 +439,8 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
         fh_prometheus_http_destroy (&self);
         return NULL;
     }
-    if (pthread_create (&self->guard, NULL, s_guard, self) != 0) {
-        snprintf (err, errlen, "prometheus: cannot start the connection guard");
+    if (fh_thread_start (&self->guard, "fh:http-guard", s_guard, self, err, errlen) != 0)
         fh_prometheus_http_destroy (&self);
-        return NULL;
-    }
-    self->guard_started = true;
     return self;
 }
 
@@ -454,13 +450,11 @@ fh_prometheus_http_destroy (fh_prometheus_http_t **self_p)
     fh_prometheus_http_t *self = *self_p;
     if (!self)
         return;
-    if (self->guard_started) {
-        pthread_mutex_lock (&self->lock);
-        self->stopping = true;
-        pthread_cond_signal (&self->wake);
-        pthread_mutex_unlock (&self->lock);
-        pthread_join (self->guard, NULL);
-    }
+    pthread_mutex_lock (&self->lock);
+    self->stopping = true;
+    pthread_cond_signal (&self->wake);
+    pthread_mutex_unlock (&self->lock);
+    fh_thread_join (&self->guard);
     /* Joins the daemon's thread: no request runs after this (and every
        connection's CLOSED notice has come). */
     if (self->daemon)

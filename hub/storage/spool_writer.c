@@ -22,6 +22,7 @@
 #include "spool_writer.h"
 
 #include "log.h"
+#include "thread.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -68,8 +69,7 @@ struct fh_spool_writer {
     size_t batch_cap;
     fanhub_bytes_t *frames;
     size_t frame_cap;
-    pthread_t thread;
-    bool started;
+    fh_thread_t thread;
 };
 
 /* Sizes the frame scratch for `needed` frames. False when out of memory. */
@@ -260,13 +260,8 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
         fh_spool_writer_destroy (&self);
         return NULL;
     }
-    int rc = pthread_create (&self->thread, NULL, s_writer_thread, self);
-    if (rc != 0) {
-        snprintf (err, errlen, "spool writer: cannot start its thread: %s", strerror (rc));
+    if (fh_thread_start (&self->thread, "fh:spool-writer", s_writer_thread, self, err, errlen) != 0)
         fh_spool_writer_destroy (&self);
-        return NULL;
-    }
-    self->started = true;
     return self;
 }
 
@@ -276,12 +271,12 @@ fh_spool_writer_destroy (fh_spool_writer_t **self_p)
     fh_spool_writer_t *self = *self_p;
     if (!self)
         return;
-    if (self->started) {
+    if (fh_thread_started (&self->thread)) {
         pthread_mutex_lock (&self->lock);
         self->stopping = true;
         pthread_cond_signal (&self->work);
         pthread_mutex_unlock (&self->lock);
-        pthread_join (self->thread, NULL);
+        fh_thread_join (&self->thread);
     }
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->work);

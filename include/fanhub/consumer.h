@@ -169,6 +169,13 @@ typedef struct {
 #define FANHUB_OPT_END                                                         \
     { NULL, (fanhub_opt_type_t) 0, 0, NULL, 0, 0, NULL, 0, NULL }
 
+/* An entry whose value goes to field of the plugin's struct type, without
+   enum values or flags (write those entries out in full):
+     FANHUB_OPT_FIELD (my_options_t, "port", FANHUB_OPT_INT, port, "80",
+                       1, 65535, "the port to connect to") */
+#define FANHUB_OPT_FIELD(type, name, opt_type, field, def, min, max, help)     \
+    { name, opt_type, offsetof (type, field), def, min, max, NULL, 0, help }
+
 /* The host table: what the hub offers a plugin. Passed to init; valid until
    fini returns. New members are only ever added at the end. */
 typedef struct fanhub_host {
@@ -337,6 +344,17 @@ FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
     {                                                                          \
         return &(desc);                                                        \
     }
+
+/* Both in one: the descriptor desc, FANHUB_CONSUMER_DESC_HEADER first and
+   then the members given, and the entry that answers it:
+     FANHUB_CONSUMER_DEFINE (s_desc, .name = "log", .version = "1.0",
+                             .init = s_init, .consume = s_consume)
+   (declare `static const fanhub_consumer_desc_t s_desc;` above when init
+   needs it for options_read). */
+#define FANHUB_CONSUMER_DEFINE(desc, ...)                                      \
+    static const fanhub_consumer_desc_t desc                                   \
+        = {FANHUB_CONSUMER_DESC_HEADER, __VA_ARGS__};                          \
+    FANHUB_CONSUMER_ENTRY (desc)
 
 #ifdef __cplusplus
 }

@@ -493,6 +493,47 @@ def test_password_file_refused():
     wd.cleanup()
 
 
+def test_option_table():
+    """The options are a table (plugin ABI 1.2): `fanhub plugins --options
+    amqp` prints it, and the hub refuses a value of the wrong type or out of
+    its range with the FILE:LINE:COL of that value."""
+    require_plugin()
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.SHIPPED_PLUGINS, "--options", "amqp"])
+    assert status == 0, out + err
+    rows = {
+        "url": r"string +- +- +amqp://",
+        "port": r"integer +- +1\.\.65535 +the broker's port",
+        "exchange": r"string +amq\.topic +0\.\.255 +the exchange",
+        "password_file": r"file +- +- +a file \(mode 0600\)",
+        "tls": r"any +- +- +\{ca_file",
+        "confirm_timeout_ms": r"integer +30000 +100\.\.3600000 ",
+        "heartbeat_s": r"integer +30 +0\.\.3600 ",
+    }
+    for name, row in rows.items():
+        assert re.search(r"^%s +%s" % (name, row), out, re.M), (name, out)
+    wd = fh.Workdir()
+    # (options, the text the error points at, the message)
+    cases = [
+        ("port: 0", "0", 'options.port: expected an integer from 1 to 65535, got "0"'),
+        ("connect_timeout_ms: 99", "99",
+         'options.connect_timeout_ms: expected an integer from 100 to 3600000, got "99"'),
+        ("heartbeat_s: {s: 1}", "{s", "options.heartbeat_s: expected an integer from 0 to 3600, "
+                                      "got a map"),
+        ("host: [a, b]", "[a", "options.host: expected a string, got a list"),
+        ("user: ''", "''", 'options.user: expected 1 to 255 characters, got ""'),
+        ("password_file: ''", "''", "options.password_file: must not be empty"),
+    ]
+    for options, at, expected in cases:
+        cfg = wd.write("bad.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                       "  - name: bridge\n    plugin: amqp\n    options: {%s}\n" % options)
+        status, out, err = fh.run(["check", "-c", cfg])
+        assert status == 2, (options, out, err)
+        # Line 6 is "    options: {...}": the first key starts in column 15.
+        want = "%s (%s:6:%d)" % (expected, cfg, 15 + options.index(at))
+        assert want in err, (options, want, err)
+    wd.cleanup()
+
+
 def test_bad_options():
     """`fanhub check` refuses bad options with the key and FILE:LINE:COL;
     no secret is printed."""
@@ -512,7 +553,7 @@ def test_bad_options():
         ("confirm_timeout_ms: soon", r"options\.confirm_timeout_ms: expected an integer"),
         ("heartbeat_s: [1]", r"options\.heartbeat_s: expected an integer from 0 to 3600, "
                              r"got a list"),
-        ("exchange: '%s'" % ("x" * 256), r"options\.exchange: at most 255 bytes"),
+        ("exchange: '%s'" % ("x" * 256), r"options\.exchange: expected 0 to 255 characters"),
         ("topic_prefix: {from: a.}", r"options\.topic_prefix: expected a map \{from: PREFIX, "
                                      r"to: PREFIX\}"),
         ("password_env: FANHUB_TEST_UNSET_VARIABLE",
@@ -555,8 +596,9 @@ def test_bad_options():
 
 if __name__ == "__main__":
     try:
-        fh.main([test_bad_options, test_password_file_refused, test_refused_at_start,
-                 test_tls, test_long_routing_key_fails, test_bridge_exactness, test_unreachable_at_start,
+        fh.main([test_option_table, test_bad_options, test_password_file_refused,
+                 test_refused_at_start, test_tls, test_long_routing_key_fails,
+                 test_bridge_exactness, test_unreachable_at_start,
                  test_broker_restarted_mid_stream, test_broker_killed_mid_stream])
     finally:
         if NODE is not None:

@@ -31,16 +31,5 @@ s_consume (void *state, const fanhub_msg_t *msg)
     return FANHUB_OK;
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "initfail",
-    .version = "1.0",
-    .init = s_init,
-    .consume = s_consume,
-};
-
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "initfail", .version = "1.0", .init = s_init,
+                        .consume = s_consume)

@@ -104,19 +104,6 @@ s_fini (void *state)
     free (state);
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "reasoned",
-    .version = "1.2",
-    .init = s_init,
-    .consume = s_consume,
-    .fini = s_fini,
-    .check = s_check,
-    .options = s_options,
-};
-
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "reasoned", .version = "1.2", .init = s_init,
+                        .consume = s_consume, .fini = s_fini, .check = s_check,
+                        .options = s_options)

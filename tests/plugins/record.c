@@ -173,18 +173,6 @@ s_fini (void *state)
     free (self);
 }
 
-static const fanhub_consumer_desc_t s_desc = {
-    FANHUB_CONSUMER_DESC_HEADER,
-    .name = "record",
-    .version = "1.0",
-    .flags = FANHUB_CONSUMER_THREAD_SAFE,
-    .init = s_init,
-    .consume = s_consume,
-    .fini = s_fini,
-};
-
-FANHUB_EXPORT const fanhub_consumer_desc_t *
-fanhub_consumer_entry (void)
-{
-    return &s_desc;
-}
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "record", .version = "1.0",
+                        .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
+                        .fini = s_fini)

@@ -20,6 +20,7 @@
 
 #include "option_table.h" /* the hub's own reading of option tables */
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -229,6 +230,26 @@ fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
     (void) ctx;
     return fh_option_table_read (&fake_host, desc->name, desc->options, options, values,
                                  values_size, err, errlen);
+}
+
+/* Loads a plugin as the hub does (dlopen, then its entry): its
+   descriptor, with the handle in *dl (dlclose it); NULL with the reason
+   printed. */
+static inline const fanhub_consumer_desc_t *
+fake_plugin_load (const char *path, void **dl)
+{
+    *dl = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+    if (!*dl) {
+        print_error ("dlopen: %s\n", dlerror ());
+        return NULL;
+    }
+    fanhub_consumer_entry_fn entry;
+    *(void **) &entry = dlsym (*dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
+    if (!entry) {
+        print_error ("dlsym: %s\n", dlerror ());
+        return NULL;
+    }
+    return entry ();
 }
 
 #endif

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -63,7 +65,7 @@ typedef struct {
     int connections;
 } s_server_t;
 
-static char s_dir[] = "/tmp/fanhub-collectd-test-XXXXXX";
+static char s_dir[128];
 static char s_socket_path[256];
 
 static void
@@ -666,7 +668,7 @@ static int
 s_setup (void **state)
 {
     (void) state;
-    if (!mkdtemp (s_dir))
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-collectd-test")))
         return -1;
     snprintf (s_socket_path, sizeof s_socket_path, "%s/collectd.sock", s_dir);
     snprintf (s_log_path, sizeof s_log_path, "%s/log", s_dir);

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 /* A valid bus: and consumers:, lines 1-2 and 3-5. */
 #define BUS "bus:\n  connect: tcp://127.0.0.1:9940\n"
 #define CONSUMERS "consumers:\n  - name: c\n    plugin: p\n"
@@ -1104,8 +1106,8 @@ test_load_file (void **state)
     assert_null (fh_config_load_file ("/tmp", err, sizeof err));
     assert_string_equal (err, "/tmp: cannot open: Is a directory");
 
-    char path[] = "/tmp/test_config_XXXXXX";
-    int fd = mkstemp (path);
+    char path[512];
+    int fd = mkstemp (test_tmp_template (path, sizeof path, "test_config"));
     assert_true (fd >= 0);
     static const char good[] = BUS CONSUMERS;
     assert_int_equal (write (fd, good, strlen (good)), (ssize_t) strlen (good));

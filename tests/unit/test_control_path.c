@@ -17,23 +17,23 @@
 
 #include <cmocka.h>
 
-static char s_dir[] = "/tmp/fanhub-control-path-XXXXXX";
+#include "test_dir.h"
+
+static char s_dir[128];
 
 static int
 s_setup (void **state)
 {
     (void) state;
-    strcpy (s_dir + strlen (s_dir) - 6, "XXXXXX");
-    return mkdtemp (s_dir) ? 0 : -1;
+    return mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-control-path")) ? 0 : -1;
 }
 
 static int
 s_teardown (void **state)
 {
     (void) state;
-    char command[128];
-    snprintf (command, sizeof command, "rm -rf '%s'", s_dir);
-    return system (command) == 0 ? 0 : -1;
+    test_remove_tree (s_dir);
+    return 0;
 }
 
 /* A Unix socket file at path, as a stale hub would leave. */

@@ -23,50 +23,14 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-typedef struct {
-    char root[64];
-    char dir[128]; /* root/state/consumer/dead-letter */
-} s_fixture_t;
+#include "test_dir.h"
+
+typedef test_dir_fixture_t s_fixture_t;
 
 static int
 s_setup (void **state)
 {
-    s_fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->root, sizeof f->root, "/tmp/test_deadletter.XXXXXX");
-    if (!mkdtemp (f->root))
-        return -1;
-    snprintf (f->dir, sizeof f->dir, "%s/state/archive/dead-letter", f->root);
-    *state = f;
-    return 0;
-}
-
-static void
-s_remove_tree (const char *path)
-{
-    DIR *dir = opendir (path);
-    if (dir) {
-        struct dirent *entry;
-        while ((entry = readdir (dir))) {
-            if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
-                continue;
-            char child[512];
-            snprintf (child, sizeof child, "%s/%s", path, entry->d_name);
-            s_remove_tree (child);
-        }
-        closedir (dir);
-        rmdir (path);
-    }
-    else
-        unlink (path);
-}
-
-static int
-s_teardown (void **state)
-{
-    s_fixture_t *f = *state;
-    s_remove_tree (f->root);
-    free (f);
-    return 0;
+    return test_dir_setup (state, "test_deadletter", "state/archive/dead-letter");
 }
 
 static fh_deadletter_t *
@@ -340,12 +304,12 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown (test_add_list_load_remove, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_damaged_entries_are_listed, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_missing_store_is_empty, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_ids_increase_across_reopen, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_long_reason_is_cut, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_concurrent_adds, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_add_list_load_remove, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damaged_entries_are_listed, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_store_is_empty, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_ids_increase_across_reopen, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_long_reason_is_cut, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_concurrent_adds, s_setup, test_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <fanhub/consumer.h>
 
 #include <dirent.h>
@@ -222,8 +224,7 @@ s_group_setup (void **state)
     if (!entry)
         return -1;
     s_desc = entry ();
-    snprintf (s_dir, sizeof s_dir, "/tmp/fanhub-exec-test-XXXXXX");
-    if (!mkdtemp (s_dir))
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-exec-test")))
         return -1;
     /* Seen by every command: where to write what it saw. */
     setenv ("EXEC_TEST_DIR", s_dir, 1);

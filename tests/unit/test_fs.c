@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -24,8 +26,7 @@ static int
 s_setup (void **state)
 {
     (void) state;
-    snprintf (s_dir, sizeof s_dir, "/tmp/fanhub-test-fs-XXXXXX");
-    return mkdtemp (s_dir) ? 0 : -1;
+    return mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-fs")) ? 0 : -1;
 }
 
 static int

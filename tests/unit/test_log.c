@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +22,8 @@ static void
 s_capture (void (*fn) (fh_ratelimit_t *), fh_ratelimit_t *limit, char *out, size_t size)
 {
     fflush (stderr);
-    char path[] = "/tmp/fanhub-test-log-XXXXXX";
-    int fd = mkstemp (path);
+    char path[512];
+    int fd = mkstemp (test_tmp_template (path, sizeof path, "fanhub-test-log"));
     assert_true (fd >= 0);
     int saved = dup (STDERR_FILENO);
     assert_true (saved >= 0);

@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #include <fanhub/consumer.h>
 
 #include <dirent.h>
@@ -355,26 +357,11 @@ static int
 s_group_setup (void **state)
 {
     (void) state;
-    umask (022);
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (s_dir, sizeof s_dir, "%s/fanhub-test-log-XXXXXX",
-              tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp (s_dir)) {
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-log"))) {
         print_error ("mkdtemp: %s\n", strerror (errno));
         return -1;
     }
-    s_dl = dlopen (SHIPPED_PLUGIN_DIR "/log.so", RTLD_NOW | RTLD_LOCAL);
-    if (!s_dl) {
-        print_error ("dlopen: %s\n", dlerror ());
-        return -1;
-    }
-    fanhub_consumer_entry_fn entry;
-    *(void **) &entry = dlsym (s_dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
-    if (!entry) {
-        print_error ("dlsym: %s\n", dlerror ());
-        return -1;
-    }
-    s_desc = entry ();
+    s_desc = fake_plugin_load (SHIPPED_PLUGIN_DIR "/log.so", &s_dl);
     return s_desc ? 0 : -1;
 }
 
@@ -384,20 +371,7 @@ s_group_teardown (void **state)
     (void) state;
     if (s_dl)
         dlclose (s_dl);
-    DIR *dir = opendir (s_dir);
-    if (dir) {
-        struct dirent *entry;
-        char path[512];
-        while ((entry = readdir (dir))) {
-            if (strcmp (entry->d_name, ".") == 0
-                || strcmp (entry->d_name, "..") == 0)
-                continue;
-            snprintf (path, sizeof path, "%s/%s", s_dir, entry->d_name);
-            unlink (path);
-        }
-        closedir (dir);
-    }
-    rmdir (s_dir);
+    test_remove_tree (s_dir);
     return 0;
 }
 

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 #define DEADLINE_NS (INT64_C (60) * 1000000000)
 #define NS_PER_S 1000000000.0
 
@@ -226,8 +228,8 @@ static void
 test_ipc_socket_mode (void **state)
 {
     (void) state;
-    char dir[] = "/tmp/fanhub-moksha-XXXXXX";
-    assert_non_null (mkdtemp (dir));
+    char dir[96];
+    assert_non_null (mkdtemp (test_tmp_template (dir, sizeof dir, "fanhub-moksha")));
     char text[512], path[128];
     snprintf (path, sizeof path, "%s/sub/moksha.sock", dir); /* sub/ is made */
     snprintf (text, sizeof text,
@@ -266,7 +268,7 @@ typedef struct {
     zsock_t *monitor;   /* SUB on the moksha socket */
     int64_t now;        /* the made-up clock given to fh_moksha_tick */
     int64_t interval;
-    char count_path[64];
+    char count_path[512];
 } live_t;
 
 /* Receives one monitoring message within the deadline, parsed. */
@@ -293,8 +295,9 @@ static void
 s_live_start (live_t *live)
 {
     memset (live, 0, sizeof *live);
-    snprintf (live->count_path, sizeof live->count_path, "/tmp/fanhub-moksha-count-%d",
-              (int) getpid ());
+    const char *tmp = getenv ("TMPDIR");
+    snprintf (live->count_path, sizeof live->count_path, "%s/fanhub-moksha-count-%d",
+              tmp && *tmp ? tmp : "/tmp", (int) getpid ());
     char text[1024];
     snprintf (text, sizeof text,
               "bus: {bind: [\"inproc://test-moksha-bus\"]}\n"

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 static fanhub_option_t *
 s_load (const char *text, char *err, size_t errlen)
 {
@@ -161,10 +163,8 @@ test_files (void **state)
     assert_null (fh_options_yaml_load_file ("/tmp", err, sizeof err));
     assert_string_equal (err, "/tmp: cannot open: Is a directory");
 
-    const char *tmp = getenv ("TMPDIR");
     char path[512];
-    snprintf (path, sizeof path, "%s/test_options_yaml_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    int fd = mkstemp (path);
+    int fd = mkstemp (test_tmp_template (path, sizeof path, "test_options_yaml"));
     assert_true (fd >= 0);
     static const char text[] = "flush_ms: lots\n";
     assert_int_equal (write (fd, text, strlen (text)), (ssize_t) strlen (text));

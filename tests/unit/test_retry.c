@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "test_dir.h"
+
 static void
 test_delays_double_and_cap (void **state)
 {
@@ -88,8 +90,8 @@ static char *
 run_flaky (const char *retries, const char *final, size_t max_attempts, fake_clock_t *clock,
            fh_consumer_counts_t *counts)
 {
-    char dir[] = "/tmp/fanhub-test-retry-XXXXXX";
-    assert_non_null (mkdtemp (dir));
+    char dir[128];
+    assert_non_null (mkdtemp (test_tmp_template (dir, sizeof dir, "fanhub-test-retry")));
     char path[256];
     snprintf (path, sizeof path, "%s/calls", dir);
     fanhub_option_t *options = fh_option_new (FANHUB_OPTION_MAP, NULL, "t.yaml:1:1");

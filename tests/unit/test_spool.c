@@ -32,74 +32,25 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-typedef struct {
-    char root[64];
-    char dir[128]; /* root/consumer: the spool */
-} s_fixture_t;
+#include "spool_msg.h"
+#include "test_dir.h"
+
+typedef test_dir_fixture_t s_fixture_t;
 
 static int
 s_setup (void **state)
 {
-    s_fixture_t *f = calloc (1, sizeof *f);
-    snprintf (f->root, sizeof f->root, "/tmp/test_spool.XXXXXX");
-    if (!mkdtemp (f->root))
-        return -1;
-    snprintf (f->dir, sizeof f->dir, "%s/state/consumer", f->root);
-    *state = f;
-    return 0;
-}
-
-static void
-s_remove_tree (const char *path)
-{
-    DIR *dir = opendir (path);
-    if (dir) {
-        struct dirent *entry;
-        while ((entry = readdir (dir))) {
-            if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
-                continue;
-            char child[512];
-            snprintf (child, sizeof child, "%s/%s", path, entry->d_name);
-            s_remove_tree (child);
-        }
-        closedir (dir);
-        rmdir (path);
-    }
-    else
-        unlink (path);
-}
-
-static int
-s_teardown (void **state)
-{
-    s_fixture_t *f = *state;
-    s_remove_tree (f->root);
-    free (f);
-    return 0;
+    return test_dir_setup (state, "test_spool", "state/consumer");
 }
 
 /* ------------------------------------------------------------ messages */
 
-typedef struct {
-    char topic[48];
-    uint8_t body[600];
-    uint8_t extra[8];
-    fanhub_bytes_t frames[3];
-    uint32_t count;
-} s_msg_t;
+typedef spool_msg_t s_msg_t;
 
 static void
 s_make (s_msg_t *m, uint64_t seq)
 {
-    snprintf (m->topic, sizeof m->topic, "org.example.test.%llu", (unsigned long long) seq);
-    size_t body = (size_t) (seq * 37 % 500);
-    for (size_t i = 0; i < body; i++)
-        m->body[i] = (uint8_t) (seq + i * 13);
-    memcpy (m->extra, &seq, 8);
-    m->frames[0] = (fanhub_bytes_t){m->topic, strlen (m->topic)};
-    m->frames[1] = (fanhub_bytes_t){m->body, body};
-    m->frames[2] = (fanhub_bytes_t){m->extra, 8};
-    m->count = seq % 3 == 0 ? 3 : 2;
+    spool_msg_make (m, "org.example.test", seq);
 }
 
 static size_t
@@ -903,24 +854,24 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown (test_fifo_across_segments, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_fifo_across_segments, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_segments_deleted_after_consumed, s_setup,
-                                         s_teardown),
-        cmocka_unit_test_setup_teardown (test_reopen_after_close, s_setup, s_teardown),
+                                         test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_reopen_after_close, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_abandon_repeats_bounded_window, s_setup,
-                                         s_teardown),
-        cmocka_unit_test_setup_teardown (test_kill9_child, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_torn_tail, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_damage_in_the_middle, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_damage_found_while_reading, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_max_bytes_full, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_refusals, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_damaged_cursor, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_fsync_modes, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_low_water_mark, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_close_without_cursor, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_lost_records_counted, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup, s_teardown),
+                                         test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_kill9_child, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_torn_tail, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damage_in_the_middle, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damage_found_while_reading, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_max_bytes_full, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_refusals, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damaged_cursor, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_fsync_modes, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_low_water_mark, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_close_without_cursor, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_lost_records_counted, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup, test_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -29,47 +29,19 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "spool_msg.h"
+#include "test_dir.h"
+
 #define MANY 2000
 
 /* ------------------------------------------------------------ fixture */
 
-typedef struct {
-    char root[64];
-    char dir[128];
-} s_fixture_t;
+typedef test_dir_fixture_t s_fixture_t;
 
 static int
 s_setup (void **state)
 {
-    s_fixture_t *f = calloc (1, sizeof *f);
-    const char *tmp = getenv ("TMPDIR");
-    snprintf (f->root, sizeof f->root, "%s/test_spool_writer.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp (f->root))
-        return -1;
-    snprintf (f->dir, sizeof f->dir, "%s/spool", f->root);
-    *state = f;
-    return 0;
-}
-
-static int
-s_teardown (void **state)
-{
-    s_fixture_t *f = *state;
-    DIR *dir = opendir (f->dir);
-    if (dir) {
-        struct dirent *entry;
-        while ((entry = readdir (dir))) {
-            char path[512];
-            snprintf (path, sizeof path, "%s/%s", f->dir, entry->d_name);
-            if (entry->d_name[0] != '.')
-                unlink (path);
-        }
-        closedir (dir);
-        rmdir (f->dir);
-    }
-    rmdir (f->root);
-    free (f);
-    return 0;
+    return test_dir_setup (state, "test_spool_writer", "spool");
 }
 
 static fh_spool_t *
@@ -84,26 +56,12 @@ s_open (const s_fixture_t *f, const fh_spool_options_t *options)
 
 /* ------------------------------------------------------------ messages */
 
-typedef struct {
-    char topic[48];
-    uint8_t body[600];
-    uint8_t extra[8];
-    fanhub_bytes_t frames[3];
-    uint32_t count;
-} s_msg_t;
+typedef spool_msg_t s_msg_t;
 
 static void
 s_make (s_msg_t *m, uint64_t seq)
 {
-    snprintf (m->topic, sizeof m->topic, "org.example.writer.%llu", (unsigned long long) seq);
-    size_t body = (size_t) (seq * 37 % 500);
-    for (size_t i = 0; i < body; i++)
-        m->body[i] = (uint8_t) (seq + i * 13);
-    memcpy (m->extra, &seq, 8);
-    m->frames[0] = (fanhub_bytes_t){m->topic, strlen (m->topic)};
-    m->frames[1] = (fanhub_bytes_t){m->body, body};
-    m->frames[2] = (fanhub_bytes_t){m->extra, 8};
-    m->count = seq % 3 == 0 ? 3 : 2;
+    spool_msg_make (m, "org.example.writer", seq);
 }
 
 static uint64_t
@@ -659,16 +617,16 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown (test_batch_is_one_commit, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_batch_across_segments, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_batch_refusals_per_entry, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_batch_write_error, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_is_one_commit, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_across_segments, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_refusals_per_entry, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_batch_write_error, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_handoff_order_and_group_commit, s_setup,
-                                         s_teardown),
-        cmocka_unit_test_setup_teardown (test_handoff_bounded, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_destroy_writes_everything, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_refusals_reported, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_pace_after_sync, s_setup, s_teardown),
+                                         test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_handoff_bounded, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_destroy_writes_everything, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_refusals_reported, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_pace_after_sync, s_setup, test_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
