@@ -335,27 +335,47 @@ s_stop (s_run_t *run, int sig, sigset_t *signals, int64_t deadline, int64_t next
     return FH_EXIT_OK;
 }
 
-int
-fh_cmd_run (int argc, char **argv)
+/* What `fanhub run` was given. */
+typedef struct {
+    const char *path, *plugin_dir;
+    bool level_given; /* -v or -q: the file's log_level does not apply */
+} s_args_t;
+
+/* Parses the command line into args; -1 to go on, else the exit status
+   (--help, --version, a usage error). */
+static int
+s_parse_args (int argc, char **argv, s_args_t *args)
 {
-    const char *path = NULL, *plugin_dir = NULL;
-    bool level_given = false;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        switch (opt) {
-        case 'c': path = arg; break;
-        case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
-        case 'v': fh_log_set_level (FANHUB_LOG_DEBUG); level_given = true; break;
-        case 'q': fh_log_set_level (FANHUB_LOG_WARNING); level_given = true; break;
+        if (opt == 'c')
+            args->path = arg;
+        else if (opt == S_OPT_PLUGIN_DIR)
+            args->plugin_dir = arg;
+        else if (opt == 'v' || opt == 'q') {
+            fh_log_set_level (opt == 'v' ? FANHUB_LOG_DEBUG : FANHUB_LOG_WARNING);
+            args->level_given = true;
         }
     }
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc)
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
+    return -1;
+}
+
+int
+fh_cmd_run (int argc, char **argv)
+{
+    s_args_t args = {0};
+    int parsed = s_parse_args (argc, argv, &args);
+    if (parsed >= 0)
+        return parsed;
+    const char *path = args.path, *plugin_dir = args.plugin_dir;
+    bool level_given = args.level_given;
 
     sigset_t signals;
     s_block_signals (&signals);
