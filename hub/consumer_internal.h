@@ -1,0 +1,225 @@
+/*  consumer_internal - what the files of the consumer share.
+
+    The consumer (see consumer.h) is split by job:
+      consumer.c        creating and destroying it, start, the enqueuer's
+                        side (offer, backlog), close, retire, abandon,
+                        done, the accessors, counters and histograms, the
+                        stuck check
+      consumer_run.c    the single-worker loop: consume, attempt, retry,
+                        finish, and completions of PENDING answers
+      consumer_pool.c   pool mode: the dispatcher that feeds the per-key
+                        scheduler, and the pool workers
+      consumer_spill.c  the state directory (dead letters, spool), spill:
+                        the offer, the spool writer's callbacks, the
+                        deferred completions, reading the spool back, and
+                        spilling the queue at shutdown
+    Only these files include this header; the rest of the hub uses
+    consumer.h.
+
+    Each worker keeps its own counters and histograms, so every figure has
+    exactly one writer; a snapshot sums the workers. A worker's counters
+    change under its sequence lock, so each worker's (dequeued, completed,
+    failed) triple is read consistent, and so is their sum.
+*/
+#ifndef FH_CONSUMER_INTERNAL_H_INCLUDED
+#define FH_CONSUMER_INTERNAL_H_INCLUDED
+
+#include "consumer.h"
+
+#include "atomics.h"
+#include "deadletter.h"
+#include "emit.h"
+#include "host.h"
+#include "keyed.h"
+#include "log.h"
+#include "order_key.h"
+#include "pending.h"
+#include "plugin.h"
+#include "queue.h"
+#include "retry.h"
+#include "shard.h"
+#include "spool.h"
+#include "spool_writer.h"
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* How often a worker waiting for late completions looks at `abort`. */
+#define PENDING_POLL_NS (200 * INT64_C (1000000))
+
+typedef struct {
+    /* Written by the worker's thread; the counters under `progress`. */
+    alignas (FH_CACHE_LINE) atomic_uint progress; /* odd while changing */
+    atomic_uint_fast64_t dequeued;
+    atomic_uint_fast64_t completed;
+    atomic_uint_fast64_t failed;
+    atomic_uint_fast64_t retried; /* consume calls after the first */
+    atomic_uint_fast64_t dead_lettered;
+    atomic_int_fast64_t consume_started_ns; /* 0 when not inside consume */
+    atomic_uint_fast64_t consume_seq;       /* the message inside consume */
+    fh_histogram_t queue_wait;
+    fh_histogram_t processing;
+    fh_handled_t handled;
+    uint64_t rng;
+    fh_ratelimit_t failure_log;
+    fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
+    char reason[256];         /* the plugin's set_reason with the last answer, or "" */
+    /* Set at start; read by anyone. */
+    alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
+    pthread_t thread;
+    bool started;
+    /* Owned by the thread that checks for stuck calls. */
+    bool stuck;
+} s_worker_t;
+
+struct fh_consumer {
+    /* Written by the enqueuer thread. */
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t enqueued;
+    atomic_uint_fast64_t dropped;
+    atomic_uint_fast64_t backlog_max;
+    bool warn_armed;              /* the next crossing of warn_at is logged */
+    atomic_size_t warn_at;        /* a reload may change it */
+    atomic_uint_fast64_t evicted; /* drop-oldest: taken off the queue's head */
+
+    alignas (FH_CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
+    atomic_uint done_workers;
+    atomic_uint stuck_workers; /* written by the stuck checker */
+    char *name;
+    atomic_size_t index;  /* in the configuration (a reload may move it) */
+    atomic_bool retiring; /* closed by a reload: consume everything, spool too */
+    fh_queue_t *queue;
+    fh_plugin_t *plugin;
+    const fanhub_consumer_desc_t *desc;
+    void *state;
+    bool initialized; /* init succeeded: fini is owed */
+    fanhub_ctx_t ctx;
+    fh_retry_config_t retry;
+    int64_t consume_timeout_ns;
+    fh_clock_ops_t clock;
+    s_worker_t *workers;
+    size_t worker_count;
+    int overflow; /* fh_overflow_t */
+
+    /* With a state_dir: failed messages are kept here... */
+    fh_deadletter_t *dead_letters;
+    /* ...and the disk spool: read first at start, and where spill goes.
+       While `spooling`, every new message goes to the spool (strict FIFO
+       with the memory queue); the reader turns it off, under spill_lock,
+       once the spool and the queue are both empty. */
+    fh_spool_t *spool;
+    /* The spool's appender: spilled messages are handed to it under
+       spill_lock (enqueuer; the worker at shutdown) and written, with
+       their fsyncs, on its own thread, so the bus thread never waits for
+       the disk. Its hand-off counts as part of the spool: see
+       fh_cons_spool_unread. */
+    fh_spool_writer_t *spool_writer;
+    atomic_bool spill_keeping; /* the hand-off holds the memory queue kept
+                                   at shutdown (not deferred) */
+    pthread_mutex_t spill_lock;
+    atomic_bool spooling;
+    atomic_bool state_open; /* spool and dead letters opened (release) */
+    bool spill_at_shutdown; /* overflow: spill */
+    bool write_ahead;       /* queue.write_ahead: always spooling */
+    bool wants_write_ahead; /* ... once its spool is open */
+    uint64_t spool_corrupt_at_open;
+
+    /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
+       messages from the queue into the per-key scheduler; the workers take
+       them from there. Everything under pool_lock. */
+    bool pool;
+    fh_keyed_t *keyed;
+    fh_order_key_t *order_key; /* NULL: every message is its own key */
+    fh_shard_t *shard;         /* shard:, read by the enqueuer; or NULL */
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_work; /* CLOCK_MONOTONIC: workers wait here */
+    bool dispatcher_done;     /* the queue is closed and drained */
+    bool pool_worked;         /* since the last idle call */
+    pthread_t dispatcher;
+    bool dispatcher_started;
+    atomic_uint_fast64_t pool_started; /* messages taken for the first time */
+    /* Written by the dispatcher. */
+    atomic_uint_fast64_t coalesced;
+    atomic_uint_fast64_t key_fallback; /* messages whose key could not be extracted */
+    fh_handled_t dispatcher_handled;
+    atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
+
+    /* Spilled messages of this run, in spool order, whose completion
+       waits for their copy read back (under deferred_lock: the spiller
+       appends, the reader takes). A ring. */
+    pthread_mutex_t deferred_lock;
+    struct s_deferred {
+        uint64_t seq;
+        fh_deferral_t *deferral;
+    } * deferred;
+    size_t deferred_head, deferred_count, deferred_cap;
+
+    /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
+    fh_pending_t *pending;
+    fh_ratelimit_t complete_log;
+    bool pending_stuck; /* owned by the stuck checker */
+
+    /* Written by the spool writer's thread (s_spill_written). */
+    alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */
+    atomic_uint_fast64_t spill_dropped;                   /* accepted for the spool, then lost
+                                           (not written: full, an error; or
+                                           not read back: no memory); any
+                                           thread, a locked add. Shown in
+                                           dropped and evicted */
+    fh_handled_t spill_handled;
+    fh_ratelimit_t spill_log;
+};
+
+/* The sequence lock around a worker's counters. */
+static inline void
+fh_cons_progress_begin (s_worker_t *worker)
+{
+    unsigned v = atomic_load_explicit (&worker->progress, memory_order_relaxed);
+    atomic_store_explicit (&worker->progress, v + 1, memory_order_relaxed);
+    atomic_thread_fence (memory_order_release);
+}
+
+static inline void
+fh_cons_progress_end (s_worker_t *worker)
+{
+    unsigned v = atomic_load_explicit (&worker->progress, memory_order_relaxed);
+    atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
+}
+
+/* consumer_run.c */
+
+/* Calls the plugin's consume for one attempt (see consumer_run.c). */
+fanhub_result_t fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start,
+                                      int64_t *end, fanhub_ticket_t ticket);
+/* The pending table's wake-up: a completion came. */
+void fh_cons_pending_wake (void *arg);
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
+/* A message's last word: counted, logged when it failed, its waiter told,
+   released. */
+void fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
+                     uint32_t attempts, int64_t first_ns, int64_t last_ns);
+/* The thread of the one worker of a consumer that is not a pool. */
+void *fh_cons_worker_thread (void *arg);
+
+/* consumer_pool.c */
+
+/* Pool mode: the dispatcher's thread, and each pool worker's. */
+void *fh_cons_dispatcher_thread (void *arg);
+void *fh_cons_pool_worker_thread (void *arg);
+
+/* consumer_spill.c */
+
+/* The next message to consume from the spool, or NULL (see there). */
+fh_msg_t *fh_cons_spool_next (fh_consumer_t *self);
+/* Records in the spool not yet read, the writer's hand-off included. */
+uint64_t fh_cons_spool_unread (fh_consumer_t *self);
+/* The enqueuer's offer of a message that goes to the spool. */
+fh_offer_t fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg);
+/* At shutdown with overflow: spill, the memory queue onto the spool. */
+void fh_cons_spill_queue_at_shutdown (fh_consumer_t *self);
+
+#endif

@@ -1,0 +1,283 @@
+/*  consumer_pool - pool mode: the dispatcher and the pool workers.
+    See consumer_internal.h.
+
+    With workers > 1, or coalescing, a dispatcher thread moves messages
+    from the queue (and the spool) into the per-key scheduler; the
+    workers take them from there, one message of a key at a time.
+*/
+#include "consumer_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Pool mode: messages given to the scheduler and not yet started. With a
+   spool, the dispatcher reads it only while this is below the capacity,
+   so queue.capacity bounds what the pool holds in memory. */
+static uint64_t
+s_pool_held (fh_consumer_t *self)
+{
+    uint64_t handed = atomic_load_explicit (&self->pool_handed, memory_order_relaxed);
+    uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
+    return handed > started ? handed - started : 0;
+}
+
+/* Messages the dispatcher moves per lock of pool_lock. */
+enum { BATCH = 64 };
+
+/* The dispatcher's step for a batch: its keys, then each message given to
+   the scheduler and a worker woken, or, when it replaces an older one
+   (coalescing), the older one done. */
+static void
+s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
+{
+    char keys[BATCH][FH_ORDER_KEY_MAX];
+    size_t key_sizes[BATCH];
+    /* Keys outside the lock: extraction may parse JSON. */
+    for (size_t i = 0; i < count; i++) {
+        key_sizes[i] = FH_ORDER_KEY_MAX;
+        if (!self->order_key) {
+            memcpy (keys[i], &batch[i]->seq, sizeof batch[i]->seq);
+            key_sizes[i] = sizeof batch[i]->seq;
+        }
+        else if (!fh_order_key_extract (self->order_key, batch[i], keys[i], &key_sizes[i]))
+            fh_bump (&self->key_fallback);
+    }
+    pthread_mutex_lock (&self->pool_lock);
+    for (size_t i = 0; i < count; i++) {
+        fh_msg_t *replaced = NULL;
+        fh_bump (&self->pool_handed);
+        if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
+            /* Out of memory: lost for this consumer, and counted. */
+            fh_error ("consumer '%s': out of memory: dropped message %llu", self->name,
+                      (unsigned long long) batch[i]->seq);
+            replaced = batch[i];
+        }
+        else
+            pthread_cond_signal (&self->pool_work);
+        if (replaced) {
+            fh_bump (&self->coalesced);
+            if (fh_cons_emit_of (replaced))
+                fh_emit_set_outcome (fh_cons_emit_of (replaced), self->name, FH_OUTCOME_COALESCED);
+            atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
+                                   memory_order_release);
+            /* Replaced by a newer one: done with it. */
+            if (replaced->spool_mark)
+                fh_spool_done (self->spool, replaced->spool_mark);
+            fh_msg_release (replaced, &self->dispatcher_handled);
+        }
+    }
+    pthread_mutex_unlock (&self->pool_lock);
+}
+
+/* Retiring with a full scheduler: wait for a worker to start one (the
+   queue's wait would not sleep), or for `abort`, at most PENDING_POLL_NS. */
+static void
+s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
+{
+    pthread_mutex_lock (&self->pool_lock);
+    if (s_pool_held (self) >= capacity && !atomic_load (&self->abort)) {
+        struct timespec until;
+        int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
+        until.tv_sec = (time_t) (due / 1000000000);
+        until.tv_nsec = (long) (due % 1000000000);
+        pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+    }
+    pthread_mutex_unlock (&self->pool_lock);
+}
+
+/* Pool mode: moves messages from the queue (and the spool) into the
+   per-key scheduler, a batch per lock, and wakes a worker for each. */
+void *
+fh_cons_dispatcher_thread (void *arg)
+{
+    fh_consumer_t *self = arg;
+    fh_msg_t *batch[BATCH];
+    const uint64_t capacity = fh_queue_capacity (self->queue);
+    while (true) {
+        /* Workers kick the queue as they start messages while a spool
+           is read: room for more of it. */
+        unsigned kicks = fh_queue_kicks (self->queue);
+        bool closed = fh_queue_closed (self->queue);
+        bool retiring = atomic_load (&self->retiring);
+        if (self->spill_at_shutdown && closed && !retiring)
+            fh_cons_spill_queue_at_shutdown (self);
+        size_t count = 0;
+        while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
+            count++;
+        /* The spool after the memory queue, not at shutdown (but when a
+           reload replaces this consumer). A record read stays in the spool
+           until its message is done (fh_cons_finish). */
+        bool readable = (!closed || retiring) && self->spool;
+        while (count < BATCH && readable && s_pool_held (self) + count < capacity
+               && (batch[count] = fh_cons_spool_next (self)))
+            count++;
+        if (count == 0) {
+            bool spool_left = readable && fh_spool_records (self->spool);
+            if (spool_left && s_pool_held (self) < capacity)
+                continue;
+            if (!spool_left && readable && closed && fh_cons_spool_unread (self)) {
+                /* Retiring: the writer still has some to write first. */
+                fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
+            if (spool_left && closed) {
+                /* Retiring with a full scheduler: wait for a worker to
+                   start one (the queue's wait would not sleep). */
+                s_wait_for_room (self, capacity);
+                if (atomic_load (&self->abort))
+                    break;
+                continue;
+            }
+            if (!fh_queue_wait_since (self->queue, kicks))
+                break; /* closed and drained */
+            continue;
+        }
+        s_hand_to_scheduler (self, batch, count);
+    }
+    pthread_mutex_lock (&self->pool_lock);
+    self->dispatcher_done = true;
+    pthread_cond_broadcast (&self->pool_work);
+    pthread_mutex_unlock (&self->pool_lock);
+    atomic_fetch_add (&self->done_workers, 1);
+    return NULL;
+}
+
+/* Pool mode: the last word on one attempt (pool_lock not held; held on
+   return): done, or retry later (the key waits; the worker does not). */
+static void
+s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
+              uint32_t attempts, int64_t start, int64_t end, bool late)
+{
+    fh_consumer_t *self = worker->consumer;
+    bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
+    if (retry) {
+        if (!late && worker->reason[0])
+            fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
+                            "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
+                            attempts, worker->reason);
+        fh_cons_progress_begin (worker);
+        fh_bump (&worker->retried);
+        fh_cons_progress_end (worker);
+        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+        pthread_mutex_lock (&self->pool_lock);
+        fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
+        pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
+        return;
+    }
+    char why[512] = "";
+    const char *verb = late ? "completed with" : "consume answered";
+    const char *reason = late ? "" : worker->reason; /* host->set_reason */
+    const char *colon = reason[0] ? ": " : "";
+    if (result == FANHUB_FAIL)
+        snprintf (why, sizeof why, "%s FAIL%s%s", verb, colon, reason);
+    else if (result == FANHUB_RETRY)
+        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
+                  attempts > 1 ? "s" : "", colon, reason);
+    fh_cons_finish (worker, msg, result, why, attempts, start, end);
+    pthread_mutex_lock (&self->pool_lock);
+    fh_keyed_done (self->keyed, slot);
+    pthread_cond_signal (&self->pool_work); /* the key may have more */
+}
+
+/* Pool mode: finishes one message whose PENDING answer completed, if
+   another worker has not taken it (pool_lock held on entry and on
+   return, not in between). */
+static void
+s_pool_take_completed (s_worker_t *worker)
+{
+    fh_consumer_t *self = worker->consumer;
+    pthread_mutex_unlock (&self->pool_lock);
+    fh_pending_item_t item;
+    bool took = fh_pending_take_done (self->pending, &item);
+    if (!took) {
+        pthread_mutex_lock (&self->pool_lock);
+        return; /* another worker took it */
+    }
+    int64_t end = self->clock.now_ns (self->clock.arg);
+    fh_histogram_record (&worker->processing, end - item.started_ns);
+    s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
+                  true);
+    self->pool_worked = true;
+}
+
+/* Pool mode: takes the next message from the scheduler (round robin over
+   keys, one message of a key at a time), consumes it once, and tells the
+   scheduler: done, or retry later. A message the plugin answered PENDING
+   keeps its key busy until it completes; any worker then finishes it. */
+void *
+fh_cons_pool_worker_thread (void *arg)
+{
+    s_worker_t *worker = arg;
+    fh_consumer_t *self = worker->consumer;
+    pthread_mutex_lock (&self->pool_lock);
+    while (true) {
+        if (fh_pending_done_count (self->pending)) {
+            s_pool_take_completed (worker);
+            continue;
+        }
+        int64_t now = self->clock.now_ns (self->clock.arg);
+        fh_keyed_slot_t *slot = NULL;
+        int64_t next_due = INT64_MAX;
+        /* Every reservation is made under pool_lock: a table that is not
+           full now has room for this one. */
+        bool full = fh_pending_full (self->pending);
+        fh_msg_t *msg = full ? NULL : fh_keyed_take (self->keyed, now, &slot, &next_due);
+        if (!msg) {
+            bool drained = fh_keyed_queued (self->keyed) == 0 && fh_keyed_busy (self->keyed) == 0;
+            if ((drained || full) && self->pool_worked && self->desc->idle) {
+                self->pool_worked = false;
+                pthread_mutex_unlock (&self->pool_lock);
+                self->desc->idle (self->state);
+                pthread_mutex_lock (&self->pool_lock);
+                continue;
+            }
+            if (drained && self->dispatcher_done)
+                break;
+            if (atomic_load (&self->abort))
+                break;
+            if (next_due == INT64_MAX)
+                pthread_cond_wait (&self->pool_work, &self->pool_lock);
+            else {
+                struct timespec until
+                    = {(time_t) (next_due / 1000000000), (long) (next_due % 1000000000)};
+                pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+            }
+            continue;
+        }
+        unsigned retries = fh_keyed_slot_retries (slot);
+        if (retries == 0) {
+            atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
+                                   memory_order_release);
+            if (self->spool)
+                fh_queue_kick (self->queue); /* room: the dispatcher may read on */
+        }
+        self->pool_worked = true;
+        fh_pending_item_t item = {
+            .msg = msg, .slot = slot, .attempts = retries + 1, .first_ns = now, .started_ns = now};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
+        pthread_mutex_unlock (&self->pool_lock);
+
+        if (retries == 0) {
+            fh_cons_progress_begin (worker);
+            fh_bump (&worker->dequeued);
+            fh_cons_progress_end (worker);
+            fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
+        }
+        int64_t end;
+        fanhub_result_t result = fh_cons_call_consume (worker, msg, now, &end, ticket);
+        if (result == FANHUB_PENDING) {
+            pthread_mutex_lock (&self->pool_lock);
+            continue;
+        }
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false);
+    }
+    pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
+    pthread_mutex_unlock (&self->pool_lock);
+    atomic_fetch_add (&self->done_workers, 1);
+    return NULL;
+}

@@ -1,0 +1,334 @@
+/*  consumer_run - the single-worker loop: consume, attempt, retry, finish.
+    See consumer_internal.h.
+
+    One attempt calls the plugin's consume; RETRY waits and tries again up
+    to retry.max_attempts; the last word is counted, dead-lettered when it
+    failed, told to the emit waiter, and the message released. Answers
+    the plugin gave as PENDING complete later, through fh_consumer_complete.
+*/
+#include "consumer_internal.h"
+
+#include "crash.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void
+s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
+{
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
+                    "consumer '%s': message %llu (%.*s) failed: %s", worker->consumer->name,
+                    (unsigned long long) msg->seq, (int) topic.size, (const char *) topic.data,
+                    why);
+}
+
+/* One consume call, timed, visible to the stuck checker while it runs.
+   `ticket` was reserved for it in the pending table: an answer of
+   FANHUB_PENDING leaves it open there (and is not timed yet: its
+   processing time is recorded when it completes); any other answer
+   frees it. */
+fanhub_result_t
+fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
+                      fanhub_ticket_t ticket)
+{
+    fh_consumer_t *self = worker->consumer;
+    atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
+    atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
+    fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
+    fanhub_result_t result = self->desc->consume (self->state, msg);
+    fh_crash_leave ();
+    fh_host_take_reason (worker->reason, sizeof worker->reason);
+    *end = self->clock.now_ns (self->clock.arg);
+    atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
+    if (result == FANHUB_PENDING && ticket) {
+        fh_pending_hold (self->pending, ticket);
+        return result;
+    }
+    if (ticket && fh_pending_cancel (self->pending, ticket))
+        fh_warning ("consume: consumer '%s': message %llu: the plugin completed it and "
+                    "also answered %d; the answer counts",
+                    self->name, (unsigned long long) msg->seq, (int) result);
+    if (result == FANHUB_PENDING)
+        result = FANHUB_FAIL; /* no ticket could be kept: never with the checks */
+    fh_histogram_record (&worker->processing, *end - start);
+    return result;
+}
+
+/* The pending table's wake-up: a completion came. */
+void
+fh_cons_pending_wake (void *arg)
+{
+    fh_consumer_t *self = arg;
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        pthread_cond_broadcast (&self->pool_work);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
+    else
+        fh_queue_kick (self->queue);
+}
+
+int
+fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
+        fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
+                  "FAIL; taken as FAIL",
+                  self->name, (unsigned long long) ticket, (int) result);
+        result = FANHUB_FAIL;
+    }
+    if (fh_pending_complete (self->pending, ticket, result) == 0)
+        return 0;
+    fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
+                    "complete: consumer '%s': ticket %llu is not pending (unknown, or "
+                    "completed already); ignored",
+                    self->name, (unsigned long long) ticket);
+    return -1;
+}
+
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+fh_emit_t *
+fh_cons_emit_of (const fh_msg_t *msg)
+{
+    /* A copy's deferral is set before anyone else sees the copy; an
+       original's is the enqueuer's to write, and not read here. */
+    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
+}
+
+/* A message's last word: counted, logged when it failed, its waiter told,
+   released. */
+void
+fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
+                uint32_t attempts, int64_t first_ns, int64_t last_ns)
+{
+    fh_consumer_t *self = worker->consumer;
+    bool stored = false;
+    fanhub_bytes_t *frames = NULL;
+    uint32_t count = msg->frame_count;
+    if (result != FANHUB_OK && self->dead_letters && (frames = malloc (count * sizeof *frames))) {
+        for (uint32_t i = 0; i < count; i++)
+            frames[i] = fh_msg_frame (msg, i);
+        int64_t offset = fh_clock_wall_offset_ns ();
+        fh_deadletter_item_t item = {
+            .seq = msg->seq,
+            .received_wall_ns = msg->received_ns + offset,
+            .frames = frames,
+            .frame_count = count,
+            .reason = why,
+            .attempts = attempts,
+            .first_attempt_ns = first_ns + offset,
+            .last_attempt_ns = last_ns + offset,
+        };
+        char id[FH_DEADLETTER_ID_SIZE], err[512];
+        stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
+        free (frames);
+        if (!stored)
+            fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
+                      self->name, (unsigned long long) msg->seq, err);
+    }
+    fh_cons_progress_begin (worker);
+    fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    if (stored)
+        fh_bump (&worker->dead_lettered);
+    fh_cons_progress_end (worker);
+    if (result != FANHUB_OK)
+        s_report_failure (worker, msg, why);
+    if (fh_cons_emit_of (msg))
+        fh_emit_set_outcome (fh_cons_emit_of (msg), self->name,
+                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    /* Done: the spool's cursor may move over it. */
+    if (msg->spool_mark && self->spool)
+        fh_spool_done (self->spool, msg->spool_mark);
+    /* The end of the last attempt is the handling time, unless a test's
+       clock measured it: received_ns is always the real clock's. */
+    fh_msg_release_at (msg, &worker->handled,
+                       self->clock.now_ns == fh_clock_real.now_ns ? last_ns : 0);
+}
+
+/* Consumes one message to its end: OK, or FAIL, or RETRY until the
+   attempts are used up, waiting out the backoff in between (the message
+   stays at the head of the queue: order holds). Returns the clock at the
+   end. */
+/* After attempt number `attempts` answered result (at end): true when the
+   message is to be tried again, after the backoff was waited out here;
+   false when it is finished, with why filled for anything but OK. */
+static bool
+s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end, bool late,
+         char *why, size_t whylen)
+{
+    fh_consumer_t *self = worker->consumer;
+    const char *verb = late ? "completed with" : "consume answered";
+    /* The plugin's own words, when it gave them (host->set_reason). */
+    const char *reason = late ? "" : worker->reason;
+    const char *colon = reason[0] ? ": " : "";
+    if (result == FANHUB_OK)
+        return false;
+    if (result != FANHUB_RETRY) {
+        snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
+        return false;
+    }
+    if (attempts >= self->retry.max_attempts) {
+        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
+                  attempts == 1 ? "" : "s", colon, reason);
+        return false;
+    }
+    if (reason[0])
+        fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
+                        attempts, reason);
+    fh_cons_progress_begin (worker);
+    fh_bump (&worker->retried);
+    fh_cons_progress_end (worker);
+    int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+    if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
+        snprintf (why, whylen, "stopped while waiting to retry");
+        return false;
+    }
+    return true;
+}
+
+/* Attempts from number attempts + 1 on, until the message is finished
+   (OK, FAIL, or RETRY until the attempts are used up, waiting out the
+   backoff in between: the message stays at the head of the queue, so
+   order holds) or the plugin answers PENDING (the pending table has it
+   then). Returns the clock at the end. */
+static int64_t
+s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first, int64_t start)
+{
+    fh_consumer_t *self = worker->consumer;
+    int64_t end = start;
+    fanhub_result_t result;
+    char why[512] = "";
+    while (true) {
+        attempts++;
+        fh_pending_item_t item
+            = {.msg = msg, .attempts = attempts, .first_ns = first, .started_ns = start};
+        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
+        result = fh_cons_call_consume (worker, msg, start, &end, ticket);
+        if (result == FANHUB_PENDING)
+            return end;
+        if (!s_again (worker, result, attempts, end, false, why, sizeof why))
+            break;
+        start = self->clock.now_ns (self->clock.arg);
+    }
+    fh_cons_finish (worker, msg, result, why, attempts, first, end);
+    return end;
+}
+
+/* Consumes one message from the queue or the spool (see s_attempt). */
+static int64_t
+s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
+{
+    fh_cons_progress_begin (worker);
+    fh_bump (&worker->dequeued);
+    fh_cons_progress_end (worker);
+    fh_histogram_record (&worker->queue_wait, start - msg->received_ns);
+    return s_attempt (worker, msg, 0, start, start);
+}
+
+/* One worker: finishes the messages whose plugin completed them late, in
+   the order the completions came. Returns the clock at the end. */
+static int64_t
+s_take_completions (s_worker_t *worker, int64_t now)
+{
+    fh_consumer_t *self = worker->consumer;
+    fh_pending_item_t item;
+    while (fh_pending_take_done (self->pending, &item)) {
+        now = self->clock.now_ns (self->clock.arg);
+        fh_histogram_record (&worker->processing, now - item.started_ns);
+        char why[512] = "";
+        if (s_again (worker, item.result, item.attempts, now, true, why, sizeof why))
+            now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
+                             self->clock.now_ns (self->clock.arg));
+        else
+            fh_cons_finish (worker, item.msg, item.result, why, item.attempts, item.first_ns, now);
+    }
+    return now;
+}
+
+/* Waits for late completions while the plugin holds messages and the
+   worker can take no new one (max_pending reached, or the queue is closed
+   and drained). False once the hub gives up waiting (abort). */
+static bool
+s_wait_pending (fh_consumer_t *self)
+{
+    while (!atomic_load (&self->abort)) {
+        if (fh_pending_wait (self->pending, fh_clock_mono_ns () + PENDING_POLL_NS))
+            return true;
+    }
+    return false;
+}
+
+/* One worker, one queue: messages in arrival order, one at a time (a
+   plugin that answers PENDING may have up to max_pending open). */
+void *
+fh_cons_worker_thread (void *arg)
+{
+    s_worker_t *worker = arg;
+    fh_consumer_t *self = worker->consumer;
+    bool worked = false; /* since the last idle call */
+    /* One clock reading per message: the end of one consume is the start
+       of the next when the queue was not empty in between. */
+    int64_t now = self->clock.now_ns (self->clock.arg);
+    while (true) {
+        unsigned kicks = fh_queue_kicks (self->queue);
+        if (fh_pending_done_count (self->pending)) {
+            now = s_take_completions (worker, now);
+            worked = true;
+        }
+        if (fh_pending_full (self->pending)) {
+            /* max_pending open: no consume until one completes. idle lets
+               a plugin that batches flush. */
+            if (worked && self->desc->idle)
+                self->desc->idle (self->state);
+            worked = false;
+            if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
+                break;
+            continue;
+        }
+        bool closed = fh_queue_closed (self->queue);
+        bool retiring = atomic_load (&self->retiring);
+        if (self->spill_at_shutdown && closed && !retiring)
+            fh_cons_spill_queue_at_shutdown (self);
+        fh_msg_t *msg = fh_queue_pop (self->queue);
+        /* The memory queue first: while spooling it holds the older ones.
+           At shutdown the spool is left for the next run; when a reload
+           replaces this consumer it is consumed too. */
+        if (!msg && (!closed || retiring))
+            msg = fh_cons_spool_next (self);
+        if (!msg) {
+            if (worked && self->desc->idle)
+                self->desc->idle (self->state);
+            worked = false;
+            if (retiring && self->spool && fh_cons_spool_unread (self)) {
+                /* The spool still holds some: consume them, once the
+                   writer has written what it still has. */
+                if (!fh_spool_records (self->spool))
+                    fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
+            if (!fh_queue_wait_since (self->queue, kicks)) {
+                /* Closed and drained: what the plugin still holds is
+                   waited for (until the hub gives up). */
+                if (fh_pending_count (self->pending) == 0
+                    || (!fh_pending_done_count (self->pending) && !s_wait_pending (self)))
+                    break;
+            }
+            now = self->clock.now_ns (self->clock.arg);
+            continue;
+        }
+        now = s_consume_one (worker, msg, now);
+        worked = true;
+    }
+    if (worked && self->desc->idle)
+        self->desc->idle (self->state);
+    atomic_fetch_add (&self->done_workers, 1);
+    return NULL;
+}

@@ -1,0 +1,346 @@
+/*  consumer_spill - the state directory and spill: the spool of a consumer.
+    See consumer_internal.h.
+
+    Opening the dead letters and the spool; the enqueuer's offer of a
+    message that goes to the spool; the spool writer's callbacks; the
+    deferred completions of spilled messages; reading the spool back;
+    spilling the memory queue at shutdown.
+*/
+#include "consumer_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Spilled messages whose completion waits for their spooled copy, at most
+   (beyond, a spilled message counts as handled when written; one with an
+   emit waiter always waits). */
+#define DEFERRED_MAX 262144
+
+static fh_deferral_t *s_deferral_of (fh_consumer_t *self, uint64_t seq);
+static void s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry);
+static void s_spill_written (void *arg, void *item, int rc, int error);
+static void s_spill_wrote (void *arg);
+
+int
+fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err, size_t errlen)
+{
+    if (!config->state_dir)
+        return 0;
+    char dir[4096], why[1024];
+    snprintf (dir, sizeof dir, "%s/%s/%s", config->state_dir, self->name, FH_DEADLETTER_SUBDIR);
+    self->dead_letters = fh_deadletter_open (dir, self->name, true, why, sizeof why);
+    if (!self->dead_letters) {
+        snprintf (err, errlen, "consumer '%s': dead-letter store: %s", self->name, why);
+        return -1;
+    }
+    snprintf (dir, sizeof dir, "%s/%s", config->state_dir, self->name);
+    const fh_consumer_config_t *mine = &config->consumers[self->index];
+    fh_spool_options_t options = {
+        .segment_bytes = config->spool.segment_bytes,
+        .max_bytes = mine->spool_max_bytes,
+        .fsync = (fh_spool_fsync_t) config->spool.fsync,
+        .fsync_interval_ms = config->spool.fsync_interval_ms,
+    };
+    self->spool = fh_spool_open (dir, &options, &self->spool_corrupt_at_open, why, sizeof why);
+    if (!self->spool) {
+        snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        return -1;
+    }
+    /* The hand-off covers a burst while one group commit is synced. */
+    size_t handoff = fh_queue_capacity (self->queue);
+    if (handoff < FH_SPOOL_WRITER_MIN_ITEMS)
+        handoff = FH_SPOOL_WRITER_MIN_ITEMS;
+    fh_spool_writer_ops_t ops = {s_spill_describe, s_spill_written, s_spill_wrote, self};
+    self->spool_writer = fh_spool_writer_new (self->spool, handoff, FH_SPOOL_WRITER_MAX_BYTES, &ops,
+                                              why, sizeof why);
+    if (!self->spool_writer) {
+        snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        fh_spool_close (&self->spool);
+        return -1;
+    }
+    self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
+    atomic_store_explicit (&self->state_open, true, memory_order_release);
+    /* Write-ahead: every message is on disk before the consumer sees it,
+       so a crash loses nothing the hub took. */
+    self->write_ahead = mine->write_ahead && self->spill_at_shutdown;
+    if (self->write_ahead)
+        atomic_store (&self->spooling, true);
+    uint64_t waiting = fh_spool_records (self->spool);
+    if (waiting) {
+        /* Left by the last run: it goes first, and new messages queue
+           behind it. They count as accepted, so backlog includes them. */
+        atomic_store (&self->spooling, true);
+        atomic_store (&self->enqueued, waiting);
+        fh_info ("consumer '%s': %llu messages waiting in its spool from the last run; "
+                 "they go first",
+                 self->name, (unsigned long long) waiting);
+    }
+    if (self->spool_corrupt_at_open)
+        fh_warning ("consumer '%s': spool: %llu damaged records or regions skipped", self->name,
+                    (unsigned long long) self->spool_corrupt_at_open);
+    return 0;
+}
+
+uint64_t
+fh_consumer_spool_max_seq (const fh_consumer_t *self)
+{
+    return self->spool ? fh_spool_max_seq (self->spool) : 0;
+}
+
+/* The next message from the spool, as a message of its own (one holder,
+   this consumer); NULL when the spool is empty, after turning spooling
+   off if the memory queue is empty too (new messages go to memory again).
+   Only the reading thread calls it. */
+fh_msg_t *
+fh_cons_spool_next (fh_consumer_t *self)
+{
+    if (!self->spool || !fh_spool_records (self->spool)) {
+        if (self->spool && atomic_load (&self->spooling)) {
+            pthread_mutex_lock (&self->spill_lock);
+            /* Under the lock the enqueuer cannot spill; while spooling it
+               pushes nothing to memory, so an empty queue stays empty. The
+               writer's hand-off counts as spool: its messages are older
+               than any the queue will take next. */
+            if (!fh_cons_spool_unread (self) && fh_queue_size (self->queue) == 0
+                && !self->write_ahead)
+                atomic_store (&self->spooling, false);
+            pthread_mutex_unlock (&self->spill_lock);
+        }
+        return NULL; /* the writer kicks the queue when it has written more */
+    }
+    fh_spool_record_t record;
+    if (fh_spool_read (self->spool, &record) != 1)
+        return NULL; /* an I/O error is logged by the spool; try later */
+    uint32_t count = record.frame_count;
+    zmq_msg_t *frames = malloc (count * sizeof *frames);
+    fh_msg_t *msg = NULL;
+    if (!frames)
+        goto out_of_memory;
+    for (uint32_t i = 0; i < count; i++) {
+        zmq_msg_init_size (&frames[i], record.frames[i].size);
+        memcpy (zmq_msg_data (&frames[i]), record.frames[i].data, record.frames[i].size);
+    }
+    msg = fh_msg_new (frames, count, record.seq,
+                      record.received_wall_ns - fh_clock_wall_offset_ns ());
+    for (uint32_t i = 0; i < count; i++)
+        zmq_msg_close (&frames[i]);
+    free (frames);
+    if (msg) {
+        msg->from_spool = true;
+        msg->spool_mark = record.mark;
+        if (record.this_run)
+            msg->deferral = s_deferral_of (self, record.seq);
+        atomic_store_explicit (&msg->holders, 1, memory_order_relaxed);
+        return msg;
+    }
+out_of_memory:
+    /* Lost for this consumer: counted and logged, and done for the spool. */
+    atomic_fetch_add (&self->spill_dropped, 1);
+    fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool", self->name,
+              (unsigned long long) record.seq);
+    fh_spool_done (self->spool, record.mark);
+    return NULL;
+}
+
+/* The spiller: msg was appended to the spool; its completion (handled,
+   its emit waiter) now waits for the copy read back. */
+static void
+s_defer (fh_consumer_t *self, fh_msg_t *msg)
+{
+    pthread_mutex_lock (&self->deferred_lock);
+    if (self->deferred_count == self->deferred_cap
+        && (self->deferred_cap < DEFERRED_MAX || msg->emit)) {
+        size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
+        struct s_deferred *ring = malloc (cap * sizeof *ring);
+        if (ring) {
+            fh_memory_populate (ring, cap * sizeof *ring); /* not a fault a page */
+            for (size_t i = 0; i < self->deferred_count; i++)
+                ring[i] = self->deferred[(self->deferred_head + i) % self->deferred_cap];
+            free (self->deferred);
+            self->deferred = ring;
+            self->deferred_cap = cap;
+            self->deferred_head = 0;
+        }
+    }
+    if (self->deferred_count < self->deferred_cap && fh_msg_defer (msg) == 0) {
+        self->deferred[(self->deferred_head + self->deferred_count) % self->deferred_cap]
+            = (struct s_deferred){msg->seq, msg->deferral};
+        self->deferred_count++;
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+}
+
+/* The reader: the deferral of the record just read (one appended in this
+   run), or NULL. Records that were never read back (lost to damage, and
+   counted there) let their waiters go. */
+static fh_deferral_t *
+s_deferral_of (fh_consumer_t *self, uint64_t seq)
+{
+    fh_deferral_t *found = NULL;
+    pthread_mutex_lock (&self->deferred_lock);
+    while (self->deferred_count) {
+        struct s_deferred *head = &self->deferred[self->deferred_head];
+        if (head->seq > seq)
+            break;
+        self->deferred_head = (self->deferred_head + 1) % self->deferred_cap;
+        self->deferred_count--;
+        if (head->seq == seq) {
+            found = head->deferral;
+            break;
+        }
+        if (!head->deferral)
+            continue; /* its write failed: let go already */
+        if (head->deferral->emit)
+            fh_emit_set_outcome (head->deferral->emit, self->name, FH_OUTCOME_DROPPED);
+        fh_deferral_release (head->deferral, NULL, 0);
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+    return found;
+}
+
+/* The spool writer failed to store msg, whose deferral the enqueuer had
+   queued: takes it out of the ring, so that its waiter hears now. */
+static void
+s_undefer (fh_consumer_t *self, uint64_t seq)
+{
+    fh_deferral_t *deferral = NULL;
+    pthread_mutex_lock (&self->deferred_lock);
+    for (size_t i = self->deferred_count; i-- > 0;) {
+        struct s_deferred *entry = &self->deferred[(self->deferred_head + i) % self->deferred_cap];
+        if (entry->seq == seq) {
+            deferral = entry->deferral;
+            entry->deferral = NULL; /* s_deferral_of passes over it */
+            break;
+        }
+        if (entry->seq < seq)
+            break;
+    }
+    pthread_mutex_unlock (&self->deferred_lock);
+    if (deferral)
+        fh_deferral_release (deferral, &self->spill_handled, 0);
+}
+
+/* Spilled messages not yet read back: in the spool, or still in the
+   writer's hand-off (read first: an item leaves it only once its record
+   counts in the spool). */
+uint64_t
+fh_cons_spool_unread (fh_consumer_t *self)
+{
+    uint64_t handed = self->spool_writer ? fh_spool_writer_pending (self->spool_writer) : 0;
+    return handed + fh_spool_records (self->spool);
+}
+
+static uint64_t
+s_msg_bytes (const fh_msg_t *msg)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < msg->frame_count; i++)
+        bytes += fh_msg_frame (msg, i).size;
+    return bytes;
+}
+
+/* Under spill_lock, from the enqueuer: msg goes to the spool writer,
+   which holds this consumer's share of it until it is written. Counted as
+   enqueued now (the spill is accepted); its completion waits for the copy
+   read back. FULL when the hand-off is full: the disk is behind the bus
+   for longer than the hand-off covers, and the enqueuer waits, as for
+   `block` (nothing is dropped for a slow disk). */
+fh_offer_t
+fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
+{
+    uint64_t bytes = s_msg_bytes (msg);
+    if (!fh_spool_writer_room (self->spool_writer, bytes))
+        return FH_OFFER_FULL;
+    /* All before the hand-off: from then on the writer may finish with
+       msg, and a reader read it back, at any moment. */
+    fh_bump (&self->enqueued);
+    if (msg->emit)
+        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
+    s_defer (self, msg);
+    int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
+    assert (rc == 0); /* the only putter, and the writer only makes room */
+    (void) rc;
+    return FH_OFFER_TAKEN;
+}
+
+/* The spool writer's `describe`: what to store of msg. */
+static void
+s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry)
+{
+    (void) arg;
+    fh_msg_t *msg = item;
+    fanhub_bytes_t *frames = (fanhub_bytes_t *) entry->frames;
+    for (uint32_t i = 0; i < entry->frame_count; i++)
+        frames[i] = fh_msg_frame (msg, i);
+    entry->seq = msg->seq;
+    entry->received_wall_ns = msg->received_ns + fh_clock_wall_offset_ns ();
+}
+
+/* The spool writer's `written`, on its thread: counted as spilled or,
+   when the spool could not take it, as dropped (and its waiter told);
+   then the writer's share of msg is released. */
+static void
+s_spill_written (void *arg, void *item, int rc, int error)
+{
+    fh_consumer_t *self = arg;
+    fh_msg_t *msg = item;
+    bool kept_at_shutdown = atomic_load_explicit (&self->spill_keeping, memory_order_relaxed);
+    if (rc == 0) {
+        fh_bump (&self->spilled);
+        /* A message kept at shutdown is not read back in this run. */
+        if (kept_at_shutdown && msg->emit)
+            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_SPILLED);
+    }
+    else {
+        atomic_fetch_add (&self->spill_dropped, 1);
+        if (msg->emit)
+            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
+        if (!kept_at_shutdown)
+            s_undefer (self, msg->seq);
+        fh_log_limited (
+            &self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
+            self->name, (unsigned long long) msg->seq,
+            rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)" : strerror (error));
+    }
+    fh_msg_release (msg, &self->spill_handled);
+}
+
+/* The spool writer's `wrote`: the reader may have more to read. */
+static void
+s_spill_wrote (void *arg)
+{
+    fh_consumer_t *self = arg;
+    fh_queue_kick (self->queue);
+}
+
+/* At shutdown, a spilling consumer keeps what is queued in memory for the
+   next run: onto the end of the spool, when nothing newer is there (when
+   spooling, the queue holds the older messages and is consumed instead). */
+void
+fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
+{
+    pthread_mutex_lock (&self->spill_lock);
+    /* Not spooling: the hand-off is empty (spooling stops only when it
+       is, and only spilling puts into it), so it holds these only. */
+    if (!atomic_load (&self->spooling) && fh_queue_size (self->queue) > 0) {
+        uint64_t before = atomic_load (&self->spilled);
+        atomic_store (&self->spill_keeping, true);
+        fh_msg_t *msg;
+        /* Still counted as enqueued and not dequeued: backlog holds. */
+        while ((msg = fh_queue_pop (self->queue)))
+            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, s_msg_bytes (msg),
+                                 true);
+        fh_spool_writer_flush (self->spool_writer);
+        atomic_store (&self->spill_keeping, false);
+        uint64_t kept = atomic_load (&self->spilled) - before;
+        if (kept)
+            fh_info ("consumer '%s': %llu queued messages kept in its spool for the next run",
+                     self->name, (unsigned long long) kept);
+    }
+    pthread_mutex_unlock (&self->spill_lock);
+}
