@@ -21,7 +21,9 @@ struct fh_emit {
     size_t count, room;
     fh_emit_notify_fn *notify; /* set before the hand-over, or NULL */
     void *notify_arg;
-    char *target; /* set before the hand-over: the one consumer, or NULL */
+    /* Set before the hand-over: the one consumer, or NULL. Atomic: the
+       hand-over through a ZeroMQ socket orders nothing C11 sees. */
+    _Atomic (char *) target;
 };
 
 fh_emit_t *
@@ -39,6 +41,7 @@ fh_emit_new (size_t consumer_count)
     pthread_mutex_init (&self->lock, NULL);
     atomic_init (&self->refs, 2);
     atomic_init (&self->handled, false);
+    atomic_init (&self->target, NULL);
     atomic_init (&self->matched, -2);
     /* Released here, acquired by the enqueuer (fh_emit_acquire): the
        hand-over through a ZeroMQ socket orders nothing that C11 sees. */
@@ -60,7 +63,7 @@ s_unref (fh_emit_t *self)
     for (size_t i = 0; i < self->count; i++)
         free (self->outcomes[i].consumer);
     free (self->outcomes);
-    free (self->target);
+    free (atomic_load_explicit (&self->target, memory_order_relaxed));
     pthread_mutex_destroy (&self->lock);
     free (self);
 }
@@ -68,15 +71,15 @@ s_unref (fh_emit_t *self)
 int
 fh_emit_set_target (fh_emit_t *self, const char *consumer)
 {
-    free (self->target);
-    self->target = strdup (consumer);
-    return self->target ? 0 : -1;
+    char *copy = strdup (consumer);
+    free (atomic_exchange_explicit (&self->target, copy, memory_order_acq_rel));
+    return copy ? 0 : -1;
 }
 
 const char *
-fh_emit_target (const fh_emit_t *self)
+fh_emit_target (fh_emit_t *self)
 {
-    return self->target;
+    return atomic_load_explicit (&self->target, memory_order_acquire);
 }
 
 void

@@ -48,7 +48,7 @@ void fh_emit_set_notify (fh_emit_t *self, fh_emit_notify_fn *notify, void *arg);
    enqueuer routes it. -1 when out of memory. */
 int fh_emit_set_target (fh_emit_t *self, const char *consumer);
 /* That name, or NULL. */
-const char *fh_emit_target (const fh_emit_t *self);
+const char *fh_emit_target (fh_emit_t *self);
 /* Drops the caller's reference. Safe with NULL. */
 void fh_emit_unref (fh_emit_t **self_p);
 
