@@ -3,10 +3,12 @@
     Options:
         ms            integer 0..3600000: sleeps this long per message
                       (default 10, or 0 when release_file is set)
-        release_file  a path: consume blocks, polling every millisecond,
-                      until that file exists; so a test can hold messages in
-                      the consumer (backlog, overflow, shutdown) and let
-                      them go by creating the file
+        release_file  a path: consume blocks until that file exists; so a
+                      test can hold messages in the consumer (backlog,
+                      overflow, shutdown) and let them go by creating the
+                      file. It waits on inotify, not by polling: a held
+                      consumer beside a measured one (scripts/bench's
+                      neighbour case) must not cost the CPU it shares
 
     Writes nothing, answers FANHUB_OK. The state is read-only after init,
     so it is thread-safe.
@@ -14,10 +16,12 @@
 #include <fanhub/consumer.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +37,41 @@ s_sleep_ns (long ns)
                            .tv_nsec = ns % 1000000000 };
     while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+/* Returns once path exists. Watches its directory for names appearing;
+   the poll's timeout covers an event missed (the directory replaced), and
+   without inotify it falls back to polling every 10 ms. */
+static void
+s_wait_for_file (const char *path)
+{
+    if (access (path, F_OK) == 0)
+        return;
+    char dir[4096];
+    const char *slash = strrchr (path, '/');
+    if (!slash)
+        snprintf (dir, sizeof dir, ".");
+    else
+        snprintf (dir, sizeof dir, "%.*s", slash == path ? 1 : (int) (slash - path), path);
+    int fd = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
+    if (fd >= 0 && inotify_add_watch (fd, dir, IN_CREATE | IN_MOVED_TO | IN_ATTRIB) < 0) {
+        close (fd);
+        fd = -1;
+    }
+    while (access (path, F_OK) != 0) {
+        if (fd < 0) {
+            s_sleep_ns (10 * 1000000);
+            continue;
+        }
+        struct pollfd ready = {.fd = fd, .events = POLLIN};
+        if (poll (&ready, 1, 200) > 0) {
+            char events[4096];
+            while (read (fd, events, sizeof events) > 0)
+                ; /* drained: which name it was, access() says */
+        }
+    }
+    if (fd >= 0)
+        close (fd);
 }
 
 static int
@@ -94,8 +133,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     (void) msg;
     sleep_state_t *self = (sleep_state_t *) state;
     if (self->release_file)
-        while (access (self->release_file, F_OK) != 0)
-            s_sleep_ns (1000000);
+        s_wait_for_file (self->release_file);
     if (self->ms > 0)
         s_sleep_ns (self->ms * 1000000);
     return FANHUB_OK;
