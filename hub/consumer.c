@@ -116,7 +116,6 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
     fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
-    pthread_mutex_init (&self->deferred_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (FH_CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -216,7 +215,6 @@ fh_consumer_destroy (fh_consumer_t **self_p)
             fh_deferral_release (deferral, NULL, 0);
     }
     free (self->deferred);
-    pthread_mutex_destroy (&self->deferred_lock);
     fh_deadletter_close (&self->dead_letters);
     pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);

@@ -147,9 +147,9 @@ struct fh_consumer {
     atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
 
     /* Spilled messages of this run, in spool order, whose completion
-       waits for their copy read back (under deferred_lock: the spiller
-       appends, the reader takes). A ring. */
-    pthread_mutex_t deferred_lock;
+       waits for their copy read back (under spill_lock, which the spiller
+       holds anyway: the spiller appends, the reader takes, the writer
+       lets one it failed to store go). A ring. */
     struct s_deferred {
         uint64_t seq;
         fh_deferral_t *deferral;

@@ -147,12 +147,11 @@ out_of_memory:
     return NULL;
 }
 
-/* The spiller: msg was appended to the spool; its completion (handled,
-   its emit waiter) now waits for the copy read back. */
+/* The spiller, under spill_lock: msg goes to the spool; its completion
+   (handled, its emit waiter) now waits for the copy read back. */
 static void
 s_defer (fh_consumer_t *self, fh_msg_t *msg)
 {
-    pthread_mutex_lock (&self->deferred_lock);
     if (self->deferred_count == self->deferred_cap
         && (self->deferred_cap < DEFERRED_MAX || msg->emit)) {
         size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
@@ -172,7 +171,6 @@ s_defer (fh_consumer_t *self, fh_msg_t *msg)
             = (struct s_deferred){msg->seq, msg->deferral};
         self->deferred_count++;
     }
-    pthread_mutex_unlock (&self->deferred_lock);
 }
 
 /* The reader: the deferral of the record just read (one appended in this
@@ -182,7 +180,7 @@ static fh_deferral_t *
 s_deferral_of (fh_consumer_t *self, uint64_t seq)
 {
     fh_deferral_t *found = NULL;
-    pthread_mutex_lock (&self->deferred_lock);
+    pthread_mutex_lock (&self->spill_lock);
     while (self->deferred_count) {
         struct s_deferred *head = &self->deferred[self->deferred_head];
         if (head->seq > seq)
@@ -199,7 +197,7 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
             fh_emit_set_outcome (head->deferral->emit, self->name, FH_OUTCOME_DROPPED);
         fh_deferral_release (head->deferral, NULL, 0);
     }
-    pthread_mutex_unlock (&self->deferred_lock);
+    pthread_mutex_unlock (&self->spill_lock);
     return found;
 }
 
@@ -209,7 +207,7 @@ static void
 s_undefer (fh_consumer_t *self, uint64_t seq)
 {
     fh_deferral_t *deferral = NULL;
-    pthread_mutex_lock (&self->deferred_lock);
+    pthread_mutex_lock (&self->spill_lock);
     for (size_t i = self->deferred_count; i-- > 0;) {
         struct s_deferred *entry = &self->deferred[(self->deferred_head + i) % self->deferred_cap];
         if (entry->seq == seq) {
@@ -220,7 +218,7 @@ s_undefer (fh_consumer_t *self, uint64_t seq)
         if (entry->seq < seq)
             break;
     }
-    pthread_mutex_unlock (&self->deferred_lock);
+    pthread_mutex_unlock (&self->spill_lock);
     if (deferral)
         fh_deferral_release (deferral, &self->spill_handled, 0);
 }

@@ -405,6 +405,7 @@ s_drop_injections (zsock_t *inject)
         if (zmq_msg_size (&frame) == sizeof (fh_inject_t)) {
             fh_inject_t lost;
             memcpy (&lost, zmq_msg_data (&frame), sizeof lost);
+            fh_emit_acquire (lost.emit); /* as s_receive_injected does */
             fh_emit_routed (lost.emit, 0);
             fh_emit_abandon (lost.emit);
         }

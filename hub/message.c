@@ -14,9 +14,11 @@
     spills 100,000 messages would otherwise take a page fault every 85
     deferrals, and a page fault in a virtual machine costs as much as
     spilling tens of messages (issue 12, docs/performance.md). A block
-    knows how many of its deferrals are alive; the allocating thread
-    holds it too while it carves from it; the last release puts it on a
-    short list of spare blocks (or frees it), whose pages are warm.
+    counts its deferrals not yet released, every one of them from the
+    start, plus the hold of the thread that carves from it, so carving
+    is no atomic operation; a carver that lets go of a block early gives
+    back the ones it did not carve. The last release puts it on a short
+    list of spare blocks (or frees it), whose pages are warm.
 */
 #include "message.h"
 
@@ -42,7 +44,8 @@ static _Thread_local fh_msg_t *s_private[CACHE_CLASSES];
 #define BLOCK_SPARE 8 /* blocks kept for reuse (2 MiB) */
 
 typedef struct s_block {
-    atomic_size_t alive;   /* deferrals not released, plus the carver's hold */
+    atomic_size_t alive;   /* deferrals not carved or not released, plus
+                              the carver's hold */
     size_t carved;         /* deferrals handed out (the carving thread's) */
     struct s_block *next;  /* on the spare list */
     _Alignas (fh_deferral_t) unsigned char first[];
@@ -149,12 +152,12 @@ fh_memory_populate (void *memory, size_t bytes)
 #endif
 }
 
-/* Drops one hold on block; the last goes to the spare list, or is freed
-   when it is full. */
+/* Drops `holds` holds on block; the last goes to the spare list, or is
+   freed when that is full. */
 static void
-s_block_release (s_block_t *block)
+s_block_release (s_block_t *block, size_t holds)
 {
-    if (atomic_fetch_sub_explicit (&block->alive, 1, memory_order_acq_rel) != 1)
+    if (atomic_fetch_sub_explicit (&block->alive, holds, memory_order_acq_rel) != holds)
         return;
     pthread_mutex_lock (&s_spare_lock);
     if (s_spare_count < BLOCK_SPARE) {
@@ -187,7 +190,7 @@ s_block_take (void)
         fh_memory_populate (memory, BLOCK_BYTES);
         block = memory;
     }
-    atomic_init (&block->alive, 1); /* the carver's hold */
+    atomic_init (&block->alive, BLOCK_DEFERRALS + 1); /* see the top of the file */
     block->carved = 0;
     block->next = NULL;
     return block;
@@ -202,25 +205,24 @@ s_deferral_new (void)
         if (!fresh)
             return NULL;
         if (block)
-            s_block_release (block); /* the carver's hold */
+            s_block_release (block, 1); /* the carver's hold */
         s_carving = block = fresh;
     }
-    fh_deferral_t *deferral = (fh_deferral_t *) block->first + block->carved++;
-    atomic_fetch_add_explicit (&block->alive, 1, memory_order_relaxed);
-    return deferral;
+    return (fh_deferral_t *) block->first + block->carved++;
 }
 
 static void
 s_deferral_free (fh_deferral_t *deferral)
 {
-    s_block_release ((s_block_t *) ((uintptr_t) deferral & ~(uintptr_t) (BLOCK_BYTES - 1)));
+    s_block_release ((s_block_t *) ((uintptr_t) deferral & ~(uintptr_t) (BLOCK_BYTES - 1)), 1);
 }
 
 void
 fh_msg_cache_drain (void)
 {
     if (s_carving) {
-        s_block_release (s_carving);
+        /* The carver's hold, and the deferrals it will not carve. */
+        s_block_release (s_carving, 1 + BLOCK_DEFERRALS - s_carving->carved);
         s_carving = NULL;
     }
     pthread_mutex_lock (&s_spare_lock);
@@ -274,12 +276,13 @@ fh_msg_defer (fh_msg_t *self)
         fh_deferral_t *deferral = s_deferral_new ();
         if (!deferral)
             return -1;
-        atomic_init (&deferral->refs, 1); /* the original's */
+        atomic_init (&deferral->refs, 2); /* the original's, and this copy's */
         /* The waiter is shared, not moved: other consumers may be setting
            their outcomes through self->emit right now. */
         deferral->emit = self->emit;
         deferral->received_ns = self->received_ns;
         self->deferral = deferral;
+        return 0;
     }
     atomic_fetch_add_explicit (&self->deferral->refs, 1, memory_order_relaxed);
     return 0;

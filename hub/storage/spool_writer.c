@@ -1,12 +1,23 @@
 /*  spool_writer - a spool's appender on a thread of its own. See
     spool_writer.h.
 
-    The hand-off is a ring of (item, frame count, bytes) under one mutex.
-    The writer moves the whole ring into its own batch under the lock (a
-    copy of a few words per item), then describes, writes and reports
-    outside it, so a put waits at most for that copy, never for the disk.
-    The ring and the batch start small and double as needed, up to
-    max_items: a consumer that never spills costs a few KiB, not its bound.
+    The hand-off is a ring of (item, frame count, bytes) with one
+    producer (the putter) and one consumer (the writer), each advancing
+    its own counter: put_seq, then take_seq. A put with a free slot
+    takes no lock: it fills the slot at put_seq and publishes it with a
+    release store (on a bus that spills every message, a lock per put cost
+    more than the rest of the hand-off). The lock guards what is rare: the
+    ring doubling (up to max_items; a consumer that never spills costs a
+    few KiB, not its bound), the writer's copy of the ring into its own
+    batch (so a doubling never moves slots under it), and every wait. The
+    writer describes, writes and reports outside it, so a put never waits
+    for the disk.
+
+    Wake-ups. A put wakes the writer only when it sleeps, or paces and the
+    hand-off is half full. Each side stores its own flag or counter, then
+    reads the other's, both sequentially consistent: a writer about to
+    sleep sees the new item, or the putter sees it sleeping and signals
+    it under the lock, which the writer holds until it waits.
 
     Pacing. A pass that syncs costs some 400 us of CPU whatever it carries
     (fdatasync, the block I/O and its interrupts, in a virtual machine),
@@ -16,8 +27,7 @@
     at once, unless the hand-off is half full (items or bytes), a flush
     or a waiting put wants it, or the writer stops: a spilling consumer
     costs at most a few percent of a CPU in syncs, and its messages
-    become readable at most that much later. Puts wake a pacing writer
-    only when the hand-off reaches half full.
+    become readable at most that much later.
 */
 #include "spool_writer.h"
 
@@ -48,16 +58,18 @@ struct fh_spool_writer {
     pthread_cond_t work;    /* the writer waits for items (or stop) */
     pthread_cond_t room;    /* put (wait) waits for room */
     pthread_cond_t settled; /* flush waits for pending to reach 0 */
-    s_slot_t *ring;         /* ring_cap slots */
-    size_t head;
-    atomic_size_t ring_cap; /* changed under lock, read without it */
-    /* Changed under lock; read without it by fh_spool_writer_room: the
-       writer only lowers them, so a stale reading errs towards "full". */
-    atomic_size_t count;
-    atomic_uint_fast64_t bytes; /* of the items in the ring */
-    bool writer_waiting, putter_waiting, stopping;
-    bool pacing;     /* the writer waits for the pace (or half full) */
-    int flushing;    /* flush calls waiting: no pacing */
+    /* Slot i holds item number i of those put, modulo ring_cap. ring and
+       ring_cap change under lock, by the putter only (it reads them
+       without). */
+    s_slot_t *ring;
+    size_t ring_cap;
+    atomic_uint_fast64_t put_seq;  /* items put: the putter's */
+    atomic_uint_fast64_t take_seq; /* items taken: the writer's, under lock */
+    atomic_uint_fast64_t bytes;    /* of the items in the ring */
+    atomic_bool sleeping;          /* the writer waits for items */
+    atomic_bool pacing;            /* the writer waits for the pace (or half full) */
+    bool putter_waiting, stopping; /* under lock */
+    int flushing;                  /* flush calls waiting: no pacing */
     atomic_int_fast64_t pace_ns;
 
     atomic_uint_fast64_t pending; /* put, and `written` not yet returned */
@@ -71,6 +83,16 @@ struct fh_spool_writer {
     size_t frame_cap;
     fh_thread_t thread;
 };
+
+/* Items in the ring: exact for the putter, and for the writer under lock;
+   from elsewhere a moment's value. */
+static size_t
+s_count (fh_spool_writer_t *self)
+{
+    /* Sequentially consistent: "Wake-ups" reads put_seq through it. */
+    uint64_t taken = atomic_load (&self->take_seq);
+    return (size_t) (atomic_load (&self->put_seq) - taken);
+}
 
 /* Sizes the frame scratch for `needed` frames. False when out of memory. */
 static bool
@@ -155,26 +177,39 @@ s_now_ns (void)
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Under lock: half full (items or bytes), so a pass is due now. */
+/* Half full (items or bytes), so a pass is due now. */
 static bool
 s_half_full (fh_spool_writer_t *self)
 {
-    return atomic_load (&self->count) * 2 >= self->max_items
+    return s_count (self) * 2 >= self->max_items
            || (self->max_bytes && atomic_load (&self->bytes) * 2 >= self->max_bytes);
 }
 
 /* Under lock: waits until the pace allows the next pass (next_ns) or
-   something cannot wait for it. See "Pacing". */
+   something cannot wait for it. See "Pacing" and "Wake-ups". */
 static void
 s_pace (fh_spool_writer_t *self, int64_t next_ns)
 {
     struct timespec until = {.tv_sec = next_ns / 1000000000, .tv_nsec = next_ns % 1000000000};
-    self->pacing = true;
+    atomic_store (&self->pacing, true);
     while (!self->stopping && !self->flushing && !self->putter_waiting && !s_half_full (self)
            && s_now_ns () < next_ns)
         if (pthread_cond_timedwait (&self->work, &self->lock, &until) == ETIMEDOUT)
             break;
-    self->pacing = false;
+    atomic_store (&self->pacing, false);
+}
+
+/* Under lock: waits for an item (or stop). See "Wake-ups". */
+static void
+s_sleep (fh_spool_writer_t *self)
+{
+    while (!self->stopping) {
+        atomic_store (&self->sleeping, true);
+        if (s_count (self) > 0)
+            break;
+        pthread_cond_wait (&self->work, &self->lock);
+    }
+    atomic_store (&self->sleeping, false);
 }
 
 static void *
@@ -184,28 +219,24 @@ s_writer_thread (void *arg)
     int64_t next_ns = 0; /* the earliest start of the next pass */
     pthread_mutex_lock (&self->lock);
     while (true) {
-        while (atomic_load (&self->count) == 0 && !self->stopping) {
-            self->writer_waiting = true;
-            pthread_cond_wait (&self->work, &self->lock);
-            self->writer_waiting = false;
-        }
+        if (s_count (self) == 0)
+            s_sleep (self);
         if (next_ns)
             s_pace (self, next_ns);
-        size_t n = atomic_load (&self->count);
+        size_t n = s_count (self);
         if (n == 0)
             break; /* stopping, and everything is written */
         s_batch_reserve (self, n);
         if (n > self->batch_cap)
             n = self->batch_cap; /* out of memory: the rest in the next pass */
-        uint64_t bytes = 0;
-        size_t cap = atomic_load (&self->ring_cap);
+        uint64_t bytes = 0, taken = atomic_load (&self->take_seq);
         for (size_t i = 0; i < n; i++) {
-            self->batch[i] = self->ring[(self->head + i) % cap];
+            self->batch[i] = self->ring[(taken + i) % self->ring_cap];
             bytes += self->batch[i].bytes;
         }
-        self->head = (self->head + n) % cap;
-        atomic_store (&self->count, atomic_load (&self->count) - n);
-        atomic_store (&self->bytes, atomic_load (&self->bytes) - bytes);
+        atomic_fetch_sub (&self->bytes, bytes);
+        /* release: the putter may fill these slots again once it sees it. */
+        atomic_store_explicit (&self->take_seq, taken + n, memory_order_release);
         if (self->putter_waiting)
             pthread_cond_broadcast (&self->room);
         pthread_mutex_unlock (&self->lock);
@@ -247,10 +278,13 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
     atomic_init (&self->pending, 0);
     atomic_init (&self->passes, 0);
     atomic_init (&self->pace_ns, FH_SPOOL_WRITER_PACE_NS);
-    atomic_init (&self->count, 0);
+    atomic_init (&self->put_seq, 0);
+    atomic_init (&self->take_seq, 0);
     atomic_init (&self->bytes, 0);
+    atomic_init (&self->sleeping, false);
+    atomic_init (&self->pacing, false);
     size_t first = self->max_items < 64 ? self->max_items : 64;
-    atomic_init (&self->ring_cap, first);
+    self->ring_cap = first;
     self->batch_cap = first;
     self->ring = malloc (first * sizeof *self->ring);
     self->batch = malloc (first * sizeof *self->batch);
@@ -290,45 +324,46 @@ fh_spool_writer_destroy (fh_spool_writer_t **self_p)
     *self_p = NULL;
 }
 
-/* Within the bounds (items and bytes)? */
+/* The putter: within the bounds (items and bytes)? */
 static bool
 s_within (fh_spool_writer_t *self, uint64_t bytes)
 {
-    size_t count = atomic_load (&self->count);
+    size_t count = s_count (self);
     if (count == self->max_items)
         return false;
     return count == 0 || !self->max_bytes || atomic_load (&self->bytes) + bytes <= self->max_bytes;
 }
 
-/* Under lock: within the bounds, with a free slot (the ring doubled if
-   it had none). False when out of the bounds, or out of memory. */
+/* The putter, under lock: within the bounds, with a free slot (the ring
+   doubled if it had none). False when out of the bounds, or out of
+   memory. */
 static bool
 s_has_room (fh_spool_writer_t *self, uint64_t bytes)
 {
     if (!s_within (self, bytes))
         return false;
-    size_t count = atomic_load (&self->count), cap = atomic_load (&self->ring_cap);
-    if (count < cap)
+    if (s_count (self) < self->ring_cap)
         return true;
+    size_t cap = self->ring_cap;
     size_t grown = cap * 2 < self->max_items ? cap * 2 : self->max_items;
     s_slot_t *ring = malloc (grown * sizeof *ring);
     if (!ring)
         return false;
-    for (size_t i = 0; i < count; i++)
-        ring[i] = self->ring[(self->head + i) % cap];
+    /* Under lock the writer takes nothing: the slots stay put. */
+    uint64_t taken = atomic_load (&self->take_seq), put = atomic_load (&self->put_seq);
+    for (uint64_t i = taken; i < put; i++)
+        ring[i % grown] = self->ring[i % cap];
     free (self->ring);
     self->ring = ring;
-    self->head = 0;
-    atomic_store (&self->ring_cap, grown);
+    self->ring_cap = grown;
     return true;
 }
 
 bool
 fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes)
 {
-    /* Without the lock when a slot is free: see `count`. */
-    if (s_within (self, bytes) && atomic_load (&self->count) < atomic_load (&self->ring_cap))
-        return true;
+    if (s_within (self, bytes) && s_count (self) < self->ring_cap)
+        return true; /* the writer only makes room: still true at the put */
     pthread_mutex_lock (&self->lock);
     bool room = s_has_room (self, bytes);
     pthread_mutex_unlock (&self->lock);
@@ -339,27 +374,33 @@ int
 fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count,
                      uint64_t bytes, bool wait)
 {
-    pthread_mutex_lock (&self->lock);
-    while (!s_has_room (self, bytes)) {
-        if (!wait) {
-            pthread_mutex_unlock (&self->lock);
-            return -1;
+    if (!s_within (self, bytes) || s_count (self) == self->ring_cap) {
+        /* Slow: the ring doubles, or the putter waits, under the lock. */
+        pthread_mutex_lock (&self->lock);
+        while (!s_has_room (self, bytes)) {
+            if (!wait) {
+                pthread_mutex_unlock (&self->lock);
+                return -1;
+            }
+            self->putter_waiting = true;
+            if (atomic_load (&self->pacing))
+                pthread_cond_signal (&self->work);
+            pthread_cond_wait (&self->room, &self->lock);
+            self->putter_waiting = false;
         }
-        self->putter_waiting = true;
-        if (self->pacing)
-            pthread_cond_signal (&self->work);
-        pthread_cond_wait (&self->room, &self->lock);
-        self->putter_waiting = false;
+        pthread_mutex_unlock (&self->lock);
     }
-    size_t count = atomic_load (&self->count);
-    self->ring[(self->head + count) % atomic_load (&self->ring_cap)] =
-        (s_slot_t){item, frame_count, bytes};
-    atomic_store (&self->count, count + 1);
-    atomic_store (&self->bytes, atomic_load (&self->bytes) + bytes);
+    uint64_t put = atomic_load_explicit (&self->put_seq, memory_order_relaxed);
+    self->ring[put % self->ring_cap] = (s_slot_t){item, frame_count, bytes};
+    atomic_fetch_add (&self->bytes, bytes);
     atomic_fetch_add (&self->pending, 1);
-    if (self->writer_waiting || (self->pacing && s_half_full (self)))
+    /* seq_cst, then the writer's flags: see "Wake-ups". */
+    atomic_store (&self->put_seq, put + 1);
+    if (atomic_load (&self->sleeping) || (atomic_load (&self->pacing) && s_half_full (self))) {
+        pthread_mutex_lock (&self->lock);
         pthread_cond_signal (&self->work);
-    pthread_mutex_unlock (&self->lock);
+        pthread_mutex_unlock (&self->lock);
+    }
     return 0;
 }
 
@@ -374,7 +415,7 @@ fh_spool_writer_flush (fh_spool_writer_t *self)
 {
     pthread_mutex_lock (&self->lock);
     self->flushing++;
-    if (self->pacing)
+    if (atomic_load (&self->pacing))
         pthread_cond_signal (&self->work);
     while (atomic_load (&self->pending) > 0)
         pthread_cond_wait (&self->settled, &self->lock);

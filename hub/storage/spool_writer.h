@@ -2,8 +2,9 @@
     bounded hand-off, so that whoever spills never waits for the disk.
 
     The thread that spills (in the hub, the enqueuer, which reads the bus
-    for every consumer) hands items over with fh_spool_writer_put: a
-    mutex, a slot in a ring, and a wake-up only when the writer sleeps.
+    for every consumer) hands items over with fh_spool_writer_put: a slot
+    in a ring, without a lock while it has room, and a wake-up only when
+    the writer sleeps.
     The writer takes everything handed over so far, at most `max_items`,
     appends it to the spool as one group commit (fh_spool_append_batch:
     few write(2) calls, and with fsync: always one fdatasync for all of
