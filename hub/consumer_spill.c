@@ -7,6 +7,7 @@
     spilling the memory queue at shutdown.
 */
 #include "consumer_internal.h"
+#include "memory.h"
 
 #include <assert.h>
 #include <errno.h>

@@ -24,12 +24,11 @@
 
 #include "clock.h"
 #include "emit.h"
+#include "memory.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #define CACHE_CLASSES 2   /* messages of 2 and of 3 frames */
 #define CACHE_MAX 16384   /* released messages kept per class */
@@ -135,21 +134,6 @@ s_free_list (fh_msg_t *list)
         free (list);
         list = next;
     }
-}
-
-void
-fh_memory_populate (void *memory, size_t bytes)
-{
-#ifdef MADV_POPULATE_WRITE
-    uintptr_t page = (uintptr_t) sysconf (_SC_PAGESIZE);
-    uintptr_t start = ((uintptr_t) memory + page - 1) & ~(page - 1);
-    uintptr_t end = ((uintptr_t) memory + bytes) & ~(page - 1);
-    if (end > start)
-        (void) madvise ((void *) start, end - start, MADV_POPULATE_WRITE);
-#else
-    (void) memory;
-    (void) bytes;
-#endif
 }
 
 /* Drops `holds` holds on block; the last goes to the spare list, or is

@@ -90,13 +90,6 @@ void fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t no
 /* The same, when the caller has just read the clock (now_ns). */
 void fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns);
 
-/* Faults in the whole pages of memory[0..bytes-1] now, in one call
-   (MADV_POPULATE_WRITE), rather than one page fault per page as they are
-   first written: in a virtual machine a fault costs some 10-20 us, the
-   call about 1 us a page. For memory about to be filled (a ring, a block
-   of deferrals). Does nothing where the kernel cannot. */
-void fh_memory_populate (void *memory, size_t bytes);
-
 static inline fanhub_bytes_t
 fh_msg_frame (const fh_msg_t *self, size_t i)
 {

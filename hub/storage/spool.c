@@ -9,6 +9,7 @@
 #include "spool_internal.h"
 
 #include "fs.h"
+#include "memory.h"
 
 #include "clock.h"
 
@@ -186,6 +187,7 @@ s_buf_reserve (fh_spool_t *self, size_t size)
         errno = ENOMEM;
         return -1;
     }
+    fh_memory_populate (buf + self->w_cap, cap - self->w_cap); /* about to be filled */
     self->w_buf = buf;
     self->w_cap = cap;
     return 0;

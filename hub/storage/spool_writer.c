@@ -32,6 +32,7 @@
 #include "spool_writer.h"
 
 #include "log.h"
+#include "memory.h"
 #include "thread.h"
 
 #include <errno.h>
@@ -106,6 +107,7 @@ s_frames_reserve (fh_spool_writer_t *self, size_t needed)
     fanhub_bytes_t *frames = realloc (self->frames, cap * sizeof *frames);
     if (!frames)
         return false;
+    fh_memory_populate (frames + self->frame_cap, (cap - self->frame_cap) * sizeof *frames);
     self->frames = frames;
     self->frame_cap = cap;
     return true;
@@ -162,6 +164,8 @@ s_batch_reserve (fh_spool_writer_t *self, size_t n)
         free (entries);
         return;
     }
+    fh_memory_populate (batch, cap * sizeof *batch); /* filled by the next pass */
+    fh_memory_populate (entries, cap * sizeof *entries);
     free (self->batch);
     free (self->entries);
     self->batch = batch;
@@ -349,6 +353,7 @@ s_has_room (fh_spool_writer_t *self, uint64_t bytes)
     s_slot_t *ring = malloc (grown * sizeof *ring);
     if (!ring)
         return false;
+    fh_memory_populate (ring, grown * sizeof *ring);
     /* Under lock the writer takes nothing: the slots stay put. */
     uint64_t taken = atomic_load (&self->take_seq), put = atomic_load (&self->put_seq);
     for (uint64_t i = taken; i < put; i++)
