@@ -978,16 +978,17 @@ def case_neighbour(bench, prof, results):
     log_entry = (f"  - {{name: log, plugin: \"log\", queue: {{capacity: {{CAP}}}}, "
                  f"options: {{path: \"{logfile}\"}}}}")
 
-    def spill_entry(release):
-        """The held spiller: it consumes nothing until `release` exists."""
-        return (f"  - {{name: spiller, plugin: \"{bench.sleep_so}\", "
-                f"queue: {{capacity: 1000, overflow: spill}}, "
-                f"options: {{release_file: \"{release}\"}}}}")
-
+    # The spiller is held for good: its release file is never created (one
+    # that an earlier placement created let the next one's spiller read its
+    # spool back while the log consumer was measured). Each hub's stop
+    # gives up on it after shutdown_timeout.
+    release = os.path.join(bench.tmp, "neighbour-release-never-created")
+    spill_entry = (f"  - {{name: spiller, plugin: \"{bench.sleep_so}\", "
+                   f"queue: {{capacity: 1000, overflow: spill}}, "
+                   f"options: {{release_file: \"{release}\"}}}}")
     extra = f"state_dir: {state_dir}\nspool: {{fsync: always}}"
     ok, why = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + extra + "\nconsumers:\n"
-                           + log_entry.replace("{CAP}", "1000") + "\n"
-                           + spill_entry("/nonexistent") + "\n")
+                           + log_entry.replace("{CAP}", "1000") + "\n" + spill_entry + "\n")
     if not ok:
         results["neighbour"] = {"status": f"not measured: {why}"}
         log(results["neighbour"]["status"])
@@ -996,13 +997,8 @@ def case_neighbour(bench, prof, results):
     rows = []
     for placement in bench.placements:
         row = dict(placement=placement[0], n=n)
-        # A release file of its own per placement: the spiller of every
-        # run is held (one created for an earlier placement let the next
-        # one's spiller read its spool back, which the log consumer then
-        # shared the CPU with).
-        release = os.path.join(bench.tmp, f"neighbour-release-{placement[0]}")
         for name, consumers in (("alone", [log_entry]),
-                                ("beside_spill", [log_entry, spill_entry(release)])):
+                                ("beside_spill", [log_entry, spill_entry])):
             runs = []
             for _ in range(prof["reps"]):
                 shutil.rmtree(state_dir, ignore_errors=True)
@@ -1017,7 +1013,6 @@ def case_neighbour(bench, prof, results):
                 runs.append(r)
             row[name] = rep_median(runs, TP_KEYS)
         row["ratio"] = row["beside_spill"]["deliveries_rate"] / row["alone"]["deliveries_rate"]
-        open(release, "w").close()  # nothing waits on it now; for a hub left behind
         rows.append(row)
         log(f"neighbour {placement[0]}: log alone {row['alone']['deliveries_rate']:,.0f}/s, "
             f"beside a spilling neighbour (fsync always) "
