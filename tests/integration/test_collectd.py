@@ -96,7 +96,7 @@ class Collectd:
     """`collectd -f -C CONF`; with -f collectd writes no PID file, so it is
     stopped by the PID of the process we started."""
 
-    def __init__(self, wd, conf_text):
+    def __init__(self, wd, conf_text, env=None):
         self.wd = wd
         self.conf = wd.write("collectd.conf", conf_text)
         self.socket = wd.file("collectd.sock")
@@ -106,7 +106,8 @@ class Collectd:
         self.out = open(wd.file("collectd.stdout"), "ab")
         self.proc = subprocess.Popen([find_collectd(), "-f", "-C", self.conf],
                                      stdout=self.out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL,
+                                     env=dict(os.environ, **(env or {})))
         fh.wait_for(lambda: self.dead() or os.path.exists(self.socket),
                     "collectd's unixsock socket")
         assert not self.dead(), "collectd exited (%s):\n%s" % (self.proc.returncode, self.log())
@@ -210,13 +211,28 @@ def stop_exec_children(binary):
 def copy_binary():
     """The Exec child runs as nobody, who may not traverse the build tree:
     a copy in a 0755 directory. The binary links only system libraries
-    (the sanitizer runtimes are linked in statically)."""
+    (the sanitizer runtimes are linked in statically). Returns the
+    directory, the binary, and the environment collectd needs for it: a
+    sanitizer's suppressions file named in its options is copied there
+    too, as the checkout may be in a directory nobody cannot enter (a
+    clone in mktemp -d's 0700 one: ThreadSanitizer then refuses to start
+    the child)."""
     directory = tempfile.mkdtemp(prefix="fanhub-collectd-bin-")
     os.chmod(directory, 0o755)
     binary = os.path.join(directory, "fanhub")
     shutil.copy2(fh.BIN, binary)
     os.chmod(binary, 0o755)
-    return directory, binary
+    env = {}
+    for name in ("TSAN_OPTIONS", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        options = os.environ.get(name, "").split(":")
+        for i, option in enumerate(options):
+            if option.startswith("suppressions="):
+                copy = os.path.join(directory, name.lower() + ".supp")
+                shutil.copyfile(option[len("suppressions="):], copy)
+                os.chmod(copy, 0o644)
+                options[i] = "suppressions=" + copy
+                env[name] = ":".join(options)
+    return directory, binary, env
 
 
 # ---------------------------------------------------------------------------
@@ -275,7 +291,7 @@ def check_backlog_then_completion(wd, host, hub, pub, collectd):
 
 def test_exec_plugin_runs_fanhub_collectd():
     wd = fh.Workdir()
-    bindir, binary = copy_binary()
+    bindir, binary, exec_env = copy_binary()
     pub = fh.Publisher()
     # tcp: an ipc socket would be 0660 in a directory nobody cannot enter.
     control = "tcp://127.0.0.1:%d" % fh.free_port()
@@ -283,7 +299,8 @@ def test_exec_plugin_runs_fanhub_collectd():
     collectd = None
     try:
         fh.wait_for(lambda: hub_stats_or_none(control), "the hub's control socket", hub=hub)
-        collectd = Collectd(wd, collectd_conf(wd, [binary, "collectd", "-e", control]))
+        collectd = Collectd(wd, collectd_conf(wd, [binary, "collectd", "-e", control]),
+                            env=exec_env)
         check_backlog_then_completion(wd, COLLECTD_HOST, hub, pub, collectd)
         # It is collectd's child, and not root.
         children = exec_children(binary)
