@@ -995,22 +995,26 @@ def spill_floor(bench, cpu, size=100, pass_size=5000):
         return None
 
 
-def neighbour_budget(row):
+def neighbour_budget(row, runs):
     """What the target leaves the spill per message of the hub's CPU, from
     the log consumer alone: alone's CPU/msg x (1/target - 1). It binds when
     the hub is CPU-bound alone (busy near 1: pinned, one CPU for all its
-    threads); with CPUs to spare the spill can run beside the log path."""
-    alone, beside = row["alone"], row["beside_spill"]
+    threads); with CPUs to spare the spill can run beside the log path.
+    Differences are medians of each repetition's (see case_neighbour)."""
+    alone = row["alone"]
     # The CPU is counted until the hub went idle, after the log's last write.
     busy = alone["hub_cpu_s"] / (alone["wall_s"] + (alone.get("idle_after_s") or 0))
     budget = alone["cpu_per_msg_ns"] * (1 / TARGETS["neighbour"] - 1)
+
+    def added(name):
+        return statistics.median(b["cpu_per_msg_ns"] - a["cpu_per_msg_ns"]
+                                 for a, b in zip(runs["alone"], runs[name]))
+
     # A neighbour that only refuses costs the log path this much already:
     # what is left of the budget is the spill's own.
-    refusing = row.get("beside_refusing")
-    refusal = refusing["cpu_per_msg_ns"] - alone["cpu_per_msg_ns"] if refusing else None
-    return dict(busy=busy, budget_ns=budget,
-                added_ns=beside["cpu_per_msg_ns"] - alone["cpu_per_msg_ns"],
-                refusal_ns=refusal, left_ns=budget - refusal if refusing else None)
+    refusal = added("beside_refusing")
+    return dict(busy=busy, budget_ns=budget, added_ns=added("beside_spill"),
+                refusal_ns=refusal, left_ns=budget - refusal)
 
 
 def case_neighbour(bench, prof, results):
@@ -1046,11 +1050,15 @@ def case_neighbour(bench, prof, results):
     rows = []
     for placement in bench.placements:
         row = dict(placement=placement[0], n=n)
-        for name, consumers in (("alone", [log_entry]),
-                                ("beside_spill", [log_entry, spill_entry]),
-                                ("beside_refusing", [log_entry, refuse_entry])):
-            runs = []
-            for _ in range(prof["reps"]):
+        configs = (("alone", [log_entry]), ("beside_spill", [log_entry, spill_entry]),
+                   ("beside_refusing", [log_entry, refuse_entry]))
+        runs = {name: [] for name, _ in configs}
+        # Each repetition runs the three back to back, and the ratios are
+        # the medians of each repetition's: this machine changes speed
+        # between runs, and a row's median could come from another phase
+        # than the other row's.
+        for _ in range(prof["reps"]):
+            for name, consumers in configs:
                 shutil.rmtree(state_dir, ignore_errors=True)
                 if os.path.exists(logfile):
                     os.unlink(logfile)
@@ -1058,14 +1066,20 @@ def case_neighbour(bench, prof, results):
                 # done: the log consumer has every message, at its file's
                 # last write (the spiller may still be writing); its
                 # deliveries over the wall time.
-                r = hub_throughput(bench, 1, 100, n, placement, consumers=cons, extra=extra,
-                                   expect_deliveries=n, done_file=logfile)
-                runs.append(r)
-            row[name] = rep_median(runs, TP_KEYS)
-        row["ratio"] = row["beside_spill"]["deliveries_rate"] / row["alone"]["deliveries_rate"]
+                runs[name].append(hub_throughput(bench, 1, 100, n, placement, consumers=cons,
+                                                 extra=extra, expect_deliveries=n,
+                                                 done_file=logfile))
+        for name, _ in configs:
+            row[name] = rep_median(runs[name], TP_KEYS)
+
+        def ratio(name):
+            return statistics.median(b["deliveries_rate"] / a["deliveries_rate"]
+                                     for a, b in zip(runs["alone"], runs[name]))
+
+        row["ratio"], row["refusing_ratio"] = ratio("beside_spill"), ratio("beside_refusing")
         # The yardstick: the spool's own work on the hub's CPU, in this run.
         row["floor"] = spill_floor(bench, placement[2])
-        row.update(neighbour_budget(row))
+        row.update(neighbour_budget(row, runs))
         rows.append(row)
         log(f"neighbour {placement[0]}: log alone {row['alone']['deliveries_rate']:,.0f}/s, "
             f"beside a spilling neighbour (fsync always) "
@@ -1073,8 +1087,8 @@ def case_neighbour(bench, prof, results):
             f"idle {row['alone'].get('idle_after_s', 0) * 1e3:.0f} ms and "
             f"{row['beside_spill'].get('idle_after_s', 0) * 1e3:.0f} ms after the log consumer's "
             f"last write); beside a held neighbour that only refuses (drop-newest) "
-            f"{row['beside_refusing']['deliveries_rate']:,.0f}/s: x"
-            f"{row['beside_refusing']['deliveries_rate'] / row['alone']['deliveries_rate']:.2f}")
+            f"{row['beside_refusing']['deliveries_rate']:,.0f}/s: x{row['refusing_ratio']:.2f} "
+            f"(ratios: medians of each repetition's)")
         floor = row["floor"]
         log(f"neighbour {placement[0]}: the hub alone was {row['busy']:.2f} CPUs busy at "
             f"{row['alone']['cpu_per_msg_ns']:,.0f} ns of CPU a message, so "
@@ -1359,7 +1373,6 @@ def case_pool(bench, prof, results):
         for workers, n in ((8, prof["pool_n"]), (1, prof["pool_single_n"])):
             runs = []
             for _ in range(prof["reps"]):
-                hub = None
                 try:
                     cons = [entry.replace("{W}", str(workers)).replace("{CAP}", str(n + 16))]
                     r = hub_throughput(bench, 1, 100, n, placement, consumers=cons,
@@ -1972,7 +1985,7 @@ def markdown(results):
             if refusing:
                 w(f"    - beside the same held consumer with `overflow: drop-newest` (it only "
                   f"refuses): {fmt_rate(refusing['deliveries_rate'])}, x"
-                  f"{refusing['deliveries_rate'] / r['alone']['deliveries_rate']:.2f} (hub "
+                  f"{r.get('refusing_ratio', 0):.2f} (hub "
                   f"CPU/msg {fmt_ns(refusing['cpu_per_msg_ns'])})")
             w(f"    - the hub alone was {r['busy']:.2f} CPUs busy, so "
               f"{TARGETS['neighbour']}x leaves the spill {fmt_ns(r['budget_ns'])} of CPU a "
