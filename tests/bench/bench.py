@@ -995,6 +995,12 @@ def spill_floor(bench, cpu, size=100, pass_size=5000):
         return None
 
 
+def paired_median(runs, name, f):
+    """The median of f(alone run, named run) over the repetitions, each
+    pair run back to back (see case_neighbour)."""
+    return statistics.median(f(a, b) for a, b in zip(runs["alone"], runs[name]))
+
+
 def neighbour_budget(row, runs):
     """What the target leaves the spill per message of the hub's CPU, from
     the log consumer alone: alone's CPU/msg x (1/target - 1). It binds when
@@ -1007,8 +1013,7 @@ def neighbour_budget(row, runs):
     budget = alone["cpu_per_msg_ns"] * (1 / TARGETS["neighbour"] - 1)
 
     def added(name):
-        return statistics.median(b["cpu_per_msg_ns"] - a["cpu_per_msg_ns"]
-                                 for a, b in zip(runs["alone"], runs[name]))
+        return paired_median(runs, name, lambda a, b: b["cpu_per_msg_ns"] - a["cpu_per_msg_ns"])
 
     # A neighbour that only refuses costs the log path this much already:
     # what is left of the budget is the spill's own.
@@ -1073,8 +1078,8 @@ def case_neighbour(bench, prof, results):
             row[name] = rep_median(runs[name], TP_KEYS)
 
         def ratio(name):
-            return statistics.median(b["deliveries_rate"] / a["deliveries_rate"]
-                                     for a, b in zip(runs["alone"], runs[name]))
+            return paired_median(runs, name,
+                                 lambda a, b: b["deliveries_rate"] / a["deliveries_rate"])
 
         row["ratio"], row["refusing_ratio"] = ratio("beside_spill"), ratio("beside_refusing")
         # The yardstick: the spool's own work on the hub's CPU, in this run.
@@ -1978,25 +1983,23 @@ def markdown(results):
               f"{fmt_rate(r['beside_spill']['deliveries_rate'])}: x{r['ratio']:.2f} "
               f"(hub CPU/msg {fmt_ns(r['alone']['cpu_per_msg_ns'])} → "
               f"{fmt_ns(r['beside_spill']['cpu_per_msg_ns'])})")
-            f = r.get("floor")
-            if not f:
-                continue
             refusing = r.get("beside_refusing")
-            if refusing:
-                w(f"    - beside the same held consumer with `overflow: drop-newest` (it only "
-                  f"refuses): {fmt_rate(refusing['deliveries_rate'])}, x"
-                  f"{r.get('refusing_ratio', 0):.2f} (hub "
-                  f"CPU/msg {fmt_ns(refusing['cpu_per_msg_ns'])})")
+            if not refusing:
+                continue  # a run from before the yardsticks
+            w(f"    - beside the same held consumer with `overflow: drop-newest` (it only "
+              f"refuses): {fmt_rate(refusing['deliveries_rate'])}, x{r['refusing_ratio']:.2f} "
+              f"(hub CPU/msg {fmt_ns(refusing['cpu_per_msg_ns'])})")
+            f = r.get("floor")
             w(f"    - the hub alone was {r['busy']:.2f} CPUs busy, so "
               f"{TARGETS['neighbour']}x leaves the spill {fmt_ns(r['budget_ns'])} of CPU a "
-              f"message (binding when the hub has one CPU), {fmt_ns(r.get('left_ns'))} once "
-              f"the refusing neighbour's {fmt_ns(r.get('refusal_ns'))} is taken; the spill added "
+              f"message (binding when the hub has one CPU), {fmt_ns(r['left_ns'])} once "
+              f"the refusing neighbour's {fmt_ns(r['refusal_ns'])} is taken; the spill added "
               f"{fmt_ns(r['added_ns'])}. The spool's own work on one CPU, nothing in the way "
-              f"(spill_floor, passes of {f['pass']:,} records of {f['record_bytes']} B): "
-              f"{fmt_ns(f['spill_ns'])} a message (reading its frames and append; append "
-              f"{fmt_ns(f['append_ns'])}; the kernel's write and fdatasync of as many bytes "
-              f"alone {fmt_ns(f['io_ns'])}); releasing it, which its last holder pays anyway, "
-              f"{fmt_ns(f['release_ns'])}")
+              + (f"(spill_floor, passes of {f['pass']:,} records of {f['record_bytes']} B): "
+                 f"{fmt_ns(f['spill_ns'])} a message (reading its frames and append; append "
+                 f"{fmt_ns(f['append_ns'])}; the kernel's write and fdatasync of as many bytes "
+                 f"alone {fmt_ns(f['io_ns'])}); releasing it, which its last holder pays "
+                 f"anyway, {fmt_ns(f['release_ns'])}" if f else "(spill_floor): not measured"))
         w("")
     cv = results.get("curve")
     if cv:
