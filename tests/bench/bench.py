@@ -945,7 +945,7 @@ def _check_run(bench, count):
                 cpu_s=usage.ru_utime + usage.ru_stime)
 
 
-# The most consumers one hub runs (hub/config.c, S_CONSUMERS_MAX).
+# The most consumers one hub runs (hub/config/config.c, S_CONSUMERS_MAX).
 HUB_CONSUMERS_MAX = 1024
 
 

@@ -5,15 +5,15 @@
 
       clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
           -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_config.c hub/config*.c \
-          hub/fs.c hub/options.c hub/curve.c hub/control_path.c \
+          hub/util/fs.c hub/plugin/options.c hub/security/curve.c hub/control/control_path.c \
           $(pkg-config --cflags --libs yaml-0.1 libczmq libzmq) -o /tmp/fuzz_config
       /tmp/fuzz_config -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/config/
 
     (libFuzzer writes what it finds into the first directory: a scratch
     one keeps the seeds as they are, as ctest's fuzz.config does.)
 
-    Sources needed: this file, the loader's hub/config*.c, hub/fs.c,
-    hub/options.c, hub/curve.c and hub/control_path.c (with libyaml and,
+    Sources needed: this file, the loader's hub/config*.c, hub/util/fs.c,
+    hub/plugin/options.c, hub/security/curve.c and hub/control/control_path.c (with libyaml and,
     for the CURVE key checks, CZMQ). It also builds with the project's -std=c11
     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE and warning flags.
 

@@ -5,14 +5,14 @@
     Self-contained; build and run from the repository root:
 
       clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_control_parse.c hub/control_parse.c \
+          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_control_parse.c hub/control/control_parse.c \
           -o /tmp/fuzz_control_parse
       /tmp/fuzz_control_parse -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/control_parse/
 
     (libFuzzer writes what it finds into the first directory: a scratch
     one keeps the seeds as they are, as ctest's fuzz.control_parse does.)
 
-    Sources needed: this file and hub/control_parse.c (control_parse.h
+    Sources needed: this file and hub/control/control_parse.c (control_parse.h
     includes control.h, whose headers want zmq.h and jansson.h on the
     include path: add $(pkg-config --cflags libzmq jansson) where they are
     not in /usr/include; nothing of them is linked). It also builds with

@@ -5,12 +5,12 @@
       clang -g -O1 -fsanitize=fuzzer,address -Ihub -Ihub/metrics -Ihub/storage -Iinclude \
           tests/fuzz/fuzz_spool_record.c hub/storage/spool.c hub/storage/spool_segment.c \
           hub/storage/spool_cursor.c hub/storage/spool_record.c hub/storage/crc32c.c \
-          hub/log.c hub/fs.c -lpthread -o /tmp/fuzz_spool
+          hub/util/log.c hub/util/fs.c -lpthread -o /tmp/fuzz_spool
       /tmp/fuzz_spool -max_total_time=60 tests/fuzz/corpus/spool_record/
 
     Sources needed: this file, hub/storage/spool.c, hub/storage/spool_segment.c,
     hub/storage/spool_cursor.c, hub/storage/spool_record.c,
-    hub/storage/crc32c.c, hub/log.c, hub/fs.c (it also builds with the project's -std=c11
+    hub/storage/crc32c.c, hub/util/log.c, hub/util/fs.c (it also builds with the project's -std=c11
     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE and warning flags).
 
     An input is one mode byte, then either the bytes of one segment file

@@ -1,4 +1,4 @@
-/*  test_config - loading the YAML configuration (hub/config.c).
+/*  test_config - loading the YAML configuration (hub/config/config.c).
 
     The error cases are a table: a YAML text loaded as "t.yaml" and the
     exact start of the one-line error it must give, position included.

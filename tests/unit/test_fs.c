@@ -1,4 +1,4 @@
-/*  test_fs - hub/fs.c: mkdir -p, the directory of a file, directory
+/*  test_fs - hub/util/fs.c: mkdir -p, the directory of a file, directory
     fsync and whole-file reads, with every failure naming the path. */
 #include "fs.h"
 

@@ -1,4 +1,4 @@
-/*  test_log - hub/log.c's fh_log_limited: one line per interval for a
+/*  test_log - hub/util/log.c's fh_log_limited: one line per interval for a
     recurring problem, and the next line says how many were held back.
     Time is not waited for: the limiter's next_ns is moved instead. */
 #include "log.h"

@@ -1,5 +1,5 @@
 /*  test_option_table - options read against a plugin's option table
-    (hub/option_table.c, ABI 1.2): the cases a plugin's own tests do not
+    (hub/plugin/option_table.c, ABI 1.2): the cases a plugin's own tests do not
     reach (units, bounds, defaults, a wrong table, the printed table).
     The integration test test_option_tables covers the messages in
     `fanhub check`. */

@@ -1,4 +1,4 @@
-/*  test_options - the option tree handed to plugins (hub/options.c). */
+/*  test_options - the option tree handed to plugins (hub/plugin/options.c). */
 #include "options.h"
 
 #include <setjmp.h>

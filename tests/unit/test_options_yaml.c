@@ -1,6 +1,6 @@
 /*  test_options_yaml - a plugin's options read from a file of their own
-    (hub/options_yaml.c), through the configuration's YAML loader
-    (hub/config_yaml.c): the same rules and limits as a consumer's
+    (hub/plugin/options_yaml.c), through the configuration's YAML loader
+    (hub/config/config_yaml.c): the same rules and limits as a consumer's
     options: in the configuration. */
 #include "options_yaml.h"
 
