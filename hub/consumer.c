@@ -180,11 +180,9 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     fh_consumer_t *self = *self_p;
     if (!self)
         return;
-    if (self->dispatcher_started)
-        pthread_join (self->dispatcher, NULL);
+    fh_thread_join (&self->dispatcher);
     for (size_t i = 0; self->workers && i < self->worker_count; i++)
-        if (self->workers[i].started)
-            pthread_join (self->workers[i].thread, NULL);
+        fh_thread_join (&self->workers[i].thread);
     /* What it was handed is written before the spool closes (and before
        a reload's successor can open it: it waits for this destroy). */
     fh_spool_writer_destroy (&self->spool_writer);
@@ -250,29 +248,35 @@ fh_consumer_retire (fh_consumer_t *self)
     fh_queue_close (self->queue);
 }
 
+/* Threads are named for `top -H`: "fh:c:NAME" for a single worker, in a
+   pool "fh:d:NAME" for the dispatcher and "fh:wI:NAME" for worker I (the
+   kernel keeps 15 bytes, so a long NAME is cut). */
 int
 fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
 {
+    char name[64], why[256];
     if (self->pool) {
-        int rc = pthread_create (&self->dispatcher, NULL, fh_cons_dispatcher_thread, self);
-        if (rc != 0) {
-            snprintf (err, errlen, "consumer '%s': cannot start its dispatcher: %s", self->name,
-                      strerror (rc));
+        snprintf (name, sizeof name, "fh:d:%s", self->name);
+        if (fh_thread_start (&self->dispatcher, name, fh_cons_dispatcher_thread, self, why,
+                             sizeof why)
+            != 0) {
+            snprintf (err, errlen, "consumer '%s': %s", self->name, why);
             return -1;
         }
-        self->dispatcher_started = true;
     }
     for (size_t i = 0; i < self->worker_count; i++) {
         s_worker_t *worker = &self->workers[i];
-        int rc = pthread_create (&worker->thread, NULL,
-                                 self->pool ? fh_cons_pool_worker_thread : fh_cons_worker_thread,
-                                 worker);
-        if (rc != 0) {
-            snprintf (err, errlen, "consumer '%s': cannot start its thread: %s", self->name,
-                      strerror (rc));
+        if (self->pool)
+            snprintf (name, sizeof name, "fh:w%zu:%s", i, self->name);
+        else
+            snprintf (name, sizeof name, "fh:c:%s", self->name);
+        if (fh_thread_start (&worker->thread, name,
+                             self->pool ? fh_cons_pool_worker_thread : fh_cons_worker_thread,
+                             worker, why, sizeof why)
+            != 0) {
+            snprintf (err, errlen, "consumer '%s': %s", self->name, why);
             return -1;
         }
-        worker->started = true;
     }
     return 0;
 }
@@ -436,23 +440,17 @@ void
 fh_consumer_abandon (fh_consumer_t *self)
 {
     atomic_store (&self->abort, true);
-    if (self->dispatcher_started) {
-        pthread_detach (self->dispatcher);
-        self->dispatcher_started = false;
-    }
+    fh_thread_detach (&self->dispatcher);
     for (size_t i = 0; i < self->worker_count; i++)
-        if (self->workers[i].started) {
-            pthread_detach (self->workers[i].thread);
-            self->workers[i].started = false;
-        }
+        fh_thread_detach (&self->workers[i].thread);
 }
 
 bool
 fh_consumer_done (fh_consumer_t *self)
 {
-    size_t started = self->dispatcher_started;
+    size_t started = fh_thread_started (&self->dispatcher);
     for (size_t i = 0; i < self->worker_count; i++)
-        started += self->workers[i].started;
+        started += fh_thread_started (&self->workers[i].thread);
     return atomic_load (&self->done_workers) >= started;
 }
 

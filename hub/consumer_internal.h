@@ -40,6 +40,7 @@
 #include "shard.h"
 #include "spool.h"
 #include "spool_writer.h"
+#include "thread.h"
 
 #include <pthread.h>
 #include <stdalign.h>
@@ -69,8 +70,7 @@ typedef struct {
     char reason[256];         /* the plugin's set_reason with the last answer, or "" */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
-    pthread_t thread;
-    bool started;
+    fh_thread_t thread;
     /* Owned by the thread that checks for stuck calls. */
     bool stuck;
 } s_worker_t;
@@ -137,8 +137,7 @@ struct fh_consumer {
     pthread_cond_t pool_work; /* CLOCK_MONOTONIC: workers wait here */
     bool dispatcher_done;     /* the queue is closed and drained */
     bool pool_worked;         /* since the last idle call */
-    pthread_t dispatcher;
-    bool dispatcher_started;
+    fh_thread_t dispatcher;
     atomic_uint_fast64_t pool_started; /* messages taken for the first time */
     /* Written by the dispatcher. */
     atomic_uint_fast64_t coalesced;

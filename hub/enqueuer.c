@@ -13,6 +13,7 @@
 #include "actor.h"
 #include "clock.h"
 #include "shard.h"
+#include "thread.h"
 #include "validate.h"
 
 #include <assert.h>
@@ -424,6 +425,7 @@ static void
 s_enqueuer_actor (zsock_t *pipe, void *args)
 {
     fh_enqueuer_t *self = args;
+    fh_thread_name_self ("fh:enq");
     /* Receive each message into a buffer of its own size. By default
        libzmq decodes into shared 8 KiB buffers that messages reference:
        cheap while messages come and go, but a queued message then pins its

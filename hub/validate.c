@@ -6,7 +6,7 @@
 */
 #include "validate.h"
 
-#include "utf8.h"
+#include <fanhub/sdk.h>
 
 fh_malformed_reason_t
 fh_bus_check (size_t frames_seen, size_t total_bytes, const void *topic, size_t topic_size,
@@ -20,7 +20,7 @@ fh_bus_check (size_t frames_seen, size_t total_bytes, const void *topic, size_t 
         return FH_MALFORMED_TOO_LARGE;
     /* An empty topic is valid UTF-8, and may come as NULL: NULL + 0 is
        undefined in C, so it never reaches the validator. */
-    if (topic_size > 0 && !fh_utf8_valid (topic, topic_size))
+    if (topic_size > 0 && !fanhub_utf8_valid (topic, topic_size))
         return FH_MALFORMED_TOPIC_NOT_UTF8;
     return FH_MALFORMED_REASONS;
 }

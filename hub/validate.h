@@ -4,7 +4,7 @@
     A bus message is well-formed when it has a body (at least two frames:
     topic, body), at most bus.max_frames frames, at most
     bus.max_message_bytes bytes in all its frames together, and a topic
-    (frame 0) that is strict UTF-8 (see utf8.h). The checks run in that
+    (frame 0) that is strict UTF-8 (fanhub_utf8_valid, fanhub/sdk.h). The checks run in that
     order and the first that fails is the reason: a message of one
     non-UTF-8 frame is no_body, a message over both limits is
     too_many_frames.

@@ -16,6 +16,7 @@
 #include "emit.h"
 #include "enqueuer.h"
 #include "log.h"
+#include "thread.h"
 
 #include <amqp.h>
 #include <amqp_ssl_socket.h>
@@ -610,6 +611,7 @@ static void
 s_actor (zsock_t *pipe, void *args)
 {
     fh_source_amqp_t *self = args;
+    fh_thread_name_self ("fh:amqp");
     zsock_t *push = zsock_new (ZMQ_PUSH);
     if (push) {
         zsock_set_sndhwm (push, 0); /* prefetch bounds what is in flight */

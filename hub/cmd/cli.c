@@ -2,10 +2,10 @@
 #include "cli.h"
 #include "commands.h"
 #include "control_curve.h"
-#include "curve.h"
 
 #include <assert.h>
 #include <czmq.h>
+#include <fanhub/sdk_curve.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -270,17 +270,17 @@ fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv,
 /* --server-key: the key itself, or a zcert file that holds it (the
    public file, or the secret one). */
 static int
-s_server_key (const char *arg, char key[FH_CURVE_KEY_TEXT], char *err, size_t errlen)
+s_server_key (const char *arg, char key[FANHUB_CURVE_KEY_TEXT], char *err, size_t errlen)
 {
-    if (fh_curve_key_valid (arg)) {
-        snprintf (key, FH_CURVE_KEY_TEXT, "%s", arg);
+    if (fanhub_curve_key_valid (arg)) {
+        snprintf (key, FANHUB_CURVE_KEY_TEXT, "%s", arg);
         return 0;
     }
     zconfig_t *root = zsys_file_exists (arg) ? zconfig_load (arg) : NULL;
     const char *text = root ? zconfig_get (root, "curve/public-key", NULL) : NULL;
-    int rc = fh_curve_key_valid (text) ? 0 : -1;
+    int rc = fanhub_curve_key_valid (text) ? 0 : -1;
     if (rc == 0)
-        snprintf (key, FH_CURVE_KEY_TEXT, "%s", text);
+        snprintf (key, FANHUB_CURVE_KEY_TEXT, "%s", text);
     else
         snprintf (err, errlen, "--server-key %s: neither 40 characters of Z85 nor a zcert "
                   "file with a curve public-key", arg);
@@ -302,7 +302,7 @@ fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char 
                   cli->curve_key ? "--server-key" : "--curve-key");
         return -1;
     }
-    if (fh_curve_load_secret (cli->curve_key, keys->public_key, keys->secret_key, err, errlen)
+    if (fanhub_curve_load_secret (cli->curve_key, keys->public_key, keys->secret_key, err, errlen)
             != 0
         || s_server_key (cli->server_key, keys->server_key, err, errlen) != 0) {
         memset (keys->secret_key, 0, sizeof keys->secret_key);
@@ -320,8 +320,8 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
     char err[1024] = "";
     bool client = false, server = false;
     if (cli->curve_key) {
-        char public_key[FH_CURVE_KEY_TEXT];
-        if (fh_curve_load_secret (cli->curve_key, public_key, keys.secret_key, err, sizeof err)
+        char public_key[FANHUB_CURVE_KEY_TEXT];
+        if (fanhub_curve_load_secret (cli->curve_key, public_key, keys.secret_key, err, sizeof err)
             == 0) {
             snprintf (keys.public_key, sizeof keys.public_key, "%s", public_key);
             client = true;

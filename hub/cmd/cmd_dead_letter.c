@@ -10,9 +10,9 @@
 #include "control.h"
 #include "deadletter.h"
 #include "spool.h"
-#include "utf8.h"
 
 #include <errno.h>
+#include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -116,7 +116,7 @@ s_printable (const char *text, size_t len, size_t max, char *out, size_t size)
 static json_t *
 s_json_text (const char *text, size_t len)
 {
-    if (fh_utf8_valid (text, len))
+    if (fanhub_utf8_valid (text, len))
         return json_stringn (text, len);
     char *copy = malloc (len + 1);
     if (!copy)
@@ -282,7 +282,7 @@ s_show (fh_deadletter_t *store, const char *id, bool json)
     int status = FH_EXIT_OK;
     if (json) {
         json_t *obj = s_entry_json (&e);
-        if (fh_utf8_valid (body.data, body.size))
+        if (fanhub_utf8_valid (body.data, body.size))
             json_object_set_new (obj, "body", json_stringn (body.data, body.size));
         else {
             char *encoded = s_base64 (body.data, body.size);

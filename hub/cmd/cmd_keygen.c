@@ -3,10 +3,10 @@
     peers) and NAME_secret (both keys, mode 0600). */
 #include "cli.h"
 #include "commands.h"
-#include "curve.h"
 
 #include <czmq.h>
 #include <errno.h>
+#include <fanhub/sdk_curve.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,7 +65,7 @@ fh_cmd_keygen (int argc, char **argv)
         return FH_EXIT_FAILURE;
     }
     if (chmod (secret_path, 0600) != 0
-        || fh_secret_file_check (secret_path, "secret key file", err, sizeof err) != 0) {
+        || fanhub_secret_file_check (secret_path, "secret key file", err, sizeof err) != 0) {
         fprintf (stderr, "fanhub keygen: %s\n", err);
         remove (secret_path);
         return FH_EXIT_FAILURE;

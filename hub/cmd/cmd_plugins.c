@@ -13,10 +13,10 @@
 #include "host.h"
 #include "option_table.h"
 #include "plugin.h"
-#include "utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fanhub/sdk.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -153,7 +153,7 @@ s_printable (const char *text, char *out, size_t room)
     size_t n = 0;
     if (!text)
         text = "-";
-    bool utf8 = fh_utf8_valid (text, strlen (text));
+    bool utf8 = fanhub_utf8_valid (text, strlen (text));
     for (const unsigned char *c = (const unsigned char *) text; *c && n + 1 < room; c++)
         out[n++] = (*c < 0x20 || *c == 0x7f || (*c >= 0x80 && !utf8)) ? '?' : (char) *c;
     out[n] = '\0';

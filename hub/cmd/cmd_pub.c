@@ -21,9 +21,9 @@
 
 #include "clock.h"
 #include "config.h"
-#include "utf8.h"
 
 #include <errno.h>
+#include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -257,7 +257,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             bind = arg;
             break;
         case 't':
-            if (!fh_utf8_valid (arg, strlen (arg)))
+            if (!fanhub_utf8_valid (arg, strlen (arg)))
                 return fh_cli_usage_error (&s_command, "--topic '%s' is not valid UTF-8", arg);
             opts->topic = arg;
             opts->topic_set = true;

@@ -26,6 +26,7 @@
 #include "plugin.h"
 #include "prometheus_http.h"
 #include "spool.h"
+#include "thread.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -175,13 +176,16 @@ s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *de
     sigemptyset (&watch.stops);
     sigaddset (&watch.stops, SIGINT);
     sigaddset (&watch.stops, SIGTERM);
-    pthread_t watcher;
-    bool watched = pthread_create (&watcher, NULL, s_reload_watch, &watch) == 0;
+    fh_thread_t watcher = {0};
+    char why[256];
+    bool watched = fh_thread_start (&watcher, "fh:reload-watch", s_reload_watch, &watch, why,
+                                    sizeof why)
+                   == 0;
     s_reload (hub, path, level_given);
     if (watched) {
         /* Its own signal, told from a real one by its sender. */
-        pthread_kill (watcher, SIGINT);
-        pthread_join (watcher, NULL);
+        pthread_kill (watcher.id, SIGINT);
+        fh_thread_join (&watcher);
     }
     *deadline = watch.deadline;
     return watch.sig;

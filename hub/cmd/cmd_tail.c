@@ -18,9 +18,9 @@
 #include "clock.h"
 #include "config.h"
 #include "trigger.h"
-#include "utf8.h"
 
 #include <errno.h>
+#include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -271,7 +271,7 @@ s_put_base64 (FILE *out, const uint8_t *data, size_t size)
 static void
 s_put_text (FILE *out, const uint8_t *data, size_t size)
 {
-    if (!fh_utf8_valid (data, size)) {
+    if (!fanhub_utf8_valid (data, size)) {
         fputs ("base64:", out);
         s_put_base64 (out, data, size);
         return;
@@ -355,7 +355,7 @@ s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
         fputc ('\n', out);
         return;
     }
-    if (fh_utf8_valid (tdata, tsize)) {
+    if (fanhub_utf8_valid (tdata, tsize)) {
         fputs ("{\"topic\":", out);
         s_put_json_string (out, tdata, tsize);
     }
@@ -369,7 +369,7 @@ s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
             fputs (",\"body\":", out);
             fwrite (bdata, 1, bsize, out);
         }
-        else if (fh_utf8_valid (bdata, bsize)) {
+        else if (fanhub_utf8_valid (bdata, bsize)) {
             fputs (",\"body_text\":", out);
             s_put_json_string (out, bdata, bsize);
         }

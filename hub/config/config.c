@@ -19,8 +19,8 @@
 
 #include "config_internal.h"
 #include "control_path.h"
-#include "curve.h"
 
+#include <fanhub/sdk_curve.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,8 +137,8 @@ s_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
                               cfg->curve.allow_dir);
     }
     char why[512];
-    if (fh_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
-                              cfg->curve.secret_key, why, sizeof why)
+    if (fanhub_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
+                                  cfg->curve.secret_key, why, sizeof why)
         != 0) {
         yaml_node_t *at = fh_yaml_map_find (ctx, node, "secret_key_file");
         fh_yaml_path_key (ctx, "secret_key_file");
@@ -308,8 +308,8 @@ s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     for (size_t i = 0; i < 2; i++) {
         char why[512];
         if (pairs[i].file
-            && fh_curve_load_secret (pairs[i].file, pairs[i].public_key, pairs[i].secret_key, why,
-                                     sizeof why)
+            && fanhub_curve_load_secret (pairs[i].file, pairs[i].public_key, pairs[i].secret_key,
+                                         why, sizeof why)
                    != 0) {
             yaml_node_t *at = fh_yaml_map_find (ctx, node, pairs[i].key);
             fh_yaml_path_key (ctx, pairs[i].key);

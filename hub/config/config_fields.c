@@ -8,9 +8,9 @@
 #include "config_internal.h"
 
 #include "cidr.h"
-#include "curve.h"
 #include "source_amqp.h"
 
+#include <fanhub/sdk_curve.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -538,7 +538,7 @@ fh_cfg_parse_key (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_
     const char *text = fh_yaml_text (ctx, node, what);
     if (!text)
         return -1;
-    if (!fh_curve_key_valid (text))
+    if (!fanhub_curve_key_valid (text))
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got a %zu-character value", what,
                               strlen (text));
     return s_store (ctx, node, target, text);
@@ -580,7 +580,7 @@ s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const ch
 static const char *
 s_key_check (const char *text)
 {
-    return fh_curve_key_valid (text) ? NULL : "";
+    return fanhub_curve_key_valid (text) ? NULL : "";
 }
 
 int

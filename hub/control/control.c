@@ -15,6 +15,7 @@
 #include "notify.h"
 #include "stats.h"
 #include "stats_format.h"
+#include "thread.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -425,6 +426,7 @@ static void
 s_control_actor (zsock_t *pipe, void *args)
 {
     fh_control_t *self = args;
+    fh_thread_name_self ("fh:control");
     const fh_config_t *config = fh_hub_config (self->hub);
     s_state_t state = {.control = self, .stats = fh_stats_new (self->hub)};
     /* The ROUTER, and with control_curve its keys and ZAP handler. */

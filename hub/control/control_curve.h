@@ -21,8 +21,8 @@
 #define FH_CONTROL_CURVE_H_INCLUDED
 
 #include "config.h"
-#include "curve.h"
 
+#include <fanhub/sdk_curve.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,9 +47,9 @@ void fh_control_guard_destroy (fh_control_guard_t **self_p);
 
 /* A client's keys, Z85 text. */
 typedef struct {
-    char public_key[FH_CURVE_KEY_TEXT];
-    char secret_key[FH_CURVE_KEY_TEXT];
-    char server_key[FH_CURVE_KEY_TEXT]; /* the hub's control public key */
+    char public_key[FANHUB_CURVE_KEY_TEXT];
+    char secret_key[FANHUB_CURVE_KEY_TEXT];
+    char server_key[FANHUB_CURVE_KEY_TEXT]; /* the hub's control public key */
 } fh_control_keys_t;
 
 /* This process's control calls use keys from now on (NULL: plaintext

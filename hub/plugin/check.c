@@ -6,9 +6,9 @@
 #include "host.h"
 #include "order_key.h"
 #include "plugin.h"
-#include "probe.h"
 #include "spool.h"
 
+#include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -124,7 +124,7 @@ fh_check_state (const fh_config_t *config, const fh_consumer_config_t *consumer,
     char dir[PATH_MAX], why[PATH_MAX + 256];
     snprintf (dir, sizeof dir, "%s/%s", config->state_dir, name);
     bool exists;
-    if (fh_probe_directory (dir, &exists, why, sizeof why) != 0) {
+    if (fanhub_probe_directory (dir, &exists, why, sizeof why) != 0) {
         snprintf (err, errlen, "%s: consumer '%s': state_dir: cannot have %s: %s",
                   consumer->where, name, dir, why);
         return -1;
@@ -136,7 +136,7 @@ fh_check_state (const fh_config_t *config, const fh_consumer_config_t *consumer,
     }
     char sub[PATH_MAX + 64];
     snprintf (sub, sizeof sub, "%s/%s", dir, FH_DEADLETTER_SUBDIR);
-    if (fh_probe_directory (sub, &exists, why, sizeof why) != 0) {
+    if (fanhub_probe_directory (sub, &exists, why, sizeof why) != 0) {
         snprintf (err, errlen, "%s: consumer '%s': dead-letter store: %s", consumer->where,
                   name, why);
         return -1;

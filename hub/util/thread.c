@@ -46,6 +46,15 @@ fh_thread_join (fh_thread_t *thread)
 }
 
 void
+fh_thread_detach (fh_thread_t *thread)
+{
+    if (!thread->started)
+        return;
+    pthread_detach (thread->id);
+    thread->started = false;
+}
+
+void
 fh_thread_name_self (const char *name)
 {
     s_set_name (pthread_self (), name);

@@ -30,7 +30,12 @@ bool fh_thread_started (const fh_thread_t *thread);
 /* Waits for the thread to return, when it was started; then a no-op. */
 void fh_thread_join (fh_thread_t *thread);
 
-/* Names the calling thread (threads started elsewhere, e.g. by CZMQ). */
+/* Lets the thread run on unjoined (its owner gives up on it), when it was
+   started; then a no-op. */
+void fh_thread_detach (fh_thread_t *thread);
+
+/* Names the calling thread: CZMQ's actors start their own threads, so
+   each actor names itself first thing ("fh:enq", "fh:control"). */
 void fh_thread_name_self (const char *name);
 
 #endif

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Writes one line into err (errlen bytes), cut when it is longer: how the
+   SDK's helpers say why they failed. A message cut short is intended, so
+   it goes through vsnprintf, which compilers do not warn about when the
+   helper is inlined into a caller with a small buffer. */
+static inline void FANHUB_PRINTF (3, 4)
+fanhub_error_line (char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (err, errlen, fmt, args);
+    va_end (args);
+}
 
 /* Strict UTF-8 (RFC 3629): refuses overlong forms, surrogates
    (U+D800..U+DFFF), code points above U+10FFFF and truncated sequences.
@@ -277,15 +291,15 @@ fanhub_secret_file_check (const char *path, const char *what, char *err, size_t 
 {
     struct stat st;
     if (stat (path, &st) != 0) {
-        snprintf (err, errlen, "%s %s: %s", what, path, strerror (errno));
+        fanhub_error_line (err, errlen, "%s %s: %s", what, path, strerror (errno));
         return -1;
     }
     if (!S_ISREG (st.st_mode)) {
-        snprintf (err, errlen, "%s %s: not a regular file", what, path);
+        fanhub_error_line (err, errlen, "%s %s: not a regular file", what, path);
         return -1;
     }
     if (st.st_mode & 077) {
-        snprintf (err, errlen,
+        fanhub_error_line (err, errlen,
                   "%s %s: mode %04o lets other users read or change it; refusing it "
                   "(chmod 600 %s)", what, path, (unsigned) (st.st_mode & 07777), path);
         return -1;

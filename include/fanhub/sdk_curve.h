@@ -1,7 +1,7 @@
 /*  fanhub/sdk_curve.h - CurveZMQ key files for plugins that speak ZeroMQ.
 
     Part of the plugin SDK like fanhub/sdk.h, but for plugins that link
-    CZMQ (include <czmq.h> first, link libczmq): header-only, static
+    CZMQ (it includes <czmq.h>; link libczmq): header-only, static
     inline. The hub reads its own keys with the same functions, so a key
     file that `fanhub check` accepts for bus.curve is accepted by a plugin.
 
@@ -14,6 +14,7 @@
 #ifndef FANHUB_SDK_CURVE_H_INCLUDED
 #define FANHUB_SDK_CURVE_H_INCLUDED
 
+#include <czmq.h>
 #include <fanhub/sdk.h>
 
 #ifdef __cplusplus
@@ -49,13 +50,13 @@ fanhub_curve_load_secret (const char *path, char public_txt[FANHUB_CURVE_KEY_TEX
     const char *secret_key = root ? zconfig_get (root, "curve/secret-key", NULL) : NULL;
     int rc = -1;
     if (!root)
-        snprintf (err, errlen, "secret key file %s: not a zcert file (fanhub keygen writes "
+        fanhub_error_line (err, errlen, "secret key file %s: not a zcert file (fanhub keygen writes "
                   "them)", path);
     else if (!secret_key)
-        snprintf (err, errlen, "secret key file %s: holds no curve/secret-key (the public "
+        fanhub_error_line (err, errlen, "secret key file %s: holds no curve/secret-key (the public "
                   "half? give the NAME_secret file)", path);
     else if (!fanhub_curve_key_valid (public_key) || !fanhub_curve_key_valid (secret_key))
-        snprintf (err, errlen, "secret key file %s: the keys are not 40-character Z85 text",
+        fanhub_error_line (err, errlen, "secret key file %s: the keys are not 40-character Z85 text",
                   path);
     else {
         snprintf (public_txt, FANHUB_CURVE_KEY_TEXT, "%s", public_key);

@@ -32,7 +32,7 @@
     1. fh_bus_check gives what a reference written here gives: the same
        checks in the same order, with a UTF-8 validator of its own that
        decodes each code point and judges its value (shortest form, not a
-       surrogate, at most U+10FFFF), where utf8.h judges lead and second
+       surrogate, at most U+10FFFF), where fanhub_utf8_valid judges lead and second
        bytes by range. Two formulations of RFC 3629 that must agree.
     2. The topic is handed over in a buffer of exactly its size (NULL with
        no frames), so ASan catches a read past it; the answer is one of

@@ -1,21 +1,11 @@
 /*  fuzz_config - libFuzzer target for the configuration loader: any bytes
     as YAML to fh_config_load_string.
 
-    Self-contained; build and run from the repository root:
-
-      clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-          -Ihub -Ihub/metrics -Ihub/storage -Iinclude tests/fuzz/fuzz_config.c hub/config*.c \
-          hub/util/fs.c hub/plugin/options.c hub/security/curve.c hub/control/control_path.c \
-          $(pkg-config --cflags --libs yaml-0.1 libczmq libzmq) -o /tmp/fuzz_config
-      /tmp/fuzz_config -max_total_time=60 $(mktemp -d) tests/fuzz/corpus/config/
-
-    (libFuzzer writes what it finds into the first directory: a scratch
-    one keeps the seeds as they are, as ctest's fuzz.config does.)
-
-    Sources needed: this file, the loader's hub/config*.c, hub/util/fs.c,
-    hub/plugin/options.c, hub/security/curve.c and hub/control/control_path.c (with libyaml and,
-    for the CURVE key checks, CZMQ). It also builds with the project's -std=c11
-    -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE and warning flags.
+    Built and run by ctest as fuzz.config (scripts/test --only fuzz);
+    tests/fuzz/CMakeLists.txt lists the hub sources it compiles with it.
+    By hand: build/fuzz/tests/fuzz/fuzz_config -max_total_time=60
+    $(mktemp -d) tests/fuzz/corpus/config/ (libFuzzer writes what it finds
+    into the first directory: a scratch one keeps the seeds as they are).
 
     The seed corpus (tests/fuzz/corpus/config/) holds config/fanhub.yaml,
     the files of config/examples, a configuration using every key, and
