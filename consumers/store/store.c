@@ -49,6 +49,7 @@
 #include <fanhub/sdk.h>
 
 #include "store_db.h"
+#include "store_options.h"
 
 #include <jansson.h>
 
@@ -66,14 +67,11 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#define STORE_BATCH_MAX 100000
-#define STORE_BATCH_MS_MAX 3600000
 /* A batch is also written when its rows hold this many bytes, so that a
    run of large messages does not pile up in memory. */
 #define STORE_BATCH_BYTES (16 * 1024 * 1024)
 /* The longest msg_id taken; a longer one is not used as a key. */
 #define STORE_MSG_ID_MAX 1024
-#define STORE_TABLE_MAX 40
 /* Reconnection backoff while the database is unavailable. */
 #define STORE_BACKOFF_MIN_NS (100 * 1000000LL)
 #define STORE_BACKOFF_MAX_NS (2000 * 1000000LL)
@@ -582,219 +580,7 @@ s_random_run (void)
     return v ? (int64_t) v : 1;
 }
 
-/* -------------------------------------------------------------------------
-   Options */
-
-/* A non-empty string option. */
-static int
-s_option_text (const fanhub_host_t *host, const fanhub_option_t *node,
-               const char *key, const char *expected, const char **out,
-               char *err, size_t errlen)
-{
-    fanhub_option_kind_t kind = host->option_kind (node);
-    const char *text = host->option_scalar (node);
-    if (kind != FANHUB_OPTION_SCALAR || !text) {
-        snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key,
-                  expected, fanhub_option_kind_name (kind), host->option_where (node));
-        return -1;
-    }
-    if (!*text) {
-        snprintf (err, errlen, "options.%s: must not be empty (%s)", key,
-                  host->option_where (node));
-        return -1;
-    }
-    *out = text;
-    return 0;
-}
-
-static bool
-s_valid_table (const char *name)
-{
-    size_t len = strlen (name);
-    if (len == 0 || len > STORE_TABLE_MAX || (name[0] >= '0' && name[0] <= '9'))
-        return false;
-    return strspn (name, "abcdefghijklmnopqrstuvwxyz0123456789_") == len;
-}
-
-/* The password of password_file (its first line, the file readable by
-   its owner only) or password_env. malloc'd, or NULL with err set; err
-   never holds the password. */
-static char *
-s_read_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
-                 char *err, size_t errlen)
-{
-    const char *name = host->option_scalar (node);
-    const char *where = host->option_where (node);
-    if (strcmp (key, "password_env") == 0) {
-        const char *value = getenv (name);
-        if (!value || !*value) {
-            snprintf (err, errlen, "options.password_env: the environment variable %s is "
-                      "not set, or empty (%s)", name, where);
-            return NULL;
-        }
-        char *copy = strdup (value);
-        if (!copy)
-            snprintf (err, errlen, "store: out of memory");
-        return copy;
-    }
-    FILE *file = fopen (name, "r");
-    struct stat st;
-    if (!file || fstat (fileno (file), &st) != 0) {
-        snprintf (err, errlen, "options.password_file: %s: %s (%s)", name, strerror (errno),
-                  where);
-        if (file)
-            fclose (file);
-        return NULL;
-    }
-    if (!S_ISREG (st.st_mode) || (st.st_mode & 077)) {
-        snprintf (err, errlen, "options.password_file: %s: %s; refusing it (chmod 600 %s) "
-                  "(%s)", name, S_ISREG (st.st_mode) ? "other users may read or change it"
-                                                     : "not a regular file", name, where);
-        fclose (file);
-        return NULL;
-    }
-    char line[1024];
-    bool got = fgets (line, sizeof line, file) != NULL;
-    fclose (file);
-    line[got ? strcspn (line, "\r\n") : 0] = '\0';
-    if (!line[0]) {
-        snprintf (err, errlen, "options.password_file: %s: empty first line (%s)", name, where);
-        return NULL;
-    }
-    char *copy = strdup (line);
-    memset (line, 0, sizeof line);
-    if (!copy)
-        snprintf (err, errlen, "store: out of memory");
-    return copy;
-}
-
-/* The options, as init and check read them. */
-typedef struct {
-    /* As the host reads them from the table. */
-    const char *sqlite;
-    const fanhub_option_t *postgres, *password_file, *password_env, *table_node;
-    int64_t batch;
-    int64_t batch_ms;
-    /* Made of them. */
-    const store_backend_t *backend;
-    const char *target;
-    const fanhub_option_t *target_node;
-    const char *target_key;
-    const fanhub_option_t *password_node; /* password_file or password_env */
-    const char *password_key;
-    const char *table;
-} store_options_t;
-
 static const fanhub_consumer_desc_t s_desc;
-
-static const fanhub_opt_t s_options[] = {
-    FANHUB_OPT_FIELD (store_options_t, "sqlite", FANHUB_OPT_FILE, sqlite, NULL, 0, 0,
-                      "the SQLite database file (or postgres)"),
-    FANHUB_OPT_FIELD (store_options_t, "postgres", FANHUB_OPT_ANY, postgres, NULL, 0, 0,
-                      "a libpq conninfo string (or sqlite)"),
-    FANHUB_OPT_FIELD (store_options_t, "password_file", FANHUB_OPT_ANY, password_file, NULL, 0, 0,
-                      "postgres: a file (mode 0600) whose first line is the password"),
-    FANHUB_OPT_FIELD (store_options_t, "password_env", FANHUB_OPT_ANY, password_env, NULL, 0, 0,
-                      "postgres: the environment variable holding the password"),
-    FANHUB_OPT_FIELD (store_options_t, "table", FANHUB_OPT_ANY, table_node, NULL, 0, 0,
-                      "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
-    FANHUB_OPT_FIELD (store_options_t, "batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
-                      "rows written in one transaction at most"),
-    FANHUB_OPT_FIELD (store_options_t, "batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0,
-                      STORE_BATCH_MS_MAX, "how long a row may wait for its batch"),
-    FANHUB_OPT_END,
-};
-
-/* Of the keys a and b, both given, the one later in the file. */
-static const char *
-s_later_key (const fanhub_host_t *host, const fanhub_option_t *options, const char *a,
-             const char *b)
-{
-    const char *later = b;
-    for (size_t i = 0; i < host->option_count (options); i++) {
-        const char *key = NULL;
-        host->option_at (options, i, &key);
-        if (key && (strcmp (key, a) == 0 || strcmp (key, b) == 0))
-            later = strcmp (key, a) == 0 ? a : b;
-    }
-    return later;
-}
-
-/* Two keys of which one may be given: the later one refused as `what`. */
-static int
-s_one_of (const fanhub_host_t *host, const fanhub_option_t *options, const char *a,
-          const char *b, bool sentence, char *err, size_t errlen)
-{
-    const char *later = s_later_key (host, options, a, b);
-    const char *other = later == a ? b : a;
-    const char *where = host->option_where (host->option_get (options, later));
-    if (sentence)
-        snprintf (err, errlen, "options.%s: store writes to one database; options.%s is set "
-                  "already (%s)", later, other, where);
-    else
-        snprintf (err, errlen, "options.%s: give password_file or password_env, not both "
-                  "(%s)", later, where);
-    return -1;
-}
-
-/* Reads and checks the options, the database's name included (before
-   anything is opened). 0, or -1 with err. */
-static int
-s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                 const fanhub_option_t *options, store_options_t *o, char *err,
-                 size_t errlen)
-{
-    *o = (store_options_t) {0};
-    if (host->options_read (ctx, &s_desc, options, o, sizeof *o, err, errlen) != 0)
-        return -1;
-    if (o->sqlite && o->postgres)
-        return s_one_of (host, options, "sqlite", "postgres", true, err, errlen);
-    if (o->password_file && o->password_env)
-        return s_one_of (host, options, "password_file", "password_env", false, err, errlen);
-    const char *text = NULL;
-    if (o->postgres
-        && s_option_text (host, o->postgres, "postgres", "a conninfo string", &text, err,
-                          errlen))
-        return -1;
-    o->password_node = o->password_file ? o->password_file : o->password_env;
-    o->password_key = o->password_file ? "password_file" : "password_env";
-    if (o->password_node
-        && s_option_text (host, o->password_node, o->password_key,
-                          o->password_file ? "a file name" : "an environment variable name",
-                          &text, err, errlen))
-        return -1;
-    o->table = "messages";
-    if (o->table_node
-        && s_option_text (host, o->table_node, "table", "a table name", &o->table, err, errlen))
-        return -1;
-    if (!s_valid_table (o->table)) {
-        snprintf (err, errlen, "options.table: expected 1 to %d characters from a-z 0-9 _, "
-                  "not starting with a digit, got \"%s\" (%s)", STORE_TABLE_MAX, o->table,
-                  host->option_where (host->option_get (options, "table")));
-        return -1;
-    }
-    if (!o->sqlite && !o->postgres) {
-        snprintf (err, errlen, "options: store needs a database: set sqlite (a file) or "
-                  "postgres (a conninfo) (%s)", options ? host->option_where (options) : "?");
-        return -1;
-    }
-    o->backend = o->sqlite ? &store_sqlite_backend : &store_pg_backend;
-    o->target_key = o->sqlite ? "sqlite" : "postgres";
-    o->target_node = host->option_get (options, o->target_key);
-    o->target = host->option_scalar (o->target_node);
-    if (o->password_node && !o->postgres) {
-        snprintf (err, errlen, "options.%s: a password is for postgres only (%s)",
-                  o->password_key, host->option_where (o->password_node));
-        return -1;
-    }
-    char why[512];
-    if (o->backend->check_target (o->target, why, sizeof why)) {
-        snprintf (err, errlen, "options.%s: %s (%s)", o->target_key, why,
-                  host->option_where (o->target_node));
-        return -1;
-    }
-    return 0;
-}
 
 /* What init would refuse, found without opening the database: the options,
    and for SQLite, whether the file could be opened or created. A
@@ -805,11 +591,11 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
          const fanhub_option_t *options, char *err, size_t errlen)
 {
     store_options_t o;
-    if (s_parse_options (host, ctx, options, &o, err, errlen))
+    if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
         return -1;
     if (o.password_node) {
         /* Read as init reads it, and forgotten at once. */
-        char *password = s_read_password (host, o.password_node, o.password_key, err, errlen);
+        char *password = store_read_password (host, &o, err, errlen);
         if (!password)
             return -1;
         memset (password, 0, strlen (password));
@@ -836,7 +622,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         size_t errlen)
 {
     store_options_t o;
-    if (s_parse_options (host, ctx, options, &o, err, errlen))
+    if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
         return -1;
     const store_backend_t *backend = o.backend;
     const char *target = o.target;
@@ -876,9 +662,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
        be reached is a passing state, not a configuration error: the
        consumer starts and answers RETRY until it can connect. */
     bool retry_can_help = false;
-    if (o.password_node
-        && !(self->password = s_read_password (host, o.password_node, o.password_key, err,
-                                               errlen))) {
+    if (o.password_node && !(self->password = store_read_password (host, &o, err, errlen))) {
         s_destroy (self);
         return -1;
     }
@@ -903,4 +687,4 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
 
 FANHUB_CONSUMER_DEFINE (s_desc, .name = "store", .version = "1.0",
                         .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
-                        .options = s_options, .idle = s_idle, .fini = s_fini, .check = s_check)
+                        .options = store_option_table, .idle = s_idle, .fini = s_fini, .check = s_check)

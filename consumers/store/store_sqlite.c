@@ -52,62 +52,42 @@ s_close (store_db_t **db_p)
     *db_p = NULL;
 }
 
-static store_db_t *
-s_open (const char *path, const char *password, const char *table, char *why,
-        size_t whylen, bool *retry_can_help)
+/* A failure that may pass: the database busy, an I/O error, a full disk. */
+static bool
+s_passing (int rc)
 {
-    (void) password; /* store.c allows it with postgres only */
-    *retry_can_help = false;
-    store_db_t *self = (store_db_t *) calloc (1, sizeof *self);
-    if (!self) {
-        snprintf (why, whylen, "out of memory");
-        *retry_can_help = true;
-        return NULL;
-    }
-    /* NOMUTEX: store.c serialises every use of the connection. No URI
-       parsing: the option is a file name. */
-    int rc = sqlite3_open_v2 (path, &self->db,
-                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
-                                  | SQLITE_OPEN_NOMUTEX,
-                              NULL);
-    if (rc != SQLITE_OK) {
-        s_why_db (why, whylen, self->db, "cannot open");
-        /* A missing directory or a permission is a configuration error;
-           anything else (a full disk, I/O) may pass. */
-        *retry_can_help = rc != SQLITE_CANTOPEN && rc != SQLITE_PERM
-                          && rc != SQLITE_READONLY && rc != SQLITE_NOTADB;
-        s_close (&self);
-        return NULL;
-    }
-    sqlite3_extended_result_codes (self->db, 1);
-    sqlite3_busy_timeout (self->db, STORE_SQLITE_BUSY_MS);
+    return (rc & 0xFF) == SQLITE_BUSY || (rc & 0xFF) == SQLITE_IOERR || (rc & 0xFF) == SQLITE_FULL;
+}
 
-    /* journal_mode answers the mode it ended up in: a database that cannot
-       do WAL (":memory:", some network file systems) says so here. */
+/* WAL mode, or why not. journal_mode answers the mode it ended up in: a
+   database that cannot do WAL (":memory:", some network file systems)
+   says so here. */
+static int
+s_use_wal (store_db_t *self, char *why, size_t whylen, bool *retry_can_help)
+{
     sqlite3_stmt *stmt = NULL;
-    rc = sqlite3_prepare_v2 (self->db, "PRAGMA journal_mode = WAL", -1, &stmt,
-                             NULL);
+    int rc = sqlite3_prepare_v2 (self->db, "PRAGMA journal_mode = WAL", -1, &stmt, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_step (stmt);
     if (rc != SQLITE_ROW) {
         s_why_db (why, whylen, self->db, "cannot set WAL mode");
-        *retry_can_help = (rc & 0xFF) == SQLITE_BUSY
-                          || (rc & 0xFF) == SQLITE_IOERR
-                          || (rc & 0xFF) == SQLITE_FULL;
+        *retry_can_help = s_passing (rc);
         sqlite3_finalize (stmt);
-        s_close (&self);
-        return NULL;
+        return -1;
     }
     const char *mode = (const char *) sqlite3_column_text (stmt, 0);
-    if (!mode || strcmp (mode, "wal") != 0) {
+    int ok = mode && strcmp (mode, "wal") == 0;
+    if (!ok)
         snprintf (why, whylen, "cannot use WAL mode (journal mode is %s)",
                   mode ? mode : "unknown");
-        sqlite3_finalize (stmt);
-        s_close (&self);
-        return NULL;
-    }
     sqlite3_finalize (stmt);
+    return ok ? 0 : -1;
+}
 
+/* The table (docs/plugins/store.md) and the prepared insert. */
+static int
+s_prepare (store_db_t *self, const char *table, char *why, size_t whylen, bool *retry_can_help)
+{
     char sql[2048];
     snprintf (sql, sizeof sql,
               "PRAGMA synchronous = NORMAL;"
@@ -130,14 +110,11 @@ s_open (const char *path, const char *password, const char *table, char *why,
               "CREATE INDEX IF NOT EXISTS \"%1$s_received_at_idx\""
               " ON \"%1$s\" (received_at);",
               table);
-    rc = sqlite3_exec (self->db, sql, NULL, NULL, NULL);
+    int rc = sqlite3_exec (self->db, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         s_why_db (why, whylen, self->db, "cannot create the schema");
-        *retry_can_help = (rc & 0xFF) == SQLITE_BUSY
-                          || (rc & 0xFF) == SQLITE_IOERR
-                          || (rc & 0xFF) == SQLITE_FULL;
-        s_close (&self);
-        return NULL;
+        *retry_can_help = s_passing (rc);
+        return -1;
     }
     /* ON CONFLICT DO NOTHING rather than INSERT OR IGNORE: OR IGNORE would
        also skip a row that breaks the CHECK, silently. */
@@ -147,11 +124,45 @@ s_open (const char *path, const char *password, const char *table, char *why,
               " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
               " ON CONFLICT DO NOTHING",
               table);
-    rc = sqlite3_prepare_v3 (self->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-                             &self->insert, NULL);
+    rc = sqlite3_prepare_v3 (self->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &self->insert, NULL);
     if (rc != SQLITE_OK) {
         /* Mostly a table of that name made by something else. */
         s_why_db (why, whylen, self->db, "cannot prepare the insert");
+        return -1;
+    }
+    return 0;
+}
+
+static store_db_t *
+s_open (const char *path, const char *password, const char *table, char *why, size_t whylen,
+        bool *retry_can_help)
+{
+    (void) password; /* store.c allows it with postgres only */
+    *retry_can_help = false;
+    store_db_t *self = (store_db_t *) calloc (1, sizeof *self);
+    if (!self) {
+        snprintf (why, whylen, "out of memory");
+        *retry_can_help = true;
+        return NULL;
+    }
+    /* NOMUTEX: store.c serialises every use of the connection. No URI
+       parsing: the option is a file name. */
+    int rc = sqlite3_open_v2 (path, &self->db,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                              NULL);
+    if (rc != SQLITE_OK) {
+        s_why_db (why, whylen, self->db, "cannot open");
+        /* A missing directory or a permission is a configuration error;
+           anything else (a full disk, I/O) may pass. */
+        *retry_can_help = rc != SQLITE_CANTOPEN && rc != SQLITE_PERM && rc != SQLITE_READONLY
+                          && rc != SQLITE_NOTADB;
+        s_close (&self);
+        return NULL;
+    }
+    sqlite3_extended_result_codes (self->db, 1);
+    sqlite3_busy_timeout (self->db, STORE_SQLITE_BUSY_MS);
+    if (s_use_wal (self, why, whylen, retry_can_help) != 0
+        || s_prepare (self, table, why, whylen, retry_can_help) != 0) {
         s_close (&self);
         return NULL;
     }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -305,6 +306,64 @@ fanhub_secret_file_check (const char *path, const char *what, char *err, size_t 
         return -1;
     }
     return 0;
+}
+
+/* A secret (a password, a token) from a file or from the environment:
+   exactly one of file and env is given. From a file, its first line
+   (without the line end), the file a regular file that only its owner may
+   read or change (fanhub_secret_file_check); from env, the variable's
+   value, which must be set and not empty. Returns the secret, malloc'd
+   (wipe and free it), or NULL with one line in err that names the file or
+   the variable and never holds the secret. The hub reads its own secrets
+   (bus.amqp) with it too, so every secret is refused alike. */
+static inline char *
+fanhub_secret_read (const char *file, const char *env, char *err, size_t errlen)
+{
+    const char *value = NULL;
+    char line[1024];
+    if (env) {
+        value = getenv (env);
+        if (!value || !*value) {
+            fanhub_error_line (err, errlen, "the environment variable %s is not set, or empty",
+                               env);
+            return NULL;
+        }
+    }
+    else {
+        FILE *f = fopen (file, "r");
+        struct stat st;
+        if (!f || fstat (fileno (f), &st) != 0) {
+            fanhub_error_line (err, errlen, "%s: %s", file, strerror (errno));
+            if (f)
+                fclose (f);
+            return NULL;
+        }
+        if (!S_ISREG (st.st_mode) || (st.st_mode & 077)) {
+            fanhub_error_line (err, errlen, "%s: %s; refusing it (chmod 600 %s)", file,
+                               S_ISREG (st.st_mode) ? "other users may read or change it"
+                                                    : "not a regular file",
+                               file);
+            fclose (f);
+            return NULL;
+        }
+        bool got = fgets (line, sizeof line, f) != NULL;
+        fclose (f);
+        line[got ? strcspn (line, "\r\n") : 0] = '\0';
+        if (!line[0]) {
+            fanhub_error_line (err, errlen, "%s: empty first line", file);
+            return NULL;
+        }
+        value = line;
+    }
+    size_t size = strlen (value) + 1;
+    char *copy = (char *) malloc (size);
+    if (copy)
+        memcpy (copy, value, size);
+    else
+        fanhub_error_line (err, errlen, "out of memory");
+    if (value == line)
+        memset (line, 0, sizeof line);
+    return copy;
 }
 
 #ifdef __cplusplus
