@@ -482,6 +482,72 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     return -1;
 }
 
+/* Loads the plugin and keeps it mapped past fh_plugin_destroy's dlclose,
+   until the process exits, so that valgrind and ASan can name the
+   plugin's functions in the leak reports they write at exit. */
+static fh_plugin_t *
+s_load_pinned (const s_args_t *args, char *err, size_t errlen)
+{
+    fh_plugin_t *plugin = fh_plugin_load (args->plugin, fh_plugin_dir (args->plugin_dir), err,
+                                          errlen);
+    void *pin = plugin ? dlopen (fh_plugin_path (plugin), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)
+                       : NULL;
+    if (pin)
+        dlclose (pin);
+    return plugin;
+}
+
+/* The hub's dispositions: a plugin may count on SIGPIPE being ignored.
+   SIGINT and SIGTERM end the replay between messages (no SA_RESTART: a
+   read of stdin returns), so fini still runs. */
+static void
+s_take_signals (void)
+{
+    signal (SIGPIPE, SIG_IGN);
+    struct sigaction action;
+    memset (&action, 0, sizeof action);
+    action.sa_handler = s_on_signal;
+    sigemptyset (&action.sa_mask);
+    sigaction (SIGINT, &action, NULL);
+    sigaction (SIGTERM, &action, NULL);
+}
+
+/* init, the messages, idle and fini: the exit status. */
+static int
+s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *options, FILE *input,
+         const char *source)
+{
+    const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
+    struct fanhub_ctx ctx = {.consumer_name = args->name};
+    void *state = NULL;
+    if (desc->init) {
+        char why[1024] = "";
+        if (desc->init (&fh_host, &ctx, options, &state, why, sizeof why) != 0) {
+            why[sizeof why - 1] = '\0';
+            fprintf (stderr,
+                     "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its options: %s\n",
+                     args->options_path ? fh_option_where (options) : "",
+                     args->options_path ? ": " : "", args->name, args->plugin,
+                     why[0] ? why : "(init gave no reason)");
+            return FH_EXIT_USAGE;
+        }
+    }
+    s_counts_t counts = {0};
+    int rc = s_feed (input, source, desc, state, &counts);
+    if (rc == FH_EXIT_OK && desc->idle)
+        desc->idle (state);
+    if (desc->fini)
+        desc->fini (state);
+    if (rc == FH_EXIT_OK && (counts.retry || counts.fail))
+        rc = FH_EXIT_FAILURE;
+    uint64_t total = counts.ok + counts.retry + counts.fail;
+    fprintf (stderr,
+             "fanhub replay: %" PRIu64 " message%s: %" PRIu64 " ok, %" PRIu64 " retry, %" PRIu64
+             " fail\n",
+             total, total == 1 ? "" : "s", counts.ok, counts.retry, counts.fail);
+    return rc;
+}
+
 int
 fh_cmd_replay (int argc, char **argv)
 {
@@ -503,70 +569,22 @@ fh_cmd_replay (int argc, char **argv)
     bool from_stdin = strcmp (args.input_path, "-") == 0;
     const char *source = from_stdin ? "<stdin>" : args.input_path;
     FILE *input = from_stdin ? stdin : fopen (args.input_path, "r");
+    fh_plugin_t *plugin = NULL;
     if (!input) {
         fprintf (stderr, "fanhub replay: %s: cannot open: %s\n", source, strerror (errno));
-        fh_option_destroy (&options);
-        return FH_EXIT_USAGE;
+        rc = FH_EXIT_USAGE;
     }
-    fh_plugin_t *plugin = fh_plugin_load (args.plugin, fh_plugin_dir (args.plugin_dir), err,
-                                          sizeof err);
-    if (!plugin) {
+    else if (!(plugin = s_load_pinned (&args, err, sizeof err))) {
         fprintf (stderr, "fanhub replay: %s\n", err);
-        fh_option_destroy (&options);
-        if (!from_stdin)
-            fclose (input);
-        return FH_EXIT_USAGE;
+        rc = FH_EXIT_USAGE;
     }
-    /* Keep the object mapped past fh_plugin_destroy's dlclose, until the
-       process exits, so that valgrind and ASan can name the plugin's
-       functions in the leak reports they write at exit. */
-    void *pin = dlopen (fh_plugin_path (plugin), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-    if (pin)
-        dlclose (pin);
-
-    /* The hub's dispositions: a plugin may count on SIGPIPE being ignored.
-       SIGINT and SIGTERM end the replay between messages (no SA_RESTART:
-       a read of stdin returns), so fini still runs. */
-    signal (SIGPIPE, SIG_IGN);
-    struct sigaction action;
-    memset (&action, 0, sizeof action);
-    action.sa_handler = s_on_signal;
-    sigemptyset (&action.sa_mask);
-    sigaction (SIGINT, &action, NULL);
-    sigaction (SIGTERM, &action, NULL);
-
-    const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
-    struct fanhub_ctx ctx = {.consumer_name = args.name};
-    void *state = NULL;
-    rc = FH_EXIT_OK;
-    if (desc->init) {
-        char why[1024] = "";
-        if (desc->init (&fh_host, &ctx, options, &state, why, sizeof why) != 0) {
-            why[sizeof why - 1] = '\0';
-            fprintf (stderr, "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its "
-                     "options: %s\n", args.options_path ? fh_option_where (options) : "",
-                     args.options_path ? ": " : "", args.name, args.plugin,
-                     why[0] ? why : "(init gave no reason)");
-            rc = FH_EXIT_USAGE;
-        }
-    }
-    s_counts_t counts = {0};
-    if (rc == FH_EXIT_OK) {
-        rc = s_feed (input, source, desc, state, &counts);
-        if (rc == FH_EXIT_OK && desc->idle)
-            desc->idle (state);
-        if (desc->fini)
-            desc->fini (state);
-        if (rc == FH_EXIT_OK && (counts.retry || counts.fail))
-            rc = FH_EXIT_FAILURE;
-        fprintf (stderr, "fanhub replay: %" PRIu64 " message%s: %" PRIu64 " ok, %" PRIu64
-                 " retry, %" PRIu64 " fail\n", counts.ok + counts.retry + counts.fail,
-                 counts.ok + counts.retry + counts.fail == 1 ? "" : "s", counts.ok,
-                 counts.retry, counts.fail);
+    else {
+        s_take_signals ();
+        rc = s_drive (&args, plugin, options, input, source);
     }
     fh_plugin_destroy (&plugin);
     fh_option_destroy (&options);
-    if (!from_stdin)
+    if (input && !from_stdin)
         fclose (input);
     return rc;
 }
