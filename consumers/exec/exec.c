@@ -334,27 +334,39 @@ s_destroy (exec_state_t *self)
     free (self);
 }
 
-static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
-        char *err, size_t errlen)
+/* A state with the options read: what init keeps and check throws away.
+   NULL with err. */
+static exec_state_t *
+s_new (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+       size_t errlen)
 {
     if (host->abi_major != FANHUB_ABI_MAJOR) {
         snprintf (err, errlen, "exec: host ABI %u, plugin built for %u", (unsigned) host->abi_major,
                   (unsigned) FANHUB_ABI_MAJOR);
-        return -1;
+        return NULL;
     }
     exec_state_t *self = (exec_state_t *) calloc (1, sizeof *self);
     if (!self) {
         snprintf (err, errlen, "exec: out of memory");
-        return -1;
+        return NULL;
     }
     self->host = host;
     self->ctx = ctx;
     self->credit = EXEC_LOG_BURST_NS;
     if (s_read_options (self, options, err, errlen)) {
         s_destroy (self);
-        return -1;
+        return NULL;
     }
+    return self;
+}
+
+static int
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
+{
+    exec_state_t *self = s_new (host, ctx, options, err, errlen);
+    if (!self)
+        return -1;
     if (s_snapshot_env (self) || pthread_mutex_init (&self->lock, NULL)) {
         snprintf (err, errlen, "exec: out of memory");
         s_destroy (self);
@@ -370,21 +382,11 @@ static int
 s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
          size_t errlen)
 {
-    if (host->abi_major != FANHUB_ABI_MAJOR) {
-        snprintf (err, errlen, "exec: host ABI %u, plugin built for %u", (unsigned) host->abi_major,
-                  (unsigned) FANHUB_ABI_MAJOR);
+    exec_state_t *self = s_new (host, ctx, options, err, errlen);
+    if (!self)
         return -1;
-    }
-    exec_state_t *self = (exec_state_t *) calloc (1, sizeof *self);
-    if (!self) {
-        snprintf (err, errlen, "exec: out of memory");
-        return -1;
-    }
-    self->host = host;
-    self->ctx = ctx;
-    int rc = s_read_options (self, options, err, errlen);
     s_destroy (self);
-    return rc ? -1 : 0;
+    return 0;
 }
 
 static void
