@@ -63,7 +63,7 @@ const fanhub_opt_t store_option_table[] = {
                       "the table (default messages): 1 to 40 of a-z 0-9 _, not a digit first"),
     FANHUB_OPT_FIELD (store_options_t, "batch", FANHUB_OPT_INT, batch, "500", 1, STORE_BATCH_MAX,
                       "rows written in one transaction at most"),
-    FANHUB_OPT_FIELD (store_options_t, "batch_ms", FANHUB_OPT_INT, batch_ms, "200", 0,
+    FANHUB_OPT_FIELD (store_options_t, "batch_ms", FANHUB_OPT_DURATION, batch_ms, "200", 0,
                       STORE_BATCH_MS_MAX, "how long a row may wait for its batch"),
     FANHUB_OPT_END,
 };

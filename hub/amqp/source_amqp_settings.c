@@ -3,6 +3,7 @@
 #include "source_amqp_settings.h"
 
 #include "options.h"
+#include "value.h"
 
 #include <amqp.h>
 #include <errno.h>
@@ -82,10 +83,8 @@ s_bool (s_err_t *err, const fanhub_option_t *node, const char *key, bool *out)
     const char *text = s_text (err, node, key);
     if (!text)
         return -1;
-    if (strcmp (text, "true") == 0 || strcmp (text, "false") == 0) {
-        *out = text[0] == 't';
+    if (fh_value_bool (text, out))
         return 0;
-    }
     return s_fail (err, node, "%s: expected true or false, got '%s'", key, text);
 }
 

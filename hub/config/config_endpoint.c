@@ -6,6 +6,8 @@
 */
 #include "config_internal.h"
 
+#include "value.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
@@ -64,8 +66,8 @@ s_tcp_check (const char *addr, bool for_bind)
         return for_bind ? NULL : "port '*' (any free port) is only for bind";
     size_t digits = strspn (port, "0123456789");
     long long value;
-    if (digits == 0 || digits > 5 || port[digits] || !fh_yaml_integer (port, &value) || value < 1
-        || value > 65535)
+    if (digits == 0 || digits > 5 || port[digits] || !fh_value_integer (port, true, &value)
+        || value < 1 || value > 65535)
         return "expected a port from 1 to 65535";
     return NULL;
 }

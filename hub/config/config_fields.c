@@ -9,6 +9,7 @@
 
 #include "cidr.h"
 #include "source_amqp.h"
+#include "value.h"
 
 #include <fanhub/sdk_curve.h>
 #include <stdio.h>
@@ -80,7 +81,8 @@ s_integer (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_field_t *field, long 
     const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
                            ? (const char *) node->data.scalar.value
                            : NULL;
-    if (!text || !fh_yaml_integer (text, value) || *value < field->min || *value > field->max)
+    if (!text || !fh_value_integer (text, true, value) || *value < field->min
+        || *value > field->max)
         return fh_yaml_error (ctx, node->start_mark,
                               "expected an integer from %lld to %lld, got %s", field->min,
                               field->max, fh_yaml_got (node, buf, sizeof buf));
@@ -119,38 +121,61 @@ fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     return 0;
 }
 
-/* Seconds, integer or decimal ("2.5"), stored as int64_t milliseconds
-   (digits past the millisecond are dropped). */
-int
-fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+/* A duration (value.h) from field->min to field->max units of unit_ms,
+   stored as int64_t milliseconds; a bare number counts unit_ms. */
+static int
+s_duration (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field,
+            long long unit_ms, const char *unit)
 {
     char buf[FH_YAML_GOT_SIZE];
     const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
                            ? (const char *) node->data.scalar.value
-                           : "";
-    size_t whole = strspn (text, "0123456789");
-    size_t frac = text[whole] == '.' ? strspn (text + whole + 1, "0123456789") : 0;
-    size_t end = whole + (text[whole] == '.' ? 1 + frac : 0);
+                           : NULL;
     long long ms = 0;
-    bool ok = whole > 0 && whole <= 9 && text[end] == '\0' && (text[whole] != '.' || frac > 0);
-    if (ok) {
-        for (size_t i = 0; i < whole; i++)
-            ms = ms * 10 + (text[i] - '0');
-        ms *= 1000;
-        long long scale = 100;
-        for (size_t i = 0; i < frac && i < 3; i++, scale /= 10)
-            ms += (text[whole + 1 + i] - '0') * scale;
-        /* Below a millisecond only counts against the maximum. */
-        bool more = frac > 3 && strspn (text + whole + 4, "0") < frac - 3;
-        ok = ms >= field->min * 1000
-             && (ms < field->max * 1000 || (ms == field->max * 1000 && !more));
-    }
+    bool below = false;
+    bool ok = fh_value_duration_ms (text, unit_ms, &ms, &below);
+    /* Below a millisecond only counts against the maximum. */
+    ok = ok && ms >= field->min * unit_ms
+         && (ms < field->max * unit_ms || (ms == field->max * unit_ms && !below));
     if (!ok)
         return fh_yaml_error (ctx, node->start_mark,
-                              "expected a number of seconds from %lld to %lld, "
-                              "got %s",
-                              field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
+                              "expected " FH_VALUE_DURATION_HINT " from %lld to %lld %s (a bare "
+                              "number is %s), got %s",
+                              field->min, field->max, unit,
+                              unit_ms == 1 ? "milliseconds" : "seconds",
+                              fh_yaml_got (node, buf, sizeof buf));
     *(int64_t *) target = ms;
+    return 0;
+}
+
+/* Seconds ("2.5", or with a unit: "250ms"), stored as int64_t ms. */
+int
+fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    return s_duration (ctx, node, target, field, 1000, "s");
+}
+
+/* A key named *_ms: milliseconds ("250", or with a unit: "2s"). */
+int
+fh_cfg_parse_ms (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    return s_duration (ctx, node, target, field, 1, "ms");
+}
+
+/* Bytes ("4096", "64KiB"), into a size_t, from field->min to field->max. */
+int
+fh_cfg_parse_bytes (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    char buf[FH_YAML_GOT_SIZE];
+    const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
+                           ? (const char *) node->data.scalar.value
+                           : NULL;
+    long long bytes = 0;
+    if (!fh_value_size (text, &bytes) || bytes < field->min || bytes > field->max)
+        return fh_yaml_error (ctx, node->start_mark,
+                              "expected " FH_VALUE_SIZE_HINT " from %lld to %lld bytes, got %s",
+                              field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
+    *(size_t *) target = (size_t) bytes;
     return 0;
 }
 
@@ -226,7 +251,7 @@ fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_c
         return -1;
     const char *colon = strrchr (text, ':');
     long long port = 0;
-    bool ok = colon && colon > text && fh_yaml_integer (colon + 1, &port) && port >= 1
+    bool ok = colon && colon > text && fh_value_integer (colon + 1, true, &port) && port >= 1
               && port <= 65535 && strcspn (text, " \t/") == strlen (text);
     if (ok && text[0] == '[')
         ok = colon[-1] == ']' && colon - text > 2;
@@ -279,10 +304,8 @@ fh_cfg_parse_bool (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     const char *text = fh_yaml_text (ctx, node, "true or false");
     if (!text)
         return -1;
-    if (strcmp (text, "true") == 0 || strcmp (text, "false") == 0) {
-        *(bool *) target = text[0] == 't';
+    if (fh_value_bool (text, (bool *) target))
         return 0;
-    }
     return fh_yaml_error (ctx, node->start_mark, "expected true or false, got '%s'", text);
 }
 
@@ -334,7 +357,7 @@ fh_cfg_parse_order_by (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh
                               : NULL;
         long long k;
         if ((strcmp (kind, "topic_segment") == 0 || strcmp (kind, "frame") == 0) && arg
-            && fh_yaml_integer (arg, &k) && k >= 0 && k <= 1023)
+            && fh_value_integer (arg, true, &k) && k >= 0 && k <= 1023)
             snprintf (spec, sizeof spec, "%s:%lld", kind, k);
         else if (strcmp (kind, "json") == 0 && arg && (arg[0] == '/' || arg[0] == '\0')
                  && strlen (arg) < sizeof spec - 8)
@@ -473,8 +496,8 @@ fh_cfg_parse_shard (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
                                                          : "";
         int k = strcmp (name, "index") == 0 ? 0 : strcmp (name, "count") == 0 ? 1 : -1;
         if (k < 0 || value[k] >= 0 || item->type != YAML_SCALAR_NODE
-            || !fh_yaml_integer ((const char *) item->data.scalar.value, &value[k]) || value[k] < k
-            || value[k] > 65536)
+            || !fh_value_integer ((const char *) item->data.scalar.value, true, &value[k])
+            || value[k] < k || value[k] > 65536)
             return fh_yaml_error (ctx, k < 0 ? key->start_mark : item->start_mark,
                                   "expected {index: I, count: N}, 1 <= N <= 65536, 0 <= I < N");
     }
@@ -521,7 +544,7 @@ fh_cfg_parse_producer (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh
         return -1;
     long long n = 0;
     bool ok = strcmp (text, "topic") == 0
-              || (strncmp (text, "topic_prefix:", 13) == 0 && fh_yaml_integer (text + 13, &n)
+              || (strncmp (text, "topic_prefix:", 13) == 0 && fh_value_integer (text + 13, true, &n)
                   && n >= 1 && n <= 64)
               || (strncmp (text, "json:", 5) == 0 && (text[5] == '/' || text[5] == '\0'));
     if (!ok)

@@ -73,12 +73,12 @@ int fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t 
    section: a subsection (field->section) at the same target;
    consumers (config.c): the consumers: list into the fh_config_t. */
 fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_parse_millis,
-    fh_cfg_parse_name, fh_cfg_parse_plugin, fh_cfg_parse_control, fh_cfg_parse_path,
-    fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint, fh_cfg_parse_enum, fh_cfg_parse_bool,
-    fh_cfg_parse_permille, fh_cfg_parse_order_by, fh_cfg_parse_endpoints, fh_cfg_parse_topics,
-    fh_cfg_parse_options, fh_cfg_parse_producer, fh_cfg_parse_key, fh_cfg_parse_keys,
-    fh_cfg_parse_addresses, fh_cfg_parse_section, fh_cfg_parse_consumers, fh_cfg_parse_shard,
-    fh_cfg_parse_amqp;
+    fh_cfg_parse_ms, fh_cfg_parse_bytes, fh_cfg_parse_name, fh_cfg_parse_plugin,
+    fh_cfg_parse_control, fh_cfg_parse_path, fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint,
+    fh_cfg_parse_enum, fh_cfg_parse_bool, fh_cfg_parse_permille, fh_cfg_parse_order_by,
+    fh_cfg_parse_endpoints, fh_cfg_parse_topics, fh_cfg_parse_options, fh_cfg_parse_producer,
+    fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
+    fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp;
 
 /* [A-Za-z0-9_.-]{1,64} */
 bool fh_cfg_name_valid (const char *text);

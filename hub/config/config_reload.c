@@ -35,10 +35,10 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
     fh_cfg_parse_fn *parse = field->parse;
     if (parse == fh_cfg_parse_int || parse == fh_cfg_parse_enum)
         return *(const int *) a == *(const int *) b;
-    if (parse == fh_cfg_parse_int64 || parse == fh_cfg_parse_millis
+    if (parse == fh_cfg_parse_int64 || parse == fh_cfg_parse_millis || parse == fh_cfg_parse_ms
         || parse == fh_cfg_parse_permille)
         return *(const int64_t *) a == *(const int64_t *) b;
-    if (parse == fh_cfg_parse_size)
+    if (parse == fh_cfg_parse_size || parse == fh_cfg_parse_bytes)
         return *(const size_t *) a == *(const size_t *) b;
     if (parse == fh_cfg_parse_bool)
         return *(const bool *) a == *(const bool *) b;

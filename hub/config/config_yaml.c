@@ -229,27 +229,6 @@ fh_yaml_where (fh_yaml_t *self, yaml_mark_t mark)
     return strdup (buf);
 }
 
-bool
-fh_yaml_integer (const char *text, long long *value)
-{
-    bool negative = *text == '-';
-    if (negative)
-        text++;
-    if (!*text)
-        return false;
-    long long result = 0;
-    for (; *text; text++) {
-        if (*text < '0' || *text > '9')
-            return false;
-        int digit = *text - '0';
-        if (result > (LLONG_MAX - digit) / 10)
-            return false;
-        result = result * 10 + digit;
-    }
-    *value = negative ? -result : result;
-    return true;
-}
-
 /* ------------------------------------------------------------------ */
 /* Option trees                                                         */
 

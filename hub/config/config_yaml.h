@@ -94,8 +94,6 @@ yaml_node_t *fh_yaml_map_find (fh_yaml_t *self, yaml_node_t *map, const char *ke
 int fh_yaml_check_keys (fh_yaml_t *self, yaml_node_t *map);
 /* "SOURCE:LINE:COL" of mark, malloc'd (NULL when out of memory). */
 char *fh_yaml_where (fh_yaml_t *self, yaml_mark_t mark);
-/* Decimal integer: optional '-', digits, nothing else; no overflow. */
-bool fh_yaml_integer (const char *text, long long *value);
 
 /* The option tree of node: a null node is an empty map at its place.
    NULL with the error written (depth, size, keys, an alias to a value

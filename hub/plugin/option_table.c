@@ -3,6 +3,8 @@
 */
 #include "option_table.h"
 
+#include "value.h"
+
 #include <fanhub/sdk.h>
 
 #include <errno.h>
@@ -84,53 +86,25 @@ s_expected (const s_value_t *v, const char *what)
     return -1;
 }
 
-/* Decimal digits with an optional '-' (when negative_ok): at most 18
-   digits, so that strtoll cannot overflow; the rest after *end. */
-static bool
-s_decimal (const char *text, bool negative_ok, long long *out, const char **end)
-{
-    const char *digits = negative_ok && text[0] == '-' ? text + 1 : text;
-    size_t n = strspn (digits, "0123456789");
-    if (n == 0 || n > 18)
-        return false;
-    *out = strtoll (text, NULL, 10);
-    *end = digits + n;
-    return true;
-}
-
-/* INT, UINT, DURATION and SIZE: an integer, with a unit for the last two. */
+/* INT, UINT, DURATION and SIZE: value.h's grammar (a bare duration is in
+   milliseconds). */
 static int
 s_read_integer (const s_value_t *v, void *field)
 {
     const fanhub_opt_t *o = v->opt;
-    static const struct {
-        const char *unit;
-        long long scale;
-    } units[] = {
-        {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, /* DURATION, in ms */
-        {"B", 1}, {"K", 1024}, {"KiB", 1024}, {"M", 1048576}, {"MiB", 1048576},
-        {"G", 1073741824}, {"GiB", 1073741824}, /* SIZE */
-    };
     bool duration = o->type == FANHUB_OPT_DURATION, size = o->type == FANHUB_OPT_SIZE;
     bool is_signed = o->type == FANHUB_OPT_INT || duration;
     long long value = 0;
-    const char *end = NULL;
-    bool ok = v->text && s_decimal (v->text, o->type == FANHUB_OPT_INT, &value, &end);
-    if (ok && *end) {
-        ok = false;
-        for (size_t i = duration ? 0 : 4; (duration || size) && i < (duration ? 4 : 11); i++)
-            if (strcmp (end, units[i].unit) == 0) {
-                ok = value <= LLONG_MAX / units[i].scale;
-                value = ok ? value * units[i].scale : 0;
-            }
-    }
+    bool ok = duration ? fh_value_duration_ms (v->text, 1, &value, NULL)
+              : size   ? fh_value_size (v->text, &value)
+                       : fh_value_integer (v->text, is_signed, &value);
     if (ok && s_ranged (o))
         ok = (double) value >= o->min && (double) value <= o->max;
     if (!ok) {
         char what[160];
-        const char *kind = duration ? "a duration such as 250ms, 2s or 1m"
-                           : size  ? "a size such as 4096, 64KiB or 1MiB"
-                                   : "an integer";
+        const char *kind = duration ? FH_VALUE_DURATION_HINT
+                           : size   ? FH_VALUE_SIZE_HINT
+                                    : "an integer";
         if (s_ranged (o))
             snprintf (what, sizeof what, "%s from %.0f to %.0f%s", kind, o->min, o->max,
                       duration ? " ms" : size ? " bytes" : "");
@@ -243,13 +217,13 @@ s_read_value (const s_value_t *v, void *field)
     case FANHUB_OPT_DURATION:
     case FANHUB_OPT_SIZE: return s_read_integer (v, field);
     case FANHUB_OPT_DOUBLE: return s_read_double (v, field);
-    case FANHUB_OPT_BOOL:
-        if (v->text && (strcmp (v->text, "true") == 0 || strcmp (v->text, "false") == 0)) {
-            bool value = v->text[0] == 't';
-            memcpy (field, &value, sizeof value);
-            return 0;
-        }
-        return s_expected (v, "true or false");
+    case FANHUB_OPT_BOOL: {
+        bool value;
+        if (!fh_value_bool (v->text, &value))
+            return s_expected (v, "true or false");
+        memcpy (field, &value, sizeof value);
+        return 0;
+    }
     case FANHUB_OPT_ENUM: return s_read_enum (v, field);
     case FANHUB_OPT_STRINGS: return s_read_strings (v, field);
     case FANHUB_OPT_ANY: memcpy (field, &v->node, sizeof v->node); return 0;

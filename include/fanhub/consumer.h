@@ -120,8 +120,9 @@ struct fanhub_consumer_desc;
      UINT      uint64_t       decimal (min/max: the range)
      DOUBLE    double         a finite number (min/max: the range)
      BOOL      bool           true or false
-     DURATION  int64_t        milliseconds: an integer with a unit, ms, s,
-                              m or h ("250ms", "2s"); bare: milliseconds
+     DURATION  int64_t        milliseconds: a number with a unit, ms, s,
+                              m or h ("250ms", "2s", "1.5s"); bare:
+                              milliseconds
      SIZE      uint64_t       bytes: an integer with a unit, B, KiB (K),
                               MiB (M) or GiB (G); bare: bytes
      ENUM      int            the index of the value in `values`

@@ -272,7 +272,7 @@ def test_option_errors():
         ({"command": ["no-such-program-fanhub"]},
          "options.command[0]: no-such-program-fanhub: not found in PATH"),
         ({"command": ["/bin/true"], "timeout_ms": 0},
-         "options.timeout_ms: expected an integer from 1 to 86400000, got \"0\""),
+         "options.timeout_ms: expected a duration such as 250ms, 2s or 1m from 1 to 86400000 ms, got \"0\""),
         ({"command": ["/bin/true"], "stdout": "file"},
          "options.stdout: expected null, stderr or inherit"),
     ]

@@ -42,7 +42,7 @@ def test_plugins_prints_the_table():
         assert re.search(r"^%s +%s$" % (name, row), out, re.M), (name, out)
     # Shipped plugins have tables; one without (ABI 1.1) says so.
     status, out, err = fh.run(["plugins", "--plugin-dir", fh.SHIPPED_PLUGINS, "--options", "exec"])
-    assert status == 0 and re.search(r"^timeout_ms +integer +10000 +1\.\.86400000 ", out, re.M), out
+    assert status == 0 and re.search(r"^timeout_ms +duration +10000 +1\.\.86400000 ", out, re.M), out
     assert re.search(r"^stdout +enum +null +null\|stderr\|inherit ", out, re.M), out
     status, out, err = fh.run(["plugins", "--options", plugin("abi11")])
     assert status == 0, out + err

@@ -256,6 +256,11 @@ test_defaults_and_numbers (void **state)
         { "below a millisecond dropped",
           "shutdown_timeout: 1.0019\n" BUS CONSUMERS, 1001 },
         { "quoted", "shutdown_timeout: '7'\n" BUS CONSUMERS, 7000 },
+        { "milliseconds", "shutdown_timeout: 250ms\n" BUS CONSUMERS, 250 },
+        { "seconds", "shutdown_timeout: 2s\n" BUS CONSUMERS, 2000 },
+        { "decimal seconds", "shutdown_timeout: 1.5s\n" BUS CONSUMERS, 1500 },
+        { "minutes", "shutdown_timeout: 1m\n" BUS CONSUMERS, 60000 },
+        { "an hour", "shutdown_timeout: 1h\n" BUS CONSUMERS, 3600000 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fh_config_t *cfg = s_load_ok (cases[i].text);
@@ -279,6 +284,9 @@ test_defaults_and_numbers (void **state)
     assert_int_equal (cfg->rcvhwm, 2147483647);
     assert_int_equal (cfg->max_frames, 2);
     assert_int_equal (cfg->max_message_bytes, 1);
+    fh_config_destroy (&cfg);
+    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  max_message_bytes: 64KiB\n" CONSUMERS);
+    assert_int_equal (cfg->max_message_bytes, 65536);
     fh_config_destroy (&cfg);
 
     /* Decimal only: a leading zero is not octal. */
@@ -308,7 +316,9 @@ typedef struct {
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
-#define SECONDS "expected a number of seconds from 0 to 3600, got "
+#define SECONDS                                                                \
+    "expected a duration such as 250ms, 2s or 1m from 0 to 3600 s (a bare number is seconds), " \
+    "got "
 /* A consumer c, then a second one with KEYS at line 6 (indent 4). */
 #define C2(keys) BUS CONSUMERS "  - name: d\n" keys
 
@@ -497,13 +507,17 @@ static const s_error_case_t s_error_cases[] = {
       "to 1024, got '1025'" },
     { "max_message_bytes zero",
       "bus:\n  connect: tcp://a:1\n  max_message_bytes: 0\n" CONSUMERS,
-      "t.yaml:3:22: bus.max_message_bytes: expected an integer from 1 to "
-      "2147483648, got '0'" },
+      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+      "2147483648 bytes, got '0'" },
     { "max_message_bytes too big",
       "bus:\n  connect: tcp://a:1\n  max_message_bytes: 2147483649\n"
       CONSUMERS,
-      "t.yaml:3:22: bus.max_message_bytes: expected an integer from 1 to "
-      "2147483648, got '2147483649'" },
+      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+      "2147483648 bytes, got '2147483649'" },
+    { "max_message_bytes in GiB, too big",
+      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 3GiB\n" CONSUMERS,
+      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+      "2147483648 bytes, got '3GiB'" },
 
     /* control: */
     { "control a list", "control: [ipc:///x]\n" BUS CONSUMERS,
@@ -616,8 +630,10 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:1:19: shutdown_timeout: " SECONDS "'2.'" },
     { "shutdown_timeout leading dot", "shutdown_timeout: .5\n" BUS CONSUMERS,
       "t.yaml:1:19: shutdown_timeout: " SECONDS "'.5'" },
-    { "shutdown_timeout with unit", "shutdown_timeout: 10s\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10s'" },
+    { "shutdown_timeout with an unknown unit", "shutdown_timeout: 10d\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10d'" },
+    { "shutdown_timeout with a space", "shutdown_timeout: 10 s\n" BUS CONSUMERS,
+      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10 s'" },
     { "shutdown_timeout a map", "shutdown_timeout: {a: 1}\n" BUS CONSUMERS,
       "t.yaml:1:19: shutdown_timeout: " SECONDS "a map" },
 

@@ -312,8 +312,8 @@ static const fanhub_option_t s_argv_nested[] = {
 
 #define CMD_TRUE LISTOF ("command", s_argv_true, 1, "t.yaml:5:14")
 #define MS_ERR(key, lo, hi, got, where)                                        \
-    "options." key ": expected an integer from " lo " to " hi ", got " got    \
-    " (" where ")"
+    "options." key ": expected a duration such as 250ms, 2s or 1m from " lo    \
+    " to " hi " ms, got " got " (" where ")"
 
 static const option_case_t s_option_cases[] = {
     { "argv", { CMD_TRUE }, 1, NULL },
@@ -390,9 +390,14 @@ static const option_case_t s_option_cases[] = {
       2,
       MS_ERR ("timeout_ms", "1", "86400000", "\"99999999999999999999\"",
               "t.yaml:6:3") },
+    { "timeout with a unit", { CMD_TRUE, SCALAR ("timeout_ms", "10s", "t.yaml:6:3") }, 2,
+      NULL },
     { "timeout word",
-      { CMD_TRUE, SCALAR ("timeout_ms", "10s", "t.yaml:6:3") }, 2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"10s\"", "t.yaml:6:3") },
+      { CMD_TRUE, SCALAR ("timeout_ms", "soon", "t.yaml:6:3") }, 2,
+      MS_ERR ("timeout_ms", "1", "86400000", "\"soon\"", "t.yaml:6:3") },
+    { "timeout in days, too big",
+      { CMD_TRUE, SCALAR ("timeout_ms", "25h", "t.yaml:6:3") }, 2,
+      MS_ERR ("timeout_ms", "1", "86400000", "\"25h\"", "t.yaml:6:3") },
     { "grace negative",
       { CMD_TRUE, SCALAR ("kill_grace_ms", "-1", "t.yaml:6:3") }, 2,
       MS_ERR ("kill_grace_ms", "0", "3600000", "\"-1\"", "t.yaml:6:3") },

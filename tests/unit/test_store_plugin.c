@@ -905,7 +905,7 @@ static const fanhub_option_t s_map_items[] = {
     "options.batch: expected an integer from 1 to 100000, got " got " ("       \
     where ")"
 #define BATCH_MS_ERR(got, where)                                               \
-    "options.batch_ms: expected an integer from 0 to 3600000, got " got " ("   \
+    "options.batch_ms: expected a duration such as 250ms, 2s or 1m from 0 to 3600000 ms, got " got " ("   \
     where ")"
 #define TABLE_ERR(got)                                                         \
     "options.table: expected 1 to 40 characters from a-z 0-9 _, not "         \
@@ -974,8 +974,11 @@ static const option_case_t s_option_cases[] = {
     { "batch_ms too big",
       { DB, SCALAR ("batch_ms", "3600001", "t.yaml:7:15") }, 2,
       BATCH_MS_ERR ("\"3600001\"", "t.yaml:7:15") },
-    { "batch_ms fraction", { DB, SCALAR ("batch_ms", "1.5", "t.yaml:7:15") },
-      2, BATCH_MS_ERR ("\"1.5\"", "t.yaml:7:15") },
+    { "batch_ms exponent", { DB, SCALAR ("batch_ms", "1e3", "t.yaml:7:15") },
+      2, BATCH_MS_ERR ("\"1e3\"", "t.yaml:7:15") },
+    { "batch_ms an hour and a second, too long",
+      { DB, SCALAR ("batch_ms", "3601s", "t.yaml:7:15") }, 2,
+      BATCH_MS_ERR ("\"3601s\"", "t.yaml:7:15") },
     { "batch_ms empty", { DB, SCALAR ("batch_ms", "", "t.yaml:7:15") }, 2,
       BATCH_MS_ERR ("\"\"", "t.yaml:7:15") },
     { "batch_ms map", { DB, SUBMAP ("batch_ms") }, 2,
