@@ -8,6 +8,7 @@
 #include "consumer_internal.h"
 
 #include "crash.h"
+#include "option_table.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -31,6 +32,17 @@ fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consum
                   "%s: consumer '%s': workers: %zu, but plugin '%s' does not declare "
                   "itself thread-safe (FANHUB_CONSUMER_THREAD_SAFE); use workers: 1",
                   config->where, config->name, workers, config->plugin);
+        return -1;
+    }
+    /* Options of the wrong form are refused here, before init or check
+       runs: a plugin with a table never sees them. */
+    const fanhub_opt_t *table = fh_host_desc_options (desc);
+    char why[1024];
+    if (table
+        && fh_option_table_check (&fh_host, desc->name, table, config->options, why, sizeof why)
+               != 0) {
+        snprintf (err, errlen, "%s: consumer '%s': plugin '%s' refused its options: %s",
+                  config->where, config->name, config->plugin, why);
         return -1;
     }
     return 0;

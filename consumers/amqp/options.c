@@ -36,6 +36,7 @@ typedef struct {
     const char *user;
     const char *password_file;
     const char *password_env;
+    const char *password; /* named only to be refused with a reason */
     const fanhub_option_t *tls;
     const char *exchange;
     const fanhub_option_t *topic_prefix;
@@ -60,6 +61,8 @@ const fanhub_opt_t bridge_option_table[] = {
                       "a file (mode 0600) whose first line is the password"),
     FANHUB_OPT_FIELD (s_raw_t, "password_env", FANHUB_OPT_STRING, password_env, NULL, 1,
                       BRIDGE_SHORTSTR_MAX, "the environment variable holding the password"),
+    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_STRING, password, NULL, 0, 0,
+                      "refused: use password_file or password_env, never the YAML"),
     FANHUB_OPT_FIELD (s_raw_t, "tls", FANHUB_OPT_ANY, tls, NULL, 0, 0,
                       "{ca_file, cert_file, key_file, verify_peer, verify_hostname}: TLS"),
     FANHUB_OPT_FIELD (s_raw_t, "exchange", FANHUB_OPT_STRING, exchange, "amq.topic", 0,

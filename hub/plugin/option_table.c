@@ -351,3 +351,23 @@ fh_option_table_print (FILE *out, const fanhub_opt_t *table)
                  range[0] ? range : "-", o->help ? o->help : "");
     }
 }
+
+int
+fh_option_table_check (const fanhub_host_t *host, const char *plugin, const fanhub_opt_t *table,
+                       const fanhub_option_t *options, char *err, size_t errlen)
+{
+    /* The plugin's struct ends no sooner than its last field. */
+    size_t extent = 1;
+    for (const fanhub_opt_t *o = table; o->name; o++) {
+        size_t end = o->offset + s_field_size (o->type);
+        extent = end > extent ? end : extent;
+    }
+    void *scratch = calloc (1, extent);
+    if (!scratch) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = fh_option_table_read (host, plugin, table, options, scratch, extent, err, errlen);
+    free (scratch);
+    return rc;
+}

@@ -134,7 +134,9 @@ struct fanhub_consumer_desc;
    ones), as is a value of the wrong form or out of range, and a REQUIRED
    entry that is missing ("missing: " and its help text); every message
    is one line that starts with "options.KEY: " and ends with the
-   FILE:LINE:COL of the value. An entry that is absent gets its default
+   FILE:LINE:COL of the value. The hub reads the options against the table
+   once before it calls init or check, so neither ever sees options that
+   the table refuses. An entry that is absent gets its default
    (`def`, written as in YAML, e.g. "100", "true", "2s"; NULL leaves the
    field as the plugin set it). Pointers handed over (strings, nodes)
    point into the option tree or the table: valid until init or check

@@ -9,6 +9,7 @@
   is checked by its own check and runs.
 """
 import json
+import os
 import re
 
 import fanhublib as fh
@@ -161,8 +162,34 @@ def test_an_abi_1_1_plugin_still_loads_checks_and_runs():
         pub.close()
 
 
+def test_wrong_type_refused_before_init_and_check():
+    """The host reads the options against the plugin's table before it
+    calls init (run) or check (check): a value of the wrong form is refused
+    with FILE:LINE:COL and neither callback leaves its trace."""
+    wd = fh.Workdir()
+    marker = wd.file("init-ran")
+    path = wd.write("bad.yaml",
+                    "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n  - name: t\n"
+                    "    plugin: %s\n    options: {marker: %s, count: many}\n"
+                    % (plugin("tabled"), json.dumps(marker)))
+    col = 1 + len("    options: {marker: %s, count: " % json.dumps(marker))
+    want = ("%s:4:5: consumer 't': plugin '%s' refused its options: options.count: expected an "
+            "integer from 1 to 10, got \"many\" (%s:6:%d)" % (path, plugin("tabled"), path, col))
+    status, out, err = fh.run(["check", "-c", path])
+    assert status == 2 and want in err and "check ran" not in err, err
+    status, out, err = fh.run(["run", "-c", path])
+    assert status == 2 and want in err, err
+    assert not os.path.exists(marker), "init ran on options its table refuses"
+    # The same plugin with good options: check runs, and so does init.
+    good = wd.write("good.yaml", open(path).read().replace("count: many", "count: 3"))
+    status, out, err = fh.run(["check", "-c", good])
+    assert status == 0 and "tabled: check ran" in err, err
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_plugins_prints_the_table,
              test_check_reads_typed_values_and_refuses_with_the_place,
              test_reason_reaches_the_log_and_the_dead_letter,
-             test_an_abi_1_1_plugin_still_loads_checks_and_runs])
+             test_an_abi_1_1_plugin_still_loads_checks_and_runs,
+             test_wrong_type_refused_before_init_and_check])
