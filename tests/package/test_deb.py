@@ -311,6 +311,11 @@ def cleanup(state):
             os.unlink(state[key])
     if state["installed"]:
         sh(["dpkg", "--purge", "fanhub-dev", "fanhub"], ok=False)
+    # systemd-analyze verify looks up Documentation='s man pages, and man-db
+    # caches what it formatted (man-db's cache, not the package's files).
+    for cat in glob.glob("/var/cache/man/**/fanhub*", recursive=True):
+        if cat not in state["before"]["files"]:
+            os.unlink(cat)
     for d in ("/etc/fanhub/conf.d", "/etc/fanhub"):
         if os.path.isdir(d) and not os.listdir(d):
             os.rmdir(d)
