@@ -5,7 +5,8 @@ as root; nothing in it needs a running systemd:
 1. scripts/package builds fanhub and fanhub-dev from a clean clone of HEAD
    (committed work only) and lintian reports no error and no warning;
 2. dpkg -i installs both: the fanhub user and group exist, and its state,
-   log and runtime directories, owned by it;
+   log and runtime directories, owned by it; every relative link of the
+   installed docs resolves, and the pictures are there;
 3. the installed `fanhub check` accepts the installed /etc/fanhub/fanhub.yaml
    (as the fanhub user) and, when this fanhub has `include:`, a drop-in in
    /etc/fanhub/conf.d/ that adds a consumer;
@@ -227,6 +228,11 @@ def test(work, state):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o750), \
             "%s: %r" % (d, st)
     assert os.path.isdir("/etc/fanhub/conf.d")
+    # The docs as installed (uncompressed, their links resolved), pictures too.
+    sh([sys.executable, os.path.join(TOP, "tests/package/doclinks.py"), "/usr/share/doc/fanhub",
+        "--min-files", "15"])
+    for picture in ("performance-throughput.png", "performance-latency.png"):
+        assert os.path.exists("/usr/share/doc/fanhub/docs/" + picture), picture
 
     log("== fanhub check on the installed configuration, as fanhub")
     _, text, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "check", "-c", "/etc/fanhub/fanhub.yaml"])
