@@ -69,6 +69,15 @@ def test_scripts_help_does_nothing_else():
             assert re.search(r"^(usage: |Usage: )?scripts/%s" % script, out, re.M | re.I), \
                 (script, out)
             assert not os.path.exists(called), (script, flag, open(called).read())
+    # A mistyped option is refused (status 2, named), and nothing runs:
+    # scripts/deps once took one for a package name to install.
+    for args in (["package", "--bogus"], ["package", "--out"], ["deps", "--bogus"]):
+        proc = subprocess.run([os.path.join(fh.SOURCE_DIR, "scripts", args[0])] + args[1:],
+                              capture_output=True, env=env, timeout=fh.DEADLINE)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and "scripts/%s: " % args[0] in err and args[-1] in err, \
+            (args, proc.returncode, err)
+        assert not os.path.exists(called), (args, open(called).read())
     wd.cleanup()
 
 
