@@ -207,7 +207,7 @@ class Hub:
         return self.proc.returncode
 
 
-def test(work, state):
+def build_and_install(work, state):
     log("== build from a clean clone, lintian")
     out = os.path.join(work, "out")
     start = time.monotonic()
@@ -234,6 +234,12 @@ def test(work, state):
     for picture in ("performance-throughput.png", "performance-latency.png"):
         assert os.path.exists("/usr/share/doc/fanhub/docs/" + picture), picture
 
+    return pw
+
+
+def check_configs(work, state, pw):
+    """The installed configuration, a drop-in when this fanhub has include:,
+    and fanhub@pkgtest's file; returns the main hub's consumers."""
     log("== fanhub check on the installed configuration, as fanhub")
     _, text, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "check", "-c", "/etc/fanhub/fanhub.yaml"])
     assert "OK, 1 consumer" in text, text
@@ -264,6 +270,10 @@ def test(work, state):
     os.mkdir("/var/lib/fanhub/pkgtest", 0o750)  # the template's StateDirectory=fanhub/%i
     os.chown("/var/lib/fanhub/pkgtest", pw.pw_uid, pw.pw_gid)
 
+    return consumers
+
+
+def run_hubs(work, state, consumers):
     log("== the installed hubs, as fanhub; %d messages from pyzmq" % N)
     main = Hub(work, "main", "/etc/fanhub/fanhub.yaml", "/var/lib/fanhub")
     state["hubs"].append(main)
@@ -291,6 +301,8 @@ def test(work, state):
         hub.out.seek(0)
         assert hub.out.read() == b"", "%s wrote to stdout" % hub.name
 
+
+def verify_and_purge():
     log("== logrotate -d, systemd-analyze verify")
     rc, out, err = sh(["logrotate", "-d", "/etc/logrotate.d/fanhub"], ok=False)
     assert rc == 0 and "error" not in (out + err).lower(), out + err
@@ -301,12 +313,19 @@ def test(work, state):
 
     log("== dpkg --purge")
     sh(["dpkg", "--purge", "fanhub-dev", "fanhub"])
-    state["installed"] = False
     assert not user_exists("fanhub") and not group_exists("fanhub")
     for path in PATHS_OF_FANHUB[1:]:
         assert not os.path.exists(path), path
     # The operator's own file stays, and only it.
     assert os.listdir("/etc/fanhub") == ["pkgtest.yaml"], os.listdir("/etc/fanhub")
+
+
+def test(work, state):
+    pw = build_and_install(work, state)
+    consumers = check_configs(work, state, pw)
+    run_hubs(work, state, consumers)
+    verify_and_purge()
+    state["installed"] = False
 
 
 def cleanup(state):
