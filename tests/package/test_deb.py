@@ -27,7 +27,7 @@ Whatever happens, the finally block stops the hubs, purges the packages
 and removes what the test added. It refuses to start when fanhub is
 installed or its user exists (it would remove them). Exit status 0 passed,
 1 failed, 77 skipped (not root, or a tool missing; under CI=true that
-fails). About a minute: most of it the package build.
+fails). One to two minutes, most of it the package build.
 """
 import glob
 import json
