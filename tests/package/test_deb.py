@@ -302,7 +302,7 @@ def run_hubs(work, state, consumers):
         assert hub.out.read() == b"", "%s wrote to stdout" % hub.name
 
 
-def verify_and_purge():
+def verify_and_purge(state):
     log("== logrotate -d, systemd-analyze verify")
     rc, out, err = sh(["logrotate", "-d", "/etc/logrotate.d/fanhub"], ok=False)
     assert rc == 0 and "error" not in (out + err).lower(), out + err
@@ -316,15 +316,19 @@ def verify_and_purge():
     assert not user_exists("fanhub") and not group_exists("fanhub")
     for path in PATHS_OF_FANHUB[1:]:
         assert not os.path.exists(path), path
-    # The operator's own file stays, and only it.
-    assert os.listdir("/etc/fanhub") == ["pkgtest.yaml"], os.listdir("/etc/fanhub")
+    # The operator's own files stay, and only they.
+    left = sorted(os.path.relpath(os.path.join(root, name), "/etc/fanhub")
+                  for root, _, names in os.walk("/etc/fanhub") for name in names)
+    mine = sorted(os.path.relpath(state[k], "/etc/fanhub") for k in ("dropin", "instance")
+                  if state.get(k))
+    assert left == mine, left
 
 
 def test(work, state):
     pw = build_and_install(work, state)
     consumers = check_configs(work, state, pw)
     run_hubs(work, state, consumers)
-    verify_and_purge()
+    verify_and_purge(state)
     state["installed"] = False
 
 
