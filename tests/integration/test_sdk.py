@@ -173,7 +173,7 @@ class Setup:
         return out, err
 
     def prepare(self):
-        staged = self.wd.file("staged-prefix")
+        staged = self.staged = self.wd.file("staged-prefix")
         self.sh(["cmake", "--install", BUILD_DIR, "--prefix", staged])
         os.rename(staged, self.prefix)
         src = self.wd.file("src")
@@ -365,10 +365,11 @@ def test_installed_files():
     with open(os.path.join(fh.SOURCE_DIR, "config", "fanhub.yaml"), "rb") as a, \
             open(os.path.join(p, "share/fanhub/fanhub.yaml"), "rb") as b:
         assert a.read() == b.read()
-    # The unit names the configured prefix's binary (a unit cannot be moved).
+    # The unit names the binary of the prefix installed to (a unit cannot be
+    # moved; test_install.py checks the installed paths in place).
     with open(os.path.join(p, "lib/systemd/system/fanhub.service")) as f:
         unit = f.read()
-    bindir = cache_value("CMAKE_INSTALL_PREFIX") + "/" + (cache_value("CMAKE_INSTALL_BINDIR") or "bin")
+    bindir = s.staged + "/" + (cache_value("CMAKE_INSTALL_BINDIR") or "bin")
     assert re.search(r"^ExecStart=%s/fanhub run -c \S+/fanhub/fanhub\.yaml$"
                      % re.escape(os.path.normpath(bindir)), unit, re.M), unit
     man = fh.require_tool(shutil.which("man"), "man", "man-db")

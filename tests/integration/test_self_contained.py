@@ -4,9 +4,10 @@ its build tree is stable.
 - No file of the project refers to anything beside the repository (the
   sibling `shared` folder the project grew up next to): a fresh clone has
   only itself.
-- `scripts/test`, `scripts/demo` and `scripts/bench` with --help print
-  their usage and exit 0, doing nothing else: cmake, apt-get, dpkg-query
-  and sudo are stubs that note being called, and none is.
+- `scripts/test`, `scripts/demo`, `scripts/bench`, `scripts/package` and
+  `scripts/deps` with --help print their usage and exit 0, doing nothing
+  else: cmake, apt-get, dpkg-query, sudo, git, dpkg-buildpackage and
+  rpmbuild are stubs that note being called, and none is.
 - Configuring a build tree a second time with the same arguments changes
   no compile or link flag, so nothing is rebuilt (Debian's libzmq and
   libczmq .pc files carry `-isystem` flags that CMake placed differently on
@@ -52,13 +53,14 @@ def test_scripts_help_does_nothing_else():
     stubs = wd.file("stubs")
     os.mkdir(stubs)
     called = wd.file("called")
-    for tool in ("cmake", "ctest", "apt-get", "dpkg-query", "sudo", "make", "gcc", "clang"):
+    for tool in ("cmake", "ctest", "apt-get", "dpkg-query", "sudo", "make", "gcc", "clang",
+                 "git", "dpkg-buildpackage", "rpmbuild", "lintian"):
         path = os.path.join(stubs, tool)
         with open(path, "w") as f:
             f.write("#!/bin/sh\necho %s >> %s\nexit 1\n" % (tool, called))
         os.chmod(path, 0o755)
     env = dict(os.environ, PATH=stubs + ":/usr/bin:/bin")
-    for script in ("test", "demo", "bench"):
+    for script in ("test", "demo", "bench", "package", "deps"):
         for flag in ("--help", "-h"):
             proc = subprocess.run([os.path.join(fh.SOURCE_DIR, "scripts", script), flag],
                                   capture_output=True, env=env, timeout=fh.DEADLINE)
@@ -67,6 +69,15 @@ def test_scripts_help_does_nothing_else():
             assert re.search(r"^(usage: |Usage: )?scripts/%s" % script, out, re.M | re.I), \
                 (script, out)
             assert not os.path.exists(called), (script, flag, open(called).read())
+    # A mistyped option is refused (status 2, named), and nothing runs:
+    # scripts/deps once took one for a package name to install.
+    for args in (["package", "--bogus"], ["package", "--out"], ["deps", "--bogus"]):
+        proc = subprocess.run([os.path.join(fh.SOURCE_DIR, "scripts", args[0])] + args[1:],
+                              capture_output=True, env=env, timeout=fh.DEADLINE)
+        err = proc.stderr.decode()
+        assert proc.returncode == 2 and "scripts/%s: " % args[0] in err and args[-1] in err, \
+            (args, proc.returncode, err)
+        assert not os.path.exists(called), (args, open(called).read())
     wd.cleanup()
 
 
