@@ -367,7 +367,9 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
     int item_count = self->start_error[0] ? 1 : bus->monitor ? 4 : 3;
     bool running = true;
     while (running) {
-        if (zmq_poll (items, item_count, -1) < 0) {
+        /* The endpoint warnings and reconnections due set the timeout. */
+        long timeout = item_count > 1 ? fh_enq_watch_tick (self) : -1;
+        if (zmq_poll (items, item_count, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
             break; /* ETERM: the context is going away */
@@ -482,6 +484,11 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     self->targets = calloc (consumer_count ? consumer_count : 1, sizeof *self->targets);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
     self->bind_ports = calloc (config->bind.count + 1, sizeof *self->bind_ports);
+    self->watch = fh_endpoint_watch_new ((const char *const *) config->connect.items,
+                                         config->connect.count,
+                                         (const char *const *) config->bind.items,
+                                         config->bind.count, config->curve.secret_key_file != NULL,
+                                         config->connect_warning_ms * 1000000, fh_clock_mono_ns ());
     bool gaps_ok = true;
     if (config->gaps.counter) {
         self->gaps
@@ -496,7 +503,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
             self->seq = kept;
     }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
-        && self->peers && self->bind_ports && gaps_ok)
+        && self->peers && self->bind_ports && self->watch && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -532,6 +539,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->targets);
     free (self->peers);
     free (self->bind_ports);
+    fh_endpoint_watch_destroy (&self->watch);
     fh_gaps_destroy (&self->gaps);
     free (self);
     *self_p = NULL;

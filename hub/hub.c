@@ -749,6 +749,14 @@ fh_hub_endpoint_peers (fh_hub_t *self, size_t index)
 }
 
 void
+fh_hub_endpoint_status (fh_hub_t *self, size_t index, fh_endpoint_status_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (self->enqueuer)
+        fh_enqueuer_endpoint_status (self->enqueuer, index, out);
+}
+
+void
 fh_hub_log_counts (fh_hub_t *self)
 {
     fh_enqueuer_counts_t hub;
