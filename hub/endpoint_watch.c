@@ -91,9 +91,12 @@ s_handshake_cause (const fh_endpoint_watch_t *self, const s_endpoint_t *e, int e
                   "handshake failed: refused by the peer's authentication (ZAP status %u)",
                   (unsigned) value);
     else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        /* The peer hung up first: it may have seen the mismatch itself. */
         snprintf (out, size, "handshake failed: the peer closed the connection (%s)%s",
                   zmq_strerror ((int) value),
-                  self->curve && e->connect ? "; a wrong bus.curve.server_public_key?" : "");
+                  !e->connect   ? ""
+                  : self->curve ? "; a wrong bus.curve.server_public_key, or a plaintext peer?"
+                                : "; a CURVE peer?");
     else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
         snprintf (out, size,
                   "handshake failed: security mechanism mismatch (CURVE on one side, plaintext "
