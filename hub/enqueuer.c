@@ -26,6 +26,7 @@
 #define ZMQ_ZERO_COPY_RECV 10 /* a context option of libzmq >= 4.3, in its draft API */
 #endif
 #define BATCH_MAX 4096 /* messages per wake-up before looking at the pipe */
+#define BEAT_MS 1000   /* the loop's longest wait, idle */
 
 /* The end of a run of offers: wakes the consumers that sleep with
    messages offered since (the queues do not wake them at every push).
@@ -367,8 +368,13 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
     int item_count = self->start_error[0] ? 1 : bus->monitor ? 4 : 3;
     bool running = true;
     while (running) {
-        /* The endpoint warnings and reconnections due set the timeout. */
+        /* The endpoint warnings and reconnections due set the timeout;
+           the loop turns at least once a second, so that its beat says
+           it is alive when idle (health.h). */
         long timeout = item_count > 1 ? fh_enq_watch_tick (self) : -1;
+        if (timeout < 0 || timeout > BEAT_MS)
+            timeout = BEAT_MS;
+        atomic_store_explicit (&self->beat_ns, fh_clock_mono_ns (), memory_order_relaxed);
         if (zmq_poll (items, item_count, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
@@ -473,6 +479,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     memset (self, 0, sizeof *self);
     fh_handled_init (&self->handled);
     self->max_peers = INT_MAX; /* until the bind endpoints' budget is known */
+    atomic_init (&self->beat_ns, fh_clock_mono_ns ());
     self->config = config;
     self->trigger = trigger;
     self->consumers = consumers;
@@ -551,6 +558,12 @@ fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end)
     if (end_to_end)
         fh_histogram_read (&self->handled.end_to_end, end_to_end);
     return atomic_load_explicit (&self->handled.handled, memory_order_acquire);
+}
+
+int64_t
+fh_enqueuer_beat_ns (fh_enqueuer_t *self)
+{
+    return atomic_load_explicit (&self->beat_ns, memory_order_relaxed);
 }
 
 const char *

@@ -38,6 +38,7 @@ struct fh_enqueuer {
                                            mechanism, cryptography */
     atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
     fh_endpoint_watch_t *watch;         /* the endpoints' state; read by anyone */
+    atomic_int_fast64_t beat_ns;        /* the loop's last turn (monotonic) */
     fh_handled_t handled;               /* messages every matching consumer refused */
     fh_gaps_t *gaps;                    /* bus.gap_detection, or NULL */
     char inject_endpoint[64];

@@ -12,6 +12,7 @@
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
+#include "health.h"
 #include "notify.h"
 #include "stats.h"
 #include "stats_format.h"
@@ -234,6 +235,18 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         free (text);
         return;
     }
+    case FH_CONTROL_HEALTH:
+    case FH_CONTROL_READY: {
+        fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
+        char *text = snapshot ? fh_health_answer (snapshot, fh_hub_config (hub),
+                                                  fh_hub_enqueuer_age_ns (hub),
+                                                  request.kind == FH_CONTROL_READY)
+                              : NULL;
+        fh_metrics_snapshot_destroy (&snapshot);
+        s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
+        free (text);
+        return;
+    }
     case FH_CONTROL_RELOAD:
         s_request_reload (state, router, envelope, envelope_count);
         return;
@@ -396,7 +409,8 @@ s_serve_pending (s_state_t *state, void *router)
    rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
    loop is alive, so a hung control plane gets restarted. */
 static void
-s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now)
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now,
+                 bool *fed)
 {
     fh_enqueuer_counts_t counts;
     fh_hub_counts (hub, &counts);
@@ -416,9 +430,20 @@ s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64
             name = fh_consumer_name (fh_hub_consumer (hub, i));
         }
     }
-    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)",
-               fh_notify_watchdog_usec () ? "WATCHDOG=1\n" : "", rate,
-               (unsigned long long) largest, name ? name : "none");
+    /* The watchdog is fed only while the enqueuer's loop turns too: a
+       wedged enqueuer gets the hub restarted. */
+    int64_t age = fh_hub_enqueuer_age_ns (hub);
+    bool live = fh_health_enqueuer_live (age);
+    if (fh_notify_watchdog_usec () && live != *fed)
+        fh_log (live ? FANHUB_LOG_INFO : FANHUB_LOG_WARNING,
+                live ? "watchdog: fed again, the enqueuer advances"
+                     : "watchdog: not fed: the enqueuer has not advanced for %.1f s",
+                (double) age / 1e9);
+    *fed = live;
+    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)%s",
+               fh_notify_watchdog_usec () && live ? "WATCHDOG=1\n" : "", rate,
+               (unsigned long long) largest, name ? name : "none",
+               live ? "" : "; the enqueuer is not advancing");
 }
 
 static void
@@ -479,6 +504,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_hub_unlock (self->hub);
     uint64_t notified_received = 0;
     int64_t notified_ns = fh_clock_mono_ns ();
+    bool fed = true; /* the watchdog, at the last tick */
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -521,7 +547,7 @@ s_control_actor (zsock_t *pipe, void *args)
             fh_stats_tick (state.stats, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            s_notify_status (self->hub, &notified_received, &notified_ns, now);
+            s_notify_status (self->hub, &notified_received, &notified_ns, now, &fed);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
         fh_hub_unlock (self->hub);
