@@ -13,6 +13,7 @@
 #include "enqueuer.h"
 #include "moksha.h"
 #include "health.h"
+#include "status.h"
 #include "notify.h"
 #include "stats.h"
 #include "stats_format.h"
@@ -60,6 +61,7 @@ typedef struct {
 typedef struct {
     fh_control_t *control;
     fh_stats_t *stats;
+    fh_status_t *status;    /* the status page's ring (status.h) */
     void *inject;           /* PUSH to the enqueuer */
     s_pending_t *pending;
     size_t pending_count, pending_room;
@@ -236,12 +238,15 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         return;
     }
     case FH_CONTROL_HEALTH:
-    case FH_CONTROL_READY: {
+    case FH_CONTROL_READY:
+    case FH_CONTROL_STATUS: {
         fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
-        char *text = snapshot ? fh_health_answer (snapshot, fh_hub_config (hub),
-                                                  fh_hub_enqueuer_age_ns (hub),
-                                                  request.kind == FH_CONTROL_READY)
-                              : NULL;
+        char *text = !snapshot ? NULL
+                     : request.kind == FH_CONTROL_STATUS
+                         ? fh_status_answer (state->status, hub, snapshot, fh_clock_mono_ns ())
+                         : fh_health_answer (snapshot, fh_hub_config (hub),
+                                             fh_hub_enqueuer_age_ns (hub),
+                                             request.kind == FH_CONTROL_READY);
         fh_metrics_snapshot_destroy (&snapshot);
         s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
         free (text);
@@ -451,7 +456,8 @@ s_control_actor (zsock_t *pipe, void *args)
 {
     fh_control_t *self = args;
     const fh_config_t *config = fh_hub_config (self->hub);
-    s_state_t state = {.control = self, .stats = fh_stats_new (self->hub)};
+    s_state_t state
+        = {.control = self, .stats = fh_stats_new (self->hub), .status = fh_status_new ()};
     /* The ROUTER, and with control_curve its keys and ZAP handler. */
     fh_control_guard_t *guard = NULL;
     if (state.stats)
@@ -461,7 +467,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;
     zsock_t *inject = NULL;
-    if (!state.stats && !self->start_error[0])
+    if ((!state.stats || !state.status) && !self->start_error[0])
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else if (router) {
         /* A request carries at most one bus message: a bigger frame is
@@ -545,6 +551,7 @@ s_control_actor (zsock_t *pipe, void *args)
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
+            fh_status_tick (state.status, self->hub, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
             s_notify_status (self->hub, &notified_received, &notified_ns, now, &fed);
@@ -564,6 +571,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_moksha_destroy (&moksha);
     fh_control_guard_destroy (&guard);
     fh_stats_destroy (&state.stats);
+    fh_status_destroy (&state.status);
     /* The pipe orders nothing TSan sees: what the ZAP thread read of the
        configuration is done before the caller frees it. */
     atomic_store_explicit (&self->finished, true, memory_order_release);

@@ -21,12 +21,15 @@
                            socket does not answer with a snapshot
         GET|HEAD /healthz  200 or 503 with a JSON reason: liveness (health.h)
         GET|HEAD /readyz   200 or 503 with a JSON reason: readiness
-        GET|HEAD /         200, a small HTML page linking to /metrics
+        GET|HEAD /         200, the live status page (status_page.h), or 503
+        GET|HEAD /status.json  its figures: the STATUS answer (status.h)
         GET|HEAD other     404
         other methods      405 with "Allow: GET, HEAD" (HEAD comes with
                            GET in HTTP; MHD leaves the body out for it)
 */
 #include "prometheus_http.h"
+
+#include "status_page.h"
 
 #include "clock.h"
 #include "control.h"
@@ -180,16 +183,6 @@ s_guard (void *arg)
     return NULL;
 }
 
-static const char s_index_page[] =
-    "<!DOCTYPE html>\n"
-    "<html><head><meta charset=\"utf-8\"><title>fanhub</title></head>\n"
-    "<body><h1>fanhub</h1>\n"
-    "<p><a href=\"/metrics\">/metrics</a>: the hub's figures in the "
-    "Prometheus text format.</p>\n"
-    "<p><a href=\"/healthz\">/healthz</a> and <a href=\"/readyz\">/readyz</a>: "
-    "liveness and readiness, 200 or 503 with the reasons in JSON.</p>\n"
-    "</body></html>\n";
-
 /* Queues a response whose body is text, copied (MHD frees the copy). */
 static enum MHD_Result
 s_respond (struct MHD_Connection *connection, unsigned status, const char *content_type,
@@ -285,6 +278,40 @@ s_serve_health (fh_prometheus_http_t *self, struct MHD_Connection *connection,
     return ok;
 }
 
+/* GET / (the status page, status_page.h) or /status.json (its figures):
+   from the control thread's STATUS answer. The page is made only when
+   asked; nothing is kept between requests. */
+static enum MHD_Result
+s_serve_status (fh_prometheus_http_t *self, struct MHD_Connection *connection, bool page)
+{
+    char err[512];
+    char *text = fh_control_call (self->control, "STATUS", STATS_TIMEOUT_MS, err, sizeof err);
+    if (!text || strncmp (text, "ERROR ", 6) == 0) {
+        enum MHD_Result ok = s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
+                                             "fanhub: cannot read the hub's status: %s",
+                                             text ? text : err);
+        free (text);
+        return ok;
+    }
+    if (!page) {
+        enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_JSON, text,
+                                        strlen (text), false);
+        free (text);
+        return ok;
+    }
+    json_t *status = json_loads (text, 0, NULL);
+    free (text);
+    char *html = status ? fh_status_page_html (status) : NULL;
+    json_decref (status);
+    if (!html)
+        return s_respond_line (connection, MHD_HTTP_INTERNAL_SERVER_ERROR, false,
+                               "fanhub: cannot make the status page (out of memory?)");
+    enum MHD_Result ok
+        = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_HTML, html, strlen (html), false);
+    free (html);
+    return ok;
+}
+
 /* MHD's request callback, on the daemon's thread. MHD calls it once when
    the headers are in, then for each piece of a body, then once more.
    Another method is refused at once, so its body is never read (MHD then
@@ -319,9 +346,8 @@ s_handle (void *cls, struct MHD_Connection *connection, const char *url,
         return s_serve_health (self, connection, "HEALTH");
     if (strcmp (url, "/readyz") == 0)
         return s_serve_health (self, connection, "READY");
-    if (strcmp (url, "/") == 0)
-        return s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_HTML, s_index_page,
-                          sizeof s_index_page - 1, false);
+    if (strcmp (url, "/") == 0 || strcmp (url, "/status.json") == 0)
+        return s_serve_status (self, connection, url[1] == '\0');
     return s_respond_line (connection, MHD_HTTP_NOT_FOUND, false,
                            "fanhub: not found: the metrics are at /metrics");
 }
