@@ -124,17 +124,19 @@ s_either_endpoint (fh_enqueuer_t *self, const char *address)
     return i;
 }
 
-/* A handshake a bind endpoint refused before ZAP was asked (a plaintext
-   peer of a CURVE socket, or the reverse, a key that does not decrypt,
-   or a peer that hung up mid-handshake on a CURVE socket): counted in
-   auth_denied and logged, rate-limited. A ZAP refusal (FAILED_AUTH) was
-   counted by zap.c. */
+/* A handshake a bind endpoint refused before ZAP was asked: on a CURVE
+   socket any (a plaintext peer, a key that does not decrypt, a peer that
+   hung up mid-handshake having seen the mismatch first), on a plaintext
+   one a CURVE peer. Counted in auth_denied and logged, rate-limited. A
+   ZAP refusal (FAILED_AUTH) was counted by zap.c. */
 static void
 s_refused_peer (fh_enqueuer_t *self, size_t i, uint16_t event, uint32_t value)
 {
     bool curve = self->config->curve.secret_key_file != NULL;
-    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-        || (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !curve))
+    bool refused = curve ? event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                         : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                               && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+    if (!refused)
         return;
     fh_bump (&self->auth_denied);
     fh_endpoint_status_t status;
@@ -143,7 +145,6 @@ s_refused_peer (fh_enqueuer_t *self, size_t i, uint16_t event, uint32_t value)
                     "bus: %s refused a peer: %s (%llu refused so far, hub.auth_denied)",
                     self->config->bind.items[i - self->config->connect.count], status.last_error,
                     (unsigned long long) atomic_load (&self->auth_denied));
-    (void) value;
 }
 
 /* Handles one monitor event; false when none was waiting. */
