@@ -31,6 +31,7 @@ def hub_with_http(wd, connect, consumers, extra="", env=None):
               "    listen: \"%s\"\nconsumers:\n%s" % (fh.yaml_list(connect), extra, listen,
                                                      consumers))
     hub = fh.Hub(wd, config, env=env)
+    hub.wait_ready()  # the control socket answers
     base = "http://" + listen
 
     def answers():
