@@ -98,7 +98,8 @@ def test_page_in_a_browser_matches_stats():
             return (hub.consumer(s, "fast")["completed"] == n
                     and hub.consumer(s, "archive")["enqueued"] == n
                     and spiller["enqueued"] == n and spiller["spool_handoff"] == 0
-                    and spiller["spool_bytes"] > 0)
+                    and spiller["spool_bytes"] > 0
+                    and any(e["last_error"] for e in s["hub"]["endpoints"]))
         fh.wait_for(still, "the figures to settle", hub=hub)
         hub.wait_log("bus: %s has not connected for" % down)
 
