@@ -563,6 +563,9 @@ fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end)
 int64_t
 fh_enqueuer_beat_ns (fh_enqueuer_t *self)
 {
+    /* Stopped (the hub is stopping): nothing to watch any more. */
+    if (atomic_load_explicit (&self->finished, memory_order_acquire))
+        return fh_clock_mono_ns ();
     return atomic_load_explicit (&self->beat_ns, memory_order_relaxed);
 }
 

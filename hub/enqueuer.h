@@ -87,7 +87,8 @@ uint64_t fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_
 int fh_enqueuer_endpoint_peers (fh_enqueuer_t *self, size_t i);
 /* When the actor's loop last turned (monotonic ns): at least once a
    second while it runs, idle or not, but not while a `block` consumer's
-   full queue holds it. */
+   full queue holds it. Once the actor has ended (the hub is stopping):
+   now, as there is nothing left to watch. */
 int64_t fh_enqueuer_beat_ns (fh_enqueuer_t *self);
 /* Endpoint i's state (endpoint_watch.h): connected or not, since when,
    its last error; same numbering. */

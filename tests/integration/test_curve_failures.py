@@ -150,6 +150,10 @@ def test_wrong_server_key_is_one_warning_and_counted():
         status, out, _ = fh.run(["stats", "-e", hub.control, "--format", "prometheus"])
         assert 'fanhub_endpoint_handshake_failures_total{endpoint="%s",kind="connect"}' % address \
             in out, out
+        # check --connect says so too, with the configured keys.
+        status, out, err = fh.run(["check", "--connect", "-c", hub.config])
+        assert status == 1, (status, out, err)
+        assert "  %s: handshake failed: the peer closed the connection" % address in out, out
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
