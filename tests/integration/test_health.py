@@ -76,6 +76,12 @@ def test_endpoint_down_then_up():
                               % address), "readyz 503 for the endpoint", hub=hub)
         pub = bind_publisher(address)
         fh.wait_for(readiness(base, 200, None), "readyz 200 once connected", hub=hub)
+        # The status page and its JSON on a hub that stops cleanly: the
+        # sanitizer builds check what making them leaves behind.
+        with urllib.request.urlopen(base + "/", timeout=30) as r:
+            assert "data-endpoint=\"%s\"" % address in r.read().decode()
+        with urllib.request.urlopen(base + "/status.json", timeout=30) as r:
+            assert json.loads(r.read())["hub"]["endpoints"][0]["connected"] is True
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
