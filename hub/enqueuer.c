@@ -371,10 +371,11 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
         /* The endpoint warnings and reconnections due set the timeout;
            the loop turns at least once a second, so that its beat says
            it is alive when idle (health.h). */
-        long timeout = item_count > 1 ? fh_enq_watch_tick (self) : -1;
+        int64_t now = fh_clock_mono_ns ();
+        atomic_store_explicit (&self->beat_ns, now, memory_order_relaxed);
+        long timeout = item_count > 1 ? fh_enq_watch_tick (self, now) : -1;
         if (timeout < 0 || timeout > BEAT_MS)
             timeout = BEAT_MS;
-        atomic_store_explicit (&self->beat_ns, fh_clock_mono_ns (), memory_order_relaxed);
         if (zmq_poll (items, item_count, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;

@@ -76,6 +76,7 @@ struct fh_enqueuer {
     uint64_t seq;
     fh_ratelimit_t malformed_log;
     fh_ratelimit_t refused_log; /* peers a bind endpoint's handshake refused */
+    int64_t watch_due_ns;       /* the watch's next due time; 0: to be asked */
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -104,7 +105,7 @@ void fh_enq_close_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
 bool fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor);
 /* enqueuer_peers.c: the endpoint warnings and reconnections due by now;
    returns the poll timeout until the next one (-1: none). */
-long fh_enq_watch_tick (fh_enqueuer_t *self);
+long fh_enq_watch_tick (fh_enqueuer_t *self, int64_t now);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

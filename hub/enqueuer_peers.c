@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "fdlimit.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,7 @@ fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
     }
     if (i == SIZE_MAX)
         return true;
+    self->watch_due_ns = 0; /* the event may move the next due time */
     if (fh_endpoint_watch_event (self->watch, i, event, value, now)) {
         /* libzmq gives up after a mechanism mismatch and retries a
            closed handshake at once for ever: the watch retries it. */
@@ -198,17 +200,22 @@ fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
 }
 
 long
-fh_enq_watch_tick (fh_enqueuer_t *self)
+fh_enq_watch_tick (fh_enqueuer_t *self, int64_t now)
 {
     const fh_config_t *config = self->config;
-    int64_t now = fh_clock_mono_ns ();
+    /* Between two due times only the clock is read: the watch's lock is
+       not taken once per message. */
+    if (now < self->watch_due_ns)
+        return (long) ((self->watch_due_ns - now + 999999) / 1000000);
     size_t i;
     while ((i = fh_endpoint_watch_due (self->watch, now)) != SIZE_MAX)
         if (i < config->connect.count
             && zmq_connect (self->sub_handle, config->connect.items[i]) != 0)
             fh_warning ("bus.connect: cannot connect %s again: %s", config->connect.items[i],
                         zmq_strerror (zmq_errno ()));
-    return fh_endpoint_watch_timeout_ms (self->watch, now);
+    long timeout = fh_endpoint_watch_timeout_ms (self->watch, now);
+    self->watch_due_ns = timeout < 0 ? INT64_MAX : now + (int64_t) timeout * 1000000;
+    return timeout;
 }
 
 /* An IPv6 literal (tcp://[::1]:5555) needs ZMQ_IPV6 on its socket: without
