@@ -27,6 +27,7 @@
 #define ZMQ_ZERO_COPY_RECV 10 /* a context option of libzmq >= 4.3, in its draft API */
 #endif
 #define BATCH_MAX 4096 /* messages per wake-up before looking at the pipe */
+#define BEAT_MS 1000   /* the loop's longest wait, idle */
 
 /* The end of a run of offers: wakes the consumers that sleep with
    messages offered since (the queues do not wake them at every push).
@@ -368,7 +369,15 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
     int item_count = self->start_error[0] ? 1 : bus->monitor ? 4 : 3;
     bool running = true;
     while (running) {
-        if (zmq_poll (items, item_count, -1) < 0) {
+        /* The endpoint warnings and reconnections due set the timeout;
+           the loop turns at least once a second, so that its beat says
+           it is alive when idle (health.h). */
+        int64_t now = fh_clock_mono_ns ();
+        atomic_store_explicit (&self->beat_ns, now, memory_order_relaxed);
+        long timeout = item_count > 1 ? fh_enq_watch_tick (self, now) : -1;
+        if (timeout < 0 || timeout > BEAT_MS)
+            timeout = BEAT_MS;
+        if (zmq_poll (items, item_count, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
             break; /* ETERM: the context is going away */
@@ -473,6 +482,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     memset (self, 0, sizeof *self);
     fh_handled_init (&self->handled);
     self->max_peers = INT_MAX; /* until the bind endpoints' budget is known */
+    atomic_init (&self->beat_ns, fh_clock_mono_ns ());
     self->config = config;
     self->trigger = trigger;
     self->consumers = consumers;
@@ -484,6 +494,11 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     self->targets = calloc (consumer_count ? consumer_count : 1, sizeof *self->targets);
     self->peers = calloc (config->connect.count + config->bind.count + 1, sizeof *self->peers);
     self->bind_ports = calloc (config->bind.count + 1, sizeof *self->bind_ports);
+    self->watch = fh_endpoint_watch_new ((const char *const *) config->connect.items,
+                                         config->connect.count,
+                                         (const char *const *) config->bind.items,
+                                         config->bind.count, config->curve.secret_key_file != NULL,
+                                         config->connect_warning_ms * 1000000, fh_clock_mono_ns ());
     bool gaps_ok = true;
     if (config->gaps.counter) {
         self->gaps
@@ -498,7 +513,7 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
             self->seq = kept;
     }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
-        && self->peers && self->bind_ports && gaps_ok)
+        && self->peers && self->bind_ports && self->watch && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -534,6 +549,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->targets);
     free (self->peers);
     free (self->bind_ports);
+    fh_endpoint_watch_destroy (&self->watch);
     fh_gaps_destroy (&self->gaps);
     free (self);
     *self_p = NULL;
@@ -545,6 +561,15 @@ fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end)
     if (end_to_end)
         fh_histogram_read (&self->handled.end_to_end, end_to_end);
     return atomic_load_explicit (&self->handled.handled, memory_order_acquire);
+}
+
+int64_t
+fh_enqueuer_beat_ns (fh_enqueuer_t *self)
+{
+    /* Stopped (the hub is stopping): nothing to watch any more. */
+    if (atomic_load_explicit (&self->finished, memory_order_acquire))
+        return fh_clock_mono_ns ();
+    return atomic_load_explicit (&self->beat_ns, memory_order_relaxed);
 }
 
 const char *

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "consumer.h"
 #include "emit.h"
+#include "endpoint_watch.h"
 #include "trigger.h"
 
 #include <stdbool.h>
@@ -84,5 +85,13 @@ uint64_t fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_
    bus.bind, in config order. From the ZeroMQ socket monitor, so it lags
    the network by a moment. */
 int fh_enqueuer_endpoint_peers (fh_enqueuer_t *self, size_t i);
+/* When the actor's loop last turned (monotonic ns): at least once a
+   second while it runs, idle or not, but not while a `block` consumer's
+   full queue holds it. Once the actor has ended (the hub is stopping):
+   now, as there is nothing left to watch. */
+int64_t fh_enqueuer_beat_ns (fh_enqueuer_t *self);
+/* Endpoint i's state (endpoint_watch.h): connected or not, since when,
+   its last error; same numbering. */
+void fh_enqueuer_endpoint_status (fh_enqueuer_t *self, size_t i, fh_endpoint_status_t *out);
 
 #endif

@@ -17,6 +17,7 @@
 #include "enqueuer.h"
 
 #include "atomics.h"
+#include "endpoint_watch.h"
 #include "gaps.h"
 #include "log.h"
 #include "zap.h"
@@ -36,6 +37,8 @@ struct fh_enqueuer {
     atomic_uint_fast64_t auth_denied;   /* handshakes refused: key, address,
                                            mechanism, cryptography */
     atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
+    fh_endpoint_watch_t *watch;         /* the endpoints' state; read by anyone */
+    atomic_int_fast64_t beat_ns;        /* the loop's last turn (monotonic) */
     fh_handled_t handled;               /* messages every matching consumer refused */
     fh_gaps_t *gaps;                    /* bus.gap_detection, or NULL */
     char inject_endpoint[64];
@@ -72,6 +75,8 @@ struct fh_enqueuer {
     fh_msg_t *target_msg;
     uint64_t seq;
     fh_ratelimit_t malformed_log;
+    fh_ratelimit_t refused_log; /* peers a bind endpoint's handshake refused */
+    int64_t watch_due_ns;       /* the watch's next due time; 0: to be asked */
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -98,6 +103,9 @@ int fh_enq_open_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
 void fh_enq_close_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
 /* enqueuer_peers.c: handles one monitor event; false when none was waiting. */
 bool fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor);
+/* enqueuer_peers.c: the endpoint warnings and reconnections due by now;
+   returns the poll timeout until the next one (-1: none). */
+long fh_enq_watch_tick (fh_enqueuer_t *self, int64_t now);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

@@ -5,8 +5,10 @@
 */
 #include "enqueuer_internal.h"
 
+#include "clock.h"
 #include "fdlimit.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +26,10 @@ s_port_of (const char *address)
 /* The endpoint a monitor event is about: the configured string when it
    matches. A connection accepted on a bind endpoint is named by its local
    address (tcp://127.0.0.1:P for a bind on a wildcard address or on
-   localhost): the bind endpoint whose port it is. When neither
-   names one, the only endpoint of that kind (fallback); SIZE_MAX when
-   unknown. */
+   localhost): the bind endpoint whose port it is; a connect endpoint
+   whose name libzmq resolved is named by the address: the connect
+   endpoint with that port. When neither names one, the only endpoint of
+   that kind (fallback); SIZE_MAX when unknown. */
 static size_t
 s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted, bool fallback)
 {
@@ -36,9 +39,9 @@ s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted, bool 
     for (size_t i = 0; i < list->count; i++)
         if (strcmp (list->items[i], address) == 0)
             return base + i;
-    int port = accepted ? s_port_of (address) : -1;
+    int port = s_port_of (address);
     for (size_t i = 0; port > 0 && i < list->count; i++)
-        if (self->bind_ports[i] == port)
+        if (accepted ? self->bind_ports[i] == port : s_port_of (list->items[i]) == port)
             return base + i;
     return fallback && list->count == 1 ? base : SIZE_MAX;
 }
@@ -74,77 +77,145 @@ s_shed (fh_enqueuer_t *self, const char *address, int fd)
                     address, self->max_peers, (unsigned long long) refused + 1);
 }
 
-/* Handles one monitor event; false when none was waiting. */
-bool
-fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
+/* Reads one monitor event: its number, value and address. False when
+   none was waiting. */
+static bool
+s_read_event (void *monitor, uint16_t *event, uint32_t *value, char *address, size_t size)
 {
     zmq_msg_t frame;
     if (!fh_enq_recv_now (monitor, &frame))
         return false;
-    uint16_t event = 0;
-    uint32_t value = 0; /* the descriptor of ACCEPTED, the error of a failure */
+    *event = 0;
+    *value = 0; /* the descriptor of ACCEPTED, the error of a failure */
     if (zmq_msg_size (&frame) >= 6) {
-        memcpy (&event, zmq_msg_data (&frame), 2);
-        memcpy (&value, (const char *) zmq_msg_data (&frame) + 2, 4);
+        memcpy (event, zmq_msg_data (&frame), 2);
+        memcpy (value, (const char *) zmq_msg_data (&frame) + 2, 4);
     }
     bool more = zmq_msg_more (&frame);
-    char address[512] = "";
+    address[0] = '\0';
     if (more) {
         zmq_msg_close (&frame);
         zmq_msg_init (&frame);
         if (zmq_msg_recv (&frame, monitor, 0) >= 0) {
             size_t n = zmq_msg_size (&frame);
-            if (n >= sizeof address)
-                n = sizeof address - 1;
+            if (n >= size)
+                n = size - 1;
             memcpy (address, zmq_msg_data (&frame), n);
             address[n] = '\0';
         }
     }
     zmq_msg_close (&frame);
-    int delta = 0;
-    bool accepted = false;
-    switch (event) {
-    case ZMQ_EVENT_CONNECTED: delta = 1; break;
-    case ZMQ_EVENT_ACCEPTED:
-        delta = 1;
-        accepted = true;
-        break;
-    case ZMQ_EVENT_DISCONNECTED: delta = -1; break;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        /* A plaintext peer of a CURVE socket (or the reverse), or a CURVE
-           handshake that does not decrypt: refused before ZAP is asked. */
-        if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-            || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
-            fh_bump (&self->auth_denied);
-        return true;
-    default: return true;
-    }
-    /* A disconnect does not say which side made the connection: try the
-       connect endpoints first, then the bind ones; by name, then the
-       only one of its kind. */
-    size_t i = s_endpoint_index (self, address, accepted, event != ZMQ_EVENT_DISCONNECTED);
-    if (event == ZMQ_EVENT_DISCONNECTED && i == SIZE_MAX)
+    return true;
+}
+
+/* The endpoint of an event that does not say which side made the
+   connection (a handshake's end, a disconnect): the connect endpoints
+   first, then the bind ones; by name, then the only one of its kind. */
+static size_t
+s_either_endpoint (fh_enqueuer_t *self, const char *address)
+{
+    size_t i = s_endpoint_index (self, address, false, false);
+    if (i == SIZE_MAX)
         i = s_endpoint_index (self, address, true, false);
-    if (event == ZMQ_EVENT_DISCONNECTED && i == SIZE_MAX) {
+    if (i == SIZE_MAX) {
         i = s_endpoint_index (self, address, false, true);
         if (i == SIZE_MAX || atomic_load (&self->peers[i]) == 0)
             i = s_endpoint_index (self, address, true, true);
     }
+    return i;
+}
+
+/* A handshake a bind endpoint refused before ZAP was asked: on a CURVE
+   socket any (a plaintext peer, a key that does not decrypt, a peer that
+   hung up mid-handshake having seen the mismatch first), on a plaintext
+   one a CURVE peer. Counted in auth_denied and logged, rate-limited. A
+   ZAP refusal (FAILED_AUTH) was counted by zap.c. */
+static void
+s_refused_peer (fh_enqueuer_t *self, size_t i, uint16_t event, uint32_t value)
+{
+    bool curve = self->config->curve.secret_key_file != NULL;
+    bool refused = curve ? event != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                         : event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                               && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH;
+    if (!refused)
+        return;
+    fh_bump (&self->auth_denied);
+    fh_endpoint_status_t status;
+    fh_endpoint_watch_read (self->watch, i, &status);
+    fh_log_limited (&self->refused_log, FANHUB_LOG_WARNING,
+                    "bus: %s refused a peer: %s (%llu refused so far, hub.auth_denied)",
+                    self->config->bind.items[i - self->config->connect.count], status.last_error,
+                    (unsigned long long) atomic_load (&self->auth_denied));
+}
+
+/* Handles one monitor event; false when none was waiting. */
+bool
+fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
+{
+    uint16_t event;
+    uint32_t value;
+    char address[512];
+    if (!s_read_event (monitor, &event, &value, address, sizeof address))
+        return false;
+    const fh_config_t *config = self->config;
+    int64_t now = fh_clock_mono_ns ();
+    size_t i;
+    switch (event) {
+    case ZMQ_EVENT_ACCEPTED: i = s_endpoint_index (self, address, true, true); break;
+    case ZMQ_EVENT_CONNECTED:
+    case ZMQ_EVENT_CONNECT_DELAYED:
+    case ZMQ_EVENT_CONNECT_RETRIED:
+    case ZMQ_EVENT_CLOSED: i = s_endpoint_index (self, address, false, true); break;
+    default: i = s_either_endpoint (self, address); break;
+    }
     if (i == SIZE_MAX)
         return true;
-    int now = atomic_load (&self->peers[i]) + delta;
-    atomic_store (&self->peers[i], now < 0 ? 0 : now);
-    if (i >= self->config->connect.count) {
+    self->watch_due_ns = 0; /* the event may move the next due time */
+    if (fh_endpoint_watch_event (self->watch, i, event, value, now)) {
+        /* libzmq gives up after a mechanism mismatch and retries a
+           closed handshake at once for ever: the watch retries it. */
+        if (zmq_disconnect (self->sub_handle, config->connect.items[i]) != 0)
+            fh_debug ("bus: disconnect %s: %s", config->connect.items[i],
+                      zmq_strerror (zmq_errno ()));
+    }
+    if (i >= config->connect.count
+        && (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+            || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
+        s_refused_peer (self, i, event, value);
+    int delta = event == ZMQ_EVENT_CONNECTED || event == ZMQ_EVENT_ACCEPTED ? 1
+                : event == ZMQ_EVENT_DISCONNECTED                           ? -1
+                                                                            : 0;
+    if (delta == 0)
+        return true;
+    int now_peers = atomic_load (&self->peers[i]) + delta;
+    atomic_store (&self->peers[i], now_peers < 0 ? 0 : now_peers);
+    if (i >= config->connect.count) {
         int all = atomic_load (&self->bind_peers) + delta;
         atomic_store (&self->bind_peers, all < 0 ? 0 : all);
+        fh_endpoint_watch_peers (self->watch, i, now_peers, now);
     }
-    if (event == ZMQ_EVENT_ACCEPTED && now > self->max_peers)
+    if (event == ZMQ_EVENT_ACCEPTED && now_peers > self->max_peers)
         s_shed (self, address, (int) value);
-    if (event == ZMQ_EVENT_CONNECTED)
-        fh_info ("bus: connected to %s", address);
-    else if (event == ZMQ_EVENT_DISCONNECTED && i < self->config->connect.count)
-        fh_warning ("bus: disconnected from %s; ZeroMQ reconnects by itself", address);
     return true;
+}
+
+long
+fh_enq_watch_tick (fh_enqueuer_t *self, int64_t now)
+{
+    const fh_config_t *config = self->config;
+    /* Between two due times only the clock is read: the watch's lock is
+       not taken once per message. */
+    if (now < self->watch_due_ns)
+        return (long) ((self->watch_due_ns - now + 999999) / 1000000);
+    size_t i;
+    while ((i = fh_endpoint_watch_due (self->watch, now)) != SIZE_MAX)
+        if (i < config->connect.count
+            && zmq_connect (self->sub_handle, config->connect.items[i]) != 0)
+            fh_warning ("bus.connect: cannot connect %s again: %s", config->connect.items[i],
+                        zmq_strerror (zmq_errno ()));
+    long timeout = fh_endpoint_watch_timeout_ms (self->watch, now);
+    self->watch_due_ns = timeout < 0 ? INT64_MAX : now + (int64_t) timeout * 1000000;
+    return timeout;
 }
 
 /* An IPv6 literal (tcp://[::1]:5555) needs ZMQ_IPV6 on its socket: without
@@ -222,6 +293,12 @@ fh_enqueuer_endpoint_peers (fh_enqueuer_t *self, size_t i)
     return atomic_load (&self->peers[i]);
 }
 
+void
+fh_enqueuer_endpoint_status (fh_enqueuer_t *self, size_t i, fh_endpoint_status_t *out)
+{
+    fh_endpoint_watch_read (self->watch, i, out);
+}
+
 /* The socket monitor tells which endpoints have a connection; it must
    listen before the first connect, or early events are lost. NULL when
    it cannot be made (the peers then go uncounted). */
@@ -232,9 +309,12 @@ s_open_monitor (fh_enqueuer_t *self, zsock_t *sub)
     snprintf (monitor_endpoint, sizeof monitor_endpoint, "inproc://fanhub-monitor-%p",
               (void *) self);
     zsock_t *monitor = NULL;
-    if (zmq_socket_monitor (zsock_resolve (sub), monitor_endpoint,
-                            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
-                                | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+    if (zmq_socket_monitor (
+            zsock_resolve (sub), monitor_endpoint,
+            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+                | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_CLOSED
+                | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         == 0) {
         monitor = zsock_new (ZMQ_PAIR);
         /* No high-water mark on this end makes the inproc pipe unbounded:

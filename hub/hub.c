@@ -748,6 +748,20 @@ fh_hub_endpoint_peers (fh_hub_t *self, size_t index)
     return self->enqueuer ? fh_enqueuer_endpoint_peers (self->enqueuer, index) : 0;
 }
 
+int64_t
+fh_hub_enqueuer_age_ns (fh_hub_t *self)
+{
+    return self->enqueuer ? fh_clock_mono_ns () - fh_enqueuer_beat_ns (self->enqueuer) : 0;
+}
+
+void
+fh_hub_endpoint_status (fh_hub_t *self, size_t index, fh_endpoint_status_t *out)
+{
+    memset (out, 0, sizeof *out);
+    if (self->enqueuer)
+        fh_enqueuer_endpoint_status (self->enqueuer, index, out);
+}
+
 void
 fh_hub_log_counts (fh_hub_t *self)
 {

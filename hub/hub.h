@@ -117,6 +117,12 @@ int64_t fh_hub_started_ns (const fh_hub_t *self);
 /* Connections up on a bus endpoint: index counts the bus.connect
    endpoints, then the bus.bind ones, as configured. */
 int fh_hub_endpoint_peers (fh_hub_t *self, size_t index);
+/* How long ago the enqueuer's loop last turned (ns); 0 when it is not
+   running. */
+int64_t fh_hub_enqueuer_age_ns (fh_hub_t *self);
+/* A bus endpoint's state (endpoint_watch.h), numbered as above; zeros
+   when the enqueuer is not running. */
+void fh_hub_endpoint_status (fh_hub_t *self, size_t index, fh_endpoint_status_t *out);
 /* Logs the counters of the hub and of every consumer, one line each. */
 void fh_hub_log_counts (fh_hub_t *self);
 

@@ -21,7 +21,7 @@ s_note (void *arg, const char *line)
     fprintf (stderr, "fanhub check: note: %s\n", line);
 }
 
-enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY, S_OPT_CONNECT, S_OPT_TIMEOUT };
 
 static const fh_cli_option_t s_options[] = {
     {'c', "config", "FILE",
@@ -30,26 +30,39 @@ static const fh_cli_option_t s_options[] = {
      "where plugins named without a '/' are found\n"
      "(default: $FANHUB_PLUGIN_DIR, else the\n"
      "installed plugin directory)"},
+    {S_OPT_CONNECT, "connect", NULL,
+     "also try every bus endpoint: connect (with the\n"
+     "configured CURVE keys) and say what each came to\n"
+     "(connected, name not resolved, refused, handshake\n"
+     "failed, no answer); bind endpoints are bound and\n"
+     "unbound at once"},
+    {S_OPT_TIMEOUT, "timeout", "SECONDS",
+     "how long --connect waits for an endpoint (default 5)"},
     {0, NULL, NULL, NULL},
 };
 
 static const fh_cli_command_t s_command = {
     "check",
-    "[-c FILE] [--plugin-dir DIR]",
+    "[-c FILE] [--plugin-dir DIR] [--connect [--timeout SECONDS]]",
     "Validates a configuration file, loads every consumer's plugin and has\n"
     "it check the consumer's options, and looks at the state directory:\n"
     "what would stop 'fanhub run' is reported, without side effects (no\n"
     "socket bound, no file or directory created, no lock taken). Notes\n"
     "(a directory run would create, a spool a running hub holds) go to\n"
-    "stderr. Without -c, checks the built-in default configuration.",
+    "stderr. Without -c, checks the built-in default configuration.\n"
+    "With --connect (opt-in, it touches the network) it then tries each\n"
+    "bus endpoint as 'fanhub run' would.",
     s_options,
-    "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL).",
+    "Exit status: 0 valid, 2 invalid (the error names FILE:LINE:COL),\n"
+    "1 valid but an endpoint did not connect (--connect).",
 };
 
 int
 fh_cmd_check (int argc, char **argv)
 {
     const char *path = NULL, *plugin_dir = NULL;
+    bool connect = false;
+    double timeout_s = 5;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
@@ -58,6 +71,16 @@ fh_cmd_check (int argc, char **argv)
         switch (opt) {
         case 'c': path = arg; break;
         case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
+        case S_OPT_CONNECT: connect = true; break;
+        case S_OPT_TIMEOUT: {
+            char *end = NULL;
+            timeout_s = strtod (arg, &end);
+            if (!end || *end || end == arg || !(timeout_s > 0 && timeout_s <= 3600))
+                return fh_cli_usage_error (&s_command,
+                                           "--timeout: expected seconds from 0 to 3600, got '%s'",
+                                           arg);
+            break;
+        }
         }
     }
     if (opt < 0)
@@ -97,6 +120,7 @@ fh_cmd_check (int argc, char **argv)
     for (size_t i = 0; i < config->consumer_count; i++)
         printf ("  %s: %s\n", config->consumers[i].name, paths[i]);
     free (paths);
+    int status = connect ? fh_check_connect (config, (int64_t) (timeout_s * 1000)) : FH_EXIT_OK;
     fh_config_destroy (&config);
-    return FH_EXIT_OK;
+    return status;
 }

@@ -7,7 +7,10 @@
 #ifndef FH_COMMANDS_H_INCLUDED
 #define FH_COMMANDS_H_INCLUDED
 
+#include "config.h"
 #include "fanhub/consumer.h"
+
+#include <stdint.h>
 
 #define FH_EXIT_OK 0
 #define FH_EXIT_FAILURE 1
@@ -25,5 +28,10 @@ int fh_cmd_reload (int argc, char **argv);
 int fh_cmd_plugins (int argc, char **argv);
 int fh_cmd_replay (int argc, char **argv);
 int fh_cmd_keygen (int argc, char **argv);
+
+/* cmd_check_connect.c: `check --connect`: tries every bus endpoint for
+   timeout_ms at most and prints what each came to. FH_EXIT_OK when all
+   connected (or bound), else FH_EXIT_FAILURE. */
+int fh_check_connect (const fh_config_t *config, int64_t timeout_ms);
 
 #endif

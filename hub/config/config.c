@@ -453,6 +453,8 @@ static const fh_cfg_field_t s_bus_fields[] = {
     { .key = "max_peers", .parse = fh_cfg_parse_size, .offset = offsetof (fh_config_t, max_peers),
       .min = 1, .max = 1000000 },
     { .key = "amqp", .parse = fh_cfg_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
+    { .key = "connect_warning", .parse = fh_cfg_parse_millis,
+      .offset = offsetof (fh_config_t, connect_warning_ms), .min = 0, .max = 86400 },
     { .key = NULL },
 };
 
@@ -614,6 +616,7 @@ static void
 s_defaults (fh_config_t *cfg)
 {
     cfg->rcvhwm = FH_DEFAULT_RCVHWM;
+    cfg->connect_warning_ms = FH_DEFAULT_CONNECT_WARNING_MS;
     cfg->max_frames = FH_DEFAULT_MAX_FRAMES;
     cfg->max_message_bytes = FH_DEFAULT_MAX_MESSAGE_BYTES;
     cfg->shutdown_timeout_ms = FH_DEFAULT_SHUTDOWN_TIMEOUT_MS;

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #define FH_DEFAULT_RCVHWM 100000
+#define FH_DEFAULT_CONNECT_WARNING_MS 10000
 #define FH_DEFAULT_QUEUE_CAPACITY 100000
 #define FH_DEFAULT_SHUTDOWN_TIMEOUT_MS 10000
 #define FH_DEFAULT_MAX_FRAMES 32
@@ -98,6 +99,7 @@ typedef struct {
     fh_strlist_t connect; /* bus.connect */
     fh_strlist_t bind;    /* bus.bind; connect + bind together not empty */
     int rcvhwm;           /* bus.rcvhwm, >= 0 (0 = no limit) */
+    int64_t connect_warning_ms; /* bus.connect_warning; 0 = no warning */
     size_t max_frames;    /* bus.max_frames, >= 2 */
     size_t max_message_bytes; /* bus.max_message_bytes, > 0 */
     char *control;        /* control endpoint, resolved (never NULL) */

@@ -12,6 +12,8 @@
 #include "emit.h"
 #include "enqueuer.h"
 #include "moksha.h"
+#include "health.h"
+#include "status.h"
 #include "notify.h"
 #include "stats.h"
 #include "stats_format.h"
@@ -60,6 +62,7 @@ typedef struct {
 typedef struct {
     fh_control_t *control;
     fh_stats_t *stats;
+    fh_status_t *status;    /* the status page's ring (status.h) */
     void *inject;           /* PUSH to the enqueuer */
     s_pending_t *pending;
     size_t pending_count, pending_room;
@@ -235,6 +238,21 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         free (text);
         return;
     }
+    case FH_CONTROL_HEALTH:
+    case FH_CONTROL_READY:
+    case FH_CONTROL_STATUS: {
+        fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
+        char *text = !snapshot ? NULL
+                     : request.kind == FH_CONTROL_STATUS
+                         ? fh_status_answer (state->status, hub, snapshot, fh_clock_mono_ns ())
+                         : fh_health_answer (snapshot, fh_hub_config (hub),
+                                             fh_hub_enqueuer_age_ns (hub),
+                                             request.kind == FH_CONTROL_READY);
+        fh_metrics_snapshot_destroy (&snapshot);
+        s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
+        free (text);
+        return;
+    }
     case FH_CONTROL_RELOAD:
         s_request_reload (state, router, envelope, envelope_count);
         return;
@@ -397,7 +415,8 @@ s_serve_pending (s_state_t *state, void *router)
    rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
    loop is alive, so a hung control plane gets restarted. */
 static void
-s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now)
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now,
+                 bool *fed)
 {
     fh_enqueuer_counts_t counts;
     fh_hub_counts (hub, &counts);
@@ -417,9 +436,20 @@ s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64
             name = fh_consumer_name (fh_hub_consumer (hub, i));
         }
     }
-    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)",
-               fh_notify_watchdog_usec () ? "WATCHDOG=1\n" : "", rate,
-               (unsigned long long) largest, name ? name : "none");
+    /* The watchdog is fed only while the enqueuer's loop turns too: a
+       wedged enqueuer gets the hub restarted. */
+    int64_t age = fh_hub_enqueuer_age_ns (hub);
+    bool live = fh_health_enqueuer_live (age);
+    if (fh_notify_watchdog_usec () && live != *fed)
+        fh_log (live ? FANHUB_LOG_INFO : FANHUB_LOG_WARNING,
+                live ? "watchdog: fed again, the enqueuer advances"
+                     : "watchdog: not fed: the enqueuer has not advanced for %.1f s",
+                (double) age / 1e9);
+    *fed = live;
+    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)%s",
+               fh_notify_watchdog_usec () && live ? "WATCHDOG=1\n" : "", rate,
+               (unsigned long long) largest, name ? name : "none",
+               live ? "" : "; the enqueuer is not advancing");
 }
 
 static void
@@ -428,7 +458,8 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_control_t *self = args;
     fh_thread_name_self ("fh:control");
     const fh_config_t *config = fh_hub_config (self->hub);
-    s_state_t state = {.control = self, .stats = fh_stats_new (self->hub)};
+    s_state_t state
+        = {.control = self, .stats = fh_stats_new (self->hub), .status = fh_status_new ()};
     /* The ROUTER, and with control_curve its keys and ZAP handler. */
     fh_control_guard_t *guard = NULL;
     if (state.stats)
@@ -438,7 +469,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;
     zsock_t *inject = NULL;
-    if (!state.stats && !self->start_error[0])
+    if ((!state.stats || !state.status) && !self->start_error[0])
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else if (router) {
         /* A request carries at most one bus message: a bigger frame is
@@ -481,6 +512,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_hub_unlock (self->hub);
     uint64_t notified_received = 0;
     int64_t notified_ns = fh_clock_mono_ns ();
+    bool fed = true; /* the watchdog, at the last tick */
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -521,9 +553,10 @@ s_control_actor (zsock_t *pipe, void *args)
         int64_t now = fh_clock_mono_ns ();
         if (now >= next_tick && state.stats) {
             fh_stats_tick (state.stats, now);
+            fh_status_tick (state.status, self->hub, now);
             fh_moksha_tick (moksha, now);
             fh_collectd_push_tick (push, state.stats, now);
-            s_notify_status (self->hub, &notified_received, &notified_ns, now);
+            s_notify_status (self->hub, &notified_received, &notified_ns, now, &fed);
             next_tick = now + TICK_MS * INT64_C (1000000);
         }
         fh_hub_unlock (self->hub);
@@ -540,6 +573,7 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_moksha_destroy (&moksha);
     fh_control_guard_destroy (&guard);
     fh_stats_destroy (&state.stats);
+    fh_status_destroy (&state.status);
     /* The pipe orders nothing TSan sees: what the ZAP thread read of the
        configuration is done before the caller frees it. */
     atomic_store_explicit (&self->finished, true, memory_order_release);

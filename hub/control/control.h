@@ -6,6 +6,9 @@
       PING   -> "PONG"
       STATS  -> the JSON snapshot of docs/stats-schema.md
       METRICS -> the same figures as Prometheus text (docs/metrics.md)
+      HEALTH -> "200 JSON" or "503 JSON": liveness (health.h)
+      READY  -> "200 JSON" or "503 JSON": readiness (health.h)
+      STATUS -> the status page's JSON: STATS with more (status.h)
       EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames]
              -> once routed (nowait) or handled or timed out (wait):
                 {"matched": N, "handled": bool, "timed_out": bool,

@@ -92,14 +92,18 @@ fh_control_parse (const fanhub_bytes_t *frames, size_t count, fh_control_request
 
     fh_control_request_t request = {0};
     if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS") || s_is (&frames[0], "METRICS")
-        || s_is (&frames[0], "RELOAD")) {
+        || s_is (&frames[0], "RELOAD") || s_is (&frames[0], "HEALTH")
+        || s_is (&frames[0], "READY") || s_is (&frames[0], "STATUS")) {
         if (count != 1)
             return s_refuse (err, errlen,
-                             "ERROR PING, STATS, METRICS and RELOAD take no arguments (a request "
+                             "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request "
                              "is one frame)");
         request.kind = s_is (&frames[0], "PING")      ? FH_CONTROL_PING
                        : s_is (&frames[0], "STATS")   ? FH_CONTROL_STATS
                        : s_is (&frames[0], "METRICS") ? FH_CONTROL_METRICS
+                       : s_is (&frames[0], "HEALTH")  ? FH_CONTROL_HEALTH
+                       : s_is (&frames[0], "READY")   ? FH_CONTROL_READY
+                       : s_is (&frames[0], "STATUS")  ? FH_CONTROL_STATUS
                                                       : FH_CONTROL_RELOAD;
     }
     else if (s_is (&frames[0], "EMIT")) {

@@ -9,6 +9,7 @@
       STATS                                         no arguments
       METRICS                                       no arguments
       RELOAD                                        no arguments
+      HEALTH, READY, STATUS                         no arguments
       EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]
       INJECT, consumer, topic, body[, frames...]
 
@@ -28,7 +29,7 @@
 #include <stdint.h>
 
 /* The command words, as error answers list them. */
-#define FH_CONTROL_COMMANDS "PING, STATS, METRICS, EMIT, INJECT, RELOAD"
+#define FH_CONTROL_COMMANDS "PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS"
 /* The longest EMIT timeout: one day. */
 #define FH_CONTROL_TIMEOUT_MAX_MS 86400000
 
@@ -38,7 +39,10 @@ typedef enum {
     FH_CONTROL_METRICS,
     FH_CONTROL_EMIT,
     FH_CONTROL_INJECT,
-    FH_CONTROL_RELOAD
+    FH_CONTROL_RELOAD,
+    FH_CONTROL_HEALTH, /* liveness (health.h) */
+    FH_CONTROL_READY,  /* readiness (health.h) */
+    FH_CONTROL_STATUS  /* the status page's JSON (status.h) */
 } fh_control_kind_t;
 
 typedef struct {

@@ -95,6 +95,14 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          "1 while at least one peer is connected on the bus endpoint, else 0."),
     ROW (FH_M_ENDPOINT_PEERS, FH_SCOPE_ENDPOINT, "peers", NULL, NULL, G, false, "connections",
          "Connections up on the bus endpoint."),
+    ROW (FH_M_ENDPOINT_SINCE, FH_SCOPE_ENDPOINT, "since",
+         "fanhub_endpoint_since_timestamp_seconds", NULL, G, true, "seconds",
+         "Unix time the bus endpoint last became connected or not (or the hub started)."),
+    ROW (FH_M_ENDPOINT_LAST_ERROR, FH_SCOPE_ENDPOINT, "last_error", NULL, NULL, F, false, "",
+         "The last cause ZeroMQ gave for the bus endpoint not being connected; null when none."),
+    ROW (FH_M_ENDPOINT_HANDSHAKE_FAILURES, FH_SCOPE_ENDPOINT, "handshake_failures",
+         "fanhub_endpoint_handshake_failures_total", NULL, C, false, "handshakes",
+         "ZMTP handshakes on the bus endpoint that failed (mechanism, key, ZAP, hang-up)."),
 
     ROW (FH_M_CONSUMER_NAME, FH_SCOPE_CONSUMER, "name", NULL, NULL, F, false, "",
          "The consumer's name; the consumer label."),
@@ -231,6 +239,7 @@ s_item_free (fh_metrics_item_t *item)
 {
     free (item->name);
     free (item->text);
+    free (item->error);
     free (item->busy);
 }
 

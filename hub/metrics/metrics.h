@@ -78,6 +78,9 @@ typedef enum {
     FH_M_ENDPOINT_KIND,
     FH_M_ENDPOINT_CONNECTED,
     FH_M_ENDPOINT_PEERS,
+    FH_M_ENDPOINT_SINCE,
+    FH_M_ENDPOINT_LAST_ERROR,
+    FH_M_ENDPOINT_HANDSHAKE_FAILURES,
     /* consumers[] */
     FH_M_CONSUMER_NAME,
     FH_M_CONSUMER_PLUGIN,
@@ -167,6 +170,7 @@ typedef struct {
 typedef struct {
     char *name;  /* hub: its name; endpoint: the address; consumer: its name */
     char *text;  /* hub: the version; endpoint: the kind; consumer: the plugin */
+    char *error; /* endpoint: its last error (NULL: none) */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
     fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
                                                   queue_wait, processing */

@@ -127,6 +127,14 @@ s_hub_json (const fh_metrics_snapshot_t *self)
                                       "peers",
                                       (json_int_t) fh_metric_value_int (
                                           &item->values[FH_M_ENDPOINT_PEERS]));
+        if (endpoint) {
+            json_object_set_new (endpoint, "since",
+                                 s_value_json (&item->values[FH_M_ENDPOINT_SINCE]));
+            json_object_set_new (endpoint, "last_error",
+                                 item->error ? json_string (item->error) : json_null ());
+            json_object_set_new (endpoint, "handshake_failures",
+                                 s_value_json (&item->values[FH_M_ENDPOINT_HANDSHAKE_FAILURES]));
+        }
         json_array_append_new (endpoints, endpoint);
     }
     json_object_set_new (json, "endpoints", endpoints);
@@ -277,7 +285,8 @@ s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
             continue;
         fh_metrics_item_t *item = fh_metrics_add_endpoints (self, 1);
         if (!item || fh_metrics_set_text (&item->name, address) != 0
-            || fh_metrics_set_text (&item->text, s_text (endpoint, "kind")) != 0)
+            || fh_metrics_set_text (&item->text, s_text (endpoint, "kind")) != 0
+            || fh_metrics_set_text (&item->error, s_text (endpoint, "last_error")) != 0)
             return -1;
         s_scope_read (endpoint, FH_SCOPE_ENDPOINT, item);
         fh_metrics_set_int (item, FH_M_ENDPOINT_CONNECTED,

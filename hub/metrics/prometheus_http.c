@@ -19,12 +19,17 @@
         GET|HEAD /metrics  200, the Prometheus text (format 0.0.4), or 503
                            with one line saying why when the control
                            socket does not answer with a snapshot
-        GET|HEAD /         200, a small HTML page linking to /metrics
+        GET|HEAD /healthz  200 or 503 with a JSON reason: liveness (health.h)
+        GET|HEAD /readyz   200 or 503 with a JSON reason: readiness
+        GET|HEAD /         200, the live status page (status_page.h), or 503
+        GET|HEAD /status.json  its figures: the STATUS answer (status.h)
         GET|HEAD other     404
         other methods      405 with "Allow: GET, HEAD" (HEAD comes with
                            GET in HTTP; MHD leaves the body out for it)
 */
 #include "prometheus_http.h"
+
+#include "status_page.h"
 
 #include "clock.h"
 #include "control.h"
@@ -32,6 +37,7 @@
 #include "thread.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -56,6 +62,7 @@
 #define CONTENT_TYPE_METRICS "text/plain; version=0.0.4; charset=utf-8"
 #define CONTENT_TYPE_TEXT "text/plain; charset=utf-8"
 #define CONTENT_TYPE_HTML "text/html; charset=utf-8"
+#define CONTENT_TYPE_JSON "application/json"
 
 /* A connection as the guard sees it. */
 typedef struct s_conn {
@@ -176,14 +183,6 @@ s_guard (void *arg)
     return NULL;
 }
 
-static const char s_index_page[] =
-    "<!DOCTYPE html>\n"
-    "<html><head><meta charset=\"utf-8\"><title>fanhub</title></head>\n"
-    "<body><h1>fanhub</h1>\n"
-    "<p><a href=\"/metrics\">/metrics</a>: the hub's figures in the "
-    "Prometheus text format.</p>\n"
-    "</body></html>\n";
-
 /* Queues a response whose body is text, copied (MHD frees the copy). */
 static enum MHD_Result
 s_respond (struct MHD_Connection *connection, unsigned status, const char *content_type,
@@ -250,6 +249,69 @@ s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
     return ok;
 }
 
+/* GET /healthz (HEALTH) or /readyz (READY): the control thread's answer,
+   "200 JSON" or "503 JSON" (health.h); a control loop that does not
+   answer is itself not live. */
+static enum MHD_Result
+s_serve_health (fh_prometheus_http_t *self, struct MHD_Connection *connection,
+                const char *command)
+{
+    char err[512];
+    char *text = fh_control_call (self->control, command, STATS_TIMEOUT_MS, err, sizeof err);
+    if (!text || !(strncmp (text, "200 ", 4) == 0 || strncmp (text, "503 ", 4) == 0)) {
+        json_t *json = json_pack ("{s:s, s:[s]}", "status", "fail", "reasons",
+                                  text ? text : err);
+        char *body = json ? json_dumps (json, JSON_COMPACT) : NULL;
+        json_decref (json);
+        free (text);
+        enum MHD_Result ok
+            = body ? s_respond (connection, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_JSON, body,
+                                strlen (body), false)
+                   : MHD_NO;
+        free (body);
+        return ok;
+    }
+    unsigned status = text[0] == '2' ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
+    enum MHD_Result ok
+        = s_respond (connection, status, CONTENT_TYPE_JSON, text + 4, strlen (text + 4), false);
+    free (text);
+    return ok;
+}
+
+/* GET / (the status page, status_page.h) or /status.json (its figures):
+   from the control thread's STATUS answer. The page is made only when
+   asked; nothing is kept between requests. */
+static enum MHD_Result
+s_serve_status (fh_prometheus_http_t *self, struct MHD_Connection *connection, bool page)
+{
+    char err[512];
+    char *text = fh_control_call (self->control, "STATUS", STATS_TIMEOUT_MS, err, sizeof err);
+    if (!text || strncmp (text, "ERROR ", 6) == 0) {
+        enum MHD_Result ok = s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
+                                             "fanhub: cannot read the hub's status: %s",
+                                             text ? text : err);
+        free (text);
+        return ok;
+    }
+    if (!page) {
+        enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_JSON, text,
+                                        strlen (text), false);
+        free (text);
+        return ok;
+    }
+    json_t *status = json_loads (text, 0, NULL);
+    free (text);
+    char *html = status ? fh_status_page_html (status) : NULL;
+    json_decref (status);
+    if (!html)
+        return s_respond_line (connection, MHD_HTTP_INTERNAL_SERVER_ERROR, false,
+                               "fanhub: cannot make the status page (out of memory?)");
+    enum MHD_Result ok
+        = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_HTML, html, strlen (html), false);
+    free (html);
+    return ok;
+}
+
 /* MHD's request callback, on the daemon's thread. MHD calls it once when
    the headers are in, then for each piece of a body, then once more.
    Another method is refused at once, so its body is never read (MHD then
@@ -280,9 +342,12 @@ s_handle (void *cls, struct MHD_Connection *connection, const char *url,
     }
     if (strcmp (url, "/metrics") == 0)
         return s_serve_metrics (self, connection);
-    if (strcmp (url, "/") == 0)
-        return s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_HTML, s_index_page,
-                          sizeof s_index_page - 1, false);
+    if (strcmp (url, "/healthz") == 0)
+        return s_serve_health (self, connection, "HEALTH");
+    if (strcmp (url, "/readyz") == 0)
+        return s_serve_health (self, connection, "READY");
+    if (strcmp (url, "/") == 0 || strcmp (url, "/status.json") == 0)
+        return s_serve_status (self, connection, url[1] == '\0');
     return s_respond_line (connection, MHD_HTTP_NOT_FOUND, false,
                            "fanhub: not found: the metrics are at /metrics");
 }

@@ -191,8 +191,19 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
             if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
                 || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
                 return -1;
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED, peers > 0);
+            fh_endpoint_status_t status;
+            fh_hub_endpoint_status (self->hub, index, &status);
+            /* A connect endpoint is connected once its handshake is done. */
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED,
+                                k == 0 ? status.connected : peers > 0);
             fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
+            fh_metrics_set_real (&items[i], FH_M_ENDPOINT_SINCE,
+                                 (double) (status.since_ns + fh_clock_wall_offset_ns ()) / 1e9);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_HANDSHAKE_FAILURES,
+                                (int64_t) status.handshake_failures);
+            if (status.last_error[0]
+                && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
+                return -1;
         }
     }
     return 0;

@@ -4,6 +4,7 @@
 #include "clock.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,39 @@
 
 static atomic_int s_level = FANHUB_LOG_INFO;
 static atomic_int s_journal = -1; /* -1: not yet looked at */
+
+/* The last warnings and errors, for the status page: a ring. */
+static pthread_mutex_t s_recent_lock = PTHREAD_MUTEX_INITIALIZER;
+static fh_log_line_t s_recent[FH_LOG_RECENT];
+static size_t s_recent_next, s_recent_count;
+
+static void
+s_remember (fanhub_log_level_t level, const char *text, size_t len)
+{
+    pthread_mutex_lock (&s_recent_lock);
+    fh_log_line_t *slot = &s_recent[s_recent_next];
+    slot->wall_ns = fh_clock_mono_ns () + fh_clock_wall_offset_ns ();
+    slot->level = level;
+    if (len >= sizeof slot->text)
+        len = sizeof slot->text - 1;
+    memcpy (slot->text, text, len);
+    slot->text[len] = '\0';
+    s_recent_next = (s_recent_next + 1) % FH_LOG_RECENT;
+    if (s_recent_count < FH_LOG_RECENT)
+        s_recent_count++;
+    pthread_mutex_unlock (&s_recent_lock);
+}
+
+size_t
+fh_log_recent (fh_log_line_t *out, size_t max)
+{
+    pthread_mutex_lock (&s_recent_lock);
+    size_t n = s_recent_count < max ? s_recent_count : max;
+    for (size_t i = 0; i < n; i++)
+        out[i] = s_recent[(s_recent_next + FH_LOG_RECENT - n + i) % FH_LOG_RECENT];
+    pthread_mutex_unlock (&s_recent_lock);
+    return n;
+}
 
 /* systemd.exec(5): JOURNAL_STREAM is "DEVICE:INODE" of the stream it
    connected; stderr is the journal only when it is that very stream (a
@@ -78,6 +112,8 @@ fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
         len += (size_t) body < sizeof line - (size_t) prefix - 1
                    ? (size_t) body
                    : sizeof line - (size_t) prefix - 2;
+    if (level <= FANHUB_LOG_WARNING)
+        s_remember (level, line + prefix, len - (size_t) prefix);
     line[len++] = '\n';
     fwrite (line, 1, len, stderr);
 }

@@ -12,6 +12,8 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 void fh_log_set_level (fanhub_log_level_t level);
 /* True when stderr is the journal's stream (JOURNAL_STREAM names its
@@ -21,6 +23,16 @@ bool fh_log_to_journal (void);
 void fh_log (fanhub_log_level_t level, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
     FANHUB_PRINTF (2, 0);
+
+/* The last FH_LOG_RECENT warnings and errors written (for the status
+   page), oldest first: up to max into out; how many. Any thread. */
+#define FH_LOG_RECENT 10
+typedef struct {
+    int64_t wall_ns; /* when, Unix time */
+    fanhub_log_level_t level;
+    char text[256]; /* without the prefix, cut to fit */
+} fh_log_line_t;
+size_t fh_log_recent (fh_log_line_t *out, size_t max);
 
 #define fh_error(...) fh_log (FANHUB_LOG_ERROR, __VA_ARGS__)
 #define fh_warning(...) fh_log (FANHUB_LOG_WARNING, __VA_ARGS__)

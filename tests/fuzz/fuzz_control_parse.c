@@ -47,7 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD)"
+#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS)"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -99,7 +99,7 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
               || s_word (&frames[0], "METRICS") || s_word (&frames[0], "RELOAD"))
              && count > 1)
         snprintf (line, room,
-                  "ERROR PING, STATS, METRICS and RELOAD take no arguments (a request is one frame)");
+                  "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request is one frame)");
     else if (s_word (&frames[0], "EMIT")
              && (count < 5 || (!s_word (&frames[1], "wait") && !s_word (&frames[1], "nowait"))
                  || !s_timeout_ok (&frames[2], &timeout)))

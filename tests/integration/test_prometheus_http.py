@@ -6,6 +6,7 @@ HEAD); 503 with one line when the control socket cannot be reached; and a
 listen address the hub cannot take (port in use, address not local) makes
 `fanhub run` exit 1 with a line naming it.
 """
+import json
 import os
 import socket
 import subprocess
@@ -185,8 +186,12 @@ def test_control_socket_gone_is_503():
         assert control_path in body, body
         status, _, body = http(h.base + "/metrics")
         assert status == 503, status
-        # The other routes do not need the control socket.
-        assert curl(h.base + "/")[0] == 200
+        # The status page and /healthz need it too: 503, saying why.
+        status, headers, body = curl(h.base + "/")
+        assert status == 503 and control_path in body, (status, body)
+        status, headers, body = curl(h.base + "/healthz")
+        assert status == 503 and headers["content-type"] == "application/json", (status, headers)
+        assert json.loads(body)["status"] == "fail" and control_path in body, body
         assert h.hub.stop() == 0, h.hub.log()
     finally:
         h.close()

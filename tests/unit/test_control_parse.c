@@ -22,9 +22,9 @@
 #define F(s) {(s), sizeof (s) - 1}
 #define MAX_FRAMES 8
 
-#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD)"
+#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS)"
 #define E_EMPTY "ERROR empty command" COMMANDS
-#define E_NO_ARGS "ERROR PING, STATS, METRICS and RELOAD take no arguments (a request is one frame)"
+#define E_NO_ARGS "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request is one frame)"
 #define E_EMIT "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]"
 #define E_INJECT "ERROR usage: INJECT, consumer, topic, body[, frames...]"
 #define E_UNKNOWN(word) "ERROR unknown command '" word "'" COMMANDS

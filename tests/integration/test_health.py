@@ -1,0 +1,178 @@
+"""/healthz and /readyz on the HTTP listener, and the systemd watchdog fed
+only while the enqueuer advances (issue 26).
+
+Readiness turns to 503 with the reason, and back to 200, for a bus
+endpoint down, a stuck consumer and a full spool; a blocked enqueuer (a
+`block` consumer whose plugin never returns) makes /healthz 503 and stops
+WATCHDOG=1 on a fake NOTIFY_SOCKET. Every wait is for an answer or a
+datagram, never for time."""
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+
+import zmq
+
+import fanhublib as fh
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            return r.status, r.headers.get("Content-Type"), json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Content-Type"), json.loads(e.read())
+
+
+def hub_with_http(wd, connect, consumers, extra="", env=None):
+    listen = "127.0.0.1:%d" % fh.free_port()
+    config = ("bus:\n  connect: %s\n  connect_warning: 0\n%smetrics:\n  prometheus:\n"
+              "    listen: \"%s\"\nconsumers:\n%s" % (fh.yaml_list(connect), extra, listen,
+                                                     consumers))
+    hub = fh.Hub(wd, config, env=env)
+    hub.wait_ready()  # the control socket answers
+    base = "http://" + listen
+
+    def answers():
+        try:
+            return get(base + "/healthz")[0] in (200, 503)
+        except (urllib.error.URLError, ConnectionError):
+            return False
+    fh.wait_for(answers, "HTTP on " + listen, hub=hub)
+    return hub, base
+
+
+def readiness(base, status, words):
+    """A wait_for condition: /readyz answers status with a reason naming words."""
+    def check():
+        code, kind, body = get(base + "/readyz")
+        assert kind == "application/json", kind
+        if code != status:
+            return False
+        if status == 200:
+            return body["status"] == "ok" and body["reasons"] == []
+        return body["status"] == "fail" and any(words in r for r in body["reasons"])
+    return check
+
+
+def bind_publisher(address):
+    pub = zmq.Context.instance().socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, 0)
+    pub.bind(address)
+    return pub
+
+
+def test_endpoint_down_then_up():
+    wd = fh.Workdir()
+    address = "tcp://127.0.0.1:%d" % fh.free_port()
+    hub, base = hub_with_http(wd, [address], '  - {name: n, plugin: "null"}\n')
+    pub = None
+    try:
+        status, _, body = get(base + "/healthz")
+        assert status == 200 and body["status"] == "ok", body
+        fh.wait_for(readiness(base, 503, "bus endpoint %s not connected (connection refused"
+                              % address), "readyz 503 for the endpoint", hub=hub)
+        pub = bind_publisher(address)
+        fh.wait_for(readiness(base, 200, None), "readyz 200 once connected", hub=hub)
+        # The status page and its JSON on a hub that stops cleanly: the
+        # sanitizer builds check what making them leaves behind.
+        with urllib.request.urlopen(base + "/", timeout=30) as r:
+            assert "data-endpoint=\"%s\"" % address in r.read().decode()
+        with urllib.request.urlopen(base + "/status.json", timeout=30) as r:
+            assert json.loads(r.read())["hub"]["endpoints"][0]["connected"] is True
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        if pub is not None:
+            pub.close()
+        hub.kill()
+
+
+def test_stuck_consumer_then_not():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    consumers = ("  - name: slow\n    plugin: %s\n    consume_timeout: 0.2\n"
+                 "    options: {consume_ms: 3000}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
+    hub, base = hub_with_http(wd, [pub.endpoint], consumers)
+    try:
+        pub.wait_subscribed(hub=hub)
+        fh.wait_for(readiness(base, 200, None), "readyz 200 at first", hub=hub)
+        pub.send("org.test.slow", "{}")
+        fh.wait_for(readiness(base, 503, "consumer 'slow' stuck"), "readyz 503 stuck", hub=hub)
+        assert get(base + "/healthz")[0] == 200  # stuck is not dead
+        fh.wait_for(readiness(base, 200, None), "readyz 200 after the call returned", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_full_spool_then_drained():
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    consumers = ("  - name: spiller\n    plugin: %s\n"
+                 "    queue: {capacity: 1, overflow: spill, spool_max_bytes: 4096}\n"
+                 "    options: {consume_ms: 20}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
+    hub, base = hub_with_http(wd, [pub.endpoint], consumers,
+                              extra="state_dir: %s\n" % json.dumps(wd.file("state")))
+    try:
+        pub.wait_subscribed(hub=hub)
+        fh.wait_for(readiness(base, 200, None), "readyz 200 at first", hub=hub)
+        for i in range(200):
+            pub.send("org.test.spill", "x" * 100)
+        fh.wait_for(readiness(base, 503, "consumer 'spiller' spool full"),
+                    "readyz 503 spool full", hub=hub)
+        fh.wait_for(readiness(base, 200, None), "readyz 200 once drained", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_blocked_enqueuer_stops_the_watchdog():
+    wd = fh.Workdir()
+    path = wd.file("notify.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(path)
+    got = []
+
+    def datagrams():
+        while True:
+            try:
+                listener.settimeout(0.05)
+                got.append(listener.recv(4096).decode())
+            except socket.timeout:
+                return got
+    pub = fh.Publisher()
+    consumers = ("  - name: wedged\n    plugin: %s\n    queue: {capacity: 1, overflow: block}\n"
+                 "    options: {consume_ms: forever}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
+    env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}
+    hub, base = hub_with_http(wd, [pub.endpoint], consumers, env=env)
+    try:
+        pub.wait_subscribed(hub=hub)
+        fh.wait_for(lambda: any("WATCHDOG=1" in d for d in datagrams()), "WATCHDOG=1", hub=hub)
+        for i in range(5):  # one consumed for ever, one queued, the third blocks
+            pub.send("org.test.block", "{}")
+        fh.wait_for(lambda: any("the enqueuer is not advancing" in d for d in datagrams()),
+                    "a STATUS without the watchdog", hub=hub)
+        first = [i for i, d in enumerate(got) if "the enqueuer is not advancing" in d][0]
+        assert "WATCHDOG=1" not in got[first], got[first]
+        fh.wait_for(lambda: len(datagrams()) > first + 2, "two more STATUS datagrams", hub=hub)
+        assert not any("WATCHDOG=1" in d for d in got[first:]), got[first:]
+        hub.wait_log("fanhub: warning: watchdog: not fed: the enqueuer has not advanced for")
+        status, _, body = get(base + "/healthz")
+        assert status == 503 and "the enqueuer has not advanced" in body["reasons"][0], body
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+        listener.close()
+
+
+if __name__ == "__main__":
+    fh.main([test_endpoint_down_then_up, test_stuck_consumer_then_not, test_full_spool_then_drained,
+             test_blocked_enqueuer_stops_the_watchdog])
