@@ -27,6 +27,58 @@ static void s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry);
 static void s_spill_written (void *arg, void *item, int rc, int error);
 static void s_spill_wrote (void *arg);
 
+/* The crash record of the consumer's state directory dir (crashlog.h):
+   what it says is logged; the crash handler appends to it from now on.
+   With nothing spooled no recorded message can come back: emptied. */
+static int
+s_open_crashlog (fh_consumer_t *self, const char *dir, char *err, size_t errlen)
+{
+    char why[1024];
+    bool keep = fh_spool_records (self->spool) > 0;
+    self->crashlog = fh_crashlog_open (dir, keep, why, sizeof why);
+    if (!self->crashlog) {
+        snprintf (err, errlen, "consumer '%s': crash record: %s", self->name, why);
+        return -1;
+    }
+    for (size_t i = 0; i < fh_crashlog_messages (self->crashlog); i++) {
+        uint64_t seq;
+        uint32_t crashes;
+        int sig;
+        fh_crashlog_at (self->crashlog, i, &seq, &crashes, &sig);
+        bool out = crashes >= self->max_crashes;
+        self->crash_suspects |= out;
+        fh_warning ("consumer '%s': message %llu crashed the hub %u time%s, the last by signal "
+                    "%d (%s); %s max_crashes (%u): if still in the spool, it %s",
+                    self->name, (unsigned long long) seq, crashes, crashes == 1 ? "" : "s", sig,
+                    fh_crashlog_signal_name (sig), out ? "at" : "below", self->max_crashes,
+                    out ? "goes to the dead letters instead of to the plugin"
+                        : "is consumed again");
+    }
+    self->crash_site.record_fd = fh_crashlog_fd (self->crashlog);
+    return 0;
+}
+
+bool
+fh_cons_quarantine (s_worker_t *worker, const fh_msg_t *msg)
+{
+    fh_consumer_t *self = worker->consumer;
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    uint32_t crc = fh_crashlog_identity (topic, fh_msg_frame (msg, 1));
+    int sig = 0;
+    uint32_t crashes = fh_crashlog_crashes (self->crashlog, msg->seq, crc, &sig);
+    if (crashes < self->max_crashes)
+        return false;
+    snprintf (worker->reason, sizeof worker->reason,
+              "crashed the hub %u time%s: signal %d (%s) in consume", crashes,
+              crashes == 1 ? "" : "s", sig, fh_crashlog_signal_name (sig));
+    worker->quarantined = true;
+    fh_error ("consumer '%s': message %llu (%.*s) %s (max_crashes %u): dead-lettered, not "
+              "given to the plugin",
+              self->name, (unsigned long long) msg->seq, (int) topic.size,
+              (const char *) topic.data, worker->reason, self->max_crashes);
+    return true;
+}
+
 int
 fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err, size_t errlen)
 {
@@ -61,6 +113,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
                                               why, sizeof why);
     if (!self->spool_writer) {
         snprintf (err, errlen, "consumer '%s': spool: %s", self->name, why);
+        fh_spool_close (&self->spool);
+        return -1;
+    }
+    if (s_open_crashlog (self, dir, err, errlen) != 0) {
+        fh_spool_writer_destroy (&self->spool_writer);
         fh_spool_close (&self->spool);
         return -1;
     }
