@@ -542,6 +542,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->spool_bytes = fh_spool_bytes (self->spool);
         out->spool_corrupt = fh_spool_corrupt (self->spool);
         out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
+        out->spool_lost = fh_spool_lost (self->spool);
         out->spool_fsyncs = fh_spool_syncs (self->spool);
         out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
     }

@@ -129,6 +129,9 @@ struct fh_consumer {
     bool write_ahead;       /* queue.write_ahead: always spooling */
     bool wants_write_ahead; /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
+    uint64_t spool_lost_seen; /* fh_spool_lost already in spill_dropped
+                                 (or found at open: never enqueued); the
+                                 reading thread's */
     /* The messages that crashed the hub (with a state_dir), read at open
        and appended to by the crash handler through crash_site. */
     fh_crashlog_t *crashlog;

@@ -138,6 +138,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
                  "they go first",
                  self->name, (unsigned long long) waiting);
     }
+    self->spool_lost_seen = fh_spool_lost (self->spool); /* never counted in enqueued */
+    if (self->spool_lost_seen)
+        fh_warning ("consumer '%s': spool: %llu records or segments lost before this start "
+                    "(counted in spool_lost)",
+                    self->name, (unsigned long long) self->spool_lost_seen);
     if (self->spool_corrupt_at_open)
         fh_warning ("consumer '%s': spool: %llu damaged records or regions skipped", self->name,
                     (unsigned long long) self->spool_corrupt_at_open);
@@ -172,7 +177,15 @@ fh_cons_spool_next (fh_consumer_t *self)
         return NULL; /* the writer kicks the queue when it has written more */
     }
     fh_spool_record_t record;
-    if (fh_spool_read (self->spool, &record) != 1)
+    int rc = fh_spool_read (self->spool, &record);
+    uint64_t lost = fh_spool_lost (self->spool);
+    if (lost != self->spool_lost_seen) {
+        /* Accepted, and never to be read back: out of the backlog, as a
+           spill the spool could not store is (dropped and evicted). */
+        atomic_fetch_add (&self->spill_dropped, lost - self->spool_lost_seen);
+        self->spool_lost_seen = lost;
+    }
+    if (rc != 1)
         return NULL; /* an I/O error is logged by the spool; try later */
     uint32_t count = record.frame_count;
     zmq_msg_t *frames = malloc (count * sizeof *frames);
