@@ -109,6 +109,7 @@ def test_poison_message_is_dead_lettered_after_max_crashes():
             pub.send("org.test.poison", body(i))
         fh.wait_for(lambda: hub.consumer(hub.stats(), "good")["completed"] == good + 5,
                     "the good consumer", hub=hub)
+        assert len(set(lines(wd.file("good.seen")))) == MESSAGES + 5
         fh.wait_for(lambda: body(MESSAGES + 4) in lines(wd.file("bad.seen")), "bad", hub=hub)
         assert hub.stop() == 0, hub.log()
         # Nothing spooled any more: the next start empties the crash record.

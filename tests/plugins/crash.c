@@ -165,6 +165,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     bool dies = self->marker
                     ? memmem (body.data, body.size, self->marker, strlen (self->marker)) != NULL
                     : atomic_fetch_add (&self->seen, 1) >= self->after;
+    dies = dies && self->how != HOW_NONE;
     if (!dies) {
         if (self->seen_fd >= 0) {
             struct iovec parts[] = {{(void *) body.data, body.size}, {"\n", 1}};
