@@ -168,6 +168,15 @@ s_roll (fh_spool_t *self)
     int fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     if (fd < 0 && errno == ENOENT && fh_sp_dir_remade (self))
         fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    /* Something put there by hand (a directory): passed over, a few times
+       at most (the next start knows it as a stray, not a lost segment). */
+    for (int tries = 0; fd < 0 && errno == EEXIST && tries < 8; tries++) {
+        fh_log_limited (&self->w_limit, FANHUB_LOG_WARNING,
+                        "%s/%s: already there, not made by this spool: passed over", self->dir,
+                        name);
+        fh_sp_seg_name (name, ++seg);
+        fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    }
     if (fd < 0) {
         int saved = errno;
         fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: cannot create: %s", self->dir,

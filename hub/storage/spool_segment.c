@@ -329,10 +329,26 @@ s_regular (fh_spool_t *self, const struct dirent *entry)
            && S_ISREG (st.st_mode);
 }
 
-/* The segment files, ascending; *stray_above past the number of anything
-   else named like one. */
+/* Numbers of things named like segments that are not (a directory):
+   never read, never counted missing; the writer passes over them (s_roll
+   finds the name taken). */
+typedef struct {
+    uint64_t numbers[64]; /* more are warned about, not remembered */
+    size_t count;
+} s_strays_t;
+
+static bool
+s_is_stray (const s_strays_t *strays, uint64_t seg)
+{
+    for (size_t i = 0; i < strays->count; i++)
+        if (strays->numbers[i] == seg)
+            return true;
+    return false;
+}
+
+/* The segment files, ascending, and the strays. */
 static int
-s_list_segments (fh_spool_t *self, uint64_t *stray_above, char *err, size_t errlen)
+s_list_segments (fh_spool_t *self, s_strays_t *strays, char *err, size_t errlen)
 {
     int fd = dup (self->dir_fd);
     DIR *dir = fd >= 0 ? fdopendir (fd) : NULL;
@@ -358,8 +374,8 @@ s_list_segments (fh_spool_t *self, uint64_t *stray_above, char *err, size_t errl
             /* Never read, and its number never taken by the writer. */
             fh_warning ("%s/%s: named like a segment, but not a regular file: ignored", self->dir,
                         name);
-            if (seg >= *stray_above)
-                *stray_above = seg + 1;
+            if (strays->count < sizeof strays->numbers / sizeof *strays->numbers)
+                strays->numbers[strays->count++] = seg;
             continue;
         }
         if (fh_sp_segs_push (self, seg) != 0) {
@@ -468,7 +484,8 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last, uint64_
    it held is not known); so is the cursor's own segment when the cursor
    points inside it and it was the last. */
 static void
-s_count_missing (fh_spool_t *self, bool found, uint64_t c_seg, uint64_t c_off)
+s_count_missing (fh_spool_t *self, const s_strays_t *strays, bool found, uint64_t c_seg,
+                 uint64_t c_off)
 {
     char name[SEG_NAME_LEN + 1];
     uint64_t expect = self->seg_count ? self->segs[0] : 0;
@@ -478,6 +495,8 @@ s_count_missing (fh_spool_t *self, bool found, uint64_t c_seg, uint64_t c_off)
         /* Past the last: only the cursor's own segment, if it had data. */
         uint64_t upto = i < self->seg_count ? self->segs[i] : (c_off > 0 ? c_seg + 1 : c_seg);
         for (; expect < upto; expect++) {
+            if (s_is_stray (strays, expect))
+                continue; /* the writer passed over it */
             atomic_fetch_add (&self->lost, 1);
             fh_sp_seg_name (name, expect);
             fh_warning ("%s/%s: missing: the records it held are lost", self->dir, name);
@@ -516,9 +535,10 @@ int
 fh_sp_recover (fh_spool_t *self, char *err, size_t errlen)
 {
     const char *dir = self->dir;
-    uint64_t c_seg = 0, c_off = 0, stray_above = 0;
+    uint64_t c_seg = 0, c_off = 0;
+    s_strays_t strays = {.count = 0};
     int found = fh_sp_cursor_load (self, &c_seg, &c_off, err, errlen);
-    if (found < 0 || s_list_segments (self, &stray_above, err, errlen) != 0)
+    if (found < 0 || s_list_segments (self, &strays, err, errlen) != 0)
         return -1;
     const uint64_t file_seg = c_seg, file_off = c_off;
     if (found && s_cursor_too_far (self, c_seg, c_off))
@@ -538,7 +558,7 @@ fh_sp_recover (fh_spool_t *self, char *err, size_t errlen)
         memmove (self->segs, self->segs + first, (self->seg_count - first) * sizeof *self->segs);
         self->seg_count -= first;
     }
-    s_count_missing (self, found != 0, c_seg, c_off);
+    s_count_missing (self, &strays, found != 0, c_seg, c_off);
     /* The writer's first segment: past every segment, and the cursor's
        own when it was never made (so that the segments from the cursor's
        on have no gaps: a gap is a loss), past it when it had data. */
@@ -546,8 +566,6 @@ fh_sp_recover (fh_spool_t *self, char *err, size_t errlen)
     self->w_seg = last + 1;
     if (found && c_seg > last)
         self->w_seg = c_off > 0 ? c_seg + 1 : c_seg;
-    if (self->w_seg < stray_above)
-        self->w_seg = stray_above;
     /* The cursor's segment may be gone (it was empty and never created,
        or removed by hand): start at the next one there is. */
     if (!found || self->seg_count == 0 || self->segs[0] != c_seg) {
