@@ -22,8 +22,9 @@ def body(i):
     return json.dumps({"msg_id": "2026-%04d" % i, "i": i})
 
 
-def config(wd, pub, max_crashes=None):
+def config(wd, pub, max_crashes=None, workers=1):
     extra = "    max_crashes: %d\n" % max_crashes if max_crashes else ""
+    extra += "    workers: %d\n" % workers if workers > 1 else ""
     return ("bus:\n  connect: [%s]\nstate_dir: %s\nconsumers:\n"
             "  - name: bad\n    plugin: %s/crash.so\n"
             "    queue: {overflow: spill, write_ahead: true}\n%s"
@@ -127,8 +128,8 @@ def test_poison_message_is_dead_lettered_after_max_crashes():
 
 
 def test_max_crashes_setting():
-    """max_crashes: 1 dead-letters after one crash; 0 is refused with
-    FILE:LINE:COL."""
+    """max_crashes: 1 dead-letters after one crash (here in a pool of two
+    workers); 0 is refused with FILE:LINE:COL."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     wd = fh.Workdir()
     pub = fh.Publisher()
@@ -136,7 +137,7 @@ def test_max_crashes_setting():
         "    options: {how", "    max_crashes: 0\n    options: {how"))
     status, _, err = fh.run(["check", "-c", path])
     assert status == 2 and "zero.yaml:8:18" in err and "max_crashes" in err, err
-    hub = fh.Hub(wd, config(wd, pub, max_crashes=1), name="one")
+    hub = fh.Hub(wd, config(wd, pub, max_crashes=1, workers=2), name="one")
     hubs = [hub]
     try:
         pub.wait_subscribed(hub=hub)
@@ -145,12 +146,16 @@ def test_max_crashes_setting():
         fh.wait_for(lambda: hub.consumer(hub.stats(), "bad")["spilled"] == 2, "spooled", hub=hub)
         open(wd.file("gate"), "w").close()
         assert hub.wait() == -signal.SIGSEGV, hub.log()
-        hub = fh.Hub(wd, config(wd, pub, max_crashes=1), name="two")
+        hub = fh.Hub(wd, config(wd, pub, max_crashes=1, workers=2), name="two")
         hubs.append(hub)
         fh.wait_for(lambda: hub.consumer(hub.stats(), "bad")["completed"] == 1, "the other",
                     hub=hub)
         assert hub.consumer(hub.stats(), "bad")["dead_lettered"] == 1
         assert "crashed the hub 1 time: signal 11" in hub.log(), hub.log()
+        status, out, err = fh.run(["dead-letter", "list", "--json", "-c", hub.config, "bad"])
+        entries = [json.loads(line) for line in out.splitlines()]
+        assert [e["reason"] for e in entries] == [
+            "crashed the hub 1 time: signal 11 (SIGSEGV) in consume"], (out, err)
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
