@@ -390,6 +390,21 @@ s_list_segments (fh_spool_t *self, s_strays_t *strays, char *err, size_t errlen)
     return 0;
 }
 
+/* A segment cut below the cursor, or emptied (not the last): records
+   were lost, how many is not known: counted once. */
+static void
+s_cut_before_open (fh_spool_t *self, const char *name, uint64_t off, uint64_t size)
+{
+    atomic_fetch_add (&self->lost, 1);
+    if (off > size)
+        fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
+                    ": records after it were lost",
+                    self->dir, name, size, off);
+    else
+        fh_warning ("%s/%s: empty, but not the last segment: the records it held are lost",
+                    self->dir, name);
+}
+
 /* Reads segment seg from off to its end: counts its records and bytes and
    its damage, and truncates damage that runs to its end. */
 static int
@@ -411,17 +426,7 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last, uint64_
     r.sealed = r.limit_known = true;
     *file_size = r.limit;
     if (off > r.limit || (r.limit == 0 && !last)) {
-        /* Cut below the cursor, or emptied: records were lost (how many
-           is not known: counted once). */
-        atomic_fetch_add (&self->lost, 1);
-        if (off > r.limit)
-            fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
-                        ": records after it were lost",
-                        self->dir, name, r.limit, off);
-        else
-            fh_warning ("%s/%s: empty, but not the last segment: the records it held are "
-                        "lost",
-                        self->dir, name);
+        s_cut_before_open (self, name, off, r.limit);
         fh_sp_reader_free (&r);
         return 0;
     }
