@@ -164,5 +164,29 @@ def test_max_crashes_setting():
         pub.close()
 
 
+def test_init_and_fini_crashes_are_named():
+    """A crash in init or fini is named as one in consume is, without a
+    message (and nothing is recorded: no message to quarantine)."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    wd = fh.Workdir()
+    for where in ("init", "fini"):
+        text = ("bus:\n  connect: [tcp://127.0.0.1:1]\nstate_dir: %s\nconsumers:\n"
+                "  - name: %s\n    plugin: %s/crash.so\n    options: {in: %s}\n"
+                % (wd.file("state"), where, fh.TEST_PLUGINS, where))
+        hub = fh.Hub(wd, text, name=where)
+        try:
+            if where == "fini":
+                hub.wait_ready()
+                hub.send_signal(signal.SIGTERM)
+            assert hub.wait() == -signal.SIGSEGV, hub.log()
+            assert ("fatal signal 11 (SIGSEGV) inside %s of consumer '%s', plugin %s/crash.so: "
+                    "the hub stops now" % (where, where, fh.TEST_PLUGINS)) in hub.log(), hub.log()
+        finally:
+            hub.kill()
+    assert os.path.getsize(wd.file("state/fini/crashes")) == 0
+    wd.cleanup()
+
+
 if __name__ == "__main__":
-    fh.main([test_poison_message_is_dead_lettered_after_max_crashes, test_max_crashes_setting])
+    fh.main([test_poison_message_is_dead_lettered_after_max_crashes, test_max_crashes_setting,
+             test_init_and_fini_crashes_are_named])

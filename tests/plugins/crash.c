@@ -12,6 +12,8 @@
                  (`after` is not counted then)
         seen     a file: each body answered OK is appended to it, one line
         gate     a file: each call first waits (1 ms polls) until it exists
+        in       consume (default), init or fini: the call that dies with
+                 SIGSEGV (init and fini die at once, whatever `how` says)
 
     The count is atomic, so the plugin is thread-safe.
 */
@@ -39,6 +41,7 @@ typedef struct {
     const fanhub_host_t *host;
     char *marker;
     char *gate;
+    char in[8];  /* "consume", "init" or "fini" */
     int seen_fd; /* -1 without `seen` */
 } crash_state_t;
 
@@ -81,6 +84,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     }
     self->code = 7;
     self->seen_fd = -1;
+    snprintf (self->in, sizeof self->in, "consume");
     self->host = host;
     size_t count = options ? host->option_count (options) : 0;
     for (size_t i = 0; i < count; i++) {
@@ -113,6 +117,9 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             self->marker = strdup (text);
         else if (key && text && strcmp (key, "gate") == 0)
             self->gate = strdup (text);
+        else if (key && text && strcmp (key, "in") == 0
+                 && (!strcmp (text, "consume") || !strcmp (text, "init") || !strcmp (text, "fini")))
+            snprintf (self->in, sizeof self->in, "%s", text);
         else if (key && text && strcmp (key, "seen") == 0) {
             self->seen_fd = open (text, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
             if (self->seen_fd < 0) {
@@ -123,7 +130,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
         else if (!key || strcmp (key, "ballast") != 0) {
             snprintf (err, errlen,
                       "options.%s: unknown option; crash takes how, after, code, "
-                      "ballast, marker, seen and gate (%s)",
+                      "ballast, marker, seen, gate and in (%s)",
                       key ? key : "?", host->option_where (node));
             rc = -1;
         }
@@ -132,8 +139,18 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             return -1;
         }
     }
+    if (strcmp (self->in, "init") == 0)
+        raise (SIGSEGV);
     *state = self;
     return 0;
+}
+
+static void
+s_fini_call (void *state)
+{
+    if (strcmp (((crash_state_t *) state)->in, "fini") == 0)
+        raise (SIGSEGV);
+    s_fini (state);
 }
 
 /* Never reached: keeps the compiler from calling the recursion infinite
@@ -165,7 +182,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     bool dies = self->marker
                     ? memmem (body.data, body.size, self->marker, strlen (self->marker)) != NULL
                     : atomic_fetch_add (&self->seen, 1) >= self->after;
-    dies = dies && self->how != HOW_NONE;
+    dies = dies && self->how != HOW_NONE && strcmp (self->in, "consume") == 0;
     if (!dies) {
         if (self->seen_fd >= 0) {
             struct iovec parts[] = {{(void *) body.data, body.size}, {"\n", 1}};
@@ -188,4 +205,4 @@ s_consume (void *state, const fanhub_msg_t *msg)
 
 FANHUB_CONSUMER_DEFINE (s_desc, .name = "crash", .version = "1.0",
                         .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
-                        .fini = s_fini)
+                        .fini = s_fini_call)
