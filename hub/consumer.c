@@ -93,10 +93,14 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     self->desc = fh_plugin_desc (self->plugin);
     if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
         return -1;
+    self->crash_site = (fh_crash_site_t){self->name, fh_plugin_path (self->plugin), -1};
     if (self->desc->init) {
         why[0] = '\0';
-        if (self->desc->init (&fh_host, &self->ctx, config->options, &self->state, why, sizeof why)
-            != 0) {
+        fh_crash_enter (&self->crash_site, "init", NULL);
+        int rc = self->desc->init (&fh_host, &self->ctx, config->options, &self->state, why,
+                                   sizeof why);
+        fh_crash_leave ();
+        if (rc != 0) {
             why[sizeof why - 1] = '\0';
             snprintf (err, errlen, "%s: consumer '%s': plugin '%s' refused its options: %s",
                       config->where, config->name, config->plugin,
@@ -126,6 +130,8 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
     self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
+    self->max_crashes = config->max_crashes ? (uint32_t) config->max_crashes
+                                            : FH_DEFAULT_MAX_CRASHES;
     fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
     self->name = strdup (config->name);
@@ -198,8 +204,11 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     /* What it was handed is written before the spool closes (and before
        a reload's successor can open it: it waits for this destroy). */
     fh_spool_writer_destroy (&self->spool_writer);
-    if (self->initialized && self->desc->fini)
+    if (self->initialized && self->desc->fini) {
+        fh_crash_enter (&self->crash_site, "fini", NULL);
         self->desc->fini (self->state);
+        fh_crash_leave ();
+    }
     /* Completions that came too late (or never): not done, so a spooled
        one stays in the spool for the next run. */
     fh_pending_item_t late;
@@ -226,6 +235,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     }
     free (self->deferred);
     fh_deadletter_close (&self->dead_letters);
+    fh_crashlog_close (&self->crashlog);
     pthread_mutex_destroy (&self->spill_lock);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
@@ -542,6 +552,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->spool_bytes = fh_spool_bytes (self->spool);
         out->spool_corrupt = fh_spool_corrupt (self->spool);
         out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
+        out->spool_lost = fh_spool_lost (self->spool);
         out->spool_fsyncs = fh_spool_syncs (self->spool);
         out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
     }

@@ -61,6 +61,7 @@ typedef struct {
     uint64_t spool_bytes;   /* on disk, not yet consumed */
     uint64_t spool_corrupt; /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
+    uint64_t spool_lost;          /* spooled records lost (missing segments...) */
     uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
     uint64_t spool_handoff; /* spilled, handed to the spool's writer, not
                                yet written (a crash loses them) */

@@ -27,6 +27,8 @@
 #include "consumer.h"
 
 #include "atomics.h"
+#include "crash.h"
+#include "crashlog.h"
 #include "deadletter.h"
 #include "emit.h"
 #include "host.h"
@@ -68,6 +70,8 @@ typedef struct {
     fh_ratelimit_t failure_log;
     fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
     char reason[256];         /* the plugin's set_reason with the last answer, or "" */
+    bool quarantined;         /* the last answer was the hub's: the message
+                                 crashed the hub max_crashes times */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
     fh_thread_t thread;
@@ -125,6 +129,15 @@ struct fh_consumer {
     bool write_ahead;       /* queue.write_ahead: always spooling */
     bool wants_write_ahead; /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
+    uint64_t spool_lost_seen; /* fh_spool_lost already in spill_dropped
+                                 (or found at open: never enqueued); the
+                                 reading thread's */
+    /* The messages that crashed the hub (with a state_dir), read at open
+       and appended to by the crash handler through crash_site. */
+    fh_crashlog_t *crashlog;
+    fh_crash_site_t crash_site;
+    uint32_t max_crashes;
+    bool crash_suspects; /* some recorded message reached max_crashes */
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves
        messages from the queue into the per-key scheduler; the workers take
@@ -187,6 +200,15 @@ fh_cons_progress_end (s_worker_t *worker)
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
+/* The plugin's idle, named if it crashes. */
+static inline void
+fh_cons_idle (fh_consumer_t *self)
+{
+    fh_crash_enter (&self->crash_site, "idle", NULL);
+    self->desc->idle (self->state);
+    fh_crash_leave ();
+}
+
 /* consumer_run.c */
 
 /* Calls the plugin's consume for one attempt (see consumer_run.c). */
@@ -220,5 +242,9 @@ uint64_t fh_cons_spool_unread (fh_consumer_t *self);
 fh_offer_t fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg);
 /* At shutdown with overflow: spill, the memory queue onto the spool. */
 void fh_cons_spill_queue_at_shutdown (fh_consumer_t *self);
+/* A message read back from the spool that crashed the hub max_crashes
+   times: true, with the worker's reason set and the message logged; it
+   goes to the dead letters instead of to the plugin. */
+bool fh_cons_quarantine (s_worker_t *worker, const fh_msg_t *msg);
 
 #endif

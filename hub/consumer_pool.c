@@ -173,7 +173,11 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_r
     const char *verb = late ? "completed with" : "consume answered";
     const char *reason = late ? "" : worker->reason; /* host->set_reason */
     const char *colon = reason[0] ? ": " : "";
-    if (result == FANHUB_FAIL)
+    if (worker->quarantined && !late) {
+        worker->quarantined = false;
+        snprintf (why, sizeof why, "%s", reason); /* the hub's word, not the plugin's */
+    }
+    else if (result == FANHUB_FAIL)
         snprintf (why, sizeof why, "%s FAIL%s%s", verb, colon, reason);
     else if (result == FANHUB_RETRY)
         snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
@@ -232,7 +236,7 @@ fh_cons_pool_worker_thread (void *arg)
             if ((drained || full) && self->pool_worked && self->desc->idle) {
                 self->pool_worked = false;
                 pthread_mutex_unlock (&self->pool_lock);
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
                 pthread_mutex_lock (&self->pool_lock);
                 continue;
             }

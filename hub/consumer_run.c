@@ -8,8 +8,6 @@
 */
 #include "consumer_internal.h"
 
-#include "crash.h"
-
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
@@ -38,9 +36,15 @@ fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t 
                       fanhub_ticket_t ticket)
 {
     fh_consumer_t *self = worker->consumer;
+    if (msg->from_spool && self->crash_suspects && fh_cons_quarantine (worker, msg)) {
+        *end = start; /* the plugin never sees it */
+        if (ticket)
+            fh_pending_cancel (self->pending, ticket);
+        return FANHUB_FAIL;
+    }
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
-    fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
+    fh_crash_enter (&self->crash_site, "consume", msg); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();
     fh_host_take_reason (worker->reason, sizeof worker->reason);
@@ -170,6 +174,11 @@ s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t 
     const char *colon = reason[0] ? ": " : "";
     if (result == FANHUB_OK)
         return false;
+    if (worker->quarantined && !late) {
+        worker->quarantined = false;
+        snprintf (why, whylen, "%s", reason);
+        return false;
+    }
     if (result != FANHUB_RETRY) {
         snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
         return false;
@@ -287,7 +296,7 @@ fh_cons_worker_thread (void *arg)
             /* max_pending open: no consume until one completes. idle lets
                a plugin that batches flush. */
             if (worked && self->desc->idle)
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
             worked = false;
             if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
                 break;
@@ -305,7 +314,7 @@ fh_cons_worker_thread (void *arg)
             msg = fh_cons_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
             worked = false;
             if (retiring && self->spool && fh_cons_spool_unread (self)) {
                 /* The spool still holds some: consume them, once the
@@ -328,7 +337,7 @@ fh_cons_worker_thread (void *arg)
         worked = true;
     }
     if (worked && self->desc->idle)
-        self->desc->idle (self->state);
+        fh_cons_idle (self);
     atomic_fetch_add (&self->done_workers, 1);
     return NULL;
 }

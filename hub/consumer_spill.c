@@ -27,6 +27,58 @@ static void s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry);
 static void s_spill_written (void *arg, void *item, int rc, int error);
 static void s_spill_wrote (void *arg);
 
+/* The crash record of the consumer's state directory dir (crashlog.h):
+   what it says is logged; the crash handler appends to it from now on.
+   With nothing spooled no recorded message can come back: emptied. */
+static int
+s_open_crashlog (fh_consumer_t *self, const char *dir, char *err, size_t errlen)
+{
+    char why[1024];
+    bool keep = fh_spool_records (self->spool) > 0;
+    self->crashlog = fh_crashlog_open (dir, keep, why, sizeof why);
+    if (!self->crashlog) {
+        snprintf (err, errlen, "consumer '%s': crash record: %s", self->name, why);
+        return -1;
+    }
+    for (size_t i = 0; i < fh_crashlog_messages (self->crashlog); i++) {
+        uint64_t seq;
+        uint32_t crashes;
+        int sig;
+        fh_crashlog_at (self->crashlog, i, &seq, &crashes, &sig);
+        bool out = crashes >= self->max_crashes;
+        self->crash_suspects |= out;
+        fh_warning ("consumer '%s': message %llu crashed the hub %u time%s, the last by signal "
+                    "%d (%s); %s max_crashes (%u): if still in the spool, it %s",
+                    self->name, (unsigned long long) seq, crashes, crashes == 1 ? "" : "s", sig,
+                    fh_crashlog_signal_name (sig), out ? "at" : "below", self->max_crashes,
+                    out ? "goes to the dead letters instead of to the plugin"
+                        : "is consumed again");
+    }
+    self->crash_site.record_fd = fh_crashlog_fd (self->crashlog);
+    return 0;
+}
+
+bool
+fh_cons_quarantine (s_worker_t *worker, const fh_msg_t *msg)
+{
+    fh_consumer_t *self = worker->consumer;
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    uint32_t crc = fh_crashlog_identity (topic, fh_msg_frame (msg, 1));
+    int sig = 0;
+    uint32_t crashes = fh_crashlog_crashes (self->crashlog, msg->seq, crc, &sig);
+    if (crashes < self->max_crashes)
+        return false;
+    snprintf (worker->reason, sizeof worker->reason,
+              "crashed the hub %u time%s: signal %d (%s) in consume", crashes,
+              crashes == 1 ? "" : "s", sig, fh_crashlog_signal_name (sig));
+    worker->quarantined = true;
+    fh_error ("consumer '%s': message %llu (%.*s) %s (max_crashes %u): dead-lettered, not "
+              "given to the plugin",
+              self->name, (unsigned long long) msg->seq, (int) topic.size,
+              (const char *) topic.data, worker->reason, self->max_crashes);
+    return true;
+}
+
 int
 fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err, size_t errlen)
 {
@@ -64,6 +116,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         fh_spool_close (&self->spool);
         return -1;
     }
+    if (s_open_crashlog (self, dir, err, errlen) != 0) {
+        fh_spool_writer_destroy (&self->spool_writer);
+        fh_spool_close (&self->spool);
+        return -1;
+    }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
     atomic_store_explicit (&self->state_open, true, memory_order_release);
     /* Write-ahead: every message is on disk before the consumer sees it,
@@ -81,6 +138,11 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
                  "they go first",
                  self->name, (unsigned long long) waiting);
     }
+    self->spool_lost_seen = fh_spool_lost (self->spool); /* never counted in enqueued */
+    if (self->spool_lost_seen)
+        fh_warning ("consumer '%s': spool: %llu records or segments lost before this start "
+                    "(counted in spool_lost)",
+                    self->name, (unsigned long long) self->spool_lost_seen);
     if (self->spool_corrupt_at_open)
         fh_warning ("consumer '%s': spool: %llu damaged records or regions skipped", self->name,
                     (unsigned long long) self->spool_corrupt_at_open);
@@ -115,7 +177,15 @@ fh_cons_spool_next (fh_consumer_t *self)
         return NULL; /* the writer kicks the queue when it has written more */
     }
     fh_spool_record_t record;
-    if (fh_spool_read (self->spool, &record) != 1)
+    int rc = fh_spool_read (self->spool, &record);
+    uint64_t lost = fh_spool_lost (self->spool);
+    if (lost != self->spool_lost_seen) {
+        /* Accepted, and never to be read back: out of the backlog, as a
+           spill the spool could not store is (dropped and evicted). */
+        atomic_fetch_add (&self->spill_dropped, lost - self->spool_lost_seen);
+        self->spool_lost_seen = lost;
+    }
+    if (rc != 1)
         return NULL; /* an I/O error is logged by the spool; try later */
     uint32_t count = record.frame_count;
     zmq_msg_t *frames = malloc (count * sizeof *frames);

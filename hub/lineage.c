@@ -311,6 +311,7 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
     out->spilled += c->spilled;
     out->spool_corrupt += c->spool_corrupt;
     out->spool_cursor_errors += c->spool_cursor_errors;
+    out->spool_lost += c->spool_lost;
     out->spool_fsyncs += c->spool_fsyncs;
     if (c->backlog_max > out->backlog_max)
         out->backlog_max = c->backlog_max;

@@ -210,6 +210,7 @@ s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
     consumer->consume_timeout_ms = FH_DEFAULT_CONSUME_TIMEOUT_MS;
     consumer->workers = 1;
     consumer->max_pending = FH_DEFAULT_MAX_PENDING;
+    consumer->max_crashes = FH_DEFAULT_MAX_CRASHES;
     consumer->where = fh_yaml_where (ctx, item->start_mark);
     if (!consumer->where)
         return fh_yaml_oom (ctx, item->start_mark);
@@ -573,6 +574,8 @@ static const fh_cfg_field_t s_consumer_fields[] = {
       .max = FH_MAX_MAX_PENDING },
     { .key = "shard", .parse = fh_cfg_parse_shard,
       .offset = offsetof (fh_consumer_config_t, shard) },
+    { .key = "max_crashes", .parse = fh_cfg_parse_size,
+      .offset = offsetof (fh_consumer_config_t, max_crashes), .min = 1, .max = 1000 },
     { .key = NULL },
 };
 

@@ -32,6 +32,7 @@
 #define FH_DEFAULT_RETRY_MAX_MS 30000
 #define FH_DEFAULT_RETRY_JITTER_PERMILLE 200
 #define FH_DEFAULT_MAX_PENDING 1000
+#define FH_DEFAULT_MAX_CRASHES 3
 #define FH_MAX_MAX_PENDING 100000
 #define FH_DEFAULT_CONSUME_TIMEOUT_MS 60000
 #define FH_DEFAULT_SPOOL_SEGMENT_BYTES (64u * 1024 * 1024)
@@ -78,6 +79,8 @@ typedef struct {
     size_t max_pending;   /* messages a plugin may hold FANHUB_PENDING at once */
     bool write_ahead;     /* queue.write_ahead: with spill and a state_dir,
                              every message goes through the spool */
+    size_t max_crashes;   /* a spooled message that crashed the hub this many
+                             times is dead-lettered at the next start */
     struct {              /* shard: {index, count}; count 0 = no shard (shard.h) */
         size_t index, count;
     } shard;

@@ -95,7 +95,7 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         { FH_M_KEYS_ACTIVE, c.keys_active }, { FH_M_KEY_BACKLOG_MAX, c.key_backlog_max },
         { FH_M_KEY_FALLBACK, c.key_fallback }, { FH_M_EVICTED, c.evicted },
         { FH_M_SPOOL_BYTES, c.spool_bytes }, { FH_M_SPOOL_CORRUPT, c.spool_corrupt },
-        { FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors },
+        { FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors }, { FH_M_SPOOL_LOST, c.spool_lost },
         { FH_M_SPOOL_FSYNCS, c.spool_fsyncs },
         { FH_M_SPOOL_HANDOFF, c.spool_handoff },
     };

@@ -2,7 +2,9 @@
 #define _GNU_SOURCE 1 /* on_exit */
 #include "crash.h"
 
+#include "crashlog.h"
 #include "log.h"
+#include "message.h"
 
 #include <czmq.h>
 #include <pthread.h>
@@ -12,10 +14,11 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Set by the thread itself around consume, read by its own signal
+/* Set by the thread itself around plugin calls, read by its own signal
    handler: a thread-local of the executable is async-signal-safe. */
-static _Thread_local const char *tl_consumer;
-static _Thread_local const char *tl_plugin;
+static _Thread_local const fh_crash_site_t *tl_site;
+static _Thread_local const char *tl_where;
+static _Thread_local const fh_msg_t *tl_msg;
 
 static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
@@ -70,18 +73,19 @@ fh_crash_thread (void)
 }
 
 void
-fh_crash_enter (const char *consumer, const char *plugin)
+fh_crash_enter (const fh_crash_site_t *site, const char *where, const fh_msg_t *msg)
 {
     fh_crash_thread ();
-    tl_plugin = plugin;
+    tl_where = where;
+    tl_msg = msg;
     atomic_signal_fence (memory_order_seq_cst);
-    tl_consumer = consumer;
+    tl_site = site;
 }
 
 void
 fh_crash_leave (void)
 {
-    tl_consumer = NULL;
+    tl_site = NULL;
 }
 
 /* Async-signal-safe appending, a byte at a time. */
@@ -93,17 +97,92 @@ s_append (char *line, size_t used, size_t size, const char *text)
     return used;
 }
 
-static const char *
-s_signal_name (int sig)
+/* Async-signal-safe: at most max bytes of text[0..len-1], anything but
+   printable ASCII as '?'. */
+static size_t
+s_append_bytes (char *line, size_t used, size_t size, const char *text, size_t len, size_t max)
 {
-    switch (sig) {
-    case SIGSEGV: return "SIGSEGV";
-    case SIGBUS: return "SIGBUS";
-    case SIGILL: return "SIGILL";
-    case SIGFPE: return "SIGFPE";
-    case SIGABRT: return "SIGABRT";
-    default: return "a fatal signal";
+    for (size_t i = 0; i < len && i < max && used + 1 < size; i++)
+        line[used++] = text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+    return used;
+}
+
+/* Async-signal-safe: j past the JSON white space at text[j]. */
+static size_t
+s_skip_space (const char *text, size_t size, size_t j)
+{
+    while (j < size && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r'))
+        j++;
+    return j;
+}
+
+/* Async-signal-safe: the string value of the first "msg_id" key of a JSON
+   body (a scan, not a parse: no JSON library may run in a signal
+   handler); its length, 0 when there is none or it holds escapes. */
+static size_t
+s_msg_id (fanhub_bytes_t body, const char **start)
+{
+    static const char key[] = "\"msg_id\"";
+    const char *text = body.data;
+    size_t size = body.size, klen = sizeof key - 1;
+    for (size_t i = 0; i + klen <= size; i++) {
+        if (text[i] != '"' || memcmp (text + i, key, klen) != 0)
+            continue;
+        size_t j = s_skip_space (text, size, i + klen);
+        if (j >= size || text[j] != ':')
+            continue; /* a value "msg_id", not the key */
+        j = s_skip_space (text, size, j + 1);
+        if (j >= size || text[j] != '"')
+            return 0;
+        size_t end = ++j;
+        while (end < size && text[end] != '"' && text[end] != '\\')
+            end++;
+        if (end >= size || text[end] != '"')
+            return 0;
+        *start = text + j;
+        return end - j;
     }
+    return 0;
+}
+
+/* Async-signal-safe: ", message SEQ (topic T, msg_id M)" for the message
+   inside the call, whose crash is appended to the consumer's record in
+   its state_dir when it has one. */
+static size_t
+s_describe_message (char *line, size_t used, size_t size, int sig)
+{
+    const fh_msg_t *msg = tl_msg;
+    if (!msg)
+        return used;
+    char digits[24];
+    size_t n = sizeof digits - 1;
+    digits[n] = '\0';
+    uint64_t value = msg->seq;
+    do
+        digits[--n] = (char) ('0' + value % 10);
+    while ((value /= 10) && n);
+    /* zmq_msg_data and zmq_msg_size only read the frame's fields. */
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0), body = fh_msg_frame (msg, 1);
+    used = s_append (line, used, size, ", message ");
+    used = s_append (line, used, size, digits + n);
+    used = s_append (line, used, size, " (topic ");
+    used = s_append_bytes (line, used, size, topic.data, topic.size, 200);
+    const char *id = NULL;
+    size_t id_len = s_msg_id (body, &id);
+    if (id_len) {
+        used = s_append (line, used, size, ", msg_id ");
+        used = s_append_bytes (line, used, size, id, id_len, 120);
+    }
+    used = s_append (line, used, size, ")");
+    int fd = tl_site->record_fd;
+    if (fd >= 0) {
+        uint32_t crc = fh_crashlog_identity (topic, body);
+        used = s_append (line, used, size,
+                         fh_crashlog_append (fd, msg->seq, crc, sig) == 0
+                             ? ", recorded in its state_dir"
+                             : ", NOT recorded in its state_dir (the write failed)");
+    }
+    return used;
 }
 
 static void
@@ -116,24 +195,28 @@ s_fatal (int sig)
     do
         number[--n] = (char) ('0' + value % 10);
     while ((value /= 10) && n);
-    const char *consumer = tl_consumer, *plugin = tl_plugin;
-    size_t used = s_append (line, 0, sizeof line,
-                            fh_log_to_journal () ? "<2>" : "fanhub: error: ");
+    const fh_crash_site_t *site = tl_site;
+    size_t used = s_append (line, 0, sizeof line, fh_log_to_journal () ? "<2>" : "fanhub: error: ");
     used = s_append (line, used, sizeof line, "fatal signal ");
     used = s_append (line, used, sizeof line, number + n);
     used = s_append (line, used, sizeof line, " (");
-    used = s_append (line, used, sizeof line, s_signal_name (sig));
-    if (consumer) {
-        used = s_append (line, used, sizeof line, ") inside consume of consumer '");
-        used = s_append (line, used, sizeof line, consumer);
+    used = s_append (line, used, sizeof line, fh_crashlog_signal_name (sig));
+    if (site) {
+        used = s_append (line, used, sizeof line, ") inside ");
+        used = s_append (line, used, sizeof line, tl_where);
+        used = s_append (line, used, sizeof line, " of consumer '");
+        used = s_append (line, used, sizeof line, site->consumer);
         used = s_append (line, used, sizeof line, "', plugin ");
-        used = s_append (line, used, sizeof line, plugin);
+        used = s_append (line, used, sizeof line, site->plugin);
+        used = s_describe_message (line, used, sizeof line, sig);
     }
     else
         used = s_append (line, used, sizeof line, ") in the hub itself");
     used = s_append (line, used, sizeof line,
                      ": the hub stops now (a restart recovers spilled messages from the "
                      "spool)\n");
+    if (line[used - 1] != '\n')
+        line[used - 1] = '\n'; /* cut short: still one line */
     ssize_t written = write (STDERR_FILENO, line, used);
     (void) written;
     /* The default action now: the status and core dump are the signal's.
@@ -149,11 +232,12 @@ static void
 s_on_exit (int status, void *arg)
 {
     (void) arg;
-    if (!tl_consumer)
+    const fh_crash_site_t *site = tl_site;
+    if (!site)
         return;
-    fh_error ("consumer '%s', plugin %s: called exit(%d) inside consume: the hub stops "
+    fh_error ("consumer '%s', plugin %s: called exit(%d) inside %s: the hub stops "
               "with that status (a restart recovers spilled messages from the spool)",
-              tl_consumer, tl_plugin, status);
+              site->consumer, site->plugin, status, tl_where);
     fflush (stderr);
     _exit (status);
 }
@@ -162,7 +246,7 @@ void
 fh_crash_install (void)
 {
     (void) fh_log_to_journal (); /* decided now: the handler only reads it */
-    zsys_init (); /* its exit handler first, so that ours runs before it */
+    zsys_init ();                /* its exit handler first, so that ours runs before it */
     fh_crash_thread ();
     on_exit (s_on_exit, NULL);
     struct sigaction action;

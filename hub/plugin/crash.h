@@ -3,10 +3,15 @@
     A plugin runs inside the hub's process: a fatal signal in consume
     (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) ends the hub. The handler
     writes one line, async-signal-safe, naming the consumer and the plugin
-    that were inside consume on the faulting thread, then re-raises the
-    signal with its default action, so the exit status and the core dump
-    are the signal's. The handler runs on an alternate signal stack, so a
-    plugin that overflows its stack (runaway recursion) is named too. A plugin that calls exit(N) inside consume ends the
+    that were inside a plugin call on the faulting thread and, inside
+    consume, the message: its seq, topic and msg_id (the first "msg_id"
+    string of a JSON body). With a state_dir it appends the crash to the
+    consumer's crash record (crashlog.h), so that the next start can
+    dead-letter a spooled message that crashes the hub every time. Then it
+    re-raises the signal with its default action, so the exit status and
+    the core dump are the signal's. The handler runs on an alternate
+    signal stack, so a plugin that overflows its stack (runaway recursion)
+    is named too. A plugin that calls exit(N) inside a call ends the
     process with status N and a log line, before CZMQ's exit handler can
     abort on the sockets other threads still hold. What it costs: the
     process (systemd restarts it); what was queued for spilling consumers
@@ -14,6 +19,8 @@
 */
 #ifndef FH_CRASH_H_INCLUDED
 #define FH_CRASH_H_INCLUDED
+
+#include "fanhub/consumer.h"
 
 /* Main thread, once, before any plugin runs: the signal handlers, and an
    exit handler that runs before CZMQ's (it initialises CZMQ first). */
@@ -23,9 +30,19 @@ void fh_crash_install (void);
    fh_crash_enter does it; a thread that runs other plugin code (init,
    fini) calls it first. */
 void fh_crash_thread (void);
-/* Consumer threads, around each consume call. The strings must live as
-   long as the thread may call consume. */
-void fh_crash_enter (const char *consumer, const char *plugin);
+/* Where a consumer's plugin runs: its names, and the descriptor of its
+   crash record (crashlog.h) or -1. Set before its threads start. */
+typedef struct {
+    const char *consumer;
+    const char *plugin;
+    int record_fd;
+} fh_crash_site_t;
+
+/* Around each plugin call: `where` is "consume", "idle", "init" or "fini",
+   msg the message inside consume or NULL. Three stores to thread-locals:
+   nothing is formatted or copied until a crash. site, where and msg must
+   live until fh_crash_leave. */
+void fh_crash_enter (const fh_crash_site_t *site, const char *where, const fanhub_msg_t *msg);
 void fh_crash_leave (void);
 
 #endif

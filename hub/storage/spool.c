@@ -45,6 +45,46 @@ fh_sp_sync_dir (fh_spool_t *self)
     return -1;
 }
 
+bool
+fh_sp_dir_remade (fh_spool_t *self)
+{
+    struct stat st;
+    if (fstat (self->dir_fd, &st) != 0 || st.st_nlink > 0)
+        return false;
+    pthread_mutex_lock (&self->dir_lock);
+    char err[512];
+    bool made = false;
+    int fd = -1, lock = -1;
+    /* Another thread may have made it again meanwhile. */
+    if (fstat (self->dir_fd, &st) != 0 || st.st_nlink > 0)
+        goto out;
+    if (fh_fs_mkdir_p (self->dir, err, sizeof err) != 0
+        || (fd = open (self->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0
+        || dup2 (fd, self->dir_fd) < 0) {
+        fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR,
+                        "%s: the spool's directory was removed and cannot be made again: %s",
+                        self->dir, fd < 0 && err[0] ? err : strerror (errno));
+        goto out;
+    }
+    made = true;
+    lock = openat (self->dir_fd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (lock < 0 || flock (lock, LOCK_EX | LOCK_NB) != 0 || dup2 (lock, self->lock_fd) < 0)
+        fh_warning ("%s/%s: cannot lock the spool made again: %s", self->dir, LOCK_NAME,
+                    strerror (errno));
+    atomic_store (&self->w_reroll, true);
+    fh_error ("%s: the spool's directory was removed while the hub had it open: made again; "
+              "the records it held that were not read yet are lost (counted in spool_lost as "
+              "the reader meets their segments missing)",
+              self->dir);
+out:
+    if (fd >= 0)
+        close (fd);
+    if (lock >= 0)
+        close (lock);
+    pthread_mutex_unlock (&self->dir_lock);
+    return made;
+}
+
 fh_spool_t *
 fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *corrupt_found,
                char *err, size_t errlen)
@@ -64,6 +104,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     fh_sp_reader_init (&self->r, 0, 0);
     pthread_mutex_init (&self->lock, NULL);
     pthread_mutex_init (&self->cursor_lock, NULL);
+    pthread_mutex_init (&self->dir_lock, NULL);
     self->segment_bytes = options->segment_bytes ? options->segment_bytes
                                                  : FH_SPOOL_DEFAULT_SEGMENT_BYTES;
     self->max_bytes = options->max_bytes;
@@ -78,6 +119,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     atomic_init (&self->records, 0);
     atomic_init (&self->bytes, 0);
     atomic_init (&self->corrupt, 0);
+    atomic_init (&self->lost, 0);
     atomic_init (&self->syncs, 0);
 
     self->dir_fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -124,6 +166,17 @@ s_roll (fh_spool_t *self)
     char name[SEG_NAME_LEN + 1];
     fh_sp_seg_name (name, seg);
     int fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd < 0 && errno == ENOENT && fh_sp_dir_remade (self))
+        fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    /* Something put there by hand (a directory): passed over, a few times
+       at most (the next start knows it as a stray, not a lost segment). */
+    for (int tries = 0; fd < 0 && errno == EEXIST && tries < 8; tries++) {
+        fh_log_limited (&self->w_limit, FANHUB_LOG_WARNING,
+                        "%s/%s: already there, not made by this spool: passed over", self->dir,
+                        name);
+        fh_sp_seg_name (name, ++seg);
+        fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    }
     if (fd < 0) {
         int saved = errno;
         fh_log_limited (&self->w_limit, FANHUB_LOG_ERROR, "%s/%s: cannot create: %s", self->dir,
@@ -267,6 +320,8 @@ s_pass_commit (fh_spool_t *self, s_pass_t *pass, size_t upto, size_t count)
         self->unsynced = true;
         atomic_fetch_add (&self->records, pass->records);
         atomic_fetch_add (&self->bytes, pass->bytes);
+        /* Out of memory only leaves a later loss of these uncounted. */
+        (void) fh_sp_tally_add (self, self->w_seg, pass->records, pass->bytes);
         pthread_mutex_unlock (&self->lock);
     }
     for (size_t i = pass->first; i < upto; i++)
@@ -300,7 +355,10 @@ fh_spool_append_batch (fh_spool_t *self, fh_spool_entry_t *entries, size_t count
         }
         /* w_off is only ever written by this thread: it reads it unlocked. */
         uint64_t end = self->w_off + pass.written + pass.buffered;
-        if (self->w_fd < 0 || self->w_broken || (end > 0 && end + total > self->segment_bytes)) {
+        bool reroll = atomic_load_explicit (&self->w_reroll, memory_order_relaxed)
+                      && atomic_exchange (&self->w_reroll, false);
+        if (self->w_fd < 0 || self->w_broken || reroll
+            || (end > 0 && end + total > self->segment_bytes)) {
             /* The records so far are committed to this segment before the
                next one exists: the reader reads a sealed segment to its
                size, so it must not see it before the sync. */
@@ -356,12 +414,22 @@ fh_spool_syncs (fh_spool_t *self)
     return atomic_load (&self->syncs);
 }
 
-/* The reader is done with its sealed segment: on to the next one (or the
-   writer's, which may not exist yet). */
+/* The reader is done with its sealed segment (`why` when it was missing
+   or cut short: what it held and was not read is lost, and counted): on
+   to the next one (or the writer's, which may not exist yet). */
 static void
-s_next_segment (fh_spool_t *self)
+s_next_segment (fh_spool_t *self, const char *why)
 {
     fh_sp_reader_t *r = &self->r;
+    uint64_t lost = fh_sp_tally_leave (self);
+    if (lost) {
+        char name[SEG_NAME_LEN + 1];
+        fh_sp_seg_name (name, r->seg);
+        fh_log_limited (&self->r_limit, FANHUB_LOG_ERROR,
+                        "%s/%s: %s: %" PRIu64 " records lost (counted in spool_lost); going on "
+                        "with the next segment",
+                        self->dir, name, why, lost);
+    }
     pthread_mutex_lock (&self->lock);
     uint64_t next = self->w_seg;
     for (size_t i = 0; i < self->seg_count; i++)
@@ -377,6 +445,7 @@ s_next_segment (fh_spool_t *self)
     r->off = 0;
     r->sealed = r->limit_known = r->in_region = false;
     r->buf_len = 0;
+    r->start = r->taken = 0;
 }
 
 /* Hands out the message record r is at (size bytes, payload checked by
@@ -416,6 +485,7 @@ s_take_record (fh_spool_t *self, fh_spool_record_t *out, const uint8_t *payload,
     out->this_run = r->seg >= self->first_w_seg;
     r->off += size;
     r->passed = 0;
+    r->taken++;
     return 0;
 }
 
@@ -446,10 +516,12 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
         fh_sp_seg_name (name, r->seg);
         if (r->fd < 0) {
             r->fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
+            if (r->fd < 0 && errno == ENOENT) {
+                fh_sp_dir_remade (self); /* if that is why */
+                errno = ENOENT;
+            }
             if (r->fd < 0 && errno == ENOENT && r->sealed) {
-                fh_log_limited (&self->r_limit, FANHUB_LOG_WARNING,
-                                "%s/%s: missing; going on with the next segment", self->dir, name);
-                s_next_segment (self);
+                s_next_segment (self, "missing");
                 continue;
             }
             if (r->fd < 0)
@@ -471,7 +543,7 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
             goto io_error;
         if (rc == 0) {
             if (r->sealed)
-                s_next_segment (self);
+                s_next_segment (self, "ended early (cut short, or damaged)");
             continue;
         }
         if (s_take_record (self, out, payload, payload_len, size) != 0)
@@ -508,6 +580,12 @@ uint64_t
 fh_spool_corrupt (fh_spool_t *self)
 {
     return atomic_load (&self->corrupt);
+}
+
+uint64_t
+fh_spool_lost (fh_spool_t *self)
+{
+    return atomic_load (&self->lost);
 }
 
 /* Syncs every segment appended to since the last sync, and the directory
@@ -548,6 +626,7 @@ int
 fh_spool_tick (fh_spool_t *self, int64_t now_ns)
 {
     int rc = 0;
+    fh_sp_dir_remade (self); /* removed by hand: made again */
     if (self->fsync == FH_SPOOL_FSYNC_INTERVAL
         && now_ns - self->last_sync_ns >= self->fsync_interval_ns) {
         self->last_sync_ns = now_ns;
@@ -630,11 +709,13 @@ fh_spool_abandon (fh_spool_t **self_p)
         close (self->lock_fd); /* releases the flock */
     pthread_mutex_destroy (&self->lock);
     pthread_mutex_destroy (&self->cursor_lock);
+    pthread_mutex_destroy (&self->dir_lock);
     free (self->w_buf);
     free (self->frames);
     free (self->known);
     free (self->marks);
     free (self->segs);
+    free (self->tally);
     free (self->dir);
     free (self);
     *self_p = NULL;

@@ -35,7 +35,12 @@
     bytes, at disk speed). It deletes segments wholly before the cursor;
     truncates a segment whose end holds a torn or damaged record (a write
     cut by a crash); and counts in fh_spool_corrupt, and in *corrupt_found,
-    every damaged record or region. Damage in the middle of a segment is
+    every damaged record or region. Losses count in fh_spool_lost (see
+    there): a segment missing from the cursor's on, emptied or cut below
+    the cursor. A cursor naming a segment past the last one there is (and
+    past the one the writer would start) is not believed: the segments are
+    read from the start, not deleted. Anything else named like a segment
+    (a directory) is ignored with a warning, and its number never used. Damage in the middle of a segment is
     left in place and skipped by the reader, which counts nothing twice.
     Segments are not appended to after a restart: the writer starts a new
     one.
@@ -88,7 +93,11 @@
 
     What can be lost: only messages that never reached fh_spool_append (in
     the caller's memory), and after a machine crash what the fsync mode
-    above allows.
+    above allows. What is taken from the directory by hand while open (a
+    segment deleted or cut, the directory removed: it is made again, by
+    the next tick, append to a new segment or read) is counted in
+    fh_spool_lost as the reader meets it, and the records and bytes
+    waiting say so.
 */
 #ifndef FH_SPOOL_H_INCLUDED
 #define FH_SPOOL_H_INCLUDED
@@ -214,6 +223,12 @@ uint64_t fh_spool_bytes (fh_spool_t *self);
 /* Any thread. Damaged records and regions found since open (those found
    by open's scan included), each counted once. */
 uint64_t fh_spool_corrupt (fh_spool_t *self);
+/* Any thread. Records lost since open (those lost before it included):
+   in segments missing or cut short, at open or while reading (a segment
+   lost before open counts once: how many records it held is not known),
+   and every record that is neither read nor counted as damaged when a
+   segment ends early. Each is logged. */
+uint64_t fh_spool_lost (fh_spool_t *self);
 
 /* Any one thread, every few hundred ms, with CLOCK_MONOTONIC ns: in
    INTERVAL, syncs what was appended once fsync_interval_ms has passed since

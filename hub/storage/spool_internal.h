@@ -65,7 +65,15 @@ typedef struct {
     bool in_region; /* inside a damaged region */
     uint64_t region_start;
     uint64_t passed; /* bytes moved past (records and damage) */
+    uint64_t start;  /* the offset it began this segment at */
+    uint64_t taken;  /* records of this segment handed out or counted damaged */
 } fh_sp_reader_t;
+
+/* Records and bytes a segment was known to hold (found at open, or
+   appended), for counting what is lost when it goes missing or is cut. */
+typedef struct {
+    uint64_t seg, records, bytes;
+} fh_sp_tally_t;
 struct fh_spool {
     char *dir;
     int dir_fd;
@@ -82,8 +90,14 @@ struct fh_spool {
     uint64_t w_off; /* whole records in it */
     uint64_t *segs; /* segment files on disk, ascending */
     size_t seg_count, seg_cap;
+    fh_sp_tally_t *tally; /* of the segments not yet read to their end, ascending */
+    size_t tally_count, tally_cap;
     uint64_t sync_from; /* INTERVAL: first segment with unsynced appends */
     bool unsynced, dir_unsynced;
+
+    /* The directory made again after it was removed (fh_sp_dir_remade). */
+    pthread_mutex_t dir_lock;
+    atomic_bool w_reroll; /* the appender's segment is in the removed one */
 
     /* The appender's. */
     int w_fd;
@@ -120,6 +134,7 @@ struct fh_spool {
     int64_t last_sync_ns;
 
     atomic_uint_fast64_t records, bytes, corrupt;
+    atomic_uint_fast64_t lost;          /* records lost (a segment of unknown content: 1) */
     atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
     atomic_uint_fast64_t syncs;         /* fdatasync calls on segments */
     uint64_t first_w_seg;               /* segments from here on were written by this run */
@@ -129,6 +144,13 @@ struct fh_spool {
 /* spool.c: syncs the directory, so that names created, renamed or
    removed in it survive a crash. 0, or -1 (logged). */
 int fh_sp_sync_dir (fh_spool_t *self);
+/* spool.c: when the spool's directory was removed while open (rm -r by
+   hand), makes it again in its place (the lock and the descriptor number
+   kept, so that no thread's openat ever meets a closed one), logs it and
+   has the appender start a new segment there. What it held that the
+   reader had not opened is lost, counted by the reader as it meets the
+   segments missing. True when it was made again now. Any thread. */
+bool fh_sp_dir_remade (fh_spool_t *self);
 
 /* spool_segment.c */
 
@@ -146,6 +168,15 @@ int fh_sp_segs_push (fh_spool_t *self, uint64_t seg);
    was lost, and sets the write, read and consumed positions. 0, or -1
    with the message in err. */
 int fh_sp_recover (fh_spool_t *self, char *err, size_t errlen);
+/* Adds to the tally of segment seg (the last one, or a new last one).
+   Under lock. 0, or -1 when out of memory (then a loss of it goes
+   uncounted). */
+int fh_sp_tally_add (fh_spool_t *self, uint64_t seg, uint64_t records, uint64_t bytes);
+/* The reader leaves segment r->seg: what its tally holds beyond what the
+   reader took from it was lost (missing, cut short, in a damaged region);
+   counted and taken out of the records and bytes waiting. Returns how
+   many, for the caller's log line. */
+uint64_t fh_sp_tally_leave (fh_spool_t *self);
 
 /* spool_cursor.c */
 

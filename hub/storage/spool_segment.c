@@ -58,6 +58,7 @@ fh_sp_reader_init (fh_sp_reader_t *r, uint64_t seg, uint64_t off)
     r->fd = -1;
     r->seg = seg;
     r->off = off;
+    r->start = off;
 }
 
 void
@@ -200,10 +201,12 @@ fh_sp_step (fh_spool_t *self, fh_sp_reader_t *r, bool scanning, const uint8_t **
             /* Verified but not a message: damaged all the same. */
             s_damage (self, r->seg, r->off, scanning, "malformed message record");
             r->in_region = false;
+            r->taken++; /* counted as damage, not as lost */
             break;
         case FH_RECORD_BAD:
             s_damage (self, r->seg, r->off, scanning, "record with a bad checksum");
             r->in_region = false;
+            r->taken++;
             break;
         case FH_RECORD_GARBAGE:
             if (!r->in_region) {
@@ -220,6 +223,7 @@ fh_sp_step (fh_spool_t *self, fh_sp_reader_t *r, bool scanning, const uint8_t **
             if (!r->in_region) {
                 s_damage (self, r->seg, r->off, scanning, scanning ? NULL : "torn record");
                 r->region_start = r->off;
+                r->taken++;
             }
             r->in_region = false;
             r->off += *size;
@@ -230,6 +234,63 @@ fh_sp_step (fh_spool_t *self, fh_sp_reader_t *r, bool scanning, const uint8_t **
         r->off += *size;
         r->passed += *size;
     }
+}
+
+/* ---------------------------------------------------------------- tally */
+
+int
+fh_sp_tally_add (fh_spool_t *self, uint64_t seg, uint64_t records, uint64_t bytes)
+{
+    fh_sp_tally_t *last = self->tally_count ? &self->tally[self->tally_count - 1] : NULL;
+    if (last && last->seg == seg) {
+        last->records += records;
+        last->bytes += bytes;
+        return 0;
+    }
+    if (self->tally_count == self->tally_cap) {
+        size_t cap = self->tally_cap ? self->tally_cap * 2 : 16;
+        fh_sp_tally_t *tally = realloc (self->tally, cap * sizeof *tally);
+        if (!tally)
+            return -1;
+        self->tally = tally;
+        self->tally_cap = cap;
+    }
+    self->tally[self->tally_count++] = (fh_sp_tally_t){seg, records, bytes};
+    return 0;
+}
+
+static void
+s_sub_floor (atomic_uint_fast64_t *counter, uint64_t amount)
+{
+    uint64_t old = atomic_load (counter);
+    while (!atomic_compare_exchange_weak (counter, &old, old > amount ? old - amount : 0))
+        ;
+}
+
+uint64_t
+fh_sp_tally_leave (fh_spool_t *self)
+{
+    fh_sp_reader_t *r = &self->r;
+    fh_sp_tally_t left = {r->seg, 0, 0};
+    pthread_mutex_lock (&self->lock);
+    size_t gone = 0;
+    while (gone < self->tally_count && self->tally[gone].seg <= r->seg) {
+        if (self->tally[gone].seg == r->seg)
+            left = self->tally[gone];
+        gone++;
+    }
+    memmove (self->tally, self->tally + gone, (self->tally_count - gone) * sizeof *self->tally);
+    self->tally_count -= gone;
+    pthread_mutex_unlock (&self->lock);
+    uint64_t read = r->off > r->start ? r->off - r->start : 0;
+    if (left.records <= r->taken)
+        return 0;
+    uint64_t lost = left.records - r->taken;
+    /* Never read back, so never counted out of the waiting figures. */
+    atomic_fetch_add (&self->lost, lost);
+    s_sub_floor (&self->records, lost);
+    s_sub_floor (&self->bytes, left.bytes > read ? left.bytes - read : 0);
+    return lost;
 }
 
 /* ---------------------------------------------------------------- open */
@@ -256,8 +317,38 @@ fh_sp_segs_push (fh_spool_t *self, uint64_t seg)
     return 0;
 }
 
+/* True when the entry is a regular file (a stray directory or link named
+   like a segment is not one). */
+static bool
+s_regular (fh_spool_t *self, const struct dirent *entry)
+{
+    if (entry->d_type != DT_UNKNOWN)
+        return entry->d_type == DT_REG;
+    struct stat st;
+    return fstatat (self->dir_fd, entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0
+           && S_ISREG (st.st_mode);
+}
+
+/* Numbers of things named like segments that are not (a directory):
+   never read, never counted missing; the writer passes over them (s_roll
+   finds the name taken). */
+typedef struct {
+    uint64_t numbers[64]; /* more are warned about, not remembered */
+    size_t count;
+} s_strays_t;
+
+static bool
+s_is_stray (const s_strays_t *strays, uint64_t seg)
+{
+    for (size_t i = 0; i < strays->count; i++)
+        if (strays->numbers[i] == seg)
+            return true;
+    return false;
+}
+
+/* The segment files, ascending, and the strays. */
 static int
-s_list_segments (fh_spool_t *self, char *err, size_t errlen)
+s_list_segments (fh_spool_t *self, s_strays_t *strays, char *err, size_t errlen)
 {
     int fd = dup (self->dir_fd);
     DIR *dir = fd >= 0 ? fdopendir (fd) : NULL;
@@ -270,16 +361,48 @@ s_list_segments (fh_spool_t *self, char *err, size_t errlen)
     rewinddir (dir);
     struct dirent *entry;
     uint64_t seg;
-    while ((entry = readdir (dir)))
-        if (s_seg_parse (entry->d_name, &seg) && fh_sp_segs_push (self, seg) != 0) {
+    while ((entry = readdir (dir))) {
+        const char *name = entry->d_name;
+        if (!s_seg_parse (name, &seg)) {
+            size_t len = strlen (name);
+            if (strncmp (name, "seg-", 4) == 0
+                || (len >= 6 && strcmp (name + len - 6, ".spool") == 0))
+                fh_warning ("%s/%s: not a segment's name: ignored", self->dir, name);
+            continue;
+        }
+        if (!s_regular (self, entry)) {
+            /* Never read, and its number never taken by the writer. */
+            fh_warning ("%s/%s: named like a segment, but not a regular file: ignored", self->dir,
+                        name);
+            if (strays->count < sizeof strays->numbers / sizeof *strays->numbers)
+                strays->numbers[strays->count++] = seg;
+            continue;
+        }
+        if (fh_sp_segs_push (self, seg) != 0) {
             closedir (dir);
             snprintf (err, errlen, "%s: out of memory", self->dir);
             return -1;
         }
+    }
     closedir (dir);
     if (self->seg_count)
         qsort (self->segs, self->seg_count, sizeof *self->segs, s_seg_cmp);
     return 0;
+}
+
+/* A segment cut below the cursor, or emptied (not the last): records
+   were lost, how many is not known: counted once. */
+static void
+s_cut_before_open (fh_spool_t *self, const char *name, uint64_t off, uint64_t size)
+{
+    atomic_fetch_add (&self->lost, 1);
+    if (off > size)
+        fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
+                    ": records after it were lost",
+                    self->dir, name, size, off);
+    else
+        fh_warning ("%s/%s: empty, but not the last segment: the records it held are lost",
+                    self->dir, name);
 }
 
 /* Reads segment seg from off to its end: counts its records and bytes and
@@ -303,16 +426,7 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last, uint64_
     r.sealed = r.limit_known = true;
     *file_size = r.limit;
     if (off > r.limit || (r.limit == 0 && !last)) {
-        /* Cut below the cursor, or emptied: records were lost. */
-        atomic_fetch_add (&self->corrupt, 1);
-        if (off > r.limit)
-            fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
-                        ": records after it were lost",
-                        self->dir, name, r.limit, off);
-        else
-            fh_warning ("%s/%s: empty, but not the last segment: the records it held are "
-                        "lost",
-                        self->dir, name);
+        s_cut_before_open (self, name, off, r.limit);
         fh_sp_reader_free (&r);
         return 0;
     }
@@ -360,32 +474,63 @@ s_scan_segment (fh_spool_t *self, uint64_t seg, uint64_t off, bool last, uint64_
     atomic_fetch_add (&self->records, records);
     if (end > off)
         atomic_fetch_add (&self->bytes, end - off);
+    if (fh_sp_tally_add (self, seg, records, end > off ? end - off : 0) != 0) {
+        snprintf (err, errlen, "%s: out of memory", self->dir);
+        return -1;
+    }
     return 0;
 }
 
 /* Records lost before open, counted and logged: segments are numbered
-   without gaps from the cursor's on (the writer takes the next number,
-   and only segments below the written cursor are ever deleted), so a
-   number missing in between is a lost segment; so is the cursor's own
-   segment when the cursor points inside it. */
+   without gaps from the cursor's on (the writer starts at the cursor's
+   segment when it is not there yet, then takes the next number, and only
+   segments below the written cursor are ever deleted), so a number
+   missing from there on is a lost segment, counted once (how many records
+   it held is not known); so is the cursor's own segment when the cursor
+   points inside it and it was the last. */
 static void
-s_count_missing (fh_spool_t *self, bool found, uint64_t c_seg, uint64_t c_off)
+s_count_missing (fh_spool_t *self, const s_strays_t *strays, bool found, uint64_t c_seg,
+                 uint64_t c_off)
 {
     char name[SEG_NAME_LEN + 1];
     uint64_t expect = self->seg_count ? self->segs[0] : 0;
-    if (found) {
-        bool exists = self->seg_count && self->segs[0] == c_seg;
-        /* (SEG, 0) of a segment never created is where a new run began. */
-        expect = exists || c_off > 0 ? c_seg : c_seg + 1;
-    }
-    for (size_t i = 0; i < self->seg_count; i++) {
-        for (; expect < self->segs[i]; expect++) {
-            atomic_fetch_add (&self->corrupt, 1);
+    if (found)
+        expect = c_seg;
+    for (size_t i = 0; i <= self->seg_count && (found || i < self->seg_count); i++) {
+        /* Past the last: only the cursor's own segment, if it had data. */
+        uint64_t upto = i < self->seg_count ? self->segs[i] : (c_off > 0 ? c_seg + 1 : c_seg);
+        for (; expect < upto; expect++) {
+            if (s_is_stray (strays, expect))
+                continue; /* the writer passed over it */
+            atomic_fetch_add (&self->lost, 1);
             fh_sp_seg_name (name, expect);
             fh_warning ("%s/%s: missing: the records it held are lost", self->dir, name);
         }
-        expect = self->segs[i] + 1;
+        if (i < self->seg_count)
+            expect = self->segs[i] + 1;
     }
+}
+
+/* A cursor that names a segment past the last one there is, beyond the
+   one the writer would have started next (or inside that one): no run
+   wrote it for these segments. Not believed: they are read from the
+   start (what was consumed of them is delivered again), never deleted
+   as consumed. True when so. */
+static bool
+s_cursor_too_far (fh_spool_t *self, uint64_t c_seg, uint64_t c_off)
+{
+    if (self->seg_count == 0)
+        return false;
+    uint64_t last = self->segs[self->seg_count - 1];
+    if (c_seg <= last || (c_seg == last + 1 && c_off == 0))
+        return false;
+    char name[SEG_NAME_LEN + 1];
+    fh_sp_seg_name (name, last);
+    fh_warning ("%s/%s: names segment %" PRIu64 " offset %" PRIu64 ", past the last segment "
+                "(%s): not believed; the %zu segments there are read from the start (what was "
+                "consumed of them comes again)",
+                self->dir, CURSOR_NAME, c_seg, c_off, name, self->seg_count);
+    return true;
 }
 
 /* The recovery at open (fh_spool_open): the cursor, the segments below
@@ -396,10 +541,13 @@ fh_sp_recover (fh_spool_t *self, char *err, size_t errlen)
 {
     const char *dir = self->dir;
     uint64_t c_seg = 0, c_off = 0;
+    s_strays_t strays = {.count = 0};
     int found = fh_sp_cursor_load (self, &c_seg, &c_off, err, errlen);
-    if (found < 0 || s_list_segments (self, err, errlen) != 0)
+    if (found < 0 || s_list_segments (self, &strays, err, errlen) != 0)
         return -1;
     const uint64_t file_seg = c_seg, file_off = c_off;
+    if (found && s_cursor_too_far (self, c_seg, c_off))
+        found = 0;
     /* Segments below the cursor's were consumed: a crash came between the
        cursor's write and their removal. */
     size_t first = 0;
@@ -415,10 +563,14 @@ fh_sp_recover (fh_spool_t *self, char *err, size_t errlen)
         memmove (self->segs, self->segs + first, (self->seg_count - first) * sizeof *self->segs);
         self->seg_count -= first;
     }
-    s_count_missing (self, found != 0, c_seg, c_off);
-    /* The writer's first segment: past every segment and the cursor. */
+    s_count_missing (self, &strays, found != 0, c_seg, c_off);
+    /* The writer's first segment: past every segment, and the cursor's
+       own when it was never made (so that the segments from the cursor's
+       on have no gaps: a gap is a loss), past it when it had data. */
     uint64_t last = self->seg_count ? self->segs[self->seg_count - 1] : 0;
-    self->w_seg = (found && c_seg > last ? c_seg : last) + 1;
+    self->w_seg = last + 1;
+    if (found && c_seg > last)
+        self->w_seg = c_off > 0 ? c_seg + 1 : c_seg;
     /* The cursor's segment may be gone (it was empty and never created,
        or removed by hand): start at the next one there is. */
     if (!found || self->seg_count == 0 || self->segs[0] != c_seg) {

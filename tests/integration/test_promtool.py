@@ -77,7 +77,7 @@ def consumer(name, scale=1, wait_interval=100, proc_interval=0):
             "coalesced": 0, "backlog": 2, "in_flight": 1, "backlog_max": 120, "stuck": 0,
             "queue_wait": qw, "processing": pr, "evicted": 2, "spool_bytes": 4096 * scale,
             "spool_corrupt": 1, "keys_active": 3, "key_backlog_max": 5, "key_fallback": 6,
-            "spool_cursor_errors": 4, "spool_fsyncs": 7, "spool_handoff": 3}
+            "spool_cursor_errors": 4, "spool_fsyncs": 7, "spool_handoff": 3, "spool_lost": 5}
 
 
 def snapshot(name="buildsys", consumers=None, endpoints=None):
@@ -172,7 +172,7 @@ def parse_prometheus(text):
 
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
             "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
-            "spool_cursor_errors", "spool_fsyncs")
+            "spool_cursor_errors", "spool_fsyncs", "spool_lost")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
           "keys_active", "key_backlog_max")
 
@@ -280,7 +280,7 @@ TYPE_INSTANCES = {
     "queue_length": {None},
     "latency": {"queue_wait_p99", "queue_wait_mean", "processing_p99", "processing_mean"},
     "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted",
-               "auth_denied", "peers_refused"},
+               "auth_denied", "peers_refused", "spool_lost"},
 }
 
 
@@ -324,7 +324,7 @@ def check_collectd_values(values, snap):
             iv = c[hist]["interval"]
             want[(inst, "latency-%s_p99" % hist)] = iv["p99"] if iv["count"] else 0
             want[(inst, "latency-%s_mean" % hist)] = iv["mean"] if iv["count"] else 0
-        for f in ("completed", "failed", "dropped", "enqueued"):
+        for f in ("completed", "failed", "dropped", "enqueued", "spool_lost"):
             want[(inst, "derive-" + f)] = c[f]
     assert set(values) == set(want), "identifiers differ: got %r, want %r" % (
         sorted(set(values) - set(want)), sorted(set(want) - set(values)))

@@ -158,6 +158,7 @@ test_full_config (void **state)
           "    topics: org.one.pattern\n"
           "    queue: {capacity: 1}\n"
           "    options: {}\n"
+          "    max_crashes: 5\n"
           "  - name: c3\n"
           "    plugin: log\n"
           "    options:\n";
@@ -215,9 +216,11 @@ test_full_config (void **state)
     assert_int_equal (fh_option_kind (c->options), FANHUB_OPTION_MAP);
     assert_int_equal (fh_option_count (c->options), 0);
     assert_string_equal (c->where, "t.yaml:26:5");
+    assert_int_equal (c->max_crashes, 5);
 
     c = &cfg->consumers[2];
     assert_int_equal (c->topics.count, 0);
+    assert_int_equal (c->max_crashes, FH_DEFAULT_MAX_CRASHES);
     assert_int_equal (c->queue_capacity, FH_DEFAULT_QUEUE_CAPACITY);
     assert_int_equal (fh_option_kind (c->options), FANHUB_OPTION_MAP);
     assert_int_equal (fh_option_count (c->options), 0);
@@ -312,7 +315,7 @@ typedef struct {
 
 #define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning)"
-#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard)"
+#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard, max_crashes)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
@@ -368,6 +371,10 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:3:3: bus.rcvhm: unknown key " BUS_KNOWN },
     { "unknown consumer key", C2 ("    plugin: p\n    topic: [a]\n"),
       "t.yaml:8:5: consumers[1].topic: unknown key " CONSUMER_KNOWN },
+    { "max_crashes 0", C2 ("    plugin: p\n    max_crashes: 0\n"),
+      "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '0'" },
+    { "max_crashes past 1000", C2 ("    plugin: p\n    max_crashes: 1001\n"),
+      "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '1001'" },
     { "unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
       "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
 

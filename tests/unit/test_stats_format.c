@@ -131,10 +131,11 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
                               "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
                               "key_backlog_max", 5, "key_fallback", 2,
-                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9);
+                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9,
+                              "spool_lost", 10);
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -352,6 +353,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_spool_cursor_errors_total Spool cursor writes that failed (each is tried again).",
         "# TYPE fanhub_consumer_spool_cursor_errors_total counter",
         "fanhub_consumer_spool_cursor_errors_total{consumer=\"archive\"} 7",
+        "# HELP fanhub_consumer_spool_lost_total Spooled records lost: segments missing or cut short, a removed spool directory.",
+        "# TYPE fanhub_consumer_spool_lost_total counter",
+        "fanhub_consumer_spool_lost_total{consumer=\"archive\"} 10",
         "# HELP fanhub_consumer_spool_fsyncs_total fdatasync calls on the spool's segments (one per group commit with fsync: always).",
         "# TYPE fanhub_consumer_spool_fsyncs_total counter",
         "fanhub_consumer_spool_fsyncs_total{consumer=\"archive\"} 8",
@@ -595,6 +599,7 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_lost\" interval=10 N:10",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
@@ -620,6 +625,7 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
         "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
+        "PUTVAL \"h/fanhub-archive/derive-spool_lost\" interval=2.5 1700000000:10",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
         "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
@@ -672,13 +678,13 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 5 hub lines and 9 consumer lines, each one PUTVAL. */
+        /* 5 hub lines and 10 consumer lines, each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 14);
+        assert_int_equal (lines, 15);
         free (text);
         json_decref (stats);
     }
