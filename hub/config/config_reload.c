@@ -48,7 +48,8 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
         || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
         return s_string_equal (*(char *const *) a, *(char *const *) b);
     if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics
-        || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses)
+        || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses
+        || parse == fh_cfg_parse_include)
         return s_strlist_equal (a, b);
     if (parse == fh_cfg_parse_shard)
         return memcmp (a, b, 2 * sizeof (size_t)) == 0;

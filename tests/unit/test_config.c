@@ -302,7 +302,7 @@ typedef struct {
     const char *error; /* the exact start of the message */
 } s_error_case_t;
 
-#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
+#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics, include)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
