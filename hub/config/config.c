@@ -403,8 +403,8 @@ s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
         return fh_yaml_error (ctx, node->start_mark, "required key is missing");
     }
     for (size_t i = 0; i < cfg->consumer_count; i++)
-        if (fh_cfg_consumer_cross_check (
-                ctx, cfg, i, fh_yaml_node (ctx, list->data.sequence.items.start[i]), i))
+        if (fh_cfg_consumer_cross_check (ctx, cfg, i,
+                                         fh_yaml_node (ctx, list->data.sequence.items.start[i]), i))
             return -1;
     if (fh_cfg_include_load (ctx, node, cfg))
         return -1;
