@@ -21,6 +21,33 @@
 
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
 
+/* Reopen requests so far: a signal is the process's, so is this. */
+static atomic_uint_fast64_t s_reopen_requests;
+
+void
+fh_consumer_reopen_all (void)
+{
+    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
+}
+
+void
+fh_cons_maybe_reopen (fh_consumer_t *self)
+{
+    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
+    uint64_t seen = atomic_load_explicit (&self->reopen_seen, memory_order_relaxed);
+    /* With workers, one of them answers each request. */
+    if (seen != want && atomic_compare_exchange_strong (&self->reopen_seen, &seen, want)
+        && self->reopen && self->initialized)
+        self->reopen (self->state);
+}
+
+void
+fh_cons_idle (fh_consumer_t *self)
+{
+    fh_cons_maybe_reopen (self);
+    self->desc->idle (self->state);
+}
+
 int
 fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
                          char *err, size_t errlen)
@@ -79,6 +106,8 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
         return -1;
     }
     self->desc = fh_plugin_desc (self->plugin);
+    self->reopen = fh_plugin_reopen (self->plugin);
+    fh_cons_maybe_reopen (self); /* not initialized: takes the requests made so far as answered */
     if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
         return -1;
     if (self->desc->init) {

@@ -93,6 +93,8 @@ struct fh_consumer {
     fh_queue_t *queue;
     fh_plugin_t *plugin;
     const fanhub_consumer_desc_t *desc;
+    void (*reopen) (void *state);     /* the plugin's (ABI 1.3), or NULL */
+    atomic_uint_fast64_t reopen_seen; /* the last reopen request answered */
     void *state;
     bool initialized; /* init succeeded: fini is owed */
     fanhub_ctx_t ctx;
@@ -195,6 +197,10 @@ fanhub_result_t fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t
                                       int64_t *end, fanhub_ticket_t ticket);
 /* The pending table's wake-up: a completion came. */
 void fh_cons_pending_wake (void *arg);
+/* On a consumer's thread, before consume and idle: the plugin's reopen,
+   once per request (fh_consumer_reopen_all); then idle for the second. */
+void fh_cons_maybe_reopen (fh_consumer_t *self);
+void fh_cons_idle (fh_consumer_t *self);
 /* The emit waiter of msg: its own, or its original's when it is a copy
    read back from the spool. */
 fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);

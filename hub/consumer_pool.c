@@ -232,7 +232,7 @@ fh_cons_pool_worker_thread (void *arg)
             if ((drained || full) && self->pool_worked && self->desc->idle) {
                 self->pool_worked = false;
                 pthread_mutex_unlock (&self->pool_lock);
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
                 pthread_mutex_lock (&self->pool_lock);
                 continue;
             }

@@ -41,6 +41,7 @@ fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t 
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
     fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
+    fh_cons_maybe_reopen (self);
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();
     fh_host_take_reason (worker->reason, sizeof worker->reason);
@@ -287,7 +288,7 @@ fh_cons_worker_thread (void *arg)
             /* max_pending open: no consume until one completes. idle lets
                a plugin that batches flush. */
             if (worked && self->desc->idle)
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
             worked = false;
             if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
                 break;
@@ -305,7 +306,7 @@ fh_cons_worker_thread (void *arg)
             msg = fh_cons_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
-                self->desc->idle (self->state);
+                fh_cons_idle (self);
             worked = false;
             if (retiring && self->spool && fh_cons_spool_unread (self)) {
                 /* The spool still holds some: consume them, once the
@@ -328,7 +329,7 @@ fh_cons_worker_thread (void *arg)
         worked = true;
     }
     if (worked && self->desc->idle)
-        self->desc->idle (self->state);
+        fh_cons_idle (self);
     atomic_fetch_add (&self->done_workers, 1);
     return NULL;
 }

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
+#include "consumer.h"
 #include "control.h"
 #include "control_curve.h"
 #include "fdlimit.h"
@@ -63,8 +64,9 @@ static const fh_cli_command_t s_command = {
     "on its own thread. Without -c, runs the built-in default configuration\n"
     "(connect to tcp://127.0.0.1:9940, print every message to stdout).",
     s_options,
-    "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
-    "that stay the same keep running, an invalid file is refused.\n"
+    "SIGHUP (or 'fanhub reload'): re-read the configuration file and its\n"
+    "drop-ins; consumers that stay the same keep running, an invalid file is\n"
+    "refused. Either way plugins reopen their files (the log plugin's path).\n"
     "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
     "and call every plugin's fini (all within shutdown_timeout), exit 0. A\n"
     "second signal, or an expired shutdown_timeout, exits at once with\n"
@@ -109,6 +111,10 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
                   "ERROR reload refused: %s (running on the previous configuration)", err);
         fh_error ("%s", result + 6);
     }
+    /* Refused or not, plugins reopen their files: logrotate's postrotate
+       sends SIGHUP whatever the configuration's state. Before the answer,
+       so that what is consumed after it goes to the new file. */
+    fh_consumer_reopen_all ();
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
 }
