@@ -85,6 +85,14 @@ s_log_endpoints (const fh_config_t *config)
         fh_info ("bus: bound to %s", config->bind.items[i]);
 }
 
+/* What the configuration has that is legal but likely wrong. */
+static void
+s_log_warnings (const fh_config_t *config)
+{
+    for (size_t i = 0; i < config->warnings.count; i++)
+        fh_warning ("%s", config->warnings.items[i]);
+}
+
 /* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
    refused and the running configuration stays. */
 static void
@@ -96,6 +104,8 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     fh_hub_note_reload_start (hub); /* before the file is read */
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    if (config)
+        s_log_warnings (config);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
         const fh_config_t *now = fh_hub_config (hub);
         /* The live keys outside consumers (shutdown_timeout is read when
@@ -393,6 +403,7 @@ fh_cmd_run (int argc, char **argv)
     }
     if (!level_given)
         fh_log_set_level ((fanhub_log_level_t) run.config->log_level);
+    s_log_warnings (run.config);
     int status = s_start (&run, plugin_dir);
     if (status != 0) {
         fh_config_destroy (&run.config);

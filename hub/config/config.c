@@ -580,7 +580,7 @@ static const fh_cfg_field_t s_metrics_fields[] = {
 static const fh_cfg_section_t s_metrics_section = { s_metrics_fields, NULL };
 
 static const fh_cfg_field_t s_consumer_fields[] = {
-    { .key = "name", .parse = fh_cfg_parse_name,
+    { .key = "name", .parse = fh_cfg_parse_consumer_name,
       .offset = offsetof (fh_consumer_config_t, name), .required = true },
     { .key = "plugin", .parse = fh_cfg_parse_plugin,
       .offset = offsetof (fh_consumer_config_t, plugin), .required = true },

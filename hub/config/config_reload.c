@@ -42,7 +42,8 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
         return *(const size_t *) a == *(const size_t *) b;
     if (parse == fh_cfg_parse_bool)
         return *(const bool *) a == *(const bool *) b;
-    if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
+    if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_consumer_name
+        || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
         || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen
         || parse == fh_cfg_parse_bind_endpoint || parse == fh_cfg_parse_order_by
         || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
