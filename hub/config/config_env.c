@@ -3,8 +3,10 @@
     Run on a loaded document (the main file and each drop-in) before the
     schema reads it: in every scalar that is a value (never a key),
     ${NAME} becomes the environment variable NAME, ${NAME:-default} the
-    default when NAME is unset or empty (as in the shell), and $$ one $.
-    A $ before anything else stays as written. The node keeps its style
+    default when NAME is unset or empty (as in the shell), and $${ a
+    literal ${. Any other $ stays as written: a shell command in a
+    plugin's options keeps its $1, $$ and $VAR, and writes $${VAR#x} for
+    the shell's ${VAR#x}. The node keeps its style
     and its place, so the schema reads the result as if it had been
     written there, and later errors still point at it. An unset NAME
     without a default is an error at the value, "FILE:LINE:COL: KEYPATH".
@@ -94,9 +96,9 @@ s_expand_scalar (fh_yaml_t *ctx, yaml_node_t *node)
         i += plain;
         if (rc || i == len)
             break;
-        if (i + 1 < len && text[i + 1] == '$') {
-            rc = s_buf_add (&buf, "$", 1);
-            i += 2;
+        if (i + 2 < len && text[i + 1] == '$' && text[i + 2] == '{') {
+            rc = s_buf_add (&buf, "${", 2);
+            i += 3;
         }
         else if (i + 1 < len && text[i + 1] == '{') {
             size_t used = 0;
@@ -119,12 +121,12 @@ s_expand_scalar (fh_yaml_t *ctx, yaml_node_t *node)
     if (rc == 1)
         return fh_yaml_error (ctx, node->start_mark,
                               "expected ${NAME} or ${NAME:-default} (NAME of A-Z a-z 0-9 _, "
-                              "not starting with a digit); write $$ for a literal $");
+                              "not starting with a digit); write $${ for a literal ${");
     if (rc == 2)
         return fh_yaml_error (ctx, node->start_mark,
-                              "${%s}: the environment variable %s is not set (give a default: "
-                              "${%s:-default})",
-                              name, name, name);
+                              "${%s}: the environment variable %s is not set (give a default, "
+                              "${%s:-default}, or write $${%s} for the text)",
+                              name, name, name, name);
     return fh_yaml_oom (ctx, node->start_mark);
 }
 

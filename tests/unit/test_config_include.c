@@ -209,13 +209,14 @@ test_env (void **state)
     setenv ("FH_TEST_EMPTY", "", 1);
     unsetenv ("FH_TEST_UNSET");
     setenv ("FH_TEST_NAME", "archive", 1);
-    s_write (f, "fanhub.yaml",
-             "bus:\n  connect: tcp://127.0.0.1:${FH_TEST_PORT}\n"
-             "include: ${FH_TEST_UNSET:-conf.d}/*.yaml\n"
-             "consumers:\n  - name: ${FH_TEST_NAME}\n    plugin: p\n"
-             "    topics: ['a$b', \"$${FH_TEST_PORT}\", '${FH_TEST_EMPTY:-dflt}x']\n"
-             "    options:\n      ${FH_TEST_NAME}: [\"${FH_TEST_PORT}\", '${FH_TEST_EMPTY}']\n"
-             "      shared: &s $${FH_TEST_PORT}\n      again: *s\n");
+    s_write (
+        f, "fanhub.yaml",
+        "bus:\n  connect: tcp://127.0.0.1:${FH_TEST_PORT}\n"
+        "include: ${FH_TEST_UNSET:-conf.d}/*.yaml\n"
+        "consumers:\n  - name: ${FH_TEST_NAME}\n    plugin: p\n"
+        "    topics: ['a$b', \"$${FH_TEST_PORT}\", '${FH_TEST_EMPTY:-dflt}x', 'kill $$ $1 $$X']\n"
+        "    options:\n      ${FH_TEST_NAME}: [\"${FH_TEST_PORT}\", '${FH_TEST_EMPTY}']\n"
+        "      shared: &s $${FH_TEST_PORT}\n      again: *s\n");
     s_write (f, "conf.d/a.yaml", "consumers:\n  - {name: '${FH_TEST_NAME}-2', plugin: p}\n");
     char err[1024];
     fh_config_t *cfg = s_load (f, err, sizeof err);
@@ -227,6 +228,7 @@ test_env (void **state)
     assert_string_equal (c->topics.items[0], "a$b");
     assert_string_equal (c->topics.items[1], "${FH_TEST_PORT}");
     assert_string_equal (c->topics.items[2], "dfltx");
+    assert_string_equal (c->topics.items[3], "kill $$ $1 $$X"); /* the shell's, untouched */
     const fanhub_option_t *list = fh_option_get (c->options, "${FH_TEST_NAME}");
     assert_non_null (list);
     assert_string_equal (fh_option_scalar (fh_option_at (list, 0, NULL)), "9941");
@@ -248,8 +250,8 @@ test_env_errors (void **state)
              "bus:\n  connect:\n    - tcp://${FH_TEST_UNSET}:1\n"
              "consumers:\n  - {name: a, plugin: p}\n");
     s_expect_error (f, "fanhub.yaml:3:7: bus.connect[0]: ${FH_TEST_UNSET}: the environment "
-                       "variable FH_TEST_UNSET is not set (give a default: "
-                       "${FH_TEST_UNSET:-default})");
+                       "variable FH_TEST_UNSET is not set (give a default, "
+                       "${FH_TEST_UNSET:-default}, or write $${FH_TEST_UNSET} for the text)");
     static const char *const bad[] = {"${}", "${1A}", "${A", "${A:-x", "${A-x}", "${A B}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[256], expected[512];
@@ -261,15 +263,15 @@ test_env_errors (void **state)
         snprintf (expected, sizeof expected,
                   "fanhub.yaml:5:19: consumers[0].options.k: expected ${NAME} or "
                   "${NAME:-default} (NAME of A-Z a-z 0-9 _, not starting with a digit); "
-                  "write $$ for a literal $");
+                  "write $${ for a literal ${");
         s_expect_error (f, expected);
     }
     /* In a drop-in: its file, line and column. */
     s_write (f, "fanhub.yaml", BUS "include: conf.d/*.yaml\n");
     s_write (f, "conf.d/a.yaml", "consumers:\n  - name: a\n    plugin: ${FH_TEST_UNSET}\n");
     s_expect_error (f, "conf.d/a.yaml:3:13: consumers[0].plugin: ${FH_TEST_UNSET}: the "
-                       "environment variable FH_TEST_UNSET is not set (give a default: "
-                       "${FH_TEST_UNSET:-default})");
+                       "environment variable FH_TEST_UNSET is not set (give a default, "
+                       "${FH_TEST_UNSET:-default}, or write $${FH_TEST_UNSET} for the text)");
     /* What a variable gives is checked like what was written. */
     setenv ("FH_TEST_WORKERS", "many", 1);
     s_write (f, "conf.d/a.yaml",
