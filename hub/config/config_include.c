@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* include: a path or a list of them, none empty. */
 int
@@ -86,6 +87,10 @@ s_dropin_keys (fh_yaml_t *sub, yaml_node_t *root, const char *main_source)
 static int
 s_load_dropin (fh_yaml_t *ctx, fh_config_t *cfg, const char *path, yaml_mark_t at)
 {
+    /* A FIFO (or a device) would hold the load, and a reload, forever. */
+    struct stat st;
+    if (stat (path, &st) == 0 && !S_ISREG (st.st_mode) && !S_ISDIR (st.st_mode))
+        return fh_yaml_error (ctx, at, "%s: not a regular file", path);
     char why[1024];
     size_t len = 0;
     char *text = fh_yaml_read_file (path, &len, why, sizeof why);

@@ -189,6 +189,11 @@ test_dropin_errors (void **state)
     s_write (f, "conf.d/a.yaml", "consumers:\n  - {name: a, plugin: p}\n");
     s_expect_error (f, "fanhub.yaml:5:5: include[1]: missing.yaml: cannot open: No such file or "
                        "directory");
+    char fifo[512];
+    snprintf (fifo, sizeof fifo, "%s/conf.d/fifo.yaml", f->root);
+    assert_int_equal (mkfifo (fifo, 0600), 0);
+    s_expect_error (f, "fanhub.yaml:4:5: include[0]: conf.d/fifo.yaml: not a regular file");
+    unlink (fifo);
     s_write (f, "fanhub.yaml", BUS "include: ''\n");
     s_expect_error (f, "fanhub.yaml:3:10: include: expected a file or glob (relative to this "
                        "file's directory), got ''");
