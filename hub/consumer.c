@@ -34,11 +34,17 @@ void
 fh_cons_maybe_reopen (fh_consumer_t *self)
 {
     uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
-    uint64_t seen = atomic_load_explicit (&self->reopen_seen, memory_order_relaxed);
-    /* With workers, one of them answers each request. */
-    if (seen != want && atomic_compare_exchange_strong (&self->reopen_seen, &seen, want)
-        && self->reopen && self->initialized)
-        self->reopen (self->state);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
+        return;
+    /* With workers, one of them answers the request and the others wait
+       for it: none may write before the plugin has reopened. */
+    pthread_mutex_lock (&self->reopen_lock);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_relaxed) != want) {
+        if (self->reopen && self->initialized)
+            self->reopen (self->state);
+        atomic_store_explicit (&self->reopen_seen, want, memory_order_release);
+    }
+    pthread_mutex_unlock (&self->reopen_lock);
 }
 
 void
@@ -107,7 +113,8 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     }
     self->desc = fh_plugin_desc (self->plugin);
     self->reopen = fh_plugin_reopen (self->plugin);
-    fh_cons_maybe_reopen (self); /* not initialized: takes the requests made so far as answered */
+    /* init opens afresh: the requests made so far are answered. */
+    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
     if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
         return -1;
     if (self->desc->init) {
@@ -145,6 +152,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
     fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
+    pthread_mutex_init (&self->reopen_lock, NULL);
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (FH_CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -246,6 +254,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     free (self->deferred);
     fh_deadletter_close (&self->dead_letters);
     pthread_mutex_destroy (&self->spill_lock);
+    pthread_mutex_destroy (&self->reopen_lock);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
     free (self->name);

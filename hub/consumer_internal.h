@@ -95,6 +95,7 @@ struct fh_consumer {
     const fanhub_consumer_desc_t *desc;
     void (*reopen) (void *state);     /* the plugin's (ABI 1.3), or NULL */
     atomic_uint_fast64_t reopen_seen; /* the last reopen request answered */
+    pthread_mutex_t reopen_lock;      /* held while the plugin reopens */
     void *state;
     bool initialized; /* init succeeded: fini is owed */
     fanhub_ctx_t ctx;
