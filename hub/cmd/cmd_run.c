@@ -85,10 +85,13 @@ s_log_endpoints (const fh_config_t *config)
         fh_info ("bus: bound to %s", config->bind.items[i]);
 }
 
-/* What the configuration has that is legal but likely wrong. */
+/* The drop-ins read, and what the configuration has that is legal but
+   likely wrong. */
 static void
 s_log_warnings (const fh_config_t *config)
 {
+    for (size_t i = 0; i < config->dropins.count; i++)
+        fh_info ("%s: drop-in %s", config->source, config->dropins.items[i]);
     for (size_t i = 0; i < config->warnings.count; i++)
         fh_warning ("%s", config->warnings.items[i]);
 }

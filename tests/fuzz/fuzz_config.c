@@ -21,7 +21,7 @@
     the files of config/examples, a configuration using every key, and
     broken ones: bad syntax, a tab, unknown and duplicate keys, wrong types
     and ranges, two documents, anchors and aliases, bad endpoints, NUL and
-    non-UTF-8 bytes. No seed expands aliases up to the cap on option
+    non-UTF-8 bytes, ${VAR} forms and patterns that draw warnings. No seed expands aliases up to the cap on option
     values (S_OPTION_NODES_MAX): refusing one takes half a second under the
     sanitizers, which a timed run cannot afford on every mutation, and
     test_config checks the cap. The input is the whole file, named
