@@ -9,7 +9,8 @@
     sorted file names; a name used twice anywhere is an error naming both
     places. A glob that matches nothing is fine (an empty conf.d/); a file
     named without a wildcard must exist. A file matched twice is read
-    once. Drop-ins cannot include further files. ${VAR} works in them as
+    once, and the main file is never read as its own drop-in (a glob
+    beside it may match it). Drop-ins cannot include further files. ${VAR} works in them as
     in the main file. Errors name the drop-in, "FILE:LINE:COL: KEYPATH".
 */
 #include "config_internal.h"
@@ -131,6 +132,17 @@ s_load_dropin (fh_yaml_t *ctx, fh_config_t *cfg, const char *path, yaml_mark_t a
     return rc;
 }
 
+/* Whether path is a file read already: one of done, or the main file
+   (`include: "*.yaml"` beside it matches it). */
+static bool
+s_seen (fh_yaml_t *ctx, const fh_strlist_t *done, const char *path)
+{
+    struct stat st, main_st;
+    return fh_cfg_strlist_has (done, path)
+           || (stat (ctx->source, &main_st) == 0 && stat (path, &st) == 0
+               && st.st_dev == main_st.st_dev && st.st_ino == main_st.st_ino);
+}
+
 /* glob's complaint about a directory it could not read: a directory
    that does not exist is an empty one. */
 static _Thread_local int s_glob_errno;
@@ -155,7 +167,7 @@ s_include_one (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *item, fh_strlist_t
         return fh_yaml_oom (ctx, item->start_mark);
     int rc = 0;
     if (!strpbrk (pattern, "*?[")) {
-        if (!fh_cfg_strlist_has (done, path)) {
+        if (!s_seen (ctx, done, path)) {
             rc = fh_cfg_strlist_add (done, path) ? fh_yaml_oom (ctx, item->start_mark)
                                                  : s_load_dropin (ctx, cfg, path, item->start_mark);
         }
@@ -172,7 +184,7 @@ s_include_one (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *item, fh_strlist_t
                             strerror (s_glob_errno));
     for (size_t i = 0; grc == 0 && rc == 0 && i < found.gl_pathc; i++) {
         const char *file = found.gl_pathv[i];
-        if (fh_cfg_strlist_has (done, file))
+        if (s_seen (ctx, done, file))
             continue;
         rc = fh_cfg_strlist_add (done, file) ? fh_yaml_oom (ctx, item->start_mark)
                                              : s_load_dropin (ctx, cfg, file, item->start_mark);

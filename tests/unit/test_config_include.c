@@ -134,6 +134,20 @@ test_only_dropins (void **state)
     assert_int_equal (cfg->dropins.count, 1);
     fh_config_destroy (&cfg);
 
+    /* A glob beside the main file matches it: it is not its own drop-in. */
+    s_write (f, "fanhub.yaml", BUS "include: '*.yaml'\nconsumers:\n  - {name: m, plugin: p}\n");
+    s_write (f, "other.yaml", "consumers:\n  - {name: o, plugin: p}\n");
+    cfg = s_load (f, err, sizeof err);
+    if (!cfg)
+        fail_msg ("%s", err);
+    assert_int_equal (cfg->consumer_count, 2);
+    assert_string_equal (cfg->consumers[1].name, "o");
+    assert_int_equal (cfg->dropins.count, 1);
+    fh_config_destroy (&cfg);
+    unlink (strcat (strcpy (err, f->root), "/other.yaml"));
+    s_write (f, "fanhub.yaml",
+             BUS "include:\n  - conf.d/*.yaml\n  - conf.d/a.yaml\n  - none/*.yaml\n");
+
     s_write (f, "conf.d/a.yaml", "");
     s_expect_error (f, "fanhub.yaml:4:3: include: no consumers: neither this file nor its 1 "
                        "drop-in define one");
