@@ -18,12 +18,12 @@ N = 6000
 def stream(pub, sent, gates):
     """Publishes N messages, paced; at each third it waits for the next
     rotation to be done, so that each lands mid-stream however slow the
-    machine. sent[0] counts what has been sent."""
+    machine. sent[0] counts what has been handed to send (or is about to be)."""
     for i in range(N):
         if i and i % (N // 3) == 0:
             gates[i // (N // 3) - 1].wait(120)
+        sent[0] = i + 1  # before the send: a message sent before a reading is below it
         pub.send("org.rotate", '{"i":%d}' % i)
-        sent[0] = i + 1
         if i % 100 == 99:
             time.sleep(0.005)
 
