@@ -33,7 +33,8 @@
     plugin to reopen (ABI 1.3): before its next line it opens path again,
     created when missing, and writes there from then on, what is still
     buffered included, so that nothing reaches the renamed file after the
-    reload (logrotate may compress it at once). That is logrotate's
+    reload (but from a consume call under way at that moment: use
+    logrotate's delaycompress). That is logrotate's
     `create` mode with `postrotate ... fanhub reload` (or kill -HUP). If
     path cannot be opened, the error is logged and lines go on to the file
     that is open.
