@@ -114,6 +114,11 @@ void fh_consumer_signal (fh_consumer_t *self);
 void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);
 /* A reload kept it with a new queue.warn_at (0: none). */
 void fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at);
+/* Asks every consumer of the process to have its plugin reopen its files
+   (ABI 1.3 reopen), each on its own thread before its next consume or
+   idle call: what SIGHUP and a reload do, so that logrotate's create
+   mode works. Any thread. */
+void fh_consumer_reopen_all (void);
 /* A reload moved it to position index of the configuration. */
 void fh_consumer_set_index (fh_consumer_t *self, size_t index);
 /* A reload replaces it: no more offers; it consumes everything it holds,

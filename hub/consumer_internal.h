@@ -97,6 +97,9 @@ struct fh_consumer {
     fh_queue_t *queue;
     fh_plugin_t *plugin;
     const fanhub_consumer_desc_t *desc;
+    void (*reopen) (void *state);     /* the plugin's (ABI 1.3), or NULL */
+    atomic_uint_fast64_t reopen_seen; /* the last reopen request answered */
+    pthread_mutex_t reopen_lock;      /* held while the plugin reopens */
     void *state;
     bool initialized; /* init succeeded: fini is owed */
     fanhub_ctx_t ctx;
@@ -200,15 +203,6 @@ fh_cons_progress_end (s_worker_t *worker)
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
-/* The plugin's idle, named if it crashes. */
-static inline void
-fh_cons_idle (fh_consumer_t *self)
-{
-    fh_crash_enter (&self->crash_site, "idle", NULL);
-    self->desc->idle (self->state);
-    fh_crash_leave ();
-}
-
 /* consumer_run.c */
 
 /* Calls the plugin's consume for one attempt (see consumer_run.c). */
@@ -216,6 +210,11 @@ fanhub_result_t fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t
                                       int64_t *end, fanhub_ticket_t ticket);
 /* The pending table's wake-up: a completion came. */
 void fh_cons_pending_wake (void *arg);
+/* On a consumer's thread, before consume and idle: the plugin's reopen,
+   once per request (fh_consumer_reopen_all). */
+void fh_cons_maybe_reopen (fh_consumer_t *self);
+/* The plugin's idle, after a reopen that is due, named if it crashes. */
+void fh_cons_idle (fh_consumer_t *self);
 /* The emit waiter of msg: its own, or its original's when it is a copy
    read back from the spool. */
 fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);

@@ -44,6 +44,7 @@ fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t 
     }
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
+    fh_cons_maybe_reopen (self);
     fh_crash_enter (&self->crash_site, "consume", msg); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();

@@ -28,6 +28,16 @@
 
     consume is thread-safe: one mutex guards the buffer, which is cheap
     uncontended and keeps lines whole.
+
+    Rotation: at every reload (SIGHUP or `fanhub reload`) the hub asks the
+    plugin to reopen (ABI 1.3): before its next line it opens path again,
+    created when missing, and writes there from then on, what is still
+    buffered included, so that nothing reaches the renamed file after the
+    reload (but from a consume call under way at that moment: use
+    logrotate's delaycompress). That is logrotate's
+    `create` mode with `postrotate ... fanhub reload` (or kill -HUP). If
+    path cannot be opened, the error is logged and lines go on to the file
+    that is open.
 */
 #include <fanhub/consumer.h>
 #include <fanhub/sdk.h>
@@ -398,6 +408,31 @@ s_fini (void *state)
     s_destroy (self);
 }
 
+/* ABI 1.3: opens path again (logrotate renamed it). What is buffered
+   goes to the new file, never to the renamed one. */
+static void
+s_reopen (void *state)
+{
+    log_state_t *self = (log_state_t *) state;
+    if (!self->own_fd)
+        return;
+    int fd = open (self->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        self->host->log (self->ctx, FANHUB_LOG_ERROR,
+                         "%s: cannot reopen: %s; writing on to the file opened before",
+                         self->path, strerror (errno));
+        return;
+    }
+    pthread_mutex_lock (&self->lock);
+    int old = self->fd;
+    self->fd = fd;
+    self->torn = false; /* a torn line stays in the old file */
+    pthread_mutex_unlock (&self->lock);
+    if (close (old))
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close after reopen: %s",
+                         self->path, strerror (errno));
+}
+
 /* The options, as init and check read them. */
 typedef struct {
     const fanhub_option_t *path_node; /* NULL for the default */
@@ -513,6 +548,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     return 0;
 }
 
-FANHUB_CONSUMER_DEFINE (s_desc, .name = "log", .version = "1.0",
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "log", .version = "1.1",
                         .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
-                        .options = s_options, .idle = s_idle, .fini = s_fini, .check = s_check)
+                        .options = s_options, .idle = s_idle, .fini = s_fini, .check = s_check,
+                        .reopen = s_reopen)

@@ -95,6 +95,8 @@ fh_cmd_check (int argc, char **argv)
         fprintf (stderr, "fanhub check: %s\n", err);
         return FH_EXIT_USAGE;
     }
+    for (size_t i = 0; i < config->warnings.count; i++)
+        fprintf (stderr, "fanhub check: warning: %s\n", config->warnings.items[i]);
     const char *dir = fh_plugin_dir (plugin_dir);
     char (*paths)[PATH_MAX] = calloc (config->consumer_count ? config->consumer_count : 1,
                                       sizeof *paths);

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "commands.h"
+#include "consumer.h"
 #include "control.h"
 #include "control_curve.h"
 #include "fdlimit.h"
@@ -64,8 +65,9 @@ static const fh_cli_command_t s_command = {
     "on its own thread. Without -c, runs the built-in default configuration\n"
     "(connect to tcp://127.0.0.1:9940, print every message to stdout).",
     s_options,
-    "SIGHUP (or 'fanhub reload'): re-read the configuration file; consumers\n"
-    "that stay the same keep running, an invalid file is refused.\n"
+    "SIGHUP (or 'fanhub reload'): re-read the configuration file and its\n"
+    "drop-ins; consumers that stay the same keep running, an invalid file is\n"
+    "refused. Either way plugins reopen their files (the log plugin's path).\n"
     "SIGINT or SIGTERM: stop receiving, let each consumer finish its queue\n"
     "and call every plugin's fini (all within shutdown_timeout), exit 0. A\n"
     "second signal, or an expired shutdown_timeout, exits at once with\n"
@@ -84,6 +86,17 @@ s_log_endpoints (const fh_config_t *config)
         fh_info ("bus: bound to %s", config->bind.items[i]);
 }
 
+/* The drop-ins read, and what the configuration has that is legal but
+   likely wrong. */
+static void
+s_log_warnings (const fh_config_t *config)
+{
+    for (size_t i = 0; i < config->dropins.count; i++)
+        fh_info ("%s: drop-in %s", config->source, config->dropins.items[i]);
+    for (size_t i = 0; i < config->warnings.count; i++)
+        fh_warning ("%s", config->warnings.items[i]);
+}
+
 /* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
    refused and the running configuration stays. */
 static void
@@ -95,6 +108,8 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     fh_hub_note_reload_start (hub); /* before the file is read */
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    if (config)
+        s_log_warnings (config);
     if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
         const fh_config_t *now = fh_hub_config (hub);
         /* The live keys outside consumers (shutdown_timeout is read when
@@ -110,6 +125,10 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
                   "ERROR reload refused: %s (running on the previous configuration)", err);
         fh_error ("%s", result + 6);
     }
+    /* Refused or not, plugins reopen their files: logrotate's postrotate
+       sends SIGHUP whatever the configuration's state. Before the answer,
+       so that what is consumed after it goes to the new file. */
+    fh_consumer_reopen_all ();
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
 }
@@ -391,6 +410,7 @@ fh_cmd_run (int argc, char **argv)
     }
     if (!level_given)
         fh_log_set_level ((fanhub_log_level_t) run.config->log_level);
+    s_log_warnings (run.config);
     int status = s_start (&run, plugin_dir);
     if (status != 0) {
         fh_config_destroy (&run.config);

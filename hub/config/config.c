@@ -193,14 +193,15 @@ s_name_set_find_or_add (s_name_set_t *set, const fh_consumer_config_t *consumers
     return SIZE_MAX;
 }
 
-/* consumers[i], and its name checked against those before it. */
+/* consumers[first + i], item i of the list node, and its name checked
+   against every consumer before it (of this file or another). */
 static int
-s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
+s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t first, size_t i,
                   s_name_set_t *names)
 {
     yaml_node_t *item = fh_yaml_node (ctx, node->data.sequence.items.start[i]);
-    fh_consumer_config_t *consumer = &cfg->consumers[i];
-    cfg->consumer_count = i + 1; /* destroy frees what is filled in */
+    fh_consumer_config_t *consumer = &cfg->consumers[first + i];
+    cfg->consumer_count = first + i + 1; /* destroy frees what is filled in */
     consumer->queue_capacity = FH_DEFAULT_QUEUE_CAPACITY;
     consumer->overflow = FH_OVERFLOW_UNSET;
     consumer->retry.max_attempts = FH_DEFAULT_RETRY_MAX_ATTEMPTS;
@@ -217,52 +218,61 @@ s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t i,
     size_t mark = fh_yaml_path_index (ctx, i);
     if (fh_cfg_parse_map (ctx, item, &fh_cfg_consumer_section, consumer))
         return -1;
-    size_t j = s_name_set_find_or_add (names, cfg->consumers, i);
+    size_t j = s_name_set_find_or_add (names, cfg->consumers, first + i);
     if (j != SIZE_MAX) {
-        yaml_node_t *first = fh_yaml_map_find (
-            ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j]), "name");
+        yaml_mark_t at = fh_yaml_map_find (ctx, item, "name")->start_mark;
         fh_yaml_path_key (ctx, "name");
-        return fh_yaml_error (ctx, fh_yaml_map_find (ctx, item, "name")->start_mark,
+        if (j < first) /* another file's */
+            return fh_yaml_error (ctx, at, "duplicate consumer name '%s' (first defined at %s)",
+                                  consumer->name, cfg->consumers[j].where);
+        yaml_node_t *earlier = fh_yaml_map_find (
+            ctx, fh_yaml_node (ctx, node->data.sequence.items.start[j - first]), "name");
+        return fh_yaml_error (ctx, at,
                               "duplicate consumer name '%s' (first used by "
                               "consumers[%zu] at line %zu)",
-                              consumer->name, j, first->start_mark.line + 1);
+                              consumer->name, j - first, earlier->start_mark.line + 1);
     }
     fh_yaml_path_pop (ctx, mark);
     return 0;
 }
 
-/* The consumers: list; every name used once. */
+/* A consumers: list, appended to cfg->consumers (the main file's, then
+   each drop-in's); every name used once in all. */
 int
 fh_cfg_parse_consumers (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                         const fh_cfg_field_t *field)
 {
     (void) field;
     fh_config_t *cfg = target;
-    size_t count = fh_yaml_count (node);
+    size_t count = fh_yaml_count (node), first = cfg->consumer_count;
     if (node->type != YAML_SEQUENCE_NODE || count == 0) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark,
                               "expected a list of at least one consumer, got %s",
                               fh_yaml_got (node, buf, sizeof buf));
     }
-    if (count > S_CONSUMERS_MAX)
+    if (first + count > S_CONSUMERS_MAX)
         return fh_yaml_error (ctx, node->start_mark,
                               "%zu consumers: a hub runs at most %d (each has a thread); "
                               "split them over several hubs",
-                              count, S_CONSUMERS_MAX);
-    cfg->consumers = calloc (count, sizeof *cfg->consumers);
-    if (!cfg->consumers)
+                              first + count, S_CONSUMERS_MAX);
+    fh_consumer_config_t *grown = realloc (cfg->consumers, (first + count) * sizeof *grown);
+    if (!grown)
         return fh_yaml_oom (ctx, node->start_mark);
+    cfg->consumers = grown;
+    memset (grown + first, 0, count * sizeof *grown);
     s_name_set_t names = {NULL, 1};
-    while (names.mask + 1 < 2 * count)
+    while (names.mask + 1 < 2 * (first + count))
         names.mask = names.mask * 2 + 1;
     names.slots = malloc ((names.mask + 1) * sizeof *names.slots);
     if (!names.slots)
         return fh_yaml_oom (ctx, node->start_mark);
     memset (names.slots, 0xff, (names.mask + 1) * sizeof *names.slots);
+    for (size_t i = 0; i < first; i++)
+        s_name_set_find_or_add (&names, cfg->consumers, i);
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++)
-        rc = s_parse_consumer (ctx, cfg, node, i, &names);
+        rc = s_parse_consumer (ctx, cfg, node, first, i, &names);
     free (names.slots);
     return rc;
 }
@@ -348,8 +358,38 @@ s_control_exposure_check (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg)
     return 0;
 }
 
-/* What depends on several sections: overflow defaults and needs, the
-   consumers' worker settings, the log level. */
+/* What depends on the hub's settings and several keys of consumer i,
+   item of its file's list (index in that list). */
+int
+fh_cfg_consumer_cross_check (fh_yaml_t *ctx, fh_config_t *cfg, size_t i, yaml_node_t *item,
+                             size_t index)
+{
+    fh_consumer_config_t *consumer = &cfg->consumers[i];
+    if (consumer->overflow == FH_OVERFLOW_UNSET)
+        consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
+    if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
+        snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue.overflow", index);
+        return fh_yaml_error (ctx, item->start_mark,
+                              "spill needs a state_dir: (where the spool is kept)");
+    }
+    if (consumer->coalesce && !consumer->order_by) {
+        snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].coalesce", index);
+        return fh_yaml_error (ctx, item->start_mark,
+                              "coalescing replaces a queued message of the same key: "
+                              "it needs order_by:");
+    }
+    if (consumer->retry.max_ms < consumer->retry.initial_ms) {
+        snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].retry.max_ms", index);
+        return fh_yaml_error (ctx, item->start_mark, "%lld is below retry.initial_ms (%lld)",
+                              (long long) consumer->retry.max_ms,
+                              (long long) consumer->retry.initial_ms);
+    }
+    ctx->path[0] = '\0';
+    return 0;
+}
+
+/* What depends on several sections: the consumers' checks above, the
+   drop-ins (config_include.c), the log level, the control endpoint. */
 static int
 s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
@@ -358,28 +398,22 @@ s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
         = {FANHUB_LOG_ERROR, FANHUB_LOG_WARNING, FANHUB_LOG_INFO, FANHUB_LOG_DEBUG};
     cfg->log_level = (int) levels[cfg->log_level];
     yaml_node_t *list = fh_yaml_map_find (ctx, node, "consumers");
-    for (size_t i = 0; i < cfg->consumer_count; i++) {
-        fh_consumer_config_t *consumer = &cfg->consumers[i];
-        yaml_node_t *item = list ? fh_yaml_node (ctx, list->data.sequence.items.start[i]) : node;
-        if (consumer->overflow == FH_OVERFLOW_UNSET)
-            consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
-        if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue.overflow", i);
-            return fh_yaml_error (ctx, item->start_mark,
-                                  "spill needs a state_dir: (where the spool is kept)");
-        }
-        if (consumer->coalesce && !consumer->order_by) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].coalesce", i);
-            return fh_yaml_error (ctx, item->start_mark,
-                                  "coalescing replaces a queued message of the same key: "
-                                  "it needs order_by:");
-        }
-        if (consumer->retry.max_ms < consumer->retry.initial_ms) {
-            snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].retry.max_ms", i);
-            return fh_yaml_error (ctx, item->start_mark, "%lld is below retry.initial_ms (%lld)",
-                                  (long long) consumer->retry.max_ms,
-                                  (long long) consumer->retry.initial_ms);
-        }
+    yaml_node_t *include = fh_yaml_map_find (ctx, node, "include");
+    if (!list && !include) {
+        fh_yaml_path_key (ctx, "consumers");
+        return fh_yaml_error (ctx, node->start_mark, "required key is missing");
+    }
+    for (size_t i = 0; i < cfg->consumer_count; i++)
+        if (fh_cfg_consumer_cross_check (ctx, cfg, i,
+                                         fh_yaml_node (ctx, list->data.sequence.items.start[i]), i))
+            return -1;
+    if (fh_cfg_include_load (ctx, node, cfg))
+        return -1;
+    if (cfg->consumer_count == 0) {
+        fh_yaml_path_key (ctx, "include");
+        return fh_yaml_error (ctx, include->start_mark,
+                              "no consumers: neither this file nor its %zu drop-in%s define one",
+                              cfg->dropins.count, cfg->dropins.count == 1 ? "" : "s");
     }
     ctx->path[0] = '\0';
     if (!cfg->control && s_control_default (ctx, node, cfg) != 0)
@@ -549,7 +583,7 @@ static const fh_cfg_field_t s_metrics_fields[] = {
 static const fh_cfg_section_t s_metrics_section = { s_metrics_fields, NULL };
 
 static const fh_cfg_field_t s_consumer_fields[] = {
-    { .key = "name", .parse = fh_cfg_parse_name,
+    { .key = "name", .parse = fh_cfg_parse_consumer_name,
       .offset = offsetof (fh_consumer_config_t, name), .required = true },
     { .key = "plugin", .parse = fh_cfg_parse_plugin,
       .offset = offsetof (fh_consumer_config_t, plugin), .required = true },
@@ -596,8 +630,7 @@ static const fh_cfg_field_t s_top_fields[] = {
     { .key = "shutdown_timeout", .parse = fh_cfg_parse_millis,
       .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
       .max = S_SHUTDOWN_TIMEOUT_MAX_S, .live = true },
-    { .key = "consumers", .parse = fh_cfg_parse_consumers, .offset = 0,
-      .required = true, .live = true },
+    { .key = "consumers", .parse = fh_cfg_parse_consumers, .offset = 0, .live = true },
     { .key = "state_dir", .parse = fh_cfg_parse_path,
       .offset = offsetof (fh_config_t, state_dir) },
     { .key = "spool", .parse = fh_cfg_parse_section, .offset = 0, .section = &s_spool_section },
@@ -606,6 +639,8 @@ static const fh_cfg_field_t s_top_fields[] = {
       .live = true },
     { .key = "metrics", .parse = fh_cfg_parse_section,
       .offset = offsetof (fh_config_t, metrics), .section = &s_metrics_section },
+    { .key = "include", .parse = fh_cfg_parse_include,
+      .offset = offsetof (fh_config_t, include), .live = true },
     { .key = NULL },
 };
 
@@ -650,7 +685,7 @@ fh_config_load_string (const char *text, size_t len, const char *source, char *e
     }
     s_defaults (cfg);
     ctx.user = cfg;
-    if (fh_cfg_parse_map (&ctx, root, &fh_cfg_top_section, cfg))
+    if (fh_cfg_expand_env (&ctx) || fh_cfg_parse_map (&ctx, root, &fh_cfg_top_section, cfg))
         fh_config_destroy (&cfg);
     fh_yaml_unload (&ctx);
     return cfg;
@@ -687,6 +722,9 @@ fh_config_destroy (fh_config_t **self_p)
         free (consumer->order_by);
     }
     free (self->consumers);
+    fh_cfg_strlist_clear (&self->include);
+    fh_cfg_strlist_clear (&self->dropins);
+    fh_cfg_strlist_clear (&self->warnings);
     fh_cfg_strlist_clear (&self->connect);
     fh_cfg_strlist_clear (&self->bind);
     free (self->source);

@@ -146,8 +146,11 @@ typedef struct {
                                      off loopback without CURVE, knowingly */
     fanhub_option_t *amqp;       /* bus.amqp, checked by source_amqp.h; or NULL */
     fh_metrics_config_t metrics;
-    fh_consumer_config_t *consumers;
+    fh_consumer_config_t *consumers; /* the main file's, then the drop-ins' */
     size_t consumer_count; /* >= 1 */
+    fh_strlist_t include;  /* include: as written (files and globs) */
+    fh_strlist_t dropins;  /* the drop-in files read, in order */
+    fh_strlist_t warnings; /* "FILE:LINE:COL: ..." lines check and run show */
 } fh_config_t;
 
 /* The embedded default configuration (config/fanhub.yaml) and its length. */

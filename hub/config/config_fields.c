@@ -12,6 +12,7 @@
 #include "value.h"
 
 #include <fanhub/sdk_curve.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,6 +194,23 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
                               fh_yaml_got (node, buf, sizeof buf));
     return s_store (ctx, node, target, text);
+}
+
+/* A consumer's name: a name, not "." or ".." or hidden: it names the
+   consumer's directory in state_dir (lock, spool, dead letters). */
+int
+fh_cfg_parse_consumer_name (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                            const fh_cfg_field_t *field)
+{
+    if (fh_cfg_parse_name (ctx, node, target, field))
+        return -1;
+    const char *name = *(char **) target;
+    if (name[0] == '.')
+        return fh_yaml_error (ctx, node->start_mark,
+                              "'%s': a consumer name may not start with '.' (it names the "
+                              "consumer's directory in state_dir)",
+                              name);
+    return 0;
 }
 
 int
@@ -422,6 +440,36 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     return 0;
 }
 
+int
+fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+{
+    fh_config_t *cfg = ctx->user;
+    char line[1024];
+    va_list args;
+    va_start (args, fmt);
+    fh_yaml_vformat (ctx, line, sizeof line, mark, fmt, args);
+    va_end (args);
+    return fh_cfg_strlist_add (&cfg->warnings, line) ? fh_yaml_oom (ctx, mark) : 0;
+}
+
+/* What a regular expression has and a topic never does: a pattern with
+   it is legal but most likely never matches. */
+static int
+s_check_pattern (fh_yaml_t *ctx, yaml_node_t *node, const char *text)
+{
+    size_t at = strcspn (text, "^$\\[]()+ \t\n\r\v\f");
+    if (!text[at])
+        return 0;
+    bool space = strchr (" \t\n\r\v\f", text[at]) != NULL;
+    char what[8];
+    snprintf (what, sizeof what, "'%c'", text[at]);
+    return fh_cfg_warn (ctx, node->start_mark,
+                        "'%s' has %s: topic patterns are not regular expressions (a prefix, "
+                        "'*' for any run of characters, '=' for an exact topic); it will likely "
+                        "never match",
+                        text, space ? "whitespace" : what);
+}
+
 static int
 s_parse_topic (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *topics)
 {
@@ -438,7 +486,7 @@ s_parse_topic (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *topics)
                               "=org.fedoraproject.prod.git.receive), got '='");
     if (fh_cfg_strlist_add (topics, text))
         return fh_yaml_oom (ctx, node->start_mark);
-    return 0;
+    return s_check_pattern (ctx, node, text);
 }
 
 /* A list of topic patterns (or one pattern); never empty. */

@@ -8,6 +8,8 @@
       config.c           the schema: the tables of keys, the checks across
                          keys, defaults, loading and freeing
       config_reload.c    comparing two configurations key by key
+      config_include.c   include: and the drop-ins it names
+      config_env.c       ${VAR} in values
     Only these files include this header; the rest of the hub uses config.h.
 */
 #ifndef FH_CONFIG_INTERNAL_H_INCLUDED
@@ -68,7 +70,7 @@ int fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t 
    bool: bool
    char *: name, plugin, control, path, listen, bind_endpoint, order_by,
            producer, key
-   fh_strlist_t: endpoints, topics, keys, addresses
+   fh_strlist_t: endpoints, topics, keys, addresses, include
    fanhub_option_t *: options
    section: a subsection (field->section) at the same target;
    consumers (config.c): the consumers: list into the fh_config_t. */
@@ -78,7 +80,23 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_enum, fh_cfg_parse_bool, fh_cfg_parse_permille, fh_cfg_parse_order_by,
     fh_cfg_parse_endpoints, fh_cfg_parse_topics, fh_cfg_parse_options, fh_cfg_parse_producer,
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
-    fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp;
+    fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,
+    fh_cfg_parse_consumer_name;
+/* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
+   (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
+int fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+/* Checks of consumer i that involve the hub's settings (config.c); item
+   is its node in its file's list, index its place there. */
+int fh_cfg_consumer_cross_check (fh_yaml_t *ctx, fh_config_t *cfg, size_t i, yaml_node_t *item,
+                                 size_t index);
+/* Reads the drop-ins that root's include: names and appends their
+   consumers to cfg (config_include.c). */
+int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
+/* Replaces ${NAME}, ${NAME:-default} and $$ in the values of the loaded
+   document (config_env.c). */
+int fh_cfg_expand_env (fh_yaml_t *ctx);
 
 /* [A-Za-z0-9_.-]{1,64} */
 bool fh_cfg_name_valid (const char *text);

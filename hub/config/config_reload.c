@@ -42,13 +42,15 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
         return *(const size_t *) a == *(const size_t *) b;
     if (parse == fh_cfg_parse_bool)
         return *(const bool *) a == *(const bool *) b;
-    if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
+    if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_consumer_name
+        || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
         || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen
         || parse == fh_cfg_parse_bind_endpoint || parse == fh_cfg_parse_order_by
         || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
         return s_string_equal (*(char *const *) a, *(char *const *) b);
     if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics
-        || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses)
+        || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses
+        || parse == fh_cfg_parse_include)
         return s_strlist_equal (a, b);
     if (parse == fh_cfg_parse_shard)
         return memcmp (a, b, 2 * sizeof (size_t)) == 0;

@@ -29,21 +29,27 @@ fh_yaml_init (fh_yaml_t *self, const char *source, char *err, size_t errlen)
 /* ------------------------------------------------------------------ */
 /* Errors and key paths                                                 */
 
+void
+fh_yaml_vformat (fh_yaml_t *self, char *buf, size_t size, yaml_mark_t mark, const char *fmt,
+                 va_list args)
+{
+    int len = snprintf (buf, size, "%s:%zu:%zu: %s%s", self->source, mark.line + 1, mark.column + 1,
+                        self->path, self->path[0] ? ": " : "");
+    if (len >= 0 && (size_t) len < size)
+        vsnprintf (buf + len, size - (size_t) len, fmt, args);
+    /* One line, whatever the file put in its keys and values. */
+    for (char *c = buf; *c; c++)
+        if ((unsigned char) *c < 0x20 || *c == 0x7f)
+            *c = '?';
+}
+
 int
 fh_yaml_error (fh_yaml_t *self, yaml_mark_t mark, const char *fmt, ...)
 {
-    int len = snprintf (self->err, self->errlen, "%s:%zu:%zu: %s%s", self->source, mark.line + 1,
-                        mark.column + 1, self->path, self->path[0] ? ": " : "");
-    if (len >= 0 && (size_t) len < self->errlen) {
-        va_list args;
-        va_start (args, fmt);
-        vsnprintf (self->err + len, self->errlen - (size_t) len, fmt, args);
-        va_end (args);
-    }
-    /* One line, whatever the file put in its keys and values. */
-    for (char *c = self->err; *c; c++)
-        if ((unsigned char) *c < 0x20 || *c == 0x7f)
-            *c = '?';
+    va_list args;
+    va_start (args, fmt);
+    fh_yaml_vformat (self, self->err, self->errlen, mark, fmt, args);
+    va_end (args);
     return -1;
 }
 
@@ -363,6 +369,12 @@ s_syntax_error (fh_yaml_t *self, yaml_parser_t *parser, const char *text, size_t
         /* libyaml's context here is "...; first occurrence". */
         fh_yaml_error (self, mark, "YAML syntax error: %s (first occurrence at line %zu)",
                        dup_anchor, parser->context_mark.line + 1);
+    else if (parser->context && strcmp (parser->context, "while scanning an alias") == 0)
+        /* `topics: *.build.*` (a glob) reads as an alias. */
+        fh_yaml_error (self, mark,
+                       "YAML syntax error: %s (%s): a value starting with * must be "
+                       "quoted",
+                       parser->problem, parser->context);
     else if (parser->context)
         fh_yaml_error (self, mark, "YAML syntax error: %s (%s)", parser->problem, parser->context);
     else

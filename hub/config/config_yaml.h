@@ -17,6 +17,7 @@
 
 #include "options.h"
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <yaml.h>
@@ -68,6 +69,9 @@ char *fh_yaml_read_file (const char *path, size_t *len, char *err, size_t errlen
 int fh_yaml_error (fh_yaml_t *self, yaml_mark_t mark, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 int fh_yaml_oom (fh_yaml_t *self, yaml_mark_t mark);
+/* fh_yaml_error's line into buf (size bytes), for a warning. */
+void fh_yaml_vformat (fh_yaml_t *self, char *buf, size_t size, yaml_mark_t mark, const char *fmt,
+                      va_list args) __attribute__ ((format (printf, 5, 0)));
 
 /* Append ".key" ("key" at the top) or "[index]" to the key path; each
    answers the length to restore with fh_yaml_path_pop. */

@@ -139,6 +139,16 @@ fh_plugin_check (const fh_plugin_t *self)
     return self->desc->check;
 }
 
+#define DESC_REOPEN_SIZE (offsetof (fanhub_consumer_desc_t, reopen) + sizeof (void *))
+
+fh_plugin_reopen_fn
+fh_plugin_reopen (const fh_plugin_t *self)
+{
+    if (self->desc->abi_minor < 3 || self->desc->size < DESC_REOPEN_SIZE)
+        return NULL;
+    return self->desc->reopen;
+}
+
 const char *
 fh_plugin_path (const fh_plugin_t *self)
 {

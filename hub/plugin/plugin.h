@@ -34,6 +34,9 @@ typedef int (*fh_plugin_check_fn) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                                    const fanhub_option_t *options, char *err,
                                    size_t errlen);
 fh_plugin_check_fn fh_plugin_check (const fh_plugin_t *self);
+/* The descriptor's reopen (ABI 1.3), or NULL (an older plugin, or none). */
+typedef void (*fh_plugin_reopen_fn) (void *state);
+fh_plugin_reopen_fn fh_plugin_reopen (const fh_plugin_t *self);
 
 /* The plugin directory: `override` when given, else $FANHUB_PLUGIN_DIR,
    else ../lib/fanhub/plugins beside the running executable when that

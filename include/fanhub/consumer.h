@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 2
+#define FANHUB_ABI_MINOR 3
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -330,6 +330,16 @@ typedef struct fanhub_consumer_desc {
        check read their options with host->options_read against it, and
        `fanhub plugins --options NAME` prints it. */
     const fanhub_opt_t *options;
+
+    /* ABI 1.3: the hub reads this member only when size covers it.
+
+       Optional. Reopens what the instance writes to by name (a log file
+       that logrotate renamed): asked at every reload (SIGHUP or `fanhub
+       reload`, accepted or refused). Called on the consumer's own thread
+       before its next consume or idle call; with workers > 1 on one of
+       them while the others may consume. On an error the plugin logs it
+       and keeps what it had open. */
+    void (*reopen) (void *state);
 } fanhub_consumer_desc_t;
 
 /* Put first in a descriptor's initializer. */

@@ -74,7 +74,8 @@ def test_exit_codes_and_environment():
         ' > %(d)s/"$FANHUB_SEQ".env\n'
         'case "$FANHUB_TOPIC" in\n'
         '  exit.kill) echo "killing myself" >&2; kill -KILL $$;;\n'
-        '  exit.*) echo "failing with ${FANHUB_TOPIC#exit.}" >&2; exit "${FANHUB_TOPIC#exit.}";;\n'
+        # $${ is the configuration's escape for the shell's ${ (its ${VAR}).
+        '  exit.*) echo "failing with $${FANHUB_TOPIC#exit.}" >&2; exit "$${FANHUB_TOPIC#exit.}";;\n'
         'esac\n' % {"d": d})
     rng = random.Random(7)
     messages = [

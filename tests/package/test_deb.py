@@ -45,10 +45,6 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
 DEADLINE = float(os.environ.get("FANHUB_TEST_DEADLINE", "120"))
-# The drop-in step needs `include:` (branch cfg). Until it is merged the
-# step runs only when the built fanhub accepts include:. After the merge:
-# True, and uncomment `include: [conf.d/*.yaml]` in config/production.yaml.
-REQUIRE_DROPINS = False
 N = 200
 BUS = "tcp://127.0.0.1:9940"  # the installed configuration's publisher
 AS_FANHUB = ["setpriv", "--reuid=fanhub", "--regid=fanhub", "--init-groups", "--"]
@@ -165,19 +161,6 @@ def publish(subscribers):
     ctx.term()
 
 
-def probe_include(work):
-    """Whether this fanhub accepts include: (drop-ins)."""
-    d = os.path.join(work, "probe")
-    os.makedirs(os.path.join(d, "d"))
-    with open(os.path.join(d, "main.yaml"), "w") as f:
-        f.write("bus: {connect: [%s]}\ncontrol: ipc://%s/probe.sock\ninclude: [d/*.yaml]\n"
-                "consumers:\n  - {name: a, plugin: \"null\"}\n" % (BUS, d))
-    with open(os.path.join(d, "d", "x.yaml"), "w") as f:
-        f.write("consumers:\n  - {name: b, plugin: \"null\"}\n")
-    rc, out, err = sh(["/usr/bin/fanhub", "check", "-c", os.path.join(d, "main.yaml")], ok=False)
-    return rc == 0 and "2 consumers" in out
-
-
 class Hub:
     def __init__(self, work, name, config, cwd):
         self.name, self.config = name, config
@@ -238,7 +221,7 @@ def build_and_install(work, state):
 
 
 def check_configs(work, state, pw):
-    """The installed configuration, a drop-in when this fanhub has include:,
+    """The installed configuration, a drop-in in conf.d/,
     and fanhub@pkgtest's file; returns the main hub's consumers."""
     log("== fanhub check on the installed configuration, as fanhub")
     _, text, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "check", "-c", "/etc/fanhub/fanhub.yaml"])
@@ -246,19 +229,15 @@ def check_configs(work, state, pw):
     consumers = {"archive"}
     with open("/etc/fanhub/fanhub.yaml") as f:
         production = f.read()
-    if probe_include(work):
-        log("== drop-in: /etc/fanhub/conf.d/package-test.yaml adds a consumer")
-        assert re.search(r"^include: \[conf\.d/\*\.yaml\]", production, re.M), \
-            "this fanhub has include:, so /etc/fanhub/fanhub.yaml must use conf.d/"
-        state["dropin"] = "/etc/fanhub/conf.d/package-test.yaml"
-        with open(state["dropin"], "w") as f:
-            f.write("consumers:\n  - name: dropin\n    plugin: \"null\"\n")
-        _, text, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "check", "-c", "/etc/fanhub/fanhub.yaml"])
-        assert "OK, 2 consumers" in text and "dropin" in text, text
-        consumers.add("dropin")
-    else:
-        assert not REQUIRE_DROPINS, "this fanhub does not accept include:"
-        log("NOTE: this fanhub has no include: yet (branch cfg); the drop-in step did not run")
+    log("== drop-in: /etc/fanhub/conf.d/package-test.yaml adds a consumer")
+    assert re.search(r"^include: \[conf\.d/\*\.yaml\]", production, re.M), \
+        "/etc/fanhub/fanhub.yaml must include conf.d/"
+    state["dropin"] = "/etc/fanhub/conf.d/package-test.yaml"
+    with open(state["dropin"], "w") as f:
+        f.write("consumers:\n  - name: dropin\n    plugin: \"null\"\n")
+    _, text, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "check", "-c", "/etc/fanhub/fanhub.yaml"])
+    assert "OK, 2 consumers" in text and "dropin" in text, text
+    consumers.add("dropin")
 
     log("== fanhub@pkgtest's configuration, as its comments say")
     state["instance"] = "/etc/fanhub/pkgtest.yaml"

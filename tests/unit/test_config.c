@@ -313,7 +313,7 @@ typedef struct {
     const char *error; /* the exact start of the message */
 } s_error_case_t;
 
-#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics)"
+#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics, include)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard, max_crashes)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
@@ -335,6 +335,12 @@ static const s_error_case_t s_error_cases[] = {
       "any token (while scanning for the next token)" },
     { "undefined alias", BUS "consumers: *nope\n",
       "t.yaml:3:12: YAML syntax error: found undefined alias" },
+    { "unquoted glob", BUS "consumers:\n  - name: a\n    plugin: p\n    topics: *.build.*\n",
+      "t.yaml:6:14: YAML syntax error: did not find expected alphabetic or numeric character "
+      "(while scanning an alias): a value starting with * must be quoted" },
+    { "unquoted glob in a list", BUS "consumers:\n  - {name: a, plugin: p, topics: [*]}\n",
+      "t.yaml:4:36: YAML syntax error: did not find expected alphabetic or numeric character "
+      "(while scanning an alias): a value starting with * must be quoted" },
     { "duplicate anchor", "bus: &a {connect: tcp://a:1}\nname: &a x\n"
       CONSUMERS,
       "t.yaml:2:7: YAML syntax error: found duplicate anchor (first "
@@ -670,6 +676,13 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got a list" },
     { "consumer name null", BUS "consumers:\n  - name:\n    plugin: p\n",
       "t.yaml:4:10: consumers[0].name: " NAME_RULE ", got nothing" },
+    { "consumer named .", BUS "consumers:\n  - name: .\n    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: '.': a consumer name may not start with '.' (it names "
+      "the consumer's directory in state_dir)" },
+    { "consumer named ..", BUS "consumers:\n  - name: '..'\n    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: '..': a consumer name may not start with '.'" },
+    { "consumer name hidden", BUS "consumers:\n  - name: .cache\n    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: '.cache': a consumer name may not start with '.'" },
     { "duplicate consumer names",
       BUS "consumers:\n  - name: a\n    plugin: p\n  - plugin: q\n"
       "    name: a\n",
@@ -1010,6 +1023,39 @@ test_option_limits (void **state)
     fh_config_destroy (&cfg);
 }
 
+/* Patterns a regular expression would have: loaded, with a warning each
+   at its place; the pattern forms of the hub give none. */
+static void
+test_pattern_warnings (void **state)
+{
+    (void) state;
+    fh_config_t *cfg = s_load_ok (
+        BUS "name: .hub\nconsumers:\n  - name: a.b\n    plugin: p\n    topics:\n"
+            "      - ^org\\.fedoraproject\\..*$\n      - org fedora\n      - \"a(b)\"\n"
+            "      - a+\n      - \"[abc]\"\n      - org.fedoraproject.\n      - \"*.build.*\"\n"
+            "      - =org.x\n");
+    static const char *const expected[] = {
+        ("t.yaml:8:9: consumers[0].topics[0]: '^org\\.fedoraproject\\..*$' has '^': topic "
+         "patterns are not regular expressions (a prefix, '*' for any run of characters, '=' for "
+         "an exact topic); it will likely never match"),
+        ("t.yaml:9:9: consumers[0].topics[1]: 'org fedora' has whitespace: topic patterns are "
+         "not regular expressions"),
+        "t.yaml:10:9: consumers[0].topics[2]: 'a(b)' has '(': ",
+        "t.yaml:11:9: consumers[0].topics[3]: 'a+' has '+': ",
+        "t.yaml:12:9: consumers[0].topics[4]: '[abc]' has '[': ",
+    };
+    assert_int_equal (cfg->warnings.count, 5);
+    for (size_t i = 0; i < 5; i++)
+        if (strncmp (cfg->warnings.items[i], expected[i], strlen (expected[i])) != 0)
+            fail_msg ("warning %zu:\n  got      \"%s\"\n  expected \"%s...\"", i,
+                      cfg->warnings.items[i], expected[i]);
+    assert_string_equal (cfg->name, ".hub"); /* a hub's name names no directory */
+    fh_config_destroy (&cfg);
+    cfg = s_load_ok (BUS CONSUMERS);
+    assert_int_equal (cfg->warnings.count, 0);
+    fh_config_destroy (&cfg);
+}
+
 static void
 test_control_default (void **state)
 {
@@ -1270,6 +1316,7 @@ main (void)
         cmocka_unit_test (test_error_example),
         cmocka_unit_test (test_aliases),
         cmocka_unit_test (test_option_limits),
+        cmocka_unit_test (test_pattern_warnings),
         cmocka_unit_test (test_control_default),
         cmocka_unit_test (test_load_file),
         cmocka_unit_test (test_error_buffer),

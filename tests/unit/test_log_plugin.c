@@ -391,6 +391,7 @@ test_descriptor (void **state)
     assert_non_null (s_desc->consume);
     assert_non_null (s_desc->idle);
     assert_non_null (s_desc->fini);
+    assert_non_null (s_desc->reopen);
 }
 
 #define BYTES(s) (s), sizeof (s) - 1
@@ -699,6 +700,74 @@ test_appends_and_creates_0644 (void **state)
                          "\"1970-01-01T00:00:00.000000Z\",\"topic\":\"t\","
                          "\"body\":\"b\"}\n");
     free (got);
+}
+
+/* reopen (ABI 1.3), as logrotate's create mode needs it: after a rename,
+   every later line, the buffered ones included, goes to the new file at
+   path, and none to the renamed one; with the file missing, it is made. */
+static void
+test_reopen_after_rename (void **state)
+{
+    (void) state;
+    assert_non_null (s_desc->reopen);
+    char path[512], rotated[600];
+    s_temp (path, sizeof path);
+    snprintf (rotated, sizeof rotated, "%s.1", path);
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "3600000");
+    fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    s_desc->idle (plugin);
+    off_t one = s_file_size (path);
+    assert_true (one > 0);
+    msg.seq = 2; /* buffered when the file is renamed */
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    assert_int_equal (rename (path, rotated), 0);
+    int fd = open (path, O_WRONLY | O_CREAT | O_EXCL, 0640); /* logrotate's create */
+    assert_true (fd >= 0);
+    close (fd);
+    s_desc->reopen (plugin);
+    msg.seq = 3;
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    s_desc->idle (plugin);
+    assert_int_equal (s_file_size (rotated), one);
+    assert_int_equal (s_file_size (path), 2 * one);
+    /* Renamed and not created again: reopen makes it. */
+    assert_int_equal (rename (path, rotated), 0);
+    s_desc->reopen (plugin);
+    msg.seq = 4;
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    s_desc->fini (plugin);
+    assert_int_equal (s_file_size (rotated), 2 * one);
+    char *got = s_slurp (path, NULL);
+    assert_non_null (strstr (got, "{\"seq\":4,"));
+    free (got);
+    assert_int_equal (ctx.lines, 0);
+}
+
+/* A path that cannot be opened again: logged, lines go on to the file
+   that is open. */
+static void
+test_reopen_failure (void **state)
+{
+    (void) state;
+    char dir[512], path[600];
+    s_temp (dir, sizeof dir);
+    assert_int_equal (mkdir (dir, 0755), 0);
+    snprintf (path, sizeof path, "%s/out", dir);
+    fanhub_ctx_t ctx;
+    fake_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "0");
+    assert_int_equal (unlink (path), 0);
+    assert_int_equal (rmdir (dir), 0);
+    s_desc->reopen (plugin);
+    assert_int_equal (ctx.lines, 1);
+    assert_non_null (strstr (ctx.last, ": cannot reopen: No such file or directory; writing on "
+                                       "to the file opened before"));
+    fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    s_desc->fini (plugin);
 }
 
 /* "-" and the default are stdout, which fini flushes but leaves open. */
@@ -1035,6 +1104,8 @@ main (void)
         cmocka_unit_test (test_flush_after_interval),
         cmocka_unit_test (test_appends_and_creates_0644),
         cmocka_unit_test (test_stdout),
+        cmocka_unit_test (test_reopen_after_rename),
+        cmocka_unit_test (test_reopen_failure),
         cmocka_unit_test (test_options_table),
         cmocka_unit_test (test_unopenable_path),
         cmocka_unit_test (test_write_error_logged_once),

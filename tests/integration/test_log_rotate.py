@@ -1,0 +1,102 @@
+"""The log plugin's file rotated while messages flow, as logrotate does it:
+renamed, then (create mode) made again, then the hub told, by `fanhub
+reload` the first time and by SIGHUP the second (renamed only: the plugin
+makes the file). Every message is in one of the files once, in order;
+the renamed files hold only messages published before the reload
+answered, so nothing reaches them after it."""
+import json
+import os
+import signal
+import threading
+import time
+
+import fanhublib as fh
+
+N = 6000
+
+
+def stream(pub, sent, gates):
+    """Publishes N messages, paced; at each third it waits for the next
+    rotation to be done, so that each lands mid-stream however slow the
+    machine. sent[0] counts what has been handed to send (or is about to be)."""
+    for i in range(N):
+        if i and i % (N // 3) == 0:
+            gates[i // (N // 3) - 1].wait(120)
+        sent[0] = i + 1  # before the send: a message sent before a reading is below it
+        pub.send("org.rotate", '{"i":%d}' % i)
+        if i % 100 == 99:
+            time.sleep(0.005)
+
+
+def numbers(path):
+    return [json.loads(line["body"])["i"] for line in fh.read_jsonl(path)]
+
+
+def rotate_while_flowing(workers):
+    """With workers > 1 lines are written by several threads, in no set
+    order: the files then hold every message once, and the renamed ones
+    only messages published before the reload answered."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    log = wd.file("out.log")
+    config = ("bus:\n  connect: [%s]\nconsumers:\n  - name: archive\n    plugin: log\n"
+              "    workers: %d\n    options: {path: %s, flush_ms: 20}\n"
+              % (pub.endpoint, workers, json.dumps(log)))
+    hub = fh.Hub(wd, config)
+    sent = [0]
+    gates = [threading.Event(), threading.Event()]
+    sender = threading.Thread(target=stream, args=(pub, sent, gates))
+    try:
+        pub.wait_subscribed(hub=hub)
+        sender.start()
+        fh.wait_for(lambda: fh.count_lines(log) > N // 6, "a sixth written", hub=hub)
+        # create mode: rename, make the file again, then reload.
+        os.rename(log, log + ".1")
+        os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640))
+        status, out, err = fh.run(["reload", "-e", hub.control])
+        first = sent[0]  # every message from here on was published after the answer
+        gates[0].set()
+        assert status == 0, (status, out, err)
+
+        fh.wait_for(lambda: fh.count_lines(log) > N // 6, "lines in the new file", hub=hub)
+        # Renamed only, and SIGHUP: the plugin makes the file.
+        os.rename(log, log + ".2")
+        hub.send_signal(signal.SIGHUP)
+        fh.wait_for(lambda: hub.log().count("reloaded ") == 2, "the SIGHUP reload", hub=hub)
+        second = sent[0]
+        gates[1].set()
+        sender.join()
+        fh.wait_for(lambda: sum(fh.count_lines(p) for p in (log + ".1", log + ".2", log)) == N,
+                    "every message in the files", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        for gate in gates:
+            gate.set()
+        if sender.is_alive():
+            sender.join()
+        hub.kill()
+        pub.close()
+    one, two, now = numbers(log + ".1"), numbers(log + ".2"), numbers(log)
+    if workers == 1:
+        assert one + two + now == list(range(N)), "lost, repeated or out of order"
+    assert sorted(one + two + now) == list(range(N)), "lost or repeated"
+    assert one and two and now, (len(one), len(two), len(now))
+    assert max(one) < first, "message %d reached the renamed file after the reload (at %d)" \
+        % (max(one), first)
+    assert max(two) < second, "message %d reached the renamed file after SIGHUP (at %d)" \
+        % (max(two), second)
+    assert oct(os.stat(log).st_mode & 0o777) == oct(0o644), "made by the plugin, 0644"
+    assert "cannot reopen" not in hub.log(), hub.log()
+    wd.cleanup()
+
+
+def test_rotate_while_flowing():
+    rotate_while_flowing(1)
+
+
+def test_rotate_while_flowing_two_workers():
+    rotate_while_flowing(2)
+
+
+if __name__ == "__main__":
+    fh.main([test_rotate_while_flowing, test_rotate_while_flowing_two_workers])
