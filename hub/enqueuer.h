@@ -20,6 +20,7 @@
 #include "config.h"
 #include "consumer.h"
 #include "emit.h"
+#include "fedmsg_sign.h"
 #include "trigger.h"
 
 #include <stdbool.h>
@@ -42,6 +43,9 @@ typedef struct {
     uint64_t unrouted;  /* well-formed, but matched no consumer */
     uint64_t auth_denied;   /* bus handshakes refused: key, address, mechanism */
     uint64_t peers_refused; /* bus connections shed above bus.max_peers */
+    bool signatures;             /* bus.validate_signatures is on: the two below count */
+    uint64_t signatures_checked; /* messages checked */
+    uint64_t signature_failed[FH_SIG_REASONS]; /* and failed, by reason */
     bool gap_detection; /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;

@@ -17,6 +17,7 @@
 #include "enqueuer.h"
 
 #include "atomics.h"
+#include "fedmsg_sign.h"
 #include "gaps.h"
 #include "log.h"
 #include "zap.h"
@@ -38,6 +39,11 @@ struct fh_enqueuer {
     atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
     fh_handled_t handled;               /* messages every matching consumer refused */
     fh_gaps_t *gaps;                    /* bus.gap_detection, or NULL */
+
+    /* bus.validate_signatures: messages checked, and failed by reason. */
+    atomic_uint_fast64_t sig_checked;
+    atomic_uint_fast64_t sig_failed[FH_SIG_REASONS];
+
     char inject_endpoint[64];
     void *publish; /* PUB on bus.publish, for emitted messages; or NULL */
     zsock_t *pipe; /* the actor's pipe, watched while blocked */
@@ -72,6 +78,12 @@ struct fh_enqueuer {
     fh_msg_t *target_msg;
     uint64_t seq;
     fh_ratelimit_t malformed_log;
+
+    /* bus.validate_signatures, or NULL; its on_failure: deliver; one log
+       limiter a reason. */
+    fh_sig_verifier_t *verifier;
+    bool sig_deliver;
+    fh_ratelimit_t sig_log[FH_SIG_REASONS];
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -98,6 +110,15 @@ int fh_enq_open_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
 void fh_enq_close_bus (fh_enqueuer_t *self, fh_enq_bus_t *bus);
 /* enqueuer_peers.c: handles one monitor event; false when none was waiting. */
 bool fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor);
+
+/* enqueuer_signatures.c: loads bus.validate_signatures (nothing when
+   off); -1 with why in err. Close is safe twice. */
+int fh_enq_signatures_open (fh_enqueuer_t *self, char *err, size_t errlen);
+void fh_enq_signatures_close (fh_enqueuer_t *self);
+/* enqueuer_signatures.c: checks a well-formed bus message (topic, body)
+   with the verifier; counts and logs a failure. True when it is to be
+   dropped. */
+bool fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

@@ -453,6 +453,8 @@ static const fh_cfg_field_t s_bus_fields[] = {
     { .key = "max_peers", .parse = fh_cfg_parse_size, .offset = offsetof (fh_config_t, max_peers),
       .min = 1, .max = 1000000 },
     { .key = "amqp", .parse = fh_cfg_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
+    { .key = "validate_signatures", .parse = fh_cfg_parse_signatures,
+      .offset = offsetof (fh_config_t, signatures) },
     { .key = NULL },
 };
 
@@ -692,6 +694,7 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->gaps.producer);
     fh_cfg_strlist_clear (&self->publish);
     fh_option_destroy (&self->amqp);
+    fh_option_destroy (&self->signatures);
     free (self->curve.secret_key_file);
     free (self->curve.server_public_key);
     fh_cfg_strlist_clear (&self->curve.allow);

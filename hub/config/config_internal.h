@@ -78,7 +78,7 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_permille, fh_cfg_parse_order_by, fh_cfg_parse_endpoints, fh_cfg_parse_topics,
     fh_cfg_parse_options, fh_cfg_parse_producer, fh_cfg_parse_key, fh_cfg_parse_keys,
     fh_cfg_parse_addresses, fh_cfg_parse_section, fh_cfg_parse_consumers, fh_cfg_parse_shard,
-    fh_cfg_parse_amqp;
+    fh_cfg_parse_amqp, fh_cfg_parse_signatures;
 
 /* [A-Za-z0-9_.-]{1,64} */
 bool fh_cfg_name_valid (const char *text);

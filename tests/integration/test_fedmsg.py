@@ -1,0 +1,287 @@
+#!/usr/bin/python3
+"""The fedmsg envelope and its X.509 signatures (docs/fedora.md).
+
+`fanhub pub --fedmsg` and `fanhub emit --fedmsg` wrap bodies as fedmsg
+did; a hub with bus.validate_signatures checks them against a CA, a CRL
+and a routing policy. The PKI is made here with the `openssl` command (a
+CA, a second CA, signers, one revoked); an independent signer and checker
+is written here with Python's `cryptography` (python3-cryptography), so
+the hub's signing and checking agree with each other and with it.
+"""
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import zmq
+
+import fanhublib as fh
+
+try:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+except ImportError:  # python3-cryptography, installed by scripts/deps
+    x509 = None
+
+TOPIC = "org.fedoraproject.prod.buildsys.build.state.change"
+ID_RE = re.compile(r"^\d{4}-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+REASONS = ("missing_fields", "bad_certificate", "bad_signature", "topic_mismatch",
+           "unknown_ca", "revoked", "not_allowed")
+
+
+def need_tools():
+    fh.require_tool(shutil.which("openssl"), "openssl", "openssl")
+    fh.require_tool(x509, "python3 cryptography", "python3-cryptography")
+
+
+def dumps(obj):
+    """fedmsg.encoding.dumps: sorted keys, compact, ASCII-only."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def openssl(wd, *args):
+    proc = subprocess.run(["openssl"] + list(args), cwd=wd.path, capture_output=True)
+    assert proc.returncode == 0, "openssl %s: %s" % (" ".join(args), proc.stderr.decode())
+
+
+CA_CNF = """[ca]
+default_ca = local
+[local]
+database = %(dir)s/%(name)s.index
+crlnumber = %(dir)s/%(name)s.crlnumber
+default_md = sha256
+default_crl_days = 30
+[req]
+distinguished_name = dn
+[dn]
+[v3_ca]
+basicConstraints = critical,CA:true
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+"""
+
+
+def make_ca(wd, name):
+    cnf = wd.write(name + ".cnf", CA_CNF % {"dir": wd.path, "name": name})
+    wd.write(name + ".index", "")
+    wd.write(name + ".crlnumber", "01\n")
+    openssl(wd, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key",
+            "-out", name + ".crt", "-days", "30", "-subj", "/CN=%s" % name, "-config", cnf,
+            "-extensions", "v3_ca")
+
+
+def make_signer(wd, ca, name):
+    openssl(wd, "req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key",
+            "-out", name + ".csr", "-subj", "/O=Fedora Project/CN=%s" % name)
+    openssl(wd, "x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
+            "-CAcreateserial", "-out", name + ".crt", "-days", "30")
+
+
+def make_crl(wd, ca, revoke=()):
+    cnf = wd.file(ca + ".cnf")
+    for name in revoke:
+        openssl(wd, "ca", "-config", cnf, "-revoke", name + ".crt", "-keyfile", ca + ".key",
+                "-cert", ca + ".crt")
+    openssl(wd, "ca", "-config", cnf, "-gencrl", "-keyfile", ca + ".key", "-cert", ca + ".crt",
+            "-out", ca + ".crl")
+
+
+def make_pki(wd):
+    """ca: signers alice (allowed), mallory (allowed, then revoked), bob
+    (not allowed for TOPIC); other: eve, from another CA."""
+    make_ca(wd, "ca")
+    make_ca(wd, "other")
+    for name in ("alice", "bob", "mallory"):
+        make_signer(wd, "ca", name)
+    make_signer(wd, "other", "eve")
+    make_crl(wd, "ca", revoke=["mallory"])
+
+
+def py_sign(wd, name, message):
+    """An independent fedmsg signer (fedmsg.crypto.x509_ng.sign)."""
+    message = dict(message, crypto="x509")
+    with open(wd.file(name + ".key"), "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    with open(wd.file(name + ".crt"), "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read())
+    signature = key.sign(dumps(message).encode(), padding.PKCS1v15(), hashes.SHA1())
+
+    def lines(data):
+        text = base64.b64encode(data).decode()
+        return "\n".join(text[i:i + 76] for i in range(0, len(text), 76)) + "\n"
+
+    message["signature"] = lines(signature)
+    message["certificate"] = lines(cert.public_bytes(serialization.Encoding.PEM))
+    return message
+
+
+def py_verify(message):
+    """An independent check of the signature (fedmsg.crypto.x509_ng.validate,
+    the signature step); returns the signer's common name."""
+    cert = x509.load_pem_x509_certificate(base64.b64decode(message["certificate"]))
+    stripped = {k: v for k, v in message.items() if k not in ("signature", "certificate")}
+    cert.public_key().verify(base64.b64decode(message["signature"]),
+                             dumps(stripped).encode(), padding.PKCS1v15(), hashes.SHA1())
+    return cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)[0].value
+
+
+def envelope(i=1, **fields):
+    base = {"topic": TOPIC, "msg": {"build_id": i, "owner": "me"}, "i": i,
+            "msg_id": "2026-00000000-0000-4000-8000-%012d" % i, "timestamp": 1700000000 + i,
+            "username": "koji"}
+    base.update(fields)
+    return base
+
+
+def pub_bound(args, count):
+    """fanhub pub --bind (it waits for our subscription) --fedmsg ARGS."""
+    port = fh.free_port()
+    endpoint = "tcp://127.0.0.1:%d" % port
+    proc = subprocess.Popen([fh.BIN, "pub", "--bind", endpoint, "--fedmsg", "-q", "-n",
+                             str(count)] + args, stderr=subprocess.PIPE)
+    sock = zmq.Context.instance().socket(zmq.SUB)
+    sock.setsockopt(zmq.SUBSCRIBE, b"")
+    sock.connect(endpoint)
+    got = []
+    try:
+        end = time.monotonic() + fh.DEADLINE
+        while len(got) < count:
+            assert time.monotonic() < end, "fanhub pub sent %d of %d" % (len(got), count)
+            if sock.poll(100):
+                got.append(sock.recv_multipart())
+    finally:
+        sock.close(0)
+        _, err = proc.communicate(timeout=fh.DEADLINE)
+        fh.check_sanitizers(err.decode(errors="replace"), "fanhub pub")
+    assert proc.returncode == 0, err
+    return got
+
+
+def test_pub_envelope():
+    """The envelope of pub --fedmsg, parsed back field by field, is the
+    bytes fedmsg's encoder writes for the same fields."""
+    before = int(time.time())
+    body = '{"b":[1,2.5,"\u00e9\u20ac\U0001f600"],"a":null}'
+    got = pub_bound(["-t", TOPIC, "--body", body, "--username", "koji"], 3)
+    after = int(time.time())
+    for n, (topic, data) in enumerate(got, 1):
+        assert topic == TOPIC.encode()
+        msg = json.loads(data)
+        assert sorted(msg) == ["i", "msg", "msg_id", "timestamp", "topic", "username"], msg
+        assert msg["topic"] == TOPIC and msg["username"] == "koji" and msg["i"] == n
+        assert msg["msg"] == json.loads(body)
+        assert ID_RE.match(msg["msg_id"]) and msg["msg_id"][:4] == time.strftime("%Y", time.gmtime())
+        assert isinstance(msg["timestamp"], int) and before <= msg["timestamp"] <= after
+        assert data == dumps(msg).encode(), data
+    assert len({json.loads(d)["msg_id"] for _, d in got}) == 3
+    # A body that is not JSON goes as fedmsg-logger sent lines.
+    (_, data), = pub_bound(["-t", TOPIC, "--body", "hello \u00e9"], 1)
+    assert json.loads(data)["msg"] == {"log": "hello \u00e9"}
+
+
+def test_pub_signed_independent():
+    """pub --fedmsg --sign-key/--sign-cert: the signature verifies with an
+    independent implementation, over fedmsg's canonical bytes."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    got = pub_bound(["-t", TOPIC, "--body", '{"x":1.5}', "--sign-key", wd.file("alice.key"),
+                     "--sign-cert", wd.file("alice.crt")], 2)
+    for topic, data in got:
+        msg = json.loads(data)
+        assert msg["crypto"] == "x509"
+        for field in ("signature", "certificate"):
+            lines = msg[field].split("\n")
+            assert lines[-1] == "" and all(len(l) == 76 for l in lines[:-2]), msg[field]
+        assert py_verify(msg) == "alice"
+        assert data == dumps(msg).encode()
+    # A key that is not the certificate's is refused before anything is sent.
+    status, _, err = fh.run(["pub", "--fedmsg", "--sign-key", wd.file("bob.key"),
+                             "--sign-cert", wd.file("alice.crt"), "-n", "1"])
+    assert status == 2 and "not the key's" in err, err
+    status, _, err = fh.run(["pub", "--sign-key", wd.file("bob.key"), "-n", "1"])
+    assert status == 2 and "go with --fedmsg" in err, err
+    wd.cleanup()
+
+
+def hub_config(wd, pub_endpoint, extra=""):
+    return """bus:
+  connect: [%s]
+  validate_signatures:
+    ca: %s
+    crl: %s
+    routing_policy:
+      %s: [alice, mallory]
+%sconsumers:
+  - name: out
+    plugin: log
+    options: {path: %s, flush_ms: 0}
+""" % (pub_endpoint, wd.file("ca.crt"), wd.file("ca.crl"), TOPIC, extra,
+       json.dumps(wd.file("out.jsonl")))
+
+
+def test_hub_validates():
+    """Each failure is counted under its reason and not delivered; messages
+    signed by the hub's own signer and by the independent one pass."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(wd, pub.endpoint))
+    pub.wait_subscribed(hub=hub)
+    good = py_sign(wd, "alice", envelope(1))
+    assert py_verify(good) == "alice"
+    tampered = dict(good, msg={"build_id": 666, "owner": "me"})
+    cases = [
+        (TOPIC, dumps(good), None),
+        (TOPIC, dumps(tampered), "bad_signature"),
+        (TOPIC + ".x", dumps(good), "topic_mismatch"),
+        (TOPIC, dumps(py_sign(wd, "eve", envelope(2))), "unknown_ca"),
+        (TOPIC, dumps(py_sign(wd, "mallory", envelope(3))), "revoked"),
+        (TOPIC, dumps(py_sign(wd, "bob", envelope(4))), "not_allowed"),
+        (TOPIC, dumps(envelope(5)), "missing_fields"),
+        (TOPIC, "not json", "missing_fields"),
+        (TOPIC, dumps(dict(good, certificate="bm90IGEgY2VydA==\n")), "bad_certificate"),
+        # A topic the policy does not list: allowed (routing_nitpicky off).
+        ("org.other.topic", dumps(py_sign(wd, "bob", envelope(6, topic="org.other.topic"))), None),
+        (TOPIC, dumps(py_sign(wd, "alice", envelope(7))), None),
+    ]
+    for topic, body, _ in cases:
+        pub.send(topic, body)
+    delivered = [c for c in cases if c[2] is None]
+    fh.wait_for(lambda: hub.stats()["hub"]["signatures"]["checked"] == len(cases),
+                "every message checked", hub=hub)
+    fh.wait_for(lambda: fh.count_lines(wd.file("out.jsonl")) == len(delivered), "deliveries",
+                hub=hub)
+    stats = hub.stats()["hub"]
+    for reason in REASONS:
+        want = sum(1 for c in cases if c[2] == reason)
+        assert stats["signatures"][reason] == want, (reason, stats)
+    lines = fh.read_jsonl(wd.file("out.jsonl"))
+    assert [json.loads(l["body"])["i"] for l in lines] == [1, 6, 7]
+    # Counted in Prometheus too, and logged with the msg_id and the signer.
+    status, prom, _ = fh.run(["stats", "-e", hub.control, "-f", "prometheus"])
+    assert status == 0 and "fanhub_signature_revoked_total 1\n" in prom, prom
+    hub.wait_log("failed its signature check (revoked)")
+    assert "msg_id 2026-00000000-0000-4000-8000-000000000003, signer mallory" in hub.log()
+    # The hub's own signer (fanhub pub --sign-key) passes its own checker.
+    before = fh.count_lines(wd.file("out.jsonl"))
+    pub.close()
+    status, _, err = fh.run(["pub", "--bind", pub.endpoint, "--fedmsg", "-q", "-t", TOPIC,
+                             "--body", '{"from":"fanhub"}', "--sign-key", wd.file("alice.key"),
+                             "--sign-cert", wd.file("alice.crt"), "--timeout", "60"])
+    assert status == 0, err
+    fh.wait_for(lambda: fh.count_lines(wd.file("out.jsonl")) == before + 1,
+                "the hub-signed message delivered", hub=hub)
+    body = json.loads(fh.read_jsonl(wd.file("out.jsonl"))[-1]["body"])
+    assert body["msg"] == {"from": "fanhub"} and py_verify(body) == "alice"
+    hub.stop()
+    wd.cleanup()
+
+
+if __name__ == "__main__":
+    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates])
