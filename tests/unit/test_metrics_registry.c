@@ -294,6 +294,7 @@ test_json_names_the_rows (void **state)
     s_json_keys (&got, "hub.", hub);
     s_json_keys (&got, "hub.upstream.", json_object_get (hub, "upstream"));
     s_json_keys (&got, "hub.amqp.", json_object_get (hub, "amqp"));
+    s_json_keys (&got, "hub.signatures.", json_object_get (hub, "signatures"));
     s_json_keys (&got, "hub.endpoints[].", json_array_get (json_object_get (hub, "endpoints"), 0));
     s_json_keys (&got, "consumers[].", json_array_get (json_object_get (json, "consumers"), 0));
     s_json_keys (&got, "process.", json_object_get (json, "process"));
