@@ -9,6 +9,7 @@
 #include "consumer_internal.h"
 
 #include "crash.h"
+#include "fedmsg.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -22,10 +23,12 @@ static void
 s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
 {
     fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    char note[FH_FEDMSG_ID_SIZE + 16];
+    fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
     fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
-                    "consumer '%s': message %llu (%.*s) failed: %s", worker->consumer->name,
-                    (unsigned long long) msg->seq, (int) topic.size, (const char *) topic.data,
-                    why);
+                    "consumer '%s': message %llu%s (%.*s) failed: %s", worker->consumer->name,
+                    (unsigned long long) msg->seq, note, (int) topic.size,
+                    (const char *) topic.data, why);
 }
 
 /* One consume call, timed, visible to the stuck checker while it runs.
@@ -40,6 +43,8 @@ fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t 
     fh_consumer_t *self = worker->consumer;
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
+    fanhub_bytes_t body = fh_msg_frame (msg, 1);
+    fh_crash_message (msg->seq, body.data, body.size);
     fh_crash_enter (self->name, fh_plugin_path (self->plugin)); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();
@@ -129,9 +134,12 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
         free (frames);
-        if (!stored)
-            fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
-                      self->name, (unsigned long long) msg->seq, err);
+        if (!stored) {
+            char note[FH_FEDMSG_ID_SIZE + 16];
+            fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
+            fh_error ("consumer '%s': message %llu%s: cannot keep it as a dead letter: %s",
+                      self->name, (unsigned long long) msg->seq, note, err);
+        }
     }
     fh_cons_progress_begin (worker);
     fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);

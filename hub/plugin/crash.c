@@ -16,6 +16,9 @@
    handler: a thread-local of the executable is async-signal-safe. */
 static _Thread_local const char *tl_consumer;
 static _Thread_local const char *tl_plugin;
+static _Thread_local const char *tl_body; /* the message's body, or NULL */
+static _Thread_local size_t tl_body_size;
+static _Thread_local uint64_t tl_seq;
 
 static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
@@ -79,9 +82,18 @@ fh_crash_enter (const char *consumer, const char *plugin)
 }
 
 void
+fh_crash_message (uint64_t seq, const void *body, size_t size)
+{
+    tl_seq = seq;
+    tl_body_size = size;
+    tl_body = body;
+}
+
+void
 fh_crash_leave (void)
 {
     tl_consumer = NULL;
+    tl_body = NULL;
 }
 
 /* Async-signal-safe appending, a byte at a time. */
@@ -91,6 +103,34 @@ s_append (char *line, size_t used, size_t size, const char *text)
     while (text && *text && used + 1 < size)
         line[used++] = *text++;
     return used;
+}
+
+/* The msg_id of a fedmsg body, async-signal-safe: the value of the last
+   "msg_id":" in it. fedmsg's encoding sorts keys, so the top-level one
+   comes after any inside "msg", and the strings after it (signature,
+   topic, username) cannot hold the pattern unescaped. Best effort for
+   other encodings. */
+static size_t
+s_append_msg_id (char *line, size_t used, size_t size, const char *body, size_t body_size)
+{
+    static const char key[] = "\"msg_id\":\"";
+    const size_t key_len = sizeof key - 1;
+    const char *found = NULL;
+    for (size_t i = 0; body && i + key_len <= body_size; i++) {
+        size_t k = 0;
+        while (k < key_len && body[i + k] == key[k])
+            k++;
+        if (k == key_len)
+            found = body + i + key_len;
+    }
+    if (!found)
+        return used;
+    used = s_append (line, used, size, " (msg_id ");
+    for (const char *c = found; c < body + body_size && *c != '"' && *c != '\\'
+                                && (unsigned char) *c >= 0x20 && c - found < 64 && used + 1 < size;
+         c++)
+        line[used++] = *c;
+    return s_append (line, used, size, ")");
 }
 
 static const char *
@@ -128,6 +168,19 @@ s_fatal (int sig)
         used = s_append (line, used, sizeof line, consumer);
         used = s_append (line, used, sizeof line, "', plugin ");
         used = s_append (line, used, sizeof line, plugin);
+        const char *body = tl_body;
+        if (body) {
+            char seq[24];
+            size_t at = sizeof seq - 1;
+            seq[at] = '\0';
+            uint64_t left = tl_seq;
+            do
+                seq[--at] = (char) ('0' + left % 10);
+            while ((left /= 10) && at);
+            used = s_append (line, used, sizeof line, ", message ");
+            used = s_append (line, used, sizeof line, seq + at);
+            used = s_append_msg_id (line, used, sizeof line, body, tl_body_size);
+        }
     }
     else
         used = s_append (line, used, sizeof line, ") in the hub itself");

@@ -15,6 +15,9 @@
 #ifndef FH_CRASH_H_INCLUDED
 #define FH_CRASH_H_INCLUDED
 
+#include <stddef.h>
+#include <stdint.h>
+
 /* Main thread, once, before any plugin runs: the signal handlers, and an
    exit handler that runs before CZMQ's (it initialises CZMQ first). */
 void fh_crash_install (void);
@@ -27,5 +30,8 @@ void fh_crash_thread (void);
    long as the thread may call consume. */
 void fh_crash_enter (const char *consumer, const char *plugin);
 void fh_crash_leave (void);
+/* Before fh_crash_enter: the message going in, named on the line by its
+   seq and the msg_id of its body (read by the handler only, not here). */
+void fh_crash_message (uint64_t seq, const void *body, size_t size);
 
 #endif

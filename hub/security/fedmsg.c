@@ -105,8 +105,23 @@ fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size)
         return false;
     json_t *root = json_loadb (body, size, 0, NULL);
     const char *value = json_string_value (json_object_get (root, "msg_id"));
-    if (value)
+    if (value) {
         snprintf (id, id_size, "%s", value);
+        /* It names the message in logs and tables: no control characters. */
+        for (char *c = id; *c; c++)
+            if ((unsigned char) *c < 0x20 || *c == 0x7f)
+                *c = '?';
+    }
     json_decref (root);
     return value != NULL;
+}
+
+void
+fh_fedmsg_id_note (fanhub_bytes_t body, char *note, size_t size)
+{
+    char id[FH_FEDMSG_ID_SIZE];
+    if (size && fh_fedmsg_msg_id (body.data, body.size, id, sizeof id))
+        snprintf (note, size, " msg_id %s", id);
+    else if (size)
+        note[0] = '\0';
 }

@@ -283,5 +283,109 @@ def test_hub_validates():
     wd.cleanup()
 
 
+def test_emit_envelope():
+    """emit --fedmsg: the consumer gets the envelope, signed when asked."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    hub = fh.Hub(wd, """bus:
+  bind: [tcp://127.0.0.1:%d]
+consumers:
+  - name: out
+    plugin: log
+    options: {path: %s, flush_ms: 0}
+""" % (fh.free_port(), json.dumps(wd.file("out.jsonl"))))
+    try:
+        hub.wait_ready()
+        status, out, err = fh.run(["emit", "-e", hub.control, "--wait", "--fedmsg",
+                                   "--username", "me", TOPIC, '{"x":1}'])
+        assert status == 0, out + err
+        status, out, err = fh.run(["emit", "-e", hub.control, "--wait", "--fedmsg",
+                                   "--sign-key", wd.file("bob.key"), "--sign-cert",
+                                   wd.file("bob.crt"), TOPIC, "-"], stdin=b"a line")
+        assert status == 0, out + err
+        first, second = [json.loads(l["body"]) for l in fh.read_jsonl(wd.file("out.jsonl"))]
+        assert first["msg"] == {"x": 1} and first["i"] == 1 and first["username"] == "me"
+        assert first["topic"] == TOPIC and ID_RE.match(first["msg_id"])
+        assert second["msg"] == {"log": "a line"} and py_verify(second) == "bob"
+        status, out, err = fh.run(["emit", "-e", hub.control, "--sign-key", "x", TOPIC])
+        assert status == 2 and "go with --fedmsg" in err, err
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+    wd.cleanup()
+
+
+def test_messages_named_by_msg_id():
+    """A failure's log line, the dead letter (list, list --json, show) and a
+    crash line name the message by its msg_id."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, """bus:
+  connect: [%s]
+state_dir: %s
+consumers:
+  - name: picky
+    plugin: %s/flaky.so
+    topics: [org.picky]
+    retry: {max_attempts: 1}
+    options: {retries: 0, final: fail}
+  - name: boom
+    plugin: %s/crash.so
+    topics: [org.boom]
+    options: {how: segv}
+""" % (pub.endpoint, wd.file("state"), fh.TEST_PLUGINS, fh.TEST_PLUGINS))
+    try:
+        pub.wait_subscribed(hub=hub)
+        named = envelope(1, topic="org.picky")
+        pub.send("org.picky", dumps(named))
+        pub.send("org.picky", '{"no":"id"}')
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "picky")["dead_lettered"] == 2,
+                    "two dead letters", hub=hub)
+        hub.wait_log("message 1 msg_id %s (org.picky) failed" % named["msg_id"])
+        status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "picky"])
+        assert status == 0, err
+        header, first, second = out.splitlines()
+        assert header.split()[:4] == ["ID", "SEQ", "TOPIC", "MSG_ID"], header
+        assert first.split()[3] == named["msg_id"] and second.split()[3] == "-", out
+        status, out, err = fh.run(["dead-letter", "list", "--json", "-c", hub.config, "picky"])
+        entries = [json.loads(line) for line in out.splitlines()]
+        assert [e["msg_id"] for e in entries] == [named["msg_id"], None], entries
+        status, out, err = fh.run(["dead-letter", "show", "-c", hub.config, "picky",
+                                   entries[0]["id"]])
+        assert "msg_id:         %s\n" % named["msg_id"] in out, out
+        # A plugin that crashes on a fedmsg message: the line names it.
+        pub.send("org.boom", dumps(envelope(9, topic="org.boom")))
+        assert hub.wait(deadline=fh.DEADLINE) != 0
+        assert "consumer 'boom', plugin %s/crash.so, message 3 (msg_id %s)" % (
+            fh.TEST_PLUGINS, envelope(9)["msg_id"]) in hub.log(), hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+def test_tail_terse_and_exclude():
+    """tail --terse: time, topic and msg_id a line; --exclude leaves out."""
+    pub = fh.Publisher()
+    proc = subprocess.Popen([fh.BIN, "tail", "--terse", "--exclude", "*.skip", "-n", "2",
+                             "-c", pub.endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        pub.wait_subscribed()
+        pub.send("org.a.skip", dumps(envelope(1)))
+        pub.send("org.a.keep", dumps(envelope(2)))
+        pub.send("org.a.keep", "plain text")
+        out, err = proc.communicate(timeout=fh.DEADLINE)
+    finally:
+        proc.kill()
+        pub.close()
+    assert proc.returncode == 0, err
+    lines = [l.split(" ") for l in out.decode().splitlines()]
+    assert [l[1:] for l in lines] == [["org.a.keep", envelope(2)["msg_id"]],
+                                       ["org.a.keep", "-"]], lines
+    assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l[0]) for l in lines)
+
+
 if __name__ == "__main__":
-    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates])
+    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_emit_envelope,
+             test_messages_named_by_msg_id, test_tail_terse_and_exclude])
