@@ -240,6 +240,8 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         return;
     }
 
+    if (atomic_load_explicit (&self->sig_next, memory_order_relaxed))
+        fh_enq_signatures_take (self);
     if (self->verifier && !inject && fh_enq_signature_refused (self, frames)) {
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
@@ -574,7 +576,7 @@ fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
     out->received = atomic_load (&self->received);
     out->auth_denied = atomic_load (&self->auth_denied);
     out->peers_refused = atomic_load (&self->peers_refused);
-    out->signatures = self->verifier != NULL;
+    out->signatures = atomic_load (&self->sig_on);
     out->signatures_checked = atomic_load (&self->sig_checked);
     for (int i = 0; i < FH_SIG_REASONS; i++)
         out->signature_failed[i] = atomic_load (&self->sig_failed[i]);

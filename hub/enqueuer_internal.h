@@ -80,10 +80,14 @@ struct fh_enqueuer {
     fh_ratelimit_t malformed_log;
 
     /* bus.validate_signatures, or NULL; its on_failure: deliver; one log
-       limiter a reason. */
+       limiter a reason. A reload leaves its successor in sig_next (an
+       fh_enq_sig_next_t the actor takes between messages); sig_on says
+       to other threads whether one is in force. */
     fh_sig_verifier_t *verifier;
     bool sig_deliver;
     fh_ratelimit_t sig_log[FH_SIG_REASONS];
+    _Atomic (void *) sig_next;
+    atomic_bool sig_on;
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -119,6 +123,8 @@ void fh_enq_signatures_close (fh_enqueuer_t *self);
    with the verifier; counts and logs a failure. True when it is to be
    dropped. */
 bool fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames);
+/* enqueuer_signatures.c: takes a reload's verifier, if one came. */
+void fh_enq_signatures_take (fh_enqueuer_t *self);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

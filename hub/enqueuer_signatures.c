@@ -9,27 +9,84 @@
 #include "fedmsg_settings.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
-int
-fh_enq_signatures_open (fh_enqueuer_t *self, char *err, size_t errlen)
+/* What a reload hands over: a verifier (NULL: validation off). */
+typedef struct {
+    fh_sig_verifier_t *verifier;
+    bool deliver;
+} s_next_t;
+
+static int
+s_load (const fh_config_t *config, fh_sig_verifier_t **verifier, bool *deliver, char *err,
+        size_t errlen)
 {
-    if (!self->config->signatures)
+    *verifier = NULL;
+    if (!config->signatures)
         return 0;
     const char *where = NULL;
     char why[1024];
-    self->verifier = fh_sig_settings_load (self->config->signatures, &self->sig_deliver, &where,
-                                           why, sizeof why);
-    if (!self->verifier) {
+    *verifier = fh_sig_settings_load (config->signatures, deliver, &where, why, sizeof why);
+    if (!*verifier) {
         snprintf (err, errlen, "%s: bus.validate_signatures.%s", where ? where : "?", why);
         return -1;
     }
     return 0;
 }
 
+int
+fh_enq_signatures_open (fh_enqueuer_t *self, char *err, size_t errlen)
+{
+    int rc = s_load (self->config, &self->verifier, &self->sig_deliver, err, errlen);
+    atomic_store (&self->sig_on, self->verifier != NULL);
+    return rc;
+}
+
+static void
+s_next_free (s_next_t *next)
+{
+    if (next) {
+        fh_sig_verifier_destroy (&next->verifier);
+        free (next);
+    }
+}
+
 void
 fh_enq_signatures_close (fh_enqueuer_t *self)
 {
     fh_sig_verifier_destroy (&self->verifier);
+    s_next_free (atomic_exchange (&self->sig_next, NULL));
+}
+
+int
+fh_enqueuer_reload_signatures (fh_enqueuer_t *self, const fh_config_t *config, char *err,
+                               size_t errlen)
+{
+    s_next_t *next = calloc (1, sizeof *next);
+    if (!next) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    if (s_load (config, &next->verifier, &next->deliver, err, errlen) < 0) {
+        free (next);
+        return -1;
+    }
+    /* One the actor has not taken yet was never used: freed here. */
+    s_next_free (atomic_exchange (&self->sig_next, next));
+    return 0;
+}
+
+void
+fh_enq_signatures_take (fh_enqueuer_t *self)
+{
+    s_next_t *next = atomic_exchange (&self->sig_next, NULL);
+    if (!next)
+        return;
+    fh_sig_verifier_destroy (&self->verifier);
+    self->verifier = next->verifier;
+    self->sig_deliver = next->deliver;
+    free (next);
+    atomic_store (&self->sig_on, self->verifier != NULL);
 }
 
 bool

@@ -515,7 +515,11 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
         rc = s_reload_make (self, &r, err, errlen);
     if (rc == 0) {
         fh_trigger_seal (r.trigger);
+        /* The signature files are read again (a new CRL); if they no
+           longer load, the reload is refused before anything changed. */
         if (self->enqueuer)
+            rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
+        if (rc == 0 && self->enqueuer)
             rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, err, errlen);
     }
     if (rc != 0) {

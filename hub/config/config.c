@@ -454,7 +454,7 @@ static const fh_cfg_field_t s_bus_fields[] = {
       .min = 1, .max = 1000000 },
     { .key = "amqp", .parse = fh_cfg_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
     { .key = "validate_signatures", .parse = fh_cfg_parse_signatures,
-      .offset = offsetof (fh_config_t, signatures) },
+      .offset = offsetof (fh_config_t, signatures), .live = true },
     { .key = NULL },
 };
 

@@ -279,7 +279,60 @@ def test_hub_validates():
                 "the hub-signed message delivered", hub=hub)
     body = json.loads(fh.read_jsonl(wd.file("out.jsonl"))[-1]["body"])
     assert body["msg"] == {"from": "fanhub"} and py_verify(body) == "alice"
-    hub.stop()
+    # A reload reads the CRL again: alice revoked, her next message refused.
+    make_crl(wd, "ca", revoke=["alice"])
+    status, _, err = fh.run(["reload", "-e", hub.control])
+    assert status == 0, err
+    checked = hub.stats()["hub"]["signatures"]["checked"]
+    status, _, err = fh.run(["pub", "--bind", pub.endpoint, "--fedmsg", "-q", "-t", TOPIC,
+                             "--body", "{}", "--sign-key", wd.file("alice.key"),
+                             "--sign-cert", wd.file("alice.crt"), "--timeout", "60"])
+    assert status == 0, err
+    fh.wait_for(lambda: hub.stats()["hub"]["signatures"]["checked"] == checked + 1,
+                "the message after the reload checked", hub=hub)
+    assert hub.stats()["hub"]["signatures"]["revoked"] == 2
+    # A CRL that no longer loads: the reload is refused, the old one stays.
+    wd.write("ca.crl", "garbage")
+    status, _, err = fh.run(["reload", "-e", hub.control])
+    assert status != 0 and "ca.crl" in err, err
+    assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
+def test_config_errors():
+    """fanhub check loads the CA, CRL and policy: each mistake is one line
+    with FILE:LINE:COL and the key."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    wd.write("junk.pem", "junk")
+    ca, crl = wd.file("ca.crt"), wd.file("ca.crl")
+    # (value, the text at the position named, the error after the key)
+    cases = [
+        ("{ca: %s, crl: %s}" % (ca, crl), None, None),
+        ("{crl: %s}" % crl, "{", "ca: missing"),
+        ("{ca: %s}" % wd.file("none.pem"), wd.file("none.pem"), "ca: " + wd.file("none.pem")),
+        ("{ca: %s}" % wd.file("junk.pem"), wd.file("junk.pem"), "ca: " + wd.file("junk.pem")),
+        ("{ca: %s, crl: %s}" % (ca, wd.file("junk.pem")), wd.file("junk.pem"), "crl: "),
+        ("{ca: %s, cr: x}" % ca, "x}", "cr: unknown key"),
+        ("{ca: %s, on_failure: keep}" % ca, "keep", "on_failure: expected drop or deliver"),
+        ("{ca: %s, routing_nitpicky: 3}" % ca, "3}", "routing_nitpicky: expected true or false"),
+        ("{ca: %s, routing_policy: [a]}" % ca, "[a]", "routing_policy: expected a map"),
+        ("{ca: %s, routing_policy: {t: a}}" % ca, "a}", "routing_policy.t: expected a list"),
+        ("{ca: %s, routing_policy: {t: [[a]]}}" % ca, "[a]]", "routing_policy.t: expected names"),
+        ("[]", "[]", None),
+    ]
+    lead = "  validate_signatures: "
+    for value, at, want in cases:
+        path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:9]\n  validate_signatures: %s\n"
+                        "consumers:\n  - {name: c, plugin: log}\n" % value)
+        status, out, err = fh.run(["check", "-c", path])
+        if at is None:
+            assert status == 0, err
+            continue
+        where = "%s:3:%d: bus.validate_signatures" % (path, len(lead) + value.index(at) + 1)
+        want = where + (": expected a map" if want is None else "." + want)
+        assert status == 2 and want in err, (value, want, err)
     wd.cleanup()
 
 
@@ -387,5 +440,6 @@ def test_tail_terse_and_exclude():
 
 
 if __name__ == "__main__":
-    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_emit_envelope,
+    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_config_errors,
+             test_emit_envelope,
              test_messages_named_by_msg_id, test_tail_terse_and_exclude])
