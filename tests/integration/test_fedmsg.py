@@ -336,6 +336,42 @@ def test_config_errors():
     wd.cleanup()
 
 
+def test_deliver_on_failure():
+    """on_failure: deliver: a failing message is counted and delivered."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(wd, pub.endpoint).replace(
+        "    routing_policy:", "    on_failure: deliver\n    routing_policy:"))
+    try:
+        pub.wait_subscribed(hub=hub)
+        pub.send(TOPIC, dumps(py_sign(wd, "bob", envelope(4))))
+        pub.send(TOPIC, dumps(envelope(5)))
+        fh.wait_for(lambda: fh.count_lines(wd.file("out.jsonl")) == 2, "both delivered",
+                    hub=hub)
+        stats = hub.stats()["hub"]["signatures"]
+        assert stats["not_allowed"] == 1 and stats["missing_fields"] == 1, stats
+        hub.wait_log("delivered a bus message that failed its signature check (not_allowed)")
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+def test_wrap_refuses():
+    """A body that is neither JSON nor UTF-8 text cannot be wrapped."""
+    status, _, err = fh.run(["pub", "--fedmsg", "-c", "tcp://127.0.0.1:%d" % fh.free_port(),
+                             "--wait-subscribers", "0", "--stdin"], stdin=b"\xff\xfe\n")
+    assert status == 1 and "neither JSON nor UTF-8 text" in err, err
+    status, _, err = fh.run(["emit", "-e", "ipc:///nonexistent/x.sock", "--fedmsg", TOPIC, "-"],
+                            stdin=b"\xff")
+    assert status == 1 and "neither JSON nor UTF-8 text" in err, err
+    status, _, err = fh.run(["pub", "--fedmsg", "--sign-key", "/nonexistent.key",
+                             "--sign-cert", "/nonexistent.crt"])
+    assert status == 2 and "/nonexistent.key" in err, err
+
+
 def test_emit_envelope():
     """emit --fedmsg: the consumer gets the envelope, signed when asked."""
     need_tools()
@@ -441,5 +477,5 @@ def test_tail_terse_and_exclude():
 
 if __name__ == "__main__":
     fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_config_errors,
-             test_emit_envelope,
+             test_deliver_on_failure, test_wrap_refuses, test_emit_envelope,
              test_messages_named_by_msg_id, test_tail_terse_and_exclude])
