@@ -221,19 +221,19 @@ s_fini (void *state)
     size_t open = bridge_link_destroy (self->link);
     bridge_counters_t *c = &self->counters;
     self->host->log (self->ctx, FANHUB_LOG_INFO,
-                     "published %llu, confirmed %llu, nacked %llu, returned %llu, not published "
-                     "again (from bus.amqp) %llu, answered RETRY to %llu "
+                     "published %llu, confirmed %llu, nacked %llu, answered RETRY to %llu "
                      "at lost connections and to %llu while not connected, refused %llu, "
-                     "%zu unconfirmed at stop, %llu connections",
+                     "%zu unconfirmed at stop, %llu connections; returned %llu, not published "
+                     "again (from bus.amqp) %llu",
                      (unsigned long long) atomic_load (&c->published),
                      (unsigned long long) atomic_load (&c->confirmed),
                      (unsigned long long) atomic_load (&c->nacked),
-                     (unsigned long long) atomic_load (&c->returned),
-                     (unsigned long long) atomic_load (&c->looped),
                      (unsigned long long) atomic_load (&c->lost),
                      (unsigned long long) atomic_load (&c->refused_down),
                      (unsigned long long) atomic_load (&self->rejected), open,
-                     (unsigned long long) atomic_load (&c->connects));
+                     (unsigned long long) atomic_load (&c->connects),
+                     (unsigned long long) atomic_load (&c->returned),
+                     (unsigned long long) atomic_load (&c->looped));
     s_destroy (self);
 }
 
