@@ -713,5 +713,6 @@ fh_cmd_pub (int argc, char **argv)
     free (pub.gen.data);
     free (pub.line);
     fh_pub_jsonl_free (pub.jmsgs, pub.jcount);
+    fh_cli_fedmsg_end (&opts.fedmsg);
     return rc;
 }
