@@ -150,14 +150,16 @@ def test_source_takes_fedora_messaging():
                              headers={"fedora_messaging_schema": "base.message",
                                       "fedora_messaging_severity": 20,
                                       "sent-at": "2024-06-21T12:52:29+00:00", "priority": 0}))
-        fh.wait_for(lambda: fh.count_lines(out) == 1, "the delivery", hub=hub)
+        ch.basic_publish("amq.topic", "org.src.text", b"not json")
+        fh.wait_for(lambda: fh.count_lines(out) == 2, "the deliveries", hub=hub)
         body = json.loads(fh.read_jsonl(out)[0]["body"])
+        assert fh.read_jsonl(out)[1]["body"] == "not json"  # as it came
         assert body["msg_id"] == msg_id and body["msg"] == {"hello": "world"}
         assert body["topic"] == "org.src.hello" and body["timestamp"] == 1718974349
         assert body["headers"]["fedora_messaging_schema"] == "base.message"
-        fh.wait_for(lambda: hub.stats()["hub"]["amqp"]["acked"] == 1, "acked", hub=hub)
+        fh.wait_for(lambda: hub.stats()["hub"]["amqp"]["acked"] == 2, "acked", hub=hub)
         assert hub.stop() == 0, hub.log()
-        assert "not published again (from bus.amqp) 1\n" in hub.log(), hub.log()
+        assert "not published again (from bus.amqp) 2\n" in hub.log(), hub.log()
         assert NODE.queue_depths().get("fm.src", (0, 0)) == (0, 0)
     finally:
         conn.close()
@@ -212,10 +214,36 @@ def test_nothing_lost_before_workers_declare():
     wd.cleanup()
 
 
+def test_options_refused():
+    """fanhub check names each mistake of the new keys (no broker needed)."""
+    if not fh.SHIPPED_PLUGINS:
+        raise fh.Skip("the amqp plugin is not built (librabbitmq-dev)")
+    wd = fh.Workdir()
+    cases = [
+        ("declare: true", "options.queue: required with declare: true"),
+        ("envelope: fedora", "options.envelope"),
+        ("envelope: fedora-messaging, severities: {org.: 99}",
+         "options.severities.org.: expected a severity from 10 to 50"),
+        ("envelope: fedora-messaging, schemas: [a]", "options.schemas: expected a map"),
+        ("body: inner", "options.body"),
+    ]
+    for options, want in cases:
+        path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:9]\nconsumers:\n"
+                        "  - name: b\n    plugin: amqp\n    options: {url: \"amqp://127.0.0.1\", "
+                        "%s}\n" % options)
+        status, _, err = fh.run(["check", "-c", path])
+        assert status != 0 and want in err and "c.yaml:" in err, (options, err)
+    path = wd.write("s.yaml", "bus:\n  amqp: {url: \"amqp://127.0.0.1\", queue: q, "
+                    "envelope: fedmsg}\nconsumers:\n  - {name: c, plugin: log}\n")
+    status, _, err = fh.run(["check", "-c", path])
+    assert status == 2 and "bus.amqp.envelope: expected none or fedora-messaging" in err, err
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     try:
-        fh.main([test_bridge_fedora_messaging_shape, test_source_takes_fedora_messaging,
-                 test_nothing_lost_before_workers_declare])
+        fh.main([test_options_refused, test_bridge_fedora_messaging_shape,
+                 test_source_takes_fedora_messaging, test_nothing_lost_before_workers_declare])
     finally:
         if NODE is not None:
             NODE.stop()
