@@ -475,7 +475,38 @@ def test_tail_terse_and_exclude():
     assert all(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l[0]) for l in lines)
 
 
+def test_tail_pretty_on_a_terminal():
+    """On a terminal tail shows the topic, then the JSON body indented."""
+    import pty
+    master, slave = pty.openpty()
+    pub = fh.Publisher()
+    proc = subprocess.Popen([fh.BIN, "tail", "-n", "1", "-c", pub.endpoint], stdout=slave,
+                            stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    try:
+        pub.wait_subscribed()
+        pub.send("org.a.b", '{"b":[1],"a":"x"}')
+        _, err = proc.communicate(timeout=fh.DEADLINE)
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        proc.kill()
+        pub.close()
+        os.close(master)
+    assert proc.returncode == 0, err
+    text = out.decode().replace("\r\n", "\n")
+    assert text == 'org.a.b\n{\n  "a": "x",\n  "b": [\n    1\n  ]\n}\n\n', repr(text)
+
+
 if __name__ == "__main__":
     fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_config_errors,
              test_deliver_on_failure, test_wrap_refuses, test_emit_envelope,
-             test_messages_named_by_msg_id, test_tail_terse_and_exclude])
+             test_messages_named_by_msg_id, test_tail_terse_and_exclude,
+             test_tail_pretty_on_a_terminal])
