@@ -233,6 +233,23 @@ s_prefer (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     return 0;
 }
 
+/* envelope: none or fedora-messaging (source_amqp_envelope.c); and
+   loop_guard. */
+static int
+s_envelope (s_err_t *err, const char *key, const fanhub_option_t *value,
+            fh_amqp_settings_t *self)
+{
+    if (strcmp (key, "loop_guard") == 0)
+        return s_bool (err, value, key, &self->loop_guard);
+    const char *text = s_text (err, value, "envelope");
+    if (!text)
+        return -1;
+    if (strcmp (text, "none") != 0 && strcmp (text, "fedora-messaging") != 0)
+        return s_fail (err, value, "envelope: expected none or fedora-messaging, got '%s'", text);
+    self->fedora_envelope = strcmp (text, "fedora-messaging") == 0;
+    return 0;
+}
+
 /* One key of bus.amqp. */
 static int
 s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
@@ -304,18 +321,8 @@ s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_sett
     }
     if (strcmp (key, "tls") == 0)
         return s_tls (err, value, self);
-    if (strcmp (key, "loop_guard") == 0)
-        return s_bool (err, value, key, &self->loop_guard);
-    if (strcmp (key, "envelope") == 0) {
-        const char *text = s_text (err, value, key);
-        if (!text)
-            return -1;
-        if (strcmp (text, "none") != 0 && strcmp (text, "fedora-messaging") != 0)
-            return s_fail (err, value, "envelope: expected none or fedora-messaging, got '%s'",
-                           text);
-        self->fedora_envelope = strcmp (text, "fedora-messaging") == 0;
-        return 0;
-    }
+    if (strcmp (key, "envelope") == 0 || strcmp (key, "loop_guard") == 0)
+        return s_envelope (err, key, value, self);
     return s_fail (err, value,
                    "%s: unknown key (known: url, queue, shards, prefetch, user, password_file, "
                    "password_env, vhost, heartbeat, reconnect_max, declare, exchange, bindings, "
