@@ -296,6 +296,9 @@ def test_hub_validates():
     status, _, err = fh.run(["reload", "-e", hub.control])
     assert status != 0 and "ca.crl" in err, err
     assert hub.stop() == 0, hub.log()
+    assert "hub: signatures checked 13, failed 9 (missing_fields 2, bad_certificate 1, " \
+        "bad_signature 1, topic_mismatch 1, unknown_ca 1, revoked 2, not_allowed 1)" \
+        in hub.log(), hub.log()
     wd.cleanup()
 
 
