@@ -8,6 +8,8 @@
 */
 #include "consumer_internal.h"
 
+#include "fedmsg.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
@@ -20,10 +22,12 @@ static void
 s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
 {
     fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    char note[FH_FEDMSG_ID_SIZE + 16];
+    fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
     fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
-                    "consumer '%s': message %llu (%.*s) failed: %s", worker->consumer->name,
-                    (unsigned long long) msg->seq, (int) topic.size, (const char *) topic.data,
-                    why);
+                    "consumer '%s': message %llu%s (%.*s) failed: %s", worker->consumer->name,
+                    (unsigned long long) msg->seq, note, (int) topic.size,
+                    (const char *) topic.data, why);
 }
 
 /* One consume call, timed, visible to the stuck checker while it runs.
@@ -134,9 +138,12 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
         free (frames);
-        if (!stored)
-            fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
-                      self->name, (unsigned long long) msg->seq, err);
+        if (!stored) {
+            char note[FH_FEDMSG_ID_SIZE + 16];
+            fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
+            fh_error ("consumer '%s': message %llu%s: cannot keep it as a dead letter: %s",
+                      self->name, (unsigned long long) msg->seq, note, err);
+        }
     }
     fh_cons_progress_begin (worker);
     fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);

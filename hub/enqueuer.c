@@ -242,6 +242,14 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         return;
     }
 
+    if (atomic_load_explicit (&self->sig_next, memory_order_relaxed))
+        fh_enq_signatures_take (self);
+    if (self->verifier && !inject && fh_enq_signature_refused (self, frames)) {
+        for (size_t i = 0; i < count; i++)
+            zmq_msg_close (&frames[i]);
+        return;
+    }
+
     /* Well-formed: it gets a number and a time whether or not it routes. */
     if (self->gaps && !inject)
         fh_gaps_check (self->gaps, zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
@@ -512,6 +520,10 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
         if (kept > self->seq)
             self->seq = kept;
     }
+    if (fh_enq_signatures_open (self, err, errlen) < 0) {
+        fh_enqueuer_destroy (&self);
+        return NULL;
+    }
     if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
         && self->peers && self->bind_ports && self->watch && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
@@ -551,6 +563,7 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
     free (self->bind_ports);
     fh_endpoint_watch_destroy (&self->watch);
     fh_gaps_destroy (&self->gaps);
+    fh_enq_signatures_close (self);
     free (self);
     *self_p = NULL;
 }
@@ -590,6 +603,10 @@ fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
     out->received = atomic_load (&self->received);
     out->auth_denied = atomic_load (&self->auth_denied);
     out->peers_refused = atomic_load (&self->peers_refused);
+    out->signatures = atomic_load (&self->sig_on);
+    out->signatures_checked = atomic_load (&self->sig_checked);
+    for (int i = 0; i < FH_SIG_REASONS; i++)
+        out->signature_failed[i] = atomic_load (&self->sig_failed[i]);
     if (self->gaps) {
         fh_gaps_counts_t gaps;
         fh_gaps_counts (self->gaps, &gaps);

@@ -21,6 +21,7 @@
 #include "consumer.h"
 #include "emit.h"
 #include "endpoint_watch.h"
+#include "fedmsg_sign.h"
 #include "trigger.h"
 
 #include <stdbool.h>
@@ -43,6 +44,9 @@ typedef struct {
     uint64_t unrouted;  /* well-formed, but matched no consumer */
     uint64_t auth_denied;   /* bus handshakes refused: key, address, mechanism */
     uint64_t peers_refused; /* bus connections shed above bus.max_peers */
+    bool signatures;             /* bus.validate_signatures is on: the two below count */
+    uint64_t signatures_checked; /* messages checked */
+    uint64_t signature_failed[FH_SIG_REASONS]; /* and failed, by reason */
     bool gap_detection; /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;
@@ -76,6 +80,11 @@ void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
 /* A reload: routes by trigger and consumers from the next message on
    (the caller keeps both alive, and frees the old ones after). Waits until
    the enqueuer has switched. */
+/* A reload's bus.validate_signatures, loaded anew from config (the CA and
+   CRL files are read again): in force from the next bus message on, or
+   off when config has none. 0, or -1 with why in err (nothing changes). */
+int fh_enqueuer_reload_signatures (fh_enqueuer_t *self, const fh_config_t *config, char *err,
+                                   size_t errlen);
 int fh_enqueuer_swap (fh_enqueuer_t *self, fh_trigger_t *trigger, fh_consumer_t **consumers,
                       size_t consumer_count, char *err, size_t errlen);
 /* Messages handled by the enqueuer itself (every consumer's queue was

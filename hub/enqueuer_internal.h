@@ -18,6 +18,7 @@
 
 #include "atomics.h"
 #include "endpoint_watch.h"
+#include "fedmsg_sign.h"
 #include "gaps.h"
 #include "log.h"
 #include "zap.h"
@@ -41,6 +42,11 @@ struct fh_enqueuer {
     atomic_int_fast64_t beat_ns;        /* the loop's last turn (monotonic) */
     fh_handled_t handled;               /* messages every matching consumer refused */
     fh_gaps_t *gaps;                    /* bus.gap_detection, or NULL */
+
+    /* bus.validate_signatures: messages checked, and failed by reason. */
+    atomic_uint_fast64_t sig_checked;
+    atomic_uint_fast64_t sig_failed[FH_SIG_REASONS];
+
     char inject_endpoint[64];
     void *publish; /* PUB on bus.publish, for emitted messages; or NULL */
     zsock_t *pipe; /* the actor's pipe, watched while blocked */
@@ -77,6 +83,16 @@ struct fh_enqueuer {
     fh_ratelimit_t malformed_log;
     fh_ratelimit_t refused_log; /* peers a bind endpoint's handshake refused */
     int64_t watch_due_ns;       /* the watch's next due time; 0: to be asked */
+
+    /* bus.validate_signatures, or NULL; its on_failure: deliver; one log
+       limiter a reason. A reload leaves its successor in sig_next (an
+       fh_enq_sig_next_t the actor takes between messages); sig_on says
+       to other threads whether one is in force. */
+    fh_sig_verifier_t *verifier;
+    bool sig_deliver;
+    fh_ratelimit_t sig_log[FH_SIG_REASONS];
+    _Atomic (void *) sig_next;
+    atomic_bool sig_on;
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -106,6 +122,17 @@ bool fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor);
 /* enqueuer_peers.c: the endpoint warnings and reconnections due by now;
    returns the poll timeout until the next one (-1: none). */
 long fh_enq_watch_tick (fh_enqueuer_t *self, int64_t now);
+
+/* enqueuer_signatures.c: loads bus.validate_signatures (nothing when
+   off); -1 with why in err. Close is safe twice. */
+int fh_enq_signatures_open (fh_enqueuer_t *self, char *err, size_t errlen);
+void fh_enq_signatures_close (fh_enqueuer_t *self);
+/* enqueuer_signatures.c: checks a well-formed bus message (topic, body)
+   with the verifier; counts and logs a failure. True when it is to be
+   dropped. */
+bool fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames);
+/* enqueuer_signatures.c: takes a reload's verifier, if one came. */
+void fh_enq_signatures_take (fh_enqueuer_t *self);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

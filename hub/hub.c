@@ -515,7 +515,11 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
         rc = s_reload_make (self, &r, err, errlen);
     if (rc == 0) {
         fh_trigger_seal (r.trigger);
+        /* The signature files are read again (a new CRL); if they no
+           longer load, the reload is refused before anything changed. */
         if (self->enqueuer)
+            rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
+        if (rc == 0 && self->enqueuer)
             rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, err, errlen);
     }
     if (rc != 0) {
@@ -762,6 +766,27 @@ fh_hub_endpoint_status (fh_hub_t *self, size_t index, fh_endpoint_status_t *out)
         fh_enqueuer_endpoint_status (self->enqueuer, index, out);
 }
 
+/* bus.validate_signatures at stop: what it refused (or let through), by
+   reason, so no drop goes unsaid. */
+static void
+s_log_signatures (const fh_enqueuer_counts_t *hub)
+{
+    char reasons[256] = "";
+    size_t used = 0;
+    uint64_t failed = 0;
+    for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS && used < sizeof reasons; i++) {
+        failed += hub->signature_failed[i];
+        if (hub->signature_failed[i])
+            used += (size_t) snprintf (reasons + used, sizeof reasons - used, "%s%s %llu",
+                                       used ? ", " : " (", fh_sig_reason_name (i),
+                                       (unsigned long long) hub->signature_failed[i]);
+    }
+    if (used && used < sizeof reasons - 1)
+        strcat (reasons, ")");
+    fh_info ("hub: signatures checked %llu, failed %llu%s",
+             (unsigned long long) hub->signatures_checked, (unsigned long long) failed, reasons);
+}
+
 void
 fh_hub_log_counts (fh_hub_t *self)
 {
@@ -779,6 +804,8 @@ fh_hub_log_counts (fh_hub_t *self)
     fh_info ("hub: received %llu, malformed %llu%s, unrouted %llu",
              (unsigned long long) hub.received, (unsigned long long) hub.malformed,
              reasons, (unsigned long long) hub.unrouted);
+    if (hub.signatures)
+        s_log_signatures (&hub);
     for (size_t i = 0; i < self->consumer_count; i++) {
         fh_consumer_counts_t c;
         fh_lineage_counts (self->lines[i], &c);

@@ -122,21 +122,35 @@ s_consume (void *state, const fanhub_msg_t *msg)
     }
     if (head_size + rest_size > BRIDGE_SHORTSTR_MAX)
         return s_reject (self, seq, "its routing key (the topic) is longer than 255 bytes");
+    /* The loop guard: what the hub took from RabbitMQ does not go back. */
+    fanhub_bytes_t mark = host->msg_frame (msg, 2);
+    if (mark.size == sizeof BRIDGE_AMQP_MARK - 1
+        && memcmp (mark.data, BRIDGE_AMQP_MARK, mark.size) == 0) {
+        atomic_fetch_add (&self->counters.looped, 1);
+        return FANHUB_OK;
+    }
+    char key[BRIDGE_SHORTSTR_MAX];
+    memcpy (key, head, head_size);
+    memcpy (key + head_size, rest, rest_size);
+    size_t key_size = head_size + rest_size;
 
-    bridge_job_t *job = malloc (sizeof *job + head_size + rest_size + body.size);
+    bridge_job_t *job;
+    if (o->fedora.on)
+        job = bridge_fedora_job (&o->fedora, key, key_size, body.data, body.size,
+                                 host->msg_received_ns (msg));
+    else if ((job = malloc (sizeof *job + key_size + body.size))) {
+        memset (job, 0, sizeof *job);
+        job->key_size = key_size;
+        job->body_size = body.size;
+        memcpy (job->data, key, key_size);
+        if (body.size)
+            memcpy (job->data + key_size, body.data, body.size);
+        job->json = s_is_json (job->data + key_size, body.size);
+    }
     if (!job)
         return FANHUB_RETRY; /* out of memory: the hub keeps it */
     job->ticket = host->msg_ticket (msg);
     job->seq = seq;
-    job->key_size = head_size + rest_size;
-    job->body_size = body.size;
-    if (head_size)
-        memcpy (job->data, head, head_size);
-    if (rest_size)
-        memcpy (job->data + head_size, rest, rest_size);
-    if (body.size)
-        memcpy (job->data + job->key_size, body.data, body.size);
-    job->json = s_is_json (job->data + job->key_size, body.size);
     if (!bridge_link_push (self->link, job)) {
         free (job);
         atomic_fetch_add (&self->counters.refused_down, 1);
@@ -209,14 +223,17 @@ s_fini (void *state)
     self->host->log (self->ctx, FANHUB_LOG_INFO,
                      "published %llu, confirmed %llu, nacked %llu, answered RETRY to %llu "
                      "at lost connections and to %llu while not connected, refused %llu, "
-                     "%zu unconfirmed at stop, %llu connections",
+                     "%zu unconfirmed at stop, %llu connections; returned %llu, not published "
+                     "again (from bus.amqp) %llu",
                      (unsigned long long) atomic_load (&c->published),
                      (unsigned long long) atomic_load (&c->confirmed),
                      (unsigned long long) atomic_load (&c->nacked),
                      (unsigned long long) atomic_load (&c->lost),
                      (unsigned long long) atomic_load (&c->refused_down),
                      (unsigned long long) atomic_load (&self->rejected), open,
-                     (unsigned long long) atomic_load (&c->connects));
+                     (unsigned long long) atomic_load (&c->connects),
+                     (unsigned long long) atomic_load (&c->returned),
+                     (unsigned long long) atomic_load (&c->looped));
     s_destroy (self);
 }
 

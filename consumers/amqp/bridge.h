@@ -18,6 +18,43 @@
 
 /* AMQP 0-9-1 short strings (exchange, routing key) hold at most 255 bytes. */
 #define BRIDGE_SHORTSTR_MAX 255
+/* Frame 3 of a message the hub's bus.amqp received (its loop_guard,
+   hub/amqp/source_amqp_settings.h FH_AMQP_MARK): not published again. */
+#define BRIDGE_AMQP_MARK "fanhub.amqp"
+
+/* A topic prefix and what it maps to (schemas:, severities:). */
+typedef struct {
+    char *prefix;
+    char *name;   /* schemas */
+    int severity; /* severities */
+} bridge_rule_t;
+
+/* envelope: fedora-messaging (fedora.c). */
+typedef struct {
+    bool on;
+    bool body_msg;            /* body: msg (the fedmsg "msg"), else whole */
+    char *schema;             /* the default fedora_messaging_schema */
+    int severity;             /* the default fedora_messaging_severity */
+    bridge_rule_t *schemas;   /* the first prefix that matches wins */
+    size_t schema_count;
+    bridge_rule_t *severities;
+    size_t severity_count;
+} bridge_fedora_t;
+
+/* declare: true (declare.c): the workers' topology, declared at each
+   connect as bus.amqp's declare does, so that nothing published before
+   the workers start is unroutable. */
+typedef struct {
+    bool on;
+    char *queue;    /* the queue, or the shard queues' prefix */
+    size_t shards;  /* 0: one queue */
+    char **bindings;
+    size_t binding_count;
+    char *hash_exchange; /* default QUEUE.hash */
+    char *hash_header;   /* or NULL */
+    char *queue_type;    /* classic or quorum */
+    char *dead_letter_exchange; /* or NULL */
+} bridge_declare_t;
 
 /* The options, as init and check read them. Strings are the plugin's own
    copies (bridge_options_free releases them); password is NULL in check. */
@@ -44,6 +81,9 @@ typedef struct {
     int64_t reconnect_max_ns;
     int heartbeat_s;
     char where[256]; /* FILE:LINE:COL of the options, for init's errors */
+    bool mandatory;  /* publish mandatory: a basic.return is not done */
+    bridge_fedora_t fedora;
+    bridge_declare_t declare;
 } bridge_options_t;
 
 /* The plugin's option table (desc->options; ABI 1.2). */
@@ -58,6 +98,14 @@ int bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
                          bool read_secrets, bridge_options_t *out, char *err, size_t errlen);
 void bridge_options_free (bridge_options_t *options);
 
+/* What envelope: fedora-messaging adds to a message (fedora.c). */
+typedef struct {
+    char message_id[80]; /* the body's msg_id, or a new UUID4 */
+    char sent_at[32];    /* ISO 8601, UTC: "2026-11-28T03:09:01+00:00" */
+    const char *schema;  /* the options' (they outlive the job) */
+    int severity;
+} bridge_fedora_props_t;
+
 /* One message handed from consume to the link thread: its routing key and
    body, copied (the hub's buffers live only during consume). */
 typedef struct bridge_job {
@@ -65,10 +113,34 @@ typedef struct bridge_job {
     fanhub_ticket_t ticket;
     uint64_t seq;
     bool json;
+    bool fedora; /* props holds the fedora-messaging properties */
+    bridge_fedora_props_t props;
     size_t key_size;
     size_t body_size;
     char data[]; /* key, then body */
 } bridge_job_t;
+
+/* fedora.c: reads envelope, body, schema(s), severity(ies) (after the
+   table); 0 or -1 with err. */
+int bridge_fedora_read (const fanhub_host_t *host, const fanhub_option_t *options,
+                        bridge_fedora_t *out, char *err, size_t errlen);
+void bridge_fedora_free (bridge_fedora_t *fedora);
+/* fedora.c: the job of one message in fedora-messaging's shape: the body
+   to publish (the whole body, or its "msg" re-encoded), and the
+   properties. NULL when out of memory. */
+bridge_job_t *bridge_fedora_job (const bridge_fedora_t *fedora, const char *key,
+                                 size_t key_size, const void *body, size_t body_size,
+                                 int64_t received_ns);
+
+/* declare.c: the binding keys (the bindings node, or NULL: "#") and the
+   default hash exchange; 0 or -1 with err. */
+int bridge_declare_read (const fanhub_host_t *host, const fanhub_option_t *bindings,
+                         bridge_declare_t *out, char *err, size_t errlen);
+/* declare.c: declares the topology on channel of conn (a
+   amqp_connection_state_t); 0, or -1 with why. */
+int bridge_declare_run (const bridge_declare_t *declare, const char *exchange, void *conn,
+                        int channel, char *why, size_t whylen);
+void bridge_declare_free (bridge_declare_t *declare);
 
 /* Counters, written by one thread each and read at fini. */
 typedef struct {
@@ -78,6 +150,8 @@ typedef struct {
     atomic_uint_fast64_t lost;         /* RETRY at a lost connection */
     atomic_uint_fast64_t refused_down; /* consume answered RETRY: not connected */
     atomic_uint_fast64_t connects;     /* connections made */
+    atomic_uint_fast64_t returned;     /* basic.return: unroutable, RETRY */
+    atomic_uint_fast64_t looped;       /* from bus.amqp: not published again */
 } bridge_counters_t;
 
 /* The link: one connection to the broker, owned by its thread, which

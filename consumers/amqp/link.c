@@ -50,6 +50,8 @@
 typedef struct {
     fanhub_ticket_t ticket;
     int64_t published_ns;
+    uint64_t seq;  /* the hub's: a basic.return names it in fanhub_seq */
+    bool returned; /* a basic.return came: its ack settles it RETRY */
 } s_slot_t;
 
 struct bridge_link {
@@ -76,6 +78,7 @@ struct bridge_link {
     int64_t backoff_ns;
     int64_t next_try_ns;
     bool failing;         /* in a streak of failures, logged once */
+    bool returns_logged;  /* a return was logged since the last confirm */
     uint64_t attempts;    /* connection attempts in the streak */
 };
 
@@ -217,6 +220,11 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
             return -1;
         }
     }
+    if (r.reply_type == AMQP_RESPONSE_NORMAL && o->declare.on
+        && bridge_declare_run (&o->declare, o->exchange, self->conn, LINK_CHANNEL, why, whylen)) {
+        s_close (self);
+        return -1;
+    }
     if (r.reply_type == AMQP_RESPONSE_NORMAL) {
         amqp_confirm_select (self->conn, LINK_CHANNEL);
         r = amqp_get_rpc_reply (self->conn);
@@ -273,10 +281,14 @@ s_settle (bridge_link_t *self, uint64_t tag, bool multiple, fanhub_result_t resu
         s_slot_t *slot = s_slot (self, t);
         if (!slot->ticket)
             continue;
-        self->host->complete (self->ctx, slot->ticket, result);
+        /* Confirmed, but returned first: no queue took it, not done. */
+        self->host->complete (self->ctx, slot->ticket, slot->returned ? FANHUB_RETRY : result);
         slot->ticket = 0;
-        settled++;
+        settled += !slot->returned;
+        slot->returned = false;
     }
+    if (settled && result == FANHUB_OK)
+        self->returns_logged = false;
     atomic_fetch_add (result == FANHUB_OK ? &self->counters->confirmed : &self->counters->nacked,
                       settled);
     while (self->base_tag < self->next_tag && !s_slot (self, self->base_tag)->ticket) {
@@ -364,6 +376,33 @@ s_connected (bridge_link_t *self)
 /* -------------------------------------------------------------------------
    The thread */
 
+/* envelope: fedora-messaging: what fedora_messaging/message.py sets. */
+static void
+s_fedora_props (const bridge_job_t *job, amqp_basic_properties_t *props,
+                amqp_table_entry_t *headers)
+{
+    const bridge_fedora_props_t *f = &job->props;
+    props->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_CONTENT_ENCODING_FLAG
+                     | AMQP_BASIC_MESSAGE_ID_FLAG;
+    props->content_type = amqp_cstring_bytes ("application/json");
+    props->content_encoding = amqp_cstring_bytes ("utf-8");
+    props->message_id = amqp_cstring_bytes (f->message_id);
+    int n = props->headers.num_entries;
+    headers[n].key = amqp_cstring_bytes ("fedora_messaging_schema");
+    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
+    headers[n++].value.value.bytes = amqp_cstring_bytes (f->schema);
+    headers[n].key = amqp_cstring_bytes ("fedora_messaging_severity");
+    headers[n].value.kind = AMQP_FIELD_KIND_I32;
+    headers[n++].value.value.i32 = f->severity;
+    headers[n].key = amqp_cstring_bytes ("sent-at");
+    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
+    headers[n++].value.value.bytes = amqp_cstring_bytes (f->sent_at);
+    headers[n].key = amqp_cstring_bytes ("priority");
+    headers[n].value.kind = AMQP_FIELD_KIND_I32;
+    headers[n++].value.value.i32 = 0;
+    props->headers.num_entries = n;
+}
+
 /* Publishes one job; -1 with why when the connection failed. */
 static int
 s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whylen)
@@ -372,23 +411,25 @@ s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whyle
         snprintf (why, whylen, "out of memory");
         return -1;
     }
-    amqp_table_entry_t seq = {.key = amqp_cstring_bytes ("fanhub_seq"),
-                              .value = {.kind = AMQP_FIELD_KIND_I64,
-                                        .value.i64 = (int64_t) job->seq}};
+    amqp_table_entry_t headers[5] = {{.key = amqp_cstring_bytes ("fanhub_seq"),
+                                      .value = {.kind = AMQP_FIELD_KIND_I64,
+                                                .value.i64 = (int64_t) job->seq}}};
     amqp_basic_properties_t props = {
         ._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG,
         .delivery_mode = AMQP_DELIVERY_PERSISTENT,
-        .headers = {.num_entries = 1, .entries = &seq},
+        .headers = {.num_entries = 1, .entries = headers},
     };
     if (job->json) {
         props._flags |= AMQP_BASIC_CONTENT_TYPE_FLAG;
         props.content_type = amqp_cstring_bytes ("application/json");
     }
+    if (job->fedora)
+        s_fedora_props (job, &props, headers);
     amqp_bytes_t key = {.len = job->key_size, .bytes = (void *) job->data};
     amqp_bytes_t body = {.len = job->body_size, .bytes = (void *) (job->data + job->key_size)};
     int rc = amqp_basic_publish (self->conn, LINK_CHANNEL,
-                                 amqp_cstring_bytes (self->opts->exchange), key, 0, 0, &props,
-                                 body);
+                                 amqp_cstring_bytes (self->opts->exchange), key,
+                                 self->opts->mandatory, 0, &props, body);
     if (rc != AMQP_STATUS_OK) {
         snprintf (why, whylen, "publish: %s", amqp_error_string2 (rc));
         return -1;
@@ -396,6 +437,8 @@ s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whyle
     s_slot_t *slot = s_slot (self, self->next_tag);
     slot->ticket = job->ticket;
     slot->published_ns = s_now_ns ();
+    slot->seq = job->seq;
+    slot->returned = false;
     self->next_tag++;
     atomic_fetch_add (&self->counters->published, 1);
     return 0;
@@ -436,6 +479,52 @@ s_close_ok (bridge_link_t *self, const amqp_frame_t *frame)
     }
 }
 
+/* A basic.return (mandatory, and no queue took the message): its content
+   follows, whose fanhub_seq header names the message; its slot is
+   settled RETRY when the confirm comes (the broker sends the return
+   first). -1 with why when the connection failed meanwhile. */
+static int
+s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return_t *r,
+            char *why, size_t whylen)
+{
+    char text[128];
+    snprintf (text, sizeof text, "%u %.*s", r->reply_code, (int) r->reply_text.len,
+              (const char *) r->reply_text.bytes);
+    char key[BRIDGE_SHORTSTR_MAX + 1];
+    snprintf (key, sizeof key, "%.*s", (int) r->routing_key.len,
+              (const char *) r->routing_key.bytes);
+    amqp_message_t message;
+    amqp_rpc_reply_t reply = amqp_read_message (self->conn, channel, &message, 0);
+    if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
+        s_reply_why (reply, "reading a returned message", why, whylen);
+        return -1;
+    }
+    int64_t seq = -1;
+    const amqp_table_t *h = &message.properties.headers;
+    for (int i = 0; (message.properties._flags & AMQP_BASIC_HEADERS_FLAG) && i < h->num_entries;
+         i++)
+        if (h->entries[i].value.kind == AMQP_FIELD_KIND_I64 && h->entries[i].key.len == 10
+            && memcmp (h->entries[i].key.bytes, "fanhub_seq", 10) == 0)
+            seq = h->entries[i].value.value.i64;
+    amqp_destroy_message (&message);
+    for (uint64_t t = self->base_tag; t < self->next_tag; t++) {
+        s_slot_t *slot = s_slot (self, t);
+        if (slot->ticket && (int64_t) slot->seq == seq && !slot->returned) {
+            slot->returned = true;
+            break;
+        }
+    }
+    atomic_fetch_add (&self->counters->returned, 1);
+    if (!self->returns_logged) {
+        self->host->log (self->ctx, FANHUB_LOG_WARNING,
+                         "message %lld returned by the broker (%s): no queue is bound for "
+                         "routing key %s; it is retried (logged once until one is confirmed)",
+                         (long long) seq, text, key);
+        self->returns_logged = true;
+    }
+    return 0;
+}
+
 /* Reads every frame that has arrived: confirms, and what ends the
    connection. -1 with why when the connection is gone. */
 static int
@@ -452,9 +541,13 @@ s_read_frames (bridge_link_t *self, char *why, size_t whylen)
             return -1;
         }
         if (frame.frame_type != AMQP_FRAME_METHOD)
-            continue; /* the content of a basic.return: not asked for */
+            continue;
         amqp_method_t *m = &frame.payload.method;
-        if (m->id == AMQP_BASIC_ACK_METHOD) {
+        if (m->id == AMQP_BASIC_RETURN_METHOD) {
+            if (s_returned (self, frame.channel, m->decoded, why, whylen))
+                return -1;
+        }
+        else if (m->id == AMQP_BASIC_ACK_METHOD) {
             amqp_basic_ack_t *ack = m->decoded;
             s_settle (self, ack->delivery_tag, ack->multiple, FANHUB_OK);
         }

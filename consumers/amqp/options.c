@@ -44,7 +44,23 @@ typedef struct {
     int64_t connect_timeout_ms;
     int64_t reconnect_max_ms;
     int64_t heartbeat_s;
+    bool mandatory;
+    int envelope; /* 0 none, 1 fedora-messaging */
+    int body;     /* 0 whole, 1 msg */
+    const char *schema;
+    int64_t severity;
+    const fanhub_option_t *schemas, *severities;
+    bool declare;
+    const char *queue;
+    int64_t shards;
+    const fanhub_option_t *bindings;
+    const char *hash_exchange, *hash_header, *dead_letter_exchange;
+    int queue_type; /* 0 classic, 1 quorum */
 } s_raw_t;
+
+static const char *const s_envelopes[] = {"none", "fedora-messaging", NULL};
+static const char *const s_bodies[] = {"whole", "msg", NULL};
+static const char *const s_queue_types[] = {"classic", "quorum", NULL};
 
 const fanhub_opt_t bridge_option_table[] = {
     FANHUB_OPT_FIELD (s_raw_t, "url", FANHUB_OPT_STRING, url, NULL, 0, 0,
@@ -78,6 +94,36 @@ const fanhub_opt_t bridge_option_table[] = {
                       OPT_MS_MAX, "the longest wait between reconnection attempts"),
     FANHUB_OPT_FIELD (s_raw_t, "heartbeat_s", FANHUB_OPT_INT, heartbeat_s, "30", 0, 3600,
                       "AMQP heartbeat asked for (0: none)"),
+    FANHUB_OPT_FIELD (s_raw_t, "mandatory", FANHUB_OPT_BOOL, mandatory, "true", 0, 0,
+                      "publish mandatory: a message no queue takes comes back, RETRY"),
+    {"envelope", FANHUB_OPT_ENUM, offsetof (s_raw_t, envelope), "none", 0, 0, s_envelopes, 0,
+     "fedora-messaging: publish in fedora-messaging's shape (docs/fedora.md)"},
+    {"body", FANHUB_OPT_ENUM, offsetof (s_raw_t, body), "whole", 0, 0, s_bodies, 0,
+     "with fedora-messaging: the whole fedmsg body, or its msg"},
+    FANHUB_OPT_FIELD (s_raw_t, "schema", FANHUB_OPT_STRING, schema, "base.message", 1,
+                      BRIDGE_SHORTSTR_MAX, "with fedora-messaging: the schema header"),
+    FANHUB_OPT_FIELD (s_raw_t, "severity", FANHUB_OPT_INT, severity, "20", 10, 50,
+                      "with fedora-messaging: the severity header (10 DEBUG ... 40 ERROR)"),
+    FANHUB_OPT_FIELD (s_raw_t, "schemas", FANHUB_OPT_ANY, schemas, NULL, 0, 0,
+                      "{TOPIC_PREFIX: SCHEMA}: the schema of topics, first match"),
+    FANHUB_OPT_FIELD (s_raw_t, "severities", FANHUB_OPT_ANY, severities, NULL, 0, 0,
+                      "{TOPIC_PREFIX: 10|20|30|40}: the severity of topics, first match"),
+    FANHUB_OPT_FIELD (s_raw_t, "declare", FANHUB_OPT_BOOL, declare, "false", 0, 0,
+                      "declare the workers' queues and bindings at each connect"),
+    FANHUB_OPT_FIELD (s_raw_t, "queue", FANHUB_OPT_STRING, queue, NULL, 1, BRIDGE_SHORTSTR_MAX,
+                      "with declare: the queue, or the shard queues' prefix"),
+    FANHUB_OPT_FIELD (s_raw_t, "shards", FANHUB_OPT_INT, shards, "0", 0, 1024,
+                      "with declare: 0 (one queue) or N shard queues QUEUE.0 ..."),
+    FANHUB_OPT_FIELD (s_raw_t, "bindings", FANHUB_OPT_STRINGS, bindings, NULL, 0, 0,
+                      "with declare: binding keys from exchange (default [\"#\"])"),
+    FANHUB_OPT_FIELD (s_raw_t, "hash_exchange", FANHUB_OPT_STRING, hash_exchange, NULL, 1,
+                      BRIDGE_SHORTSTR_MAX, "with shards: the x-consistent-hash exchange"),
+    FANHUB_OPT_FIELD (s_raw_t, "hash_header", FANHUB_OPT_STRING, hash_header, NULL, 1,
+                      BRIDGE_SHORTSTR_MAX, "with shards: hash this header"),
+    {"queue_type", FANHUB_OPT_ENUM, offsetof (s_raw_t, queue_type), "classic", 0, 0,
+     s_queue_types, 0, "with declare: classic or quorum"},
+    FANHUB_OPT_FIELD (s_raw_t, "dead_letter_exchange", FANHUB_OPT_STRING, dead_letter_exchange,
+                      NULL, 1, BRIDGE_SHORTSTR_MAX, "with declare: x-dead-letter-exchange"),
     FANHUB_OPT_END,
 };
 
@@ -322,6 +368,8 @@ bridge_options_free (bridge_options_t *o)
         memset (o->password, 0, strlen (o->password));
         free (o->password);
     }
+    bridge_fedora_free (&o->fedora);
+    bridge_declare_free (&o->declare);
     char *strings[] = {o->host, o->vhost, o->user, o->ca_file, o->cert_file,
                        o->key_file, o->exchange, o->from, o->to};
     for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
@@ -380,6 +428,36 @@ s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *e
     return 0;
 }
 
+/* envelope: and declare: with their keys. */
+static int
+s_take_fedora (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t *raw,
+               bridge_options_t *out, char *err, size_t errlen)
+{
+    bridge_fedora_t *f = &out->fedora;
+    f->on = raw->envelope == 1;
+    f->body_msg = raw->body == 1;
+    f->severity = (int) raw->severity;
+    if (s_copy (&f->schema, raw->schema, err, errlen)
+        || bridge_fedora_read (host, options, f, err, errlen))
+        return -1;
+    bridge_declare_t *d = &out->declare;
+    d->on = raw->declare;
+    d->shards = (size_t) raw->shards;
+    if (d->on && !raw->queue) {
+        snprintf (err, errlen, "options.queue: required with declare: true (%s)", out->where);
+        return -1;
+    }
+    if ((raw->queue && s_copy (&d->queue, raw->queue, err, errlen))
+        || s_copy (&d->queue_type, raw->queue_type ? "quorum" : "classic", err, errlen)
+        || (raw->hash_header && s_copy (&d->hash_header, raw->hash_header, err, errlen))
+        || (raw->dead_letter_exchange
+            && s_copy (&d->dead_letter_exchange, raw->dead_letter_exchange, err, errlen)))
+        return -1;
+    if (raw->hash_exchange && s_copy (&d->hash_exchange, raw->hash_exchange, err, errlen))
+        return -1;
+    return bridge_declare_read (host, raw->bindings, d, err, errlen);
+}
+
 /* The table's values, copied into out, and the maps and the password read. */
 static int
 s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t *raw,
@@ -410,7 +488,8 @@ s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t
     if ((raw->tls && s_tls (host, raw->tls, out, err, errlen))
         || (raw->topic_prefix && s_prefix (host, raw->topic_prefix, out, err, errlen)))
         return -1;
-    return 0;
+    out->mandatory = raw->mandatory;
+    return s_take_fedora (host, options, raw, out, err, errlen);
 }
 
 int

@@ -391,8 +391,16 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
             return false;
         }
     }
+    const fh_amqp_settings_t *settings = self->settings;
+    fh_buf_t wrapped = {0};
+    amqp_bytes_t body = envelope->message.body;
+    if (settings->fedora_envelope && fh_amqp_fedora_envelope (envelope, &wrapped) == 0)
+        body = (amqp_bytes_t){wrapped.size, wrapped.data};
     zmq_send (self->push, envelope->routing_key.bytes, envelope->routing_key.len, ZMQ_SNDMORE);
-    zmq_send (self->push, envelope->message.body.bytes, envelope->message.body.len, 0);
+    zmq_send (self->push, body.bytes, body.len, settings->loop_guard ? ZMQ_SNDMORE : 0);
+    if (settings->loop_guard)
+        zmq_send (self->push, FH_AMQP_MARK, sizeof FH_AMQP_MARK - 1, 0);
+    free (wrapped.data);
     self->open[self->open_count++]
         = (s_open_t){ emit, envelope->channel, envelope->delivery_tag };
     atomic_store (&self->unacked, self->open_count);

@@ -232,6 +232,23 @@ s_prefer (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     return 0;
 }
 
+/* envelope: none or fedora-messaging (source_amqp_envelope.c); and
+   loop_guard. */
+static int
+s_envelope (s_err_t *err, const char *key, const fanhub_option_t *value,
+            fh_amqp_settings_t *self)
+{
+    if (strcmp (key, "loop_guard") == 0)
+        return s_bool (err, value, key, &self->loop_guard);
+    const char *text = s_text (err, value, "envelope");
+    if (!text)
+        return -1;
+    if (strcmp (text, "none") != 0 && strcmp (text, "fedora-messaging") != 0)
+        return s_fail (err, value, "envelope: expected none or fedora-messaging, got '%s'", text);
+    self->fedora_envelope = strcmp (text, "fedora-messaging") == 0;
+    return 0;
+}
+
 /* One key of bus.amqp. */
 static int
 s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
@@ -303,11 +320,13 @@ s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_sett
     }
     if (strcmp (key, "tls") == 0)
         return s_tls (err, value, self);
+    if (strcmp (key, "envelope") == 0 || strcmp (key, "loop_guard") == 0)
+        return s_envelope (err, key, value, self);
     return s_fail (err, value,
                    "%s: unknown key (known: url, queue, shards, prefetch, user, password_file, "
                    "password_env, vhost, heartbeat, reconnect_max, declare, exchange, bindings, "
                    "hash_exchange, hash_header, queue_type, dead_letter_exchange, prefer, "
-                   "standby_delay, tls)",
+                   "standby_delay, tls, envelope, loop_guard)",
                    key);
 }
 
@@ -383,6 +402,7 @@ fh_amqp_settings_new (const fanhub_option_t *tree, const char **where, char *why
     self->reconnect_max_ms = 10000;
     self->standby_delay_ms = 5000;
     self->verify_peer = self->verify_hostname = true;
+    self->loop_guard = true;
     int rc = 0;
     if (fh_option_kind (tree) != FANHUB_OPTION_MAP)
         rc = s_fail (&err, tree, "expected a map");

@@ -7,7 +7,10 @@
 #ifndef FH_SOURCE_AMQP_SETTINGS_H_INCLUDED
 #define FH_SOURCE_AMQP_SETTINGS_H_INCLUDED
 
+#include "pyjson.h"
 #include "source_amqp.h"
+
+#include <amqp.h>
 
 struct fh_amqp_settings {
     char *host;
@@ -35,6 +38,20 @@ struct fh_amqp_settings {
     int64_t standby_delay_ms; /* then the others, as a standby, this much later */
     char *ca_file, *cert_file, *key_file; /* tls: */
     bool verify_peer, verify_hostname;
+    bool fedora_envelope; /* envelope: fedora-messaging */
+    bool loop_guard;      /* loop_guard: mark deliveries with a third frame */
 };
+
+/* The marker frame (frame 3) of a message bus.amqp received, with
+   loop_guard: the amqp plugin does not publish such a message again. */
+#define FH_AMQP_MARK "fanhub.amqp"
+
+/* envelope: fedora-messaging: the delivery as a fedmsg envelope, encoded
+   as fedmsg did, appended to out: {topic: the routing key, msg: the body,
+   msg_id: the message_id (when it has one), timestamp: the sent-at
+   header (else the timestamp property, else now), headers: the AMQP
+   headers JSON can hold}. -1 when the body is not JSON (or out of memory):
+   it goes as it came. source_amqp_envelope.c. */
+int fh_amqp_fedora_envelope (const amqp_envelope_t *envelope, fh_buf_t *out);
 
 #endif

@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "control.h"
 #include "deadletter.h"
+#include "fedmsg.h"
 #include "spool.h"
 
 #include <errno.h>
@@ -138,8 +139,23 @@ s_json_time (int64_t ns)
     return json_string (text);
 }
 
+/* The msg_id of an entry's body (read from its file: a list has no
+   bodies), or "" when it has none. */
+static void
+s_msg_id (fh_deadletter_t *store, const fh_deadletter_entry_t *e, char *id, size_t size)
+{
+    id[0] = '\0';
+    fh_deadletter_entry_t full;
+    char err[256];
+    if (e->error || fh_deadletter_load (store, e->id, &full, err, sizeof err) != 0)
+        return;
+    if (full.frame_count > 1)
+        fh_fedmsg_msg_id (full.frames[1].data, full.frames[1].size, id, size);
+    fh_deadletter_entry_clear (&full);
+}
+
 static json_t *
-s_entry_json (const fh_deadletter_entry_t *e)
+s_entry_json (const fh_deadletter_entry_t *e, const char *msg_id)
 {
     json_t *obj = json_object ();
     json_object_set_new (obj, "id", json_string (e->id));
@@ -149,6 +165,8 @@ s_entry_json (const fh_deadletter_entry_t *e)
     }
     json_object_set_new (obj, "consumer", s_json_text (e->consumer, strlen (e->consumer)));
     json_object_set_new (obj, "seq", json_integer ((json_int_t) e->seq));
+    json_object_set_new (obj, "msg_id", *msg_id ? s_json_text (msg_id, strlen (msg_id))
+                                                : json_null ());
     json_object_set_new (obj, "topic", s_json_text (e->topic, e->topic_len));
     json_object_set_new (obj, "size", json_integer ((json_int_t) e->body_bytes));
     json_object_set_new (obj, "frames", json_integer ((json_int_t) e->frame_count));
@@ -178,6 +196,57 @@ s_print_json (json_t *obj)
     return 0;
 }
 
+/* The table of `list`: column widths from the data; the reason, last,
+   runs on. */
+static void
+s_list_table (fh_deadletter_t *store, const fh_deadletter_entry_t *entries, size_t count)
+{
+    int w_seq = 3, w_topic = 5, w_size = 4, w_attempts = 8, w_id = 6;
+    char cell[256];
+    char (*ids)[FH_FEDMSG_ID_SIZE] = calloc (count, sizeof *ids);
+    for (size_t i = 0; i < count; i++) {
+        const fh_deadletter_entry_t *e = &entries[i];
+        if (e->error)
+            continue;
+        if (ids) {
+            s_msg_id (store, e, ids[i], sizeof ids[i]);
+            int len = (int) strlen (ids[i]);
+            w_id = len > w_id ? len : w_id;
+        }
+        int n = snprintf (cell, sizeof cell, "%" PRIu64, e->seq);
+        w_seq = n > w_seq ? n : w_seq;
+        s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, cell, sizeof cell);
+        n = (int) strlen (cell);
+        w_topic = n > w_topic ? n : w_topic;
+        n = snprintf (cell, sizeof cell, "%" PRIu64, e->body_bytes);
+        w_size = n > w_size ? n : w_size;
+    }
+    printf ("%-16s  %*s  %-*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", "ID", w_seq, "SEQ", w_topic,
+            "TOPIC", w_id, "MSG_ID", w_size, "SIZE", w_attempts, "ATTEMPTS", "FIRST ATTEMPT",
+            "LAST ATTEMPT", "REASON");
+    for (size_t i = 0; i < count; i++) {
+        const fh_deadletter_entry_t *e = &entries[i];
+        char reason[1024];
+        if (e->error) {
+            s_printable (e->error, strlen (e->error), 512, reason, sizeof reason);
+            printf ("%-16s  %*s  %-*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", e->id, w_seq, "-",
+                    w_topic, "-", w_id, "-", w_size, "-", w_attempts, "-", "-", "-", reason);
+            continue;
+        }
+        char topic[256], first[64], last[64];
+        s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, topic, sizeof topic);
+        s_printable (e->reason, strlen (e->reason), 512, reason, sizeof reason);
+        s_rfc3339 (e->first_attempt_ns, 3, first, sizeof first);
+        s_rfc3339 (e->last_attempt_ns, 3, last, sizeof last);
+        const char *id = ids && ids[i][0] ? ids[i] : "-";
+        printf ("%-16s  %*" PRIu64 "  %-*s  %-*s  %*" PRIu64 "  %*" PRIu32
+                "  %-24s  %-24s  %s\n",
+                e->id, w_seq, e->seq, w_topic, topic, w_id, id, w_size, e->body_bytes,
+                w_attempts, e->attempts, first, last, reason);
+    }
+    free (ids);
+}
+
 static int
 s_list (fh_deadletter_t *store, const char *dir, bool json)
 {
@@ -192,50 +261,17 @@ s_list (fh_deadletter_t *store, const char *dir, bool json)
     for (size_t i = 0; i < count; i++)
         damaged += entries[i].error != NULL;
     if (json) {
-        for (size_t i = 0; i < count; i++)
-            if (s_print_json (s_entry_json (&entries[i])) != 0)
+        for (size_t i = 0; i < count; i++) {
+            char msg_id[FH_FEDMSG_ID_SIZE];
+            s_msg_id (store, &entries[i], msg_id, sizeof msg_id);
+            if (s_print_json (s_entry_json (&entries[i], msg_id)) != 0)
                 break;
+        }
     }
     else if (count == 0)
         fprintf (stderr, "fanhub dead-letter: no dead letters in %s\n", dir);
-    else {
-        /* Column widths from the data; the reason, last, runs on. */
-        int w_seq = 3, w_topic = 5, w_size = 4, w_attempts = 8;
-        char cell[256];
-        for (size_t i = 0; i < count; i++) {
-            const fh_deadletter_entry_t *e = &entries[i];
-            if (e->error)
-                continue;
-            int n = snprintf (cell, sizeof cell, "%" PRIu64, e->seq);
-            w_seq = n > w_seq ? n : w_seq;
-            s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, cell, sizeof cell);
-            n = (int) strlen (cell);
-            w_topic = n > w_topic ? n : w_topic;
-            n = snprintf (cell, sizeof cell, "%" PRIu64, e->body_bytes);
-            w_size = n > w_size ? n : w_size;
-        }
-        printf ("%-16s  %*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", "ID", w_seq, "SEQ", w_topic,
-                "TOPIC", w_size, "SIZE", w_attempts, "ATTEMPTS", "FIRST ATTEMPT",
-                "LAST ATTEMPT", "REASON");
-        for (size_t i = 0; i < count; i++) {
-            const fh_deadletter_entry_t *e = &entries[i];
-            char reason[1024];
-            if (e->error) {
-                s_printable (e->error, strlen (e->error), 512, reason, sizeof reason);
-                printf ("%-16s  %*s  %-*s  %*s  %*s  %-24s  %-24s  %s\n", e->id, w_seq, "-",
-                        w_topic, "-", w_size, "-", w_attempts, "-", "-", "-", reason);
-                continue;
-            }
-            char topic[256], first[64], last[64];
-            s_printable (e->topic, e->topic_len, TOPIC_COLUMN_MAX, topic, sizeof topic);
-            s_printable (e->reason, strlen (e->reason), 512, reason, sizeof reason);
-            s_rfc3339 (e->first_attempt_ns, 3, first, sizeof first);
-            s_rfc3339 (e->last_attempt_ns, 3, last, sizeof last);
-            printf ("%-16s  %*" PRIu64 "  %-*s  %*" PRIu64 "  %*" PRIu32 "  %-24s  %-24s  %s\n",
-                    e->id, w_seq, e->seq, w_topic, topic, w_size, e->body_bytes, w_attempts,
-                    e->attempts, first, last, reason);
-        }
-    }
+    else
+        s_list_table (store, entries, count);
     fh_deadletter_entries_free (entries, count);
     if (damaged) {
         fprintf (stderr, "fanhub dead-letter: %zu entr%s in %s could not be read\n", damaged,
@@ -280,8 +316,10 @@ s_show (fh_deadletter_t *store, const char *id, bool json)
     }
     fanhub_bytes_t body = e.frame_count > 1 ? e.frames[1] : (fanhub_bytes_t){"", 0};
     int status = FH_EXIT_OK;
+    char msg_id[FH_FEDMSG_ID_SIZE] = "";
+    fh_fedmsg_msg_id (body.data, body.size, msg_id, sizeof msg_id);
     if (json) {
-        json_t *obj = s_entry_json (&e);
+        json_t *obj = s_entry_json (&e, msg_id);
         if (fanhub_utf8_valid (body.data, body.size))
             json_object_set_new (obj, "body", json_stringn (body.data, body.size));
         else {
@@ -298,6 +336,8 @@ s_show (fh_deadletter_t *store, const char *id, bool json)
         s_printable (e.consumer, strlen (e.consumer), 255, text, sizeof text);
         printf ("consumer:       %s\n", text);
         printf ("seq:            %" PRIu64 "\n", e.seq);
+        s_printable (msg_id, strlen (msg_id), 255, text, sizeof text);
+        printf ("msg_id:         %s\n", *msg_id ? text : "-");
         s_printable (e.topic, e.topic_len, 512, text, sizeof text);
         printf ("topic:          %s\n", text);
         s_rfc3339 (e.received_wall_ns, 9, when, sizeof when);

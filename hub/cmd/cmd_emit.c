@@ -8,6 +8,7 @@
     Deploy scripts use it to wait until the consumers have caught up.
 */
 #include "cli.h"
+#include "cli_fedmsg.h"
 #include "commands.h"
 #include "control.h"
 
@@ -33,12 +34,14 @@ static const fh_cli_option_t s_options[] = {
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
     FH_CLI_CURVE_OPTIONS,
+    FH_CLI_FEDMSG_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
 static const fh_cli_command_t s_command = {
     "emit",
-    "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]",
+    "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] [--fedmsg [--sign-key FILE\n"
+    "--sign-cert FILE]] TOPIC [BODY | -]",
     "Injects one message into a running hub, as if it had come from the bus:\n"
     "every consumer whose topics match gets it (and it is also published on\n"
     "bus.publish, when the configuration sets it). BODY defaults to empty;\n"
@@ -50,6 +53,9 @@ static const fh_cli_command_t s_command = {
     "or configuration, 3 no consumer matched its topic, 124 --timeout passed\n"
     "first. 1 also when the hub cannot be reached or refuses the message.",
 };
+
+static int s_emit (fh_cli_t *cli, const char *path, const char *endpoint,
+                   fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s);
 
 static char *
 s_read_stdin (size_t *size)
@@ -127,7 +133,10 @@ fh_cmd_emit (int argc, char **argv)
     fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
     const char *arg;
+    fh_cli_fedmsg_t fedmsg = {0};
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
+        if (fh_cli_fedmsg_option (&fedmsg, opt, arg))
+            continue;
         switch (opt) {
         case 'w': wait = true; break;
         case 'c': path = arg; break;
@@ -151,8 +160,23 @@ fh_cmd_emit (int argc, char **argv)
     }
     if (path && endpoint)
         return fh_cli_usage_error (&s_command, "give -c or -e, not both");
-    const char *topic = argv[cli.next];
-    const char *body_arg = cli.next + 1 < argc ? argv[cli.next + 1] : "";
+    int status = fh_cli_fedmsg_start (&fedmsg, &s_command);
+    if (status >= 0)
+        return status;
+    status = s_emit (&cli, path, endpoint, &fedmsg, wait, timeout_s);
+    fh_cli_fedmsg_end (&fedmsg);
+    return status;
+}
+
+/* Sends the EMIT and reports the answer; returns the exit status. */
+static int
+s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg,
+        bool wait, double timeout_s)
+{
+    int argc = cli->argc;
+    char **argv = cli->argv;
+    const char *topic = argv[cli->next];
+    const char *body_arg = cli->next + 1 < argc ? argv[cli->next + 1] : "";
     size_t body_size = strlen (body_arg);
     char *body_data = NULL;
     if (strcmp (body_arg, "-") == 0) {
@@ -162,19 +186,31 @@ fh_cmd_emit (int argc, char **argv)
             return FH_EXIT_FAILURE;
         }
     }
+    char err[2048];
+    if (fedmsg->on) {
+        int rc = fh_cli_fedmsg_wrap (fedmsg, topic, strlen (topic),
+                                     body_data ? body_data : body_arg, body_size, err, sizeof err);
+        free (body_data);
+        body_data = NULL;
+        if (rc < 0) {
+            fprintf (stderr, "fanhub emit: --fedmsg: %s\n", err);
+            return FH_EXIT_FAILURE;
+        }
+        body_arg = fedmsg->buf.data;
+        body_size = fedmsg->buf.size;
+    }
     fh_config_t *config;
     endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
     if (!endpoint) {
         free (body_data);
         return FH_EXIT_USAGE;
     }
-    int keys = fh_cli_control_keys (&cli, config, endpoint);
+    int keys = fh_cli_control_keys (cli, config, endpoint);
     if (keys != FH_EXIT_OK) {
         fh_config_destroy (&config);
         free (body_data);
         return keys;
     }
-    char err[2048];
     zsys_handler_set (NULL);
     char timeout_ms[32];
     snprintf (timeout_ms, sizeof timeout_ms, "%lld", (long long) (timeout_s * 1000));

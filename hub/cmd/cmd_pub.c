@@ -13,11 +13,12 @@
 
     Bodies read from a JSON-lines file are re-encoded the way fedmsg did
     (Python's json.dumps with sort_keys=True and compact separators), byte
-    for byte: see hub/cmd/pyjson.h for why that is not just jansson's dump.
+    for byte: see hub/util/pyjson.h for why that is not just jansson's dump.
 */
 #include "cli.h"
 #include "commands.h"
-#include "pyjson.h"
+#include "cli_fedmsg.h"
+#include "pub_jsonl.h"
 
 #include "clock.h"
 #include "config.h"
@@ -72,15 +73,8 @@ typedef struct {
     int sndhwm;
     bool stamp;
     bool quiet;
+    fh_cli_fedmsg_t fedmsg; /* --fedmsg and its signing options */
 } s_opts_t;
-
-/* One message of a JSON-lines file, encoded once at load. */
-typedef struct {
-    char *topic;
-    size_t topic_size;
-    char *body;
-    size_t body_size;
-} s_jmsg_t;
 
 /* A generated body: {"seq":N,"pad":"xxx"} of exactly `size` bytes, or
    {"seq":N} when size is 0. The layout only moves when the number of
@@ -161,6 +155,8 @@ static const fh_cli_option_t s_options[] = {
      "at exit, time allowed to flush what is queued\n"
      "(default 5000; -1 = for ever)"},
     {'q', "quiet", NULL, "no summary line at exit"},
+    {FH_CLI_HEADING, "", NULL, "Envelope:"},
+    FH_CLI_FEDMSG_OPTIONS,
     {FH_CLI_HEADING, "", NULL, "Help:"},
     {0, NULL, NULL, NULL},
 };
@@ -181,6 +177,7 @@ static const fh_cli_command_t s_command = {
     "  fanhub pub -n 0 -r 10 -t org.fanhub.demo.tick\n"
     "  fanhub pub -n 1000000 --size 100 --stamp\n"
     "  fanhub pub -c tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
+    "  fanhub pub --fedmsg --sign-key me.key --sign-cert me.crt --body '{\"a\":1}'\n"
     "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -",
 };
 
@@ -241,6 +238,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     int c;
     const char *arg;
     while ((c = fh_cli_next (&cli, &arg)) > 0) {
+        if (fh_cli_fedmsg_option (&opts->fedmsg, c, arg))
+            continue;
         switch (c) {
         case 'c':
             if (connect || bind)
@@ -345,116 +344,11 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         opts->wait_subscribers = opts->bind ? 1 : 0;
     if (!opts->count_set)
         opts->count = opts->source == S_SOURCE_STDIN ? 0 : 1;
-    return -1;
+    /* Last: it loads the signing key, which nothing after may leak. */
+    return fh_cli_fedmsg_start (&opts->fedmsg, &s_command);
 }
 
 /* ---- message sources --------------------------------------------------- */
-
-static void
-s_jsonl_free (s_jmsg_t *msgs, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        free (msgs[i].topic);
-        free (msgs[i].body);
-    }
-    free (msgs);
-}
-
-static bool
-s_blank (const char *line, size_t size)
-{
-    for (size_t i = 0; i < size; i++)
-        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r' && line[i] != '\n')
-            return false;
-    return true;
-}
-
-/* Reads and encodes every message of a JSON-lines file. Blank lines are
-   skipped; anything else that is not {"topic": STRING, "body": VALUE} is
-   an error naming FILE:LINE. Returns 0, or -1 after printing why. */
-static int
-s_jsonl_load (const char *path, s_jmsg_t **msgs_p, size_t *count_p)
-{
-    FILE *file = fopen (path, "r");
-    if (!file) {
-        fprintf (stderr, "fanhub pub: %s: %s\n", path, strerror (errno));
-        return -1;
-    }
-    s_jmsg_t *msgs = NULL;
-    size_t count = 0, cap = 0;
-    char *line = NULL;
-    size_t line_cap = 0;
-    ssize_t len;
-    unsigned long lineno = 0;
-    int rc = 0;
-    while ((len = getline (&line, &line_cap, file)) != -1) {
-        lineno++;
-        if (s_blank (line, (size_t) len))
-            continue;
-        json_error_t error;
-        json_t *root = json_loadb (line, (size_t) len, JSON_ALLOW_NUL, &error);
-        if (!root) {
-            fprintf (stderr, "fanhub pub: %s:%lu:%d: %s\n", path, lineno,
-                     error.column, error.text);
-            rc = -1;
-            break;
-        }
-        json_t *topic = json_object_get (root, "topic");
-        json_t *body = json_object_get (root, "body");
-        if (!json_is_string (topic) || !body) {
-            fprintf (stderr, "fanhub pub: %s:%lu: expected an object with "
-                     "\"topic\" (a string) and \"body\"\n", path, lineno);
-            json_decref (root);
-            rc = -1;
-            break;
-        }
-        if (count == cap) {
-            size_t cap_new = cap ? cap * 2 : 1024;
-            s_jmsg_t *msgs_new = realloc (msgs, cap_new * sizeof *msgs);
-            if (!msgs_new) {
-                json_decref (root);
-                rc = -1;
-                fprintf (stderr, "fanhub pub: %s:%lu: out of memory\n", path, lineno);
-                break;
-            }
-            msgs = msgs_new;
-            cap = cap_new;
-        }
-        fh_buf_t buf = {0};
-        fh_pyjson_encode (&buf, body);
-        s_jmsg_t *msg = &msgs[count];
-        msg->topic_size = json_string_length (topic);
-        msg->topic = malloc (msg->topic_size + 1);
-        msg->body = buf.data;
-        msg->body_size = buf.size;
-        count++;
-        if (msg->topic)
-            memcpy (msg->topic, json_string_value (topic), msg->topic_size + 1);
-        json_decref (root);
-        if (buf.failed || !msg->topic) {
-            fprintf (stderr, "fanhub pub: %s:%lu: out of memory\n", path, lineno);
-            rc = -1;
-            break;
-        }
-    }
-    if (rc == 0 && ferror (file)) {
-        fprintf (stderr, "fanhub pub: %s: %s\n", path, strerror (errno));
-        rc = -1;
-    }
-    if (rc == 0 && count == 0) {
-        fprintf (stderr, "fanhub pub: %s: no messages in the file\n", path);
-        rc = -1;
-    }
-    free (line);
-    fclose (file);
-    if (rc) {
-        s_jsonl_free (msgs, count);
-        return -1;
-    }
-    *msgs_p = msgs;
-    *count_p = count;
-    return 0;
-}
 
 /* Writes N in decimal at the end of a 20-byte field; returns the start. */
 static char *
@@ -610,13 +504,30 @@ typedef struct {
     const s_opts_t *opts;
     void *sock;
     s_gen_t gen;
-    s_jmsg_t *jmsgs;
+    fh_pub_jmsg_t *jmsgs;
     size_t jcount;
     char *line;
     size_t line_cap;
     uint64_t subscriptions;
     uint64_t sent;
+    fh_cli_fedmsg_t *fedmsg; /* wraps each body when on */
 } s_pub_t;
+
+/* --fedmsg: *body becomes its envelope (not constant: the next replaces it). */
+static int
+s_wrap (fh_cli_fedmsg_t *fedmsg, const char *topic, size_t topic_size, const void **body,
+        size_t *body_size, bool *body_const)
+{
+    char err[512];
+    if (fh_cli_fedmsg_wrap (fedmsg, topic, topic_size, *body, *body_size, err, sizeof err) < 0) {
+        fprintf (stderr, "fanhub pub: --fedmsg: %s\n", err);
+        return -1;
+    }
+    *body = fedmsg->buf.data;
+    *body_size = fedmsg->buf.size;
+    *body_const = false;
+    return 0;
+}
 
 /* The publishing loop. Returns 0 when done or stopped, -1 on failure. */
 static int
@@ -660,7 +571,7 @@ s_publish (s_pub_t *self)
             body_size = text_size;
             break;
         case S_SOURCE_JSONL: {
-            const s_jmsg_t *msg = &self->jmsgs[i % self->jcount];
+            const fh_pub_jmsg_t *msg = &self->jmsgs[i % self->jcount];
             topic = msg->topic;
             topic_size = msg->topic_size;
             body = msg->body;
@@ -687,6 +598,9 @@ s_publish (s_pub_t *self)
             break;
         }
         }
+        if (self->fedmsg->on && s_wrap (self->fedmsg, topic, topic_size, &body, &body_size,
+                                        &body_const) < 0)
+            return -1;
         if (s_send (self->sock, topic, topic_size, body, body_size, body_const,
                     opts->stamp) < 0) {
             fprintf (stderr, "fanhub pub: send: %s\n", zmq_strerror (errno));
@@ -742,15 +656,19 @@ fh_cmd_pub (int argc, char **argv)
     if (rc >= 0)
         return rc;
 
-    s_pub_t pub = {.opts = &opts};
+    s_pub_t pub = {.opts = &opts, .fedmsg = &opts.fedmsg};
     if (opts.source == S_SOURCE_JSONL) {
-        if (s_jsonl_load (opts.jsonl, &pub.jmsgs, &pub.jcount) < 0)
+        if (fh_pub_jsonl_load (opts.jsonl, &pub.jmsgs, &pub.jcount) < 0) {
+            fh_cli_fedmsg_end (&opts.fedmsg);
             return FH_EXIT_FAILURE;
+        }
         if (!opts.count_set)
             opts.count = pub.jcount;
     }
     if (opts.source == S_SOURCE_SEQ && s_gen_init (&pub.gen, opts.size) < 0) {
         fprintf (stderr, "fanhub pub: out of memory\n");
+        fh_pub_jsonl_free (pub.jmsgs, pub.jcount);
+        fh_cli_fedmsg_end (&opts.fedmsg);
         return FH_EXIT_FAILURE;
     }
 
@@ -794,6 +712,7 @@ fh_cmd_pub (int argc, char **argv)
     sigaction (SIGTERM, &old_term, NULL);
     free (pub.gen.data);
     free (pub.line);
-    s_jsonl_free (pub.jmsgs, pub.jcount);
+    fh_pub_jsonl_free (pub.jmsgs, pub.jcount);
+    fh_cli_fedmsg_end (&opts.fedmsg);
     return rc;
 }

@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "fedmsg.h"
 #include "trigger.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -50,6 +52,11 @@ typedef struct {
     uint64_t count; /* 0 = no limit */
     int rcvhwm;
     bool json;
+    bool terse;  /* time, topic, msg_id */
+    bool plain;  /* one line a message even on a terminal */
+    bool pretty; /* a terminal without --json, --terse or --plain */
+    const char **exclude;
+    size_t exclude_count;
     bool curve; /* keys: a CURVE client of the publishers */
     fh_control_keys_t keys;
 } s_opts_t;
@@ -63,7 +70,7 @@ s_on_signal (int signum)
     s_stop = 1;
 }
 
-enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM };
+enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM, S_OPT_TERSE, S_OPT_PLAIN, S_OPT_EXCLUDE };
 
 static const fh_cli_option_t s_options[] = {
     {'c', "connect", "EP",
@@ -76,6 +83,15 @@ static const fh_cli_option_t s_options[] = {
      "exit after N messages (0 = no limit, the default)"},
     {S_OPT_JSON, "json", NULL,
      "print JSON objects instead (see below)"},
+    {S_OPT_TERSE, "terse", NULL,
+     "one short line a message: the time it came (UTC),\n"
+     "its topic and its msg_id ('-' when it has none)"},
+    {S_OPT_PLAIN, "plain", NULL,
+     "one line a message on a terminal too (there the\n"
+     "default is the topic, then a JSON body indented)"},
+    {S_OPT_EXCLUDE, "exclude", "PATTERN",
+     "leave out messages whose topic matches PATTERN\n"
+     "(repeatable; patterns as below)"},
     {S_OPT_RCVHWM, "rcvhwm", "N",
      "receive high-water mark; 0 = no limit, never drop\n"
      "(the default)"},
@@ -100,7 +116,9 @@ static const fh_cli_command_t s_command = {
     "  *.buildsys.*          '*' matches any run of characters, dots too\n"
     "  =org.x.y              exactly this topic\n"
     "\n"
-    "Each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
+    "On a terminal, without --json, --terse or --plain, each message is its\n"
+    "topic on a line, then its body: a JSON body indented with sorted keys,\n"
+    "any other as below. Otherwise each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
     "UTF-8 is printed as it is, except that control characters are\n"
     "escaped so a message stays on one line and cannot drive the\n"
     "terminal: \\n, \\r, and \\xHH for the others (tab is kept). A body\n"
@@ -124,7 +142,8 @@ static const fh_cli_command_t s_command = {
     "Examples:\n"
     "  fanhub tail\n"
     "  fanhub tail -c tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
-    "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body",
+    "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body\n"
+    "  fanhub tail --terse --exclude '*.heartbeat' org.fedoraproject.",
 };
 
 /* Parses the command line into opts (whose lists the caller frees).
@@ -134,7 +153,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
 {
     opts->connect = calloc ((size_t) argc + 1, sizeof *opts->connect);
     opts->bind = calloc ((size_t) argc + 1, sizeof *opts->bind);
-    if (!opts->connect || !opts->bind) {
+    opts->exclude = calloc ((size_t) argc + 1, sizeof *opts->exclude);
+    if (!opts->connect || !opts->bind || !opts->exclude) {
         fprintf (stderr, "fanhub tail: out of memory\n");
         return FH_EXIT_FAILURE;
     }
@@ -166,9 +186,10 @@ s_parse (int argc, char **argv, s_opts_t *opts)
                 return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0", arg);
             break;
         }
-        case S_OPT_JSON:
-            opts->json = true;
-            break;
+        case S_OPT_JSON: opts->json = true; break;
+        case S_OPT_TERSE: opts->terse = true; break;
+        case S_OPT_PLAIN: opts->plain = true; break;
+        case S_OPT_EXCLUDE: opts->exclude[opts->exclude_count++] = arg; break;
         case S_OPT_RCVHWM: {
             char *end;
             errno = 0;
@@ -182,6 +203,9 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     }
     if (c < 0)
         return fh_cli_status (&cli);
+    if (opts->json + opts->terse + opts->plain > 1)
+        return fh_cli_usage_error (&s_command, "%s", "give one of --json, --terse and --plain");
+    opts->pretty = !opts->json && !opts->terse && !opts->plain && isatty (STDOUT_FILENO);
     char why[1024];
     if (fh_cli_curve_keys (&cli, &opts->keys, &opts->curve, why, sizeof why) != 0)
         return fh_cli_usage_error (&s_command, "%s", why);
@@ -239,6 +263,9 @@ s_subscribe (void *sock, const s_opts_t *opts)
 static bool
 s_matches (const s_opts_t *opts, const void *topic, size_t size)
 {
+    for (size_t i = 0; i < opts->exclude_count; i++)
+        if (fh_pattern_match (opts->exclude[i], topic, size))
+            return false;
     if (opts->pattern_count == 0)
         return true;
     for (size_t i = 0; i < opts->pattern_count; i++)
@@ -338,6 +365,47 @@ s_is_json_line (const uint8_t *data, size_t size)
     return true;
 }
 
+/* --terse: "2026-11-28T03:09:01.123Z TOPIC MSG_ID". */
+static void
+s_print_terse (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata,
+               size_t bsize)
+{
+    struct timespec now;
+    clock_gettime (CLOCK_REALTIME, &now);
+    struct tm tm;
+    gmtime_r (&now.tv_sec, &tm);
+    char when[32], id[FH_FEDMSG_ID_SIZE];
+    strftime (when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf (out, "%s.%03ldZ ", when, now.tv_nsec / 1000000);
+    s_put_text (out, tdata, tsize);
+    fputc (' ', out);
+    if (bdata && fh_fedmsg_msg_id (bdata, bsize, id, sizeof id))
+        s_put_text (out, (const uint8_t *) id, strlen (id));
+    else
+        fputc ('-', out);
+    fputc ('\n', out);
+}
+
+/* A terminal's default: the topic, then the body, indented when JSON. */
+static void
+s_print_pretty (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata,
+                size_t bsize)
+{
+    s_put_text (out, tdata, tsize);
+    fputc ('\n', out);
+    json_t *value = bdata ? json_loadb ((const char *) bdata, bsize, JSON_DECODE_ANY, NULL)
+                          : NULL;
+    char *text = value ? json_dumps (value, JSON_INDENT (2) | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+                       : NULL;
+    if (text)
+        fputs (text, out);
+    else if (bdata)
+        s_put_text (out, bdata, bsize);
+    fputs (bdata ? "\n\n" : "\n", out);
+    free (text);
+    json_decref (value);
+}
+
 static void
 s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
          bool has_body)
@@ -346,6 +414,10 @@ s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
     size_t tsize = zmq_msg_size (topic);
     const uint8_t *bdata = has_body ? zmq_msg_data (body) : NULL;
     size_t bsize = has_body ? zmq_msg_size (body) : 0;
+    if (opts->terse || opts->pretty) {
+        (opts->terse ? s_print_terse : s_print_pretty) (out, tdata, tsize, bdata, bsize);
+        return;
+    }
     if (!opts->json) {
         s_put_text (out, tdata, tsize);
         if (has_body) {
@@ -546,5 +618,6 @@ fh_cmd_tail (int argc, char **argv)
     memset (opts.keys.secret_key, 0, sizeof opts.keys.secret_key);
     free (opts.connect);
     free (opts.bind);
+    free (opts.exclude);
     return rc;
 }

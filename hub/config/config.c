@@ -490,6 +490,8 @@ static const fh_cfg_field_t s_bus_fields[] = {
     { .key = "amqp", .parse = fh_cfg_parse_amqp, .offset = offsetof (fh_config_t, amqp) },
     { .key = "connect_warning", .parse = fh_cfg_parse_millis,
       .offset = offsetof (fh_config_t, connect_warning_ms), .min = 0, .max = 86400 },
+    { .key = "validate_signatures", .parse = fh_cfg_parse_signatures,
+      .offset = offsetof (fh_config_t, signatures), .live = true },
     { .key = NULL },
 };
 
@@ -736,6 +738,7 @@ fh_config_destroy (fh_config_t **self_p)
     free (self->gaps.producer);
     fh_cfg_strlist_clear (&self->publish);
     fh_option_destroy (&self->amqp);
+    fh_option_destroy (&self->signatures);
     free (self->curve.secret_key_file);
     free (self->curve.server_public_key);
     fh_cfg_strlist_clear (&self->curve.allow);

@@ -145,6 +145,8 @@ typedef struct {
     bool control_insecure;        /* control_insecure: a tcp control endpoint
                                      off loopback without CURVE, knowingly */
     fanhub_option_t *amqp;       /* bus.amqp, checked by source_amqp.h; or NULL */
+    fanhub_option_t *signatures; /* bus.validate_signatures, checked by
+                                    fedmsg_settings.h; or NULL (off) */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers; /* the main file's, then the drop-ins' */
     size_t consumer_count; /* >= 1 */

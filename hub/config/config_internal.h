@@ -81,7 +81,7 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_endpoints, fh_cfg_parse_topics, fh_cfg_parse_options, fh_cfg_parse_producer,
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
     fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,
-    fh_cfg_parse_consumer_name;
+    fh_cfg_parse_consumer_name, fh_cfg_parse_signatures;
 /* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
    (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
 int fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)

@@ -54,7 +54,8 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
         return s_strlist_equal (a, b);
     if (parse == fh_cfg_parse_shard)
         return memcmp (a, b, 2 * sizeof (size_t)) == 0;
-    if (parse == fh_cfg_parse_options || parse == fh_cfg_parse_amqp)
+    if (parse == fh_cfg_parse_options || parse == fh_cfg_parse_amqp
+        || parse == fh_cfg_parse_signatures)
         return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
     assert (!"a configuration field without a comparison");
     return false;

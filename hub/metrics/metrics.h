@@ -38,6 +38,7 @@ typedef enum {
     FH_SCOPE_HUB,      /* hub.KEY */
     FH_SCOPE_UPSTREAM, /* hub.upstream.KEY, only with bus.gap_detection */
     FH_SCOPE_AMQP,     /* hub.amqp.KEY, only with bus.amqp */
+    FH_SCOPE_SIGNATURES, /* hub.signatures.KEY, only with bus.validate_signatures */
     FH_SCOPE_ENDPOINT, /* hub.endpoints[].KEY */
     FH_SCOPE_CONSUMER, /* consumers[].KEY */
     FH_SCOPE_PROCESS   /* process.KEY */
@@ -56,6 +57,14 @@ typedef enum {
     FH_M_UNROUTED,
     FH_M_AUTH_DENIED,
     FH_M_PEERS_REFUSED,
+    FH_M_SIG_CHECKED, /* bus.validate_signatures: checked, then failed by reason */
+    FH_M_SIG_MISSING_FIELDS,
+    FH_M_SIG_BAD_CERTIFICATE,
+    FH_M_SIG_BAD_SIGNATURE,
+    FH_M_SIG_TOPIC_MISMATCH,
+    FH_M_SIG_UNKNOWN_CA,
+    FH_M_SIG_REVOKED,
+    FH_M_SIG_NOT_ALLOWED,
     FH_M_AMQP_DELIVERED,
     FH_M_AMQP_ACKED,
     FH_M_AMQP_REJECTED,
@@ -190,6 +199,7 @@ typedef struct {
     size_t reason_count;
     bool has_handled, has_end_to_end, has_upstream, has_process;
     bool has_amqp; /* bus.amqp: the hub.amqp rows */
+    bool has_signatures; /* bus.validate_signatures: the hub.signatures rows */
     fh_metrics_item_t *endpoints;
     size_t endpoint_count;
     fh_metrics_item_t *consumers; /* only those with a non-empty name */

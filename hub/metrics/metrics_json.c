@@ -117,6 +117,11 @@ s_hub_json (const fh_metrics_snapshot_t *self)
         s_scope_json (amqp, FH_SCOPE_AMQP, hub);
         json_object_set_new (json, "amqp", amqp);
     }
+    if (self->has_signatures) {
+        json_t *signatures = json_object ();
+        s_scope_json (signatures, FH_SCOPE_SIGNATURES, hub);
+        json_object_set_new (json, "signatures", signatures);
+    }
     for (size_t i = 0; i < self->endpoint_count; i++) {
         const fh_metrics_item_t *item = &self->endpoints[i];
         json_t *endpoint = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint",
@@ -277,6 +282,9 @@ s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
     const json_t *amqp = json_object_get (hub, "amqp");
     self->has_amqp = json_is_object (amqp);
     s_scope_read (amqp, FH_SCOPE_AMQP, &self->hub);
+    const json_t *signatures = json_object_get (hub, "signatures");
+    self->has_signatures = json_is_object (signatures);
+    s_scope_read (signatures, FH_SCOPE_SIGNATURES, &self->hub);
     const json_t *endpoints = json_object_get (hub, "endpoints");
     for (size_t i = 0; i < json_array_size (endpoints); i++) {
         const json_t *endpoint = json_array_get (endpoints, i);

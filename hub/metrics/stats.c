@@ -154,6 +154,14 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
     fh_metrics_set_int (hub, FH_M_AUTH_DENIED, (int64_t) counts.auth_denied);
     fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
+    snapshot->has_signatures = counts.signatures;
+    fh_metrics_set_int (hub, FH_M_SIG_CHECKED, (int64_t) counts.signatures_checked);
+    /* The reasons' rows follow FH_M_SIG_CHECKED in fh_sig_reason_t's order. */
+    _Static_assert (FH_M_SIG_CHECKED + FH_SIG_NOT_ALLOWED == FH_M_SIG_NOT_ALLOWED,
+                    "signature rows out of step with fh_sig_reason_t");
+    for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS; i++)
+        fh_metrics_set_int (hub, (fh_metric_id_t) (FH_M_SIG_CHECKED + i),
+                            (int64_t) counts.signature_failed[i]);
     uint64_t draining, draining_backlog;
     fh_hub_draining (self->hub, &draining, &draining_backlog);
     fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);

@@ -258,6 +258,7 @@ s_prom_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
     switch (row->scope) {
     case FH_SCOPE_UPSTREAM: return snapshot->has_upstream;
     case FH_SCOPE_AMQP: return snapshot->has_amqp;
+    case FH_SCOPE_SIGNATURES: return snapshot->has_signatures;
     case FH_SCOPE_PROCESS: return snapshot->has_process;
     case FH_SCOPE_ENDPOINT: return snapshot->endpoint_count > 0;
     case FH_SCOPE_CONSUMER: return snapshot->consumer_count > 0;
@@ -410,6 +411,9 @@ fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, do
         .when_s = when_s,
     };
     s_collectd_item (&buf, &self, FH_SCOPE_HUB, NULL, (fh_metrics_item_t *) &snapshot->hub);
+    if (snapshot->has_signatures)
+        s_collectd_item (&buf, &self, FH_SCOPE_SIGNATURES, NULL,
+                         (fh_metrics_item_t *) &snapshot->hub);
     for (size_t i = 0; i < snapshot->consumer_count; i++)
         s_collectd_item (&buf, &self, FH_SCOPE_CONSUMER, snapshot->consumers[i].name,
                          &snapshot->consumers[i]);

@@ -365,7 +365,7 @@ class Hub:
     """One `fanhub run` with a generated configuration."""
 
     def __init__(self, bench, consumers, cpu=None, extra="", shutdown_timeout=5,
-                 valgrind=None, rcvhwm=None, ready_timeout=20.0, curve=None):
+                 valgrind=None, rcvhwm=None, ready_timeout=20.0, curve=None, bus_extra=""):
         self.bench = bench
         self.bus = f"tcp://127.0.0.1:{free_port()}"
         self.config = bench.path("hub.yaml")
@@ -374,6 +374,8 @@ class Hub:
         lines = [f"bus:\n  bind: {self.bus}"]
         if rcvhwm is not None:
             lines.append(f"  rcvhwm: {rcvhwm}")
+        if bus_extra:
+            lines.append(bus_extra.rstrip("\n"))
         if curve:
             lines.append(f"  curve:\n    secret_key_file: \"{curve.hub_secret_file}\"\n"
                          f"    allow: [\"{curve.pub_public}\"]")
@@ -580,7 +582,7 @@ def null_consumers(k, capacity):
 def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
                    jsonl=None, extra="", expect_deliveries=None, wait_subscribers=1,
                    perf_data=None, topics_file=None, connections=1, curve=None,
-                   done_file=None):
+                   done_file=None, bus_extra=""):
     """K null consumers (or the given ones) at full speed, fed by bench_pub
     (by `fanhub pub` when the bodies come from jsonl). With curve
     (CurveKeys), the bus is CURVE: the hub the server, bench_pub a client
@@ -591,7 +593,7 @@ def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
     Returns figures."""
     label, pub_cpu, hub_cpu = placement
     hub = Hub(bench, consumers or null_consumers(k, n + 1024), cpu=hub_cpu, extra=extra,
-              curve=curve)
+              curve=curve, bus_extra=bus_extra)
     try:
         expect_deliveries = expect_deliveries if expect_deliveries is not None else n * k
         stop_scrape = threading.Event()
@@ -1190,6 +1192,13 @@ def case_cluster(bench, prof, results):
     tests/bench/bench_cluster.py."""
     import bench_cluster
     bench_cluster.run(sys.modules[__name__], bench, prof, results)
+
+
+def case_signatures(bench, prof, results):
+    """The input rate with bus.validate_signatures on against off:
+    tests/bench/bench_signatures.py."""
+    import bench_signatures
+    bench_signatures.run(sys.modules[__name__], bench, prof, results)
 
 
 def case_amqp(bench, prof, results):
@@ -2065,6 +2074,9 @@ def markdown(results):
     else:
         w(cg.get("status", "not run"))
     w("")
+    if results.get("signatures"):
+        import bench_signatures
+        out.extend(bench_signatures.markdown(results["signatures"]))
     return "\n".join(out)
 
 
@@ -2256,7 +2268,7 @@ def _gnuplot(script, outdir, name):
 # ---------------------------------------------------------------------------
 
 CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
-         "spill", "neighbour", "curve", "pool", "amqp", "cluster", "callgrind"]
+         "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster", "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
 
 

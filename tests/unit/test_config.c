@@ -314,7 +314,7 @@ typedef struct {
 } s_error_case_t;
 
 #define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics, include)"
-#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning)"
+#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard, max_crashes)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
@@ -928,7 +928,7 @@ test_error_example (void **state)
                                         sizeof err));
     assert_string_equal (err, "f.yaml:3:3: bus.rcvhm: unknown key (known: "
                               "connect, bind, rcvhwm, max_frames, "
-                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning)");
+                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)");
 }
 
 static void

@@ -75,6 +75,7 @@ s_scope_prefix (fh_metric_scope_t scope)
     case FH_SCOPE_HUB: return "hub.";
     case FH_SCOPE_UPSTREAM: return "hub.upstream.";
     case FH_SCOPE_AMQP: return "hub.amqp.";
+    case FH_SCOPE_SIGNATURES: return "hub.signatures.";
     case FH_SCOPE_ENDPOINT: return "hub.endpoints[].";
     case FH_SCOPE_CONSUMER: return "consumers[].";
     case FH_SCOPE_PROCESS: return "process.";
@@ -91,6 +92,7 @@ s_full_snapshot (void)
     assert_int_equal (fh_metrics_set_text (&self->hub.text, "0.1.0"), 0);
     self->has_handled = self->has_end_to_end = self->has_upstream = self->has_process = true;
     self->has_amqp = true;
+    self->has_signatures = true;
     for (size_t id = 0; id < FH_METRIC_COUNT; id++)
         fh_metrics_set_int (&self->hub, (fh_metric_id_t) id, (int64_t) id + 1);
     assert_int_equal (fh_metrics_add_reason (self, "no_body", (fh_metric_value_t){ .integer = 2 }),
@@ -292,6 +294,7 @@ test_json_names_the_rows (void **state)
     s_json_keys (&got, "hub.", hub);
     s_json_keys (&got, "hub.upstream.", json_object_get (hub, "upstream"));
     s_json_keys (&got, "hub.amqp.", json_object_get (hub, "amqp"));
+    s_json_keys (&got, "hub.signatures.", json_object_get (hub, "signatures"));
     s_json_keys (&got, "hub.endpoints[].", json_array_get (json_object_get (hub, "endpoints"), 0));
     s_json_keys (&got, "consumers[].", json_array_get (json_object_get (json, "consumers"), 0));
     s_json_keys (&got, "process.", json_object_get (json, "process"));
@@ -299,6 +302,7 @@ test_json_names_the_rows (void **state)
     s_set_t containers = { 0 };
     s_set_add (&containers, "hub.upstream");
     s_set_add (&containers, "hub.amqp");
+    s_set_add (&containers, "hub.signatures");
     s_set_add (&containers, "hub.endpoints");
     s_set_t figures = { 0 };
     for (size_t i = 0; i < got.count; i++)

@@ -1,0 +1,52 @@
+/*  fedmsg - the fedmsg envelope: wrapping a body as fedmsg.core did, and
+    finding a message's msg_id to name it by.
+
+    A fedmsg body is a JSON object {"i", "msg", "msg_id", "timestamp",
+    "topic", "username"} (and, signed, "crypto", "signature",
+    "certificate": fedmsg_sign.h), encoded as fedmsg.encoding.dumps did
+    (pyjson.h). fedmsg.core stamped `timestamp` as int(time.time()): the
+    signatures of production messages verify only over whole seconds.
+*/
+#ifndef FH_FEDMSG_H_INCLUDED
+#define FH_FEDMSG_H_INCLUDED
+
+#include "fanhub/consumer.h"
+#include "pyjson.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* "2026-" and a UUID4: 41 characters, room for a longer one read back. */
+#define FH_FEDMSG_ID_SIZE 64
+
+typedef struct fh_fedmsg_signer fh_fedmsg_signer_t;
+
+/* Writes a new msg_id, as fedmsg made them: the UTC year, '-', a random
+   UUID4 (from OpenSSL's generator). Returns 0, or -1 when no randomness. */
+int fh_fedmsg_new_id (char id[FH_FEDMSG_ID_SIZE]);
+
+/* The envelope of one message: msg is the body parsed as JSON, or, when it
+   is not JSON, {"log": TEXT} as fedmsg-logger sent lines (TEXT must then be
+   UTF-8). i is the sender's counter (fedmsg's first is 1); timestamp in
+   whole seconds. Signed with signer when not NULL. Appends the encoded
+   envelope to out; returns 0, or -1 with why in err. */
+int fh_fedmsg_wrap (const char *topic, size_t topic_size, const void *body, size_t body_size,
+                    uint64_t i, int64_t timestamp, const char *username, fh_fedmsg_signer_t *signer,
+                    fh_buf_t *out, char *err, size_t errlen);
+
+/* The sender's name as fedmsg took it (getpass.getuser: LOGNAME, USER,
+   LNAME, USERNAME, then the password database); "unknown" if none. */
+const char *fh_fedmsg_username (void);
+
+/* The body's top-level "msg_id" when it is a JSON object with a string
+   one: copied (truncated to fit) into id, true. Cheap when the body has
+   no "msg_id" at all (one memmem); otherwise a parse: call it where a
+   message is named, never per message on the data path. */
+bool fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size);
+/* " msg_id ID" when the body (a fanhub_bytes_t) has one, else "": for log
+   lines that name a message by its seq. */
+void fh_fedmsg_id_note (fanhub_bytes_t body, char *note, size_t size);
+
+#endif

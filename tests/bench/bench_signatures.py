@@ -1,0 +1,123 @@
+"""bench_signatures.py - the benchmark's signatures case (bench.py --cases
+signatures): the hub's input rate with bus.validate_signatures on against
+off, in the same run, and what one validation costs.
+
+A CA and a signer are made with `openssl`; SIGNED distinct fedmsg messages
+(about 2.5 KB each: the envelope with its signature and certificate, as on
+the Fedora bus) are signed with Python's cryptography into a JSON-lines
+file, which `fanhub pub --jsonl` sends N times round (encoded once at load,
+so the publisher costs the same either way). The hub has one null consumer;
+with validation on every message is checked (and passes: a failure would
+be dropped and the run would not complete). Off and on alternate rep by
+rep. The cost of a validation is the difference of the hub's CPU per
+message, on minus off: one signer means one certificate parse for the
+whole run (the cache), so it is a JSON parse, a canonical re-encoding and
+one RSA-2048 SHA-1 verification.
+"""
+import base64
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+SIGNED = 256
+TOPIC = "org.fedoraproject.prod.buildsys.build.state.change"
+
+
+def _pki(b, d):
+    def ssl(*args):
+        p = subprocess.run(["openssl"] + list(args), cwd=d, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise b.BenchError(f"openssl {args[0]}: {p.stderr.strip()[-300:]}")
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+        "-days", "2", "-subj", "/CN=bench-ca")
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "signer.key", "-out", "signer.csr",
+        "-subj", "/CN=koji-koji01")
+    ssl("x509", "-req", "-in", "signer.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "signer.crt", "-days", "2")
+
+
+def _signed_file(d):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    with open(os.path.join(d, "signer.key"), "rb") as f:
+        key = serialization.load_pem_private_key(f.read(), password=None)
+    with open(os.path.join(d, "signer.crt"), "rb") as f:
+        cert = x509.load_pem_x509_certificate(f.read()).public_bytes(serialization.Encoding.PEM)
+
+    def lines(data):
+        text = base64.b64encode(data).decode()
+        return "\n".join(text[i:i + 76] for i in range(0, len(text), 76)) + "\n"
+
+    path = os.path.join(d, "signed.jsonl")
+    with open(path, "w") as out:
+        for i in range(SIGNED):
+            msg = {"topic": TOPIC, "i": i + 1, "timestamp": 1700000000 + i, "username": "koji",
+                   "msg_id": "2026-00000000-0000-4000-8000-%012d" % i, "crypto": "x509",
+                   "msg": {"build_id": i, "name": "fanhub", "owner": "bench",
+                           "version": "0.%d" % i, "instance": "primary", "new": 1, "old": 0}}
+            data = json.dumps(msg, sort_keys=True, separators=(",", ":")).encode()
+            msg["signature"] = lines(key.sign(data, padding.PKCS1v15(), hashes.SHA1()))
+            msg["certificate"] = lines(cert)
+            size = len(json.dumps(msg, sort_keys=True, separators=(",", ":")))
+            out.write(json.dumps({"topic": TOPIC, "body": msg}) + "\n")
+    return path, size
+
+
+def run(b, bench, prof, results):
+    d = bench.path("signatures")
+    os.makedirs(d, exist_ok=True)
+    try:
+        _pki(b, d)
+        jsonl, size = _signed_file(d)
+    except (ImportError, OSError) as e:
+        results["signatures"] = {"status": f"not measured: {e}"}
+        b.log(results["signatures"]["status"])
+        return
+    n = max(SIGNED, prof["tp_n"] // 10)
+    on = ("  validate_signatures: {ca: %s, routing_policy: {%s: [koji-koji01]}, "
+          "routing_nitpicky: true}" % (json.dumps(os.path.join(d, "ca.crt")), TOPIC))
+    rows = []
+    for placement in bench.placements:
+        runs = {"off": [], "on": []}
+        for _ in range(prof["reps"]):
+            runs["off"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
+                                       jsonl=jsonl))
+            runs["on"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
+                                      jsonl=jsonl, bus_extra=on))
+        row = dict(placement=placement[0], size=size, n=n)
+        for mode, rs in runs.items():
+            row[mode] = b.rep_median(rs, b.TP_KEYS)
+        row["in_ratio"] = row["on"]["in_rate"] / row["off"]["in_rate"]
+        row["cost_ns"] = row["on"]["cpu_per_msg_ns"] - row["off"]["cpu_per_msg_ns"]
+        rows.append(row)
+        b.log(f"signatures {placement[0]}: off {row['off']['in_rate']:,.0f}/s "
+              f"({row['off']['cpu_per_msg_ns']:,.0f} ns hub CPU/msg), on "
+              f"{row['on']['in_rate']:,.0f}/s ({row['on']['cpu_per_msg_ns']:,.0f} ns): "
+              f"x{row['in_ratio']:.2f} rate, a validation costs {row['cost_ns'] / 1000:.1f} us")
+    results["signatures"] = {"status": "measured", "rows": rows}
+
+
+def markdown(sig):
+    out = ["## Signatures (bus.validate_signatures on against off)\n"]
+    if sig.get("status") != "measured":
+        out.append(sig.get("status", "not run") + "\n")
+        return out
+    out.append("One null consumer, `fanhub pub --jsonl` cycling %d distinct signed fedmsg "
+               "messages of one signer (one certificate: the cache makes each check a "
+               "signature verification, not a certificate parse). *cost*: hub CPU per message, "
+               "on minus off.\n" % SIGNED)
+    out.append("| Placement | Size | Messages | off in/s | on in/s | on/off | off CPU/msg | "
+               "on CPU/msg | cost of a validation |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for r in sig["rows"]:
+        out.append(f"| {r['placement']} | {r['size']:,} B | {r['n']:,} | "
+                   f"{r['off']['in_rate']:,.0f} | {r['on']['in_rate']:,.0f} | "
+                   f"x{r['in_ratio']:.2f} | {r['off']['cpu_per_msg_ns'] / 1000:.1f} us | "
+                   f"{r['on']['cpu_per_msg_ns'] / 1000:.1f} us | {r['cost_ns'] / 1000:.1f} us |")
+    out.append("")
+    return out

@@ -1,0 +1,66 @@
+"""Product C files stay small enough to read: no file over 800 lines, no
+function over 80 (issue 29). Lists every offender as FILE:LINE and exits 1
+when there is one. Functions are found in the project's own style: the
+name's line starts the definition, and the body is a '{' and a '}' alone in
+column 0 (what .clang-format writes).
+
+Usage: /usr/bin/python3 tests/size_check.py [ROOT]   (default: the tree)
+"""
+import os
+import re
+import subprocess
+import sys
+
+FILE_MAX = 800
+FUNCTION_MAX = 80
+PRODUCT = ("hub", "consumers", "include")
+
+
+def product_files(root):
+    listed = subprocess.run(["git", "-C", root, "ls-files", *PRODUCT], capture_output=True,
+                            text=True, check=True).stdout.split()
+    return [f for f in listed if f.endswith((".c", ".h"))]
+
+
+def long_functions(lines):
+    """(line number of the name, name, lines from '{' to '}') of each
+    function longer than FUNCTION_MAX."""
+    found = []
+    i = 0
+    while i < len(lines):
+        if lines[i] == "{" and i > 0:
+            j = i - 1
+            while j > 0 and "(" not in lines[j]:
+                j -= 1
+            names = re.findall(r"([A-Za-z_]\w*)\s*\(", lines[j])
+            k = i + 1
+            while k < len(lines) and lines[k] != "}":
+                k += 1
+            length = k - i + 1
+            if length > FUNCTION_MAX:
+                found.append((j + 1, names[0] if names else "?", length))
+            i = k
+        i += 1
+    return found
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
+        "FANHUB_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    offences = []
+    for path in product_files(root):
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            lines = f.read().split("\n")
+        if len(lines) - 1 > FILE_MAX:
+            offences.append("%s: %d lines (at most %d)" % (path, len(lines) - 1, FILE_MAX))
+        for line, name, length in long_functions(lines):
+            offences.append("%s:%d: %s is %d lines (at most %d)"
+                            % (path, line, name, length, FUNCTION_MAX))
+    for offence in offences:
+        print(offence)
+    print("%d passed, %d failed" % (0 if offences else 1, 1 if offences else 0))
+    return 1 if offences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
