@@ -449,7 +449,7 @@ consumers:
         # A plugin that crashes on a fedmsg message: the line names it.
         pub.send("org.boom", dumps(envelope(9, topic="org.boom")))
         assert hub.wait(deadline=fh.DEADLINE) != 0
-        assert "consumer 'boom', plugin %s/crash.so, message 3 (msg_id %s)" % (
+        assert "consumer 'boom', plugin %s/crash.so, message 3 (topic org.boom, msg_id %s)" % (
             fh.TEST_PLUGINS, envelope(9)["msg_id"]) in hub.log(), hub.log()
     finally:
         hub.kill()
