@@ -161,6 +161,15 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
     ROW (FH_M_KEY_FALLBACK, FH_SCOPE_CONSUMER, "key_fallback",
          "fanhub_consumer_key_fallback_total", NULL, C, false, "messages",
          "Pool: messages whose order_by key could not be read, given the fallback key."),
+    ROW (FH_M_RESTARTS, FH_SCOPE_CONSUMER, "restarts", "fanhub_consumer_restarts_total",
+         "derive-restarts", C, false, "processes",
+         "Worker processes the consumer's plugin started again after one ended (ABI 1.3)."),
+    ROW (FH_M_SKIPPED, FH_SCOPE_CONSUMER, "skipped", "fanhub_consumer_skipped_total", NULL, C,
+         false, "messages", "Messages done without being processed (a worker's DROP answer)."),
+    ROW (FH_M_PLUGIN_STATE, FH_SCOPE_CONSUMER, "state", "fanhub_consumer_state", "gauge-state", G,
+         false, "state", "What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3)."),
+    ROW (FH_M_LAST_ERROR, FH_SCOPE_CONSUMER, "last_error", NULL, NULL, F, false, "",
+         "The last error the consumer's plugin reported (\"\" when none)."),
     ROW (FH_M_QUEUE_WAIT, FH_SCOPE_CONSUMER, "queue_wait", "fanhub_consumer_queue_wait_seconds",
          "latency-queue_wait", H, true, "seconds",
          "Time from the hub receiving a message to the consumer starting on it, since start."),
@@ -231,6 +240,7 @@ s_item_free (fh_metrics_item_t *item)
 {
     free (item->name);
     free (item->text);
+    free (item->error);
     free (item->busy);
 }
 
