@@ -197,9 +197,15 @@ s_settle_held (worker_t *w, proc_t *p, const char *cause, s_done_t *done)
         job_t *job = &w->jobs[i];
         if (!job->used || job->proc != (ssize_t) p->index)
             continue;
-        if (w->halted || atomic_load (&w->stop)) {
-            /* Not finished, not counted: the hub keeps them in flight
-               (and a spool keeps them for the next start). */
+        if (atomic_load (&w->stop)) {
+            s_free_job (w, job); /* the hub gave up on them already */
+            continue;
+        }
+        if (w->halted) {
+            s_done_t *d = &done[count++];
+            d->ticket = job->ticket;
+            d->result = FANHUB_FAIL;
+            snprintf (d->reason, sizeof d->reason, "the consumer is %.200s", w->halt_reason);
             s_free_job (w, job);
             continue;
         }
@@ -336,22 +342,43 @@ s_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t 
     s_start_failed (w, p, why, now);
 }
 
+/* HALT: the consumer takes no more messages (fedora-messaging's
+   HaltConsumer). What the halting worker held and what waits fails, so
+   that it is a dead letter to replay once the cause is fixed (as
+   fedora-messaging's nack without requeue sends it to the dead-letter
+   exchange); the other workers finish theirs and quit. */
 static void
 s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
 {
     json_t *halt = json_loadb ((const char *) payload, size, 0, NULL);
     const char *reason = json_string_value (json_object_get (halt, "reason"));
+    s_done_t *done = calloc ((size_t) w->max_pending, sizeof *done);
+    size_t count = 0;
     pthread_mutex_lock (&w->lock);
     w->halted = true;
-    snprintf (w->halt_reason, sizeof w->halt_reason, "%s", reason ? reason : "");
+    snprintf (w->halt_reason, sizeof w->halt_reason, "halted by worker %zu: %s", p->index,
+              reason ? reason : "");
+    for (size_t i = 0; done && i < (size_t) w->max_pending; i++) {
+        job_t *job = &w->jobs[i];
+        if (!job->used || (job->proc != -1 && job->proc != (ssize_t) p->index))
+            continue;
+        done[count] = (s_done_t){.ticket = job->ticket, .result = FANHUB_FAIL};
+        snprintf (done[count++].reason, sizeof done->reason, "the consumer is %.200s",
+                  w->halt_reason);
+        s_free_job (w, job);
+    }
+    w->wcount = 0;
+    p->in_flight = 0;
     pthread_mutex_unlock (&w->lock);
     json_decref (halt);
+    for (size_t i = 0; i < count; i++)
+        w->host->complete_reason (w->ctx, done[i].ticket, done[i].result, done[i].reason);
+    free (done);
     w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                  "worker %zu halted the consumer: %s; it takes no more messages until the hub "
-                  "starts again",
-                  p->index, w->halt_reason);
-    w->host->set_state (w->ctx, FANHUB_STATE_HALTED, "halted by worker %zu: %s", p->index,
-                        w->halt_reason);
+                  "%s; the consumer takes no more messages until the hub starts again "
+                  "(they fail, as dead letters to replay)",
+                  w->halt_reason);
+    w->host->set_state (w->ctx, FANHUB_STATE_HALTED, "%s", w->halt_reason);
     for (size_t i = 0; i < w->nprocs; i++) {
         proc_t *q = &w->procs[i];
         if (q->state == PROC_READY && wire_frame (&q->outq, 'Q', NULL, 0) == 0) {
@@ -375,8 +402,9 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size)
     pthread_mutex_lock (&w->lock);
     job_t *job = slot < (size_t) w->max_pending ? &w->jobs[slot] : NULL;
     if (!job || !job->used || job->wire != wire || job->proc != (ssize_t) p->index) {
+        bool halted = w->halted; /* then it may be one failed at the halt */
         pthread_mutex_unlock (&w->lock);
-        return false;
+        return halted;
     }
     fanhub_ticket_t ticket = job->ticket;
     s_crash_forget (w, job->seq);

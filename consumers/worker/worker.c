@@ -471,6 +471,12 @@ s_consume (void *state, const fanhub_msg_t *msg)
         return FANHUB_FAIL;
     }
     pthread_mutex_lock (&w->lock);
+    if (w->halted) {
+        h->set_reason (w->ctx, "the consumer is %s", w->halt_reason);
+        pthread_mutex_unlock (&w->lock);
+        wbuf_free (&frame);
+        return FANHUB_FAIL;
+    }
     if (w->nfree == 0) {
         pthread_mutex_unlock (&w->lock);
         wbuf_free (&frame);

@@ -10,6 +10,11 @@ offers these under fedora_messaging.exceptions too (see compat.py).
 """
 __version__ = "1.0"
 
+# The consumer's options.config, set by the runner before it imports the
+# consumer (fedora-messaging style code reads it as
+# fedora_messaging.config.conf["consumer_config"] where that is a stand-in).
+config = {}
+
 try:  # the real ones, when installed
     from fedora_messaging.exceptions import Drop, HaltConsumer, Nack  # noqa: F401
 except ImportError:

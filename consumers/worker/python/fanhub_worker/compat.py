@@ -7,6 +7,8 @@ that such a consumer runs unchanged:
       refuses to start when the class's config_key is not true in it (as
       fedmsg does); validate, pre_consume and post_consume do nothing.
   fedora_messaging.exceptions: Nack, Drop, HaltConsumer (fanhub_worker's)
+  fedora_messaging.config.conf: {"consumer_config": options.config}, where
+      a fedora-messaging consumer reads its settings
   fedora_messaging.api: consume and twisted_consume are not offered: the
       hub is what calls the callable.
 
@@ -67,7 +69,7 @@ def _missing(name):
         return True
 
 
-def install():
+def install(config):
     if _missing("moksha.hub.api.consumer"):
         for name in ("moksha", "moksha.hub", "moksha.hub.api"):
             if name not in sys.modules:
@@ -82,3 +84,5 @@ def install():
         if "fedora_messaging" not in sys.modules:
             _module("fedora_messaging")
         _module("fedora_messaging.exceptions", Nack=Nack, Drop=Drop, HaltConsumer=HaltConsumer)
+    if _missing("fedora_messaging.config"):
+        _module("fedora_messaging.config", conf={"consumer_config": config})

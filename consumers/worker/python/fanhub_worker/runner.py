@@ -74,6 +74,8 @@ class LogHandler(logging.Handler):
 
 
 def last_line(exc):
+    if not str(exc):
+        return type(exc).__name__
     lines = traceback.format_exception_only(type(exc), exc)
     return lines[-1].strip() if lines else type(exc).__name__
 
@@ -227,7 +229,8 @@ def main():
         if hello.get("protocol") != PROTOCOL:
             raise ValueError("the hub speaks protocol %r, this runner %d"
                              % (hello.get("protocol"), PROTOCOL))
-        compat.install()
+        fanhub_worker.config = options.get("config") or {}
+        compat.install(fanhub_worker.config)
         handle = make_handler(options, hello.get("consumer"))
     except BaseException as e:
         conn.send_json(b"E", {"error": "%s: %s" % (options.get("callable"), last_line(e))})
