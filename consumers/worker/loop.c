@@ -580,6 +580,17 @@ s_timeouts (worker_t *w, int64_t now)
     char why[160];
     for (size_t i = 0; i < w->nprocs; i++) {
         proc_t *p = &w->procs[i];
+        pid_t pid = p->pid;
+        int status = p->state != PROC_DOWN ? proc_try_reap (p) : -1;
+        if (status >= 0) {
+            /* Gone, though something it started may keep its socket
+               open: that goes with it, and what it answered is read. */
+            kill (-pid, SIGKILL);
+            s_read (w, p, now);
+            if (p->state != PROC_DOWN && p->pid == 0)
+                s_died (w, p, NULL, now);
+            continue;
+        }
         if (p->state == PROC_HELLO && now >= p->deadline_ns) {
             snprintf (why, sizeof why, "no READY within handshake_timeout (%.1f s)",
                       (double) w->handshake_ns / 1e9);
@@ -648,6 +659,7 @@ s_poll (worker_t *w, int64_t now, bool scanning)
         alive = true;
         if (p->state != PROC_READY && p->deadline_ns < next)
             next = p->deadline_ns;
+        scanning |= p->state == PROC_HELLO; /* an exit is seen by reaping too */
         fds[n] = (struct pollfd){.fd = p->sock, .events = POLLIN | (p->outq.size ? POLLOUT : 0)};
         owner[n++] = p;
         if (p->out >= 0) {

@@ -105,6 +105,7 @@ proc_spawn (proc_t *p, char *const argv[], char *const envp[], char *err, size_t
     fcntl (out[0], F_SETFL, O_NONBLOCK);
     fcntl (errp[0], F_SETFL, O_NONBLOCK);
     p->pid = pid;
+    p->status = -1;
     p->sock = pair[0];
     p->out = out[0];
     p->err = errp[0];
@@ -133,6 +134,7 @@ proc_try_reap (proc_t *p)
     pid_t got = waitpid (p->pid, &status, WNOHANG);
     if (got == p->pid) {
         p->pid = 0;
+        p->status = status; /* for proc_kill */
         return status;
     }
     return -1;
@@ -141,7 +143,8 @@ proc_try_reap (proc_t *p)
 int
 proc_kill (proc_t *p)
 {
-    int status = -1;
+    int status = p->status;
+    p->status = -1;
     if (p->pid > 0) {
         /* The group while the leader is unreaped: its id cannot be reused. */
         kill (-p->pid, SIGKILL);

@@ -351,6 +351,7 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     for (size_t i = 0; i < w->nprocs; i++) {
         w->procs[i].index = i;
         w->procs[i].sock = w->procs[i].out = w->procs[i].err = -1;
+        w->procs[i].status = -1;
     }
     for (size_t i = 0; i < cap; i++)
         w->free_slots[i] = cap - 1 - i;

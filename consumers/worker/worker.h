@@ -104,6 +104,7 @@ typedef struct {
     size_t index;
     proc_state_t state;
     pid_t pid;
+    int status;         /* its wait status once reaped, else -1 */
     int sock, out, err; /* -1 when closed */
     wbuf_t in, outq;
     int64_t started_ns;

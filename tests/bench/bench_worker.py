@@ -86,10 +86,9 @@ def run(b, bench, prof, results):
                 row[key] = b.median([r[key] for r in runs])
             row["runs"] = runs
             rows.append(row)
-            b.log("worker: workers %d: %,.0f msg/s, %.1f us CPU a message (hub %.1f, workers "
-                  "%.1f), publisher %,.0f msg/s" % (workers, row["rate"], row["cpu_us"],
-                                                    row["hub_cpu_us"], row["worker_cpu_us"],
-                                                    row["pub_send_rate"]))
+            b.log(f"worker: workers {workers}: {row['rate']:,.0f} msg/s, {row['cpu_us']:.1f} us "
+                  f"CPU a message (hub {row['hub_cpu_us']:.1f}, workers "
+                  f"{row['worker_cpu_us']:.1f}), publisher {row['pub_send_rate']:,.0f} msg/s")
     except b.BenchError as e:
         results["worker"] = {"status": "not measured: %s" % str(e).splitlines()[0]}
         b.log(results["worker"]["status"])

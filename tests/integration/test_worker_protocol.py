@@ -67,6 +67,9 @@ def test_handshakes_that_fail():
             "worker 0: no READY within handshake_timeout (0.3 s)")
     refused(wd, worker_options("    pass", protocol=7),
             "worker 0: READY speaks protocol 7; the hub speaks 1")
+    # It exits, but what it started keeps the socket open: seen by its exit.
+    refused(wd, "{command: [/bin/sh, -c, 'sleep 60 & exit 5']}",
+            "worker 0: exited with status 5 before READY")
     wd.cleanup()
 
 
