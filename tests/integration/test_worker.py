@@ -10,7 +10,7 @@ import signal
 import fanhublib as fh
 import workerlib as wl
 
-N_ORDERED = int(os.environ.get("FANHUB_WORKER_ORDERED", "20000"))
+N_ORDERED = int(os.environ.get("FANHUB_WORKER_ORDERED", "100000"))
 
 
 def test_ordering_across_four_workers():

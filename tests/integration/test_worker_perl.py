@@ -8,7 +8,7 @@ import os
 import fanhublib as fh
 import workerlib as wl
 
-N_ORDERED = int(os.environ.get("FANHUB_WORKER_ORDERED", "20000"))
+N_ORDERED = int(os.environ.get("FANHUB_WORKER_ORDERED", "100000"))
 
 
 def test_ordering_across_four_perl_workers():
