@@ -182,9 +182,31 @@ def test_what_the_runner_makes_of_exceptions():
     wd.cleanup()
 
 
+def test_emit_wait_answers_when_the_worker_did():
+    wd = fh.Workdir()
+    out = wd.file("records.jsonl")
+    pub = fh.Publisher()
+    hub = simple_hub(wd, pub, out, topics="[org.test, org.fail]")
+    try:
+        hub.wait_ready()
+        status, text, err = fh.run(["emit", "--wait", "-e", hub.control, "org.test.x",
+                                    '{"i": 1}'])
+        assert status == 0 and text == "py: completed\n", (status, text, err)
+        assert [r["body"]["i"] for r in wl.records(out)] == [1]
+        status, text, err = fh.run(["emit", "--wait", "-e", hub.control, "org.fail.x",
+                                    '{"i": 2, "fail": true}'])
+        assert status == 1 and text == "py: failed\n", (status, text, err)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_ordering_across_four_workers, test_a_poison_message_is_dead_lettered,
              test_a_worker_that_never_answers_is_killed_and_its_message_retried,
              test_a_worker_that_cannot_start_is_a_clear_error,
              test_a_worker_that_cannot_restart_shows_the_consumer_down,
-             test_what_the_runner_makes_of_exceptions])
+             test_what_the_runner_makes_of_exceptions,
+             test_emit_wait_answers_when_the_worker_did])

@@ -215,7 +215,12 @@ def serve(conn, handle):
 
 
 def main():
-    fd = int(os.environ.get("FANHUB_WORKER_FD", "3"))
+    # The socket moves to a descriptor that processes the consumer starts
+    # do not inherit (os.dup's are not inheritable): one that outlived the
+    # worker would keep its socket open.
+    hub_fd = int(os.environ.get("FANHUB_WORKER_FD", "3"))
+    fd = os.dup(hub_fd)
+    os.close(hub_fd)
     conn = Connection(fd)
     # print() goes to the hub's log line by line; fd 1 is not the protocol's.
     try:
