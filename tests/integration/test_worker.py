@@ -203,10 +203,47 @@ def test_emit_wait_answers_when_the_worker_did():
     wd.cleanup()
 
 
+def test_a_reload_replaces_the_workers():
+    """A reload that re-configures the consumer starts the new instance's
+    workers (READY before the reload answers) and QUITs the old ones once
+    they finished what they held: nothing is lost."""
+    wd = fh.Workdir()
+    out = wd.file("records.jsonl")
+    pub = fh.Publisher()
+    hub = simple_hub(wd, pub, out)
+    try:
+        pub.wait_subscribed(hub=hub)
+        old = wl.worker_pids(hub)[0]
+        for i in range(100):
+            pub.send("org.test", '{"i":%d}' % i)
+        with open(hub.config) as f:
+            text = f.read()
+        with open(hub.config, "w") as f:
+            f.write(text.replace("    topics: [org.test]\n", "    topics: [org.test]\n"
+                                 "    workers: 2\n"))
+        status, text, err = fh.run(["reload", "-e", hub.control])
+        assert status == 0, (status, text, err)
+        fh.wait_for(lambda: len(wl.worker_pids(hub)) == 2 and old not in
+                    wl.worker_pids(hub).values(), "two new workers", hub=hub)
+        fh.wait_for(lambda: not os.path.exists("/proc/%d" % old) or
+                    open("/proc/%d/stat" % old).read().split()[2] == "Z",
+                    "the old worker gone", hub=hub)
+        for i in range(100, 200):
+            pub.send("org.test", '{"i":%d}' % i)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["completed"] == 200,
+                    "every message completed", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    assert sorted(r["body"]["i"] for r in wl.records(out)) == list(range(200))
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_ordering_across_four_workers, test_a_poison_message_is_dead_lettered,
              test_a_worker_that_never_answers_is_killed_and_its_message_retried,
              test_a_worker_that_cannot_start_is_a_clear_error,
              test_a_worker_that_cannot_restart_shows_the_consumer_down,
              test_what_the_runner_makes_of_exceptions,
-             test_emit_wait_answers_when_the_worker_did])
+             test_emit_wait_answers_when_the_worker_did, test_a_reload_replaces_the_workers])
