@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -264,6 +265,10 @@ s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
     if (was == PROC_QUITTING || atomic_load (&w->stop) || halted) {
         p->state = PROC_DOWN;
         p->restart_at_ns = INT64_MAX;
+        bool clean = status >= 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0;
+        if (!clean) /* QUIT asks for exit 0 */
+            w->host->log (w->ctx, FANHUB_LOG_WARNING, "worker %zu (pid %d) %s after QUIT", p->index,
+                          (int) pid, cause);
         return;
     }
     s_schedule_restart (w, p, now);

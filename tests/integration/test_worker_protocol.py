@@ -121,6 +121,26 @@ def test_logs_and_output_reach_the_hub_log():
     wd.cleanup()
 
 
+def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
+    wd = fh.Workdir()
+    # Answers, then takes QUIT for a message it never answers and sleeps.
+    body = ("    os.write(fd, frame(b'A', struct.pack('>QBH', ticket, 0, 0)))")
+    code = WORKER % {"protocol": 1, "body": body}
+    code = code.replace('if t == b"Q": sys.exit(0)', 'if t == b"Q": __import__("time").sleep(60)')
+    options = "{command: [%s, -c, %s], shutdown_timeout: 300ms}" % (PY, json.dumps(code))
+    hub, pub = run_hub(wd, options)
+    try:
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "w")["completed"] == 1, "done", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        assert "fanhub: warning: consumer 'w': worker 0 (pid " in hub.log()
+        assert ") still running at shutdown_timeout: killed after QUIT" in hub.log(), hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_handshakes_that_fail, test_protocol_errors_kill_the_worker,
-             test_logs_and_output_reach_the_hub_log])
+             test_logs_and_output_reach_the_hub_log,
+             test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout])
