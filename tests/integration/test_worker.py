@@ -33,7 +33,7 @@ def test_a_worker_that_never_answers_is_killed_and_its_message_retried():
     wd = fh.Workdir()
     out = wd.file("records.jsonl")
     pub = fh.Publisher()
-    hub = simple_hub(wd, pub, out, extra="    consume_timeout: 0.5\n"
+    hub = simple_hub(wd, pub, out, extra="    consume_timeout: 2\n"
                      "    retry: {max_attempts: 3, initial_ms: 1, max_ms: 10}\n")
     try:
         pub.wait_subscribed(hub=hub)
@@ -43,8 +43,8 @@ def test_a_worker_that_never_answers_is_killed_and_its_message_retried():
         fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["completed"] == 10,
                     "every message completed", hub=hub)
         c = hub.consumer(hub.stats(), "py")
-        assert c["failed"] == 0 and c["retried"] >= 1 and c["restarts"] == 1, c
-        hub.wait_log("stopped answering (consume_timeout 0.5 s) and was killed")
+        assert c["failed"] == 0 and c["retried"] >= 1 and c["restarts"] >= 1, c
+        hub.wait_log("stopped answering (consume_timeout 2.0 s) and was killed")
         assert hub.stop() == 0, hub.log()
     finally:
         hub.kill()
