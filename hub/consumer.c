@@ -173,6 +173,8 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
     pthread_mutex_init (&self->reopen_lock, NULL);
+    pthread_mutex_init (&self->error_lock, NULL);
+    self->max_pending = config->max_pending ? config->max_pending : FH_DEFAULT_MAX_PENDING;
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
     self->workers = aligned_alloc (FH_CACHE_LINE, self->worker_count * sizeof *self->workers);
@@ -251,8 +253,10 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     /* Completions that came too late (or never): not done, so a spooled
        one stays in the spool for the next run. */
     fh_pending_item_t late;
-    while (self->pending && fh_pending_take_done (self->pending, &late))
+    while (self->pending && fh_pending_take_done (self->pending, &late)) {
+        free (late.reason);
         fh_msg_release (late.msg, NULL);
+    }
     fh_pending_destroy (&self->pending, s_release_unhandled, NULL);
     fh_shard_destroy (&self->shard);
     if (self->pool) {
@@ -277,6 +281,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     fh_crashlog_close (&self->crashlog);
     pthread_mutex_destroy (&self->spill_lock);
     pthread_mutex_destroy (&self->reopen_lock);
+    pthread_mutex_destroy (&self->error_lock);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
     free (self->name);
@@ -612,6 +617,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->capacity = fh_queue_capacity (self->queue);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
+    fh_cons_report_counts (self, out);
     if (self->pool) {
         out->coalesced = atomic_load_explicit (&self->coalesced, memory_order_acquire);
         out->key_fallback = atomic_load_explicit (&self->key_fallback, memory_order_acquire);

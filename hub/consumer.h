@@ -65,6 +65,10 @@ typedef struct {
     uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
     uint64_t spool_handoff; /* spilled, handed to the spool's writer, not
                                yet written (a crash loses them) */
+    /* Told by the plugin (ABI 1.3): */
+    uint64_t restarts;      /* its worker processes started again */
+    uint64_t skipped;       /* messages done without processing */
+    uint64_t plugin_state;  /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -151,6 +155,17 @@ size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
    answered FANHUB_PENDING, as if consume had answered result. 0, or -1
    (logged, rate-limited) when the ticket is not pending. */
 int fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
+/* The same with the plugin's reason (host->complete_reason, ABI 1.3). */
+int fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket,
+                                 fanhub_result_t result, const char *reason);
+
+/* ABI 1.3 (consumer_report.c): a setting as host->consumer_setting
+   answers it; the plugin's state and last error; its counters. */
+int64_t fh_consumer_setting (fh_consumer_t *self, const char *name);
+void fh_consumer_set_state (fh_consumer_t *self, int state, const char *error);
+void fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n);
+/* The last error the plugin reported ("" when none) into buf. */
+void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
 
 /* After fh_consumer_open_state: the highest seq of the messages its spool
    holds from the last run, 0 when none. */

@@ -9,6 +9,8 @@
                         finish, and completions of PENDING answers
       consumer_pool.c   pool mode: the dispatcher that feeds the per-key
                         scheduler, and the pool workers
+      consumer_report.c what a plugin tells of itself (ABI 1.3): its
+                        state, last error and counters; settings it asks
       consumer_spill.c  the state directory (dead letters, spool), spill:
                         the offer, the spool writer's callbacks, the
                         deferred completions, reading the spool back, and
@@ -176,6 +178,13 @@ struct fh_consumer {
     fh_ratelimit_t complete_log;
     bool pending_stuck; /* owned by the stuck checker */
 
+    /* What the plugin tells of itself (ABI 1.3, consumer_report.c). */
+    atomic_int plugin_state; /* FANHUB_STATE_* */
+    atomic_uint_fast64_t restarts, skipped;
+    pthread_mutex_t error_lock; /* guards last_error */
+    char last_error[256];
+    int64_t max_pending;
+
     /* Written by the spool writer's thread (s_spill_written). */
     alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */
     atomic_uint_fast64_t spill_dropped;                   /* accepted for the spool, then lost
@@ -224,6 +233,11 @@ void fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, 
                      uint32_t attempts, int64_t first_ns, int64_t last_ns);
 /* The thread of the one worker of a consumer that is not a pool. */
 void *fh_cons_worker_thread (void *arg);
+
+/* consumer_report.c */
+
+/* The plugin's state and counters into out (fh_consumer_counts). */
+void fh_cons_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
 
 /* consumer_pool.c */
 

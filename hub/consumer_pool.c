@@ -151,15 +151,17 @@ fh_cons_dispatcher_thread (void *arg)
    return): done, or retry later (the key waits; the worker does not). */
 static void
 s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
-              uint32_t attempts, int64_t start, int64_t end, bool late)
+              uint32_t attempts, int64_t start, int64_t end, const char *late)
 {
     fh_consumer_t *self = worker->consumer;
     bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
+    /* The plugin's own words: set_reason's, or complete_reason's (late). */
+    const char *reason = late ? late : worker->reason;
     if (retry) {
-        if (!late && worker->reason[0])
+        if (reason[0])
             fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
                             "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
-                            attempts, worker->reason);
+                            attempts, reason);
         fh_cons_progress_begin (worker);
         fh_bump (&worker->retried);
         fh_cons_progress_end (worker);
@@ -171,7 +173,6 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_r
     }
     char why[512] = "";
     const char *verb = late ? "completed with" : "consume answered";
-    const char *reason = late ? "" : worker->reason; /* host->set_reason */
     const char *colon = reason[0] ? ": " : "";
     if (worker->quarantined && !late) {
         worker->quarantined = false;
@@ -205,7 +206,8 @@ s_pool_take_completed (s_worker_t *worker)
     int64_t end = self->clock.now_ns (self->clock.arg);
     fh_histogram_record (&worker->processing, end - item.started_ns);
     s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
-                  true);
+                  item.reason ? item.reason : "");
+    free (item.reason);
     self->pool_worked = true;
 }
 
@@ -278,7 +280,7 @@ fh_cons_pool_worker_thread (void *arg)
             pthread_mutex_lock (&self->pool_lock);
             continue;
         }
-        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false);
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, NULL);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);

@@ -86,13 +86,20 @@ fh_cons_pending_wake (void *arg)
 int
 fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
 {
+    return fh_consumer_complete_reason (self, ticket, result, NULL);
+}
+
+int
+fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                             const char *reason)
+{
     if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
         fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
                   "FAIL; taken as FAIL",
                   self->name, (unsigned long long) ticket, (int) result);
         result = FANHUB_FAIL;
     }
-    if (fh_pending_complete (self->pending, ticket, result) == 0)
+    if (fh_pending_complete_reason (self->pending, ticket, result, reason) == 0)
         return 0;
     fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
                     "complete: consumer '%s': ticket %llu is not pending (unknown, or "
@@ -172,13 +179,14 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
    message is to be tried again, after the backoff was waited out here;
    false when it is finished, with why filled for anything but OK. */
 static bool
-s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end, bool late,
-         char *why, size_t whylen)
+s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end,
+         const char *late, char *why, size_t whylen)
 {
     fh_consumer_t *self = worker->consumer;
     const char *verb = late ? "completed with" : "consume answered";
-    /* The plugin's own words, when it gave them (host->set_reason). */
-    const char *reason = late ? "" : worker->reason;
+    /* The plugin's own words, when it gave them (host->set_reason, or
+       complete_reason's for a late answer: `late`). */
+    const char *reason = late ? late : worker->reason;
     const char *colon = reason[0] ? ": " : "";
     if (result == FANHUB_OK)
         return false;
@@ -231,7 +239,7 @@ s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first, 
         result = fh_cons_call_consume (worker, msg, start, &end, ticket);
         if (result == FANHUB_PENDING)
             return end;
-        if (!s_again (worker, result, attempts, end, false, why, sizeof why))
+        if (!s_again (worker, result, attempts, end, NULL, why, sizeof why))
             break;
         start = self->clock.now_ns (self->clock.arg);
     }
@@ -261,7 +269,10 @@ s_take_completions (s_worker_t *worker, int64_t now)
         now = self->clock.now_ns (self->clock.arg);
         fh_histogram_record (&worker->processing, now - item.started_ns);
         char why[512] = "";
-        if (s_again (worker, item.result, item.attempts, now, true, why, sizeof why))
+        bool again = s_again (worker, item.result, item.attempts, now,
+                              item.reason ? item.reason : "", why, sizeof why);
+        free (item.reason);
+        if (again)
             now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
                              self->clock.now_ns (self->clock.arg));
         else

@@ -313,6 +313,8 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
     out->spool_cursor_errors += c->spool_cursor_errors;
     out->spool_lost += c->spool_lost;
     out->spool_fsyncs += c->spool_fsyncs;
+    out->restarts += c->restarts;
+    out->skipped += c->skipped;
     if (c->backlog_max > out->backlog_max)
         out->backlog_max = c->backlog_max;
     if (c->key_backlog_max > out->key_backlog_max)
@@ -453,6 +455,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->spool_handoff += c.spool_handoff;
         out->capacity = c.capacity;
         out->workers = c.workers;
+        out->plugin_state = c.plugin_state; /* the newest instance's */
     }
     if (out->backlog > out->backlog_max)
         out->backlog_max = out->backlog;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define INDEX_BITS 20
@@ -41,6 +42,7 @@ struct fh_pending {
 static _Thread_local struct {
     const fh_msg_t *msg;
     fanhub_ticket_t ticket;
+    uint32_t attempts;
 } s_current;
 
 fh_pending_t *
@@ -82,9 +84,11 @@ fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void 
     fh_pending_t *self = *self_p;
     if (!self)
         return;
-    for (size_t i = 0; i < self->capacity; i++)
+    for (size_t i = 0; i < self->capacity; i++) {
         if (self->entries[i].state != S_FREE && release)
             release (self->entries[i].item.msg, arg);
+        free (self->entries[i].item.reason);
+    }
     pthread_mutex_destroy (&self->lock);
     pthread_cond_destroy (&self->done_cond);
     free (self->entries);
@@ -108,6 +112,8 @@ s_find (fh_pending_t *self, fanhub_ticket_t ticket)
 static void
 s_free (fh_pending_t *self, s_entry_t *entry)
 {
+    free (entry->item.reason);
+    entry->item.reason = NULL;
     entry->state = S_FREE;
     entry->ticket = 0;
     self->free_list[self->free_count++] = (size_t) (entry - self->entries);
@@ -125,6 +131,7 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     size_t index = self->free_list[--self->free_count];
     s_entry_t *entry = &self->entries[index];
     entry->item = *item;
+    entry->item.reason = NULL;
     entry->state = S_RESERVED;
     entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
     self->used++;
@@ -132,6 +139,7 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     pthread_mutex_unlock (&self->lock);
     s_current.msg = item->msg;
     s_current.ticket = ticket;
+    s_current.attempts = item->attempts;
     return ticket;
 }
 
@@ -183,16 +191,39 @@ fh_pending_current (const fh_msg_t *msg)
     return msg && msg == s_current.msg ? s_current.ticket : 0;
 }
 
+uint32_t
+fh_pending_current_attempt (const fh_msg_t *msg)
+{
+    return msg && msg == s_current.msg ? s_current.attempts : 0;
+}
+
 int
 fh_pending_complete (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
 {
+    return fh_pending_complete_reason (self, ticket, result, NULL);
+}
+
+int
+fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                            const char *reason)
+{
+    char *copy = NULL;
+    if (reason && reason[0] && result != FANHUB_OK) {
+        size_t size = strcspn (reason, "\r\n"); /* one line */
+        copy = strndup (reason, size < 255 ? size : 255);
+        if (!copy)
+            return -1;
+    }
     pthread_mutex_lock (&self->lock);
     s_entry_t *entry = s_find (self, ticket);
     if (!entry || entry->state == S_DONE) {
         pthread_mutex_unlock (&self->lock);
+        free (copy);
         return -1;
     }
     entry->item.result = result;
+    free (entry->item.reason);
+    entry->item.reason = copy;
     entry->state = S_DONE;
     self->done[(self->done_head + self->done_count) % self->capacity] =
         (size_t) (entry - self->entries);
@@ -216,6 +247,7 @@ fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out)
     self->done_head = (self->done_head + 1) % self->capacity;
     self->done_count--;
     *out = entry->item;
+    entry->item.reason = NULL; /* the taker's now */
     s_free (self, entry);
     pthread_mutex_unlock (&self->lock);
     return true;

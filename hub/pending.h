@@ -42,6 +42,8 @@ typedef struct {
     int64_t first_ns;    /* start of the first attempt */
     int64_t started_ns;  /* start of the attempt now open */
     fanhub_result_t result; /* set by complete */
+    char *reason;        /* set by complete with a reason (ABI 1.3): malloc'd,
+                            the taker of the item frees it */
 } fh_pending_item_t;
 
 /* capacity >= 1. NULL when out of memory. */
@@ -64,10 +66,16 @@ bool fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket);
 /* The ticket of msg when the calling thread is inside the consume call of
    that message; 0 otherwise. */
 fanhub_ticket_t fh_pending_current (const fh_msg_t *msg);
+/* The attempt number (1 for the first) of that call; 0 likewise. */
+uint32_t fh_pending_current_attempt (const fh_msg_t *msg);
 
 /* host->complete: 0, or -1 when the ticket is not open (unknown, already
    completed, or its consumer is another). */
 int fh_pending_complete (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
+/* The same with the plugin's reason for a RETRY or FAIL (NULL or "" for
+   none; copied, one line, cut at 255 bytes). -1 also when out of memory. */
+int fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket,
+                                fanhub_result_t result, const char *reason);
 
 /* Takes the oldest completed entry into *out and frees it: true; false
    when none is done. */

@@ -117,6 +117,10 @@ typedef enum {
     FH_M_KEYS_ACTIVE,
     FH_M_KEY_BACKLOG_MAX,
     FH_M_KEY_FALLBACK,
+    FH_M_RESTARTS,
+    FH_M_SKIPPED,
+    FH_M_PLUGIN_STATE,
+    FH_M_LAST_ERROR,
     FH_M_QUEUE_WAIT,
     FH_M_PROCESSING,
     FH_M_QUEUE_WAIT_MAX,
@@ -180,7 +184,8 @@ typedef struct {
 typedef struct {
     char *name;  /* hub: its name; endpoint: the address; consumer: its name */
     char *text;  /* hub: the version; endpoint: the kind; consumer: the plugin */
-    char *error; /* endpoint: its last error (NULL: none) */
+    char *error; /* endpoint: its last error; consumer: the last error its plugin
+                    reported (ABI 1.3); NULL: none */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
     fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
                                                   queue_wait, processing */

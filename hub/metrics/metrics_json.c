@@ -149,8 +149,9 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:s, s:s}", "name", item->name ? item->name : "", "plugin",
-                              item->text ? item->text : "");
+    json_t *json = json_pack ("{s:s, s:s, s:s}", "name", item->name ? item->name : "", "plugin",
+                              item->text ? item->text : "", "last_error",
+                              item->error ? item->error : "");
     json_t *workers = json_array ();
     if (!json || !workers) {
         json_decref (json);
@@ -311,7 +312,8 @@ s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
         return 0;
     fh_metrics_item_t *item = fh_metrics_add_consumers (self, 1);
     if (!item || fh_metrics_set_text (&item->name, name) != 0
-        || fh_metrics_set_text (&item->text, s_text (consumer, "plugin")) != 0)
+        || fh_metrics_set_text (&item->text, s_text (consumer, "plugin")) != 0
+        || fh_metrics_set_text (&item->error, s_text (consumer, "last_error")) != 0)
         return -1;
     s_scope_read (consumer, FH_SCOPE_CONSUMER, item);
     const json_t *workers = json_object_get (consumer, "workers");

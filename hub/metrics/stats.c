@@ -81,6 +81,10 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         || fh_metrics_set_text (&item->text, fh_hub_config (self->hub)->consumers[index].plugin)
                != 0)
         return -1;
+    char error[256];
+    fh_consumer_last_error (consumer, error, sizeof error);
+    if (error[0] && fh_metrics_set_text (&item->error, error) != 0)
+        return -1;
     const struct {
         fh_metric_id_t id;
         uint64_t value;
@@ -98,6 +102,8 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         { FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors }, { FH_M_SPOOL_LOST, c.spool_lost },
         { FH_M_SPOOL_FSYNCS, c.spool_fsyncs },
         { FH_M_SPOOL_HANDOFF, c.spool_handoff },
+        { FH_M_RESTARTS, c.restarts },       { FH_M_SKIPPED, c.skipped },
+        { FH_M_PLUGIN_STATE, c.plugin_state },
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);

@@ -128,6 +128,54 @@ fh_host_take_reason (char *reason, size_t size)
     s_reason[0] = '\0';
 }
 
+static void
+s_complete_reason (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result,
+                   const char *reason)
+{
+    if (!ctx || !ctx->consumer) {
+        fh_error ("complete_reason: consumer '%s': no consumer to complete ticket %llu for",
+                  ctx ? ctx->consumer_name : "?", (unsigned long long) ticket);
+        return;
+    }
+    fh_consumer_complete_reason (ctx->consumer, ticket, result, reason);
+}
+
+static int64_t
+s_consumer_setting (fanhub_ctx_t *ctx, const char *name)
+{
+    return ctx && ctx->consumer ? fh_consumer_setting (ctx->consumer, name) : -1;
+}
+
+static void s_set_state (fanhub_ctx_t *ctx, int state, const char *fmt, ...) FANHUB_PRINTF (3, 4);
+
+static void
+s_set_state (fanhub_ctx_t *ctx, int state, const char *fmt, ...)
+{
+    if (!ctx || !ctx->consumer)
+        return;
+    char error[256];
+    if (fmt) {
+        va_list args;
+        va_start (args, fmt);
+        vsnprintf (error, sizeof error, fmt, args);
+        va_end (args);
+    }
+    fh_consumer_set_state (ctx->consumer, state, fmt ? error : NULL);
+}
+
+static void
+s_count (fanhub_ctx_t *ctx, int counter, uint64_t n)
+{
+    if (ctx && ctx->consumer)
+        fh_consumer_count (ctx->consumer, counter, n);
+}
+
+static uint32_t
+s_msg_attempt (const fanhub_msg_t *msg)
+{
+    return fh_pending_current_attempt (msg);
+}
+
 const fanhub_host_t fh_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -150,4 +198,9 @@ const fanhub_host_t fh_host = {
     .complete = s_complete,
     .options_read = s_options_read,
     .set_reason = s_set_reason,
+    .complete_reason = s_complete_reason,
+    .consumer_setting = s_consumer_setting,
+    .set_state = s_set_state,
+    .count = s_count,
+    .msg_attempt = s_msg_attempt,
 };

@@ -263,7 +263,48 @@ typedef struct fanhub_host {
        the failure and keeps it in the dead letter. One line; cut at 255
        bytes. A later call replaces it; an OK answer drops it. */
     void (*set_reason) (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+
+    /* ABI 1.3 (FANHUB_HOST_HAS_1_3 before using these). For plugins that
+       run the work elsewhere (the worker plugin's processes). */
+
+    /* complete with the plugin's reason for RETRY or FAIL, as set_reason
+       gives one with a synchronous answer: logged with the retry or the
+       failure and kept in the dead letter (one line, cut at 255 bytes;
+       NULL or "" for none). Otherwise as complete. */
+    void (*complete_reason) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket,
+                             fanhub_result_t result, const char *reason);
+    /* A setting of the consumer from the configuration, as a number:
+       "workers", "max_pending", "consume_timeout_ms" (0: never),
+       "retry.max_attempts"; -1 for a name it does not know. */
+    int64_t (*consumer_setting) (fanhub_ctx_t *ctx, const char *name);
+    /* What the plugin's own machinery is doing (FANHUB_STATE_*), with the
+       last error (printf-style; NULL keeps the last one, "" clears it):
+       `fanhub stats` shows both, Prometheus and collectd the state. */
+    void (*set_state) (fanhub_ctx_t *ctx, int state, const char *fmt, ...)
+        FANHUB_PRINTF (3, 4);
+    /* Adds n to one of the consumer's plugin counters (FANHUB_COUNT_*),
+       shown in stats, Prometheus and collectd. Any thread. */
+    void (*count) (fanhub_ctx_t *ctx, int counter, uint64_t n);
+    /* Which attempt this consume call is: 1 for the first, one more for
+       each RETRY before it (retry.max_attempts bounds it); 0 outside
+       consume. */
+    uint32_t (*msg_attempt) (const fanhub_msg_t *msg);
 } fanhub_host_t;
+
+/* ABI 1.3: host->set_state's states. */
+#define FANHUB_STATE_UP 0     /* working (the default) */
+#define FANHUB_STATE_DOWN 1   /* cannot work now; it keeps trying */
+#define FANHUB_STATE_HALTED 2 /* stopped on purpose; no retries until a restart */
+
+/* ABI 1.3: host->count's counters. */
+#define FANHUB_COUNT_RESTARTS 1 /* worker processes started again */
+#define FANHUB_COUNT_SKIPPED 2  /* messages done without processing (a worker's DROP) */
+
+/* True when the host table offers the ABI 1.3 calls. */
+#define FANHUB_HOST_HAS_1_3(host)                                              \
+    ((host)->abi_minor >= 3                                                    \
+     && (host)->size >= offsetof (fanhub_host_t, msg_attempt)                 \
+                            + sizeof (host)->msg_attempt)
 
 /* True when the host table offers the ABI 1.2 calls (options_read and
    set_reason). */

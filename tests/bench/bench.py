@@ -32,6 +32,9 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   cluster     keyed work on RabbitMQ shard queues: 3 worker hubs against 1
               with an I/O-bound consumer (1 ms per message), one private
               broker, the same run (bench_cluster.py; target >= 2.7x).
+  worker      a no-op Python consumer (plugin: python, the runner parsing
+              100 B JSON bodies) in 1 and 2 worker processes: msg/s and
+              CPU a message of hub and workers (bench_worker.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -501,7 +504,8 @@ def publish(bench, endpoint, n, cpu=None, size=100, rate=None, jsonl=None, topic
 
 
 def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
-          connections=1, stamp=True, subscriptions=1, deadline_s=None, curve=None):
+          connections=1, stamp=True, subscriptions=1, deadline_s=None, curve=None,
+          json_body=False):
     """Runs bench_pub (the full-speed publisher) to the end, a CURVE client
     with the keys of curve (CurveKeys) when given. Returns its
     JSON: sent, send_rate (its own rate, first to last send), t_first_ns,
@@ -512,6 +516,8 @@ def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
     cmd += ["--topics", topics_file] if topics_file else ["--topic", topic]
     if not stamp:
         cmd.append("--no-stamp")
+    if json_body:
+        cmd.append("--json")
     if curve:
         cmd += ["--curve-server-key", curve.hub_public, "--curve-keys", curve.pub_secret_file]
     errfile = bench.path("bench_pub.err")
@@ -1199,6 +1205,13 @@ def case_signatures(bench, prof, results):
     tests/bench/bench_signatures.py."""
     import bench_signatures
     bench_signatures.run(sys.modules[__name__], bench, prof, results)
+
+
+def case_worker(bench, prof, results):
+    """A no-op Python consumer in 1 and 2 worker processes:
+    tests/bench/bench_worker.py."""
+    import bench_worker
+    bench_worker.run(sys.modules[__name__], bench, prof, results)
 
 
 def case_amqp(bench, prof, results):
@@ -2037,6 +2050,8 @@ def markdown(results):
     bench_amqp.markdown(results, w)
     import bench_cluster
     bench_cluster.markdown(results, w)
+    import bench_worker
+    bench_worker.markdown(results, w)
     w("## Spill and ordered pool\n")
     for name in ("spill", "pool"):
         entry = results.get(name, {"status": "not run"})
@@ -2268,7 +2283,8 @@ def _gnuplot(script, outdir, name):
 # ---------------------------------------------------------------------------
 
 CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
-         "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster", "callgrind"]
+         "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster", "worker",
+         "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
 
 

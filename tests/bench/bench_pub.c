@@ -12,8 +12,11 @@
 
     usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T]
                      [--topics FILE] [--connections N] [--subscriptions S]
-                     [--no-stamp] [--timeout SECONDS]
+                     [--no-stamp] [--json] [--timeout SECONDS]
                      [--curve-server-key KEY --curve-keys FILE]
+
+    --json makes the body a JSON object of the same size,
+    {"pad":"xxx...x"} (at least 10 bytes), for consumers that parse it.
 
     --topics FILE cycles through the topics in FILE (one a line) instead of
     one topic. --subscriptions S: each connection waits for S subscription
@@ -258,6 +261,7 @@ main (int argc, char **argv)
         {"connections", required_argument, NULL, 'C'},
         {"subscriptions", required_argument, NULL, 'S'},
         {"no-stamp", no_argument, NULL, 'N'},
+        {"json", no_argument, NULL, 'J'},
         {"timeout", required_argument, NULL, 'o'},
         {"curve-server-key", required_argument, NULL, 'K'},
         {"curve-keys", required_argument, NULL, 'k'},
@@ -267,7 +271,7 @@ main (int argc, char **argv)
     unsigned long long count = 0;
     size_t size = 100;
     int connections = 1, subscriptions = 1;
-    bool stamp = true;
+    bool stamp = true, json = false;
     double timeout_s = 20;
     const char *server_key = NULL, *keys_path = NULL;
     int opt;
@@ -281,6 +285,7 @@ main (int argc, char **argv)
         case 'C': connections = atoi (optarg); break;
         case 'S': subscriptions = atoi (optarg); break;
         case 'N': stamp = false; break;
+        case 'J': json = true; break;
         case 'o': timeout_s = atof (optarg); break;
         case 'K': server_key = optarg; break;
         case 'k': keys_path = optarg; break;
@@ -321,6 +326,10 @@ main (int argc, char **argv)
     if (!body)
         return 1;
     memset (body, 'x', size ? size : 1);
+    if (json && size >= 10) {
+        memcpy (body, "{\"pad\":\"", 8);
+        memcpy ((char *) body + size - 2, "\"}", 2);
+    }
 
     void *ctx = zmq_ctx_new ();
     pthread_barrier_t ready;

@@ -342,7 +342,7 @@ def test_hub_pushes_to_unixsock():
         host = collectd_host_of_this_machine()
         check_backlog_then_completion(wd, host, hub, pub, collectd)
         log = hub.log()
-        assert "collectd: pushing 15 values to %s every 1s" % collectd.socket in log, log
+        assert "collectd: pushing 17 values to %s every 1s" % collectd.socket in log, log
         assert "collectd: cannot push" not in log, log
         assert "refused" not in log, log
         assert "[error]" not in collectd.log(), collectd.log()

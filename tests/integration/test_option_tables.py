@@ -187,9 +187,43 @@ def test_wrong_type_refused_before_init_and_check():
     wd.cleanup()
 
 
+def test_an_abi_1_2_plugin_still_loads_and_runs():
+    """ABI 1.3 appended to the host table only: a 1.2 plugin loads, is
+    listed as 1.2, reads its option table and gives its reasons."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    config = ("state_dir: %s\nbus:\n  connect: %s\nconsumers:\n"
+              "  - name: ok\n    plugin: %s\n    topics: [org.ok]\n"
+              "  - name: failing\n    plugin: %s\n    topics: [org.fail]\n"
+              "    options: {answer: fail}\n"
+              % (wd.file("state"), pub.endpoint, plugin("abi12"), plugin("abi12")))
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.TEST_PLUGINS, "--json"])
+    listing = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert listing["abi12"]["loaded"] and listing["abi12"]["abi"] == "1.2", listing["abi12"]
+    hub = fh.Hub(wd, config)
+    try:
+        status, out, err = fh.run(["check", "-c", hub.config])
+        assert status == 0, err
+        pub.wait_subscribed(hub=hub)
+        for i in range(5):
+            pub.send("org.ok", "m%d" % i)
+        pub.send("org.fail", "bad")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "ok")["completed"] == 5
+                    and hub.consumer(hub.stats(), "failing")["dead_lettered"] == 1,
+                    "the 1.2 plugin to complete 5 and fail 1", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", "failing"])
+    assert "consume answered FAIL: old plugin (message 6)" in out, out
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_plugins_prints_the_table,
              test_check_reads_typed_values_and_refuses_with_the_place,
              test_reason_reaches_the_log_and_the_dead_letter,
              test_an_abi_1_1_plugin_still_loads_checks_and_runs,
-             test_wrong_type_refused_before_init_and_check])
+             test_wrong_type_refused_before_init_and_check,
+             test_an_abi_1_2_plugin_still_loads_and_runs])

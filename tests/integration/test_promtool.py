@@ -172,9 +172,9 @@ def parse_prometheus(text):
 
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
             "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
-            "spool_cursor_errors", "spool_fsyncs", "spool_lost")
+            "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
-          "keys_active", "key_backlog_max")
+          "keys_active", "key_backlog_max", "state")
 
 
 def same(a, b):
@@ -213,10 +213,12 @@ def check_prometheus_values(samples, snap):
                    kind=ep["kind"]) == (1 if ep["connected"] else 0)
     for c in snap["consumers"]:
         name = c["name"]
+        # A snapshot saved before a figure existed reads it as 0 (restarts,
+        # skipped, state: ABI 1.3).
         for field in COUNTERS:
-            assert get("fanhub_consumer_%s_total" % field, consumer=name) == c[field], (name, field)
+            assert get("fanhub_consumer_%s_total" % field, consumer=name) == c.get(field, 0), (name, field)
         for field in GAUGES:
-            assert get("fanhub_consumer_%s" % field, consumer=name) == c[field], (name, field)
+            assert get("fanhub_consumer_%s" % field, consumer=name) == c.get(field, 0), (name, field)
         for hist in ("queue_wait", "processing"):
             h = c[hist]
             family = "fanhub_consumer_%s_seconds" % hist
@@ -273,14 +275,15 @@ def test_promtool_catches_a_broken_text():
 NAME = r'[^/"\\\s]+'  # a host or instance: no '/', '"', backslash or space
 PUTVAL_RE = re.compile(
     r'^PUTVAL "(?P<host>%s)/fanhub-(?P<instance>%s)/'
-    r'(?P<type>queue_length|latency|derive)(?:-(?P<type_instance>%s))?"'
+    r'(?P<type>queue_length|latency|derive|gauge)(?:-(?P<type_instance>%s))?"'
     r'(?: interval=(?P<interval>\d+(?:\.\d+)?(?:e[+-]?\d+)?))?'
     r' (?P<time>N|\d+(?:\.\d+)?):(?P<value>-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)$' % (NAME, NAME, NAME))
 TYPE_INSTANCES = {
     "queue_length": {None},
     "latency": {"queue_wait_p99", "queue_wait_mean", "processing_p99", "processing_mean"},
     "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted",
-               "auth_denied", "peers_refused", "spool_lost"},
+               "auth_denied", "peers_refused", "spool_lost", "restarts"},
+    "gauge": {"state"},
 }
 
 
@@ -326,6 +329,8 @@ def check_collectd_values(values, snap):
             want[(inst, "latency-%s_mean" % hist)] = iv["mean"] if iv["count"] else 0
         for f in ("completed", "failed", "dropped", "enqueued", "spool_lost"):
             want[(inst, "derive-" + f)] = c[f]
+        want[(inst, "derive-restarts")] = c.get("restarts", 0)
+        want[(inst, "gauge-state")] = c.get("state", 0)
     assert set(values) == set(want), "identifiers differ: got %r, want %r" % (
         sorted(set(values) - set(want)), sorted(set(want) - set(values)))
     for key, value in want.items():

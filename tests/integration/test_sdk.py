@@ -14,7 +14,7 @@ The INSTALLED fanhub then checks a configuration that uses both plugins
 (one by path, one by name), runs it against a pyzmq publisher (both
 plugins see every message, with their options) and stops cleanly;
 `fanhub plugins` lists the shipped plugins and the CMake-built one with ABI
-1.2; the man pages, the CMake package, the systemd unit and the reference
+1.3; the man pages, the CMake package, the systemd unit and the reference
 configuration are installed, and the man pages render without warnings.
 """
 import atexit

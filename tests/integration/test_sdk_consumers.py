@@ -17,7 +17,7 @@ import subprocess
 import fanhublib as fh
 
 BUILD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(fh.BIN)))
-SHIPPED = ("amqp", "exec", "log", "null", "relay", "store")
+SHIPPED = ("amqp", "exec", "log", "null", "python", "relay", "store", "worker")
 
 
 class Setup:

@@ -585,8 +585,8 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
     assert_non_null (push);
     s_server_t *server = s_server_start (s_socket_path, SERVE_ACCEPT);
     /* 5 hub values (received, malformed, unrouted, auth_denied,
-       peers_refused), 10 per consumer. */
-    const int batch = 5 + 10;
+       peers_refused), 12 per consumer. */
+    const int batch = 5 + 12;
     const int64_t t = 1000 * SECOND;
 
     /* Made-up times, and whether a batch is due then: the first tick
@@ -624,7 +624,7 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
         snprintf (start, sizeof start, "PUTVAL \"%s/fanhub-hub/", hostname);
         assert_int_equal (strncmp (received, start, strlen (start)), 0);
     }
-    assert_int_equal (s_count (log, "collectd: pushing 15 values to "), 1);
+    assert_int_equal (s_count (log, "collectd: pushing 17 values to "), 1);
     free (received);
     free (log);
     fh_collectd_push_destroy (&push);
@@ -652,7 +652,7 @@ test_interval_defaults_to_metrics_interval (void **state)
     fh_collectd_push_tick (push, stats, 6 * SECOND - 1);
     fh_collectd_push_tick (push, stats, 6 * SECOND);
     char *log = s_capture_end ();
-    assert_int_equal (s_server_lines (server), 30);
+    assert_int_equal (s_server_lines (server), 34);
     char *received = s_server_received (server);
     assert_non_null (strstr (received, "/fanhub-c1/queue_length\" interval=1 N:0\n"));
     free (received);

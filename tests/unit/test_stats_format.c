@@ -371,6 +371,15 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be read, given the fallback key.",
         "# TYPE fanhub_consumer_key_fallback_total counter",
         "fanhub_consumer_key_fallback_total{consumer=\"archive\"} 2",
+        "# HELP fanhub_consumer_restarts_total Worker processes the consumer's plugin started again after one ended (ABI 1.3).",
+        "# TYPE fanhub_consumer_restarts_total counter",
+        "fanhub_consumer_restarts_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_skipped_total Messages done without being processed (a worker's DROP answer).",
+        "# TYPE fanhub_consumer_skipped_total counter",
+        "fanhub_consumer_skipped_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3).",
+        "# TYPE fanhub_consumer_state gauge",
+        "fanhub_consumer_state{consumer=\"archive\"} 0",
     };
     char want[16384] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
@@ -600,6 +609,8 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_lost\" interval=10 N:10",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-restarts\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/gauge-state\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
@@ -626,6 +637,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/derive-spool_lost\" interval=2.5 1700000000:10",
+        "PUTVAL \"h/fanhub-archive/derive-restarts\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/gauge-state\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
         "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
@@ -678,13 +691,13 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 5 hub lines and 10 consumer lines, each one PUTVAL. */
+        /* 5 hub lines and 12 consumer lines, each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 15);
+        assert_int_equal (lines, 17);
         free (text);
         json_decref (stats);
     }

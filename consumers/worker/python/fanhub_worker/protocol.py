@@ -1,0 +1,87 @@
+"""The frames of docs/worker-protocol.md, for a worker: read HELLO and
+messages from the hub's socket in large chunks, write READY, answers, logs
+and HALT in batches. Integers are big-endian."""
+import json
+import os
+import struct
+
+PROTOCOL = 1
+OK, RETRY, FAIL, DROP = 0, 1, 2, 3
+
+_LEN = struct.Struct(">I")
+_MSG = struct.Struct(">QQIqH")  # ticket, seq, attempt, received_ns, msg_id length
+_ANSWER = struct.Struct(">IBQBH")  # length, 'A', ticket, verdict, reason length
+_LOG = struct.Struct(">IBB")  # length, 'L', level
+
+
+class Connection:
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+        self.out = []
+
+    def read(self):
+        """More bytes from the hub; False at end of file."""
+        chunk = os.read(self.fd, 1 << 20)
+        if not chunk:
+            return False
+        self.buf += chunk
+        return True
+
+    def frames(self):
+        """Yields (type, start, end) of each whole frame in the buffer; the
+        caller reads the payload from self.buf[start:end]. Consumed frames
+        are dropped from the buffer when the generator ends."""
+        buf = self.buf
+        pos, size = 0, len(buf)
+        try:
+            while size - pos >= 4:
+                (length,) = _LEN.unpack_from(buf, pos)
+                if length == 0:
+                    raise ValueError("a frame of length 0")
+                if size - pos - 4 < length:
+                    break
+                start = pos
+                pos += 4 + length  # before the yield: a caller may stop here
+                yield buf[start + 4], start + 5, pos
+        finally:
+            del buf[:pos]
+
+    def message(self, start):
+        """An 'M' payload at start: (ticket, seq, attempt, received_ns,
+        msg_id or None, [frames as bytes])."""
+        buf = self.buf
+        ticket, seq, attempt, received, idlen = _MSG.unpack_from(buf, start)
+        pos = start + 30
+        msg_id = buf[pos:pos + idlen].decode("utf-8", "replace") if idlen else None
+        pos += idlen
+        (count,) = _LEN.unpack_from(buf, pos)
+        pos += 4
+        frames = []
+        for _ in range(count):
+            (flen,) = _LEN.unpack_from(buf, pos)
+            pos += 4
+            frames.append(bytes(buf[pos:pos + flen]))
+            pos += flen
+        return ticket, seq, attempt, received, msg_id, frames
+
+    def send_json(self, kind, obj):
+        data = json.dumps(obj).encode()
+        self.out.append(_LEN.pack(len(data) + 1) + kind + data)
+
+    def answer(self, ticket, verdict, reason=""):
+        data = reason.encode("utf-8", "replace")[:255] if reason else b""
+        self.out.append(_ANSWER.pack(12 + len(data), 65, ticket, verdict, len(data)) + data)
+
+    def log(self, level, text):
+        data = text.encode("utf-8", "replace")[:4000]
+        self.out.append(_LOG.pack(len(data) + 2, 76, level) + data)
+
+    def flush(self):
+        if not self.out:
+            return
+        data = b"".join(self.out)
+        self.out.clear()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]

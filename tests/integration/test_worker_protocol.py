@@ -1,0 +1,146 @@
+"""The worker protocol's failure paths, with tiny workers written inline:
+no READY within handshake_timeout, READY of another protocol version, a
+frame over the limit, an answer to a ticket the worker does not hold, a
+frame of no known type; a worker's LOG frames and stdout lines reach the
+hub's log with the consumer's name."""
+import json
+
+import fanhublib as fh
+
+PY = "/usr/bin/python3"
+
+# A worker that answers HELLO with READY, then runs BODY for each message
+# frame (payload in `p`, the socket `s`), as the protocol document says.
+WORKER = r'''
+import json, os, struct, sys
+fd = 3
+def frame(t, data): return struct.pack(">I", len(data) + 1) + t + data
+def read_frame():
+    head = b""
+    while len(head) < 4:
+        chunk = os.read(fd, 4 - len(head))
+        if not chunk: sys.exit(0)
+        head += chunk
+    (n,) = struct.unpack(">I", head)
+    data = b""
+    while len(data) < n:
+        data += os.read(fd, n - len(data))
+    return data[:1], data[1:]
+t, hello = read_frame()
+os.write(fd, frame(b"R", json.dumps({"protocol": %(protocol)d, "name": "t", "version": "0"}).encode()))
+while True:
+    t, p = read_frame()
+    if t == b"Q": sys.exit(0)
+    ticket = struct.unpack_from(">Q", p, 0)[0]
+%(body)s
+'''
+
+
+def worker_options(body, protocol=1, extra=""):
+    code = WORKER % {"protocol": protocol, "body": body}
+    return "{command: [%s, -c, %s]%s}" % (PY, json.dumps(code), extra)
+
+
+def run_hub(wd, options, messages=1, extra=""):
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n  - name: w\n    plugin: worker\n%s"
+              "    options: %s\n" % (pub.endpoint, extra, options))
+    hub = fh.Hub(wd, config)
+    pub.wait_subscribed(hub=hub)
+    for i in range(messages):
+        pub.send("org.test", '{"i":%d}' % i)
+    return hub, pub
+
+
+def refused(wd, options, expect):
+    pub = fh.Publisher()
+    config = wd.write("w.yaml", "bus:\n  connect: [%s]\nconsumers:\n  - name: w\n"
+                      "    plugin: worker\n    options: %s\n" % (pub.endpoint, options))
+    status, out, err = fh.run(["run", "-c", config])
+    pub.close()
+    assert status != 0 and expect in err, err
+
+
+def test_handshakes_that_fail():
+    wd = fh.Workdir()
+    refused(wd, "{command: [/bin/sleep, '60'], handshake_timeout: 300ms}",
+            "worker 0: no READY within handshake_timeout (0.3 s)")
+    refused(wd, worker_options("    pass", protocol=7),
+            "worker 0: READY speaks protocol 7; the hub speaks 1")
+    # It exits, but what it started keeps the socket open: seen by its exit.
+    refused(wd, "{command: [/bin/sh, -c, 'sleep 60 & exit 5']}",
+            "worker 0: exited with status 5 before READY")
+    wd.cleanup()
+
+
+def killed_for(body, expect):
+    wd = fh.Workdir()
+    hub, pub = run_hub(wd, worker_options(body),
+                       extra="    retry: {max_attempts: 2, initial_ms: 1, max_ms: 2}\n")
+    try:
+        hub.wait_log(expect)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "w")["restarts"] >= 1, "a restart",
+                    hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+def test_protocol_errors_kill_the_worker():
+    killed_for("    os.write(fd, struct.pack('>I', (1 << 20) + 1))",
+               "worker 0: protocol error: a frame of 1048577 bytes (the limit is 1048576); killed")
+    killed_for("    os.write(fd, frame(b'A', struct.pack('>QBH', ticket + 1, 0, 0)))",
+               "worker 0: protocol error: a malformed ANSWER, or one to a ticket it does not "
+               "hold; killed")
+    killed_for("    os.write(fd, frame(b'A', struct.pack('>QBH', ticket, 9, 0)))",
+               "worker 0: protocol error: a malformed ANSWER")
+    killed_for("    os.write(fd, frame(b'Z', b''))",
+               "worker 0: protocol error: a frame of type 0x5a where it has no place; killed")
+    killed_for("    os.write(fd, struct.pack('>I', 0))",
+               "worker 0: protocol error: a frame of length 0 (every frame has a type byte)")
+
+
+def test_logs_and_output_reach_the_hub_log():
+    wd = fh.Workdir()
+    body = ("    os.write(fd, frame(b'L', bytes([4]) + b'disk almost full'))\n"
+            "    print('plain stdout', flush=True)\n"
+            "    sys.stderr.write('plain stderr\\n'); sys.stderr.flush()\n"
+            "    os.write(fd, frame(b'A', struct.pack('>QBH', ticket, 0, 0)))")
+    hub, pub = run_hub(wd, worker_options(body))
+    try:
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "w")["completed"] == 1, "done", hub=hub)
+        hub.wait_log("fanhub: warning: consumer 'w': worker 0: disk almost full")
+        hub.wait_log("fanhub: info: consumer 'w': worker 0: plain stdout")
+        hub.wait_log("fanhub: warning: consumer 'w': worker 0: plain stderr")
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
+    wd = fh.Workdir()
+    # Answers, then takes QUIT for a message it never answers and sleeps.
+    body = ("    os.write(fd, frame(b'A', struct.pack('>QBH', ticket, 0, 0)))")
+    code = WORKER % {"protocol": 1, "body": body}
+    code = code.replace('if t == b"Q": sys.exit(0)', 'if t == b"Q": __import__("time").sleep(60)')
+    options = "{command: [%s, -c, %s], shutdown_timeout: 300ms}" % (PY, json.dumps(code))
+    hub, pub = run_hub(wd, options)
+    try:
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "w")["completed"] == 1, "done", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        assert "fanhub: warning: consumer 'w': worker 0 (pid " in hub.log()
+        assert ") still running at shutdown_timeout: killed after QUIT" in hub.log(), hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+if __name__ == "__main__":
+    fh.main([test_handshakes_that_fail, test_protocol_errors_kill_the_worker,
+             test_logs_and_output_reach_the_hub_log,
+             test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout])
