@@ -191,8 +191,7 @@ s_perf_slowdown (void)
 #else
 static inline void
 s_perf_slowdown (void)
-{
-}
+{}
 #endif
 
 /* Offers msg to the consumers matches[0..matched-1]; an injected one
