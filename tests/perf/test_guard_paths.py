@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The guard's own failure paths, without valgrind's runs: the comparison
 (over the threshold fails, at it passes, a faster case passes with a note,
-a case missing from the baseline fails), a missing valgrind (fails under
+a case missing from the baseline fails), a toggled function the dump
+lacks (renamed or inlined: its case would look faster), a missing valgrind (fails under
 CI=true, skips outside), a missing binary."""
 import os
 import subprocess
@@ -65,7 +66,17 @@ def test_missing_binary():
               f"a build without the binaries fails: {p.returncode} {p.stdout.strip()}")
 
 
+def test_missing_functions():
+    with tempfile.NamedTemporaryFile("w", suffix=".cg") as f:
+        f.write("events: Ir\nfn=(1) s_route\n1 10\ncfn=(2) s_attempt.isra.0\ncalls=1 0\n"
+                "1 5\nfn=(2)\n1 5\nfn=(1)\n2 3\n")
+        f.flush()
+        got = perf_guard.missing_functions(f.name, ["s_route", "fh_queue_pop", "s_attempt"])
+        check(got == ["fh_queue_pop"], f"a toggled function absent from the dump is named: {got}")
+
+
 test_compare()
+test_missing_functions()
 test_missing_valgrind()
 test_missing_binary()
 sys.exit(1 if failures else 0)
