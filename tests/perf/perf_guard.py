@@ -11,8 +11,8 @@ idle polling, parking and libzmq's I/O thread are not counted, however long
 the run takes on a loaded machine. See docs/performance.md, "The regression
 guard", for how to read it and how to update the baseline.
 
-Usage: perf_guard.py --build BUILD [--fanhub BIN] [--cases k1,k4,...]
-                     [--runs N] [--update] [--json OUT]
+Usage: perf_guard.py --build BUILD [--fanhub BIN] [--cases k1,k4,routing,spill]
+                     [--runs N] [--baseline FILE] [--update] [--json OUT] [--keep]
 """
 import argparse
 import datetime
@@ -248,6 +248,27 @@ def compare(baseline, measured, threshold):
     return lines, ok
 
 
+def write_baseline(path, measured):
+    """The measured cases into the baseline at path (other cases and the
+    threshold kept), with the commit and the date."""
+    old = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+    cases = dict(old.get("cases", {}))
+    cases.update({k: {"ir_per_delivery": round(v, 1)} for k, v in measured.items()})
+    new = dict(commit=git_commit(),
+               measured=datetime.datetime.now(datetime.timezone.utc).strftime(
+                   "%Y-%m-%d %H:%M UTC"),
+               build="gcc, RelWithDebInfo (scripts/test's gcc stage)",
+               messages=MESSAGES, threshold_pct=old.get("threshold_pct", 3.0),
+               cases=dict(sorted(cases.items())))
+    with open(path, "w") as f:
+        json.dump(new, f, indent=1)
+        f.write("\n")
+    print(f"perf_guard: wrote {path}; say why in the commit that changes it")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="the build tree (bin/fanhub, bin/bench_pub)")
@@ -299,22 +320,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "median": measured}, f, indent=1)
     if args.update:
-        old = {}
-        if os.path.exists(args.baseline):
-            with open(args.baseline) as f:
-                old = json.load(f)
-        cases = dict(old.get("cases", {}))
-        cases.update({k: {"ir_per_delivery": round(v, 1)} for k, v in measured.items()})
-        new = dict(commit=git_commit(),
-                   measured=datetime.datetime.now(datetime.timezone.utc).strftime(
-                       "%Y-%m-%d %H:%M UTC"),
-                   build="gcc, RelWithDebInfo (scripts/test's gcc stage)",
-                   messages=MESSAGES, threshold_pct=old.get("threshold_pct", 3.0),
-                   cases=dict(sorted(cases.items())))
-        with open(args.baseline, "w") as f:
-            json.dump(new, f, indent=1)
-            f.write("\n")
-        print(f"perf_guard: wrote {args.baseline}; say why in the commit that changes it")
+        write_baseline(args.baseline, measured)
         return 0
     with open(args.baseline) as f:
         baseline = json.load(f)
