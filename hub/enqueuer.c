@@ -180,6 +180,21 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     return true;
 }
 
+#ifdef FANHUB_PERF_SLOWDOWN
+/* Only in tests/perf's fanhub_perf_slow: work added per offer (about 5 %
+   of a K=1 delivery), the slowdown the instruction-count guard must catch. */
+static void
+s_perf_slowdown (void)
+{
+    for (volatile unsigned i = 0; i < FANHUB_PERF_SLOWDOWN; i++)
+        ;
+}
+#else
+static inline void
+s_perf_slowdown (void)
+{}
+#endif
+
 /* Offers msg to the consumers matches[0..matched-1]; an injected one
    (injected) keeps an extra hold for its waiter. */
 static void
@@ -194,6 +209,7 @@ s_hand_out (fh_enqueuer_t *self, fh_msg_t *msg, size_t matched, bool injected)
     self->target_msg = msg;
     for (size_t i = 0; i < matched; i++) {
         self->target_next = i;
+        s_perf_slowdown ();
         fh_offer_t offer = FH_OFFER_REFUSED;
         /* overflow: block waits here, stalling every consumer, as
            documented; a stop ($TERM) ends the wait and drops it, a swap
