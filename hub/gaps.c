@@ -7,6 +7,8 @@
 */
 #include "gaps.h"
 
+#include "fnv.h"
+
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -72,11 +74,7 @@ fh_gaps_destroy (fh_gaps_t **self_p)
 static uint64_t
 s_hash (const void *data, size_t size)
 {
-    const unsigned char *p = data;
-    uint64_t h = UINT64_C (14695981039346656037);
-    for (size_t i = 0; i < size; i++)
-        h = (h ^ p[i]) * UINT64_C (1099511628211);
-    return h;
+    return fh_fnv1a (data, size);
 }
 
 static s_slot_t *

@@ -13,6 +13,8 @@
 */
 #include "order_key.h"
 
+#include "fnv.h"
+
 #include <assert.h>
 #include <jansson.h>
 #include <stdint.h>
@@ -224,7 +226,7 @@ s_key_begin (s_key_t *key, char *buf)
 {
     key->buf = buf;
     key->size = 0;
-    key->hash = UINT64_C (0xcbf29ce484222325);
+    key->hash = FH_FNV1A_OFFSET;
 }
 
 static void
@@ -235,10 +237,7 @@ s_key_add (s_key_t *key, const void *data, size_t size)
         size_t room = FH_ORDER_KEY_MAX - key->size;
         memcpy (key->buf + key->size, p, size < room ? size : room);
     }
-    for (size_t i = 0; i < size; i++) {
-        key->hash ^= p[i];
-        key->hash *= UINT64_C (0x100000001b3);
-    }
+    key->hash = fh_fnv1a_add (key->hash, p, size);
     key->size += size;
 }
 

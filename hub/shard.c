@@ -1,6 +1,7 @@
 /*  shard - a consumer's broker-less share of the bus. See shard.h. */
 #include "shard.h"
 
+#include "fnv.h"
 #include "order_key.h"
 
 #include <stdio.h>
@@ -41,13 +42,7 @@ fh_shard_destroy (fh_shard_t **self_p)
 uint64_t
 fh_shard_hash (const void *key, size_t len)
 {
-    const unsigned char *bytes = key;
-    uint64_t hash = 14695981039346656037ULL;
-    for (size_t i = 0; i < len; i++) {
-        hash ^= bytes[i];
-        hash *= 1099511628211ULL;
-    }
-    return hash;
+    return fh_fnv1a (key, len);
 }
 
 size_t

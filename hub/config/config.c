@@ -19,6 +19,7 @@
 
 #include "config_internal.h"
 #include "control_path.h"
+#include "fnv.h"
 
 #include <fanhub/sdk_curve.h>
 #include <limits.h>
@@ -172,10 +173,7 @@ typedef struct {
 static uint64_t
 s_name_hash (const char *name)
 {
-    uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
-    for (; *name; name++)
-        hash = (hash ^ (uint8_t) *name) * 1099511628211ULL;
-    return hash;
+    return fh_fnv1a (name, strlen (name));
 }
 
 /* The index of an earlier consumer named like consumers[index], or
