@@ -366,6 +366,9 @@ def test_live_hub_snapshot():
 
         fh.wait_for(subscribed, "the hub to subscribe")
         pub.sock.recv()
+        # The bus may be subscribed before the control socket is bound.
+        fh.wait_for(lambda: os.path.exists(wd.file("control.sock")), "the control socket",
+                    hub=hub)
         for i in range(200):
             pub.send("org.example.topic" if i % 2 else "com.example.topic", b'{"i":%d}' % i)
         pub.send("org.example.bad")  # no body: malformed
