@@ -147,6 +147,12 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         fh_consumer_destroy (&self);
         return NULL;
     }
+    self->ticket_grace_ns = 10 * INT64_C (1000000000);
+    /* Read-ahead of the spool past a record not done: what the plugin may
+       hold, what the workers run, and (a pool) what waits unstarted. */
+    self->spool_window
+        = (config->max_pending ? config->max_pending : FH_DEFAULT_MAX_PENDING) + self->worker_count
+          + (self->worker_count > 1 || config->coalesce ? config->queue_capacity : 0);
 
     char why[1024];
     if (config->shard.count
@@ -429,7 +435,29 @@ fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at)
 void
 fh_consumer_close (fh_consumer_t *self)
 {
+    fh_consumer_bound_tickets (self);
     fh_queue_close (self->queue);
+}
+
+void
+fh_consumer_set_ticket_grace (fh_consumer_t *self, int64_t grace_ns)
+{
+    self->ticket_grace_ns = grace_ns;
+}
+
+void
+fh_consumer_bound_tickets (fh_consumer_t *self)
+{
+    int_fast64_t none = 0;
+    int64_t deadline = fh_clock_mono_ns () + self->ticket_grace_ns / 4 * 3;
+    if (!atomic_compare_exchange_strong (&self->close_deadline_ns, &none, deadline ? deadline : 1))
+        return;
+    /* Workers asleep on an older deadline look again. */
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        pthread_cond_broadcast (&self->pool_work);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
 }
 
 void
@@ -535,7 +563,13 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->spool_fsyncs = fh_spool_syncs (self->spool);
         out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
     }
-    out->in_flight = out->dequeued - out->completed - out->failed;
+    /* Read after the workers' counters: an abandoned ticket is in
+       dequeued already. */
+    out->tickets_expired = atomic_load_explicit (&self->tickets_expired, memory_order_relaxed);
+    out->completions_late = atomic_load_explicit (&self->completions_late, memory_order_relaxed);
+    out->tickets_abandoned = atomic_load_explicit (&self->tickets_abandoned, memory_order_acquire);
+    uint64_t ended = out->completed + out->failed + out->tickets_abandoned;
+    out->in_flight = out->dequeued > ended ? out->dequeued - ended : 0;
     /* coalesced is read after the rest: a message replaced and not yet
        counted shows as backlog for a moment, never below zero. */
     uint64_t coalesced = self->pool ? atomic_load_explicit (&self->coalesced, memory_order_acquire)
@@ -639,27 +673,29 @@ fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
         bool now_stuck = started && now_ns - started > self->consume_timeout_ns;
         if (now_stuck && !worker->stuck)
             fh_warning ("consumer '%s': consume of message %llu has been running for "
-                        "%.1f s (consume_timeout %.1f s): stuck; the other consumers "
-                        "carry on",
+                        "%.1f s (consume_timeout %.1f s): stuck; %s",
                         self->name, (unsigned long long) atomic_load (&worker->consume_seq),
-                        (double) (now_ns - started) / 1e9, (double) self->consume_timeout_ns / 1e9);
+                        (double) (now_ns - started) / 1e9, (double) self->consume_timeout_ns / 1e9,
+                        self->overflow == FH_OVERFLOW_BLOCK
+                            ? "once its queue is full the bus waits for it (overflow: block)"
+                            : "the other consumers carry on");
         else if (!now_stuck && worker->stuck)
             fh_info ("consumer '%s': no longer stuck", self->name);
         worker->stuck = now_stuck;
         stuck += now_stuck;
     }
-    /* Messages the plugin holds PENDING count as calls still running. */
+    /* A PENDING ticket past consume_timeout: its attempt fails (RETRY). */
     uint64_t oldest = 0;
-    size_t held = fh_pending_older_than (self->pending, now_ns - self->consume_timeout_ns, &oldest);
-    if (held && !self->pending_stuck)
-        fh_warning ("consumer '%s': %zu messages pending for more than consume_timeout "
-                    "%.1f s (the oldest is message %llu): stuck; the other consumers carry on",
-                    self->name, held, (double) self->consume_timeout_ns / 1e9,
-                    (unsigned long long) oldest);
-    else if (!held && self->pending_stuck)
-        fh_info ("consumer '%s': no pending message is stuck any more", self->name);
-    self->pending_stuck = held > 0;
-    stuck += held;
+    size_t expired = fh_pending_expire (self->pending, now_ns - self->consume_timeout_ns, &oldest);
+    if (expired) {
+        atomic_fetch_add_explicit (&self->tickets_expired, expired, memory_order_relaxed);
+        fh_log_limited (&self->expire_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': %zu message%s pending for more than consume_timeout "
+                        "%.1f s (the oldest is message %llu): the attempt fails, retry "
+                        "settings apply; a late complete is ignored",
+                        self->name, expired, expired == 1 ? "" : "s",
+                        (double) self->consume_timeout_ns / 1e9, (unsigned long long) oldest);
+    }
     atomic_store_explicit (&self->stuck_workers, (unsigned) stuck, memory_order_relaxed);
     return stuck;
 }

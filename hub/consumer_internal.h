@@ -136,6 +136,7 @@ struct fh_consumer {
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_work; /* CLOCK_MONOTONIC: workers wait here */
     bool dispatcher_done;     /* the queue is closed and drained */
+    bool dispatcher_window;   /* retiring, it waits for the spool window */
     bool pool_worked;         /* since the last idle call */
     pthread_t dispatcher;
     bool dispatcher_started;
@@ -159,7 +160,19 @@ struct fh_consumer {
     /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
     fh_pending_t *pending;
     fh_ratelimit_t complete_log;
-    bool pending_stuck; /* owned by the stuck checker */
+    fh_ratelimit_t expire_log;              /* the stuck checker's */
+    atomic_uint_fast64_t tickets_expired;   /* ended by consume_timeout */
+    atomic_uint_fast64_t completions_late;  /* complete of a void ticket */
+    atomic_uint_fast64_t tickets_abandoned; /* never done: the wait ran out */
+    /* How long a worker left with nothing but open tickets waits for them
+       (shutdown_timeout), and, once closed, the latest it waits (0: not
+       closed): see fh_cons_ticket_deadline. */
+    int64_t ticket_grace_ns;
+    atomic_int_fast64_t close_deadline_ns;
+    int64_t pool_drained_ns; /* pool_lock: when only tickets were left */
+    /* Records read from the spool and not yet passed by its cursor, at
+       most: what a restart can deliver again (plus cursor_records). */
+    uint64_t spool_window;
 
     /* Written by the spool writer's thread (s_spill_written). */
     alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */
@@ -202,6 +215,13 @@ fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
    released. */
 void fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
                      uint32_t attempts, int64_t first_ns, int64_t last_ns);
+/* When a worker left with nothing but open tickets since drained_ns
+   (CLOCK_MONOTONIC) stops waiting for them. */
+int64_t fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns);
+/* Gives up the open tickets: their messages are not done (a spooled one
+   is delivered again from the spool), counted in tickets_abandoned and
+   logged. A pool's caller holds pool_lock. */
+void fh_cons_abandon_tickets (fh_consumer_t *self);
 /* The thread of the one worker of a consumer that is not a pool. */
 void *fh_cons_worker_thread (void *arg);
 
@@ -213,6 +233,9 @@ void *fh_cons_pool_worker_thread (void *arg);
 
 /* consumer_spill.c */
 
+/* True while the spool may not be read further: spool_window records
+   read are not yet passed by its cursor (one of them is not done). */
+bool fh_cons_spool_window_full (fh_consumer_t *self);
 /* The next message to consume from the spool, or NULL (see there). */
 fh_msg_t *fh_cons_spool_next (fh_consumer_t *self);
 /* Records in the spool not yet read, the writer's hand-off included. */

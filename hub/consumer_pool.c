@@ -90,6 +90,23 @@ s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
     pthread_mutex_unlock (&self->pool_lock);
 }
 
+/* Retiring with a full spool window: waits a little for it to move; true
+   when the dispatcher is to end (abort, or tickets were abandoned). */
+static bool
+s_wait_for_window (fh_consumer_t *self)
+{
+    uint64_t abandoned = atomic_load (&self->tickets_abandoned);
+    pthread_mutex_lock (&self->pool_lock);
+    self->dispatcher_window = true;
+    pthread_cond_broadcast (&self->pool_work); /* the ticket deadline runs */
+    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
+    struct timespec until = {(time_t) (due / 1000000000), (long) (due % 1000000000)};
+    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+    self->dispatcher_window = false;
+    pthread_mutex_unlock (&self->pool_lock);
+    return atomic_load (&self->abort) || atomic_load (&self->tickets_abandoned) != abandoned;
+}
+
 /* Pool mode: moves messages from the queue (and the spool) into the
    per-key scheduler, a batch per lock, and wakes a worker for each. */
 void *
@@ -112,7 +129,7 @@ fh_cons_dispatcher_thread (void *arg)
         /* The spool after the memory queue, not at shutdown (but when a
            reload replaces this consumer). A record read stays in the spool
            until its message is done (fh_cons_finish). */
-        bool readable = (!closed || retiring) && self->spool;
+        bool readable = (!closed || retiring) && self->spool && !fh_cons_spool_window_full (self);
         while (count < BATCH && readable && s_pool_held (self) + count < capacity
                && (batch[count] = fh_cons_spool_next (self)))
             count++;
@@ -123,6 +140,15 @@ fh_cons_dispatcher_thread (void *arg)
             if (!spool_left && readable && closed && fh_cons_spool_unread (self)) {
                 /* Retiring: the writer still has some to write first. */
                 fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
+            if (closed && retiring && self->spool && fh_spool_records (self->spool)
+                && fh_cons_spool_window_full (self)) {
+                /* Its window is full of records not done: the workers
+                   wait for their tickets at most the grace; once they
+                   abandon any, the rest of the spool is the successor's. */
+                if (s_wait_for_window (self))
+                    break;
                 continue;
             }
             if (spool_left && closed) {
@@ -151,7 +177,7 @@ fh_cons_dispatcher_thread (void *arg)
    return): done, or retry later (the key waits; the worker does not). */
 static void
 s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
-              uint32_t attempts, int64_t start, int64_t end, bool late)
+              uint32_t attempts, int64_t start, int64_t end, bool late, bool expired)
 {
     fh_consumer_t *self = worker->consumer;
     bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
@@ -170,7 +196,9 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_r
         return;
     }
     char why[512] = "";
-    const char *verb = late ? "completed with" : "consume answered";
+    const char *verb = expired ? "pending past consume_timeout, taken as"
+                       : late  ? "completed with"
+                               : "consume answered";
     const char *reason = late ? "" : worker->reason; /* host->set_reason */
     const char *colon = reason[0] ? ": " : "";
     if (result == FANHUB_FAIL)
@@ -201,8 +229,31 @@ s_pool_take_completed (s_worker_t *worker)
     int64_t end = self->clock.now_ns (self->clock.arg);
     fh_histogram_record (&worker->processing, end - item.started_ns);
     s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
-                  true);
+                  true, item.expired);
     self->pool_worked = true;
+}
+
+/* Pool mode, pool_lock held: once the dispatcher is done and nothing is
+   queued, open tickets are waited for until the ticket deadline (which
+   lowers *due), then abandoned: true then. */
+static bool
+s_pool_last_tickets (fh_consumer_t *self, int64_t *due)
+{
+    if (!(self->dispatcher_done || self->dispatcher_window) || fh_keyed_queued (self->keyed)
+        || !fh_pending_count (self->pending)) {
+        self->pool_drained_ns = 0;
+        return false;
+    }
+    if (!self->pool_drained_ns)
+        self->pool_drained_ns = fh_clock_mono_ns ();
+    int64_t deadline = fh_cons_ticket_deadline (self, self->pool_drained_ns);
+    if (fh_clock_mono_ns () >= deadline) {
+        fh_cons_abandon_tickets (self);
+        return true;
+    }
+    if (deadline < *due)
+        *due = deadline;
+    return false;
 }
 
 /* Pool mode: takes the next message from the scheduler (round robin over
@@ -240,6 +291,8 @@ fh_cons_pool_worker_thread (void *arg)
                 break;
             if (atomic_load (&self->abort))
                 break;
+            if (s_pool_last_tickets (self, &next_due))
+                continue;
             if (next_due == INT64_MAX)
                 pthread_cond_wait (&self->pool_work, &self->pool_lock);
             else {
@@ -274,7 +327,7 @@ fh_cons_pool_worker_thread (void *arg)
             pthread_mutex_lock (&self->pool_lock);
             continue;
         }
-        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false);
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, false, false);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);

@@ -97,9 +97,17 @@ fh_consumer_spool_max_seq (const fh_consumer_t *self)
    this consumer); NULL when the spool is empty, after turning spooling
    off if the memory queue is empty too (new messages go to memory again).
    Only the reading thread calls it. */
+bool
+fh_cons_spool_window_full (fh_consumer_t *self)
+{
+    return self->spool && fh_spool_window (self->spool) >= self->spool_window;
+}
+
 fh_msg_t *
 fh_cons_spool_next (fh_consumer_t *self)
 {
+    if (fh_cons_spool_window_full (self))
+        return NULL; /* a done record's fh_cons_finish kicks the queue */
     if (!self->spool || !fh_spool_records (self->spool)) {
         if (self->spool && atomic_load (&self->spooling)) {
             pthread_mutex_lock (&self->spill_lock);

@@ -132,6 +132,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
             fh_hub_destroy (&self);
             return NULL;
         }
+        fh_consumer_set_ticket_grace (instance, config->shutdown_timeout_ms * 1000000);
         self->lines[i] = fh_lineage_new (instance, config, s_config_ref_take (self->config_ref),
                                          s_config_ref_release);
         if (!self->lines[i]) {
@@ -387,6 +388,7 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             s_note_loading (self, NULL);
             if (!r->consumers[i])
                 return -1;
+            fh_consumer_set_ticket_grace (r->consumers[i], r->config->shutdown_timeout_ms * 1000000);
             r->fresh[i] = true;
             /* A replacement opens its state (the spool its predecessor
                holds) when it starts, after the predecessor is gone. */

@@ -287,6 +287,9 @@ fh_lineage_close (fh_lineage_t *self)
         return;
     s_instance_t *newest = &self->instances[self->count - 1];
     self->closed = true;
+    /* Replaced ones still draining keep time for their fini too. */
+    for (size_t i = 0; i + 1 < self->count; i++)
+        fh_consumer_bound_tickets (self->instances[i].consumer);
     fh_consumer_close (newest->consumer);
     if (newest->stage == FH_STAGE_RUNNING)
         newest->stage = FH_STAGE_DRAINING;
@@ -312,6 +315,9 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
     out->spool_corrupt += c->spool_corrupt;
     out->spool_cursor_errors += c->spool_cursor_errors;
     out->spool_fsyncs += c->spool_fsyncs;
+    out->tickets_expired += c->tickets_expired;
+    out->completions_late += c->completions_late;
+    out->tickets_abandoned += c->tickets_abandoned;
     if (c->backlog_max > out->backlog_max)
         out->backlog_max = c->backlog_max;
     if (c->key_backlog_max > out->key_backlog_max)

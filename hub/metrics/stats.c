@@ -98,6 +98,9 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         { FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors },
         { FH_M_SPOOL_FSYNCS, c.spool_fsyncs },
         { FH_M_SPOOL_HANDOFF, c.spool_handoff },
+        { FH_M_TICKETS_EXPIRED, c.tickets_expired },
+        { FH_M_COMPLETIONS_LATE, c.completions_late },
+        { FH_M_TICKETS_ABANDONED, c.tickets_abandoned },
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);

@@ -334,6 +334,15 @@ fh_spool_consumed (fh_spool_t *self)
 }
 
 uint64_t
+fh_spool_window (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->cursor_lock);
+    uint64_t window = self->mark_count;
+    pthread_mutex_unlock (&self->cursor_lock);
+    return window;
+}
+
+uint64_t
 fh_spool_undone (fh_spool_t *self)
 {
     pthread_mutex_lock (&self->cursor_lock);

@@ -361,6 +361,15 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be read, given the fallback key.",
         "# TYPE fanhub_consumer_key_fallback_total counter",
         "fanhub_consumer_key_fallback_total{consumer=\"archive\"} 2",
+        "# HELP fanhub_consumer_tickets_expired_total PENDING answers not completed within consume_timeout: the attempt failed (retried).",
+        "# TYPE fanhub_consumer_tickets_expired_total counter",
+        "fanhub_consumer_tickets_expired_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_completions_late_total host->complete calls for a ticket no longer open (expired, abandoned, done): ignored.",
+        "# TYPE fanhub_consumer_completions_late_total counter",
+        "fanhub_consumer_completions_late_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_tickets_abandoned_total PENDING messages given up when a reload or stop stopped waiting: not done.",
+        "# TYPE fanhub_consumer_tickets_abandoned_total counter",
+        "fanhub_consumer_tickets_abandoned_total{consumer=\"archive\"} 0",
     };
     char want[16384] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
