@@ -343,10 +343,14 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     /* The spool is opened by the main thread while this instance may
        already take offers (a reload's successor): read it once opened. */
     bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
-    if (!has_spool && self->wants_write_ahead)
+    if (!has_spool
+        && (self->wants_write_ahead
+            || atomic_load_explicit (&self->inherits_spool, memory_order_relaxed)))
         /* A reload's successor before its spool is open: with write-ahead
-           nothing reaches it but through its spool. Wait, as spill does
-           when full. */
+           nothing reaches it but through its spool, and one that takes
+           over its predecessor's spool takes nothing before the spool
+           (order). Wait, as spill does when full: the predecessor only
+           finishes what it holds in memory. */
         return FH_OFFER_FULL;
     /* Spooling: everything new goes behind what is on disk. */
     if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
@@ -437,6 +441,12 @@ fh_consumer_close (fh_consumer_t *self)
 {
     fh_consumer_bound_tickets (self);
     fh_queue_close (self->queue);
+}
+
+int
+fh_consumer_overflow (const fh_consumer_t *self)
+{
+    return self->overflow;
 }
 
 void

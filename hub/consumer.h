@@ -121,8 +121,21 @@ void fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at);
 /* A reload moved it to position index of the configuration. */
 void fh_consumer_set_index (fh_consumer_t *self, size_t index);
 /* A reload replaces it: no more offers; it consumes everything it holds,
-   its spool included, and ends. */
+   its spool included, and ends; a spilling one (with a state_dir) leaves
+   its spool to its successor instead, as at a stop. */
 void fh_consumer_retire (fh_consumer_t *self);
+/* A reload's successor of a spilling instance: it takes nothing before
+   its spool (its predecessor's) is open, so that order holds. */
+void fh_consumer_inherit_spool (fh_consumer_t *self);
+/* Under the lineage's lock at its start: the records its spool held at
+   open from its predecessor, now counted in its enqueued. */
+uint64_t fh_consumer_take_inherited (fh_consumer_t *self);
+/* Once its threads are done, before its figures are kept: writes what
+   its spool writer still holds and lets go of the messages it spilled in
+   this run (done for it: in its spool, for its successor). */
+void fh_consumer_hand_over (fh_consumer_t *self);
+/* Its queue.overflow (fh_overflow_t). */
+int fh_consumer_overflow (const fh_consumer_t *self);
 /* No more offers: the thread drains the queue and ends (see
    fh_consumer_bound_tickets). */
 void fh_consumer_close (fh_consumer_t *self);

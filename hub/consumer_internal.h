@@ -120,10 +120,14 @@ struct fh_consumer {
                                    at shutdown (not deferred) */
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
-    atomic_bool state_open; /* spool and dead letters opened (release) */
-    bool spill_at_shutdown; /* overflow: spill */
-    bool write_ahead;       /* queue.write_ahead: always spooling */
-    bool wants_write_ahead; /* ... once its spool is open */
+    atomic_bool state_open;     /* spool and dead letters opened (release) */
+    bool spill_at_shutdown;     /* overflow: spill: also when a reload retires it,
+                               its spool is then its successor's */
+    atomic_bool inherits_spool; /* a reload's successor that takes over its
+                                   predecessor's spool: nothing before */
+    uint64_t inherited_waiting; /* records found at open, counted at start */
+    bool write_ahead;           /* queue.write_ahead: always spooling */
+    bool wants_write_ahead;     /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
 
     /* Pool mode (workers > 1, or coalescing): a dispatcher thread moves

@@ -121,15 +121,16 @@ fh_cons_dispatcher_thread (void *arg)
         unsigned kicks = fh_queue_kicks (self->queue);
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
-        if (self->spill_at_shutdown && closed && !retiring)
-            fh_cons_spill_queue_at_shutdown (self);
+        if (self->spill_at_shutdown && closed)
+            fh_cons_spill_queue_at_shutdown (self); /* at a stop, or for a successor */
         size_t count = 0;
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
         /* The spool after the memory queue, not at shutdown (but when a
            reload replaces this consumer). A record read stays in the spool
            until its message is done (fh_cons_finish). */
-        bool readable = (!closed || retiring) && self->spool && !fh_cons_spool_window_full (self);
+        bool readable = (!closed || (retiring && !self->spill_at_shutdown)) && self->spool
+                        && !fh_cons_spool_window_full (self);
         while (count < BATCH && readable && s_pool_held (self) + count < capacity
                && (batch[count] = fh_cons_spool_next (self)))
             count++;
@@ -142,8 +143,8 @@ fh_cons_dispatcher_thread (void *arg)
                 fh_spool_writer_flush (self->spool_writer);
                 continue;
             }
-            if (closed && retiring && self->spool && fh_spool_records (self->spool)
-                && fh_cons_spool_window_full (self)) {
+            if (closed && retiring && !self->spill_at_shutdown && self->spool
+                && fh_spool_records (self->spool) && fh_cons_spool_window_full (self)) {
                 /* Its window is full of records not done: the workers
                    wait for their tickets at most the grace; once they
                    abandon any, the rest of the spool is the successor's. */

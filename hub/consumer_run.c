@@ -358,13 +358,16 @@ fh_cons_worker_thread (void *arg)
         }
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
-        if (self->spill_at_shutdown && closed && !retiring)
+        /* A spilling one leaves its spool at a stop (for the next run)
+           and when a reload retires it (for its successor). */
+        bool reads_spool = !closed || (retiring && !self->spill_at_shutdown);
+        if (self->spill_at_shutdown && closed)
             fh_cons_spill_queue_at_shutdown (self);
         fh_msg_t *msg = fh_queue_pop (self->queue);
         /* The memory queue first: while spooling it holds the older ones.
-           At shutdown the spool is left for the next run; when a reload
-           replaces this consumer it is consumed too. */
-        if (!msg && (!closed || retiring))
+           When a reload retires one that does not spill, it consumes its
+           spool too. */
+        if (!msg && reads_spool)
             msg = fh_cons_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
@@ -372,7 +375,7 @@ fh_cons_worker_thread (void *arg)
             worked = false;
             /* With the window full of records not done, only tickets
                can move it: waited for below, at most the grace. */
-            if (retiring && self->spool && fh_cons_spool_unread (self)
+            if (retiring && reads_spool && self->spool && fh_cons_spool_unread (self)
                 && !fh_cons_spool_window_full (self)) {
                 /* The spool still holds some: consume them, once the
                    writer has written what it still has. */

@@ -73,18 +73,63 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         atomic_store (&self->spooling, true);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
-        /* Left by the last run: it goes first, and new messages queue
-           behind it. They count as accepted, so backlog includes them. */
+        /* Left by the last run, or by the instance a reload replaced: it
+           goes first, and new messages queue behind it. They count as
+           accepted, so backlog includes them (a successor's at its start,
+           when its lineage moves them over from the predecessor). */
         atomic_store (&self->spooling, true);
-        atomic_store (&self->enqueued, waiting);
-        fh_info ("consumer '%s': %llu messages waiting in its spool from the last run; "
-                 "they go first",
-                 self->name, (unsigned long long) waiting);
+        bool inherits = atomic_load (&self->inherits_spool);
+        if (inherits)
+            self->inherited_waiting = waiting;
+        else
+            atomic_store (&self->enqueued, waiting);
+        fh_info ("consumer '%s': %llu messages waiting in its spool from %s; they go first",
+                 self->name, (unsigned long long) waiting,
+                 inherits ? "the instance it replaces" : "the last run");
     }
     if (self->spool_corrupt_at_open)
         fh_warning ("consumer '%s': spool: %llu damaged records or regions skipped", self->name,
                     (unsigned long long) self->spool_corrupt_at_open);
     return 0;
+}
+
+void
+fh_consumer_inherit_spool (fh_consumer_t *self)
+{
+    atomic_store (&self->inherits_spool, true);
+}
+
+uint64_t
+fh_consumer_take_inherited (fh_consumer_t *self)
+{
+    uint64_t waiting = self->inherited_waiting;
+    self->inherited_waiting = 0;
+    atomic_fetch_add_explicit (&self->enqueued, waiting, memory_order_release);
+    return waiting;
+}
+
+void
+fh_consumer_hand_over (fh_consumer_t *self)
+{
+    if (!atomic_load_explicit (&self->state_open, memory_order_acquire) || !self->spool_writer)
+        return;
+    /* What it handed to its writer is on disk (or counted lost) now, so
+       its figures are final when the lineage keeps them. */
+    fh_spool_writer_flush (self->spool_writer);
+    /* Spilled in this run and not read back: the successor reads them.
+       Done for this instance as at a stop: written to its spool. */
+    pthread_mutex_lock (&self->spill_lock);
+    for (size_t i = 0; i < self->deferred_count; i++) {
+        fh_deferral_t *deferral
+            = self->deferred[(self->deferred_head + i) % self->deferred_cap].deferral;
+        if (!deferral)
+            continue; /* its write failed: let go already */
+        if (deferral->emit)
+            fh_emit_set_outcome (deferral->emit, self->name, FH_OUTCOME_SPILLED);
+        fh_deferral_release (deferral, &self->spill_handled, 0);
+    }
+    self->deferred_count = 0;
+    pthread_mutex_unlock (&self->spill_lock);
 }
 
 uint64_t
@@ -346,8 +391,10 @@ fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
         atomic_store (&self->spill_keeping, false);
         uint64_t kept = atomic_load (&self->spilled) - before;
         if (kept)
-            fh_info ("consumer '%s': %llu queued messages kept in its spool for the next run",
-                     self->name, (unsigned long long) kept);
+            fh_info ("consumer '%s': %llu queued messages kept in its spool for %s", self->name,
+                     (unsigned long long) kept,
+                     atomic_load (&self->retiring) ? "the instance that replaces it"
+                                                   : "the next run");
     }
     pthread_mutex_unlock (&self->spill_lock);
 }
