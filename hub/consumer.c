@@ -113,6 +113,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->clock = fh_clock_real;
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
+    self->max_bytes = config->queue_max_bytes;
     self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
     fh_handled_init (&self->spill_handled);
     pthread_mutex_init (&self->spill_lock, NULL);
@@ -210,6 +211,8 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         pthread_cond_destroy (&self->pool_work);
     }
     fh_queue_destroy (&self->queue);
+    /* What it still held leaves memory with it. */
+    fh_cons_held_less (self, atomic_load (&self->held_bytes));
     fh_spool_close_checked (&self->spool, NULL); /* a failure is logged and
                                                     makes the exit status */
     /* Spilled and never read back in this run: they wait in the spool;
@@ -324,6 +327,61 @@ s_watch_backlog (fh_consumer_t *self)
         self->warn_armed = true;
 }
 
+/* Payload bytes held in memory by every consumer's queue (and a pool's
+   scheduler, until started): memory.max_bytes caps it. */
+static atomic_uint_fast64_t s_memory_held;
+static atomic_uint_fast64_t s_memory_max;
+
+void
+fh_consumer_set_memory_max (uint64_t max_bytes)
+{
+    atomic_store (&s_memory_max, max_bytes);
+}
+
+uint64_t
+fh_consumer_memory_held (void)
+{
+    return atomic_load_explicit (&s_memory_held, memory_order_relaxed);
+}
+
+uint64_t
+fh_cons_msg_bytes (const fh_msg_t *msg)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < msg->frame_count; i++)
+        bytes += fh_msg_frame (msg, i).size;
+    return bytes;
+}
+
+void
+fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_add_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit (&s_memory_held, bytes, memory_order_relaxed);
+}
+
+void
+fh_cons_held_less (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit (&s_memory_held, bytes, memory_order_relaxed);
+}
+
+/* True when taking `bytes` more would pass queue.max_bytes or
+   memory.max_bytes. A consumer holding nothing takes one message of any
+   size: nothing it could wait for would make room. */
+bool
+fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes)
+{
+    uint64_t held = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
+    if (held == 0)
+        return false;
+    if (self->max_bytes && held + bytes > self->max_bytes)
+        return true;
+    uint64_t max = atomic_load_explicit (&s_memory_max, memory_order_relaxed);
+    return max && atomic_load_explicit (&s_memory_held, memory_order_relaxed) + bytes > max;
+}
+
 /* Pool mode: the queue and the scheduler together hold at most capacity
    messages not yet started. */
 static bool
@@ -362,7 +420,9 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         }
         pthread_mutex_unlock (&self->spill_lock);
     }
-    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))) {
+    uint64_t bytes = fh_cons_msg_bytes (msg);
+    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
+        || fh_cons_over_bytes (self, bytes)) {
         switch (self->overflow) {
         case FH_OVERFLOW_BLOCK: return FH_OFFER_FULL;
         case FH_OVERFLOW_SPILL:
@@ -380,20 +440,23 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
             pthread_mutex_unlock (&self->spill_lock);
             return offer;
         case FH_OVERFLOW_DROP_OLDEST: {
-            /* The consumer may have made room since the check above. */
-            if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
-                break;
             /* In a pool, messages already with the scheduler stay: when
-               the queue itself is empty the new one is dropped instead. */
-            fh_msg_t *oldest = fh_queue_evict (self->queue);
-            if (oldest) {
+               the queue itself is empty the new one is dropped instead.
+               The consumer may make room meanwhile; over bytes, several
+               may have to go. */
+            fh_msg_t *oldest = NULL;
+            while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
+                    || fh_cons_over_bytes (self, bytes))
+                   && (oldest = fh_queue_evict (self->queue))) {
+                fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
                 fh_bump (&self->evicted);
                 fh_bump (&self->dropped);
                 if (oldest->emit)
                     fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
                 fh_msg_release (oldest, handled);
-                break; /* room now */
             }
+            if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
+                break; /* room now (bytes: as much as evicting could give) */
         }
             /* fall through */
         default:
@@ -409,6 +472,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
     fh_bump (&self->enqueued);
+    fh_cons_held_more (self, bytes);
     bool pushed = fh_queue_push (self->queue, msg);
     assert (pushed);
     (void) pushed;
@@ -593,6 +657,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->backlog_max = out->backlog;
     }
     out->capacity = fh_queue_capacity (self->queue);
+    out->queue_bytes = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
     if (self->pool) {

@@ -69,6 +69,7 @@ typedef struct {
     uint64_t completions_late;  /* complete of a void ticket: ignored */
     uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
                                    ran out: never done */
+    uint64_t queue_bytes; /* payload held in memory, not yet started (max_bytes) */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -134,6 +135,10 @@ uint64_t fh_consumer_take_inherited (fh_consumer_t *self);
    its spool writer still holds and lets go of the messages it spilled in
    this run (done for it: in its spool, for its successor). */
 void fh_consumer_hand_over (fh_consumer_t *self);
+/* memory.max_bytes for every consumer of the process (0: none). */
+void fh_consumer_set_memory_max (uint64_t max_bytes);
+/* Payload bytes all consumers hold in memory now. */
+uint64_t fh_consumer_memory_held (void);
 /* Its queue.overflow (fh_overflow_t). */
 int fh_consumer_overflow (const fh_consumer_t *self);
 /* No more offers: the thread drains the queue and ends (see

@@ -83,6 +83,10 @@ struct fh_consumer {
     bool warn_armed;              /* the next crossing of warn_at is logged */
     atomic_size_t warn_at;        /* a reload may change it */
     atomic_uint_fast64_t evicted; /* drop-oldest: taken off the queue's head */
+    uint64_t max_bytes;           /* queue.max_bytes, 0 = none */
+    /* Payload bytes in the queue (and a pool's scheduler, not started):
+       added by the enqueuer, taken off by whoever takes the message. */
+    atomic_uint_fast64_t held_bytes;
 
     alignas (FH_CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
     atomic_uint done_workers;
@@ -204,6 +208,18 @@ fh_cons_progress_end (s_worker_t *worker)
     unsigned v = atomic_load_explicit (&worker->progress, memory_order_relaxed);
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
+
+/* consumer.c */
+
+/* Payload bytes of msg (what held_bytes counts). */
+uint64_t fh_cons_msg_bytes (const fh_msg_t *msg);
+/* bytes came into this consumer's memory (queued; a pool's spool read)
+   or left it (popped, a pool's started, evicted). */
+void fh_cons_held_more (fh_consumer_t *self, uint64_t bytes);
+void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
+/* True when holding `bytes` more would pass queue.max_bytes or
+   memory.max_bytes (never when it holds nothing). */
+bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
 
 /* consumer_run.c */
 

@@ -50,6 +50,9 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
     pthread_mutex_lock (&self->pool_lock);
     for (size_t i = 0; i < count; i++) {
         fh_msg_t *replaced = NULL;
+        /* Held until a worker starts it; one from the queue already was. */
+        if (batch[i]->from_spool)
+            fh_cons_held_more (self, fh_cons_msg_bytes (batch[i]));
         fh_bump (&self->pool_handed);
         if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
             /* Out of memory: lost for this consumer, and counted. */
@@ -60,6 +63,7 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
         else
             pthread_cond_signal (&self->pool_work);
         if (replaced) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (replaced));
             fh_bump (&self->coalesced);
             if (fh_cons_emit_of (replaced))
                 fh_emit_set_outcome (fh_cons_emit_of (replaced), self->name, FH_OUTCOME_COALESCED);
@@ -80,7 +84,8 @@ static void
 s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
 {
     pthread_mutex_lock (&self->pool_lock);
-    if (s_pool_held (self) >= capacity && !atomic_load (&self->abort)) {
+    if ((s_pool_held (self) >= capacity || fh_cons_over_bytes (self, 0))
+        && !atomic_load (&self->abort)) {
         struct timespec until;
         int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
         until.tv_sec = (time_t) (due / 1000000000);
@@ -132,11 +137,11 @@ fh_cons_dispatcher_thread (void *arg)
         bool readable = (!closed || (retiring && !self->spill_at_shutdown)) && self->spool
                         && !fh_cons_spool_window_full (self);
         while (count < BATCH && readable && s_pool_held (self) + count < capacity
-               && (batch[count] = fh_cons_spool_next (self)))
+               && !fh_cons_over_bytes (self, 0) && (batch[count] = fh_cons_spool_next (self)))
             count++;
         if (count == 0) {
             bool spool_left = readable && fh_spool_records (self->spool);
-            if (spool_left && s_pool_held (self) < capacity)
+            if (spool_left && s_pool_held (self) < capacity && !fh_cons_over_bytes (self, 0))
                 continue;
             if (!spool_left && readable && closed && fh_cons_spool_unread (self)) {
                 /* Retiring: the writer still has some to write first. */
@@ -305,6 +310,7 @@ fh_cons_pool_worker_thread (void *arg)
         }
         unsigned retries = fh_keyed_slot_retries (slot);
         if (retries == 0) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
             if (self->spool)

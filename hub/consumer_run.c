@@ -364,6 +364,8 @@ fh_cons_worker_thread (void *arg)
         if (self->spill_at_shutdown && closed)
             fh_cons_spill_queue_at_shutdown (self);
         fh_msg_t *msg = fh_queue_pop (self->queue);
+        if (msg)
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
         /* The memory queue first: while spooling it holds the older ones.
            When a reload retires one that does not spill, it consumes its
            spool too. */

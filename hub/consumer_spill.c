@@ -287,15 +287,6 @@ fh_cons_spool_unread (fh_consumer_t *self)
     return handed + fh_spool_records (self->spool);
 }
 
-static uint64_t
-s_msg_bytes (const fh_msg_t *msg)
-{
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < msg->frame_count; i++)
-        bytes += fh_msg_frame (msg, i).size;
-    return bytes;
-}
-
 /* Under spill_lock, from the enqueuer: msg goes to the spool writer,
    which holds this consumer's share of it until it is written. Counted as
    enqueued now (the spill is accepted); its completion waits for the copy
@@ -305,7 +296,7 @@ s_msg_bytes (const fh_msg_t *msg)
 fh_offer_t
 fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
 {
-    uint64_t bytes = s_msg_bytes (msg);
+    uint64_t bytes = fh_cons_msg_bytes (msg);
     if (!fh_spool_writer_room (self->spool_writer, bytes))
         return FH_OFFER_FULL;
     /* All before the hand-off: from then on the writer may finish with
@@ -384,9 +375,11 @@ fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
         atomic_store (&self->spill_keeping, true);
         fh_msg_t *msg;
         /* Still counted as enqueued and not dequeued: backlog holds. */
-        while ((msg = fh_queue_pop (self->queue)))
-            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, s_msg_bytes (msg),
+        while ((msg = fh_queue_pop (self->queue))) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
+            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, fh_cons_msg_bytes (msg),
                                  true);
+        }
         fh_spool_writer_flush (self->spool_writer);
         atomic_store (&self->spill_keeping, false);
         uint64_t kept = atomic_load (&self->spilled) - before;

@@ -125,6 +125,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
         fh_hub_destroy (&self);
         return NULL;
     }
+    fh_consumer_set_memory_max (config->memory_max_bytes);
     for (size_t i = 0; i < config->consumer_count; i++) {
         const fh_consumer_config_t *consumer = &config->consumers[i];
         fh_consumer_t *instance = fh_consumer_new (consumer, i, plugin_dir, err, errlen);

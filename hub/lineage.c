@@ -473,6 +473,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->keys_active += c.keys_active;
         out->spool_bytes += c.spool_bytes;
         out->spool_handoff += c.spool_handoff;
+        out->queue_bytes += c.queue_bytes;
         out->capacity = c.capacity;
         out->workers = c.workers;
     }

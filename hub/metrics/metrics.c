@@ -170,6 +170,8 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
     ROW (FH_M_TICKETS_ABANDONED, FH_SCOPE_CONSUMER, "tickets_abandoned",
          "fanhub_consumer_tickets_abandoned_total", NULL, C, false, "messages",
          "PENDING messages given up when a reload or stop stopped waiting: not done."),
+    ROW (FH_M_QUEUE_BYTES, FH_SCOPE_CONSUMER, "queue_bytes", "fanhub_consumer_queue_bytes", NULL,
+         G, false, "bytes", "Payload bytes the consumer holds in memory, not yet started."),
     ROW (FH_M_QUEUE_WAIT, FH_SCOPE_CONSUMER, "queue_wait", "fanhub_consumer_queue_wait_seconds",
          "latency-queue_wait", H, true, "seconds",
          "Time from the hub receiving a message to the consumer starting on it, since start."),

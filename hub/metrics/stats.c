@@ -101,6 +101,7 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         { FH_M_TICKETS_EXPIRED, c.tickets_expired },
         { FH_M_COMPLETIONS_LATE, c.completions_late },
         { FH_M_TICKETS_ABANDONED, c.tickets_abandoned },
+        { FH_M_QUEUE_BYTES, c.queue_bytes },
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);

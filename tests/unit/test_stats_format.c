@@ -370,6 +370,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_tickets_abandoned_total PENDING messages given up when a reload or stop stopped waiting: not done.",
         "# TYPE fanhub_consumer_tickets_abandoned_total counter",
         "fanhub_consumer_tickets_abandoned_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_queue_bytes Payload bytes the consumer holds in memory, not yet started.",
+        "# TYPE fanhub_consumer_queue_bytes gauge",
+        "fanhub_consumer_queue_bytes{consumer=\"archive\"} 0",
     };
     char want[16384] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
