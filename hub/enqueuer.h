@@ -42,6 +42,7 @@ typedef struct {
     uint64_t unrouted;  /* well-formed, but matched no consumer */
     uint64_t auth_denied;   /* bus handshakes refused: key, address, mechanism */
     uint64_t peers_refused; /* bus connections shed above bus.max_peers */
+    uint64_t control_refused; /* control connections shed (fdlimit.h; the hub's) */
     bool gap_detection; /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;

@@ -53,6 +53,7 @@ struct fh_hub {
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
     atomic_uint_fast64_t control_denied; /* control_curve handshakes refused */
+    atomic_uint_fast64_t control_refused; /* control connections shed */
     uint64_t reloads_started;   /* under lock: ... and started */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
     char loading[512];          /* under lock: the plugin a reload loads now */
@@ -676,12 +677,19 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
     else
         memset (out, 0, sizeof *out);
     out->auth_denied += atomic_load (&self->control_denied);
+    out->control_refused = atomic_load (&self->control_refused);
 }
 
 atomic_uint_fast64_t *
 fh_hub_control_denied (fh_hub_t *self)
 {
     return &self->control_denied;
+}
+
+atomic_uint_fast64_t *
+fh_hub_control_refused (fh_hub_t *self)
+{
+    return &self->control_refused;
 }
 
 uint64_t

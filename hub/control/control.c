@@ -431,7 +431,8 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_control_guard_t *guard = NULL;
     if (state.stats)
         guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
-                                      self->start_error, sizeof self->start_error);
+                                      fh_hub_control_refused (self->hub), self->start_error,
+                                      sizeof self->start_error);
     void *router = guard ? fh_control_guard_router (guard) : NULL;
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;

@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "process_figures.h"
+#include "prometheus_http.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,8 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UNROUTED, (int64_t) counts.unrouted);
     fh_metrics_set_int (hub, FH_M_AUTH_DENIED, (int64_t) counts.auth_denied);
     fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
+    fh_metrics_set_int (hub, FH_M_CONTROL_REFUSED, (int64_t) counts.control_refused);
+    fh_metrics_set_int (hub, FH_M_HTTP_REFUSED, (int64_t) fh_prometheus_http_refused ());
     uint64_t draining, draining_backlog;
     fh_hub_draining (self->hub, &draining, &draining_backlog);
     fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);

@@ -283,6 +283,12 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it had bus.max_peers already.",
         "# TYPE fanhub_peers_refused_total counter",
         "fanhub_peers_refused_total 0",
+        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients as the descriptors allow.",
+        "# TYPE fanhub_control_refused_total counter",
+        "fanhub_control_refused_total 0",
+        "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.",
+        "# TYPE fanhub_http_refused_total counter",
+        "fanhub_http_refused_total 0",
         "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that still consume what they hold.",
         "# TYPE fanhub_draining_instances gauge",
         "fanhub_draining_instances 0",
@@ -434,6 +440,13 @@ test_prometheus_completion_and_upstream (void **state)
         " had bus.max_peers already.\n"
         "# TYPE fanhub_peers_refused_total counter\n"
         "fanhub_peers_refused_total 0\n"
+        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients"
+        " as the descriptors allow.\n"
+        "# TYPE fanhub_control_refused_total counter\n"
+        "fanhub_control_refused_total 0\n"
+        "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.\n"
+        "# TYPE fanhub_http_refused_total counter\n"
+        "fanhub_http_refused_total 0\n"
         "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
         "# TYPE fanhub_handled_total counter\n"
         "fanhub_handled_total 990\n"
