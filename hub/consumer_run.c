@@ -131,9 +131,11 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
         free (frames);
-        if (!stored)
-            fh_error ("consumer '%s': message %llu: cannot keep it as a dead letter: %s",
-                      self->name, (unsigned long long) msg->seq, err);
+        if (!stored) /* one line per message was 14,534 lines on a full disk */
+            fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,
+                            "consumer '%s': message %llu: cannot keep it as a dead letter: %s "
+                            "(failed, not in dead_lettered)",
+                            self->name, (unsigned long long) msg->seq, err);
     }
     fh_cons_progress_begin (worker);
     fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);

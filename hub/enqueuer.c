@@ -230,6 +230,10 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
                         count ? zmq_msg_size (&frames[0]) : 0, self->config->max_frames,
                         self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
+        /* Malformed ones are in received, injected ones too (an AMQP
+           delivery was counted already), so malformed <= received. */
+        if (inject && !inject->source)
+            fh_bump (&self->received);
         s_count_malformed (self, reason, seen, bytes);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);

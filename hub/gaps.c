@@ -105,11 +105,14 @@ s_grow (fh_gaps_t *self)
     return true;
 }
 
+/* Saturates at INT64_MAX: every export is a signed 64-bit figure, and a
+   producer's counter may jump by up to 2^64 - 1 (i = -2^63, then 2^63 - 1). */
 static inline void
 s_add (atomic_uint_fast64_t *counter, uint64_t n)
 {
-    atomic_store_explicit (counter, atomic_load_explicit (counter, memory_order_relaxed) + n,
-                           memory_order_relaxed);
+    uint64_t now = atomic_load_explicit (counter, memory_order_relaxed);
+    uint64_t room = (uint64_t) INT64_MAX - (now < (uint64_t) INT64_MAX ? now : (uint64_t) INT64_MAX);
+    atomic_store_explicit (counter, now + (n < room ? n : room), memory_order_relaxed);
 }
 
 void
@@ -185,8 +188,10 @@ fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void
         atomic_store_explicit (&self->used, used + 1, memory_order_relaxed);
     }
     else if (number > slot->last) {
-        if (number - slot->last > 1)
-            s_add (&self->lost, (uint64_t) (number - slot->last - 1));
+        /* In unsigned arithmetic: the signed difference may overflow. */
+        uint64_t step = (uint64_t) number - (uint64_t) slot->last;
+        if (step > 1)
+            s_add (&self->lost, step - 1);
         slot->last = number;
     }
     else {

@@ -154,6 +154,10 @@ typedef struct {
 extern const char fh_config_default_yaml[];
 extern const size_t fh_config_default_yaml_len;
 
+/* The one rule for hub and consumer names (the dead-letter CLI's too):
+   1 to 64 of A-Z a-z 0-9 _ . -, not "." or "..". */
+bool fh_config_name_valid (const char *text);
+
 /* Loads a file. On error returns NULL and writes the message to err. */
 fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
 /* Loads YAML text; `source` names it in error messages. */

@@ -21,9 +21,18 @@ fh_cfg_name_valid (const char *text)
     size_t len = strlen (text);
     if (len < 1 || len > FH_CFG_NAME_MAX)
         return false;
+    /* A consumer's name is a directory under state_dir. */
+    if (strcmp (text, ".") == 0 || strcmp (text, "..") == 0)
+        return false;
     return strspn (text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                          "0123456789_.-")
            == len;
+}
+
+bool
+fh_config_name_valid (const char *text)
+{
+    return fh_cfg_name_valid (text);
 }
 
 int
@@ -160,7 +169,7 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     (void) field;
     char buf[FH_YAML_GOT_SIZE];
     static const char what[] = "a name of 1 to 64 characters from A-Z a-z "
-                               "0-9 _ . -";
+                               "0-9 _ . -, not . or ..";
     const char *text = fh_yaml_text (ctx, node, what);
     if (!text)
         return -1;

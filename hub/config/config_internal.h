@@ -81,7 +81,7 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_amqp;
 
 /* [A-Za-z0-9_.-]{1,64} */
-bool fh_cfg_name_valid (const char *text);
+bool fh_cfg_name_valid (const char *text); /* fh_config_name_valid */
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);

@@ -75,6 +75,8 @@ def test_emit_usage_and_malformed():
         status, _, err = fh.run([b"emit", b"-e", hub.control.encode(), b"org.ok.\xff\xfe", b"b"])
         assert status == 1 and "malformed" in err, (status, err)
         assert hub.stats()["hub"]["malformed_by_reason"]["topic_not_utf8"] == 1
+        # Issue 28, item 9: a malformed emit is in received too (malformed <= received).
+        assert hub.stats()["hub"]["received"] == 1, hub.stats()["hub"]
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:

@@ -305,7 +305,7 @@ typedef struct {
 #define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, memory, log_level, metrics)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard)"
-#define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
+#define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
 #define SECONDS "expected a number of seconds from 0 to 3600, got "
@@ -647,6 +647,8 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got a list" },
     { "consumer name null", BUS "consumers:\n  - name:\n    plugin: p\n",
       "t.yaml:4:10: consumers[0].name: " NAME_RULE ", got nothing" },
+    { "consumer name ..", BUS "consumers:\n  - name: '..'\n    plugin: p\n",
+      "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got '..'" },
     { "duplicate consumer names",
       BUS "consumers:\n  - name: a\n    plugin: p\n  - plugin: q\n"
       "    name: a\n",
