@@ -64,13 +64,33 @@ typedef struct {
     size_t pending_count, pending_room;
 } s_state_t;
 
+/* Answers that could not be sent: the client's pipe was full (it sends
+   and does not read) or it is gone. */
+static atomic_uint_fast64_t s_unanswered;
+
+uint64_t
+fh_control_unanswered (void)
+{
+    return atomic_load_explicit (&s_unanswered, memory_order_relaxed);
+}
+
 static void
 s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *text)
 {
-    /* The ROUTER drops replies to peers that are gone: never blocks. */
-    for (size_t i = 0; i < envelope_count; i++)
-        zmq_msg_send (&envelope[i], router, ZMQ_SNDMORE);
-    zmq_send (router, text, strlen (text), 0);
+    /* ROUTER_MANDATORY: a reply that cannot go is refused here, counted
+       and logged, never dropped silently; DONTWAIT: never blocks. The
+       caller closes what was not sent. */
+    int rc = 0;
+    for (size_t i = 0; i < envelope_count && rc >= 0; i++)
+        rc = zmq_msg_send (&envelope[i], router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && zmq_send (router, text, strlen (text), ZMQ_DONTWAIT) >= 0)
+        return;
+    int error = zmq_errno ();
+    uint64_t lost = atomic_fetch_add (&s_unanswered, 1);
+    if (error == EAGAIN && (lost == 0 || (lost & (lost + 1)) == 0)) /* 1, 2, 4, ... */
+        fh_warning ("control: a client that does not read its answers has %d waiting: an "
+                    "answer is not sent (%llu so far, hub.control_unanswered)",
+                    FH_CONTROL_ANSWERS_MAX, (unsigned long long) lost + 1);
 }
 
 /* A new pending answer, kept with the request's envelope; NULL when out
@@ -445,6 +465,12 @@ s_control_actor (zsock_t *pipe, void *args)
            received whole first. */
         int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
         zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
+        /* Room for the answers of a long pipeline (a client that sends
+           100,000 EMITs before reading got 4,704 answers at the default
+           1,000); past it an answer is refused and counted (s_reply). */
+        int answers = FH_CONTROL_ANSWERS_MAX, one = 1;
+        zmq_setsockopt (router, ZMQ_SNDHWM, &answers, sizeof answers);
+        zmq_setsockopt (router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
         if (fh_control_path_bind (router, config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,

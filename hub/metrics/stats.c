@@ -3,6 +3,7 @@
 
 #include "clock.h"
 #include "process_figures.h"
+#include "control.h"
 #include "prometheus_http.h"
 
 #include <stdlib.h>
@@ -161,6 +162,7 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_PEERS_REFUSED, (int64_t) counts.peers_refused);
     fh_metrics_set_int (hub, FH_M_CONTROL_REFUSED, (int64_t) counts.control_refused);
     fh_metrics_set_int (hub, FH_M_HTTP_REFUSED, (int64_t) fh_prometheus_http_refused ());
+    fh_metrics_set_int (hub, FH_M_CONTROL_UNANSWERED, (int64_t) fh_control_unanswered ());
     uint64_t draining, draining_backlog;
     fh_hub_draining (self->hub, &draining, &draining_backlog);
     fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);

@@ -289,6 +289,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.",
         "# TYPE fanhub_http_refused_total counter",
         "fanhub_http_refused_total 0",
+        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was full, or it was gone.",
+        "# TYPE fanhub_control_unanswered_total counter",
+        "fanhub_control_unanswered_total 0",
         "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that still consume what they hold.",
         "# TYPE fanhub_draining_instances gauge",
         "fanhub_draining_instances 0",
@@ -447,6 +450,10 @@ test_prometheus_completion_and_upstream (void **state)
         "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.\n"
         "# TYPE fanhub_http_refused_total counter\n"
         "fanhub_http_refused_total 0\n"
+        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was"
+        " full, or it was gone.\n"
+        "# TYPE fanhub_control_unanswered_total counter\n"
+        "fanhub_control_unanswered_total 0\n"
         "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
         "# TYPE fanhub_handled_total counter\n"
         "fanhub_handled_total 990\n"
