@@ -462,6 +462,9 @@ void
 fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
 {
     *out = self->gone;
+    /* Left in the spool by a gone instance and not yet taken by the next:
+       still accepted and not started (enqueued counts them). */
+    out->backlog += self->handed_over;
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);
