@@ -395,6 +395,28 @@ s_pool_full (fh_consumer_t *self)
     return enqueued - evicted - started >= fh_queue_capacity (self->queue);
 }
 
+/* drop-oldest: evicts from the queue's head until `bytes` more fit (the
+   consumer may make room meanwhile; over bytes, several may have to go).
+   In a pool, messages already with the scheduler stay: when the queue
+   itself is empty there is no room. True when there is room now (bytes:
+   as much as evicting could give). */
+static bool
+s_evict_for (fh_consumer_t *self, uint64_t bytes, fh_handled_t *handled)
+{
+    fh_msg_t *oldest = NULL;
+    while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
+            || fh_cons_over_bytes (self, bytes))
+           && (oldest = fh_queue_evict (self->queue))) {
+        fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
+        fh_bump (&self->evicted);
+        fh_bump (&self->dropped);
+        if (oldest->emit)
+            fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
+        fh_msg_release (oldest, handled);
+    }
+    return !fh_queue_full (self->queue) && !(self->pool && s_pool_full (self));
+}
+
 fh_offer_t
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
@@ -439,25 +461,9 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 atomic_store (&self->spooling, true);
             pthread_mutex_unlock (&self->spill_lock);
             return offer;
-        case FH_OVERFLOW_DROP_OLDEST: {
-            /* In a pool, messages already with the scheduler stay: when
-               the queue itself is empty the new one is dropped instead.
-               The consumer may make room meanwhile; over bytes, several
-               may have to go. */
-            fh_msg_t *oldest = NULL;
-            while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
-                    || fh_cons_over_bytes (self, bytes))
-                   && (oldest = fh_queue_evict (self->queue))) {
-                fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
-                fh_bump (&self->evicted);
-                fh_bump (&self->dropped);
-                if (oldest->emit)
-                    fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
-                fh_msg_release (oldest, handled);
-            }
-            if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
-                break; /* room now (bytes: as much as evicting could give) */
-        }
+        case FH_OVERFLOW_DROP_OLDEST:
+            if (s_evict_for (self, bytes, handled))
+                break; /* room now */
             /* fall through */
         default:
             fh_bump (&self->dropped);

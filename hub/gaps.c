@@ -115,6 +115,22 @@ s_add (atomic_uint_fast64_t *counter, uint64_t n)
     atomic_store_explicit (counter, now + (n < room ? n : room), memory_order_relaxed);
 }
 
+/* A producer's next counter: numbers skipped are lost, one that goes back
+   is a restart. */
+static void
+s_next (fh_gaps_t *self, s_slot_t *slot, json_int_t number)
+{
+    if (number > slot->last) {
+        /* In unsigned arithmetic: the signed difference may overflow. */
+        uint64_t step = (uint64_t) number - (uint64_t) slot->last;
+        if (step > 1)
+            s_add (&self->lost, step - 1);
+    }
+    else
+        s_add (&self->restarts, 1);
+    slot->last = number;
+}
+
 void
 fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void *body,
                size_t body_size)
@@ -187,17 +203,8 @@ fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void
         slot->last = number;
         atomic_store_explicit (&self->used, used + 1, memory_order_relaxed);
     }
-    else if (number > slot->last) {
-        /* In unsigned arithmetic: the signed difference may overflow. */
-        uint64_t step = (uint64_t) number - (uint64_t) slot->last;
-        if (step > 1)
-            s_add (&self->lost, step - 1);
-        slot->last = number;
-    }
-    else {
-        s_add (&self->restarts, 1);
-        slot->last = number;
-    }
+    else
+        s_next (self, slot, number);
     json_decref (doc);
 }
 

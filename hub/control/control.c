@@ -441,6 +441,21 @@ s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64
                (unsigned long long) largest, name ? name : "none");
 }
 
+/* A request carries at most one bus message: a bigger frame is refused
+   while it arrives (ZeroMQ drops that connection), not received whole
+   first. Room for the answers of a long pipeline (a client that sent
+   100,000 EMITs before reading got 4,704 answers at the default 1,000);
+   past it an answer is refused and counted (s_reply). */
+static void
+s_router_bounds (void *router, const fh_config_t *config)
+{
+    int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
+    zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
+    int answers = FH_CONTROL_ANSWERS_MAX, one = 1;
+    zmq_setsockopt (router, ZMQ_SNDHWM, &answers, sizeof answers);
+    zmq_setsockopt (router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+}
+
 static void
 s_control_actor (zsock_t *pipe, void *args)
 {
@@ -460,17 +475,7 @@ s_control_actor (zsock_t *pipe, void *args)
     if (!state.stats && !self->start_error[0])
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else if (router) {
-        /* A request carries at most one bus message: a bigger frame is
-           refused while it arrives (ZeroMQ drops that connection), not
-           received whole first. */
-        int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
-        zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
-        /* Room for the answers of a long pipeline (a client that sends
-           100,000 EMITs before reading got 4,704 answers at the default
-           1,000); past it an answer is refused and counted (s_reply). */
-        int answers = FH_CONTROL_ANSWERS_MAX, one = 1;
-        zmq_setsockopt (router, ZMQ_SNDHWM, &answers, sizeof answers);
-        zmq_setsockopt (router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+        s_router_bounds (router, config);
         if (fh_control_path_bind (router, config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,
