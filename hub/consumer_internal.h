@@ -65,9 +65,9 @@ typedef struct {
     fh_handled_t handled;
     uint64_t rng;
     fh_ratelimit_t failure_log;
-    fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
+    fh_ratelimit_t retry_log;      /* RETRY answers that gave a reason */
     fh_ratelimit_t deadletter_log; /* dead letters that could not be written */
-    char reason[256];         /* the plugin's set_reason with the last answer, or "" */
+    char reason[256];              /* the plugin's set_reason with the last answer, or "" */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
     pthread_t thread;
