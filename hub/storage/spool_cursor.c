@@ -126,7 +126,7 @@ s_cursor_write (fh_spool_t *self)
         }
         if (ok && self->fsync != FH_SPOOL_FSYNC_NEVER) {
             what = "fsync";
-            ok = fsync (fd) == 0;
+            ok = fh_fs_fsync (fd) == 0;
         }
         int saved = errno;
         close (fd);
