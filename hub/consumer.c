@@ -167,6 +167,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->clock = fh_clock_real;
     self->worker_count = config->workers ? config->workers : 1;
     self->overflow = config->overflow;
+    self->max_bytes = config->queue_max_bytes;
     self->wants_write_ahead = config->write_ahead && config->overflow == FH_OVERFLOW_SPILL;
     self->max_crashes = config->max_crashes ? (uint32_t) config->max_crashes
                                             : FH_DEFAULT_MAX_CRASHES;
@@ -206,6 +207,12 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         fh_consumer_destroy (&self);
         return NULL;
     }
+    self->ticket_grace_ns = 10 * INT64_C (1000000000);
+    /* Read-ahead of the spool past a record not done: what the plugin may
+       hold, what the workers run, and (a pool) what waits unstarted. */
+    self->spool_window
+        = (config->max_pending ? config->max_pending : FH_DEFAULT_MAX_PENDING) + self->worker_count
+          + (self->worker_count > 1 || config->coalesce ? config->queue_capacity : 0);
 
     char why[1024];
     if (config->shard.count
@@ -266,6 +273,8 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         pthread_cond_destroy (&self->pool_work);
     }
     fh_queue_destroy (&self->queue);
+    /* What it still held leaves memory with it. */
+    fh_cons_held_less (self, atomic_load (&self->held_bytes));
     fh_spool_close_checked (&self->spool, NULL); /* a failure is logged and
                                                     makes the exit status */
     /* Spilled and never read back in this run: they wait in the spool;
@@ -389,6 +398,61 @@ s_watch_backlog (fh_consumer_t *self)
         self->warn_armed = true;
 }
 
+/* Payload bytes held in memory by every consumer's queue (and a pool's
+   scheduler, until started): memory.max_bytes caps it. */
+static atomic_uint_fast64_t s_memory_held;
+static atomic_uint_fast64_t s_memory_max;
+
+void
+fh_consumer_set_memory_max (uint64_t max_bytes)
+{
+    atomic_store (&s_memory_max, max_bytes);
+}
+
+uint64_t
+fh_consumer_memory_held (void)
+{
+    return atomic_load_explicit (&s_memory_held, memory_order_relaxed);
+}
+
+uint64_t
+fh_cons_msg_bytes (const fh_msg_t *msg)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < msg->frame_count; i++)
+        bytes += fh_msg_frame (msg, i).size;
+    return bytes;
+}
+
+void
+fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_add_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit (&s_memory_held, bytes, memory_order_relaxed);
+}
+
+void
+fh_cons_held_less (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit (&s_memory_held, bytes, memory_order_relaxed);
+}
+
+/* True when taking `bytes` more would pass queue.max_bytes or
+   memory.max_bytes. A consumer holding nothing takes one message of any
+   size: nothing it could wait for would make room. */
+bool
+fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes)
+{
+    uint64_t held = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
+    if (held == 0)
+        return false;
+    if (self->max_bytes && held + bytes > self->max_bytes)
+        return true;
+    uint64_t max = atomic_load_explicit (&s_memory_max, memory_order_relaxed);
+    return max && atomic_load_explicit (&s_memory_held, memory_order_relaxed) + bytes > max;
+}
+
 /* Pool mode: the queue and the scheduler together hold at most capacity
    messages not yet started. */
 static bool
@@ -402,16 +466,42 @@ s_pool_full (fh_consumer_t *self)
     return enqueued - evicted - started >= fh_queue_capacity (self->queue);
 }
 
+/* drop-oldest: evicts from the queue's head until `bytes` more fit (the
+   consumer may make room meanwhile; over bytes, several may have to go).
+   In a pool, messages already with the scheduler stay: when the queue
+   itself is empty there is no room. True when there is room now (bytes:
+   as much as evicting could give). */
+static bool
+s_evict_for (fh_consumer_t *self, uint64_t bytes, fh_handled_t *handled)
+{
+    fh_msg_t *oldest = NULL;
+    while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
+            || fh_cons_over_bytes (self, bytes))
+           && (oldest = fh_queue_evict (self->queue))) {
+        fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
+        fh_bump (&self->evicted);
+        fh_bump (&self->dropped);
+        if (oldest->emit)
+            fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
+        fh_msg_release (oldest, handled);
+    }
+    return !fh_queue_full (self->queue) && !(self->pool && s_pool_full (self));
+}
+
 fh_offer_t
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
     /* The spool is opened by the main thread while this instance may
        already take offers (a reload's successor): read it once opened. */
     bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
-    if (!has_spool && self->wants_write_ahead)
+    if (!has_spool
+        && (self->wants_write_ahead
+            || atomic_load_explicit (&self->inherits_spool, memory_order_relaxed)))
         /* A reload's successor before its spool is open: with write-ahead
-           nothing reaches it but through its spool. Wait, as spill does
-           when full. */
+           nothing reaches it but through its spool, and one that takes
+           over its predecessor's spool takes nothing before the spool
+           (order). Wait, as spill does when full: the predecessor only
+           finishes what it holds in memory. */
         return FH_OFFER_FULL;
     /* Spooling: everything new goes behind what is on disk. */
     if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
@@ -423,7 +513,9 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         }
         pthread_mutex_unlock (&self->spill_lock);
     }
-    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))) {
+    uint64_t bytes = fh_cons_msg_bytes (msg);
+    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
+        || fh_cons_over_bytes (self, bytes)) {
         switch (self->overflow) {
         case FH_OVERFLOW_BLOCK: return FH_OFFER_FULL;
         case FH_OVERFLOW_SPILL:
@@ -440,22 +532,9 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 atomic_store (&self->spooling, true);
             pthread_mutex_unlock (&self->spill_lock);
             return offer;
-        case FH_OVERFLOW_DROP_OLDEST: {
-            /* The consumer may have made room since the check above. */
-            if (!fh_queue_full (self->queue) && !(self->pool && s_pool_full (self)))
-                break;
-            /* In a pool, messages already with the scheduler stay: when
-               the queue itself is empty the new one is dropped instead. */
-            fh_msg_t *oldest = fh_queue_evict (self->queue);
-            if (oldest) {
-                fh_bump (&self->evicted);
-                fh_bump (&self->dropped);
-                if (oldest->emit)
-                    fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
-                fh_msg_release (oldest, handled);
+        case FH_OVERFLOW_DROP_OLDEST:
+            if (s_evict_for (self, bytes, handled))
                 break; /* room now */
-            }
-        }
             /* fall through */
         default:
             fh_bump (&self->dropped);
@@ -470,6 +549,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
     fh_bump (&self->enqueued);
+    fh_cons_held_more (self, bytes);
     bool pushed = fh_queue_push (self->queue, msg);
     assert (pushed);
     (void) pushed;
@@ -500,7 +580,35 @@ fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at)
 void
 fh_consumer_close (fh_consumer_t *self)
 {
+    fh_consumer_bound_tickets (self);
     fh_queue_close (self->queue);
+}
+
+int
+fh_consumer_overflow (const fh_consumer_t *self)
+{
+    return self->overflow;
+}
+
+void
+fh_consumer_set_ticket_grace (fh_consumer_t *self, int64_t grace_ns)
+{
+    self->ticket_grace_ns = grace_ns;
+}
+
+void
+fh_consumer_bound_tickets (fh_consumer_t *self)
+{
+    int_fast64_t none = 0;
+    int64_t deadline = fh_clock_mono_ns () + self->ticket_grace_ns / 4 * 3;
+    if (!atomic_compare_exchange_strong (&self->close_deadline_ns, &none, deadline ? deadline : 1))
+        return;
+    /* Workers asleep on an older deadline look again. */
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        pthread_cond_broadcast (&self->pool_work);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
 }
 
 void
@@ -601,7 +709,13 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->spool_fsyncs = fh_spool_syncs (self->spool);
         out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
     }
-    out->in_flight = out->dequeued - out->completed - out->failed;
+    /* Read after the workers' counters: an abandoned ticket is in
+       dequeued already. */
+    out->tickets_expired = atomic_load_explicit (&self->tickets_expired, memory_order_relaxed);
+    out->completions_late = atomic_load_explicit (&self->completions_late, memory_order_relaxed);
+    out->tickets_abandoned = atomic_load_explicit (&self->tickets_abandoned, memory_order_acquire);
+    uint64_t ended = out->completed + out->failed + out->tickets_abandoned;
+    out->in_flight = out->dequeued > ended ? out->dequeued - ended : 0;
     /* coalesced is read after the rest: a message replaced and not yet
        counted shows as backlog for a moment, never below zero. */
     uint64_t coalesced = self->pool ? atomic_load_explicit (&self->coalesced, memory_order_acquire)
@@ -615,6 +729,7 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
         out->backlog_max = out->backlog;
     }
     out->capacity = fh_queue_capacity (self->queue);
+    out->queue_bytes = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
     fh_cons_report_counts (self, out);
@@ -706,27 +821,29 @@ fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
         bool now_stuck = started && now_ns - started > self->consume_timeout_ns;
         if (now_stuck && !worker->stuck)
             fh_warning ("consumer '%s': consume of message %llu has been running for "
-                        "%.1f s (consume_timeout %.1f s): stuck; the other consumers "
-                        "carry on",
+                        "%.1f s (consume_timeout %.1f s): stuck; %s",
                         self->name, (unsigned long long) atomic_load (&worker->consume_seq),
-                        (double) (now_ns - started) / 1e9, (double) self->consume_timeout_ns / 1e9);
+                        (double) (now_ns - started) / 1e9, (double) self->consume_timeout_ns / 1e9,
+                        self->overflow == FH_OVERFLOW_BLOCK
+                            ? "once its queue is full the bus waits for it (overflow: block)"
+                            : "the other consumers carry on");
         else if (!now_stuck && worker->stuck)
             fh_info ("consumer '%s': no longer stuck", self->name);
         worker->stuck = now_stuck;
         stuck += now_stuck;
     }
-    /* Messages the plugin holds PENDING count as calls still running. */
+    /* A PENDING ticket past consume_timeout: its attempt fails (RETRY). */
     uint64_t oldest = 0;
-    size_t held = fh_pending_older_than (self->pending, now_ns - self->consume_timeout_ns, &oldest);
-    if (held && !self->pending_stuck)
-        fh_warning ("consumer '%s': %zu messages pending for more than consume_timeout "
-                    "%.1f s (the oldest is message %llu): stuck; the other consumers carry on",
-                    self->name, held, (double) self->consume_timeout_ns / 1e9,
-                    (unsigned long long) oldest);
-    else if (!held && self->pending_stuck)
-        fh_info ("consumer '%s': no pending message is stuck any more", self->name);
-    self->pending_stuck = held > 0;
-    stuck += held;
+    size_t expired = fh_pending_expire (self->pending, now_ns - self->consume_timeout_ns, &oldest);
+    if (expired) {
+        atomic_fetch_add_explicit (&self->tickets_expired, expired, memory_order_relaxed);
+        fh_log_limited (&self->expire_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': %zu message%s pending for more than consume_timeout "
+                        "%.1f s (the oldest is message %llu): the attempt fails, retry "
+                        "settings apply; a late complete is ignored",
+                        self->name, expired, expired == 1 ? "" : "s",
+                        (double) self->consume_timeout_ns / 1e9, (unsigned long long) oldest);
+    }
     atomic_store_explicit (&self->stuck_workers, (unsigned) stuck, memory_order_relaxed);
     return stuck;
 }

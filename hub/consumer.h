@@ -42,7 +42,8 @@ typedef struct {
                            attempts ran out (dead_lettered counts those stored) */
     uint64_t retried;   /* consume calls after a RETRY answer */
     uint64_t dead_lettered; /* failed messages written to the dead-letter store */
-    uint64_t in_flight; /* dequeued - completed - failed: inside consume */
+    uint64_t in_flight; /* dequeued - completed - failed - tickets_abandoned:
+                           inside consume, or PENDING */
     uint64_t backlog;   /* enqueued - dequeued - evicted: accepted, not yet
                            started (spool included) */
     uint64_t backlog_max; /* the highest backlog since start */
@@ -69,6 +70,11 @@ typedef struct {
     uint64_t restarts;      /* its worker processes started again */
     uint64_t skipped;       /* messages done without processing */
     uint64_t plugin_state;  /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
+    uint64_t tickets_expired;   /* PENDING past consume_timeout: the attempt failed */
+    uint64_t completions_late;  /* complete of a void ticket: ignored */
+    uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
+                                   ran out: never done */
+    uint64_t queue_bytes; /* payload held in memory, not yet started (max_bytes) */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -126,10 +132,34 @@ void fh_consumer_reopen_all (void);
 /* A reload moved it to position index of the configuration. */
 void fh_consumer_set_index (fh_consumer_t *self, size_t index);
 /* A reload replaces it: no more offers; it consumes everything it holds,
-   its spool included, and ends. */
+   its spool included, and ends; a spilling one (with a state_dir) leaves
+   its spool to its successor instead, as at a stop. */
 void fh_consumer_retire (fh_consumer_t *self);
-/* No more offers: the thread drains the queue and ends. */
+/* A reload's successor of a spilling instance: it takes nothing before
+   its spool (its predecessor's) is open, so that order holds. */
+void fh_consumer_inherit_spool (fh_consumer_t *self);
+/* Under the lineage's lock at its start: the records its spool held at
+   open from its predecessor, now counted in its enqueued. */
+uint64_t fh_consumer_take_inherited (fh_consumer_t *self);
+/* Once its threads are done, before its figures are kept: writes what
+   its spool writer still holds and lets go of the messages it spilled in
+   this run (done for it: in its spool, for its successor). */
+void fh_consumer_hand_over (fh_consumer_t *self);
+/* memory.max_bytes for every consumer of the process (0: none). */
+void fh_consumer_set_memory_max (uint64_t max_bytes);
+/* Payload bytes all consumers hold in memory now. */
+uint64_t fh_consumer_memory_held (void);
+/* Its queue.overflow (fh_overflow_t). */
+int fh_consumer_overflow (const fh_consumer_t *self);
+/* No more offers: the thread drains the queue and ends (see
+   fh_consumer_bound_tickets). */
 void fh_consumer_close (fh_consumer_t *self);
+/* shutdown_timeout: how long a worker left with nothing but PENDING
+   tickets waits for them (10 s until set). */
+void fh_consumer_set_ticket_grace (fh_consumer_t *self, int64_t grace_ns);
+/* Closing (a stop, or a removal): open tickets are waited for until 3/4
+   of the grace from now at the latest, leaving time for fini. Once. */
+void fh_consumer_bound_tickets (fh_consumer_t *self);
 /* Gives up on the threads (the process is about to _exit with them
    still inside a plugin): stops retry waits, detaches the threads, so
    destroy will not join them. */
@@ -148,7 +178,9 @@ uint64_t fh_consumer_handled (fh_consumer_t *self, fh_histogram_snapshot_t *end_
 /* Nanoseconds worker i has spent inside consume since start. */
 double fh_consumer_worker_busy (fh_consumer_t *self, size_t worker);
 /* Called once a second by one thread: notes (and logs, once) workers
-   inside a consume call older than consume_timeout. Returns how many. */
+   inside a consume call older than consume_timeout, and ends the attempt
+   of each PENDING ticket older than that (counted in tickets_expired,
+   logged; retry settings apply). Returns the stuck workers. */
 size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
 
 /* host->complete (ABI 1.1), from any thread: finishes a message the plugin

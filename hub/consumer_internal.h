@@ -70,10 +70,11 @@ typedef struct {
     fh_handled_t handled;
     uint64_t rng;
     fh_ratelimit_t failure_log;
-    fh_ratelimit_t retry_log; /* RETRY answers that gave a reason */
-    char reason[256];         /* the plugin's set_reason with the last answer, or "" */
-    bool quarantined;         /* the last answer was the hub's: the message
-                                 crashed the hub max_crashes times */
+    fh_ratelimit_t retry_log;      /* RETRY answers that gave a reason */
+    fh_ratelimit_t deadletter_log; /* dead letters that could not be written */
+    char reason[256];              /* the plugin's set_reason with the last answer, or "" */
+    bool quarantined;              /* the last answer was the hub's: the message
+                                      crashed the hub max_crashes times */
     /* Set at start; read by anyone. */
     alignas (FH_CACHE_LINE) fh_consumer_t *consumer;
     fh_thread_t thread;
@@ -89,6 +90,10 @@ struct fh_consumer {
     bool warn_armed;              /* the next crossing of warn_at is logged */
     atomic_size_t warn_at;        /* a reload may change it */
     atomic_uint_fast64_t evicted; /* drop-oldest: taken off the queue's head */
+    uint64_t max_bytes;           /* queue.max_bytes, 0 = none */
+    /* Payload bytes in the queue (and a pool's scheduler, not started):
+       added by the enqueuer, taken off by whoever takes the message. */
+    atomic_uint_fast64_t held_bytes;
 
     alignas (FH_CACHE_LINE) atomic_bool abort; /* give up waiting: forced exit */
     atomic_uint done_workers;
@@ -129,10 +134,14 @@ struct fh_consumer {
                                    at shutdown (not deferred) */
     pthread_mutex_t spill_lock;
     atomic_bool spooling;
-    atomic_bool state_open; /* spool and dead letters opened (release) */
-    bool spill_at_shutdown; /* overflow: spill */
-    bool write_ahead;       /* queue.write_ahead: always spooling */
-    bool wants_write_ahead; /* ... once its spool is open */
+    atomic_bool state_open;     /* spool and dead letters opened (release) */
+    bool spill_at_shutdown;     /* overflow: spill: also when a reload retires it,
+                               its spool is then its successor's */
+    atomic_bool inherits_spool; /* a reload's successor that takes over its
+                                   predecessor's spool: nothing before */
+    uint64_t inherited_waiting; /* records found at open, counted at start */
+    bool write_ahead;           /* queue.write_ahead: always spooling */
+    bool wants_write_ahead;     /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
     uint64_t spool_lost_seen; /* fh_spool_lost already in spill_dropped
                                  (or found at open: never enqueued); the
@@ -154,6 +163,7 @@ struct fh_consumer {
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_work; /* CLOCK_MONOTONIC: workers wait here */
     bool dispatcher_done;     /* the queue is closed and drained */
+    bool dispatcher_window;   /* retiring, it waits for the spool window */
     bool pool_worked;         /* since the last idle call */
     fh_thread_t dispatcher;
     atomic_uint_fast64_t pool_started; /* messages taken for the first time */
@@ -176,7 +186,19 @@ struct fh_consumer {
     /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
     fh_pending_t *pending;
     fh_ratelimit_t complete_log;
-    bool pending_stuck; /* owned by the stuck checker */
+    fh_ratelimit_t expire_log;              /* the stuck checker's */
+    atomic_uint_fast64_t tickets_expired;   /* ended by consume_timeout */
+    atomic_uint_fast64_t completions_late;  /* complete of a void ticket */
+    atomic_uint_fast64_t tickets_abandoned; /* never done: the wait ran out */
+    /* How long a worker left with nothing but open tickets waits for them
+       (shutdown_timeout), and, once closed, the latest it waits (0: not
+       closed): see fh_cons_ticket_deadline. */
+    int64_t ticket_grace_ns;
+    atomic_int_fast64_t close_deadline_ns;
+    int64_t pool_drained_ns; /* pool_lock: when only tickets were left */
+    /* Records read from the spool and not yet passed by its cursor, at
+       most: what a restart can deliver again (plus cursor_records). */
+    uint64_t spool_window;
 
     /* What the plugin tells of itself (ABI 1.3, consumer_report.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
@@ -212,6 +234,18 @@ fh_cons_progress_end (s_worker_t *worker)
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
+/* consumer.c */
+
+/* Payload bytes of msg (what held_bytes counts). */
+uint64_t fh_cons_msg_bytes (const fh_msg_t *msg);
+/* bytes came into this consumer's memory (queued; a pool's spool read)
+   or left it (popped, a pool's started, evicted). */
+void fh_cons_held_more (fh_consumer_t *self, uint64_t bytes);
+void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
+/* True when holding `bytes` more would pass queue.max_bytes or
+   memory.max_bytes (never when it holds nothing). */
+bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
+
 /* consumer_run.c */
 
 /* Calls the plugin's consume for one attempt (see consumer_run.c). */
@@ -231,6 +265,13 @@ fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
    released. */
 void fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
                      uint32_t attempts, int64_t first_ns, int64_t last_ns);
+/* When a worker left with nothing but open tickets since drained_ns
+   (CLOCK_MONOTONIC) stops waiting for them. */
+int64_t fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns);
+/* Gives up the open tickets: their messages are not done (a spooled one
+   is delivered again from the spool), counted in tickets_abandoned and
+   logged. A pool's caller holds pool_lock. */
+void fh_cons_abandon_tickets (fh_consumer_t *self);
 /* The thread of the one worker of a consumer that is not a pool. */
 void *fh_cons_worker_thread (void *arg);
 
@@ -247,6 +288,9 @@ void *fh_cons_pool_worker_thread (void *arg);
 
 /* consumer_spill.c */
 
+/* True while the spool may not be read further: spool_window records
+   read are not yet passed by its cursor (one of them is not done). */
+bool fh_cons_spool_window_full (fh_consumer_t *self);
 /* The next message to consume from the spool, or NULL (see there). */
 fh_msg_t *fh_cons_spool_next (fh_consumer_t *self);
 /* Records in the spool not yet read, the writer's hand-off included. */

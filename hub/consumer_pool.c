@@ -50,6 +50,9 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
     pthread_mutex_lock (&self->pool_lock);
     for (size_t i = 0; i < count; i++) {
         fh_msg_t *replaced = NULL;
+        /* Held until a worker starts it; one from the queue already was. */
+        if (batch[i]->from_spool)
+            fh_cons_held_more (self, fh_cons_msg_bytes (batch[i]));
         fh_bump (&self->pool_handed);
         if (fh_keyed_push (self->keyed, keys[i], key_sizes[i], batch[i], &replaced) != 0) {
             /* Out of memory: lost for this consumer, and counted. */
@@ -60,6 +63,7 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
         else
             pthread_cond_signal (&self->pool_work);
         if (replaced) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (replaced));
             fh_bump (&self->coalesced);
             if (fh_cons_emit_of (replaced))
                 fh_emit_set_outcome (fh_cons_emit_of (replaced), self->name, FH_OUTCOME_COALESCED);
@@ -80,7 +84,8 @@ static void
 s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
 {
     pthread_mutex_lock (&self->pool_lock);
-    if (s_pool_held (self) >= capacity && !atomic_load (&self->abort)) {
+    if ((s_pool_held (self) >= capacity || fh_cons_over_bytes (self, 0))
+        && !atomic_load (&self->abort)) {
         struct timespec until;
         int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
         until.tv_sec = (time_t) (due / 1000000000);
@@ -88,6 +93,23 @@ s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
         pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
     }
     pthread_mutex_unlock (&self->pool_lock);
+}
+
+/* Retiring with a full spool window: waits a little for it to move; true
+   when the dispatcher is to end (abort, or tickets were abandoned). */
+static bool
+s_wait_for_window (fh_consumer_t *self)
+{
+    uint64_t abandoned = atomic_load (&self->tickets_abandoned);
+    pthread_mutex_lock (&self->pool_lock);
+    self->dispatcher_window = true;
+    pthread_cond_broadcast (&self->pool_work); /* the ticket deadline runs */
+    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
+    struct timespec until = {(time_t) (due / 1000000000), (long) (due % 1000000000)};
+    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+    self->dispatcher_window = false;
+    pthread_mutex_unlock (&self->pool_lock);
+    return atomic_load (&self->abort) || atomic_load (&self->tickets_abandoned) != abandoned;
 }
 
 /* Pool mode: moves messages from the queue (and the spool) into the
@@ -104,25 +126,35 @@ fh_cons_dispatcher_thread (void *arg)
         unsigned kicks = fh_queue_kicks (self->queue);
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
-        if (self->spill_at_shutdown && closed && !retiring)
-            fh_cons_spill_queue_at_shutdown (self);
+        if (self->spill_at_shutdown && closed)
+            fh_cons_spill_queue_at_shutdown (self); /* at a stop, or for a successor */
         size_t count = 0;
         while (count < BATCH && (batch[count] = fh_queue_pop (self->queue)))
             count++;
         /* The spool after the memory queue, not at shutdown (but when a
            reload replaces this consumer). A record read stays in the spool
            until its message is done (fh_cons_finish). */
-        bool readable = (!closed || retiring) && self->spool;
+        bool readable = (!closed || (retiring && !self->spill_at_shutdown)) && self->spool
+                        && !fh_cons_spool_window_full (self);
         while (count < BATCH && readable && s_pool_held (self) + count < capacity
-               && (batch[count] = fh_cons_spool_next (self)))
+               && !fh_cons_over_bytes (self, 0) && (batch[count] = fh_cons_spool_next (self)))
             count++;
         if (count == 0) {
             bool spool_left = readable && fh_spool_records (self->spool);
-            if (spool_left && s_pool_held (self) < capacity)
+            if (spool_left && s_pool_held (self) < capacity && !fh_cons_over_bytes (self, 0))
                 continue;
             if (!spool_left && readable && closed && fh_cons_spool_unread (self)) {
                 /* Retiring: the writer still has some to write first. */
                 fh_spool_writer_flush (self->spool_writer);
+                continue;
+            }
+            if (closed && retiring && !self->spill_at_shutdown && self->spool
+                && fh_spool_records (self->spool) && fh_cons_spool_window_full (self)) {
+                /* Its window is full of records not done: the workers
+                   wait for their tickets at most the grace; once they
+                   abandon any, the rest of the spool is the successor's. */
+                if (s_wait_for_window (self))
+                    break;
                 continue;
             }
             if (spool_left && closed) {
@@ -151,7 +183,7 @@ fh_cons_dispatcher_thread (void *arg)
    return): done, or retry later (the key waits; the worker does not). */
 static void
 s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
-              uint32_t attempts, int64_t start, int64_t end, const char *late)
+              uint32_t attempts, int64_t start, int64_t end, const char *late, bool expired)
 {
     fh_consumer_t *self = worker->consumer;
     bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
@@ -172,7 +204,9 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_r
         return;
     }
     char why[512] = "";
-    const char *verb = late ? "completed with" : "consume answered";
+    const char *verb = expired ? "pending past consume_timeout, taken as"
+                       : late  ? "completed with"
+                               : "consume answered";
     const char *colon = reason[0] ? ": " : "";
     if (worker->quarantined && !late) {
         worker->quarantined = false;
@@ -206,9 +240,32 @@ s_pool_take_completed (s_worker_t *worker)
     int64_t end = self->clock.now_ns (self->clock.arg);
     fh_histogram_record (&worker->processing, end - item.started_ns);
     s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
-                  item.reason ? item.reason : "");
+                  item.reason ? item.reason : "", item.expired);
     free (item.reason);
     self->pool_worked = true;
+}
+
+/* Pool mode, pool_lock held: once the dispatcher is done and nothing is
+   queued, open tickets are waited for until the ticket deadline (which
+   lowers *due), then abandoned: true then. */
+static bool
+s_pool_last_tickets (fh_consumer_t *self, int64_t *due)
+{
+    if (!(self->dispatcher_done || self->dispatcher_window) || fh_keyed_queued (self->keyed)
+        || !fh_pending_count (self->pending)) {
+        self->pool_drained_ns = 0;
+        return false;
+    }
+    if (!self->pool_drained_ns)
+        self->pool_drained_ns = fh_clock_mono_ns ();
+    int64_t deadline = fh_cons_ticket_deadline (self, self->pool_drained_ns);
+    if (fh_clock_mono_ns () >= deadline) {
+        fh_cons_abandon_tickets (self);
+        return true;
+    }
+    if (deadline < *due)
+        *due = deadline;
+    return false;
 }
 
 /* Pool mode: takes the next message from the scheduler (round robin over
@@ -246,6 +303,8 @@ fh_cons_pool_worker_thread (void *arg)
                 break;
             if (atomic_load (&self->abort))
                 break;
+            if (s_pool_last_tickets (self, &next_due))
+                continue;
             if (next_due == INT64_MAX)
                 pthread_cond_wait (&self->pool_work, &self->pool_lock);
             else {
@@ -257,6 +316,7 @@ fh_cons_pool_worker_thread (void *arg)
         }
         unsigned retries = fh_keyed_slot_retries (slot);
         if (retries == 0) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
             if (self->spool)
@@ -280,7 +340,7 @@ fh_cons_pool_worker_thread (void *arg)
             pthread_mutex_lock (&self->pool_lock);
             continue;
         }
-        s_pool_after (worker, msg, slot, result, retries + 1, now, end, NULL);
+        s_pool_after (worker, msg, slot, result, retries + 1, now, end, NULL, false);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);

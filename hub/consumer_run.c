@@ -101,9 +101,11 @@ fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub
     }
     if (fh_pending_complete_reason (self->pending, ticket, result, reason) == 0)
         return 0;
+    atomic_fetch_add_explicit (&self->completions_late, 1, memory_order_relaxed);
     fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
-                    "complete: consumer '%s': ticket %llu is not pending (unknown, or "
-                    "completed already); ignored",
+                    "complete: consumer '%s': ticket %llu is not pending (completed already, "
+                    "expired by consume_timeout, abandoned, or unknown); ignored, counted in "
+                    "completions_late",
                     self->name, (unsigned long long) ticket);
     return -1;
 }
@@ -145,11 +147,13 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
         free (frames);
-        if (!stored) {
+        if (!stored) { /* one line per message was 14,534 lines on a full disk */
             char note[FH_FEDMSG_ID_SIZE + 16];
             fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
-            fh_error ("consumer '%s': message %llu%s: cannot keep it as a dead letter: %s",
-                      self->name, (unsigned long long) msg->seq, note, err);
+            fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,
+                            "consumer '%s': message %llu%s: cannot keep it as a dead letter: %s "
+                            "(failed, not in dead_lettered)",
+                            self->name, (unsigned long long) msg->seq, note, err);
         }
     }
     fh_cons_progress_begin (worker);
@@ -163,8 +167,10 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
         fh_emit_set_outcome (fh_cons_emit_of (msg), self->name,
                              result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
     /* Done: the spool's cursor may move over it. */
-    if (msg->spool_mark && self->spool)
+    if (msg->spool_mark && self->spool) {
         fh_spool_done (self->spool, msg->spool_mark);
+        fh_queue_kick (self->queue); /* the reader may wait for the window */
+    }
     /* The end of the last attempt is the handling time, unless a test's
        clock measured it: received_ns is always the real clock's. */
     fh_msg_release_at (msg, &worker->handled,
@@ -180,10 +186,12 @@ fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const
    false when it is finished, with why filled for anything but OK. */
 static bool
 s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end,
-         const char *late, char *why, size_t whylen)
+         const char *late, bool expired, char *why, size_t whylen)
 {
     fh_consumer_t *self = worker->consumer;
-    const char *verb = late ? "completed with" : "consume answered";
+    const char *verb = expired ? "pending past consume_timeout, taken as"
+                       : late  ? "completed with"
+                               : "consume answered";
     /* The plugin's own words, when it gave them (host->set_reason, or
        complete_reason's for a late answer: `late`). */
     const char *reason = late ? late : worker->reason;
@@ -239,7 +247,7 @@ s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first, 
         result = fh_cons_call_consume (worker, msg, start, &end, ticket);
         if (result == FANHUB_PENDING)
             return end;
-        if (!s_again (worker, result, attempts, end, NULL, why, sizeof why))
+        if (!s_again (worker, result, attempts, end, NULL, false, why, sizeof why))
             break;
         start = self->clock.now_ns (self->clock.arg);
     }
@@ -270,7 +278,7 @@ s_take_completions (s_worker_t *worker, int64_t now)
         fh_histogram_record (&worker->processing, now - item.started_ns);
         char why[512] = "";
         bool again = s_again (worker, item.result, item.attempts, now,
-                              item.reason ? item.reason : "", why, sizeof why);
+                              item.reason ? item.reason : "", item.expired, why, sizeof why);
         free (item.reason);
         if (again)
             now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
@@ -281,14 +289,69 @@ s_take_completions (s_worker_t *worker, int64_t now)
     return now;
 }
 
-/* Waits for late completions while the plugin holds messages and the
-   worker can take no new one (max_pending reached, or the queue is closed
-   and drained). False once the hub gives up waiting (abort). */
+/* Waits for late completions while max_pending messages are open. False
+   once the hub gives up waiting (abort). */
 static bool
 s_wait_pending (fh_consumer_t *self)
 {
     while (!atomic_load (&self->abort)) {
         if (fh_pending_wait (self->pending, fh_clock_mono_ns () + PENDING_POLL_NS))
+            return true;
+    }
+    return false;
+}
+
+int64_t
+fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns)
+{
+    int64_t deadline = drained_ns + self->ticket_grace_ns;
+    int64_t closed = atomic_load (&self->close_deadline_ns);
+    return closed && closed < deadline ? closed : deadline;
+}
+
+void
+fh_cons_abandon_tickets (fh_consumer_t *self)
+{
+    fh_pending_item_t item;
+    size_t count = 0;
+    uint64_t oldest = UINT64_MAX;
+    while (fh_pending_take_open (self->pending, &item)) {
+        count++;
+        if (item.msg->seq < oldest)
+            oldest = item.msg->seq;
+        if (fh_cons_emit_of (item.msg))
+            fh_emit_set_outcome (fh_cons_emit_of (item.msg), self->name, FH_OUTCOME_DROPPED);
+        if (item.slot)
+            fh_keyed_done (self->keyed, item.slot);
+        /* Not done: a spooled one stays in the spool for a successor or
+           the next run. */
+        fh_msg_release (item.msg, NULL);
+        atomic_fetch_add_explicit (&self->tickets_abandoned, 1, memory_order_release);
+    }
+    if (count)
+        fh_warning ("consumer '%s': %zu message%s still PENDING after the wait for them "
+                    "(shutdown_timeout) ran out, the oldest message %llu: abandoned, counted "
+                    "in tickets_abandoned; spooled ones are delivered again from the spool",
+                    self->name, count, count == 1 ? "" : "s", (unsigned long long) oldest);
+}
+
+/* Closed and drained, tickets still open: waits for completions until
+   the ticket deadline, then abandons what is open. False when nothing is
+   left to take or the hub gives up (abort). */
+static bool
+s_wait_last_tickets (fh_consumer_t *self, int64_t *drained_ns)
+{
+    if (!*drained_ns)
+        *drained_ns = fh_clock_mono_ns ();
+    while (!atomic_load (&self->abort)) {
+        int64_t now = fh_clock_mono_ns ();
+        int64_t deadline = fh_cons_ticket_deadline (self, *drained_ns);
+        if (now >= deadline) {
+            fh_cons_abandon_tickets (self);
+            return fh_pending_done_count (self->pending) > 0;
+        }
+        if (fh_pending_wait (self->pending,
+                             deadline - now < PENDING_POLL_NS ? deadline : now + PENDING_POLL_NS))
             return true;
     }
     return false;
@@ -301,7 +364,8 @@ fh_cons_worker_thread (void *arg)
 {
     s_worker_t *worker = arg;
     fh_consumer_t *self = worker->consumer;
-    bool worked = false; /* since the last idle call */
+    bool worked = false;    /* since the last idle call */
+    int64_t drained_ns = 0; /* when only open tickets were left */
     /* One clock reading per message: the end of one consume is the start
        of the next when the queue was not empty in between. */
     int64_t now = self->clock.now_ns (self->clock.arg);
@@ -310,6 +374,7 @@ fh_cons_worker_thread (void *arg)
         if (fh_pending_done_count (self->pending)) {
             now = s_take_completions (worker, now);
             worked = true;
+            drained_ns = 0; /* progress: the ticket wait starts again */
         }
         if (fh_pending_full (self->pending)) {
             /* max_pending open: no consume until one completes. idle lets
@@ -323,19 +388,27 @@ fh_cons_worker_thread (void *arg)
         }
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
-        if (self->spill_at_shutdown && closed && !retiring)
+        /* A spilling one leaves its spool at a stop (for the next run)
+           and when a reload retires it (for its successor). */
+        bool reads_spool = !closed || (retiring && !self->spill_at_shutdown);
+        if (self->spill_at_shutdown && closed)
             fh_cons_spill_queue_at_shutdown (self);
         fh_msg_t *msg = fh_queue_pop (self->queue);
+        if (msg)
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
         /* The memory queue first: while spooling it holds the older ones.
-           At shutdown the spool is left for the next run; when a reload
-           replaces this consumer it is consumed too. */
-        if (!msg && (!closed || retiring))
+           When a reload retires one that does not spill, it consumes its
+           spool too. */
+        if (!msg && reads_spool)
             msg = fh_cons_spool_next (self);
         if (!msg) {
             if (worked && self->desc->idle)
                 fh_cons_idle (self);
             worked = false;
-            if (retiring && self->spool && fh_cons_spool_unread (self)) {
+            /* With the window full of records not done, only tickets
+               can move it: waited for below, at most the grace. */
+            if (retiring && reads_spool && self->spool && fh_cons_spool_unread (self)
+                && !fh_cons_spool_window_full (self)) {
                 /* The spool still holds some: consume them, once the
                    writer has written what it still has. */
                 if (!fh_spool_records (self->spool))
@@ -344,9 +417,10 @@ fh_cons_worker_thread (void *arg)
             }
             if (!fh_queue_wait_since (self->queue, kicks)) {
                 /* Closed and drained: what the plugin still holds is
-                   waited for (until the hub gives up). */
+                   waited for, at most the ticket grace. */
                 if (fh_pending_count (self->pending) == 0
-                    || (!fh_pending_done_count (self->pending) && !s_wait_pending (self)))
+                    || (!fh_pending_done_count (self->pending)
+                        && !s_wait_last_tickets (self, &drained_ns)))
                     break;
             }
             now = self->clock.now_ns (self->clock.arg);

@@ -130,13 +130,19 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         atomic_store (&self->spooling, true);
     uint64_t waiting = fh_spool_records (self->spool);
     if (waiting) {
-        /* Left by the last run: it goes first, and new messages queue
-           behind it. They count as accepted, so backlog includes them. */
+        /* Left by the last run, or by the instance a reload replaced: it
+           goes first, and new messages queue behind it. They count as
+           accepted, so backlog includes them (a successor's at its start,
+           when its lineage moves them over from the predecessor). */
         atomic_store (&self->spooling, true);
-        atomic_store (&self->enqueued, waiting);
-        fh_info ("consumer '%s': %llu messages waiting in its spool from the last run; "
-                 "they go first",
-                 self->name, (unsigned long long) waiting);
+        bool inherits = atomic_load (&self->inherits_spool);
+        if (inherits)
+            self->inherited_waiting = waiting;
+        else
+            atomic_store (&self->enqueued, waiting);
+        fh_info ("consumer '%s': %llu messages waiting in its spool from %s; they go first",
+                 self->name, (unsigned long long) waiting,
+                 inherits ? "the instance it replaces" : "the last run");
     }
     self->spool_lost_seen = fh_spool_lost (self->spool); /* never counted in enqueued */
     if (self->spool_lost_seen)
@@ -149,6 +155,45 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
     return 0;
 }
 
+void
+fh_consumer_inherit_spool (fh_consumer_t *self)
+{
+    atomic_store (&self->inherits_spool, true);
+}
+
+uint64_t
+fh_consumer_take_inherited (fh_consumer_t *self)
+{
+    uint64_t waiting = self->inherited_waiting;
+    self->inherited_waiting = 0;
+    atomic_fetch_add_explicit (&self->enqueued, waiting, memory_order_release);
+    return waiting;
+}
+
+void
+fh_consumer_hand_over (fh_consumer_t *self)
+{
+    if (!atomic_load_explicit (&self->state_open, memory_order_acquire) || !self->spool_writer)
+        return;
+    /* What it handed to its writer is on disk (or counted lost) now, so
+       its figures are final when the lineage keeps them. */
+    fh_spool_writer_flush (self->spool_writer);
+    /* Spilled in this run and not read back: the successor reads them.
+       Done for this instance as at a stop: written to its spool. */
+    pthread_mutex_lock (&self->spill_lock);
+    for (size_t i = 0; i < self->deferred_count; i++) {
+        fh_deferral_t *deferral
+            = self->deferred[(self->deferred_head + i) % self->deferred_cap].deferral;
+        if (!deferral)
+            continue; /* its write failed: let go already */
+        if (deferral->emit)
+            fh_emit_set_outcome (deferral->emit, self->name, FH_OUTCOME_SPILLED);
+        fh_deferral_release (deferral, &self->spill_handled, 0);
+    }
+    self->deferred_count = 0;
+    pthread_mutex_unlock (&self->spill_lock);
+}
+
 uint64_t
 fh_consumer_spool_max_seq (const fh_consumer_t *self)
 {
@@ -159,9 +204,17 @@ fh_consumer_spool_max_seq (const fh_consumer_t *self)
    this consumer); NULL when the spool is empty, after turning spooling
    off if the memory queue is empty too (new messages go to memory again).
    Only the reading thread calls it. */
+bool
+fh_cons_spool_window_full (fh_consumer_t *self)
+{
+    return self->spool && fh_spool_window (self->spool) >= self->spool_window;
+}
+
 fh_msg_t *
 fh_cons_spool_next (fh_consumer_t *self)
 {
+    if (fh_cons_spool_window_full (self))
+        return NULL; /* a done record's fh_cons_finish kicks the queue */
     if (!self->spool || !fh_spool_records (self->spool)) {
         if (self->spool && atomic_load (&self->spooling)) {
             pthread_mutex_lock (&self->spill_lock);
@@ -304,15 +357,6 @@ fh_cons_spool_unread (fh_consumer_t *self)
     return handed + fh_spool_records (self->spool);
 }
 
-static uint64_t
-s_msg_bytes (const fh_msg_t *msg)
-{
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < msg->frame_count; i++)
-        bytes += fh_msg_frame (msg, i).size;
-    return bytes;
-}
-
 /* Under spill_lock, from the enqueuer: msg goes to the spool writer,
    which holds this consumer's share of it until it is written. Counted as
    enqueued now (the spill is accepted); its completion waits for the copy
@@ -322,7 +366,7 @@ s_msg_bytes (const fh_msg_t *msg)
 fh_offer_t
 fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
 {
-    uint64_t bytes = s_msg_bytes (msg);
+    uint64_t bytes = fh_cons_msg_bytes (msg);
     if (!fh_spool_writer_room (self->spool_writer, bytes))
         return FH_OFFER_FULL;
     /* All before the hand-off: from then on the writer may finish with
@@ -401,15 +445,19 @@ fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
         atomic_store (&self->spill_keeping, true);
         fh_msg_t *msg;
         /* Still counted as enqueued and not dequeued: backlog holds. */
-        while ((msg = fh_queue_pop (self->queue)))
-            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, s_msg_bytes (msg),
+        while ((msg = fh_queue_pop (self->queue))) {
+            fh_cons_held_less (self, fh_cons_msg_bytes (msg));
+            fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, fh_cons_msg_bytes (msg),
                                  true);
+        }
         fh_spool_writer_flush (self->spool_writer);
         atomic_store (&self->spill_keeping, false);
         uint64_t kept = atomic_load (&self->spilled) - before;
         if (kept)
-            fh_info ("consumer '%s': %llu queued messages kept in its spool for the next run",
-                     self->name, (unsigned long long) kept);
+            fh_info ("consumer '%s': %llu queued messages kept in its spool for %s", self->name,
+                     (unsigned long long) kept,
+                     atomic_load (&self->retiring) ? "the instance that replaces it"
+                                                   : "the next run");
     }
     pthread_mutex_unlock (&self->spill_lock);
 }

@@ -236,6 +236,24 @@ s_hand_out (fh_enqueuer_t *self, fh_msg_t *msg, size_t matched, bool injected)
     self->target_msg = NULL;
 }
 
+/* A malformed message: counted, logged (rate-limited), freed, its waiter
+   told. Injected ones count in received too (an AMQP delivery was
+   already), so malformed <= received. */
+static void
+s_drop_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason, zmq_msg_t *frames,
+                  size_t count, size_t seen, size_t bytes, const fh_inject_t *inject)
+{
+    if (inject && !inject->source)
+        fh_bump (&self->received);
+    s_count_malformed (self, reason, seen, bytes);
+    for (size_t i = 0; i < count; i++)
+        zmq_msg_close (&frames[i]);
+    if (inject) {
+        fh_emit_routed (inject->emit, -1);
+        fh_emit_abandon (inject->emit);
+    }
+}
+
 /* Checks, numbers and hands out one message whose frames[0..count-1] were
    read (seen frames, bytes in all). With an injection, reports to its
    waiter, and only its consumer gets it when it names one. */
@@ -248,13 +266,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
                         count ? zmq_msg_size (&frames[0]) : 0, self->config->max_frames,
                         self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
-        s_count_malformed (self, reason, seen, bytes);
-        for (size_t i = 0; i < count; i++)
-            zmq_msg_close (&frames[i]);
-        if (inject) {
-            fh_emit_routed (inject->emit, -1);
-            fh_emit_abandon (inject->emit);
-        }
+        s_drop_malformed (self, reason, frames, count, seen, bytes, inject);
         return;
     }
 

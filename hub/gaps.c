@@ -103,11 +103,30 @@ s_grow (fh_gaps_t *self)
     return true;
 }
 
+/* Saturates at INT64_MAX: every export is a signed 64-bit figure, and a
+   producer's counter may jump by up to 2^64 - 1 (i = -2^63, then 2^63 - 1). */
 static inline void
 s_add (atomic_uint_fast64_t *counter, uint64_t n)
 {
-    atomic_store_explicit (counter, atomic_load_explicit (counter, memory_order_relaxed) + n,
-                           memory_order_relaxed);
+    uint64_t now = atomic_load_explicit (counter, memory_order_relaxed);
+    uint64_t room = (uint64_t) INT64_MAX - (now < (uint64_t) INT64_MAX ? now : (uint64_t) INT64_MAX);
+    atomic_store_explicit (counter, now + (n < room ? n : room), memory_order_relaxed);
+}
+
+/* A producer's next counter: numbers skipped are lost, one that goes back
+   is a restart. */
+static void
+s_next (fh_gaps_t *self, s_slot_t *slot, json_int_t number)
+{
+    if (number > slot->last) {
+        /* In unsigned arithmetic: the signed difference may overflow. */
+        uint64_t step = (uint64_t) number - (uint64_t) slot->last;
+        if (step > 1)
+            s_add (&self->lost, step - 1);
+    }
+    else
+        s_add (&self->restarts, 1);
+    slot->last = number;
 }
 
 void
@@ -182,15 +201,8 @@ fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void
         slot->last = number;
         atomic_store_explicit (&self->used, used + 1, memory_order_relaxed);
     }
-    else if (number > slot->last) {
-        if (number - slot->last > 1)
-            s_add (&self->lost, (uint64_t) (number - slot->last - 1));
-        slot->last = number;
-    }
-    else {
-        s_add (&self->restarts, 1);
-        slot->last = number;
-    }
+    else
+        s_next (self, slot, number);
     json_decref (doc);
 }
 

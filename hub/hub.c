@@ -53,6 +53,7 @@ struct fh_hub {
     uint64_t generation;
     uint64_t reload_attempts;   /* under lock: reloads tried so far */
     atomic_uint_fast64_t control_denied; /* control_curve handshakes refused */
+    atomic_uint_fast64_t control_refused; /* control connections shed */
     uint64_t reloads_started;   /* under lock: ... and started */
     char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
     char loading[512];          /* under lock: the plugin a reload loads now */
@@ -125,6 +126,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
         fh_hub_destroy (&self);
         return NULL;
     }
+    fh_consumer_set_memory_max (config->memory_max_bytes);
     for (size_t i = 0; i < config->consumer_count; i++) {
         const fh_consumer_config_t *consumer = &config->consumers[i];
         fh_consumer_t *instance = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
@@ -132,6 +134,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
             fh_hub_destroy (&self);
             return NULL;
         }
+        fh_consumer_set_ticket_grace (instance, config->shutdown_timeout_ms * 1000000);
         self->lines[i] = fh_lineage_new (instance, config, s_config_ref_take (self->config_ref),
                                          s_config_ref_release);
         if (!self->lines[i]) {
@@ -387,6 +390,7 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             s_note_loading (self, NULL);
             if (!r->consumers[i])
                 return -1;
+            fh_consumer_set_ticket_grace (r->consumers[i], r->config->shutdown_timeout_ms * 1000000);
             r->fresh[i] = true;
             /* A replacement opens its state (the spool its predecessor
                holds) when it starts, after the predecessor is gone. */
@@ -677,12 +681,19 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
     else
         memset (out, 0, sizeof *out);
     out->auth_denied += atomic_load (&self->control_denied);
+    out->control_refused = atomic_load (&self->control_refused);
 }
 
 atomic_uint_fast64_t *
 fh_hub_control_denied (fh_hub_t *self)
 {
     return &self->control_denied;
+}
+
+atomic_uint_fast64_t *
+fh_hub_control_refused (fh_hub_t *self)
+{
+    return &self->control_refused;
 }
 
 uint64_t

@@ -49,6 +49,10 @@ struct fh_lineage {
     uint64_t gone_handled;
     fh_histogram_snapshot_t *gone_queue_wait, *gone_processing, *gone_end_to_end;
     fh_histogram_snapshot_t *scratch;
+    /* Messages a gone instance left unread in the spool its successor
+       takes over: moved from the figures of the gone (enqueued) to the
+       successor's when it starts, so that none is counted twice. */
+    uint64_t handed_over;
 };
 
 fh_lineage_t *
@@ -260,6 +264,9 @@ fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *
         self->room *= 2;
     }
     s_instance_t *newest = &self->instances[self->count - 1];
+    /* A spilling instance leaves its spool to the next (docs/control-plane.md). */
+    if (config->state_dir && fh_consumer_overflow (newest->consumer) == FH_OVERFLOW_SPILL)
+        fh_consumer_inherit_spool (next);
     fh_consumer_retire (newest->consumer);
     if (newest->stage == FH_STAGE_RUNNING)
         newest->stage = FH_STAGE_DRAINING;
@@ -287,6 +294,9 @@ fh_lineage_close (fh_lineage_t *self)
         return;
     s_instance_t *newest = &self->instances[self->count - 1];
     self->closed = true;
+    /* Replaced ones still draining keep time for their fini too. */
+    for (size_t i = 0; i + 1 < self->count; i++)
+        fh_consumer_bound_tickets (self->instances[i].consumer);
     fh_consumer_close (newest->consumer);
     if (newest->stage == FH_STAGE_RUNNING)
         newest->stage = FH_STAGE_DRAINING;
@@ -315,6 +325,9 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
     out->spool_fsyncs += c->spool_fsyncs;
     out->restarts += c->restarts;
     out->skipped += c->skipped;
+    out->tickets_expired += c->tickets_expired;
+    out->completions_late += c->completions_late;
+    out->tickets_abandoned += c->tickets_abandoned;
     if (c->backlog_max > out->backlog_max)
         out->backlog_max = c->backlog_max;
     if (c->key_backlog_max > out->key_backlog_max)
@@ -327,6 +340,7 @@ s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
     fh_consumer_counts_t c;
     fh_consumer_counts (consumer, &c);
     s_add_totals (&self->gone, &c);
+    self->handed_over += c.backlog; /* left in the spool: the next one's */
     fh_consumer_latency (consumer, self->scratch, NULL);
     fh_histogram_add (self->gone_queue_wait, self->scratch);
     fh_consumer_latency (consumer, NULL, self->scratch);
@@ -357,8 +371,14 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
                consumer says it is open). */
             int rc = fh_lineage_open_state (self, err, sizeof err);
             pthread_mutex_lock (lock);
-            if (rc == 0)
+            if (rc == 0) {
+                /* What its predecessor left in the spool is its backlog now. */
+                uint64_t inherited = fh_consumer_take_inherited (oldest->consumer);
+                uint64_t moved = inherited < self->handed_over ? inherited : self->handed_over;
+                self->gone.enqueued -= moved;
+                self->handed_over = 0;
                 rc = fh_lineage_start (self, err, sizeof err);
+            }
             else
                 oldest->stage = FH_STAGE_STOPPED; /* as a failed start leaves it */
             pthread_mutex_unlock (lock);
@@ -378,6 +398,9 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
            readers see it or its figures, never neither), fini on a
            thread of its own. */
         s_instance_t gone = *oldest;
+        bool successor = self->count > 1;
+        if (successor)
+            fh_consumer_hand_over (gone.consumer); /* its figures are final then */
         pthread_mutex_lock (lock);
         s_fold (self, gone.consumer);
         memmove (&self->instances[0], &self->instances[1],
@@ -442,6 +465,9 @@ void
 fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
 {
     *out = self->gone;
+    /* Left in the spool by a gone instance and not yet taken by the next:
+       still accepted and not started (enqueued counts them). */
+    out->backlog += self->handed_over;
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);
@@ -453,6 +479,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->keys_active += c.keys_active;
         out->spool_bytes += c.spool_bytes;
         out->spool_handoff += c.spool_handoff;
+        out->queue_bytes += c.queue_bytes;
         out->capacity = c.capacity;
         out->workers = c.workers;
         out->plugin_state = c.plugin_state; /* the newest instance's */

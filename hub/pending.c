@@ -311,3 +311,52 @@ fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_s
     pthread_mutex_unlock (&self->lock);
     return count;
 }
+
+size_t
+fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
+{
+    size_t count = 0;
+    int64_t oldest = INT64_MAX;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->capacity; i++) {
+        s_entry_t *entry = &self->entries[i];
+        if (entry->state != S_OPEN || entry->item.started_ns >= before_ns)
+            continue;
+        count++;
+        if (entry->item.started_ns < oldest) {
+            oldest = entry->item.started_ns;
+            if (oldest_seq)
+                *oldest_seq = entry->item.msg->seq;
+        }
+        entry->item.result = FANHUB_RETRY;
+        entry->item.expired = true;
+        entry->state = S_DONE;
+        /* A new serial: the plugin's ticket no longer names it. */
+        entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (i + 1);
+        self->done[(self->done_head + self->done_count) % self->capacity] = i;
+        self->done_count++;
+    }
+    if (count)
+        pthread_cond_broadcast (&self->done_cond);
+    pthread_mutex_unlock (&self->lock);
+    if (count && self->wake)
+        self->wake (self->wake_arg);
+    return count;
+}
+
+bool
+fh_pending_take_open (fh_pending_t *self, fh_pending_item_t *out)
+{
+    bool took = false;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->capacity && !took; i++) {
+        s_entry_t *entry = &self->entries[i];
+        if (entry->state != S_OPEN)
+            continue;
+        *out = entry->item;
+        s_free (self, entry);
+        took = true;
+    }
+    pthread_mutex_unlock (&self->lock);
+    return took;
+}

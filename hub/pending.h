@@ -44,6 +44,7 @@ typedef struct {
     fanhub_result_t result; /* set by complete */
     char *reason;        /* set by complete with a reason (ABI 1.3): malloc'd,
                             the taker of the item frees it */
+    bool expired;           /* by fh_pending_expire, not by the plugin */
 } fh_pending_item_t;
 
 /* capacity >= 1. NULL when out of memory. */
@@ -91,5 +92,13 @@ bool fh_pending_wait (fh_pending_t *self, int64_t deadline_ns);
 /* Open entries whose attempt started before before_ns (stuck), and the
    ticket's message sequence number of the oldest in *oldest_seq. */
 size_t fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq);
+/* Ends the open entries whose attempt started before before_ns as if the
+   plugin had completed them with FANHUB_RETRY (item.expired set): their
+   tickets are void from now on, so a late complete is refused. Answers
+   how many, the oldest one's message in *oldest_seq; wakes when any. */
+size_t fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq);
+/* Takes one open entry (not reserved, not done) into *out and frees it,
+   its ticket void: true; false when none is open. */
+bool fh_pending_take_open (fh_pending_t *self, fh_pending_item_t *out);
 
 #endif

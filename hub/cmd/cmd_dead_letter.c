@@ -7,6 +7,7 @@
 */
 #include "cli.h"
 #include "commands.h"
+#include "config.h"
 #include "control.h"
 #include "deadletter.h"
 #include "fedmsg.h"
@@ -471,18 +472,6 @@ s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consume
     return status;
 }
 
-static bool
-s_consumer_name_ok (const char *name)
-{
-    if (!*name || strcmp (name, ".") == 0 || strcmp (name, "..") == 0)
-        return false;
-    for (const char *p = name; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')
-              || *p == '_' || *p == '.' || *p == '-'))
-            return false;
-    return true;
-}
-
 /* The checks of what was given, once parsed; FH_EXIT_OK or the usage
    status (the error said). */
 static int
@@ -498,8 +487,10 @@ s_check_args (bool show, bool replay, const char *path, const char *state_dir,
                  "the hub\n");
         return FH_EXIT_USAGE;
     }
-    if (!s_consumer_name_ok (consumer)) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not a consumer name ([A-Za-z0-9_.-]+)\n",
+    if (!fh_config_name_valid (consumer)) {
+        fprintf (stderr,
+                 "fanhub dead-letter: '%s' is not a consumer name (1 to 64 of A-Z a-z 0-9 "
+                 "_ . -, not starting with .: the hub's rule)\n",
                  consumer);
         return FH_EXIT_USAGE;
     }

@@ -14,13 +14,16 @@ static const fh_cli_option_t s_options[] = {
      "find the hub's control endpoint in this config"},
     {'e', "endpoint", "EP",
      "the control endpoint itself"},
+    {'t', "timeout", "S",
+     "give up after S seconds without an answer (default 65; a plugin's init\n"
+     "that hangs holds the reload's answer)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
 static const fh_cli_command_t s_command = {
     "reload",
-    "[-c FILE | -e ENDPOINT]",
+    "[--timeout S] [-c FILE | -e ENDPOINT]",
     "Asks a running hub to re-read its configuration file, as SIGHUP does,\n"
     "and prints the outcome. Consumers whose settings are unchanged keep\n"
     "running (their topics may change); removed ones finish their queue;\n"
@@ -28,23 +31,63 @@ static const fh_cli_command_t s_command = {
     "holds. An invalid file is refused and the hub keeps its configuration.\n"
     "Bus endpoints, control and state_dir need a restart.",
     s_options,
-    "Exit status: 0 reloaded, 1 refused or no answer, 2 bad usage.",
+    "Exit status: 0 reloaded, 1 refused or no answer within --timeout, 2 bad\n"
+    "usage.",
 };
+
+/* Parses the command line: the endpoint, or NULL with *status to return. */
+static const char *
+s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *status)
+{
+    const char *path = NULL, *endpoint = NULL;
+    *config = NULL;
+    *status = FH_EXIT_USAGE;
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
+    int opt;
+    const char *arg;
+    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
+        if (opt == 'c' || opt == 'e')
+            *(opt == 'c' ? &path : &endpoint) = arg;
+        else if (opt == 't') {
+            char *end;
+            *timeout_s = strtod (arg, &end);
+            if (*end || end == arg || !(*timeout_s > 0 && *timeout_s <= 86400)) {
+                fprintf (stderr, "fanhub reload: --timeout takes seconds, more than 0 and up "
+                         "to 86400, not '%s'\n", arg);
+                return NULL;
+            }
+        }
+    }
+    if (opt < 0)
+        *status = fh_cli_status (&cli);
+    else if (cli.next < argc)
+        fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
+    else if ((endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, config))) {
+        *status = fh_cli_control_keys (&cli, *config, endpoint);
+        if (*status == FH_EXIT_OK)
+            return endpoint;
+        fh_config_destroy (config);
+    }
+    return NULL;
+}
 
 int
 fh_cmd_reload (int argc, char **argv)
 {
     fh_config_t *config;
     int status;
-    const char *endpoint = fh_cli_control_only (&s_command, argc, argv, &config, &status);
+    double timeout_s = 65;
+    const char *endpoint = s_parse (argc, argv, &timeout_s, &config, &status);
     if (!endpoint)
         return status;
     char err[2048];
     zsys_handler_set (NULL);
-    char *answer = fh_control_call (endpoint, "RELOAD", 65000, err, sizeof err);
+    char *answer = fh_control_call (endpoint, "RELOAD", (int) (timeout_s * 1000), err, sizeof err);
     status = FH_EXIT_FAILURE;
     if (!answer)
-        fprintf (stderr, "fanhub reload: %s\n", err);
+        fprintf (stderr, "fanhub reload: %s (the reload may still be running: a plugin's init "
+                 "that has not returned holds its answer)\n", err);
     else if (strncmp (answer, "OK ", 3) == 0) {
         printf ("%s\n", answer + 3);
         status = FH_EXIT_OK;

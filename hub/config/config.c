@@ -210,6 +210,7 @@ s_parse_consumer (fh_yaml_t *ctx, fh_config_t *cfg, yaml_node_t *node, size_t fi
     consumer->workers = 1;
     consumer->max_pending = FH_DEFAULT_MAX_PENDING;
     consumer->max_crashes = FH_DEFAULT_MAX_CRASHES;
+    consumer->queue_max_bytes = FH_DEFAULT_QUEUE_MAX_BYTES;
     consumer->where = fh_yaml_where (ctx, item->start_mark);
     if (!consumer->where)
         return fh_yaml_oom (ctx, item->start_mark);
@@ -527,6 +528,14 @@ static const fh_cfg_field_t s_spool_fields[] = {
 
 static const fh_cfg_section_t s_spool_section = { s_spool_fields, NULL };
 
+static const fh_cfg_field_t s_memory_fields[] = {
+    { .key = "max_bytes", .parse = fh_cfg_parse_size,
+      .offset = offsetof (fh_config_t, memory_max_bytes), .min = 0, .max = LLONG_MAX },
+    { .key = NULL },
+};
+
+static const fh_cfg_section_t s_memory_section = { s_memory_fields, NULL };
+
 static const fh_cfg_field_t s_queue_fields[] = {
     { .key = "capacity", .parse = fh_cfg_parse_size,
       .offset = offsetof (fh_consumer_config_t, queue_capacity), .min = 1,
@@ -541,6 +550,9 @@ static const fh_cfg_field_t s_queue_fields[] = {
       .max = LLONG_MAX },
     { .key = "write_ahead", .parse = fh_cfg_parse_bool,
       .offset = offsetof (fh_consumer_config_t, write_ahead) },
+    { .key = "max_bytes", .parse = fh_cfg_parse_size,
+      .offset = offsetof (fh_consumer_config_t, queue_max_bytes), .min = 0,
+      .max = LLONG_MAX },
     { .key = NULL },
 };
 
@@ -634,6 +646,7 @@ static const fh_cfg_field_t s_top_fields[] = {
     { .key = "state_dir", .parse = fh_cfg_parse_path,
       .offset = offsetof (fh_config_t, state_dir) },
     { .key = "spool", .parse = fh_cfg_parse_section, .offset = 0, .section = &s_spool_section },
+    { .key = "memory", .parse = fh_cfg_parse_section, .offset = 0, .section = &s_memory_section },
     { .key = "log_level", .parse = fh_cfg_parse_enum,
       .offset = offsetof (fh_config_t, log_level), .choices = s_log_level_words,
       .live = true },
@@ -658,6 +671,7 @@ s_defaults (fh_config_t *cfg)
     cfg->max_frames = FH_DEFAULT_MAX_FRAMES;
     cfg->max_message_bytes = FH_DEFAULT_MAX_MESSAGE_BYTES;
     cfg->shutdown_timeout_ms = FH_DEFAULT_SHUTDOWN_TIMEOUT_MS;
+    cfg->memory_max_bytes = FH_DEFAULT_MEMORY_MAX_BYTES;
     cfg->metrics.interval_ms = FH_DEFAULT_METRICS_INTERVAL_MS;
     cfg->metrics.moksha_interval_ms = FH_DEFAULT_MOKSHA_INTERVAL_MS;
     cfg->spool.fsync = FH_FSYNC_INTERVAL;

@@ -33,6 +33,9 @@
 #define FH_DEFAULT_RETRY_JITTER_PERMILLE 200
 #define FH_DEFAULT_MAX_PENDING 1000
 #define FH_DEFAULT_MAX_CRASHES 3
+/* Payload bytes held in memory: one consumer's queue, and all together. */
+#define FH_DEFAULT_QUEUE_MAX_BYTES (64u * 1024 * 1024)
+#define FH_DEFAULT_MEMORY_MAX_BYTES (256u * 1024 * 1024)
 #define FH_MAX_MAX_PENDING 100000
 #define FH_DEFAULT_CONSUME_TIMEOUT_MS 60000
 #define FH_DEFAULT_SPOOL_SEGMENT_BYTES (64u * 1024 * 1024)
@@ -69,6 +72,7 @@ typedef struct {
     size_t warn_at;       /* queue.warn_at: backlog warning, 0 = none */
     int overflow;         /* queue.overflow: fh_overflow_t, never UNSET after load */
     size_t spool_max_bytes; /* queue.spool_max_bytes, 0 = no cap */
+    size_t queue_max_bytes; /* queue.max_bytes: payload held in memory, 0 = no cap */
     fh_retry_config_t retry;
     int64_t consume_timeout_ms; /* 0 = never reported stuck */
     size_t workers;       /* threads calling consume, >= 1 */
@@ -108,6 +112,7 @@ typedef struct {
     char *control;        /* control endpoint, resolved (never NULL) */
     int64_t shutdown_timeout_ms; /* shutdown_timeout, in seconds in YAML */
     char *state_dir;      /* state_dir: spools and dead letters; NULL = none */
+    size_t memory_max_bytes; /* memory.max_bytes: payload all queues hold, 0 = no cap */
     struct {
         int fsync;               /* fh_fsync_t */
         int64_t fsync_interval_ms;
@@ -158,6 +163,12 @@ typedef struct {
 /* The embedded default configuration (config/fanhub.yaml) and its length. */
 extern const char fh_config_default_yaml[];
 extern const size_t fh_config_default_yaml_len;
+
+/* The one rule for consumer names, the hub's and the dead-letter CLI's:
+   1 to 64 of A-Z a-z 0-9 _ . -, not starting with '.' (a consumer's name
+   is a directory under state_dir). A hub's name follows the same rule
+   but may start with '.'. */
+bool fh_config_name_valid (const char *text);
 
 /* Loads a file. On error returns NULL and writes the message to err. */
 fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);

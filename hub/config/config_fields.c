@@ -23,9 +23,18 @@ fh_cfg_name_valid (const char *text)
     size_t len = strlen (text);
     if (len < 1 || len > FH_CFG_NAME_MAX)
         return false;
+    if (strcmp (text, ".") == 0 || strcmp (text, "..") == 0)
+        return false;
     return strspn (text, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                          "0123456789_.-")
            == len;
+}
+
+bool
+fh_config_name_valid (const char *text)
+{
+    /* A consumer's name is a directory under state_dir: not hidden. */
+    return fh_cfg_name_valid (text) && text[0] != '.';
 }
 
 int
@@ -186,7 +195,7 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     (void) field;
     char buf[FH_YAML_GOT_SIZE];
     static const char what[] = "a name of 1 to 64 characters from A-Z a-z "
-                               "0-9 _ . -";
+                               "0-9 _ . -, not . or ..";
     const char *text = fh_yaml_text (ctx, node, what);
     if (!text)
         return -1;
@@ -202,15 +211,15 @@ int
 fh_cfg_parse_consumer_name (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                             const fh_cfg_field_t *field)
 {
-    if (fh_cfg_parse_name (ctx, node, target, field))
-        return -1;
-    const char *name = *(char **) target;
-    if (name[0] == '.')
+    /* The leading dot first: its reason says more than the name rule. */
+    const char *text = node->type == YAML_SCALAR_NODE ? (const char *) node->data.scalar.value
+                                                      : NULL;
+    if (text && text[0] == '.')
         return fh_yaml_error (ctx, node->start_mark,
                               "'%s': a consumer name may not start with '.' (it names the "
                               "consumer's directory in state_dir)",
-                              name);
-    return 0;
+                              text);
+    return fh_cfg_parse_name (ctx, node, target, field);
 }
 
 int

@@ -99,7 +99,7 @@ int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
 int fh_cfg_expand_env (fh_yaml_t *ctx);
 
 /* [A-Za-z0-9_.-]{1,64} */
-bool fh_cfg_name_valid (const char *text);
+bool fh_cfg_name_valid (const char *text); /* fh_config_name_valid */
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);

@@ -68,13 +68,33 @@ typedef struct {
     size_t pending_count, pending_room;
 } s_state_t;
 
+/* Answers that could not be sent: the client's pipe was full (it sends
+   and does not read) or it is gone. */
+static atomic_uint_fast64_t s_unanswered;
+
+uint64_t
+fh_control_unanswered (void)
+{
+    return atomic_load_explicit (&s_unanswered, memory_order_relaxed);
+}
+
 static void
 s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *text)
 {
-    /* The ROUTER drops replies to peers that are gone: never blocks. */
-    for (size_t i = 0; i < envelope_count; i++)
-        zmq_msg_send (&envelope[i], router, ZMQ_SNDMORE);
-    zmq_send (router, text, strlen (text), 0);
+    /* ROUTER_MANDATORY: a reply that cannot go is refused here, counted
+       and logged, never dropped silently; DONTWAIT: never blocks. The
+       caller closes what was not sent. */
+    int rc = 0;
+    for (size_t i = 0; i < envelope_count && rc >= 0; i++)
+        rc = zmq_msg_send (&envelope[i], router, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (rc >= 0 && zmq_send (router, text, strlen (text), ZMQ_DONTWAIT) >= 0)
+        return;
+    int error = zmq_errno ();
+    uint64_t lost = atomic_fetch_add (&s_unanswered, 1);
+    if (error == EAGAIN && (lost == 0 || (lost & (lost + 1)) == 0)) /* 1, 2, 4, ... */
+        fh_warning ("control: a client that does not read its answers has %d waiting: an "
+                    "answer is not sent (%llu so far, hub.control_unanswered)",
+                    FH_CONTROL_ANSWERS_MAX, (unsigned long long) lost + 1);
 }
 
 /* A new pending answer, kept with the request's envelope; NULL when out
@@ -452,6 +472,21 @@ s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64
                live ? "" : "; the enqueuer is not advancing");
 }
 
+/* A request carries at most one bus message: a bigger frame is refused
+   while it arrives (ZeroMQ drops that connection), not received whole
+   first. Room for the answers of a long pipeline (a client that sent
+   100,000 EMITs before reading got 4,704 answers at the default 1,000);
+   past it an answer is refused and counted (s_reply). */
+static void
+s_router_bounds (void *router, const fh_config_t *config)
+{
+    int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
+    zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
+    int answers = FH_CONTROL_ANSWERS_MAX, one = 1;
+    zmq_setsockopt (router, ZMQ_SNDHWM, &answers, sizeof answers);
+    zmq_setsockopt (router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+}
+
 static void
 s_control_actor (zsock_t *pipe, void *args)
 {
@@ -464,7 +499,8 @@ s_control_actor (zsock_t *pipe, void *args)
     fh_control_guard_t *guard = NULL;
     if (state.stats)
         guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
-                                      self->start_error, sizeof self->start_error);
+                                      fh_hub_control_refused (self->hub), self->start_error,
+                                      sizeof self->start_error);
     void *router = guard ? fh_control_guard_router (guard) : NULL;
     fh_moksha_t *moksha = NULL;
     fh_collectd_push_t *push = NULL;
@@ -472,11 +508,7 @@ s_control_actor (zsock_t *pipe, void *args)
     if ((!state.stats || !state.status) && !self->start_error[0])
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
     else if (router) {
-        /* A request carries at most one bus message: a bigger frame is
-           refused while it arrives (ZeroMQ drops that connection), not
-           received whole first. */
-        int64_t max_request = (int64_t) config->max_message_bytes + FH_CONTROL_REQUEST_SLACK;
-        zmq_setsockopt (router, ZMQ_MAXMSGSIZE, &max_request, sizeof max_request);
+        s_router_bounds (router, config);
         if (fh_control_path_bind (router, config->control) != 0)
             snprintf (self->start_error, sizeof self->start_error,
                       "control: cannot bind %s: %s", config->control,

@@ -1,12 +1,17 @@
 /*  control_curve - CURVE on a tcp:// control endpoint. See control_curve.h. */
 #include "control_curve.h"
 
+#include "fdlimit.h"
+#include "log.h"
 #include "zap.h"
 
 #include <czmq.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #define S_DOMAIN "fanhub-control"
 
@@ -14,11 +19,14 @@ struct fh_control_guard {
     void *context; /* CZMQ's, or (CURVE) this guard's own */
     bool own_context;
     void *router;
-    void *monitor; /* PAIR: the router's handshake failures; NULL in plaintext */
+    void *monitor; /* PAIR: the router's connections and handshake failures */
     fh_zap_t *zap;
     fh_zap_policy_t policy;
     const char **allow; /* control_curve.allow and the client_key_file's key */
     atomic_uint_fast64_t *denied;
+    atomic_uint_fast64_t *refused; /* connections shed past max_clients */
+    size_t clients, max_clients;
+    const char *endpoint; /* the configuration's control */
 };
 
 /* Reads one monitor event: false when none was waiting. */
@@ -104,18 +112,12 @@ s_serve_curve (fh_control_guard_t *self, const fh_config_t *config, char *err, s
                   zmq_strerror (zmq_errno ()));
         return -1;
     }
-    self->monitor = s_monitor (self->context, self->router, ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL);
-    if (!self->monitor) {
-        snprintf (err, errlen, "control: cannot monitor the socket: %s",
-                  zmq_strerror (zmq_errno ()));
-        return -1;
-    }
     return 0;
 }
 
 fh_control_guard_t *
-fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied, char *err,
-                      size_t errlen)
+fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied,
+                      atomic_uint_fast64_t *refused, char *err, size_t errlen)
 {
     fh_control_guard_t *self = calloc (1, sizeof *self);
     if (!self) {
@@ -123,6 +125,9 @@ fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied, c
         return NULL;
     }
     self->denied = denied;
+    self->refused = refused;
+    self->endpoint = config->control;
+    self->max_clients = fh_fdlimit_control_budget ();
     bool curve = config->control_curve.secret_key_file != NULL;
     self->own_context = curve;
     self->context = curve ? zmq_ctx_new () : zsys_init ();
@@ -141,6 +146,15 @@ fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied, c
         fh_control_guard_destroy (&self);
         return NULL;
     }
+    int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+                 | (curve ? ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL : 0);
+    self->monitor = s_monitor (self->context, self->router, events);
+    if (!self->monitor) {
+        snprintf (err, errlen, "control: cannot monitor the socket: %s",
+                  zmq_strerror (zmq_errno ()));
+        fh_control_guard_destroy (&self);
+        return NULL;
+    }
     return self;
 }
 
@@ -156,19 +170,61 @@ fh_control_guard_monitor (fh_control_guard_t *self)
     return self->monitor;
 }
 
+/* True when fd is still a connection accepted on the control endpoint
+   (the event may be old: the descriptor closed and reused since). */
+static bool
+s_is_ours (const char *endpoint, int fd)
+{
+    struct sockaddr_storage local;
+    socklen_t size = sizeof local;
+    if (getsockname (fd, (struct sockaddr *) &local, &size) != 0)
+        return false;
+    if (local.ss_family == AF_UNIX && strncmp (endpoint, "ipc://", 6) == 0) {
+        const struct sockaddr_un *un = (const struct sockaddr_un *) &local;
+        return strncmp (un->sun_path, endpoint + 6, sizeof un->sun_path) == 0;
+    }
+    const char *colon = strrchr (endpoint, ':');
+    int port = colon ? atoi (colon + 1) : -1;
+    if (local.ss_family == AF_INET)
+        return ntohs (((struct sockaddr_in *) &local)->sin_port) == port;
+    if (local.ss_family == AF_INET6)
+        return ntohs (((struct sockaddr_in6 *) &local)->sin6_port) == port;
+    return false;
+}
+
+/* A client past max_clients: its descriptor goes back at once. libzmq
+   owns it, so it is shut down, not closed: libzmq sees the end and closes
+   it (and says DISCONNECTED). */
+static void
+s_shed (fh_control_guard_t *self, int fd)
+{
+    if (!s_is_ours (self->endpoint, fd) || shutdown (fd, SHUT_RDWR) != 0)
+        return;
+    uint64_t refused = self->refused ? atomic_fetch_add (self->refused, 1) : 0;
+    if (refused == 0 || (refused & (refused + 1)) == 0) /* 1, 2, 4, 8, ... */
+        fh_warning ("control: %zu clients connected, the most the descriptors allow: refused "
+                    "a connection (%llu so far, hub.control_refused)",
+                    self->max_clients, (unsigned long long) refused + 1);
+}
+
 void
 fh_control_guard_on_monitor (fh_control_guard_t *self)
 {
     uint16_t event;
     uint32_t value;
-    while (self->monitor && s_read_event (self->monitor, &event, &value))
+    while (self->monitor && s_read_event (self->monitor, &event, &value)) {
+        if (event == ZMQ_EVENT_ACCEPTED && ++self->clients > self->max_clients)
+            s_shed (self, (int) value);
+        else if (event == ZMQ_EVENT_DISCONNECTED && self->clients > 0)
+            self->clients--;
         /* A plaintext client, or a CURVE one that used another server
            key: refused before the ZAP handler is asked. */
-        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-            && (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
-            && self->denied)
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 && (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                     || value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
+                 && self->denied)
             atomic_fetch_add (self->denied, 1);
+    }
 }
 
 void

@@ -31,15 +31,18 @@
 typedef struct fh_control_guard fh_control_guard_t;
 
 /* The control endpoint's socket, not yet bound: NULL with one line in
-   err when it cannot be made. denied must outlive the guard. */
+   err when it cannot be made. denied and refused (connections shed past
+   fh_fdlimit_control_budget) must outlive the guard. */
 fh_control_guard_t *fh_control_guard_new (const fh_config_t *config,
-                                          atomic_uint_fast64_t *denied, char *err,
+                                          atomic_uint_fast64_t *denied,
+                                          atomic_uint_fast64_t *refused, char *err,
                                           size_t errlen);
 /* The ROUTER to bind and serve. */
 void *fh_control_guard_router (fh_control_guard_t *self);
-/* The monitor socket to poll for reading, or NULL (plaintext). */
+/* The monitor socket to poll for reading. */
 void *fh_control_guard_monitor (fh_control_guard_t *self);
-/* Reads the monitor's waiting events; counts the refused handshakes. */
+/* Reads the monitor's waiting events: counts the clients and sheds those
+   past the budget; counts the refused handshakes. */
 void fh_control_guard_on_monitor (fh_control_guard_t *self);
 /* Closes the sockets, then the ZAP handler and the context. Safe with
    NULL and twice. */

@@ -41,6 +41,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -354,6 +355,15 @@ s_handle (void *cls, struct MHD_Connection *connection, const char *url,
 
 static void s_mhd_log (void *cls, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
 
+/* Connections MHD closed at once: CONNECTION_LIMIT open already. */
+static atomic_uint_fast64_t s_refused;
+
+uint64_t
+fh_prometheus_http_refused (void)
+{
+    return atomic_load_explicit (&s_refused, memory_order_relaxed);
+}
+
 /* MHD's own complaints (a failed accept, a broken client) go to our log.
    Out of descriptors with no connection open, MHD retries its accept at
    once, forever, logging each time: in its own thread (the only one that
@@ -363,6 +373,20 @@ static void
 s_mhd_log (void *cls, const char *fmt, va_list args)
 {
     fh_prometheus_http_t *self = cls;
+    if (strstr (fmt, "reached connection limit")) {
+        /* One line per refused connection was a flood of its own. */
+        static fh_ratelimit_t limit; /* the MHD thread's only */
+        uint64_t suppressed = 0;
+        uint64_t refused = atomic_fetch_add (&s_refused, 1) + 1;
+        if (fh_ratelimit_allow (&limit, fh_clock_mono_ns (), 10 * INT64_C (1000000000),
+                                &suppressed))
+            fh_warning ("prometheus: %s: %d connections open, the most it serves: refused a "
+                        "connection (%llu so far, hub.http_refused; %llu more such lines not "
+                        "logged)",
+                        self->listen, CONNECTION_LIMIT, (unsigned long long) refused,
+                        (unsigned long long) suppressed);
+        return;
+    }
     if (strstr (fmt, "resource limit")) {
         static fh_ratelimit_t limit; /* the MHD thread's only */
         uint64_t suppressed = 0;

@@ -23,4 +23,8 @@ fh_prometheus_http_t *fh_prometheus_http_new (const fh_config_t *config, char *e
                                               size_t errlen);
 void fh_prometheus_http_destroy (fh_prometheus_http_t **self_p);
 
+/* Connections refused so far because CONNECTION_LIMIT were open (every
+   listener of the process). */
+uint64_t fh_prometheus_http_refused (void);
+
 #endif

@@ -3,6 +3,8 @@
 
 #include "clock.h"
 #include "process_figures.h"
+#include "control.h"
+#include "prometheus_http.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,10 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         { FH_M_SPOOL_HANDOFF, c.spool_handoff },
         { FH_M_RESTARTS, c.restarts },       { FH_M_SKIPPED, c.skipped },
         { FH_M_PLUGIN_STATE, c.plugin_state },
+        { FH_M_TICKETS_EXPIRED, c.tickets_expired },
+        { FH_M_COMPLETIONS_LATE, c.completions_late },
+        { FH_M_TICKETS_ABANDONED, c.tickets_abandoned },
+        { FH_M_QUEUE_BYTES, c.queue_bytes },
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);
@@ -168,6 +174,9 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS; i++)
         fh_metrics_set_int (hub, (fh_metric_id_t) (FH_M_SIG_CHECKED + i),
                             (int64_t) counts.signature_failed[i]);
+    fh_metrics_set_int (hub, FH_M_CONTROL_REFUSED, (int64_t) counts.control_refused);
+    fh_metrics_set_int (hub, FH_M_HTTP_REFUSED, (int64_t) fh_prometheus_http_refused ());
+    fh_metrics_set_int (hub, FH_M_CONTROL_UNANSWERED, (int64_t) fh_control_unanswered ());
     uint64_t draining, draining_backlog;
     fh_hub_draining (self->hub, &draining, &draining_backlog);
     fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);

@@ -169,7 +169,7 @@ s_write_file (const char *path, const uint8_t *data, size_t size, char *err, siz
         }
         done += (size_t) n;
     }
-    if (!what && fsync (fd) != 0)
+    if (!what && fh_fs_fsync (fd) != 0)
         what = "fsync";
     int saved = errno;
     close (fd);

@@ -308,7 +308,7 @@ s_pass_commit (fh_spool_t *self, s_pass_t *pass, size_t upto, size_t count)
         return -1;
     }
     if (pass->written && self->fsync == FH_SPOOL_FSYNC_ALWAYS) {
-        if (fdatasync (self->w_fd) != 0) {
+        if (fh_fs_fdatasync (self->w_fd) != 0) {
             s_pass_fail (self, pass, upto, count, "fdatasync");
             return -1;
         }
@@ -607,7 +607,7 @@ s_sync_appended (fh_spool_t *self)
         int fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT)
             continue; /* consumed and deleted already */
-        if (fd < 0 || fdatasync (fd) != 0) {
+        if (fd < 0 || fh_fs_fdatasync (fd) != 0) {
             fh_error ("%s/%s: %s: %s", self->dir, name, fd < 0 ? "cannot open" : "fdatasync",
                       strerror (errno));
             rc = -1;

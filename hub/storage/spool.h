@@ -213,6 +213,9 @@ void fh_spool_done (fh_spool_t *self, uint64_t mark);
 void fh_spool_consumed (fh_spool_t *self);
 /* Any thread. Records read and not yet done. */
 uint64_t fh_spool_undone (fh_spool_t *self);
+/* Any thread. Records read and not yet passed by the consumed position
+   (done or not): what a restart would read again. */
+uint64_t fh_spool_window (fh_spool_t *self);
 
 /* Any thread. Records appended (or found at open) and not yet read. */
 uint64_t fh_spool_records (fh_spool_t *self);

@@ -126,7 +126,7 @@ s_cursor_write (fh_spool_t *self)
         }
         if (ok && self->fsync != FH_SPOOL_FSYNC_NEVER) {
             what = "fsync";
-            ok = fsync (fd) == 0;
+            ok = fh_fs_fsync (fd) == 0;
         }
         int saved = errno;
         close (fd);
@@ -331,6 +331,15 @@ fh_spool_consumed (fh_spool_t *self)
         self->marks[(self->mark_head + i) % self->mark_cap].done = true;
     s_mark_advance (self);
     pthread_mutex_unlock (&self->cursor_lock);
+}
+
+uint64_t
+fh_spool_window (fh_spool_t *self)
+{
+    pthread_mutex_lock (&self->cursor_lock);
+    uint64_t window = self->mark_count;
+    pthread_mutex_unlock (&self->cursor_lock);
+    return window;
 }
 
 uint64_t

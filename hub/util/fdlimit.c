@@ -40,6 +40,16 @@ s_open_now (void)
 }
 
 size_t
+fh_fdlimit_control_budget (void)
+{
+    struct rlimit limit;
+    if (getrlimit (RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+        return 1024;
+    size_t budget = (size_t) limit.rlim_cur / 8;
+    return budget < 4 ? 4 : budget > 1024 ? 1024 : budget;
+}
+
+size_t
 fh_fdlimit_peer_budget (void)
 {
     struct rlimit limit;

@@ -20,4 +20,10 @@ long fh_fdlimit_raise (void);
    what is open now. At least 1. */
 size_t fh_fdlimit_peer_budget (void);
 
+/* Connections the control socket (and, apart, /metrics) may hold at once:
+   an eighth of the soft limit, 4 to 1024, taken from the reserve, so
+   that a flood of clients is shed long before an accept finds the table
+   full (libzmq aborts then). */
+size_t fh_fdlimit_control_budget (void);
+
 #endif

@@ -58,11 +58,31 @@ fh_fs_mkdir_parent (const char *path, char *err, size_t errlen)
 }
 
 int
+fh_fs_fsync (int fd)
+{
+    int rc;
+    do
+        rc = fsync (fd);
+    while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+int
+fh_fs_fdatasync (int fd)
+{
+    int rc;
+    do
+        rc = fdatasync (fd);
+    while (rc != 0 && errno == EINTR);
+    return rc;
+}
+
+int
 fh_fs_sync_dir (const char *dir, int fd, char *err, size_t errlen)
 {
     int own = fd < 0 ? open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     int use = fd < 0 ? own : fd;
-    if (use < 0 || fsync (use) != 0) {
+    if (use < 0 || fh_fs_fsync (use) != 0) {
         int error = errno;
         snprintf (err, errlen, "%s: fsync of the directory: %s", dir, strerror (error));
         if (own >= 0)

@@ -18,6 +18,12 @@ int fh_fs_mkdir_p (const char *dir, char *err, size_t errlen);
    last '/'; nothing for a bare name or one right under '/'). */
 int fh_fs_mkdir_parent (const char *path, char *err, size_t errlen);
 
+/* fsync and fdatasync, tried again when interrupted (EINTR): an
+   interrupted sync is not a failed one (fault injection found a stop
+   that exited 1 over it). 0, or -1 with errno. */
+int fh_fs_fsync (int fd);
+int fh_fs_fdatasync (int fd);
+
 /* fsync of a directory, so that names created, renamed or removed in it
    survive a machine crash. With fd < 0 the directory is opened (and
    closed) here; else fd is an open descriptor of dir. */

@@ -233,14 +233,18 @@ typedef struct fanhub_host {
        any thread, calls complete (ctx, ticket, result) exactly once with
        FANHUB_OK, FANHUB_RETRY or FANHUB_FAIL. Until then the message is
        not done: it counts in in_flight, its spool record stays unconsumed
-       (a crash delivers it again), emit --wait does not answer, and
-       consume_timeout applies to it as to a running call. RETRY and FAIL
+       (a crash delivers it again), emit --wait does not answer. Not
+       completed within the consumer's consume_timeout, the attempt fails
+       as if completed with FANHUB_RETRY and the ticket is void; a reload
+       or stop waits for open tickets at most shutdown_timeout, then voids
+       them (not done: a spooled message comes back). RETRY and FAIL
        work as if consume had answered them (backoff, retry.max_attempts,
        dead letters). The message itself (msg) is only valid during
        consume: copy what is needed. The hub stops calling consume while
        the consumer's `max_pending` messages are open, and calls idle
        then, so that a plugin which batches can flush. complete with a
-       ticket that is unknown or already completed is logged and ignored.
+       ticket that is void, unknown or already completed is logged,
+       counted (completions_late) and ignored.
        complete may be called from inside consume (of the same message,
        after msg_ticket, or another one) and from idle and fini; once fini
        returns, open tickets are void. */

@@ -190,9 +190,31 @@ def test_hostile_bus_traffic():
         pub.close()
 
 
+def test_one_consumer_name_rule():
+    """Issue 28, item 9: the hub and `fanhub dead-letter` take the same
+    consumer names: "." and ".." (a directory under state_dir) are refused
+    by both, with FILE:LINE:COL from the hub; 64 characters pass both, 65
+    neither."""
+    wd = fh.Workdir()
+    expect_config_error(wd, bus_yaml() + consumer_yaml("'..'", '"null"'),
+                        "consumers[0].name", "may not start with '.'")
+    state = wd.file("state")
+    for name, ok in ((".", False), ("..", False), (".hidden", False), ("a" * 64, True),
+                     ("a" * 65, False)):
+        status, _, err = fh.run(["dead-letter", "list", "--state-dir", state, name])
+        if ok:
+            assert status != 2 or "not a consumer name" not in err, (name, err)
+        else:
+            assert status == 2 and "the hub's rule" in err, (name, status, err)
+        path = wd.write("n.yaml", bus_yaml() + consumer_yaml(json.dumps(name), '"null"'))
+        status, _, err = fh.run(["check", "-c", path])
+        assert (status == 0) == ok, (name, status, err)
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_bad_yaml_and_keys, test_missing_plugin, test_wrong_abi_and_not_a_plugin,
              test_init_failure_names_consumer_and_reason, test_missing_config_file,
              test_default_config_checks, test_bind_failure_exits_1,
              test_malformed_bus_messages_counted, test_hostile_bus_traffic,
-             test_usage_errors_and_help])
+             test_usage_errors_and_help, test_one_consumer_name_rule])

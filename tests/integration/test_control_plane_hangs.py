@@ -115,8 +115,55 @@ def test_stack_overflow_in_a_plugin_is_named():
         pub.close()
 
 
+def test_reload_timeout_on_an_init_that_hangs():
+    """Issue 28, item 9: a reload whose new plugin's init never returns
+    holds the reload's answer; `fanhub reload --timeout S` gives up after
+    S seconds, exits 1 and says why, and STATS still answers."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, head(pub, shutdown_timeout=1) + crash_consumer("calm"))
+    try:
+        hub.wait_ready()
+        rewrite(hub, head(pub, shutdown_timeout=1) + crash_consumer("calm")
+                + hang_consumer("slow_init", init="forever"))
+        status, _, err = fh.run(["reload", "--timeout", "1", "-e", hub.control], timeout=60)
+        assert status == 1 and "init that has not returned" in err, (status, err)
+        assert "calm" in str(hub.stats()["consumers"])
+        status, _, err = fh.run(["reload", "--timeout", "0", "-e", hub.control])
+        assert status == 2 and "--timeout takes seconds" in err, (status, err)
+        # The init never returns: the stop gives up after shutdown_timeout.
+        assert hub.stop() == 1, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_stuck_block_consumer_is_not_said_to_let_others_carry_on():
+    """Issue 28, item 9: a stuck consume in a `block` consumer was logged
+    as "the other consumers carry on", which they do not once its queue is
+    full. The line says the bus will wait for it."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    stuck = hang_consumer("stuck", consume="forever").replace(
+        "queue: {capacity: 100}", "queue: {capacity: 100, overflow: block}\n    consume_timeout: 1")
+    hub = fh.Hub(wd, head(pub, shutdown_timeout=1) + stuck)
+    try:
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.x", "{}")
+        hub.wait_log("stuck; once its queue is full the bus waits for it (overflow: block)")
+        assert "carry on" not in hub.log(), hub.log()
+        assert hub.stop() == 1, hub.log()  # the consume never returns
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_fini_that_hangs_at_shutdown,
              test_consume_that_hangs_at_shutdown,
              test_fini_that_hangs_in_a_retired_instance,
-             test_stack_overflow_in_a_plugin_is_named])
+             test_stack_overflow_in_a_plugin_is_named,
+             test_reload_timeout_on_an_init_that_hangs,
+             test_stuck_block_consumer_is_not_said_to_let_others_carry_on])

@@ -137,5 +137,45 @@ def test_max_peers_per_wildcard_bind_endpoint():
         hub.kill()
 
 
+def test_control_flood_with_nofile_1024():
+    """Issue 28, case 5: 1,100 connections to the control socket of a hub
+    whose nofile is 1024 made libzmq abort (ipc_listener.cpp:325). The
+    control socket now holds at most an eighth of the descriptors (128)
+    and shuts the rest at once, counted in hub.control_refused; the hub
+    keeps running, answers once the flood is gone, and stops cleanly."""
+    wd = fh.Workdir()
+    hub = fh.Hub(wd, "bus:\n  bind: tcp://127.0.0.1:%d\n"
+                 "consumers:\n  - {name: n, plugin: \"null\"}\n" % fh.free_port(),
+                 prefix=["prlimit", "--nofile=1024:1024", "--"])
+    flood = []
+    try:
+        hub.wait_ready()
+        path = hub.control[len("ipc://"):]
+        for _ in range(1100):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(path)
+            except OSError as e:  # the listener's backlog, while the hub sheds
+                s.close()
+                assert e.errno in (errno.ECONNREFUSED, errno.EAGAIN), e
+                continue
+            flood.append(s)
+        hub.wait_log("refused a connection")
+        assert hub.proc.poll() is None, hub.log()[-4000:]
+        for s in flood:
+            s.close()
+        flood = []
+        fh.wait_for(lambda: hub.stats()["hub"]["control_refused"] > 0, "refusals counted",
+                    hub=hub)
+        assert "Too many open files" not in hub.log()
+        assert hub.stop() == 0, hub.log()[-4000:]
+        wd.cleanup()
+    finally:
+        for s in flood:
+            s.close()
+        hub.kill()
+
+
 if __name__ == "__main__":
-    fh.main([test_connection_flood_with_nofile_1024, test_max_peers_per_wildcard_bind_endpoint])
+    fh.main([test_connection_flood_with_nofile_1024, test_max_peers_per_wildcard_bind_endpoint,
+             test_control_flood_with_nofile_1024])

@@ -75,6 +75,8 @@ def test_emit_usage_and_malformed():
         status, _, err = fh.run([b"emit", b"-e", hub.control.encode(), b"org.ok.\xff\xfe", b"b"])
         assert status == 1 and "malformed" in err, (status, err)
         assert hub.stats()["hub"]["malformed_by_reason"]["topic_not_utf8"] == 1
+        # Issue 28, item 9: a malformed emit is in received too (malformed <= received).
+        assert hub.stats()["hub"]["received"] == 1, hub.stats()["hub"]
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
@@ -113,6 +115,37 @@ def test_emit_is_published_on_bus_publish():
         pub.close()
 
 
+def test_pipelined_emits_all_answered():
+    """Issue 28, item 9: a client that pipelines 20,000 EMITs before reading
+    got answers for a few thousand; the rest vanished. Each one now gets an
+    answer: routed, or an explicit busy error."""
+    import zmq
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, config(pub, wd))
+    n = 20000
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        hub.wait_ready()
+        sock.connect(hub.control)
+        for i in range(n):
+            sock.send_multipart([b"", b"EMIT", b"nowait", b"1000", b"org.ok.p", b"%d" % i])
+        answers = busy = 0
+        while answers < n:
+            assert sock.poll(30000), "%d of %d answers:\n%s" % (answers, n, hub.log()[-2000:])
+            frames = sock.recv_multipart()
+            answers += 1
+            busy += frames[-1].startswith(b"ERROR busy")
+        assert answers == n and hub.stats()["hub"]["control_unanswered"] == 0
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        sock.close()
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_emit_exit_codes, test_emit_usage_and_malformed,
-             test_emit_is_published_on_bus_publish])
+             test_emit_is_published_on_bus_publish, test_pipelined_emits_all_answered])

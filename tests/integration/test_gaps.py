@@ -53,6 +53,17 @@ def test_gaps_by_json_pointer():
     assert upstream == {"lost": 2, "restarts": 0, "untracked": 1, "producers": 2}, upstream
 
 
+def test_lost_never_negative_at_the_ends_of_int64():
+    """Issue 28, item 9: counters at the ends of a signed 64-bit integer
+    made upstream.lost overflow (-9.2e18). The difference is taken without
+    overflow, and lost saturates at 2^63 - 1: never negative."""
+    top, bottom = 2 ** 63 - 1, -2 ** 63
+    sends = [("org.a.prod.x", json.dumps({"i": i})) for i in (bottom, top)]
+    sends += [("org.b.prod.y", json.dumps({"i": i})) for i in (1, top)]
+    upstream = run("topic_prefix:3", sends)
+    assert upstream["lost"] == top and upstream["restarts"] == 0, upstream
+
+
 def test_bad_gap_config_refused():
     wd = fh.Workdir()
     path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:1]\n"
@@ -64,4 +75,4 @@ def test_bad_gap_config_refused():
 
 
 if __name__ == "__main__":
-    fh.main([test_gaps_by_topic_prefix, test_gaps_by_json_pointer, test_bad_gap_config_refused])
+    fh.main([test_gaps_by_topic_prefix, test_lost_never_negative_at_the_ends_of_int64, test_gaps_by_json_pointer, test_bad_gap_config_refused])

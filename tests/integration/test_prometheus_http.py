@@ -256,7 +256,38 @@ def test_address_not_local_fails_start():
     assert "cannot listen on 192.0.2.1:%d: Cannot assign requested address" % port in log, log
 
 
+def test_refused_connections_counted_and_logged_once():
+    """Issue 28, item 9: one log line per refused HTTP connection. 40
+    idle connections from one address (8 are served per address): the
+    rest are refused, counted in hub.http_refused, and logged once per
+    10 s, not once each."""
+    import socket
+    wd = fh.Workdir()
+    h = HttpHub(wd)
+    conns = []
+    try:
+        h.wait_ready()
+        for _ in range(40):
+            c = socket.create_connection(("127.0.0.1", h.port))
+            conns.append(c)
+        fh.wait_for(lambda: h.hub.stats()["hub"]["http_refused"] >= 32, "32 refused",
+                    hub=h.hub)
+        log = h.hub.log()
+        assert log.count("refused a connection") == 1, log[-3000:]
+        assert "Server reached connection limit" not in log, log[-3000:]
+        for c in conns:
+            c.close()
+        conns = []
+        assert h.hub.stop() == 0, h.hub.log()
+    finally:
+        for c in conns:
+            c.close()
+        h.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_metrics_values_and_promtool, test_other_routes_and_methods,
              test_control_socket_gone_is_503, test_ipv6_loopback,
-             test_port_in_use_fails_start, test_address_not_local_fails_start])
+             test_port_in_use_fails_start, test_address_not_local_fails_start,
+             test_refused_connections_counted_and_logged_once])

@@ -77,7 +77,9 @@ def consumer(name, scale=1, wait_interval=100, proc_interval=0):
             "coalesced": 0, "backlog": 2, "in_flight": 1, "backlog_max": 120, "stuck": 0,
             "queue_wait": qw, "processing": pr, "evicted": 2, "spool_bytes": 4096 * scale,
             "spool_corrupt": 1, "keys_active": 3, "key_backlog_max": 5, "key_fallback": 6,
-            "spool_cursor_errors": 4, "spool_fsyncs": 7, "spool_handoff": 3, "spool_lost": 5}
+            "spool_cursor_errors": 4, "spool_fsyncs": 7, "spool_handoff": 3, "spool_lost": 5,
+            "tickets_expired": 2, "completions_late": 1, "tickets_abandoned": 1,
+            "queue_bytes": 1024}
 
 
 def snapshot(name="buildsys", consumers=None, endpoints=None):
@@ -172,9 +174,10 @@ def parse_prometheus(text):
 
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
             "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
-            "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped")
+            "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped",
+            "tickets_expired", "completions_late", "tickets_abandoned")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
-          "keys_active", "key_backlog_max", "state")
+          "keys_active", "key_backlog_max", "state", "queue_bytes")
 
 
 def same(a, b):

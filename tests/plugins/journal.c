@@ -20,6 +20,8 @@
                         attempt (late, when async)
       fail_marker: S    a body containing S is answered FAIL (late, when
                         async)
+      never_marker: S   async: a body containing S is answered PENDING and
+                        never completed (a lost confirm)
       double_complete: BOOL  async: complete every ticket twice (the hub
                         must ignore the second)
 
@@ -52,7 +54,7 @@ typedef struct {
     int fd;
     bool async, double_complete;
     long batch, batch_us, us_max;
-    char *hold_file, *retry_marker, *fail_marker;
+    char *hold_file, *retry_marker, *fail_marker, *never_marker;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     open_t *open;
@@ -185,6 +187,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             self->retry_marker = strdup (text);
         else if (strcmp (key, "fail_marker") == 0)
             self->fail_marker = strdup (text);
+        else if (strcmp (key, "never_marker") == 0)
+            self->never_marker = strdup (text);
         else {
             snprintf (err, errlen, "options.%s: unknown option", key);
             s_fini (self);
@@ -276,6 +280,9 @@ s_consume (void *state, const fanhub_msg_t *msg)
     item.ticket = self->host->msg_ticket (msg);
     if (item.ticket == 0)
         return FANHUB_FAIL; /* the hub broke its promise: the test sees it */
+    if (self->never_marker
+        && memmem (body.data, body.size, self->never_marker, strlen (self->never_marker)))
+        return FANHUB_PENDING; /* its ticket is forgotten */
     pthread_mutex_lock (&self->lock);
     if (self->count == self->room) {
         size_t room = self->room ? self->room * 2 : 256;
@@ -323,6 +330,7 @@ s_fini (void *state)
     free (self->hold_file);
     free (self->retry_marker);
     free (self->fail_marker);
+    free (self->never_marker);
     free (self);
 }
 

@@ -313,10 +313,10 @@ typedef struct {
     const char *error; /* the exact start of the message */
 } s_error_case_t;
 
-#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, log_level, metrics, include)"
+#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, memory, log_level, metrics, include)"
 #define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
 #define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard, max_crashes)"
-#define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -"
+#define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
 #define SECONDS                                                                \
@@ -382,7 +382,7 @@ static const s_error_case_t s_error_cases[] = {
     { "max_crashes past 1000", C2 ("    plugin: p\n    max_crashes: 1001\n"),
       "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '1001'" },
     { "unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
-      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
+      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes)" },
 
     /* Duplicate keys, at every level */
     { "duplicate top key", BUS CONSUMERS "bus: x\n",
@@ -716,10 +716,10 @@ static const s_error_case_t s_error_cases[] = {
       "t.yaml:8:14: consumers[1].topics[0]: expected a topic pattern, got a "
       "list" },
     { "queue a scalar", C2 ("    plugin: p\n    queue: 5\n"),
-      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
+      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
       "'5'" },
     { "queue null", C2 ("    plugin: p\n    queue:\n"),
-      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
+      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
       "nothing" },
     { "capacity not a number",
       C2 ("    plugin: p\n    queue:\n      capacity: lots\n"),
@@ -749,7 +749,7 @@ static const s_error_case_t s_error_cases[] = {
       "that contains it" },
     { "alias to a consumer into itself",
       BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
-      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead)" },
+      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes)" },
     /* shard: */
     { "shard index not below count", C2 ("    plugin: p\n    shard: {index: 2, count: 2}\n"),
       "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}, 1 <= N <= 65536, "
@@ -868,7 +868,7 @@ test_null_values (void **state)
           "consumers[0].topics: expected a list of topic patterns, got "
           "nothing (omit topics: to receive every message)" },
         { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n",
-          "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead), got "
+          "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
           "nothing" },
         { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n"
               "      capacity:\n",

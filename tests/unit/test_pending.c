@@ -90,6 +90,53 @@ test_tickets_and_order (void **state)
     fh_pending_destroy (&p, NULL, NULL);
 }
 
+/* consume_timeout: open entries older than a moment are done as RETRY,
+   marked expired, their tickets void; reserved ones (inside consume) are
+   not touched. Then the wait at a reload or stop gives up the rest. */
+static void
+test_expire_and_abandon (void **state)
+{
+    (void) state;
+    s_wakes = 0;
+    fh_pending_t *p = fh_pending_new (4, s_wake, NULL);
+    fh_msg_t old_msg, new_msg;
+    memset (&old_msg, 0, sizeof old_msg);
+    memset (&new_msg, 0, sizeof new_msg);
+    old_msg.seq = 7;
+    new_msg.seq = 8;
+    fh_pending_item_t old_item = {.msg = &old_msg, .started_ns = 10};
+    fh_pending_item_t new_item = {.msg = &new_msg, .started_ns = 1000};
+    fh_pending_item_t inside = {.msg = s_msg (9), .started_ns = 1};
+    fanhub_ticket_t t_old = fh_pending_reserve (p, &old_item);
+    fh_pending_hold (p, t_old);
+    fanhub_ticket_t t_new = fh_pending_reserve (p, &new_item);
+    fh_pending_hold (p, t_new);
+    fanhub_ticket_t t_inside = fh_pending_reserve (p, &inside);
+    uint64_t oldest = 0;
+    assert_int_equal (fh_pending_expire (p, 500, &oldest), 1);
+    assert_int_equal (oldest, 7);
+    assert_int_equal (s_wakes, 1);
+    assert_int_equal (fh_pending_expire (p, 500, NULL), 0); /* once */
+    assert_int_equal (s_wakes, 1);
+    /* A late complete of the expired ticket is refused. */
+    assert_int_equal (fh_pending_complete (p, t_old, FANHUB_OK), -1);
+    fh_pending_item_t out;
+    assert_true (fh_pending_take_done (p, &out));
+    assert_ptr_equal (out.msg, &old_msg);
+    assert_true (out.expired);
+    assert_int_equal (out.result, FANHUB_RETRY);
+    /* Abandoning takes the open one, not the one inside consume. */
+    assert_true (fh_pending_take_open (p, &out));
+    assert_ptr_equal (out.msg, &new_msg);
+    assert_false (out.expired);
+    assert_false (fh_pending_take_open (p, &out));
+    assert_int_equal (fh_pending_complete (p, t_new, FANHUB_OK), -1);
+    assert_int_equal (fh_pending_count (p), 1);
+    assert_false (fh_pending_cancel (p, t_inside));
+    assert_int_equal (fh_pending_count (p), 0);
+    fh_pending_destroy (&p, NULL, NULL);
+}
+
 /* Completed during the consume call that then answers something else:
    the answer counts, and the entry leaves the done FIFO. */
 static void
@@ -190,6 +237,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_tickets_and_order),
         cmocka_unit_test (test_complete_inside_consume),
+        cmocka_unit_test (test_expire_and_abandon),
         cmocka_unit_test (test_threads),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

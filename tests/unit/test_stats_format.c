@@ -284,6 +284,15 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it had bus.max_peers already.",
         "# TYPE fanhub_peers_refused_total counter",
         "fanhub_peers_refused_total 0",
+        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients as the descriptors allow.",
+        "# TYPE fanhub_control_refused_total counter",
+        "fanhub_control_refused_total 0",
+        "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.",
+        "# TYPE fanhub_http_refused_total counter",
+        "fanhub_http_refused_total 0",
+        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was full, or it was gone.",
+        "# TYPE fanhub_control_unanswered_total counter",
+        "fanhub_control_unanswered_total 0",
         "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that still consume what they hold.",
         "# TYPE fanhub_draining_instances gauge",
         "fanhub_draining_instances 0",
@@ -380,6 +389,18 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3).",
         "# TYPE fanhub_consumer_state gauge",
         "fanhub_consumer_state{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_tickets_expired_total PENDING answers not completed within consume_timeout: the attempt failed (retried).",
+        "# TYPE fanhub_consumer_tickets_expired_total counter",
+        "fanhub_consumer_tickets_expired_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_completions_late_total host->complete calls for a ticket no longer open (expired, abandoned, done): ignored.",
+        "# TYPE fanhub_consumer_completions_late_total counter",
+        "fanhub_consumer_completions_late_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_tickets_abandoned_total PENDING messages given up when a reload or stop stopped waiting: not done.",
+        "# TYPE fanhub_consumer_tickets_abandoned_total counter",
+        "fanhub_consumer_tickets_abandoned_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_queue_bytes Payload bytes the consumer holds in memory, not yet started.",
+        "# TYPE fanhub_consumer_queue_bytes gauge",
+        "fanhub_consumer_queue_bytes{consumer=\"archive\"} 0",
     };
     char want[16384] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
@@ -441,6 +462,17 @@ test_prometheus_completion_and_upstream (void **state)
         " had bus.max_peers already.\n"
         "# TYPE fanhub_peers_refused_total counter\n"
         "fanhub_peers_refused_total 0\n"
+        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients"
+        " as the descriptors allow.\n"
+        "# TYPE fanhub_control_refused_total counter\n"
+        "fanhub_control_refused_total 0\n"
+        "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.\n"
+        "# TYPE fanhub_http_refused_total counter\n"
+        "fanhub_http_refused_total 0\n"
+        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was"
+        " full, or it was gone.\n"
+        "# TYPE fanhub_control_unanswered_total counter\n"
+        "fanhub_control_unanswered_total 0\n"
         "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
         "# TYPE fanhub_handled_total counter\n"
         "fanhub_handled_total 990\n"
