@@ -31,6 +31,18 @@ char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *ho
                            double interval, double when_s);
 char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
 
+/* text as a name inside a collectd identifier, into out (cut to size):
+   '/', '"', '\\', spaces and control characters become '_'. Returns the
+   length written. */
+size_t fh_metrics_collectd_name (char *out, size_t size, const char *text);
+/* The plugin instance (after "fanhub-") of an item: the hub's name (or
+   "hub") when name is NULL; else the consumer's name, or for kind
+   "endpoint" "endpoint_" and the address with each run of characters
+   other than letters, digits and '.' written as one '_'; either after
+   "HUBNAME." when the hub has a name. */
+void fh_metrics_collectd_instance (char *out, size_t size, const char *hub_name, const char *kind,
+                                   const char *name);
+
 /* Prometheus text exposition format 0.0.4. Returns a malloc'd string or NULL.
 
    Every family is named fanhub_*, has one HELP and one TYPE line and all
@@ -50,22 +62,19 @@ char *fh_stats_format_prometheus (const json_t *stats);
 
    One line per value, each ending in '\n':
        PUTVAL "HOST/fanhub-INSTANCE/TYPE-TYPEINSTANCE" interval=10 N:VALUE
-   First the hub, under the plugin instance hub.name (or "hub" when the
-   hub has no name): derive-received, derive-malformed, derive-unrouted.
-   Then each consumer, under the plugin instance CONSUMER, or
-   HUBNAME.CONSUMER when hub.name is a non-empty string, in the registry's
-   order: derive-enqueued, derive-completed, derive-failed, derive-dropped,
-   queue_length (the backlog), latency-queue_wait_p99,
-   latency-queue_wait_mean, latency-processing_p99, latency-processing_mean
-   (seconds, over the last metrics interval; 0 when that interval had no
-   sample). Derive values are
-   integers: a real is truncated, one out of range counts as 0.
-   In host and names, '/', '"', '\\', spaces and control characters
-   become '_'; a NULL or empty host is "localhost". interval is printed
-   with "%g" and left out when it is not a positive number. when_s is
-   printed as whole seconds, or with milliseconds when it has a fraction;
-   0 (or anything not positive) writes "N", collectd's "now".
-   NULL only when out of memory. */
+   Every row of the registry with a collectd type (docs/metrics.md lists
+   them), in the registry's order: first the hub's rows (those of
+   hub.amqp, hub.upstream and process only when the snapshot has them),
+   under the plugin instance hub.name (or "hub"); then each endpoint's,
+   then each consumer's, under fh_metrics_collectd_instance. Derive
+   values (counters) are integers: a real is truncated, one out of range
+   counts as 0; CPU seconds are written as milliseconds; other reals as
+   reals. A latency gives TYPE_p99 and TYPE_mean (seconds, over the last
+   metrics interval; 0 when that interval had no sample). A NULL or
+   empty host is "localhost". interval is printed with "%g" and left out
+   when it is not a positive number. when_s is printed as whole seconds,
+   or with milliseconds when it has a fraction; 0 (or anything not
+   positive) writes "N", collectd's "now". NULL only when out of memory. */
 char *fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s);
 
 /* A compact table for `fanhub stats --watch` and the demo: one line per consumer.

@@ -131,10 +131,11 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
-                              "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
-                              "key_backlog_max", 5, "key_fallback", 2,
-                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9);
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
+                              "evicted", 1, "spool_bytes", 4096, "spool_corrupt", 6,
+                              "keys_active", 3, "key_backlog_max", 5, "key_fallback", 2,
+                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9,
+                              "warn_at", 1000, "plugin_version", "1.0");
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -163,6 +164,9 @@ s_snapshot (json_t *hub_name)
         "endpoints", "endpoint", "tcp://127.0.0.1:9940", "kind", "connect", "connected", 1,
         "consumers", consumers);
     assert_non_null (json);
+    assert_int_equal (json_object_set_new (json_object_get (json, "hub"),
+                                           "config_last_reload_successful", json_integer (1)),
+                      0);
     return json;
 }
 
@@ -189,9 +193,12 @@ s_assert_lines (char *text, const char *const *expected, size_t count)
         if (!end)
             fail_msg ("line %zu missing, expected \"%s\"", i + 1, expected[i]);
         *end = '\0';
-        if (strcmp (rest, expected[i]) != 0)
-            fail_msg ("line %zu:\n  got      \"%s\"\n  expected \"%s\"", i + 1, rest,
-                      expected[i]);
+        if (strcmp (rest, expected[i]) != 0) {
+            *end = '\n';
+            fprintf (stderr, "whole text:\n%s\n", text);
+            fail_msg ("line %zu:\n  got      \"%.*s\"\n  expected \"%s\"", i + 1,
+                      (int) (end - rest), rest, expected[i]);
+        }
         rest = end + 1;
     }
     if (*rest)
@@ -289,9 +296,15 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and spool.",
         "# TYPE fanhub_draining_backlog gauge",
         "fanhub_draining_backlog 0",
+        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1 (also before any reload).",
+        "# TYPE fanhub_config_last_reload_successful gauge",
+        "fanhub_config_last_reload_successful 1",
         "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
         "# TYPE fanhub_endpoint_connected gauge",
         "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
+        "# HELP fanhub_consumer_info Constant 1, labelled with the consumer, its plugin and the plugin's version.",
+        "# TYPE fanhub_consumer_info gauge",
+        "fanhub_consumer_info{consumer=\"archive\",plugin=\"log\",version=\"1.0\"} 1",
         "# HELP fanhub_consumer_enqueued_total Messages put on the consumer's queue (or its spool).",
         "# TYPE fanhub_consumer_enqueued_total counter",
         "fanhub_consumer_enqueued_total{consumer=\"archive\"} 992",
@@ -331,6 +344,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_capacity Messages the consumer's queue holds before its overflow policy applies.",
         "# TYPE fanhub_consumer_capacity gauge",
         "fanhub_consumer_capacity{consumer=\"archive\"} 100000",
+        "# HELP fanhub_consumer_warn_at queue.warn_at: the backlog at which the hub warns; 0 when it never does.",
+        "# TYPE fanhub_consumer_warn_at gauge",
+        "fanhub_consumer_warn_at{consumer=\"archive\"} 1000",
         "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
         "# TYPE fanhub_consumer_stuck gauge",
         "fanhub_consumer_stuck{consumer=\"archive\"} 0",
@@ -441,6 +457,10 @@ test_prometheus_completion_and_upstream (void **state)
         " spool.\n"
         "# TYPE fanhub_draining_backlog gauge\n"
         "fanhub_draining_backlog 0\n"
+        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1"
+        " (also before any reload).\n"
+        "# TYPE fanhub_config_last_reload_successful gauge\n"
+        "fanhub_config_last_reload_successful 1\n"
         "# HELP fanhub_upstream_lost_total Sequence numbers a producer skipped: messages lost"
         " before the hub.\n"
         "# TYPE fanhub_upstream_lost_total counter\n"
@@ -579,20 +599,46 @@ test_collectd_named_hub (void **state)
     (void) state;
     json_t *stats = s_snapshot (json_string ("buildsys"));
     static const char *const expected[] = {
+        "PUTVAL \"myhost/fanhub-buildsys/uptime\" interval=10 N:12.5",
         "PUTVAL \"myhost/fanhub-buildsys/derive-received\" interval=10 N:1000",
         "PUTVAL \"myhost/fanhub-buildsys/derive-malformed\" interval=10 N:3",
         "PUTVAL \"myhost/fanhub-buildsys/derive-unrouted\" interval=10 N:5",
         "PUTVAL \"myhost/fanhub-buildsys/derive-auth_denied\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/derive-peers_refused\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/count-draining\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/queue_length-draining\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/bool-config_last_reload_successful\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=10 N:1",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dequeued\" interval=10 N:990",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-retried\" interval=10 N:7",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spilled\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dead_lettered\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-coalesced\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-in_flight\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-max\" interval=10 N:120",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-capacity\" interval=10 N:100000",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-warn_at\" interval=10 N:1000",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-stuck\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-evicted\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-spool\" interval=10 N:4096",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_corrupt\" interval=10 N:6",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/errors-spool_cursor\" interval=10 N:7",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/operations-spool_fsync\" interval=10 N:8",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-spool_handoff\" interval=10 N:9",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-keys_active\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-key_max\" interval=10 N:5",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-key_fallback\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_mean\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_max\" interval=10 N:0.0052",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_max\" interval=10 N:0.021",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "myhost", 10.0, 0), expected);
     json_decref (stats);
@@ -604,20 +650,46 @@ test_collectd_unnamed_hub (void **state)
     (void) state;
     json_t *stats = s_snapshot (json_null ());
     static const char *const expected[] = {
+        "PUTVAL \"h/fanhub-hub/uptime\" interval=2.5 1700000000:12.5",
         "PUTVAL \"h/fanhub-hub/derive-received\" interval=2.5 1700000000:1000",
         "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=2.5 1700000000:3",
         "PUTVAL \"h/fanhub-hub/derive-unrouted\" interval=2.5 1700000000:5",
         "PUTVAL \"h/fanhub-hub/derive-auth_denied\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/derive-peers_refused\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/count-draining\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/queue_length-draining\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/bool-config_last_reload_successful\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
+        "PUTVAL \"h/fanhub-archive/derive-dequeued\" interval=2.5 1700000000:990",
         "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
         "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
+        "PUTVAL \"h/fanhub-archive/derive-retried\" interval=2.5 1700000000:7",
         "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-spilled\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-dead_lettered\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-archive/derive-coalesced\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
+        "PUTVAL \"h/fanhub-archive/count-in_flight\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-archive/queue_length-max\" interval=2.5 1700000000:120",
+        "PUTVAL \"h/fanhub-archive/queue_length-capacity\" interval=2.5 1700000000:100000",
+        "PUTVAL \"h/fanhub-archive/queue_length-warn_at\" interval=2.5 1700000000:1000",
+        "PUTVAL \"h/fanhub-archive/count-stuck\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-evicted\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-archive/bytes-spool\" interval=2.5 1700000000:4096",
+        "PUTVAL \"h/fanhub-archive/derive-spool_corrupt\" interval=2.5 1700000000:6",
+        "PUTVAL \"h/fanhub-archive/errors-spool_cursor\" interval=2.5 1700000000:7",
+        "PUTVAL \"h/fanhub-archive/operations-spool_fsync\" interval=2.5 1700000000:8",
+        "PUTVAL \"h/fanhub-archive/queue_length-spool_handoff\" interval=2.5 1700000000:9",
+        "PUTVAL \"h/fanhub-archive/count-keys_active\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-archive/queue_length-key_max\" interval=2.5 1700000000:5",
+        "PUTVAL \"h/fanhub-archive/derive-key_fallback\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
         "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/latency-processing_mean\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/latency-queue_wait_max\" interval=2.5 1700000000:0.0052",
+        "PUTVAL \"h/fanhub-archive/latency-processing_max\" interval=2.5 1700000000:0.021",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "h", 2.5, 1700000000.0), expected);
     /* An empty name is no name either. */
@@ -641,16 +713,16 @@ test_collectd_sanitising (void **state)
         const char *queue; /* the consumer's first line */
     } cases[] = {
         { "build sys", "a/b \"c\"\\d", "my host/x", 10, 0,
-          "PUTVAL \"my_host_x/fanhub-build_sys/derive-received\" interval=10 N:1000",
+          "PUTVAL \"my_host_x/fanhub-build_sys/uptime\" interval=10 N:12.5",
           "PUTVAL \"my_host_x/fanhub-build_sys.a_b__c__d/queue_length\" interval=10 N:2" },
         { NULL, "tab\tnew\nline\x7f", "", 60, 0,
-          "PUTVAL \"localhost/fanhub-hub/derive-received\" interval=60 N:1000",
+          "PUTVAL \"localhost/fanhub-hub/uptime\" interval=60 N:12.5",
           "PUTVAL \"localhost/fanhub-tab_new_line_/queue_length\" interval=60 N:2" },
         { "hub-1.prod", "with-dash.dot", NULL, 0, 1700000000.25,
-          "PUTVAL \"localhost/fanhub-hub-1.prod/derive-received\" 1700000000.250:1000",
+          "PUTVAL \"localhost/fanhub-hub-1.prod/uptime\" 1700000000.250:12.5",
           "PUTVAL \"localhost/fanhub-hub-1.prod.with-dash.dot/queue_length\" 1700000000.250:2" },
         { NULL, "caf\xc3\xa9", "h", 0.5, -3,
-          "PUTVAL \"h/fanhub-hub/derive-received\" interval=0.5 N:1000",
+          "PUTVAL \"h/fanhub-hub/uptime\" interval=0.5 N:12.5",
           "PUTVAL \"h/fanhub-caf\xc3\xa9/queue_length\" interval=0.5 N:2" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -666,13 +738,13 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 5 hub lines and 9 consumer lines, each one PUTVAL. */
+        /* 9 hub lines, 1 of the endpoint and 30 of the consumer, each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 14);
+        assert_int_equal (lines, 40);
         free (text);
         json_decref (stats);
     }
