@@ -85,6 +85,7 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         || fh_metrics_set_text (&item->version, fh_consumer_plugin_version (consumer)) != 0)
         return -1;
     fh_metrics_set_int (item, FH_M_WARN_AT, (int64_t) config->warn_at);
+    fh_metrics_set_int (item, FH_M_SPOOL_MAX_BYTES, (int64_t) config->spool_max_bytes);
     const struct {
         fh_metric_id_t id;
         uint64_t value;

@@ -356,6 +356,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_spool_bytes Bytes of spooled messages not yet consumed.",
         "# TYPE fanhub_consumer_spool_bytes gauge",
         "fanhub_consumer_spool_bytes{consumer=\"archive\"} 4096",
+        "# HELP fanhub_consumer_spool_max_bytes queue.spool_max_bytes: the most bytes the spool may hold; 0 when unlimited.",
+        "# TYPE fanhub_consumer_spool_max_bytes gauge",
+        "fanhub_consumer_spool_max_bytes{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_spool_corrupt_total Damaged spool records or regions skipped.",
         "# TYPE fanhub_consumer_spool_corrupt_total counter",
         "fanhub_consumer_spool_corrupt_total{consumer=\"archive\"} 6",
@@ -626,6 +629,7 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/count-stuck\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-evicted\" interval=10 N:1",
         "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-spool\" interval=10 N:4096",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-spool_max\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_corrupt\" interval=10 N:6",
         "PUTVAL \"myhost/fanhub-buildsys.archive/errors-spool_cursor\" interval=10 N:7",
         "PUTVAL \"myhost/fanhub-buildsys.archive/operations-spool_fsync\" interval=10 N:8",
@@ -677,6 +681,7 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/count-stuck\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-evicted\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-archive/bytes-spool\" interval=2.5 1700000000:4096",
+        "PUTVAL \"h/fanhub-archive/bytes-spool_max\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-spool_corrupt\" interval=2.5 1700000000:6",
         "PUTVAL \"h/fanhub-archive/errors-spool_cursor\" interval=2.5 1700000000:7",
         "PUTVAL \"h/fanhub-archive/operations-spool_fsync\" interval=2.5 1700000000:8",
@@ -738,13 +743,13 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 9 hub lines, 1 of the endpoint and 30 of the consumer, each one PUTVAL. */
+        /* 9 hub lines, 1 of the endpoint and 31 of the consumer, each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 40);
+        assert_int_equal (lines, 41);
         free (text);
         json_decref (stats);
     }
