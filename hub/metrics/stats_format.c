@@ -546,24 +546,98 @@ s_table_p99 (char *text, size_t size, const fh_metrics_latency_t *latency)
         snprintf (text, size, "-");
 }
 
-char *
-fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
+/* A time to drain: "-" for nothing to drain, "never" at a rate of 0,
+   else "45s", "12m05s", "3h05m", "2d04h". */
+static void
+s_human_eta (char *text, size_t size, int64_t backlog, double rate)
 {
-    s_buf_t buf = { 0 };
-    const fh_metrics_item_t *hub = &snapshot->hub;
+    if (backlog <= 0)
+        snprintf (text, size, "-");
+    else if (!(rate > 0) || (double) backlog / rate > 1e9)
+        snprintf (text, size, "never");
+    else {
+        long long s = (long long) ceil ((double) backlog / rate);
+        if (s < 3600)
+            s_human_uptime (text, size, (double) s);
+        else if (s < 86400)
+            snprintf (text, size, "%lldh%02lldm", s / 3600, s / 60 % 60);
+        else
+            snprintf (text, size, "%lldd%02lldh", s / 86400, s / 3600 % 24);
+    }
+}
+
+/* Messages per second taken off the consumer's queue: between previous
+   and now when previous has the same consumer at an earlier uptime (and
+   its counter has not gone back: a restart); else over the last metrics
+   interval (the queue_wait samples: one per message started). */
+static double
+s_table_rate (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous,
+              fh_metrics_item_t *consumer)
+{
+    double now = fh_metric_value_real (&snapshot->hub.values[FH_M_UPTIME]);
+    for (size_t i = 0; previous && i < previous->consumer_count; i++) {
+        fh_metrics_item_t *before = &previous->consumers[i];
+        if (strcmp (before->name, consumer->name) != 0)
+            continue;
+        double then = fh_metric_value_real (&previous->hub.values[FH_M_UPTIME]);
+        int64_t done = fh_metric_value_int (&consumer->values[FH_M_DEQUEUED])
+                       - fh_metric_value_int (&before->values[FH_M_DEQUEUED]);
+        if (now > then && done >= 0)
+            return (double) done / (now - then);
+    }
+    double interval = fh_metric_value_real (&snapshot->hub.values[FH_M_INTERVAL]);
+    uint64_t started = fh_metrics_latency (consumer, FH_M_QUEUE_WAIT)->interval.count;
+    return interval > 0 ? (double) started / interval : 0.0;
+}
+
+/* The hub line. */
+static void
+s_table_hub (s_buf_t *buf, const fh_metrics_item_t *hub)
+{
     const char *hub_name = hub->name && *hub->name ? hub->name : NULL;
     char uptime[64];
     s_human_uptime (uptime, sizeof uptime, fh_metric_value_real (&hub->values[FH_M_UPTIME]));
-    s_buf_puts (&buf, "hub ");
+    s_buf_puts (buf, "hub ");
     if (hub_name)
-        s_table_name (&buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
+        s_table_name (buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
     else
-        s_buf_puts (&buf, "-");
-    s_buf_printf (&buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
+        s_buf_puts (buf, "-");
+    s_buf_printf (buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
                   uptime, fh_metric_value_int (&hub->values[FH_M_RECEIVED]),
                   fh_metric_value_int (&hub->values[FH_M_MALFORMED]),
                   fh_metric_value_int (&hub->values[FH_M_UNROUTED]));
+}
 
+/* One consumer's line. */
+static void
+s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
+                  const fh_metrics_snapshot_t *previous, fh_metrics_item_t *consumer, size_t width)
+{
+    s_table_name (buf, consumer->name, width);
+    int64_t backlog = fh_metric_value_int (&consumer->values[FH_M_BACKLOG]);
+    double rate = s_table_rate (snapshot, previous, consumer);
+    char eta[32];
+    s_human_eta (eta, sizeof eta, backlog, rate);
+    s_buf_printf (buf, " %9" PRId64 " %8.1f %8s", backlog, rate, eta);
+    static const fh_metric_id_t columns[] = { FH_M_IN_FLIGHT, FH_M_ENQUEUED, FH_M_COMPLETED,
+                                              FH_M_FAILED,    FH_M_DROPPED,  FH_M_SPILLED,
+                                              FH_M_DEAD_LETTERED, FH_M_STUCK };
+    static const int widths[] = { 9, 11, 11, 9, 9, 9, 7, 5 };
+    for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+        s_buf_printf (buf, " %*" PRId64, widths[c],
+                      fh_metric_value_int (&consumer->values[columns[c]]));
+    char wait[32], proc[32];
+    s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
+    s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
+    s_buf_printf (buf, " %8s %8s\n", wait, proc);
+}
+
+char *
+fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
+                        const fh_metrics_snapshot_t *previous)
+{
+    s_buf_t buf = { 0 };
+    s_table_hub (&buf, &snapshot->hub);
     size_t width = S_NAME_MIN;
     for (size_t i = 0; i < snapshot->consumer_count; i++) {
         size_t len = strlen (snapshot->consumers[i].name);
@@ -571,23 +645,18 @@ fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
             width = len < S_NAME_MAX ? len : S_NAME_MAX;
     }
     s_table_name (&buf, "CONSUMER", width);
-    s_buf_printf (&buf, " %9s %9s %11s %11s %9s %9s %8s %8s\n", "BACKLOG", "IN_FLIGHT",
-                  "ENQUEUED", "COMPLETED", "FAILED", "DROPPED", "WAIT_P99", "PROC_P99");
-    static const fh_metric_id_t columns[] = { FH_M_BACKLOG,   FH_M_IN_FLIGHT, FH_M_ENQUEUED,
-                                              FH_M_COMPLETED, FH_M_FAILED,    FH_M_DROPPED };
-    static const int widths[] = { 9, 9, 11, 11, 9, 9 };
-    for (size_t i = 0; i < snapshot->consumer_count; i++) {
-        fh_metrics_item_t *consumer = &snapshot->consumers[i];
-        s_table_name (&buf, consumer->name, width);
-        for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
-            s_buf_printf (&buf, " %*" PRId64, widths[c],
-                          fh_metric_value_int (&consumer->values[columns[c]]));
-        char wait[32], proc[32];
-        s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
-        s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
-        s_buf_printf (&buf, " %8s %8s\n", wait, proc);
-    }
+    s_buf_printf (&buf, " %9s %8s %8s %9s %11s %11s %9s %9s %9s %7s %5s %8s %8s\n", "BACKLOG",
+                  "RATE", "ETA", "IN_FLIGHT", "ENQUEUED", "COMPLETED", "FAILED", "DROPPED",
+                  "SPILLED", "DEAD", "STUCK", "WAIT_P99", "PROC_P99");
+    for (size_t i = 0; i < snapshot->consumer_count; i++)
+        s_table_consumer (&buf, snapshot, previous, &snapshot->consumers[i], width);
     return s_buf_finish (&buf);
+}
+
+char *
+fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
+{
+    return fh_metrics_table_since (snapshot, NULL);
 }
 
 /* ---- From a JSON snapshot ------------------------------------------------ */
@@ -625,4 +694,15 @@ char *
 fh_stats_format_table (const json_t *stats)
 {
     return s_format_json (stats, S_TABLE, NULL, 0, 0);
+}
+
+char *
+fh_stats_format_table_since (const json_t *stats, const json_t *previous)
+{
+    fh_metrics_snapshot_t *now = fh_metrics_from_json (stats);
+    fh_metrics_snapshot_t *before = previous ? fh_metrics_from_json (previous) : NULL;
+    char *text = now && (before || !previous) ? fh_metrics_table_since (now, before) : NULL;
+    fh_metrics_snapshot_destroy (&now);
+    fh_metrics_snapshot_destroy (&before);
+    return text;
 }

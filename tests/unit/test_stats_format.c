@@ -187,6 +187,8 @@ static void
 s_assert_lines (char *text, const char *const *expected, size_t count)
 {
     assert_non_null (text);
+    char *whole = strdup (text); /* for the message: the lines are cut below */
+    assert_non_null (whole);
     char *rest = text;
     for (size_t i = 0; i < count; i++) {
         char *end = strchr (rest, '\n');
@@ -195,7 +197,7 @@ s_assert_lines (char *text, const char *const *expected, size_t count)
         *end = '\0';
         if (strcmp (rest, expected[i]) != 0) {
             *end = '\n';
-            fprintf (stderr, "whole text:\n%s\n", text);
+            fprintf (stderr, "whole text:\n%s\n", whole);
             fail_msg ("line %zu:\n  got      \"%.*s\"\n  expected \"%s\"", i + 1,
                       (int) (end - rest), rest, expected[i]);
         }
@@ -203,6 +205,7 @@ s_assert_lines (char *text, const char *const *expected, size_t count)
     }
     if (*rest)
         fail_msg ("unexpected text after line %zu: \"%s\"", count, rest);
+    free (whole);
     free (text);
 }
 
@@ -784,12 +787,12 @@ test_table_units (void **state)
     }
     static const char *const expected[] = {
         "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
-        "CONSUMER   BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "archive          2         1         992         985         4         0    4.0ms   12.3ms",
-        "us               2         1         992         985         4         0    850us   12.3ms",
-        "s                2         1         992         985         4         0    1.20s    450ns",
-        "edges            2         1         992         985         4         0    1.0ms    1.00s",
-        "none             2         1         992         985         4         0        -      0ns",
+        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "archive          2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
+        "us               2      0.5       4s         1         992         985         4         0         0       3     0    850us   12.3ms",
+        "s                2      0.5       4s         1         992         985         4         0         0       3     0    1.20s    450ns",
+        "edges            2      0.5       4s         1         992         985         4         0         0       3     0    1.0ms    1.00s",
+        "none             2      0.0    never         1         992         985         4         0         0       3     0        -      0ns",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
     json_decref (stats);
@@ -810,9 +813,9 @@ test_table_widths (void **state)
                                        s_histogram (&s_none, &s_none)));
     static const char *const expected[] = {
         "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
-        "CONSUMER                           BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "a-very-long-consumer-name-that-~         2         1         992         985         4         0    4.0ms   12.3ms",
-        "esc?[2J                                  2         1         992         985         4         0        -        -",
+        "CONSUMER                           BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "a-very-long-consumer-name-that-~         2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
+        "esc?[2J                                  2      0.0    never         1         992         985         4         0         0       3     0        -        -",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
 
@@ -835,6 +838,76 @@ test_table_widths (void **state)
         free (text);
     }
     json_decref (stats);
+}
+
+/* The columns of one consumer's line after the name: BACKLOG RATE ETA. */
+static void
+s_assert_rate (char *text, const char *name, const char *columns)
+{
+    assert_non_null (text);
+    const char *line = strstr (text, name);
+    assert_non_null (line);
+    char want[128];
+    snprintf (want, sizeof want, "%s%s ", name, columns);
+    if (strncmp (line, want, strlen (want)) != 0)
+        fail_msg ("want \"%s\" in:\n%s", want, text);
+    free (text);
+}
+
+/* RATE between two snapshots (dequeued over uptime), else over the
+   interval; ETA = backlog / RATE in human units; the columns that are
+   new beside the old ones. */
+static void
+test_table_rate_and_eta (void **state)
+{
+    (void) state;
+    json_t *before = s_snapshot (json_null ());
+    json_t *after = s_snapshot (json_null ());
+    json_t *b = json_array_get (s_consumers (before), 0);
+    json_t *a = json_array_get (s_consumers (after), 0);
+    json_object_set_new (json_object_get (after, "hub"), "uptime", json_real (22.5));
+    /* 10 s later, 250 more taken off the queue: 25.0/s, 5000 left: 200 s. */
+    json_object_set_new (a, "dequeued", json_integer (990 + 250));
+    json_object_set_new (a, "backlog", json_integer (5000));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     25.0    3m20s");
+    /* Without the earlier snapshot: the interval's 100 samples over 10 s. */
+    s_assert_rate (fh_stats_format_table (after), "archive", "       5000     10.0    8m20s");
+    /* A counter that went back (a restart) or no earlier uptime: interval. */
+    json_object_set_new (b, "dequeued", json_integer (5000));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     10.0    8m20s");
+    json_object_set_new (b, "dequeued", json_integer (990));
+    json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (30.0));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     10.0    8m20s");
+    json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (12.5));
+    /* Hours and days; nothing to drain; a stopped consumer. */
+    static const struct {
+        int backlog;
+        const char *columns;
+    } etas[] = {
+        { 90000000, "   90000000     25.0   41d16h" },
+        { 250000, "     250000     25.0    2h46m" },
+        { 0, "          0     25.0        -" },
+    };
+    for (size_t i = 0; i < sizeof etas / sizeof etas[0]; i++) {
+        json_object_set_new (a, "backlog", json_integer (etas[i].backlog));
+        s_assert_rate (fh_stats_format_table_since (after, before), "archive", etas[i].columns);
+    }
+    json_object_set_new (a, "dequeued", json_integer (990));
+    json_object_set_new (a, "backlog", json_integer (7));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "          7      0.0    never");
+    /* SPILLED, DEAD and STUCK are the snapshot's. */
+    json_object_set_new (a, "spilled", json_integer (378));
+    json_object_set_new (a, "dead_lettered", json_integer (12));
+    json_object_set_new (a, "stuck", json_integer (2));
+    char *text = fh_stats_format_table (after);
+    assert_non_null (strstr (text, "       378      12     2 "));
+    free (text);
+    json_decref (before);
+    json_decref (after);
 }
 
 /* ---- Broken snapshots ---------------------------------------------------- */
@@ -974,6 +1047,7 @@ main (void)
         cmocka_unit_test (test_collectd_sanitising),
         cmocka_unit_test (test_table_units),
         cmocka_unit_test (test_table_widths),
+        cmocka_unit_test (test_table_rate_and_eta),
         cmocka_unit_test (test_broken_snapshots),
         cmocka_unit_test (test_unnamed_consumers_left_out),
     };
