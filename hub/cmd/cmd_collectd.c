@@ -197,6 +197,53 @@ s_wait_until (const sigset_t *stop, int64_t deadline_ns)
     }
 }
 
+/* A batch every interval until SIGTERM or SIGINT (status 0) or until
+   stdout is gone (1). */
+static int
+s_serve (const char *endpoint, const char *host, double interval, double after)
+{
+    /* Before any thread exists (CZMQ starts its own on the first socket),
+       so that every thread inherits the mask and the signals stay pending
+       for sigtimedwait. */
+    sigset_t stop;
+    sigemptyset (&stop);
+    sigaddset (&stop, SIGTERM);
+    sigaddset (&stop, SIGINT);
+    sigprocmask (SIG_BLOCK, &stop, NULL);
+    /* A write to a closed pipe is an EPIPE to report, not a silent death. */
+    signal (SIGPIPE, SIG_IGN);
+
+    int64_t interval_ns = llround (interval * 1e9);
+    int timeout_ms = interval * 1000 < S_MAX_TIMEOUT_MS ? (int) ceil (interval * 1000)
+                                                        : S_MAX_TIMEOUT_MS;
+    if (timeout_ms < 100)
+        timeout_ms = 100;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (after);
+    if (!notify) {
+        fprintf (stderr, "fanhub collectd: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    int status = FH_EXIT_OK;
+    bool down = false;
+    int64_t next = fh_clock_mono_ns ();
+    while (true) {
+        if (s_batch (endpoint, host, interval, timeout_ms, &down, notify) != 0) {
+            status = FH_EXIT_FAILURE;
+            break;
+        }
+        /* The next point of the grid that is still ahead: a batch that
+           took longer than an interval skips points rather than bursts. */
+        int64_t now = fh_clock_mono_ns ();
+        next += interval_ns;
+        if (next <= now)
+            next += ((now - next) / interval_ns + 1) * interval_ns;
+        if (s_wait_until (&stop, next))
+            break;
+    }
+    fh_collectd_notify_destroy (&notify);
+    return status;
+}
+
 int
 fh_cmd_collectd (int argc, char **argv)
 {
@@ -256,49 +303,10 @@ fh_cmd_collectd (int argc, char **argv)
         return keys;
     }
 
-    /* Before any thread exists (CZMQ starts its own on the first socket),
-       so that every thread inherits the mask and the signals stay pending
-       for sigtimedwait. */
-    sigset_t stop;
-    sigemptyset (&stop);
-    sigaddset (&stop, SIGTERM);
-    sigaddset (&stop, SIGINT);
-    sigprocmask (SIG_BLOCK, &stop, NULL);
-    /* A write to a closed pipe is an EPIPE to report, not a silent death. */
-    signal (SIGPIPE, SIG_IGN);
-
-    int64_t interval_ns = llround (interval * 1e9);
-    int timeout_ms = interval * 1000 < S_MAX_TIMEOUT_MS ? (int) ceil (interval * 1000)
-                                                        : S_MAX_TIMEOUT_MS;
-    if (timeout_ms < 100)
-        timeout_ms = 100;
     /* -c: the hub's own metrics.collectd.disconnected_after, unless given. */
     if (!after_text && config && config->metrics.collectd_disconnected_after_ms > 0)
         after = (double) config->metrics.collectd_disconnected_after_ms / 1e3;
-    fh_collectd_notify_t *notify = fh_collectd_notify_new (after);
-    if (!notify) {
-        fprintf (stderr, "fanhub collectd: out of memory\n");
-        fh_config_destroy (&config);
-        return FH_EXIT_FAILURE;
-    }
-    int status = FH_EXIT_OK;
-    bool down = false;
-    int64_t next = fh_clock_mono_ns ();
-    while (true) {
-        if (s_batch (endpoint, host, interval, timeout_ms, &down, notify) != 0) {
-            status = FH_EXIT_FAILURE;
-            break;
-        }
-        /* The next point of the grid that is still ahead: a batch that
-           took longer than an interval skips points rather than bursts. */
-        int64_t now = fh_clock_mono_ns ();
-        next += interval_ns;
-        if (next <= now)
-            next += ((now - next) / interval_ns + 1) * interval_ns;
-        if (s_wait_until (&stop, next))
-            break;
-    }
-    fh_collectd_notify_destroy (&notify);
+    int status = s_serve (endpoint, host, interval, after);
     fh_config_destroy (&config);
     return status;
 }
