@@ -675,7 +675,9 @@ def test_program_refuses_bad_usage():
             (["--interval", "soon"], {}, "--interval: expected seconds"),
             ([], {"COLLECTD_INTERVAL": "abc"}, "COLLECTD_INTERVAL: expected seconds"),
             (["-c", "x.yaml", "-e", "tcp://127.0.0.1:1"], {}, "give -c or -e, not both"),
-            (["extra"], {}, "unexpected argument 'extra'")):
+            (["extra"], {}, "unexpected argument 'extra'"),
+            (["--disconnected-after", "0"], {}, "--disconnected-after: expected seconds"),
+            (["--disconnected-after", "soon"], {}, "--disconnected-after: expected seconds")):
         proc = subprocess.run([fh.BIN, "collectd"] + args, capture_output=True,
                               env=dict(os.environ, **env), timeout=fh.DEADLINE)
         err = proc.stderr.decode(errors="replace")
@@ -683,6 +685,14 @@ def test_program_refuses_bad_usage():
         assert says in err, (args, err)
     status, out, _ = fh.run(["collectd", "--help"])
     assert status == 0 and "fanhub-exec.conf" in out and "LoadPlugin exec" in out, out
+    # The push's threshold is checked where it is written.
+    wd = fh.Workdir()
+    path = wd.write("bad.yaml", "bus: {connect: tcp://127.0.0.1:1}\nmetrics:\n  collectd:\n"
+                    "    socket: /tmp/x.sock\n    disconnected_after: 0\n"
+                    "consumers:\n  - {name: a, plugin: log}\n")
+    status, _, err = fh.run(["check", "-c", path])
+    assert status == 2 and "%s:5:25" % path in err and "disconnected_after" in err, err
+    wd.cleanup()
 
 
 if __name__ == "__main__":

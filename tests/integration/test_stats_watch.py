@@ -4,7 +4,8 @@ On a terminal the screen holds one table that changes in place: the
 backlog of a held consumer grows as messages arrive, and every capture of
 the pane shows the hub line, one header and the consumer lines, nothing
 else, with nothing scrolled into the pane's history (the alternate
-screen). Ctrl-C ends it with status 0 and the main screen back. On a pipe
+screen). When the hub goes away, the error takes the table's place. Ctrl-C
+ends it with status 0 and the main screen back. On a pipe
 the tables are appended, without escape sequences. Every wait is for
 what the pane or the pipe shows, with a deadline."""
 import json
@@ -97,13 +98,19 @@ def test_watch_redraws_in_place_on_a_terminal():
                         "the table to show backlog %d" % (sent - 1), hub=hub)
             check_one_table(tmux)
         assert check_one_table(tmux) != first
+        # The hub goes away: the screen says so in place of the table.
+        open(wd.file("release"), "w").close()
+        assert hub.stop() == 0, hub.log()
+        fh.wait_for(lambda: any(line.startswith("fanhub stats: ") for line in tmux.screen()),
+                    "the error on the screen")
+        lines = [line for line in tmux.screen() if line.strip()]
+        assert len(lines) == 1 and "is the hub running" in lines[0], lines
+        assert tmux.show("#{history_size}") == "0", tmux.screen()
         tmux.run("send-keys", "-t", "w", "C-c")
         fh.wait_for(lambda: tmux.show("#{pane_dead}") == "1", "stats --watch to exit")
         assert tmux.show("#{pane_dead_status}") == "0", tmux.screen()
         assert tmux.show("#{alternate_on}") == "0", "the main screen is not back"
         fh.check_sanitizers("\n".join(tmux.screen()), "fanhub stats --watch")
-        open(wd.file("release"), "w").close()
-        assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
         if tmux:
