@@ -179,8 +179,10 @@ s_redraw (const char *text)
         const char *end = strchr (line, '\n');
         size_t len = end ? (size_t) (end - line) : strlen (line);
         fwrite (line, 1, len, stdout);
-        fputs ("\033[K\n", stdout); /* clear to the end of the line */
+        fputs ("\033[K", stdout); /* clear to the end of the line */
         line += len + (end ? 1 : 0);
+        if (*line) /* none after the last line: a full screen must not scroll */
+            fputs ("\n", stdout);
     }
     fputs ("\033[J", stdout); /* clear below */
 }

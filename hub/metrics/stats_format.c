@@ -569,7 +569,8 @@ s_human_eta (char *text, size_t size, int64_t backlog, double rate)
 /* Messages per second taken off the consumer's queue: between previous
    and now when previous has the same consumer at an earlier uptime (and
    its counter has not gone back: a restart); else over the last metrics
-   interval (the queue_wait samples: one per message started). */
+   interval (the queue_wait samples: one per message started), or since
+   start while the first interval lasts. */
 static double
 s_table_rate (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous,
               fh_metrics_item_t *consumer)
@@ -586,8 +587,10 @@ s_table_rate (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t
             return (double) done / (now - then);
     }
     double interval = fh_metric_value_real (&snapshot->hub.values[FH_M_INTERVAL]);
-    uint64_t started = fh_metrics_latency (consumer, FH_M_QUEUE_WAIT)->interval.count;
-    return interval > 0 ? (double) started / interval : 0.0;
+    const fh_metrics_latency_t *wait = fh_metrics_latency (consumer, FH_M_QUEUE_WAIT);
+    if (now > 0 && now < interval) /* no interval has ended yet: since start */
+        return (double) wait->run.count / now;
+    return interval > 0 ? (double) wait->interval.count / interval : 0.0;
 }
 
 /* The hub line. */

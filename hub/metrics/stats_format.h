@@ -90,7 +90,8 @@ char *fh_stats_format_collectd (const json_t *stats, const char *host, double in
    BACKLOG, RATE, ETA, IN_FLIGHT, ENQUEUED, COMPLETED, FAILED, DROPPED,
    SPILLED, DEAD (dead_lettered), STUCK, WAIT_P99 and PROC_P99. RATE is
    the messages per second taken off the queue (dequeued) over the last
-   metrics interval (its queue_wait samples), "%.1f"; ETA the time to
+   metrics interval (its queue_wait samples; since start while the first
+   interval lasts), "%.1f"; ETA the time to
    drain the backlog at that rate if nothing more came ("45s", "12m05s",
    "3h05m", "2d04h"; "-" with no backlog, "never" at a rate of 0). The two
    latencies are the p99 over the last metrics interval, in human units

@@ -899,6 +899,11 @@ test_table_rate_and_eta (void **state)
     json_object_set_new (a, "backlog", json_integer (7));
     s_assert_rate (fh_stats_format_table_since (after, before), "archive",
                    "          7      0.0    never");
+    /* The first interval has not ended: the 990 started since start, over
+       4.5 s of uptime. */
+    json_object_set_new (json_object_get (after, "hub"), "uptime", json_real (4.5));
+    json_object_set_new (a, "backlog", json_integer (440));
+    s_assert_rate (fh_stats_format_table (after), "archive", "        440    220.0       2s");
     /* SPILLED, DEAD and STUCK are the snapshot's. */
     json_object_set_new (a, "spilled", json_integer (378));
     json_object_set_new (a, "dead_lettered", json_integer (12));
