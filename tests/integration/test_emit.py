@@ -50,9 +50,10 @@ def test_emit_exit_codes():
         assert status == 0, (status, out, err)
         fh.wait_for(lambda: fh.read_jsonl(wd.file("archive.jsonl"))[-1]["body"] == "from stdin",
                     "the stdin body", hub=hub)
-        # The hub counted the emitted messages as handled.
-        stats = hub.stats()
-        assert stats["hub"]["handled"] >= 4, stats["hub"]
+        # The hub counts the emitted messages as handled once each is done
+        # (the archive line is written inside consume, a moment before).
+        fh.wait_for(lambda: hub.stats()["hub"]["handled"] >= 4, "4 emitted messages handled",
+                    hub=hub)
         assert hub.stop() == 0, hub.log()
         # No hub: a clear error, status 1.
         status, _, err = fh.run(["emit", "-e", hub.control, "org.ok.q", "b"])
