@@ -647,6 +647,12 @@ fh_consumer_plugin_path (const fh_consumer_t *self)
     return fh_plugin_path (self->plugin);
 }
 
+const char *
+fh_consumer_plugin_version (const fh_consumer_t *self)
+{
+    return self->desc && self->desc->version ? self->desc->version : "";
+}
+
 /* Sums the workers' counters into out, each worker's consistent with
    each other. */
 static void

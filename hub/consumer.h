@@ -171,6 +171,8 @@ const char *fh_consumer_name (const fh_consumer_t *self);
 /* Its `shard:` (shard.h), or NULL when it takes every message it matches. */
 const struct fh_shard *fh_consumer_shard (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);
+/* The version its plugin's descriptor gives, or "" without one. */
+const char *fh_consumer_plugin_version (const fh_consumer_t *self);
 void fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
 /* Messages this consumer was the last to release, and their receive to
    handled latency (may be NULL). */

@@ -220,6 +220,36 @@ fh_cli_load_config (const char *path, char *err, size_t errlen)
                                   "<default>", err, errlen);
 }
 
+int
+fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err, size_t errlen)
+{
+    fh_config_t *config = fh_cli_load_config (path, err, errlen);
+    if (!config)
+        return -1;
+    int rc = 0;
+    *bind = config->connect.count > 0;
+    if (*bind)
+        snprintf (out, size, "%s", config->connect.items[0]);
+    else if (config->bind.count > 0) {
+        /* A peer on this machine reaches a wildcard bind on loopback. */
+        static const char *const wild[][2] = { { "tcp://*:", "tcp://127.0.0.1:" },
+                                               { "tcp://0.0.0.0:", "tcp://127.0.0.1:" },
+                                               { "tcp://[::]:", "tcp://[::1]:" } };
+        const char *endpoint = config->bind.items[0];
+        snprintf (out, size, "%s", endpoint);
+        for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++)
+            if (strncmp (endpoint, wild[i][0], strlen (wild[i][0])) == 0)
+                snprintf (out, size, "%s%s", wild[i][1], endpoint + strlen (wild[i][0]));
+    }
+    else {
+        snprintf (err, errlen, "%s: the hub has no bus.connect or bus.bind endpoint to meet",
+                  path);
+        rc = -1;
+    }
+    fh_config_destroy (&config);
+    return rc;
+}
+
 const char *
 fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
                          const char *endpoint, fh_config_t **config)

@@ -120,6 +120,16 @@ int fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const c
 int fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
                        size_t errlen);
 
+/* Where a publisher meets the hub configured at path (`pub -c FILE`):
+   the hub's first bus.connect endpoint, for the publisher to bind
+   (*bind true), else its first bus.bind endpoint, to connect to, with a
+   wildcard host made loopback (tcp://\*:P and tcp://0.0.0.0:P as
+   tcp://127.0.0.1:P, tcp://[::]:P as tcp://[::1]:P). Into out; 0, or -1
+   with the reason in err (the file does not load, or names bus.amqp
+   only). */
+int fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err,
+                     size_t errlen);
+
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);
 

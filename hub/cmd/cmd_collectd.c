@@ -21,6 +21,7 @@
 */
 #include "cli.h"
 #include "clock.h"
+#include "collectd_notify.h"
 #include "commands.h"
 #include "control.h"
 #include "stats_format.h"
@@ -41,7 +42,7 @@
 #define S_MAX_INTERVAL 86400.0
 #define S_MAX_TIMEOUT_MS 2000   /* the longest wait for one answer */
 
-enum { S_OPT_HOST = FH_CLI_LONG_ONLY };
+enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_DISCONNECTED };
 
 static const fh_cli_option_t s_options[] = {
     {'c', "config", "FILE",
@@ -56,18 +57,24 @@ static const fh_cli_option_t s_options[] = {
     {S_OPT_HOST, "host", "NAME",
      "the host name of the values (default:\n"
      "$COLLECTD_HOSTNAME, else this host's name)"},
+    {S_OPT_DISCONNECTED, "disconnected-after", "S",
+     "seconds a bus.connect endpoint may stay without\n"
+     "a connection before a warning notification\n"
+     "(default: 10)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
 
 static const fh_cli_command_t s_command = {
     "collectd",
-    "[-c FILE | -e ENDPOINT] [--interval S] [--host NAME]",
+    "[-c FILE | -e ENDPOINT] [--interval S] [--host NAME] [--disconnected-after S]",
     "A program for collectd's Exec plugin: every interval it asks the hub for\n"
     "its figures through the control socket and prints them on stdout as\n"
-    "collectd PUTVAL lines (the values of docs/metrics.md: per consumer the\n"
-    "backlog as queue_length, interval latencies, completed/failed/dropped/\n"
-    "enqueued counters as derive). It keeps running while the hub is down or\n"
+    "collectd PUTVAL lines (every figure of docs/metrics.md with a collectd\n"
+    "type: per consumer the backlog as queue_length, counters as derive,\n"
+    "interval latencies, ...), then PUTNOTIF lines when a backlog reaches\n"
+    "queue.warn_at, a consumer is stuck or a bus endpoint stays disconnected\n"
+    "(and \"okay\" when it is over). It keeps running while the hub is down or\n"
     "restarting, printing nothing then and saying so once on stderr.",
     s_options,
     "With collectd (config/collectd/fanhub-exec.conf in fanhub's sources is a\n"
@@ -112,7 +119,8 @@ s_stdout_gone (void)
 
 /* Asks for one snapshot and prints it. Returns -1 when stdout is gone. */
 static int
-s_batch (const char *endpoint, const char *host, double interval, int timeout_ms, bool *down)
+s_batch (const char *endpoint, const char *host, double interval, int timeout_ms, bool *down,
+         fh_collectd_notify_t *notify)
 {
     char err[1024];
     char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
@@ -140,15 +148,26 @@ s_batch (const char *endpoint, const char *host, double interval, int timeout_ms
     if (*down)
         fprintf (stderr, "fanhub collectd: the hub answers again on %s\n", endpoint);
     *down = false;
-    char *text = fh_stats_format_collectd (snapshot, host, interval, 0);
+    fh_metrics_snapshot_t *figures = fh_metrics_from_json (snapshot);
     json_decref (snapshot);
-    if (!text) {
+    char *text = figures ? fh_metrics_collectd (figures, host, interval, 0) : NULL;
+    int64_t now = fh_clock_mono_ns ();
+    char *notes = figures ? fh_collectd_notify (notify, figures, host, (double) now / 1e9,
+                                                (double) (now + fh_clock_wall_offset_ns ()) / 1e9)
+                          : NULL;
+    fh_metrics_snapshot_destroy (&figures);
+    if (!text || !notes) {
+        free (text);
+        free (notes);
         fprintf (stderr, "fanhub collectd: out of memory; this batch is not printed\n");
         return 0;
     }
     errno = 0;
     int rc = fputs (text, stdout);
+    if (rc != EOF)
+        rc = fputs (notes, stdout);
     free (text);
+    free (notes);
     if (rc == EOF || fflush (stdout) == EOF || ferror (stdout)) {
         int error = errno;
         fprintf (stderr, "fanhub collectd: cannot write to stdout: %s%s\n",
@@ -178,12 +197,60 @@ s_wait_until (const sigset_t *stop, int64_t deadline_ns)
     }
 }
 
+/* A batch every interval until SIGTERM or SIGINT (status 0) or until
+   stdout is gone (1). */
+static int
+s_serve (const char *endpoint, const char *host, double interval, double after)
+{
+    /* Before any thread exists (CZMQ starts its own on the first socket),
+       so that every thread inherits the mask and the signals stay pending
+       for sigtimedwait. */
+    sigset_t stop;
+    sigemptyset (&stop);
+    sigaddset (&stop, SIGTERM);
+    sigaddset (&stop, SIGINT);
+    sigprocmask (SIG_BLOCK, &stop, NULL);
+    /* A write to a closed pipe is an EPIPE to report, not a silent death. */
+    signal (SIGPIPE, SIG_IGN);
+
+    int64_t interval_ns = llround (interval * 1e9);
+    int timeout_ms = interval * 1000 < S_MAX_TIMEOUT_MS ? (int) ceil (interval * 1000)
+                                                        : S_MAX_TIMEOUT_MS;
+    if (timeout_ms < 100)
+        timeout_ms = 100;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (after);
+    if (!notify) {
+        fprintf (stderr, "fanhub collectd: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    int status = FH_EXIT_OK;
+    bool down = false;
+    int64_t next = fh_clock_mono_ns ();
+    while (true) {
+        if (s_batch (endpoint, host, interval, timeout_ms, &down, notify) != 0) {
+            status = FH_EXIT_FAILURE;
+            break;
+        }
+        /* The next point of the grid that is still ahead: a batch that
+           took longer than an interval skips points rather than bursts. */
+        int64_t now = fh_clock_mono_ns ();
+        next += interval_ns;
+        if (next <= now)
+            next += ((now - next) / interval_ns + 1) * interval_ns;
+        if (s_wait_until (&stop, next))
+            break;
+    }
+    fh_collectd_notify_destroy (&notify);
+    return status;
+}
+
 int
 fh_cmd_collectd (int argc, char **argv)
 {
     const char *path = NULL, *endpoint = NULL, *host = getenv ("COLLECTD_HOSTNAME");
     const char *interval_text = getenv ("COLLECTD_INTERVAL");
     const char *interval_from = "COLLECTD_INTERVAL";
+    const char *after_text = NULL;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
     int opt;
@@ -197,6 +264,7 @@ fh_cmd_collectd (int argc, char **argv)
             interval_from = "--interval";
             break;
         case S_OPT_HOST: host = arg; break;
+        case S_OPT_DISCONNECTED: after_text = arg; break;
         }
     }
     if (opt < 0)
@@ -208,6 +276,14 @@ fh_cmd_collectd (int argc, char **argv)
     if (interval < 0) {
         fprintf (stderr, "fanhub collectd: %s: expected seconds from 0.001 to %g, got '%s'\n",
                  interval_from, S_MAX_INTERVAL, interval_text);
+        return FH_EXIT_USAGE;
+    }
+    double after = after_text ? s_parse_interval (after_text) : FH_COLLECTD_DISCONNECTED_AFTER_S;
+    if (after < 0) {
+        fprintf (stderr,
+                 "fanhub collectd: --disconnected-after: expected seconds from 0.001 to %g, "
+                 "got '%s'\n",
+                 S_MAX_INTERVAL, after_text);
         return FH_EXIT_USAGE;
     }
     char hostname[256];
@@ -227,39 +303,10 @@ fh_cmd_collectd (int argc, char **argv)
         return keys;
     }
 
-    /* Before any thread exists (CZMQ starts its own on the first socket),
-       so that every thread inherits the mask and the signals stay pending
-       for sigtimedwait. */
-    sigset_t stop;
-    sigemptyset (&stop);
-    sigaddset (&stop, SIGTERM);
-    sigaddset (&stop, SIGINT);
-    sigprocmask (SIG_BLOCK, &stop, NULL);
-    /* A write to a closed pipe is an EPIPE to report, not a silent death. */
-    signal (SIGPIPE, SIG_IGN);
-
-    int64_t interval_ns = llround (interval * 1e9);
-    int timeout_ms = interval * 1000 < S_MAX_TIMEOUT_MS ? (int) ceil (interval * 1000)
-                                                        : S_MAX_TIMEOUT_MS;
-    if (timeout_ms < 100)
-        timeout_ms = 100;
-    int status = FH_EXIT_OK;
-    bool down = false;
-    int64_t next = fh_clock_mono_ns ();
-    while (true) {
-        if (s_batch (endpoint, host, interval, timeout_ms, &down) != 0) {
-            status = FH_EXIT_FAILURE;
-            break;
-        }
-        /* The next point of the grid that is still ahead: a batch that
-           took longer than an interval skips points rather than bursts. */
-        int64_t now = fh_clock_mono_ns ();
-        next += interval_ns;
-        if (next <= now)
-            next += ((now - next) / interval_ns + 1) * interval_ns;
-        if (s_wait_until (&stop, next))
-            break;
-    }
+    /* -c: the hub's own metrics.collectd.disconnected_after, unless given. */
+    if (!after_text && config && config->metrics.collectd_disconnected_after_ms > 0)
+        after = (double) config->metrics.collectd_disconnected_after_ms / 1e3;
+    int status = s_serve (endpoint, host, interval, after);
     fh_config_destroy (&config);
     return status;
 }

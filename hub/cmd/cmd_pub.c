@@ -74,6 +74,7 @@ typedef struct {
     bool stamp;
     bool quiet;
     fh_cli_fedmsg_t fedmsg; /* --fedmsg and its signing options */
+    char peer[512];     /* -c FILE: where the hub of FILE meets this publisher */
 } s_opts_t;
 
 /* A generated body: {"seq":N,"pad":"xxx"} of exactly `size` bytes, or
@@ -104,7 +105,8 @@ enum {
     S_OPT_TIMEOUT,
     S_OPT_LINGER,
     S_OPT_SNDHWM,
-    S_OPT_STAMP
+    S_OPT_STAMP,
+    S_OPT_CONNECT
 };
 
 static const fh_cli_option_t s_options[] = {
@@ -112,7 +114,8 @@ static const fh_cli_option_t s_options[] = {
     {'b', "bind", "EP",
      "bind EP (default: --bind " S_DEFAULT_ENDPOINT ",\n"
      "where the default hub configuration connects)"},
-    {'c', "connect", "EP", "connect to EP instead (e.g. a hub's bind endpoint)"},
+    {'c', "config", "FILE", "meet the hub of FILE: bind where it connects, else\nconnect where it binds"},
+    {S_OPT_CONNECT, "connect", "EP", "connect to EP instead (e.g. a hub's bind endpoint)"},
     {FH_CLI_HEADING, "", NULL, "What (one body source; without one, bodies are {\"seq\":N}):"},
     {'t', "topic", "TOPIC",
      "topic of every message\n"
@@ -176,7 +179,8 @@ static const fh_cli_command_t s_command = {
     "  fanhub pub --body '{\"hello\":\"world\"}'\n"
     "  fanhub pub -n 0 -r 10 -t org.fanhub.demo.tick\n"
     "  fanhub pub -n 1000000 --size 100 --stamp\n"
-    "  fanhub pub -c tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
+    "  fanhub pub --connect tcp://hub.example.org:9941 --jsonl fedmsg-sample.jsonl\n"
+    "  fanhub pub -c /etc/fanhub/fanhub.yaml --body '{\"hello\":\"world\"}'\n"
     "  fanhub pub --fedmsg --sign-key me.key --sign-cert me.crt --body '{\"a\":1}'\n"
     "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -",
 };
@@ -230,7 +234,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         .topic = S_DEFAULT_TOPIC,
         .linger_ms = S_DEFAULT_LINGER_MS,
     };
-    const char *connect = NULL, *bind = NULL;
+    const char *connect = NULL, *bind = NULL, *config = NULL;
     int sources = 0;
 
     fh_cli_t cli;
@@ -241,19 +245,12 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         if (fh_cli_fedmsg_option (&opts->fedmsg, c, arg))
             continue;
         switch (c) {
-        case 'c':
-            if (connect || bind)
-                return fh_cli_usage_error (&s_command, "%s", connect
-                    ? "give one endpoint: --connect once"
-                    : "--connect and --bind are exclusive");
-            connect = arg;
-            break;
+        case 'c': config = arg; break;
+        case S_OPT_CONNECT:
         case 'b':
-            if (connect || bind)
-                return fh_cli_usage_error (&s_command, "%s", bind
-                    ? "give one endpoint: --bind once"
-                    : "--connect and --bind are exclusive");
-            bind = arg;
+            if (connect || bind || config)
+                return fh_cli_usage_error (&s_command, "give one of -c FILE, --connect EP or --bind EP, once");
+            *(c == 'b' ? &bind : &connect) = arg;
             break;
         case 't':
             if (!fanhub_utf8_valid (arg, strlen (arg)))
@@ -311,12 +308,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
                 return fh_cli_usage_error (&s_command, "--sndhwm '%s': expected a whole number >= 0", arg);
             break;
-        case S_OPT_STAMP:
-            opts->stamp = true;
-            break;
-        case 'q':
-            opts->quiet = true;
-            break;
+        case S_OPT_STAMP: opts->stamp = true; break;
+        case 'q': opts->quiet = true; break;
         }
     }
     if (c < 0)
@@ -333,13 +326,18 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     if (opts->source == S_SOURCE_JSONL && opts->topic_set)
         return fh_cli_usage_error (&s_command, "%s", "--topic and --jsonl are exclusive: the file has the topics");
 
-    opts->bind = connect == NULL;
-    opts->endpoint = connect ? connect : bind ? bind : S_DEFAULT_ENDPOINT;
+    char err[2048];
+    if (config && (connect || bind))
+        return fh_cli_usage_error (&s_command, "give one of -c FILE, --connect EP or --bind EP, once");
+    bool to_bind = true;
+    if (config && fh_cli_bus_peer (config, opts->peer, sizeof opts->peer, &to_bind, err, sizeof err))
+        return fh_cli_usage_error (&s_command, "%s", err);
+    opts->bind = config ? to_bind : connect == NULL;
+    opts->endpoint = config ? opts->peer : connect ? connect : bind ? bind : S_DEFAULT_ENDPOINT;
     const char *why = fh_endpoint_check (opts->endpoint, opts->bind);
-    if (why) {
+    if (why)
         return fh_cli_usage_error (&s_command, "%s '%s': %s", opts->bind ? "--bind" : "--connect",
-                              opts->endpoint, why);
-    }
+                                   opts->endpoint, why);
     if (!opts->wait_set)
         opts->wait_subscribers = opts->bind ? 1 : 0;
     if (!opts->count_set)

@@ -4,6 +4,13 @@
     (as the hub sent it), collectd PUTVAL lines, Prometheus text, or a
     table; --watch repeats once a second. --input formats a saved JSON
     snapshot instead of asking a hub.
+
+    --watch on a terminal redraws in place, as top does: it switches to
+    the terminal's alternate screen (so nothing scrolls into its history),
+    writes each table from the top left, clearing what is left of each
+    line and below the table, and switches back when interrupted. Piped,
+    it appends the tables, a blank line between two. The table's RATE is
+    then taken between the last two snapshots.
 */
 #include "cli.h"
 #include "commands.h"
@@ -99,10 +106,12 @@ s_read_input (const char *path, char *err, size_t errlen)
     return text;
 }
 
-/* Formats one snapshot; returns the text to print (malloc'd) or NULL. */
+/* Formats one snapshot; returns the text to print (malloc'd) or NULL.
+   A table's rates are taken since *previous when there is one; the
+   snapshot then replaces it (previous may be NULL: none kept). */
 static char *
-s_format (const char *snapshot, s_format_t format, const char *host, char *err,
-          size_t errlen)
+s_format (const char *snapshot, s_format_t format, const char *host, json_t **previous,
+          char *err, size_t errlen)
 {
     if (format == FORMAT_JSON) {
         size_t len = strlen (snapshot);
@@ -124,6 +133,11 @@ s_format (const char *snapshot, s_format_t format, const char *host, char *err,
     char *text = NULL;
     if (format == FORMAT_PROMETHEUS)
         text = fh_stats_format_prometheus (json);
+    else if (format == FORMAT_TABLE && previous) {
+        text = fh_stats_format_table_since (json, *previous);
+        json_decref (*previous);
+        *previous = json_incref (json);
+    }
     else if (format == FORMAT_TABLE)
         text = fh_stats_format_table (json);
     else {
@@ -143,7 +157,7 @@ s_print_input (const char *input, s_format_t format, const char *host)
 {
     char err[2048];
     char *snapshot = s_read_input (input, err, sizeof err);
-    char *text = snapshot ? s_format (snapshot, format, host, err, sizeof err) : NULL;
+    char *text = snapshot ? s_format (snapshot, format, host, NULL, err, sizeof err) : NULL;
     free (snapshot);
     if (!text) {
         fprintf (stderr, "fanhub stats: %s\n", err);
@@ -152,6 +166,25 @@ s_print_input (const char *input, s_format_t format, const char *host)
     fputs (text, stdout);
     free (text);
     return FH_EXIT_OK;
+}
+
+/* On a terminal: text from the top left of the screen, each line's
+   rest and everything below the text cleared, so the screen holds this
+   text only, whatever was there before. */
+static void
+s_redraw (const char *text)
+{
+    fputs ("\033[H", stdout); /* home */
+    for (const char *line = text; *line;) {
+        const char *end = strchr (line, '\n');
+        size_t len = end ? (size_t) (end - line) : strlen (line);
+        fwrite (line, 1, len, stdout);
+        fputs ("\033[K", stdout); /* clear to the end of the line */
+        line += len + (end ? 1 : 0);
+        if (*line) /* none after the last line: a full screen must not scroll */
+            fputs ("\n", stdout);
+    }
+    fputs ("\033[J", stdout); /* clear below */
 }
 
 /* Asks the hub at endpoint for a snapshot and prints it; with watch,
@@ -165,26 +198,38 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
     signal (SIGINT, s_on_signal);
     signal (SIGTERM, s_on_signal);
     int status = FH_EXIT_OK;
-    bool tty = isatty (STDOUT_FILENO);
+    bool screen = watch && isatty (STDOUT_FILENO);
+    json_t *previous = NULL;
+    if (screen)
+        fputs ("\033[?1049h\033[?25l", stdout); /* alternate screen, cursor hidden */
     do {
         char *answer = fh_control_call (endpoint, "STATS", timeout_ms, err, sizeof err);
         char *text = NULL;
         if (answer && strncmp (answer, "ERROR", 5) == 0)
             snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
         else if (answer)
-            text = s_format (answer, format, host, err, sizeof err);
+            text = s_format (answer, format, host, watch ? &previous : NULL, err, sizeof err);
         free (answer);
-        if (!text) {
+        if (!text && screen) {
+            /* On the screen, where stderr would scroll it away. */
+            char line[2100];
+            snprintf (line, sizeof line, "fanhub stats: %s\n", err);
+            s_redraw (line);
+            fflush (stdout);
+            status = FH_EXIT_FAILURE;
+        }
+        else if (!text) {
             fprintf (stderr, "fanhub stats: %s\n", err);
             status = FH_EXIT_FAILURE;
             if (!watch)
                 break;
         }
         else {
-            if (watch && tty)
-                fputs ("\033[H\033[2J", stdout); /* home, clear */
-            fputs (text, stdout);
-            if (watch && !tty)
+            if (screen)
+                s_redraw (text);
+            else
+                fputs (text, stdout);
+            if (watch && !screen)
                 fputs ("\n", stdout);
             fflush (stdout);
             free (text);
@@ -195,6 +240,11 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
             nanosleep (&second, NULL);
         }
     } while (watch && !s_interrupted);
+    if (screen) {
+        fputs ("\033[?25h\033[?1049l", stdout); /* cursor back, main screen */
+        fflush (stdout);
+    }
+    json_decref (previous);
     return watch && s_interrupted ? FH_EXIT_OK : status;
 }
 

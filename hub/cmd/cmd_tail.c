@@ -59,6 +59,7 @@ typedef struct {
     size_t exclude_count;
     bool curve; /* keys: a CURVE client of the publishers */
     fh_control_keys_t keys;
+    fh_config_t *config; /* --config: owns the endpoints taken from it */
 } s_opts_t;
 
 static volatile sig_atomic_t s_stop = 0;
@@ -70,10 +71,14 @@ s_on_signal (int signum)
     s_stop = 1;
 }
 
-enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM, S_OPT_TERSE, S_OPT_PLAIN, S_OPT_EXCLUDE };
+enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM, S_OPT_TERSE, S_OPT_PLAIN, S_OPT_EXCLUDE,
+       S_OPT_CONNECT };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "connect", "EP",
+    {'c', "config", "FILE",
+     "watch the bus of the hub configured in FILE:\n"
+     "connect to its bus.connect endpoints"},
+    {S_OPT_CONNECT, "connect", "EP",
      "connect to EP (repeatable); the default is\n"
      "--connect " S_DEFAULT_ENDPOINT ", where\n"
      "`fanhub pub` binds by default"},
@@ -107,7 +112,7 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "tail",
-    "[-c EP]... [-b EP]... [OPTIONS] [PATTERN...]",
+    "[-c FILE | --connect EP... | -b EP...] [OPTIONS] [PATTERN...]",
     "Watch the bus: print each message whose topic matches one of the\n"
     "patterns (every message when none is given), one line per message.",
     s_options,
@@ -135,16 +140,64 @@ static const fh_cli_command_t s_command = {
     "  {\"topic\":\"...\",\"body_base64\":\"...\"}  anything else\n"
     "A topic that is not UTF-8 comes as \"topic_base64\".\n"
     "\n"
+    "With -c FILE, tail connects where the hub of FILE connects (its\n"
+    "bus.connect publishers); a hub's bus.bind endpoints are where its\n"
+    "publishers connect to it, which tail cannot see (it says so).\n"
+    "\n"
     "Output is flushed per message on a terminal, else at least every\n"
     "100 ms. SIGINT and SIGTERM end it with exit status 0. Exit status\n"
     "1: runtime failure; 2: bad usage.\n"
     "\n"
     "Examples:\n"
     "  fanhub tail\n"
-    "  fanhub tail -c tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
+    "  fanhub tail --connect tcp://hub.example.org:9940 'org.fedoraproject.*.buildsys.*'\n"
+    "  fanhub tail -c /etc/fanhub/fanhub.yaml\n"
     "  fanhub tail --json -n 10 =org.fanhub.demo.message | jq .body\n"
     "  fanhub tail --terse --exclude '*.heartbeat' org.fedoraproject.",
 };
+
+/* --config FILE: the hub's bus.connect endpoints, whose publishers tail
+   connects to as the hub does. Returns -1 when the work is to go on,
+   else the exit status. */
+static int
+s_from_config (s_opts_t *opts, const char *path)
+{
+    if (opts->connect_count + opts->bind_count > 0)
+        return fh_cli_usage_error (&s_command, "give -c FILE or --connect/--bind, not both");
+    char err[2048];
+    opts->config = fh_cli_load_config (path, err, sizeof err);
+    if (!opts->config) {
+        fprintf (stderr, "fanhub tail: %s\n", err);
+        return FH_EXIT_USAGE;
+    }
+    const fh_strlist_t *connect = &opts->config->connect, *bind = &opts->config->bind;
+    for (size_t i = 0; i < bind->count; i++)
+        fprintf (stderr, "fanhub tail: %s: the hub binds %s: its publishers connect to the "
+                 "hub, where tail cannot see them%s\n",
+                 path, bind->items[i], connect->count ? "" : "; give --connect or --bind");
+    if (connect->count == 0)
+        return FH_EXIT_USAGE;
+    const char **grown = realloc (opts->connect, connect->count * sizeof *grown);
+    if (!grown) {
+        fprintf (stderr, "fanhub tail: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    opts->connect = grown;
+    for (size_t i = 0; i < connect->count; i++)
+        opts->connect[opts->connect_count++] = connect->items[i];
+    /* bus.curve: the hub's own client keys, unless --curve-key gave some. */
+    const fh_config_t *config = opts->config;
+    if (!opts->curve && config->curve.secret_key_file && config->curve.server_public_key) {
+        snprintf (opts->keys.public_key, sizeof opts->keys.public_key, "%s",
+                  config->curve.public_key);
+        snprintf (opts->keys.secret_key, sizeof opts->keys.secret_key, "%s",
+                  config->curve.secret_key);
+        snprintf (opts->keys.server_key, sizeof opts->keys.server_key, "%s",
+                  config->curve.server_public_key);
+        opts->curve = true;
+    }
+    return -1;
+}
 
 /* Parses the command line into opts (whose lists the caller frees).
    Returns -1 when the work is to go on, else the exit status. */
@@ -162,9 +215,11 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     fh_cli_begin (&cli, &s_command, argc, argv);
     int c;
     const char *arg;
+    const char *config_path = NULL;
     while ((c = fh_cli_next (&cli, &arg)) > 0) {
         switch (c) {
-        case 'c':
+        case 'c': config_path = arg; break;
+        case S_OPT_CONNECT:
         case 'b': {
             bool for_bind = c == 'b';
             const char *why = fh_endpoint_check (arg, for_bind);
@@ -214,6 +269,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
                                    "server needs the keys it allows, which tail does not take");
     opts->patterns = argv + cli.next;
     opts->pattern_count = (size_t) (argc - cli.next);
+    if (config_path)
+        return s_from_config (opts, config_path);
     if (opts->connect_count + opts->bind_count == 0)
         opts->connect[opts->connect_count++] = S_DEFAULT_ENDPOINT;
     return -1;
@@ -619,5 +676,6 @@ fh_cmd_tail (int argc, char **argv)
     free (opts.connect);
     free (opts.bind);
     free (opts.exclude);
+    fh_config_destroy (&opts.config);
     return rc;
 }

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "commands.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,65 @@ static const s_command_t s_commands[] = {
     {"keygen", fh_cmd_keygen, "write a CurveZMQ key pair (for bus.curve and the relay)"},
 };
 
+#define S_COMMAND_COUNT (sizeof s_commands / sizeof s_commands[0])
+
+/* Edits (insert, delete, replace, swap two neighbours) from a to b: the
+   optimal string alignment distance. Names longer than 63 bytes are far
+   from every command. */
+static size_t
+s_distance (const char *a, const char *b)
+{
+    size_t la = strlen (a), lb = strlen (b);
+    if (la > 63 || lb > 63)
+        return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        for (size_t j = 0; j <= lb; j++) {
+            if (i == 0 || j == 0) {
+                d[i][j] = i + j;
+                continue;
+            }
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]
+                && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* Says that name is not a command, with the commands it is closest to
+   (one or two edits away, one for names of up to three characters; or
+   the start of a command's name), as git does. */
+static void
+s_unknown (const char *name)
+{
+    size_t len = strlen (name), limit = len > 3 ? 2 : 1, best = SIZE_MAX;
+    size_t distance[S_COMMAND_COUNT];
+    for (size_t i = 0; i < S_COMMAND_COUNT; i++) {
+        distance[i] = s_distance (name, s_commands[i].name);
+        if (len >= 2 && strncmp (s_commands[i].name, name, len) == 0 && distance[i] > limit)
+            distance[i] = limit; /* a prefix: "dead" for dead-letter */
+        if (distance[i] < best)
+            best = distance[i];
+    }
+    fprintf (stderr, "fanhub: '%s' is not a command", name);
+    if (best <= limit) {
+        const char *sep = "; did you mean ";
+        for (size_t i = 0; i < S_COMMAND_COUNT; i++)
+            if (distance[i] == best) {
+                fprintf (stderr, "%s'%s'", sep, s_commands[i].name);
+                sep = " or ";
+            }
+        fprintf (stderr, "?");
+    }
+    fprintf (stderr, " (see 'fanhub --help')\n");
+}
+
 static void
 s_usage (FILE *out)
 {
@@ -36,7 +96,7 @@ s_usage (FILE *out)
              "every consumer (a plugin, on its own thread) whose topics match.\n"
              "\n"
              "commands:\n");
-    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+    for (size_t i = 0; i < S_COMMAND_COUNT; i++)
         fprintf (out, "  %-12s %s\n", s_commands[i].name, s_commands[i].summary);
     fprintf (out,
              "\n"
@@ -76,9 +136,9 @@ main (int argc, char **argv)
         fh_cli_version ();
         return FH_EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof s_commands / sizeof s_commands[0]; i++)
+    for (size_t i = 0; i < S_COMMAND_COUNT; i++)
         if (strcmp (name, s_commands[i].name) == 0)
             return s_commands[i].run (argc - 1, argv + 1);
-    fprintf (stderr, "fanhub: '%s' is not a command; see 'fanhub --help'\n", name);
+    s_unknown (name);
     return FH_EXIT_USAGE;
 }

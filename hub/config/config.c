@@ -564,6 +564,9 @@ static const fh_cfg_field_t s_collectd_fields[] = {
     { .key = "interval", .parse = fh_cfg_parse_millis,
       .offset = offsetof (fh_metrics_config_t, collectd_interval_ms), .min = 1,
       .max = 3600 },
+    { .key = "disconnected_after", .parse = fh_cfg_parse_millis,
+      .offset = offsetof (fh_metrics_config_t, collectd_disconnected_after_ms), .min = 1,
+      .max = 3600 },
     { .key = NULL },
 };
 

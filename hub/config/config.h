@@ -95,6 +95,7 @@ typedef struct {
                                      figures and collectd's interval */
     char *collectd_socket;        /* metrics.collectd.socket, or NULL */
     int64_t collectd_interval_ms; /* metrics.collectd.interval, or 0 = interval_ms */
+    int64_t collectd_disconnected_after_ms; /* metrics.collectd.disconnected_after, 0 = 10 s */
     char *prometheus_listen;      /* metrics.prometheus.listen HOST:PORT, or NULL */
     char *moksha_socket;          /* metrics.moksha_socket endpoint, or NULL */
     int64_t moksha_interval_ms;   /* metrics.moksha_interval */

@@ -16,6 +16,7 @@
 #include "collectd_push.h"
 
 #include "clock.h"
+#include "collectd_notify.h"
 #include "log.h"
 #include "stats_format.h"
 
@@ -60,6 +61,7 @@ struct fh_collectd_push {
     size_t reply_len;    /* bytes of an unfinished reply line in reply */
     char refused_id[256]; /* the first refused identifier of a batch */
     char refused_why[256]; /* ... and collectd's reason */
+    fh_collectd_notify_t *notify; /* PUTNOTIF state across batches */
 };
 
 fh_collectd_push_t *
@@ -75,7 +77,12 @@ fh_collectd_push_new (const fh_config_t *config)
     if (!self)
         return NULL;
     self->path = strdup (config->metrics.collectd_socket);
-    if (!self->path) {
+    int64_t after_ms = config->metrics.collectd_disconnected_after_ms;
+    self->notify = fh_collectd_notify_new (after_ms > 0 ? (double) after_ms / 1e3
+                                                        : FH_COLLECTD_DISCONNECTED_AFTER_S);
+    if (!self->path || !self->notify) {
+        fh_collectd_notify_destroy (&self->notify);
+        free (self->path);
         free (self);
         return NULL;
     }
@@ -111,6 +118,7 @@ fh_collectd_push_destroy (fh_collectd_push_t **self_p)
     if (!self)
         return;
     s_disconnect (self);
+    fh_collectd_notify_destroy (&self->notify);
     free (self->path);
     free (self);
     *self_p = NULL;
@@ -270,9 +278,11 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
     if (len == 0)
         return 0;
     assert (lines[len - 1] == '\n');
-    size_t count = 0;
-    for (const char *p = lines; (p = strchr (p, '\n')); p++)
+    size_t count = 0, values = 0; /* lines; PUTVAL ones (the others: PUTNOTIF) */
+    for (const char *p = lines; p && *p; p = strchr (p, '\n'), p = p ? p + 1 : NULL) {
         count++;
+        values += strncmp (p, "PUTVAL ", 7) == 0;
+    }
 
     char why[512] = "";
     size_t refused = 0;
@@ -303,7 +313,7 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
     if (self->failing)
         fh_info ("collectd: pushing to %s again", self->path);
     else if (!self->worked)
-        fh_info ("collectd: pushing %zu values to %s every %gs", count, self->path,
+        fh_info ("collectd: pushing %zu values to %s every %gs", values, self->path,
                  self->interval_s);
     self->failing = false;
     self->worked = true;
@@ -332,13 +342,26 @@ fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_
     fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (stats);
     char *lines = snapshot ? fh_metrics_collectd (snapshot, self->host, self->interval_s, 0)
                            : NULL;
+    char *notes = snapshot ? fh_collectd_notify (self->notify, snapshot, self->host,
+                                                 (double) now_ns / 1e9,
+                                                 (double) (now_ns + fh_clock_wall_offset_ns ()) / 1e9)
+                           : NULL;
     fh_metrics_snapshot_destroy (&snapshot);
-    if (!lines) {
+    size_t len = lines && notes ? strlen (lines) : 0;
+    char *batch = len ? realloc (lines, len + strlen (notes) + 1) : NULL;
+    if (!batch) {
         fh_warning ("collectd: out of memory; this batch is not sent");
+        free (lines);
+        free (notes);
         return;
     }
-    fh_collectd_push_send (self, lines);
-    free (lines);
+    strcpy (batch + len, notes);
+    free (notes);
+    /* A refused notification is logged like a refused value; a lost
+       batch takes its notifications along: say them again. */
+    if (fh_collectd_push_send (self, batch) < 0)
+        fh_collectd_notify_resend (self->notify);
+    free (batch);
 }
 
 void

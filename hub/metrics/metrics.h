@@ -80,6 +80,7 @@ typedef enum {
     FH_M_END_TO_END_MAX,
     FH_M_DRAINING,
     FH_M_DRAINING_BACKLOG,
+    FH_M_RELOAD_OK,
     /* hub.upstream */
     FH_M_UPSTREAM_LOST,
     FH_M_UPSTREAM_RESTARTS,
@@ -96,6 +97,7 @@ typedef enum {
     /* consumers[] */
     FH_M_CONSUMER_NAME,
     FH_M_CONSUMER_PLUGIN,
+    FH_M_CONSUMER_INFO,
     FH_M_ENQUEUED,
     FH_M_DEQUEUED,
     FH_M_COMPLETED,
@@ -109,9 +111,11 @@ typedef enum {
     FH_M_IN_FLIGHT,
     FH_M_BACKLOG_MAX,
     FH_M_CAPACITY,
+    FH_M_WARN_AT,
     FH_M_STUCK,
     FH_M_EVICTED,
     FH_M_SPOOL_BYTES,
+    FH_M_SPOOL_MAX_BYTES,
     FH_M_SPOOL_CORRUPT,
     FH_M_SPOOL_CURSOR_ERRORS,
     FH_M_SPOOL_LOST,
@@ -148,8 +152,9 @@ typedef struct {
     fh_metric_scope_t scope;
     const char *json;       /* key in the scope's JSON object */
     const char *prometheus; /* family name; NULL: JSON only */
-    const char *collectd;   /* TYPE[-TYPE_INSTANCE]; a histogram's gets _p99 and
-                               _mean appended; NULL: none */
+    const char *collectd;   /* TYPE[-TYPE_INSTANCE] from collectd's types.db; a
+                               histogram's gets _p99 and _mean appended;
+                               NULL: none */
     fh_metric_type_t type;
     bool real;              /* the value is a real number, not an integer */
     const char *unit;       /* "messages", "seconds", ...; "" when none */
@@ -193,6 +198,7 @@ typedef struct {
     char *text;  /* hub: the version; endpoint: the kind; consumer: the plugin */
     char *error; /* endpoint: its last error; consumer: the last error its plugin
                     reported (ABI 1.3); NULL: none */
+    char *version; /* consumer: its plugin's version; NULL for the others */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
     fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
                                                   queue_wait, processing */

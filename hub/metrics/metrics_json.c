@@ -41,10 +41,10 @@ s_summary_json (const fh_histogram_summary_t *s)
                       s->p99, "p999", s->p999, "max", s->max);
 }
 
-/* The whole-run summary, the interval's (unless with_interval is false)
-   and the cumulative Prometheus buckets. */
+/* The whole-run summary, the interval's and the cumulative Prometheus
+   buckets. */
 static json_t *
-s_latency_json (const fh_metrics_latency_t *latency, bool with_interval)
+s_latency_json (const fh_metrics_latency_t *latency)
 {
     json_t *json = s_summary_json (&latency->run);
     json_t *buckets = json_object ();
@@ -53,8 +53,7 @@ s_latency_json (const fh_metrics_latency_t *latency, bool with_interval)
         json_decref (buckets);
         return NULL;
     }
-    if (with_interval)
-        json_object_set_new (json, "interval", s_summary_json (&latency->interval));
+    json_object_set_new (json, "interval", s_summary_json (&latency->interval));
     for (size_t i = 0; i < FH_METRICS_BUCKETS; i++) {
         char le[32];
         fh_metrics_bucket_text (i, le, sizeof le);
@@ -76,8 +75,7 @@ s_scope_json (json_t *object, fh_metric_scope_t scope, const fh_metrics_item_t *
         if (row->type == FH_METRIC_HISTOGRAM)
             json_object_set_new (object, row->json,
                                  s_latency_json (fh_metrics_latency ((fh_metrics_item_t *) item,
-                                                                     row->id),
-                                                 row->id != FH_M_END_TO_END));
+                                                                     row->id)));
         else if (s_is_number (row))
             json_object_set_new (object, row->json, s_value_json (&item->values[id]));
     }
@@ -149,8 +147,9 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:s, s:s, s:s}", "name", item->name ? item->name : "", "plugin",
-                              item->text ? item->text : "", "last_error",
+    json_t *json = json_pack ("{s:s, s:s, s:s, s:s}", "name", item->name ? item->name : "", "plugin",
+                              item->text ? item->text : "", "plugin_version",
+                              item->version ? item->version : "", "last_error",
                               item->error ? item->error : "");
     json_t *workers = json_array ();
     if (!json || !workers) {
@@ -313,7 +312,8 @@ s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
     fh_metrics_item_t *item = fh_metrics_add_consumers (self, 1);
     if (!item || fh_metrics_set_text (&item->name, name) != 0
         || fh_metrics_set_text (&item->text, s_text (consumer, "plugin")) != 0
-        || fh_metrics_set_text (&item->error, s_text (consumer, "last_error")) != 0)
+        || fh_metrics_set_text (&item->error, s_text (consumer, "last_error")) != 0
+        || fh_metrics_set_text (&item->version, s_text (consumer, "plugin_version")) != 0)
         return -1;
     s_scope_read (consumer, FH_SCOPE_CONSUMER, item);
     const json_t *workers = json_object_get (consumer, "workers");

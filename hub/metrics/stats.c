@@ -69,6 +69,8 @@ fh_stats_tick (fh_stats_t *self, int64_t now_ns)
     for (size_t i = 0; i < self->consumer_count; i++)
         fh_hub_consumer_latency (self->hub, i, &self->last[i].queue_wait,
                                  &self->last[i].processing);
+    /* The slot after the consumers' holds end_to_end. */
+    fh_hub_handled (self->hub, &self->last[self->consumer_count].queue_wait);
     return true;
 }
 
@@ -79,14 +81,17 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
     fh_consumer_t *consumer = fh_hub_consumer (self->hub, index);
     fh_consumer_counts_t c;
     fh_hub_consumer_counts (self->hub, index, &c);
+    const fh_consumer_config_t *config = &fh_hub_config (self->hub)->consumers[index];
     if (fh_metrics_set_text (&item->name, fh_consumer_name (consumer)) != 0
-        || fh_metrics_set_text (&item->text, fh_hub_config (self->hub)->consumers[index].plugin)
-               != 0)
+        || fh_metrics_set_text (&item->text, config->plugin) != 0
+        || fh_metrics_set_text (&item->version, fh_consumer_plugin_version (consumer)) != 0)
         return -1;
     char error[256];
     fh_consumer_last_error (consumer, error, sizeof error);
     if (error[0] && fh_metrics_set_text (&item->error, error) != 0)
         return -1;
+    fh_metrics_set_int (item, FH_M_WARN_AT, (int64_t) config->warn_at);
+    fh_metrics_set_int (item, FH_M_SPOOL_MAX_BYTES, (int64_t) config->spool_max_bytes);
     const struct {
         fh_metric_id_t id;
         uint64_t value;
@@ -143,7 +148,10 @@ s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_histogram_snapshot_t *sum = &self->scratch.queue_wait;
     uint64_t handled = fh_hub_handled (self->hub, sum);
     fh_metrics_set_int (&snapshot->hub, FH_M_HANDLED, (int64_t) handled);
-    fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum, NULL);
+    size_t n = self->consumer_count;
+    fh_histogram_diff (&self->last[n].queue_wait, &self->previous[n].queue_wait, &self->diff);
+    fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum,
+                            &self->diff);
     snapshot->has_handled = snapshot->has_end_to_end = true;
 }
 
@@ -181,6 +189,9 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_hub_draining (self->hub, &draining, &draining_backlog);
     fh_metrics_set_int (hub, FH_M_DRAINING, (int64_t) draining);
     fh_metrics_set_int (hub, FH_M_DRAINING_BACKLOG, (int64_t) draining_backlog);
+    char reload[16];
+    bool reloaded = fh_hub_reload_result (self->hub, reload, sizeof reload) > 0;
+    fh_metrics_set_int (hub, FH_M_RELOAD_OK, !reloaded || strncmp (reload, "OK", 2) == 0);
     fh_source_amqp_counts_t amqp;
     snapshot->has_amqp = fh_hub_amqp_counts (self->hub, &amqp);
     fh_metrics_set_int (hub, FH_M_AMQP_DELIVERED, (int64_t) amqp.delivered);

@@ -229,6 +229,14 @@ s_prom_item (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot, const fh_metri
         s_buf_puts (buf, "1\n");
         return;
     }
+    if (row->id == FH_M_CONSUMER_INFO) {
+        const char *info[] = { "consumer", item->name ? item->name : "", "plugin",
+                               item->text ? item->text : "", "version",
+                               item->version ? item->version : "", NULL };
+        s_prom_sample (buf, row->prometheus, "", info);
+        s_buf_puts (buf, "1\n");
+        return;
+    }
     if (row->id == FH_M_MALFORMED && snapshot->reason_count > 0) {
         for (size_t i = 0; i < snapshot->reason_count; i++) {
             const char *reason[] = { "reason", snapshot->reasons[i].name, NULL };
@@ -253,7 +261,7 @@ s_prom_item (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot, const fh_metri
 /* Whether the snapshot has the row at all (completion, upstream, process
    figures come only with their part; a family needs a sample). */
 static bool
-s_prom_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
+s_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
 {
     switch (row->scope) {
     case FH_SCOPE_UPSTREAM: return snapshot->has_upstream;
@@ -277,7 +285,7 @@ fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
     s_buf_t buf = { 0 };
     for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
         const fh_metric_t *row = &fh_metrics[id];
-        if (!row->prometheus || !s_prom_present (snapshot, row))
+        if (!row->prometheus || !s_present (snapshot, row))
             continue;
         s_prom_family (&buf, row);
         const char *labels[8] = { NULL };
@@ -305,19 +313,50 @@ fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
 
 /* ---- collectd ------------------------------------------------------------ */
 
-
-/* A name inside a collectd identifier: '/', '"', '\\', spaces and control
-   characters would break it (or the quoting), so they become '_'. */
-static void
-s_collectd_name (s_buf_t *buf, const char *text)
+size_t
+fh_metrics_collectd_name (char *out, size_t size, const char *text)
 {
-    for (const char *c = text; *c; c++) {
+    size_t len = 0;
+    for (const char *c = text; *c && len + 1 < size; c++) {
         unsigned char byte = (unsigned char) *c;
-        if (byte <= ' ' || byte == 0x7f || byte == '/' || byte == '"' || byte == '\\')
-            s_buf_puts (buf, "_");
-        else
-            s_buf_put (buf, c, 1);
+        bool bad = byte <= ' ' || byte == 0x7f || byte == '/' || byte == '"' || byte == '\\';
+        out[len++] = bad ? '_' : *c;
     }
+    if (size > 0)
+        out[len] = '\0';
+    return len;
+}
+
+void
+fh_metrics_collectd_instance (char *out, size_t size, const char *hub_name, const char *kind,
+                              const char *name)
+{
+    char hub[128], item[160];
+    fh_metrics_collectd_name (hub, sizeof hub, hub_name && *hub_name ? hub_name : "hub");
+    if (!name) {
+        snprintf (out, size, "%s", hub);
+        return;
+    }
+    if (kind && strcmp (kind, "endpoint") == 0) {
+        /* "endpoint_" and the address, each run of characters other than
+           letters, digits and '.' as one '_': tcp://h:1 is endpoint_tcp_h_1. */
+        size_t len = (size_t) snprintf (item, sizeof item, "endpoint_");
+        for (const char *c = name; *c && len + 1 < sizeof item; c++) {
+            bool keep = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
+                        || (*c >= '0' && *c <= '9') || *c == '.';
+            if (keep)
+                item[len++] = *c;
+            else if (item[len - 1] != '_')
+                item[len++] = '_';
+        }
+        item[len] = '\0';
+    }
+    else
+        fh_metrics_collectd_name (item, sizeof item, name);
+    if (hub_name && *hub_name)
+        snprintf (out, size, "%s.%s", hub, item);
+    else
+        snprintf (out, size, "%s", item);
 }
 
 typedef struct {
@@ -327,26 +366,15 @@ typedef struct {
     double when_s;
 } s_collectd_t;
 
-/* PUTVAL "HOST/fanhub-[HUB.]INSTANCE/TYPE" [interval=I] WHEN: ... the value
+/* PUTVAL "HOST/fanhub-INSTANCE/TYPE" [interval=I] WHEN: ... the value
    is left for the caller, then "\n". */
 static void
 s_collectd_start (s_buf_t *buf, const s_collectd_t *self, const char *instance,
                   const char *type)
 {
-    s_buf_puts (buf, "PUTVAL \"");
-    s_collectd_name (buf, self->host);
-    s_buf_puts (buf, "/fanhub-");
-    if (self->hub_name && instance) {
-        s_collectd_name (buf, self->hub_name);
-        s_buf_puts (buf, ".");
-    }
-    if (instance)
-        s_collectd_name (buf, instance);
-    else
-        s_collectd_name (buf, self->hub_name ? self->hub_name : "hub");
-    s_buf_puts (buf, "/");
-    s_buf_puts (buf, type);
-    s_buf_puts (buf, "\"");
+    char host[256];
+    fh_metrics_collectd_name (host, sizeof host, self->host);
+    s_buf_printf (buf, "PUTVAL \"%s/fanhub-%s/%s\"", host, instance, type);
     if (self->interval > 0 && isfinite (self->interval)) {
         s_buf_puts (buf, " interval=");
         s_put_double (buf, 6, self->interval);
@@ -369,21 +397,40 @@ s_collectd_start (s_buf_t *buf, const s_collectd_t *self, const char *instance,
     s_buf_puts (buf, ":");
 }
 
-
-/* The values of one scope's rows that have a collectd type: integers, or
-   for a latency its _p99 and _mean over the last interval (0 when that
-   interval had no sample). */
+/* A row's value as collectd takes it: a derive (a counter) as an integer,
+   CPU seconds as milliseconds (total_time_in_ms), a histogram's max from
+   its histogram, a real gauge (uptime) as a real, the rest as integers. */
 static void
-s_collectd_item (s_buf_t *buf, const s_collectd_t *self, fh_metric_scope_t scope,
-                 const char *instance, fh_metrics_item_t *item)
+s_collectd_value (s_buf_t *buf, const fh_metric_t *row, fh_metrics_item_t *item)
+{
+    const fh_metric_value_t *value = &item->values[row->id];
+    if (row->of != row->id)
+        s_put_double (buf, 9, fh_metrics_latency (item, row->of)->run.max);
+    else if (row->id == FH_M_PROCESS_CPU) {
+        double ms = fh_metric_value_real (value) * 1e3;
+        s_buf_printf (buf, "%" PRId64, ms >= 0 && ms < 9e18 ? (int64_t) llround (ms) : 0);
+    }
+    else if (row->real && row->type != FH_METRIC_COUNTER)
+        s_put_double (buf, 9, fh_metric_value_real (value));
+    else
+        s_buf_printf (buf, "%" PRId64, fh_metric_value_int (value));
+    s_buf_puts (buf, "\n");
+}
+
+/* The values of one scope's rows that have a collectd type, or for a
+   latency its _p99 and _mean over the last interval (0 when that interval
+   had no sample). */
+static void
+s_collectd_item (s_buf_t *buf, const s_collectd_t *self, const fh_metrics_snapshot_t *snapshot,
+                 fh_metric_scope_t scope, const char *instance, fh_metrics_item_t *item)
 {
     for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
         const fh_metric_t *row = &fh_metrics[id];
-        if (row->scope != scope || !row->collectd)
+        if (row->scope != scope || !row->collectd || !s_present (snapshot, row))
             continue;
         if (row->type != FH_METRIC_HISTOGRAM) {
             s_collectd_start (buf, self, instance, row->collectd);
-            s_buf_printf (buf, "%" PRId64 "\n", fh_metric_value_int (&item->values[id]));
+            s_collectd_value (buf, row, item);
             continue;
         }
         const fh_histogram_summary_t *interval = &fh_metrics_latency (item, row->id)->interval;
@@ -410,13 +457,27 @@ fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, do
         .interval = interval,
         .when_s = when_s,
     };
-    s_collectd_item (&buf, &self, FH_SCOPE_HUB, NULL, (fh_metrics_item_t *) &snapshot->hub);
+    char instance[320];
+    fh_metrics_collectd_instance (instance, sizeof instance, self.hub_name, NULL, NULL);
+    fh_metrics_item_t *hub = (fh_metrics_item_t *) &snapshot->hub;
+    static const fh_metric_scope_t hub_scopes[] = { FH_SCOPE_HUB, FH_SCOPE_AMQP,
+                                                    FH_SCOPE_UPSTREAM, FH_SCOPE_PROCESS };
+    for (size_t i = 0; i < sizeof hub_scopes / sizeof hub_scopes[0]; i++)
+        s_collectd_item (&buf, &self, snapshot, hub_scopes[i], instance, hub);
     if (snapshot->has_signatures)
-        s_collectd_item (&buf, &self, FH_SCOPE_SIGNATURES, NULL,
-                         (fh_metrics_item_t *) &snapshot->hub);
-    for (size_t i = 0; i < snapshot->consumer_count; i++)
-        s_collectd_item (&buf, &self, FH_SCOPE_CONSUMER, snapshot->consumers[i].name,
+        s_collectd_item (&buf, &self, snapshot, FH_SCOPE_SIGNATURES, instance, hub);
+    for (size_t i = 0; i < snapshot->endpoint_count; i++) {
+        fh_metrics_item_t *endpoint = &snapshot->endpoints[i];
+        fh_metrics_collectd_instance (instance, sizeof instance, self.hub_name, "endpoint",
+                                      endpoint->name ? endpoint->name : "");
+        s_collectd_item (&buf, &self, snapshot, FH_SCOPE_ENDPOINT, instance, endpoint);
+    }
+    for (size_t i = 0; i < snapshot->consumer_count; i++) {
+        fh_metrics_collectd_instance (instance, sizeof instance, self.hub_name, "consumer",
+                                      snapshot->consumers[i].name);
+        s_collectd_item (&buf, &self, snapshot, FH_SCOPE_CONSUMER, instance,
                          &snapshot->consumers[i]);
+    }
     return s_buf_finish (&buf);
 }
 
@@ -488,24 +549,101 @@ s_table_p99 (char *text, size_t size, const fh_metrics_latency_t *latency)
         snprintf (text, size, "-");
 }
 
-char *
-fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
+/* A time to drain: "-" for nothing to drain, "never" at a rate of 0,
+   else "45s", "12m05s", "3h05m", "2d04h". */
+static void
+s_human_eta (char *text, size_t size, int64_t backlog, double rate)
 {
-    s_buf_t buf = { 0 };
-    const fh_metrics_item_t *hub = &snapshot->hub;
+    if (backlog <= 0)
+        snprintf (text, size, "-");
+    else if (!(rate > 0) || (double) backlog / rate > 1e9)
+        snprintf (text, size, "never");
+    else {
+        long long s = (long long) ceil ((double) backlog / rate);
+        if (s < 3600)
+            s_human_uptime (text, size, (double) s);
+        else if (s < 86400)
+            snprintf (text, size, "%lldh%02lldm", s / 3600, s / 60 % 60);
+        else
+            snprintf (text, size, "%lldd%02lldh", s / 86400, s / 3600 % 24);
+    }
+}
+
+/* Messages per second taken off the consumer's queue: between previous
+   and now when previous has the same consumer at an earlier uptime (and
+   its counter has not gone back: a restart); else over the last metrics
+   interval (the queue_wait samples: one per message started), or since
+   start while the first interval lasts. */
+static double
+s_table_rate (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous,
+              fh_metrics_item_t *consumer)
+{
+    double now = fh_metric_value_real (&snapshot->hub.values[FH_M_UPTIME]);
+    for (size_t i = 0; previous && i < previous->consumer_count; i++) {
+        fh_metrics_item_t *before = &previous->consumers[i];
+        if (strcmp (before->name, consumer->name) != 0)
+            continue;
+        double then = fh_metric_value_real (&previous->hub.values[FH_M_UPTIME]);
+        int64_t done = fh_metric_value_int (&consumer->values[FH_M_DEQUEUED])
+                       - fh_metric_value_int (&before->values[FH_M_DEQUEUED]);
+        if (now > then && done >= 0)
+            return (double) done / (now - then);
+    }
+    double interval = fh_metric_value_real (&snapshot->hub.values[FH_M_INTERVAL]);
+    const fh_metrics_latency_t *wait = fh_metrics_latency (consumer, FH_M_QUEUE_WAIT);
+    if (now > 0 && now < interval) /* no interval has ended yet: since start */
+        return (double) wait->run.count / now;
+    return interval > 0 ? (double) wait->interval.count / interval : 0.0;
+}
+
+/* The hub line. */
+static void
+s_table_hub (s_buf_t *buf, const fh_metrics_item_t *hub)
+{
     const char *hub_name = hub->name && *hub->name ? hub->name : NULL;
     char uptime[64];
     s_human_uptime (uptime, sizeof uptime, fh_metric_value_real (&hub->values[FH_M_UPTIME]));
-    s_buf_puts (&buf, "hub ");
+    s_buf_puts (buf, "hub ");
     if (hub_name)
-        s_table_name (&buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
+        s_table_name (buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
     else
-        s_buf_puts (&buf, "-");
-    s_buf_printf (&buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
+        s_buf_puts (buf, "-");
+    s_buf_printf (buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
                   uptime, fh_metric_value_int (&hub->values[FH_M_RECEIVED]),
                   fh_metric_value_int (&hub->values[FH_M_MALFORMED]),
                   fh_metric_value_int (&hub->values[FH_M_UNROUTED]));
+}
 
+/* One consumer's line. */
+static void
+s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
+                  const fh_metrics_snapshot_t *previous, fh_metrics_item_t *consumer, size_t width)
+{
+    s_table_name (buf, consumer->name, width);
+    int64_t backlog = fh_metric_value_int (&consumer->values[FH_M_BACKLOG]);
+    double rate = s_table_rate (snapshot, previous, consumer);
+    char eta[32];
+    s_human_eta (eta, sizeof eta, backlog, rate);
+    s_buf_printf (buf, " %9" PRId64 " %8.1f %8s", backlog, rate, eta);
+    static const fh_metric_id_t columns[] = { FH_M_IN_FLIGHT, FH_M_ENQUEUED, FH_M_COMPLETED,
+                                              FH_M_FAILED,    FH_M_DROPPED,  FH_M_SPILLED,
+                                              FH_M_DEAD_LETTERED, FH_M_STUCK };
+    static const int widths[] = { 9, 11, 11, 9, 9, 9, 7, 5 };
+    for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
+        s_buf_printf (buf, " %*" PRId64, widths[c],
+                      fh_metric_value_int (&consumer->values[columns[c]]));
+    char wait[32], proc[32];
+    s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
+    s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
+    s_buf_printf (buf, " %8s %8s\n", wait, proc);
+}
+
+char *
+fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
+                        const fh_metrics_snapshot_t *previous)
+{
+    s_buf_t buf = { 0 };
+    s_table_hub (&buf, &snapshot->hub);
     size_t width = S_NAME_MIN;
     for (size_t i = 0; i < snapshot->consumer_count; i++) {
         size_t len = strlen (snapshot->consumers[i].name);
@@ -513,23 +651,18 @@ fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
             width = len < S_NAME_MAX ? len : S_NAME_MAX;
     }
     s_table_name (&buf, "CONSUMER", width);
-    s_buf_printf (&buf, " %9s %9s %11s %11s %9s %9s %8s %8s\n", "BACKLOG", "IN_FLIGHT",
-                  "ENQUEUED", "COMPLETED", "FAILED", "DROPPED", "WAIT_P99", "PROC_P99");
-    static const fh_metric_id_t columns[] = { FH_M_BACKLOG,   FH_M_IN_FLIGHT, FH_M_ENQUEUED,
-                                              FH_M_COMPLETED, FH_M_FAILED,    FH_M_DROPPED };
-    static const int widths[] = { 9, 9, 11, 11, 9, 9 };
-    for (size_t i = 0; i < snapshot->consumer_count; i++) {
-        fh_metrics_item_t *consumer = &snapshot->consumers[i];
-        s_table_name (&buf, consumer->name, width);
-        for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
-            s_buf_printf (&buf, " %*" PRId64, widths[c],
-                          fh_metric_value_int (&consumer->values[columns[c]]));
-        char wait[32], proc[32];
-        s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
-        s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
-        s_buf_printf (&buf, " %8s %8s\n", wait, proc);
-    }
+    s_buf_printf (&buf, " %9s %8s %8s %9s %11s %11s %9s %9s %9s %7s %5s %8s %8s\n", "BACKLOG",
+                  "RATE", "ETA", "IN_FLIGHT", "ENQUEUED", "COMPLETED", "FAILED", "DROPPED",
+                  "SPILLED", "DEAD", "STUCK", "WAIT_P99", "PROC_P99");
+    for (size_t i = 0; i < snapshot->consumer_count; i++)
+        s_table_consumer (&buf, snapshot, previous, &snapshot->consumers[i], width);
     return s_buf_finish (&buf);
+}
+
+char *
+fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
+{
+    return fh_metrics_table_since (snapshot, NULL);
 }
 
 /* ---- From a JSON snapshot ------------------------------------------------ */
@@ -567,4 +700,15 @@ char *
 fh_stats_format_table (const json_t *stats)
 {
     return s_format_json (stats, S_TABLE, NULL, 0, 0);
+}
+
+char *
+fh_stats_format_table_since (const json_t *stats, const json_t *previous)
+{
+    fh_metrics_snapshot_t *now = fh_metrics_from_json (stats);
+    fh_metrics_snapshot_t *before = previous ? fh_metrics_from_json (previous) : NULL;
+    char *text = now && (before || !previous) ? fh_metrics_table_since (now, before) : NULL;
+    fh_metrics_snapshot_destroy (&now);
+    fh_metrics_snapshot_destroy (&before);
+    return text;
 }

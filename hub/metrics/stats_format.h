@@ -30,6 +30,22 @@ char *fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot);
 char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host,
                            double interval, double when_s);
 char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
+/* The table with rates taken since previous (NULL: over the last metrics
+   interval); see fh_stats_format_table_since. */
+char *fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
+                              const fh_metrics_snapshot_t *previous);
+
+/* text as a name inside a collectd identifier, into out (cut to size):
+   '/', '"', '\\', spaces and control characters become '_'. Returns the
+   length written. */
+size_t fh_metrics_collectd_name (char *out, size_t size, const char *text);
+/* The plugin instance (after "fanhub-") of an item: the hub's name (or
+   "hub") when name is NULL; else the consumer's name, or for kind
+   "endpoint" "endpoint_" and the address with each run of characters
+   other than letters, digits and '.' written as one '_'; either after
+   "HUBNAME." when the hub has a name. */
+void fh_metrics_collectd_instance (char *out, size_t size, const char *hub_name, const char *kind,
+                                   const char *name);
 
 /* Prometheus text exposition format 0.0.4. Returns a malloc'd string or NULL.
 
@@ -50,22 +66,19 @@ char *fh_stats_format_prometheus (const json_t *stats);
 
    One line per value, each ending in '\n':
        PUTVAL "HOST/fanhub-INSTANCE/TYPE-TYPEINSTANCE" interval=10 N:VALUE
-   First the hub, under the plugin instance hub.name (or "hub" when the
-   hub has no name): derive-received, derive-malformed, derive-unrouted.
-   Then each consumer, under the plugin instance CONSUMER, or
-   HUBNAME.CONSUMER when hub.name is a non-empty string, in the registry's
-   order: derive-enqueued, derive-completed, derive-failed, derive-dropped,
-   queue_length (the backlog), latency-queue_wait_p99,
-   latency-queue_wait_mean, latency-processing_p99, latency-processing_mean
-   (seconds, over the last metrics interval; 0 when that interval had no
-   sample). Derive values are
-   integers: a real is truncated, one out of range counts as 0.
-   In host and names, '/', '"', '\\', spaces and control characters
-   become '_'; a NULL or empty host is "localhost". interval is printed
-   with "%g" and left out when it is not a positive number. when_s is
-   printed as whole seconds, or with milliseconds when it has a fraction;
-   0 (or anything not positive) writes "N", collectd's "now".
-   NULL only when out of memory. */
+   Every row of the registry with a collectd type (docs/metrics.md lists
+   them), in the registry's order: first the hub's rows (those of
+   hub.amqp, hub.upstream and process only when the snapshot has them),
+   under the plugin instance hub.name (or "hub"); then each endpoint's,
+   then each consumer's, under fh_metrics_collectd_instance. Derive
+   values (counters) are integers: a real is truncated, one out of range
+   counts as 0; CPU seconds are written as milliseconds; other reals as
+   reals. A latency gives TYPE_p99 and TYPE_mean (seconds, over the last
+   metrics interval; 0 when that interval had no sample). A NULL or
+   empty host is "localhost". interval is printed with "%g" and left out
+   when it is not a positive number. when_s is printed as whole seconds,
+   or with milliseconds when it has a fraction; 0 (or anything not
+   positive) writes "N", collectd's "now". NULL only when out of memory. */
 char *fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s);
 
 /* A compact table for `fanhub stats --watch` and the demo: one line per consumer.
@@ -74,13 +87,24 @@ char *fh_stats_format_collectd (const json_t *stats, const char *host, double in
        hub NAME up 1m23s  received N  malformed N  unrouted N
    (NAME "-" when the hub has no name), then a header line and one line
    per consumer, in the snapshot's order, with the columns CONSUMER,
-   BACKLOG, IN_FLIGHT, ENQUEUED, COMPLETED, FAILED, DROPPED, WAIT_P99 and
-   PROC_P99. The two latencies are the p99 over the last metrics interval,
-   in human units ("850us", "12.3ms", "1.20s"), or "-" when that interval
-   had no sample. The CONSUMER column is as wide as the longest name (at
-   least 8, at most 32 characters: a longer name is cut and ends in '~');
-   characters that are not printable ASCII show as '?'. Every line ends in
-   '\n'. NULL only when out of memory. */
+   BACKLOG, RATE, ETA, IN_FLIGHT, ENQUEUED, COMPLETED, FAILED, DROPPED,
+   SPILLED, DEAD (dead_lettered), STUCK, WAIT_P99 and PROC_P99. RATE is
+   the messages per second taken off the queue (dequeued) over the last
+   metrics interval (its queue_wait samples; since start while the first
+   interval lasts), "%.1f"; ETA the time to
+   drain the backlog at that rate if nothing more came ("45s", "12m05s",
+   "3h05m", "2d04h"; "-" with no backlog, "never" at a rate of 0). The two
+   latencies are the p99 over the last metrics interval, in human units
+   ("850us", "12.3ms", "1.20s"), or "-" when that interval had no sample.
+   The CONSUMER column is as wide as the longest name (at least 8, at
+   most 32 characters: a longer name is cut and ends in '~');
+   characters that are not printable ASCII show as '?'. Every line ends
+   in '\n'. NULL only when out of memory. */
 char *fh_stats_format_table (const json_t *stats);
+/* The same, with RATE from the difference of dequeued between previous
+   (an earlier snapshot of the same hub) and stats over their uptimes,
+   for each consumer previous has with a lower count and an earlier
+   uptime; the others as fh_stats_format_table. */
+char *fh_stats_format_table_since (const json_t *stats, const json_t *previous);
 
 #endif

@@ -476,7 +476,7 @@ def publish(bench, endpoint, n, cpu=None, size=100, rate=None, jsonl=None, topic
             stamp=True, wait_subscribers=1, deadline_s=None):
     """Runs `fanhub pub --connect endpoint` to the end. Returns
     (t_spawn, t_exit, send_rate) with monotonic seconds."""
-    cmd = [bench.fanhub, "pub", "-c", endpoint, "--wait-subscribers", str(wait_subscribers),
+    cmd = [bench.fanhub, "pub", "--connect", endpoint, "--wait-subscribers", str(wait_subscribers),
            "--timeout", "20", "-n", str(n), "--linger-ms", "-1"]
     if jsonl:
         cmd += ["--jsonl", jsonl]

@@ -12,7 +12,9 @@ this file. For every command:
 - `--version` works, with the version `fanhub --version` prints;
 - the commands that talk to a running hub (`-c FILE | -e ENDPOINT`) find
   its control endpoint alike: -c with -e is bad usage, a configuration
-  that does not load is named, exit 2, before any hub is asked.
+  that does not load is named, exit 2, before any hub is asked;
+- `-c` has one meaning: wherever a command has it, it is `--config FILE`;
+- a misspelled command gets "did you mean" with the closest commands.
 """
 import re
 
@@ -135,7 +137,41 @@ def test_control_endpoint_lookup():
     expect_usage_error(["reload", "now"], "reload", "unexpected argument 'now'")
 
 
+def test_c_is_always_config():
+    with_c = []
+    for command in commands():
+        status, help_text, _ = fh.run([command, "--help"])
+        assert status == 0, help_text
+        short = re.findall(r"^  -c, --([a-z-]+) ([A-Z]+)", help_text, re.M)
+        if short:
+            assert short == [("config", "FILE")], (command, short)
+            with_c.append(command)
+    for must in ("run", "check", "stats", "collectd", "emit", "reload", "pub", "tail"):
+        assert must in with_c, (must, with_c)
+    # --connect stays, long only.
+    for command in ("pub", "tail"):
+        status, help_text, _ = fh.run([command, "--help"])
+        assert re.search(r"^      --connect EP ", help_text, re.M), help_text
+
+
+def test_did_you_mean():
+    for typed, says in (
+            ("chek", "; did you mean 'check'?"),
+            ("stat", "; did you mean 'stats'?"),
+            ("tial", "; did you mean 'tail'?"),        # two letters swapped
+            ("reloda", "; did you mean 'reload'?"),
+            ("dead", "; did you mean 'dead-letter'?"),  # the start of one
+            ("re", "; did you mean 'reload' or 'replay'?"),
+            ("frobnicate", ""),                         # nothing close
+            ("x", "")):
+        for args in ([typed], ["help", typed], [typed, "--help"]):
+            status, out, err = fh.run(args)
+            assert status == 2 and out == "", (args, status, out)
+            assert err == "fanhub: '%s' is not a command%s (see 'fanhub --help')\n" % (
+                typed, says), (args, err)
+
+
 if __name__ == "__main__":
     fh.main([test_unknown_options, test_missing_values_and_flags_with_values,
              test_help_command_equals_help_option, test_version_everywhere,
-             test_control_endpoint_lookup])
+             test_control_endpoint_lookup, test_c_is_always_config, test_did_you_mean])

@@ -40,6 +40,7 @@ TYPES_DB = "/usr/share/collectd/types.db"
 EXEC_USER = "nobody"
 COLLECTD_HOST = "fanhubtest"
 N = 50
+WARN_AT = 10
 
 
 # ---------------------------------------------------------------------------
@@ -238,16 +239,20 @@ def copy_binary():
 # ---------------------------------------------------------------------------
 # The hub
 
-def hub_config(pub, wd, control=None, collectd_socket=None, release=True):
-    text = "bus:\n  connect: [%s]\n" % pub.endpoint
+def hub_config(pub, wd, control=None, collectd_socket=None, release=True, dead=None):
+    """dead: a port where nothing listens, a second bus.connect endpoint
+    that stays disconnected."""
+    endpoints = [pub.endpoint] + (["tcp://127.0.0.1:%d" % dead] if dead else [])
+    text = "bus:\n  connect: [%s]\n  gap_detection: {counter: i}\n" % ", ".join(endpoints)
     if control:
         text += "control: %s\n" % control
     text += "metrics:\n  interval: 1\n"
     if collectd_socket:
-        text += "  collectd: {socket: %s, interval: 1}\n" % json.dumps(collectd_socket)
+        text += ("  collectd: {socket: %s, interval: 1, disconnected_after: 1}\n"
+                 % json.dumps(collectd_socket))
     options = "{release_file: %s}" % json.dumps(wd.file("release")) if release else "{ms: 0}"
     text += ("consumers:\n  - name: slow\n    plugin: %s/sleep.so\n    options: %s\n"
-             % (fh.TEST_PLUGINS, options))
+             "    queue: {warn_at: %d}\n" % (fh.TEST_PLUGINS, options, WARN_AT))
     return text
 
 
@@ -269,16 +274,90 @@ def collectd_host_of_this_machine():
                    for c in socket.gethostname()) or "localhost"
 
 
-def check_backlog_then_completion(wd, host, hub, pub, collectd):
-    """N messages to the blocked consumer: backlog N-1, then all done."""
+def collectd_figures(dead):
+    """(plugin instance, value name) of every figure docs/metrics.md gives
+    a collectd name, for this test's hub: no name, consumer "slow", the
+    publisher's endpoint and the dead one. The hub.amqp rows need a
+    RabbitMQ (bus.amqp) and the hub.signatures rows bus.validate_signatures
+    (test_fedmsg): their names are checked by test_metrics_registry."""
+    figures = []
+    with open(os.path.join(fh.SOURCE_DIR, "docs", "metrics.md")) as f:
+        for line in f:
+            if not line.startswith("| `"):
+                continue
+            cells = [c.strip() for c in line.split("|")[1:6]]
+            path, names = cells[0].strip("`"), cells[2]
+            if names == "\u2014" or path.startswith(("hub.amqp.", "hub.signatures.")):
+                continue
+            names = [n.strip().strip("`") for n in names.split(",")]
+            if path.startswith("consumers[]."):
+                instances = ["slow"]
+            elif path.startswith("hub.endpoints[]."):
+                instances = ["endpoint_tcp_127.0.0.1_%d" % dead]
+            else:
+                instances = ["hub"]
+            figures += [(i, n) for i in instances for n in names]
+    assert len(figures) > 40, figures
+    return figures
+
+
+def check_every_figure(wd, host, dead, hub, collectd):
+    """Each figure of docs/metrics.md with a collectd name is stored."""
+    for instance, name in collectd_figures(dead):
+        fh.wait_for(lambda: csv_values(wd, host, instance, name),
+                    "collectd to store %s/fanhub-%s/%s" % (host, instance, name), hub=hub)
+    # A few values that say the figures are the right ones.
+    assert csv_values(wd, host, "endpoint_tcp_127.0.0.1_%d" % dead, "bool-connected")[-1] == 0
+    assert csv_values(wd, host, "slow", "queue_length-warn_at")[-1] == WARN_AT
+    assert csv_values(wd, host, "hub", "bool-config_last_reload_successful")[-1] == 1
+
+
+def notifications(collectd):
+    """The notifications collectd's logfile plugin logged: (severity,
+    plugin_instance, type, type_instance, message)."""
+    found = []
+    for line in collectd.log().splitlines():
+        if "Notification: severity = " not in line:
+            continue
+        fields = dict(part.split(" = ", 1) for part in
+                      line.split("Notification: ", 1)[1].split(", ", 6))
+        found.append((fields["severity"], fields.get("plugin_instance"), fields.get("type"),
+                      fields.get("type_instance", ""), fields.get("message")))
+    return found
+
+
+def wait_notification(collectd, hub, severity, instance, text):
+    def seen():
+        return any(n[0] == severity and n[1] == instance and text in n[4]
+                   for n in notifications(collectd))
+    fh.wait_for(seen, "collectd to log a %s notification of %s: %s" % (severity, instance, text),
+                hub=hub)
+
+
+def check_backlog_then_completion(wd, host, hub, pub, collectd, dead=None):
+    """N messages to the blocked consumer: backlog N-1, then all done;
+    with dead, every figure, and the notifications of warn_at and of the
+    dead endpoint."""
     pub.wait_subscribed(hub=hub)
     publish(pub, 0, N)
     wait_csv(wd, host, "slow", "queue_length", N - 1, hub, collectd)
     wait_csv(wd, host, "hub", "derive-received", N, hub, collectd)
     wait_csv(wd, host, "slow", "derive-enqueued", N, hub, collectd)
+    if dead:
+        check_every_figure(wd, host, dead, hub, collectd)
+        wait_notification(collectd, hub, "WARNING", "slow",
+                          "reached queue.warn_at %d" % WARN_AT)
+        wait_notification(collectd, hub, "WARNING", "endpoint_tcp_127.0.0.1_%d" % dead,
+                          "not connected for")
     open(wd.file("release"), "w").close()
     wait_csv(wd, host, "slow", "derive-completed", N, hub, collectd)
     wait_csv(wd, host, "slow", "queue_length", 0, hub, collectd)
+    if dead:
+        wait_notification(collectd, hub, "OKAY", "slow", "below half of queue.warn_at")
+        # Each said once: the backlog crossed warn_at once.
+        backlog = [n for n in notifications(collectd) if n[1] == "slow"]
+        assert [n[0] for n in backlog] == ["WARNING", "OKAY"], backlog
+        assert all(n[2] == "queue_length" for n in backlog), backlog
     assert csv_values(wd, host, "slow", "derive-failed")[-1] == 0
     assert csv_values(wd, host, "slow", "derive-dropped")[-1] == 0
     # Whole-run counters only ever grow.
@@ -295,13 +374,15 @@ def test_exec_plugin_runs_fanhub_collectd():
     pub = fh.Publisher()
     # tcp: an ipc socket would be 0660 in a directory nobody cannot enter.
     control = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, hub_config(pub, wd, control=control))
+    dead = fh.free_port()
+    hub = fh.Hub(wd, hub_config(pub, wd, control=control, dead=dead))
     collectd = None
     try:
         fh.wait_for(lambda: hub_stats_or_none(control), "the hub's control socket", hub=hub)
-        collectd = Collectd(wd, collectd_conf(wd, [binary, "collectd", "-e", control]),
+        collectd = Collectd(wd, collectd_conf(wd, [binary, "collectd", "-e", control,
+                                                   "--disconnected-after", "1"]),
                             env=exec_env)
-        check_backlog_then_completion(wd, COLLECTD_HOST, hub, pub, collectd)
+        check_backlog_then_completion(wd, COLLECTD_HOST, hub, pub, collectd, dead)
         # It is collectd's child, and not root.
         children = exec_children(binary)
         assert len(children) == 1, children
@@ -338,11 +419,17 @@ def test_hub_pushes_to_unixsock():
     collectd = Collectd(wd, collectd_conf(wd))
     hub = None
     try:
-        hub = fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket))
+        dead = fh.free_port()
+        hub = fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket, dead=dead))
         host = collectd_host_of_this_machine()
-        check_backlog_then_completion(wd, host, hub, pub, collectd)
+        check_backlog_then_completion(wd, host, hub, pub, collectd, dead)
         log = hub.log()
-        assert "collectd: pushing 17 values to %s every 1s" % collectd.socket in log, log
+        # The first batch is every figure: those of the docs, and the
+        # publisher's endpoint's beside the dead one's.
+        figures = collectd_figures(dead)
+        per_endpoint = sum(1 for instance, _ in figures if instance.startswith("endpoint_"))
+        assert "collectd: pushing %d values to %s every 1s" % (
+            len(figures) + per_endpoint, collectd.socket) in log, log
         assert "collectd: cannot push" not in log, log
         assert "refused" not in log, log
         assert "[error]" not in collectd.log(), collectd.log()
@@ -542,7 +629,8 @@ def test_program_outlives_the_hub():
                      'PUTVAL "h1/fanhub-bus1.c1/derive-completed" interval=0.2 N:2\n',
                      'PUTVAL "h1/fanhub-bus1.c1/derive-failed" interval=0.2 N:1\n'):
             assert line in text, text
-        assert text.startswith('PUTVAL "h1/fanhub-bus1/derive-received"'), text
+        assert text.startswith('PUTVAL "h1/fanhub-bus1/uptime" interval=0.2 N:5\n'), text
+        assert "PUTNOTIF" not in text, text
         fh.wait_for(lambda: hub.count() >= asked + 3, "three more requests")
         program.read_until(lambda t: t.count("derive-received") >= 3, "three batches")
         stderr = program.stderr()
@@ -590,7 +678,9 @@ def test_program_refuses_bad_usage():
             (["--interval", "soon"], {}, "--interval: expected seconds"),
             ([], {"COLLECTD_INTERVAL": "abc"}, "COLLECTD_INTERVAL: expected seconds"),
             (["-c", "x.yaml", "-e", "tcp://127.0.0.1:1"], {}, "give -c or -e, not both"),
-            (["extra"], {}, "unexpected argument 'extra'")):
+            (["extra"], {}, "unexpected argument 'extra'"),
+            (["--disconnected-after", "0"], {}, "--disconnected-after: expected seconds"),
+            (["--disconnected-after", "soon"], {}, "--disconnected-after: expected seconds")):
         proc = subprocess.run([fh.BIN, "collectd"] + args, capture_output=True,
                               env=dict(os.environ, **env), timeout=fh.DEADLINE)
         err = proc.stderr.decode(errors="replace")
@@ -598,6 +688,14 @@ def test_program_refuses_bad_usage():
         assert says in err, (args, err)
     status, out, _ = fh.run(["collectd", "--help"])
     assert status == 0 and "fanhub-exec.conf" in out and "LoadPlugin exec" in out, out
+    # The push's threshold is checked where it is written.
+    wd = fh.Workdir()
+    path = wd.write("bad.yaml", "bus: {connect: tcp://127.0.0.1:1}\nmetrics:\n  collectd:\n"
+                    "    socket: /tmp/x.sock\n    disconnected_after: 0\n"
+                    "consumers:\n  - {name: a, plugin: log}\n")
+    status, _, err = fh.run(["check", "-c", path])
+    assert status == 2 and "%s:5:25" % path in err and "disconnected_after" in err, err
+    wd.cleanup()
 
 
 if __name__ == "__main__":

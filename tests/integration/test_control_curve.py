@@ -247,7 +247,7 @@ def test_tail_is_a_curve_client_of_bus_publish():
     tail = None
     try:
         hub.wait_ready()
-        tail = subprocess.Popen([fh.BIN, "tail", "-n", "1", "-c", publish, "--curve-key",
+        tail = subprocess.Popen([fh.BIN, "tail", "-n", "1", "--connect", publish, "--curve-key",
                                  keys.client_secret, "--server-key", keys.hub_public,
                                  "org.test."], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

@@ -364,7 +364,7 @@ def test_deliver_on_failure():
 
 def test_wrap_refuses():
     """A body that is neither JSON nor UTF-8 text cannot be wrapped."""
-    status, _, err = fh.run(["pub", "--fedmsg", "-c", "tcp://127.0.0.1:%d" % fh.free_port(),
+    status, _, err = fh.run(["pub", "--fedmsg", "--connect", "tcp://127.0.0.1:%d" % fh.free_port(),
                              "--wait-subscribers", "0", "--stdin"], stdin=b"\xff\xfe\n")
     assert status == 1 and "neither JSON nor UTF-8 text" in err, err
     status, _, err = fh.run(["emit", "-e", "ipc:///nonexistent/x.sock", "--fedmsg", TOPIC, "-"],
@@ -461,7 +461,7 @@ def test_tail_terse_and_exclude():
     """tail --terse: time, topic and msg_id a line; --exclude leaves out."""
     pub = fh.Publisher()
     proc = subprocess.Popen([fh.BIN, "tail", "--terse", "--exclude", "*.skip", "-n", "2",
-                             "-c", pub.endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--connect", pub.endpoint], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         pub.wait_subscribed()
         pub.send("org.a.skip", dumps(envelope(1)))
@@ -483,7 +483,7 @@ def test_tail_pretty_on_a_terminal():
     import pty
     master, slave = pty.openpty()
     pub = fh.Publisher()
-    proc = subprocess.Popen([fh.BIN, "tail", "-n", "1", "-c", pub.endpoint], stdout=slave,
+    proc = subprocess.Popen([fh.BIN, "tail", "-n", "1", "--connect", pub.endpoint], stdout=slave,
                             stderr=subprocess.PIPE)
     os.close(slave)
     out = b""

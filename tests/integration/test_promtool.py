@@ -177,7 +177,7 @@ COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped",
             "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped",
             "tickets_expired", "completions_late", "tickets_abandoned")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
-          "keys_active", "key_backlog_max", "state", "queue_bytes")
+          "keys_active", "key_backlog_max", "state", "queue_bytes", "spool_max_bytes", "warn_at")
 
 
 def same(a, b):
@@ -230,10 +230,12 @@ def check_prometheus_values(samples, snap):
             assert same(get(family + "_sum", consumer=name), h["sum"]), (name, hist)
             assert get(family + "_count", consumer=name) == h["count"], (name, hist)
             assert same(get("fanhub_consumer_%s_max_seconds" % hist, consumer=name), h["max"])
+        assert get("fanhub_consumer_info", consumer=name, plugin=c["plugin"],
+                   version=c.get("plugin_version", "")) == 1
     consumer_samples = [k for k in samples if k[0].startswith("fanhub_consumer_")]
     per_histogram = len(BOUNDS) + 1 + 2  # the buckets, +Inf, _sum and _count
     assert len(consumer_samples) == len(snap["consumers"]) * (
-        len(COUNTERS) + len(GAUGES) + 2 * per_histogram + 2)
+        len(COUNTERS) + len(GAUGES) + 2 * per_histogram + 3)
     process = snap.get("process")
     process_samples = {k[0]: v for k, v in samples.items() if k[0].startswith("process_")}
     if process:
@@ -278,16 +280,22 @@ def test_promtool_catches_a_broken_text():
 NAME = r'[^/"\\\s]+'  # a host or instance: no '/', '"', backslash or space
 PUTVAL_RE = re.compile(
     r'^PUTVAL "(?P<host>%s)/fanhub-(?P<instance>%s)/'
-    r'(?P<type>queue_length|latency|derive|gauge)(?:-(?P<type_instance>%s))?"'
+    r'(?P<type>[a-z_]+)(?:-(?P<type_instance>%s))?"'
     r'(?: interval=(?P<interval>\d+(?:\.\d+)?(?:e[+-]?\d+)?))?'
     r' (?P<time>N|\d+(?:\.\d+)?):(?P<value>-?\d+(?:\.\d+)?(?:e[+-]?\d+)?)$' % (NAME, NAME, NAME))
-TYPE_INSTANCES = {
-    "queue_length": {None},
-    "latency": {"queue_wait_p99", "queue_wait_mean", "processing_p99", "processing_mean"},
-    "derive": {"completed", "failed", "dropped", "enqueued", "received", "malformed", "unrouted",
-               "auth_denied", "peers_refused", "spool_lost", "restarts"},
-    "gauge": {"state"},
-}
+TYPES_DB = "/usr/share/collectd/types.db"
+
+
+def collectd_types():
+    """{type: data source type} of collectd's types.db, for the types of
+    one data source (the only ones the hub writes)."""
+    types = {}
+    with open(TYPES_DB) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and not line.startswith("#"):
+                types[parts[0]] = parts[1].split(":")[1]
+    return types
 
 
 def sanitised(name):
@@ -295,17 +303,19 @@ def sanitised(name):
 
 
 def parse_collectd(text, host):
-    """{(instance, type-type_instance): value}; checks every line."""
+    """{(instance, type-type_instance): value}; checks every line: its
+    type is one of types.db, and a derive is an integer."""
     values = {}
+    types = collectd_types()
     assert text.endswith("\n"), "no final newline"
     for line in text.splitlines():
         m = PUTVAL_RE.match(line)
         assert m, "not a PUTVAL line: %r" % line
         assert m.group("host") == host, line
-        assert m.group("type_instance") in TYPE_INSTANCES[m.group("type")], line
+        assert m.group("type") in types, "not a type of types.db: %r" % line
         assert m.group("interval") == "10", line
         assert m.group("time") == "N", line
-        if m.group("type") == "derive":
+        if types[m.group("type")] == "DERIVE":
             assert re.match(r"^-?\d+$", m.group("value")), "derive not an integer: %r" % line
         ident = m.group("type") + ("-" + m.group("type_instance") if m.group("type_instance") else "")
         key = (m.group("instance"), ident)
@@ -314,26 +324,61 @@ def parse_collectd(text, host):
     return values
 
 
+def doc_collectd_rows():
+    """(JSON path, [collectd names]) of every row of docs/metrics.md that
+    has a collectd name."""
+    rows = []
+    with open(os.path.join(fh.SOURCE_DIR, "docs", "metrics.md")) as f:
+        for line in f:
+            if line.startswith("| `"):
+                cells = [c.strip() for c in line.split("|")[1:6]]
+                if cells[2] != "\u2014":
+                    rows.append((cells[0].strip("`"),
+                                 [n.strip().strip("`") for n in cells[2].split(",")]))
+    return rows
+
+
+def number(value):
+    if isinstance(value, bool):
+        return int(value)
+    return value if isinstance(value, (int, float)) else 0
+
+
 def check_collectd_values(values, snap):
+    """The values are exactly docs/metrics.md's collectd names, for each
+    part the snapshot has, with the snapshot's figures."""
     hub = snap["hub"]
     hub_instance = sanitised(hub["name"]) if hub["name"] else "hub"
-    want = {(hub_instance, "derive-" + f): hub[f] for f in ("received", "malformed", "unrouted")}
-    # Refusals at the door; a snapshot saved before they existed reads as 0.
-    for f in ("auth_denied", "peers_refused"):
-        want[(hub_instance, "derive-" + f)] = hub.get(f, 0)
-    for c in snap["consumers"]:
-        inst = sanitised(c["name"])
-        if hub["name"]:
-            inst = sanitised(hub["name"]) + "." + inst
-        want[(inst, "queue_length")] = c["backlog"]
-        for hist in ("queue_wait", "processing"):
-            iv = c[hist]["interval"]
-            want[(inst, "latency-%s_p99" % hist)] = iv["p99"] if iv["count"] else 0
-            want[(inst, "latency-%s_mean" % hist)] = iv["mean"] if iv["count"] else 0
-        for f in ("completed", "failed", "dropped", "enqueued", "spool_lost"):
-            want[(inst, "derive-" + f)] = c[f]
-        want[(inst, "derive-restarts")] = c.get("restarts", 0)
-        want[(inst, "gauge-state")] = c.get("state", 0)
+    prefix = hub_instance + "." if hub["name"] else ""
+    scopes = {"hub.": [(hub_instance, hub)],
+              "hub.upstream.": [(hub_instance, hub["upstream"])] if "upstream" in hub else [],
+              "hub.amqp.": [(hub_instance, hub["amqp"])] if "amqp" in hub else [],
+              "hub.signatures.": [(hub_instance, hub["signatures"])] if "signatures" in hub else [],
+              "process.": [(hub_instance, snap["process"])] if "process" in snap else [],
+              "hub.endpoints[].": [(prefix + "endpoint_" + re.sub(r"[^A-Za-z0-9.]+", "_",
+                                                                  ep["endpoint"]), ep)
+                                   for ep in hub["endpoints"]],
+              "consumers[].": [(prefix + sanitised(c["name"]), c) for c in snap["consumers"]]}
+    want = {}
+    for path, names in doc_collectd_rows():
+        scope = max((p for p in scopes if path.startswith(p)), key=len)
+        field = path[len(scope):]
+        for instance, obj in scopes[scope]:
+            if field.split(".")[0] not in obj and field in ("handled", "end_to_end",
+                                                            "end_to_end.max"):
+                continue  # completion figures come only with completion
+            if len(names) == 2:  # a latency: the interval's p99 and mean
+                iv = obj[field].get("interval", {"count": 0})
+                want[(instance, names[0])] = iv["p99"] if iv["count"] else 0
+                want[(instance, names[1])] = iv["mean"] if iv["count"] else 0
+            elif field.endswith(".max"):
+                want[(instance, names[0])] = obj[field.split(".")[0]]["max"]
+            elif field == "cpu_seconds":
+                want[(instance, names[0])] = round(obj[field] * 1000)
+            else:
+                value = number(obj.get(field))
+                real = names[0] in ("uptime", "gauge-start_time")
+                want[(instance, names[0])] = value if real or value == int(value) else int(value)
     assert set(values) == set(want), "identifiers differ: got %r, want %r" % (
         sorted(set(values) - set(want)), sorted(set(want) - set(values)))
     for key, value in want.items():

@@ -313,7 +313,7 @@ def pub_connects_to_a_subscriber():
     ep = free_endpoint()
     sub = sub_socket(ep, bind=True)
     try:
-        proc = fanhub("pub", "-c", ep, "--wait-subscribers", "1", "-n", "50", "--body", "hi",
+        proc = fanhub("pub", "--connect", ep, "--wait-subscribers", "1", "-n", "50", "--body", "hi",
                       "--timeout", "60")
         msgs = receive(sub, 50, proc)
     finally:
@@ -392,7 +392,7 @@ def tail_against_publisher(patterns, count, extra=(), tail_binds=False, body_of=
         pub.connect(ep)
     else:
         pub.bind(ep)
-        proc = fanhub("tail", "-c", ep, "-n", str(count), *extra, *patterns)
+        proc = fanhub("tail", "--connect", ep, "-n", str(count), *extra, *patterns)
     sent = []
     try:
         want = expected_subscriptions(patterns)
@@ -538,7 +538,7 @@ def tail_escapes_plain_output():
 def pub_to_tail():
     # pub waits for tail's subscription, so tail sees every message.
     ep = free_endpoint()
-    tail = fanhub("tail", "-c", ep, "-n", "5")
+    tail = fanhub("tail", "--connect", ep, "-n", "5")
     try:
         proc = fanhub("pub", "-b", ep, "-n", "5", "--size", "50", "-t", "org.fanhub.test.e2e",
                       "--timeout", "60")
@@ -562,7 +562,7 @@ def tail_stops_cleanly_on_signals():
         pub = CTX.socket(zmq.XPUB)
         pub.setsockopt(zmq.LINGER, 0)
         pub.bind(ep)
-        tail = fanhub("tail", "-c", ep)
+        tail = fanhub("tail", "--connect", ep)
         try:
             check(pub.poll(int(DEADLINE * 1000)), "tail never subscribed")
             pub.recv()
@@ -581,13 +581,95 @@ def tail_stops_cleanly_on_signals():
         check(out == b"a.b before the signal\n", "output %r" % out)
 
 
+# ---- -c FILE: the hub's bus ------------------------------------------------------
+
+CONFIG_DIR = tempfile.TemporaryDirectory(prefix="fanhub-pubtail-")  # removed at exit
+
+
+def hub_config(text):
+    """A hub configuration file (consumers are not looked at here)."""
+    path = tempfile.mktemp(suffix=".yaml", dir=CONFIG_DIR.name)
+    with open(path, "w") as f:
+        f.write(text + "consumers:\n  - {name: a, plugin: log}\n")
+    return path
+
+
+@case
+def tail_config_connects_where_the_hub_does():
+    ep = free_endpoint()
+    bind = free_endpoint()
+    path = hub_config("bus:\n  connect: [%s]\n  bind: %s\n" % (ep, bind))
+    pub = CTX.socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.bind(ep)
+    tail = fanhub("tail", "-c", path, "-n", "3")
+    try:
+        check(pub.poll(int(DEADLINE * 1000)), "tail never subscribed to the hub's publisher")
+        pub.recv()
+        for i in range(3):
+            pub.send_multipart([b"org.fanhub.test.config", b"%d" % i])
+        rc, out, err = finish(tail)
+    finally:
+        kill(tail)
+        pub.close()
+    check(rc == 0, "tail exited %d: %s" % (rc, err))
+    check(out.decode().splitlines() == ["org.fanhub.test.config %d" % i for i in range(3)],
+          "output %r" % out)
+    # The hub's bind endpoint is said, not used.
+    check("%s: the hub binds %s: its publishers connect to the hub, where tail cannot see them\n"
+          % (path, bind) in err, "stderr %r" % err)
+
+
+@case
+def tail_config_of_a_hub_that_only_binds():
+    path = hub_config("bus:\n  bind: tcp://*:9940\n")
+    rc, out, err = finish(fanhub("tail", "-c", path))
+    check(rc == 2 and out == b"", "exit %d, stdout %r" % (rc, out))
+    check(err == "fanhub tail: %s: the hub binds tcp://*:9940: its publishers connect to "
+          "the hub, where tail cannot see them; give --connect or --bind\n" % path, "%r" % err)
+    rc, out, err = finish(fanhub("tail", "-c", "/nonexistent/hub.yaml"))
+    check(rc == 2 and "/nonexistent/hub.yaml: cannot open" in err, "%d %r" % (rc, err))
+
+
+@case
+def pub_config_meets_the_hub():
+    # A hub that connects: pub binds there.
+    ep = free_endpoint()
+    proc = fanhub("pub", "-c", hub_config("bus:\n  connect: %s\n" % ep), "-n", "5",
+                  "--body", "to the hub", "--timeout", "60")
+    sub = sub_socket(ep)
+    try:
+        msgs = receive(sub, 5, proc)
+    finally:
+        sub.close()
+    pub_ok(proc, 5)
+    check(msgs == [[b"org.fanhub.demo.message", b"to the hub"]] * 5, "messages %r" % msgs)
+    # A hub that binds on every address: pub connects to it on loopback.
+    ep = free_endpoint()
+    path = hub_config("bus:\n  bind: tcp://*:%s\n" % ep.rsplit(":", 1)[1])
+    sub = sub_socket(ep, bind=True)
+    try:
+        proc = fanhub("pub", "-c", path, "--wait-subscribers", "1", "-n", "5", "--timeout", "60")
+        msgs = receive(sub, 5, proc)
+    finally:
+        sub.close()
+    pub_ok(proc, 5)
+    check(len(msgs) == 5, "messages %r" % msgs)
+
+
 # ---- usage ---------------------------------------------------------------------
 
 @case
 def usage_errors_exit_2():
     ep = free_endpoint()
+    path = hub_config("bus:\n  connect: %s\n" % ep)
     bad = [
         ["pub", "--connect", ep, "--bind", ep],
+        ["pub", "-c", path, "--connect", ep],
+        ["pub", "--bind", ep, "-c", path],
+        ["pub", "-c", "/nonexistent/hub.yaml"],
+        ["tail", "-c", path, "--connect", ep],
+        ["tail", "-c", path, "-b", ep],
         ["pub", "--bind", "nonsense"],
         ["pub", "--connect", "tcp://127.0.0.1"],
         ["pub", "--frobnicate"],

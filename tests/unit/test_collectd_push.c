@@ -584,9 +584,10 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
     fh_collectd_push_t *push = fh_collectd_push_new (config);
     assert_non_null (push);
     s_server_t *server = s_server_start (s_socket_path, SERVE_ACCEPT);
-    /* 5 hub values (received, malformed, unrouted, auth_denied,
-       peers_refused), 12 per consumer. */
-    const int batch = 5 + 12;
+    /* Every row with a collectd type (docs/metrics.md): 16 of the hub
+       (two for end_to_end), 6 of the process, 3 per endpoint, 39 per
+       consumer (two per latency); no notification. */
+    const int batch = 16 + 6 + 3 + 39;
     const int64_t t = 1000 * SECOND;
 
     /* Made-up times, and whether a batch is due then: the first tick
@@ -624,7 +625,8 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
         snprintf (start, sizeof start, "PUTVAL \"%s/fanhub-hub/", hostname);
         assert_int_equal (strncmp (received, start, strlen (start)), 0);
     }
-    assert_int_equal (s_count (log, "collectd: pushing 17 values to "), 1);
+    assert_int_equal (s_count (log, "collectd: pushing 64 values to "), 1);
+    assert_null (strstr (received, "PUTNOTIF"));
     free (received);
     free (log);
     fh_collectd_push_destroy (&push);
@@ -652,7 +654,7 @@ test_interval_defaults_to_metrics_interval (void **state)
     fh_collectd_push_tick (push, stats, 6 * SECOND - 1);
     fh_collectd_push_tick (push, stats, 6 * SECOND);
     char *log = s_capture_end ();
-    assert_int_equal (s_server_lines (server), 34);
+    assert_int_equal (s_server_lines (server), 128);
     char *received = s_server_received (server);
     assert_non_null (strstr (received, "/fanhub-c1/queue_length\" interval=1 N:0\n"));
     free (received);

@@ -131,11 +131,11 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "evicted", 1,
-                              "spool_bytes", 4096, "spool_corrupt", 6, "keys_active", 3,
-                              "key_backlog_max", 5, "key_fallback", 2,
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
+                              "evicted", 1, "spool_bytes", 4096, "spool_corrupt", 6,
+                              "keys_active", 3, "key_backlog_max", 5, "key_fallback", 2,
                               "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9,
-                              "spool_lost", 10);
+                              "spool_lost", 10, "warn_at", 1000, "plugin_version", "1.0");
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -164,6 +164,9 @@ s_snapshot (json_t *hub_name)
         "endpoints", "endpoint", "tcp://127.0.0.1:9940", "kind", "connect", "connected", 1,
         "consumers", consumers);
     assert_non_null (json);
+    assert_int_equal (json_object_set_new (json_object_get (json, "hub"),
+                                           "config_last_reload_successful", json_integer (1)),
+                      0);
     return json;
 }
 
@@ -184,19 +187,25 @@ static void
 s_assert_lines (char *text, const char *const *expected, size_t count)
 {
     assert_non_null (text);
+    char *whole = strdup (text); /* for the message: the lines are cut below */
+    assert_non_null (whole);
     char *rest = text;
     for (size_t i = 0; i < count; i++) {
         char *end = strchr (rest, '\n');
         if (!end)
             fail_msg ("line %zu missing, expected \"%s\"", i + 1, expected[i]);
         *end = '\0';
-        if (strcmp (rest, expected[i]) != 0)
-            fail_msg ("line %zu:\n  got      \"%s\"\n  expected \"%s\"", i + 1, rest,
-                      expected[i]);
+        if (strcmp (rest, expected[i]) != 0) {
+            *end = '\n';
+            fprintf (stderr, "whole text:\n%s\n", whole);
+            fail_msg ("line %zu:\n  got      \"%.*s\"\n  expected \"%s\"", i + 1,
+                      (int) (end - rest), rest, expected[i]);
+        }
         rest = end + 1;
     }
     if (*rest)
         fail_msg ("unexpected text after line %zu: \"%s\"", count, rest);
+    free (whole);
     free (text);
 }
 
@@ -299,6 +308,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and spool.",
         "# TYPE fanhub_draining_backlog gauge",
         "fanhub_draining_backlog 0",
+        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1 (also before any reload).",
+        "# TYPE fanhub_config_last_reload_successful gauge",
+        "fanhub_config_last_reload_successful 1",
         "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
         "# TYPE fanhub_endpoint_connected gauge",
         "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
@@ -308,6 +320,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_endpoint_handshake_failures_total ZMTP handshakes on the bus endpoint that failed (mechanism, key, ZAP, hang-up).",
         "# TYPE fanhub_endpoint_handshake_failures_total counter",
         "fanhub_endpoint_handshake_failures_total{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 0",
+        "# HELP fanhub_consumer_info Constant 1, labelled with the consumer, its plugin and the plugin's version.",
+        "# TYPE fanhub_consumer_info gauge",
+        "fanhub_consumer_info{consumer=\"archive\",plugin=\"log\",version=\"1.0\"} 1",
         "# HELP fanhub_consumer_enqueued_total Messages put on the consumer's queue (or its spool).",
         "# TYPE fanhub_consumer_enqueued_total counter",
         "fanhub_consumer_enqueued_total{consumer=\"archive\"} 992",
@@ -347,6 +362,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_capacity Messages the consumer's queue holds before its overflow policy applies.",
         "# TYPE fanhub_consumer_capacity gauge",
         "fanhub_consumer_capacity{consumer=\"archive\"} 100000",
+        "# HELP fanhub_consumer_warn_at queue.warn_at: the backlog at which the hub warns; 0 when it never does.",
+        "# TYPE fanhub_consumer_warn_at gauge",
+        "fanhub_consumer_warn_at{consumer=\"archive\"} 1000",
         "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
         "# TYPE fanhub_consumer_stuck gauge",
         "fanhub_consumer_stuck{consumer=\"archive\"} 0",
@@ -356,6 +374,9 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_consumer_spool_bytes Bytes of spooled messages not yet consumed.",
         "# TYPE fanhub_consumer_spool_bytes gauge",
         "fanhub_consumer_spool_bytes{consumer=\"archive\"} 4096",
+        "# HELP fanhub_consumer_spool_max_bytes queue.spool_max_bytes: the most bytes the spool may hold; 0 when unlimited.",
+        "# TYPE fanhub_consumer_spool_max_bytes gauge",
+        "fanhub_consumer_spool_max_bytes{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_spool_corrupt_total Damaged spool records or regions skipped.",
         "# TYPE fanhub_consumer_spool_corrupt_total counter",
         "fanhub_consumer_spool_corrupt_total{consumer=\"archive\"} 6",
@@ -492,6 +513,10 @@ test_prometheus_completion_and_upstream (void **state)
         " spool.\n"
         "# TYPE fanhub_draining_backlog gauge\n"
         "fanhub_draining_backlog 0\n"
+        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1"
+        " (also before any reload).\n"
+        "# TYPE fanhub_config_last_reload_successful gauge\n"
+        "fanhub_config_last_reload_successful 1\n"
         "# HELP fanhub_upstream_lost_total Sequence numbers a producer skipped: messages lost"
         " before the hub.\n"
         "# TYPE fanhub_upstream_lost_total counter\n"
@@ -630,23 +655,60 @@ test_collectd_named_hub (void **state)
     (void) state;
     json_t *stats = s_snapshot (json_string ("buildsys"));
     static const char *const expected[] = {
+        "PUTVAL \"myhost/fanhub-buildsys/uptime\" interval=10 N:12.5",
         "PUTVAL \"myhost/fanhub-buildsys/derive-received\" interval=10 N:1000",
         "PUTVAL \"myhost/fanhub-buildsys/derive-malformed\" interval=10 N:3",
         "PUTVAL \"myhost/fanhub-buildsys/derive-unrouted\" interval=10 N:5",
         "PUTVAL \"myhost/fanhub-buildsys/derive-auth_denied\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/derive-peers_refused\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-control_refused\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-http_refused\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-control_unanswered\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/count-draining\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/queue_length-draining\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/bool-config_last_reload_successful\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/gauge-since\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dequeued\" interval=10 N:990",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-failed\" interval=10 N:4",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-retried\" interval=10 N:7",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spilled\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dead_lettered\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-coalesced\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-in_flight\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-max\" interval=10 N:120",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-capacity\" interval=10 N:100000",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-warn_at\" interval=10 N:1000",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-stuck\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-evicted\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-spool\" interval=10 N:4096",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-spool_max\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_corrupt\" interval=10 N:6",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/errors-spool_cursor\" interval=10 N:7",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_lost\" interval=10 N:10",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/operations-spool_fsync\" interval=10 N:8",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-spool_handoff\" interval=10 N:9",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/count-keys_active\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-key_max\" interval=10 N:5",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-key_fallback\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-restarts\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-skipped\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/gauge-state\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-tickets_expired\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completions_late\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-tickets_abandoned\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/bytes-queue\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_p99\" interval=10 N:0.004",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_mean\" interval=10 N:0.001",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_p99\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_mean\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-queue_wait_max\" interval=10 N:0.0052",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/latency-processing_max\" interval=10 N:0.021",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "myhost", 10.0, 0), expected);
     json_decref (stats);
@@ -658,23 +720,60 @@ test_collectd_unnamed_hub (void **state)
     (void) state;
     json_t *stats = s_snapshot (json_null ());
     static const char *const expected[] = {
+        "PUTVAL \"h/fanhub-hub/uptime\" interval=2.5 1700000000:12.5",
         "PUTVAL \"h/fanhub-hub/derive-received\" interval=2.5 1700000000:1000",
         "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=2.5 1700000000:3",
         "PUTVAL \"h/fanhub-hub/derive-unrouted\" interval=2.5 1700000000:5",
         "PUTVAL \"h/fanhub-hub/derive-auth_denied\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/derive-peers_refused\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/derive-control_refused\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/derive-http_refused\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/derive-control_unanswered\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/count-draining\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/queue_length-draining\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/bool-config_last_reload_successful\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/gauge-since\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
+        "PUTVAL \"h/fanhub-archive/derive-dequeued\" interval=2.5 1700000000:990",
         "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
         "PUTVAL \"h/fanhub-archive/derive-failed\" interval=2.5 1700000000:4",
+        "PUTVAL \"h/fanhub-archive/derive-retried\" interval=2.5 1700000000:7",
         "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-spilled\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-dead_lettered\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-archive/derive-coalesced\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
+        "PUTVAL \"h/fanhub-archive/count-in_flight\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-archive/queue_length-max\" interval=2.5 1700000000:120",
+        "PUTVAL \"h/fanhub-archive/queue_length-capacity\" interval=2.5 1700000000:100000",
+        "PUTVAL \"h/fanhub-archive/queue_length-warn_at\" interval=2.5 1700000000:1000",
+        "PUTVAL \"h/fanhub-archive/count-stuck\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-evicted\" interval=2.5 1700000000:1",
+        "PUTVAL \"h/fanhub-archive/bytes-spool\" interval=2.5 1700000000:4096",
+        "PUTVAL \"h/fanhub-archive/bytes-spool_max\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-spool_corrupt\" interval=2.5 1700000000:6",
+        "PUTVAL \"h/fanhub-archive/errors-spool_cursor\" interval=2.5 1700000000:7",
         "PUTVAL \"h/fanhub-archive/derive-spool_lost\" interval=2.5 1700000000:10",
+        "PUTVAL \"h/fanhub-archive/operations-spool_fsync\" interval=2.5 1700000000:8",
+        "PUTVAL \"h/fanhub-archive/queue_length-spool_handoff\" interval=2.5 1700000000:9",
+        "PUTVAL \"h/fanhub-archive/count-keys_active\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-archive/queue_length-key_max\" interval=2.5 1700000000:5",
+        "PUTVAL \"h/fanhub-archive/derive-key_fallback\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/derive-restarts\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-skipped\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/gauge-state\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-tickets_expired\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-completions_late\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-tickets_abandoned\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/bytes-queue\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_p99\" interval=2.5 1700000000:0.004",
         "PUTVAL \"h/fanhub-archive/latency-queue_wait_mean\" interval=2.5 1700000000:0.001",
         "PUTVAL \"h/fanhub-archive/latency-processing_p99\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/latency-processing_mean\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/latency-queue_wait_max\" interval=2.5 1700000000:0.0052",
+        "PUTVAL \"h/fanhub-archive/latency-processing_max\" interval=2.5 1700000000:0.021",
     };
     ASSERT_LINES (fh_stats_format_collectd (stats, "h", 2.5, 1700000000.0), expected);
     /* An empty name is no name either. */
@@ -698,16 +797,16 @@ test_collectd_sanitising (void **state)
         const char *queue; /* the consumer's first line */
     } cases[] = {
         { "build sys", "a/b \"c\"\\d", "my host/x", 10, 0,
-          "PUTVAL \"my_host_x/fanhub-build_sys/derive-received\" interval=10 N:1000",
+          "PUTVAL \"my_host_x/fanhub-build_sys/uptime\" interval=10 N:12.5",
           "PUTVAL \"my_host_x/fanhub-build_sys.a_b__c__d/queue_length\" interval=10 N:2" },
         { NULL, "tab\tnew\nline\x7f", "", 60, 0,
-          "PUTVAL \"localhost/fanhub-hub/derive-received\" interval=60 N:1000",
+          "PUTVAL \"localhost/fanhub-hub/uptime\" interval=60 N:12.5",
           "PUTVAL \"localhost/fanhub-tab_new_line_/queue_length\" interval=60 N:2" },
         { "hub-1.prod", "with-dash.dot", NULL, 0, 1700000000.25,
-          "PUTVAL \"localhost/fanhub-hub-1.prod/derive-received\" 1700000000.250:1000",
+          "PUTVAL \"localhost/fanhub-hub-1.prod/uptime\" 1700000000.250:12.5",
           "PUTVAL \"localhost/fanhub-hub-1.prod.with-dash.dot/queue_length\" 1700000000.250:2" },
         { NULL, "caf\xc3\xa9", "h", 0.5, -3,
-          "PUTVAL \"h/fanhub-hub/derive-received\" interval=0.5 N:1000",
+          "PUTVAL \"h/fanhub-hub/uptime\" interval=0.5 N:12.5",
           "PUTVAL \"h/fanhub-caf\xc3\xa9/queue_length\" interval=0.5 N:2" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -723,13 +822,14 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* 5 hub lines and 12 consumer lines, each one PUTVAL. */
+        /* Every collectd row of the hub (12), the endpoint's (3) and the
+           consumer's (39 with two per latency), each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 17);
+        assert_int_equal (lines, 54);
         free (text);
         json_decref (stats);
     }
@@ -764,12 +864,12 @@ test_table_units (void **state)
     }
     static const char *const expected[] = {
         "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
-        "CONSUMER   BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "archive          2         1         992         985         4         0    4.0ms   12.3ms",
-        "us               2         1         992         985         4         0    850us   12.3ms",
-        "s                2         1         992         985         4         0    1.20s    450ns",
-        "edges            2         1         992         985         4         0    1.0ms    1.00s",
-        "none             2         1         992         985         4         0        -      0ns",
+        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "archive          2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
+        "us               2      0.5       4s         1         992         985         4         0         0       3     0    850us   12.3ms",
+        "s                2      0.5       4s         1         992         985         4         0         0       3     0    1.20s    450ns",
+        "edges            2      0.5       4s         1         992         985         4         0         0       3     0    1.0ms    1.00s",
+        "none             2      0.0    never         1         992         985         4         0         0       3     0        -      0ns",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
     json_decref (stats);
@@ -790,9 +890,9 @@ test_table_widths (void **state)
                                        s_histogram (&s_none, &s_none)));
     static const char *const expected[] = {
         "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
-        "CONSUMER                           BACKLOG IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED WAIT_P99 PROC_P99",
-        "a-very-long-consumer-name-that-~         2         1         992         985         4         0    4.0ms   12.3ms",
-        "esc?[2J                                  2         1         992         985         4         0        -        -",
+        "CONSUMER                           BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "a-very-long-consumer-name-that-~         2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
+        "esc?[2J                                  2      0.0    never         1         992         985         4         0         0       3     0        -        -",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
 
@@ -815,6 +915,81 @@ test_table_widths (void **state)
         free (text);
     }
     json_decref (stats);
+}
+
+/* The columns of one consumer's line after the name: BACKLOG RATE ETA. */
+static void
+s_assert_rate (char *text, const char *name, const char *columns)
+{
+    assert_non_null (text);
+    const char *line = strstr (text, name);
+    assert_non_null (line);
+    char want[128];
+    snprintf (want, sizeof want, "%s%s ", name, columns);
+    if (strncmp (line, want, strlen (want)) != 0)
+        fail_msg ("want \"%s\" in:\n%s", want, text);
+    free (text);
+}
+
+/* RATE between two snapshots (dequeued over uptime), else over the
+   interval; ETA = backlog / RATE in human units; the columns that are
+   new beside the old ones. */
+static void
+test_table_rate_and_eta (void **state)
+{
+    (void) state;
+    json_t *before = s_snapshot (json_null ());
+    json_t *after = s_snapshot (json_null ());
+    json_t *b = json_array_get (s_consumers (before), 0);
+    json_t *a = json_array_get (s_consumers (after), 0);
+    json_object_set_new (json_object_get (after, "hub"), "uptime", json_real (22.5));
+    /* 10 s later, 250 more taken off the queue: 25.0/s, 5000 left: 200 s. */
+    json_object_set_new (a, "dequeued", json_integer (990 + 250));
+    json_object_set_new (a, "backlog", json_integer (5000));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     25.0    3m20s");
+    /* Without the earlier snapshot: the interval's 100 samples over 10 s. */
+    s_assert_rate (fh_stats_format_table (after), "archive", "       5000     10.0    8m20s");
+    /* A counter that went back (a restart) or no earlier uptime: interval. */
+    json_object_set_new (b, "dequeued", json_integer (5000));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     10.0    8m20s");
+    json_object_set_new (b, "dequeued", json_integer (990));
+    json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (30.0));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "       5000     10.0    8m20s");
+    json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (12.5));
+    /* Hours and days; nothing to drain; a stopped consumer. */
+    static const struct {
+        int backlog;
+        const char *columns;
+    } etas[] = {
+        { 90000000, "   90000000     25.0   41d16h" },
+        { 250000, "     250000     25.0    2h46m" },
+        { 0, "          0     25.0        -" },
+    };
+    for (size_t i = 0; i < sizeof etas / sizeof etas[0]; i++) {
+        json_object_set_new (a, "backlog", json_integer (etas[i].backlog));
+        s_assert_rate (fh_stats_format_table_since (after, before), "archive", etas[i].columns);
+    }
+    json_object_set_new (a, "dequeued", json_integer (990));
+    json_object_set_new (a, "backlog", json_integer (7));
+    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+                   "          7      0.0    never");
+    /* The first interval has not ended: the 990 started since start, over
+       4.5 s of uptime. */
+    json_object_set_new (json_object_get (after, "hub"), "uptime", json_real (4.5));
+    json_object_set_new (a, "backlog", json_integer (440));
+    s_assert_rate (fh_stats_format_table (after), "archive", "        440    220.0       2s");
+    /* SPILLED, DEAD and STUCK are the snapshot's. */
+    json_object_set_new (a, "spilled", json_integer (378));
+    json_object_set_new (a, "dead_lettered", json_integer (12));
+    json_object_set_new (a, "stuck", json_integer (2));
+    char *text = fh_stats_format_table (after);
+    assert_non_null (strstr (text, "       378      12     2 "));
+    free (text);
+    json_decref (before);
+    json_decref (after);
 }
 
 /* ---- Broken snapshots ---------------------------------------------------- */
@@ -954,6 +1129,7 @@ main (void)
         cmocka_unit_test (test_collectd_sanitising),
         cmocka_unit_test (test_table_units),
         cmocka_unit_test (test_table_widths),
+        cmocka_unit_test (test_table_rate_and_eta),
         cmocka_unit_test (test_broken_snapshots),
         cmocka_unit_test (test_unnamed_consumers_left_out),
     };

@@ -1,0 +1,214 @@
+/*  test_collectd_notify - PUTNOTIF lines from a series of snapshots
+    (hub/metrics/collectd_notify.c): each condition warns once when it
+    starts and says okay once when it ends; the exact line collectd
+    parses; a lost batch is said again. Times are made up: nothing waits.
+*/
+#include "collectd_notify.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define WHEN 1764300000.0
+
+/* A hub named hub1 with one consumer "archive" and one endpoint. */
+static fh_metrics_snapshot_t *
+s_snapshot (int64_t backlog, int64_t warn_at, int64_t stuck, const char *kind, bool connected)
+{
+    fh_metrics_snapshot_t *self = fh_metrics_snapshot_new ();
+    assert_non_null (self);
+    assert_int_equal (fh_metrics_set_text (&self->hub.name, "hub1"), 0);
+    fh_metrics_item_t *consumer = fh_metrics_add_consumers (self, 1);
+    assert_non_null (consumer);
+    assert_int_equal (fh_metrics_set_text (&consumer->name, "archive"), 0);
+    fh_metrics_set_int (consumer, FH_M_BACKLOG, backlog);
+    fh_metrics_set_int (consumer, FH_M_WARN_AT, warn_at);
+    fh_metrics_set_int (consumer, FH_M_STUCK, stuck);
+    fh_metrics_item_t *endpoint = fh_metrics_add_endpoints (self, 1);
+    assert_non_null (endpoint);
+    assert_int_equal (fh_metrics_set_text (&endpoint->name, "tcp://bus1:9940"), 0);
+    assert_int_equal (fh_metrics_set_text (&endpoint->text, kind), 0);
+    fh_metrics_set_int (endpoint, FH_M_ENDPOINT_CONNECTED, connected);
+    return self;
+}
+
+/* One call; the text it gave (the caller frees it). */
+static char *
+s_call (fh_collectd_notify_t *notify, fh_metrics_snapshot_t *snapshot, double now_s)
+{
+    char *text = fh_collectd_notify (notify, snapshot, "web1", now_s, WHEN);
+    assert_non_null (text);
+    fh_metrics_snapshot_destroy (&snapshot);
+    return text;
+}
+
+/* Checks that text is exactly expected (NULL: nothing), then frees it. */
+static void
+s_expect (char *text, const char *expected, const char *step)
+{
+    if (strcmp (text, expected ? expected : "") != 0)
+        fail_msg ("%s:\n  got      \"%s\"\n  expected \"%s\"", step, text,
+                  expected ? expected : "");
+    free (text);
+}
+
+#define BACKLOG_WARNING                                                                            \
+    "PUTNOTIF severity=warning time=1764300000 host=web1 plugin=fanhub "                           \
+    "plugin_instance=hub1.archive type=queue_length message=\"consumer 'archive': "                \
+    "backlog 10 reached queue.warn_at 10\"\n"
+
+static void
+test_backlog_warns_once_and_rearms_at_half (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (10);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_snapshot (5, 10, 0, "connect", true), 0), NULL, "below");
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 1), BACKLOG_WARNING,
+              "reached");
+    s_expect (s_call (notify, s_snapshot (12, 10, 0, "connect", true), 2), NULL, "above");
+    s_expect (s_call (notify, s_snapshot (5, 10, 0, "connect", true), 3), NULL, "at half");
+    s_expect (s_call (notify, s_snapshot (4, 10, 0, "connect", true), 4),
+              "PUTNOTIF severity=okay time=1764300000 host=web1 plugin=fanhub "
+              "plugin_instance=hub1.archive type=queue_length message=\"consumer 'archive': "
+              "backlog 4 is below half of queue.warn_at 10 again\"\n",
+              "below half");
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 5), BACKLOG_WARNING,
+              "again");
+    /* A reload that sets warn_at to 0 ends the warning; 0 never warns. */
+    char *text = s_call (notify, s_snapshot (500, 0, 0, "connect", true), 6);
+    assert_non_null (strstr (text, "severity=okay"));
+    free (text);
+    s_expect (s_call (notify, s_snapshot (900, 0, 0, "connect", true), 7), NULL, "no warn_at");
+    fh_collectd_notify_destroy (&notify);
+    fh_collectd_notify_destroy (&notify);
+}
+
+static void
+test_stuck_warns_then_okay (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (10);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_snapshot (0, 0, 2, "connect", true), 0),
+              "PUTNOTIF severity=warning time=1764300000 host=web1 plugin=fanhub "
+              "plugin_instance=hub1.archive type=count type_instance=stuck "
+              "message=\"consumer 'archive': 2 worker(s) stuck in consume past "
+              "consume_timeout\"\n",
+              "stuck");
+    s_expect (s_call (notify, s_snapshot (0, 0, 1, "connect", true), 1), NULL, "still stuck");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", true), 2),
+              "PUTNOTIF severity=okay time=1764300000 host=web1 plugin=fanhub "
+              "plugin_instance=hub1.archive type=count type_instance=stuck "
+              "message=\"consumer 'archive': no worker is stuck any more\"\n",
+              "unstuck");
+    fh_collectd_notify_destroy (&notify);
+}
+
+static void
+test_an_endpoint_that_stays_disconnected (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (10);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", false), 100), NULL, "down");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", false), 109.9), NULL, "9.9 s");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", false), 110),
+              "PUTNOTIF severity=warning time=1764300000 host=web1 plugin=fanhub "
+              "plugin_instance=hub1.endpoint_tcp_bus1_9940 type=bool type_instance=connected "
+              "message=\"bus endpoint 'tcp://bus1:9940': not connected for 10 s "
+              "(bus.connect)\"\n",
+              "10 s");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", false), 200), NULL, "still");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", true), 201),
+              "PUTNOTIF severity=okay time=1764300000 host=web1 plugin=fanhub "
+              "plugin_instance=hub1.endpoint_tcp_bus1_9940 type=bool type_instance=connected "
+              "message=\"bus endpoint 'tcp://bus1:9940': connected\"\n",
+              "connected");
+    /* A short drop (a publisher restart) says nothing. */
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", false), 300), NULL, "drop");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "connect", true), 305), NULL, "back");
+    /* A bind endpoint waits for publishers: never a warning. */
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "bind", false), 400), NULL, "bind");
+    s_expect (s_call (notify, s_snapshot (0, 0, 0, "bind", false), 900), NULL, "bind later");
+    fh_collectd_notify_destroy (&notify);
+}
+
+static void
+test_a_lost_batch_is_said_again (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (10);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 0), BACKLOG_WARNING,
+              "warning");
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 1), NULL, "said");
+    fh_collectd_notify_resend (notify);
+    char *text = s_call (notify, s_snapshot (10, 10, 0, "connect", true), 2);
+    /* The warning again, and the stuck condition it spoke of: okay. */
+    assert_non_null (strstr (text, BACKLOG_WARNING));
+    assert_non_null (strstr (text, "severity=okay time=1764300000 host=web1 plugin=fanhub "
+                                   "plugin_instance=hub1.archive type=count type_instance=stuck"));
+    free (text);
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 3), NULL, "once");
+    fh_collectd_notify_destroy (&notify);
+}
+
+/* A consumer a reload removed is forgotten: back, it warns anew. Names
+   are made safe as in PUTVAL; quotes in the message are escaped. */
+static void
+test_forgetting_and_names (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (1);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 0), BACKLOG_WARNING,
+              "warning");
+    fh_metrics_snapshot_t *empty = fh_metrics_snapshot_new ();
+    assert_non_null (empty);
+    s_expect (s_call (notify, empty, 1), NULL, "removed");
+    s_expect (s_call (notify, s_snapshot (10, 10, 0, "connect", true), 2), BACKLOG_WARNING, "back");
+    char *okay = s_call (notify, s_snapshot (0, 10, 0, "connect", true), 3);
+    assert_non_null (strstr (okay, "severity=okay"));
+    free (okay);
+
+    fh_metrics_snapshot_t *odd = s_snapshot (0, 0, 0, "connect", false);
+    free (odd->hub.name);
+    odd->hub.name = NULL;
+    assert_int_equal (fh_metrics_set_text (&odd->endpoints[0].name, "ipc:///run/a \"b\""), 0);
+    char *text = fh_collectd_notify (notify, odd, "my host", 10, 1.5);
+    fh_metrics_snapshot_destroy (&odd);
+    s_expect (text, NULL, "down since 10");
+    odd = s_snapshot (0, 0, 0, "connect", false);
+    free (odd->hub.name);
+    odd->hub.name = NULL;
+    assert_int_equal (fh_metrics_set_text (&odd->endpoints[0].name, "ipc:///run/a \"b\""), 0);
+    text = fh_collectd_notify (notify, odd, "my host", 20, 1.5);
+    fh_metrics_snapshot_destroy (&odd);
+    s_expect (text,
+              "PUTNOTIF severity=warning time=2 host=my_host plugin=fanhub "
+              "plugin_instance=endpoint_ipc_run_a_b_ type=bool type_instance=connected "
+              "message=\"bus endpoint 'ipc:///run/a \\\"b\\\"': not connected for 10 s "
+              "(bus.connect)\"\n",
+              "odd names");
+    fh_collectd_notify_destroy (&notify);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_backlog_warns_once_and_rearms_at_half),
+        cmocka_unit_test (test_stuck_warns_then_okay),
+        cmocka_unit_test (test_an_endpoint_that_stays_disconnected),
+        cmocka_unit_test (test_a_lost_batch_is_said_again),
+        cmocka_unit_test (test_forgetting_and_names),
+    };
+    return cmocka_run_group_tests (tests, NULL, NULL);
+}
