@@ -52,7 +52,10 @@ def test_a_worker_that_never_answers_is_killed_and_its_message_retried():
     recs = wl.records(out)
     wl.check_each_once(recs, range(1, 11))
     hung = [r for r in recs if r["body"]["i"] == 0]
-    assert len(hung) == 1 and hung[0]["attempt"] == 2, hung
+    # Delivered once. Its attempt is 2, or 3 when the hub's expiry of the
+    # open ticket at consume_timeout (issue 28) sent attempt 2 to the hung
+    # process before the plugin killed it, which charges that one too.
+    assert len(hung) == 1 and hung[0]["attempt"] in (2, 3), hung
     wd.cleanup()
 
 
