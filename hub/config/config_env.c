@@ -103,6 +103,12 @@ s_expand_scalar (fh_yaml_t *ctx, yaml_node_t *node)
         else if (i + 1 < len && text[i + 1] == '{') {
             size_t used = 0;
             rc = s_expand_one (text + i, len - i, &buf, &used, name, sizeof name);
+            if (rc == 1) {
+                /* Not a reference (a CURVE key's Z85 text may hold "${"):
+                   kept as written. */
+                rc = s_buf_add (&buf, "$", 1);
+                used = 1;
+            }
             i += used;
         }
         else {

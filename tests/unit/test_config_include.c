@@ -271,19 +271,23 @@ test_env_errors (void **state)
     s_expect_error (f, "fanhub.yaml:3:7: bus.connect[0]: ${FH_TEST_UNSET}: the environment "
                        "variable FH_TEST_UNSET is not set (give a default, "
                        "${FH_TEST_UNSET:-default}, or write $${FH_TEST_UNSET} for the text)");
-    static const char *const bad[] = {"${}", "${1A}", "${A", "${A:-x", "${A-x}", "${A B}"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char text[256], expected[512];
+    /* What is no reference stays as written: a CURVE key's Z85 text may
+       hold "${". */
+    static const char *const literal[] = {"${}", "${1A}", "${A", "${A:-x", "${A-x}", "${A B}",
+                                          "x${/y"};
+    for (size_t i = 0; i < sizeof literal / sizeof literal[0]; i++) {
+        char text[256], err[1024] = "";
         snprintf (text, sizeof text,
                   BUS "consumers:\n  - {name: a, plugin: p,\n"
                       "     options: {k: '%s'}}\n",
-                  bad[i]);
+                  literal[i]);
         s_write (f, "fanhub.yaml", text);
-        snprintf (expected, sizeof expected,
-                  "fanhub.yaml:5:19: consumers[0].options.k: expected ${NAME} or "
-                  "${NAME:-default} (NAME of A-Z a-z 0-9 _, not starting with a digit); "
-                  "write $${ for a literal ${");
-        s_expect_error (f, expected);
+        fh_config_t *lit = s_load (f, err, sizeof err);
+        if (!lit)
+            fail_msg ("'%s' refused: %s", literal[i], err);
+        assert_string_equal (fh_option_scalar (fh_option_get (lit->consumers[0].options, "k")),
+                             literal[i]);
+        fh_config_destroy (&lit);
     }
     /* In a drop-in: its file, line and column. */
     s_write (f, "fanhub.yaml", BUS "include: conf.d/*.yaml\n");
