@@ -96,7 +96,9 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
         snprintf (line, room, "ERROR command of %zu bytes, at most %d", frames[0].size,
                   FH_CONTROL_MAX_COMMAND);
     else if ((s_word (&frames[0], "PING") || s_word (&frames[0], "STATS")
-              || s_word (&frames[0], "METRICS") || s_word (&frames[0], "RELOAD"))
+              || s_word (&frames[0], "METRICS") || s_word (&frames[0], "RELOAD")
+              || s_word (&frames[0], "HEALTH") || s_word (&frames[0], "READY")
+              || s_word (&frames[0], "STATUS"))
              && count > 1)
         snprintf (line, room,
                   "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request is one frame)");
@@ -108,8 +110,10 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
     else if (s_word (&frames[0], "INJECT") && count < 4)
         snprintf (line, room, "ERROR usage: INJECT, consumer, topic, body[, frames...]");
     else if (!s_word (&frames[0], "PING") && !s_word (&frames[0], "STATS")
-             && !s_word (&frames[0], "METRICS") && !s_word (&frames[0], "RELOAD") && !s_word (&frames[0], "EMIT")
-             && !s_word (&frames[0], "INJECT")) {
+             && !s_word (&frames[0], "METRICS") && !s_word (&frames[0], "RELOAD")
+             && !s_word (&frames[0], "EMIT") && !s_word (&frames[0], "INJECT")
+             && !s_word (&frames[0], "HEALTH") && !s_word (&frames[0], "READY")
+             && !s_word (&frames[0], "STATUS")) {
         /* The word: 44 characters shown at most, then "..." if cut. */
         char shown[48];
         size_t n = 0;
@@ -134,10 +138,16 @@ s_check_accepted (const fanhub_bytes_t *frames, size_t count, const fh_control_r
     case FH_CONTROL_STATS:
     case FH_CONTROL_METRICS:
     case FH_CONTROL_RELOAD:
+    case FH_CONTROL_HEALTH:
+    case FH_CONTROL_READY:
+    case FH_CONTROL_STATUS:
         s_check (count == 1, "no-argument command with arguments");
         s_check (s_word (&frames[0], out->kind == FH_CONTROL_PING      ? "PING"
                                      : out->kind == FH_CONTROL_STATS   ? "STATS"
                                      : out->kind == FH_CONTROL_METRICS ? "METRICS"
+                                     : out->kind == FH_CONTROL_HEALTH  ? "HEALTH"
+                                     : out->kind == FH_CONTROL_READY   ? "READY"
+                                     : out->kind == FH_CONTROL_STATUS  ? "STATUS"
                                                                        : "RELOAD"),
                  "kind is not the word");
         s_check (!out->wait && out->timeout_ms == 0 && out->consumer == 0 && out->message == 0,
