@@ -42,7 +42,8 @@ s_buf_add (s_buf_t *buf, const char *data, size_t len)
 }
 
 /* The ${...} at text (text[0] is '$', text[1] '{'), appended to buf;
-   *used is how many bytes it took. 1 on a syntax error, 2 for an unset
+   *used is how many bytes it took. 1 when it is no reference (the caller
+   keeps it as written), 2 for an unset
    NAME, -1 out of memory; name gets NAME for the error. */
 static int
 s_expand_one (const char *text, size_t len, s_buf_t *buf, size_t *used, char *name, size_t namelen)
@@ -124,10 +125,6 @@ s_expand_scalar (fh_yaml_t *ctx, yaml_node_t *node)
         return 0;
     }
     free (buf.data);
-    if (rc == 1)
-        return fh_yaml_error (ctx, node->start_mark,
-                              "expected ${NAME} or ${NAME:-default} (NAME of A-Z a-z 0-9 _, "
-                              "not starting with a digit); write $${ for a literal ${");
     if (rc == 2)
         return fh_yaml_error (ctx, node->start_mark,
                               "${%s}: the environment variable %s is not set (give a default, "

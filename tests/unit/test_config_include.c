@@ -273,8 +273,8 @@ test_env_errors (void **state)
                        "${FH_TEST_UNSET:-default}, or write $${FH_TEST_UNSET} for the text)");
     /* What is no reference stays as written: a CURVE key's Z85 text may
        hold "${". */
-    static const char *const literal[] = {"${}", "${1A}", "${A", "${A:-x", "${A-x}", "${A B}",
-                                          "x${/y"};
+    static const char *const literal[]
+        = {"${}", "${1A}", "${A", "${A:-x", "${A-x}", "${A B}", "x${/y"};
     for (size_t i = 0; i < sizeof literal / sizeof literal[0]; i++) {
         char text[256], err[1024] = "";
         snprintf (text, sizeof text,
