@@ -34,47 +34,47 @@
 typedef struct fh_consumer fh_consumer_t;
 
 typedef struct {
-    uint64_t enqueued;  /* accepted into the queue */
-    uint64_t dropped;   /* lost before the queue: queue full, no memory */
-    uint64_t dequeued;  /* taken from the queue (consume started) */
-    uint64_t completed; /* consume answered FANHUB_OK */
-    uint64_t failed;    /* finished unsuccessfully: FAIL, or RETRY until the
+    uint64_t enqueued;      /* accepted into the queue */
+    uint64_t dropped;       /* lost before the queue: queue full, no memory */
+    uint64_t dequeued;      /* taken from the queue (consume started) */
+    uint64_t completed;     /* consume answered FANHUB_OK */
+    uint64_t failed;        /* finished unsuccessfully: FAIL, or RETRY until the
                            attempts ran out (dead_lettered counts those stored) */
-    uint64_t retried;   /* consume calls after a RETRY answer */
+    uint64_t retried;       /* consume calls after a RETRY answer */
     uint64_t dead_lettered; /* failed messages written to the dead-letter store */
-    uint64_t in_flight; /* dequeued - completed - failed - tickets_abandoned:
+    uint64_t in_flight;     /* dequeued - completed - failed - tickets_abandoned:
                            inside consume, or PENDING */
-    uint64_t backlog;   /* enqueued - dequeued - evicted: accepted, not yet
+    uint64_t backlog;       /* enqueued - dequeued - evicted: accepted, not yet
                            started (spool included) */
-    uint64_t backlog_max; /* the highest backlog since start */
-    uint64_t capacity;  /* queue.capacity */
-    uint64_t stuck;     /* workers inside a consume older than consume_timeout */
+    uint64_t backlog_max;   /* the highest backlog since start */
+    uint64_t capacity;      /* queue.capacity */
+    uint64_t stuck;         /* workers inside a consume older than consume_timeout */
     uint64_t workers;
     /* Pool mode (workers > 1 or coalesce); 0 otherwise. */
-    uint64_t coalesced; /* queued messages replaced by a newer one of their key */
-    uint64_t key_fallback; /* messages whose order_by key could not be read */
-    uint64_t keys_active;  /* keys with messages queued, running or retrying */
-    uint64_t key_backlog_max; /* the most messages one key ever had queued */
-    uint64_t evicted;   /* accepted, then dropped (also in dropped):
+    uint64_t coalesced;           /* queued messages replaced by a newer one of their key */
+    uint64_t key_fallback;        /* messages whose order_by key could not be read */
+    uint64_t keys_active;         /* keys with messages queued, running or retrying */
+    uint64_t key_backlog_max;     /* the most messages one key ever had queued */
+    uint64_t evicted;             /* accepted, then dropped (also in dropped):
                            drop-oldest's queued messages dropped for newer
                            ones; spilled messages the spool could not store */
-    uint64_t spilled;   /* written to the disk spool */
-    uint64_t spool_bytes;   /* on disk, not yet consumed */
-    uint64_t spool_corrupt; /* damaged spool records skipped */
+    uint64_t spilled;             /* written to the disk spool */
+    uint64_t spool_bytes;         /* on disk, not yet consumed */
+    uint64_t spool_corrupt;       /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
     uint64_t spool_lost;          /* spooled records lost (missing segments...) */
-    uint64_t spool_fsyncs;  /* fdatasync calls on spool segments */
-    uint64_t spool_handoff; /* spilled, handed to the spool's writer, not
+    uint64_t spool_fsyncs;        /* fdatasync calls on spool segments */
+    uint64_t spool_handoff;       /* spilled, handed to the spool's writer, not
                                yet written (a crash loses them) */
     /* Told by the plugin (ABI 1.3): */
-    uint64_t restarts;      /* its worker processes started again */
-    uint64_t skipped;       /* messages done without processing */
-    uint64_t plugin_state;  /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
+    uint64_t restarts;          /* its worker processes started again */
+    uint64_t skipped;           /* messages done without processing */
+    uint64_t plugin_state;      /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
     uint64_t tickets_expired;   /* PENDING past consume_timeout: the attempt failed */
     uint64_t completions_late;  /* complete of a void ticket: ignored */
     uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
                                    ran out: never done */
-    uint64_t queue_bytes; /* payload held in memory, not yet started (max_bytes) */
+    uint64_t queue_bytes;       /* payload held in memory, not yet started (max_bytes) */
 } fh_consumer_counts_t;
 
 /* Loads the plugin and calls init. On error NULL, with one line in err
@@ -85,8 +85,8 @@ fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config, size_t index
 /* What fh_consumer_new refuses of a consumer's settings once its plugin is
    loaded (workers: N needs a thread-safe plugin): 0, or -1 with one line
    in err naming the consumer. Acquires nothing; `fanhub check` uses it. */
-int fh_consumer_fits_plugin (const fh_consumer_config_t *config,
-                             const fanhub_consumer_desc_t *desc, char *err, size_t errlen);
+int fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
+                             char *err, size_t errlen);
 /* With a state_dir: opens the consumer's dead-letter store and spool
    (STATE_DIR/NAME); what the spool holds from the last run goes first.
    Before start. -1 with one line in err. */

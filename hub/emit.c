@@ -137,8 +137,7 @@ fh_emit_outcome (fh_emit_t *self, const char *consumer)
 
 void
 fh_emit_each_outcome (fh_emit_t *self,
-                      void (*fn) (const char *consumer, fh_outcome_t outcome, void *arg),
-                      void *arg)
+                      void (*fn) (const char *consumer, fh_outcome_t outcome, void *arg), void *arg)
 {
     pthread_mutex_lock (&self->lock);
     for (size_t i = 0; i < self->count; i++)

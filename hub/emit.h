@@ -18,20 +18,20 @@
 #include <stddef.h>
 
 typedef enum {
-    FH_OUTCOME_NONE = 0,   /* not handed to this consumer (topic not matched) */
-    FH_OUTCOME_PENDING,    /* handed over, not finished */
-    FH_OUTCOME_COMPLETED,  /* consume answered OK */
-    FH_OUTCOME_FAILED,     /* failed, retries used up, or dead-lettered */
-    FH_OUTCOME_DROPPED,    /* never consumed: queue full, or shutdown */
-    FH_OUTCOME_COALESCED,  /* replaced by a newer message of its key */
-    FH_OUTCOME_SPILLED     /* written to the consumer's disk spool */
+    FH_OUTCOME_NONE = 0,  /* not handed to this consumer (topic not matched) */
+    FH_OUTCOME_PENDING,   /* handed over, not finished */
+    FH_OUTCOME_COMPLETED, /* consume answered OK */
+    FH_OUTCOME_FAILED,    /* failed, retries used up, or dead-lettered */
+    FH_OUTCOME_DROPPED,   /* never consumed: queue full, or shutdown */
+    FH_OUTCOME_COALESCED, /* replaced by a newer message of its key */
+    FH_OUTCOME_SPILLED    /* written to the consumer's disk spool */
 } fh_outcome_t;
 
 typedef struct fh_emit fh_emit_t;
 
 /* Told (on whichever thread hands the message over to handled) that a
    waiter is handled; must be quick and must not block. */
-typedef void(fh_emit_notify_fn) (void *arg);
+typedef void (fh_emit_notify_fn) (void *arg);
 
 /* A waiter with two references: the caller's and the message's.
    consumer_count is a hint of how many outcomes to make room for. */

@@ -41,14 +41,14 @@ typedef struct {
     uint64_t received;  /* bus messages read, malformed ones included */
     uint64_t malformed; /* sum of by_reason */
     uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
-    uint64_t unrouted;  /* well-formed, but matched no consumer */
-    uint64_t auth_denied;   /* bus handshakes refused: key, address, mechanism */
-    uint64_t peers_refused; /* bus connections shed above bus.max_peers */
+    uint64_t unrouted;           /* well-formed, but matched no consumer */
+    uint64_t auth_denied;        /* bus handshakes refused: key, address, mechanism */
+    uint64_t peers_refused;      /* bus connections shed above bus.max_peers */
     bool signatures;             /* bus.validate_signatures is on: the two below count */
     uint64_t signatures_checked; /* messages checked */
     uint64_t signature_failed[FH_SIG_REASONS]; /* and failed, by reason */
-    uint64_t control_refused; /* control connections shed (fdlimit.h; the hub's) */
-    bool gap_detection; /* bus.gap_detection is on: the four below count */
+    uint64_t control_refused;                  /* control connections shed (fdlimit.h; the hub's) */
+    bool gap_detection;                        /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;
 
@@ -56,9 +56,9 @@ typedef struct {
    replay), and bus.amqp its deliveries (source_amqp.h): a PUSH socket connected here delivers multipart messages
    [fh_inject_t as bytes, topic, body, more frames...]. */
 typedef struct {
-    fh_emit_t *emit;   /* the waiter the enqueuer reports to (never NULL) */
-    bool only;         /* to the consumer fh_emit_target names, only */
-    bool source;       /* from an input of its own (bus.amqp): counted as
+    fh_emit_t *emit; /* the waiter the enqueuer reports to (never NULL) */
+    bool only;       /* to the consumer fh_emit_target names, only */
+    bool source;     /* from an input of its own (bus.amqp): counted as
                           received, not published on bus.publish */
 } fh_inject_t;
 const char *fh_enqueuer_inject_endpoint (fh_enqueuer_t *self);
@@ -70,8 +70,8 @@ const char *fh_malformed_reason_name (fh_malformed_reason_t reason);
    (an endpoint cannot be bound, say) returns NULL with one line in err.
    The consumers must outlive the enqueuer. */
 fh_enqueuer_t *fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger,
-                                fh_consumer_t **consumers, size_t consumer_count,
-                                char *err, size_t errlen);
+                                fh_consumer_t **consumers, size_t consumer_count, char *err,
+                                size_t errlen);
 /* Stops receiving and closes the socket; the counters stay readable.
    Safe twice. */
 void fh_enqueuer_stop (fh_enqueuer_t *self);

@@ -81,8 +81,7 @@ static s_slot_t *
 s_find (s_slot_t *slots, size_t count, const void *key, size_t size)
 {
     size_t i = (size_t) s_hash (key, size) & (count - 1);
-    while (slots[i].key
-           && !(slots[i].key_size == size && memcmp (slots[i].key, key, size) == 0))
+    while (slots[i].key && !(slots[i].key_size == size && memcmp (slots[i].key, key, size) == 0))
         i = (i + 1) & (count - 1);
     return &slots[i];
 }
@@ -109,7 +108,8 @@ static inline void
 s_add (atomic_uint_fast64_t *counter, uint64_t n)
 {
     uint64_t now = atomic_load_explicit (counter, memory_order_relaxed);
-    uint64_t room = (uint64_t) INT64_MAX - (now < (uint64_t) INT64_MAX ? now : (uint64_t) INT64_MAX);
+    uint64_t room = (uint64_t) INT64_MAX
+                    - (now < (uint64_t) INT64_MAX ? now : (uint64_t) INT64_MAX);
     atomic_store_explicit (counter, now + (n < room ? n : room), memory_order_relaxed);
 }
 
@@ -161,7 +161,7 @@ fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void
                     token[n++] = *p;
             }
             token[n] = '\0';
-            value = json_is_object (value) ? json_object_get (value, token)
+            value = json_is_object (value)  ? json_object_get (value, token)
                     : json_is_array (value) ? json_array_get (value, strtoul (token, NULL, 10))
                                             : NULL;
         }

@@ -51,12 +51,12 @@ struct fh_hub {
        lock; a reload or a lifecycle step changes them under it. */
     pthread_mutex_t lock;
     uint64_t generation;
-    uint64_t reload_attempts;   /* under lock: reloads tried so far */
-    atomic_uint_fast64_t control_denied; /* control_curve handshakes refused */
+    uint64_t reload_attempts;             /* under lock: reloads tried so far */
+    atomic_uint_fast64_t control_denied;  /* control_curve handshakes refused */
     atomic_uint_fast64_t control_refused; /* control connections shed */
-    uint64_t reloads_started;   /* under lock: ... and started */
-    char reload_result[512];    /* under lock: "OK ..." or "ERROR ..." */
-    char loading[512];          /* under lock: the plugin a reload loads now */
+    uint64_t reloads_started;             /* under lock: ... and started */
+    char reload_result[512];              /* under lock: "OK ..." or "ERROR ..." */
+    char loading[512];                    /* under lock: the plugin a reload loads now */
 };
 
 static s_config_ref_t *
@@ -102,8 +102,7 @@ s_trigger_add (fh_trigger_t *trigger, size_t index, const fh_consumer_config_t *
 }
 
 fh_hub_t *
-fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err,
-            size_t errlen)
+fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t errlen)
 {
     fh_hub_t *self = calloc (1, sizeof *self);
     if (!self) {
@@ -327,8 +326,8 @@ s_note_loading (fh_hub_t *self, const fh_consumer_config_t *consumer)
 {
     pthread_mutex_lock (&self->lock);
     if (consumer)
-        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s",
-                  consumer->name, consumer->plugin);
+        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s", consumer->name,
+                  consumer->plugin);
     else
         self->loading[0] = '\0';
     pthread_mutex_unlock (&self->lock);
@@ -390,7 +389,8 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             s_note_loading (self, NULL);
             if (!r->consumers[i])
                 return -1;
-            fh_consumer_set_ticket_grace (r->consumers[i], r->config->shutdown_timeout_ms * 1000000);
+            fh_consumer_set_ticket_grace (r->consumers[i],
+                                          r->config->shutdown_timeout_ms * 1000000);
             r->fresh[i] = true;
             /* A replacement opens its state (the spool its predecessor
                holds) when it starts, after the predecessor is gone. */
@@ -447,8 +447,8 @@ static void
 s_reload_commit (fh_hub_t *self, s_reload_t *r)
 {
     pthread_mutex_lock (&self->lock);
-    fh_lineage_t **gone = realloc (self->gone, (self->gone_count + self->consumer_count + 1)
-                                                   * sizeof *gone);
+    fh_lineage_t **gone
+        = realloc (self->gone, (self->gone_count + self->consumer_count + 1) * sizeof *gone);
     assert (gone); /* a few pointers: treated as fatal */
     self->gone = gone;
     for (size_t j = 0; j < self->consumer_count; j++)
@@ -466,7 +466,8 @@ s_reload_commit (fh_hub_t *self, s_reload_t *r)
         r->lines[i] = self->lines[r->was[i]];
         if (r->fresh[i]) {
             fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
-                     "old one has consumed what it holds", fh_lineage_name (r->lines[i]));
+                     "old one has consumed what it holds",
+                     fh_lineage_name (r->lines[i]));
             int replaced = fh_lineage_replace (r->lines[i], r->consumers[i], r->config,
                                                s_config_ref_take (r->ref));
             assert (replaced == 0); /* a few pointers: treated as fatal */
@@ -813,8 +814,8 @@ fh_hub_log_counts (fh_hub_t *self)
     if (used && used < sizeof reasons - 1)
         strcat (reasons, ")");
     fh_info ("hub: received %llu, malformed %llu%s, unrouted %llu",
-             (unsigned long long) hub.received, (unsigned long long) hub.malformed,
-             reasons, (unsigned long long) hub.unrouted);
+             (unsigned long long) hub.received, (unsigned long long) hub.malformed, reasons,
+             (unsigned long long) hub.unrouted);
     if (hub.signatures)
         s_log_signatures (&hub);
     for (size_t i = 0; i < self->consumer_count; i++) {
@@ -825,7 +826,6 @@ fh_hub_log_counts (fh_hub_t *self)
                 "dropped %llu (queue full), unconsumed %llu",
                 fh_lineage_name (self->lines[i]), (unsigned long long) c.enqueued,
                 (unsigned long long) c.completed, (unsigned long long) c.failed,
-                (unsigned long long) c.dropped,
-                (unsigned long long) c.backlog);
+                (unsigned long long) c.dropped, (unsigned long long) c.backlog);
     }
 }

@@ -28,8 +28,7 @@
 typedef struct fh_hub fh_hub_t;
 
 /* config must outlive the hub. NULL on error, with one line in err. */
-fh_hub_t *fh_hub_new (const fh_config_t *config, const char *plugin_dir,
-                      char *err, size_t errlen);
+fh_hub_t *fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t errlen);
 /* Joins consumer threads (the hub must be stopped and drained if it was
    started), calls fini, unloads plugins. Safe with NULL and twice. */
 void fh_hub_destroy (fh_hub_t **self_p);
@@ -87,8 +86,7 @@ void fh_hub_abandon (fh_hub_t *self, const char *why);
 /* Under the lock: the figures of consumer `index` summed over all its
    instances, gone ones included (monotonic across reloads). */
 void fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t *out);
-void fh_hub_consumer_latency (fh_hub_t *self, size_t index,
-                              fh_histogram_snapshot_t *queue_wait,
+void fh_hub_consumer_latency (fh_hub_t *self, size_t index, fh_histogram_snapshot_t *queue_wait,
                               fh_histogram_snapshot_t *processing);
 /* Main thread (it owns the lineages: no lock), once a second: stuck
    checks and spool ticks (fsync) of every running instance, leaving ones

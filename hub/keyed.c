@@ -45,25 +45,25 @@ struct s_node {
 };
 
 typedef enum {
-    S_READY,   /* in the ready ring */
-    S_BUSY,    /* a message taken; in neither ring nor heap */
-    S_DELAYED  /* in the heap until not_before */
+    S_READY,  /* in the ready ring */
+    S_BUSY,   /* a message taken; in neither ring nor heap */
+    S_DELAYED /* in the heap until not_before */
 } s_state_t;
 
 struct fh_keyed_slot {
     fh_keyed_slot_t *chain;      /* next in its bucket, or in the spares */
     fh_keyed_slot_t *ready_next; /* next in the ready ring */
     uint64_t hash;
-    s_node_t *head, *tail;       /* queued messages, oldest first */
-    s_node_t *running;           /* the taken message, while S_BUSY */
+    s_node_t *head, *tail; /* queued messages, oldest first */
+    s_node_t *running;     /* the taken message, while S_BUSY */
     size_t queued;
-    int64_t not_before;          /* while S_DELAYED */
-    uint64_t delay_order;        /* FIFO among equal not_before */
-    unsigned retries;            /* of the message at head or running */
+    int64_t not_before;   /* while S_DELAYED */
+    uint64_t delay_order; /* FIFO among equal not_before */
+    unsigned retries;     /* of the message at head or running */
     s_state_t state;
-    bool head_retried;           /* head was started before: never coalesced */
+    bool head_retried; /* head was started before: never coalesced */
     size_t key_size;
-    unsigned char *key;          /* key_inline, or its own allocation */
+    unsigned char *key; /* key_inline, or its own allocation */
     unsigned char key_inline[KEY_INLINE];
 };
 
@@ -101,12 +101,22 @@ struct fh_keyed {
    key is random, so the result need not be the same across hosts and the
    message words are read in host order. */
 #define S_ROTL(x, b) (uint64_t) (((x) << (b)) | ((x) >> (64 - (b))))
-#define S_SIPROUND                                                            \
-    do {                                                                      \
-        v0 += v1; v1 = S_ROTL (v1, 13); v1 ^= v0; v0 = S_ROTL (v0, 32);      \
-        v2 += v3; v3 = S_ROTL (v3, 16); v3 ^= v2;                             \
-        v0 += v3; v3 = S_ROTL (v3, 21); v3 ^= v0;                             \
-        v2 += v1; v1 = S_ROTL (v1, 17); v1 ^= v2; v2 = S_ROTL (v2, 32);      \
+#define S_SIPROUND                                                                                 \
+    do {                                                                                           \
+        v0 += v1;                                                                                  \
+        v1 = S_ROTL (v1, 13);                                                                      \
+        v1 ^= v0;                                                                                  \
+        v0 = S_ROTL (v0, 32);                                                                      \
+        v2 += v3;                                                                                  \
+        v3 = S_ROTL (v3, 16);                                                                      \
+        v3 ^= v2;                                                                                  \
+        v0 += v3;                                                                                  \
+        v3 = S_ROTL (v3, 21);                                                                      \
+        v3 ^= v0;                                                                                  \
+        v2 += v1;                                                                                  \
+        v1 = S_ROTL (v1, 17);                                                                      \
+        v1 ^= v2;                                                                                  \
+        v2 = S_ROTL (v2, 32);                                                                      \
     } while (0)
 
 static uint64_t
@@ -512,8 +522,7 @@ fh_keyed_push (fh_keyed_t *self, const void *key, size_t key_size, fh_msg_t *msg
 }
 
 fh_msg_t *
-fh_keyed_take (fh_keyed_t *self, int64_t now_ns, fh_keyed_slot_t **slot,
-               int64_t *next_due_ns)
+fh_keyed_take (fh_keyed_t *self, int64_t now_ns, fh_keyed_slot_t **slot, int64_t *next_due_ns)
 {
     while (self->heap_count && self->heap[0]->not_before <= now_ns)
         s_ready_push (self, s_heap_pop (self));

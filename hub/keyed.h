@@ -64,7 +64,7 @@ typedef struct fh_keyed_slot fh_keyed_slot_t;
 fh_keyed_t *fh_keyed_new (bool coalesce);
 /* What the owner does with a message handed back by purge or destroy
    (fh_msg_release with the worker's fh_handled_t, typically). */
-typedef void(fh_keyed_release_fn) (fh_msg_t *msg, void *arg);
+typedef void (fh_keyed_release_fn) (fh_msg_t *msg, void *arg);
 
 /* Frees it, handing every queued message (retried ones included) to
    release (with arg), unless release is NULL. Messages taken and not yet done belong

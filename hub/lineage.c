@@ -39,8 +39,8 @@ struct fh_lineage {
     s_instance_t *instances; /* oldest first */
     size_t count, room;
     bool removed;
-    bool closed; /* the newest gets no more: shutdown, or removed */
-    bool finishing; /* shutdown, drained: the last instance goes too */
+    bool closed;           /* the newest gets no more: shutdown, or removed */
+    bool finishing;        /* shutdown, drained: the last instance goes too */
     s_leaving_t **leaving; /* being torn down, on threads of their own */
     size_t leaving_count;
     void (*release) (fh_lineage_tag_t);
@@ -70,8 +70,8 @@ fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, fh_lineage_tag_
         self->gone_end_to_end = calloc (1, sizeof *self->gone_end_to_end);
         self->scratch = malloc (sizeof *self->scratch);
     }
-    if (!self || !self->name || !self->instances || !self->gone_queue_wait
-        || !self->gone_processing || !self->gone_end_to_end || !self->scratch) {
+    if (!self || !self->name || !self->instances || !self->gone_queue_wait || !self->gone_processing
+        || !self->gone_end_to_end || !self->scratch) {
         fh_lineage_destroy (&self);
         fh_consumer_destroy (&first);
         if (release)
@@ -158,8 +158,7 @@ s_reap (fh_lineage_t *self)
             leaving->warned = true;
             fh_warning ("consumer '%s': an instance that ended is not destroyed after %lld s: "
                         "the fini of plugin %s has not returned; the hub goes on without it",
-                        self->name, (long long) (TEARDOWN_WARN_NS / 1000000000),
-                        leaving->plugin);
+                        self->name, (long long) (TEARDOWN_WARN_NS / 1000000000), leaving->plugin);
         }
         self->leaving[left++] = leaving;
     }
@@ -384,7 +383,8 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
             pthread_mutex_unlock (lock);
             if (rc != 0)
                 fh_error ("consumer '%s': an instance cannot start: %s; the messages it "
-                          "holds are released", self->name, err);
+                          "holds are released",
+                          self->name, err);
             else {
                 fh_info ("consumer '%s': the new instance runs", self->name);
                 break;
@@ -438,7 +438,8 @@ fh_lineage_abandon (fh_lineage_t *self, const char *why)
             fh_consumer_counts (instance->consumer, &c);
             if (c.backlog)
                 fh_error ("consumer '%s': a new instance never started (%s): %llu messages "
-                          "unconsumed", self->name, why, (unsigned long long) c.backlog);
+                          "unconsumed",
+                          self->name, why, (unsigned long long) c.backlog);
             continue;
         }
         if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
@@ -452,8 +453,7 @@ fh_lineage_abandon (fh_lineage_t *self, const char *why)
 }
 
 void
-fh_lineage_each_started (fh_lineage_t *self, void (*fn) (fh_consumer_t *, int64_t),
-                         int64_t now_ns)
+fh_lineage_each_started (fh_lineage_t *self, void (*fn) (fh_consumer_t *, int64_t), int64_t now_ns)
 {
     for (size_t i = 0; i < self->count; i++)
         if (self->instances[i].stage == FH_STAGE_RUNNING
@@ -515,8 +515,8 @@ fh_lineage_handled (fh_lineage_t *self, fh_histogram_snapshot_t *end_to_end)
     if (end_to_end)
         *end_to_end = *self->gone_end_to_end;
     for (size_t i = 0; i < self->count; i++) {
-        handled += fh_consumer_handled (self->instances[i].consumer,
-                                        end_to_end ? self->scratch : NULL);
+        handled
+            += fh_consumer_handled (self->instances[i].consumer, end_to_end ? self->scratch : NULL);
         if (end_to_end)
             fh_histogram_add (end_to_end, self->scratch);
     }

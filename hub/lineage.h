@@ -39,18 +39,13 @@ typedef struct fh_lineage fh_lineage_t;
    configuration), handed back to `release` when the instance is gone. */
 typedef void *fh_lineage_tag_t;
 
-typedef enum {
-    FH_STAGE_WAITING,
-    FH_STAGE_RUNNING,
-    FH_STAGE_DRAINING,
-    FH_STAGE_STOPPED
-} fh_stage_t;
+typedef enum { FH_STAGE_WAITING, FH_STAGE_RUNNING, FH_STAGE_DRAINING, FH_STAGE_STOPPED } fh_stage_t;
 
 /* Takes first (made, not started, from config, which must live as long
    as the instance: tag is what keeps it, released with the instance).
    NULL when out of memory (first is destroyed, its tag released). */
-fh_lineage_t *fh_lineage_new (fh_consumer_t *first, const fh_config_t *config,
-                              fh_lineage_tag_t tag, void (*release) (fh_lineage_tag_t));
+fh_lineage_t *fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, fh_lineage_tag_t tag,
+                              void (*release) (fh_lineage_tag_t));
 /* Destroys every instance (their threads must have ended or been
    abandoned). Safe with NULL and twice. */
 void fh_lineage_destroy (fh_lineage_t **self_p);

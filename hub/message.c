@@ -30,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CACHE_CLASSES 2   /* messages of 2 and of 3 frames */
-#define CACHE_MAX 16384   /* released messages kept per class */
+#define CACHE_CLASSES 2 /* messages of 2 and of 3 frames */
+#define CACHE_MAX 16384 /* released messages kept per class */
 
 static _Atomic (fh_msg_t *) s_released[CACHE_CLASSES];
 static atomic_size_t s_released_count[CACHE_CLASSES];
@@ -43,11 +43,11 @@ static _Thread_local fh_msg_t *s_private[CACHE_CLASSES];
 #define BLOCK_SPARE 8 /* blocks kept for reuse (2 MiB) */
 
 typedef struct s_block {
-    atomic_size_t alive;   /* deferrals not carved or not released, plus
+    atomic_size_t alive;  /* deferrals not carved or not released, plus
                               the carver's hold */
-    size_t carved;         /* deferrals handed out (the carving thread's) */
-    struct s_block *next;  /* on the spare list */
-    _Alignas (fh_deferral_t) unsigned char first[];
+    size_t carved;        /* deferrals handed out (the carving thread's) */
+    struct s_block *next; /* on the spare list */
+    _Alignas(fh_deferral_t) unsigned char first[];
 } s_block_t;
 
 #define BLOCK_DEFERRALS ((BLOCK_BYTES - sizeof (s_block_t)) / sizeof (fh_deferral_t))
@@ -115,8 +115,9 @@ static bool
 s_cache_put (fh_msg_t *self)
 {
     int class = s_class (self->frame_count);
-    if (class < 0 || atomic_fetch_add_explicit (&s_released_count[class], 1,
-                                                memory_order_relaxed) >= CACHE_MAX)
+    if (class < 0
+        || atomic_fetch_add_explicit (&s_released_count[class], 1, memory_order_relaxed)
+               >= CACHE_MAX)
         return false;
     fh_msg_t *top = atomic_load_explicit (&s_released[class], memory_order_relaxed);
     do
@@ -219,7 +220,7 @@ fh_msg_cache_drain (void)
         free (spare);
         spare = next;
     }
-    for (int class = 0; class < CACHE_CLASSES; class++) {
+    for (int class = 0; class < CACHE_CLASSES; class ++) {
         s_free_list (s_private[class]);
         s_private[class] = NULL;
         s_free_list (atomic_exchange_explicit (&s_released[class], NULL, memory_order_acquire));

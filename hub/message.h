@@ -26,16 +26,16 @@ typedef struct fh_emit fh_emit_t; /* someone waiting for this message (emit.h) *
    owes its completion (the handled count, the emit waiter) until the
    original and every spooled copy of it are released. */
 typedef struct {
-    atomic_uint refs;     /* the original, plus each copy not yet done */
-    fh_emit_t *emit;      /* taken from the original, or NULL */
+    atomic_uint refs; /* the original, plus each copy not yet done */
+    fh_emit_t *emit;  /* taken from the original, or NULL */
     int64_t received_ns;
 } fh_deferral_t;
 
 struct fanhub_msg {
-    atomic_uint holders;     /* consumers that have not released it */
-    uint32_t frame_count;    /* >= 2: topic, body, extra frames */
-    uint64_t seq;            /* hub sequence number, from 1 */
-    int64_t received_ns;     /* CLOCK_MONOTONIC at receipt */
+    atomic_uint holders;  /* consumers that have not released it */
+    uint32_t frame_count; /* >= 2: topic, body, extra frames */
+    uint64_t seq;         /* hub sequence number, from 1 */
+    int64_t received_ns;  /* CLOCK_MONOTONIC at receipt */
     union {
         fh_emit_t *emit;     /* NULL, or told when the message is handled */
         fh_msg_t *next_free; /* released to the cache (message.c) */
@@ -64,14 +64,12 @@ void fh_handled_init (fh_handled_t *self);
 /* Takes the content of frames[0..count-1] (they are left empty, still to
    be closed by the caller) into a new message with holders = 0. NULL when
    out of memory. */
-fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq,
-                      int64_t received_ns);
+fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns);
 /* The same, for the one thread that makes bus messages (the enqueuer):
    the memory comes from messages released before, by any thread, rather
    than from malloc; a malloc and a cross-thread free per message cost
    more than the rest of the hand-off. */
-fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq,
-                             int64_t received_ns);
+fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns);
 /* Frees what the cache holds: the calling thread's share, and what was
    released to it. Once no message is alive (at the end of a hub). */
 void fh_msg_cache_drain (void);

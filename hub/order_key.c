@@ -27,7 +27,7 @@
 typedef struct {
     const char *text; /* unescaped, inside fh_order_key.texts */
     size_t size;
-    bool is_index;    /* "0" or [1-9][0-9]*, small enough for size_t */
+    bool is_index; /* "0" or [1-9][0-9]*, small enough for size_t */
     size_t index;
 } s_token_t;
 
@@ -152,8 +152,8 @@ fh_order_key_parse (const char *spec, char *err, size_t errlen)
     if (S_NAME_IS ("topic") || S_NAME_IS ("none")) {
         self->kind = S_NAME_IS ("topic") ? FH_ORDER_TOPIC : FH_ORDER_NONE;
         if (colon) {
-            snprintf (err, errlen, "order_by: '%s': %.*s takes no argument", spec,
-                      (int) name_size, name);
+            snprintf (err, errlen, "order_by: '%s': %.*s takes no argument", spec, (int) name_size,
+                      name);
             goto fail;
         }
     }
@@ -326,8 +326,7 @@ s_json (const fh_order_key_t *self, const fh_msg_t *msg, char *buf, size_t *len)
 }
 
 bool
-fh_order_key_extract (const fh_order_key_t *self, const fh_msg_t *msg, char *buf,
-                      size_t *len)
+fh_order_key_extract (const fh_order_key_t *self, const fh_msg_t *msg, char *buf, size_t *len)
 {
     assert (*len >= FH_ORDER_KEY_MAX);
     bool found = true;
@@ -360,9 +359,7 @@ fh_order_key_extract (const fh_order_key_t *self, const fh_msg_t *msg, char *buf
         }
         break;
     }
-    case FH_ORDER_JSON:
-        found = s_json (self, msg, buf, len);
-        break;
+    case FH_ORDER_JSON: found = s_json (self, msg, buf, len); break;
     }
     if (!found)
         *len = 0;

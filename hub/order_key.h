@@ -86,7 +86,6 @@ unsigned fh_order_key_index (const fh_order_key_t *self);
    (at least FH_ORDER_KEY_MAX), and its length into *len. Returns true;
    or false when the key cannot be extracted, with *len = 0: the fallback
    key "", to be counted by the caller. */
-bool fh_order_key_extract (const fh_order_key_t *self, const fh_msg_t *msg, char *buf,
-                           size_t *len);
+bool fh_order_key_extract (const fh_order_key_t *self, const fh_msg_t *msg, char *buf, size_t *len);
 
 #endif

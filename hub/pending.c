@@ -32,7 +32,7 @@ struct fh_pending {
     s_entry_t *entries;
     size_t *free_list; /* a stack of free indices */
     size_t free_count;
-    size_t *done;      /* a FIFO of done indices */
+    size_t *done; /* a FIFO of done indices */
     size_t done_head, done_count;
     uint64_t serial;
     fh_pending_wake_fn *wake;
@@ -78,8 +78,7 @@ fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg)
 }
 
 void
-fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void *arg),
-                    void *arg)
+fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void *arg), void *arg)
 {
     fh_pending_t *self = *self_p;
     if (!self)
@@ -173,8 +172,8 @@ fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket)
                 if (self->done[at] != index)
                     continue;
                 for (size_t j = i; j + 1 < self->done_count; j++)
-                    self->done[(self->done_head + j) % self->capacity] =
-                        self->done[(self->done_head + j + 1) % self->capacity];
+                    self->done[(self->done_head + j) % self->capacity]
+                        = self->done[(self->done_head + j + 1) % self->capacity];
                 self->done_count--;
                 break;
             }
@@ -225,8 +224,8 @@ fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_r
     free (entry->item.reason);
     entry->item.reason = copy;
     entry->state = S_DONE;
-    self->done[(self->done_head + self->done_count) % self->capacity] =
-        (size_t) (entry - self->entries);
+    self->done[(self->done_head + self->done_count) % self->capacity]
+        = (size_t) (entry - self->entries);
     self->done_count++;
     pthread_cond_broadcast (&self->done_cond);
     pthread_mutex_unlock (&self->lock);
@@ -280,8 +279,8 @@ fh_pending_done_count (fh_pending_t *self)
 bool
 fh_pending_wait (fh_pending_t *self, int64_t deadline_ns)
 {
-    struct timespec until = {(time_t) (deadline_ns / 1000000000),
-                             (long) (deadline_ns % 1000000000)};
+    struct timespec until
+        = {(time_t) (deadline_ns / 1000000000), (long) (deadline_ns % 1000000000)};
     pthread_mutex_lock (&self->lock);
     int rc = 0;
     while (self->done_count == 0 && rc != ETIMEDOUT)

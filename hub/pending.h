@@ -32,17 +32,17 @@
 typedef struct fh_pending fh_pending_t;
 
 /* Told that an entry is done (called without the module's lock). */
-typedef void(fh_pending_wake_fn) (void *arg);
+typedef void (fh_pending_wake_fn) (void *arg);
 
 /* What a worker keeps about one message between consume calls. */
 typedef struct {
     fh_msg_t *msg;
-    void *slot;          /* the pool's scheduler slot, or NULL */
-    uint32_t attempts;   /* consume calls so far, this one included */
-    int64_t first_ns;    /* start of the first attempt */
-    int64_t started_ns;  /* start of the attempt now open */
+    void *slot;             /* the pool's scheduler slot, or NULL */
+    uint32_t attempts;      /* consume calls so far, this one included */
+    int64_t first_ns;       /* start of the first attempt */
+    int64_t started_ns;     /* start of the attempt now open */
     fanhub_result_t result; /* set by complete */
-    char *reason;        /* set by complete with a reason (ABI 1.3): malloc'd,
+    char *reason;           /* set by complete with a reason (ABI 1.3): malloc'd,
                             the taker of the item frees it */
     bool expired;           /* by fh_pending_expire, not by the plugin */
 } fh_pending_item_t;
@@ -75,8 +75,8 @@ uint32_t fh_pending_current_attempt (const fh_msg_t *msg);
 int fh_pending_complete (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result);
 /* The same with the plugin's reason for a RETRY or FAIL (NULL or "" for
    none; copied, one line, cut at 255 bytes). -1 also when out of memory. */
-int fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket,
-                                fanhub_result_t result, const char *reason);
+int fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                                const char *reason);
 
 /* Takes the oldest completed entry into *out and frees it: true; false
    when none is done. */

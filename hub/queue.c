@@ -51,12 +51,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define SIGNAL_EVERY 32 /* pushes between looks for a sleeping consumer */
+#define SIGNAL_EVERY 32  /* pushes between looks for a sleeping consumer */
 #define INITIAL_SLOTS 64 /* a new queue's ring: 512 bytes */
 
 typedef struct s_ring {
-    size_t mask;              /* slots - 1 */
-    struct s_ring *retired;   /* older rings, waiting to be freed */
+    size_t mask;            /* slots - 1 */
+    struct s_ring *retired; /* older rings, waiting to be freed */
     _Atomic (fh_msg_t *) slots[];
 } s_ring_t;
 
@@ -69,23 +69,23 @@ struct fh_queue {
     size_t room;        /* the ring's slots or the capacity, the lesser */
     /* Written by the consumer. */
     alignas (FH_CACHE_LINE) atomic_size_t head;
-    size_t tail_seen;    /* the consumer's last look at tail */
-    s_ring_t *ring_used; /* the ring the consumer reads */
+    size_t tail_seen;                /* the consumer's last look at tail */
+    s_ring_t *ring_used;             /* the ring the consumer reads */
     _Atomic (s_ring_t *) ring_acked; /* ring_used, for the producer */
     /* Set once, or rarely written. */
     alignas (FH_CACHE_LINE) size_t capacity;
     size_t max_slots; /* the least power of two >= capacity */
     size_t signal_every;
     _Atomic (s_ring_t *) ring; /* replaced only by the producer */
-    atomic_bool sleeping; /* the consumer parks, or is about to */
-    atomic_uint wake_seq; /* the futex word: one more per wake-up */
+    atomic_bool sleeping;      /* the consumer parks, or is about to */
+    atomic_uint wake_seq;      /* the futex word: one more per wake-up */
     atomic_bool closed;
-    atomic_uint kicks;    /* fh_queue_kick: wake-ups without a push */
-    bool evictable;       /* pops compare-and-swap the head */
+    atomic_uint kicks; /* fh_queue_kick: wake-ups without a push */
+    bool evictable;    /* pops compare-and-swap the head */
 };
 
 /* The futex word is a plain 32-bit integer to the kernel. */
-_Static_assert (sizeof (atomic_uint) == sizeof (uint32_t), "atomic_uint is the futex word");
+_Static_assert(sizeof (atomic_uint) == sizeof (uint32_t), "atomic_uint is the futex word");
 
 static s_ring_t *
 s_ring_new (size_t slots)
@@ -135,10 +135,10 @@ s_grow (fh_queue_t *self, size_t tail)
     if (!ring)
         return false;
     for (size_t i = self->head_seen; i != tail; i++)
-        atomic_store_explicit (&ring->slots[i & ring->mask],
-                               atomic_load_explicit (&old->slots[i & old->mask],
-                                                     memory_order_relaxed),
-                               memory_order_relaxed);
+        atomic_store_explicit (
+            &ring->slots[i & ring->mask],
+            atomic_load_explicit (&old->slots[i & old->mask], memory_order_relaxed),
+            memory_order_relaxed);
     old->retired = self->retired;
     self->retired = old;
     atomic_store_explicit (&self->ring, ring, memory_order_release);
@@ -233,8 +233,7 @@ static void
 s_futex_wake (fh_queue_t *self, int waiters)
 {
     atomic_fetch_add_explicit (&self->wake_seq, 1, memory_order_release);
-    syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAKE_PRIVATE, waiters, NULL,
-             NULL, 0);
+    syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAKE_PRIVATE, waiters, NULL, NULL, 0);
 }
 
 /* Waker, after publishing its news: wakes the consumer if it parks. The
@@ -311,8 +310,8 @@ fh_queue_pop (fh_queue_t *self)
                 return NULL;
         }
         s_ring_t *ring = s_consumer_ring (self);
-        fh_msg_t *msg = atomic_load_explicit (&ring->slots[head & ring->mask],
-                                              memory_order_relaxed);
+        fh_msg_t *msg
+            = atomic_load_explicit (&ring->slots[head & ring->mask], memory_order_relaxed);
         if (!self->evictable) {
             atomic_store_explicit (&self->head, head + 1, memory_order_release);
             return msg;
@@ -332,8 +331,8 @@ fh_queue_evict (fh_queue_t *self)
     size_t head = atomic_load_explicit (&self->head, memory_order_acquire);
     s_ring_t *ring = atomic_load_explicit (&self->ring, memory_order_relaxed);
     while (head != tail) {
-        fh_msg_t *msg = atomic_load_explicit (&ring->slots[head & ring->mask],
-                                              memory_order_relaxed);
+        fh_msg_t *msg
+            = atomic_load_explicit (&ring->slots[head & ring->mask], memory_order_relaxed);
         if (atomic_compare_exchange_weak_explicit (&self->head, &head, head + 1,
                                                    memory_order_acq_rel, memory_order_acquire)) {
             self->head_seen = head + 1;
@@ -394,8 +393,8 @@ fh_queue_wait_since (fh_queue_t *self, unsigned kicks)
         if (s_nothing_new (self, head, kicks))
             /* Returns at once when wake_seq moved since it was read; a
                spurious return (a signal) just goes round again. */
-            syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL,
-                     NULL, 0);
+            syscall (SYS_futex, (uint32_t *) &self->wake_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL,
+                     0);
         atomic_store_explicit (&self->sleeping, false, memory_order_relaxed);
         /* An eviction moves head: compare against the current one. */
         head = atomic_load_explicit (&self->head, memory_order_acquire);

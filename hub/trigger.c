@@ -35,9 +35,9 @@ struct s_node {
     uint8_t *edge_bytes; /* child i is reached by edge_bytes[i] */
     s_node_t **children;
     size_t child_count;
-    s_idlist_t prefix;   /* consumers with a prefix pattern ending here */
-    s_idlist_t exact;    /* consumers with an exact pattern ending here */
-    s_idlist_t globs;    /* indices into fh_trigger_t.globs */
+    s_idlist_t prefix; /* consumers with a prefix pattern ending here */
+    s_idlist_t exact;  /* consumers with an exact pattern ending here */
+    s_idlist_t globs;  /* indices into fh_trigger_t.globs */
 };
 
 /* A glob cut at its first and last '*': head * middle * tail, where the
@@ -53,7 +53,7 @@ typedef struct {
     size_t head_len;
     const char *middle; /* between the first and the last '*' */
     size_t middle_len;
-    const char *tail;   /* after the last '*' */
+    const char *tail; /* after the last '*' */
     size_t tail_len;
 } s_glob_parts_t;
 
@@ -72,23 +72,23 @@ typedef struct {
     uint32_t count;
 } s_memo_slot_t;
 
-#define MEMO_SLOTS 4096               /* a power of two; at most half in use */
-#define MEMO_BYTES (256 * 1024)       /* the ids and topics of all entries */
+#define MEMO_SLOTS 4096                  /* a power of two; at most half in use */
+#define MEMO_BYTES (256 * 1024)          /* the ids and topics of all entries */
 #define MEMO_ENTRY_MAX (MEMO_BYTES / 16) /* a larger answer is not kept */
 #define MEMO_AFTER 64 /* lookups with globs before the memo is worth its memory */
 
 static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
-static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts,
-                          const uint8_t *text, size_t size, size_t known);
+static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text,
+                          size_t size, size_t known);
 
 struct fh_trigger {
     size_t consumer_count;
     s_node_t *root;
     s_glob_t *globs;
     size_t glob_count;
-    char **subscriptions;   /* what a SUB socket must subscribe to */
+    char **subscriptions; /* what a SUB socket must subscribe to */
     size_t subscription_count;
-    uint64_t *seen;         /* scratch bitset for one lookup */
+    uint64_t *seen; /* scratch bitset for one lookup */
     size_t seen_words;
     bool sealed;
     /* The memo, allocated after MEMO_AFTER lookups that tried globs. */
@@ -141,8 +141,8 @@ s_node_walk_create (s_node_t *node, const char *text, size_t size)
             uint8_t *bytes = realloc (node->edge_bytes, node->child_count + 1);
             if (bytes)
                 node->edge_bytes = bytes;
-            s_node_t **children = realloc (
-                node->children, (node->child_count + 1) * sizeof *children);
+            s_node_t **children
+                = realloc (node->children, (node->child_count + 1) * sizeof *children);
             if (children)
                 node->children = children;
             if (!child || !bytes || !children) {
@@ -211,8 +211,7 @@ fh_trigger_destroy (fh_trigger_t **self_p)
 static int
 s_subscription_add (fh_trigger_t *self, const char *prefix, size_t size)
 {
-    char **list = realloc (self->subscriptions,
-                           (self->subscription_count + 1) * sizeof *list);
+    char **list = realloc (self->subscriptions, (self->subscription_count + 1) * sizeof *list);
     if (!list)
         return -1;
     self->subscriptions = list;
@@ -275,8 +274,8 @@ fh_trigger_seal (fh_trigger_t *self)
 {
     /* Keep only subscriptions no shorter one already covers: after sorting,
        a covered string comes right after a kept prefix of it. */
-    qsort (self->subscriptions, self->subscription_count,
-           sizeof *self->subscriptions, s_compare_strings);
+    qsort (self->subscriptions, self->subscription_count, sizeof *self->subscriptions,
+           s_compare_strings);
     size_t kept = 0;
     for (size_t i = 0; i < self->subscription_count; i++) {
         char *s = self->subscriptions[i];
@@ -394,8 +393,8 @@ s_memo_find (fh_trigger_t *self, uint64_t hash, const uint8_t *bytes, size_t siz
         s_memo_slot_t *slot = &self->memo[i];
         if (slot->hash == 0
             || (slot->hash == hash && slot->topic_size == size
-                && memcmp (self->memo_bytes + slot->offset + slot->count * sizeof (uint32_t),
-                           bytes, size)
+                && memcmp (self->memo_bytes + slot->offset + slot->count * sizeof (uint32_t), bytes,
+                           size)
                        == 0))
             return slot;
     }
@@ -439,8 +438,7 @@ s_memo_put (fh_trigger_t *self, uint64_t hash, const uint8_t *bytes, size_t size
 }
 
 size_t
-fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
-                  uint32_t *out)
+fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size, uint32_t *out)
 {
     assert (self->sealed);
     const uint8_t *bytes = (const uint8_t *) topic;
@@ -512,8 +510,8 @@ s_find (const uint8_t *text, size_t from, size_t end, const char *piece, size_t 
    any. `known`: bytes of the head already compared. Linear in the topic
    for each piece, never allocates. */
 static bool
-s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text,
-              size_t size, size_t known)
+s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text, size_t size,
+              size_t known)
 {
     if (size < parts->head_len + parts->tail_len)
         return false;

@@ -40,8 +40,7 @@ int fh_trigger_seal (fh_trigger_t *self);
 
 /* Writes the indices of matching consumers, ascending, to out (room for
    consumer_count) and returns how many matched. */
-size_t fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size,
-                         uint32_t *out);
+size_t fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size, uint32_t *out);
 
 /* How many lookups the memo holds now (for tests). */
 size_t fh_trigger_memo_size (const fh_trigger_t *self);

@@ -25,7 +25,6 @@
    only when the counts pass, so it may be NULL when frames_seen is 0 (or
    topic_size is 0). Pure: no state, no allocation, safe from any thread. */
 fh_malformed_reason_t fh_bus_check (size_t frames_seen, size_t total_bytes, const void *topic,
-                                    size_t topic_size, size_t max_frames,
-                                    size_t max_message_bytes);
+                                    size_t topic_size, size_t max_frames, size_t max_message_bytes);
 
 #endif

@@ -113,8 +113,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     const char *head = topic.data, *rest = "";
     size_t head_size = topic.size, rest_size = 0;
     const bridge_options_t *o = &self->opts;
-    if (o->rewrite && topic.size >= o->from_len
-        && memcmp (topic.data, o->from, o->from_len) == 0) {
+    if (o->rewrite && topic.size >= o->from_len && memcmp (topic.data, o->from, o->from_len) == 0) {
         head = o->to;
         head_size = o->to_len;
         rest = (const char *) topic.data + o->from_len;
@@ -162,8 +161,8 @@ s_consume (void *state, const fanhub_msg_t *msg)
 /* `fanhub check`: the options, the password readable, the TLS files
    readable; no connection. */
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-         char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     bridge_options_t opts;
     if (bridge_options_read (host, ctx, &s_desc, options, false, &opts, err, errlen))
@@ -181,11 +180,12 @@ s_destroy (amqp_state_t *self)
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     if (!FANHUB_HOST_HAS_COMPLETE (host)) {
-        snprintf (err, errlen, "amqp needs a hub with asynchronous completion (plugin ABI "
+        snprintf (err, errlen,
+                  "amqp needs a hub with asynchronous completion (plugin ABI "
                   "1.1): it completes a message when the broker confirms it");
         return -1;
     }

@@ -32,10 +32,10 @@ typedef struct {
 /* envelope: fedora-messaging (fedora.c). */
 typedef struct {
     bool on;
-    bool body_msg;            /* body: msg (the fedmsg "msg"), else whole */
-    char *schema;             /* the default fedora_messaging_schema */
-    int severity;             /* the default fedora_messaging_severity */
-    bridge_rule_t *schemas;   /* the first prefix that matches wins */
+    bool body_msg;          /* body: msg (the fedmsg "msg"), else whole */
+    char *schema;           /* the default fedora_messaging_schema */
+    int severity;           /* the default fedora_messaging_severity */
+    bridge_rule_t *schemas; /* the first prefix that matches wins */
     size_t schema_count;
     bridge_rule_t *severities;
     size_t severity_count;
@@ -46,13 +46,13 @@ typedef struct {
    the workers start is unroutable. */
 typedef struct {
     bool on;
-    char *queue;    /* the queue, or the shard queues' prefix */
-    size_t shards;  /* 0: one queue */
+    char *queue;   /* the queue, or the shard queues' prefix */
+    size_t shards; /* 0: one queue */
     char **bindings;
     size_t binding_count;
-    char *hash_exchange; /* default QUEUE.hash */
-    char *hash_header;   /* or NULL */
-    char *queue_type;    /* classic or quorum */
+    char *hash_exchange;        /* default QUEUE.hash */
+    char *hash_header;          /* or NULL */
+    char *queue_type;           /* classic or quorum */
     char *dead_letter_exchange; /* or NULL */
 } bridge_declare_t;
 
@@ -128,9 +128,8 @@ void bridge_fedora_free (bridge_fedora_t *fedora);
 /* fedora.c: the job of one message in fedora-messaging's shape: the body
    to publish (the whole body, or its "msg" re-encoded), and the
    properties. NULL when out of memory. */
-bridge_job_t *bridge_fedora_job (const bridge_fedora_t *fedora, const char *key,
-                                 size_t key_size, const void *body, size_t body_size,
-                                 int64_t received_ns);
+bridge_job_t *bridge_fedora_job (const bridge_fedora_t *fedora, const char *key, size_t key_size,
+                                 const void *body, size_t body_size, int64_t received_ns);
 
 /* declare.c: the binding keys (the bindings node, or NULL: "#") and the
    default hash exchange; 0 or -1 with err. */

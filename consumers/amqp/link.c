@@ -72,14 +72,14 @@ struct bridge_link {
     amqp_connection_state_t conn;
     s_slot_t *window; /* ring of unconfirmed publishes, by delivery tag */
     size_t window_cap;
-    size_t window_head;   /* slot of base_tag */
-    uint64_t base_tag;    /* the oldest tag still in the window */
-    uint64_t next_tag;    /* the tag of the next publish */
+    size_t window_head; /* slot of base_tag */
+    uint64_t base_tag;  /* the oldest tag still in the window */
+    uint64_t next_tag;  /* the tag of the next publish */
     int64_t backoff_ns;
     int64_t next_try_ns;
-    bool failing;         /* in a streak of failures, logged once */
-    bool returns_logged;  /* a return was logged since the last confirm */
-    uint64_t attempts;    /* connection attempts in the streak */
+    bool failing;        /* in a streak of failures, logged once */
+    bool returns_logged; /* a return was logged since the last confirm */
+    uint64_t attempts;   /* connection attempts in the streak */
 };
 
 static int64_t
@@ -93,7 +93,7 @@ s_now_ns (void)
 static struct timeval
 s_timeval (int64_t ns)
 {
-    return (struct timeval) {.tv_sec = ns / 1000000000, .tv_usec = (ns % 1000000000) / 1000};
+    return (struct timeval){.tv_sec = ns / 1000000000, .tv_usec = (ns % 1000000000) / 1000};
 }
 
 /* Words for an RPC reply that is not normal. */
@@ -105,14 +105,14 @@ s_reply_why (amqp_rpc_reply_t r, const char *what, char *why, size_t whylen)
     else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
              && r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
         amqp_connection_close_t *m = r.reply.decoded;
-        snprintf (why, whylen, "%s: the broker closed the connection: %u %.*s", what,
-                  m->reply_code, (int) m->reply_text.len, (const char *) m->reply_text.bytes);
+        snprintf (why, whylen, "%s: the broker closed the connection: %u %.*s", what, m->reply_code,
+                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
     }
     else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
              && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
         amqp_channel_close_t *m = r.reply.decoded;
-        snprintf (why, whylen, "%s: the broker closed the channel: %u %.*s", what,
-                  m->reply_code, (int) m->reply_text.len, (const char *) m->reply_text.bytes);
+        snprintf (why, whylen, "%s: the broker closed the channel: %u %.*s", what, m->reply_code,
+                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
     }
     else
         snprintf (why, whylen, "%s: unexpected reply", what);
@@ -211,8 +211,7 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
             /* A missing exchange is a configuration error too. */
             *refused = r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
                        && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD
-                       && ((amqp_channel_close_t *) r.reply.decoded)->reply_code
-                              == AMQP_NOT_FOUND;
+                       && ((amqp_channel_close_t *) r.reply.decoded)->reply_code == AMQP_NOT_FOUND;
             s_reply_why (r, "exchange", why, whylen);
             snprintf (why + strlen (why), whylen - strlen (why), " (options.exchange %s)",
                       o->exchange);
@@ -366,9 +365,8 @@ s_connected (bridge_link_t *self)
     pthread_mutex_unlock (&self->lock);
     if (self->failing)
         self->host->log (self->ctx, FANHUB_LOG_INFO,
-                         "broker %s:%d: connected again after %llu attempts",
-                         self->opts->host, self->opts->port,
-                         (unsigned long long) self->attempts);
+                         "broker %s:%d: connected again after %llu attempts", self->opts->host,
+                         self->opts->port, (unsigned long long) self->attempts);
     self->failing = false;
     self->backoff_ns = 0;
 }
@@ -411,9 +409,9 @@ s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whyle
         snprintf (why, whylen, "out of memory");
         return -1;
     }
-    amqp_table_entry_t headers[5] = {{.key = amqp_cstring_bytes ("fanhub_seq"),
-                                      .value = {.kind = AMQP_FIELD_KIND_I64,
-                                                .value.i64 = (int64_t) job->seq}}};
+    amqp_table_entry_t headers[5]
+        = {{.key = amqp_cstring_bytes ("fanhub_seq"),
+            .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t) job->seq}}};
     amqp_basic_properties_t props = {
         ._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG,
         .delivery_mode = AMQP_DELIVERY_PERSISTENT,
@@ -484,8 +482,8 @@ s_close_ok (bridge_link_t *self, const amqp_frame_t *frame)
    settled RETRY when the confirm comes (the broker sends the return
    first). -1 with why when the connection failed meanwhile. */
 static int
-s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return_t *r,
-            char *why, size_t whylen)
+s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return_t *r, char *why,
+            size_t whylen)
 {
     char text[128];
     snprintf (text, sizeof text, "%u %.*s", r->reply_code, (int) r->reply_text.len,
@@ -559,8 +557,7 @@ s_read_frames (bridge_link_t *self, char *why, size_t whylen)
             amqp_connection_close_t *c = m->decoded; /* same layout as channel.close */
             snprintf (why, whylen, "the broker closed the %s: %u %.*s",
                       m->id == AMQP_CONNECTION_CLOSE_METHOD ? "connection" : "channel",
-                      c->reply_code, (int) c->reply_text.len,
-                      (const char *) c->reply_text.bytes);
+                      c->reply_code, (int) c->reply_text.len, (const char *) c->reply_text.bytes);
             s_close_ok (self, &frame);
             return -1;
         }
@@ -584,9 +581,9 @@ s_sleep (bridge_link_t *self, int timeout_ms)
     self->sleeping = idle;
     pthread_mutex_unlock (&self->lock);
     if (idle) {
-        struct pollfd fds[2] = {{.fd = self->wake_fd, .events = POLLIN},
-                                {.fd = self->conn ? amqp_get_sockfd (self->conn) : -1,
-                                 .events = POLLIN}};
+        struct pollfd fds[2]
+            = {{.fd = self->wake_fd, .events = POLLIN},
+               {.fd = self->conn ? amqp_get_sockfd (self->conn) : -1, .events = POLLIN}};
         if (poll (fds, 2, timeout_ms) < 0 && errno != EINTR)
             self->host->log (self->ctx, FANHUB_LOG_WARNING, "poll: %s", strerror (errno));
     }
@@ -610,8 +607,7 @@ s_poll_ms (bridge_link_t *self, int64_t now)
     if (self->opts->heartbeat_s > 0 && self->opts->heartbeat_s * 500 < ms)
         ms = self->opts->heartbeat_s * 500;
     if (self->base_tag < self->next_tag) {
-        int64_t due = s_slot (self, self->base_tag)->published_ns
-                      + self->opts->confirm_timeout_ns;
+        int64_t due = s_slot (self, self->base_tag)->published_ns + self->opts->confirm_timeout_ns;
         int64_t left = (due - now) / 1000000 + 1;
         if (left < ms)
             ms = left < 0 ? 0 : left;
@@ -632,9 +628,10 @@ s_turn_connected (bridge_link_t *self)
     int64_t now = s_now_ns ();
     if (self->base_tag < self->next_tag
         && now - s_slot (self, self->base_tag)->published_ns > self->opts->confirm_timeout_ns) {
-        snprintf (why, sizeof why, "no confirm for message %llu (delivery tag %llu) within "
-                  "confirm_timeout_ms", (unsigned long long) self->base_tag,
-                  (unsigned long long) self->base_tag);
+        snprintf (why, sizeof why,
+                  "no confirm for message %llu (delivery tag %llu) within "
+                  "confirm_timeout_ms",
+                  (unsigned long long) self->base_tag, (unsigned long long) self->base_tag);
         s_break (self, why);
         return;
     }
@@ -719,8 +716,8 @@ bridge_link_new (const fanhub_host_t *host, fanhub_ctx_t *ctx, const bridge_opti
     if (s_connect (self, &refused, why, sizeof why) == 0)
         s_connected (self);
     else if (refused) {
-        snprintf (err, errlen, "broker %s:%d, vhost %s, user %s: %s (%s)", opts->host,
-                  opts->port, opts->vhost, opts->user, why, opts->where);
+        snprintf (err, errlen, "broker %s:%d, vhost %s, user %s: %s (%s)", opts->host, opts->port,
+                  opts->vhost, opts->user, why, opts->where);
         s_free (self);
         return NULL;
     }

@@ -120,8 +120,8 @@ const fanhub_opt_t bridge_option_table[] = {
                       BRIDGE_SHORTSTR_MAX, "with shards: the x-consistent-hash exchange"),
     FANHUB_OPT_FIELD (s_raw_t, "hash_header", FANHUB_OPT_STRING, hash_header, NULL, 1,
                       BRIDGE_SHORTSTR_MAX, "with shards: hash this header"),
-    {"queue_type", FANHUB_OPT_ENUM, offsetof (s_raw_t, queue_type), "classic", 0, 0,
-     s_queue_types, 0, "with declare: classic or quorum"},
+    {"queue_type", FANHUB_OPT_ENUM, offsetof (s_raw_t, queue_type), "classic", 0, 0, s_queue_types,
+     0, "with declare: classic or quorum"},
     FANHUB_OPT_FIELD (s_raw_t, "dead_letter_exchange", FANHUB_OPT_STRING, dead_letter_exchange,
                       NULL, 1, BRIDGE_SHORTSTR_MAX, "with declare: x-dead-letter-exchange"),
     FANHUB_OPT_END,
@@ -204,16 +204,18 @@ s_check_file (const fanhub_host_t *host, const fanhub_option_t *node, const char
 /* The password of password_file (its first line) or password_env, into
    out->password when read is set. */
 static int
-s_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
-            bool read, bridge_options_t *out, char *err, size_t errlen)
+s_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, bool read,
+            bridge_options_t *out, char *err, size_t errlen)
 {
     const char *name = host->option_scalar (node);
     char line[1024] = "";
     if (strcmp (key, "password_env") == 0) {
         const char *value = getenv (name);
         if (!value || !*value) {
-            snprintf (err, errlen, "options.password_env: the environment variable %s is "
-                      "not set, or empty (%s)", name, host->option_where (node));
+            snprintf (err, errlen,
+                      "options.password_env: the environment variable %s is "
+                      "not set, or empty (%s)",
+                      name, host->option_where (node));
             return -1;
         }
         return read ? s_copy (&out->password, value, err, errlen) : 0;
@@ -238,8 +240,8 @@ s_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *
 /* options.url: amqp://[USER@]HOST[:PORT][/VHOST] or amqps://...; a
    password in it is refused. */
 static int
-s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out,
-       char *err, size_t errlen)
+s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out, char *err,
+       size_t errlen)
 {
     const char *url = host->option_scalar (node);
     const char *where = host->option_where (node);
@@ -250,9 +252,11 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
         const char *at = memchr (rest, '@', auth);
         if (at && memchr (rest, ':', (size_t) (at - rest))) {
             /* Not repeated: the url holds the password. */
-            snprintf (err, errlen, "options.url: holds a password; a password is never taken "
+            snprintf (err, errlen,
+                      "options.url: holds a password; a password is never taken "
                       "from the YAML: give the url without it and set password_file or "
-                      "password_env (%s)", where);
+                      "password_env (%s)",
+                      where);
             return -1;
         }
     }
@@ -267,8 +271,10 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
     if (rc == AMQP_STATUS_OK && !*info.host)
         rc = AMQP_STATUS_BAD_URL;
     if (rc != AMQP_STATUS_OK) {
-        snprintf (err, errlen, "options.url: expected amqp://[USER@]HOST[:PORT][/VHOST] or "
-                  "amqps://..., got \"%s\" (%s)", url, where);
+        snprintf (err, errlen,
+                  "options.url: expected amqp://[USER@]HOST[:PORT][/VHOST] or "
+                  "amqps://..., got \"%s\" (%s)",
+                  url, where);
         free (copy);
         return -1;
     }
@@ -283,11 +289,12 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
 
 /* options.tls: {ca_file, cert_file, key_file, verify_peer, verify_hostname}. */
 static int
-s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out,
-       char *err, size_t errlen)
+s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out, char *err,
+       size_t errlen)
 {
     if (host->option_kind (node) != FANHUB_OPTION_MAP) {
-        snprintf (err, errlen, "options.tls: expected a map {ca_file, cert_file, key_file, "
+        snprintf (err, errlen,
+                  "options.tls: expected a map {ca_file, cert_file, key_file, "
                   "verify_peer, verify_hostname}, got %s (%s)",
                   fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
         return -1;
@@ -300,7 +307,7 @@ s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
         char name[64];
         snprintf (name, sizeof name, "tls.%s", key ? key : "?");
         const char *text = NULL;
-        char **file = !key                              ? NULL
+        char **file = !key                             ? NULL
                       : strcmp (key, "ca_file") == 0   ? &out->ca_file
                       : strcmp (key, "cert_file") == 0 ? &out->cert_file
                       : strcmp (key, "key_file") == 0  ? &out->key_file
@@ -321,9 +328,10 @@ s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
             hostname_set = true;
         }
         else {
-            snprintf (err, errlen, "options.%s: unknown key; tls takes ca_file, cert_file, "
-                      "key_file, verify_peer and verify_hostname (%s)", name,
-                      host->option_where (item));
+            snprintf (err, errlen,
+                      "options.%s: unknown key; tls takes ca_file, cert_file, "
+                      "key_file, verify_peer and verify_hostname (%s)",
+                      name, host->option_where (item));
             return -1;
         }
     }
@@ -339,15 +347,17 @@ s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
 
 /* options.topic_prefix: {from: PREFIX, to: PREFIX}, as the relay's. */
 static int
-s_prefix (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out,
-          char *err, size_t errlen)
+s_prefix (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out, char *err,
+          size_t errlen)
 {
     const fanhub_option_t *from = host->option_get (node, "from");
     const fanhub_option_t *to = host->option_get (node, "to");
-    if (host->option_kind (node) != FANHUB_OPTION_MAP || host->option_count (node) != 2
-        || !from || !to) {
-        snprintf (err, errlen, "options.topic_prefix: expected a map {from: PREFIX, to: "
-                  "PREFIX} with both keys (\"\" is allowed) (%s)", host->option_where (node));
+    if (host->option_kind (node) != FANHUB_OPTION_MAP || host->option_count (node) != 2 || !from
+        || !to) {
+        snprintf (err, errlen,
+                  "options.topic_prefix: expected a map {from: PREFIX, to: "
+                  "PREFIX} with both keys (\"\" is allowed) (%s)",
+                  host->option_where (node));
         return -1;
     }
     const char *f, *t;
@@ -370,7 +380,7 @@ bridge_options_free (bridge_options_t *o)
     }
     bridge_fedora_free (&o->fedora);
     bridge_declare_free (&o->declare);
-    char *strings[] = {o->host, o->vhost, o->user, o->ca_file, o->cert_file,
+    char *strings[] = {o->host,     o->vhost,    o->user, o->ca_file, o->cert_file,
                        o->key_file, o->exchange, o->from, o->to};
     for (size_t i = 0; i < sizeof strings / sizeof *strings; i++)
         free (strings[i]);
@@ -397,12 +407,12 @@ s_first_of (const fanhub_host_t *host, const fanhub_option_t *options, const cha
 
 /* What the table cannot say: keys refused or exclusive of each other. */
 static int
-s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *err,
-              size_t errlen)
+s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *err, size_t errlen)
 {
     const fanhub_option_t *password = host->option_get (options, "password");
     if (password) {
-        snprintf (err, errlen, "options.password: a password is never taken from the YAML; "
+        snprintf (err, errlen,
+                  "options.password: a password is never taken from the YAML; "
                   "set password_file (a file of mode 0600) or password_env (%s)",
                   host->option_where (password));
         return -1;
@@ -411,18 +421,21 @@ s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *e
     const char *key = NULL;
     const fanhub_option_t *node = s_first_of (host, options, address, &key);
     if (node && host->option_get (options, "url")) {
-        snprintf (err, errlen, "options.%s: give url or host, port, vhost and user, not "
-                  "both (%s)", key, host->option_where (node));
+        snprintf (err, errlen,
+                  "options.%s: give url or host, port, vhost and user, not "
+                  "both (%s)",
+                  key, host->option_where (node));
         return -1;
     }
-    if (host->option_get (options, "password_file")
-        && host->option_get (options, "password_env")) {
+    if (host->option_get (options, "password_file") && host->option_get (options, "password_env")) {
         /* The later of the two is the one refused. */
         static const char *const passwords[] = {"password_file", "password_env", NULL};
         s_first_of (host, options, passwords, &key);
         key = strcmp (key, "password_file") == 0 ? "password_env" : "password_file";
-        snprintf (err, errlen, "options.%s: give password_file or password_env, not both "
-                  "(%s)", key, host->option_where (host->option_get (options, key)));
+        snprintf (err, errlen,
+                  "options.%s: give password_file or password_env, not both "
+                  "(%s)",
+                  key, host->option_where (host->option_get (options, key)));
         return -1;
     }
     return 0;
@@ -476,13 +489,13 @@ s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t
              || s_copy (&out->user, raw->user, err, errlen)))
         || s_copy (&out->exchange, raw->exchange, err, errlen))
         return -1;
-    const char *password_key = raw->password_file ? "password_file"
+    const char *password_key = raw->password_file  ? "password_file"
                                : raw->password_env ? "password_env"
                                                    : NULL;
     if (password_key) {
         out->password_given = true;
-        if (s_password (host, host->option_get (options, password_key), password_key,
-                        read_secrets, out, err, errlen))
+        if (s_password (host, host->option_get (options, password_key), password_key, read_secrets,
+                        out, err, errlen))
             return -1;
     }
     if ((raw->tls && s_tls (host, raw->tls, out, err, errlen))
@@ -507,8 +520,10 @@ bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         || s_take (host, options, &raw, read_secrets, out, err, errlen))
         goto fail;
     if (out->tls && out->verify_peer && !out->ca_file) {
-        snprintf (err, errlen, "options.tls: TLS with verify_peer (the default) needs "
-                  "tls.ca_file, the CA certificates that signed the broker's (%s)", out->where);
+        snprintf (err, errlen,
+                  "options.tls: TLS with verify_peer (the default) needs "
+                  "tls.ca_file, the CA certificates that signed the broker's (%s)",
+                  out->where);
         goto fail;
     }
     if (out->port < 0)

@@ -42,7 +42,6 @@
 #include <fanhub/consumer.h>
 #include <fanhub/sdk.h>
 
-
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -71,19 +70,18 @@ typedef struct {
 
     pthread_mutex_t lock; /* guards everything below */
     char *buf;
-    size_t len; /* unwritten bytes at the start of buf */
-    uint64_t written;    /* bytes written to fd so far */
-    int64_t last_flush;  /* CLOCK_MONOTONIC ns of the last flush */
-    bool torn;           /* a partly written line needs its newline */
-    bool failing;        /* in a streak of write errors */
-    uint64_t failed;     /* messages failed in this streak */
-    int64_t ts_sec;      /* second that ts_text shows */
+    size_t len;         /* unwritten bytes at the start of buf */
+    uint64_t written;   /* bytes written to fd so far */
+    int64_t last_flush; /* CLOCK_MONOTONIC ns of the last flush */
+    bool torn;          /* a partly written line needs its newline */
+    bool failing;       /* in a streak of write errors */
+    uint64_t failed;    /* messages failed in this streak */
+    int64_t ts_sec;     /* second that ts_text shows */
     bool ts_valid;
-    char ts_text[19];    /* "YYYY-MM-DDTHH:MM:SS" of ts_sec, no NUL */
+    char ts_text[19]; /* "YYYY-MM-DDTHH:MM:SS" of ts_sec, no NUL */
 } log_state_t;
 
-static const char s_base64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char s_base64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 static const char *
 s_display_path (const log_state_t *self)
@@ -106,7 +104,7 @@ s_flush (log_state_t *self)
             continue;
         else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             /* A non-blocking stdout: wait as a blocking write would. */
-            struct pollfd pfd = { .fd = self->fd, .events = POLLOUT };
+            struct pollfd pfd = {.fd = self->fd, .events = POLLOUT};
             poll (&pfd, 1, -1);
         }
         else {
@@ -130,8 +128,7 @@ s_flush (log_state_t *self)
     self->len = 0;
     if (self->failing) {
         self->host->log (self->ctx, FANHUB_LOG_INFO,
-                         "%s: writing again; %llu messages failed meanwhile",
-                         s_display_path (self),
+                         "%s: writing again; %llu messages failed meanwhile", s_display_path (self),
                          (unsigned long long) self->failed);
         self->failing = false;
         self->failed = 0;
@@ -204,8 +201,8 @@ s_put_base64 (log_state_t *self, const uint8_t *p, size_t size)
         uint32_t v = (uint32_t) p[0] << 16;
         if (size == 2)
             v |= (uint32_t) p[1] << 8;
-        char out[4] = { s_base64[v >> 18], s_base64[(v >> 12) & 0x3F],
-                        size == 2 ? s_base64[(v >> 6) & 0x3F] : '=', '=' };
+        char out[4] = {s_base64[v >> 18], s_base64[(v >> 12) & 0x3F],
+                       size == 2 ? s_base64[(v >> 6) & 0x3F] : '=', '='};
         return s_put (self, out, 4);
     }
     return 0;
@@ -334,8 +331,7 @@ s_consume_locked (log_state_t *self, const fanhub_msg_t *msg)
     size_t worst = SIZE_MAX;
     if (topic.size < SIZE_MAX / 16 && body.size < SIZE_MAX / 16)
         worst = LOG_LINE_OVERHEAD + 6 * topic.size + 6 * body.size;
-    if (worst > LOG_BUFFER_SIZE - self->len && self->len > 0
-        && s_flush (self))
+    if (worst > LOG_BUFFER_SIZE - self->len && self->len > 0 && s_flush (self))
         return FANHUB_FAIL;
 
     uint64_t start = self->written + self->len;
@@ -397,13 +393,12 @@ s_fini (void *state)
     if (self->torn && s_put (self, "\n", 1) == 0)
         self->torn = false;
     if (self->len > 0 && s_flush (self))
-        self->host->log (self->ctx, FANHUB_LOG_ERROR,
-                         "%s: %zu buffered bytes lost at shutdown",
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: %zu buffered bytes lost at shutdown",
                          s_display_path (self), self->len);
     pthread_mutex_unlock (&self->lock);
     if (self->own_fd && close (self->fd))
-        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close: %s",
-                         self->path, strerror (errno));
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close: %s", self->path,
+                         strerror (errno));
     self->fd = -1;
     s_destroy (self);
 }
@@ -419,8 +414,8 @@ s_reopen (void *state)
     int fd = open (self->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
         self->host->log (self->ctx, FANHUB_LOG_ERROR,
-                         "%s: cannot reopen: %s; writing on to the file opened before",
-                         self->path, strerror (errno));
+                         "%s: cannot reopen: %s; writing on to the file opened before", self->path,
+                         strerror (errno));
         return;
     }
     pthread_mutex_lock (&self->lock);
@@ -429,8 +424,8 @@ s_reopen (void *state)
     self->torn = false; /* a torn line stays in the old file */
     pthread_mutex_unlock (&self->lock);
     if (close (old))
-        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close after reopen: %s",
-                         self->path, strerror (errno));
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: close after reopen: %s", self->path,
+                         strerror (errno));
 }
 
 /* The options, as init and check read them. */
@@ -451,11 +446,10 @@ static const fanhub_opt_t s_options[] = {
 };
 
 static int
-s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                 const fanhub_option_t *options, log_options_t *out, char *err,
-                 size_t errlen)
+s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+                 log_options_t *out, char *err, size_t errlen)
 {
-    *out = (log_options_t) {.path = "-"};
+    *out = (log_options_t){.path = "-"};
     if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
         return -1;
     if (!out->path_node)
@@ -477,8 +471,8 @@ s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx,
 
 /* What init would find when it opens the file, found without opening it. */
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-         const fanhub_option_t *options, char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     log_options_t o;
     if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
@@ -488,20 +482,18 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     bool exists;
     char why[PATH_MAX + 128];
     if (fanhub_probe_file (o.path, &exists, why, sizeof why) != 0) {
-        snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)", o.path,
-                  why, host->option_where (o.path_node));
+        snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)", o.path, why,
+                  host->option_where (o.path_node));
         return -1;
     }
     if (!exists)
-        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it",
-                   o.path);
+        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it", o.path);
     return 0;
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     log_options_t o;
     if (s_parse_options (host, ctx, options, &o, err, errlen) != 0)
@@ -522,8 +514,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     self->last_flush = fanhub_now_ns ();
     self->path = strdup (path);
     self->buf = (char *) malloc (LOG_BUFFER_SIZE);
-    if (!self->path || !self->buf
-        || pthread_mutex_init (&self->lock, NULL) != 0) {
+    if (!self->path || !self->buf || pthread_mutex_init (&self->lock, NULL) != 0) {
         free (self->buf);
         free (self->path);
         free (self);
@@ -533,11 +524,9 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     if (strcmp (path, "-") == 0)
         self->fd = STDOUT_FILENO;
     else {
-        self->fd = open (path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-                         0644);
+        self->fd = open (path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (self->fd < 0) {
-            snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)",
-                      path, strerror (errno),
+            snprintf (err, errlen, "options.path: %s: cannot open: %s (%s)", path, strerror (errno),
                       host->option_where (path_node));
             s_destroy (self);
             return -1;

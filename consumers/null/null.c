@@ -16,17 +16,16 @@ static const fanhub_opt_t s_options[] = {FANHUB_OPT_END};
 
 /* init and check alike: null acquires nothing. */
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-         const fanhub_option_t *options, char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     bool none; /* never written: no entry has a field */
     return host->options_read (ctx, &s_desc, options, &none, sizeof none, err, errlen);
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) state;
     return s_check (host, ctx, options, err, errlen);

@@ -152,8 +152,8 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
         keys[i] = host->option_scalar (host->option_at (allow, i, NULL));
     if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) == 0)
         self->zap = relay_zap_new (self->zctx, "fanhub-relay", keys, count,
-                                   host->option_scalar (host->option_get (curve, "allow_dir")),
-                                   err, errlen);
+                                   host->option_scalar (host->option_get (curve, "allow_dir")), err,
+                                   errlen);
     else
         snprintf (err, errlen, "relay: cannot set the ZAP domain: %s", zmq_strerror (errno));
     free (keys);
@@ -180,21 +180,17 @@ s_destroy (relay_state_t *self)
 /* Makes the socket, sets its options and binds or connects every
    endpoint. */
 static int
-s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
-               size_t errlen)
+s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err, size_t errlen)
 {
     const fanhub_host_t *host = self->host;
     self->zctx = zmq_ctx_new ();
     if (!self->zctx) {
-        snprintf (err, errlen, "relay: cannot make a ZeroMQ context: %s",
-                  zmq_strerror (errno));
+        snprintf (err, errlen, "relay: cannot make a ZeroMQ context: %s", zmq_strerror (errno));
         return -1;
     }
-    self->sock = zmq_socket (self->zctx,
-                             opt->require_subscriber ? ZMQ_XPUB : ZMQ_PUB);
+    self->sock = zmq_socket (self->zctx, opt->require_subscriber ? ZMQ_XPUB : ZMQ_PUB);
     if (!self->sock) {
-        snprintf (err, errlen, "relay: cannot make a ZeroMQ socket: %s",
-                  zmq_strerror (errno));
+        snprintf (err, errlen, "relay: cannot make a ZeroMQ socket: %s", zmq_strerror (errno));
         return -1;
     }
     int hwm = (int) opt->sndhwm;
@@ -204,15 +200,12 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
     int ipv6 = 0;
     size_t count = relay_endpoint_count (host, opt->endpoints);
     for (size_t i = 0; i < count; i++)
-        if (strchr (host->option_scalar (
-                        relay_endpoint_at (host, opt->endpoints, i)),
-                    '['))
+        if (strchr (host->option_scalar (relay_endpoint_at (host, opt->endpoints, i)), '['))
             ipv6 = 1;
     if (zmq_setsockopt (self->sock, ZMQ_SNDHWM, &hwm, sizeof hwm)
         || zmq_setsockopt (self->sock, ZMQ_LINGER, &linger, sizeof linger)
         || zmq_setsockopt (self->sock, ZMQ_IPV6, &ipv6, sizeof ipv6)) {
-        snprintf (err, errlen, "relay: cannot set socket options: %s",
-                  zmq_strerror (errno));
+        snprintf (err, errlen, "relay: cannot set socket options: %s", zmq_strerror (errno));
         return -1;
     }
     bool binding = strcmp (opt->endpoints_key, "bind") == 0;
@@ -221,15 +214,13 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
     for (size_t i = 0; i < count; i++) {
         const fanhub_option_t *node = relay_endpoint_at (host, opt->endpoints, i);
         const char *endpoint = host->option_scalar (node);
-        int rc = binding ? zmq_bind (self->sock, endpoint)
-                         : zmq_connect (self->sock, endpoint);
+        int rc = binding ? zmq_bind (self->sock, endpoint) : zmq_connect (self->sock, endpoint);
         if (rc != 0) {
             char index[32] = "";
             if (host->option_kind (opt->endpoints) == FANHUB_OPTION_LIST)
                 snprintf (index, sizeof index, "[%zu]", i);
-            snprintf (err, errlen, "options.%s%s: %s: cannot %s: %s (%s)",
-                      opt->endpoints_key, index, endpoint,
-                      binding ? "bind" : "connect", zmq_strerror (errno),
+            snprintf (err, errlen, "options.%s%s: %s: cannot %s: %s (%s)", opt->endpoints_key,
+                      index, endpoint, binding ? "bind" : "connect", zmq_strerror (errno),
                       host->option_where (node));
             return -1;
         }
@@ -238,14 +229,11 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err,
                which, or nobody can connect to it. */
             char last[256];
             size_t size = sizeof last;
-            if (zmq_getsockopt (self->sock, ZMQ_LAST_ENDPOINT, last, &size)
-                == 0)
-                host->log (self->ctx, FANHUB_LOG_INFO, "relaying on %s",
-                           last);
+            if (zmq_getsockopt (self->sock, ZMQ_LAST_ENDPOINT, last, &size) == 0)
+                host->log (self->ctx, FANHUB_LOG_INFO, "relaying on %s", last);
         }
         else
-            host->log (self->ctx, FANHUB_LOG_INFO, "relaying to %s",
-                       endpoint);
+            host->log (self->ctx, FANHUB_LOG_INFO, "relaying to %s", endpoint);
     }
     return 0;
 }
@@ -254,8 +242,8 @@ static const fanhub_consumer_desc_t s_desc;
 
 /* init without the socket: the options and the endpoints' spelling. */
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-         const fanhub_option_t *options, char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     (void) ctx;
     if (host->abi_major != FANHUB_ABI_MAJOR) {
@@ -276,9 +264,8 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
             char index[32] = "";
             if (host->option_kind (opt.endpoints) == FANHUB_OPTION_LIST)
                 snprintf (index, sizeof index, "[%zu]", i);
-            snprintf (err, errlen, "options.%s%s: %s: cannot %s: %s (%s)",
-                      opt.endpoints_key, index, endpoint,
-                      binding ? "bind" : "connect", why, host->option_where (node));
+            snprintf (err, errlen, "options.%s%s: %s: cannot %s: %s (%s)", opt.endpoints_key, index,
+                      endpoint, binding ? "bind" : "connect", why, host->option_where (node));
             return -1;
         }
     }
@@ -286,9 +273,8 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     if (host->abi_major != FANHUB_ABI_MAJOR) {
         snprintf (err, errlen, "relay: host ABI %u, plugin built for %u",
@@ -309,10 +295,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     self->require_subscriber = opt.require_subscriber;
     self->subscriber_wait_ns = (int64_t) opt.subscriber_wait_ms * 1000000;
     if (opt.prefix) {
-        const char *from
-            = host->option_scalar (host->option_get (opt.prefix, "from"));
-        const char *to
-            = host->option_scalar (host->option_get (opt.prefix, "to"));
+        const char *from = host->option_scalar (host->option_get (opt.prefix, "from"));
+        const char *to = host->option_scalar (host->option_get (opt.prefix, "to"));
         self->rewrite = true;
         self->from = strdup (from);
         self->to = strdup (to);
@@ -334,8 +318,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
 
 /* Does the prefix p match the topic made of a then b? */
 static bool
-s_prefix_of (const char *p, size_t psize, const char *a, size_t asize,
-             const char *b, size_t bsize)
+s_prefix_of (const char *p, size_t psize, const char *a, size_t asize, const char *b, size_t bsize)
 {
     if (psize > asize + bsize)
         return false;
@@ -380,7 +363,7 @@ s_subscription (relay_state_t *self, const unsigned char *data, size_t size)
     if (!copy)
         return;
     memcpy (copy, prefix, size);
-    self->subs[self->nsubs++] = (relay_sub_t) { copy, size, 1 };
+    self->subs[self->nsubs++] = (relay_sub_t){copy, size, 1};
 }
 
 /* Takes every subscription message waiting on the XPUB, without
@@ -395,19 +378,17 @@ s_read_subscriptions (relay_state_t *self)
             zmq_msg_close (&msg);
             return;
         }
-        s_subscription (self, (const unsigned char *) zmq_msg_data (&msg),
-                        zmq_msg_size (&msg));
+        s_subscription (self, (const unsigned char *) zmq_msg_data (&msg), zmq_msg_size (&msg));
         zmq_msg_close (&msg);
     }
 }
 
 static bool
-s_wanted (const relay_state_t *self, const char *head, size_t head_size,
-          const char *rest, size_t rest_size)
+s_wanted (const relay_state_t *self, const char *head, size_t head_size, const char *rest,
+          size_t rest_size)
 {
     for (size_t i = 0; i < self->nsubs; i++)
-        if (s_prefix_of (self->subs[i].data, self->subs[i].size, head,
-                         head_size, rest, rest_size))
+        if (s_prefix_of (self->subs[i].data, self->subs[i].size, head, head_size, rest, rest_size))
             return true;
     return false;
 }
@@ -415,8 +396,8 @@ s_wanted (const relay_state_t *self, const char *head, size_t head_size,
 /* Waits, at most subscriber_wait_ms, until a subscriber wants the topic
    head + rest. */
 static bool
-s_await_subscriber (relay_state_t *self, const char *head, size_t head_size,
-                    const char *rest, size_t rest_size)
+s_await_subscriber (relay_state_t *self, const char *head, size_t head_size, const char *rest,
+                    size_t rest_size)
 {
     s_read_subscriptions (self);
     if (s_wanted (self, head, head_size, rest, rest_size))
@@ -430,7 +411,7 @@ s_await_subscriber (relay_state_t *self, const char *head, size_t head_size,
         int64_t left = deadline - fanhub_now_ns ();
         if (left <= 0)
             return false;
-        zmq_pollitem_t item = { .socket = self->sock, .events = ZMQ_POLLIN };
+        zmq_pollitem_t item = {.socket = self->sock, .events = ZMQ_POLLIN};
         long ms = (long) ((left + 999999) / 1000000);
         if (zmq_poll (&item, 1, ms) < 0 && errno != EINTR)
             return false;
@@ -461,8 +442,8 @@ s_streak_over (relay_state_t *self)
 
 /* Sends the topic head + rest and then frames 1.. of msg. */
 static int
-s_send (relay_state_t *self, const fanhub_msg_t *msg, const char *head,
-        size_t head_size, const char *rest, size_t rest_size)
+s_send (relay_state_t *self, const fanhub_msg_t *msg, const char *head, size_t head_size,
+        const char *rest, size_t rest_size)
 {
     const fanhub_host_t *host = self->host;
     size_t frames = host->msg_frame_count (msg);
@@ -512,8 +493,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
         rest_size = topic.size - self->from_len;
     }
 
-    if (self->require_subscriber
-        && !s_await_subscriber (self, head, head_size, rest, rest_size)) {
+    if (self->require_subscriber && !s_await_subscriber (self, head, head_size, rest, rest_size)) {
         if (!self->unwanted && !self->send_failing) {
             host->log (self->ctx, FANHUB_LOG_WARNING,
                        "no subscriber wants %.*s%.*s yet; answering RETRY "

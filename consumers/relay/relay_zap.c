@@ -88,8 +88,8 @@ s_actor (zsock_t *pipe, void *args)
 }
 
 relay_zap_t *
-relay_zap_new (void *zmq_context, const char *domain, const char *const *allow,
-               size_t allow_count, const char *allow_dir, char *err, size_t errlen)
+relay_zap_new (void *zmq_context, const char *domain, const char *const *allow, size_t allow_count,
+               const char *allow_dir, char *err, size_t errlen)
 {
     relay_zap_t *self = calloc (1, sizeof *self);
     bool copied = self && (self->domain = strdup (domain))

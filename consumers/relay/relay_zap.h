@@ -19,9 +19,8 @@ typedef struct relay_zap relay_zap_t;
 /* Starts the handler in zmq_context for `domain`: allowed keys (Z85
    text) and/or the zcert directory allow_dir (or NULL). Everything is
    copied. NULL with one line in err when it cannot. */
-relay_zap_t *relay_zap_new (void *zmq_context, const char *domain,
-                            const char *const *allow, size_t allow_count,
-                            const char *allow_dir, char *err, size_t errlen);
+relay_zap_t *relay_zap_new (void *zmq_context, const char *domain, const char *const *allow,
+                            size_t allow_count, const char *allow_dir, char *err, size_t errlen);
 /* Stops it. Safe with NULL. */
 void relay_zap_destroy (relay_zap_t **self_p);
 

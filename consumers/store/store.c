@@ -82,7 +82,7 @@ typedef struct {
     const fanhub_host_t *host;
     fanhub_ctx_t *ctx;
     const store_backend_t *backend;
-    char *target; /* path or conninfo; a conninfo is never logged */
+    char *target;   /* path or conninfo; a conninfo is never logged */
     char *password; /* from password_file or password_env, or NULL */
     char table[STORE_TABLE_MAX + 1];
     size_t batch;
@@ -94,9 +94,9 @@ typedef struct {
     store_row_t *rows;    /* the open batch; room for `batch` rows */
     size_t count;
     size_t bytes;
-    int64_t first_ns;     /* CLOCK_MONOTONIC ns of the batch's first row */
-    bool broken;          /* the last write or connection failed */
-    int64_t next_try_ns;  /* when broken: the next reconnection */
+    int64_t first_ns;    /* CLOCK_MONOTONIC ns of the batch's first row */
+    bool broken;         /* the last write or connection failed */
+    int64_t next_try_ns; /* when broken: the next reconnection */
     int64_t backoff_ns;
     uint64_t retried;     /* RETRY answers since it broke */
     uint64_t current_seq; /* the message consume is handling */
@@ -138,8 +138,7 @@ store_db_why (char *why, size_t whylen, const char *prefix, const char *text)
 static const char *
 s_display (const store_state_t *self)
 {
-    return self->backend == &store_sqlite_backend ? self->target
-                                                  : "PostgreSQL";
+    return self->backend == &store_sqlite_backend ? self->target : "PostgreSQL";
 }
 
 /* Writes v as exactly `width` decimal digits. */
@@ -214,13 +213,11 @@ static void
 s_classify (store_row_t *row)
 {
     row->kind = STORE_BODY_BYTES;
-    if (memchr (row->body, '\0', row->body_size)
-        || !fanhub_utf8_valid (row->body, row->body_size))
+    if (memchr (row->body, '\0', row->body_size) || !fanhub_utf8_valid (row->body, row->body_size))
         return;
     row->kind = STORE_BODY_TEXT;
     json_error_t error;
-    json_t *root = json_loadb (row->body, row->body_size, JSON_DECODE_ANY,
-                               &error);
+    json_t *root = json_loadb (row->body, row->body_size, JSON_DECODE_ANY, &error);
     if (!root)
         return;
     row->kind = STORE_BODY_JSON;
@@ -291,23 +288,21 @@ s_log_reject (store_state_t *self, const store_row_t *row, const char *why)
 static void
 s_demote_row (store_state_t *self, size_t i, const char *why)
 {
-    static const char *const names[] = { "body_json", "body_text",
-                                         "body_bytes" };
+    static const char *const names[] = {"body_json", "body_text", "body_bytes"};
     store_row_t *row = &self->rows[i];
     if (row->kind != STORE_BODY_BYTES) {
         store_body_kind_t kind = (store_body_kind_t) (row->kind + 1);
         self->host->log (self->ctx, FANHUB_LOG_WARNING,
                          "message %llu: %s refused it with its body in %s "
                          "(%s); storing the body in %s",
-                         (unsigned long long) row->seq, s_display (self),
-                         names[row->kind], why, names[kind]);
+                         (unsigned long long) row->seq, s_display (self), names[row->kind], why,
+                         names[kind]);
         row->kind = kind;
         return;
     }
     self->host->log (self->ctx, FANHUB_LOG_ERROR,
                      "message %llu (%.200s): %s refused it (%s); dropped",
-                     (unsigned long long) row->seq, row->topic,
-                     s_display (self), why);
+                     (unsigned long long) row->seq, row->topic, s_display (self), why);
     if (row->ticket) {
         /* Still the hub's: it fails (a dead letter), nothing is lost. */
         self->host->complete (self->ctx, row->ticket, FANHUB_FAIL);
@@ -319,8 +314,7 @@ s_demote_row (store_state_t *self, size_t i, const char *why)
         self->lost++;
     self->bytes -= row->topic_size + row->body_size;
     s_row_free (row);
-    memmove (&self->rows[i], &self->rows[i + 1],
-             (self->count - i - 1) * sizeof *self->rows);
+    memmove (&self->rows[i], &self->rows[i + 1], (self->count - i - 1) * sizeof *self->rows);
     self->count--;
 }
 
@@ -331,8 +325,8 @@ s_connect (store_state_t *self, char *why, size_t whylen)
     if (self->db)
         return 0;
     bool retry_can_help;
-    self->db = self->backend->open (self->target, self->password, self->table, why,
-                                    whylen, &retry_can_help);
+    self->db = self->backend->open (self->target, self->password, self->table, why, whylen,
+                                    &retry_can_help);
     return self->db ? 0 : -1;
 }
 
@@ -345,8 +339,7 @@ s_set_broken (store_state_t *self, const char *why)
     if (!self->broken) {
         char keeping[96] = "";
         if (self->count > 0)
-            snprintf (keeping, sizeof keeping,
-                      "keeping %zu messages to write again, and ",
+            snprintf (keeping, sizeof keeping, "keeping %zu messages to write again, and ",
                       self->count);
         self->host->log (self->ctx, FANHUB_LOG_ERROR,
                          "%s: %s; %sanswering RETRY until the database is "
@@ -357,8 +350,8 @@ s_set_broken (store_state_t *self, const char *why)
         self->backoff_ns = STORE_BACKOFF_MIN_NS;
     }
     else {
-        self->host->log (self->ctx, FANHUB_LOG_DEBUG, "%s: still failing: %s",
-                         s_display (self), why);
+        self->host->log (self->ctx, FANHUB_LOG_DEBUG, "%s: still failing: %s", s_display (self),
+                         why);
         self->backoff_ns *= 2;
         if (self->backoff_ns > STORE_BACKOFF_MAX_NS)
             self->backoff_ns = STORE_BACKOFF_MAX_NS;
@@ -377,9 +370,8 @@ s_flush (store_state_t *self, char *why, size_t whylen)
     size_t held = self->count;
     while (self->count > 0) {
         size_t bad = 0, inserted = 0;
-        store_db_rc_t rc
-            = self->backend->write (self->db, self->run, self->rows,
-                                    self->count, &bad, &inserted, why, whylen);
+        store_db_rc_t rc = self->backend->write (self->db, self->run, self->rows, self->count, &bad,
+                                                 &inserted, why, whylen);
         if (rc == STORE_DB_OK) {
             self->stored += inserted;
             self->duplicates += self->count - inserted;
@@ -399,8 +391,7 @@ s_flush (store_state_t *self, char *why, size_t whylen)
         self->host->log (self->ctx, FANHUB_LOG_INFO,
                          "%s: available again; wrote the %zu kept messages, "
                          "answered RETRY to %llu meanwhile",
-                         s_display (self), held,
-                         (unsigned long long) self->retried);
+                         s_display (self), held, (unsigned long long) self->retried);
         self->broken = false;
     }
     return 0;
@@ -442,8 +433,7 @@ s_consume_locked (store_state_t *self, const fanhub_msg_t *msg)
        from 1, so this is for a broken host only. */
     if (row->seq > INT64_MAX)
         snprintf (reason, sizeof reason, "its seq is above 2^63 - 1");
-    if (row->seq > INT64_MAX
-        || self->backend->check_row (row, reason, sizeof reason)) {
+    if (row->seq > INT64_MAX || self->backend->check_row (row, reason, sizeof reason)) {
         s_log_reject (self, row, reason);
         s_row_free (row);
         self->rejected++;
@@ -548,17 +538,15 @@ s_fini (void *state)
                          "%s: %zu messages (seq %llu to %llu) not stored at "
                          "shutdown: %s; %zu of them were never answered OK "
                          "(the hub keeps those), %zu are lost",
-                         s_display (self), self->count,
-                         (unsigned long long) low, (unsigned long long) high,
-                         why, held, self->count - held);
+                         s_display (self), self->count, (unsigned long long) low,
+                         (unsigned long long) high, why, held, self->count - held);
         self->lost += self->count - held;
     }
     self->host->log (self->ctx, FANHUB_LOG_INFO,
                      "%s: stored %llu messages, %llu already stored, %llu "
                      "refused, %llu lost",
                      s_display (self), (unsigned long long) self->stored,
-                     (unsigned long long) self->duplicates,
-                     (unsigned long long) self->rejected,
+                     (unsigned long long) self->duplicates, (unsigned long long) self->rejected,
                      (unsigned long long) self->lost);
     pthread_mutex_unlock (&self->lock);
     s_destroy (self);
@@ -587,8 +575,8 @@ static const fanhub_consumer_desc_t s_desc;
    PostgreSQL server is not asked: one that cannot be reached is a passing
    state for init too (the consumer retries). */
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-         const fanhub_option_t *options, char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     store_options_t o;
     if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
@@ -606,20 +594,18 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     bool exists;
     char why[PATH_MAX + 128];
     if (fanhub_probe_file (o.target, &exists, why, sizeof why) != 0) {
-        snprintf (err, errlen, "options.%s: %s: cannot open: %s (%s)", o.target_key,
-                  o.target, why, host->option_where (o.target_node));
+        snprintf (err, errlen, "options.%s: %s: cannot open: %s (%s)", o.target_key, o.target, why,
+                  host->option_where (o.target_node));
         return -1;
     }
     if (!exists)
-        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it",
-                   o.target);
+        host->log (ctx, FANHUB_LOG_INFO, "%s does not exist yet; run creates it", o.target);
     return 0;
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     store_options_t o;
     if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
@@ -648,8 +634,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     self->async = FANHUB_HOST_HAS_COMPLETE (host);
     self->target = strdup (target);
     self->rows = (store_row_t *) calloc ((size_t) batch, sizeof *self->rows);
-    if (!self->target || !self->rows
-        || pthread_mutex_init (&self->lock, NULL) != 0) {
+    if (!self->target || !self->rows || pthread_mutex_init (&self->lock, NULL) != 0) {
         free (self->rows);
         free (self->target);
         free (self);
@@ -666,8 +651,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         s_destroy (self);
         return -1;
     }
-    self->db = backend->open (target, self->password, self->table, why, sizeof why,
-                              &retry_can_help);
+    self->db
+        = backend->open (target, self->password, self->table, why, sizeof why, &retry_can_help);
     if (!self->db && !retry_can_help) {
         snprintf (err, errlen, "options.%s: %s%s%s (%s)", target_key,
                   backend == &store_sqlite_backend ? target : "",
@@ -679,12 +664,13 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     if (!self->db)
         s_set_broken (self, why);
     else
-        host->log (ctx, FANHUB_LOG_INFO, "%s: storing in table %s as run %lld",
-                   s_display (self), self->table, (long long) self->run);
+        host->log (ctx, FANHUB_LOG_INFO, "%s: storing in table %s as run %lld", s_display (self),
+                   self->table, (long long) self->run);
     *state = self;
     return 0;
 }
 
 FANHUB_CONSUMER_DEFINE (s_desc, .name = "store", .version = "1.0",
                         .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
-                        .options = store_option_table, .idle = s_idle, .fini = s_fini, .check = s_check)
+                        .options = store_option_table, .idle = s_idle, .fini = s_fini,
+                        .check = s_check)

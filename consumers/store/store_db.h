@@ -62,8 +62,8 @@ typedef struct {
        permission), true when it could not be reached. password, when not
        NULL, is the secret the target leaves out (PostgreSQL's password,
        from password_file or password_env); it is never logged. */
-    store_db_t *(*open) (const char *target, const char *password, const char *table,
-                         char *why, size_t whylen, bool *retry_can_help);
+    store_db_t *(*open) (const char *target, const char *password, const char *table, char *why,
+                         size_t whylen, bool *retry_can_help);
     /* Checks the option's text before anything is opened; 0 or -1 with a
        reason. */
     int (*check_target) (const char *target, char *why, size_t whylen);
@@ -74,9 +74,8 @@ typedef struct {
     /* Inserts rows[0..n) with `run` in one transaction and commits. Counts
        the rows actually inserted (not ignored as already stored) in
        *inserted. */
-    store_db_rc_t (*write) (store_db_t *db, int64_t run,
-                            const store_row_t *rows, size_t n, size_t *bad,
-                            size_t *inserted, char *why, size_t whylen);
+    store_db_rc_t (*write) (store_db_t *db, int64_t run, const store_row_t *rows, size_t n,
+                            size_t *bad, size_t *inserted, char *why, size_t whylen);
     /* Closes; safe with *db_p NULL, nulls it. */
     void (*close) (store_db_t **db_p);
 } store_backend_t;
@@ -86,7 +85,6 @@ extern const store_backend_t store_pg_backend;
 
 /* Copies a database's error text into why as one line: newlines become
    spaces, trailing white space goes. */
-void store_db_why (char *why, size_t whylen, const char *prefix,
-                   const char *text);
+void store_db_why (char *why, size_t whylen, const char *prefix, const char *text);
 
 #endif

@@ -62,14 +62,12 @@ s_why_conn (char *why, size_t whylen, PGconn *conn, const char *what)
 {
     char prefix[128];
     snprintf (prefix, sizeof prefix, "%s: ", what);
-    store_db_why (why, whylen, prefix,
-                  conn ? PQerrorMessage (conn) : "out of memory");
+    store_db_why (why, whylen, prefix, conn ? PQerrorMessage (conn) : "out of memory");
 }
 
 /* Runs sql (several statements are fine); 0 when it worked. */
 static int
-s_exec (store_db_t *self, const char *sql, const char *what, char *why,
-        size_t whylen)
+s_exec (store_db_t *self, const char *sql, const char *what, char *why, size_t whylen)
 {
     PGresult *res = PQexec (self->conn, sql);
     int ok = PQresultStatus (res) == PGRES_COMMAND_OK;
@@ -80,8 +78,8 @@ s_exec (store_db_t *self, const char *sql, const char *what, char *why,
 }
 
 static store_db_t *
-s_open (const char *conninfo, const char *password, const char *table, char *why,
-        size_t whylen, bool *retry_can_help)
+s_open (const char *conninfo, const char *password, const char *table, char *why, size_t whylen,
+        bool *retry_can_help)
 {
     *retry_can_help = true;
     store_db_t *self = (store_db_t *) calloc (1, sizeof *self);
@@ -91,13 +89,18 @@ s_open (const char *conninfo, const char *password, const char *table, char *why
     }
     /* Keywords before dbname are defaults that the expanded conninfo
        overrides; those after it override the conninfo. */
-    const char *const keys[] = { "connect_timeout", "application_name",
-                                 "keepalives_idle", "keepalives_interval",
-                                 "keepalives_count", "tcp_user_timeout",
-                                 "dbname", "client_encoding",
-                                 password ? "password" : NULL, NULL };
-    const char *const values[] = { "10", "fanhub-store", "30", "10", "3",
-                                   "60000", conninfo, "UTF8", password, NULL };
+    const char *const keys[] = {"connect_timeout",
+                                "application_name",
+                                "keepalives_idle",
+                                "keepalives_interval",
+                                "keepalives_count",
+                                "tcp_user_timeout",
+                                "dbname",
+                                "client_encoding",
+                                password ? "password" : NULL,
+                                NULL};
+    const char *const values[]
+        = {"10", "fanhub-store", "30", "10", "3", "60000", conninfo, "UTF8", password, NULL};
     self->conn = PQconnectdbParams (keys, values, 1);
     if (!self->conn || PQstatus (self->conn) != CONNECTION_OK) {
         s_why_conn (why, whylen, self->conn, "cannot connect");
@@ -161,13 +164,12 @@ s_row_error (const PGresult *res)
     const char *state = PQresultErrorField (res, PG_DIAG_SQLSTATE);
     return state
            && (strncmp (state, "22", 2) == 0 || strncmp (state, "23", 2) == 0
-               || strncmp (state, "54", 2) == 0
-               || strcmp (state, "0A000") == 0);
+               || strncmp (state, "54", 2) == 0 || strcmp (state, "0A000") == 0);
 }
 
 static store_db_rc_t
-s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n,
-         size_t *bad, size_t *inserted, char *why, size_t whylen)
+s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n, size_t *bad,
+         size_t *inserted, char *why, size_t whylen)
 {
     *inserted = 0;
     if (s_exec (self, "BEGIN", "BEGIN", why, whylen))
@@ -177,22 +179,20 @@ s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n,
         const store_row_t *row = &rows[i];
         char run_text[24], seq_text[24];
         snprintf (run_text, sizeof run_text, "%lld", (long long) run);
-        snprintf (seq_text, sizeof seq_text, "%llu",
-                  (unsigned long long) row->seq);
+        snprintf (seq_text, sizeof seq_text, "%llu", (unsigned long long) row->seq);
         /* Text format but for body_bytes, which goes as binary so that it
            needs no escaping. The strings carry their NUL. */
-        const char *values[8] = { run_text, seq_text, row->topic,
-                                  row->received_at, row->msg_id };
-        int lengths[8] = { 0 };
-        int formats[8] = { 0 };
+        const char *values[8] = {run_text, seq_text, row->topic, row->received_at, row->msg_id};
+        int lengths[8] = {0};
+        int formats[8] = {0};
         size_t column = 5 + (size_t) row->kind;
         values[column] = row->body;
         if (row->kind == STORE_BODY_BYTES) {
             lengths[column] = (int) row->body_size;
             formats[column] = 1;
         }
-        PGresult *res = PQexecPrepared (self->conn, STORE_PG_STATEMENT, 8,
-                                        values, lengths, formats, 0);
+        PGresult *res
+            = PQexecPrepared (self->conn, STORE_PG_STATEMENT, 8, values, lengths, formats, 0);
         if (PQresultStatus (res) == PGRES_COMMAND_OK) {
             /* "1" when inserted, "0" when it was already stored. */
             count += strcmp (PQcmdTuples (res), "1") == 0;
@@ -200,8 +200,7 @@ s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n,
             continue;
         }
         s_why_conn (why, whylen, self->conn, "INSERT");
-        bool row_error = res && s_row_error (res)
-                         && PQstatus (self->conn) == CONNECTION_OK;
+        bool row_error = res && s_row_error (res) && PQstatus (self->conn) == CONNECTION_OK;
         PQclear (res);
         if (row_error) {
             char ignored[8];
@@ -231,8 +230,7 @@ s_check_target (const char *conninfo, char *why, size_t whylen)
     char *error = NULL;
     PQconninfoOption *options = PQconninfoParse (conninfo, &error);
     if (!options) {
-        store_db_why (why, whylen, "not a valid conninfo: ",
-                      error ? error : "out of memory");
+        store_db_why (why, whylen, "not a valid conninfo: ", error ? error : "out of memory");
         PQfreemem (error);
         return -1;
     }
@@ -246,8 +244,7 @@ s_check_row (const store_row_t *row, char *why, size_t whylen)
     /* TEXT cannot hold NUL, and a B-tree entry (the topic index) must fit
        in a third of a page. */
     if (memchr (row->topic, '\0', row->topic_size)) {
-        snprintf (why, whylen,
-                  "its topic holds a NUL byte, which PostgreSQL text cannot");
+        snprintf (why, whylen, "its topic holds a NUL byte, which PostgreSQL text cannot");
         return -1;
     }
     if (row->topic_size > STORE_PG_MAX_TOPIC) {

@@ -78,8 +78,7 @@ s_use_wal (store_db_t *self, char *why, size_t whylen, bool *retry_can_help)
     const char *mode = (const char *) sqlite3_column_text (stmt, 0);
     int ok = mode && strcmp (mode, "wal") == 0;
     if (!ok)
-        snprintf (why, whylen, "cannot use WAL mode (journal mode is %s)",
-                  mode ? mode : "unknown");
+        snprintf (why, whylen, "cannot use WAL mode (journal mode is %s)", mode ? mode : "unknown");
     sqlite3_finalize (stmt);
     return ok ? 0 : -1;
 }
@@ -147,9 +146,8 @@ s_open (const char *path, const char *password, const char *table, char *why, si
     }
     /* NOMUTEX: store.c serialises every use of the connection. No URI
        parsing: the option is a file name. */
-    int rc = sqlite3_open_v2 (path, &self->db,
-                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                              NULL);
+    int rc = sqlite3_open_v2 (
+        path, &self->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) {
         s_why_db (why, whylen, self->db, "cannot open");
         /* A missing directory or a permission is a configuration error;
@@ -198,27 +196,22 @@ s_bind (sqlite3_stmt *stmt, int64_t run, const store_row_t *row)
     int rc;
     if ((rc = sqlite3_bind_int64 (stmt, 1, run))
         || (rc = sqlite3_bind_int64 (stmt, 2, (sqlite3_int64) row->seq))
-        || (rc = sqlite3_bind_text (stmt, 3, row->topic, (int) row->topic_size,
-                                    SQLITE_STATIC))
-        || (rc = sqlite3_bind_text (stmt, 4, row->received_at, -1,
-                                    SQLITE_STATIC)))
+        || (rc = sqlite3_bind_text (stmt, 3, row->topic, (int) row->topic_size, SQLITE_STATIC))
+        || (rc = sqlite3_bind_text (stmt, 4, row->received_at, -1, SQLITE_STATIC)))
         return rc;
-    if (row->msg_id
-        && (rc = sqlite3_bind_text (stmt, 5, row->msg_id, -1, SQLITE_STATIC)))
+    if (row->msg_id && (rc = sqlite3_bind_text (stmt, 5, row->msg_id, -1, SQLITE_STATIC)))
         return rc;
     /* The copy is never a NULL pointer, so an empty body binds as an empty
        value rather than as NULL. */
     if (row->kind == STORE_BODY_BYTES)
-        return sqlite3_bind_blob64 (stmt, 8, row->body, row->body_size,
-                                    SQLITE_STATIC);
-    return sqlite3_bind_text64 (stmt, row->kind == STORE_BODY_JSON ? 6 : 7,
-                                row->body, row->body_size, SQLITE_STATIC,
-                                SQLITE_UTF8);
+        return sqlite3_bind_blob64 (stmt, 8, row->body, row->body_size, SQLITE_STATIC);
+    return sqlite3_bind_text64 (stmt, row->kind == STORE_BODY_JSON ? 6 : 7, row->body,
+                                row->body_size, SQLITE_STATIC, SQLITE_UTF8);
 }
 
 static store_db_rc_t
-s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n,
-         size_t *bad, size_t *inserted, char *why, size_t whylen)
+s_write (store_db_t *self, int64_t run, const store_row_t *rows, size_t n, size_t *bad,
+         size_t *inserted, char *why, size_t whylen)
 {
     *inserted = 0;
     int rc = s_exec (self, "BEGIN IMMEDIATE");
@@ -261,8 +254,7 @@ s_check_target (const char *path, char *why, size_t whylen)
 {
     /* Both would lose everything at exit, silently. */
     if (strcmp (path, ":memory:") == 0 || strncmp (path, "file:", 5) == 0) {
-        snprintf (why, whylen,
-                  "expected the path of a database file, got \"%s\"", path);
+        snprintf (why, whylen, "expected the path of a database file, got \"%s\"", path);
         return -1;
     }
     return 0;
@@ -272,11 +264,9 @@ static int
 s_check_row (const store_row_t *row, char *why, size_t whylen)
 {
     /* SQLite's default SQLITE_MAX_LENGTH bounds a row as well as a value. */
-    size_t size = row->topic_size + row->body_size
-                  + (row->msg_id ? strlen (row->msg_id) : 0) + 256;
+    size_t size = row->topic_size + row->body_size + (row->msg_id ? strlen (row->msg_id) : 0) + 256;
     if (size > STORE_SQLITE_MAX_ROW) {
-        snprintf (why, whylen,
-                  "%zu bytes, more than SQLite's row limit of %d bytes", size,
+        snprintf (why, whylen, "%zu bytes, more than SQLite's row limit of %d bytes", size,
                   STORE_SQLITE_MAX_ROW);
         return -1;
     }

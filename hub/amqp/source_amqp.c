@@ -30,10 +30,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define S_BATCH_MAX 256             /* deliveries read per wake */
+#define S_BATCH_MAX 256 /* deliveries read per wake */
 #define S_RECONNECT_FIRST_MS 100
 #define S_CONNECT_TIMEOUT_S 5
-#define S_POLL_MS 1000               /* idle wake: heartbeats are sent from it */
+#define S_POLL_MS 1000 /* idle wake: heartbeats are sent from it */
 
 /* A delivery handed to the hub and not answered yet. */
 typedef struct {
@@ -57,13 +57,13 @@ struct fh_source_amqp {
 
     /* Actor-private. */
     amqp_connection_state_t conn;
-    void *push;           /* to the enqueuer */
+    void *push; /* to the enqueuer */
     s_open_t *open;
     size_t open_count, open_room;
     int64_t backoff_ms;
     uint64_t connects;
-    bool stopping;        /* a stop came while handing a message over */
-    bool *consuming;      /* by channel (from 1): basic.consume sent */
+    bool stopping;         /* a stop came while handing a message over */
+    bool *consuming;       /* by channel (from 1): basic.consume sent */
     int64_t standby_at_ns; /* when to consume from the other shards; 0: done */
     fh_ratelimit_t log_limit;
 };
@@ -153,7 +153,7 @@ s_queue_arguments (const fh_amqp_settings_t *settings, amqp_table_entry_t *entri
         entries[count].value.kind = AMQP_FIELD_KIND_UTF8;
         entries[count++].value.value.bytes = amqp_cstring_bytes (settings->dead_letter_exchange);
     }
-    return (amqp_table_t){ count, entries };
+    return (amqp_table_t){count, entries};
 }
 
 /* declare: true. One queue bound to exchange by each binding key; or
@@ -168,16 +168,18 @@ s_declare (fh_source_amqp_t *self, char *why, size_t len)
     amqp_table_t arguments = s_queue_arguments (settings, entries);
     const char *target = settings->shards ? settings->hash_exchange : settings->queue;
     if (settings->shards) {
-        amqp_table_entry_t header = { amqp_cstring_bytes ("hash-header"),
-                                      { .kind = AMQP_FIELD_KIND_UTF8 } };
+        amqp_table_entry_t header
+            = {amqp_cstring_bytes ("hash-header"), {.kind = AMQP_FIELD_KIND_UTF8}};
         if (settings->hash_header)
             header.value.value.bytes = amqp_cstring_bytes (settings->hash_header);
-        amqp_table_t exchange_arguments = { settings->hash_header ? 1 : 0, &header };
+        amqp_table_t exchange_arguments = {settings->hash_header ? 1 : 0, &header};
         amqp_exchange_declare (self->conn, 1, amqp_cstring_bytes (settings->hash_exchange),
                                amqp_cstring_bytes ("x-consistent-hash"), 0, 1, 0, 0,
                                exchange_arguments);
-        if (s_rpc_ok (self, "declaring the consistent-hash exchange (is the "
-                            "rabbitmq_consistent_hash_exchange plugin enabled?)", why, len))
+        if (s_rpc_ok (self,
+                      "declaring the consistent-hash exchange (is the "
+                      "rabbitmq_consistent_hash_exchange plugin enabled?)",
+                      why, len))
             return -1;
     }
     for (size_t ch = 1; ch <= (settings->shards ? settings->shards : 1); ch++) {
@@ -188,8 +190,8 @@ s_declare (fh_source_amqp_t *self, char *why, size_t len)
             return -1;
         if (settings->shards) {
             amqp_queue_bind (self->conn, 1, amqp_cstring_bytes (queue),
-                             amqp_cstring_bytes (settings->hash_exchange),
-                             amqp_cstring_bytes ("1"), amqp_empty_table);
+                             amqp_cstring_bytes (settings->hash_exchange), amqp_cstring_bytes ("1"),
+                             amqp_empty_table);
             if (s_rpc_ok (self, "binding a shard queue", why, len))
                 return -1;
         }
@@ -232,8 +234,7 @@ s_socket (fh_source_amqp_t *self, char *why, size_t len)
     }
     if (settings->cert_file
         && amqp_ssl_socket_set_key (socket, settings->cert_file, settings->key_file)) {
-        snprintf (why, len, "tls: cannot load %s and %s", settings->cert_file,
-                  settings->key_file);
+        snprintf (why, len, "tls: cannot load %s and %s", settings->cert_file, settings->key_file);
         return NULL;
     }
     return socket;
@@ -292,7 +293,7 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
         return -1;
     }
     amqp_socket_t *socket = s_socket (self, why, len);
-    struct timeval timeout = { S_CONNECT_TIMEOUT_S, 0 };
+    struct timeval timeout = {S_CONNECT_TIMEOUT_S, 0};
     int rc = socket ? amqp_socket_open_noblock (socket, settings->host, settings->port, &timeout)
                     : AMQP_STATUS_OK;
     if (!socket || rc != AMQP_STATUS_OK) {
@@ -302,9 +303,9 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
         s_disconnect (self, false);
         return -1;
     }
-    amqp_rpc_reply_t reply
-        = amqp_login (self->conn, settings->vhost, 0, 131072, settings->heartbeat_s,
-                      AMQP_SASL_METHOD_PLAIN, settings->user, settings->password);
+    amqp_rpc_reply_t reply = amqp_login (self->conn, settings->vhost, 0, 131072,
+                                         settings->heartbeat_s, AMQP_SASL_METHOD_PLAIN,
+                                         settings->user, settings->password);
     if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
         char text[256];
         snprintf (why, len, "cannot log in to %s:%d vhost %s as %s: %s", settings->host,
@@ -336,9 +337,8 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
             return -1;
         }
     }
-    self->standby_at_ns = settings->prefer_count
-                              ? fh_clock_mono_ns () + settings->standby_delay_ms * 1000000
-                              : 0;
+    self->standby_at_ns
+        = settings->prefer_count ? fh_clock_mono_ns () + settings->standby_delay_ms * 1000000 : 0;
     return 0;
 }
 
@@ -381,11 +381,11 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
     if (!emit)
         return false;
     fh_emit_set_notify (emit, s_wake, self);
-    fh_inject_t header = { emit, false, true };
+    fh_inject_t header = {emit, false, true};
     while (zmq_send (self->push, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        zmq_pollitem_t item = { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 };
+        zmq_pollitem_t item = {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0};
         if (zmq_errno () != EAGAIN || zmq_poll (&item, 1, 10) != 0) {
-            self->stopping = true; /* the stop is read no more: the actor ends */
+            self->stopping = true;  /* the stop is read no more: the actor ends */
             fh_emit_abandon (emit); /* the message's reference */
             fh_emit_unref (&emit);
             return false;
@@ -401,8 +401,7 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
     if (settings->loop_guard)
         zmq_send (self->push, FH_AMQP_MARK, sizeof FH_AMQP_MARK - 1, 0);
     free (wrapped.data);
-    self->open[self->open_count++]
-        = (s_open_t){ emit, envelope->channel, envelope->delivery_tag };
+    self->open[self->open_count++] = (s_open_t){emit, envelope->channel, envelope->delivery_tag};
     atomic_store (&self->unacked, self->open_count);
     return true;
 }
@@ -481,7 +480,7 @@ static bool
 s_other_frame (fh_source_amqp_t *self)
 {
     amqp_frame_t frame;
-    struct timeval now = { 0, 0 };
+    struct timeval now = {0, 0};
     int rc = amqp_simple_wait_frame_noblock (self->conn, &frame, &now);
     if (rc == AMQP_STATUS_TIMEOUT)
         return true;
@@ -494,7 +493,7 @@ s_other_frame (fh_source_amqp_t *self)
     switch (frame.payload.method.id) {
     case AMQP_CONNECTION_CLOSE_METHOD:
     case AMQP_CHANNEL_CLOSE_METHOD: {
-        amqp_rpc_reply_t reply = { AMQP_RESPONSE_SERVER_EXCEPTION, frame.payload.method, 0 };
+        amqp_rpc_reply_t reply = {AMQP_RESPONSE_SERVER_EXCEPTION, frame.payload.method, 0};
         char text[256];
         fh_warning ("bus.amqp: %s", s_reply_text (reply, text, sizeof text));
         return false;
@@ -502,8 +501,7 @@ s_other_frame (fh_source_amqp_t *self)
     case AMQP_BASIC_CANCEL_METHOD:
         fh_warning ("bus.amqp: the broker cancelled a consumer (queue deleted?)");
         return false;
-    default:
-        return true;
+    default: return true;
     }
 }
 
@@ -515,7 +513,7 @@ s_receive (fh_source_amqp_t *self, zsock_t *pipe)
     for (int n = 0; n < S_BATCH_MAX; n++) {
         amqp_maybe_release_buffers (self->conn);
         amqp_envelope_t envelope;
-        struct timeval now = { 0, 0 };
+        struct timeval now = {0, 0};
         amqp_rpc_reply_t reply = amqp_consume_message (self->conn, &envelope, &now, 0);
         if (reply.reply_type == AMQP_RESPONSE_NORMAL) {
             fh_bump (&self->delivered);
@@ -546,9 +544,9 @@ static bool
 s_wait (fh_source_amqp_t *self, zsock_t *pipe, int fd, long ms)
 {
     zmq_pollitem_t items[] = {
-        { zsock_resolve (pipe), 0, ZMQ_POLLIN, 0 },
-        { NULL, self->wake_fd, ZMQ_POLLIN, 0 },
-        { NULL, fd, ZMQ_POLLIN, 0 },
+        {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
+        {NULL, self->wake_fd, ZMQ_POLLIN, 0},
+        {NULL, fd, ZMQ_POLLIN, 0},
     };
     if (zmq_poll (items, fd >= 0 ? 3 : 2, ms) < 0 && zmq_errno () != EINTR)
         return true; /* the context is going away */
@@ -574,8 +572,7 @@ s_session (fh_source_amqp_t *self, zsock_t *pipe)
     char why[512];
     if (s_connect (self, why, sizeof why) != 0) {
         fh_log_limited (&self->log_limit, FANHUB_LOG_WARNING,
-                        "bus.amqp: %s; trying again in %lld ms", why,
-                        (long long) self->backoff_ms);
+                        "bus.amqp: %s; trying again in %lld ms", why, (long long) self->backoff_ms);
         int64_t until = fh_clock_mono_ns () + self->backoff_ms * 1000000;
         self->backoff_ms = self->backoff_ms * 2 < settings->reconnect_max_ms
                                ? self->backoff_ms * 2
@@ -589,9 +586,9 @@ s_session (fh_source_amqp_t *self, zsock_t *pipe)
         fh_bump (&self->reconnects);
     self->backoff_ms = S_RECONNECT_FIRST_MS;
     atomic_store (&self->connected, true);
-    fh_info ("bus.amqp: consuming from %s%s on %s:%d vhost %s (prefetch %zu)",
-             settings->queue, settings->shards ? ".*" : "", settings->host, settings->port,
-             settings->vhost, settings->prefetch);
+    fh_info ("bus.amqp: consuming from %s%s on %s:%d vhost %s (prefetch %zu)", settings->queue,
+             settings->shards ? ".*" : "", settings->host, settings->port, settings->vhost,
+             settings->prefetch);
     int fd = amqp_get_sockfd (self->conn);
     for (;;) {
         if (!s_settle (self) || !s_receive (self, pipe) || self->stopping)

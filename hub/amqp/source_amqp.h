@@ -56,7 +56,7 @@ void fh_amqp_settings_destroy (fh_amqp_settings_t **self_p);
 typedef struct fh_source_amqp fh_source_amqp_t;
 
 /* How many consumers the hub has now (an emit waiter's size). */
-typedef size_t(fh_source_count_fn) (void *arg);
+typedef size_t (fh_source_count_fn) (void *arg);
 
 typedef struct {
     uint64_t delivered;  /* deliveries received */

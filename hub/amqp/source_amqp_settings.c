@@ -47,8 +47,7 @@ s_text (s_err_t *err, const fanhub_option_t *node, const char *key)
 }
 
 static int
-s_string (s_err_t *err, const fanhub_option_t *node, const char *key, char **slot,
-          bool empty_ok)
+s_string (s_err_t *err, const fanhub_option_t *node, const char *key, char **slot, bool empty_ok)
 {
     const char *text = s_text (err, node, key);
     if (!text)
@@ -61,8 +60,8 @@ s_string (s_err_t *err, const fanhub_option_t *node, const char *key, char **slo
 }
 
 static int
-s_integer (s_err_t *err, const fanhub_option_t *node, const char *key, long long min,
-           long long max, long long *out)
+s_integer (s_err_t *err, const fanhub_option_t *node, const char *key, long long min, long long max,
+           long long *out)
 {
     const char *text = s_text (err, node, key);
     if (!text)
@@ -71,8 +70,8 @@ s_integer (s_err_t *err, const fanhub_option_t *node, const char *key, long long
     errno = 0;
     long long value = strtoll (text, &end, 10);
     if (errno || end == text || *end || value < min || value > max)
-        return s_fail (err, node, "%s: expected an integer from %lld to %lld, got '%s'", key,
-                       min, max, text);
+        return s_fail (err, node, "%s: expected an integer from %lld to %lld, got '%s'", key, min,
+                       max, text);
     *out = value;
     return 0;
 }
@@ -101,8 +100,10 @@ s_password_file (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *
     struct stat st;
     if (fstat (fileno (file), &st) != 0 || !S_ISREG (st.st_mode) || (st.st_mode & 077)) {
         fclose (file);
-        return s_fail (err, node, "password_file: %s: not a regular file, or other users may "
-                                  "read it; refusing it (chmod 600 %s)", path, path);
+        return s_fail (err, node,
+                       "password_file: %s: not a regular file, or other users may "
+                       "read it; refusing it (chmod 600 %s)",
+                       path, path);
     }
     char line[1024];
     bool got = fgets (line, sizeof line, file) != NULL;
@@ -125,8 +126,7 @@ s_password_env (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *s
         return -1;
     const char *value = getenv (name);
     if (!value || !*value)
-        return s_fail (err, node, "password_env: the environment variable %s is not set",
-                       name);
+        return s_fail (err, node, "password_env: the environment variable %s is not set", name);
     free (self->password);
     self->password = strdup (value);
     return self->password ? 0 : s_fail (err, node, "password_env: out of memory");
@@ -143,8 +143,9 @@ s_url (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     const char *scheme_end = strstr (text, "://");
     const char *at = scheme_end ? strchr (scheme_end + 3, '@') : NULL;
     if (at && memchr (scheme_end + 3, ':', (size_t) (at - scheme_end - 3)))
-        return s_fail (err, node, "url: no password in the url: use password_file: or "
-                                  "password_env:");
+        return s_fail (err, node,
+                       "url: no password in the url: use password_file: or "
+                       "password_env:");
     char *copy = strdup (text);
     if (!copy)
         return s_fail (err, node, "url: out of memory");
@@ -153,8 +154,10 @@ s_url (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
     int rc = amqp_parse_url (copy, &info);
     if (rc != AMQP_STATUS_OK || !info.host || !*info.host) {
         free (copy);
-        return s_fail (err, node, "url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., "
-                                  "got '%s'", text);
+        return s_fail (err, node,
+                       "url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., "
+                       "got '%s'",
+                       text);
     }
     if (at && !self->url_user)
         self->url_user = strdup (info.user);
@@ -194,20 +197,26 @@ static int
 s_tls (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
 {
     if (fh_option_kind (node) != FANHUB_OPTION_MAP)
-        return s_fail (err, node, "tls: expected a map (ca_file, cert_file, key_file, "
-                                  "verify_peer, verify_hostname)");
+        return s_fail (err, node,
+                       "tls: expected a map (ca_file, cert_file, key_file, "
+                       "verify_peer, verify_hostname)");
     for (size_t i = 0; i < fh_option_count (node); i++) {
         const char *key = NULL;
         const fanhub_option_t *value = fh_option_at (node, i, &key);
-        int rc = strcmp (key, "ca_file") == 0     ? s_string (err, value, "tls.ca_file", &self->ca_file, false)
-                 : strcmp (key, "cert_file") == 0 ? s_string (err, value, "tls.cert_file", &self->cert_file, false)
-                 : strcmp (key, "key_file") == 0  ? s_string (err, value, "tls.key_file", &self->key_file, false)
+        int rc = strcmp (key, "ca_file") == 0
+                     ? s_string (err, value, "tls.ca_file", &self->ca_file, false)
+                 : strcmp (key, "cert_file") == 0
+                     ? s_string (err, value, "tls.cert_file", &self->cert_file, false)
+                 : strcmp (key, "key_file") == 0
+                     ? s_string (err, value, "tls.key_file", &self->key_file, false)
                  : strcmp (key, "verify_peer") == 0
                      ? s_bool (err, value, "tls.verify_peer", &self->verify_peer)
                  : strcmp (key, "verify_hostname") == 0
                      ? s_bool (err, value, "tls.verify_hostname", &self->verify_hostname)
-                     : s_fail (err, value, "tls.%s: unknown key (known: ca_file, cert_file, "
-                                           "key_file, verify_peer, verify_hostname)", key);
+                     : s_fail (err, value,
+                               "tls.%s: unknown key (known: ca_file, cert_file, "
+                               "key_file, verify_peer, verify_hostname)",
+                               key);
         if (rc)
             return -1;
     }
@@ -235,8 +244,7 @@ s_prefer (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
 /* envelope: none or fedora-messaging (source_amqp_envelope.c); and
    loop_guard. */
 static int
-s_envelope (s_err_t *err, const char *key, const fanhub_option_t *value,
-            fh_amqp_settings_t *self)
+s_envelope (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
 {
     if (strcmp (key, "loop_guard") == 0)
         return s_bool (err, value, key, &self->loop_guard);
@@ -345,9 +353,11 @@ s_finish (s_err_t *err, const fanhub_option_t *tree, fh_amqp_settings_t *self)
         self->user = strdup (self->url_user ? self->url_user : "guest");
     if (!self->password) {
         if (self->user && strcmp (self->user, "guest") != 0)
-            return s_fail (err, tree, "password_file: required for user '%s' (or "
-                                      "password_env); the password is never read from "
-                                      "this file", self->user);
+            return s_fail (err, tree,
+                           "password_file: required for user '%s' (or "
+                           "password_env); the password is never read from "
+                           "this file",
+                           self->user);
         self->password = strdup ("guest"); /* RabbitMQ's default account */
     }
     if (!self->exchange)
@@ -365,24 +375,25 @@ s_finish (s_err_t *err, const fanhub_option_t *tree, fh_amqp_settings_t *self)
         if (self->hash_exchange)
             snprintf (self->hash_exchange, len, "%s.hash", self->queue);
     }
-    if (!self->user || !self->password || !self->exchange || !self->bindings
-        || !self->queue_type || !self->hash_exchange)
+    if (!self->user || !self->password || !self->exchange || !self->bindings || !self->queue_type
+        || !self->hash_exchange)
         return s_fail (err, tree, "out of memory");
     const fanhub_option_t *tls = fh_option_get (tree, "tls");
     if (tls && !self->tls)
         return s_fail (err, tls, "tls: needs an amqps:// url");
     if (self->tls && self->verify_peer && !self->ca_file)
-        return s_fail (err, tls ? tls : tree, "tls.ca_file: required to verify the broker "
-                                              "(or tls.verify_peer: false)");
+        return s_fail (err, tls ? tls : tree,
+                       "tls.ca_file: required to verify the broker "
+                       "(or tls.verify_peer: false)");
     if (!self->cert_file != !self->key_file)
         return s_fail (err, tls, "tls: cert_file and key_file go together");
     if (fh_option_get (tree, "prefer") && !self->shards)
         return s_fail (err, fh_option_get (tree, "prefer"), "prefer: only with shards: N");
     if ((fh_option_get (tree, "hash_exchange") || fh_option_get (tree, "hash_header"))
         && !self->shards)
-        return s_fail (err, fh_option_get (tree, "hash_exchange")
-                                ? fh_option_get (tree, "hash_exchange")
-                                : fh_option_get (tree, "hash_header"),
+        return s_fail (err,
+                       fh_option_get (tree, "hash_exchange") ? fh_option_get (tree, "hash_exchange")
+                                                             : fh_option_get (tree, "hash_header"),
                        "hash_exchange, hash_header: only with shards: N");
     return 0;
 }
@@ -391,7 +402,7 @@ fh_amqp_settings_t *
 fh_amqp_settings_new (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
 {
     const char *unused = NULL;
-    s_err_t err = { where ? where : &unused, why, whylen };
+    s_err_t err = {where ? where : &unused, why, whylen};
     fh_amqp_settings_t *self = calloc (1, sizeof *self);
     if (!self) {
         snprintf (why, whylen, "out of memory");

@@ -15,27 +15,27 @@
 struct fh_amqp_settings {
     char *host;
     int port;
-    bool tls;             /* amqps:// */
-    char *vhost;          /* vhost:, else the url's, else "/" */
-    char *user;           /* user:, else the url's, else guest */
-    char *url_user;       /* the url's user, or NULL */
-    char *password;       /* from password_file / password_env; "guest" for guest */
-    char *queue;          /* the queue, or the shard queues' prefix */
-    size_t shards;        /* 0: one queue; N: queue.0 ... queue.N-1 */
-    size_t prefetch;      /* basic.qos per channel */
-    int heartbeat_s;      /* 0: none */
-    bool declare;         /* declare the topology at each connect */
-    char *exchange;       /* where messages come from ("" = none) */
-    char **bindings;      /* binding keys from exchange */
+    bool tls;        /* amqps:// */
+    char *vhost;     /* vhost:, else the url's, else "/" */
+    char *user;      /* user:, else the url's, else guest */
+    char *url_user;  /* the url's user, or NULL */
+    char *password;  /* from password_file / password_env; "guest" for guest */
+    char *queue;     /* the queue, or the shard queues' prefix */
+    size_t shards;   /* 0: one queue; N: queue.0 ... queue.N-1 */
+    size_t prefetch; /* basic.qos per channel */
+    int heartbeat_s; /* 0: none */
+    bool declare;    /* declare the topology at each connect */
+    char *exchange;  /* where messages come from ("" = none) */
+    char **bindings; /* binding keys from exchange */
     size_t binding_count;
-    char *hash_exchange;  /* with shards: the x-consistent-hash exchange */
-    char *hash_header;    /* hash this header, not the routing key; or NULL */
-    char *queue_type;     /* "classic" or "quorum" */
+    char *hash_exchange;        /* with shards: the x-consistent-hash exchange */
+    char *hash_header;          /* hash this header, not the routing key; or NULL */
+    char *queue_type;           /* "classic" or "quorum" */
     char *dead_letter_exchange; /* x-dead-letter-exchange, or NULL */
     int64_t reconnect_max_ms;
-    size_t prefer_index, prefer_count; /* prefer: shards s with s % count == index
+    size_t prefer_index, prefer_count;    /* prefer: shards s with s % count == index
                                           first; count 0 = every shard at once */
-    int64_t standby_delay_ms; /* then the others, as a standby, this much later */
+    int64_t standby_delay_ms;             /* then the others, as a standby, this much later */
     char *ca_file, *cert_file, *key_file; /* tls: */
     bool verify_peer, verify_hostname;
     bool fedora_envelope; /* envelope: fedora-messaging */

@@ -12,18 +12,18 @@
 #include <string.h>
 
 #define FH_CLI_MAX_OPTIONS 40
-#define FH_CLI_HELP (-2)    /* ids the layer answers itself */
+#define FH_CLI_HELP (-2) /* ids the layer answers itself */
 #define FH_CLI_VERSION (-3)
 #define FH_CLI_HELP_COLUMN 24 /* where the help text of an option starts */
 
 static const fh_cli_option_t s_help = {'h', "help", NULL, "this text"};
-static const fh_cli_option_t s_version = {FH_CLI_VERSION, "version", NULL,
-                                          "the version of fanhub and of its plugin ABI"};
+static const fh_cli_option_t s_version
+    = {FH_CLI_VERSION, "version", NULL, "the version of fanhub and of its plugin ABI"};
 
 void
 fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv)
 {
-    *cli = (fh_cli_t) {.command = command, .argc = argc, .argv = argv, .next = 1};
+    *cli = (fh_cli_t){.command = command, .argc = argc, .argv = argv, .next = 1};
     optind = 0; /* 0, not 1: a full reset of getopt's state between commands */
 }
 
@@ -67,8 +67,8 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
             continue;
         assert (n < FH_CLI_MAX_OPTIONS);
         assert (o->id > 0 && o->id != 'h' && o->id != '?' && o->id != ':');
-        longopts[n++] = (struct option) {o->name, o->arg ? required_argument : no_argument,
-                                         NULL, o->id};
+        longopts[n++]
+            = (struct option){o->name, o->arg ? required_argument : no_argument, NULL, o->id};
         if (o->id < FH_CLI_LONG_ONLY) {
             shortopts[s++] = (char) o->id;
             if (o->arg)
@@ -76,9 +76,9 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         }
     }
     shortopts[s] = '\0';
-    longopts[n++] = (struct option) {"help", no_argument, NULL, FH_CLI_HELP};
-    longopts[n++] = (struct option) {"version", no_argument, NULL, FH_CLI_VERSION};
-    longopts[n] = (struct option) {NULL, 0, NULL, 0};
+    longopts[n++] = (struct option){"help", no_argument, NULL, FH_CLI_HELP};
+    longopts[n++] = (struct option){"version", no_argument, NULL, FH_CLI_VERSION};
+    longopts[n] = (struct option){NULL, 0, NULL, 0};
 
     *arg = NULL;
     opterr = 0;
@@ -86,8 +86,7 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
     cli->next = optind;
     char typed[128];
     switch (c) {
-    case -1:
-        return 0;
+    case -1: return 0;
     case 'h':
     case FH_CLI_HELP:
         fh_cli_usage (command, stdout);
@@ -109,15 +108,9 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         else
             cli->status = fh_cli_usage_error (command, "unknown option '%s'", typed);
         return -1;
-    case FH_CLI_CURVE_KEY:
-        cli->curve_key = optarg;
-        return fh_cli_next (cli, arg);
-    case FH_CLI_SERVER_KEY:
-        cli->server_key = optarg;
-        return fh_cli_next (cli, arg);
-    default:
-        *arg = optarg;
-        return c;
+    case FH_CLI_CURVE_KEY: cli->curve_key = optarg; return fh_cli_next (cli, arg);
+    case FH_CLI_SERVER_KEY: cli->server_key = optarg; return fh_cli_next (cli, arg);
+    default: *arg = optarg; return c;
     }
 }
 
@@ -147,8 +140,8 @@ s_option_line (FILE *out, const fh_cli_option_t *o, int column)
     char left[160];
     int len;
     if (o->id > 0 && o->id < FH_CLI_LONG_ONLY)
-        len = snprintf (left, sizeof left, "  -%c, --%s%s%s", o->id, o->name,
-                        o->arg ? " " : "", o->arg ? o->arg : "");
+        len = snprintf (left, sizeof left, "  -%c, --%s%s%s", o->id, o->name, o->arg ? " " : "",
+                        o->arg ? o->arg : "");
     else
         len = snprintf (left, sizeof left, "      --%s%s%s", o->name, o->arg ? " " : "",
                         o->arg ? o->arg : "");
@@ -207,8 +200,7 @@ fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)
 void
 fh_cli_version (void)
 {
-    printf ("fanhub %s (plugin ABI %d.%d)\n", FANHUB_VERSION, FANHUB_ABI_MAJOR,
-            FANHUB_ABI_MINOR);
+    printf ("fanhub %s (plugin ABI %d.%d)\n", FANHUB_VERSION, FANHUB_ABI_MAJOR, FANHUB_ABI_MINOR);
 }
 
 fh_config_t *
@@ -216,8 +208,8 @@ fh_cli_load_config (const char *path, char *err, size_t errlen)
 {
     if (path)
         return fh_config_load_file (path, err, errlen);
-    return fh_config_load_string (fh_config_default_yaml, fh_config_default_yaml_len,
-                                  "<default>", err, errlen);
+    return fh_config_load_string (fh_config_default_yaml, fh_config_default_yaml_len, "<default>",
+                                  err, errlen);
 }
 
 int
@@ -232,9 +224,9 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
         snprintf (out, size, "%s", config->connect.items[0]);
     else if (config->bind.count > 0) {
         /* A peer on this machine reaches a wildcard bind on loopback. */
-        static const char *const wild[][2] = { { "tcp://*:", "tcp://127.0.0.1:" },
-                                               { "tcp://0.0.0.0:", "tcp://127.0.0.1:" },
-                                               { "tcp://[::]:", "tcp://[::1]:" } };
+        static const char *const wild[][2] = {{"tcp://*:", "tcp://127.0.0.1:"},
+                                              {"tcp://0.0.0.0:", "tcp://127.0.0.1:"},
+                                              {"tcp://[::]:", "tcp://[::1]:"}};
         const char *endpoint = config->bind.items[0];
         snprintf (out, size, "%s", endpoint);
         for (size_t i = 0; i < sizeof wild / sizeof wild[0]; i++)
@@ -242,8 +234,7 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
                 snprintf (out, size, "%s%s", wild[i][1], endpoint + strlen (wild[i][0]));
     }
     else {
-        snprintf (err, errlen, "%s: the hub has no bus.connect or bus.bind endpoint to meet",
-                  path);
+        snprintf (err, errlen, "%s: the hub has no bus.connect or bus.bind endpoint to meet", path);
         rc = -1;
     }
     fh_config_destroy (&config);
@@ -251,8 +242,8 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
 }
 
 const char *
-fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
-                         const char *endpoint, fh_config_t **config)
+fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
+                         fh_config_t **config)
 {
     *config = NULL;
     if (path && endpoint) {
@@ -271,8 +262,8 @@ fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
 }
 
 const char *
-fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv,
-                     fh_config_t **config, int *status)
+fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv, fh_config_t **config,
+                     int *status)
 {
     const char *path = NULL, *endpoint = NULL;
     *config = NULL;
@@ -312,23 +303,26 @@ s_server_key (const char *arg, char key[FANHUB_CURVE_KEY_TEXT], char *err, size_
     if (rc == 0)
         snprintf (key, FANHUB_CURVE_KEY_TEXT, "%s", text);
     else
-        snprintf (err, errlen, "--server-key %s: neither 40 characters of Z85 nor a zcert "
-                  "file with a curve public-key", arg);
+        snprintf (err, errlen,
+                  "--server-key %s: neither 40 characters of Z85 nor a zcert "
+                  "file with a curve public-key",
+                  arg);
     zconfig_destroy (&root);
     return rc;
 }
 
 int
-fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err,
-                   size_t errlen)
+fh_cli_curve_keys (const fh_cli_t *cli, fh_control_keys_t *keys, bool *on, char *err, size_t errlen)
 {
     memset (keys, 0, sizeof *keys);
     *on = cli->curve_key || cli->server_key;
     if (!*on)
         return 0;
     if (!cli->curve_key || !cli->server_key) {
-        snprintf (err, errlen, "%s without %s: a CURVE client needs both (its own key pair "
-                  "and the server's public key)", cli->curve_key ? "--curve-key" : "--server-key",
+        snprintf (err, errlen,
+                  "%s without %s: a CURVE client needs both (its own key pair "
+                  "and the server's public key)",
+                  cli->curve_key ? "--curve-key" : "--server-key",
                   cli->curve_key ? "--server-key" : "--curve-key");
         return -1;
     }
@@ -374,10 +368,13 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
         snprintf (err, sizeof err, "CURVE keys are for a tcp:// control endpoint, not %s",
                   endpoint);
     else if (!err[0] && server && !client && !cli->server_key)
-        snprintf (err, sizeof err, "%s has control_curve: give --curve-key FILE (a key pair "
-                  "the hub allows), or set control_curve.client_key_file", config->source);
+        snprintf (err, sizeof err,
+                  "%s has control_curve: give --curve-key FILE (a key pair "
+                  "the hub allows), or set control_curve.client_key_file",
+                  config->source);
     else if (!err[0] && client != server)
-        snprintf (err, sizeof err, "%s without %s: a CURVE client needs both (its own key "
+        snprintf (err, sizeof err,
+                  "%s without %s: a CURVE client needs both (its own key "
                   "pair and the hub's control public key)",
                   client ? "--curve-key" : "--server-key", client ? "--server-key" : "--curve-key");
     if (!err[0] && client)

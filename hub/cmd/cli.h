@@ -57,21 +57,21 @@ typedef struct {
 #define FH_CLI_HEADING 0
 
 typedef struct {
-    const char *name;     /* "check", as typed after "fanhub" */
-    const char *synopsis; /* what follows "usage: fanhub NAME "; lines
+    const char *name;               /* "check", as typed after "fanhub" */
+    const char *synopsis;           /* what follows "usage: fanhub NAME "; lines
                              after a '\n' are further forms, each with
                              "fanhub NAME " put in front */
-    const char *about;    /* paragraphs before the options */
+    const char *about;              /* paragraphs before the options */
     const fh_cli_option_t *options; /* ends with an entry whose name is NULL */
-    const char *after;    /* paragraphs after the options, or NULL */
+    const char *after;              /* paragraphs after the options, or NULL */
 } fh_cli_command_t;
 
 typedef struct {
     const fh_cli_command_t *command;
     int argc;
     char **argv;
-    int next;   /* after the loop: argv[next] is the first operand */
-    int status; /* after a negative fh_cli_next: what the command returns */
+    int next;                           /* after the loop: argv[next] is the first operand */
+    int status;                         /* after a negative fh_cli_next: what the command returns */
     const char *curve_key, *server_key; /* FH_CLI_CURVE_OPTIONS, or NULL */
 } fh_cli_t;
 
@@ -81,14 +81,16 @@ typedef struct {
    (the command sees no id of theirs), and fh_cli_control_keys, once the
    endpoint is known, makes them this process's control client keys. */
 enum { FH_CLI_CURVE_KEY = FH_CLI_LONG_ONLY + 200, FH_CLI_SERVER_KEY };
-#define FH_CLI_CURVE_OPTIONS                                                                  \
-    {FH_CLI_CURVE_KEY, "curve-key", "FILE",                                                  \
-     "for a tcp:// endpoint with control_curve: this\n"                                       \
-     "client's key pair (a zcert secret file, mode\n"                                         \
-     "0600; default: the -c config's client_key_file)"},                                     \
-    {FH_CLI_SERVER_KEY, "server-key", "KEY|FILE",                                              \
-     "the hub's control public key: 40 characters of\n"                                       \
-     "Z85 or a zcert file (default: the -c config's)"}
+#define FH_CLI_CURVE_OPTIONS                                                                       \
+    {FH_CLI_CURVE_KEY, "curve-key", "FILE",                                                        \
+     "for a tcp:// endpoint with control_curve: this\n"                                            \
+     "client's key pair (a zcert secret file, mode\n"                                              \
+     "0600; default: the -c config's client_key_file)"},                                           \
+    {                                                                                              \
+        FH_CLI_SERVER_KEY, "server-key", "KEY|FILE",                                               \
+            "the hub's control public key: 40 characters of\n"                                     \
+            "Z85 or a zcert file (default: the -c config's)"                                       \
+    }
 
 void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv);
 /* The next option's id, with its value in *arg (NULL for a flag); 0 at the

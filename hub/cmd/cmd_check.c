@@ -24,8 +24,7 @@ s_note (void *arg, const char *line)
 enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY, S_OPT_CONNECT, S_OPT_TIMEOUT };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "the YAML configuration to check"},
+    {'c', "config", "FILE", "the YAML configuration to check"},
     {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
      "where plugins named without a '/' are found\n"
      "(default: $FANHUB_PLUGIN_DIR, else the\n"
@@ -36,8 +35,7 @@ static const fh_cli_option_t s_options[] = {
      "(connected, name not resolved, refused, handshake\n"
      "failed, no answer); bind endpoints are bound and\n"
      "unbound at once"},
-    {S_OPT_TIMEOUT, "timeout", "SECONDS",
-     "how long --connect waits for an endpoint (default 5)"},
+    {S_OPT_TIMEOUT, "timeout", "SECONDS", "how long --connect waits for an endpoint (default 5)"},
     {0, NULL, NULL, NULL},
 };
 
@@ -76,9 +74,8 @@ fh_cmd_check (int argc, char **argv)
             char *end = NULL;
             timeout_s = strtod (arg, &end);
             if (!end || *end || end == arg || !(timeout_s > 0 && timeout_s <= 3600))
-                return fh_cli_usage_error (&s_command,
-                                           "--timeout: expected seconds from 0 to 3600, got '%s'",
-                                           arg);
+                return fh_cli_usage_error (
+                    &s_command, "--timeout: expected seconds from 0 to 3600, got '%s'", arg);
             break;
         }
         }
@@ -86,8 +83,7 @@ fh_cmd_check (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
-                 argv[cli.next]);
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
@@ -98,8 +94,8 @@ fh_cmd_check (int argc, char **argv)
     for (size_t i = 0; i < config->warnings.count; i++)
         fprintf (stderr, "fanhub check: warning: %s\n", config->warnings.items[i]);
     const char *dir = fh_plugin_dir (plugin_dir);
-    char (*paths)[PATH_MAX] = calloc (config->consumer_count ? config->consumer_count : 1,
-                                      sizeof *paths);
+    char (*paths)[PATH_MAX]
+        = calloc (config->consumer_count ? config->consumer_count : 1, sizeof *paths);
     if (!paths) {
         fprintf (stderr, "fanhub check: out of memory\n");
         fh_config_destroy (&config);

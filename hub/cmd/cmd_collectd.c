@@ -40,7 +40,7 @@
 
 #define S_DEFAULT_INTERVAL 10.0 /* collectd's own default Interval */
 #define S_MAX_INTERVAL 86400.0
-#define S_MAX_TIMEOUT_MS 2000   /* the longest wait for one answer */
+#define S_MAX_TIMEOUT_MS 2000 /* the longest wait for one answer */
 
 enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_DISCONNECTED };
 
@@ -82,7 +82,8 @@ static const fh_cli_command_t s_command = {
     "\n"
     "  LoadPlugin exec\n"
     "  <Plugin exec>\n"
-    "    Exec \"fanhub:fanhub\" \"/usr/bin/fanhub\" \"collectd\" \"-c\" \"/etc/fanhub/fanhub.yaml\"\n"
+    "    Exec \"fanhub:fanhub\" \"/usr/bin/fanhub\" \"collectd\" \"-c\" "
+    "\"/etc/fanhub/fanhub.yaml\"\n"
     "  </Plugin>\n"
     "\n"
     "collectd refuses to run Exec programs as root: name a user (and group)\n"
@@ -140,8 +141,10 @@ s_batch (const char *endpoint, const char *host, double interval, int timeout_ms
     free (answer);
     if (!snapshot) {
         if (!*down)
-            fprintf (stderr, "fanhub collectd: %s; printing nothing until the hub "
-                     "answers\n", err);
+            fprintf (stderr,
+                     "fanhub collectd: %s; printing nothing until the hub "
+                     "answers\n",
+                     err);
         *down = true;
         return s_stdout_gone () ? -1 : 0;
     }

@@ -32,14 +32,12 @@ static const fh_cli_option_t s_options[] = {
     {'c', "config", "FILE",
      "take state_dir from this configuration\n"
      "(default: the built-in default configuration)"},
-    {S_OPT_STATE_DIR, "state-dir", "DIR",
-     "the state directory itself"},
+    {S_OPT_STATE_DIR, "state-dir", "DIR", "the state directory itself"},
     {S_OPT_JSON, "json", NULL,
      "list: one JSON object per line; show: one JSON\n"
      "object, the body as \"body\" (UTF-8) or\n"
      "\"body_base64\""},
-    {S_OPT_ID, "id", "ID",
-     "replay: only this entry (repeatable, at most 256)"},
+    {S_OPT_ID, "id", "ID", "replay: only this entry (repeatable, at most 256)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
@@ -166,8 +164,8 @@ s_entry_json (const fh_deadletter_entry_t *e, const char *msg_id)
     }
     json_object_set_new (obj, "consumer", s_json_text (e->consumer, strlen (e->consumer)));
     json_object_set_new (obj, "seq", json_integer ((json_int_t) e->seq));
-    json_object_set_new (obj, "msg_id", *msg_id ? s_json_text (msg_id, strlen (msg_id))
-                                                : json_null ());
+    json_object_set_new (obj, "msg_id",
+                         *msg_id ? s_json_text (msg_id, strlen (msg_id)) : json_null ());
     json_object_set_new (obj, "topic", s_json_text (e->topic, e->topic_len));
     json_object_set_new (obj, "size", json_integer ((json_int_t) e->body_bytes));
     json_object_set_new (obj, "frames", json_integer ((json_int_t) e->frame_count));
@@ -240,10 +238,9 @@ s_list_table (fh_deadletter_t *store, const fh_deadletter_entry_t *entries, size
         s_rfc3339 (e->first_attempt_ns, 3, first, sizeof first);
         s_rfc3339 (e->last_attempt_ns, 3, last, sizeof last);
         const char *id = ids && ids[i][0] ? ids[i] : "-";
-        printf ("%-16s  %*" PRIu64 "  %-*s  %-*s  %*" PRIu64 "  %*" PRIu32
-                "  %-24s  %-24s  %s\n",
-                e->id, w_seq, e->seq, w_topic, topic, w_id, id, w_size, e->body_bytes,
-                w_attempts, e->attempts, first, last, reason);
+        printf ("%-16s  %*" PRIu64 "  %-*s  %-*s  %*" PRIu64 "  %*" PRIu32 "  %-24s  %-24s  %s\n",
+                e->id, w_seq, e->seq, w_topic, topic, w_id, id, w_size, e->body_bytes, w_attempts,
+                e->attempts, first, last, reason);
     }
     free (ids);
 }
@@ -285,8 +282,7 @@ s_list (fh_deadletter_t *store, const char *dir, bool json)
 static char *
 s_base64 (const uint8_t *data, size_t size)
 {
-    static const char digits[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *out = malloc ((size + 2) / 3 * 4 + 1);
     if (!out)
         return NULL;
@@ -373,8 +369,8 @@ s_replay_one (const fh_deadletter_entry_t *entry, const char *endpoint, const ch
         int rc = fh_spool_append (spool, entry->seq, entry->received_wall_ns, entry->frames,
                                   entry->frame_count);
         if (rc != 0)
-            snprintf (err, errlen, "%s", rc == FH_SPOOL_FULL ? "the spool is full"
-                                                             : strerror (errno));
+            snprintf (err, errlen, "%s",
+                      rc == FH_SPOOL_FULL ? "the spool is full" : strerror (errno));
         return rc == 0 ? 0 : -1;
     }
     fanhub_bytes_t *frames = calloc (entry->frame_count + 2, sizeof *frames);
@@ -386,8 +382,8 @@ s_replay_one (const fh_deadletter_entry_t *entry, const char *endpoint, const ch
     frames[1] = (fanhub_bytes_t){consumer, strlen (consumer)};
     for (uint32_t i = 0; i < entry->frame_count; i++)
         frames[2 + i] = entry->frames[i];
-    char *answer = fh_control_call_frames (endpoint, frames, entry->frame_count + 2, 10000, err,
-                                           errlen);
+    char *answer
+        = fh_control_call_frames (endpoint, frames, entry->frame_count + 2, 10000, err, errlen);
     free (frames);
     int rc = answer && strcmp (answer, "OK") == 0 ? 0 : -1;
     if (answer && rc != 0)
@@ -397,8 +393,8 @@ s_replay_one (const fh_deadletter_entry_t *entry, const char *endpoint, const ch
 }
 
 static int
-s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consumer,
-          const char **ids, size_t id_count)
+s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consumer, const char **ids,
+          size_t id_count)
 {
     char err[1024];
     fh_deadletter_entry_t *entries = NULL;
@@ -419,8 +415,10 @@ s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consume
         fh_spool_options_t options = {.fsync = FH_SPOOL_FSYNC_ALWAYS};
         spool = fh_spool_open (dir, &options, NULL, err, sizeof err);
         if (!spool) {
-            fprintf (stderr, "fanhub dead-letter replay: the hub does not answer at %s, and "
-                     "the spool cannot be opened: %s\n", config->control, err);
+            fprintf (stderr,
+                     "fanhub dead-letter replay: the hub does not answer at %s, and "
+                     "the spool cannot be opened: %s\n",
+                     config->control, err);
             fh_deadletter_entries_free (entries, count);
             return FH_EXIT_FAILURE;
         }
@@ -434,8 +432,8 @@ s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consume
         if (!wanted)
             continue;
         fh_deadletter_entry_t entry;
-        if (entries[i].error || fh_deadletter_load (store, entries[i].id, &entry, err,
-                                                    sizeof err) != 0) {
+        if (entries[i].error
+            || fh_deadletter_load (store, entries[i].id, &entry, err, sizeof err) != 0) {
             fprintf (stderr, "fanhub dead-letter replay: %s: %s\n", entries[i].id,
                      entries[i].error ? entries[i].error : err);
             status = FH_EXIT_FAILURE;
@@ -475,8 +473,8 @@ s_replay (fh_deadletter_t *store, const fh_config_t *config, const char *consume
 /* The checks of what was given, once parsed; FH_EXIT_OK or the usage
    status (the error said). */
 static int
-s_check_args (bool show, bool replay, const char *path, const char *state_dir,
-              const char *consumer, const char *id)
+s_check_args (bool show, bool replay, const char *path, const char *state_dir, const char *consumer,
+              const char *id)
 {
     if (path && state_dir) {
         fprintf (stderr, "fanhub dead-letter: give -c or --state-dir, not both\n");
@@ -484,7 +482,7 @@ s_check_args (bool show, bool replay, const char *path, const char *state_dir,
     }
     if (replay && state_dir) {
         fprintf (stderr, "fanhub dead-letter replay: needs the configuration (-c), to find "
-                 "the hub\n");
+                         "the hub\n");
         return FH_EXIT_USAGE;
     }
     if (!fh_config_name_valid (consumer)) {
@@ -495,8 +493,10 @@ s_check_args (bool show, bool replay, const char *path, const char *state_dir,
         return FH_EXIT_USAGE;
     }
     if (show && id && !fh_deadletter_id_valid (id)) {
-        fprintf (stderr, "fanhub dead-letter: '%s' is not an entry ID (16 hex digits, as "
-                 "'fanhub dead-letter list' shows them)\n", id);
+        fprintf (stderr,
+                 "fanhub dead-letter: '%s' is not an entry ID (16 hex digits, as "
+                 "'fanhub dead-letter list' shows them)\n",
+                 id);
         return FH_EXIT_USAGE;
     }
     return FH_EXIT_OK;
@@ -506,8 +506,7 @@ s_check_args (bool show, bool replay, const char *path, const char *state_dir,
    has no such consumer) and, for replay, the keys to reach the hub.
    FH_EXIT_OK with *config_p set, or the exit status (the error said). */
 static int
-s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay,
-        fh_config_t **config_p)
+s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay, fh_config_t **config_p)
 {
     char err[2048];
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
@@ -516,8 +515,10 @@ s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay,
         return FH_EXIT_USAGE;
     }
     if (!config->state_dir) {
-        fprintf (stderr, "fanhub dead-letter: %s: no state_dir: dead letters are kept "
-                 "only with a state_dir\n", config->source);
+        fprintf (stderr,
+                 "fanhub dead-letter: %s: no state_dir: dead letters are kept "
+                 "only with a state_dir\n",
+                 config->source);
         fh_config_destroy (&config);
         return FH_EXIT_USAGE;
     }
@@ -568,10 +569,9 @@ fh_cmd_dead_letter (int argc, char **argv)
         case S_OPT_STATE_DIR: state_dir = arg; break;
         case S_OPT_JSON: json = true; break;
         case S_OPT_ID:
-            if (!replay || id_count == sizeof ids / sizeof ids[0]
-                || !fh_deadletter_id_valid (arg))
+            if (!replay || id_count == sizeof ids / sizeof ids[0] || !fh_deadletter_id_valid (arg))
                 return fh_cli_usage_error (&s_command, "--id takes an entry ID (16 hex "
-                                           "digits), with replay, at most 256 times");
+                                                       "digits), with replay, at most 256 times");
             ids[id_count++] = arg;
             break;
         }

@@ -26,13 +26,11 @@ static const fh_cli_option_t s_options[] = {
     {'w', "wait", NULL,
      "return once every consumer has finished with the\n"
      "message, printing each one's outcome"},
-    {'t', "timeout", "S",
-     "with --wait, give up after S seconds (default 30)"},
+    {'t', "timeout", "S", "with --wait, give up after S seconds (default 30)"},
     {'c', "config", "FILE",
      "find the hub's control endpoint in this config\n"
      "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP",
-     "the control endpoint itself"},
+    {'e', "endpoint", "EP", "the control endpoint itself"},
     FH_CLI_CURVE_OPTIONS,
     FH_CLI_FEDMSG_OPTIONS,
     {0, NULL, NULL, NULL},
@@ -54,8 +52,8 @@ static const fh_cli_command_t s_command = {
     "first. 1 also when the hub cannot be reached or refuses the message.",
 };
 
-static int s_emit (fh_cli_t *cli, const char *path, const char *endpoint,
-                   fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s);
+static int s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg,
+                   bool wait, double timeout_s);
 
 static char *
 s_read_stdin (size_t *size)
@@ -98,7 +96,8 @@ s_report (const char *answer, const char *topic, bool wait, double timeout_s)
             const char *name;
             json_t *outcome;
             bool all_completed = true;
-            json_object_foreach (outcomes, name, outcome) {
+            json_object_foreach (outcomes, name, outcome)
+            {
                 const char *text = json_string_value (outcome);
                 printf ("%s: %s\n", name, text ? text : "?");
                 if (!text || strcmp (text, "completed") != 0)
@@ -111,9 +110,10 @@ s_report (const char *answer, const char *topic, bool wait, double timeout_s)
             else if (!wait) {
                 /* Routed: dropped is known now, completion is not awaited. */
                 status = FH_EXIT_OK;
-                json_object_foreach (outcomes, name, outcome)
-                    if (strcmp (json_string_value (outcome), "dropped") == 0)
-                        status = FH_EXIT_FAILURE;
+                json_object_foreach (outcomes, name,
+                                     outcome) if (strcmp (json_string_value (outcome), "dropped")
+                                                  == 0) status
+                    = FH_EXIT_FAILURE;
             }
             else
                 status = all_completed ? FH_EXIT_OK : FH_EXIT_FAILURE;
@@ -145,8 +145,10 @@ fh_cmd_emit (int argc, char **argv)
             char *end;
             timeout_s = strtod (arg, &end);
             if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
-                fprintf (stderr, "fanhub emit: --timeout takes seconds from 0 to 86400, "
-                         "not '%s'\n", arg);
+                fprintf (stderr,
+                         "fanhub emit: --timeout takes seconds from 0 to 86400, "
+                         "not '%s'\n",
+                         arg);
                 return FH_EXIT_USAGE;
             }
             break;
@@ -170,8 +172,8 @@ fh_cmd_emit (int argc, char **argv)
 
 /* Sends the EMIT and reports the answer; returns the exit status. */
 static int
-s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg,
-        bool wait, double timeout_s)
+s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg, bool wait,
+        double timeout_s)
 {
     int argc = cli->argc;
     char **argv = cli->argv;

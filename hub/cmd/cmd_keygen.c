@@ -16,7 +16,8 @@ static const fh_cli_option_t s_options[] = {
 };
 
 static const fh_cli_command_t s_command = {
-    "keygen", "NAME",
+    "keygen",
+    "NAME",
     "Writes a new CurveZMQ key pair in CZMQ's zcert format: NAME holds the\n"
     "public key (give it to the peers that must let this one in: their\n"
     "allow: or allow_dir:), NAME_secret both keys, with mode 0600 (the hub\n"

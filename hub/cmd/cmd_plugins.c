@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 
 typedef struct {
-    char *name;  /* the file name less ".so": what `plugin:` names */
+    char *name; /* the file name less ".so": what `plugin:` names */
     char *path;
     fh_plugin_t *plugin; /* NULL when it did not load */
     char error[1024];
@@ -38,8 +38,7 @@ static const fh_cli_option_t s_options[] = {
      "the directory to list (default: $FANHUB_PLUGIN_DIR,\n"
      "else ../lib/fanhub/plugins beside this program,\n"
      "else the installed plugin directory)"},
-    {'j', "json", NULL,
-     "one JSON object instead of a table"},
+    {'j', "json", NULL, "one JSON object instead of a table"},
     {S_OPT_OPTIONS, "options", "NAME",
      "print the option table of plugin NAME (a name\n"
      "in the plugin directory, or a path): each\n"
@@ -126,7 +125,7 @@ s_scan (const char *dir, s_entry_t **entries_p, size_t *count_p, char *err, size
             rc = -1;
             break;
         }
-        entries[count++] = (s_entry_t) {.name = name, .path = path};
+        entries[count++] = (s_entry_t){.name = name, .path = path};
         errno = 0;
     }
     if (rc == 0 && errno) {
@@ -170,8 +169,8 @@ s_json_text (const char *text)
 static void
 s_print_table (const char *dir, s_entry_t *entries, size_t count)
 {
-    printf ("plugin directory: %s (this hub speaks plugin ABI %d.%d)\n", dir,
-            FANHUB_ABI_MAJOR, FANHUB_ABI_MINOR);
+    printf ("plugin directory: %s (this hub speaks plugin ABI %d.%d)\n", dir, FANHUB_ABI_MAJOR,
+            FANHUB_ABI_MINOR);
     if (count == 0) {
         printf ("no plugins (no NAME.so files)\n");
         return;
@@ -247,8 +246,8 @@ s_print_json (const char *dir, s_entry_t *entries, size_t count)
     }
     char abi[32];
     snprintf (abi, sizeof abi, "%d.%d", FANHUB_ABI_MAJOR, FANHUB_ABI_MINOR);
-    json_t *root = json_pack ("{s:o, s:s, s:o*}", "plugin_dir", s_json_text (dir),
-                              "hub_abi", abi, "plugins", list);
+    json_t *root = json_pack ("{s:o, s:s, s:o*}", "plugin_dir", s_json_text (dir), "hub_abi", abi,
+                              "plugins", list);
     char *text = root ? json_dumps (root, JSON_INDENT (2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref (root);
     if (!text) {
@@ -303,8 +302,7 @@ fh_cmd_plugins (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
-                 argv[cli.next]);
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     if (json && options_of)
         return fh_cli_usage_error (&s_command, "give --json or --options, not both");

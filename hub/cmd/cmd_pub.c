@@ -64,17 +64,17 @@ typedef struct {
     double rate;
     s_source_t source;
     const char *body;
-    size_t size;        /* 0: natural size */
+    size_t size; /* 0: natural size */
     const char *jsonl;
     uint64_t wait_subscribers;
     bool wait_set;
-    double timeout_s;   /* 0: wait for ever */
+    double timeout_s; /* 0: wait for ever */
     int linger_ms;
     int sndhwm;
     bool stamp;
     bool quiet;
     fh_cli_fedmsg_t fedmsg; /* --fedmsg and its signing options */
-    char peer[512];     /* -c FILE: where the hub of FILE meets this publisher */
+    char peer[512];         /* -c FILE: where the hub of FILE meets this publisher */
 } s_opts_t;
 
 /* A generated body: {"seq":N,"pad":"xxx"} of exactly `size` bytes, or
@@ -82,9 +82,9 @@ typedef struct {
    digits of N changes; between those, a message costs a digit copy. */
 typedef struct {
     char *data;
-    size_t size;     /* current body size */
-    size_t fixed;    /* requested size, 0 = natural */
-    size_t digits;   /* digit count the layout is made for */
+    size_t size;   /* current body size */
+    size_t fixed;  /* requested size, 0 = natural */
+    size_t digits; /* digit count the layout is made for */
 } s_gen_t;
 
 static volatile sig_atomic_t s_stop = 0;
@@ -114,7 +114,8 @@ static const fh_cli_option_t s_options[] = {
     {'b', "bind", "EP",
      "bind EP (default: --bind " S_DEFAULT_ENDPOINT ",\n"
      "where the default hub configuration connects)"},
-    {'c', "config", "FILE", "meet the hub of FILE: bind where it connects, else\nconnect where it binds"},
+    {'c', "config", "FILE",
+     "meet the hub of FILE: bind where it connects, else\nconnect where it binds"},
     {S_OPT_CONNECT, "connect", "EP", "connect to EP instead (e.g. a hub's bind endpoint)"},
     {FH_CLI_HEADING, "", NULL, "What (one body source; without one, bodies are {\"seq\":N}):"},
     {'t', "topic", "TOPIC",
@@ -230,7 +231,7 @@ s_parse_nonneg (const char *text, double *value)
 static int
 s_parse (int argc, char **argv, s_opts_t *opts)
 {
-    *opts = (s_opts_t) {
+    *opts = (s_opts_t){
         .topic = S_DEFAULT_TOPIC,
         .linger_ms = S_DEFAULT_LINGER_MS,
     };
@@ -249,7 +250,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         case S_OPT_CONNECT:
         case 'b':
             if (connect || bind || config)
-                return fh_cli_usage_error (&s_command, "give one of -c FILE, --connect EP or --bind EP, once");
+                return fh_cli_usage_error (&s_command,
+                                           "give one of -c FILE, --connect EP or --bind EP, once");
             *(c == 'b' ? &bind : &connect) = arg;
             break;
         case 't':
@@ -260,12 +262,14 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             break;
         case 'n':
             if (!s_parse_u64 (arg, &opts->count))
-                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
+                                           arg);
             opts->count_set = true;
             break;
         case 'r':
             if (!s_parse_nonneg (arg, &opts->rate))
-                return fh_cli_usage_error (&s_command, "--rate '%s': expected messages per second >= 0", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "--rate '%s': expected messages per second >= 0", arg);
             break;
         case S_OPT_BODY:
             opts->source = S_SOURCE_TEXT;
@@ -275,7 +279,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         case S_OPT_SIZE: {
             uint64_t size;
             if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
-                return fh_cli_usage_error (&s_command, "--size '%s': expected bytes, from 32 to 1 GiB", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "--size '%s': expected bytes, from 32 to 1 GiB", arg);
             opts->source = S_SOURCE_SEQ;
             opts->size = (size_t) size;
             sources++;
@@ -293,20 +298,24 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             break;
         case S_OPT_WAIT:
             if (!s_parse_u64 (arg, &opts->wait_subscribers))
-                return fh_cli_usage_error (&s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (
+                    &s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
             opts->wait_set = true;
             break;
         case S_OPT_TIMEOUT:
             if (!s_parse_nonneg (arg, &opts->timeout_s))
-                return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0",
+                                           arg);
             break;
         case S_OPT_LINGER:
             if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
-                return fh_cli_usage_error (&s_command, "--linger-ms '%s': expected milliseconds >= -1", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "--linger-ms '%s': expected milliseconds >= -1", arg);
             break;
         case S_OPT_SNDHWM:
             if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
-                return fh_cli_usage_error (&s_command, "--sndhwm '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "--sndhwm '%s': expected a whole number >= 0", arg);
             break;
         case S_OPT_STAMP: opts->stamp = true; break;
         case 'q': opts->quiet = true; break;
@@ -322,15 +331,19 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         opts->source = S_SOURCE_STDIN;
     }
     if (sources > 1)
-        return fh_cli_usage_error (&s_command, "%s", "give one body source: --body, --size, --jsonl or --stdin");
+        return fh_cli_usage_error (&s_command, "%s",
+                                   "give one body source: --body, --size, --jsonl or --stdin");
     if (opts->source == S_SOURCE_JSONL && opts->topic_set)
-        return fh_cli_usage_error (&s_command, "%s", "--topic and --jsonl are exclusive: the file has the topics");
+        return fh_cli_usage_error (&s_command, "%s",
+                                   "--topic and --jsonl are exclusive: the file has the topics");
 
     char err[2048];
     if (config && (connect || bind))
-        return fh_cli_usage_error (&s_command, "give one of -c FILE, --connect EP or --bind EP, once");
+        return fh_cli_usage_error (&s_command,
+                                   "give one of -c FILE, --connect EP or --bind EP, once");
     bool to_bind = true;
-    if (config && fh_cli_bus_peer (config, opts->peer, sizeof opts->peer, &to_bind, err, sizeof err))
+    if (config
+        && fh_cli_bus_peer (config, opts->peer, sizeof opts->peer, &to_bind, err, sizeof err))
         return fh_cli_usage_error (&s_command, "%s", err);
     opts->bind = config ? to_bind : connect == NULL;
     opts->endpoint = config ? opts->peer : connect ? connect : bind ? bind : S_DEFAULT_ENDPOINT;
@@ -364,7 +377,7 @@ s_u64_digits (uint64_t n, char field[20], size_t *len)
 static int
 s_gen_init (s_gen_t *self, size_t fixed)
 {
-    *self = (s_gen_t) {.fixed = fixed};
+    *self = (s_gen_t){.fixed = fixed};
     /* Natural bodies are at most {"seq":} plus 20 digits. */
     self->data = malloc (fixed ? fixed : 32);
     return self->data ? 0 : -1;
@@ -431,8 +444,8 @@ s_drain (void *sock, uint64_t *subscriptions)
 static int
 s_wait_subscribers (void *sock, const s_opts_t *opts, uint64_t *subscriptions)
 {
-    int64_t deadline = opts->timeout_s > 0
-        ? fh_clock_mono_ns () + (int64_t) (opts->timeout_s * 1e9) : 0;
+    int64_t deadline = opts->timeout_s > 0 ? fh_clock_mono_ns () + (int64_t) (opts->timeout_s * 1e9)
+                                           : 0;
     s_drain (sock, subscriptions);
     while (*subscriptions < opts->wait_subscribers && !s_stop) {
         /* Short polls: a signal that lands just before zmq_poll would
@@ -441,11 +454,11 @@ s_wait_subscribers (void *sock, const s_opts_t *opts, uint64_t *subscriptions)
         if (deadline) {
             int64_t left = deadline - fh_clock_mono_ns ();
             if (left <= 0) {
-                fprintf (stderr, "fanhub pub: no subscriber on %s: %" PRIu64
-                         " of %" PRIu64 " subscriptions after %.3f s, giving up"
+                fprintf (stderr,
+                         "fanhub pub: no subscriber on %s: %" PRIu64 " of %" PRIu64
+                         " subscriptions after %.3f s, giving up"
                          " (see --wait-subscribers, --timeout)\n",
-                         opts->endpoint, *subscriptions,
-                         opts->wait_subscribers, opts->timeout_s);
+                         opts->endpoint, *subscriptions, opts->wait_subscribers, opts->timeout_s);
                 return -1;
             }
             if (left / 1000000 + 1 < wait_ms)
@@ -466,8 +479,8 @@ s_wait_subscribers (void *sock, const s_opts_t *opts, uint64_t *subscriptions)
    socket never blocks on send (it drops at the HWM), so a message is
    always sent whole. */
 static int
-s_send (void *sock, const void *topic, size_t topic_size, const void *body,
-        size_t body_size, bool body_const, bool stamp)
+s_send (void *sock, const void *topic, size_t topic_size, const void *body, size_t body_size,
+        bool body_const, bool stamp)
 {
     if (zmq_send_const (sock, topic, topic_size, ZMQ_SNDMORE) < 0)
         return -1;
@@ -596,11 +609,10 @@ s_publish (s_pub_t *self)
             break;
         }
         }
-        if (self->fedmsg->on && s_wrap (self->fedmsg, topic, topic_size, &body, &body_size,
-                                        &body_const) < 0)
+        if (self->fedmsg->on
+            && s_wrap (self->fedmsg, topic, topic_size, &body, &body_size, &body_const) < 0)
             return -1;
-        if (s_send (self->sock, topic, topic_size, body, body_size, body_const,
-                    opts->stamp) < 0) {
+        if (s_send (self->sock, topic, topic_size, body, body_size, body_const, opts->stamp) < 0) {
             fprintf (stderr, "fanhub pub: send: %s\n", zmq_strerror (errno));
             return -1;
         }
@@ -624,12 +636,10 @@ s_socket_open (void *ctx, const s_opts_t *opts)
     if (rc == 0)
         rc = zmq_setsockopt (sock, ZMQ_LINGER, &opts->linger_ms, sizeof opts->linger_ms);
     if (rc == 0)
-        rc = opts->bind ? zmq_bind (sock, opts->endpoint)
-                        : zmq_connect (sock, opts->endpoint);
+        rc = opts->bind ? zmq_bind (sock, opts->endpoint) : zmq_connect (sock, opts->endpoint);
     if (rc < 0) {
-        fprintf (stderr, "fanhub pub: cannot %s %s: %s\n",
-                 opts->bind ? "bind" : "connect to", opts->endpoint,
-                 zmq_strerror (errno));
+        fprintf (stderr, "fanhub pub: cannot %s %s: %s\n", opts->bind ? "bind" : "connect to",
+                 opts->endpoint, zmq_strerror (errno));
         zmq_close (sock);
         return NULL;
     }
@@ -703,8 +713,8 @@ fh_cmd_pub (int argc, char **argv)
 
     if (published && !opts.quiet) {
         double seconds = (double) (end - start) / 1e9;
-        fprintf (stderr, "fanhub pub: sent %" PRIu64 " messages in %.3f s (%.0f msg/s)\n",
-                 pub.sent, seconds, seconds > 0 ? (double) pub.sent / seconds : 0.0);
+        fprintf (stderr, "fanhub pub: sent %" PRIu64 " messages in %.3f s (%.0f msg/s)\n", pub.sent,
+                 seconds, seconds > 0 ? (double) pub.sent / seconds : 0.0);
     }
     sigaction (SIGINT, &old_int, NULL);
     sigaction (SIGTERM, &old_term, NULL);

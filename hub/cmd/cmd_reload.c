@@ -10,10 +10,8 @@
 #include <string.h>
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config"},
-    {'e', "endpoint", "EP",
-     "the control endpoint itself"},
+    {'c', "config", "FILE", "find the hub's control endpoint in this config"},
+    {'e', "endpoint", "EP", "the control endpoint itself"},
     {'t', "timeout", "S",
      "give up after S seconds without an answer (default 65; a plugin's init\n"
      "that hangs holds the reload's answer)"},
@@ -53,8 +51,10 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
             char *end;
             *timeout_s = strtod (arg, &end);
             if (*end || end == arg || !(*timeout_s > 0 && *timeout_s <= 86400)) {
-                fprintf (stderr, "fanhub reload: --timeout takes seconds, more than 0 and up "
-                         "to 86400, not '%s'\n", arg);
+                fprintf (stderr,
+                         "fanhub reload: --timeout takes seconds, more than 0 and up "
+                         "to 86400, not '%s'\n",
+                         arg);
                 return NULL;
             }
         }
@@ -86,8 +86,10 @@ fh_cmd_reload (int argc, char **argv)
     char *answer = fh_control_call (endpoint, "RELOAD", (int) (timeout_s * 1000), err, sizeof err);
     status = FH_EXIT_FAILURE;
     if (!answer)
-        fprintf (stderr, "fanhub reload: %s (the reload may still be running: a plugin's init "
-                 "that has not returned holds its answer)\n", err);
+        fprintf (stderr,
+                 "fanhub reload: %s (the reload may still be running: a plugin's init "
+                 "that has not returned holds its answer)\n",
+                 err);
     else if (strncmp (answer, "OK ", 3) == 0) {
         printf ("%s\n", answer + 3);
         status = FH_EXIT_OK;

@@ -39,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define S_NAME_MAX 64          /* as consumer names in the configuration */
+#define S_NAME_MAX 64 /* as consumer names in the configuration */
 #define S_DEFAULT_NAME "replay"
 
 static volatile sig_atomic_t s_interrupted;
@@ -76,7 +76,8 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "replay",
-    "--plugin NAME|PATH [--options FILE.yaml] [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir DIR]",
+    "--plugin NAME|PATH [--options FILE.yaml] [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir "
+    "DIR]",
     "The plugin test harness: feeds messages from a JSON-lines file straight\n"
     "into one plugin, on this thread, without a bus: init with the options,\n"
     "consume for each message, idle once at the end of the input, then fini.\n"
@@ -85,7 +86,9 @@ static const fh_cli_command_t s_command = {
     "retried. A summary goes to stderr.",
     s_options,
     "Input lines, in either of two shapes:\n"
-    "  {\"seq\":7,\"received_at\":\"2026-11-21T09:03:48.123456Z\",\"topic\":\"a.b\",\"body\":\"hi\"}\n"
+    "  "
+    "{\"seq\":7,\"received_at\":\"2026-11-21T09:03:48.123456Z\",\"topic\":\"a.b\",\"body\":\"hi\"}"
+    "\n"
     "  {\"topic\":\"org.fedoraproject.prod.git.receive\",\"body\":{\"msg\":{}}}\n"
     "The first is what the log plugin writes, so its output replays as it was\n"
     "received. topic is required. A string body is the body's bytes (its\n"
@@ -173,15 +176,15 @@ static bool
 s_parse_time (const char *text, int64_t *ns_out)
 {
     int year = s_digits (text, 4), month = -1, day = -1, hour = -1, minute = -1, second = -1;
-    if (year >= 0 && text[4] == '-' && (month = s_digits (text + 5, 2)) >= 0
-        && text[7] == '-' && (day = s_digits (text + 8, 2)) >= 0
+    if (year >= 0 && text[4] == '-' && (month = s_digits (text + 5, 2)) >= 0 && text[7] == '-'
+        && (day = s_digits (text + 8, 2)) >= 0
         && (text[10] == 'T' || text[10] == 't' || text[10] == ' ')
         && (hour = s_digits (text + 11, 2)) >= 0 && text[13] == ':'
         && (minute = s_digits (text + 14, 2)) >= 0 && text[16] == ':')
         second = s_digits (text + 17, 2);
     static const int month_days[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (second < 0 || month < 1 || month > 12 || day < 1 || day > month_days[month - 1]
-        || hour > 23 || minute > 59 || second > 60)
+    if (second < 0 || month < 1 || month > 12 || day < 1 || day > month_days[month - 1] || hour > 23
+        || minute > 59 || second > 60)
         return false;
     bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
     if (month == 2 && day == 29 && !leap)
@@ -210,8 +213,8 @@ s_parse_time (const char *text, int64_t *ns_out)
     }
     else
         return false;
-    int64_t secs = s_days_from_civil (year, month, day) * 86400 + hour * 3600
-                   + minute * 60 + second - offset_s;
+    int64_t secs = s_days_from_civil (year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+                   - offset_s;
     /* INT64_MAX nanoseconds is 2262-04-11; keep a margin either side. */
     if (secs < INT64_C (-9223372035) || secs > INT64_C (9223372035))
         return false;
@@ -262,14 +265,16 @@ s_line_parse (const char *text, size_t len, s_line_t *line, char *why, size_t wh
     else if (!json_is_string (topic))
         snprintf (why, whylen, " expected \"topic\", a string");
     else if (!body == !body64)
-        snprintf (why, whylen, body ? " expected \"body\" or \"body_base64\", not both"
-                                    : " expected \"body\" (or \"body_base64\")");
+        snprintf (why, whylen,
+                  body ? " expected \"body\" or \"body_base64\", not both"
+                       : " expected \"body\" (or \"body_base64\")");
     else if (body64 && !json_is_string (body64))
         snprintf (why, whylen, " \"body_base64\": expected a base64 string");
     else if (seq && !(json_is_integer (seq) && json_integer_value (seq) >= 0))
         snprintf (why, whylen, " \"seq\": expected an integer >= 0");
     else if (at && !(json_is_string (at) && s_parse_time (json_string_value (at), &line->wall_ns)))
-        snprintf (why, whylen, " \"received_at\": expected an RFC 3339 time such as "
+        snprintf (why, whylen,
+                  " \"received_at\": expected an RFC 3339 time such as "
                   "\"2026-11-21T09:03:48.123456Z\"");
     else {
         fh_buf_put (&line->topic, json_string_value (topic), json_string_length (topic));
@@ -418,7 +423,8 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
             counts->fail++;
             if (result != FANHUB_FAIL)
                 /* The hub counts any other answer as a failure too. */
-                fprintf (stderr, "fanhub replay: %s:%lu: consume answered %d, which is not "
+                fprintf (stderr,
+                         "fanhub replay: %s:%lu: consume answered %d, which is not "
                          "FANHUB_OK, FANHUB_RETRY or FANHUB_FAIL: counted as fail\n",
                          source, lineno, (int) result);
         }
@@ -430,8 +436,7 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
         /* One line at a time: a plugin that writes to stdout too (log with
            path "-") interleaves with the results in order. */
         if (fflush (stdout) != 0) {
-            fprintf (stderr, "fanhub replay: cannot write the results: %s\n",
-                     strerror (errno));
+            fprintf (stderr, "fanhub replay: cannot write the results: %s\n", strerror (errno));
             rc = FH_EXIT_FAILURE;
             break;
         }
@@ -468,15 +473,16 @@ s_parse_args (int argc, char **argv, s_args_t *args)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
-                 argv[cli.next]);
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     if (!args->plugin || !*args->plugin) {
         return fh_cli_usage_error (&s_command, "--plugin NAME|PATH is required");
     }
     if (!s_name_valid (args->name)) {
-        fprintf (stderr, "fanhub replay: --name: expected a name of 1 to %d characters from "
-                 "A-Z a-z 0-9 _ . -, got '%s'\n", S_NAME_MAX, args->name);
+        fprintf (stderr,
+                 "fanhub replay: --name: expected a name of 1 to %d characters from "
+                 "A-Z a-z 0-9 _ . -, got '%s'\n",
+                 S_NAME_MAX, args->name);
         return FH_EXIT_USAGE;
     }
     return -1;
@@ -488,8 +494,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
 static fh_plugin_t *
 s_load_pinned (const s_args_t *args, char *err, size_t errlen)
 {
-    fh_plugin_t *plugin = fh_plugin_load (args->plugin, fh_plugin_dir (args->plugin_dir), err,
-                                          errlen);
+    fh_plugin_t *plugin
+        = fh_plugin_load (args->plugin, fh_plugin_dir (args->plugin_dir), err, errlen);
     void *pin = plugin ? dlopen (fh_plugin_path (plugin), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)
                        : NULL;
     if (pin)
@@ -524,11 +530,10 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
         char why[1024] = "";
         if (desc->init (&fh_host, &ctx, options, &state, why, sizeof why) != 0) {
             why[sizeof why - 1] = '\0';
-            fprintf (stderr,
-                     "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its options: %s\n",
-                     args->options_path ? fh_option_where (options) : "",
-                     args->options_path ? ": " : "", args->name, args->plugin,
-                     why[0] ? why : "(init gave no reason)");
+            fprintf (
+                stderr, "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its options: %s\n",
+                args->options_path ? fh_option_where (options) : "", args->options_path ? ": " : "",
+                args->name, args->plugin, why[0] ? why : "(init gave no reason)");
             return FH_EXIT_USAGE;
         }
     }

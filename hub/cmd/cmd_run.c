@@ -39,21 +39,18 @@
 #include <unistd.h>
 
 #define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
-#define TICK_NS INT64_C (1000000000)              /* spool syncs, stuck checks */
+#define TICK_NS INT64_C (1000000000)            /* spool syncs, stuck checks */
 
 enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "the YAML configuration (see config/fanhub.yaml)"},
+    {'c', "config", "FILE", "the YAML configuration (see config/fanhub.yaml)"},
     {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
      "where plugins named without a '/' are found\n"
      "(default: $FANHUB_PLUGIN_DIR, else the\n"
      "installed plugin directory)"},
-    {'v', "verbose", NULL,
-     "log debug lines too (over log_level)"},
-    {'q', "quiet", NULL,
-     "log warnings and errors only (over log_level)"},
+    {'v', "verbose", NULL, "log debug lines too (over log_level)"},
+    {'q', "quiet", NULL, "log warnings and errors only (over log_level)"},
     {0, NULL, NULL, NULL},
 };
 
@@ -151,7 +148,8 @@ s_reload_give_up (fh_hub_t *hub, const char *why)
     char loading[512];
     fh_hub_loading (hub, loading, sizeof loading);
     fh_error ("the reload under way still waits for %s (its init has not returned): exiting "
-              "without draining (%s)", loading[0] ? loading : "a plugin", why);
+              "without draining (%s)",
+              loading[0] ? loading : "a plugin", why);
     fflush (stderr);
     _exit (FH_EXIT_FAILURE);
 }
@@ -197,9 +195,9 @@ s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *de
     sigaddset (&watch.stops, SIGTERM);
     fh_thread_t watcher = {0};
     char why[256];
-    bool watched = fh_thread_start (&watcher, "fh:reload-watch", s_reload_watch, &watch, why,
-                                    sizeof why)
-                   == 0;
+    bool watched
+        = fh_thread_start (&watcher, "fh:reload-watch", s_reload_watch, &watch, why, sizeof why)
+          == 0;
     s_reload (hub, path, level_given);
     if (watched) {
         /* Its own signal, told from a real one by its sender. */
@@ -314,9 +312,8 @@ s_start (s_run_t *run, const char *plugin_dir)
     if (run->http)
         fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
     s_log_endpoints (config);
-    fh_info ("running %s with %zu consumer%s (pid %d)", config->source,
-             config->consumer_count, config->consumer_count == 1 ? "" : "s",
-             (int) getpid ());
+    fh_info ("running %s with %zu consumer%s (pid %d)", config->source, config->consumer_count,
+             config->consumer_count == 1 ? "" : "s", (int) getpid ());
     /* The bus socket and the control socket are up. */
     fh_notify ("READY=1\nMAINPID=%d\nSTATUS=running %zu consumer%s", (int) getpid (),
                config->consumer_count, config->consumer_count == 1 ? "" : "s");
@@ -351,7 +348,8 @@ s_stop (s_run_t *run, int sig, sigset_t *signals, int64_t deadline, int64_t next
     uint64_t again = fh_spool_unsaved_total ();
     if (again) {
         fh_error ("stopped, but a spool cursor could not be written: %llu done messages "
-                  "will be delivered again by the next run", (unsigned long long) again);
+                  "will be delivered again by the next run",
+                  (unsigned long long) again);
         return FH_EXIT_FAILURE;
     }
     fh_info ("stopped");

@@ -53,13 +53,11 @@ static const fh_cli_option_t s_options[] = {
     {'w', "watch", NULL,
      "print a table once a second until interrupted\n"
      "(with --format, that format once a second)"},
-    {S_OPT_HOST, "host", "NAME",
-     "collectd host name (default: this host's name)"},
+    {S_OPT_HOST, "host", "NAME", "collectd host name (default: this host's name)"},
     {S_OPT_INPUT, "input", "FILE",
      "format a saved JSON snapshot ('-' = stdin)\n"
      "instead of asking a hub"},
-    {'t', "timeout", "MS",
-     "how long to wait for the hub (default 2000)"},
+    {'t', "timeout", "MS", "how long to wait for the hub (default 2000)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
@@ -110,8 +108,8 @@ s_read_input (const char *path, char *err, size_t errlen)
    A table's rates are taken since *previous when there is one; the
    snapshot then replaces it (previous may be NULL: none kept). */
 static char *
-s_format (const char *snapshot, s_format_t format, const char *host, json_t **previous,
-          char *err, size_t errlen)
+s_format (const char *snapshot, s_format_t format, const char *host, json_t **previous, char *err,
+          size_t errlen)
 {
     if (format == FORMAT_JSON) {
         size_t len = strlen (snapshot);
@@ -141,8 +139,8 @@ s_format (const char *snapshot, s_format_t format, const char *host, json_t **pr
     else if (format == FORMAT_TABLE)
         text = fh_stats_format_table (json);
     else {
-        double interval = json_number_value (json_object_get (json_object_get (json, "hub"),
-                                                              "interval"));
+        double interval
+            = json_number_value (json_object_get (json_object_get (json, "hub"), "interval"));
         text = fh_stats_format_collectd (json, host, interval > 0 ? interval : 10, 0);
     }
     json_decref (json);
@@ -277,16 +275,20 @@ fh_cmd_stats (int argc, char **argv)
             else if (strcmp (arg, "table") == 0)
                 format = FORMAT_TABLE;
             else {
-                return fh_cli_usage_error (&s_command, "unknown format '%s' (json, collectd, "
-                                           "prometheus, table)", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "unknown format '%s' (json, collectd, "
+                                           "prometheus, table)",
+                                           arg);
             }
             break;
         case 't': {
             char *end;
             long value = strtol (arg, &end, 10);
             if (*end || value < 1 || value > 3600000) {
-                fprintf (stderr, "fanhub stats: --timeout takes milliseconds from 1 to "
-                         "3600000, not '%s'\n", arg);
+                fprintf (stderr,
+                         "fanhub stats: --timeout takes milliseconds from 1 to "
+                         "3600000, not '%s'\n",
+                         arg);
                 return FH_EXIT_USAGE;
             }
             timeout_ms = (int) value;
@@ -297,11 +299,11 @@ fh_cmd_stats (int argc, char **argv)
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next < argc) {
-        return fh_cli_usage_error (&s_command, "unexpected argument '%s'",
-                 argv[cli.next]);
+        return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     if ((path && endpoint) || (input && (path || endpoint || watch))) {
-        return fh_cli_usage_error (&s_command, "give one of -c, -e or --input (and --watch only with a hub)");
+        return fh_cli_usage_error (&s_command,
+                                   "give one of -c, -e or --input (and --watch only with a hub)");
     }
     if (watch && !format_given)
         format = FORMAT_TABLE;

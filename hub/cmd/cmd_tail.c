@@ -71,8 +71,14 @@ s_on_signal (int signum)
     s_stop = 1;
 }
 
-enum { S_OPT_JSON = FH_CLI_LONG_ONLY, S_OPT_RCVHWM, S_OPT_TERSE, S_OPT_PLAIN, S_OPT_EXCLUDE,
-       S_OPT_CONNECT };
+enum {
+    S_OPT_JSON = FH_CLI_LONG_ONLY,
+    S_OPT_RCVHWM,
+    S_OPT_TERSE,
+    S_OPT_PLAIN,
+    S_OPT_EXCLUDE,
+    S_OPT_CONNECT
+};
 
 static const fh_cli_option_t s_options[] = {
     {'c', "config", "FILE",
@@ -82,12 +88,9 @@ static const fh_cli_option_t s_options[] = {
      "connect to EP (repeatable); the default is\n"
      "--connect " S_DEFAULT_ENDPOINT ", where\n"
      "`fanhub pub` binds by default"},
-    {'b', "bind", "EP",
-     "bind EP and let publishers connect (repeatable)"},
-    {'n', "count", "N",
-     "exit after N messages (0 = no limit, the default)"},
-    {S_OPT_JSON, "json", NULL,
-     "print JSON objects instead (see below)"},
+    {'b', "bind", "EP", "bind EP and let publishers connect (repeatable)"},
+    {'n', "count", "N", "exit after N messages (0 = no limit, the default)"},
+    {S_OPT_JSON, "json", NULL, "print JSON objects instead (see below)"},
     {S_OPT_TERSE, "terse", NULL,
      "one short line a message: the time it came (UTC),\n"
      "its topic and its msg_id ('-' when it has none)"},
@@ -123,7 +126,8 @@ static const fh_cli_command_t s_command = {
     "\n"
     "On a terminal, without --json, --terse or --plain, each message is its\n"
     "topic on a line, then its body: a JSON body indented with sorted keys,\n"
-    "any other as below. Otherwise each line is TOPIC, a space and BODY. A body (or topic) that is valid\n"
+    "any other as below. Otherwise each line is TOPIC, a space and BODY. A body (or topic) that is "
+    "valid\n"
     "UTF-8 is printed as it is, except that control characters are\n"
     "escaped so a message stays on one line and cannot drive the\n"
     "terminal: \\n, \\r, and \\xHH for the others (tab is kept). A body\n"
@@ -172,7 +176,8 @@ s_from_config (s_opts_t *opts, const char *path)
     }
     const fh_strlist_t *connect = &opts->config->connect, *bind = &opts->config->bind;
     for (size_t i = 0; i < bind->count; i++)
-        fprintf (stderr, "fanhub tail: %s: the hub binds %s: its publishers connect to the "
+        fprintf (stderr,
+                 "fanhub tail: %s: the hub binds %s: its publishers connect to the "
                  "hub, where tail cannot see them%s\n",
                  path, bind->items[i], connect->count ? "" : "; give --connect or --bind");
     if (connect->count == 0)
@@ -225,7 +230,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             const char *why = fh_endpoint_check (arg, for_bind);
             if (why)
                 return fh_cli_usage_error (&s_command, "%s '%s': %s",
-                                      for_bind ? "--bind" : "--connect", arg, why);
+                                           for_bind ? "--bind" : "--connect", arg, why);
             if (for_bind)
                 opts->bind[opts->bind_count++] = arg;
             else
@@ -238,7 +243,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             opts->count = strtoull (arg, &end, 10);
             /* strtoull would take "-1" as a huge count: digits only. */
             if (*arg < '0' || *arg > '9' || errno || *end)
-                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
+                                           arg);
             break;
         }
         case S_OPT_JSON: opts->json = true; break;
@@ -250,7 +256,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             errno = 0;
             long v = strtol (arg, &end, 10);
             if (errno || end == arg || *end || v < 0 || v > INT32_MAX)
-                return fh_cli_usage_error (&s_command, "--rcvhwm '%s': expected a whole number >= 0", arg);
+                return fh_cli_usage_error (&s_command,
+                                           "--rcvhwm '%s': expected a whole number >= 0", arg);
             opts->rcvhwm = (int) v;
             break;
         }
@@ -265,7 +272,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     if (fh_cli_curve_keys (&cli, &opts->keys, &opts->curve, why, sizeof why) != 0)
         return fh_cli_usage_error (&s_command, "%s", why);
     if (opts->curve && opts->bind_count)
-        return fh_cli_usage_error (&s_command, "--curve-key is for --connect: a CURVE "
+        return fh_cli_usage_error (&s_command,
+                                   "--curve-key is for --connect: a CURVE "
                                    "server needs the keys it allows, which tail does not take");
     opts->patterns = argv + cli.next;
     opts->pattern_count = (size_t) (argc - cli.next);
@@ -334,8 +342,8 @@ s_matches (const s_opts_t *opts, const void *topic, size_t size)
 static void
 s_put_base64 (FILE *out, const uint8_t *data, size_t size)
 {
-    static const char alphabet[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char alphabet[]
+        = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char quad[4];
     for (size_t i = 0; i < size; i += 3) {
         uint32_t n = (uint32_t) data[i] << 16;
@@ -414,8 +422,8 @@ s_is_json_line (const uint8_t *data, size_t size)
     if (size == 0 || memchr (data, '\n', size) || memchr (data, '\r', size))
         return false;
     json_error_t error;
-    json_t *value = json_loadb ((const char *) data, size,
-                               JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+    json_t *value
+        = json_loadb ((const char *) data, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
     if (!value)
         return false;
     json_decref (value);
@@ -424,8 +432,7 @@ s_is_json_line (const uint8_t *data, size_t size)
 
 /* --terse: "2026-11-28T03:09:01.123Z TOPIC MSG_ID". */
 static void
-s_print_terse (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata,
-               size_t bsize)
+s_print_terse (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata, size_t bsize)
 {
     struct timespec now;
     clock_gettime (CLOCK_REALTIME, &now);
@@ -445,13 +452,11 @@ s_print_terse (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bda
 
 /* A terminal's default: the topic, then the body, indented when JSON. */
 static void
-s_print_pretty (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata,
-                size_t bsize)
+s_print_pretty (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bdata, size_t bsize)
 {
     s_put_text (out, tdata, tsize);
     fputc ('\n', out);
-    json_t *value = bdata ? json_loadb ((const char *) bdata, bsize, JSON_DECODE_ANY, NULL)
-                          : NULL;
+    json_t *value = bdata ? json_loadb ((const char *) bdata, bsize, JSON_DECODE_ANY, NULL) : NULL;
     char *text = value ? json_dumps (value, JSON_INDENT (2) | JSON_SORT_KEYS | JSON_ENCODE_ANY)
                        : NULL;
     if (text)
@@ -464,8 +469,7 @@ s_print_pretty (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bd
 }
 
 static void
-s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body,
-         bool has_body)
+s_print (FILE *out, const s_opts_t *opts, zmq_msg_t *topic, zmq_msg_t *body, bool has_body)
 {
     const uint8_t *tdata = zmq_msg_data (topic);
     size_t tsize = zmq_msg_size (topic);
@@ -543,8 +547,8 @@ s_socket_open (void *ctx, const s_opts_t *opts)
         }
     for (size_t i = 0; i < opts->connect_count; i++)
         if (zmq_connect (sock, opts->connect[i]) < 0) {
-            fprintf (stderr, "fanhub tail: cannot connect to %s: %s\n",
-                     opts->connect[i], zmq_strerror (errno));
+            fprintf (stderr, "fanhub tail: cannot connect to %s: %s\n", opts->connect[i],
+                     zmq_strerror (errno));
             zmq_close (sock);
             return NULL;
         }

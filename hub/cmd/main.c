@@ -89,21 +89,19 @@ s_unknown (const char *name)
 static void
 s_usage (FILE *out)
 {
-    fprintf (out,
-             "usage: fanhub COMMAND [OPTIONS]\n"
-             "\n"
-             "fanhub subscribes to a ZeroMQ message bus and hands each message to\n"
-             "every consumer (a plugin, on its own thread) whose topics match.\n"
-             "\n"
-             "commands:\n");
+    fprintf (out, "usage: fanhub COMMAND [OPTIONS]\n"
+                  "\n"
+                  "fanhub subscribes to a ZeroMQ message bus and hands each message to\n"
+                  "every consumer (a plugin, on its own thread) whose topics match.\n"
+                  "\n"
+                  "commands:\n");
     for (size_t i = 0; i < S_COMMAND_COUNT; i++)
         fprintf (out, "  %-12s %s\n", s_commands[i].name, s_commands[i].summary);
-    fprintf (out,
-             "\n"
-             "'fanhub COMMAND --help' (or 'fanhub help COMMAND') tells more of each.\n"
-             "Without -c, 'run' and 'check' use the built-in default configuration\n"
-             "(config/fanhub.yaml).\n"
-             "Exit status: 0 success, 1 runtime failure, 2 bad usage or configuration.\n");
+    fprintf (out, "\n"
+                  "'fanhub COMMAND --help' (or 'fanhub help COMMAND') tells more of each.\n"
+                  "Without -c, 'run' and 'check' use the built-in default configuration\n"
+                  "(config/fanhub.yaml).\n"
+                  "Exit status: 0 success, 1 runtime failure, 2 bad usage or configuration.\n");
 }
 
 int

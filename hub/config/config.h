@@ -43,20 +43,20 @@
 
 /* queue.overflow: what a full queue does with a new message. */
 typedef enum {
-    FH_OVERFLOW_UNSET = -1,   /* resolved at load: spill with state_dir, else drop-newest */
-    FH_OVERFLOW_BLOCK = 0,    /* the enqueuer waits (stalls every consumer) */
-    FH_OVERFLOW_DROP_NEWEST,  /* the new message is dropped, counted */
-    FH_OVERFLOW_DROP_OLDEST,  /* the oldest queued message is dropped, counted */
-    FH_OVERFLOW_SPILL         /* the new message goes to the disk spool */
+    FH_OVERFLOW_UNSET = -1,  /* resolved at load: spill with state_dir, else drop-newest */
+    FH_OVERFLOW_BLOCK = 0,   /* the enqueuer waits (stalls every consumer) */
+    FH_OVERFLOW_DROP_NEWEST, /* the new message is dropped, counted */
+    FH_OVERFLOW_DROP_OLDEST, /* the oldest queued message is dropped, counted */
+    FH_OVERFLOW_SPILL        /* the new message goes to the disk spool */
 } fh_overflow_t;
 
 typedef enum { FH_FSYNC_NEVER = 0, FH_FSYNC_INTERVAL, FH_FSYNC_ALWAYS } fh_fsync_t;
 
 typedef struct {
-    size_t max_attempts;        /* consume calls per message, first included */
-    int64_t initial_ms;         /* delay before the first retry */
-    int64_t max_ms;             /* cap of the doubling delay */
-    int64_t jitter_permille;    /* +- this share of each delay, at random */
+    size_t max_attempts;     /* consume calls per message, first included */
+    int64_t initial_ms;      /* delay before the first retry */
+    int64_t max_ms;          /* cap of the doubling delay */
+    int64_t jitter_permille; /* +- this share of each delay, at random */
 } fh_retry_config_t;
 
 typedef struct {
@@ -65,65 +65,65 @@ typedef struct {
 } fh_strlist_t;
 
 typedef struct {
-    char *name;           /* unique among consumers; [A-Za-z0-9_.-]+ */
-    char *plugin;         /* shipped plugin name, or a path (has a '/') */
-    fh_strlist_t topics;  /* patterns; count 0 = every message */
+    char *name;          /* unique among consumers; [A-Za-z0-9_.-]+ */
+    char *plugin;        /* shipped plugin name, or a path (has a '/') */
+    fh_strlist_t topics; /* patterns; count 0 = every message */
     size_t queue_capacity;
-    size_t warn_at;       /* queue.warn_at: backlog warning, 0 = none */
-    int overflow;         /* queue.overflow: fh_overflow_t, never UNSET after load */
+    size_t warn_at;         /* queue.warn_at: backlog warning, 0 = none */
+    int overflow;           /* queue.overflow: fh_overflow_t, never UNSET after load */
     size_t spool_max_bytes; /* queue.spool_max_bytes, 0 = no cap */
     size_t queue_max_bytes; /* queue.max_bytes: payload held in memory, 0 = no cap */
     fh_retry_config_t retry;
     int64_t consume_timeout_ms; /* 0 = never reported stuck */
-    size_t workers;       /* threads calling consume, >= 1 */
-    char *order_by;       /* "topic", "topic_segment:K", "frame:K", "json:/ptr"; NULL = none */
-    bool coalesce;        /* replace a queued message of the same key */
+    size_t workers;             /* threads calling consume, >= 1 */
+    char *order_by;           /* "topic", "topic_segment:K", "frame:K", "json:/ptr"; NULL = none */
+    bool coalesce;            /* replace a queued message of the same key */
     fanhub_option_t *options; /* always a map, possibly empty */
-    char *where;          /* "FILE:LINE:COL" of the consumer's entry */
-    size_t max_pending;   /* messages a plugin may hold FANHUB_PENDING at once */
-    bool write_ahead;     /* queue.write_ahead: with spill and a state_dir,
+    char *where;              /* "FILE:LINE:COL" of the consumer's entry */
+    size_t max_pending;       /* messages a plugin may hold FANHUB_PENDING at once */
+    bool write_ahead;         /* queue.write_ahead: with spill and a state_dir,
                              every message goes through the spool */
-    size_t max_crashes;   /* a spooled message that crashed the hub this many
+    size_t max_crashes;       /* a spooled message that crashed the hub this many
                              times is dead-lettered at the next start */
-    struct {              /* shard: {index, count}; count 0 = no shard (shard.h) */
+    struct {                  /* shard: {index, count}; count 0 = no shard (shard.h) */
         size_t index, count;
     } shard;
 } fh_consumer_config_t;
 
 typedef struct {
-    int64_t interval_ms;          /* metrics.interval: span of "interval"
+    int64_t interval_ms;                    /* metrics.interval: span of "interval"
                                      figures and collectd's interval */
-    char *collectd_socket;        /* metrics.collectd.socket, or NULL */
-    int64_t collectd_interval_ms; /* metrics.collectd.interval, or 0 = interval_ms */
+    char *collectd_socket;                  /* metrics.collectd.socket, or NULL */
+    int64_t collectd_interval_ms;           /* metrics.collectd.interval, or 0 = interval_ms */
     int64_t collectd_disconnected_after_ms; /* metrics.collectd.disconnected_after, 0 = 10 s */
-    char *prometheus_listen;      /* metrics.prometheus.listen HOST:PORT, or NULL */
-    char *moksha_socket;          /* metrics.moksha_socket endpoint, or NULL */
-    int64_t moksha_interval_ms;   /* metrics.moksha_interval */
+    char *prometheus_listen;                /* metrics.prometheus.listen HOST:PORT, or NULL */
+    char *moksha_socket;                    /* metrics.moksha_socket endpoint, or NULL */
+    int64_t moksha_interval_ms;             /* metrics.moksha_interval */
 } fh_metrics_config_t;
 
 typedef struct {
-    char *source;         /* file name, or "<default>" for the embedded one */
-    char *name;           /* optional hub name (`name:`), else NULL */
-    fh_strlist_t connect; /* bus.connect */
-    fh_strlist_t bind;    /* bus.bind; connect + bind together not empty */
-    int rcvhwm;           /* bus.rcvhwm, >= 0 (0 = no limit) */
-    int64_t connect_warning_ms; /* bus.connect_warning; 0 = no warning */
-    size_t max_frames;    /* bus.max_frames, >= 2 */
-    size_t max_message_bytes; /* bus.max_message_bytes, > 0 */
-    char *control;        /* control endpoint, resolved (never NULL) */
+    char *source;                /* file name, or "<default>" for the embedded one */
+    char *name;                  /* optional hub name (`name:`), else NULL */
+    fh_strlist_t connect;        /* bus.connect */
+    fh_strlist_t bind;           /* bus.bind; connect + bind together not empty */
+    int rcvhwm;                  /* bus.rcvhwm, >= 0 (0 = no limit) */
+    int64_t connect_warning_ms;  /* bus.connect_warning; 0 = no warning */
+    size_t max_frames;           /* bus.max_frames, >= 2 */
+    size_t max_message_bytes;    /* bus.max_message_bytes, > 0 */
+    char *control;               /* control endpoint, resolved (never NULL) */
     int64_t shutdown_timeout_ms; /* shutdown_timeout, in seconds in YAML */
-    char *state_dir;      /* state_dir: spools and dead letters; NULL = none */
-    size_t memory_max_bytes; /* memory.max_bytes: payload all queues hold, 0 = no cap */
+    char *state_dir;             /* state_dir: spools and dead letters; NULL = none */
+    size_t memory_max_bytes;     /* memory.max_bytes: payload all queues hold, 0 = no cap */
     struct {
-        int fsync;               /* fh_fsync_t */
+        int fsync; /* fh_fsync_t */
         int64_t fsync_interval_ms;
         size_t segment_bytes;
     } spool;
     int log_level;        /* fanhub_log_level_t */
     fh_strlist_t publish; /* bus.publish: where emitted messages also go */
-    struct {               /* bus.gap_detection; off when counter is NULL */
-        char *counter;     /* top-level JSON member holding the producer's counter */
-        char *producer;    /* "topic", "topic_prefix:N" or "json:/pointer" */
+    struct {              /* bus.gap_detection; off when counter is NULL */
+        char *counter;    /* top-level JSON member holding the producer's counter */
+        char *producer;   /* "topic", "topic_prefix:N" or "json:/pointer" */
         size_t max_producers;
     } gaps;
     struct {                     /* bus.curve; off when secret_key_file is NULL */
@@ -134,31 +134,31 @@ typedef struct {
         fh_strlist_t allow;      /* Z85 client keys let in on bind and publish */
         char *allow_dir;         /* zcert directory of client keys, or NULL */
     } curve;
-    fh_strlist_t allow_ip;       /* bus.allow_ip: peer addresses let in; none = any */
-    size_t max_peers;            /* bus.max_peers per bind endpoint; 0 = from the
+    fh_strlist_t allow_ip;     /* bus.allow_ip: peer addresses let in; none = any */
+    size_t max_peers;          /* bus.max_peers per bind endpoint; 0 = from the
                                     descriptor limit */
-    struct {                      /* control_curve; off when secret_key_file is NULL */
-        char *secret_key_file;    /* the control socket's zcert secret file, 0600 */
-        char public_key[41];      /* Z85, read from the file at load */
-        char secret_key[41];      /* Z85: never logged nor shown */
-        fh_strlist_t allow;       /* Z85 client keys let in */
-        char *allow_dir;          /* zcert directory of client keys, or NULL */
-        char *client_key_file;    /* the pair `fanhub stats -c` and the other
+    struct {                   /* control_curve; off when secret_key_file is NULL */
+        char *secret_key_file; /* the control socket's zcert secret file, 0600 */
+        char public_key[41];   /* Z85, read from the file at load */
+        char secret_key[41];   /* Z85: never logged nor shown */
+        fh_strlist_t allow;    /* Z85 client keys let in */
+        char *allow_dir;       /* zcert directory of client keys, or NULL */
+        char *client_key_file; /* the pair `fanhub stats -c` and the other
                                      clients use; let in too; or NULL */
         char client_public_key[41];
         char client_secret_key[41];
     } control_curve;
-    bool control_insecure;        /* control_insecure: a tcp control endpoint
+    bool control_insecure;       /* control_insecure: a tcp control endpoint
                                      off loopback without CURVE, knowingly */
     fanhub_option_t *amqp;       /* bus.amqp, checked by source_amqp.h; or NULL */
     fanhub_option_t *signatures; /* bus.validate_signatures, checked by
                                     fedmsg_settings.h; or NULL (off) */
     fh_metrics_config_t metrics;
     fh_consumer_config_t *consumers; /* the main file's, then the drop-ins' */
-    size_t consumer_count; /* >= 1 */
-    fh_strlist_t include;  /* include: as written (files and globs) */
-    fh_strlist_t dropins;  /* the drop-in files read, in order */
-    fh_strlist_t warnings; /* "FILE:LINE:COL: ..." lines check and run show */
+    size_t consumer_count;           /* >= 1 */
+    fh_strlist_t include;            /* include: as written (files and globs) */
+    fh_strlist_t dropins;            /* the drop-in files read, in order */
+    fh_strlist_t warnings;           /* "FILE:LINE:COL: ..." lines check and run show */
 } fh_config_t;
 
 /* The embedded default configuration (config/fanhub.yaml) and its length. */
@@ -174,8 +174,7 @@ bool fh_config_name_valid (const char *text);
 /* Loads a file. On error returns NULL and writes the message to err. */
 fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
 /* Loads YAML text; `source` names it in error messages. */
-fh_config_t *fh_config_load_string (const char *text, size_t len,
-                                    const char *source, char *err,
+fh_config_t *fh_config_load_string (const char *text, size_t len, const char *source, char *err,
                                     size_t errlen);
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_config_destroy (fh_config_t **self_p);

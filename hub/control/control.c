@@ -62,8 +62,8 @@ typedef struct {
 typedef struct {
     fh_control_t *control;
     fh_stats_t *stats;
-    fh_status_t *status;    /* the status page's ring (status.h) */
-    void *inject;           /* PUSH to the enqueuer */
+    fh_status_t *status; /* the status page's ring (status.h) */
+    void *inject;        /* PUSH to the enqueuer */
     s_pending_t *pending;
     size_t pending_count, pending_room;
 } s_state_t;
@@ -100,8 +100,8 @@ s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *t
 /* A new pending answer, kept with the request's envelope; NULL when out
    of memory. */
 static s_pending_t *
-s_pending_add (s_state_t *state, s_pending_kind_t kind, zmq_msg_t *envelope,
-               size_t envelope_count, int64_t timeout_ms)
+s_pending_add (s_state_t *state, s_pending_kind_t kind, zmq_msg_t *envelope, size_t envelope_count,
+               int64_t timeout_ms)
 {
     if (state->pending_count == state->pending_room) {
         size_t room = state->pending_room ? state->pending_room * 2 : 8;
@@ -135,8 +135,10 @@ s_inject_refused (s_state_t *state, char *busy, size_t size)
         }
     if (unrouted < FH_CONTROL_INJECT_MAX && waiting < FH_CONTROL_PENDING_MAX)
         return false;
-    snprintf (busy, size, "ERROR busy: %zu messages wait for the enqueuer, %zu answers are "
-              "pending; try again later", unrouted, waiting);
+    snprintf (busy, size,
+              "ERROR busy: %zu messages wait for the enqueuer, %zu answers are "
+              "pending; try again later",
+              unrouted, waiting);
     return true;
 }
 
@@ -167,8 +169,7 @@ s_inject_send (s_state_t *state, fh_emit_t *emit, const char *consumer, zmq_msg_
    the index of the one consumer it goes to, or -1. */
 static void
 s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
-          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only,
-          int64_t timeout_ms)
+          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only, int64_t timeout_ms)
 {
     fh_hub_t *hub = state->control->hub;
     char busy[160];
@@ -208,8 +209,8 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
 static void
 s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count)
 {
-    s_pending_t *pending =
-        s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
+    s_pending_t *pending
+        = s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
     if (!pending) {
         s_reply (router, envelope, envelope_count, "ERROR out of memory");
         return;
@@ -232,16 +233,14 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
     for (size_t i = 0; i < count && i < MAX_REQUEST_FRAMES; i++)
         args[i] = (fanhub_bytes_t){zmq_msg_data (&frames[i]), zmq_msg_size (&frames[i])};
     fh_control_request_t request;
-    if (fh_control_parse (args, count < MAX_REQUEST_FRAMES ? count : MAX_REQUEST_FRAMES,
-                          &request, reply, sizeof reply)
+    if (fh_control_parse (args, count < MAX_REQUEST_FRAMES ? count : MAX_REQUEST_FRAMES, &request,
+                          reply, sizeof reply)
         != 0) {
         s_reply (router, envelope, envelope_count, reply);
         return;
     }
     switch (request.kind) {
-    case FH_CONTROL_PING:
-        s_reply (router, envelope, envelope_count, "PONG");
-        return;
+    case FH_CONTROL_PING: s_reply (router, envelope, envelope_count, "PONG"); return;
     case FH_CONTROL_STATS:
     case FH_CONTROL_METRICS: {
         fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
@@ -273,9 +272,7 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         free (text);
         return;
     }
-    case FH_CONTROL_RELOAD:
-        s_request_reload (state, router, envelope, envelope_count);
-        return;
+    case FH_CONTROL_RELOAD: s_request_reload (state, router, envelope, envelope_count); return;
     case FH_CONTROL_EMIT:
         s_inject (state, router, envelope, envelope_count, frames + request.message,
                   count - request.message, request.wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1,
@@ -370,12 +367,15 @@ s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
     if (pending->kind == PENDING_INJECT) {
         fh_outcome_t outcome = fh_emit_outcome (pending->emit, pending->consumer);
         if (matched == 0) /* a reload removed it before the enqueuer routed this */
-            snprintf (line, sizeof line, "ERROR consumer '%s' left the hub before the message "
-                      "reached it", pending->consumer);
+            snprintf (line, sizeof line,
+                      "ERROR consumer '%s' left the hub before the message "
+                      "reached it",
+                      pending->consumer);
         else
-            snprintf (line, sizeof line, "%s", outcome == FH_OUTCOME_DROPPED
-                                                   ? "ERROR the consumer's queue is full"
-                                                   : matched < 0 ? "ERROR not routed" : "OK");
+            snprintf (line, sizeof line, "%s",
+                      outcome == FH_OUTCOME_DROPPED ? "ERROR the consumer's queue is full"
+                      : matched < 0                 ? "ERROR not routed"
+                                                    : "OK");
         s_reply (router, pending->envelope, pending->envelope_count, line);
         return;
     }
@@ -407,15 +407,15 @@ s_serve_pending (s_state_t *state, void *router)
                 continue;
             }
             s_reply (router, pending->envelope, pending->envelope_count,
-                     attempts < pending->only ? "ERROR the reload did not finish in 60 s"
-                                              : result);
+                     attempts < pending->only ? "ERROR the reload did not finish in 60 s" : result);
             for (size_t e = 0; e < pending->envelope_count; e++)
                 zmq_msg_close (&pending->envelope[e]);
             continue;
         }
         bool routed = fh_emit_matched (pending->emit) != -2;
         bool ready = pending->kind == PENDING_EMIT_WAIT
-                         ? fh_emit_is_handled (pending->emit) || (routed && fh_emit_matched (pending->emit) <= 0)
+                         ? fh_emit_is_handled (pending->emit)
+                               || (routed && fh_emit_matched (pending->emit) <= 0)
                          : routed;
         bool timed_out = !ready && now >= pending->deadline_ns;
         if (!ready && !timed_out) {
@@ -435,8 +435,7 @@ s_serve_pending (s_state_t *state, void *router)
    rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
    loop is alive, so a hung control plane gets restarted. */
 static void
-s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now,
-                 bool *fed)
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now, bool *fed)
 {
     fh_enqueuer_counts_t counts;
     fh_hub_counts (hub, &counts);
@@ -510,9 +509,8 @@ s_control_actor (zsock_t *pipe, void *args)
     else if (router) {
         s_router_bounds (router, config);
         if (fh_control_path_bind (router, config->control) != 0)
-            snprintf (self->start_error, sizeof self->start_error,
-                      "control: cannot bind %s: %s", config->control,
-                      zmq_strerror (zmq_errno ()));
+            snprintf (self->start_error, sizeof self->start_error, "control: cannot bind %s: %s",
+                      config->control, zmq_strerror (zmq_errno ()));
         else {
             atomic_store_explicit (&self->bound, true, memory_order_relaxed);
             inject = zsock_new (ZMQ_PUSH);
@@ -628,7 +626,8 @@ s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errle
         if (taken) {
             snprintf (err, errlen,
                       "control: %s is served by another running hub; give this one "
-                      "another `control:` (or a `name:`)", endpoint);
+                      "another `control:` (or a `name:`)",
+                      endpoint);
             return -1;
         }
     }
@@ -715,8 +714,7 @@ s_wait_answer (void *req, void *monitor, const char *endpoint, int timeout_ms, c
     }
     snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?%s", endpoint,
               timeout_ms,
-              fh_control_client_curve () ? " (and is the server key its control public key?)"
-                                         : "");
+              fh_control_client_curve () ? " (and is the server key its control public key?)" : "");
     return false;
 }
 
@@ -750,7 +748,8 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
     }
     for (size_t i = 0; sent && i < count; i++)
         if (zmq_send (zsock_resolve (req), frames[i].data, frames[i].size,
-                      i + 1 < count ? ZMQ_SNDMORE : 0) < 0) {
+                      i + 1 < count ? ZMQ_SNDMORE : 0)
+            < 0) {
             snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
             sent = false;
         }
@@ -758,8 +757,8 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
         zmq_msg_t reply;
         zmq_msg_init (&reply);
         if (zmq_msg_recv (&reply, zsock_resolve (req), 0) < 0)
-            snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?",
-                      endpoint, timeout_ms);
+            snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?", endpoint,
+                      timeout_ms);
         else {
             size_t size = zmq_msg_size (&reply);
             answer = malloc (size + 1);

@@ -63,8 +63,8 @@ uint64_t fh_control_unanswered (void);
 /* A client's request: connects to endpoint, sends command, waits at most
    timeout_ms. Returns the answer (malloc'd, NUL-terminated) or NULL with
    one line in err. */
-char *fh_control_call (const char *endpoint, const char *command, int timeout_ms,
-                       char *err, size_t errlen);
+char *fh_control_call (const char *endpoint, const char *command, int timeout_ms, char *err,
+                       size_t errlen);
 
 /* The same with a request of several frames. */
 char *fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size_t count,

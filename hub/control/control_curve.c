@@ -67,8 +67,9 @@ s_monitor (void *context, void *socket, int events)
         return NULL;
     void *monitor = zmq_socket (context, ZMQ_PAIR);
     int zero = 0;
-    if (monitor && (zmq_setsockopt (monitor, ZMQ_LINGER, &zero, sizeof zero) != 0
-                    || zmq_connect (monitor, endpoint) != 0)) {
+    if (monitor
+        && (zmq_setsockopt (monitor, ZMQ_LINGER, &zero, sizeof zero) != 0
+            || zmq_connect (monitor, endpoint) != 0)) {
         zmq_close (monitor);
         monitor = NULL;
     }
@@ -106,8 +107,8 @@ s_serve_curve (fh_control_guard_t *self, const fh_config_t *config, char *err, s
     int one = 1;
     if (zmq_setsockopt (self->router, ZMQ_ZAP_DOMAIN, S_DOMAIN, strlen (S_DOMAIN)) != 0
         || zmq_setsockopt (self->router, ZMQ_CURVE_SERVER, &one, sizeof one) != 0
-        || zmq_setsockopt (self->router, ZMQ_CURVE_SECRETKEY, config->control_curve.secret_key,
-                           40) != 0) {
+        || zmq_setsockopt (self->router, ZMQ_CURVE_SECRETKEY, config->control_curve.secret_key, 40)
+               != 0) {
         snprintf (err, errlen, "control: CURVE refused: %s (libzmq without CURVE?)",
                   zmq_strerror (zmq_errno ()));
         return -1;
@@ -299,20 +300,25 @@ fh_control_client_refused (void *monitor, const char *endpoint, char *err, size_
     uint32_t value;
     while (s_read_event (monitor, &event, &value)) {
         if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-            snprintf (err, errlen, "%s: the hub refused this client's key %s (status %u): it "
+            snprintf (err, errlen,
+                      "%s: the hub refused this client's key %s (status %u): it "
                       "is not in the hub's control_curve allow, allow_dir or client_key_file",
                       endpoint, s_keys.public_key, (unsigned) value);
         else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH && s_keys_on)
-            snprintf (err, errlen, "%s: the hub refused the handshake: it does not speak CURVE "
+            snprintf (err, errlen,
+                      "%s: the hub refused the handshake: it does not speak CURVE "
                       "on this endpoint (no control_curve); drop --curve-key and --server-key",
                       endpoint);
         else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-            snprintf (err, errlen, "%s: the hub refused the handshake: it requires CURVE; give "
+            snprintf (err, errlen,
+                      "%s: the hub refused the handshake: it requires CURVE; give "
                       "--curve-key and --server-key (or -c with the hub's configuration)",
                       endpoint);
         else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
-            snprintf (err, errlen, "%s: the CURVE handshake failed: is the server key the "
-                      "public key of the hub's control_curve.secret_key_file?", endpoint);
+            snprintf (err, errlen,
+                      "%s: the CURVE handshake failed: is the server key the "
+                      "public key of the hub's control_curve.secret_key_file?",
+                      endpoint);
         else
             snprintf (err, errlen, "%s: the handshake failed (ZeroMQ protocol error 0x%x)",
                       endpoint, (unsigned) value);

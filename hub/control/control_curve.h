@@ -33,10 +33,8 @@ typedef struct fh_control_guard fh_control_guard_t;
 /* The control endpoint's socket, not yet bound: NULL with one line in
    err when it cannot be made. denied and refused (connections shed past
    fh_fdlimit_control_budget) must outlive the guard. */
-fh_control_guard_t *fh_control_guard_new (const fh_config_t *config,
-                                          atomic_uint_fast64_t *denied,
-                                          atomic_uint_fast64_t *refused, char *err,
-                                          size_t errlen);
+fh_control_guard_t *fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied,
+                                          atomic_uint_fast64_t *refused, char *err, size_t errlen);
 /* The ROUTER to bind and serve. */
 void *fh_control_guard_router (fh_control_guard_t *self);
 /* The monitor socket to poll for reading. */

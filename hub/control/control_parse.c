@@ -20,8 +20,8 @@
    10^15 is far inside int64_t, so no overflow to guard against. */
 #define S_TIMEOUT_DIGITS_MAX 15
 
-static const char s_emit_usage[] =
-    "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]";
+static const char s_emit_usage[]
+    = "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]";
 static const char s_inject_usage[] = "ERROR usage: INJECT, consumer, topic, body[, frames...]";
 
 static bool
@@ -75,8 +75,8 @@ fh_control_show (const void *data, size_t size, char *shown, size_t room)
 }
 
 int
-fh_control_parse (const fanhub_bytes_t *frames, size_t count, fh_control_request_t *out,
-                  char *err, size_t errlen)
+fh_control_parse (const fanhub_bytes_t *frames, size_t count, fh_control_request_t *out, char *err,
+                  size_t errlen)
 {
     memset (out, 0, sizeof *out);
     if (err && errlen)
@@ -92,11 +92,12 @@ fh_control_parse (const fanhub_bytes_t *frames, size_t count, fh_control_request
 
     fh_control_request_t request = {0};
     if (s_is (&frames[0], "PING") || s_is (&frames[0], "STATS") || s_is (&frames[0], "METRICS")
-        || s_is (&frames[0], "RELOAD") || s_is (&frames[0], "HEALTH")
-        || s_is (&frames[0], "READY") || s_is (&frames[0], "STATUS")) {
+        || s_is (&frames[0], "RELOAD") || s_is (&frames[0], "HEALTH") || s_is (&frames[0], "READY")
+        || s_is (&frames[0], "STATUS")) {
         if (count != 1)
             return s_refuse (err, errlen,
-                             "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request "
+                             "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no "
+                             "arguments (a request "
                              "is one frame)");
         request.kind = s_is (&frames[0], "PING")      ? FH_CONTROL_PING
                        : s_is (&frames[0], "STATS")   ? FH_CONTROL_STATS

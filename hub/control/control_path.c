@@ -68,28 +68,34 @@ s_prepare_dir (const char *path, char *err, size_t errlen)
     char who[128];
     uid_t me = geteuid ();
     if (!S_ISDIR (st.st_mode)) {
-        snprintf (err, errlen, "control: %s is not a directory (%s); refusing to put the "
-                  "control socket there", dir, S_ISLNK (st.st_mode) ? "a symbolic link" : "something else");
+        snprintf (err, errlen,
+                  "control: %s is not a directory (%s); refusing to put the "
+                  "control socket there",
+                  dir, S_ISLNK (st.st_mode) ? "a symbolic link" : "something else");
         return -1;
     }
     if (private && (st.st_uid != me || (st.st_mode & 077) != 0)) {
         snprintf (err, errlen,
                   "control: the private directory %s belongs to %s with mode %04o; it must be "
                   "this hub's user's (%lu) with mode 0700: remove it, or set control: (or "
-                  "RUNTIME_DIRECTORY)", dir, s_who (st.st_uid, who, sizeof who),
-                  (unsigned) (st.st_mode & 07777), (unsigned long) me);
+                  "RUNTIME_DIRECTORY)",
+                  dir, s_who (st.st_uid, who, sizeof who), (unsigned) (st.st_mode & 07777),
+                  (unsigned long) me);
         return -1;
     }
     if (st.st_uid != me && st.st_uid != 0) {
-        snprintf (err, errlen, "control: directory %s belongs to %s, not to this hub's user or "
-                  "root; refusing to put the control socket there", dir,
-                  s_who (st.st_uid, who, sizeof who));
+        snprintf (err, errlen,
+                  "control: directory %s belongs to %s, not to this hub's user or "
+                  "root; refusing to put the control socket there",
+                  dir, s_who (st.st_uid, who, sizeof who));
         return -1;
     }
     if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
-        snprintf (err, errlen, "control: directory %s (mode %04o) is writable by other users "
+        snprintf (err, errlen,
+                  "control: directory %s (mode %04o) is writable by other users "
                   "and not sticky: they could replace the control socket; use a directory "
-                  "only this hub's user can write", dir, (unsigned) (st.st_mode & 07777));
+                  "only this hub's user can write",
+                  dir, (unsigned) (st.st_mode & 07777));
         return -1;
     }
     return 0;
@@ -110,13 +116,17 @@ fh_control_path_prepare (const char *path, bool *stale, char *err, size_t errlen
     }
     char who[128];
     if (!S_ISSOCK (st.st_mode)) {
-        snprintf (err, errlen, "control: %s exists and is not a socket; refusing to replace "
-                  "it (remove it, or choose another control:)", path);
+        snprintf (err, errlen,
+                  "control: %s exists and is not a socket; refusing to replace "
+                  "it (remove it, or choose another control:)",
+                  path);
         return -1;
     }
     if (st.st_uid != geteuid ()) {
-        snprintf (err, errlen, "control: %s is a socket of %s, not of this hub's user; "
-                  "refusing to replace it", path, s_who (st.st_uid, who, sizeof who));
+        snprintf (err, errlen,
+                  "control: %s is a socket of %s, not of this hub's user; "
+                  "refusing to replace it",
+                  path, s_who (st.st_uid, who, sizeof who));
         return -1;
     }
     *stale = true;
@@ -169,8 +179,8 @@ fh_control_path_check_owner (const char *path, char *err, size_t errlen)
         snprintf (err, errlen,
                   "ipc://%s belongs to %s, not to you (%s) or root: refusing to talk to it "
                   "(another user may have taken the path; for a hub that runs as another "
-                  "user, name it in FANHUB_CONTROL_USER)", path,
-                  s_who (st.st_uid, who, sizeof who), s_who (me, mine, sizeof mine));
+                  "user, name it in FANHUB_CONTROL_USER)",
+                  path, s_who (st.st_uid, who, sizeof who), s_who (me, mine, sizeof mine));
         return -1;
     }
     return 0;

@@ -45,22 +45,22 @@ typedef enum {
 } s_result_t;
 
 struct fh_collectd_push {
-    char *path;          /* metrics.collectd.socket */
-    int64_t idle_ms;     /* S_IDLE_MS, or a test's own */
-    int64_t batch_ms;    /* S_BATCH_MS, or a test's own */
-    char host[256];      /* collectd host name: this machine's name */
-    double interval_s;   /* the interval= of every value */
+    char *path;        /* metrics.collectd.socket */
+    int64_t idle_ms;   /* S_IDLE_MS, or a test's own */
+    int64_t batch_ms;  /* S_BATCH_MS, or a test's own */
+    char host[256];    /* collectd host name: this machine's name */
+    double interval_s; /* the interval= of every value */
     int64_t interval_ns;
-    bool started;        /* a batch was due once: next_ns is set */
-    int64_t next_ns;     /* when the next batch is due */
-    int fd;              /* -1 when not connected */
-    bool worked;         /* a batch went through once: said so */
-    bool failing;        /* a failure was logged; quiet until one works */
-    bool refusing;       /* a refusal was logged; quiet until none */
+    bool started;    /* a batch was due once: next_ns is set */
+    int64_t next_ns; /* when the next batch is due */
+    int fd;          /* -1 when not connected */
+    bool worked;     /* a batch went through once: said so */
+    bool failing;    /* a failure was logged; quiet until one works */
+    bool refusing;   /* a refusal was logged; quiet until none */
     char reply[S_REPLY_MAX];
-    size_t reply_len;    /* bytes of an unfinished reply line in reply */
-    char refused_id[256]; /* the first refused identifier of a batch */
-    char refused_why[256]; /* ... and collectd's reason */
+    size_t reply_len;             /* bytes of an unfinished reply line in reply */
+    char refused_id[256];         /* the first refused identifier of a batch */
+    char refused_why[256];        /* ... and collectd's reason */
     fh_collectd_notify_t *notify; /* PUTNOTIF state across batches */
 };
 
@@ -141,7 +141,8 @@ s_connect (fh_collectd_push_t *self, char *why, size_t whylen)
     }
     /* Linux bounds a Unix connect by the send timeout: a collectd whose
        listen backlog is full cannot hold the control thread. */
-    struct timeval timeout = {(time_t) (self->idle_ms / 1000), (suseconds_t) ((self->idle_ms % 1000) * 1000)};
+    struct timeval timeout
+        = {(time_t) (self->idle_ms / 1000), (suseconds_t) ((self->idle_ms % 1000) * 1000)};
     setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
     if (connect (fd, (struct sockaddr *) &addr, sizeof addr) != 0) {
         int error = errno;
@@ -162,8 +163,8 @@ s_connect (fh_collectd_push_t *self, char *why, size_t whylen)
 
 /* Notes one reply line; line points at the PUTVAL line it answers. */
 static int
-s_reply (fh_collectd_push_t *self, const char *reply, const char *line, size_t *refused,
-         char *why, size_t whylen)
+s_reply (fh_collectd_push_t *self, const char *reply, const char *line, size_t *refused, char *why,
+         size_t whylen)
 {
     char *end;
     long status = strtol (reply, &end, 10);
@@ -177,8 +178,7 @@ s_reply (fh_collectd_push_t *self, const char *reply, const char *line, size_t *
         /* The identifier is the first quoted field of the line. */
         const char *id = strchr (line, '"');
         size_t len = id ? strcspn (id + 1, "\"\n") : 0;
-        snprintf (self->refused_id, sizeof self->refused_id, "%.*s", (int) len,
-                  id ? id + 1 : "");
+        snprintf (self->refused_id, sizeof self->refused_id, "%.*s", (int) len, id ? id + 1 : "");
         while (*end == ' ')
             end++;
         snprintf (self->refused_why, sizeof self->refused_why, "%s", end);
@@ -188,8 +188,8 @@ s_reply (fh_collectd_push_t *self, const char *reply, const char *line, size_t *
 
 /* Writes lines (count of them) and reads as many replies, at once. */
 static s_result_t
-s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t count,
-            size_t *answered, size_t *refused, char *why, size_t whylen)
+s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t count, size_t *answered,
+            size_t *refused, char *why, size_t whylen)
 {
     size_t sent = 0;
     const char *line = lines; /* the line the next reply answers */
@@ -205,8 +205,10 @@ s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t coun
                 snprintf (why, whylen, "collectd answered only %zu of %zu values in %d ms",
                           *answered, count, (int) self->batch_ms);
             else
-                snprintf (why, whylen, "collectd answered %zu of %zu values and then nothing "
-                          "for %d ms", *answered, count, (int) self->idle_ms);
+                snprintf (why, whylen,
+                          "collectd answered %zu of %zu values and then nothing "
+                          "for %d ms",
+                          *answered, count, (int) self->idle_ms);
             return S_FAILED;
         }
         struct pollfd item = {self->fd, (short) (POLLIN | (sent < len ? POLLOUT : 0)), 0};
@@ -263,8 +265,7 @@ s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t coun
             self->reply_len -= used;
         }
         if (self->reply_len == sizeof self->reply) {
-            snprintf (why, whylen, "collectd sent a reply line of more than %d bytes",
-                      S_REPLY_MAX);
+            snprintf (why, whylen, "collectd sent a reply line of more than %d bytes", S_REPLY_MAX);
             return S_FAILED;
         }
     }
@@ -293,8 +294,8 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
             break;
         size_t answered = 0;
         refused = 0;
-        s_result_t result = s_exchange (self, lines, len, count, &answered, &refused, why,
-                                        sizeof why);
+        s_result_t result
+            = s_exchange (self, lines, len, count, &answered, &refused, why, sizeof why);
         done = result == S_DONE;
         if (!done)
             s_disconnect (self);
@@ -306,7 +307,8 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
     if (!done) {
         if (!self->failing)
             fh_warning ("collectd: cannot push to %s: %s; retrying every %gs, logged "
-                        "once until it works", self->path, why, self->interval_s);
+                        "once until it works",
+                        self->path, why, self->interval_s);
         self->failing = true;
         return -1;
     }
@@ -319,8 +321,8 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
     self->worked = true;
     if (refused > 0 && !self->refusing)
         fh_warning ("collectd: %s refused %zu of %zu values, the first \"%s\": %s; logged "
-                    "once until it takes them all", self->path, refused, count,
-                    self->refused_id, self->refused_why);
+                    "once until it takes them all",
+                    self->path, refused, count, self->refused_id, self->refused_why);
     else if (refused == 0 && self->refusing)
         fh_info ("collectd: %s takes every value again", self->path);
     self->refusing = refused > 0;
@@ -340,12 +342,11 @@ fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_
     self->next_ns += ((now_ns - self->next_ns) / self->interval_ns + 1) * self->interval_ns;
 
     fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (stats);
-    char *lines = snapshot ? fh_metrics_collectd (snapshot, self->host, self->interval_s, 0)
-                           : NULL;
-    char *notes = snapshot ? fh_collectd_notify (self->notify, snapshot, self->host,
-                                                 (double) now_ns / 1e9,
-                                                 (double) (now_ns + fh_clock_wall_offset_ns ()) / 1e9)
-                           : NULL;
+    char *lines = snapshot ? fh_metrics_collectd (snapshot, self->host, self->interval_s, 0) : NULL;
+    char *notes
+        = snapshot ? fh_collectd_notify (self->notify, snapshot, self->host, (double) now_ns / 1e9,
+                                         (double) (now_ns + fh_clock_wall_offset_ns ()) / 1e9)
+                   : NULL;
     fh_metrics_snapshot_destroy (&snapshot);
     size_t len = lines && notes ? strlen (lines) : 0;
     char *batch = len ? realloc (lines, len + strlen (notes) + 1) : NULL;

@@ -90,8 +90,7 @@ fh_histogram_read (fh_histogram_t *self, fh_histogram_snapshot_t *out)
 }
 
 void
-fh_histogram_diff (const fh_histogram_snapshot_t *later,
-                   const fh_histogram_snapshot_t *earlier,
+fh_histogram_diff (const fh_histogram_snapshot_t *later, const fh_histogram_snapshot_t *earlier,
                    fh_histogram_snapshot_t *out)
 {
     unsigned top = 0;

@@ -50,14 +50,12 @@ void fh_histogram_read (fh_histogram_t *self, fh_histogram_snapshot_t *out);
    of an interval is not kept by the buckets; it is estimated from the
    highest bucket that changed, bounded by later->max_ns. */
 void fh_histogram_diff (const fh_histogram_snapshot_t *later,
-                        const fh_histogram_snapshot_t *earlier,
-                        fh_histogram_snapshot_t *out);
+                        const fh_histogram_snapshot_t *earlier, fh_histogram_snapshot_t *out);
 /* sum += part, bucket by bucket (merging histograms of several writers). */
 void fh_histogram_add (fh_histogram_snapshot_t *sum, const fh_histogram_snapshot_t *part);
 /* The value below which a fraction q (0..1) of samples fall, in ns. */
 double fh_histogram_quantile (const fh_histogram_snapshot_t *self, double q);
-void fh_histogram_summarize (const fh_histogram_snapshot_t *self,
-                             fh_histogram_summary_t *out);
+void fh_histogram_summarize (const fh_histogram_snapshot_t *self, fh_histogram_summary_t *out);
 
 /* Bucket index of a value and the bounds of a bucket (for tests). */
 unsigned fh_histogram_bucket (uint64_t value_ns);

@@ -35,13 +35,13 @@ typedef enum {
 
 /* Where a row's value sits in the JSON snapshot. */
 typedef enum {
-    FH_SCOPE_HUB,      /* hub.KEY */
-    FH_SCOPE_UPSTREAM, /* hub.upstream.KEY, only with bus.gap_detection */
-    FH_SCOPE_AMQP,     /* hub.amqp.KEY, only with bus.amqp */
+    FH_SCOPE_HUB,        /* hub.KEY */
+    FH_SCOPE_UPSTREAM,   /* hub.upstream.KEY, only with bus.gap_detection */
+    FH_SCOPE_AMQP,       /* hub.amqp.KEY, only with bus.amqp */
     FH_SCOPE_SIGNATURES, /* hub.signatures.KEY, only with bus.validate_signatures */
-    FH_SCOPE_ENDPOINT, /* hub.endpoints[].KEY */
-    FH_SCOPE_CONSUMER, /* consumers[].KEY */
-    FH_SCOPE_PROCESS   /* process.KEY */
+    FH_SCOPE_ENDPOINT,   /* hub.endpoints[].KEY */
+    FH_SCOPE_CONSUMER,   /* consumers[].KEY */
+    FH_SCOPE_PROCESS     /* process.KEY */
 } fh_metric_scope_t;
 
 typedef enum {
@@ -148,7 +148,7 @@ typedef enum {
 } fh_metric_id_t;
 
 typedef struct {
-    fh_metric_id_t id;      /* the row's own index, checked by the tests */
+    fh_metric_id_t id; /* the row's own index, checked by the tests */
     fh_metric_scope_t scope;
     const char *json;       /* key in the scope's JSON object */
     const char *prometheus; /* family name; NULL: JSON only */
@@ -156,10 +156,10 @@ typedef struct {
                                histogram's gets _p99 and _mean appended;
                                NULL: none */
     fh_metric_type_t type;
-    bool real;              /* the value is a real number, not an integer */
-    const char *unit;       /* "messages", "seconds", ...; "" when none */
-    fh_metric_id_t of;      /* a histogram's max: the histogram; else the row itself */
-    const char *help;       /* one line: Prometheus' HELP */
+    bool real;         /* the value is a real number, not an integer */
+    const char *unit;  /* "messages", "seconds", ...; "" when none */
+    fh_metric_id_t of; /* a histogram's max: the histogram; else the row itself */
+    const char *help;  /* one line: Prometheus' HELP */
 } fh_metric_t;
 
 extern const fh_metric_t fh_metrics[FH_METRIC_COUNT];
@@ -194,9 +194,9 @@ typedef struct {
 
 /* The hub, an endpoint or a consumer. Text is NULL when absent. */
 typedef struct {
-    char *name;  /* hub: its name; endpoint: the address; consumer: its name */
-    char *text;  /* hub: the version; endpoint: the kind; consumer: the plugin */
-    char *error; /* endpoint: its last error; consumer: the last error its plugin
+    char *name;    /* hub: its name; endpoint: the address; consumer: its name */
+    char *text;    /* hub: the version; endpoint: the kind; consumer: the plugin */
+    char *error;   /* endpoint: its last error; consumer: the last error its plugin
                     reported (ABI 1.3); NULL: none */
     char *version; /* consumer: its plugin's version; NULL for the others */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
@@ -212,11 +212,11 @@ typedef struct {
 } fh_metrics_reason_t;
 
 typedef struct {
-    fh_metrics_item_t hub;       /* hub, upstream, amqp and process rows */
+    fh_metrics_item_t hub;        /* hub, upstream, amqp and process rows */
     fh_metrics_reason_t *reasons; /* malformed, by reason */
     size_t reason_count;
     bool has_handled, has_end_to_end, has_upstream, has_process;
-    bool has_amqp; /* bus.amqp: the hub.amqp rows */
+    bool has_amqp;       /* bus.amqp: the hub.amqp rows */
     bool has_signatures; /* bus.validate_signatures: the hub.signatures rows */
     fh_metrics_item_t *endpoints;
     size_t endpoint_count;
@@ -232,8 +232,7 @@ void fh_metrics_snapshot_destroy (fh_metrics_snapshot_t **self_p);
 fh_metrics_item_t *fh_metrics_add_endpoints (fh_metrics_snapshot_t *self, size_t count);
 fh_metrics_item_t *fh_metrics_add_consumers (fh_metrics_snapshot_t *self, size_t count);
 /* Adds a reason; the name is copied. -1 when out of memory. */
-int fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name,
-                           fh_metric_value_t value);
+int fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name, fh_metric_value_t value);
 /* Copies text into *slot (freeing what was there); -1 when out of memory. */
 int fh_metrics_set_text (char **slot, const char *text);
 

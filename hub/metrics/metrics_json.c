@@ -37,8 +37,8 @@ static json_t *
 s_summary_json (const fh_histogram_summary_t *s)
 {
     return json_pack ("{s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", (json_int_t) s->count,
-                      "sum", s->sum, "mean", s->mean, "p50", s->p50, "p90", s->p90, "p99",
-                      s->p99, "p999", s->p999, "max", s->max);
+                      "sum", s->sum, "mean", s->mean, "p50", s->p50, "p90", s->p90, "p99", s->p99,
+                      "p999", s->p999, "max", s->max);
 }
 
 /* The whole-run summary, the interval's and the cumulative Prometheus
@@ -73,9 +73,9 @@ s_scope_json (json_t *object, fh_metric_scope_t scope, const fh_metrics_item_t *
         if (row->scope != scope)
             continue;
         if (row->type == FH_METRIC_HISTOGRAM)
-            json_object_set_new (object, row->json,
-                                 s_latency_json (fh_metrics_latency ((fh_metrics_item_t *) item,
-                                                                     row->id)));
+            json_object_set_new (
+                object, row->json,
+                s_latency_json (fh_metrics_latency ((fh_metrics_item_t *) item, row->id)));
         else if (s_is_number (row))
             json_object_set_new (object, row->json, s_value_json (&item->values[id]));
     }
@@ -122,14 +122,11 @@ s_hub_json (const fh_metrics_snapshot_t *self)
     }
     for (size_t i = 0; i < self->endpoint_count; i++) {
         const fh_metrics_item_t *item = &self->endpoints[i];
-        json_t *endpoint = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint",
-                                      item->name ? item->name : "", "kind",
-                                      item->text ? item->text : "", "connected",
-                                      fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED])
-                                          != 0,
-                                      "peers",
-                                      (json_int_t) fh_metric_value_int (
-                                          &item->values[FH_M_ENDPOINT_PEERS]));
+        json_t *endpoint
+            = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint", item->name ? item->name : "", "kind",
+                         item->text ? item->text : "", "connected",
+                         fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED]) != 0, "peers",
+                         (json_int_t) fh_metric_value_int (&item->values[FH_M_ENDPOINT_PEERS]));
         if (endpoint) {
             json_object_set_new (endpoint, "since",
                                  s_value_json (&item->values[FH_M_ENDPOINT_SINCE]));
@@ -147,8 +144,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:s, s:s, s:s, s:s}", "name", item->name ? item->name : "", "plugin",
-                              item->text ? item->text : "", "plugin_version",
+    json_t *json = json_pack ("{s:s, s:s, s:s, s:s}", "name", item->name ? item->name : "",
+                              "plugin", item->text ? item->text : "", "plugin_version",
                               item->version ? item->version : "", "last_error",
                               item->error ? item->error : "");
     json_t *workers = json_array ();
@@ -196,10 +193,10 @@ s_value (const json_t *object, const char *key, bool real)
 {
     const json_t *json = json_object_get (object, key);
     if (json_is_integer (json))
-        return (fh_metric_value_t){ .integer = json_integer_value (json) };
+        return (fh_metric_value_t){.integer = json_integer_value (json)};
     if (json_is_real (json))
-        return (fh_metric_value_t){ .is_real = true, .real = json_real_value (json) };
-    return (fh_metric_value_t){ .is_real = real };
+        return (fh_metric_value_t){.is_real = true, .real = json_real_value (json)};
+    return (fh_metric_value_t){.is_real = real};
 }
 
 static uint64_t
@@ -265,15 +262,17 @@ s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
 {
     s_scope_read (hub, FH_SCOPE_HUB, &self->hub);
     if (fh_metrics_set_text (&self->hub.name, s_text (hub, "name")) != 0
-        || fh_metrics_set_text (&self->hub.text, json_string_value (json_object_get (hub, "version")))
+        || fh_metrics_set_text (&self->hub.text,
+                                json_string_value (json_object_get (hub, "version")))
                != 0)
         return -1;
     const json_t *reasons = json_object_get (hub, "malformed_by_reason");
     const char *reason;
     const json_t *count;
-    json_object_foreach ((json_t *) reasons, reason, count)
-        if (fh_metrics_add_reason (self, reason, s_value (reasons, reason, false)) != 0)
-            return -1;
+    json_object_foreach (
+        (json_t *) reasons, reason,
+        count) if (fh_metrics_add_reason (self, reason, s_value (reasons, reason, false))
+                   != 0) return -1;
     self->has_handled = json_object_get (hub, "handled") != NULL;
     self->has_end_to_end = json_is_object (json_object_get (hub, "end_to_end"));
     const json_t *upstream = json_object_get (hub, "upstream");
@@ -323,8 +322,8 @@ s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
             return -1;
         item->workers = json_array_size (workers);
         for (size_t i = 0; i < item->workers; i++)
-            item->busy[i] = json_number_value (json_object_get (json_array_get (workers, i),
-                                                                "busy"));
+            item->busy[i]
+                = json_number_value (json_object_get (json_array_get (workers, i), "busy"));
     }
     return 0;
 }

@@ -61,22 +61,22 @@
 #include <unistd.h>
 
 typedef struct {
-    char *module;       /* the plugin's path, made canonical once */
+    char *module; /* the plugin's path, made canonical once */
     uint64_t enqueued;
     uint64_t dequeued;
-    uint64_t unsuccessful; /* failed + retried */
+    uint64_t unsuccessful;              /* failed + retried */
     fh_histogram_snapshot_t processing; /* whole-run, at the last publish */
 } s_previous_t;
 
 struct fh_moksha {
     fh_hub_t *hub;
     zsock_t *pub;
-    char *endpoint;       /* as bound, an ephemeral port resolved */
-    char *ipc_path;       /* to remove at the end, when ipc:// */
+    char *endpoint; /* as bound, an ephemeral port resolved */
+    char *ipc_path; /* to remove at the end, when ipc:// */
     int64_t interval_ns;
-    int64_t next_ns;      /* monotonic time of the next publish */
+    int64_t next_ns; /* monotonic time of the next publish */
     size_t consumer_count;
-    s_previous_t *previous;  /* one per consumer, zero at start */
+    s_previous_t *previous;           /* one per consumer, zero at start */
     fh_histogram_snapshot_t now;      /* scratch: whole-run processing */
     fh_histogram_snapshot_t interval; /* scratch: now - previous */
     double times[FH_MOKSHA_MAX_TIMES];
@@ -177,8 +177,7 @@ s_consumer_json (fh_moksha_t *self, size_t index)
     /* Insertion order is moksha's, and jansson keeps it when dumping. The
        _new setters take the value even when they fail. */
     json_t *entry = json_object ();
-    if (!entry
-        || json_object_set_new (entry, "name", s_string (fh_consumer_name (consumer)))
+    if (!entry || json_object_set_new (entry, "name", s_string (fh_consumer_name (consumer)))
         || json_object_set_new (entry, "module", s_string (previous->module))
         || json_object_set_new (entry, "topic", s_topic (config))
         || json_object_set_new (entry, "initialized", json_true ())
@@ -228,8 +227,7 @@ s_publish (fh_moksha_t *self)
     /* A PUB socket never blocks: with a slow subscriber it drops. */
     if (zmq_send (zsock_resolve (self->pub), text, strlen (text), ZMQ_DONTWAIT) < 0
         && zmq_errno () != EAGAIN)
-        fh_warning ("moksha: %s: cannot send: %s", self->endpoint,
-                    zmq_strerror (zmq_errno ()));
+        fh_warning ("moksha: %s: cannot send: %s", self->endpoint, zmq_strerror (zmq_errno ()));
     free (text);
 }
 
@@ -278,8 +276,8 @@ fh_moksha_new (fh_hub_t *hub, char *err, size_t errlen)
     self->hub = hub;
     self->consumer_count = fh_hub_consumer_count (hub);
     self->interval_ns = metrics->moksha_interval_ms * INT64_C (1000000);
-    self->previous = calloc (self->consumer_count ? self->consumer_count : 1,
-                             sizeof *self->previous);
+    self->previous
+        = calloc (self->consumer_count ? self->consumer_count : 1, sizeof *self->previous);
     self->pub = zsock_new (ZMQ_PUB);
     if (!self->previous || !self->pub) {
         snprintf (err, errlen, "moksha: out of memory");
@@ -304,8 +302,7 @@ fh_moksha_new (fh_hub_t *hub, char *err, size_t errlen)
         return NULL;
     }
     if (zmq_bind (zsock_resolve (self->pub), endpoint) != 0) {
-        snprintf (err, errlen, "moksha: cannot bind %s: %s", endpoint,
-                  zmq_strerror (zmq_errno ()));
+        snprintf (err, errlen, "moksha: cannot bind %s: %s", endpoint, zmq_strerror (zmq_errno ()));
         free (self->ipc_path); /* not ours to remove */
         self->ipc_path = NULL;
         fh_moksha_destroy (&self);

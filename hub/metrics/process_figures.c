@@ -75,7 +75,8 @@ fh_process_figures (fh_metrics_item_t *item)
     if (getrusage (RUSAGE_SELF, &usage) == 0)
         fh_metrics_set_real (item, FH_M_PROCESS_CPU,
                              (double) (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-                                 + (double) (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
+                                 + (double) (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+                                       / 1e6);
     FILE *file = fopen ("/proc/self/statm", "r");
     unsigned long long pages = 0, resident = 0;
     if (file) {
@@ -85,7 +86,8 @@ fh_process_figures (fh_metrics_item_t *item)
     }
     long page = sysconf (_SC_PAGESIZE);
     if (page > 0) {
-        fh_metrics_set_int (item, FH_M_PROCESS_VIRTUAL, (int64_t) (pages * (unsigned long long) page));
+        fh_metrics_set_int (item, FH_M_PROCESS_VIRTUAL,
+                            (int64_t) (pages * (unsigned long long) page));
         fh_metrics_set_int (item, FH_M_PROCESS_RESIDENT,
                             (int64_t) (resident * (unsigned long long) page));
     }

@@ -75,8 +75,8 @@ typedef struct s_conn {
 
 struct fh_prometheus_http {
     struct MHD_Daemon *daemon;
-    char *control;  /* the control endpoint to ask for METRICS */
-    char *listen;   /* HOST:PORT as configured, for messages */
+    char *control; /* the control endpoint to ask for METRICS */
+    char *listen;  /* HOST:PORT as configured, for messages */
     /* The header deadline's guard: the connections, under lock. */
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -162,15 +162,16 @@ s_guard (void *arg)
     while (!self->stopping) {
         size_t dropped = 0;
         for (s_conn_t *conn = self->conns; conn; conn = conn->next)
-            if (!conn->headers_in && conn->fd >= 0 && s_since_s (&conn->since) > HEADER_DEADLINE_S) {
+            if (!conn->headers_in && conn->fd >= 0
+                && s_since_s (&conn->since) > HEADER_DEADLINE_S) {
                 shutdown (conn->fd, SHUT_RDWR);
                 conn->fd = -1; /* once */
                 dropped++;
             }
         if (dropped)
             fh_warning ("prometheus: %s: closed %zu connection%s that sent no complete "
-                        "request within %d s", self->listen, dropped, dropped == 1 ? "" : "s",
-                        HEADER_DEADLINE_S);
+                        "request within %d s",
+                        self->listen, dropped, dropped == 1 ? "" : "s", HEADER_DEADLINE_S);
         struct timespec until;
         clock_gettime (CLOCK_MONOTONIC, &until);
         until.tv_nsec += GUARD_PERIOD_MS * 1000000L;
@@ -189,12 +190,12 @@ static enum MHD_Result
 s_respond (struct MHD_Connection *connection, unsigned status, const char *content_type,
            const char *text, size_t size, bool allow)
 {
-    struct MHD_Response *response = MHD_create_response_from_buffer (
-        size, (void *) text, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *response
+        = MHD_create_response_from_buffer (size, (void *) text, MHD_RESPMEM_MUST_COPY);
     if (!response)
         return MHD_NO; /* out of memory: MHD closes the connection */
-    enum MHD_Result ok = MHD_add_response_header (response, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                                  content_type);
+    enum MHD_Result ok
+        = MHD_add_response_header (response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (ok == MHD_YES && allow)
         ok = MHD_add_response_header (response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
     if (ok == MHD_YES)
@@ -203,14 +204,13 @@ s_respond (struct MHD_Connection *connection, unsigned status, const char *conte
     return ok;
 }
 
-static enum MHD_Result
-s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow,
-                const char *fmt, ...) FANHUB_PRINTF (4, 5);
+static enum MHD_Result s_respond_line (struct MHD_Connection *connection, unsigned status,
+                                       bool allow, const char *fmt, ...) FANHUB_PRINTF (4, 5);
 
 /* A one-line text/plain answer (errors, 404, 405). */
 static enum MHD_Result
-s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow,
-                const char *fmt, ...)
+s_respond_line (struct MHD_Connection *connection, unsigned status, bool allow, const char *fmt,
+                ...)
 {
     char line[1024];
     va_list args;
@@ -233,8 +233,7 @@ static enum MHD_Result
 s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
 {
     char err[512];
-    char *text = fh_control_call (self->control, "METRICS", STATS_TIMEOUT_MS, err,
-                                  sizeof err);
+    char *text = fh_control_call (self->control, "METRICS", STATS_TIMEOUT_MS, err, sizeof err);
     if (!text)
         return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
                                "fanhub: cannot read the hub's stats: %s", err);
@@ -244,8 +243,8 @@ s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
         free (text);
         return ok;
     }
-    enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_METRICS, text,
-                                    strlen (text), false);
+    enum MHD_Result ok
+        = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_METRICS, text, strlen (text), false);
     free (text);
     return ok;
 }
@@ -254,21 +253,18 @@ s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
    "200 JSON" or "503 JSON" (health.h); a control loop that does not
    answer is itself not live. */
 static enum MHD_Result
-s_serve_health (fh_prometheus_http_t *self, struct MHD_Connection *connection,
-                const char *command)
+s_serve_health (fh_prometheus_http_t *self, struct MHD_Connection *connection, const char *command)
 {
     char err[512];
     char *text = fh_control_call (self->control, command, STATS_TIMEOUT_MS, err, sizeof err);
     if (!text || !(strncmp (text, "200 ", 4) == 0 || strncmp (text, "503 ", 4) == 0)) {
-        json_t *json = json_pack ("{s:s, s:[s]}", "status", "fail", "reasons",
-                                  text ? text : err);
+        json_t *json = json_pack ("{s:s, s:[s]}", "status", "fail", "reasons", text ? text : err);
         char *body = json ? json_dumps (json, JSON_COMPACT) : NULL;
         json_decref (json);
         free (text);
-        enum MHD_Result ok
-            = body ? s_respond (connection, MHD_HTTP_SERVICE_UNAVAILABLE, CONTENT_TYPE_JSON, body,
-                                strlen (body), false)
-                   : MHD_NO;
+        enum MHD_Result ok = body ? s_respond (connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                                               CONTENT_TYPE_JSON, body, strlen (body), false)
+                                  : MHD_NO;
         free (body);
         return ok;
     }
@@ -295,8 +291,8 @@ s_serve_status (fh_prometheus_http_t *self, struct MHD_Connection *connection, b
         return ok;
     }
     if (!page) {
-        enum MHD_Result ok = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_JSON, text,
-                                        strlen (text), false);
+        enum MHD_Result ok
+            = s_respond (connection, MHD_HTTP_OK, CONTENT_TYPE_JSON, text, strlen (text), false);
         free (text);
         return ok;
     }
@@ -319,9 +315,8 @@ s_serve_status (fh_prometheus_http_t *self, struct MHD_Connection *connection, b
    closes the connection); GET and HEAD answer on the last call, which
    lets MHD keep the connection alive for the scraper's next visit. */
 static enum MHD_Result
-s_handle (void *cls, struct MHD_Connection *connection, const char *url,
-          const char *method, const char *version, const char *upload_data,
-          size_t *upload_data_size, void **con_cls)
+s_handle (void *cls, struct MHD_Connection *connection, const char *url, const char *method,
+          const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
     static int s_headers_seen;
     (void) version;
@@ -393,8 +388,8 @@ s_mhd_log (void *cls, const char *fmt, va_list args)
         if (fh_ratelimit_allow (&limit, fh_clock_mono_ns (), 10 * INT64_C (1000000000),
                                 &suppressed))
             fh_warning ("prometheus: %s: out of descriptors, cannot accept (%llu more such "
-                        "lines not logged); backing off", self->listen,
-                        (unsigned long long) suppressed);
+                        "lines not logged); backing off",
+                        self->listen, (unsigned long long) suppressed);
         struct timespec pause = {0, 100000000};
         nanosleep (&pause, NULL);
         return;
@@ -438,8 +433,7 @@ s_listen (const char *address, char *err, size_t errlen)
 {
     char host[256], port[16];
     if (s_split (address, host, sizeof host, port, sizeof port) != 0) {
-        snprintf (err, errlen, "prometheus: cannot listen on %s: expected HOST:PORT",
-                  address);
+        snprintf (err, errlen, "prometheus: cannot listen on %s: expected HOST:PORT", address);
         return -1;
     }
     bool any = host[0] == '\0' || strcmp (host, "*") == 0;
@@ -474,8 +468,7 @@ s_listen (const char *address, char *err, size_t errlen)
     }
     freeaddrinfo (addrs);
     if (fd < 0)
-        snprintf (err, errlen, "prometheus: cannot listen on %s: %s", address,
-                  strerror (why));
+        snprintf (err, errlen, "prometheus: cannot listen on %s: %s", address, strerror (why));
     return fd;
 }
 
@@ -508,23 +501,24 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
         return NULL;
     }
     /* MHD owns fd from here: MHD_stop_daemon closes it. */
-    self->daemon = MHD_start_daemon (
-        MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-        s_handle, self,
-        /* First, or MHD complains on stderr about the options before it. */
-        MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self,
-        MHD_OPTION_LISTEN_SOCKET, (MHD_socket) fd,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int) CONNECTION_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int) CONNECTION_LIMIT,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int) PER_CLIENT_LIMIT,
-        MHD_OPTION_NOTIFY_CONNECTION, s_notify, self,
-        MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_END);
+    self->daemon
+        = MHD_start_daemon (MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
+                            NULL, NULL, s_handle, self,
+                            /* First, or MHD complains on stderr about the options before it. */
+                            MHD_OPTION_EXTERNAL_LOGGER, s_mhd_log, self, MHD_OPTION_LISTEN_SOCKET,
+                            (MHD_socket) fd, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned int) CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned int) CONNECTION_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned int) PER_CLIENT_LIMIT, MHD_OPTION_NOTIFY_CONNECTION, s_notify,
+                            self, MHD_OPTION_NOTIFY_COMPLETED, s_completed, self, MHD_OPTION_END);
     if (!self->daemon) {
         /* Whether MHD closed fd on failure is not documented; leaking one
            descriptor (the hub is about to exit) beats closing a number
            another thread may have been given since. */
-        snprintf (err, errlen, "prometheus: cannot serve HTTP on %s: libmicrohttpd "
-                  "would not start (see the line above)", self->listen);
+        snprintf (err, errlen,
+                  "prometheus: cannot serve HTTP on %s: libmicrohttpd "
+                  "would not start (see the line above)",
+                  self->listen);
         fh_prometheus_http_destroy (&self);
         return NULL;
     }

@@ -19,8 +19,7 @@ typedef struct fh_prometheus_http fh_prometheus_http_t;
 
 /* NULL with err empty when metrics.prometheus.listen is not set; NULL with
    one line in err when it cannot listen. */
-fh_prometheus_http_t *fh_prometheus_http_new (const fh_config_t *config, char *err,
-                                              size_t errlen);
+fh_prometheus_http_t *fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen);
 void fh_prometheus_http_destroy (fh_prometheus_http_t **self_p);
 
 /* Connections refused so far because CONNECTION_LIMIT were open (every

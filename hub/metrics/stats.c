@@ -96,25 +96,37 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         fh_metric_id_t id;
         uint64_t value;
     } counts[] = {
-        { FH_M_CAPACITY, c.capacity },       { FH_M_ENQUEUED, c.enqueued },
-        { FH_M_DEQUEUED, c.dequeued },       { FH_M_COMPLETED, c.completed },
-        { FH_M_FAILED, c.failed },           { FH_M_RETRIED, c.retried },
-        { FH_M_DROPPED, c.dropped },         { FH_M_SPILLED, c.spilled },
-        { FH_M_DEAD_LETTERED, c.dead_lettered }, { FH_M_COALESCED, c.coalesced },
-        { FH_M_BACKLOG, c.backlog },         { FH_M_IN_FLIGHT, c.in_flight },
-        { FH_M_BACKLOG_MAX, c.backlog_max }, { FH_M_STUCK, c.stuck },
-        { FH_M_KEYS_ACTIVE, c.keys_active }, { FH_M_KEY_BACKLOG_MAX, c.key_backlog_max },
-        { FH_M_KEY_FALLBACK, c.key_fallback }, { FH_M_EVICTED, c.evicted },
-        { FH_M_SPOOL_BYTES, c.spool_bytes }, { FH_M_SPOOL_CORRUPT, c.spool_corrupt },
-        { FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors }, { FH_M_SPOOL_LOST, c.spool_lost },
-        { FH_M_SPOOL_FSYNCS, c.spool_fsyncs },
-        { FH_M_SPOOL_HANDOFF, c.spool_handoff },
-        { FH_M_RESTARTS, c.restarts },       { FH_M_SKIPPED, c.skipped },
-        { FH_M_PLUGIN_STATE, c.plugin_state },
-        { FH_M_TICKETS_EXPIRED, c.tickets_expired },
-        { FH_M_COMPLETIONS_LATE, c.completions_late },
-        { FH_M_TICKETS_ABANDONED, c.tickets_abandoned },
-        { FH_M_QUEUE_BYTES, c.queue_bytes },
+        {FH_M_CAPACITY, c.capacity},
+        {FH_M_ENQUEUED, c.enqueued},
+        {FH_M_DEQUEUED, c.dequeued},
+        {FH_M_COMPLETED, c.completed},
+        {FH_M_FAILED, c.failed},
+        {FH_M_RETRIED, c.retried},
+        {FH_M_DROPPED, c.dropped},
+        {FH_M_SPILLED, c.spilled},
+        {FH_M_DEAD_LETTERED, c.dead_lettered},
+        {FH_M_COALESCED, c.coalesced},
+        {FH_M_BACKLOG, c.backlog},
+        {FH_M_IN_FLIGHT, c.in_flight},
+        {FH_M_BACKLOG_MAX, c.backlog_max},
+        {FH_M_STUCK, c.stuck},
+        {FH_M_KEYS_ACTIVE, c.keys_active},
+        {FH_M_KEY_BACKLOG_MAX, c.key_backlog_max},
+        {FH_M_KEY_FALLBACK, c.key_fallback},
+        {FH_M_EVICTED, c.evicted},
+        {FH_M_SPOOL_BYTES, c.spool_bytes},
+        {FH_M_SPOOL_CORRUPT, c.spool_corrupt},
+        {FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors},
+        {FH_M_SPOOL_LOST, c.spool_lost},
+        {FH_M_SPOOL_FSYNCS, c.spool_fsyncs},
+        {FH_M_SPOOL_HANDOFF, c.spool_handoff},
+        {FH_M_RESTARTS, c.restarts},
+        {FH_M_SKIPPED, c.skipped},
+        {FH_M_PLUGIN_STATE, c.plugin_state},
+        {FH_M_TICKETS_EXPIRED, c.tickets_expired},
+        {FH_M_COMPLETIONS_LATE, c.completions_late},
+        {FH_M_TICKETS_ABANDONED, c.tickets_abandoned},
+        {FH_M_QUEUE_BYTES, c.queue_bytes},
     };
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);
@@ -150,8 +162,7 @@ s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (&snapshot->hub, FH_M_HANDLED, (int64_t) handled);
     size_t n = self->consumer_count;
     fh_histogram_diff (&self->last[n].queue_wait, &self->previous[n].queue_wait, &self->diff);
-    fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum,
-                            &self->diff);
+    fh_metrics_latency_set (fh_metrics_latency (&snapshot->hub, FH_M_END_TO_END), sum, &self->diff);
     snapshot->has_handled = snapshot->has_end_to_end = true;
 }
 
@@ -177,8 +188,8 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     snapshot->has_signatures = counts.signatures;
     fh_metrics_set_int (hub, FH_M_SIG_CHECKED, (int64_t) counts.signatures_checked);
     /* The reasons' rows follow FH_M_SIG_CHECKED in fh_sig_reason_t's order. */
-    _Static_assert (FH_M_SIG_CHECKED + FH_SIG_NOT_ALLOWED == FH_M_SIG_NOT_ALLOWED,
-                    "signature rows out of step with fh_sig_reason_t");
+    _Static_assert(FH_M_SIG_CHECKED + FH_SIG_NOT_ALLOWED == FH_M_SIG_NOT_ALLOWED,
+                   "signature rows out of step with fh_sig_reason_t");
     for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS; i++)
         fh_metrics_set_int (hub, (fh_metric_id_t) (FH_M_SIG_CHECKED + i),
                             (int64_t) counts.signature_failed[i]);
@@ -202,8 +213,9 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_AMQP_UNACKED, (int64_t) amqp.unacked);
     fh_metrics_set_int (hub, FH_M_AMQP_CONNECTED, amqp.connected);
     for (int i = 0; i < FH_MALFORMED_REASONS; i++)
-        if (fh_metrics_add_reason (snapshot, fh_malformed_reason_name (i),
-                                   (fh_metric_value_t){ .integer = (int64_t) counts.malformed_by_reason[i] })
+        if (fh_metrics_add_reason (
+                snapshot, fh_malformed_reason_name (i),
+                (fh_metric_value_t){.integer = (int64_t) counts.malformed_by_reason[i]})
             != 0)
             return -1;
     snapshot->has_upstream = counts.gap_detection;
@@ -212,12 +224,11 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UPSTREAM_UNTRACKED, (int64_t) counts.upstream_untracked);
     fh_metrics_set_int (hub, FH_M_UPSTREAM_PRODUCERS, (int64_t) counts.upstream_producers);
     /* The bus endpoints: bus.connect ones, then bus.bind ones. */
-    const fh_strlist_t *kinds[] = { &config->connect, &config->bind };
+    const fh_strlist_t *kinds[] = {&config->connect, &config->bind};
     size_t index = 0;
     for (int k = 0; k < 2; k++) {
-        fh_metrics_item_t *items = kinds[k]->count
-                                       ? fh_metrics_add_endpoints (snapshot, kinds[k]->count)
-                                       : NULL;
+        fh_metrics_item_t *items
+            = kinds[k]->count ? fh_metrics_add_endpoints (snapshot, kinds[k]->count) : NULL;
         if (kinds[k]->count && !items)
             return -1;
         for (size_t i = 0; i < kinds[k]->count; i++, index++) {
@@ -252,9 +263,8 @@ fh_stats_snapshot (fh_stats_t *self)
     /* Consumers first, then completion, the hub's counts last: a message
        is counted as received before it is handed over, so read in this
        order `received` is never behind what the rest of the reply shows. */
-    fh_metrics_item_t *items = self->consumer_count
-                                   ? fh_metrics_add_consumers (snapshot, self->consumer_count)
-                                   : NULL;
+    fh_metrics_item_t *items
+        = self->consumer_count ? fh_metrics_add_consumers (snapshot, self->consumer_count) : NULL;
     int rc = self->consumer_count && !items ? -1 : 0;
     for (size_t i = 0; rc == 0 && i < self->consumer_count; i++)
         rc = s_consumer (self, i, &items[i]);

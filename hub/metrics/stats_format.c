@@ -180,8 +180,8 @@ s_prom_family (s_buf_t *buf, const fh_metric_t *row)
     const char *type = row->type == FH_METRIC_COUNTER     ? "counter"
                        : row->type == FH_METRIC_HISTOGRAM ? "histogram"
                                                           : "gauge";
-    s_buf_printf (buf, "# HELP %s %s\n# TYPE %s %s\n", row->prometheus, row->help,
-                  row->prometheus, type);
+    s_buf_printf (buf, "# HELP %s %s\n# TYPE %s %s\n", row->prometheus, row->help, row->prometheus,
+                  type);
 }
 
 /* A histogram's samples for one hub or consumer: the cumulative buckets
@@ -223,23 +223,23 @@ s_prom_item (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot, const fh_metri
              fh_metrics_item_t *item, const char **labels, size_t used)
 {
     if (row->id == FH_M_VERSION) {
-        const char *info[] = { "version", item->text ? item->text : "", "name",
-                               item->name ? item->name : "", NULL };
+        const char *info[]
+            = {"version", item->text ? item->text : "", "name", item->name ? item->name : "", NULL};
         s_prom_sample (buf, row->prometheus, "", info);
         s_buf_puts (buf, "1\n");
         return;
     }
     if (row->id == FH_M_CONSUMER_INFO) {
-        const char *info[] = { "consumer", item->name ? item->name : "", "plugin",
-                               item->text ? item->text : "", "version",
-                               item->version ? item->version : "", NULL };
+        const char *info[] = {
+            "consumer", item->name ? item->name : "",       "plugin", item->text ? item->text : "",
+            "version",  item->version ? item->version : "", NULL};
         s_prom_sample (buf, row->prometheus, "", info);
         s_buf_puts (buf, "1\n");
         return;
     }
     if (row->id == FH_M_MALFORMED && snapshot->reason_count > 0) {
         for (size_t i = 0; i < snapshot->reason_count; i++) {
-            const char *reason[] = { "reason", snapshot->reasons[i].name, NULL };
+            const char *reason[] = {"reason", snapshot->reasons[i].name, NULL};
             s_prom_sample (buf, row->prometheus, "", reason);
             s_put_value (buf, &snapshot->reasons[i].value);
             s_buf_puts (buf, "\n");
@@ -282,13 +282,13 @@ s_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
 char *
 fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
 {
-    s_buf_t buf = { 0 };
+    s_buf_t buf = {0};
     for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
         const fh_metric_t *row = &fh_metrics[id];
         if (!row->prometheus || !s_present (snapshot, row))
             continue;
         s_prom_family (&buf, row);
-        const char *labels[8] = { NULL };
+        const char *labels[8] = {NULL};
         if (row->scope == FH_SCOPE_ENDPOINT)
             for (size_t i = 0; i < snapshot->endpoint_count; i++) {
                 fh_metrics_item_t *item = &snapshot->endpoints[i];
@@ -369,8 +369,7 @@ typedef struct {
 /* PUTVAL "HOST/fanhub-INSTANCE/TYPE" [interval=I] WHEN: ... the value
    is left for the caller, then "\n". */
 static void
-s_collectd_start (s_buf_t *buf, const s_collectd_t *self, const char *instance,
-                  const char *type)
+s_collectd_start (s_buf_t *buf, const s_collectd_t *self, const char *instance, const char *type)
 {
     char host[256];
     fh_metrics_collectd_name (host, sizeof host, self->host);
@@ -434,7 +433,7 @@ s_collectd_item (s_buf_t *buf, const s_collectd_t *self, const fh_metrics_snapsh
             continue;
         }
         const fh_histogram_summary_t *interval = &fh_metrics_latency (item, row->id)->interval;
-        static const char *const figures[] = { "p99", "mean" };
+        static const char *const figures[] = {"p99", "mean"};
         for (size_t i = 0; i < 2; i++) {
             char type[64];
             snprintf (type, sizeof type, "%s_%s", row->collectd, figures[i]);
@@ -450,7 +449,7 @@ char *
 fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, double interval,
                      double when_s)
 {
-    s_buf_t buf = { 0 };
+    s_buf_t buf = {0};
     s_collectd_t self = {
         .host = host && *host ? host : "localhost",
         .hub_name = snapshot->hub.name && *snapshot->hub.name ? snapshot->hub.name : NULL,
@@ -460,8 +459,8 @@ fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, do
     char instance[320];
     fh_metrics_collectd_instance (instance, sizeof instance, self.hub_name, NULL, NULL);
     fh_metrics_item_t *hub = (fh_metrics_item_t *) &snapshot->hub;
-    static const fh_metric_scope_t hub_scopes[] = { FH_SCOPE_HUB, FH_SCOPE_AMQP,
-                                                    FH_SCOPE_UPSTREAM, FH_SCOPE_PROCESS };
+    static const fh_metric_scope_t hub_scopes[]
+        = {FH_SCOPE_HUB, FH_SCOPE_AMQP, FH_SCOPE_UPSTREAM, FH_SCOPE_PROCESS};
     for (size_t i = 0; i < sizeof hub_scopes / sizeof hub_scopes[0]; i++)
         s_collectd_item (&buf, &self, snapshot, hub_scopes[i], instance, hub);
     if (snapshot->has_signatures)
@@ -605,10 +604,12 @@ s_table_hub (s_buf_t *buf, const fh_metrics_item_t *hub)
     s_human_uptime (uptime, sizeof uptime, fh_metric_value_real (&hub->values[FH_M_UPTIME]));
     s_buf_puts (buf, "hub ");
     if (hub_name)
-        s_table_name (buf, hub_name, strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
+        s_table_name (buf, hub_name,
+                      strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
     else
         s_buf_puts (buf, "-");
-    s_buf_printf (buf, " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
+    s_buf_printf (buf,
+                  " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
                   uptime, fh_metric_value_int (&hub->values[FH_M_RECEIVED]),
                   fh_metric_value_int (&hub->values[FH_M_MALFORMED]),
                   fh_metric_value_int (&hub->values[FH_M_UNROUTED]));
@@ -625,10 +626,10 @@ s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
     char eta[32];
     s_human_eta (eta, sizeof eta, backlog, rate);
     s_buf_printf (buf, " %9" PRId64 " %8.1f %8s", backlog, rate, eta);
-    static const fh_metric_id_t columns[] = { FH_M_IN_FLIGHT, FH_M_ENQUEUED, FH_M_COMPLETED,
-                                              FH_M_FAILED,    FH_M_DROPPED,  FH_M_SPILLED,
-                                              FH_M_DEAD_LETTERED, FH_M_STUCK };
-    static const int widths[] = { 9, 11, 11, 9, 9, 9, 7, 5 };
+    static const fh_metric_id_t columns[] = {FH_M_IN_FLIGHT,     FH_M_ENQUEUED, FH_M_COMPLETED,
+                                             FH_M_FAILED,        FH_M_DROPPED,  FH_M_SPILLED,
+                                             FH_M_DEAD_LETTERED, FH_M_STUCK};
+    static const int widths[] = {9, 11, 11, 9, 9, 9, 7, 5};
     for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
         s_buf_printf (buf, " %*" PRId64, widths[c],
                       fh_metric_value_int (&consumer->values[columns[c]]));
@@ -642,7 +643,7 @@ char *
 fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
                         const fh_metrics_snapshot_t *previous)
 {
-    s_buf_t buf = { 0 };
+    s_buf_t buf = {0};
     s_table_hub (&buf, &snapshot->hub);
     size_t width = S_NAME_MIN;
     for (size_t i = 0; i < snapshot->consumer_count; i++) {

@@ -27,8 +27,8 @@
 #include <jansson.h>
 
 char *fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot);
-char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host,
-                           double interval, double when_s);
+char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, double interval,
+                           double when_s);
 char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
 /* The table with rates taken since previous (NULL: over the last metrics
    interval); see fh_stats_format_table_since. */
@@ -79,7 +79,8 @@ char *fh_stats_format_prometheus (const json_t *stats);
    when it is not a positive number. when_s is printed as whole seconds,
    or with milliseconds when it has a fraction; 0 (or anything not
    positive) writes "N", collectd's "now". NULL only when out of memory. */
-char *fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s);
+char *fh_stats_format_collectd (const json_t *stats, const char *host, double interval,
+                                double when_s);
 
 /* A compact table for `fanhub stats --watch` and the demo: one line per consumer.
 

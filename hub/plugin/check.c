@@ -33,16 +33,16 @@ s_note (fh_check_note_fn *note, void *arg, const char *fmt, ...)
 
 int
 fh_check_consumer (const fh_consumer_config_t *config, const char *plugin_dir,
-                   fh_check_note_fn *note, void *note_arg, char *path, size_t pathlen,
-                   char *err, size_t errlen)
+                   fh_check_note_fn *note, void *note_arg, char *path, size_t pathlen, char *err,
+                   size_t errlen)
 {
     char why[1024];
     /* order_by is compiled only for a pool, as fh_consumer_new does. */
     if ((config->workers > 1 || config->coalesce) && config->order_by) {
         fh_order_key_t *key = fh_order_key_parse (config->order_by, why, sizeof why);
         if (!key) {
-            snprintf (err, errlen, "%s: consumer '%s': order_by: %s", config->where,
-                      config->name, why);
+            snprintf (err, errlen, "%s: consumer '%s': order_by: %s", config->where, config->name,
+                      why);
             return -1;
         }
         fh_order_key_destroy (&key);
@@ -125,20 +125,19 @@ fh_check_state (const fh_config_t *config, const fh_consumer_config_t *consumer,
     snprintf (dir, sizeof dir, "%s/%s", config->state_dir, name);
     bool exists;
     if (fanhub_probe_directory (dir, &exists, why, sizeof why) != 0) {
-        snprintf (err, errlen, "%s: consumer '%s': state_dir: cannot have %s: %s",
-                  consumer->where, name, dir, why);
+        snprintf (err, errlen, "%s: consumer '%s': state_dir: cannot have %s: %s", consumer->where,
+                  name, dir, why);
         return -1;
     }
     if (!exists) {
-        s_note (note, note_arg, "consumer '%s': %s does not exist yet; run creates it", name,
-                dir);
+        s_note (note, note_arg, "consumer '%s': %s does not exist yet; run creates it", name, dir);
         return 0;
     }
     char sub[PATH_MAX + 64];
     snprintf (sub, sizeof sub, "%s/%s", dir, FH_DEADLETTER_SUBDIR);
     if (fanhub_probe_directory (sub, &exists, why, sizeof why) != 0) {
-        snprintf (err, errlen, "%s: consumer '%s': dead-letter store: %s", consumer->where,
-                  name, why);
+        snprintf (err, errlen, "%s: consumer '%s': dead-letter store: %s", consumer->where, name,
+                  why);
         return -1;
     }
     snprintf (sub, sizeof sub, "%s/%s", dir, FH_SPOOL_LOCK_NAME);

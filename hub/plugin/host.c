@@ -97,12 +97,13 @@ s_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
     (void) ctx;
     const fanhub_opt_t *table = fh_host_desc_options (desc);
     if (!table) {
-        snprintf (err, errlen, "options_read: the plugin's descriptor has no option table "
+        snprintf (err, errlen,
+                  "options_read: the plugin's descriptor has no option table "
                   "(ABI 1.2 desc->options)");
         return -1;
     }
-    return fh_option_table_read (&fh_host, desc->name, table, options, values, values_size,
-                                 err, errlen);
+    return fh_option_table_read (&fh_host, desc->name, table, options, values, values_size, err,
+                                 errlen);
 }
 
 /* The reason of the consume running on this thread (set_reason). */

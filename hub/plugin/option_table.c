@@ -22,7 +22,7 @@ typedef struct {
     const fanhub_host_t *host;
     const fanhub_opt_t *opt;
     const fanhub_option_t *node;
-    const char *text;  /* the scalar, or NULL */
+    const char *text; /* the scalar, or NULL */
     const char *where;
     char *err;
     size_t errlen;
@@ -78,8 +78,8 @@ static int
 s_expected (const s_value_t *v, const char *what)
 {
     if (v->text)
-        snprintf (v->err, v->errlen, "options.%s: expected %s, got \"%s\" (%s)", v->opt->name,
-                  what, v->text, v->where);
+        snprintf (v->err, v->errlen, "options.%s: expected %s, got \"%s\" (%s)", v->opt->name, what,
+                  v->text, v->where);
     else
         snprintf (v->err, v->errlen, "options.%s: expected %s, got %s (%s)", v->opt->name, what,
                   fanhub_option_kind_name (v->host->option_kind (v->node)), v->where);
@@ -107,7 +107,9 @@ s_read_integer (const s_value_t *v, void *field)
                                     : "an integer";
         if (s_ranged (o))
             snprintf (what, sizeof what, "%s from %.0f to %.0f%s", kind, o->min, o->max,
-                      duration ? " ms" : size ? " bytes" : "");
+                      duration ? " ms"
+                      : size   ? " bytes"
+                               : "");
         else
             snprintf (what, sizeof what, "%s%s", kind, is_signed ? "" : " from 0 up");
         return s_expected (v, what);
@@ -161,7 +163,10 @@ s_read_enum (const s_value_t *v, void *field)
     size_t len = 0;
     for (size_t i = 0; i < count && len < sizeof what; i++)
         len += (size_t) snprintf (what + len, sizeof what - len, "%s%s",
-                                  i == 0 ? "" : i + 1 == count ? " or " : ", ", values[i]);
+                                  i == 0           ? ""
+                                  : i + 1 == count ? " or "
+                                                   : ", ",
+                                  values[i]);
     return s_expected (v, what);
 }
 
@@ -253,7 +258,10 @@ s_unknown (const char *plugin, const fanhub_opt_t *table, const char *key, const
         len += snprintf (err + len, errlen - (size_t) len, "no options");
     for (size_t i = 0; i < count && (size_t) len < errlen; i++)
         len += snprintf (err + len, errlen - (size_t) len, "%s%s",
-                         i == 0 ? "" : i + 1 == count ? " and " : ", ", table[i].name);
+                         i == 0           ? ""
+                         : i + 1 == count ? " and "
+                                          : ", ",
+                         table[i].name);
     if ((size_t) len < errlen)
         snprintf (err + len, errlen - (size_t) len, " (%s)", where);
     return -1;
@@ -270,9 +278,10 @@ s_check_table (const char *plugin, const fanhub_opt_t *table, size_t values_size
         size_t size = s_field_size (o->type);
         if (size == 0 || o->offset > values_size || values_size - o->offset < size
             || (o->def && (o->type == FANHUB_OPT_ANY || o->type == FANHUB_OPT_STRINGS))) {
-            snprintf (err, errlen, "plugin %s: its option table is wrong at %s (type %d, "
-                      "offset %zu of %zu bytes)", plugin, o->name, (int) o->type, o->offset,
-                      values_size);
+            snprintf (err, errlen,
+                      "plugin %s: its option table is wrong at %s (type %d, "
+                      "offset %zu of %zu bytes)",
+                      plugin, o->name, (int) o->type, o->offset, values_size);
             return -1;
         }
     }
@@ -280,9 +289,9 @@ s_check_table (const char *plugin, const fanhub_opt_t *table, size_t values_size
 }
 
 int
-fh_option_table_read (const fanhub_host_t *host, const char *plugin,
-                      const fanhub_opt_t *table, const fanhub_option_t *options, void *values,
-                      size_t values_size, char *err, size_t errlen)
+fh_option_table_read (const fanhub_host_t *host, const char *plugin, const fanhub_opt_t *table,
+                      const fanhub_option_t *options, void *values, size_t values_size, char *err,
+                      size_t errlen)
 {
     if (s_check_table (plugin, table, values_size, err, errlen) != 0)
         return -1;
@@ -295,8 +304,8 @@ fh_option_table_read (const fanhub_host_t *host, const char *plugin,
         if (!opt)
             return s_unknown (plugin, table, key ? key : "?", host->option_where (node), err,
                               errlen);
-        s_value_t v = {host, opt, node, host->option_scalar (node), host->option_where (node),
-                       err, errlen};
+        s_value_t v
+            = {host, opt, node, host->option_scalar (node), host->option_where (node), err, errlen};
         if (s_read_value (&v, fields + opt->offset) != 0)
             return -1;
     }
@@ -324,8 +333,7 @@ s_range_text (const fanhub_opt_t *o, char *out, size_t size)
     if (o->type == FANHUB_OPT_ENUM) {
         size_t len = 0;
         for (size_t i = 0; o->values && o->values[i] && len < size; i++)
-            len += (size_t) snprintf (out + len, size - len, "%s%s", i ? "|" : "",
-                                      o->values[i]);
+            len += (size_t) snprintf (out + len, size - len, "%s%s", i ? "|" : "", o->values[i]);
     }
     else if (s_ranged (o))
         snprintf (out, size, o->type == FANHUB_OPT_DOUBLE ? "%g..%g" : "%.0f..%.0f", o->min,
@@ -344,9 +352,7 @@ fh_option_table_print (FILE *out, const fanhub_opt_t *table)
     for (const fanhub_opt_t *o = table; o->name; o++) {
         char range[256];
         s_range_text (o, range, sizeof range);
-        const char *def = o->flags & FANHUB_OPT_REQUIRED ? "(required)"
-                          : o->def                      ? o->def
-                                                        : "-";
+        const char *def = o->flags & FANHUB_OPT_REQUIRED ? "(required)" : o->def ? o->def : "-";
         fprintf (out, "%-20s %-9s %-10s %-22s %s\n", o->name, fh_option_type_name (o->type), def,
                  range[0] ? range : "-", o->help ? o->help : "");
     }

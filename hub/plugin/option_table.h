@@ -17,17 +17,16 @@
 /* Reads options (a map; NULL reads as an empty one) against table into
    values (values_size bytes), for the plugin called plugin (in the
    message about an unknown key). 0, or -1 with one line in err. */
-int fh_option_table_read (const fanhub_host_t *host, const char *plugin,
-                          const fanhub_opt_t *table, const fanhub_option_t *options,
-                          void *values, size_t values_size, char *err, size_t errlen);
+int fh_option_table_read (const fanhub_host_t *host, const char *plugin, const fanhub_opt_t *table,
+                          const fanhub_option_t *options, void *values, size_t values_size,
+                          char *err, size_t errlen);
 
 /* Checks options against table as fh_option_table_read would read them,
    into scratch memory of the table's own extent: what the host does
    before it calls a plugin's init or check, so that a plugin never sees
    options of the wrong form. 0, or -1 with one line in err. */
-int fh_option_table_check (const fanhub_host_t *host, const char *plugin,
-                           const fanhub_opt_t *table, const fanhub_option_t *options, char *err,
-                           size_t errlen);
+int fh_option_table_check (const fanhub_host_t *host, const char *plugin, const fanhub_opt_t *table,
+                           const fanhub_option_t *options, char *err, size_t errlen);
 
 /* "string", "integer", ... for a type; "?" for another value. */
 const char *fh_option_type_name (fanhub_opt_type_t type);

@@ -14,19 +14,18 @@
 
 struct fanhub_option {
     fanhub_option_kind_t kind;
-    char *scalar;             /* SCALAR only, never NULL there */
-    char *where;              /* "FILE:LINE:COL", never NULL */
-    size_t count;             /* items (LIST) or entries (MAP) */
-    size_t capacity;          /* allocated slots of items and keys */
-    fanhub_option_t **items;  /* LIST and MAP */
-    char **keys;              /* MAP only: keys[i] belongs to items[i] */
+    char *scalar;            /* SCALAR only, never NULL there */
+    char *where;             /* "FILE:LINE:COL", never NULL */
+    size_t count;            /* items (LIST) or entries (MAP) */
+    size_t capacity;         /* allocated slots of items and keys */
+    fanhub_option_t **items; /* LIST and MAP */
+    char **keys;             /* MAP only: keys[i] belongs to items[i] */
 };
 
 fanhub_option_t *
 fh_option_new (fanhub_option_kind_t kind, const char *scalar, const char *where)
 {
-    if (kind != FANHUB_OPTION_SCALAR && kind != FANHUB_OPTION_LIST
-        && kind != FANHUB_OPTION_MAP)
+    if (kind != FANHUB_OPTION_SCALAR && kind != FANHUB_OPTION_LIST && kind != FANHUB_OPTION_MAP)
         return NULL;
     if ((kind == FANHUB_OPTION_SCALAR) != (scalar != NULL))
         return NULL;
@@ -46,8 +45,7 @@ fh_option_new (fanhub_option_kind_t kind, const char *scalar, const char *where)
 }
 
 int
-fh_option_append (fanhub_option_t *parent, const char *key,
-                  fanhub_option_t *child)
+fh_option_append (fanhub_option_t *parent, const char *key, fanhub_option_t *child)
 {
     bool is_map = parent && parent->kind == FANHUB_OPTION_MAP;
     bool is_list = parent && parent->kind == FANHUB_OPTION_LIST;
@@ -61,8 +59,7 @@ fh_option_append (fanhub_option_t *parent, const char *key,
             fh_option_destroy (&child);
             return -1;
         }
-        fanhub_option_t **items
-            = realloc (parent->items, capacity * sizeof *items);
+        fanhub_option_t **items = realloc (parent->items, capacity * sizeof *items);
         if (!items) {
             fh_option_destroy (&child);
             return -1;

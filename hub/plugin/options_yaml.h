@@ -17,11 +17,9 @@
 
 /* Loads path. On error returns NULL with one line in err,
    "FILE:LINE:COL: options.KEY: message" (or "FILE: cannot open: why"). */
-fanhub_option_t *fh_options_yaml_load_file (const char *path, char *err,
-                                            size_t errlen);
+fanhub_option_t *fh_options_yaml_load_file (const char *path, char *err, size_t errlen);
 /* Loads YAML text; source names it in where strings and errors. */
-fanhub_option_t *fh_options_yaml_load_string (const char *text, size_t len,
-                                              const char *source, char *err,
-                                              size_t errlen);
+fanhub_option_t *fh_options_yaml_load_string (const char *text, size_t len, const char *source,
+                                              char *err, size_t errlen);
 
 #endif

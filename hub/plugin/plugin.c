@@ -25,8 +25,8 @@ s_valid_name (const char *name)
     if (!*name)
         return false;
     for (const char *c = name; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
-              || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+              || *c == '_' || *c == '-'))
             return false;
     return true;
 }
@@ -40,11 +40,11 @@ fh_plugin_load (const char *spec, const char *plugin_dir, char *err, size_t errl
     else if (!s_valid_name (spec)) {
         snprintf (err, errlen,
                   "plugin '%s': not a plugin name (letters, digits, '_', '-') "
-                  "nor a path (with a '/')", spec);
+                  "nor a path (with a '/')",
+                  spec);
         return NULL;
     }
-    else if ((size_t) snprintf (path, sizeof path, "%s/%s.so", plugin_dir, spec)
-             >= sizeof path) {
+    else if ((size_t) snprintf (path, sizeof path, "%s/%s.so", plugin_dir, spec) >= sizeof path) {
         snprintf (err, errlen, "plugin '%s': path too long", spec);
         return NULL;
     }
@@ -55,7 +55,8 @@ fh_plugin_load (const char *spec, const char *plugin_dir, char *err, size_t errl
         const char *why = dlerror ();
         /* dlerror already names the file; add where names are looked up. */
         if (!strchr (spec, '/'))
-            snprintf (err, errlen, "plugin '%s': %s (plugin directory %s; "
+            snprintf (err, errlen,
+                      "plugin '%s': %s (plugin directory %s; "
                       "set --plugin-dir or FANHUB_PLUGIN_DIR, or give a path)",
                       spec, why ? why : "cannot load", plugin_dir);
         else

@@ -19,8 +19,7 @@ typedef struct fh_plugin fh_plugin_t;
 /* Loads spec. On error returns NULL with one line in err, e.g.
    "plugin 'lgo': /usr/lib/fanhub/plugins/lgo.so: cannot open shared
    object file: No such file or directory". */
-fh_plugin_t *fh_plugin_load (const char *spec, const char *plugin_dir,
-                             char *err, size_t errlen);
+fh_plugin_t *fh_plugin_load (const char *spec, const char *plugin_dir, char *err, size_t errlen);
 /* dlcloses it. Safe with NULL and twice. */
 void fh_plugin_destroy (fh_plugin_t **self_p);
 
@@ -31,8 +30,7 @@ const char *fh_plugin_path (const fh_plugin_t *self);
    plugin, whose descriptor is too short to hold one, or a 1.1 plugin that
    left it out. */
 typedef int (*fh_plugin_check_fn) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                                   const fanhub_option_t *options, char *err,
-                                   size_t errlen);
+                                   const fanhub_option_t *options, char *err, size_t errlen);
 fh_plugin_check_fn fh_plugin_check (const fh_plugin_t *self);
 /* The descriptor's reopen (ABI 1.3), or NULL (an older plugin, or none). */
 typedef void (*fh_plugin_reopen_fn) (void *state);

@@ -15,8 +15,8 @@
 
 struct fh_zap {
     void *context;
-    void *handler;  /* REP on inproc://zeromq.zap.01 */
-    void *stop_in;  /* PAIR: the thread's end of the stop pipe */
+    void *handler; /* REP on inproc://zeromq.zap.01 */
+    void *stop_in; /* PAIR: the thread's end of the stop pipe */
     void *stop_out;
     const fh_zap_policy_t *policies;
     size_t count;
@@ -93,8 +93,7 @@ s_answer (fh_zap_t *self, zmq_msg_t *frames, size_t count)
     /* version, request id (echoed), status code, text, user id, metadata */
     zmq_send (self->handler, "1.0", 3, ZMQ_SNDMORE);
     if (count > 1)
-        zmq_send (self->handler, zmq_msg_data (&frames[1]), zmq_msg_size (&frames[1]),
-                  ZMQ_SNDMORE);
+        zmq_send (self->handler, zmq_msg_data (&frames[1]), zmq_msg_size (&frames[1]), ZMQ_SNDMORE);
     else
         zmq_send (self->handler, "", 0, ZMQ_SNDMORE);
     zmq_send (self->handler, why ? "400" : "200", 3, ZMQ_SNDMORE);

@@ -31,15 +31,15 @@
 #include <stdint.h>
 
 typedef struct {
-    const char *domain;          /* ZMQ_ZAP_DOMAIN of the sockets it covers */
-    int curve;                   /* nonzero: clients must speak CURVE ... */
-    const char *const *allow;    /* ... with one of these Z85 keys */
+    const char *domain;       /* ZMQ_ZAP_DOMAIN of the sockets it covers */
+    int curve;                /* nonzero: clients must speak CURVE ... */
+    const char *const *allow; /* ... with one of these Z85 keys */
     size_t allow_count;
     const char *allow_dir;       /* ... or a key of this zcert directory */
     const char *const *allow_ip; /* networks let in (cidr.h); none = any */
     size_t allow_ip_count;
-    const atomic_int *peers;     /* live peers, or NULL */
-    int max_peers;               /* refused above this, when peers is set */
+    const atomic_int *peers;      /* live peers, or NULL */
+    int max_peers;                /* refused above this, when peers is set */
     atomic_uint_fast64_t *denied; /* counts the refusals, or NULL */
 } fh_zap_policy_t;
 
@@ -48,8 +48,8 @@ typedef struct fh_zap fh_zap_t;
 /* Binds the handler in zmq_context and starts its thread. The policies
    (and what they point to) must outlive the handler. NULL with one line
    in err when it cannot (another handler holds the context's endpoint). */
-fh_zap_t *fh_zap_new (void *zmq_context, const fh_zap_policy_t *policies, size_t count,
-                      char *err, size_t errlen);
+fh_zap_t *fh_zap_new (void *zmq_context, const fh_zap_policy_t *policies, size_t count, char *err,
+                      size_t errlen);
 /* Stops the thread. Safe with NULL and twice. */
 void fh_zap_destroy (fh_zap_t **self_p);
 

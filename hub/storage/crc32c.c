@@ -49,9 +49,8 @@ fh_crc32c_portable (uint32_t crc, const void *data, size_t size)
         uint32_t hi = (uint32_t) p[4] | (uint32_t) p[5] << 8 | (uint32_t) p[6] << 16
                       | (uint32_t) p[7] << 24;
         lo ^= crc;
-        crc = s_table[7][lo & 0xff] ^ s_table[6][(lo >> 8) & 0xff]
-              ^ s_table[5][(lo >> 16) & 0xff] ^ s_table[4][lo >> 24]
-              ^ s_table[3][hi & 0xff] ^ s_table[2][(hi >> 8) & 0xff]
+        crc = s_table[7][lo & 0xff] ^ s_table[6][(lo >> 8) & 0xff] ^ s_table[5][(lo >> 16) & 0xff]
+              ^ s_table[4][lo >> 24] ^ s_table[3][hi & 0xff] ^ s_table[2][(hi >> 8) & 0xff]
               ^ s_table[1][(hi >> 16) & 0xff] ^ s_table[0][hi >> 24];
         p += 8;
         size -= 8;

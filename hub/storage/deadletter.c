@@ -61,8 +61,7 @@ s_name_id (const char *name, uint64_t *id)
 }
 
 fh_deadletter_t *
-fh_deadletter_open (const char *dir, const char *consumer, bool create, char *err,
-                    size_t errlen)
+fh_deadletter_open (const char *dir, const char *consumer, bool create, char *err, size_t errlen)
 {
     if (create && fh_fs_mkdir_p (dir, err, errlen) != 0)
         return NULL;
@@ -370,8 +369,7 @@ s_decode (uint8_t *buf, size_t len, fh_deadletter_entry_t *entry, bool keep)
     if (first + size != len)
         return "bytes after the message";
     uint32_t count;
-    if (!fh_record_decode_message (p, plen, &entry->seq, &entry->received_wall_ns, &count,
-                                   NULL, 0))
+    if (!fh_record_decode_message (p, plen, &entry->seq, &entry->received_wall_ns, &count, NULL, 0))
         return "malformed message";
     fanhub_bytes_t *frames = malloc (count * sizeof *frames);
     if (!frames)
@@ -504,8 +502,8 @@ fh_deadletter_list (fh_deadletter_t *self, fh_deadletter_entry_t **entries, size
 }
 
 int
-fh_deadletter_load (fh_deadletter_t *self, const char *id, fh_deadletter_entry_t *entry,
-                    char *err, size_t errlen)
+fh_deadletter_load (fh_deadletter_t *self, const char *id, fh_deadletter_entry_t *entry, char *err,
+                    size_t errlen)
 {
     if (!fh_deadletter_id_valid (id)) {
         memset (entry, 0, sizeof *entry);

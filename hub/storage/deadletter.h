@@ -45,8 +45,8 @@
 #include <stdint.h>
 
 #define FH_DEADLETTER_SUBDIR "dead-letter" /* under state_dir/CONSUMER/ */
-#define FH_DEADLETTER_ID_SIZE 17    /* 16 hex digits and a NUL */
-#define FH_DEADLETTER_MAX_REASON 4096 /* longer reasons are cut */
+#define FH_DEADLETTER_ID_SIZE 17           /* 16 hex digits and a NUL */
+#define FH_DEADLETTER_MAX_REASON 4096      /* longer reasons are cut */
 #define FH_DEADLETTER_MAX_CONSUMER 255
 
 typedef struct fh_deadletter fh_deadletter_t;
@@ -54,12 +54,12 @@ typedef struct fh_deadletter fh_deadletter_t;
 /* What add stores. */
 typedef struct {
     uint64_t seq;
-    int64_t received_wall_ns;      /* the hub's receive time, wall clock */
-    const fanhub_bytes_t *frames;  /* frame 0 the topic, 1 the body */
-    uint32_t frame_count;          /* >= 1 */
-    const char *reason;            /* text; NULL = none */
+    int64_t received_wall_ns;     /* the hub's receive time, wall clock */
+    const fanhub_bytes_t *frames; /* frame 0 the topic, 1 the body */
+    uint32_t frame_count;         /* >= 1 */
+    const char *reason;           /* text; NULL = none */
     uint32_t attempts;
-    int64_t first_attempt_ns;      /* wall clock */
+    int64_t first_attempt_ns; /* wall clock */
     int64_t last_attempt_ns;
 } fh_deadletter_item_t;
 
@@ -67,15 +67,15 @@ typedef struct {
    not be read (damaged, unreadable): only id and error are set. */
 typedef struct {
     char id[FH_DEADLETTER_ID_SIZE];
-    char *error;            /* "DIR/ID.dl: reason", one line */
-    char *reason;           /* NUL-terminated; text as stored */
-    char *consumer;         /* NUL-terminated */
+    char *error;    /* "DIR/ID.dl: reason", one line */
+    char *reason;   /* NUL-terminated; text as stored */
+    char *consumer; /* NUL-terminated */
     uint32_t attempts;
     int64_t first_attempt_ns, last_attempt_ns;
     uint64_t seq;
     int64_t received_wall_ns;
     uint32_t frame_count;
-    char *topic;            /* frame 0, NUL-terminated (topic_len bytes
+    char *topic; /* frame 0, NUL-terminated (topic_len bytes
                                before the NUL, which may include others) */
     size_t topic_len;
     uint64_t body_bytes;    /* size of frame 1 (0 when there is none) */
@@ -90,8 +90,8 @@ typedef struct {
    an hour); without, a missing dir is an empty store. consumer is the
    name stored with each entry (NULL for a store only read). NULL on
    error, with one line in err naming the directory. */
-fh_deadletter_t *fh_deadletter_open (const char *dir, const char *consumer, bool create,
-                                     char *err, size_t errlen);
+fh_deadletter_t *fh_deadletter_open (const char *dir, const char *consumer, bool create, char *err,
+                                     size_t errlen);
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_deadletter_close (fh_deadletter_t **self_p);
 
@@ -103,8 +103,8 @@ int fh_deadletter_add (fh_deadletter_t *self, const fh_deadletter_item_t *item,
 /* Every entry, sorted by ID (oldest first): 0, with *entries (free with
    fh_deadletter_entries_free) and *count; an entry that cannot be read is
    listed with its error. -1 with err when the directory cannot be read. */
-int fh_deadletter_list (fh_deadletter_t *self, fh_deadletter_entry_t **entries,
-                        size_t *count, char *err, size_t errlen);
+int fh_deadletter_list (fh_deadletter_t *self, fh_deadletter_entry_t **entries, size_t *count,
+                        char *err, size_t errlen);
 void fh_deadletter_entries_free (fh_deadletter_entry_t *entries, size_t count);
 
 /* Reads one entry: 0 and *entry filled (clear it with

@@ -137,13 +137,13 @@ typedef struct {
                                   0 = 1000 */
 } fh_spool_options_t;
 
-typedef struct {               /* one message as stored */
+typedef struct { /* one message as stored */
     uint64_t seq;
-    int64_t received_wall_ns;  /* the hub's receive time, wall clock */
-    uint32_t frame_count;      /* >= 2 */
+    int64_t received_wall_ns;     /* the hub's receive time, wall clock */
+    uint32_t frame_count;         /* >= 2 */
     const fanhub_bytes_t *frames; /* valid until the next read or close */
-    uint64_t mark;             /* for fh_spool_done; never 0 */
-    bool this_run;             /* appended since open (not found at open) */
+    uint64_t mark;                /* for fh_spool_done; never 0 */
+    bool this_run;                /* appended since open (not found at open) */
 } fh_spool_record_t;
 
 /* Opens the spool in dir, creating dir (and missing parents, mode 0750)

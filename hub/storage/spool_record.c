@@ -40,8 +40,8 @@ s_header_ok (const uint8_t *p, uint32_t *len)
 }
 
 fh_record_status_t
-fh_record_parse (const uint8_t *buf, size_t len, bool at_end, size_t *size,
-                 const uint8_t **payload, uint32_t *payload_len)
+fh_record_parse (const uint8_t *buf, size_t len, bool at_end, size_t *size, const uint8_t **payload,
+                 uint32_t *payload_len)
 {
     if (len < FH_RECORD_HEADER) {
         /* Too short for a header: wait for more, or, at the end, these
@@ -100,9 +100,8 @@ fh_record_message_size (const fanhub_bytes_t *frames, uint32_t frame_count)
 }
 
 void
-fh_record_encode_message (uint8_t *out, size_t payload_size, uint64_t seq,
-                          int64_t received_wall_ns, const fanhub_bytes_t *frames,
-                          uint32_t frame_count)
+fh_record_encode_message (uint8_t *out, size_t payload_size, uint64_t seq, int64_t received_wall_ns,
+                          const fanhub_bytes_t *frames, uint32_t frame_count)
 {
     uint8_t *payload = out + FH_RECORD_HEADER;
     payload[0] = FH_RECORD_TYPE_MESSAGE;
@@ -122,11 +121,11 @@ fh_record_encode_message (uint8_t *out, size_t payload_size, uint64_t seq,
 
 bool
 fh_record_decode_message (const uint8_t *payload, size_t len, uint64_t *seq,
-                          int64_t *received_wall_ns, uint32_t *frame_count,
-                          fanhub_bytes_t *frames, uint32_t max_frames)
+                          int64_t *received_wall_ns, uint32_t *frame_count, fanhub_bytes_t *frames,
+                          uint32_t max_frames)
 {
-    if (len < FH_RECORD_MESSAGE_FIXED || payload[0] != FH_RECORD_TYPE_MESSAGE
-        || payload[1] || payload[2] || payload[3])
+    if (len < FH_RECORD_MESSAGE_FIXED || payload[0] != FH_RECORD_TYPE_MESSAGE || payload[1]
+        || payload[2] || payload[3])
         return false;
     uint32_t count = fh_get_u32 (payload + 4);
     if (count == 0 || count > (len - FH_RECORD_MESSAGE_FIXED) / 4)

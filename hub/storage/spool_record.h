@@ -72,8 +72,7 @@ fh_put_u64 (uint8_t *p, uint64_t v)
 static inline uint32_t
 fh_get_u32 (const uint8_t *p)
 {
-    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
-           | (uint32_t) p[3] << 24;
+    return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16 | (uint32_t) p[3] << 24;
 }
 
 static inline uint64_t
@@ -107,9 +106,8 @@ typedef enum {
    boundary. at_end says nothing follows them (the end of the file, or of
    what may be read of it). With len == 0: TORN with *size 0 at the end,
    else NEED. On OK, *payload and *payload_len give the payload. */
-fh_record_status_t fh_record_parse (const uint8_t *buf, size_t len, bool at_end,
-                                    size_t *size, const uint8_t **payload,
-                                    uint32_t *payload_len);
+fh_record_status_t fh_record_parse (const uint8_t *buf, size_t len, bool at_end, size_t *size,
+                                    const uint8_t **payload, uint32_t *payload_len);
 
 /* The payload size of a message of these frames, or 0 when it would
    exceed FH_RECORD_MAX_PAYLOAD. */

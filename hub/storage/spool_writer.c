@@ -378,8 +378,8 @@ fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes)
 }
 
 int
-fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count,
-                     uint64_t bytes, bool wait)
+fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count, uint64_t bytes,
+                     bool wait)
 {
     if (!s_within (self, bytes) || s_count (self) == self->ring_cap) {
         /* Slow: the ring doubles, or the putter waits, under the lock. */

@@ -74,8 +74,7 @@ typedef struct {
 /* Starts the writer of spool (which it does not own). NULL with one line
    in err when out of memory or no thread can be started. */
 fh_spool_writer_t *fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
-                                        const fh_spool_writer_ops_t *ops, char *err,
-                                        size_t errlen);
+                                        const fh_spool_writer_ops_t *ops, char *err, size_t errlen);
 /* Writes everything handed over (each gets its `written`), stops the
    thread and joins it. Safe with NULL and twice; nulls *self_p. */
 void fh_spool_writer_destroy (fh_spool_writer_t **self_p);
@@ -83,8 +82,8 @@ void fh_spool_writer_destroy (fh_spool_writer_t **self_p);
 /* Hands item over (frame_count frames, `bytes` bytes in all): 0; -1 when
    the hand-off is full, nothing taken; with wait, waits for room and
    always takes it. */
-int fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count,
-                         uint64_t bytes, bool wait);
+int fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count, uint64_t bytes,
+                         bool wait);
 /* True when a put of `bytes` would be taken now. With one putter, it
    stays true until that put (the writer only makes room). */
 bool fh_spool_writer_room (fh_spool_writer_t *self, uint64_t bytes);

@@ -21,8 +21,7 @@
 static inline void
 fh_bump (atomic_uint_fast64_t *counter)
 {
-    atomic_store_explicit (counter,
-                           atomic_load_explicit (counter, memory_order_relaxed) + 1,
+    atomic_store_explicit (counter, atomic_load_explicit (counter, memory_order_relaxed) + 1,
                            memory_order_release);
 }
 

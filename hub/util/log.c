@@ -128,8 +128,7 @@ fh_log (fanhub_log_level_t level, const char *fmt, ...)
 }
 
 bool
-fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns, int64_t interval_ns,
-                    uint64_t *suppressed)
+fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns, int64_t interval_ns, uint64_t *suppressed)
 {
     if (now_ns < self->next_ns) {
         self->suppressed++;

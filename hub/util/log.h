@@ -21,8 +21,7 @@ void fh_log_set_level (fanhub_log_level_t level);
    "fanhub: LEVEL: ". Decided at the first call, then fixed. */
 bool fh_log_to_journal (void);
 void fh_log (fanhub_log_level_t level, const char *fmt, ...) FANHUB_PRINTF (2, 3);
-void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
-    FANHUB_PRINTF (2, 0);
+void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
 
 /* The last FH_LOG_RECENT warnings and errors written (for the status
    page), oldest first: up to max into out; how many. Any thread. */
@@ -56,8 +55,8 @@ typedef struct {
 
 /* True when a line may be written now; then *suppressed gets how many were
    held back before it (and the count restarts). */
-bool fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns,
-                         int64_t interval_ns, uint64_t *suppressed);
+bool fh_ratelimit_allow (fh_ratelimit_t *self, int64_t now_ns, int64_t interval_ns,
+                         uint64_t *suppressed);
 
 /* The interval of fh_log_limited: one line per limiter every 10 s. */
 #define FH_LOG_LIMIT_INTERVAL_NS (10 * INT64_C (1000000000))

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void
 fh_buf_put (fh_buf_t *buf, const void *data, size_t size)
 {
@@ -94,8 +93,7 @@ s_encode_string (fh_buf_t *buf, const char *text, size_t size)
         char esc[16];
         if (cp >= 0x10000) {
             cp -= 0x10000;
-            snprintf (esc, sizeof esc, "\\u%04x\\u%04x",
-                      (unsigned) (0xD800 | (cp >> 10)),
+            snprintf (esc, sizeof esc, "\\u%04x\\u%04x", (unsigned) (0xD800 | (cp >> 10)),
                       (unsigned) (0xDC00 | (cp & 0x3FF)));
         }
         else
@@ -167,8 +165,8 @@ s_encode_real (fh_buf_t *buf, double value)
             memcpy (out + n, digits + 1, (size_t) (count - 1));
             n += (size_t) (count - 1);
         }
-        n += (size_t) snprintf (out + n, sizeof out - n, "e%c%02d",
-                                decpt - 1 < 0 ? '-' : '+', abs (decpt - 1));
+        n += (size_t) snprintf (out + n, sizeof out - n, "e%c%02d", decpt - 1 < 0 ? '-' : '+',
+                                abs (decpt - 1));
     }
     fh_buf_put (buf, out, n);
 }
@@ -210,7 +208,7 @@ fh_pyjson_encode (fh_buf_t *buf, json_t *value)
         json_t *member;
         json_object_keylen_foreach (value, key, key_size, member)
         {
-            members[i++] = (s_member_t) {key, key_size, member};
+            members[i++] = (s_member_t){key, key_size, member};
         }
         qsort (members, i, sizeof *members, s_member_compare);
         fh_buf_put (buf, "{", 1);
@@ -242,9 +240,7 @@ fh_pyjson_encode (fh_buf_t *buf, json_t *value)
         snprintf (tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
         fh_buf_puts (buf, tmp);
         break;
-    case JSON_REAL:
-        s_encode_real (buf, json_real_value (value));
-        break;
+    case JSON_REAL: s_encode_real (buf, json_real_value (value)); break;
     case JSON_TRUE: fh_buf_puts (buf, "true"); break;
     case JSON_FALSE: fh_buf_puts (buf, "false"); break;
     case JSON_NULL: fh_buf_puts (buf, "null"); break;

@@ -69,9 +69,9 @@ extern "C" {
 
 /* What consume answers. */
 typedef enum {
-    FANHUB_OK = 0,    /* done with this message */
-    FANHUB_RETRY = 1, /* failed for now; the hub may offer it again later */
-    FANHUB_FAIL = 2,  /* failed for good; the hub counts it (dead letter) */
+    FANHUB_OK = 0,     /* done with this message */
+    FANHUB_RETRY = 1,  /* failed for now; the hub may offer it again later */
+    FANHUB_FAIL = 2,   /* failed for good; the hub counts it (dead letter) */
     FANHUB_PENDING = 3 /* ABI 1.1: not finished yet; the plugin finishes it
                           later with host->complete (see there) */
 } fanhub_result_t;
@@ -160,24 +160,28 @@ typedef enum {
 typedef struct {
     const char *name; /* the key; NULL ends the table */
     fanhub_opt_type_t type;
-    size_t offset;    /* offsetof (the plugin's struct, field) */
-    const char *def;  /* default, as YAML text, or NULL */
-    double min, max;  /* range (see above), when min != max */
+    size_t offset;             /* offsetof (the plugin's struct, field) */
+    const char *def;           /* default, as YAML text, or NULL */
+    double min, max;           /* range (see above), when min != max */
     const char *const *values; /* ENUM: the names, NULL-terminated */
-    uint32_t flags;   /* FANHUB_OPT_REQUIRED */
-    const char *help; /* one line, for `fanhub plugins --options` */
+    uint32_t flags;            /* FANHUB_OPT_REQUIRED */
+    const char *help;          /* one line, for `fanhub plugins --options` */
 } fanhub_opt_t;
 
 /* Ends an option table (every field given, so no compiler asks for more). */
-#define FANHUB_OPT_END                                                         \
-    { NULL, (fanhub_opt_type_t) 0, 0, NULL, 0, 0, NULL, 0, NULL }
+#define FANHUB_OPT_END                                                                             \
+    {                                                                                              \
+        NULL, (fanhub_opt_type_t) 0, 0, NULL, 0, 0, NULL, 0, NULL                                  \
+    }
 
 /* An entry whose value goes to field of the plugin's struct type, without
    enum values or flags (write those entries out in full):
      FANHUB_OPT_FIELD (my_options_t, "port", FANHUB_OPT_INT, port, "80",
                        1, 65535, "the port to connect to") */
-#define FANHUB_OPT_FIELD(type, name, opt_type, field, def, min, max, help)     \
-    { name, opt_type, offsetof (type, field), def, min, max, NULL, 0, help }
+#define FANHUB_OPT_FIELD(type, name, opt_type, field, def, min, max, help)                         \
+    {                                                                                              \
+        name, opt_type, offsetof (type, field), def, min, max, NULL, 0, help                       \
+    }
 
 /* The host table: what the hub offers a plugin. Passed to init; valid until
    fini returns. New members are only ever added at the end. */
@@ -187,8 +191,8 @@ typedef struct fanhub_host {
     size_t size; /* sizeof (fanhub_host_t) of the hub */
 
     /* Logs one line, prefixed with the consumer's name. */
-    void (*log) (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt,
-                 ...) FANHUB_PRINTF (3, 4);
+    void (*log) (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
+        FANHUB_PRINTF (3, 4);
     /* The consumer's `name:` from the configuration. */
     const char *(*consumer_name) (fanhub_ctx_t *ctx);
 
@@ -196,16 +200,14 @@ typedef struct fanhub_host {
        configuration has none). Lookups of a missing key answer NULL. */
     fanhub_option_kind_t (*option_kind) (const fanhub_option_t *node);
     /* Child of a map by key, or NULL. */
-    const fanhub_option_t *(*option_get) (const fanhub_option_t *map,
-                                          const char *key);
+    const fanhub_option_t *(*option_get) (const fanhub_option_t *map, const char *key);
     /* A scalar's text (NUL-terminated), or NULL when node is not a scalar. */
     const char *(*option_scalar) (const fanhub_option_t *node);
     /* Number of items of a list or entries of a map; 0 for a scalar. */
     size_t (*option_count) (const fanhub_option_t *node);
     /* Item i of a list or entry i of a map (then *key, if not NULL, gets the
        entry's key), in file order; NULL when i is out of range. */
-    const fanhub_option_t *(*option_at) (const fanhub_option_t *node,
-                                         size_t i, const char **key);
+    const fanhub_option_t *(*option_at) (const fanhub_option_t *node, size_t i, const char **key);
     /* "FILE:LINE:COL" of the node, for error messages. */
     const char *(*option_where) (const fanhub_option_t *node);
 
@@ -249,8 +251,7 @@ typedef struct fanhub_host {
        after msg_ticket, or another one) and from idle and fini; once fini
        returns, open tickets are void. */
     fanhub_ticket_t (*msg_ticket) (const fanhub_msg_t *msg);
-    void (*complete) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket,
-                      fanhub_result_t result);
+    void (*complete) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result);
 
     /* ABI 1.2 (FANHUB_HOST_HAS_1_2 before using these). */
 
@@ -259,8 +260,8 @@ typedef struct fanhub_host {
        Call it from init and check with their options. 0, or -1 with one
        line in err (errlen bytes). */
     int (*options_read) (fanhub_ctx_t *ctx, const struct fanhub_consumer_desc *desc,
-                         const fanhub_option_t *options, void *values,
-                         size_t values_size, char *err, size_t errlen);
+                         const fanhub_option_t *options, void *values, size_t values_size,
+                         char *err, size_t errlen);
     /* Says why a message failed: call it from consume before answering
        FANHUB_RETRY or FANHUB_FAIL (or before complete with either), on
        the thread that answers. The hub logs the reason with the retry or
@@ -275,8 +276,8 @@ typedef struct fanhub_host {
        gives one with a synchronous answer: logged with the retry or the
        failure and kept in the dead letter (one line, cut at 255 bytes;
        NULL or "" for none). Otherwise as complete. */
-    void (*complete_reason) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket,
-                             fanhub_result_t result, const char *reason);
+    void (*complete_reason) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result,
+                             const char *reason);
     /* A setting of the consumer from the configuration, as a number:
        "workers", "max_pending", "consume_timeout_ms" (0: never),
        "retry.max_attempts"; -1 for a name it does not know. */
@@ -284,8 +285,7 @@ typedef struct fanhub_host {
     /* What the plugin's own machinery is doing (FANHUB_STATE_*), with the
        last error (printf-style; NULL keeps the last one, "" clears it):
        `fanhub stats` shows both, Prometheus and collectd the state. */
-    void (*set_state) (fanhub_ctx_t *ctx, int state, const char *fmt, ...)
-        FANHUB_PRINTF (3, 4);
+    void (*set_state) (fanhub_ctx_t *ctx, int state, const char *fmt, ...) FANHUB_PRINTF (3, 4);
     /* Adds n to one of the consumer's plugin counters (FANHUB_COUNT_*),
        shown in stats, Prometheus and collectd. Any thread. */
     void (*count) (fanhub_ctx_t *ctx, int counter, uint64_t n);
@@ -305,23 +305,20 @@ typedef struct fanhub_host {
 #define FANHUB_COUNT_SKIPPED 2  /* messages done without processing (a worker's DROP) */
 
 /* True when the host table offers the ABI 1.3 calls. */
-#define FANHUB_HOST_HAS_1_3(host)                                              \
-    ((host)->abi_minor >= 3                                                    \
-     && (host)->size >= offsetof (fanhub_host_t, msg_attempt)                 \
-                            + sizeof (host)->msg_attempt)
+#define FANHUB_HOST_HAS_1_3(host)                                                                  \
+    ((host)->abi_minor >= 3                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, msg_attempt) + sizeof (host)->msg_attempt)
 
 /* True when the host table offers the ABI 1.2 calls (options_read and
    set_reason). */
-#define FANHUB_HOST_HAS_1_2(host)                                              \
-    ((host)->abi_minor >= 2                                                    \
-     && (host)->size >= offsetof (fanhub_host_t, set_reason)                   \
-                            + sizeof (host)->set_reason)
+#define FANHUB_HOST_HAS_1_2(host)                                                                  \
+    ((host)->abi_minor >= 2                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, set_reason) + sizeof (host)->set_reason)
 
 /* True when the host table offers the ABI 1.1 completion calls. */
-#define FANHUB_HOST_HAS_COMPLETE(host)                                         \
-    ((host)->abi_minor >= 1                                                    \
-     && (host)->size >= offsetof (fanhub_host_t, complete)                     \
-                            + sizeof (host)->complete                          \
+#define FANHUB_HOST_HAS_COMPLETE(host)                                                             \
+    ((host)->abi_minor >= 1                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, complete) + sizeof (host)->complete               \
      && (host)->msg_ticket && (host)->complete)
 
 /* Descriptor flags. */
@@ -340,9 +337,8 @@ typedef struct fanhub_consumer_desc {
        writes a one-line reason into err (errlen bytes, always > 0) and
        returns -1; fini is then not called. Keep host and ctx for later
        calls: both stay valid until fini returns. */
-    int (*init) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                 const fanhub_option_t *options, void **state, char *err,
-                 size_t errlen);
+    int (*init) (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+                 void **state, char *err, size_t errlen);
     /* Required. Handles one message: FANHUB_OK, RETRY or FAIL, or (ABI
        1.1, see host->complete) FANHUB_PENDING to finish it later. */
     fanhub_result_t (*consume) (void *state, const fanhub_msg_t *msg);
@@ -365,8 +361,8 @@ typedef struct fanhub_consumer_desc {
        (errlen bytes, always > 0) and returns -1. host->log may add notes.
        Called on the hub's main thread; init is not called for a check.
        A plugin without check (ABI 1.0) is checked by init, then fini. */
-    int (*check) (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                  const fanhub_option_t *options, char *err, size_t errlen);
+    int (*check) (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
+                  char *err, size_t errlen);
 
     /* ABI 1.2: the hub reads this member only when size covers it.
 
@@ -388,8 +384,8 @@ typedef struct fanhub_consumer_desc {
 } fanhub_consumer_desc_t;
 
 /* Put first in a descriptor's initializer. */
-#define FANHUB_CONSUMER_DESC_HEADER                                            \
-    .abi_major = FANHUB_ABI_MAJOR, .abi_minor = FANHUB_ABI_MINOR,              \
+#define FANHUB_CONSUMER_DESC_HEADER                                                                \
+    .abi_major = FANHUB_ABI_MAJOR, .abi_minor = FANHUB_ABI_MINOR,                                  \
     .size = sizeof (fanhub_consumer_desc_t)
 
 /* The function every plugin exports. */
@@ -397,10 +393,10 @@ typedef const fanhub_consumer_desc_t *(*fanhub_consumer_entry_fn) (void);
 FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
 
 /* Defines that function, answering &desc: FANHUB_CONSUMER_ENTRY (s_desc). */
-#define FANHUB_CONSUMER_ENTRY(desc)                                            \
-    FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void)   \
-    {                                                                          \
-        return &(desc);                                                        \
+#define FANHUB_CONSUMER_ENTRY(desc)                                                                \
+    FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void)                       \
+    {                                                                                              \
+        return &(desc);                                                                            \
     }
 
 /* Both in one: the descriptor desc, FANHUB_CONSUMER_DESC_HEADER first and
@@ -409,9 +405,8 @@ FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
                              .init = s_init, .consume = s_consume)
    (declare `static const fanhub_consumer_desc_t s_desc;` above when init
    needs it for options_read). */
-#define FANHUB_CONSUMER_DEFINE(desc, ...)                                      \
-    static const fanhub_consumer_desc_t desc                                   \
-        = {FANHUB_CONSUMER_DESC_HEADER, __VA_ARGS__};                          \
+#define FANHUB_CONSUMER_DEFINE(desc, ...)                                                          \
+    static const fanhub_consumer_desc_t desc = {FANHUB_CONSUMER_DESC_HEADER, __VA_ARGS__};         \
     FANHUB_CONSUMER_ENTRY (desc)
 
 #ifdef __cplusplus

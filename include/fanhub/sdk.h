@@ -37,7 +37,7 @@ extern "C" {
    it goes through vsnprintf, which compilers do not warn about when the
    helper is inlined into a caller with a small buffer. */
 static inline void FANHUB_PRINTF (3, 4)
-fanhub_error_line (char *err, size_t errlen, const char *fmt, ...)
+    fanhub_error_line (char *err, size_t errlen, const char *fmt, ...)
 {
     va_list args;
     va_start (args, fmt);
@@ -301,8 +301,9 @@ fanhub_secret_file_check (const char *path, const char *what, char *err, size_t 
     }
     if (st.st_mode & 077) {
         fanhub_error_line (err, errlen,
-                  "%s %s: mode %04o lets other users read or change it; refusing it "
-                  "(chmod 600 %s)", what, path, (unsigned) (st.st_mode & 07777), path);
+                           "%s %s: mode %04o lets other users read or change it; refusing it "
+                           "(chmod 600 %s)",
+                           what, path, (unsigned) (st.st_mode & 07777), path);
         return -1;
     }
     return 0;

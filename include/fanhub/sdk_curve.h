@@ -50,14 +50,18 @@ fanhub_curve_load_secret (const char *path, char public_txt[FANHUB_CURVE_KEY_TEX
     const char *secret_key = root ? zconfig_get (root, "curve/secret-key", NULL) : NULL;
     int rc = -1;
     if (!root)
-        fanhub_error_line (err, errlen, "secret key file %s: not a zcert file (fanhub keygen writes "
-                  "them)", path);
+        fanhub_error_line (err, errlen,
+                           "secret key file %s: not a zcert file (fanhub keygen writes "
+                           "them)",
+                           path);
     else if (!secret_key)
-        fanhub_error_line (err, errlen, "secret key file %s: holds no curve/secret-key (the public "
-                  "half? give the NAME_secret file)", path);
+        fanhub_error_line (err, errlen,
+                           "secret key file %s: holds no curve/secret-key (the public "
+                           "half? give the NAME_secret file)",
+                           path);
     else if (!fanhub_curve_key_valid (public_key) || !fanhub_curve_key_valid (secret_key))
-        fanhub_error_line (err, errlen, "secret key file %s: the keys are not 40-character Z85 text",
-                  path);
+        fanhub_error_line (err, errlen,
+                           "secret key file %s: the keys are not 40-character Z85 text", path);
     else {
         snprintf (public_txt, FANHUB_CURVE_KEY_TEXT, "%s", public_key);
         snprintf (secret_txt, FANHUB_CURVE_KEY_TEXT, "%s", secret_key);

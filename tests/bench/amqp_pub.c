@@ -88,11 +88,11 @@ main (int argc, char **argv)
     const char *host = "127.0.0.1", *vhost = "/", *user = "guest", *password = "guest";
     const char *exchange = "amq.topic", *key = "org.fanhub.bench.message";
     long port = 5672, count = 0, size = 100, window = 1000;
-    static const struct option longopts[] = {
-        {"host", 1, 0, 'h'}, {"port", 1, 0, 'p'}, {"vhost", 1, 0, 'v'},
-        {"user", 1, 0, 'u'}, {"password-env", 1, 0, 'P'}, {"exchange", 1, 0, 'x'},
-        {"routing-key", 1, 0, 'k'}, {"size", 1, 0, 's'}, {"window", 1, 0, 'w'},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"host", 1, 0, 'h'},         {"port", 1, 0, 'p'},
+                                             {"vhost", 1, 0, 'v'},        {"user", 1, 0, 'u'},
+                                             {"password-env", 1, 0, 'P'}, {"exchange", 1, 0, 'x'},
+                                             {"routing-key", 1, 0, 'k'},  {"size", 1, 0, 's'},
+                                             {"window", 1, 0, 'w'},       {0, 0, 0, 0}};
     int opt;
     while ((opt = getopt_long (argc, argv, "n:", longopts, NULL)) != -1) {
         switch (opt) {
@@ -111,8 +111,8 @@ main (int argc, char **argv)
     }
     if (count <= 0 || port <= 0 || size < 0 || window <= 0 || optind != argc) {
         fprintf (stderr, "usage: amqp_pub --port PORT -n COUNT [--host H] [--vhost V] "
-                 "[--user U] [--password-env VAR] [--exchange X] [--routing-key K] "
-                 "[--size BYTES] [--window W]\n");
+                         "[--user U] [--password-env VAR] [--exchange X] [--routing-key K] "
+                         "[--size BYTES] [--window W]\n");
         return 2;
     }
     char *body = malloc ((size_t) size + 1);
@@ -125,8 +125,8 @@ main (int argc, char **argv)
     int rc = sock ? amqp_socket_open (sock, host, (int) port) : AMQP_STATUS_NO_MEMORY;
     if (rc != AMQP_STATUS_OK)
         return s_die ("connect", amqp_error_string2 (rc));
-    amqp_rpc_reply_t r = amqp_login (conn, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, user,
-                                     password);
+    amqp_rpc_reply_t r
+        = amqp_login (conn, vhost, 0, 131072, 0, AMQP_SASL_METHOD_PLAIN, user, password);
     if (r.reply_type != AMQP_RESPONSE_NORMAL)
         return s_die ("login", "refused");
     amqp_channel_open (conn, 1);
@@ -140,9 +140,9 @@ main (int argc, char **argv)
     double start = s_now ();
     while (sent < (uint64_t) count || confirmed < sent) {
         if (sent < (uint64_t) count && sent - confirmed < (uint64_t) window) {
-            amqp_table_entry_t seq = {.key = amqp_cstring_bytes ("fanhub_seq"),
-                                      .value = {.kind = AMQP_FIELD_KIND_I64,
-                                                .value.i64 = (int64_t) sent + 1}};
+            amqp_table_entry_t seq
+                = {.key = amqp_cstring_bytes ("fanhub_seq"),
+                   .value = {.kind = AMQP_FIELD_KIND_I64, .value.i64 = (int64_t) sent + 1}};
             amqp_basic_properties_t props = {
                 ._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG,
                 .delivery_mode = AMQP_DELIVERY_PERSISTENT,

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #define BENCH_HIST_SUB_BITS 7
-#define BENCH_HIST_SUB (1u << BENCH_HIST_SUB_BITS)     /* 128 */
+#define BENCH_HIST_SUB (1u << BENCH_HIST_SUB_BITS) /* 128 */
 #define BENCH_HIST_BUCKETS ((64 - BENCH_HIST_SUB_BITS) * BENCH_HIST_SUB + BENCH_HIST_SUB)
 
 typedef struct {
@@ -40,7 +40,7 @@ bench_hist_index (uint64_t v)
     if (v < 2 * BENCH_HIST_SUB)
         return (unsigned) v;
     unsigned msb = 63u - (unsigned) __builtin_clzll (v);
-    unsigned shift = msb - BENCH_HIST_SUB_BITS;        /* >= 1 */
+    unsigned shift = msb - BENCH_HIST_SUB_BITS; /* >= 1 */
     return shift * BENCH_HIST_SUB + (unsigned) (v >> shift);
 }
 
@@ -51,7 +51,7 @@ bench_hist_low (unsigned i)
     if (i < 2 * BENCH_HIST_SUB)
         return i;
     unsigned shift = i / BENCH_HIST_SUB - 1;
-    uint64_t mant = i - shift * BENCH_HIST_SUB;        /* 128..255 */
+    uint64_t mant = i - shift * BENCH_HIST_SUB; /* 128..255 */
     return mant << shift;
 }
 
@@ -101,8 +101,7 @@ bench_hist_write_json (const bench_hist_t *self, FILE *out)
              "\"count\":%llu,\"min_ns\":%llu,\"mean_ns\":%.1f,\"p50_ns\":%llu,"
              "\"p90_ns\":%llu,\"p99_ns\":%llu,\"p999_ns\":%llu,\"max_ns\":%llu,"
              "\"buckets\":[",
-             (unsigned long long) self->count,
-             (unsigned long long) (self->count ? self->min : 0),
+             (unsigned long long) self->count, (unsigned long long) (self->count ? self->min : 0),
              self->count ? self->sum / (double) self->count : 0.0,
              (unsigned long long) bench_hist_quantile (self, 0.50),
              (unsigned long long) bench_hist_quantile (self, 0.90),

@@ -101,12 +101,13 @@ s_connect (s_conn_t *conn)
     zmq_setsockopt (conn->sock, ZMQ_XPUB_VERBOSE, &one, sizeof one);
     zmq_setsockopt (conn->sock, ZMQ_LINGER, &linger, sizeof linger);
     if (conn->curve->server[0]
-        && (zmq_setsockopt (conn->sock, ZMQ_CURVE_SERVERKEY, conn->curve->server,
-                            Z85_KEY_LEN) != 0
+        && (zmq_setsockopt (conn->sock, ZMQ_CURVE_SERVERKEY, conn->curve->server, Z85_KEY_LEN) != 0
             || zmq_setsockopt (conn->sock, ZMQ_CURVE_PUBLICKEY, conn->curve->public_key,
-                               Z85_KEY_LEN) != 0
+                               Z85_KEY_LEN)
+                   != 0
             || zmq_setsockopt (conn->sock, ZMQ_CURVE_SECRETKEY, conn->curve->secret_key,
-                               Z85_KEY_LEN) != 0)) {
+                               Z85_KEY_LEN)
+                   != 0)) {
         snprintf (conn->error, sizeof conn->error, "CURVE options refused: %s",
                   zmq_strerror (errno));
         return -1;
@@ -121,9 +122,8 @@ s_connect (s_conn_t *conn)
         zmq_pollitem_t item = {conn->sock, 0, ZMQ_POLLIN, 0};
         int64_t left_ms = (deadline - s_now_ns ()) / 1000000;
         if (left_ms <= 0) {
-            snprintf (conn->error, sizeof conn->error,
-                      "%s: %d of %d subscriptions within %.0f s", conn->endpoint, seen,
-                      conn->subscriptions, conn->timeout_s);
+            snprintf (conn->error, sizeof conn->error, "%s: %d of %d subscriptions within %.0f s",
+                      conn->endpoint, seen, conn->subscriptions, conn->timeout_s);
             return -1;
         }
         if (zmq_poll (&item, 1, left_ms) > 0) {
@@ -153,8 +153,7 @@ s_send_all (void *arg)
     for (uint64_t i = 0; i < conn->count; i++) {
         const char *topic = conn->topics[i % conn->topic_count];
         zmq_send_const (conn->sock, topic, strlen (topic), ZMQ_SNDMORE);
-        zmq_send_const (conn->sock, conn->body, conn->body_size,
-                        conn->stamp ? ZMQ_SNDMORE : 0);
+        zmq_send_const (conn->sock, conn->body, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
         if (conn->stamp) {
             uint64_t now = (uint64_t) s_now_ns ();
             uint8_t le[8];
@@ -245,7 +244,8 @@ s_usage (void)
 {
     fputs ("usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T] "
            "[--topics FILE] [--connections N] [--subscriptions S] [--no-stamp] "
-           "[--timeout SECONDS] [--curve-server-key KEY --curve-keys FILE]\n", stderr);
+           "[--timeout SECONDS] [--curve-server-key KEY --curve-keys FILE]\n",
+           stderr);
     return 2;
 }
 
@@ -309,7 +309,8 @@ main (int argc, char **argv)
         }
         if (!s_zcert_key (keys_path, "public-key", curve.public_key)
             || !s_zcert_key (keys_path, "secret-key", curve.secret_key)) {
-            fprintf (stderr, "bench_pub: --curve-keys %s: no public-key and secret-key in "
+            fprintf (stderr,
+                     "bench_pub: --curve-keys %s: no public-key and secret-key in "
                      "it (a zcert secret file, as fanhub keygen writes NAME_secret)\n",
                      keys_path);
             return 2;
@@ -339,10 +340,19 @@ main (int argc, char **argv)
     s_conn_t conns[MAX_CONNECTIONS];
     pthread_t threads[MAX_CONNECTIONS];
     for (int i = 0; i < connections; i++) {
-        conns[i] = (s_conn_t) {
-            .ctx = ctx, .endpoint = endpoint, .topics = topics, .topic_count = topic_count,
-            .body = body, .body_size = size, .stamp = stamp, .subscriptions = subscriptions,
-            .curve = &curve, .timeout_s = timeout_s, .ready = &ready, .failed = &failed,
+        conns[i] = (s_conn_t){
+            .ctx = ctx,
+            .endpoint = endpoint,
+            .topics = topics,
+            .topic_count = topic_count,
+            .body = body,
+            .body_size = size,
+            .stamp = stamp,
+            .subscriptions = subscriptions,
+            .curve = &curve,
+            .timeout_s = timeout_s,
+            .ready = &ready,
+            .failed = &failed,
             .count = count / (unsigned) connections
                      + ((unsigned long long) i < count % (unsigned) connections),
         };

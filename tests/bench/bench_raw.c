@@ -60,7 +60,8 @@ static int
 s_usage (void)
 {
     fputs ("usage: bench_raw (--bind EP | --connect EP) -n COUNT [--rcvhwm N] "
-           "[--timeout S] [--topic PREFIX]\n", stderr);
+           "[--timeout S] [--topic PREFIX]\n",
+           stderr);
     return 2;
 }
 
@@ -155,9 +156,9 @@ main (int argc, char **argv)
         received++;
         if (n < 2)
             short_msgs++;
-        int64_t stamp = n >= 3 ? bench_stamp_decode (zmq_msg_data (&frames[2]),
-                                                     zmq_msg_size (&frames[2]))
-                               : -1;
+        int64_t stamp
+            = n >= 3 ? bench_stamp_decode (zmq_msg_data (&frames[2]), zmq_msg_size (&frames[2]))
+                     : -1;
         if (stamp < 0)
             no_stamp++;
         else {
@@ -174,9 +175,8 @@ main (int argc, char **argv)
             "\"t_first_ns\":%lld,\"t_last_ns\":%lld,\"first_stamp_ns\":%lld,"
             "\"cpu_s\":%.6f,\"cpu_user_s\":%.6f,\"cpu_sys_s\":%.6f,\"ctx_switches\":%ld,",
             received, short_msgs, no_stamp, (long long) ready_ns, (long long) first_ns,
-            (long long) last_ns, (long long) first_stamp,
-            (user1 - user0) + (sys1 - sys0), user1 - user0, sys1 - sys0,
-            switches1 - switches0);
+            (long long) last_ns, (long long) first_stamp, (user1 - user0) + (sys1 - sys0),
+            user1 - user0, sys1 - sys0, switches1 - switches0);
     bench_hist_write_json (&hist, stdout);
     printf ("}\n");
     fflush (stdout);

@@ -47,8 +47,8 @@ s_now_ns (void)
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     const char *path = NULL;
     size_t count = options ? host->option_count (options) : 0;

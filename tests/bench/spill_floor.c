@@ -68,7 +68,7 @@ static int
 s_usage (FILE *out)
 {
     fprintf (out, "usage: spill_floor --dir DIR [--size N] [--topic T] [--pass N] "
-                     "[--passes N]\n");
+                  "[--passes N]\n");
     return out == stdout ? 0 : 2;
 }
 
@@ -132,11 +132,13 @@ main (int argc, char **argv)
 {
     const char *dir = NULL, *topic = "org.fanhub.bench.message";
     long size = 100, pass = 5000, passes = 40;
-    static const struct option options[] = {
-        {"dir", required_argument, NULL, 'd'},   {"size", required_argument, NULL, 's'},
-        {"topic", required_argument, NULL, 't'}, {"pass", required_argument, NULL, 'p'},
-        {"passes", required_argument, NULL, 'n'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option options[] = {{"dir", required_argument, NULL, 'd'},
+                                            {"size", required_argument, NULL, 's'},
+                                            {"topic", required_argument, NULL, 't'},
+                                            {"pass", required_argument, NULL, 'p'},
+                                            {"passes", required_argument, NULL, 'n'},
+                                            {"help", no_argument, NULL, 'h'},
+                                            {NULL, 0, NULL, 0}};
     int opt;
     while ((opt = getopt_long (argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
@@ -187,7 +189,8 @@ main (int argc, char **argv)
     uint64_t seq = 1;
     /* Pass 0 is the warm-up: not counted. */
     for (long p = 0; p <= passes; p++) {
-        int64_t io = s_io_pass (fd, ready, (size_t) pass * record, (off_t) p * pass * (off_t) record);
+        int64_t io
+            = s_io_pass (fd, ready, (size_t) pass * record, (off_t) p * pass * (off_t) record);
         if (io < 0) {
             fprintf (stderr, "spill_floor: %s/raw: %s\n", dir, strerror (errno));
             return 1;
@@ -203,8 +206,8 @@ main (int argc, char **argv)
             fanhub_bytes_t *mine = frames + i * FRAMES;
             for (int f = 0; f < FRAMES; f++)
                 mine[f] = fh_msg_frame (batch[i], (size_t) f);
-            entries[i] = (fh_spool_entry_t){.seq = batch[i]->seq, .frames = mine,
-                                            .frame_count = FRAMES};
+            entries[i]
+                = (fh_spool_entry_t){.seq = batch[i]->seq, .frames = mine, .frame_count = FRAMES};
         }
         int64_t appending = s_thread_cpu_ns ();
         if (fh_spool_append_batch (spool, entries, (size_t) pass) != (size_t) pass) {

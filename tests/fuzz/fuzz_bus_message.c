@@ -143,21 +143,23 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
             memcpy (topic, rest, topic_size);
     }
 
-    fh_malformed_reason_t got =
-        fh_bus_check (frames, bytes, topic, topic_size, max_frames, max_bytes);
-    fh_malformed_reason_t expected =
-        s_reference (frames, bytes, topic, topic_size, max_frames, max_bytes);
+    fh_malformed_reason_t got
+        = fh_bus_check (frames, bytes, topic, topic_size, max_frames, max_bytes);
+    fh_malformed_reason_t expected
+        = s_reference (frames, bytes, topic, topic_size, max_frames, max_bytes);
     s_check (got <= FH_MALFORMED_REASONS, "not a reason");
     if (got != expected) {
-        fprintf (stderr, "fuzz_bus_message: %zu frames, %zu bytes, topic of %zu, limits %zu "
-                         "and %zu: got %d, the reference says %d\n",
+        fprintf (stderr,
+                 "fuzz_bus_message: %zu frames, %zu bytes, topic of %zu, limits %zu "
+                 "and %zu: got %d, the reference says %d\n",
                  frames, bytes, topic_size, max_frames, max_bytes, (int) got, (int) expected);
         abort ();
     }
     /* The topic alone, with counts that pass: straight at the validator. */
     if (topic) {
         got = fh_bus_check (2, 0, topic, topic_size, 2, 0);
-        s_check (got == (s_reference_utf8 (topic, topic_size) ? FH_MALFORMED_REASONS
+        s_check (got
+                     == (s_reference_utf8 (topic, topic_size) ? FH_MALFORMED_REASONS
                                                               : FH_MALFORMED_TOPIC_NOT_UTF8),
                  "topic validation differs from the reference");
     }

@@ -101,12 +101,14 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
               || s_word (&frames[0], "STATUS"))
              && count > 1)
         snprintf (line, room,
-                  "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request is one frame)");
+                  "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments "
+                  "(a request is one frame)");
     else if (s_word (&frames[0], "EMIT")
              && (count < 5 || (!s_word (&frames[1], "wait") && !s_word (&frames[1], "nowait"))
                  || !s_timeout_ok (&frames[2], &timeout)))
-        snprintf (line, room, "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, "
-                              "frames...]");
+        snprintf (line, room,
+                  "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, "
+                  "frames...]");
     else if (s_word (&frames[0], "INJECT") && count < 4)
         snprintf (line, room, "ERROR usage: INJECT, consumer, topic, body[, frames...]");
     else if (!s_word (&frames[0], "PING") && !s_word (&frames[0], "STATS")
@@ -167,13 +169,12 @@ s_check_accepted (const fanhub_bytes_t *frames, size_t count, const fh_control_r
         break;
     case FH_CONTROL_INJECT:
         s_check (s_word (&frames[0], "INJECT"), "kind is not the word");
-        s_check (count >= 4 && out->consumer == 1 && out->message == 2
-                     && out->message + 1 < count && out->consumer < count,
+        s_check (count >= 4 && out->consumer == 1 && out->message == 2 && out->message + 1 < count
+                     && out->consumer < count,
                  "INJECT index past the frames");
         s_check (!out->wait && out->timeout_ms == 0, "INJECT with EMIT fields");
         break;
-    default:
-        s_check (false, "kind out of range");
+    default: s_check (false, "kind out of range");
     }
 }
 
@@ -242,12 +243,11 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
              "another answer with a short buffer");
     s_check (strlen (shortbuf) < errlen, "short err not NUL-terminated");
     s_check (strncmp (shortbuf, rc ? err : "", strlen (shortbuf)) == 0
-                 && strlen (shortbuf) == (rc ? (strlen (err) < errlen ? strlen (err) : errlen - 1)
-                                             : 0),
+                 && strlen (shortbuf)
+                        == (rc ? (strlen (err) < errlen ? strlen (err) : errlen - 1) : 0),
              "short err is not the start of the line");
-    s_check (again.kind == out.kind && again.wait == out.wait
-                 && again.timeout_ms == out.timeout_ms && again.consumer == out.consumer
-                 && again.message == out.message,
+    s_check (again.kind == out.kind && again.wait == out.wait && again.timeout_ms == out.timeout_ms
+                 && again.consumer == out.consumer && again.message == out.message,
              "another request with a short buffer");
     free (shortbuf);
     s_check (fh_control_parse (count ? frames : NULL, count, &again, NULL, 0) == rc,

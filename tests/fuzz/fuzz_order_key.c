@@ -232,12 +232,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
         }
         break;
     }
-    case FH_ORDER_JSON:
-        s_check_json_key (spec, body, body_size, found, key, len);
-        break;
-    case FH_ORDER_NONE:
-        s_check (found && len == 8, "none is not 8 bytes");
-        break;
+    case FH_ORDER_JSON: s_check_json_key (spec, body, body_size, found, key, len); break;
+    case FH_ORDER_NONE: s_check (found && len == 8, "none is not 8 bytes"); break;
     }
 
     s_free_msg (msg);

@@ -113,9 +113,8 @@ s_parse (const uint8_t *data, size_t size, size_t window, s_events_t *events)
         size_t step = 0;
         const uint8_t *payload = NULL;
         uint32_t payload_len = 0;
-        fh_record_status_t status =
-            fh_record_parse (avail ? data + off : NULL, avail, at_end, &step, &payload,
-                             &payload_len);
+        fh_record_status_t status = fh_record_parse (avail ? data + off : NULL, avail, at_end,
+                                                     &step, &payload, &payload_len);
         if (status == FH_RECORD_NEED) {
             if (at_end || step <= avail)
                 abort (); /* NEED only for more than there is, never at the end */
@@ -135,8 +134,7 @@ s_parse (const uint8_t *data, size_t size, size_t window, s_events_t *events)
             abort (); /* progress, inside what was seen */
         bool damage = status == FH_RECORD_BAD;
         if (status == FH_RECORD_OK) {
-            if (payload != data + off + FH_RECORD_HEADER
-                || payload_len + FH_RECORD_HEADER != step)
+            if (payload != data + off + FH_RECORD_HEADER || payload_len + FH_RECORD_HEADER != step)
                 abort ();
             uint64_t seq;
             int64_t wall;
@@ -144,8 +142,7 @@ s_parse (const uint8_t *data, size_t size, size_t window, s_events_t *events)
             fanhub_bytes_t frames[8];
             /* A verified record that is not a message of at least two
                frames (topic, body) is damage to the spool too. */
-            if (fh_record_decode_message (payload, payload_len, &seq, &wall, &count, frames,
-                                          8)
+            if (fh_record_decode_message (payload, payload_len, &seq, &wall, &count, frames, 8)
                 && count >= 2) {
                 for (uint32_t i = 0; i < count && i < 8; i++) {
                     const uint8_t *p = frames[i].data;
@@ -213,8 +210,7 @@ s_spool (const uint8_t *data, size_t size, const s_events_t *expected)
     fh_spool_close (&spool);
 
     spool = fh_spool_open (s_dir, NULL, &corrupt, err, sizeof err);
-    if (!spool || corrupt != 0 || fh_spool_records (spool) != 0
-        || fh_spool_read (spool, &rec) != 0)
+    if (!spool || corrupt != 0 || fh_spool_records (spool) != 0 || fh_spool_read (spool, &rec) != 0)
         abort ();
     fh_spool_close (&spool);
 
@@ -239,8 +235,7 @@ s_check_segment (const uint8_t *data, size_t size)
     /* A window from 1 byte up, so headers and payloads get cut anywhere. */
     size_t window = 1 + (size * 7919) % 97;
     s_parse (data, size, window, &windowed);
-    if (whole.ok != windowed.ok || whole.damage != windowed.damage
-        || whole.count != windowed.count
+    if (whole.ok != windowed.ok || whole.damage != windowed.damage || whole.count != windowed.count
         || memcmp (whole.offsets, windowed.offsets, whole.count * sizeof *whole.offsets) != 0)
         abort ();
     s_spool (data, size, &whole);

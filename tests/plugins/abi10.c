@@ -19,28 +19,28 @@ typedef struct {
     size_t size;
     const char *name, *version;
     uint32_t flags;
-    int (*init) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, void **,
-                 char *, size_t);
+    int (*init) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, void **, char *,
+                 size_t);
     fanhub_result_t (*consume) (void *, const fanhub_msg_t *);
     void (*idle) (void *);
     void (*fini) (void *);
 } s_desc_v1_0_t;
 
 static int
-s_trap (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        char *err, size_t errlen)
+s_trap (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+        size_t errlen)
 {
     (void) host, (void) ctx, (void) options, (void) err, (void) errlen;
     abort (); /* the hub read past the descriptor */
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx, (void) state, (void) err, (void) errlen;
-    const char *marker
-        = options ? host->option_scalar (host->option_get (options, "marker")) : NULL;
+    const char *marker = options ? host->option_scalar (host->option_get (options, "marker"))
+                                 : NULL;
     if (marker) {
         int fd = open (marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd >= 0)
@@ -58,11 +58,15 @@ s_consume (void *state, const fanhub_msg_t *msg)
 
 static const struct {
     s_desc_v1_0_t desc;
-    int (*after) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, char *,
-                  size_t);
+    int (*after) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, char *, size_t);
 } s_plugin = {
-    .desc = {.abi_major = 1, .abi_minor = 0, .size = sizeof (s_desc_v1_0_t),
-             .name = "abi10", .version = "1.0", .init = s_init, .consume = s_consume},
+    .desc = {.abi_major = 1,
+             .abi_minor = 0,
+             .size = sizeof (s_desc_v1_0_t),
+             .name = "abi10",
+             .version = "1.0",
+             .init = s_init,
+             .consume = s_consume},
     .after = s_trap,
 };
 

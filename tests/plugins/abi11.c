@@ -18,13 +18,12 @@ typedef struct {
     size_t size;
     const char *name, *version;
     uint32_t flags;
-    int (*init) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, void **,
-                 char *, size_t);
+    int (*init) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, void **, char *,
+                 size_t);
     fanhub_result_t (*consume) (void *, const fanhub_msg_t *);
     void (*idle) (void *);
     void (*fini) (void *);
-    int (*check) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, char *,
-                  size_t);
+    int (*check) (const fanhub_host_t *, fanhub_ctx_t *, const fanhub_option_t *, char *, size_t);
 } s_desc_v1_1_t;
 
 typedef struct {
@@ -35,8 +34,8 @@ typedef struct {
 static s_state_t s_self;
 
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-         char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     (void) ctx;
     const char *refuse = host->option_scalar (host->option_get (options, "refuse"));
@@ -49,8 +48,8 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     if (s_check (host, ctx, options, err, errlen) != 0)
         return -1;
@@ -82,8 +81,13 @@ static const struct {
     s_desc_v1_1_t desc;
     const fanhub_opt_t *after;
 } s_plugin = {
-    .desc = {.abi_major = 1, .abi_minor = 1, .size = sizeof (s_desc_v1_1_t),
-             .name = "abi11", .version = "1.1", .init = s_init, .consume = s_consume,
+    .desc = {.abi_major = 1,
+             .abi_minor = 1,
+             .size = sizeof (s_desc_v1_1_t),
+             .name = "abi11",
+             .version = "1.1",
+             .init = s_init,
+             .consume = s_consume,
              .check = s_check},
     .after = s_trap_table,
 };

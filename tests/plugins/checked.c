@@ -17,8 +17,8 @@ s_option (const fanhub_host_t *host, const fanhub_option_t *options, const char 
 }
 
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-         char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     const char *refuse = s_option (host, options, "refuse");
     if (refuse) {
@@ -30,8 +30,8 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx, (void) state, (void) err, (void) errlen;
     const char *marker = s_option (host, options, "marker");

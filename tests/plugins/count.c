@@ -29,9 +29,8 @@ typedef struct {
 } count_state_t;
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     const char *path = NULL;
     unsigned long fail_every = 0;
@@ -43,8 +42,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         const char *where = host->option_where (node);
         if (key && strcmp (key, "path") == 0) {
             if (!text || !*text) {
-                snprintf (err, errlen, "options.path: expected a path (%s)",
-                          where);
+                snprintf (err, errlen, "options.path: expected a path (%s)", where);
                 return -1;
             }
             path = text;
@@ -52,9 +50,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         else if (key && strcmp (key, "fail_every") == 0) {
             if (!text || !*text || strlen (text) > 9
                 || strspn (text, "0123456789") != strlen (text)) {
-                snprintf (err, errlen,
-                          "options.fail_every: expected an integer >= 0 (%s)",
-                          where);
+                snprintf (err, errlen, "options.fail_every: expected an integer >= 0 (%s)", where);
                 return -1;
             }
             fail_every = strtoul (text, NULL, 10);
@@ -107,8 +103,7 @@ s_fini (void *state)
     if (f && fclose (f) != 0)
         ok = false;
     if (!ok || rename (tmp, self->path) != 0)
-        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: cannot write",
-                         self->path);
+        self->host->log (self->ctx, FANHUB_LOG_ERROR, "%s: cannot write", self->path);
     free (self->path);
     free (self);
 }

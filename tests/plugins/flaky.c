@@ -18,13 +18,13 @@ typedef struct {
     long retries;
     fanhub_result_t final;
     FILE *out;
-    uint64_t seq;      /* the message being retried */
-    long attempts;     /* calls for it so far */
+    uint64_t seq;  /* the message being retried */
+    long attempts; /* calls for it so far */
 } flaky_t;
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx;
     flaky_t *self = calloc (1, sizeof *self);
@@ -76,7 +76,9 @@ s_consume (void *state, const fanhub_msg_t *msg)
     fanhub_result_t answer = self->attempts <= self->retries ? FANHUB_RETRY : self->final;
     if (self->out) {
         fprintf (self->out, "%llu %ld %s\n", (unsigned long long) seq, self->attempts,
-                 answer == FANHUB_OK ? "ok" : answer == FANHUB_RETRY ? "retry" : "fail");
+                 answer == FANHUB_OK      ? "ok"
+                 : answer == FANHUB_RETRY ? "retry"
+                                          : "fail");
         fflush (self->out);
     }
     return answer;

@@ -38,8 +38,8 @@ s_sleep_ms (long ms)
 }
 
 static int
-s_ms (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, long *out,
-      char *err, size_t errlen)
+s_ms (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, long *out, char *err,
+      size_t errlen)
 {
     const char *text = host->option_scalar (node);
     char *end = NULL;
@@ -58,8 +58,8 @@ s_ms (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, l
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx;
     long init_ms = 0, consume_ms = 0, fini_ms = 0;
@@ -73,8 +73,10 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
                      : strcmp (key, "fini_ms") == 0    ? &fini_ms
                                                        : NULL;
         if (!slot) {
-            snprintf (err, errlen, "options.%s: unknown option; hang takes init_ms, consume_ms "
-                      "and fini_ms (%s)", key ? key : "?", host->option_where (node));
+            snprintf (err, errlen,
+                      "options.%s: unknown option; hang takes init_ms, consume_ms "
+                      "and fini_ms (%s)",
+                      key ? key : "?", host->option_where (node));
             return -1;
         }
         if (s_ms (host, node, key, slot, err, errlen) != 0)

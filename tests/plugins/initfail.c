@@ -9,17 +9,15 @@
 #include <stdio.h>
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx;
     (void) state;
     const char *reason = NULL;
     if (options)
         reason = host->option_scalar (host->option_get (options, "reason"));
-    snprintf (err, errlen, "initfail: %s",
-              reason ? reason : "refusing on purpose");
+    snprintf (err, errlen, "initfail: %s", reason ? reason : "refusing on purpose");
     return -1;
 }
 

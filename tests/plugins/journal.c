@@ -148,8 +148,8 @@ s_flag (const char *text)
 static void s_fini (void *state);
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     journal_t *self = calloc (1, sizeof *self);
     if (!self) {

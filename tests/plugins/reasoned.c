@@ -16,8 +16,8 @@
 typedef struct {
     int mode;
     const char *reason;
-    uint64_t limit;   /* SIZE */
-    int64_t wait_ms;  /* DURATION */
+    uint64_t limit;  /* SIZE */
+    int64_t wait_ms; /* DURATION */
     double ratio;
     uint64_t count;
     int64_t offset;
@@ -37,8 +37,10 @@ typedef struct {
 static const fanhub_consumer_desc_t s_desc;
 static const char *const s_modes[] = {"fail", "retry", NULL};
 
-#define OPT(name, type, field, def, lo, hi, values, flags, help)               \
-    {name, type, offsetof (reasoned_options_t, field), def, lo, hi, values, flags, help}
+#define OPT(name, type, field, def, lo, hi, values, flags, help)                                   \
+    {                                                                                              \
+        name, type, offsetof (reasoned_options_t, field), def, lo, hi, values, flags, help         \
+    }
 static const fanhub_opt_t s_options[] = {
     OPT ("mode", FANHUB_OPT_ENUM, mode, "fail", 0, 0, s_modes, 0, "what consume answers"),
     OPT ("reason", FANHUB_OPT_STRING, reason, NULL, 1, 100, NULL, FANHUB_OPT_REQUIRED,
@@ -56,16 +58,16 @@ static const fanhub_opt_t s_options[] = {
 };
 
 static int
-s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-         char *err, size_t errlen)
+s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
+         size_t errlen)
 {
     reasoned_options_t o;
     return host->options_read (ctx, &s_desc, options, &o, sizeof o, err, errlen);
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     reasoned_options_t o = {0};
     if (host->options_read (ctx, &s_desc, options, &o, sizeof o, err, errlen) != 0)
@@ -83,8 +85,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
                "values: mode=%d reason=%s limit=%" PRIu64 " wait_ms=%" PRId64 " ratio=%g "
                "count=%" PRIu64 " offset=%" PRId64 " loud=%d tags=%zu file=%s extra=%s",
                o.mode, o.reason, o.limit, o.wait_ms, o.ratio, o.count, o.offset, (int) o.loud,
-               o.tags ? host->option_count (o.tags) : (size_t) 0, o.file,
-               o.extra ? "yes" : "no");
+               o.tags ? host->option_count (o.tags) : (size_t) 0, o.file, o.extra ? "yes" : "no");
     *state = self;
     return 0;
 }

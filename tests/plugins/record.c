@@ -51,8 +51,8 @@ s_now (void)
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
-        void **state, char *err, size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx;
     record_t *self = calloc (1, sizeof *self);
@@ -122,7 +122,8 @@ s_consume (void *state, const fanhub_msg_t *msg)
         && memmem (body.data, body.size, self->fail_marker, strlen (self->fail_marker)))
         call.answer = FANHUB_FAIL;
     if (self->us_max > 0) {
-        long us = (long) ((seq * 2654435761u + (uint64_t) call.attempt) % (uint64_t) (self->us_max + 1));
+        long us = (long) ((seq * 2654435761u + (uint64_t) call.attempt)
+                          % (uint64_t) (self->us_max + 1));
         struct timespec ts = {0, us * 1000};
         nanosleep (&ts, NULL);
     }
@@ -158,7 +159,9 @@ s_fini (void *state)
             call_t *c = &self->calls[i];
             fprintf (out, "%llu %lld %lld %d %s\n", (unsigned long long) c->seq,
                      (long long) c->start, (long long) c->end, c->attempt,
-                     c->answer == FANHUB_OK ? "ok" : c->answer == FANHUB_RETRY ? "retry" : "fail");
+                     c->answer == FANHUB_OK      ? "ok"
+                     : c->answer == FANHUB_RETRY ? "retry"
+                                                 : "fail");
         }
         fclose (out);
         rename (tmp, self->path);

@@ -33,8 +33,7 @@ typedef struct {
 static void
 s_sleep_ns (long ns)
 {
-    struct timespec ts = { .tv_sec = ns / 1000000000,
-                           .tv_nsec = ns % 1000000000 };
+    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
     while (nanosleep (&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -75,9 +74,8 @@ s_wait_for_file (const char *path)
 }
 
 static int
-s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-        const fanhub_option_t *options, void **state, char *err,
-        size_t errlen)
+s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
+        char *err, size_t errlen)
 {
     (void) ctx;
     long ms = -1;
@@ -102,8 +100,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx,
         }
         else if (key && strcmp (key, "release_file") == 0) {
             if (!text || !*text) {
-                snprintf (err, errlen,
-                          "options.release_file: expected a path (%s)", where);
+                snprintf (err, errlen, "options.release_file: expected a path (%s)", where);
                 return -1;
             }
             release_file = text;

@@ -46,13 +46,13 @@ struct fanhub_msg {
 };
 
 struct fanhub_ctx {
-    const char *name;    /* consumer_name; NULL: "test" */
-    bool skip_debug;     /* do not record FANHUB_LOG_DEBUG lines */
+    const char *name; /* consumer_name; NULL: "test" */
+    bool skip_debug;  /* do not record FANHUB_LOG_DEBUG lines */
     pthread_mutex_t lock;
-    int lines;           /* lines logged */
-    char last[1024];     /* the last of them */
-    char all[16384];     /* all of them, each ending in '\n' (cut when full) */
-    char reason[256];    /* the last host->set_reason (under the lock) */
+    int lines;        /* lines logged */
+    char last[1024];  /* the last of them */
+    char all[16384];  /* all of them, each ending in '\n' (cut when full) */
+    char reason[256]; /* the last host->set_reason (under the lock) */
 };
 
 /* A context that has logged nothing, named "test". */
@@ -65,12 +65,12 @@ fake_ctx_init (fanhub_ctx_t *ctx)
 
 /* A message of two frames, topic and body. */
 static inline fanhub_msg_t
-fake_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
-          uint64_t seq, int64_t ns)
+fake_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
+          int64_t ns)
 {
-    fanhub_msg_t msg = { .nframes = 2, .seq = seq, .ns = ns };
-    msg.frames[0] = (fanhub_bytes_t) { topic, topic_size };
-    msg.frames[1] = (fanhub_bytes_t) { body, body_size };
+    fanhub_msg_t msg = {.nframes = 2, .seq = seq, .ns = ns};
+    msg.frames[0] = (fanhub_bytes_t){topic, topic_size};
+    msg.frames[1] = (fanhub_bytes_t){body, body_size};
     return msg;
 }
 
@@ -147,7 +147,7 @@ fake_host_option_where (const fanhub_option_t *node)
 static fanhub_bytes_t
 fake_host_msg_frame (const fanhub_msg_t *msg, size_t i)
 {
-    return i < msg->nframes ? msg->frames[i] : (fanhub_bytes_t) { NULL, 0 };
+    return i < msg->nframes ? msg->frames[i] : (fanhub_bytes_t){NULL, 0};
 }
 
 static fanhub_bytes_t
@@ -182,10 +182,9 @@ fake_host_msg_received_ns (const fanhub_msg_t *msg)
 
 /* The hub's reader, over this host's accessors: a plugin's options are
    read the same way here as in the hub. */
-static int
-fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
-                        const fanhub_option_t *options, void *values, size_t values_size,
-                        char *err, size_t errlen);
+static int fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                                   const fanhub_option_t *options, void *values, size_t values_size,
+                                   char *err, size_t errlen);
 
 static void fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 
@@ -224,8 +223,8 @@ static const fanhub_host_t fake_host = {
 
 static int
 fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
-                        const fanhub_option_t *options, void *values, size_t values_size,
-                        char *err, size_t errlen)
+                        const fanhub_option_t *options, void *values, size_t values_size, char *err,
+                        size_t errlen)
 {
     (void) ctx;
     return fh_option_table_read (&fake_host, desc->name, desc->options, options, values,

@@ -30,16 +30,23 @@ test_valid_entries (void **state)
         const char *text;
         int prefix;
     } cases[] = {
-        {"192.0.2.7", 32},     {"10.0.0.0/8", 8},        {"127.0.0.0/8", 8},
-        {"0.0.0.0/0", 0},      {"192.0.2.128/25", 25},   {"::1", 128},
-        {"::1/128", 128},      {"2001:db8::/32", 32},    {"::/0", 0},
-        {"fe80::/10", 10},     {"::ffff:10.0.0.0/104", 104}, {"10.1.2.3/32", 32},
+        {"192.0.2.7", 32},
+        {"10.0.0.0/8", 8},
+        {"127.0.0.0/8", 8},
+        {"0.0.0.0/0", 0},
+        {"192.0.2.128/25", 25},
+        {"::1", 128},
+        {"::1/128", 128},
+        {"2001:db8::/32", 32},
+        {"::/0", 0},
+        {"fe80::/10", 10},
+        {"::ffff:10.0.0.0/104", 104},
+        {"10.1.2.3/32", 32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fh_cidr_t net = parse_ok (cases[i].text);
         if (net.prefix != cases[i].prefix)
-            fail_msg ("'%s': prefix %d, expected %d", cases[i].text, net.prefix,
-                      cases[i].prefix);
+            fail_msg ("'%s': prefix %d, expected %d", cases[i].text, net.prefix, cases[i].prefix);
     }
 }
 
@@ -75,8 +82,8 @@ test_bad_entries_say_why (void **state)
         if (fh_cidr_parse (cases[i].text, &net, &why) == 0)
             fail_msg ("'%s' accepted", cases[i].text);
         if (!why || !strstr (why, cases[i].why))
-            fail_msg ("'%s': reason '%s', expected '%s' in it", cases[i].text,
-                      why ? why : "(none)", cases[i].why);
+            fail_msg ("'%s': reason '%s', expected '%s' in it", cases[i].text, why ? why : "(none)",
+                      cases[i].why);
     }
 }
 

@@ -125,9 +125,7 @@ s_serve (s_server_t *self, int fd)
             memmove (buffer, buffer + len, have - len);
             have -= len;
             switch (atomic_load (&self->mode)) {
-            case SERVE_ACCEPT:
-                s_write_all (fd, "0 Success: 1 value has been dispatched.\n");
-                break;
+            case SERVE_ACCEPT: s_write_all (fd, "0 Success: 1 value has been dispatched.\n"); break;
             case SERVE_REFUSE_BAD:
                 s_write_all (fd, bad ? "-1 1 Type `bad' isn't defined.\n"
                                      : "0 Success: 1 value has been dispatched.\n");
@@ -317,15 +315,13 @@ s_push_new (const char *socket)
     return push;
 }
 
-static const char s_three[] =
-    "PUTVAL \"h/fanhub-hub/derive-received\" interval=2 N:7\n"
-    "PUTVAL \"h/fanhub-c1/queue_length\" interval=2 N:3\n"
-    "PUTVAL \"h/fanhub-c1/derive-completed\" interval=2 N:4\n";
+static const char s_three[] = "PUTVAL \"h/fanhub-hub/derive-received\" interval=2 N:7\n"
+                              "PUTVAL \"h/fanhub-c1/queue_length\" interval=2 N:3\n"
+                              "PUTVAL \"h/fanhub-c1/derive-completed\" interval=2 N:4\n";
 
-static const char s_one_bad[] =
-    "PUTVAL \"h/fanhub-hub/derive-received\" interval=2 N:7\n"
-    "PUTVAL \"h/fanhub-c1/bad-thing\" interval=2 N:3\n"
-    "PUTVAL \"h/fanhub-c1/derive-completed\" interval=2 N:4\n";
+static const char s_one_bad[] = "PUTVAL \"h/fanhub-hub/derive-received\" interval=2 N:7\n"
+                                "PUTVAL \"h/fanhub-c1/bad-thing\" interval=2 N:3\n"
+                                "PUTVAL \"h/fanhub-c1/derive-completed\" interval=2 N:4\n";
 
 /* -------------------------------------------------------------------------
    Cases */
@@ -418,7 +414,8 @@ test_collectd_down_is_logged_once_until_it_works (void **state)
         assert_int_equal (rc[i], -1);
     assert_int_equal (s_count (log, "collectd: cannot push to "), 1);
     assert_int_equal (s_count (log, "connect: No such file or directory (is collectd "
-                                    "running, with LoadPlugin unixsock"), 1);
+                                    "running, with LoadPlugin unixsock"),
+                      1);
     assert_int_equal (s_count (log, "\n"), 1);
     free (log);
 
@@ -483,8 +480,7 @@ test_a_hung_collectd_costs_a_bounded_wait (void **state)
     assert_int_equal (hung, -1);
     assert_int_equal (back, 0);
     assert_int_equal (s_server_connections (server), 2);
-    assert_int_equal (s_count (log, "collectd answered 0 of 3 values and then nothing for "),
-                      1);
+    assert_int_equal (s_count (log, "collectd answered 0 of 3 values and then nothing for "), 1);
     assert_int_equal (s_count (log, "collectd: pushing to "), 1);
     free (log);
     fh_collectd_push_destroy (&push);
@@ -596,8 +592,8 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
         int64_t at_ms;
         bool due;
     } ticks[] = {
-        {0, true},     {1000, false}, {1999, false}, {2000, true},  {3000, false},
-        {4100, true},  {7500, true},  {7999, false}, {8000, true},  {9999, false},
+        {0, true},    {1000, false}, {1999, false}, {2000, true}, {3000, false},
+        {4100, true}, {7500, true},  {7999, false}, {8000, true}, {9999, false},
     };
     s_capture_begin ();
     int sent[sizeof ticks / sizeof ticks[0]];
@@ -611,8 +607,8 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
     for (size_t i = 0; i < sizeof ticks / sizeof ticks[0]; i++) {
         expected += ticks[i].due ? batch : 0;
         if (sent[i] != expected)
-            fail_msg ("tick at %lld ms: %d lines sent, expected %d",
-                      (long long) ticks[i].at_ms, sent[i], expected);
+            fail_msg ("tick at %lld ms: %d lines sent, expected %d", (long long) ticks[i].at_ms,
+                      sent[i], expected);
     }
     char *received = s_server_received (server);
     assert_non_null (strstr (received, "/fanhub-hub/derive-received\" interval=2 N:0\n"));

@@ -83,10 +83,8 @@ s_check_default (const fh_config_t *cfg)
     assert_int_equal (tail->queue_capacity, FH_DEFAULT_QUEUE_CAPACITY);
     assert_int_equal (fh_option_kind (tail->options), FANHUB_OPTION_MAP);
     assert_int_equal (fh_option_count (tail->options), 2);
-    assert_string_equal (fh_option_scalar (fh_option_get (tail->options, "path")),
-                         "-");
-    assert_string_equal (
-        fh_option_scalar (fh_option_get (tail->options, "flush_ms")), "100");
+    assert_string_equal (fh_option_scalar (fh_option_get (tail->options, "path")), "-");
+    assert_string_equal (fh_option_scalar (fh_option_get (tail->options, "flush_ms")), "100");
     assert_non_null (strstr (tail->where, ":"));
 }
 
@@ -96,12 +94,9 @@ test_default_config (void **state)
     (void) state;
     s_unset_runtime_dirs ();
     char err[512] = "";
-    assert_int_equal (strlen (fh_config_default_yaml),
-                      fh_config_default_yaml_len);
-    fh_config_t *cfg
-        = fh_config_load_string (fh_config_default_yaml,
-                                 fh_config_default_yaml_len, "<default>", err,
-                                 sizeof err);
+    assert_int_equal (strlen (fh_config_default_yaml), fh_config_default_yaml_len);
+    fh_config_t *cfg = fh_config_load_string (fh_config_default_yaml, fh_config_default_yaml_len,
+                                              "<default>", err, sizeof err);
     if (!cfg)
         fail_msg ("embedded default: %s", err);
     s_check_default (cfg);
@@ -112,8 +107,7 @@ test_default_config (void **state)
     fh_config_destroy (NULL);
 
     /* The file in the tree is the one compiled in. */
-    cfg = fh_config_load_file (SOURCE_DIR "/config/fanhub.yaml", err,
-                               sizeof err);
+    cfg = fh_config_load_file (SOURCE_DIR "/config/fanhub.yaml", err, sizeof err);
     if (!cfg)
         fail_msg ("config/fanhub.yaml: %s", err);
     assert_string_equal (cfg->source, SOURCE_DIR "/config/fanhub.yaml");
@@ -127,41 +121,40 @@ static void
 test_full_config (void **state)
 {
     (void) state;
-    static const char text[]
-        = "name: hub-1.a_b\n"
-          "bus:\n"
-          "  connect:\n"
-          "    - tcp://hub.example.org:9940\n"
-          "    - tcp://[::1]:9941\n"
-          "    - ipc:///run/relay.sock\n"
-          "  bind: [tcp://*:9942, 'inproc://local', tcp://127.0.0.1:*]\n"
-          "  rcvhwm: 0\n"
-          "  max_frames: 1024\n"
-          "  max_message_bytes: 2147483648\n"
-          "control: tcp://127.0.0.1:9950\n"
-          "shutdown_timeout: 2.5\n"
-          "consumers:\n"
-          "  - name: archive\n"
-          "    plugin: /usr/lib/fanhub/archive.so\n"
-          "    topics:\n"
-          "      - org.fedoraproject.prod.buildsys.\n"
-          "      - \"*.buildsys.build.*\"\n"
-          "      - =org.fedoraproject.prod.git.receive\n"
-          "    queue:\n"
-          "      capacity: 1073741824\n"
-          "    options:\n"
-          "      path: /var/log/a\n"
-          "      levels: [1, 2]\n"
-          "      nested: {k: v, empty: }\n"
-          "  - plugin: \"null\"\n"
-          "    name: 'quiet'\n"
-          "    topics: org.one.pattern\n"
-          "    queue: {capacity: 1}\n"
-          "    options: {}\n"
-          "    max_crashes: 5\n"
-          "  - name: c3\n"
-          "    plugin: log\n"
-          "    options:\n";
+    static const char text[] = "name: hub-1.a_b\n"
+                               "bus:\n"
+                               "  connect:\n"
+                               "    - tcp://hub.example.org:9940\n"
+                               "    - tcp://[::1]:9941\n"
+                               "    - ipc:///run/relay.sock\n"
+                               "  bind: [tcp://*:9942, 'inproc://local', tcp://127.0.0.1:*]\n"
+                               "  rcvhwm: 0\n"
+                               "  max_frames: 1024\n"
+                               "  max_message_bytes: 2147483648\n"
+                               "control: tcp://127.0.0.1:9950\n"
+                               "shutdown_timeout: 2.5\n"
+                               "consumers:\n"
+                               "  - name: archive\n"
+                               "    plugin: /usr/lib/fanhub/archive.so\n"
+                               "    topics:\n"
+                               "      - org.fedoraproject.prod.buildsys.\n"
+                               "      - \"*.buildsys.build.*\"\n"
+                               "      - =org.fedoraproject.prod.git.receive\n"
+                               "    queue:\n"
+                               "      capacity: 1073741824\n"
+                               "    options:\n"
+                               "      path: /var/log/a\n"
+                               "      levels: [1, 2]\n"
+                               "      nested: {k: v, empty: }\n"
+                               "  - plugin: \"null\"\n"
+                               "    name: 'quiet'\n"
+                               "    topics: org.one.pattern\n"
+                               "    queue: {capacity: 1}\n"
+                               "    options: {}\n"
+                               "    max_crashes: 5\n"
+                               "  - name: c3\n"
+                               "    plugin: log\n"
+                               "    options:\n";
     fh_config_t *cfg = s_load_ok (text);
     assert_string_equal (cfg->source, "t.yaml");
     assert_string_equal (cfg->name, "hub-1.a_b");
@@ -186,8 +179,7 @@ test_full_config (void **state)
     assert_int_equal (c->topics.count, 3);
     assert_string_equal (c->topics.items[0], "org.fedoraproject.prod.buildsys.");
     assert_string_equal (c->topics.items[1], "*.buildsys.build.*");
-    assert_string_equal (c->topics.items[2],
-                         "=org.fedoraproject.prod.git.receive");
+    assert_string_equal (c->topics.items[2], "=org.fedoraproject.prod.git.receive");
     assert_int_equal (c->queue_capacity, 1073741824);
     assert_string_equal (c->where, "t.yaml:14:5");
     assert_string_equal (fh_option_where (c->options), "t.yaml:23:7");
@@ -199,8 +191,7 @@ test_full_config (void **state)
     assert_int_equal (fh_option_kind (levels), FANHUB_OPTION_LIST);
     assert_int_equal (fh_option_count (levels), 2);
     assert_string_equal (fh_option_scalar (fh_option_at (levels, 1, NULL)), "2");
-    assert_string_equal (fh_option_where (fh_option_at (levels, 1, NULL)),
-                         "t.yaml:24:19");
+    assert_string_equal (fh_option_where (fh_option_at (levels, 1, NULL)), "t.yaml:24:19");
     const fanhub_option_t *nested = fh_option_get (c->options, "nested");
     assert_int_equal (fh_option_kind (nested), FANHUB_OPTION_MAP);
     assert_string_equal (fh_option_scalar (fh_option_get (nested, "k")), "v");
@@ -234,8 +225,7 @@ test_null_plugin_refused (void **state)
 {
     (void) state;
     char err[512];
-    assert_null (s_load (BUS "consumers:\n  - name: c\n    plugin: null\n", err,
-                         sizeof err));
+    assert_null (s_load (BUS "consumers:\n  - name: c\n    plugin: null\n", err, sizeof err));
     assert_string_equal (err, "t.yaml:5:13: consumers[0].plugin: expected a "
                               "plugin name or path, got null (YAML null; "
                               "write \"null\" for the word)");
@@ -250,27 +240,24 @@ test_defaults_and_numbers (void **state)
         const char *text;
         int64_t shutdown_ms;
     } cases[] = {
-        { "default", BUS CONSUMERS, FH_DEFAULT_SHUTDOWN_TIMEOUT_MS },
-        { "zero", "shutdown_timeout: 0\n" BUS CONSUMERS, 0 },
-        { "max", "shutdown_timeout: 3600\n" BUS CONSUMERS, 3600000 },
-        { "max decimal", "shutdown_timeout: 3600.000000\n" BUS CONSUMERS,
-          3600000 },
-        { "decimal", "shutdown_timeout: 0.25\n" BUS CONSUMERS, 250 },
-        { "below a millisecond dropped",
-          "shutdown_timeout: 1.0019\n" BUS CONSUMERS, 1001 },
-        { "quoted", "shutdown_timeout: '7'\n" BUS CONSUMERS, 7000 },
-        { "milliseconds", "shutdown_timeout: 250ms\n" BUS CONSUMERS, 250 },
-        { "seconds", "shutdown_timeout: 2s\n" BUS CONSUMERS, 2000 },
-        { "decimal seconds", "shutdown_timeout: 1.5s\n" BUS CONSUMERS, 1500 },
-        { "minutes", "shutdown_timeout: 1m\n" BUS CONSUMERS, 60000 },
-        { "an hour", "shutdown_timeout: 1h\n" BUS CONSUMERS, 3600000 },
+        {"default", BUS CONSUMERS, FH_DEFAULT_SHUTDOWN_TIMEOUT_MS},
+        {"zero", "shutdown_timeout: 0\n" BUS CONSUMERS, 0},
+        {"max", "shutdown_timeout: 3600\n" BUS CONSUMERS, 3600000},
+        {"max decimal", "shutdown_timeout: 3600.000000\n" BUS CONSUMERS, 3600000},
+        {"decimal", "shutdown_timeout: 0.25\n" BUS CONSUMERS, 250},
+        {"below a millisecond dropped", "shutdown_timeout: 1.0019\n" BUS CONSUMERS, 1001},
+        {"quoted", "shutdown_timeout: '7'\n" BUS CONSUMERS, 7000},
+        {"milliseconds", "shutdown_timeout: 250ms\n" BUS CONSUMERS, 250},
+        {"seconds", "shutdown_timeout: 2s\n" BUS CONSUMERS, 2000},
+        {"decimal seconds", "shutdown_timeout: 1.5s\n" BUS CONSUMERS, 1500},
+        {"minutes", "shutdown_timeout: 1m\n" BUS CONSUMERS, 60000},
+        {"an hour", "shutdown_timeout: 1h\n" BUS CONSUMERS, 3600000},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fh_config_t *cfg = s_load_ok (cases[i].text);
         if (cfg->shutdown_timeout_ms != cases[i].shutdown_ms)
-            fail_msg ("%s: shutdown_timeout_ms %lld, expected %lld",
-                      cases[i].name, (long long) cfg->shutdown_timeout_ms,
-                      (long long) cases[i].shutdown_ms);
+            fail_msg ("%s: shutdown_timeout_ms %lld, expected %lld", cases[i].name,
+                      (long long) cfg->shutdown_timeout_ms, (long long) cases[i].shutdown_ms);
         fh_config_destroy (&cfg);
     }
 
@@ -293,8 +280,7 @@ test_defaults_and_numbers (void **state)
     fh_config_destroy (&cfg);
 
     /* Decimal only: a leading zero is not octal. */
-    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  max_frames: 010\n"
-                     CONSUMERS);
+    cfg = s_load_ok ("bus:\n  connect: tcp://a:1\n  max_frames: 010\n" CONSUMERS);
     assert_int_equal (cfg->max_frames, 10);
     fh_config_destroy (&cfg);
 
@@ -313,496 +299,479 @@ typedef struct {
     const char *error; /* the exact start of the message */
 } s_error_case_t;
 
-#define TOP_KNOWN "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, state_dir, spool, memory, log_level, metrics, include)"
-#define BUS_KNOWN "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
-#define CONSUMER_KNOWN "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, coalesce, max_pending, shard, max_crashes)"
+#define TOP_KNOWN                                                                                  \
+    "(known: name, bus, control, control_curve, control_insecure, shutdown_timeout, consumers, "   \
+    "state_dir, spool, memory, log_level, metrics, include)"
+#define BUS_KNOWN                                                                                  \
+    "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, "       \
+    "curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
+#define CONSUMER_KNOWN                                                                             \
+    "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, "    \
+    "coalesce, max_pending, shard, max_crashes)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
-#define SECONDS                                                                \
-    "expected a duration such as 250ms, 2s or 1m from 0 to 3600 s (a bare number is seconds), " \
+#define SECONDS                                                                                    \
+    "expected a duration such as 250ms, 2s or 1m from 0 to 3600 s (a bare number is seconds), "    \
     "got "
 /* A consumer c, then a second one with KEYS at line 6 (indent 4). */
 #define C2(keys) BUS CONSUMERS "  - name: d\n" keys
 
 static const s_error_case_t s_error_cases[] = {
     /* The document */
-    { "syntax error", "bus: [a\n",
-      "t.yaml:2:1: YAML syntax error: did not find expected ',' or ']' "
-      "(while parsing a flow sequence)" },
-    { "tab indentation", "bus:\n\tconnect: x\n",
-      "t.yaml:2:1: YAML syntax error: found character that cannot start "
-      "any token (while scanning for the next token)" },
-    { "undefined alias", BUS "consumers: *nope\n",
-      "t.yaml:3:12: YAML syntax error: found undefined alias" },
-    { "unquoted glob", BUS "consumers:\n  - name: a\n    plugin: p\n    topics: *.build.*\n",
-      "t.yaml:6:14: YAML syntax error: did not find expected alphabetic or numeric character "
-      "(while scanning an alias): a value starting with * must be quoted" },
-    { "unquoted glob in a list", BUS "consumers:\n  - {name: a, plugin: p, topics: [*]}\n",
-      "t.yaml:4:36: YAML syntax error: did not find expected alphabetic or numeric character "
-      "(while scanning an alias): a value starting with * must be quoted" },
-    { "duplicate anchor", "bus: &a {connect: tcp://a:1}\nname: &a x\n"
-      CONSUMERS,
-      "t.yaml:2:7: YAML syntax error: found duplicate anchor (first "
-      "occurrence at line 1)" },
-    { "invalid UTF-8", "name: \xff\n",
-      "t.yaml:1:7: YAML syntax error: invalid leading UTF-8 octet (byte 0xff "
-      "at offset 6)" },
-    { "empty", "",
-      "t.yaml:1:1: empty configuration: expected a map with at least bus: "
-      "and consumers:" },
-    { "only comments", "# nothing\n\n",
-      "t.yaml:1:1: empty configuration: expected a map with at least bus: "
-      "and consumers:" },
-    { "only a document marker", "---\n",
-      "t.yaml:2:1: empty configuration: expected a map with at least bus: "
-      "and consumers:" },
-    { "two documents", BUS CONSUMERS "---\nbus: x\n",
-      "t.yaml:6:1: a second YAML document: the configuration is one "
-      "document" },
-    { "two documents, second empty", BUS CONSUMERS "---\n",
-      "t.yaml:6:1: a second YAML document" },
-    { "top level a list", "- a\n",
-      "t.yaml:1:1: expected a map " TOP_KNOWN ", got a list" },
-    { "top level a scalar", "hello\n",
-      "t.yaml:1:1: expected a map " TOP_KNOWN ", got 'hello'" },
-    { "key not a scalar", "? [a]\n: 1\n",
-      "t.yaml:1:3: expected a key, got a list" },
-    { "null key", "~: 1\n", "t.yaml:1:1: expected a key, got nothing" },
+    {"syntax error", "bus: [a\n",
+     "t.yaml:2:1: YAML syntax error: did not find expected ',' or ']' "
+     "(while parsing a flow sequence)"},
+    {"tab indentation", "bus:\n\tconnect: x\n",
+     "t.yaml:2:1: YAML syntax error: found character that cannot start "
+     "any token (while scanning for the next token)"},
+    {"undefined alias", BUS "consumers: *nope\n",
+     "t.yaml:3:12: YAML syntax error: found undefined alias"},
+    {"unquoted glob", BUS "consumers:\n  - name: a\n    plugin: p\n    topics: *.build.*\n",
+     "t.yaml:6:14: YAML syntax error: did not find expected alphabetic or numeric character "
+     "(while scanning an alias): a value starting with * must be quoted"},
+    {"unquoted glob in a list", BUS "consumers:\n  - {name: a, plugin: p, topics: [*]}\n",
+     "t.yaml:4:36: YAML syntax error: did not find expected alphabetic or numeric character "
+     "(while scanning an alias): a value starting with * must be quoted"},
+    {"duplicate anchor", "bus: &a {connect: tcp://a:1}\nname: &a x\n" CONSUMERS,
+     "t.yaml:2:7: YAML syntax error: found duplicate anchor (first "
+     "occurrence at line 1)"},
+    {"invalid UTF-8", "name: \xff\n",
+     "t.yaml:1:7: YAML syntax error: invalid leading UTF-8 octet (byte 0xff "
+     "at offset 6)"},
+    {"empty", "",
+     "t.yaml:1:1: empty configuration: expected a map with at least bus: "
+     "and consumers:"},
+    {"only comments", "# nothing\n\n",
+     "t.yaml:1:1: empty configuration: expected a map with at least bus: "
+     "and consumers:"},
+    {"only a document marker", "---\n",
+     "t.yaml:2:1: empty configuration: expected a map with at least bus: "
+     "and consumers:"},
+    {"two documents", BUS CONSUMERS "---\nbus: x\n",
+     "t.yaml:6:1: a second YAML document: the configuration is one "
+     "document"},
+    {"two documents, second empty", BUS CONSUMERS "---\n", "t.yaml:6:1: a second YAML document"},
+    {"top level a list", "- a\n", "t.yaml:1:1: expected a map " TOP_KNOWN ", got a list"},
+    {"top level a scalar", "hello\n", "t.yaml:1:1: expected a map " TOP_KNOWN ", got 'hello'"},
+    {"key not a scalar", "? [a]\n: 1\n", "t.yaml:1:3: expected a key, got a list"},
+    {"null key", "~: 1\n", "t.yaml:1:1: expected a key, got nothing"},
 
     /* Unknown keys, at every level */
-    { "unknown top key", BUS CONSUMERS "bsu: 1\n",
-      "t.yaml:6:1: bsu: unknown key " TOP_KNOWN },
-    { "unknown bus key", "bus:\n  connect: tcp://a:1\n  rcvhm: 5\n" CONSUMERS,
-      "t.yaml:3:3: bus.rcvhm: unknown key " BUS_KNOWN },
-    { "unknown consumer key", C2 ("    plugin: p\n    topic: [a]\n"),
-      "t.yaml:8:5: consumers[1].topic: unknown key " CONSUMER_KNOWN },
-    { "max_crashes 0", C2 ("    plugin: p\n    max_crashes: 0\n"),
-      "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '0'" },
-    { "max_crashes past 1000", C2 ("    plugin: p\n    max_crashes: 1001\n"),
-      "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '1001'" },
-    { "unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
-      "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes)" },
+    {"unknown top key", BUS CONSUMERS "bsu: 1\n", "t.yaml:6:1: bsu: unknown key " TOP_KNOWN},
+    {"unknown bus key", "bus:\n  connect: tcp://a:1\n  rcvhm: 5\n" CONSUMERS,
+     "t.yaml:3:3: bus.rcvhm: unknown key " BUS_KNOWN},
+    {"unknown consumer key", C2 ("    plugin: p\n    topic: [a]\n"),
+     "t.yaml:8:5: consumers[1].topic: unknown key " CONSUMER_KNOWN},
+    {"max_crashes 0", C2 ("    plugin: p\n    max_crashes: 0\n"),
+     "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '0'"},
+    {"max_crashes past 1000", C2 ("    plugin: p\n    max_crashes: 1001\n"),
+     "t.yaml:8:18: consumers[1].max_crashes: expected an integer from 1 to 1000, got '1001'"},
+    {"unknown queue key", C2 ("    plugin: p\n    queue: {size: 5}\n"),
+     "t.yaml:8:13: consumers[1].queue.size: unknown key (known: capacity, warn_at, overflow, "
+     "spool_max_bytes, write_ahead, max_bytes)"},
 
     /* Duplicate keys, at every level */
-    { "duplicate top key", BUS CONSUMERS "bus: x\n",
-      "t.yaml:6:1: bus: duplicate key (first at line 1)" },
-    { "duplicate bus key",
-      "bus:\n  connect: tcp://a:1\n  connect: tcp://b:1\n" CONSUMERS,
-      "t.yaml:3:3: bus.connect: duplicate key (first at line 2)" },
-    { "duplicate consumer key", C2 ("    plugin: p\n    name: e\n"),
-      "t.yaml:8:5: consumers[1].name: duplicate key (first at line 6)" },
-    { "duplicate queue key",
-      C2 ("    plugin: p\n    queue: {capacity: 1, capacity: 2}\n"),
-      "t.yaml:8:26: consumers[1].queue.capacity: duplicate key (first at "
-      "line 8)" },
-    { "duplicate option key",
-      C2 ("    plugin: p\n    options:\n      a: 1\n      b: 2\n      a: 3\n"),
-      "t.yaml:11:7: consumers[1].options.a: duplicate key (first at line 9)" },
-    { "duplicate nested option key",
-      C2 ("    plugin: p\n    options:\n      a: [1, {x: 1, y: 2, x: 3}]\n"),
-      "t.yaml:9:27: consumers[1].options.a[1].x: duplicate key (first at "
-      "line 9)" },
-    { "first duplicate in file order",
-      "bus: {connect: tcp://a:1, z: 1, y: 2, z: 3, y: 4}\n" CONSUMERS,
-      "t.yaml:1:39: bus.z: duplicate key (first at line 1)" },
+    {"duplicate top key", BUS CONSUMERS "bus: x\n",
+     "t.yaml:6:1: bus: duplicate key (first at line 1)"},
+    {"duplicate bus key", "bus:\n  connect: tcp://a:1\n  connect: tcp://b:1\n" CONSUMERS,
+     "t.yaml:3:3: bus.connect: duplicate key (first at line 2)"},
+    {"duplicate consumer key", C2 ("    plugin: p\n    name: e\n"),
+     "t.yaml:8:5: consumers[1].name: duplicate key (first at line 6)"},
+    {"duplicate queue key", C2 ("    plugin: p\n    queue: {capacity: 1, capacity: 2}\n"),
+     "t.yaml:8:26: consumers[1].queue.capacity: duplicate key (first at "
+     "line 8)"},
+    {"duplicate option key",
+     C2 ("    plugin: p\n    options:\n      a: 1\n      b: 2\n      a: 3\n"),
+     "t.yaml:11:7: consumers[1].options.a: duplicate key (first at line 9)"},
+    {"duplicate nested option key",
+     C2 ("    plugin: p\n    options:\n      a: [1, {x: 1, y: 2, x: 3}]\n"),
+     "t.yaml:9:27: consumers[1].options.a[1].x: duplicate key (first at "
+     "line 9)"},
+    {"first duplicate in file order",
+     "bus: {connect: tcp://a:1, z: 1, y: 2, z: 3, y: 4}\n" CONSUMERS,
+     "t.yaml:1:39: bus.z: duplicate key (first at line 1)"},
 
     /* name: */
-    { "name a list", "name: [a]\n" BUS CONSUMERS,
-      "t.yaml:1:7: name: " NAME_RULE ", got a list" },
-    { "name with a space", "name: a b\n" BUS CONSUMERS,
-      "t.yaml:1:7: name: " NAME_RULE ", got 'a b'" },
-    { "name empty", "name: ''\n" BUS CONSUMERS,
-      "t.yaml:1:7: name: " NAME_RULE ", got ''" },
-    { "name null", "name:\n" BUS CONSUMERS,
-      "t.yaml:1:6: name: " NAME_RULE ", got nothing" },
-    { "name too long",
-      "name: a234567890123456789012345678901234567890123456789012345678901234"
-      "5\n" BUS CONSUMERS,
-      "t.yaml:1:7: name: " NAME_RULE ", got 'a2345678901234567890123456789"
-      "01234567890...'" },
-    { "name with a NUL", "name: \"a\\0b\"\n" BUS CONSUMERS,
-      "t.yaml:1:7: name: " NAME_RULE ", got a value with a NUL character" },
+    {"name a list", "name: [a]\n" BUS CONSUMERS, "t.yaml:1:7: name: " NAME_RULE ", got a list"},
+    {"name with a space", "name: a b\n" BUS CONSUMERS,
+     "t.yaml:1:7: name: " NAME_RULE ", got 'a b'"},
+    {"name empty", "name: ''\n" BUS CONSUMERS, "t.yaml:1:7: name: " NAME_RULE ", got ''"},
+    {"name null", "name:\n" BUS CONSUMERS, "t.yaml:1:6: name: " NAME_RULE ", got nothing"},
+    {"name too long",
+     "name: a234567890123456789012345678901234567890123456789012345678901234"
+     "5\n" BUS CONSUMERS,
+     "t.yaml:1:7: name: " NAME_RULE ", got 'a2345678901234567890123456789"
+     "01234567890...'"},
+    {"name with a NUL", "name: \"a\\0b\"\n" BUS CONSUMERS,
+     "t.yaml:1:7: name: " NAME_RULE ", got a value with a NUL character"},
 
     /* bus: */
-    { "missing bus", CONSUMERS, "t.yaml:1:1: bus: required key is missing" },
-    { "bus a scalar", "bus: tcp://a:1\n" CONSUMERS,
-      "t.yaml:1:6: bus: expected a map " BUS_KNOWN ", got 'tcp://a:1'" },
-    { "bus null", "bus:\n" CONSUMERS,
-      "t.yaml:1:5: bus: expected a map " BUS_KNOWN ", got nothing" },
-    { "bus empty map", "bus: {}\n" CONSUMERS,
-      "t.yaml:1:6: bus: expected at least one endpoint in connect: or bind:" },
-    { "connect and bind empty", "bus:\n  connect: []\n  bind: []\n" CONSUMERS,
-      "t.yaml:2:3: bus: expected at least one endpoint in connect: or bind:" },
-    { "connect a map", "bus:\n  connect: {a: 1}\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: expected an endpoint or a list of "
-      "endpoints, got a map" },
-    { "connect null", "bus:\n  connect:\n  bind: tcp://*:1\n" CONSUMERS,
-      "t.yaml:2:11: bus.connect: expected an endpoint or a list of "
-      "endpoints, got nothing" },
-    { "connect item a list", "bus:\n  connect: [[a]]\n" CONSUMERS,
-      "t.yaml:2:13: bus.connect[0]: expected an endpoint, got a list" },
-    { "bind item null", "bus:\n  bind: [tcp://*:1, ~]\n" CONSUMERS,
-      "t.yaml:2:21: bus.bind[1]: expected an endpoint, got nothing" },
-    { "udp endpoint", "bus:\n  connect: udp://a:1\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'udp://a:1': unsupported "
-      "transport 'udp' (use tcp://, ipc:// or inproc://)" },
-    { "endpoint without transport", "bus:\n  connect: [tcp://a:1, a:1]\n"
-      CONSUMERS,
-      "t.yaml:2:24: bus.connect[1]: invalid endpoint 'a:1': expected "
-      "TRANSPORT://ADDRESS" },
-    { "tcp without port", "bus:\n  connect: tcp://a\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a': expected "
-      "tcp://HOST:PORT" },
-    { "tcp port 0", "bus:\n  connect: tcp://a:0\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:0': expected a "
-      "port from 1 to 65535" },
-    { "tcp port too big", "bus:\n  bind: tcp://*:65536\n" CONSUMERS,
-      "t.yaml:2:9: bus.bind: invalid endpoint 'tcp://*:65536': expected a "
-      "port from 1 to 65535" },
-    { "tcp host '*' in connect", "bus:\n  connect: tcp://*:1\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://*:1': host '*' "
-      "(every interface) is only for bind" },
-    { "tcp port '*' in connect", "bus:\n  connect: tcp://a:*\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:*': port '*' "
-      "(any free port) is only for bind" },
-    { "IPv6 without brackets", "bus:\n  connect: tcp://::1:5\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://::1:5': IPv6 "
-      "addresses go in brackets" },
-    { "empty ipc path", "bus:\n  bind: ipc://\n" CONSUMERS,
-      "t.yaml:2:9: bus.bind: invalid endpoint 'ipc://': expected ipc://PATH" },
-    { "empty inproc name", "bus:\n  bind: inproc://\n" CONSUMERS,
-      "t.yaml:2:9: bus.bind: invalid endpoint 'inproc://': expected "
-      "inproc://NAME" },
-    { "endpoint with a space", "bus:\n  connect: 'tcp://a :1'\n" CONSUMERS,
-      "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a :1': an endpoint "
-      "cannot contain spaces" },
-    { "duplicate endpoint in connect",
-      "bus:\n  connect:\n    - tcp://a:1\n    - tcp://b:1\n    - tcp://a:1\n"
-      CONSUMERS,
-      "t.yaml:5:7: bus.connect[2]: duplicate endpoint 'tcp://a:1' (already "
-      "in bus.connect)" },
-    { "duplicate endpoint across connect and bind",
-      "bus:\n  bind: ipc:///x\n  connect: [ipc:///x]\n" CONSUMERS,
-      "t.yaml:3:13: bus.connect[0]: duplicate endpoint 'ipc:///x' (already "
-      "in bus.bind)" },
+    {"missing bus", CONSUMERS, "t.yaml:1:1: bus: required key is missing"},
+    {"bus a scalar", "bus: tcp://a:1\n" CONSUMERS,
+     "t.yaml:1:6: bus: expected a map " BUS_KNOWN ", got 'tcp://a:1'"},
+    {"bus null", "bus:\n" CONSUMERS, "t.yaml:1:5: bus: expected a map " BUS_KNOWN ", got nothing"},
+    {"bus empty map", "bus: {}\n" CONSUMERS,
+     "t.yaml:1:6: bus: expected at least one endpoint in connect: or bind:"},
+    {"connect and bind empty", "bus:\n  connect: []\n  bind: []\n" CONSUMERS,
+     "t.yaml:2:3: bus: expected at least one endpoint in connect: or bind:"},
+    {"connect a map", "bus:\n  connect: {a: 1}\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: expected an endpoint or a list of "
+     "endpoints, got a map"},
+    {"connect null", "bus:\n  connect:\n  bind: tcp://*:1\n" CONSUMERS,
+     "t.yaml:2:11: bus.connect: expected an endpoint or a list of "
+     "endpoints, got nothing"},
+    {"connect item a list", "bus:\n  connect: [[a]]\n" CONSUMERS,
+     "t.yaml:2:13: bus.connect[0]: expected an endpoint, got a list"},
+    {"bind item null", "bus:\n  bind: [tcp://*:1, ~]\n" CONSUMERS,
+     "t.yaml:2:21: bus.bind[1]: expected an endpoint, got nothing"},
+    {"udp endpoint", "bus:\n  connect: udp://a:1\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'udp://a:1': unsupported "
+     "transport 'udp' (use tcp://, ipc:// or inproc://)"},
+    {"endpoint without transport", "bus:\n  connect: [tcp://a:1, a:1]\n" CONSUMERS,
+     "t.yaml:2:24: bus.connect[1]: invalid endpoint 'a:1': expected "
+     "TRANSPORT://ADDRESS"},
+    {"tcp without port", "bus:\n  connect: tcp://a\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a': expected "
+     "tcp://HOST:PORT"},
+    {"tcp port 0", "bus:\n  connect: tcp://a:0\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:0': expected a "
+     "port from 1 to 65535"},
+    {"tcp port too big", "bus:\n  bind: tcp://*:65536\n" CONSUMERS,
+     "t.yaml:2:9: bus.bind: invalid endpoint 'tcp://*:65536': expected a "
+     "port from 1 to 65535"},
+    {"tcp host '*' in connect", "bus:\n  connect: tcp://*:1\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://*:1': host '*' "
+     "(every interface) is only for bind"},
+    {"tcp port '*' in connect", "bus:\n  connect: tcp://a:*\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a:*': port '*' "
+     "(any free port) is only for bind"},
+    {"IPv6 without brackets", "bus:\n  connect: tcp://::1:5\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://::1:5': IPv6 "
+     "addresses go in brackets"},
+    {"empty ipc path", "bus:\n  bind: ipc://\n" CONSUMERS,
+     "t.yaml:2:9: bus.bind: invalid endpoint 'ipc://': expected ipc://PATH"},
+    {"empty inproc name", "bus:\n  bind: inproc://\n" CONSUMERS,
+     "t.yaml:2:9: bus.bind: invalid endpoint 'inproc://': expected "
+     "inproc://NAME"},
+    {"endpoint with a space", "bus:\n  connect: 'tcp://a :1'\n" CONSUMERS,
+     "t.yaml:2:12: bus.connect: invalid endpoint 'tcp://a :1': an endpoint "
+     "cannot contain spaces"},
+    {"duplicate endpoint in connect",
+     "bus:\n  connect:\n    - tcp://a:1\n    - tcp://b:1\n    - tcp://a:1\n" CONSUMERS,
+     "t.yaml:5:7: bus.connect[2]: duplicate endpoint 'tcp://a:1' (already "
+     "in bus.connect)"},
+    {"duplicate endpoint across connect and bind",
+     "bus:\n  bind: ipc:///x\n  connect: [ipc:///x]\n" CONSUMERS,
+     "t.yaml:3:13: bus.connect[0]: duplicate endpoint 'ipc:///x' (already "
+     "in bus.bind)"},
 
     /* bus integers */
-    { "rcvhwm not a number", "bus:\n  connect: tcp://a:1\n  rcvhwm: lots\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'lots'" },
-    { "rcvhwm negative", "bus:\n  connect: tcp://a:1\n  rcvhwm: -1\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'-1'" },
-    { "rcvhwm decimal", "bus:\n  connect: tcp://a:1\n  rcvhwm: 1.5\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'1.5'" },
-    { "rcvhwm hex", "bus:\n  connect: tcp://a:1\n  rcvhwm: 0x10\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'0x10'" },
-    { "rcvhwm plus sign", "bus:\n  connect: tcp://a:1\n  rcvhwm: +5\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'+5'" },
-    { "rcvhwm trailing junk", "bus:\n  connect: tcp://a:1\n  rcvhwm: 10k\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'10k'" },
-    { "rcvhwm above int", "bus:\n  connect: tcp://a:1\n  rcvhwm: 2147483648\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'2147483648'" },
-    { "rcvhwm overflow",
-      "bus:\n  connect: tcp://a:1\n  rcvhwm: 99999999999999999999\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM
-      "'99999999999999999999'" },
-    { "rcvhwm empty string", "bus:\n  connect: tcp://a:1\n  rcvhwm: ''\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "''" },
-    { "rcvhwm null", "bus:\n  connect: tcp://a:1\n  rcvhwm: ~\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "nothing" },
-    { "rcvhwm a list", "bus:\n  connect: tcp://a:1\n  rcvhwm: [1]\n"
-      CONSUMERS, "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "a list" },
-    { "max_frames too small", "bus:\n  connect: tcp://a:1\n  max_frames: 1\n"
-      CONSUMERS, "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
-      "to 1024, got '1'" },
-    { "max_frames too big", "bus:\n  connect: tcp://a:1\n  max_frames: 1025\n"
-      CONSUMERS, "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
-      "to 1024, got '1025'" },
-    { "max_message_bytes zero",
-      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 0\n" CONSUMERS,
-      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
-      "2147483648 bytes, got '0'" },
-    { "max_message_bytes too big",
-      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 2147483649\n"
-      CONSUMERS,
-      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
-      "2147483648 bytes, got '2147483649'" },
-    { "max_message_bytes in GiB, too big",
-      "bus:\n  connect: tcp://a:1\n  max_message_bytes: 3GiB\n" CONSUMERS,
-      "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
-      "2147483648 bytes, got '3GiB'" },
+    {"rcvhwm not a number", "bus:\n  connect: tcp://a:1\n  rcvhwm: lots\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'lots'"},
+    {"rcvhwm negative", "bus:\n  connect: tcp://a:1\n  rcvhwm: -1\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'-1'"},
+    {"rcvhwm decimal", "bus:\n  connect: tcp://a:1\n  rcvhwm: 1.5\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'1.5'"},
+    {"rcvhwm hex", "bus:\n  connect: tcp://a:1\n  rcvhwm: 0x10\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'0x10'"},
+    {"rcvhwm plus sign", "bus:\n  connect: tcp://a:1\n  rcvhwm: +5\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'+5'"},
+    {"rcvhwm trailing junk", "bus:\n  connect: tcp://a:1\n  rcvhwm: 10k\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'10k'"},
+    {"rcvhwm above int", "bus:\n  connect: tcp://a:1\n  rcvhwm: 2147483648\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'2147483648'"},
+    {"rcvhwm overflow", "bus:\n  connect: tcp://a:1\n  rcvhwm: 99999999999999999999\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "'99999999999999999999'"},
+    {"rcvhwm empty string", "bus:\n  connect: tcp://a:1\n  rcvhwm: ''\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "''"},
+    {"rcvhwm null", "bus:\n  connect: tcp://a:1\n  rcvhwm: ~\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "nothing"},
+    {"rcvhwm a list", "bus:\n  connect: tcp://a:1\n  rcvhwm: [1]\n" CONSUMERS,
+     "t.yaml:3:11: bus.rcvhwm: " INT_RCVHWM "a list"},
+    {"max_frames too small", "bus:\n  connect: tcp://a:1\n  max_frames: 1\n" CONSUMERS,
+     "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
+     "to 1024, got '1'"},
+    {"max_frames too big", "bus:\n  connect: tcp://a:1\n  max_frames: 1025\n" CONSUMERS,
+     "t.yaml:3:15: bus.max_frames: expected an integer from 2 "
+     "to 1024, got '1025'"},
+    {"max_message_bytes zero", "bus:\n  connect: tcp://a:1\n  max_message_bytes: 0\n" CONSUMERS,
+     "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+     "2147483648 bytes, got '0'"},
+    {"max_message_bytes too big",
+     "bus:\n  connect: tcp://a:1\n  max_message_bytes: 2147483649\n" CONSUMERS,
+     "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+     "2147483648 bytes, got '2147483649'"},
+    {"max_message_bytes in GiB, too big",
+     "bus:\n  connect: tcp://a:1\n  max_message_bytes: 3GiB\n" CONSUMERS,
+     "t.yaml:3:22: bus.max_message_bytes: expected a size such as 4096, 64KiB or 1MiB from 1 to "
+     "2147483648 bytes, got '3GiB'"},
 
     /* control: */
-    { "control a list", "control: [ipc:///x]\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: expected an endpoint (ipc://PATH or "
-      "tcp://127.0.0.1:PORT), got a list" },
-    { "control null", "control:\n" BUS CONSUMERS,
-      "t.yaml:1:9: control: expected an endpoint (ipc://PATH or "
-      "tcp://127.0.0.1:PORT), got nothing" },
-    { "control not loopback", "control: tcp://0.0.0.0:9950\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: tcp://0.0.0.0:9950 is not on loopback: other hosts could send "
-      "it emit, reload and stats requests; give control_curve: (CURVE keys, "
-      "docs/security.md), or control_insecure: true to serve it in clear all the same" },
-    { "control on every interface", "control: tcp://*:9950\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://*:9950': the "
-      "control endpoint needs an address clients can connect to" },
-    { "control on a public name", "control: tcp://example.org:1\n" BUS
-      CONSUMERS,
-      "t.yaml:1:10: control: tcp://example.org:1 is not on loopback" },
-    { "control on 128.0.0.1", "control: tcp://128.0.0.1:1\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: tcp://128.0.0.1:1 is not on loopback" },
-    { "control on 127.0.0.256", "control: tcp://127.0.0.256:1\n" BUS
-      CONSUMERS,
-      "t.yaml:1:10: control: tcp://127.0.0.256:1 is not on loopback" },
-    { "control on IPv6 ::", "control: 'tcp://[::]:1'\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: tcp://[::]:1 is not on loopback" },
-    { "control off loopback, insecure false",
-      "control: tcp://192.0.2.1:9950\ncontrol_insecure: false\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: tcp://192.0.2.1:9950 is not on loopback" },
-    { "control_insecure not a bool", "control_insecure: yes\n" BUS CONSUMERS,
-      "t.yaml:1:19: control_insecure: expected true or false, got 'yes'" },
-    { "control_curve without its key",
-      "control: tcp://192.0.2.1:9950\ncontrol_curve: {allow_dir: /tmp}\n" BUS CONSUMERS,
-      "t.yaml:2:16: control_curve.secret_key_file: missing required key (the control "
-      "socket's key pair; fanhub keygen writes one)" },
-    { "control_curve without clients",
-      "control: tcp://192.0.2.1:9950\ncontrol_curve: {secret_key_file: /nonexistent}\n"
-      BUS CONSUMERS,
-      "t.yaml:2:16: control_curve.allow: missing: the clients' keys (allow:, allow_dir: or "
-      "client_key_file:)" },
-    { "control_curve allow not a key",
-      "control_curve: {secret_key_file: /x, allow: [abc]}\n" BUS CONSUMERS,
-      "t.yaml:1:46: control_curve.allow[0]: expected CurveZMQ public keys (40 characters "
-      "of Z85), got 'abc'" },
-    { "control_curve allow_dir missing",
-      "control_curve: {secret_key_file: /x, allow_dir: /nonexistent/keys}\n" BUS CONSUMERS,
-      "t.yaml:1:49: control_curve.allow_dir: /nonexistent/keys is not a directory" },
-    { "control_curve key file missing",
-      "control_curve: {secret_key_file: /nonexistent/k_secret, allow_dir: /tmp}\n" BUS
-      CONSUMERS,
-      "t.yaml:1:34: control_curve.secret_key_file: secret key file /nonexistent/k_secret: No "
-      "such file or directory" },
-    { "control_curve unknown key", "control_curve: {secret: x}\n" BUS CONSUMERS,
-      "t.yaml:1:17: control_curve.secret: unknown key (known: secret_key_file, allow, "
-      "allow_dir, client_key_file)" },
+    {"control a list", "control: [ipc:///x]\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: expected an endpoint (ipc://PATH or "
+     "tcp://127.0.0.1:PORT), got a list"},
+    {"control null", "control:\n" BUS CONSUMERS,
+     "t.yaml:1:9: control: expected an endpoint (ipc://PATH or "
+     "tcp://127.0.0.1:PORT), got nothing"},
+    {"control not loopback", "control: tcp://0.0.0.0:9950\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://0.0.0.0:9950 is not on loopback: other hosts could send "
+     "it emit, reload and stats requests; give control_curve: (CURVE keys, "
+     "docs/security.md), or control_insecure: true to serve it in clear all the same"},
+    {"control on every interface", "control: tcp://*:9950\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: invalid control endpoint 'tcp://*:9950': the "
+     "control endpoint needs an address clients can connect to"},
+    {"control on a public name", "control: tcp://example.org:1\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://example.org:1 is not on loopback"},
+    {"control on 128.0.0.1", "control: tcp://128.0.0.1:1\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://128.0.0.1:1 is not on loopback"},
+    {"control on 127.0.0.256", "control: tcp://127.0.0.256:1\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://127.0.0.256:1 is not on loopback"},
+    {"control on IPv6 ::", "control: 'tcp://[::]:1'\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://[::]:1 is not on loopback"},
+    {"control off loopback, insecure false",
+     "control: tcp://192.0.2.1:9950\ncontrol_insecure: false\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: tcp://192.0.2.1:9950 is not on loopback"},
+    {"control_insecure not a bool", "control_insecure: yes\n" BUS CONSUMERS,
+     "t.yaml:1:19: control_insecure: expected true or false, got 'yes'"},
+    {"control_curve without its key",
+     "control: tcp://192.0.2.1:9950\ncontrol_curve: {allow_dir: /tmp}\n" BUS CONSUMERS,
+     "t.yaml:2:16: control_curve.secret_key_file: missing required key (the control "
+     "socket's key pair; fanhub keygen writes one)"},
+    {"control_curve without clients",
+     "control: tcp://192.0.2.1:9950\ncontrol_curve: {secret_key_file: /nonexistent}\n" BUS
+         CONSUMERS,
+     "t.yaml:2:16: control_curve.allow: missing: the clients' keys (allow:, allow_dir: or "
+     "client_key_file:)"},
+    {"control_curve allow not a key",
+     "control_curve: {secret_key_file: /x, allow: [abc]}\n" BUS CONSUMERS,
+     "t.yaml:1:46: control_curve.allow[0]: expected CurveZMQ public keys (40 characters "
+     "of Z85), got 'abc'"},
+    {"control_curve allow_dir missing",
+     "control_curve: {secret_key_file: /x, allow_dir: /nonexistent/keys}\n" BUS CONSUMERS,
+     "t.yaml:1:49: control_curve.allow_dir: /nonexistent/keys is not a directory"},
+    {"control_curve key file missing",
+     "control_curve: {secret_key_file: /nonexistent/k_secret, allow_dir: /tmp}\n" BUS CONSUMERS,
+     "t.yaml:1:34: control_curve.secret_key_file: secret key file /nonexistent/k_secret: No "
+     "such file or directory"},
+    {"control_curve unknown key", "control_curve: {secret: x}\n" BUS CONSUMERS,
+     "t.yaml:1:17: control_curve.secret: unknown key (known: secret_key_file, allow, "
+     "allow_dir, client_key_file)"},
 
     /* bus.allow_ip: addresses and networks */
-    { "allow_ip a name", "bus:\n  connect: tcp://a:1\n  allow_ip: [host.example.org]\n"
-      CONSUMERS,
-      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
-      "10.0.0.0/8, 2001:db8::/32), got 'host.example.org': not an IP address" },
-    { "allow_ip prefix too long", "bus:\n  connect: tcp://a:1\n  allow_ip: ['::1', 10.0.0.0/33]\n"
-      CONSUMERS,
-      "t.yaml:3:21: bus.allow_ip[1]: expected IP addresses or networks (192.0.2.7, "
-      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/33': the prefix length of an IPv4 network "
-      "is 0 to 32" },
-    { "allow_ip IPv6 prefix too long", "bus:\n  connect: tcp://a:1\n  allow_ip: '::/129'\n"
-      CONSUMERS,
-      "t.yaml:3:13: bus.allow_ip: expected IP addresses or networks (192.0.2.7, "
-      "10.0.0.0/8, 2001:db8::/32), got '::/129': the prefix length of an IPv6 network is 0 "
-      "to 128" },
-    { "allow_ip host bits", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.1/8]\n"
-      CONSUMERS,
-      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
-      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.1/8': bits are set past the prefix length" },
-    { "allow_ip bad prefix", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.0/]\n"
-      CONSUMERS,
-      "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
-      "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/': the prefix length after '/' is not a "
-      "number" },
-    { "control without a fixed port", "control: tcp://127.0.0.1:*\n" BUS
-      CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.1:*': "
-      "the control endpoint needs a fixed port" },
-    { "control on inproc", "control: inproc://x\n" BUS CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'inproc://x': the "
-      "control socket is served on ipc://PATH or on tcp://HOST:PORT" },
-    { "control bad transport", "control: http://127.0.0.1:80\n" BUS
-      CONSUMERS,
-      "t.yaml:1:10: control: invalid control endpoint 'http://127.0.0.1:80': "
-      "unsupported transport 'http'" },
+    {"allow_ip a name", "bus:\n  connect: tcp://a:1\n  allow_ip: [host.example.org]\n" CONSUMERS,
+     "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+     "10.0.0.0/8, 2001:db8::/32), got 'host.example.org': not an IP address"},
+    {"allow_ip prefix too long",
+     "bus:\n  connect: tcp://a:1\n  allow_ip: ['::1', 10.0.0.0/33]\n" CONSUMERS,
+     "t.yaml:3:21: bus.allow_ip[1]: expected IP addresses or networks (192.0.2.7, "
+     "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/33': the prefix length of an IPv4 network "
+     "is 0 to 32"},
+    {"allow_ip IPv6 prefix too long",
+     "bus:\n  connect: tcp://a:1\n  allow_ip: '::/129'\n" CONSUMERS,
+     "t.yaml:3:13: bus.allow_ip: expected IP addresses or networks (192.0.2.7, "
+     "10.0.0.0/8, 2001:db8::/32), got '::/129': the prefix length of an IPv6 network is 0 "
+     "to 128"},
+    {"allow_ip host bits", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.1/8]\n" CONSUMERS,
+     "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+     "10.0.0.0/8, 2001:db8::/32), got '10.0.0.1/8': bits are set past the prefix length"},
+    {"allow_ip bad prefix", "bus:\n  connect: tcp://a:1\n  allow_ip: [10.0.0.0/]\n" CONSUMERS,
+     "t.yaml:3:14: bus.allow_ip[0]: expected IP addresses or networks (192.0.2.7, "
+     "10.0.0.0/8, 2001:db8::/32), got '10.0.0.0/': the prefix length after '/' is not a "
+     "number"},
+    {"control without a fixed port", "control: tcp://127.0.0.1:*\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: invalid control endpoint 'tcp://127.0.0.1:*': "
+     "the control endpoint needs a fixed port"},
+    {"control on inproc", "control: inproc://x\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: invalid control endpoint 'inproc://x': the "
+     "control socket is served on ipc://PATH or on tcp://HOST:PORT"},
+    {"control bad transport", "control: http://127.0.0.1:80\n" BUS CONSUMERS,
+     "t.yaml:1:10: control: invalid control endpoint 'http://127.0.0.1:80': "
+     "unsupported transport 'http'"},
 
     /* shutdown_timeout: */
-    { "shutdown_timeout negative", "shutdown_timeout: -1\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'-1'" },
-    { "shutdown_timeout too big", "shutdown_timeout: 3601\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'3601'" },
-    { "shutdown_timeout just too big", "shutdown_timeout: 3600.001\n" BUS
-      CONSUMERS, "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.001'" },
-    { "shutdown_timeout a hair too big",
-      "shutdown_timeout: 3600.0000001\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.0000001'" },
-    { "shutdown_timeout huge",
-      "shutdown_timeout: 99999999999999999999999\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'99999999999999999999999'" },
-    { "shutdown_timeout words", "shutdown_timeout: soon\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'soon'" },
-    { "shutdown_timeout exponent", "shutdown_timeout: 1e3\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'1e3'" },
-    { "shutdown_timeout trailing dot", "shutdown_timeout: 2.\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'2.'" },
-    { "shutdown_timeout leading dot", "shutdown_timeout: .5\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'.5'" },
-    { "shutdown_timeout with an unknown unit", "shutdown_timeout: 10d\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10d'" },
-    { "shutdown_timeout with a space", "shutdown_timeout: 10 s\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "'10 s'" },
-    { "shutdown_timeout a map", "shutdown_timeout: {a: 1}\n" BUS CONSUMERS,
-      "t.yaml:1:19: shutdown_timeout: " SECONDS "a map" },
+    {"shutdown_timeout negative", "shutdown_timeout: -1\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'-1'"},
+    {"shutdown_timeout too big", "shutdown_timeout: 3601\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'3601'"},
+    {"shutdown_timeout just too big", "shutdown_timeout: 3600.001\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.001'"},
+    {"shutdown_timeout a hair too big", "shutdown_timeout: 3600.0000001\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'3600.0000001'"},
+    {"shutdown_timeout huge", "shutdown_timeout: 99999999999999999999999\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'99999999999999999999999'"},
+    {"shutdown_timeout words", "shutdown_timeout: soon\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'soon'"},
+    {"shutdown_timeout exponent", "shutdown_timeout: 1e3\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'1e3'"},
+    {"shutdown_timeout trailing dot", "shutdown_timeout: 2.\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'2.'"},
+    {"shutdown_timeout leading dot", "shutdown_timeout: .5\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'.5'"},
+    {"shutdown_timeout with an unknown unit", "shutdown_timeout: 10d\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'10d'"},
+    {"shutdown_timeout with a space", "shutdown_timeout: 10 s\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "'10 s'"},
+    {"shutdown_timeout a map", "shutdown_timeout: {a: 1}\n" BUS CONSUMERS,
+     "t.yaml:1:19: shutdown_timeout: " SECONDS "a map"},
 
     /* consumers: */
-    { "missing consumers", BUS,
-      "t.yaml:1:1: consumers: required key is missing" },
-    { "consumers empty", BUS "consumers: []\n",
-      "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
-      "an empty list" },
-    { "consumers null", BUS "consumers:\n",
-      "t.yaml:3:11: consumers: expected a list of at least one consumer, got "
-      "nothing" },
-    { "consumers a map", BUS "consumers: {name: c, plugin: p}\n",
-      "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
-      "a map" },
-    { "consumer a scalar", BUS "consumers:\n  - c\n",
-      "t.yaml:4:5: consumers[0]: expected a map " CONSUMER_KNOWN ", got 'c'" },
-    { "consumer missing name", BUS "consumers:\n  - plugin: p\n",
-      "t.yaml:4:5: consumers[0].name: required key is missing" },
-    { "consumer missing plugin", C2 ("    topics: [a]\n"),
-      "t.yaml:6:5: consumers[1].plugin: required key is missing" },
-    { "consumer name with a slash", BUS "consumers:\n  - name: a/b\n"
-      "    plugin: p\n",
-      "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got 'a/b'" },
-    { "consumer name a number list", BUS "consumers:\n  - name: [1]\n"
-      "    plugin: p\n",
-      "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got a list" },
-    { "consumer name null", BUS "consumers:\n  - name:\n    plugin: p\n",
-      "t.yaml:4:10: consumers[0].name: " NAME_RULE ", got nothing" },
-    { "consumer named .", BUS "consumers:\n  - name: .\n    plugin: p\n",
-      "t.yaml:4:11: consumers[0].name: '.': a consumer name may not start with '.' (it names "
-      "the consumer's directory in state_dir)" },
-    { "consumer named ..", BUS "consumers:\n  - name: '..'\n    plugin: p\n",
-      "t.yaml:4:11: consumers[0].name: '..': a consumer name may not start with '.'" },
-    { "consumer name hidden", BUS "consumers:\n  - name: .cache\n    plugin: p\n",
-      "t.yaml:4:11: consumers[0].name: '.cache': a consumer name may not start with '.'" },
-    { "duplicate consumer names",
-      BUS "consumers:\n  - name: a\n    plugin: p\n  - plugin: q\n"
-      "    name: a\n",
-      "t.yaml:7:11: consumers[1].name: duplicate consumer name 'a' (first "
-      "used by consumers[0] at line 4)" },
-    { "duplicate consumer name further down",
-      BUS "consumers:\n  - {name: a, plugin: p}\n  - {name: b, plugin: p}\n"
-      "  - {name: c, plugin: p}\n  - {name: b, plugin: p}\n",
-      "t.yaml:7:12: consumers[3].name: duplicate consumer name 'b' (first "
-      "used by consumers[1] at line 5)" },
-    { "plugin empty", C2 ("    plugin: ''\n"),
-      "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
-      "''" },
-    { "plugin a map", C2 ("    plugin: {a: 1}\n"),
-      "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
-      "a map" },
-    { "topics empty", C2 ("    plugin: p\n    topics: []\n"),
-      "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
-      "got an empty list (omit topics: to receive every message)" },
-    { "topics null", C2 ("    plugin: p\n    topics:\n"),
-      "t.yaml:8:12: consumers[1].topics: expected a list of topic patterns, "
-      "got nothing (omit topics: to receive every message)" },
-    { "topics a map", C2 ("    plugin: p\n    topics: {a: 1}\n"),
-      "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
-      "got a map" },
-    { "empty pattern", C2 ("    plugin: p\n    topics: [a, '']\n"),
-      "t.yaml:8:17: consumers[1].topics[1]: expected a topic pattern, got ''" },
-    { "'=' alone", C2 ("    plugin: p\n    topics: ['=']\n"),
-      "t.yaml:8:14: consumers[1].topics[0]: expected a topic after '='" },
-    { "pattern a list", C2 ("    plugin: p\n    topics: [[a]]\n"),
-      "t.yaml:8:14: consumers[1].topics[0]: expected a topic pattern, got a "
-      "list" },
-    { "queue a scalar", C2 ("    plugin: p\n    queue: 5\n"),
-      "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
-      "'5'" },
-    { "queue null", C2 ("    plugin: p\n    queue:\n"),
-      "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
-      "nothing" },
-    { "capacity not a number",
-      C2 ("    plugin: p\n    queue:\n      capacity: lots\n"),
-      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'lots'" },
-    { "capacity zero", C2 ("    plugin: p\n    queue:\n      capacity: 0\n"),
-      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'0'" },
-    { "capacity too big",
-      C2 ("    plugin: p\n    queue:\n      capacity: 1073741825\n"),
-      "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY
-      "'1073741825'" },
-    { "options a scalar", C2 ("    plugin: p\n    options: path\n"),
-      "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
-      "got 'path'" },
-    { "options a list", C2 ("    plugin: p\n    options: [a]\n"),
-      "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
-      "got a list" },
-    { "option key a map",
-      C2 ("    plugin: p\n    options:\n      ? {a: 1}\n      : 2\n"),
-      "t.yaml:9:9: consumers[1].options: expected a key, got a map" },
-    { "recursive alias in options",
-      C2 ("    plugin: p\n    options: &loop\n      self: *loop\n"),
-      "t.yaml:8:14: consumers[1].options.self: an alias refers to a value "
-      "that contains it" },
-    { "recursive alias in a list",
-      C2 ("    plugin: p\n    options:\n      a: &l [1, *l]\n"),
-      "t.yaml:9:10: consumers[1].options.a[1]: an alias refers to a value "
-      "that contains it" },
-    { "alias to a consumer into itself",
-      BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
-      "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes)" },
+    {"missing consumers", BUS, "t.yaml:1:1: consumers: required key is missing"},
+    {"consumers empty", BUS "consumers: []\n",
+     "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
+     "an empty list"},
+    {"consumers null", BUS "consumers:\n",
+     "t.yaml:3:11: consumers: expected a list of at least one consumer, got "
+     "nothing"},
+    {"consumers a map", BUS "consumers: {name: c, plugin: p}\n",
+     "t.yaml:3:12: consumers: expected a list of at least one consumer, got "
+     "a map"},
+    {"consumer a scalar", BUS "consumers:\n  - c\n",
+     "t.yaml:4:5: consumers[0]: expected a map " CONSUMER_KNOWN ", got 'c'"},
+    {"consumer missing name", BUS "consumers:\n  - plugin: p\n",
+     "t.yaml:4:5: consumers[0].name: required key is missing"},
+    {"consumer missing plugin", C2 ("    topics: [a]\n"),
+     "t.yaml:6:5: consumers[1].plugin: required key is missing"},
+    {"consumer name with a slash",
+     BUS "consumers:\n  - name: a/b\n"
+         "    plugin: p\n",
+     "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got 'a/b'"},
+    {"consumer name a number list",
+     BUS "consumers:\n  - name: [1]\n"
+         "    plugin: p\n",
+     "t.yaml:4:11: consumers[0].name: " NAME_RULE ", got a list"},
+    {"consumer name null", BUS "consumers:\n  - name:\n    plugin: p\n",
+     "t.yaml:4:10: consumers[0].name: " NAME_RULE ", got nothing"},
+    {"consumer named .", BUS "consumers:\n  - name: .\n    plugin: p\n",
+     "t.yaml:4:11: consumers[0].name: '.': a consumer name may not start with '.' (it names "
+     "the consumer's directory in state_dir)"},
+    {"consumer named ..", BUS "consumers:\n  - name: '..'\n    plugin: p\n",
+     "t.yaml:4:11: consumers[0].name: '..': a consumer name may not start with '.'"},
+    {"consumer name hidden", BUS "consumers:\n  - name: .cache\n    plugin: p\n",
+     "t.yaml:4:11: consumers[0].name: '.cache': a consumer name may not start with '.'"},
+    {"duplicate consumer names",
+     BUS "consumers:\n  - name: a\n    plugin: p\n  - plugin: q\n"
+         "    name: a\n",
+     "t.yaml:7:11: consumers[1].name: duplicate consumer name 'a' (first "
+     "used by consumers[0] at line 4)"},
+    {"duplicate consumer name further down",
+     BUS "consumers:\n  - {name: a, plugin: p}\n  - {name: b, plugin: p}\n"
+         "  - {name: c, plugin: p}\n  - {name: b, plugin: p}\n",
+     "t.yaml:7:12: consumers[3].name: duplicate consumer name 'b' (first "
+     "used by consumers[1] at line 5)"},
+    {"plugin empty", C2 ("    plugin: ''\n"),
+     "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
+     "''"},
+    {"plugin a map", C2 ("    plugin: {a: 1}\n"),
+     "t.yaml:7:13: consumers[1].plugin: expected a plugin name or path, got "
+     "a map"},
+    {"topics empty", C2 ("    plugin: p\n    topics: []\n"),
+     "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
+     "got an empty list (omit topics: to receive every message)"},
+    {"topics null", C2 ("    plugin: p\n    topics:\n"),
+     "t.yaml:8:12: consumers[1].topics: expected a list of topic patterns, "
+     "got nothing (omit topics: to receive every message)"},
+    {"topics a map", C2 ("    plugin: p\n    topics: {a: 1}\n"),
+     "t.yaml:8:13: consumers[1].topics: expected a list of topic patterns, "
+     "got a map"},
+    {"empty pattern", C2 ("    plugin: p\n    topics: [a, '']\n"),
+     "t.yaml:8:17: consumers[1].topics[1]: expected a topic pattern, got ''"},
+    {"'=' alone", C2 ("    plugin: p\n    topics: ['=']\n"),
+     "t.yaml:8:14: consumers[1].topics[0]: expected a topic after '='"},
+    {"pattern a list", C2 ("    plugin: p\n    topics: [[a]]\n"),
+     "t.yaml:8:14: consumers[1].topics[0]: expected a topic pattern, got a "
+     "list"},
+    {"queue a scalar", C2 ("    plugin: p\n    queue: 5\n"),
+     "t.yaml:8:12: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, "
+     "spool_max_bytes, write_ahead, max_bytes), got "
+     "'5'"},
+    {"queue null", C2 ("    plugin: p\n    queue:\n"),
+     "t.yaml:8:11: consumers[1].queue: expected a map (known: capacity, warn_at, overflow, "
+     "spool_max_bytes, write_ahead, max_bytes), got "
+     "nothing"},
+    {"capacity not a number", C2 ("    plugin: p\n    queue:\n      capacity: lots\n"),
+     "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'lots'"},
+    {"capacity zero", C2 ("    plugin: p\n    queue:\n      capacity: 0\n"),
+     "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'0'"},
+    {"capacity too big", C2 ("    plugin: p\n    queue:\n      capacity: 1073741825\n"),
+     "t.yaml:9:17: consumers[1].queue.capacity: " INT_CAPACITY "'1073741825'"},
+    {"options a scalar", C2 ("    plugin: p\n    options: path\n"),
+     "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
+     "got 'path'"},
+    {"options a list", C2 ("    plugin: p\n    options: [a]\n"),
+     "t.yaml:8:14: consumers[1].options: expected a map of plugin options, "
+     "got a list"},
+    {"option key a map", C2 ("    plugin: p\n    options:\n      ? {a: 1}\n      : 2\n"),
+     "t.yaml:9:9: consumers[1].options: expected a key, got a map"},
+    {"recursive alias in options", C2 ("    plugin: p\n    options: &loop\n      self: *loop\n"),
+     "t.yaml:8:14: consumers[1].options.self: an alias refers to a value "
+     "that contains it"},
+    {"recursive alias in a list", C2 ("    plugin: p\n    options:\n      a: &l [1, *l]\n"),
+     "t.yaml:9:10: consumers[1].options.a[1]: an alias refers to a value "
+     "that contains it"},
+    {"alias to a consumer into itself",
+     BUS "consumers:\n  - &c\n    name: c\n    plugin: p\n    queue: *c\n",
+     "t.yaml:5:5: consumers[0].queue.name: unknown key (known: capacity, warn_at, overflow, "
+     "spool_max_bytes, write_ahead, max_bytes)"},
     /* shard: */
-    { "shard index not below count", C2 ("    plugin: p\n    shard: {index: 2, count: 2}\n"),
-      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}, 1 <= N <= 65536, "
-      "0 <= I < N" },
-    { "shard count zero", C2 ("    plugin: p\n    shard: {index: 0, count: 0}\n"),
-      "t.yaml:8:30: consumers[1].shard: expected {index: I, count: N}" },
-    { "shard count missing", C2 ("    plugin: p\n    shard: {index: 0}\n"),
-      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}" },
-    { "shard unknown key", C2 ("    plugin: p\n    shard: {index: 0, count: 2, of: 3}\n"),
-      "t.yaml:8:33: consumers[1].shard: expected {index: I, count: N}" },
-    { "shard a scalar", C2 ("    plugin: p\n    shard: 1\n"),
-      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}" },
-    { "shard index twice", C2 ("    plugin: p\n    shard: {index: 0, index: 1, count: 2}\n"),
-      "t.yaml:8:" },
+    {"shard index not below count", C2 ("    plugin: p\n    shard: {index: 2, count: 2}\n"),
+     "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}, 1 <= N <= 65536, "
+     "0 <= I < N"},
+    {"shard count zero", C2 ("    plugin: p\n    shard: {index: 0, count: 0}\n"),
+     "t.yaml:8:30: consumers[1].shard: expected {index: I, count: N}"},
+    {"shard count missing", C2 ("    plugin: p\n    shard: {index: 0}\n"),
+     "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}"},
+    {"shard unknown key", C2 ("    plugin: p\n    shard: {index: 0, count: 2, of: 3}\n"),
+     "t.yaml:8:33: consumers[1].shard: expected {index: I, count: N}"},
+    {"shard a scalar", C2 ("    plugin: p\n    shard: 1\n"),
+     "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}"},
+    {"shard index twice", C2 ("    plugin: p\n    shard: {index: 0, index: 1, count: 2}\n"),
+     "t.yaml:8:"},
     /* bus.amqp: read by source_amqp_settings.c, errors where the value is */
-    { "amqp a scalar", "bus:\n  amqp: x\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp: expected a map (url:, queue:, ...), got 'x'" },
-    { "amqp without url", "bus:\n  amqp: {queue: q}\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp.url: required key is missing" },
-    { "amqp without queue", "bus:\n  amqp: {url: \"amqp://h\"}\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp.queue: required key is missing" },
-    { "amqp bad url", "bus:\n  amqp: {url: \"http://h\", queue: q}\n" CONSUMERS,
-      "t.yaml:2:15: bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
-      "'http://h'" },
-    { "amqp password in the url", "bus:\n  amqp: {url: \"amqp://u:p@h\", queue: q}\n" CONSUMERS,
-      "t.yaml:2:15: bus.amqp.url: no password in the url" },
-    { "amqp user in the url needs a password", "bus:\n  amqp: {url: \"amqp://u@h\", queue: q}\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'" },
-    { "amqp prefetch zero", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefetch: 0}\n" CONSUMERS,
-      "t.yaml:2:47: bus.amqp.prefetch: expected an integer from 1 to 65535, got '0'" },
-    { "amqp unknown key", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefech: 5}\n" CONSUMERS,
-      "t.yaml:2:46: bus.amqp.prefech: unknown key (known: url, queue, shards" },
-    { "amqp user without password", "bus:\n  amqp: {url: \"amqp://h\", queue: q, user: u}\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'" },
-    { "amqp password file missing",
-      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_file: /nonexistent/pw}\n" CONSUMERS,
-      "t.yaml:2:52: bus.amqp.password_file: cannot read /nonexistent/pw: No such file" },
-    { "amqp password env unset",
-      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_env: FANHUB_TEST_UNSET_PW}\n" CONSUMERS,
-      "t.yaml:2:51: bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not set" },
-    { "amqp queue_type", "bus:\n  amqp: {url: \"amqp://h\", queue: q, queue_type: lazy}\n" CONSUMERS,
-      "t.yaml:2:49: bus.amqp.queue_type: expected classic or quorum, got 'lazy'" },
-    { "amqp tls without amqps", "bus:\n  amqp: {url: \"amqp://h\", queue: q, tls: {ca_file: c}}\n" CONSUMERS,
-      "t.yaml:2:42: bus.amqp.tls: needs an amqps:// url" },
-    { "amqps without ca_file", "bus:\n  amqp: {url: \"amqps://h\", queue: q}\n" CONSUMERS,
-      "t.yaml:2:9: bus.amqp.tls.ca_file: required to verify the broker" },
-    { "amqp hash_header without shards",
-      "bus:\n  amqp: {url: \"amqp://h\", queue: q, hash_header: k}\n" CONSUMERS,
-      "t.yaml:2:50: bus.amqp.hash_exchange, hash_header: only with shards: N" },
-    { "amqp shards too many", "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 5000}\n" CONSUMERS,
-      "t.yaml:2:45: bus.amqp.shards: expected an integer from 0 to 1024, got '5000'" },
-    { "amqp declare not a bool", "bus:\n  amqp: {url: \"amqp://h\", queue: q, declare: yes}\n" CONSUMERS,
-      "t.yaml:2:46: bus.amqp.declare: expected true or false, got 'yes'" },
+    {"amqp a scalar", "bus:\n  amqp: x\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp: expected a map (url:, queue:, ...), got 'x'"},
+    {"amqp without url", "bus:\n  amqp: {queue: q}\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp.url: required key is missing"},
+    {"amqp without queue", "bus:\n  amqp: {url: \"amqp://h\"}\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp.queue: required key is missing"},
+    {"amqp bad url", "bus:\n  amqp: {url: \"http://h\", queue: q}\n" CONSUMERS,
+     "t.yaml:2:15: bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
+     "'http://h'"},
+    {"amqp password in the url", "bus:\n  amqp: {url: \"amqp://u:p@h\", queue: q}\n" CONSUMERS,
+     "t.yaml:2:15: bus.amqp.url: no password in the url"},
+    {"amqp user in the url needs a password",
+     "bus:\n  amqp: {url: \"amqp://u@h\", queue: q}\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp.password_file: required for user 'u'"},
+    {"amqp prefetch zero", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefetch: 0}\n" CONSUMERS,
+     "t.yaml:2:47: bus.amqp.prefetch: expected an integer from 1 to 65535, got '0'"},
+    {"amqp unknown key", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefech: 5}\n" CONSUMERS,
+     "t.yaml:2:46: bus.amqp.prefech: unknown key (known: url, queue, shards"},
+    {"amqp user without password",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, user: u}\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp.password_file: required for user 'u'"},
+    {"amqp password file missing",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_file: /nonexistent/pw}\n" CONSUMERS,
+     "t.yaml:2:52: bus.amqp.password_file: cannot read /nonexistent/pw: No such file"},
+    {"amqp password env unset",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_env: FANHUB_TEST_UNSET_PW}\n" CONSUMERS,
+     "t.yaml:2:51: bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not "
+     "set"},
+    {"amqp queue_type", "bus:\n  amqp: {url: \"amqp://h\", queue: q, queue_type: lazy}\n" CONSUMERS,
+     "t.yaml:2:49: bus.amqp.queue_type: expected classic or quorum, got 'lazy'"},
+    {"amqp tls without amqps",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, tls: {ca_file: c}}\n" CONSUMERS,
+     "t.yaml:2:42: bus.amqp.tls: needs an amqps:// url"},
+    {"amqps without ca_file", "bus:\n  amqp: {url: \"amqps://h\", queue: q}\n" CONSUMERS,
+     "t.yaml:2:9: bus.amqp.tls.ca_file: required to verify the broker"},
+    {"amqp hash_header without shards",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, hash_header: k}\n" CONSUMERS,
+     "t.yaml:2:50: bus.amqp.hash_exchange, hash_header: only with shards: N"},
+    {"amqp shards too many",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 5000}\n" CONSUMERS,
+     "t.yaml:2:45: bus.amqp.shards: expected an integer from 0 to 1024, got '5000'"},
+    {"amqp declare not a bool",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, declare: yes}\n" CONSUMERS,
+     "t.yaml:2:46: bus.amqp.declare: expected true or false, got 'yes'"},
 };
 
 static void
@@ -811,8 +780,7 @@ test_errors (void **state)
     (void) state;
     s_unset_runtime_dirs ();
     size_t failed = 0;
-    for (size_t i = 0; i < sizeof s_error_cases / sizeof s_error_cases[0];
-         i++) {
+    for (size_t i = 0; i < sizeof s_error_cases / sizeof s_error_cases[0]; i++) {
         const s_error_case_t *c = &s_error_cases[i];
         char err[512] = "";
         fh_config_t *cfg = s_load (c->text, err, sizeof err);
@@ -822,8 +790,7 @@ test_errors (void **state)
             failed++;
         }
         else if (strncmp (err, c->error, strlen (c->error)) != 0) {
-            print_error ("%s:\n  got      \"%s\"\n  expected \"%s\"\n",
-                         c->name, err, c->error);
+            print_error ("%s:\n  got      \"%s\"\n  expected \"%s\"\n", c->name, err, c->error);
             failed++;
         }
         else if (strchr (err, '\n'))
@@ -844,41 +811,37 @@ test_null_values (void **state)
         const char *text;
         const char *message; /* after "t.yaml:L:C: " */
     } cases[] = {
-        { "name:\n" BUS CONSUMERS, "name: " NAME_RULE ", got nothing" },
-        { "bus:\n" CONSUMERS,
-          "bus: expected a map " BUS_KNOWN ", got nothing" },
-        { "bus:\n  connect:\n" CONSUMERS,
-          "bus.connect: expected an endpoint or a list of endpoints, got "
-          "nothing" },
-        { "control:\n" BUS CONSUMERS,
-          "control: expected an endpoint (ipc://PATH or "
-          "tcp://127.0.0.1:PORT), got nothing" },
-        { "shutdown_timeout:\n" BUS CONSUMERS,
-          "shutdown_timeout: " SECONDS "nothing" },
-        { BUS "consumers:\n",
-          "consumers: expected a list of at least one consumer, got "
-          "nothing" },
-        { BUS "consumers:\n  -\n",
-          "consumers[0]: expected a map " CONSUMER_KNOWN ", got nothing" },
-        { BUS "consumers:\n  - name:\n    plugin: p\n",
-          "consumers[0].name: " NAME_RULE ", got nothing" },
-        { BUS "consumers:\n  - name: c\n    plugin:\n",
-          "consumers[0].plugin: expected a plugin name or path, got nothing" },
-        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics:\n",
-          "consumers[0].topics: expected a list of topic patterns, got "
-          "nothing (omit topics: to receive every message)" },
-        { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n",
-          "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, write_ahead, max_bytes), got "
-          "nothing" },
-        { BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n"
-              "      capacity:\n",
-          "consumers[0].queue.capacity: " INT_CAPACITY "nothing" },
-        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [~]\n",
-          "consumers[0].topics[0]: expected a topic pattern, got nothing" },
-        { BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [NULL]\n",
-          "consumers[0].topics[0]: expected a topic pattern, got null (YAML "
-          "null; write \"NULL\" for the word)" },
-        { "---\n", "empty configuration" },
+        {"name:\n" BUS CONSUMERS, "name: " NAME_RULE ", got nothing"},
+        {"bus:\n" CONSUMERS, "bus: expected a map " BUS_KNOWN ", got nothing"},
+        {"bus:\n  connect:\n" CONSUMERS,
+         "bus.connect: expected an endpoint or a list of endpoints, got "
+         "nothing"},
+        {"control:\n" BUS CONSUMERS, "control: expected an endpoint (ipc://PATH or "
+                                     "tcp://127.0.0.1:PORT), got nothing"},
+        {"shutdown_timeout:\n" BUS CONSUMERS, "shutdown_timeout: " SECONDS "nothing"},
+        {BUS "consumers:\n", "consumers: expected a list of at least one consumer, got "
+                             "nothing"},
+        {BUS "consumers:\n  -\n", "consumers[0]: expected a map " CONSUMER_KNOWN ", got nothing"},
+        {BUS "consumers:\n  - name:\n    plugin: p\n",
+         "consumers[0].name: " NAME_RULE ", got nothing"},
+        {BUS "consumers:\n  - name: c\n    plugin:\n",
+         "consumers[0].plugin: expected a plugin name or path, got nothing"},
+        {BUS "consumers:\n  - name: c\n    plugin: p\n    topics:\n",
+         "consumers[0].topics: expected a list of topic patterns, got "
+         "nothing (omit topics: to receive every message)"},
+        {BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n",
+         "consumers[0].queue: expected a map (known: capacity, warn_at, overflow, spool_max_bytes, "
+         "write_ahead, max_bytes), got "
+         "nothing"},
+        {BUS "consumers:\n  - name: c\n    plugin: p\n    queue:\n"
+             "      capacity:\n",
+         "consumers[0].queue.capacity: " INT_CAPACITY "nothing"},
+        {BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [~]\n",
+         "consumers[0].topics[0]: expected a topic pattern, got nothing"},
+        {BUS "consumers:\n  - name: c\n    plugin: p\n    topics: [NULL]\n",
+         "consumers[0].topics[0]: expected a topic pattern, got null (YAML "
+         "null; write \"NULL\" for the word)"},
+        {"---\n", "empty configuration"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[512] = "";
@@ -892,9 +855,7 @@ test_null_values (void **state)
                 message++;
         }
         if (!message || *message != ' '
-            || strncmp (message + 1, cases[i].message,
-                        strlen (cases[i].message))
-                   != 0)
+            || strncmp (message + 1, cases[i].message, strlen (cases[i].message)) != 0)
             fail_msg ("case %zu:\n  got      \"%s\"\n  expected "
                       "\"t.yaml:L:C: %s\"",
                       i, err, cases[i].message);
@@ -916,39 +877,37 @@ test_error_example (void **state)
                                "    queue:\n"
                                "      capacity: lots\n";
     char err[512];
-    assert_null (fh_config_load_string (text, strlen (text), "hub.yaml", err,
-                                        sizeof err));
+    assert_null (fh_config_load_string (text, strlen (text), "hub.yaml", err, sizeof err));
     assert_string_equal (err, "hub.yaml:9:17: consumers[1].queue.capacity: "
                               "expected an integer from 1 to 1073741824, got "
                               "'lots'");
     static const char typo[] = "bus:\n"
                                "  connect: tcp://127.0.0.1:9940\n"
                                "  rcvhm: 5\n";
-    assert_null (fh_config_load_string (typo, strlen (typo), "f.yaml", err,
-                                        sizeof err));
+    assert_null (fh_config_load_string (typo, strlen (typo), "f.yaml", err, sizeof err));
     assert_string_equal (err, "f.yaml:3:3: bus.rcvhm: unknown key (known: "
                               "connect, bind, rcvhwm, max_frames, "
-                              "max_message_bytes, publish, gap_detection, curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)");
+                              "max_message_bytes, publish, gap_detection, curve, allow_ip, "
+                              "max_peers, amqp, connect_warning, validate_signatures)");
 }
 
 static void
 test_aliases (void **state)
 {
     (void) state;
-    static const char text[]
-        = "bus:\n"
-          "  connect: &pub tcp://10.0.0.1:9940\n"
-          "consumers:\n"
-          "  - name: a\n"
-          "    plugin: log\n"
-          "    topics: &topics [org.a., =org.b.c]\n"
-          "    queue: &queue {capacity: 42}\n"
-          "    options: &opts {path: \"-\", list: [1, 2], nested: {k: v}}\n"
-          "  - name: b\n"
-          "    plugin: log\n"
-          "    topics: *topics\n"
-          "    queue: *queue\n"
-          "    options: {shared: *opts, twice: *opts, endpoint: *pub}\n";
+    static const char text[] = "bus:\n"
+                               "  connect: &pub tcp://10.0.0.1:9940\n"
+                               "consumers:\n"
+                               "  - name: a\n"
+                               "    plugin: log\n"
+                               "    topics: &topics [org.a., =org.b.c]\n"
+                               "    queue: &queue {capacity: 42}\n"
+                               "    options: &opts {path: \"-\", list: [1, 2], nested: {k: v}}\n"
+                               "  - name: b\n"
+                               "    plugin: log\n"
+                               "    topics: *topics\n"
+                               "    queue: *queue\n"
+                               "    options: {shared: *opts, twice: *opts, endpoint: *pub}\n";
     fh_config_t *cfg = s_load_ok (text);
     assert_int_equal (cfg->consumer_count, 2);
     const fh_consumer_config_t *b = &cfg->consumers[1];
@@ -959,14 +918,12 @@ test_aliases (void **state)
     const fanhub_option_t *shared = fh_option_get (b->options, "shared");
     assert_int_equal (fh_option_kind (shared), FANHUB_OPTION_MAP);
     assert_string_equal (fh_option_scalar (fh_option_get (shared, "path")), "-");
-    const fanhub_option_t *nested
-        = fh_option_get (fh_option_get (b->options, "twice"), "nested");
+    const fanhub_option_t *nested = fh_option_get (fh_option_get (b->options, "twice"), "nested");
     assert_string_equal (fh_option_scalar (fh_option_get (nested, "k")), "v");
     /* An alias node is where its anchor is. */
     assert_string_equal (fh_option_where (shared), "t.yaml:8:14");
-    assert_string_equal (
-        fh_option_scalar (fh_option_get (b->options, "endpoint")),
-        "tcp://10.0.0.1:9940");
+    assert_string_equal (fh_option_scalar (fh_option_get (b->options, "endpoint")),
+                         "tcp://10.0.0.1:9940");
     /* Each consumer has a tree of its own. */
     assert_ptr_not_equal (fh_option_get (cfg->consumers[0].options, "path"),
                           fh_option_get (shared, "path"));
@@ -980,17 +937,16 @@ test_option_limits (void **state)
     (void) state;
     char err[512];
     /* Nine levels of ten aliases: 10^9 values once expanded. */
-    static const char laughs[]
-        = BUS "consumers:\n  - name: c\n    plugin: p\n    options:\n"
-              "      a: &a [x, x, x, x, x, x, x, x, x, x]\n"
-              "      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
-              "      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
-              "      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
-              "      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
-              "      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
-              "      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
-              "      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
-              "      i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
+    static const char laughs[] = BUS "consumers:\n  - name: c\n    plugin: p\n    options:\n"
+                                     "      a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                                     "      b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                                     "      c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n"
+                                     "      d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                                     "      e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
+                                     "      f: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                                     "      g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n"
+                                     "      h: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]\n"
+                                     "      i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]\n";
     assert_null (s_load (laughs, err, sizeof err));
     assert_non_null (strstr (err, "more than 100000 option values (aliases "
                                   "expanded)"));
@@ -1067,20 +1023,17 @@ test_control_default (void **state)
         const char *hub_name;
         const char *control;
     } cases[] = {
-        { "neither set", NULL, NULL, NULL, "ipc://PRIVATE/fanhub.sock" },
-        { "neither set, named", NULL, NULL, "b1", "ipc://PRIVATE/fanhub-b1.sock" },
-        { "XDG", NULL, "/run/user/1000", NULL,
-          "ipc:///run/user/1000/fanhub.sock" },
-        { "XDG, trailing slash, named", NULL, "/run/user/1000/", "x",
-          "ipc:///run/user/1000/fanhub-x.sock" },
-        { "systemd wins", "/run/fanhub", "/run/user/1000", NULL,
-          "ipc:///run/fanhub/fanhub.sock" },
-        { "systemd, several directories", "/run/fanhub:/run/other", NULL, "n",
-          "ipc:///run/fanhub/fanhub-n.sock" },
-        { "systemd empty", "", "/run/user/7", NULL,
-          "ipc:///run/user/7/fanhub.sock" },
-        { "both empty", "", "", NULL, "ipc://PRIVATE/fanhub.sock" },
-        { "root directory", "/", NULL, NULL, "ipc:///fanhub.sock" },
+        {"neither set", NULL, NULL, NULL, "ipc://PRIVATE/fanhub.sock"},
+        {"neither set, named", NULL, NULL, "b1", "ipc://PRIVATE/fanhub-b1.sock"},
+        {"XDG", NULL, "/run/user/1000", NULL, "ipc:///run/user/1000/fanhub.sock"},
+        {"XDG, trailing slash, named", NULL, "/run/user/1000/", "x",
+         "ipc:///run/user/1000/fanhub-x.sock"},
+        {"systemd wins", "/run/fanhub", "/run/user/1000", NULL, "ipc:///run/fanhub/fanhub.sock"},
+        {"systemd, several directories", "/run/fanhub:/run/other", NULL, "n",
+         "ipc:///run/fanhub/fanhub-n.sock"},
+        {"systemd empty", "", "/run/user/7", NULL, "ipc:///run/user/7/fanhub.sock"},
+        {"both empty", "", "", NULL, "ipc://PRIVATE/fanhub.sock"},
+        {"root directory", "/", NULL, NULL, "ipc:///fanhub.sock"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         s_unset_runtime_dirs ();
@@ -1089,10 +1042,8 @@ test_control_default (void **state)
         if (cases[i].xdg_runtime_dir)
             setenv ("XDG_RUNTIME_DIR", cases[i].xdg_runtime_dir, 1);
         char text[256];
-        snprintf (text, sizeof text, "%s%s%s" BUS CONSUMERS,
-                  cases[i].hub_name ? "name: " : "",
-                  cases[i].hub_name ? cases[i].hub_name : "",
-                  cases[i].hub_name ? "\n" : "");
+        snprintf (text, sizeof text, "%s%s%s" BUS CONSUMERS, cases[i].hub_name ? "name: " : "",
+                  cases[i].hub_name ? cases[i].hub_name : "", cases[i].hub_name ? "\n" : "");
         fh_config_t *cfg = s_load_ok (text);
         char expected[128];
         const char *mark = strstr (cases[i].control, "PRIVATE");
@@ -1102,8 +1053,7 @@ test_control_default (void **state)
         else
             snprintf (expected, sizeof expected, "%s", cases[i].control);
         if (strcmp (cfg->control, expected) != 0)
-            fail_msg ("%s: control '%s', expected '%s'", cases[i].name,
-                      cfg->control, expected);
+            fail_msg ("%s: control '%s', expected '%s'", cases[i].name, cfg->control, expected);
         fh_config_destroy (&cfg);
     }
 
@@ -1121,8 +1071,9 @@ test_control_default (void **state)
     setenv ("RUNTIME_DIRECTORY", dir, 1);
     char err[512];
     assert_null (s_load (BUS CONSUMERS, err, sizeof err));
-    assert_int_equal (strncmp (err, "t.yaml:1:1: control: the default "
-                                    "endpoint 'ipc:///ddd",
+    assert_int_equal (strncmp (err,
+                               "t.yaml:1:1: control: the default "
+                               "endpoint 'ipc:///ddd",
                                49),
                       0);
     assert_non_null (strstr (err, "; set control:"));
@@ -1130,13 +1081,12 @@ test_control_default (void **state)
 
     /* Loopback forms that are accepted. */
     static const char *const loopback[] = {
-        "tcp://127.0.0.1:1", "tcp://127.1.2.3:65535", "tcp://localhost:9950",
-        "tcp://[::1]:9950", "ipc:///run/fanhub/c.sock",
+        "tcp://127.0.0.1:1", "tcp://127.1.2.3:65535",    "tcp://localhost:9950",
+        "tcp://[::1]:9950",  "ipc:///run/fanhub/c.sock",
     };
     for (size_t i = 0; i < sizeof loopback / sizeof loopback[0]; i++) {
         char text[256];
-        snprintf (text, sizeof text, "control: '%s'\n" BUS CONSUMERS,
-                  loopback[i]);
+        snprintf (text, sizeof text, "control: '%s'\n" BUS CONSUMERS, loopback[i]);
         cfg = s_load_ok (text);
         assert_string_equal (cfg->control, loopback[i]);
         fh_config_destroy (&cfg);
@@ -1168,8 +1118,7 @@ test_load_file (void **state)
 {
     (void) state;
     char err[512];
-    assert_null (fh_config_load_file ("/nonexistent/fanhub.yaml", err,
-                                      sizeof err));
+    assert_null (fh_config_load_file ("/nonexistent/fanhub.yaml", err, sizeof err));
     assert_string_equal (err, "/nonexistent/fanhub.yaml: cannot open: No such "
                               "file or directory");
     assert_null (fh_config_load_file ("/tmp", err, sizeof err));
@@ -1184,8 +1133,7 @@ test_load_file (void **state)
     if (!cfg)
         fail_msg ("%s", err);
     assert_string_equal (cfg->source, path);
-    assert_int_equal (strncmp (cfg->consumers[0].where, path, strlen (path)),
-                      0);
+    assert_int_equal (strncmp (cfg->consumers[0].where, path, strlen (path)), 0);
     assert_string_equal (cfg->consumers[0].where + strlen (path), ":4:5");
     fh_config_destroy (&cfg);
 
@@ -1195,8 +1143,7 @@ test_load_file (void **state)
     close (fd);
     assert_null (fh_config_load_file (path, err, sizeof err));
     char expected[256];
-    snprintf (expected, sizeof expected,
-              "%s:6:12: consumers[0].queue: expected a map", path);
+    snprintf (expected, sizeof expected, "%s:6:12: consumers[0].queue: expected a map", path);
     if (strncmp (err, expected, strlen (expected)) != 0)
         fail_msg ("got \"%s\", expected \"%s...\"", err, expected);
     unlink (path);
@@ -1215,7 +1162,7 @@ test_error_buffer (void **state)
     assert_null (s_load ("- a", NULL, 0));
     assert_null (fh_config_load_file ("/nonexistent", NULL, 0));
     assert_null (fh_config_load_string (NULL, 0, NULL, err, sizeof err));
-    char one[1] = { 'x' };
+    char one[1] = {'x'};
     assert_null (s_load ("- a", one, sizeof one));
     assert_int_equal (one[0], '\0');
 }
@@ -1231,65 +1178,60 @@ test_endpoint_check (void **state)
         bool for_bind;
         const char *reason; /* NULL: valid; else the start of the reason */
     } cases[] = {
-        { "tcp://127.0.0.1:9940", false, NULL },
-        { "tcp://hub.example.org:1", false, NULL },
-        { "tcp://[::1]:65535", false, NULL },
-        { "tcp://[fe80::1%eth0]:5", false, NULL },
-        { "tcp://*:9940", true, NULL },
-        { "tcp://eth0:9940", true, NULL },
-        { "tcp://127.0.0.1:*", true, NULL },
-        { "tcp://*:*", true, NULL },
-        { "tcp://[::]:5", true, NULL },
-        { "ipc:///run/fanhub/bus.sock", false, NULL },
-        { "ipc://relative.sock", true, NULL },
-        { "ipc://@abstract", true, NULL },
-        { "inproc://bus", false, NULL },
-        { "inproc://bus", true, NULL },
+        {"tcp://127.0.0.1:9940", false, NULL},
+        {"tcp://hub.example.org:1", false, NULL},
+        {"tcp://[::1]:65535", false, NULL},
+        {"tcp://[fe80::1%eth0]:5", false, NULL},
+        {"tcp://*:9940", true, NULL},
+        {"tcp://eth0:9940", true, NULL},
+        {"tcp://127.0.0.1:*", true, NULL},
+        {"tcp://*:*", true, NULL},
+        {"tcp://[::]:5", true, NULL},
+        {"ipc:///run/fanhub/bus.sock", false, NULL},
+        {"ipc://relative.sock", true, NULL},
+        {"ipc://@abstract", true, NULL},
+        {"inproc://bus", false, NULL},
+        {"inproc://bus", true, NULL},
 
-        { NULL, false, "empty endpoint" },
-        { "", true, "empty endpoint" },
-        { "udp://a:1", false,
-          "unsupported transport 'udp' (use tcp://, ipc:// or inproc://)" },
-        { "pgm://eth0;239.192.1.1:5555", false, "unsupported transport 'pgm'" },
-        { "TCP://a:1", false, "unsupported transport 'TCP'" },
-        { "://a:1", false, "unsupported transport ''" },
-        { "tcp:/a:1", false, "expected TRANSPORT://ADDRESS" },
-        { "127.0.0.1:9940", false, "expected TRANSPORT://ADDRESS" },
-        { "tcp://", false, "expected tcp://HOST:PORT" },
-        { "tcp://host", false, "expected tcp://HOST:PORT" },
-        { "tcp://:1", false, "empty host" },
-        { "tcp://a:", false, "expected a port from 1 to 65535" },
-        { "tcp://a:0", false, "expected a port from 1 to 65535" },
-        { "tcp://a:65536", true, "expected a port from 1 to 65535" },
-        { "tcp://a:999999", false, "expected a port from 1 to 65535" },
-        { "tcp://a:-1", false, "expected a port from 1 to 65535" },
-        { "tcp://a:+1", false, "expected a port from 1 to 65535" },
-        { "tcp://a:12x", false, "expected a port from 1 to 65535" },
-        { "tcp://*:1", false, "host '*' (every interface) is only for bind" },
-        { "tcp://a:*", false, "port '*' (any free port) is only for bind" },
-        { "tcp://::1:5", false, "IPv6 addresses go in brackets" },
-        { "tcp://[::1:5", false, "missing ']'" },
-        { "tcp://[]:5", false, "empty IPv6 address" },
-        { "tcp://[abc]:5", false, "expected an IPv6 address in []" },
-        { "tcp://[::1]5", false, "expected ':PORT' after the IPv6 address" },
-        { "tcp://a/b:1", false, "invalid character in host" },
-        { "tcp://a b:1", false, "an endpoint cannot contain spaces" },
-        { "tcp://a:1\n", false, "an endpoint cannot contain spaces" },
-        { "ipc://", true, "expected ipc://PATH" },
-        { "inproc://", false, "expected inproc://NAME" },
+        {NULL, false, "empty endpoint"},
+        {"", true, "empty endpoint"},
+        {"udp://a:1", false, "unsupported transport 'udp' (use tcp://, ipc:// or inproc://)"},
+        {"pgm://eth0;239.192.1.1:5555", false, "unsupported transport 'pgm'"},
+        {"TCP://a:1", false, "unsupported transport 'TCP'"},
+        {"://a:1", false, "unsupported transport ''"},
+        {"tcp:/a:1", false, "expected TRANSPORT://ADDRESS"},
+        {"127.0.0.1:9940", false, "expected TRANSPORT://ADDRESS"},
+        {"tcp://", false, "expected tcp://HOST:PORT"},
+        {"tcp://host", false, "expected tcp://HOST:PORT"},
+        {"tcp://:1", false, "empty host"},
+        {"tcp://a:", false, "expected a port from 1 to 65535"},
+        {"tcp://a:0", false, "expected a port from 1 to 65535"},
+        {"tcp://a:65536", true, "expected a port from 1 to 65535"},
+        {"tcp://a:999999", false, "expected a port from 1 to 65535"},
+        {"tcp://a:-1", false, "expected a port from 1 to 65535"},
+        {"tcp://a:+1", false, "expected a port from 1 to 65535"},
+        {"tcp://a:12x", false, "expected a port from 1 to 65535"},
+        {"tcp://*:1", false, "host '*' (every interface) is only for bind"},
+        {"tcp://a:*", false, "port '*' (any free port) is only for bind"},
+        {"tcp://::1:5", false, "IPv6 addresses go in brackets"},
+        {"tcp://[::1:5", false, "missing ']'"},
+        {"tcp://[]:5", false, "empty IPv6 address"},
+        {"tcp://[abc]:5", false, "expected an IPv6 address in []"},
+        {"tcp://[::1]5", false, "expected ':PORT' after the IPv6 address"},
+        {"tcp://a/b:1", false, "invalid character in host"},
+        {"tcp://a b:1", false, "an endpoint cannot contain spaces"},
+        {"tcp://a:1\n", false, "an endpoint cannot contain spaces"},
+        {"ipc://", true, "expected ipc://PATH"},
+        {"inproc://", false, "expected inproc://NAME"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *why
-            = fh_endpoint_check (cases[i].endpoint, cases[i].for_bind);
+        const char *why = fh_endpoint_check (cases[i].endpoint, cases[i].for_bind);
         const char *name = cases[i].endpoint ? cases[i].endpoint : "(NULL)";
         if (!cases[i].reason && why)
-            fail_msg ("'%s' (bind %d): refused: %s", name, cases[i].for_bind,
-                      why);
-        if (cases[i].reason
-            && (!why
-                || strncmp (why, cases[i].reason, strlen (cases[i].reason))))
-            fail_msg ("'%s' (bind %d): got %s, expected \"%s\"", name,
-                      cases[i].for_bind, why ? why : "valid", cases[i].reason);
+            fail_msg ("'%s' (bind %d): refused: %s", name, cases[i].for_bind, why);
+        if (cases[i].reason && (!why || strncmp (why, cases[i].reason, strlen (cases[i].reason))))
+            fail_msg ("'%s' (bind %d): got %s, expected \"%s\"", name, cases[i].for_bind,
+                      why ? why : "valid", cases[i].reason);
     }
 
     /* ipc paths longer than a Unix socket path allows. */

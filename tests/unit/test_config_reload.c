@@ -19,64 +19,63 @@
 #include <cmocka.h>
 
 /* Every key set, each on a line of its own so a row can replace one. */
-static const char s_base[] =
-    "name: hub\n"
-    "bus:\n"
-    "  connect: [tcp://127.0.0.1:9940]\n"
-    "  bind: [tcp://127.0.0.1:9941]\n"
-    "  rcvhwm: 1000\n"
-    "  max_frames: 32\n"
-    "  max_message_bytes: 65536\n"
-    "  publish: [tcp://127.0.0.1:9942]\n"
-    "  gap_detection:\n"
-    "    counter: n\n"
-    "    producer: topic\n"
-    "    max_producers: 10\n"
-    "  amqp: {url: \"amqp://127.0.0.1:5672\", queue: q, prefetch: 10}\n"
-    "control: ipc:///tmp/fanhub-test-config-reload.sock\n"
-    "shutdown_timeout: 10\n"
-    "state_dir: /tmp/fanhub-test-config-reload\n"
-    "spool:\n"
-    "  fsync: interval\n"
-    "  fsync_interval: 1\n"
-    "  segment_bytes: 65536\n"
-    "log_level: info\n"
-    "metrics:\n"
-    "  interval: 10\n"
-    "  collectd:\n"
-    "    socket: /tmp/fanhub-test-collectd.sock\n"
-    "    interval: 10\n"
-    "  prometheus:\n"
-    "    listen: 127.0.0.1:9464\n"
-    "  moksha_socket: tcp://127.0.0.1:9943\n"
-    "  moksha_interval: 5\n"
-    "consumers:\n"
-    "  - name: c\n"
-    "    plugin: p\n"
-    "    topics: [a.b]\n"
-    "    queue:\n"
-    "      capacity: 100\n"
-    "      warn_at: 50\n"
-    "      overflow: spill\n"
-    "      spool_max_bytes: 1000000\n"
-    "      write_ahead: false\n"
-    "    options: {x: 1}\n"
-    "    retry:\n"
-    "      max_attempts: 3\n"
-    "      initial_ms: 10\n"
-    "      max_ms: 100\n"
-    "      jitter: 0.2\n"
-    "    consume_timeout: 60\n"
-    "    workers: 2\n"
-    "    order_by: topic\n"
-    "    coalesce: false\n"
-    "    max_pending: 50\n"
-    "    shard: {index: 0, count: 2}\n";
+static const char s_base[] = "name: hub\n"
+                             "bus:\n"
+                             "  connect: [tcp://127.0.0.1:9940]\n"
+                             "  bind: [tcp://127.0.0.1:9941]\n"
+                             "  rcvhwm: 1000\n"
+                             "  max_frames: 32\n"
+                             "  max_message_bytes: 65536\n"
+                             "  publish: [tcp://127.0.0.1:9942]\n"
+                             "  gap_detection:\n"
+                             "    counter: n\n"
+                             "    producer: topic\n"
+                             "    max_producers: 10\n"
+                             "  amqp: {url: \"amqp://127.0.0.1:5672\", queue: q, prefetch: 10}\n"
+                             "control: ipc:///tmp/fanhub-test-config-reload.sock\n"
+                             "shutdown_timeout: 10\n"
+                             "state_dir: /tmp/fanhub-test-config-reload\n"
+                             "spool:\n"
+                             "  fsync: interval\n"
+                             "  fsync_interval: 1\n"
+                             "  segment_bytes: 65536\n"
+                             "log_level: info\n"
+                             "metrics:\n"
+                             "  interval: 10\n"
+                             "  collectd:\n"
+                             "    socket: /tmp/fanhub-test-collectd.sock\n"
+                             "    interval: 10\n"
+                             "  prometheus:\n"
+                             "    listen: 127.0.0.1:9464\n"
+                             "  moksha_socket: tcp://127.0.0.1:9943\n"
+                             "  moksha_interval: 5\n"
+                             "consumers:\n"
+                             "  - name: c\n"
+                             "    plugin: p\n"
+                             "    topics: [a.b]\n"
+                             "    queue:\n"
+                             "      capacity: 100\n"
+                             "      warn_at: 50\n"
+                             "      overflow: spill\n"
+                             "      spool_max_bytes: 1000000\n"
+                             "      write_ahead: false\n"
+                             "    options: {x: 1}\n"
+                             "    retry:\n"
+                             "      max_attempts: 3\n"
+                             "      initial_ms: 10\n"
+                             "      max_ms: 100\n"
+                             "      jitter: 0.2\n"
+                             "    consume_timeout: 60\n"
+                             "    workers: 2\n"
+                             "    order_by: topic\n"
+                             "    coalesce: false\n"
+                             "    max_pending: 50\n"
+                             "    shard: {index: 0, count: 2}\n";
 
 typedef struct {
-    const char *from, *to;  /* one line of s_base, and what replaces it */
-    const char *restart;    /* the keys named, "" when live or a consumer key */
-    bool consumer_same;     /* a consumer key: the running instance stays */
+    const char *from, *to; /* one line of s_base, and what replaces it */
+    const char *restart;   /* the keys named, "" when live or a consumer key */
+    bool consumer_same;    /* a consumer key: the running instance stays */
 } s_row_t;
 
 static const s_row_t s_rows[] = {
@@ -169,8 +168,8 @@ test_each_key (void **state)
         fh_config_t *next = s_load (text);
         size_t count = fh_config_restart_keys (base, next, keys, sizeof keys);
         if (strcmp (keys, row->restart) != 0 || count != (row->restart[0] ? 1u : 0u))
-            fail_msg ("%s -> %s: restart keys '%s' (%zu), expected '%s'", row->from, row->to,
-                      keys, count, row->restart);
+            fail_msg ("%s -> %s: restart keys '%s' (%zu), expected '%s'", row->from, row->to, keys,
+                      count, row->restart);
         if (fh_config_consumer_same (&base->consumers[0], &next->consumers[0])
             != row->consumer_same)
             fail_msg ("%s -> %s: the consumer %s, expected it %s", row->from, row->to,
@@ -226,7 +225,8 @@ test_limits (void **state)
     /* Too many consumers. */
     size_t room = 64 + 1100 * 40;
     char *many = malloc (room);
-    size_t used = (size_t) snprintf (many, room, "bus:\n  connect: tcp://127.0.0.1:1\nconsumers:\n");
+    size_t used
+        = (size_t) snprintf (many, room, "bus:\n  connect: tcp://127.0.0.1:1\nconsumers:\n");
     for (int i = 0; i < 1100; i++)
         used += (size_t) snprintf (many + used, room - used, "  - {name: c%d, plugin: p}\n", i);
     assert_null (fh_config_load_string (many, used, "t.yaml", err, sizeof err));

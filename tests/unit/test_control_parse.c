@@ -19,12 +19,17 @@
 #include <cmocka.h>
 
 /* A frame as a string literal, NUL bytes inside it included. */
-#define F(s) {(s), sizeof (s) - 1}
+#define F(s)                                                                                       \
+    {                                                                                              \
+        (s), sizeof (s) - 1                                                                        \
+    }
 #define MAX_FRAMES 8
 
 #define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS)"
 #define E_EMPTY "ERROR empty command" COMMANDS
-#define E_NO_ARGS "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request is one frame)"
+#define E_NO_ARGS                                                                                  \
+    "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request "   \
+    "is one frame)"
 #define E_EMIT "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]"
 #define E_INJECT "ERROR usage: INJECT, consumer, topic, body[, frames...]"
 #define E_UNKNOWN(word) "ERROR unknown command '" word "'" COMMANDS
@@ -43,11 +48,15 @@ typedef struct {
 /* A request accepted (ACCEPT) or refused with an exact line (REFUSE);
    the frames come last. */
 #define NFRAMES(...) (sizeof ((fanhub_bytes_t[]){__VA_ARGS__}) / sizeof (fanhub_bytes_t))
-#define ACCEPT(n, k, w, t, c, m, ...)                                                        \
-    {.name = (n), .count = NFRAMES (__VA_ARGS__), .frames = {__VA_ARGS__}, .kind = (k),     \
-     .wait = (w), .timeout_ms = (t), .consumer = (c), .message = (m)}
-#define REFUSE(n, e, ...)                                                                    \
-    {.name = (n), .count = NFRAMES (__VA_ARGS__), .frames = {__VA_ARGS__}, .error = (e)}
+#define ACCEPT(n, k, w, t, c, m, ...)                                                              \
+    {                                                                                              \
+        .name = (n), .count = NFRAMES (__VA_ARGS__), .frames = {__VA_ARGS__}, .kind = (k),         \
+        .wait = (w), .timeout_ms = (t), .consumer = (c), .message = (m)                            \
+    }
+#define REFUSE(n, e, ...)                                                                          \
+    {                                                                                              \
+        .name = (n), .count = NFRAMES (__VA_ARGS__), .frames = {__VA_ARGS__}, .error = (e)         \
+    }
 
 static const s_case_t s_cases[] = {
     /* No arguments. */
@@ -74,7 +83,9 @@ static const s_case_t s_cases[] = {
     REFUSE ("prefix of a word", E_UNKNOWN ("PIN"), F ("PIN")),
     REFUSE ("word and more", E_UNKNOWN ("PINGS"), F ("PINGS")),
     REFUSE ("unknown with arguments", E_UNKNOWN ("HELLO"), F ("HELLO"), F ("x")),
-    REFUSE ("binary shown as '?'", E_UNKNOWN ("??A?~ ?"), F ("\x01\xff" "A\x7f~ \n")),
+    REFUSE ("binary shown as '?'", E_UNKNOWN ("??A?~ ?"),
+            F ("\x01\xff"
+               "A\x7f~ \n")),
     REFUSE ("quote shown as it is", E_UNKNOWN ("it's"), F ("it's")),
     REFUSE ("UTF-8 shown as '?'", E_UNKNOWN ("caf??"), F ("caf\xc3\xa9")),
 
@@ -87,8 +98,8 @@ static const s_case_t s_cases[] = {
             F ("wait"), F ("86400000"), F ("t"), F ("b")),
     ACCEPT ("EMIT 15 digits", FH_CONTROL_EMIT, true, 5, 0, 3, F ("EMIT"), F ("wait"),
             F ("000000000000005"), F ("t"), F ("b")),
-    ACCEPT ("EMIT more frames", FH_CONTROL_EMIT, false, 5, 0, 3, F ("EMIT"), F ("nowait"),
-            F ("5"), F ("t"), F ("b"), F ("c"), F ("d")),
+    ACCEPT ("EMIT more frames", FH_CONTROL_EMIT, false, 5, 0, 3, F ("EMIT"), F ("nowait"), F ("5"),
+            F ("t"), F ("b"), F ("c"), F ("d")),
     ACCEPT ("EMIT empty topic and body", FH_CONTROL_EMIT, true, 5, 0, 3, F ("EMIT"), F ("wait"),
             F ("5"), F (""), F ("")),
     REFUSE ("EMIT alone", E_EMIT, F ("EMIT")),
@@ -114,8 +125,7 @@ static const s_case_t s_cases[] = {
     REFUSE ("EMIT words swapped", E_EMIT, F ("EMIT"), F ("5"), F ("wait"), F ("t"), F ("b")),
 
     /* INJECT, consumer, topic, body[, frames...] */
-    ACCEPT ("INJECT", FH_CONTROL_INJECT, false, 0, 1, 2, F ("INJECT"), F ("log"), F ("t"),
-            F ("b")),
+    ACCEPT ("INJECT", FH_CONTROL_INJECT, false, 0, 1, 2, F ("INJECT"), F ("log"), F ("t"), F ("b")),
     ACCEPT ("INJECT more frames", FH_CONTROL_INJECT, false, 0, 1, 2, F ("INJECT"), F ("log"),
             F ("t"), F ("b"), F ("c"), F ("d")),
     /* Whether the consumer exists is the hub's question, not the parser's. */
@@ -278,11 +288,11 @@ test_show (void **state)
     } cases[] = {
         {"abc", 3, 48, "abc"},
         {"", 0, 48, ""},
-        {"abc", 3, 7, "abc"},   /* 3 fit in room 7 */
+        {"abc", 3, 7, "abc"},     /* 3 fit in room 7 */
         {"abcd", 4, 7, "abc..."}, /* a fourth does not */
         {"abcd", 4, 8, "abcd"},
-        {"abc", 3, 4, "..."},   /* room for the dots only */
-        {"abc", 3, 3, ""},      /* not even that */
+        {"abc", 3, 4, "..."}, /* room for the dots only */
+        {"abc", 3, 3, ""},    /* not even that */
         {"abc", 3, 1, ""},
         {"", 0, 1, ""},
         {"a\tb\x80\xff\x7f\x1f~", 8, 48, "a?b????~"},
@@ -302,10 +312,8 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_table),
-        cmocka_unit_test (test_long_words),
-        cmocka_unit_test (test_short_err),
-        cmocka_unit_test (test_frames_not_kept),
+        cmocka_unit_test (test_table),     cmocka_unit_test (test_long_words),
+        cmocka_unit_test (test_short_err), cmocka_unit_test (test_frames_not_kept),
         cmocka_unit_test (test_show),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

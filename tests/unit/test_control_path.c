@@ -165,11 +165,13 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown (test_missing_directory_is_made_private, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_missing_directory_is_made_private, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_regular_file_is_refused, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_open_directory_is_refused, s_setup, s_teardown),
         cmocka_unit_test_setup_teardown (test_stale_socket_and_owner, s_setup, s_teardown),
-        cmocka_unit_test_setup_teardown (test_bind_mode_is_0660_under_any_umask, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_bind_mode_is_0660_under_any_umask, s_setup,
+                                         s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_socket_for_client, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);

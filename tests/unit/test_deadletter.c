@@ -47,8 +47,7 @@ static void
 s_add (fh_deadletter_t *store, uint64_t seq, const char *topic, const char *body,
        const char *reason, char id[FH_DEADLETTER_ID_SIZE])
 {
-    fanhub_bytes_t frames[3] = {
-        {topic, strlen (topic)}, {body, strlen (body)}, {"\0\1\2", 3}};
+    fanhub_bytes_t frames[3] = {{topic, strlen (topic)}, {body, strlen (body)}, {"\0\1\2", 3}};
     fh_deadletter_item_t item = {
         .seq = seq,
         .received_wall_ns = (int64_t) seq * 1000000000,
@@ -125,8 +124,7 @@ test_add_list_load_remove (void **state)
     assert_non_null (strstr (err, ids[1]));
     assert_int_equal (fh_deadletter_load (store, ids[1], &entry, err, sizeof err), -1);
     assert_int_equal (errno, ENOENT);
-    assert_int_equal (fh_deadletter_load (store, "../../etc/passwd", &entry, err, sizeof err),
-                      -1);
+    assert_int_equal (fh_deadletter_load (store, "../../etc/passwd", &entry, err, sizeof err), -1);
     assert_int_equal (errno, EINVAL);
     assert_int_equal (fh_deadletter_list (store, &entries, &count, err, sizeof err), 0);
     assert_int_equal (count, 2);
@@ -263,8 +261,8 @@ s_adder (void *arg)
     fh_deadletter_t *store = arg;
     for (int i = 0; i < ADDS; i++) {
         fanhub_bytes_t frames[2] = {{"t", 1}, {"b", 1}};
-        fh_deadletter_item_t item = {.seq = (uint64_t) i, .frames = frames, .frame_count = 2,
-                                     .reason = "concurrent"};
+        fh_deadletter_item_t item
+            = {.seq = (uint64_t) i, .frames = frames, .frame_count = 2, .reason = "concurrent"};
         char id[FH_DEADLETTER_ID_SIZE], err[512];
         if (fh_deadletter_add (store, &item, id, err, sizeof err) != 0)
             return strdup (err);
@@ -305,9 +303,11 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_add_list_load_remove, s_setup, test_dir_teardown),
-        cmocka_unit_test_setup_teardown (test_damaged_entries_are_listed, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damaged_entries_are_listed, s_setup,
+                                         test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_missing_store_is_empty, s_setup, test_dir_teardown),
-        cmocka_unit_test_setup_teardown (test_ids_increase_across_reopen, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_ids_increase_across_reopen, s_setup,
+                                         test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_long_reason_is_cut, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_concurrent_adds, s_setup, test_dir_teardown),
     };

@@ -45,9 +45,18 @@ static void *s_dl;
 static const fanhub_consumer_desc_t *s_desc;
 static char s_dir[256];
 
-#define SCALAR(k, v, w) { FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0 }
-#define LISTOF(k, items, n, w) { FANHUB_OPTION_LIST, (k), NULL, (w), (items), (n) }
-#define MAP(items, n) { FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n) }
+#define SCALAR(k, v, w)                                                                            \
+    {                                                                                              \
+        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
+    }
+#define LISTOF(k, items, n, w)                                                                     \
+    {                                                                                              \
+        FANHUB_OPTION_LIST, (k), NULL, (w), (items), (n)                                           \
+    }
+#define MAP(items, n)                                                                              \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
+    }
 #define BYTES(s) (s), (sizeof (s) - 1)
 
 static const fanhub_option_t s_empty_items[1];
@@ -78,19 +87,16 @@ s_start_map (fanhub_ctx_t *ctx, const fanhub_option_t *items, size_t n)
 /* An instance running the shell script SCRIPT, with timeout_ms and
    kill_grace_ms when not NULL. */
 static void *
-s_start_shell (fanhub_ctx_t *ctx, const char *script, const char *timeout_ms,
-               const char *grace_ms)
+s_start_shell (fanhub_ctx_t *ctx, const char *script, const char *timeout_ms, const char *grace_ms)
 {
     fanhub_option_t items[4];
     size_t n = 0;
     items[n++] = (fanhub_option_t) SCALAR ("command", script, "t.yaml:5:14");
     items[n++] = (fanhub_option_t) SCALAR ("shell", "true", "t.yaml:6:12");
     if (timeout_ms)
-        items[n++]
-            = (fanhub_option_t) SCALAR ("timeout_ms", timeout_ms, "t.yaml:7:3");
+        items[n++] = (fanhub_option_t) SCALAR ("timeout_ms", timeout_ms, "t.yaml:7:3");
     if (grace_ms)
-        items[n++] = (fanhub_option_t) SCALAR ("kill_grace_ms", grace_ms,
-                                               "t.yaml:8:3");
+        items[n++] = (fanhub_option_t) SCALAR ("kill_grace_ms", grace_ms, "t.yaml:8:3");
     return s_start_map (ctx, items, n);
 }
 
@@ -102,14 +108,12 @@ s_start_argv (fanhub_ctx_t *ctx, const char *const *argv, size_t argc)
     assert_true (argc <= 8);
     for (size_t i = 0; i < argc; i++)
         args[i] = (fanhub_option_t) SCALAR (NULL, argv[i], "t.yaml:5:15");
-    fanhub_option_t items[]
-        = { LISTOF ("command", args, argc, "t.yaml:5:14") };
+    fanhub_option_t items[] = {LISTOF ("command", args, argc, "t.yaml:5:14")};
     return s_start_map (ctx, items, 1);
 }
 
 static fanhub_msg_t
-s_msg (const void *topic, size_t topic_size, const void *body,
-       size_t body_size, uint64_t seq)
+s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq)
 {
     return fake_msg (topic, topic_size, body, body_size, seq, 0);
 }
@@ -171,8 +175,7 @@ s_children (void)
         char *close = strrchr (stat, ')');
         char state;
         long ppid;
-        if (close && sscanf (close + 1, " %c %ld", &state, &ppid) == 2
-            && ppid == (long) getpid ())
+        if (close && sscanf (close + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long) getpid ())
             children++;
     }
     closedir (proc);
@@ -202,7 +205,7 @@ s_eventually (bool (*cond) (long), long arg)
     for (int i = 0; i < 3000; i++) {
         if (cond (arg))
             return true;
-        nanosleep (&(struct timespec) { 0, 10000000 }, NULL);
+        nanosleep (&(struct timespec){0, 10000000}, NULL);
     }
     return false;
 }
@@ -219,8 +222,8 @@ s_group_setup (void **state)
         fprintf (stderr, "dlopen: %s\n", dlerror ());
         return -1;
     }
-    fanhub_consumer_entry_fn entry = (fanhub_consumer_entry_fn) (uintptr_t)
-        dlsym (s_dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
+    fanhub_consumer_entry_fn entry
+        = (fanhub_consumer_entry_fn) (uintptr_t) dlsym (s_dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
     if (!entry)
         return -1;
     s_desc = entry ();
@@ -307,106 +310,133 @@ static const fanhub_option_t s_submap[] = {
 };
 static const fanhub_option_t s_argv_nested[] = {
     SCALAR (NULL, "/bin/true", "t.yaml:5:15"),
-    { FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:5:26", s_submap, 1 },
+    {FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:5:26", s_submap, 1},
 };
 
 #define CMD_TRUE LISTOF ("command", s_argv_true, 1, "t.yaml:5:14")
-#define MS_ERR(key, lo, hi, got, where)                                        \
-    "options." key ": expected a duration such as 250ms, 2s or 1m from " lo    \
-    " to " hi " ms, got " got " (" where ")"
+#define MS_ERR(key, lo, hi, got, where)                                                            \
+    "options." key ": expected a duration such as 250ms, 2s or 1m from " lo " to " hi              \
+    " ms, got " got " (" where ")"
 
 static const option_case_t s_option_cases[] = {
-    { "argv", { CMD_TRUE }, 1, NULL },
-    { "argv found in PATH, empty argument",
-      { LISTOF ("command", s_argv_path, 2, "t.yaml:5:14") }, 1, NULL },
-    { "shell string",
-      { SCALAR ("command", "exit 0", "t.yaml:5:14"),
-        SCALAR ("shell", "true", "t.yaml:6:12") },
-      2, NULL },
-    { "shell given first",
-      { SCALAR ("shell", "true", "t.yaml:5:12"),
-        SCALAR ("command", "exit 0", "t.yaml:6:14") },
-      2, NULL },
-    { "every option",
-      { CMD_TRUE, SCALAR ("timeout_ms", "1", "t.yaml:6:3"),
-        SCALAR ("kill_grace_ms", "0", "t.yaml:7:3") },
-      3, NULL },
-    { "stdout values",
-      { CMD_TRUE, SCALAR ("stdout", "inherit", "t.yaml:6:3"),
-        SCALAR ("shell", "false", "t.yaml:7:3") },
-      3, NULL },
-    { "no options", { { 0 } }, 0,
-      "options.command: missing: the command to run, as a list "
-      "[PROGRAM, ARG...] (t.yaml:4:3)" },
-    { "unknown key",
-      { CMD_TRUE, SCALAR ("timeout", "5", "t.yaml:6:3") }, 2,
-      "options.timeout: unknown option; exec takes command, shell, "
-      "timeout_ms, kill_grace_ms and stdout (t.yaml:6:3)" },
-    { "string without shell", { SCALAR ("command", "ls -l", "t.yaml:5:14") },
-      1,
-      "options.command: expected a list [PROGRAM, ARG...], got a string; to "
-      "run it with /bin/sh -c, set shell: true (t.yaml:5:14)" },
-    { "list with shell",
-      { CMD_TRUE, SCALAR ("shell", "true", "t.yaml:6:12") }, 2,
-      "options.command: with shell: true, expected one string for /bin/sh "
-      "-c, got a list (t.yaml:5:14)" },
-    { "empty shell string",
-      { SCALAR ("command", "", "t.yaml:5:14"),
-        SCALAR ("shell", "true", "t.yaml:6:12") },
-      2, "options.command: must not be empty (t.yaml:5:14)" },
-    { "empty list", { LISTOF ("command", s_argv_true, 0, "t.yaml:5:14") }, 1,
-      "options.command: expected a list [PROGRAM, ARG...], got an empty list "
-      "(t.yaml:5:14)" },
-    { "map", { { FANHUB_OPTION_MAP, "command", NULL, "t.yaml:5:3", s_submap,
-                 1 } },
-      1,
-      "options.command: expected a list [PROGRAM, ARG...], got a map "
-      "(t.yaml:5:3)" },
-    { "nested item", { LISTOF ("command", s_argv_nested, 2, "t.yaml:5:14") },
-      1, "options.command[1]: expected a string, got a map (t.yaml:5:26)" },
-    { "empty program", { LISTOF ("command", s_argv_empty0, 1, "t.yaml:5:14") },
-      1, "options.command[0]: the program must not be empty (t.yaml:5:15)" },
-    { "not in PATH", { LISTOF ("command", s_argv_missing, 1, "t.yaml:5:14") },
-      1,
-      "options.command[0]: no-such-program-fanhub: not found in PATH "
-      "(t.yaml:5:15)" },
-    { "no such file", { LISTOF ("command", s_argv_nofile, 1, "t.yaml:5:14") },
-      1,
-      "options.command[0]: /nonexistent/prog: cannot run: No such file or "
-      "directory (t.yaml:5:15)" },
-    { "a directory", { LISTOF ("command", s_argv_dir, 1, "t.yaml:5:14") }, 1,
-      "options.command[0]: /tmp: cannot run: Permission denied "
-      "(t.yaml:5:15)" },
-    { "shell yes",
-      { CMD_TRUE, SCALAR ("shell", "yes", "t.yaml:6:12") }, 2,
-      "options.shell: expected true or false, got \"yes\" (t.yaml:6:12)" },
-    { "timeout 0", { CMD_TRUE, SCALAR ("timeout_ms", "0", "t.yaml:6:3") }, 2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"0\"", "t.yaml:6:3") },
-    { "timeout too big",
-      { CMD_TRUE, SCALAR ("timeout_ms", "86400001", "t.yaml:6:3") }, 2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"86400001\"", "t.yaml:6:3") },
-    { "timeout far too big",
-      { CMD_TRUE, SCALAR ("timeout_ms", "99999999999999999999", "t.yaml:6:3") },
-      2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"99999999999999999999\"",
-              "t.yaml:6:3") },
-    { "timeout with a unit", { CMD_TRUE, SCALAR ("timeout_ms", "10s", "t.yaml:6:3") }, 2,
-      NULL },
-    { "timeout word",
-      { CMD_TRUE, SCALAR ("timeout_ms", "soon", "t.yaml:6:3") }, 2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"soon\"", "t.yaml:6:3") },
-    { "timeout in days, too big",
-      { CMD_TRUE, SCALAR ("timeout_ms", "25h", "t.yaml:6:3") }, 2,
-      MS_ERR ("timeout_ms", "1", "86400000", "\"25h\"", "t.yaml:6:3") },
-    { "grace negative",
-      { CMD_TRUE, SCALAR ("kill_grace_ms", "-1", "t.yaml:6:3") }, 2,
-      MS_ERR ("kill_grace_ms", "0", "3600000", "\"-1\"", "t.yaml:6:3") },
-    { "grace list",
-      { CMD_TRUE, LISTOF ("kill_grace_ms", s_argv_true, 1, "t.yaml:6:3") }, 2,
-      MS_ERR ("kill_grace_ms", "0", "3600000", "a list", "t.yaml:6:3") },
-    { "stdout bad", { CMD_TRUE, SCALAR ("stdout", "file", "t.yaml:6:3") }, 2,
-      "options.stdout: expected null, stderr or inherit, got \"file\" "
-      "(t.yaml:6:3)" },
+    {"argv", {CMD_TRUE}, 1, NULL},
+    {"argv found in PATH, empty argument",
+     {LISTOF ("command", s_argv_path, 2, "t.yaml:5:14")},
+     1,
+     NULL},
+    {"shell string",
+     {SCALAR ("command", "exit 0", "t.yaml:5:14"), SCALAR ("shell", "true", "t.yaml:6:12")},
+     2,
+     NULL},
+    {"shell given first",
+     {SCALAR ("shell", "true", "t.yaml:5:12"), SCALAR ("command", "exit 0", "t.yaml:6:14")},
+     2,
+     NULL},
+    {"every option",
+     {CMD_TRUE, SCALAR ("timeout_ms", "1", "t.yaml:6:3"),
+      SCALAR ("kill_grace_ms", "0", "t.yaml:7:3")},
+     3,
+     NULL},
+    {"stdout values",
+     {CMD_TRUE, SCALAR ("stdout", "inherit", "t.yaml:6:3"),
+      SCALAR ("shell", "false", "t.yaml:7:3")},
+     3,
+     NULL},
+    {"no options",
+     {{0}},
+     0,
+     "options.command: missing: the command to run, as a list "
+     "[PROGRAM, ARG...] (t.yaml:4:3)"},
+    {"unknown key",
+     {CMD_TRUE, SCALAR ("timeout", "5", "t.yaml:6:3")},
+     2,
+     "options.timeout: unknown option; exec takes command, shell, "
+     "timeout_ms, kill_grace_ms and stdout (t.yaml:6:3)"},
+    {"string without shell",
+     {SCALAR ("command", "ls -l", "t.yaml:5:14")},
+     1,
+     "options.command: expected a list [PROGRAM, ARG...], got a string; to "
+     "run it with /bin/sh -c, set shell: true (t.yaml:5:14)"},
+    {"list with shell",
+     {CMD_TRUE, SCALAR ("shell", "true", "t.yaml:6:12")},
+     2,
+     "options.command: with shell: true, expected one string for /bin/sh "
+     "-c, got a list (t.yaml:5:14)"},
+    {"empty shell string",
+     {SCALAR ("command", "", "t.yaml:5:14"), SCALAR ("shell", "true", "t.yaml:6:12")},
+     2,
+     "options.command: must not be empty (t.yaml:5:14)"},
+    {"empty list",
+     {LISTOF ("command", s_argv_true, 0, "t.yaml:5:14")},
+     1,
+     "options.command: expected a list [PROGRAM, ARG...], got an empty list "
+     "(t.yaml:5:14)"},
+    {"map",
+     {{FANHUB_OPTION_MAP, "command", NULL, "t.yaml:5:3", s_submap, 1}},
+     1,
+     "options.command: expected a list [PROGRAM, ARG...], got a map "
+     "(t.yaml:5:3)"},
+    {"nested item",
+     {LISTOF ("command", s_argv_nested, 2, "t.yaml:5:14")},
+     1,
+     "options.command[1]: expected a string, got a map (t.yaml:5:26)"},
+    {"empty program",
+     {LISTOF ("command", s_argv_empty0, 1, "t.yaml:5:14")},
+     1,
+     "options.command[0]: the program must not be empty (t.yaml:5:15)"},
+    {"not in PATH",
+     {LISTOF ("command", s_argv_missing, 1, "t.yaml:5:14")},
+     1,
+     "options.command[0]: no-such-program-fanhub: not found in PATH "
+     "(t.yaml:5:15)"},
+    {"no such file",
+     {LISTOF ("command", s_argv_nofile, 1, "t.yaml:5:14")},
+     1,
+     "options.command[0]: /nonexistent/prog: cannot run: No such file or "
+     "directory (t.yaml:5:15)"},
+    {"a directory",
+     {LISTOF ("command", s_argv_dir, 1, "t.yaml:5:14")},
+     1,
+     "options.command[0]: /tmp: cannot run: Permission denied "
+     "(t.yaml:5:15)"},
+    {"shell yes",
+     {CMD_TRUE, SCALAR ("shell", "yes", "t.yaml:6:12")},
+     2,
+     "options.shell: expected true or false, got \"yes\" (t.yaml:6:12)"},
+    {"timeout 0",
+     {CMD_TRUE, SCALAR ("timeout_ms", "0", "t.yaml:6:3")},
+     2,
+     MS_ERR ("timeout_ms", "1", "86400000", "\"0\"", "t.yaml:6:3")},
+    {"timeout too big",
+     {CMD_TRUE, SCALAR ("timeout_ms", "86400001", "t.yaml:6:3")},
+     2,
+     MS_ERR ("timeout_ms", "1", "86400000", "\"86400001\"", "t.yaml:6:3")},
+    {"timeout far too big",
+     {CMD_TRUE, SCALAR ("timeout_ms", "99999999999999999999", "t.yaml:6:3")},
+     2,
+     MS_ERR ("timeout_ms", "1", "86400000", "\"99999999999999999999\"", "t.yaml:6:3")},
+    {"timeout with a unit", {CMD_TRUE, SCALAR ("timeout_ms", "10s", "t.yaml:6:3")}, 2, NULL},
+    {"timeout word",
+     {CMD_TRUE, SCALAR ("timeout_ms", "soon", "t.yaml:6:3")},
+     2,
+     MS_ERR ("timeout_ms", "1", "86400000", "\"soon\"", "t.yaml:6:3")},
+    {"timeout in days, too big",
+     {CMD_TRUE, SCALAR ("timeout_ms", "25h", "t.yaml:6:3")},
+     2,
+     MS_ERR ("timeout_ms", "1", "86400000", "\"25h\"", "t.yaml:6:3")},
+    {"grace negative",
+     {CMD_TRUE, SCALAR ("kill_grace_ms", "-1", "t.yaml:6:3")},
+     2,
+     MS_ERR ("kill_grace_ms", "0", "3600000", "\"-1\"", "t.yaml:6:3")},
+    {"grace list",
+     {CMD_TRUE, LISTOF ("kill_grace_ms", s_argv_true, 1, "t.yaml:6:3")},
+     2,
+     MS_ERR ("kill_grace_ms", "0", "3600000", "a list", "t.yaml:6:3")},
+    {"stdout bad",
+     {CMD_TRUE, SCALAR ("stdout", "file", "t.yaml:6:3")},
+     2,
+     "options.stdout: expected null, stderr or inherit, got \"file\" "
+     "(t.yaml:6:3)"},
 };
 
 static void
@@ -416,18 +446,16 @@ test_options_table (void **state)
     size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
     for (size_t i = 0; i < cases; i++) {
         const option_case_t *c = &s_option_cases[i];
-        fanhub_option_t map
-            = MAP (c->count ? c->items : s_empty_items, c->count);
+        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[1024] = "";
         int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
-        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
-                              : rc == 0;
+        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
-            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name,
-                         rc, err, c->expected ? c->expected : "(accepted)");
+            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
+                         c->expected ? c->expected : "(accepted)");
             fail ();
         }
         if (rc == 0)
@@ -446,31 +474,51 @@ typedef struct {
 } exit_case_t;
 
 static const exit_case_t s_exit_cases[] = {
-    { "true", NULL, { "/bin/true" }, FANHUB_OK, NULL },
-    { "true from PATH", NULL, { "true" }, FANHUB_OK, NULL },
-    { "false", NULL, { "/bin/false" }, FANHUB_FAIL,
-      "message 7 (org.test.x): exit status 1 (nothing on stderr)" },
-    { "exit 75", "exit 75", { NULL }, FANHUB_RETRY,
-      "message 7 (org.test.x): exit status 75 (EX_TEMPFAIL) (nothing on "
-      "stderr); answering RETRY" },
-    { "exit 75 with a reason", "echo 'try later' >&2; exit 75", { NULL },
-      FANHUB_RETRY,
-      "message 7 (org.test.x): exit status 75 (EX_TEMPFAIL): try later; "
-      "answering RETRY" },
-    { "exit 2, first line of stderr",
-      "printf 'bad\\tthing \\r\\nsecond line\\n' >&2; exit 2", { NULL },
-      FANHUB_FAIL, "message 7 (org.test.x): exit status 2: bad?thing" },
-    { "exit 1 after stdout", "echo ignored; exit 1", { NULL }, FANHUB_FAIL,
-      "message 7 (org.test.x): exit status 1 (nothing on stderr)" },
-    { "killed by a signal", "echo dying >&2; kill -KILL $$", { NULL },
-      FANHUB_FAIL,
-      "message 7 (org.test.x): killed by signal 9 (SIGKILL): dying" },
-    { "SIGTERM", "kill -TERM $$", { NULL }, FANHUB_FAIL,
-      "message 7 (org.test.x): killed by signal 15 (SIGTERM) (nothing on "
-      "stderr)" },
-    { "a long line is cut",
-      "head -c 5000 /dev/zero | tr '\\0' x >&2; exit 3", { NULL },
-      FANHUB_FAIL, NULL /* checked by length below */ },
+    {"true", NULL, {"/bin/true"}, FANHUB_OK, NULL},
+    {"true from PATH", NULL, {"true"}, FANHUB_OK, NULL},
+    {"false",
+     NULL,
+     {"/bin/false"},
+     FANHUB_FAIL,
+     "message 7 (org.test.x): exit status 1 (nothing on stderr)"},
+    {"exit 75",
+     "exit 75",
+     {NULL},
+     FANHUB_RETRY,
+     "message 7 (org.test.x): exit status 75 (EX_TEMPFAIL) (nothing on "
+     "stderr); answering RETRY"},
+    {"exit 75 with a reason",
+     "echo 'try later' >&2; exit 75",
+     {NULL},
+     FANHUB_RETRY,
+     "message 7 (org.test.x): exit status 75 (EX_TEMPFAIL): try later; "
+     "answering RETRY"},
+    {"exit 2, first line of stderr",
+     "printf 'bad\\tthing \\r\\nsecond line\\n' >&2; exit 2",
+     {NULL},
+     FANHUB_FAIL,
+     "message 7 (org.test.x): exit status 2: bad?thing"},
+    {"exit 1 after stdout",
+     "echo ignored; exit 1",
+     {NULL},
+     FANHUB_FAIL,
+     "message 7 (org.test.x): exit status 1 (nothing on stderr)"},
+    {"killed by a signal",
+     "echo dying >&2; kill -KILL $$",
+     {NULL},
+     FANHUB_FAIL,
+     "message 7 (org.test.x): killed by signal 9 (SIGKILL): dying"},
+    {"SIGTERM",
+     "kill -TERM $$",
+     {NULL},
+     FANHUB_FAIL,
+     "message 7 (org.test.x): killed by signal 15 (SIGTERM) (nothing on "
+     "stderr)"},
+    {"a long line is cut",
+     "head -c 5000 /dev/zero | tr '\\0' x >&2; exit 3",
+     {NULL},
+     FANHUB_FAIL,
+     NULL /* checked by length below */},
 };
 
 static void
@@ -534,21 +582,17 @@ test_timeout_kills (void **state)
     /* Plain: SIGTERM is enough. */
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
-    void *plugin = s_start_shell (&ctx, "echo started >&2; sleep 300", "1000",
-                                  NULL);
+    void *plugin = s_start_shell (&ctx, "echo started >&2; sleep 300", "1000", NULL);
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
-    assert_string_equal (ctx.last,
-                         "message 1 (t): timed out after 1000 ms: started");
+    assert_string_equal (ctx.last, "message 1 (t): timed out after 1000 ms: started");
     s_desc->fini (plugin);
 
     /* SIGTERM ignored by the whole group: SIGKILL after the grace. */
     s_ctx_init (&ctx);
-    plugin = s_start_shell (&ctx, "trap '' TERM; sleep 300; exit 0", "100",
-                            "100");
+    plugin = s_start_shell (&ctx, "trap '' TERM; sleep 300; exit 0", "100", "100");
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
-    assert_string_equal (
-        ctx.last, "message 1 (t): timed out after 100 ms (nothing on stderr)");
+    assert_string_equal (ctx.last, "message 1 (t): timed out after 100 ms (nothing on stderr)");
     s_desc->fini (plugin);
 
     /* kill_grace_ms 0: SIGKILL at once. */
@@ -574,8 +618,7 @@ test_timeout_kills_the_group (void **state)
     char pidfile[512];
     s_path (pidfile, sizeof pidfile, "group.pid");
     char script[4096];
-    snprintf (script, sizeof script,
-              "sleep 300 & echo $! > '%s.tmp'; mv '%s.tmp' '%s'; wait",
+    snprintf (script, sizeof script, "sleep 300 & echo $! > '%s.tmp'; mv '%s.tmp' '%s'; wait",
               pidfile, pidfile, pidfile);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
@@ -646,7 +689,7 @@ test_unread_stdin (void **state)
     assert_non_null (body);
     fanhub_msg_t msg = s_msg (BYTES ("t"), body, size, 1);
 
-    static const char *const argv_true[] = { "/bin/true" };
+    static const char *const argv_true[] = {"/bin/true"};
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv_true, 1);
@@ -655,14 +698,12 @@ test_unread_stdin (void **state)
     s_desc->fini (plugin);
 
     s_ctx_init (&ctx);
-    plugin = s_start_shell (&ctx, "head -c 100000 > /dev/null; exit 0", NULL,
-                            NULL);
+    plugin = s_start_shell (&ctx, "head -c 100000 > /dev/null; exit 0", NULL, NULL);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     s_desc->fini (plugin);
 
     s_ctx_init (&ctx);
-    plugin = s_start_shell (&ctx, "exec 0<&-; echo closed >&2; exit 4", NULL,
-                            NULL);
+    plugin = s_start_shell (&ctx, "exec 0<&-; echo closed >&2; exit 4", NULL, NULL);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, "message 1 (t): exit status 4: closed");
     s_desc->fini (plugin);
@@ -696,7 +737,7 @@ test_foreign_sigpipe_kept (void **state)
     char *body = calloc (1, size);
     assert_non_null (body);
     fanhub_msg_t msg = s_msg (BYTES ("t"), body, size, 1);
-    static const char *const argv_true[] = { "/bin/true" };
+    static const char *const argv_true[] = {"/bin/true"};
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv_true, 1);
@@ -707,7 +748,7 @@ test_foreign_sigpipe_kept (void **state)
     sigset_t pending;
     sigpending (&pending);
     assert_true (sigismember (&pending, SIGPIPE));
-    struct timespec zero = { 0, 0 };
+    struct timespec zero = {0, 0};
     assert_int_equal (sigtimedwait (&pipe_set, NULL, &zero), SIGPIPE);
     pthread_sigmask (SIG_SETMASK, &saved, NULL);
 }
@@ -732,8 +773,8 @@ test_environment (void **state)
     void *plugin = s_start_shell (&ctx, script, NULL, NULL);
     unsetenv ("FANHUB_SEQ");
     unsetenv ("FANHUB_TOPIC");
-    fanhub_msg_t msg = s_msg (BYTES ("org.fedoraproject.prod.é ✓"),
-                              BYTES ("{}"), UINT64_C (18446744073709551615));
+    fanhub_msg_t msg = s_msg (BYTES ("org.fedoraproject.prod.é ✓"), BYTES ("{}"),
+                              UINT64_C (18446744073709551615));
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     char *got = s_slurp (out, NULL);
     assert_string_equal (got, "org.fedoraproject.prod.é ✓|"
@@ -764,7 +805,7 @@ test_no_fd_leaks (void **state)
     assert_int_equal (high, 200);
 
     for (int mode = 0; mode < 3; mode++) {
-        static const char *const modes[] = { "null", "stderr", "inherit" };
+        static const char *const modes[] = {"null", "stderr", "inherit"};
         char out[512], script[4096];
         snprintf (out, sizeof out, "%s/fds-%s", s_dir, modes[mode]);
         /* ls opens the directory it lists: that is the one extra, 3. */
@@ -806,8 +847,7 @@ test_signals_reset (void **state)
 
     char out[512], script[4096];
     s_path (out, sizeof out, "signals");
-    snprintf (script, sizeof script,
-              "exec grep -E '^Sig(Blk|Ign)' /proc/self/status > '%s'", out);
+    snprintf (script, sizeof script, "exec grep -E '^Sig(Blk|Ign)' /proc/self/status > '%s'", out);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, script, NULL, NULL);
@@ -836,9 +876,8 @@ test_stdout_modes (void **state)
 {
     (void) state;
     for (int mode = 0; mode < 3; mode++) {
-        static const char *const modes[] = { "null", "stderr", "inherit" };
-        static const char *const want[]
-            = { "/dev/null", "same as 2", "same as 1" };
+        static const char *const modes[] = {"null", "stderr", "inherit"};
+        static const char *const want[] = {"/dev/null", "same as 2", "same as 1"};
         char out[512], script[4096];
         snprintf (out, sizeof out, "%s/stdout-%s", s_dir, modes[mode]);
         snprintf (script, sizeof script,
@@ -886,7 +925,7 @@ test_spawn_failure (void **state)
     fputs ("#!/bin/sh\nexit 0\n", f);
     fclose (f);
     assert_int_equal (chmod (prog, 0755), 0);
-    const char *argv[] = { prog };
+    const char *argv[] = {prog};
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv, 1);
@@ -899,8 +938,7 @@ test_spawn_failure (void **state)
     fputs ("exit 0\n", f);
     fclose (f);
     char want[1024];
-    snprintf (want, sizeof want,
-              "message 2 (t): cannot run %s: Exec format error", prog);
+    snprintf (want, sizeof want, "message 2 (t): cannot run %s: Exec format error", prog);
     msg.seq = 2;
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, want);
@@ -908,9 +946,7 @@ test_spawn_failure (void **state)
     /* The second failure of the streak is logged only when a second has
        passed since the first line. */
     assert_int_equal (unlink (prog), 0);
-    snprintf (want, sizeof want,
-              "message 3 (t): cannot run %s: No such file or directory",
-              prog);
+    snprintf (want, sizeof want, "message 3 (t): cannot run %s: No such file or directory", prog);
     msg.seq = 3;
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_true (ctx.lines == 1 || strcmp (ctx.last, want) == 0);
@@ -920,9 +956,7 @@ test_spawn_failure (void **state)
     msg.seq = 4;
     while (ctx.lines < 2 || !strstr (ctx.last, "not logged)"))
         assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
-    snprintf (want, sizeof want,
-              "message 4 (t): cannot run %s: No such file or directory (",
-              prog);
+    snprintf (want, sizeof want, "message 4 (t): cannot run %s: No such file or directory (", prog);
     assert_int_equal (strncmp (ctx.last, want, strlen (want)), 0);
     s_desc->fini (plugin);
 }
@@ -944,8 +978,7 @@ test_failure_log_rate (void **state)
     (void) state;
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
-    void *plugin = s_start_shell (&ctx, "exit $((FANHUB_SEQ % 1000))", NULL,
-                                  NULL);
+    void *plugin = s_start_shell (&ctx, "exit $((FANHUB_SEQ % 1000))", NULL, NULL);
     int64_t start = s_mono_ns ();
     int failures = 40;
     for (int i = 1; i <= failures; i++) {
@@ -955,14 +988,12 @@ test_failure_log_rate (void **state)
     int64_t seconds = (s_mono_ns () - start) / 1000000000;
     assert_true (ctx.lines >= 1);
     assert_true (ctx.lines <= 1 + seconds + 1);
-    assert_int_equal (strncmp (ctx.all, "message 1 (t): exit status 1 ", 29),
-                      0);
+    assert_int_equal (strncmp (ctx.all, "message 1 (t): exit status 1 ", 29), 0);
     int lines_before = ctx.lines;
     fanhub_msg_t ok = s_msg (BYTES ("t"), BYTES (""), 1000);
     assert_int_equal (s_desc->consume (plugin, &ok), FANHUB_OK);
     assert_int_equal (ctx.lines, lines_before + 1);
-    assert_string_equal (ctx.last,
-                         "command succeeds again after 40 failed runs");
+    assert_string_equal (ctx.last, "command succeeds again after 40 failed runs");
 
     /* Alternating: every failure starts a streak, yet the lines stay
        within the burst and the rate. */
@@ -995,8 +1026,7 @@ s_worker (void *arg)
     for (int i = 0; i < PER_THREAD; i++) {
         uint64_t seq = (uint64_t) w->index * PER_THREAD + (uint64_t) i + 1;
         char body[64];
-        int n = snprintf (body, sizeof body, "body of %llu",
-                          (unsigned long long) seq);
+        int n = snprintf (body, sizeof body, "body of %llu", (unsigned long long) seq);
         fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n, seq);
         fanhub_result_t want = seq % 3 == 0 ? FANHUB_RETRY : FANHUB_OK;
         if (s_desc->consume (w->plugin, &msg) != want)
@@ -1013,17 +1043,15 @@ test_threads (void **state)
     (void) state;
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
-    void *plugin = s_start_shell (
-        &ctx,
-        "cat > \"$EXEC_TEST_DIR/thread-$FANHUB_SEQ\"; "
-        "[ $((FANHUB_SEQ % 3)) -ne 0 ] || exit 75",
-        NULL, NULL);
+    void *plugin = s_start_shell (&ctx,
+                                  "cat > \"$EXEC_TEST_DIR/thread-$FANHUB_SEQ\"; "
+                                  "[ $((FANHUB_SEQ % 3)) -ne 0 ] || exit 75",
+                                  NULL, NULL);
     pthread_t threads[THREADS];
     worker_t workers[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (worker_t) { plugin, i, 0 };
-        assert_int_equal (
-            pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
+        workers[i] = (worker_t){plugin, i, 0};
+        assert_int_equal (pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
         pthread_join (threads[i], NULL);
@@ -1048,8 +1076,7 @@ main (void)
         cmocka_unit_test_teardown (test_options_table, s_no_children),
         cmocka_unit_test_teardown (test_exit_codes, s_no_children),
         cmocka_unit_test_teardown (test_timeout_kills, s_no_children),
-        cmocka_unit_test_teardown (test_timeout_kills_the_group,
-                                   s_no_children),
+        cmocka_unit_test_teardown (test_timeout_kills_the_group, s_no_children),
         cmocka_unit_test_teardown (test_body_on_stdin, s_no_children),
         cmocka_unit_test_teardown (test_unread_stdin, s_no_children),
         cmocka_unit_test_teardown (test_foreign_sigpipe_kept, s_no_children),

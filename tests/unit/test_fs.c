@@ -177,10 +177,8 @@ int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_mkdir_p),
-        cmocka_unit_test (test_mkdir_p_fails_on_a_file),
-        cmocka_unit_test (test_mkdir_parent),
-        cmocka_unit_test (test_sync_dir),
+        cmocka_unit_test (test_mkdir_p),      cmocka_unit_test (test_mkdir_p_fails_on_a_file),
+        cmocka_unit_test (test_mkdir_parent), cmocka_unit_test (test_sync_dir),
         cmocka_unit_test (test_read_file),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);

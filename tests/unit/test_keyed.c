@@ -551,11 +551,10 @@ test_idle_keys_leave_nothing (void **state)
             static const char *const prefix[]
                 = {"k", "a-key-long-enough-not-to-fit-inside-its-entry-itself"};
             char key[128];
-            int size = snprintf (key, sizeof key, "%s-%llu", prefix[round],
-                                 (unsigned long long) i);
+            int size = snprintf (key, sizeof key, "%s-%llu", prefix[round], (unsigned long long) i);
             fh_msg_t *replaced;
-            assert_int_equal (
-                fh_keyed_push (keyed, key, (size_t) size, make_msg (i), &replaced), 0);
+            assert_int_equal (fh_keyed_push (keyed, key, (size_t) size, make_msg (i), &replaced),
+                              0);
         }
         /* The empty key is a key like any other. */
         push (keyed, "", make_msg (KEYS));

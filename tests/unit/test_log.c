@@ -57,7 +57,7 @@ test_log_limited (void **state)
 {
     (void) state;
     unsetenv ("JOURNAL_STREAM");
-    fh_ratelimit_t limit = { 0 };
+    fh_ratelimit_t limit = {0};
     char text[4096];
     s_capture (s_three, &limit, text, sizeof text);
     assert_string_equal (text, "fanhub: warning: spool 1: cannot write\n");

@@ -43,8 +43,14 @@ static const fanhub_consumer_desc_t *s_desc;
 static char s_dir[256];
 static int s_files; /* numbers the temp files */
 
-#define SCALAR(k, v, w) { FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0 }
-#define MAP(items, n) { FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n) }
+#define SCALAR(k, v, w)                                                                            \
+    {                                                                                              \
+        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
+    }
+#define MAP(items, n)                                                                              \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
+    }
 
 static const fanhub_option_t s_empty_items[1];
 
@@ -65,8 +71,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *flush_ms)
     if (path)
         items[n++] = (fanhub_option_t) SCALAR ("path", path, "t.yaml:5:13");
     if (flush_ms)
-        items[n++]
-            = (fanhub_option_t) SCALAR ("flush_ms", flush_ms, "t.yaml:6:13");
+        items[n++] = (fanhub_option_t) SCALAR ("flush_ms", flush_ms, "t.yaml:6:13");
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[512] = "";
@@ -79,8 +84,8 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *flush_ms)
 }
 
 static fanhub_msg_t
-s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
-       uint64_t seq, int64_t ns)
+s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
+       int64_t ns)
 {
     return fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
@@ -232,7 +237,7 @@ s_jline (const char *s, size_t size, jline_t *out)
     if (s >= end || *s++ != '{')
         return -1;
     for (;;) {
-        jstr_t key = { 0 };
+        jstr_t key = {0};
         if (s_jstring (&s, end, &key))
             goto fail;
         bool known = true;
@@ -404,7 +409,7 @@ typedef struct {
     size_t body_size;
     uint64_t seq;
     int64_t ns;
-    const char *frame3; /* an extra frame, never written */
+    const char *frame3;   /* an extra frame, never written */
     const char *expected; /* the line without its newline */
 } format_case_t;
 
@@ -412,74 +417,65 @@ typedef struct {
 #define NS 1700000000123456789
 
 static const format_case_t s_format_cases[] = {
-    { "plain", BYTES ("org.example.build"), BYTES ("{\"id\":1}"), 1, NS, NULL,
-      "{\"seq\":1," AT
-      ",\"topic\":\"org.example.build\",\"body\":\"{\\\"id\\\":1}\"}" },
-    { "empty body", BYTES ("t"), BYTES (""), 2, NS, NULL,
-      "{\"seq\":2," AT ",\"topic\":\"t\",\"body\":\"\"}" },
-    { "empty topic", BYTES (""), BYTES ("x"), 3, NS, NULL,
-      "{\"seq\":3," AT ",\"topic\":\"\",\"body\":\"x\"}" },
-    { "extra frames are not written", BYTES ("t"), BYTES ("b"), 4, NS,
-      "frame 3", "{\"seq\":4," AT ",\"topic\":\"t\",\"body\":\"b\"}" },
-    { "short escapes", BYTES ("a\"b\\c"), BYTES ("\b\f\n\r\t/"), 5, NS, NULL,
-      "{\"seq\":5," AT
-      ",\"topic\":\"a\\\"b\\\\c\",\"body\":\"\\b\\f\\n\\r\\t/\"}" },
-    { "NUL and other controls", BYTES ("\x01"), BYTES ("a\0b\x1f\x0b"), 6, NS,
-      NULL,
-      "{\"seq\":6," AT
-      ",\"topic\":\"\\u0001\",\"body\":\"a\\u0000b\\u001f\\u000b\"}" },
-    { "DEL as is", BYTES ("\x7f"), BYTES ("\x7f"), 7, NS, NULL,
-      "{\"seq\":7," AT ",\"topic\":\"\x7f\",\"body\":\"\x7f\"}" },
-    { "multi-byte UTF-8 as is", BYTES ("caf\xc3\xa9.\xe2\x82\xac"),
-      BYTES ("\xf0\x9f\x98\x80 \xe6\x97\xa5\xef\xbf\xbf\xf4\x8f\xbf\xbf"), 8,
-      NS, NULL,
-      "{\"seq\":8," AT ",\"topic\":\"caf\xc3\xa9.\xe2\x82\xac\",\"body\":"
-      "\"\xf0\x9f\x98\x80 \xe6\x97\xa5\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}" },
-    { "base64 of 1 byte", BYTES ("t"), BYTES ("\xff"), 9, NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"/w==\"}" },
-    { "base64 of 2 bytes", BYTES ("t"), BYTES ("\xff\xfe"), 9, NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//4=\"}" },
-    { "base64 of 3 bytes", BYTES ("t"), BYTES ("\xff\xfe\xfd"), 9, NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//79\"}" },
-    { "base64 of 4 bytes", BYTES ("t"), BYTES ("\xff\xfe\xfd\xfc"), 9, NS,
-      NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//79/A==\"}" },
-    { "base64 of text with one bad byte", BYTES ("t"), BYTES ("Man\x80"), 9,
-      NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"TWFugA==\"}" },
-    { "surrogate is not UTF-8", BYTES ("t"), BYTES ("\xed\xa0\x80"), 9, NS,
-      NULL, "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"7aCA\"}" },
-    { "overlong is not UTF-8", BYTES ("t"), BYTES ("\xc0\xaf"), 9, NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"wK8=\"}" },
-    { "truncated sequence is not UTF-8", BYTES ("t"), BYTES ("ok\xe2\x82"),
-      9, NS, NULL,
-      "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"b2vigg==\"}" },
-    { "seq 0", BYTES ("t"), BYTES ("b"), 0, NS, NULL,
-      "{\"seq\":0," AT ",\"topic\":\"t\",\"body\":\"b\"}" },
-    { "seq max", BYTES ("t"), BYTES ("b"), UINT64_MAX, NS, NULL,
-      "{\"seq\":18446744073709551615," AT ",\"topic\":\"t\",\"body\":\"b\"}" },
-    { "epoch", BYTES ("t"), BYTES ("b"), 1, 0, NULL,
-      "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "1 ns truncates", BYTES ("t"), BYTES ("b"), 1, 1, NULL,
-      "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "999 ns truncates", BYTES ("t"), BYTES ("b"), 1, 999, NULL,
-      "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "1000 ns is 1 us", BYTES ("t"), BYTES ("b"), 1, 1000, NULL,
-      "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000001Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "last us of a second", BYTES ("t"), BYTES ("b"), 1,
-      1699999999999999999, NULL,
-      "{\"seq\":1,\"received_at\":\"2023-11-14T22:13:19.999999Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "leap day", BYTES ("t"), BYTES ("b"), 1, 951782400000000000, NULL,
-      "{\"seq\":1,\"received_at\":\"2000-02-29T00:00:00.000000Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
-    { "before 1970 rounds down", BYTES ("t"), BYTES ("b"), 1, -1, NULL,
-      "{\"seq\":1,\"received_at\":\"1969-12-31T23:59:59.999999Z\","
-      "\"topic\":\"t\",\"body\":\"b\"}" },
+    {"plain", BYTES ("org.example.build"), BYTES ("{\"id\":1}"), 1, NS, NULL,
+     "{\"seq\":1," AT ",\"topic\":\"org.example.build\",\"body\":\"{\\\"id\\\":1}\"}"},
+    {"empty body", BYTES ("t"), BYTES (""), 2, NS, NULL,
+     "{\"seq\":2," AT ",\"topic\":\"t\",\"body\":\"\"}"},
+    {"empty topic", BYTES (""), BYTES ("x"), 3, NS, NULL,
+     "{\"seq\":3," AT ",\"topic\":\"\",\"body\":\"x\"}"},
+    {"extra frames are not written", BYTES ("t"), BYTES ("b"), 4, NS, "frame 3",
+     "{\"seq\":4," AT ",\"topic\":\"t\",\"body\":\"b\"}"},
+    {"short escapes", BYTES ("a\"b\\c"), BYTES ("\b\f\n\r\t/"), 5, NS, NULL,
+     "{\"seq\":5," AT ",\"topic\":\"a\\\"b\\\\c\",\"body\":\"\\b\\f\\n\\r\\t/\"}"},
+    {"NUL and other controls", BYTES ("\x01"), BYTES ("a\0b\x1f\x0b"), 6, NS, NULL,
+     "{\"seq\":6," AT ",\"topic\":\"\\u0001\",\"body\":\"a\\u0000b\\u001f\\u000b\"}"},
+    {"DEL as is", BYTES ("\x7f"), BYTES ("\x7f"), 7, NS, NULL,
+     "{\"seq\":7," AT ",\"topic\":\"\x7f\",\"body\":\"\x7f\"}"},
+    {"multi-byte UTF-8 as is", BYTES ("caf\xc3\xa9.\xe2\x82\xac"),
+     BYTES ("\xf0\x9f\x98\x80 \xe6\x97\xa5\xef\xbf\xbf\xf4\x8f\xbf\xbf"), 8, NS, NULL,
+     "{\"seq\":8," AT ",\"topic\":\"caf\xc3\xa9.\xe2\x82\xac\",\"body\":"
+     "\"\xf0\x9f\x98\x80 \xe6\x97\xa5\xef\xbf\xbf\xf4\x8f\xbf\xbf\"}"},
+    {"base64 of 1 byte", BYTES ("t"), BYTES ("\xff"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"/w==\"}"},
+    {"base64 of 2 bytes", BYTES ("t"), BYTES ("\xff\xfe"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//4=\"}"},
+    {"base64 of 3 bytes", BYTES ("t"), BYTES ("\xff\xfe\xfd"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//79\"}"},
+    {"base64 of 4 bytes", BYTES ("t"), BYTES ("\xff\xfe\xfd\xfc"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"//79/A==\"}"},
+    {"base64 of text with one bad byte", BYTES ("t"), BYTES ("Man\x80"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"TWFugA==\"}"},
+    {"surrogate is not UTF-8", BYTES ("t"), BYTES ("\xed\xa0\x80"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"7aCA\"}"},
+    {"overlong is not UTF-8", BYTES ("t"), BYTES ("\xc0\xaf"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"wK8=\"}"},
+    {"truncated sequence is not UTF-8", BYTES ("t"), BYTES ("ok\xe2\x82"), 9, NS, NULL,
+     "{\"seq\":9," AT ",\"topic\":\"t\",\"body_base64\":\"b2vigg==\"}"},
+    {"seq 0", BYTES ("t"), BYTES ("b"), 0, NS, NULL,
+     "{\"seq\":0," AT ",\"topic\":\"t\",\"body\":\"b\"}"},
+    {"seq max", BYTES ("t"), BYTES ("b"), UINT64_MAX, NS, NULL,
+     "{\"seq\":18446744073709551615," AT ",\"topic\":\"t\",\"body\":\"b\"}"},
+    {"epoch", BYTES ("t"), BYTES ("b"), 1, 0, NULL,
+     "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"1 ns truncates", BYTES ("t"), BYTES ("b"), 1, 1, NULL,
+     "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"999 ns truncates", BYTES ("t"), BYTES ("b"), 1, 999, NULL,
+     "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"1000 ns is 1 us", BYTES ("t"), BYTES ("b"), 1, 1000, NULL,
+     "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000001Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"last us of a second", BYTES ("t"), BYTES ("b"), 1, 1699999999999999999, NULL,
+     "{\"seq\":1,\"received_at\":\"2023-11-14T22:13:19.999999Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"leap day", BYTES ("t"), BYTES ("b"), 1, 951782400000000000, NULL,
+     "{\"seq\":1,\"received_at\":\"2000-02-29T00:00:00.000000Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
+    {"before 1970 rounds down", BYTES ("t"), BYTES ("b"), 1, -1, NULL,
+     "{\"seq\":1,\"received_at\":\"1969-12-31T23:59:59.999999Z\","
+     "\"topic\":\"t\",\"body\":\"b\"}"},
 };
 
 static void
@@ -494,10 +490,9 @@ test_format_table (void **state)
         fanhub_ctx_t ctx;
         fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, path, "0");
-        fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body,
-                                  c->body_size, c->seq, c->ns);
+        fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body, c->body_size, c->seq, c->ns);
         if (c->frame3) {
-            msg.frames[2] = (fanhub_bytes_t) { c->frame3, strlen (c->frame3) };
+            msg.frames[2] = (fanhub_bytes_t){c->frame3, strlen (c->frame3)};
             msg.nframes = 3;
         }
         assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -505,10 +500,8 @@ test_format_table (void **state)
         size_t size;
         char *got = s_slurp (path, &size);
         size_t want = strlen (c->expected);
-        if (size != want + 1 || memcmp (got, c->expected, want) != 0
-            || got[want] != '\n') {
-            print_error ("case \"%s\":\n got: %s\nwant: %s\n", c->name, got,
-                         c->expected);
+        if (size != want + 1 || memcmp (got, c->expected, want) != 0 || got[want] != '\n') {
+            print_error ("case \"%s\":\n got: %s\nwant: %s\n", c->name, got, c->expected);
             fail ();
         }
         free (got);
@@ -606,14 +599,11 @@ test_large_lines (void **state)
             assert_memory_equal (line.body.data, text, text_size);
         }
         else if (seq == 3) {
-            assert_string_equal (line.keys,
-                                 "seq,received_at,topic,body_base64");
+            assert_string_equal (line.keys, "seq,received_at,topic,body_base64");
             char *raw = NULL;
             size_t raw_size = 0;
-            assert_int_equal (s_unbase64 (line.body_base64.data,
-                                          line.body_base64.size, &raw,
-                                          &raw_size),
-                              0);
+            assert_int_equal (
+                s_unbase64 (line.body_base64.data, line.body_base64.size, &raw, &raw_size), 0);
             assert_int_equal (raw_size, blob_size);
             assert_memory_equal (raw, blob, blob_size);
             free (raw);
@@ -661,7 +651,7 @@ test_flush_after_interval (void **state)
     void *plugin = s_start (&ctx, path, "1");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    nanosleep (&(struct timespec) { 0, 5000000 }, NULL);
+    nanosleep (&(struct timespec){0, 5000000}, NULL);
     msg.seq = 2;
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     /* More than flush_ms since the last flush: both are on disk. */
@@ -695,10 +685,9 @@ test_appends_and_creates_0644 (void **state)
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     s_desc->fini (plugin);
     char *got = s_slurp (path, NULL);
-    assert_string_equal (got,
-                         "old line\n{\"seq\":1,\"received_at\":"
-                         "\"1970-01-01T00:00:00.000000Z\",\"topic\":\"t\","
-                         "\"body\":\"b\"}\n");
+    assert_string_equal (got, "old line\n{\"seq\":1,\"received_at\":"
+                              "\"1970-01-01T00:00:00.000000Z\",\"topic\":\"t\","
+                              "\"body\":\"b\"}\n");
     free (got);
 }
 
@@ -798,10 +787,9 @@ test_stdout (void **state)
         assert_int_equal (rc, FANHUB_OK);
         assert_true (still_open >= 0);
         char *got = s_slurp (path, NULL);
-        assert_string_equal (got,
-                             "{\"seq\":1,\"received_at\":"
-                             "\"1970-01-01T00:00:00.000000Z\",\"topic\":\"t\","
-                             "\"body\":\"b\"}\n");
+        assert_string_equal (got, "{\"seq\":1,\"received_at\":"
+                                  "\"1970-01-01T00:00:00.000000Z\",\"topic\":\"t\","
+                                  "\"body\":\"b\"}\n");
         free (got);
     }
 }
@@ -819,58 +807,83 @@ static const fanhub_option_t s_list_items[] = {
 static const fanhub_option_t s_map_items[] = {
     SCALAR ("x", "1", "t.yaml:6:7"),
 };
-#define LIST(k) { FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1 }
-#define SUBMAP(k) { FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1 }
-#define FLUSH_ERR(got, where)                                                  \
-    "options.flush_ms: expected an integer from 0 to 3600000, got " got       \
-    " (" where ")"
+#define LIST(k)                                                                                    \
+    {                                                                                              \
+        FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1                              \
+    }
+#define SUBMAP(k)                                                                                  \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1                                 \
+    }
+#define FLUSH_ERR(got, where)                                                                      \
+    "options.flush_ms: expected an integer from 0 to 3600000, got " got " (" where ")"
 
 static const option_case_t s_option_cases[] = {
-    { "no options", { { 0 } }, 0, NULL },
-    { "unknown key", { SCALAR ("colour", "red", "t.yaml:6:11") }, 1,
-      "options.colour: unknown option; log takes path and flush_ms "
-      "(t.yaml:6:11)" },
-    { "unknown key after good ones",
-      { SCALAR ("flush_ms", "5", "t.yaml:5:13"),
-        SCALAR ("flush", "5", "t.yaml:6:10") },
-      2,
-      "options.flush: unknown option; log takes path and flush_ms "
-      "(t.yaml:6:10)" },
-    { "flush_ms 0", { SCALAR ("flush_ms", "0", "t.yaml:5:13") }, 1, NULL },
-    { "flush_ms max", { SCALAR ("flush_ms", "3600000", "t.yaml:5:13") }, 1,
-      NULL },
-    { "flush_ms leading zero", { SCALAR ("flush_ms", "0100", "t.yaml:5:13") },
-      1, NULL },
-    { "flush_ms word", { SCALAR ("flush_ms", "abc", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"abc\"", "t.yaml:5:13") },
-    { "flush_ms negative", { SCALAR ("flush_ms", "-1", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"-1\"", "t.yaml:5:13") },
-    { "flush_ms too big", { SCALAR ("flush_ms", "3600001", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"3600001\"", "t.yaml:5:13") },
-    { "flush_ms far too big",
-      { SCALAR ("flush_ms", "99999999999999999999", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"99999999999999999999\"", "t.yaml:5:13") },
-    { "flush_ms fraction", { SCALAR ("flush_ms", "1.5", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"1.5\"", "t.yaml:5:13") },
-    { "flush_ms hex", { SCALAR ("flush_ms", "0x10", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"0x10\"", "t.yaml:5:13") },
-    { "flush_ms empty", { SCALAR ("flush_ms", "", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\"\"", "t.yaml:5:13") },
-    { "flush_ms space", { SCALAR ("flush_ms", " 5", "t.yaml:5:13") }, 1,
-      FLUSH_ERR ("\" 5\"", "t.yaml:5:13") },
-    { "flush_ms list", { LIST ("flush_ms") }, 1,
-      FLUSH_ERR ("a list", "t.yaml:5:13") },
-    { "flush_ms map", { SUBMAP ("flush_ms") }, 1,
-      FLUSH_ERR ("a map", "t.yaml:6:5") },
-    { "path list", { LIST ("path") }, 1,
-      "options.path: expected a file name or \"-\", got a list "
-      "(t.yaml:5:13)" },
-    { "path map", { SUBMAP ("path") }, 1,
-      "options.path: expected a file name or \"-\", got a map (t.yaml:6:5)" },
-    { "path empty", { SCALAR ("path", "", "t.yaml:5:13") }, 1,
-      "options.path: must not be empty (t.yaml:5:13)" },
-    { "path is a directory", { SCALAR ("path", "/", "t.yaml:5:13") }, 1,
-      "options.path: /: cannot open: Is a directory (t.yaml:5:13)" },
+    {"no options", {{0}}, 0, NULL},
+    {"unknown key",
+     {SCALAR ("colour", "red", "t.yaml:6:11")},
+     1,
+     "options.colour: unknown option; log takes path and flush_ms "
+     "(t.yaml:6:11)"},
+    {"unknown key after good ones",
+     {SCALAR ("flush_ms", "5", "t.yaml:5:13"), SCALAR ("flush", "5", "t.yaml:6:10")},
+     2,
+     "options.flush: unknown option; log takes path and flush_ms "
+     "(t.yaml:6:10)"},
+    {"flush_ms 0", {SCALAR ("flush_ms", "0", "t.yaml:5:13")}, 1, NULL},
+    {"flush_ms max", {SCALAR ("flush_ms", "3600000", "t.yaml:5:13")}, 1, NULL},
+    {"flush_ms leading zero", {SCALAR ("flush_ms", "0100", "t.yaml:5:13")}, 1, NULL},
+    {"flush_ms word",
+     {SCALAR ("flush_ms", "abc", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"abc\"", "t.yaml:5:13")},
+    {"flush_ms negative",
+     {SCALAR ("flush_ms", "-1", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"-1\"", "t.yaml:5:13")},
+    {"flush_ms too big",
+     {SCALAR ("flush_ms", "3600001", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"3600001\"", "t.yaml:5:13")},
+    {"flush_ms far too big",
+     {SCALAR ("flush_ms", "99999999999999999999", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"99999999999999999999\"", "t.yaml:5:13")},
+    {"flush_ms fraction",
+     {SCALAR ("flush_ms", "1.5", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"1.5\"", "t.yaml:5:13")},
+    {"flush_ms hex",
+     {SCALAR ("flush_ms", "0x10", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"0x10\"", "t.yaml:5:13")},
+    {"flush_ms empty",
+     {SCALAR ("flush_ms", "", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\"\"", "t.yaml:5:13")},
+    {"flush_ms space",
+     {SCALAR ("flush_ms", " 5", "t.yaml:5:13")},
+     1,
+     FLUSH_ERR ("\" 5\"", "t.yaml:5:13")},
+    {"flush_ms list", {LIST ("flush_ms")}, 1, FLUSH_ERR ("a list", "t.yaml:5:13")},
+    {"flush_ms map", {SUBMAP ("flush_ms")}, 1, FLUSH_ERR ("a map", "t.yaml:6:5")},
+    {"path list",
+     {LIST ("path")},
+     1,
+     "options.path: expected a file name or \"-\", got a list "
+     "(t.yaml:5:13)"},
+    {"path map",
+     {SUBMAP ("path")},
+     1,
+     "options.path: expected a file name or \"-\", got a map (t.yaml:6:5)"},
+    {"path empty",
+     {SCALAR ("path", "", "t.yaml:5:13")},
+     1,
+     "options.path: must not be empty (t.yaml:5:13)"},
+    {"path is a directory",
+     {SCALAR ("path", "/", "t.yaml:5:13")},
+     1,
+     "options.path: /: cannot open: Is a directory (t.yaml:5:13)"},
 };
 
 static void
@@ -880,18 +893,16 @@ test_options_table (void **state)
     size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
     for (size_t i = 0; i < cases; i++) {
         const option_case_t *c = &s_option_cases[i];
-        fanhub_option_t map
-            = MAP (c->count ? c->items : s_empty_items, c->count);
+        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
         fake_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
         int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
-        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
-                              : rc == 0;
+        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
-            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name,
-                         rc, err, c->expected ? c->expected : "(accepted)");
+            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
+                         c->expected ? c->expected : "(accepted)");
             fail ();
         }
         if (rc == 0)
@@ -909,14 +920,13 @@ test_unopenable_path (void **state)
               "options.path: %s: cannot open: No such file or directory "
               "(t.yaml:5:13)",
               path);
-    fanhub_option_t items[] = { SCALAR ("path", path, "t.yaml:5:13") };
+    fanhub_option_t items[] = {SCALAR ("path", path, "t.yaml:5:13")};
     fanhub_option_t map = MAP (items, 1);
     fanhub_ctx_t ctx;
     fake_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
-    assert_int_equal (
-        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 }
@@ -934,15 +944,14 @@ test_write_error_logged_once (void **state)
     for (int i = 0; i < 3; i++)
         assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_int_equal (ctx.lines, 1);
-    assert_string_equal (ctx.last,
-                         "/dev/full: cannot write: No space left on device; "
-                         "messages fail until it can (logged once)");
+    assert_string_equal (ctx.last, "/dev/full: cannot write: No space left on device; "
+                                   "messages fail until it can (logged once)");
     s_desc->fini (plugin);
     assert_int_equal (ctx.lines, 1); /* nothing was left to lose */
 
     /* Buffered: the message is accepted, the flush fails and the loss at
        shutdown is reported. */
-    fanhub_ctx_t ctx2 = { 0 };
+    fanhub_ctx_t ctx2 = {0};
     plugin = s_start (&ctx2, "/dev/full", "3600000");
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     s_desc->idle (plugin);
@@ -960,9 +969,8 @@ static void
 test_write_error_recovery (void **state)
 {
     (void) state;
-    static const char line1[]
-        = "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
-          "\"topic\":\"t\",\"body\":\"b\"}\n";
+    static const char line1[] = "{\"seq\":1,\"received_at\":\"1970-01-01T00:00:00.000000Z\","
+                                "\"topic\":\"t\",\"body\":\"b\"}\n";
     size_t len = sizeof line1 - 1;
     struct rlimit saved;
     assert_int_equal (getrlimit (RLIMIT_FSIZE, &saved), 0);
@@ -992,8 +1000,7 @@ test_write_error_recovery (void **state)
         assert_int_equal (rc3, FANHUB_OK);
         assert_int_equal (ctx.lines, 2);
         char want[1024];
-        snprintf (want, sizeof want,
-                  "%s: writing again; 1 messages failed meanwhile", path);
+        snprintf (want, sizeof want, "%s: writing again; 1 messages failed meanwhile", path);
         assert_string_equal (ctx.last, want);
 
         /* Lines 2 and 3 differ from line 1 in their seq digit only. */
@@ -1004,8 +1011,7 @@ test_write_error_recovery (void **state)
         line3[7] = '3';
         char expect[512];
         if (torn)
-            snprintf (expect, sizeof expect, "%s%.10s\n%s", line1, line2,
-                      line3);
+            snprintf (expect, sizeof expect, "%s%.10s\n%s", line1, line2, line3);
         else
             snprintf (expect, sizeof expect, "%s%s", line1, line3);
         char *got = s_slurp (path, NULL);
@@ -1030,10 +1036,9 @@ s_worker (void *arg)
     char body[64];
     for (int i = 0; i < PER_THREAD; i++) {
         uint64_t seq = (uint64_t) w->index * PER_THREAD + (uint64_t) i + 1;
-        int n = snprintf (body, sizeof body, "body \"%llu\"\n",
-                          (unsigned long long) seq);
-        fanhub_msg_t msg = s_msg (BYTES ("org.test.threads"), body,
-                                  (size_t) n, seq, (int64_t) seq * 1000);
+        int n = snprintf (body, sizeof body, "body \"%llu\"\n", (unsigned long long) seq);
+        fanhub_msg_t msg
+            = s_msg (BYTES ("org.test.threads"), body, (size_t) n, seq, (int64_t) seq * 1000);
         if (s_desc->consume (w->plugin, &msg) != FANHUB_OK)
             return arg;
         if (i % 1000 == 0)
@@ -1056,9 +1061,8 @@ test_threads (void **state)
     pthread_t threads[THREADS];
     worker_t workers[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (worker_t) { plugin, i };
-        assert_int_equal (
-            pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
+        workers[i] = (worker_t){plugin, i};
+        assert_int_equal (pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
         void *failed;
@@ -1081,8 +1085,7 @@ test_threads (void **state)
         assert_false (seen[line.seq]);
         seen[line.seq] = true;
         char body[64];
-        int n = snprintf (body, sizeof body, "body \"%llu\"\n",
-                          (unsigned long long) line.seq);
+        int n = snprintf (body, sizeof body, "body \"%llu\"\n", (unsigned long long) line.seq);
         assert_int_equal (line.body.size, (size_t) n);
         assert_memory_equal (line.body.data, body, (size_t) n);
         s_jline_free (&line);

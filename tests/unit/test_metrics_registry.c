@@ -95,7 +95,7 @@ s_full_snapshot (void)
     self->has_signatures = true;
     for (size_t id = 0; id < FH_METRIC_COUNT; id++)
         fh_metrics_set_int (&self->hub, (fh_metric_id_t) id, (int64_t) id + 1);
-    assert_int_equal (fh_metrics_add_reason (self, "no_body", (fh_metric_value_t){ .integer = 2 }),
+    assert_int_equal (fh_metrics_add_reason (self, "no_body", (fh_metric_value_t){.integer = 2}),
                       0);
     fh_metrics_item_t *endpoint = fh_metrics_add_endpoints (self, 1);
     assert_non_null (endpoint);
@@ -135,7 +135,7 @@ static void
 test_rows_are_well_formed (void **state)
 {
     (void) state;
-    s_set_t names = { 0 }, paths = { 0 };
+    s_set_t names = {0}, paths = {0};
     for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
         const fh_metric_t *row = &fh_metrics[id];
         assert_int_equal (row->id, id);
@@ -163,9 +163,8 @@ test_rows_are_well_formed (void **state)
         if (seconds != (strcmp (row->unit, "seconds") == 0))
             fail_msg ("%s: a time and only a time is in _seconds", row->prometheus);
         bool process = row->scope == FH_SCOPE_PROCESS;
-        assert_int_equal (strncmp (row->prometheus, process ? "process_" : "fanhub_",
-                                   process ? 8 : 7),
-                          0);
+        assert_int_equal (
+            strncmp (row->prometheus, process ? "process_" : "fanhub_", process ? 8 : 7), 0);
     }
     s_set_clear (&names);
     s_set_clear (&paths);
@@ -180,14 +179,14 @@ test_prometheus_names_the_rows (void **state)
     fh_metrics_snapshot_t *snapshot = s_full_snapshot ();
     char *text = fh_metrics_prometheus (snapshot);
     assert_non_null (text);
-    s_set_t got = { 0 }, want = { 0 };
+    s_set_t got = {0}, want = {0};
     for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
         char name[128], type[32];
         if (sscanf (line, "# TYPE %127s %31s", name, type) == 2) {
             s_set_add (&got, name);
             for (size_t id = 0; id < FH_METRIC_COUNT; id++)
                 if (fh_metrics[id].prometheus && strcmp (fh_metrics[id].prometheus, name) == 0) {
-                    const char *types[] = { "counter", "gauge", "histogram", "gauge", "?" };
+                    const char *types[] = {"counter", "gauge", "histogram", "gauge", "?"};
                     assert_string_equal (type, types[fh_metrics[id].type]);
                 }
         }
@@ -195,7 +194,7 @@ test_prometheus_names_the_rows (void **state)
             /* Every sample belongs to a family of the registry. */
             size_t len = strcspn (line, "{ ");
             snprintf (name, sizeof name, "%.*s", (int) len, line);
-            const char *suffixes[] = { "_bucket", "_sum", "_count" };
+            const char *suffixes[] = {"_bucket", "_sum", "_count"};
             bool known = false;
             for (size_t id = 0; id < FH_METRIC_COUNT && !known; id++) {
                 const char *family = fh_metrics[id].prometheus;
@@ -215,11 +214,15 @@ test_prometheus_names_the_rows (void **state)
             s_set_add (&want, fh_metrics[id].prometheus);
     s_set_assert_equal (&got, &want, "Prometheus");
     /* A histogram: the bounds and +Inf, cumulative, then _sum and _count. */
-    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"6.5536e-05\"} 65\n"
-                                   "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"0.000131072\"} 100\n"));
-    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"+Inf\"} 100\n"
-                                   "fanhub_consumer_processing_seconds_sum{consumer=\"archive\"} 0.00505\n"
-                                   "fanhub_consumer_processing_seconds_count{consumer=\"archive\"} 100\n"));
+    assert_non_null (strstr (
+        text,
+        "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"6.5536e-05\"} 65\n"
+        "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"0.000131072\"} "
+        "100\n"));
+    assert_non_null (strstr (
+        text, "fanhub_consumer_processing_seconds_bucket{consumer=\"archive\",le=\"+Inf\"} 100\n"
+              "fanhub_consumer_processing_seconds_sum{consumer=\"archive\"} 0.00505\n"
+              "fanhub_consumer_processing_seconds_count{consumer=\"archive\"} 100\n"));
     assert_non_null (strstr (text, "\nfanhub_end_to_end_seconds_bucket{le=\"1.024e-06\"} 1\n"));
     free (text);
     s_set_clear (&got);
@@ -234,7 +237,7 @@ test_collectd_names_the_rows (void **state)
     fh_metrics_snapshot_t *snapshot = s_full_snapshot ();
     char *text = fh_metrics_collectd (snapshot, "h", 10, 0);
     assert_non_null (text);
-    s_set_t got = { 0 }, want = { 0 };
+    s_set_t got = {0}, want = {0};
     for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
         /* PUTVAL "h/fanhub-INSTANCE/TYPE" ...: the TYPE. */
         const char *quote = strchr (line + 8, '"');
@@ -261,7 +264,8 @@ test_collectd_names_the_rows (void **state)
         s_set_add (&want, type);
     }
     s_set_assert_equal (&got, &want, "collectd");
-    assert_non_null (strstr (text, "PUTVAL \"h/fanhub-hub1.archive/latency-queue_wait_p99\" interval=10 N:0.0001\n"));
+    assert_non_null (strstr (
+        text, "PUTVAL \"h/fanhub-hub1.archive/latency-queue_wait_p99\" interval=10 N:0.0001\n"));
     free (text);
     s_set_clear (&got);
     s_set_clear (&want);
@@ -275,7 +279,8 @@ s_json_keys (s_set_t *set, const char *prefix, const json_t *object)
     assert_true (json_is_object (object));
     const char *key;
     json_t *value;
-    json_object_foreach ((json_t *) object, key, value) {
+    json_object_foreach ((json_t *) object, key, value)
+    {
         char path[128];
         snprintf (path, sizeof path, "%s%s", prefix, key);
         s_set_add (set, path);
@@ -289,7 +294,7 @@ test_json_names_the_rows (void **state)
     fh_metrics_snapshot_t *snapshot = s_full_snapshot ();
     json_t *json = fh_metrics_to_json (snapshot);
     assert_non_null (json);
-    s_set_t got = { 0 }, want = { 0 };
+    s_set_t got = {0}, want = {0};
     const json_t *hub = json_object_get (json, "hub");
     s_json_keys (&got, "hub.", hub);
     s_json_keys (&got, "hub.upstream.", json_object_get (hub, "upstream"));
@@ -299,12 +304,12 @@ test_json_names_the_rows (void **state)
     s_json_keys (&got, "consumers[].", json_array_get (json_object_get (json, "consumers"), 0));
     s_json_keys (&got, "process.", json_object_get (json, "process"));
     /* The containers are structure, not rows. */
-    s_set_t containers = { 0 };
+    s_set_t containers = {0};
     s_set_add (&containers, "hub.upstream");
     s_set_add (&containers, "hub.amqp");
     s_set_add (&containers, "hub.signatures");
     s_set_add (&containers, "hub.endpoints");
-    s_set_t figures = { 0 };
+    s_set_t figures = {0};
     for (size_t i = 0; i < got.count; i++)
         if (!s_set_has (&containers, got.items[i]))
             s_set_add (&figures, got.items[i]);
@@ -333,10 +338,10 @@ test_json_names_the_rows (void **state)
     fh_metrics_snapshot_t *again = fh_metrics_from_json (json);
     assert_non_null (again);
     char *texts[2][3] = {
-        { fh_metrics_prometheus (snapshot), fh_metrics_collectd (snapshot, "h", 10, 0),
-          fh_metrics_table (snapshot) },
-        { fh_metrics_prometheus (again), fh_metrics_collectd (again, "h", 10, 0),
-          fh_metrics_table (again) },
+        {fh_metrics_prometheus (snapshot), fh_metrics_collectd (snapshot, "h", 10, 0),
+         fh_metrics_table (snapshot)},
+        {fh_metrics_prometheus (again), fh_metrics_collectd (again, "h", 10, 0),
+         fh_metrics_table (again)},
     };
     for (size_t i = 0; i < 3; i++) {
         assert_non_null (texts[0][i]);
@@ -365,7 +370,7 @@ test_json_names_the_rows (void **state)
 static void
 s_doc_cells (const fh_metric_t *row, char *text, size_t size)
 {
-    static const char *const types[] = { "counter", "gauge", "histogram", "info", "field" };
+    static const char *const types[] = {"counter", "gauge", "histogram", "info", "field"};
     char prometheus[96] = "—", collectd[64] = "—";
     if (row->prometheus)
         snprintf (prometheus, sizeof prometheus, "`%s`", row->prometheus);
@@ -386,7 +391,7 @@ test_doc_lists_the_rows (void **state)
     FILE *file = fopen (path, "r");
     if (!file)
         fail_msg ("%s: cannot open", path);
-    s_set_t got = { 0 }, want = { 0 };
+    s_set_t got = {0}, want = {0};
     char line[4096];
     while (fgets (line, sizeof line, file)) {
         /* A row of a metrics table: "| `" then the path; the definition

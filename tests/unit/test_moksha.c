@@ -209,7 +209,8 @@ test_bind_failure_names_the_endpoint (void **state)
     snprintf (text, sizeof text,
               "bus: {connect: [tcp://127.0.0.1:9]}\n"
               "metrics: {moksha_socket: \"tcp://127.0.0.1:%d\"}\n"
-              "consumers: [{name: a, plugin: \"null\"}]\n", port);
+              "consumers: [{name: a, plugin: \"null\"}]\n",
+              port);
     fh_config_t *config = s_config (text);
     fh_hub_t *hub = s_hub (config);
     char err[256] = "";
@@ -235,7 +236,8 @@ test_ipc_socket_mode (void **state)
     snprintf (text, sizeof text,
               "bus: {connect: [tcp://127.0.0.1:9]}\n"
               "metrics: {moksha_socket: \"ipc://%s\"}\n"
-              "consumers: [{name: a, plugin: \"null\"}]\n", path);
+              "consumers: [{name: a, plugin: \"null\"}]\n",
+              path);
     fh_config_t *config = s_config (text);
     fh_hub_t *hub = s_hub (config);
     mode_t old = umask (0);
@@ -355,7 +357,7 @@ s_live_stop (live_t *live)
     int64_t end = fh_clock_mono_ns () + DEADLINE_NS;
     while (!fh_hub_drained (live->hub)) {
         assert_true (fh_clock_mono_ns () < end);
-        nanosleep (&(struct timespec) {0, 1000000}, NULL);
+        nanosleep (&(struct timespec){0, 1000000}, NULL);
     }
     fh_hub_destroy (&live->hub);
     fh_config_destroy (&live->config);
@@ -369,10 +371,11 @@ s_entry (json_t *message, const char *name)
     assert_true (json_is_array (consumers));
     size_t i;
     json_t *entry;
-    json_array_foreach (consumers, i, entry)
-        if (json_is_string (json_object_get (entry, "name"))
-            && strcmp (json_string_value (json_object_get (entry, "name")), name) == 0)
-            return entry;
+    json_array_foreach (
+        consumers, i,
+        entry) if (json_is_string (json_object_get (entry, "name"))
+                   && strcmp (json_string_value (json_object_get (entry, "name")), name)
+                          == 0) return entry;
     fail_msg ("no consumer %s", name);
     return NULL;
 }
@@ -397,31 +400,31 @@ s_check_shape (json_t *message)
     assert_int_equal (json_array_size (producers), 0);
     json_t *consumers = json_object_get (message, "consumers");
     assert_int_equal (json_array_size (consumers), 3);
-    static const char *keys[] = {"name", "module", "topic", "initialized", "exceptions",
-                                 "jsonify", "backlog", "headcount_out", "headcount_in",
-                                 "times"};
+    static const char *keys[] = {"name",         "module",  "topic",   "initialized",
+                                 "exceptions",   "jsonify", "backlog", "headcount_out",
+                                 "headcount_in", "times"};
     size_t i;
     json_t *entry;
-    json_array_foreach (consumers, i, entry) {
+    json_array_foreach (consumers, i, entry)
+    {
         assert_int_equal (json_object_size (entry), 10);
         size_t k = 0;
         const char *key;
         json_t *value;
-        json_object_foreach (entry, key, value)
-            assert_string_equal (key, keys[k++]);
+        json_object_foreach (entry, key, value) assert_string_equal (key, keys[k++]);
         assert_true (json_is_true (json_object_get (entry, "initialized")));
         assert_true (json_is_true (json_object_get (entry, "jsonify")));
         assert_true (json_is_array (json_object_get (entry, "times")));
     }
     const char *want_names[] = {"every", "one", "two"};
     const char *want_modules[] = {"/count.so", "/null.so", "/null.so"};
-    json_array_foreach (consumers, i, entry) {
+    json_array_foreach (consumers, i, entry)
+    {
         assert_string_equal (json_string_value (json_object_get (entry, "name")), want_names[i]);
         const char *module = json_string_value (json_object_get (entry, "module"));
         assert_non_null (module);
         assert_true (strlen (module) > strlen (want_modules[i]));
-        assert_string_equal (module + strlen (module) - strlen (want_modules[i]),
-                             want_modules[i]);
+        assert_string_equal (module + strlen (module) - strlen (want_modules[i]), want_modules[i]);
     }
     /* topic: "*" for every message, a string for one pattern, else a list. */
     assert_string_equal (json_string_value (json_object_get (s_entry (message, "every"), "topic")),
@@ -453,7 +456,7 @@ test_live_intervals (void **state)
         while (fh_consumer_counts (fh_hub_consumer (live.hub, c), &counts),
                counts.completed + counts.failed < N) {
             assert_true (fh_clock_mono_ns () < end);
-            nanosleep (&(struct timespec) {0, 1000000}, NULL);
+            nanosleep (&(struct timespec){0, 1000000}, NULL);
         }
     }
 
@@ -476,11 +479,13 @@ test_live_intervals (void **state)
         assert_int_equal (json_array_size (times), N);
         size_t i;
         json_t *t;
-        json_array_foreach (times, i, t) {
+        json_array_foreach (times, i, t)
+        {
             assert_true (json_is_real (t));
             assert_true (json_real_value (t) >= 0);
             if (i > 0)
-                assert_true (json_real_value (t) >= json_real_value (json_array_get (times, i - 1)));
+                assert_true (json_real_value (t)
+                             >= json_real_value (json_array_get (times, i - 1)));
         }
     }
     json_decref (message);

@@ -16,31 +16,22 @@ s_sample (void)
 {
     fanhub_option_t *root = fh_option_new (FANHUB_OPTION_MAP, NULL, "t:1:1");
     assert_non_null (root);
-    assert_int_equal (fh_option_append (root, "path",
-                                        fh_option_new (FANHUB_OPTION_SCALAR,
-                                                       "-", "t:1:7")),
-                      0);
-    assert_int_equal (fh_option_append (root, "flush_ms",
-                                        fh_option_new (FANHUB_OPTION_SCALAR,
-                                                       "100", "t:2:11")),
-                      0);
+    assert_int_equal (
+        fh_option_append (root, "path", fh_option_new (FANHUB_OPTION_SCALAR, "-", "t:1:7")), 0);
+    assert_int_equal (
+        fh_option_append (root, "flush_ms", fh_option_new (FANHUB_OPTION_SCALAR, "100", "t:2:11")),
+        0);
     fanhub_option_t *list = fh_option_new (FANHUB_OPTION_LIST, NULL, "t:3:7");
     assert_non_null (list);
-    assert_int_equal (fh_option_append (list, NULL,
-                                        fh_option_new (FANHUB_OPTION_SCALAR,
-                                                       "a", "t:3:8")),
-                      0);
+    assert_int_equal (
+        fh_option_append (list, NULL, fh_option_new (FANHUB_OPTION_SCALAR, "a", "t:3:8")), 0);
     fanhub_option_t *inner = fh_option_new (FANHUB_OPTION_MAP, NULL, "t:3:11");
-    assert_int_equal (fh_option_append (inner, "k",
-                                        fh_option_new (FANHUB_OPTION_SCALAR,
-                                                       "v", "t:3:14")),
-                      0);
+    assert_int_equal (
+        fh_option_append (inner, "k", fh_option_new (FANHUB_OPTION_SCALAR, "v", "t:3:14")), 0);
     assert_int_equal (fh_option_append (list, NULL, inner), 0);
     assert_int_equal (fh_option_append (root, "list", list), 0);
-    assert_int_equal (fh_option_append (root, "empty",
-                                        fh_option_new (FANHUB_OPTION_MAP, NULL,
-                                                       "t:4:8")),
-                      0);
+    assert_int_equal (
+        fh_option_append (root, "empty", fh_option_new (FANHUB_OPTION_MAP, NULL, "t:4:8")), 0);
     return root;
 }
 
@@ -59,13 +50,12 @@ test_build_and_read (void **state)
     assert_string_equal (fh_option_scalar (path), "-");
     assert_string_equal (fh_option_where (path), "t:1:7");
     assert_int_equal (fh_option_count (path), 0);
-    assert_string_equal (fh_option_scalar (fh_option_get (root, "flush_ms")),
-                         "100");
+    assert_string_equal (fh_option_scalar (fh_option_get (root, "flush_ms")), "100");
     assert_null (fh_option_get (root, "missing"));
     assert_null (fh_option_get (root, NULL));
 
     /* Entries in file order, with their keys. */
-    static const char *const keys[] = { "path", "flush_ms", "list", "empty" };
+    static const char *const keys[] = {"path", "flush_ms", "list", "empty"};
     for (size_t i = 0; i < 4; i++) {
         const char *key = "unset";
         assert_non_null (fh_option_at (root, i, &key));
@@ -168,11 +158,9 @@ test_append_refuses_misuse (void **state)
         fanhub_option_t *parent;
         const char *key;
     } cases[] = {
-        { "map without a key", map, NULL },
-        { "list with a key", list, "k" },
-        { "scalar parent", scalar, NULL },
-        { "scalar parent with a key", scalar, "k" },
-        { "NULL parent", NULL, NULL },
+        {"map without a key", map, NULL}, {"list with a key", list, "k"},
+        {"scalar parent", scalar, NULL},  {"scalar parent with a key", scalar, "k"},
+        {"NULL parent", NULL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         fanhub_option_t *child = fh_option_new (FANHUB_OPTION_SCALAR, "x", "x");
@@ -187,10 +175,8 @@ test_append_refuses_misuse (void **state)
     for (int i = 0; i < 100; i++) {
         char text[16];
         snprintf (text, sizeof text, "%d", i);
-        assert_int_equal (fh_option_append (map, text,
-                                            fh_option_new (FANHUB_OPTION_SCALAR,
-                                                           text, "w")),
-                          0);
+        assert_int_equal (
+            fh_option_append (map, text, fh_option_new (FANHUB_OPTION_SCALAR, text, "w")), 0);
     }
     assert_int_equal (fh_option_count (map), 100);
     const char *key;

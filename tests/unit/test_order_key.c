@@ -210,13 +210,12 @@ test_json_values (void **state)
 {
     (void) state;
     fh_msg_t *msg = make_msg (
-        "t",
-        "{\"msg\": {\"vm\": \"abc\", \"n\": 42, \"neg\": -7, \"r\": 1.5, \"e\": 1e2,"
-        " \"t\": true, \"f\": false, \"z\": null,"
-        " \"o\": {\"b\": 1, \"a\": [1, 2], \"c\": {\"y\": \"\\u00e9\", \"x\": null}},"
-        " \"arr\": [10, \"x\", {\"k\": \"v\"}], \"empty\": {}, \"none\": []},"
-        " \"a/b\": 1, \"m~n\": 2, \"\": 3, \"~1\": 4,"
-        " \"s\": \"caf\\u00e9 \\\"q\\\"\", \"nul\": \"a\\u0000b\"}");
+        "t", "{\"msg\": {\"vm\": \"abc\", \"n\": 42, \"neg\": -7, \"r\": 1.5, \"e\": 1e2,"
+             " \"t\": true, \"f\": false, \"z\": null,"
+             " \"o\": {\"b\": 1, \"a\": [1, 2], \"c\": {\"y\": \"\\u00e9\", \"x\": null}},"
+             " \"arr\": [10, \"x\", {\"k\": \"v\"}], \"empty\": {}, \"none\": []},"
+             " \"a/b\": 1, \"m~n\": 2, \"\": 3, \"~1\": 4,"
+             " \"s\": \"caf\\u00e9 \\\"q\\\"\", \"nul\": \"a\\u0000b\"}");
     expect ("json:/msg/vm", msg, "abc");
     expect ("json:/msg/n", msg, "42");
     expect ("json:/msg/neg", msg, "-7");
@@ -274,16 +273,16 @@ test_json_fallback (void **state)
 {
     (void) state;
     static const char *const bodies[] = {
-        "",                                /* empty */
-        "{",                               /* truncated */
+        "",  /* empty */
+        "{", /* truncated */
         "not json",
         "{\"k\": \"v\"} trailing",
         "{\"k\": 'v'}",
-        "{\"k\": \"\xff\"}",               /* not UTF-8 */
-        "{\"k\": \"\xc0\xaf\"}",           /* overlong */
-        "{\"k\": \"\xed\xa0\x80\"}",       /* a surrogate */
-        "{\"k\": \"\\ud800\"}",            /* a lone escaped surrogate */
-        "{\"k\": 12345678901234567890}",   /* beyond 64 bits: jansson refuses */
+        "{\"k\": \"\xff\"}",             /* not UTF-8 */
+        "{\"k\": \"\xc0\xaf\"}",         /* overlong */
+        "{\"k\": \"\xed\xa0\x80\"}",     /* a surrogate */
+        "{\"k\": \"\\ud800\"}",          /* a lone escaped surrogate */
+        "{\"k\": 12345678901234567890}", /* beyond 64 bits: jansson refuses */
         "{\"k\": 1e400}",
     };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
@@ -369,8 +368,8 @@ test_long_keys (void **state)
 
     /* Long JSON values: a string, and an object written in pieces. */
     char body[3000];
-    int n = snprintf (body, sizeof body, "{\"s\": \"%s\", \"o\": {\"z\": \"%s\", \"a\": 1}}",
-                      topic, topic);
+    int n = snprintf (body, sizeof body, "{\"s\": \"%s\", \"o\": {\"z\": \"%s\", \"a\": 1}}", topic,
+                      topic);
     assert_true (n > 0 && (size_t) n < sizeof body);
     msg = make_msg ("t", body);
     expect_long ("json:/s", msg, topic, strlen (topic));

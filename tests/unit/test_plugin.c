@@ -40,8 +40,8 @@ test_plugin_by_path (void **state)
 {
     (void) state;
     char err[1024] = "";
-    fh_plugin_t *plugin = fh_plugin_load (TEST_PLUGIN_DIR "/count.so", "/nonexistent",
-                                          err, sizeof err);
+    fh_plugin_t *plugin
+        = fh_plugin_load (TEST_PLUGIN_DIR "/count.so", "/nonexistent", err, sizeof err);
     assert_non_null (plugin);
     fh_plugin_destroy (&plugin);
 }
@@ -53,11 +53,14 @@ typedef struct {
 } load_error_case_t;
 
 static const load_error_case_t load_errors[] = {
-    {"nosuch", SHIPPED_PLUGIN_DIR,
+    {"nosuch",
+     SHIPPED_PLUGIN_DIR,
      {"plugin 'nosuch'", SHIPPED_PLUGIN_DIR "/nosuch.so", "FANHUB_PLUGIN_DIR"}},
     {"/nonexistent/x.so", SHIPPED_PLUGIN_DIR, {"plugin '/nonexistent/x.so'", "x.so", NULL}},
     {TEST_PLUGIN_DIR "/nosymbol.so", "", {"exports no fanhub_consumer_entry", NULL, NULL}},
-    {TEST_PLUGIN_DIR "/badabi.so", "", {"built for plugin ABI 2.0", "this hub speaks ABI 1.", NULL}},
+    {TEST_PLUGIN_DIR "/badabi.so",
+     "",
+     {"built for plugin ABI 2.0", "this hub speaks ABI 1.", NULL}},
     {"log.so", SHIPPED_PLUGIN_DIR, {"not a plugin name", "nor a path", NULL}},
     {"bad name", SHIPPED_PLUGIN_DIR, {"not a plugin name", NULL, NULL}},
     {SOURCE_DIR "/README.md", "", {"plugin '", NULL, NULL}}, /* not an ELF */
@@ -114,8 +117,8 @@ test_init_refusal_names_consumer_and_reason (void **state)
     fanhub_option_t *options = fh_option_new (FANHUB_OPTION_MAP, NULL, "t.yaml:4:7");
     fh_option_append (options, "reason",
                       fh_option_new (FANHUB_OPTION_SCALAR, "database is down", "t.yaml:4:15"));
-    fh_consumer_config_t config = consumer_config ("archive", TEST_PLUGIN_DIR "/initfail.so",
-                                                   options);
+    fh_consumer_config_t config
+        = consumer_config ("archive", TEST_PLUGIN_DIR "/initfail.so", options);
     char err[1024] = "";
     fh_consumer_t *consumer = fh_consumer_new (&config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
     assert_null (consumer);

@@ -21,7 +21,7 @@ static fh_msg_t *
 make_msg (const char *topic, const char *body)
 {
     zmq_msg_t frames[2];
-    const char *data[] = { topic, body };
+    const char *data[] = {topic, body};
     for (size_t i = 0; i < 2; i++) {
         assert_int_equal (zmq_msg_init_size (&frames[i], strlen (data[i])), 0);
         memcpy (zmq_msg_data (&frames[i]), data[i], strlen (data[i]));
@@ -64,7 +64,7 @@ test_shards_are_disjoint_and_cover (void **state)
     fh_shard_t *shards[N];
     for (size_t i = 0; i < N; i++)
         shards[i] = shard_ok (i, N, NULL); /* the whole topic */
-    size_t per_shard[N] = { 0 };
+    size_t per_shard[N] = {0};
     for (int k = 0; k < KEYS; k++) {
         char topic[32];
         snprintf (topic, sizeof topic, "org.test.key%d", k);

@@ -268,8 +268,8 @@ test_abandon_repeats_bounded_window (void **state)
     s_fixture_t *f = *state;
     /* The cursor is written every 10 consumed records (the hour-long time
        rule never fires here). */
-    fh_spool_options_t options = {.segment_bytes = 1 << 20, .cursor_records = 10,
-                                  .cursor_ms = 3600 * 1000};
+    fh_spool_options_t options
+        = {.segment_bytes = 1 << 20, .cursor_records = 10, .cursor_ms = 3600 * 1000};
     fh_spool_t *spool = s_open (f, &options, NULL);
     for (uint64_t seq = 1; seq <= 100; seq++)
         s_append (spool, seq);
@@ -428,7 +428,7 @@ test_damage_in_the_middle (void **state)
     s_expect (spool, 5);
     s_expect_empty (spool);
     assert_int_equal (fh_spool_corrupt (spool), 1); /* not counted twice */
-    fh_spool_abandon (&spool);                     /* keep the records for the next case */
+    fh_spool_abandon (&spool);                      /* keep the records for the next case */
 
     /* Mend it, and damage record 3's length instead: the reader cannot
        trust it, scans for the next record that verifies, and finds 4. */
@@ -595,8 +595,7 @@ test_low_water_mark (void **state)
     assert_int_equal (s_segment_count (f), segments);
     /* 1 done: the mark moves over 1 and 2, and stops at 3. */
     fh_spool_done (spool, marks[1]);
-    assert_int_equal (fh_spool_bytes (spool),
-                      total - s_record_size (1) - s_record_size (2));
+    assert_int_equal (fh_spool_bytes (spool), total - s_record_size (1) - s_record_size (2));
     assert_int_equal (fh_spool_undone (spool), 2);
     fh_spool_close (&spool);
     /* 3 and 4 were not done: they, and what was done after them, come
@@ -655,13 +654,13 @@ test_lost_records_counted (void **state)
     /* The segments are numbered from 1; the cursor is in segment 1. */
     char path[256];
     s_seg_path (f, 4, path, sizeof path);
-    assert_int_equal (unlink (path), 0);          /* a deleted segment */
+    assert_int_equal (unlink (path), 0); /* a deleted segment */
     s_seg_path (f, 6, path, sizeof path);
-    assert_int_equal (truncate (path, 0), 0);     /* a segment emptied */
+    assert_int_equal (truncate (path, 0), 0); /* a segment emptied */
     s_seg_path (f, 1, path, sizeof path);
-    assert_int_equal (truncate (path, 10), 0);    /* cut below the cursor */
+    assert_int_equal (truncate (path, 10), 0); /* cut below the cursor */
     s_seg_path (f, 8, path, sizeof path);
-    s_append_one_frame_record (path, 999);        /* a one-frame record */
+    s_append_one_frame_record (path, 999); /* a one-frame record */
 
     uint64_t corrupt = 0;
     spool = s_open (f, &options, &corrupt);
@@ -749,8 +748,8 @@ test_fsync_modes (void **state)
     const fh_spool_fsync_t modes[] = {FH_SPOOL_FSYNC_ALWAYS, FH_SPOOL_FSYNC_INTERVAL};
     uint64_t seq = 1, out = 1;
     for (size_t k = 0; k < 2; k++) {
-        fh_spool_options_t options = {.segment_bytes = 2048, .fsync = modes[k],
-                                      .fsync_interval_ms = 10};
+        fh_spool_options_t options
+            = {.segment_bytes = 2048, .fsync = modes[k], .fsync_interval_ms = 10};
         fh_spool_t *spool = s_open (f, &options, NULL);
         for (int i = 0; i < 40; i++) {
             s_append (spool, seq++);
@@ -814,7 +813,8 @@ test_concurrent_append_and_read (void **state)
     s_fixture_t *f = *state;
     fh_spool_options_t options = {.segment_bytes = 256 * 1024,
                                   .fsync = FH_SPOOL_FSYNC_INTERVAL,
-                                  .fsync_interval_ms = 50, .cursor_ms = 5};
+                                  .fsync_interval_ms = 50,
+                                  .cursor_ms = 5};
     s_shared_t shared = {.spool = s_open (f, &options, NULL)};
     atomic_init (&shared.done, false);
     pthread_t appender, ticker;
@@ -866,7 +866,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_kill9_child, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_torn_tail, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_damage_in_the_middle, s_setup, test_dir_teardown),
-        cmocka_unit_test_setup_teardown (test_damage_found_while_reading, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_damage_found_while_reading, s_setup,
+                                         test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_max_bytes_full, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_refusals, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_damaged_cursor, s_setup, test_dir_teardown),
@@ -874,7 +875,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_low_water_mark, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_close_without_cursor, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_lost_records_counted, s_setup, test_dir_teardown),
-        cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_concurrent_append_and_read, s_setup,
+                                         test_dir_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

@@ -105,8 +105,10 @@ static fh_spool_entry_t
 s_entry (s_msg_t *m, uint64_t seq)
 {
     s_make (m, seq);
-    return (fh_spool_entry_t){.seq = seq, .received_wall_ns = (int64_t) seq * 1000,
-                              .frames = m->frames, .frame_count = m->count};
+    return (fh_spool_entry_t){.seq = seq,
+                              .received_wall_ns = (int64_t) seq * 1000,
+                              .frames = m->frames,
+                              .frame_count = m->count};
 }
 
 /* A batch is one group commit: one fdatasync for all its records with
@@ -239,10 +241,10 @@ test_batch_write_error (void **state)
 /* What the writer reported, and a gate that holds it inside `describe`
    of the message `gate_seq` until opened. */
 typedef struct {
-    s_msg_t *msgs;            /* msgs[seq] */
+    s_msg_t *msgs; /* msgs[seq] */
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    uint64_t gate_seq;        /* 0: no gate */
+    uint64_t gate_seq; /* 0: no gate */
     bool at_gate, gate_open;
     uint64_t written[MANY + 1]; /* in the order reported */
     int rc[MANY + 1];
@@ -624,7 +626,8 @@ main (void)
         cmocka_unit_test_setup_teardown (test_handoff_order_and_group_commit, s_setup,
                                          test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_handoff_bounded, s_setup, test_dir_teardown),
-        cmocka_unit_test_setup_teardown (test_destroy_writes_everything, s_setup, test_dir_teardown),
+        cmocka_unit_test_setup_teardown (test_destroy_writes_everything, s_setup,
+                                         test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_refusals_reported, s_setup, test_dir_teardown),
         cmocka_unit_test_setup_teardown (test_pace_after_sync, s_setup, test_dir_teardown),
     };

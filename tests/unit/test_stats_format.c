@@ -32,9 +32,9 @@ typedef struct {
 static json_t *
 s_figures (const figures_t *f)
 {
-    json_t *json = json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", f->count,
-                              "sum", f->sum, "mean", f->mean, "p50", f->p50, "p90", f->p90,
-                              "p99", f->p99, "p999", f->p999, "max", f->max);
+    json_t *json = json_pack ("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "count", f->count, "sum",
+                              f->sum, "mean", f->mean, "p50", f->p50, "p90", f->p90, "p99", f->p99,
+                              "p999", f->p999, "max", f->max);
     assert_non_null (json);
     return json;
 }
@@ -54,9 +54,8 @@ static json_t *
 s_histogram_buckets (const figures_t *run, const figures_t *interval)
 {
     json_t *json = s_histogram (run, interval);
-    json_t *buckets = json_pack ("{s:i, s:i, s:i}", "0.000524288", run->count / 5,
-                                 "0.001048576", run->count * 7 / 10, "0.004194304",
-                                 run->count - 10);
+    json_t *buckets = json_pack ("{s:i, s:i, s:i}", "0.000524288", run->count / 5, "0.001048576",
+                                 run->count * 7 / 10, "0.004194304", run->count - 10);
     assert_non_null (buckets);
     assert_int_equal (json_object_set_new (json, "buckets", buckets), 0);
     return json;
@@ -67,8 +66,8 @@ s_histogram_buckets (const figures_t *run, const figures_t *interval)
    s_histogram_buckets when with_buckets, else 0; then _sum and _count.
    labels is "" or 'consumer="NAME",'. */
 static void
-s_append_histogram (char *text, size_t size, const char *family, const char *labels,
-                    int count, const char *sum, bool with_buckets)
+s_append_histogram (char *text, size_t size, const char *family, const char *labels, int count,
+                    const char *sum, bool with_buckets)
 {
     for (int i = 0; i <= FH_METRICS_BUCKETS; i++) {
         char le[32];
@@ -80,7 +79,10 @@ s_append_histogram (char *text, size_t size, const char *family, const char *lab
         if (i == FH_METRICS_BUCKETS)
             cumulative = count;
         else if (with_buckets)
-            cumulative = log2 >= 22 ? count - 10 : log2 >= 20 ? count * 7 / 10 : log2 >= 19 ? count / 5 : 0;
+            cumulative = log2 >= 22   ? count - 10
+                         : log2 >= 20 ? count * 7 / 10
+                         : log2 >= 19 ? count / 5
+                                      : 0;
         size_t used = strlen (text);
         snprintf (text + used, size - used, "%s_bucket{%sle=\"%s\"} %d\n", family, labels, le,
                   cumulative);
@@ -115,7 +117,7 @@ s_assert_text (char *text, const char *expected)
     free (copy);
 }
 
-static const figures_t s_none = { 0, 0, 0, 0, 0, 0, 0, 0 };
+static const figures_t s_none = {0, 0, 0, 0, 0, 0, 0, 0};
 
 /* A consumer with the counters of the schema's example. */
 static json_t *
@@ -123,19 +125,18 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
 {
     json_t *json = json_pack ("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i,"
                               " s:i, s:i, s:i, s:i, s:o, s:o}",
-                              "name", name, "plugin", "log", "capacity", 100000,
-                              "enqueued", 992, "dequeued", 990, "completed", 985,
-                              "failed", 4, "retried", 7, "dropped", 0, "spilled", 0,
-                              "dead_lettered", 3, "coalesced", 0, "backlog", 2,
-                              "in_flight", 1, "backlog_max", 120, "stuck", 0,
+                              "name", name, "plugin", "log", "capacity", 100000, "enqueued", 992,
+                              "dequeued", 990, "completed", 985, "failed", 4, "retried", 7,
+                              "dropped", 0, "spilled", 0, "dead_lettered", 3, "coalesced", 0,
+                              "backlog", 2, "in_flight", 1, "backlog_max", 120, "stuck", 0,
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
     json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
-                              "evicted", 1, "spool_bytes", 4096, "spool_corrupt", 6,
-                              "keys_active", 3, "key_backlog_max", 5, "key_fallback", 2,
-                              "spool_cursor_errors", 7, "spool_fsyncs", 8, "spool_handoff", 9,
-                              "spool_lost", 10, "warn_at", 1000, "plugin_version", "1.0");
+                              "evicted", 1, "spool_bytes", 4096, "spool_corrupt", 6, "keys_active",
+                              3, "key_backlog_max", 5, "key_fallback", 2, "spool_cursor_errors", 7,
+                              "spool_fsyncs", 8, "spool_handoff", 9, "spool_lost", 10, "warn_at",
+                              1000, "plugin_version", "1.0");
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -147,22 +148,20 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
 static json_t *
 s_snapshot (json_t *hub_name)
 {
-    const figures_t wait_run = { 990, 1.25, 0.00126, 0.0009, 0.002, 0.004, 0.0051, 0.0052 };
-    const figures_t wait_interval = { 100, 0.1, 0.001, 0.0009, 0.002, 0.004, 0.0051, 0.0052 };
-    const figures_t proc_run = { 985, 3.5, 0.00355, 0.003, 0.006, 0.0123, 0.02, 0.021 };
-    json_t *consumers = json_pack ("[o]", s_consumer ("archive",
-                                                      s_histogram_buckets (&wait_run, &wait_interval),
-                                                      s_histogram (&proc_run, &s_none)));
+    const figures_t wait_run = {990, 1.25, 0.00126, 0.0009, 0.002, 0.004, 0.0051, 0.0052};
+    const figures_t wait_interval = {100, 0.1, 0.001, 0.0009, 0.002, 0.004, 0.0051, 0.0052};
+    const figures_t proc_run = {985, 3.5, 0.00355, 0.003, 0.006, 0.0123, 0.02, 0.021};
+    json_t *consumers
+        = json_pack ("[o]", s_consumer ("archive", s_histogram_buckets (&wait_run, &wait_interval),
+                                        s_histogram (&proc_run, &s_none)));
     json_t *json = json_pack (
         "{s:{s:o, s:s, s:i, s:f, s:f, s:i, s:i,"
         "    s:{s:i, s:i, s:i, s:i}, s:i, s:[{s:s, s:s, s:b}]},"
         " s:o}",
-        "hub", "name", hub_name, "version", "0.1.0", "pid", 1234, "uptime", 12.5,
-        "interval", 10.0, "received", 1000, "malformed", 3,
-        "malformed_by_reason", "no_body", 1, "too_many_frames", 0, "too_large", 2,
-        "topic_not_utf8", 0, "unrouted", 5,
-        "endpoints", "endpoint", "tcp://127.0.0.1:9940", "kind", "connect", "connected", 1,
-        "consumers", consumers);
+        "hub", "name", hub_name, "version", "0.1.0", "pid", 1234, "uptime", 12.5, "interval", 10.0,
+        "received", 1000, "malformed", 3, "malformed_by_reason", "no_body", 1, "too_many_frames", 0,
+        "too_large", 2, "topic_not_utf8", 0, "unrouted", 5, "endpoints", "endpoint",
+        "tcp://127.0.0.1:9940", "kind", "connect", "connected", 1, "consumers", consumers);
     assert_non_null (json);
     assert_int_equal (json_object_set_new (json_object_get (json, "hub"),
                                            "config_last_reload_successful", json_integer (1)),
@@ -209,7 +208,7 @@ s_assert_lines (char *text, const char *const *expected, size_t count)
     free (text);
 }
 
-#define ASSERT_LINES(text, expected)                                                       \
+#define ASSERT_LINES(text, expected)                                                               \
     s_assert_lines ((text), (expected), sizeof (expected) / sizeof (expected)[0])
 
 /* Prometheus text whose families are each named once by HELP and TYPE
@@ -287,139 +286,180 @@ test_prometheus_one_consumer (void **state)
         "# HELP fanhub_unrouted_total Well-formed bus messages that matched no consumer.",
         "# TYPE fanhub_unrouted_total counter",
         "fanhub_unrouted_total 5",
-        "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler (docs/security.md).",
+        "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler "
+        "(docs/security.md).",
         "# TYPE fanhub_auth_denied_total counter",
         "fanhub_auth_denied_total 0",
-        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it had bus.max_peers already.",
+        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it "
+        "had bus.max_peers already.",
         "# TYPE fanhub_peers_refused_total counter",
         "fanhub_peers_refused_total 0",
-        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients as the descriptors allow.",
+        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients "
+        "as the descriptors allow.",
         "# TYPE fanhub_control_refused_total counter",
         "fanhub_control_refused_total 0",
         "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.",
         "# TYPE fanhub_http_refused_total counter",
         "fanhub_http_refused_total 0",
-        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was full, or it was gone.",
+        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was "
+        "full, or it was gone.",
         "# TYPE fanhub_control_unanswered_total counter",
         "fanhub_control_unanswered_total 0",
-        "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that still consume what they hold.",
+        "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that "
+        "still consume what they hold.",
         "# TYPE fanhub_draining_instances gauge",
         "fanhub_draining_instances 0",
-        "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and spool.",
+        "# HELP fanhub_draining_backlog Messages those draining instances still hold, queue and "
+        "spool.",
         "# TYPE fanhub_draining_backlog gauge",
         "fanhub_draining_backlog 0",
-        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1 (also before any reload).",
+        "# HELP fanhub_config_last_reload_successful 0 when the last reload was refused, else 1 "
+        "(also before any reload).",
         "# TYPE fanhub_config_last_reload_successful gauge",
         "fanhub_config_last_reload_successful 1",
-        "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus endpoint, else 0.",
+        "# HELP fanhub_endpoint_connected 1 while at least one peer is connected on the bus "
+        "endpoint, else 0.",
         "# TYPE fanhub_endpoint_connected gauge",
         "fanhub_endpoint_connected{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 1",
-        "# HELP fanhub_endpoint_since_timestamp_seconds Unix time the bus endpoint last became connected or not (or the hub started).",
+        "# HELP fanhub_endpoint_since_timestamp_seconds Unix time the bus endpoint last became "
+        "connected or not (or the hub started).",
         "# TYPE fanhub_endpoint_since_timestamp_seconds gauge",
-        "fanhub_endpoint_since_timestamp_seconds{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 0",
-        "# HELP fanhub_endpoint_handshake_failures_total ZMTP handshakes on the bus endpoint that failed (mechanism, key, ZAP, hang-up).",
+        "fanhub_endpoint_since_timestamp_seconds{endpoint=\"tcp://"
+        "127.0.0.1:9940\",kind=\"connect\"} 0",
+        "# HELP fanhub_endpoint_handshake_failures_total ZMTP handshakes on the bus endpoint that "
+        "failed (mechanism, key, ZAP, hang-up).",
         "# TYPE fanhub_endpoint_handshake_failures_total counter",
-        "fanhub_endpoint_handshake_failures_total{endpoint=\"tcp://127.0.0.1:9940\",kind=\"connect\"} 0",
-        "# HELP fanhub_consumer_info Constant 1, labelled with the consumer, its plugin and the plugin's version.",
+        "fanhub_endpoint_handshake_failures_total{endpoint=\"tcp://"
+        "127.0.0.1:9940\",kind=\"connect\"} 0",
+        "# HELP fanhub_consumer_info Constant 1, labelled with the consumer, its plugin and the "
+        "plugin's version.",
         "# TYPE fanhub_consumer_info gauge",
         "fanhub_consumer_info{consumer=\"archive\",plugin=\"log\",version=\"1.0\"} 1",
-        "# HELP fanhub_consumer_enqueued_total Messages put on the consumer's queue (or its spool).",
+        "# HELP fanhub_consumer_enqueued_total Messages put on the consumer's queue (or its "
+        "spool).",
         "# TYPE fanhub_consumer_enqueued_total counter",
         "fanhub_consumer_enqueued_total{consumer=\"archive\"} 992",
-        "# HELP fanhub_consumer_dequeued_total Messages taken off the consumer's queue to be consumed.",
+        "# HELP fanhub_consumer_dequeued_total Messages taken off the consumer's queue to be "
+        "consumed.",
         "# TYPE fanhub_consumer_dequeued_total counter",
         "fanhub_consumer_dequeued_total{consumer=\"archive\"} 990",
         "# HELP fanhub_consumer_completed_total Messages the consumer's plugin finished with ok.",
         "# TYPE fanhub_consumer_completed_total counter",
         "fanhub_consumer_completed_total{consumer=\"archive\"} 985",
-        "# HELP fanhub_consumer_failed_total Messages that failed for good: the plugin answered fail, or retries ran out.",
+        "# HELP fanhub_consumer_failed_total Messages that failed for good: the plugin answered "
+        "fail, or retries ran out.",
         "# TYPE fanhub_consumer_failed_total counter",
         "fanhub_consumer_failed_total{consumer=\"archive\"} 4",
-        "# HELP fanhub_consumer_retried_total Times a message was tried again after the plugin answered retry.",
+        "# HELP fanhub_consumer_retried_total Times a message was tried again after the plugin "
+        "answered retry.",
         "# TYPE fanhub_consumer_retried_total counter",
         "fanhub_consumer_retried_total{consumer=\"archive\"} 7",
-        "# HELP fanhub_consumer_dropped_total Messages dropped by the overflow policy of the consumer's full queue.",
+        "# HELP fanhub_consumer_dropped_total Messages dropped by the overflow policy of the "
+        "consumer's full queue.",
         "# TYPE fanhub_consumer_dropped_total counter",
         "fanhub_consumer_dropped_total{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_spilled_total Messages written to the consumer's disk spool.",
         "# TYPE fanhub_consumer_spilled_total counter",
         "fanhub_consumer_spilled_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_dead_lettered_total Messages sent to the consumer's dead-letter store.",
+        "# HELP fanhub_consumer_dead_lettered_total Messages sent to the consumer's dead-letter "
+        "store.",
         "# TYPE fanhub_consumer_dead_lettered_total counter",
         "fanhub_consumer_dead_lettered_total{consumer=\"archive\"} 3",
-        "# HELP fanhub_consumer_coalesced_total Messages merged into one already queued instead of being consumed on their own.",
+        "# HELP fanhub_consumer_coalesced_total Messages merged into one already queued instead of "
+        "being consumed on their own.",
         "# TYPE fanhub_consumer_coalesced_total counter",
         "fanhub_consumer_coalesced_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_backlog Messages waiting for the consumer: enqueued - dequeued, spool included.",
+        "# HELP fanhub_consumer_backlog Messages waiting for the consumer: enqueued - dequeued, "
+        "spool included.",
         "# TYPE fanhub_consumer_backlog gauge",
         "fanhub_consumer_backlog{consumer=\"archive\"} 2",
-        "# HELP fanhub_consumer_in_flight Messages being consumed now: dequeued - completed - failed.",
+        "# HELP fanhub_consumer_in_flight Messages being consumed now: dequeued - completed - "
+        "failed.",
         "# TYPE fanhub_consumer_in_flight gauge",
         "fanhub_consumer_in_flight{consumer=\"archive\"} 1",
         "# HELP fanhub_consumer_backlog_max Highest backlog since the hub started.",
         "# TYPE fanhub_consumer_backlog_max gauge",
         "fanhub_consumer_backlog_max{consumer=\"archive\"} 120",
-        "# HELP fanhub_consumer_capacity Messages the consumer's queue holds before its overflow policy applies.",
+        "# HELP fanhub_consumer_capacity Messages the consumer's queue holds before its overflow "
+        "policy applies.",
         "# TYPE fanhub_consumer_capacity gauge",
         "fanhub_consumer_capacity{consumer=\"archive\"} 100000",
-        "# HELP fanhub_consumer_warn_at queue.warn_at: the backlog at which the hub warns; 0 when it never does.",
+        "# HELP fanhub_consumer_warn_at queue.warn_at: the backlog at which the hub warns; 0 when "
+        "it never does.",
         "# TYPE fanhub_consumer_warn_at gauge",
         "fanhub_consumer_warn_at{consumer=\"archive\"} 1000",
-        "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck threshold.",
+        "# HELP fanhub_consumer_stuck Consume calls running now for longer than the stuck "
+        "threshold.",
         "# TYPE fanhub_consumer_stuck gauge",
         "fanhub_consumer_stuck{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_evicted_total Accepted messages dropped later (also in dropped): drop-oldest evictions, spilled messages the spool could not store.",
+        "# HELP fanhub_consumer_evicted_total Accepted messages dropped later (also in dropped): "
+        "drop-oldest evictions, spilled messages the spool could not store.",
         "# TYPE fanhub_consumer_evicted_total counter",
         "fanhub_consumer_evicted_total{consumer=\"archive\"} 1",
         "# HELP fanhub_consumer_spool_bytes Bytes of spooled messages not yet consumed.",
         "# TYPE fanhub_consumer_spool_bytes gauge",
         "fanhub_consumer_spool_bytes{consumer=\"archive\"} 4096",
-        "# HELP fanhub_consumer_spool_max_bytes queue.spool_max_bytes: the most bytes the spool may hold; 0 when unlimited.",
+        "# HELP fanhub_consumer_spool_max_bytes queue.spool_max_bytes: the most bytes the spool "
+        "may hold; 0 when unlimited.",
         "# TYPE fanhub_consumer_spool_max_bytes gauge",
         "fanhub_consumer_spool_max_bytes{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_spool_corrupt_total Damaged spool records or regions skipped.",
         "# TYPE fanhub_consumer_spool_corrupt_total counter",
         "fanhub_consumer_spool_corrupt_total{consumer=\"archive\"} 6",
-        "# HELP fanhub_consumer_spool_cursor_errors_total Spool cursor writes that failed (each is tried again).",
+        "# HELP fanhub_consumer_spool_cursor_errors_total Spool cursor writes that failed (each is "
+        "tried again).",
         "# TYPE fanhub_consumer_spool_cursor_errors_total counter",
         "fanhub_consumer_spool_cursor_errors_total{consumer=\"archive\"} 7",
-        "# HELP fanhub_consumer_spool_lost_total Spooled records lost: segments missing or cut short, a removed spool directory.",
+        "# HELP fanhub_consumer_spool_lost_total Spooled records lost: segments missing or cut "
+        "short, a removed spool directory.",
         "# TYPE fanhub_consumer_spool_lost_total counter",
         "fanhub_consumer_spool_lost_total{consumer=\"archive\"} 10",
-        "# HELP fanhub_consumer_spool_fsyncs_total fdatasync calls on the spool's segments (one per group commit with fsync: always).",
+        "# HELP fanhub_consumer_spool_fsyncs_total fdatasync calls on the spool's segments (one "
+        "per group commit with fsync: always).",
         "# TYPE fanhub_consumer_spool_fsyncs_total counter",
         "fanhub_consumer_spool_fsyncs_total{consumer=\"archive\"} 8",
-        "# HELP fanhub_consumer_spool_handoff Spilled messages handed to the spool's writer thread and not yet written.",
+        "# HELP fanhub_consumer_spool_handoff Spilled messages handed to the spool's writer thread "
+        "and not yet written.",
         "# TYPE fanhub_consumer_spool_handoff gauge",
         "fanhub_consumer_spool_handoff{consumer=\"archive\"} 9",
-        "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting for a retry.",
+        "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting "
+        "for a retry.",
         "# TYPE fanhub_consumer_keys_active gauge",
         "fanhub_consumer_keys_active{consumer=\"archive\"} 3",
-        "# HELP fanhub_consumer_key_backlog_max Pool: the most messages one key has had queued at once.",
+        "# HELP fanhub_consumer_key_backlog_max Pool: the most messages one key has had queued at "
+        "once.",
         "# TYPE fanhub_consumer_key_backlog_max gauge",
         "fanhub_consumer_key_backlog_max{consumer=\"archive\"} 5",
-        "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be read, given the fallback key.",
+        "# HELP fanhub_consumer_key_fallback_total Pool: messages whose order_by key could not be "
+        "read, given the fallback key.",
         "# TYPE fanhub_consumer_key_fallback_total counter",
         "fanhub_consumer_key_fallback_total{consumer=\"archive\"} 2",
-        "# HELP fanhub_consumer_restarts_total Worker processes the consumer's plugin started again after one ended (ABI 1.3).",
+        "# HELP fanhub_consumer_restarts_total Worker processes the consumer's plugin started "
+        "again after one ended (ABI 1.3).",
         "# TYPE fanhub_consumer_restarts_total counter",
         "fanhub_consumer_restarts_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_skipped_total Messages done without being processed (a worker's DROP answer).",
+        "# HELP fanhub_consumer_skipped_total Messages done without being processed (a worker's "
+        "DROP answer).",
         "# TYPE fanhub_consumer_skipped_total counter",
         "fanhub_consumer_skipped_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3).",
+        "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted "
+        "(ABI 1.3).",
         "# TYPE fanhub_consumer_state gauge",
         "fanhub_consumer_state{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_tickets_expired_total PENDING answers not completed within consume_timeout: the attempt failed (retried).",
+        "# HELP fanhub_consumer_tickets_expired_total PENDING answers not completed within "
+        "consume_timeout: the attempt failed (retried).",
         "# TYPE fanhub_consumer_tickets_expired_total counter",
         "fanhub_consumer_tickets_expired_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_completions_late_total host->complete calls for a ticket no longer open (expired, abandoned, done): ignored.",
+        "# HELP fanhub_consumer_completions_late_total host->complete calls for a ticket no longer "
+        "open (expired, abandoned, done): ignored.",
         "# TYPE fanhub_consumer_completions_late_total counter",
         "fanhub_consumer_completions_late_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_tickets_abandoned_total PENDING messages given up when a reload or stop stopped waiting: not done.",
+        "# HELP fanhub_consumer_tickets_abandoned_total PENDING messages given up when a reload or "
+        "stop stopped waiting: not done.",
         "# TYPE fanhub_consumer_tickets_abandoned_total counter",
         "fanhub_consumer_tickets_abandoned_total{consumer=\"archive\"} 0",
-        "# HELP fanhub_consumer_queue_bytes Payload bytes the consumer holds in memory, not yet started.",
+        "# HELP fanhub_consumer_queue_bytes Payload bytes the consumer holds in memory, not yet "
+        "started.",
         "# TYPE fanhub_consumer_queue_bytes gauge",
         "fanhub_consumer_queue_bytes{consumer=\"archive\"} 0",
     };
@@ -427,22 +467,26 @@ test_prometheus_one_consumer (void **state)
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         snprintf (want + strlen (want), sizeof want - strlen (want), "%s\n", expected[i]);
     snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
-              "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to the consumer starting on it, since start.\n"
+              "# HELP fanhub_consumer_queue_wait_seconds Time from the hub receiving a message to "
+              "the consumer starting on it, since start.\n"
               "# TYPE fanhub_consumer_queue_wait_seconds histogram\n");
     s_append_histogram (want, sizeof want, "fanhub_consumer_queue_wait_seconds",
                         "consumer=\"archive\",", 990, "1.25", true);
     snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
-              "# HELP fanhub_consumer_processing_seconds Time the consumer's plugin took for a message, since start.\n"
+              "# HELP fanhub_consumer_processing_seconds Time the consumer's plugin took for a "
+              "message, since start.\n"
               "# TYPE fanhub_consumer_processing_seconds histogram\n");
     s_append_histogram (want, sizeof want, "fanhub_consumer_processing_seconds",
                         "consumer=\"archive\",", 985, "3.5", false);
-    snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
-              "# HELP fanhub_consumer_queue_wait_max_seconds Longest queue wait since the hub started.\n"
-              "# TYPE fanhub_consumer_queue_wait_max_seconds gauge\n"
-              "fanhub_consumer_queue_wait_max_seconds{consumer=\"archive\"} 0.0052\n"
-              "# HELP fanhub_consumer_processing_max_seconds Longest processing time since the hub started.\n"
-              "# TYPE fanhub_consumer_processing_max_seconds gauge\n"
-              "fanhub_consumer_processing_max_seconds{consumer=\"archive\"} 0.021\n");
+    snprintf (
+        want + strlen (want), sizeof want - strlen (want), "%s",
+        "# HELP fanhub_consumer_queue_wait_max_seconds Longest queue wait since the hub started.\n"
+        "# TYPE fanhub_consumer_queue_wait_max_seconds gauge\n"
+        "fanhub_consumer_queue_wait_max_seconds{consumer=\"archive\"} 0.0052\n"
+        "# HELP fanhub_consumer_processing_max_seconds Longest processing time since the hub "
+        "started.\n"
+        "# TYPE fanhub_consumer_processing_max_seconds gauge\n"
+        "fanhub_consumer_processing_max_seconds{consumer=\"archive\"} 0.021\n");
     s_assert_text (fh_stats_format_prometheus (stats), want);
     /* The same snapshot, the same text. */
     char *once = fh_stats_format_prometheus (stats);
@@ -465,43 +509,43 @@ test_prometheus_completion_and_upstream (void **state)
     (void) state;
     json_t *stats = s_snapshot (json_string ("buildsys"));
     json_t *hub = json_object_get (stats, "hub");
-    const figures_t e2e = { 990, 2.1, 0.00212, 0.0011, 0.003, 0.006, 0.0071, 0.0072 };
+    const figures_t e2e = {990, 2.1, 0.00212, 0.0011, 0.003, 0.006, 0.0071, 0.0072};
     assert_int_equal (json_object_set_new (hub, "handled", json_integer (990)), 0);
     assert_int_equal (json_object_set_new (hub, "end_to_end", s_figures (&e2e)), 0);
     assert_int_equal (json_object_set_new (hub, "upstream",
-                                           json_pack ("{s:i, s:i, s:i, s:i}", "lost", 3,
-                                                      "restarts", 4, "untracked", 1,
-                                                      "producers", 2)),
+                                           json_pack ("{s:i, s:i, s:i, s:i}", "lost", 3, "restarts",
+                                                      4, "untracked", 1, "producers", 2)),
                       0);
-    char block[8192] =
-        "fanhub_unrouted_total 5\n"
-        "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler"
-        " (docs/security.md).\n"
-        "# TYPE fanhub_auth_denied_total counter\n"
-        "fanhub_auth_denied_total 0\n"
-        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it"
-        " had bus.max_peers already.\n"
-        "# TYPE fanhub_peers_refused_total counter\n"
-        "fanhub_peers_refused_total 0\n"
-        "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients"
-        " as the descriptors allow.\n"
-        "# TYPE fanhub_control_refused_total counter\n"
-        "fanhub_control_refused_total 0\n"
-        "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.\n"
-        "# TYPE fanhub_http_refused_total counter\n"
-        "fanhub_http_refused_total 0\n"
-        "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was"
-        " full, or it was gone.\n"
-        "# TYPE fanhub_control_unanswered_total counter\n"
-        "fanhub_control_unanswered_total 0\n"
-        "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
-        "# TYPE fanhub_handled_total counter\n"
-        "fanhub_handled_total 990\n"
-        "# HELP fanhub_end_to_end_seconds Time from the hub receiving a message to it being"
-        " handled, since start.\n"
-        "# TYPE fanhub_end_to_end_seconds histogram\n";
+    char block[8192]
+        = "fanhub_unrouted_total 5\n"
+          "# HELP fanhub_auth_denied_total Bus handshakes refused by the ZAP handler"
+          " (docs/security.md).\n"
+          "# TYPE fanhub_auth_denied_total counter\n"
+          "fanhub_auth_denied_total 0\n"
+          "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it"
+          " had bus.max_peers already.\n"
+          "# TYPE fanhub_peers_refused_total counter\n"
+          "fanhub_peers_refused_total 0\n"
+          "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients"
+          " as the descriptors allow.\n"
+          "# TYPE fanhub_control_refused_total counter\n"
+          "fanhub_control_refused_total 0\n"
+          "# HELP fanhub_http_refused_total /metrics connections dropped: 64 open already.\n"
+          "# TYPE fanhub_http_refused_total counter\n"
+          "fanhub_http_refused_total 0\n"
+          "# HELP fanhub_control_unanswered_total Control answers not sent: the client's pipe was"
+          " full, or it was gone.\n"
+          "# TYPE fanhub_control_unanswered_total counter\n"
+          "fanhub_control_unanswered_total 0\n"
+          "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
+          "# TYPE fanhub_handled_total counter\n"
+          "fanhub_handled_total 990\n"
+          "# HELP fanhub_end_to_end_seconds Time from the hub receiving a message to it being"
+          " handled, since start.\n"
+          "# TYPE fanhub_end_to_end_seconds histogram\n";
     s_append_histogram (block, sizeof block, "fanhub_end_to_end_seconds", "", 990, "2.1", false);
-    snprintf (block + strlen (block), sizeof block - strlen (block), "%s",
+    snprintf (
+        block + strlen (block), sizeof block - strlen (block), "%s",
         "# HELP fanhub_end_to_end_max_seconds Longest time to handled since the hub started.\n"
         "# TYPE fanhub_end_to_end_max_seconds gauge\n"
         "fanhub_end_to_end_max_seconds 0.0072\n"
@@ -549,13 +593,12 @@ test_prometheus_families_grouped (void **state)
 {
     (void) state;
     json_t *stats = s_snapshot (json_string ("buildsys"));
-    const figures_t run = { 3, 0.75, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25 };
+    const figures_t run = {3, 0.75, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25};
     for (int i = 0; i < 3; i++) {
         char name[16];
         snprintf (name, sizeof name, "c%d", i);
-        json_array_append_new (s_consumers (stats),
-                               s_consumer (name, s_histogram (&run, &s_none),
-                                           s_histogram (&s_none, &s_none)));
+        json_array_append_new (s_consumers (stats), s_consumer (name, s_histogram (&run, &s_none),
+                                                                s_histogram (&s_none, &s_none)));
     }
     char *text = fh_stats_format_prometheus (stats);
     assert_non_null (text);
@@ -566,12 +609,14 @@ test_prometheus_families_grouped (void **state)
     assert_non_null (archive);
     assert_true (archive < c0 && c0 < c2);
     /* A histogram without samples: every bucket, sum and count 0. */
-    assert_non_null (strstr (text, "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"34.3597384\"} 0\n"
-                                   "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"+Inf\"} 0\n"
-                                   "fanhub_consumer_processing_seconds_sum{consumer=\"c1\"} 0\n"
-                                   "fanhub_consumer_processing_seconds_count{consumer=\"c1\"} 0\n"));
-    assert_non_null (strstr (text, "fanhub_consumer_queue_wait_seconds_sum{consumer=\"c1\"} 0.75\n"
-                                   "fanhub_consumer_queue_wait_seconds_count{consumer=\"c1\"} 3\n"));
+    assert_non_null (strstr (
+        text, "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"34.3597384\"} 0\n"
+              "fanhub_consumer_processing_seconds_bucket{consumer=\"c1\",le=\"+Inf\"} 0\n"
+              "fanhub_consumer_processing_seconds_sum{consumer=\"c1\"} 0\n"
+              "fanhub_consumer_processing_seconds_count{consumer=\"c1\"} 0\n"));
+    assert_non_null (strstr (text,
+                             "fanhub_consumer_queue_wait_seconds_sum{consumer=\"c1\"} 0.75\n"
+                             "fanhub_consumer_queue_wait_seconds_count{consumer=\"c1\"} 3\n"));
     assert_non_null (strstr (text, "fanhub_consumer_processing_max_seconds{consumer=\"c2\"} 0\n"));
     free (text);
     json_decref (stats);
@@ -587,37 +632,44 @@ test_prometheus_label_escaping (void **state)
         const char *name;
         const char *label;
     } cases[] = {
-        { "plain", "plain" },
-        { "a\"b", "a\\\"b" },
-        { "back\\slash", "back\\\\slash" },
-        { "two\nlines", "two\\nlines" },
-        { "\\\"\n", "\\\\\\\"\\n" },
-        { "tab\there", "tab\there" },
-        { "caf\xc3\xa9 {x=\"1\"}", "caf\xc3\xa9 {x=\\\"1\\\"}" },
+        {"plain", "plain"},
+        {"a\"b", "a\\\"b"},
+        {"back\\slash", "back\\\\slash"},
+        {"two\nlines", "two\\nlines"},
+        {"\\\"\n", "\\\\\\\"\\n"},
+        {"tab\there", "tab\there"},
+        {"caf\xc3\xa9 {x=\"1\"}", "caf\xc3\xa9 {x=\\\"1\\\"}"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *stats = s_snapshot (json_string (cases[i].name));
         json_t *consumer = json_array_get (s_consumers (stats), 0);
         json_object_set_new (consumer, "name", json_string (cases[i].name));
-        json_t *endpoint = json_array_get (json_object_get (json_object_get (stats, "hub"), "endpoints"), 0);
+        json_t *endpoint
+            = json_array_get (json_object_get (json_object_get (stats, "hub"), "endpoints"), 0);
         json_object_set_new (endpoint, "endpoint", json_string (cases[i].name));
-        json_object_set_new (json_object_get (json_object_get (stats, "hub"), "malformed_by_reason"),
-                             cases[i].name, json_integer (9));
+        json_object_set_new (
+            json_object_get (json_object_get (stats, "hub"), "malformed_by_reason"), cases[i].name,
+            json_integer (9));
         char *text = fh_stats_format_prometheus (stats);
         assert_non_null (text);
         char want[512];
-        snprintf (want, sizeof want, "\nfanhub_consumer_backlog{consumer=\"%s\"} 2\n", cases[i].label);
+        snprintf (want, sizeof want, "\nfanhub_consumer_backlog{consumer=\"%s\"} 2\n",
+                  cases[i].label);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, want, text);
-        snprintf (want, sizeof want, "\nfanhub_info{version=\"0.1.0\",name=\"%s\"} 1\n", cases[i].label);
+        snprintf (want, sizeof want, "\nfanhub_info{version=\"0.1.0\",name=\"%s\"} 1\n",
+                  cases[i].label);
         assert_non_null (strstr (text, want));
-        snprintf (want, sizeof want, "\nfanhub_endpoint_connected{endpoint=\"%s\",kind=\"connect\"} 1\n",
+        snprintf (want, sizeof want,
+                  "\nfanhub_endpoint_connected{endpoint=\"%s\",kind=\"connect\"} 1\n",
                   cases[i].label);
         assert_non_null (strstr (text, want));
         snprintf (want, sizeof want, "\nfanhub_malformed_total{reason=\"%s\"} 9\n", cases[i].label);
         assert_non_null (strstr (text, want));
-        snprintf (want, sizeof want, "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"%s\",le=\"0.001048576\"} 693\n",
-                  cases[i].label);
+        snprintf (
+            want, sizeof want,
+            "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"%s\",le=\"0.001048576\"} 693\n",
+            cases[i].label);
         assert_non_null (strstr (text, want));
         s_assert_grouped (text);
         free (text);
@@ -632,8 +684,8 @@ test_prometheus_minimal_hub (void **state)
 {
     (void) state;
     json_t *stats = json_pack ("{s:{s:n, s:s, s:f, s:i, s:i, s:i, s:[]}, s:[]}", "hub", "name",
-                               "version", "0.1.0", "uptime", 0.25, "received", 0,
-                               "malformed", 4, "unrouted", 0, "endpoints", "consumers");
+                               "version", "0.1.0", "uptime", 0.25, "received", 0, "malformed", 4,
+                               "unrouted", 0, "endpoints", "consumers");
     assert_non_null (stats);
     char *text = fh_stats_format_prometheus (stats);
     assert_non_null (text);
@@ -667,9 +719,11 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys/count-draining\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/queue_length-draining\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/bool-config_last_reload_successful\" interval=10 N:1",
-        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=10 N:1",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=10 "
+        "N:1",
         "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/gauge-since\" interval=10 N:0",
-        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" "
+        "interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-enqueued\" interval=10 N:992",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dequeued\" interval=10 N:990",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completed\" interval=10 N:985",
@@ -734,7 +788,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-hub/bool-config_last_reload_successful\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/gauge-since\" interval=2.5 1700000000:0",
-        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=2.5 "
+        "1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
         "PUTVAL \"h/fanhub-archive/derive-dequeued\" interval=2.5 1700000000:990",
         "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
@@ -788,7 +843,7 @@ test_collectd_sanitising (void **state)
 {
     (void) state;
     static const struct {
-        const char *hub;  /* NULL: no name */
+        const char *hub; /* NULL: no name */
         const char *consumer;
         const char *host; /* NULL allowed */
         double interval;
@@ -796,24 +851,24 @@ test_collectd_sanitising (void **state)
         const char *first; /* the hub's first line */
         const char *queue; /* the consumer's first line */
     } cases[] = {
-        { "build sys", "a/b \"c\"\\d", "my host/x", 10, 0,
-          "PUTVAL \"my_host_x/fanhub-build_sys/uptime\" interval=10 N:12.5",
-          "PUTVAL \"my_host_x/fanhub-build_sys.a_b__c__d/queue_length\" interval=10 N:2" },
-        { NULL, "tab\tnew\nline\x7f", "", 60, 0,
-          "PUTVAL \"localhost/fanhub-hub/uptime\" interval=60 N:12.5",
-          "PUTVAL \"localhost/fanhub-tab_new_line_/queue_length\" interval=60 N:2" },
-        { "hub-1.prod", "with-dash.dot", NULL, 0, 1700000000.25,
-          "PUTVAL \"localhost/fanhub-hub-1.prod/uptime\" 1700000000.250:12.5",
-          "PUTVAL \"localhost/fanhub-hub-1.prod.with-dash.dot/queue_length\" 1700000000.250:2" },
-        { NULL, "caf\xc3\xa9", "h", 0.5, -3,
-          "PUTVAL \"h/fanhub-hub/uptime\" interval=0.5 N:12.5",
-          "PUTVAL \"h/fanhub-caf\xc3\xa9/queue_length\" interval=0.5 N:2" },
+        {"build sys", "a/b \"c\"\\d", "my host/x", 10, 0,
+         "PUTVAL \"my_host_x/fanhub-build_sys/uptime\" interval=10 N:12.5",
+         "PUTVAL \"my_host_x/fanhub-build_sys.a_b__c__d/queue_length\" interval=10 N:2"},
+        {NULL, "tab\tnew\nline\x7f", "", 60, 0,
+         "PUTVAL \"localhost/fanhub-hub/uptime\" interval=60 N:12.5",
+         "PUTVAL \"localhost/fanhub-tab_new_line_/queue_length\" interval=60 N:2"},
+        {"hub-1.prod", "with-dash.dot", NULL, 0, 1700000000.25,
+         "PUTVAL \"localhost/fanhub-hub-1.prod/uptime\" 1700000000.250:12.5",
+         "PUTVAL \"localhost/fanhub-hub-1.prod.with-dash.dot/queue_length\" 1700000000.250:2"},
+        {NULL, "caf\xc3\xa9", "h", 0.5, -3, "PUTVAL \"h/fanhub-hub/uptime\" interval=0.5 N:12.5",
+         "PUTVAL \"h/fanhub-caf\xc3\xa9/queue_length\" interval=0.5 N:2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *stats = s_snapshot (cases[i].hub ? json_string (cases[i].hub) : json_null ());
         json_object_set_new (json_array_get (s_consumers (stats), 0), "name",
                              json_string (cases[i].consumer));
-        char *text = fh_stats_format_collectd (stats, cases[i].host, cases[i].interval, cases[i].when);
+        char *text
+            = fh_stats_format_collectd (stats, cases[i].host, cases[i].interval, cases[i].when);
         assert_non_null (text);
         size_t first = strlen (cases[i].first);
         if (strncmp (text, cases[i].first, first) != 0 || text[first] != '\n')
@@ -848,28 +903,34 @@ test_table_units (void **state)
         double wait_p99, proc_p99; /* < 0: no sample in the interval */
         const char *wait, *proc;
     } cases[] = {
-        { "us", 0.00085, 0.0123, "850us", "12.3ms" },
-        { "s", 1.2, 4.5e-7, "1.20s", "450ns" },
-        { "edges", 0.0009996, 0.99996, "1.0ms", "1.00s" },
-        { "none", -1, 0.0, "-", "0ns" },
+        {"us", 0.00085, 0.0123, "850us", "12.3ms"},
+        {"s", 1.2, 4.5e-7, "1.20s", "450ns"},
+        {"edges", 0.0009996, 0.99996, "1.0ms", "1.00s"},
+        {"none", -1, 0.0, "-", "0ns"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        figures_t wait = { cases[i].wait_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].wait_p99, 0, 0 };
-        figures_t proc = { cases[i].proc_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].proc_p99, 0, 0 };
+        figures_t wait = {cases[i].wait_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].wait_p99, 0, 0};
+        figures_t proc = {cases[i].proc_p99 < 0 ? 0 : 5, 0, 0, 0, 0, cases[i].proc_p99, 0, 0};
         if (wait.count == 0)
             wait.p99 = 0;
-        json_array_append_new (s_consumers (stats),
-                               s_consumer (cases[i].name, s_histogram (&s_none, &wait),
-                                           s_histogram (&s_none, &proc)));
+        json_array_append_new (
+            s_consumers (stats),
+            s_consumer (cases[i].name, s_histogram (&s_none, &wait), s_histogram (&s_none, &proc)));
     }
     static const char *const expected[] = {
         "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
-        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
-        "archive          2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
-        "us               2      0.5       4s         1         992         985         4         0         0       3     0    850us   12.3ms",
-        "s                2      0.5       4s         1         992         985         4         0         0       3     0    1.20s    450ns",
-        "edges            2      0.5       4s         1         992         985         4         0         0       3     0    1.0ms    1.00s",
-        "none             2      0.0    never         1         992         985         4         0         0       3     0        -      0ns",
+        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
+        "DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "archive          2     10.0       1s         1         992         985         4         "
+        "0         0       3     0    4.0ms   12.3ms",
+        "us               2      0.5       4s         1         992         985         4         "
+        "0         0       3     0    850us   12.3ms",
+        "s                2      0.5       4s         1         992         985         4         "
+        "0         0       3     0    1.20s    450ns",
+        "edges            2      0.5       4s         1         992         985         4         "
+        "0         0       3     0    1.0ms    1.00s",
+        "none             2      0.0    never         1         992         985         4         "
+        "0         0       3     0        -      0ns",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
     json_decref (stats);
@@ -885,14 +946,17 @@ test_table_widths (void **state)
     json_object_set_new (json_object_get (stats, "hub"), "uptime", json_real (90061.0));
     json_object_set_new (json_array_get (s_consumers (stats), 0), "name",
                          json_string ("a-very-long-consumer-name-that-goes-on"));
-    json_array_append_new (s_consumers (stats),
-                           s_consumer ("esc\x1b[2J", s_histogram (&s_none, &s_none),
-                                       s_histogram (&s_none, &s_none)));
+    json_array_append_new (
+        s_consumers (stats),
+        s_consumer ("esc\x1b[2J", s_histogram (&s_none, &s_none), s_histogram (&s_none, &s_none)));
     static const char *const expected[] = {
         "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
-        "CONSUMER                           BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
-        "a-very-long-consumer-name-that-~         2     10.0       1s         1         992         985         4         0         0       3     0    4.0ms   12.3ms",
-        "esc?[2J                                  2      0.0    never         1         992         985         4         0         0       3     0        -        -",
+        "CONSUMER                           BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   "
+        "COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "a-very-long-consumer-name-that-~         2     10.0       1s         1         992        "
+        " 985         4         0         0       3     0    4.0ms   12.3ms",
+        "esc?[2J                                  2      0.0    never         1         992        "
+        " 985         4         0         0       3     0        -        -",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
 
@@ -900,14 +964,12 @@ test_table_widths (void **state)
         double uptime;
         const char *line;
     } uptimes[] = {
-        { 0, "hub - up 0s  " },
-        { 59.99, "hub - up 59s  " },
-        { 3600, "hub - up 1h00m00s  " },
-        { 7325, "hub - up 2h02m05s  " },
-        { -5, "hub - up 0s  " },
+        {0, "hub - up 0s  "},          {59.99, "hub - up 59s  "}, {3600, "hub - up 1h00m00s  "},
+        {7325, "hub - up 2h02m05s  "}, {-5, "hub - up 0s  "},
     };
     for (size_t i = 0; i < sizeof uptimes / sizeof uptimes[0]; i++) {
-        json_object_set_new (json_object_get (stats, "hub"), "uptime", json_real (uptimes[i].uptime));
+        json_object_set_new (json_object_get (stats, "hub"), "uptime",
+                             json_real (uptimes[i].uptime));
         char *text = fh_stats_format_table (stats);
         assert_non_null (text);
         if (strncmp (text, uptimes[i].line, strlen (uptimes[i].line)) != 0)
@@ -964,9 +1026,9 @@ test_table_rate_and_eta (void **state)
         int backlog;
         const char *columns;
     } etas[] = {
-        { 90000000, "   90000000     25.0   41d16h" },
-        { 250000, "     250000     25.0    2h46m" },
-        { 0, "          0     25.0        -" },
+        {90000000, "   90000000     25.0   41d16h"},
+        {250000, "     250000     25.0    2h46m"},
+        {0, "          0     25.0        -"},
     };
     for (size_t i = 0; i < sizeof etas / sizeof etas[0]; i++) {
         json_object_set_new (a, "backlog", json_integer (etas[i].backlog));
@@ -1026,40 +1088,47 @@ test_broken_snapshots (void **state)
         const char *prometheus; /* a line the Prometheus text has, or NULL */
         const char *collectd;   /* a line the collectd text has, or NULL */
     } cases[] = {
-        { "{}", "\nfanhub_received_total 0\n", "PUTVAL \"h/fanhub-hub/derive-received\" interval=10 N:0\n" },
-        { "[]", "\nfanhub_malformed_total 0\n", NULL },
-        { "null", "fanhub_info{version=\"\",name=\"\"} 1\n", NULL },
-        { "42", NULL, NULL },
-        { "\"stats\"", NULL, NULL },
-        { "{\"hub\": 5, \"consumers\": {}}", "\nfanhub_unrouted_total 0\n", NULL },
-        { "{\"hub\": [], \"consumers\": \"archive\"}", NULL, NULL },
-        { "{\"hub\": {\"name\": 7, \"version\": [], \"uptime\": \"long\", \"received\": \"1000\","
-          " \"malformed\": {}, \"malformed_by_reason\": [1, 2], \"unrouted\": null,"
-          " \"endpoints\": {\"a\": 1}}, \"consumers\": null}",
-          "\nfanhub_received_total 0\n", "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=10 N:0\n" },
-        { "{\"hub\": {\"name\": \"\", \"endpoints\": [1, null, {\"endpoint\": 3},"
-          " {\"endpoint\": \"tcp://x:1\", \"connected\": \"yes\", \"kind\": 9}],"
-          " \"malformed_by_reason\": {\"no_body\": \"one\", \"x\": null, \"y\": 2.5}}}",
-          "\nfanhub_endpoint_connected{endpoint=\"tcp://x:1\",kind=\"\"} 0\n", NULL },
-        { "{\"hub\": {\"malformed_by_reason\": {\"no_body\": \"one\", \"y\": 2.5}}}",
-          "\nfanhub_malformed_total{reason=\"no_body\"} 0\nfanhub_malformed_total{reason=\"y\"} 2.5\n", NULL },
-        { "{\"consumers\": [null, 1, \"x\", [], {}, {\"name\": \"\"}, {\"name\": 5},"
-          " {\"name\": \"ok\", \"queue_wait\": 3, \"processing\": {\"interval\": \"x\", \"count\": \"many\"},"
-          " \"backlog\": \"2\", \"enqueued\": 1e300, \"failed\": -1.5, \"completed\": true}]}",
-          "\nfanhub_consumer_enqueued_total{consumer=\"ok\"} 1e+300\n",
-          "PUTVAL \"h/fanhub-ok/derive-failed\" interval=10 N:-1\n" },
-        { "{\"consumers\": [{\"name\": \"ok\", \"backlog\": 1e300}]}",
-          "\nfanhub_consumer_processing_seconds_bucket{consumer=\"ok\",le=\"+Inf\"} 0\n",
-          "PUTVAL \"h/fanhub-ok/queue_length\" interval=10 N:0\n" },
-        { "{\"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"count\": 5, \"p50\": \"x\", \"max\": [],"
-          " \"interval\": {\"count\": 2, \"p99\": null, \"mean\": \"m\"}}}]}",
-          "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"a\",le=\"+Inf\"} 5\n",
-          "PUTVAL \"h/fanhub-a/latency-queue_wait_p99\" interval=10 N:0\n" },
-        { "{\"hub\": {\"received\": 9223372036854775807, \"uptime\": 1e308, \"name\": \"n\"},"
-          " \"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"interval\": {\"count\": 1, \"p99\": -2,"
-          " \"mean\": 1e300}}}]}",
-          "\nfanhub_received_total 9223372036854775807\n",
-          "PUTVAL \"h/fanhub-n.a/latency-queue_wait_mean\" interval=10 N:1e+300\n" },
+        {"{}", "\nfanhub_received_total 0\n",
+         "PUTVAL \"h/fanhub-hub/derive-received\" interval=10 N:0\n"},
+        {"[]", "\nfanhub_malformed_total 0\n", NULL},
+        {"null", "fanhub_info{version=\"\",name=\"\"} 1\n", NULL},
+        {"42", NULL, NULL},
+        {"\"stats\"", NULL, NULL},
+        {"{\"hub\": 5, \"consumers\": {}}", "\nfanhub_unrouted_total 0\n", NULL},
+        {"{\"hub\": [], \"consumers\": \"archive\"}", NULL, NULL},
+        {"{\"hub\": {\"name\": 7, \"version\": [], \"uptime\": \"long\", \"received\": \"1000\","
+         " \"malformed\": {}, \"malformed_by_reason\": [1, 2], \"unrouted\": null,"
+         " \"endpoints\": {\"a\": 1}}, \"consumers\": null}",
+         "\nfanhub_received_total 0\n",
+         "PUTVAL \"h/fanhub-hub/derive-malformed\" interval=10 N:0\n"},
+        {"{\"hub\": {\"name\": \"\", \"endpoints\": [1, null, {\"endpoint\": 3},"
+         " {\"endpoint\": \"tcp://x:1\", \"connected\": \"yes\", \"kind\": 9}],"
+         " \"malformed_by_reason\": {\"no_body\": \"one\", \"x\": null, \"y\": 2.5}}}",
+         "\nfanhub_endpoint_connected{endpoint=\"tcp://x:1\",kind=\"\"} 0\n", NULL},
+        {"{\"hub\": {\"malformed_by_reason\": {\"no_body\": \"one\", \"y\": 2.5}}}",
+         "\nfanhub_malformed_total{reason=\"no_body\"} 0\nfanhub_malformed_total{reason=\"y\"} "
+         "2.5\n",
+         NULL},
+        {"{\"consumers\": [null, 1, \"x\", [], {}, {\"name\": \"\"}, {\"name\": 5},"
+         " {\"name\": \"ok\", \"queue_wait\": 3, \"processing\": {\"interval\": \"x\", \"count\": "
+         "\"many\"},"
+         " \"backlog\": \"2\", \"enqueued\": 1e300, \"failed\": -1.5, \"completed\": true}]}",
+         "\nfanhub_consumer_enqueued_total{consumer=\"ok\"} 1e+300\n",
+         "PUTVAL \"h/fanhub-ok/derive-failed\" interval=10 N:-1\n"},
+        {"{\"consumers\": [{\"name\": \"ok\", \"backlog\": 1e300}]}",
+         "\nfanhub_consumer_processing_seconds_bucket{consumer=\"ok\",le=\"+Inf\"} 0\n",
+         "PUTVAL \"h/fanhub-ok/queue_length\" interval=10 N:0\n"},
+        {"{\"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"count\": 5, \"p50\": \"x\", "
+         "\"max\": [],"
+         " \"interval\": {\"count\": 2, \"p99\": null, \"mean\": \"m\"}}}]}",
+         "\nfanhub_consumer_queue_wait_seconds_bucket{consumer=\"a\",le=\"+Inf\"} 5\n",
+         "PUTVAL \"h/fanhub-a/latency-queue_wait_p99\" interval=10 N:0\n"},
+        {"{\"hub\": {\"received\": 9223372036854775807, \"uptime\": 1e308, \"name\": \"n\"},"
+         " \"consumers\": [{\"name\": \"a\", \"queue_wait\": {\"interval\": {\"count\": 1, "
+         "\"p99\": -2,"
+         " \"mean\": 1e300}}}]}",
+         "\nfanhub_received_total 9223372036854775807\n",
+         "PUTVAL \"h/fanhub-n.a/latency-queue_wait_mean\" interval=10 N:1e+300\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_error_t error;
@@ -1096,10 +1165,10 @@ test_unnamed_consumers_left_out (void **state)
     json_array_clear (s_consumers (none));
     json_t *unnamed = s_snapshot (json_string ("buildsys"));
     json_object_del (json_array_get (s_consumers (unnamed), 0), "name");
-    char *(*formats[]) (const json_t *) = { fh_stats_format_prometheus, fh_stats_format_table };
+    char *(*formats[]) (const json_t *) = {fh_stats_format_prometheus, fh_stats_format_table};
     for (size_t i = 0; i < 2; i++) {
-        char *a = formats[i] (none);
-        char *b = formats[i] (unnamed);
+        char *a = formats[i](none);
+        char *b = formats[i](unnamed);
         assert_non_null (a);
         assert_non_null (b);
         assert_string_equal (a, b);

@@ -98,8 +98,14 @@ static const fanhub_consumer_desc_t *s_desc;
 static char s_dir[256];
 static int s_files; /* numbers the temp files */
 
-#define SCALAR(k, v, w) { FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0 }
-#define MAP(items, n) { FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n) }
+#define SCALAR(k, v, w)                                                                            \
+    {                                                                                              \
+        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
+    }
+#define MAP(items, n)                                                                              \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
+    }
 #define BYTES(s) (s), sizeof (s) - 1
 
 static const fanhub_option_t s_empty_items[1];
@@ -121,8 +127,7 @@ s_temp (char *path, size_t size)
 /* Starts an instance on the SQLite file PATH with batch and batch_ms
    (NULL leaves an option out). */
 static void *
-s_start (fanhub_ctx_t *ctx, const char *path, const char *batch,
-         const char *batch_ms)
+s_start (fanhub_ctx_t *ctx, const char *path, const char *batch, const char *batch_ms)
 {
     fanhub_option_t items[3];
     size_t n = 0;
@@ -130,8 +135,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch,
     if (batch)
         items[n++] = (fanhub_option_t) SCALAR ("batch", batch, "t.yaml:6:12");
     if (batch_ms)
-        items[n++]
-            = (fanhub_option_t) SCALAR ("batch_ms", batch_ms, "t.yaml:7:15");
+        items[n++] = (fanhub_option_t) SCALAR ("batch_ms", batch_ms, "t.yaml:7:15");
     fanhub_option_t map = MAP (items, n);
     void *state = NULL;
     char err[512] = "";
@@ -144,8 +148,8 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch,
 }
 
 static fanhub_msg_t
-s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
-       uint64_t seq, int64_t ns)
+s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
+       int64_t ns)
 {
     return fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
@@ -154,8 +158,8 @@ s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
 static int
 s_send (void *plugin, const char *topic, const char *body, uint64_t seq)
 {
-    fanhub_msg_t msg = s_msg (topic, strlen (topic), body, strlen (body), seq,
-                              (int64_t) seq * 1000);
+    fanhub_msg_t msg
+        = s_msg (topic, strlen (topic), body, strlen (body), seq, (int64_t) seq * 1000);
     return s_desc->consume (plugin, &msg);
 }
 
@@ -213,21 +217,18 @@ s_query_text (sqlite3 *db, const char *sql)
                 int n = sqlite3_column_bytes (stmt, i);
                 size_t o = (size_t) snprintf (cell, sizeof cell, "x'");
                 for (int j = 0; j < n && o + 4 < sizeof cell; j++)
-                    o += (size_t) snprintf (cell + o, sizeof cell - o, "%02x",
-                                            p[j]);
+                    o += (size_t) snprintf (cell + o, sizeof cell - o, "%02x", p[j]);
                 snprintf (cell + o, sizeof cell - o, "'");
             }
             else
-                snprintf (cell, sizeof cell, "%s",
-                          (const char *) sqlite3_column_text (stmt, i));
+                snprintf (cell, sizeof cell, "%s", (const char *) sqlite3_column_text (stmt, i));
             size_t need = strlen (cell) + 2;
             if (len + need >= cap) {
                 cap = cap * 2 + need;
                 out = realloc (out, cap);
                 assert_non_null (out);
             }
-            len += (size_t) snprintf (out + len, cap - len, "%s%s",
-                                      i ? "|" : "", cell);
+            len += (size_t) snprintf (out + len, cap - len, "%s%s", i ? "|" : "", cell);
         }
         out[len++] = '\n';
         out[len] = '\0';
@@ -347,8 +348,7 @@ test_schema (void **state)
                         "SELECT name FROM sqlite_master WHERE type = 'index'"
                         " AND sql IS NOT NULL ORDER BY name",
                         "messages_received_at_idx\nmessages_topic_idx\n");
-        assert_int_equal (s_query_int (db, "SELECT count(*) FROM messages"),
-                          round);
+        assert_int_equal (s_query_int (db, "SELECT count(*) FROM messages"), round);
         sqlite3_close (db);
         assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
         s_desc->fini (plugin);
@@ -356,10 +356,8 @@ test_schema (void **state)
     }
     /* Each start is a run of its own. */
     sqlite3 *db = s_open (path);
-    assert_int_equal (
-        s_query_int (db, "SELECT count(DISTINCT run) FROM messages"), 2);
-    assert_int_equal (s_query_int (db, "SELECT min(run) > 0 FROM messages"),
-                      1);
+    assert_int_equal (s_query_int (db, "SELECT count(DISTINCT run) FROM messages"), 2);
+    assert_int_equal (s_query_int (db, "SELECT min(run) > 0 FROM messages"), 1);
     sqlite3_close (db);
 }
 
@@ -379,8 +377,7 @@ test_table_option (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    assert_int_equal (
-        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
+    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
     s_desc->fini (plugin);
     sqlite3 *db = s_open (path);
@@ -390,8 +387,7 @@ test_table_option (void **state)
                     "table|fedmsg_archive\n"
                     "index|fedmsg_archive_received_at_idx\n"
                     "index|fedmsg_archive_topic_idx\n");
-    s_assert_query (db, "SELECT seq, topic, body_text FROM fedmsg_archive",
-                    "1|t|b\n");
+    s_assert_query (db, "SELECT seq, topic, body_text FROM fedmsg_archive", "1|t|b\n");
     sqlite3_close (db);
 }
 
@@ -412,53 +408,48 @@ typedef struct {
 #define NS 1700000000123456789
 
 static const row_case_t s_row_cases[] = {
-    { "JSON object with msg_id", BYTES ("org.fedoraproject.prod.buildsys"),
-      BYTES ("{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}"), 1, NS,
-      AT "|2024-5f1c|{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}|NULL|"
-         "NULL|text|null|null" },
-    { "JSON object without msg_id", BYTES ("t"), BYTES ("{\"i\":1}"), 2, NS,
-      AT "|NULL|{\"i\":1}|NULL|NULL|text|null|null" },
-    { "msg_id not a string", BYTES ("t"), BYTES ("{\"msg_id\":7}"), 3, NS,
-      AT "|NULL|{\"msg_id\":7}|NULL|NULL|text|null|null" },
-    { "msg_id empty", BYTES ("t"), BYTES ("{\"msg_id\":\"\"}"), 4, NS,
-      AT "|NULL|{\"msg_id\":\"\"}|NULL|NULL|text|null|null" },
-    { "msg_id not at the top", BYTES ("t"),
-      BYTES ("{\"msg\":{\"msg_id\":\"x\"}}"), 5, NS,
-      AT "|NULL|{\"msg\":{\"msg_id\":\"x\"}}|NULL|NULL|text|null|null" },
-    { "msg_id in an array", BYTES ("t"), BYTES ("[{\"msg_id\":\"x\"}]"), 6,
-      NS, AT "|NULL|[{\"msg_id\":\"x\"}]|NULL|NULL|text|null|null" },
-    { "JSON scalar", BYTES ("t"), BYTES (" 42 "), 7, NS,
-      AT "|NULL| 42 |NULL|NULL|text|null|null" },
-    { "JSON kept byte for byte", BYTES ("t"),
-      BYTES ("{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}"), 8, NS,
-      AT "|NULL|{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}|NULL|"
-         "NULL|text|null|null" },
-    { "msg_id with escapes", BYTES ("t"),
-      BYTES ("{\"msg_id\":\"a\\\"b\\u00e9\"}"), 9, NS,
-      AT "|a\"b\xc3\xa9|{\"msg_id\":\"a\\\"b\\u00e9\"}|NULL|NULL|text|null|"
-         "null" },
-    { "plain text", BYTES ("t"), BYTES ("hello \xe2\x9c\x93"), 10, NS,
-      AT "|NULL|NULL|hello \xe2\x9c\x93|NULL|null|text|null" },
-    { "empty body is text", BYTES ("t"), BYTES (""), 11, NS,
-      AT "|NULL|NULL||NULL|null|text|null" },
-    { "JSON then garbage is text", BYTES ("t"), BYTES ("{\"a\":1} x"), 12, NS,
-      AT "|NULL|NULL|{\"a\":1} x|NULL|null|text|null" },
-    { "\\u0000 in JSON is text", BYTES ("t"), BYTES ("{\"a\":\"\\u0000\"}"),
-      13, NS, AT "|NULL|NULL|{\"a\":\"\\u0000\"}|NULL|null|text|null" },
-    { "not UTF-8 is bytes", BYTES ("t"), BYTES ("\xff\xfe{}"), 14, NS,
-      AT "|NULL|NULL|NULL|x'fffe7b7d'|null|null|blob" },
-    { "NUL byte is bytes", BYTES ("t"), BYTES ("a\0b"), 15, NS,
-      AT "|NULL|NULL|NULL|x'610062'|null|null|blob" },
-    { "surrogate is bytes", BYTES ("t"), BYTES ("\"\xed\xa0\x80\""), 16, NS,
-      AT "|NULL|NULL|NULL|x'22eda08022'|null|null|blob" },
-    { "epoch", BYTES ("t"), BYTES ("b"), 17, 0,
-      "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null" },
-    { "999 ns truncate", BYTES ("t"), BYTES ("b"), 18, 999,
-      "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null" },
-    { "before 1970 rounds to the past", BYTES ("t"), BYTES ("b"), 19, -1,
-      "1969-12-31T23:59:59.999999Z|NULL|NULL|b|NULL|null|text|null" },
-    { "seq max", BYTES ("t"), BYTES ("b"), INT64_MAX, NS,
-      AT "|NULL|NULL|b|NULL|null|text|null" },
+    {"JSON object with msg_id", BYTES ("org.fedoraproject.prod.buildsys"),
+     BYTES ("{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}"), 1, NS,
+     AT "|2024-5f1c|{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}|NULL|"
+        "NULL|text|null|null"},
+    {"JSON object without msg_id", BYTES ("t"), BYTES ("{\"i\":1}"), 2, NS,
+     AT "|NULL|{\"i\":1}|NULL|NULL|text|null|null"},
+    {"msg_id not a string", BYTES ("t"), BYTES ("{\"msg_id\":7}"), 3, NS,
+     AT "|NULL|{\"msg_id\":7}|NULL|NULL|text|null|null"},
+    {"msg_id empty", BYTES ("t"), BYTES ("{\"msg_id\":\"\"}"), 4, NS,
+     AT "|NULL|{\"msg_id\":\"\"}|NULL|NULL|text|null|null"},
+    {"msg_id not at the top", BYTES ("t"), BYTES ("{\"msg\":{\"msg_id\":\"x\"}}"), 5, NS,
+     AT "|NULL|{\"msg\":{\"msg_id\":\"x\"}}|NULL|NULL|text|null|null"},
+    {"msg_id in an array", BYTES ("t"), BYTES ("[{\"msg_id\":\"x\"}]"), 6, NS,
+     AT "|NULL|[{\"msg_id\":\"x\"}]|NULL|NULL|text|null|null"},
+    {"JSON scalar", BYTES ("t"), BYTES (" 42 "), 7, NS, AT "|NULL| 42 |NULL|NULL|text|null|null"},
+    {"JSON kept byte for byte", BYTES ("t"),
+     BYTES ("{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}"), 8, NS,
+     AT "|NULL|{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}|NULL|"
+        "NULL|text|null|null"},
+    {"msg_id with escapes", BYTES ("t"), BYTES ("{\"msg_id\":\"a\\\"b\\u00e9\"}"), 9, NS,
+     AT "|a\"b\xc3\xa9|{\"msg_id\":\"a\\\"b\\u00e9\"}|NULL|NULL|text|null|"
+        "null"},
+    {"plain text", BYTES ("t"), BYTES ("hello \xe2\x9c\x93"), 10, NS,
+     AT "|NULL|NULL|hello \xe2\x9c\x93|NULL|null|text|null"},
+    {"empty body is text", BYTES ("t"), BYTES (""), 11, NS, AT "|NULL|NULL||NULL|null|text|null"},
+    {"JSON then garbage is text", BYTES ("t"), BYTES ("{\"a\":1} x"), 12, NS,
+     AT "|NULL|NULL|{\"a\":1} x|NULL|null|text|null"},
+    {"\\u0000 in JSON is text", BYTES ("t"), BYTES ("{\"a\":\"\\u0000\"}"), 13, NS,
+     AT "|NULL|NULL|{\"a\":\"\\u0000\"}|NULL|null|text|null"},
+    {"not UTF-8 is bytes", BYTES ("t"), BYTES ("\xff\xfe{}"), 14, NS,
+     AT "|NULL|NULL|NULL|x'fffe7b7d'|null|null|blob"},
+    {"NUL byte is bytes", BYTES ("t"), BYTES ("a\0b"), 15, NS,
+     AT "|NULL|NULL|NULL|x'610062'|null|null|blob"},
+    {"surrogate is bytes", BYTES ("t"), BYTES ("\"\xed\xa0\x80\""), 16, NS,
+     AT "|NULL|NULL|NULL|x'22eda08022'|null|null|blob"},
+    {"epoch", BYTES ("t"), BYTES ("b"), 17, 0,
+     "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null"},
+    {"999 ns truncate", BYTES ("t"), BYTES ("b"), 18, 999,
+     "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null"},
+    {"before 1970 rounds to the past", BYTES ("t"), BYTES ("b"), 19, -1,
+     "1969-12-31T23:59:59.999999Z|NULL|NULL|b|NULL|null|text|null"},
+    {"seq max", BYTES ("t"), BYTES ("b"), INT64_MAX, NS, AT "|NULL|NULL|b|NULL|null|text|null"},
 };
 
 /* Every column of every row, for every kind of body. */
@@ -474,8 +465,7 @@ test_rows_exact (void **state)
     size_t cases = sizeof s_row_cases / sizeof s_row_cases[0];
     for (size_t i = 0; i < cases; i++) {
         const row_case_t *c = &s_row_cases[i];
-        fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body,
-                                  c->body_size, c->seq, c->ns);
+        fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body, c->body_size, c->seq, c->ns);
         assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     }
     s_desc->fini (plugin);
@@ -484,26 +474,24 @@ test_rows_exact (void **state)
 
     sqlite3 *db = s_open (path);
     sqlite3_stmt *stmt = NULL;
-    assert_int_equal (
-        sqlite3_prepare_v2 (db,
-                            "SELECT seq, topic, received_at || '|' ||"
-                            " coalesce (msg_id, 'NULL') || '|' ||"
-                            " coalesce (body_json, 'NULL') || '|' ||"
-                            " coalesce (body_text, 'NULL') || '|' ||"
-                            " CASE WHEN body_bytes IS NULL THEN 'NULL' ELSE"
-                            " 'x''' || hex (body_bytes) || '''' END"
-                            " || '|' || typeof (body_json) || '|' ||"
-                            " typeof (body_text) || '|' || typeof (body_bytes)"
-                            " FROM messages ORDER BY id",
-                            -1, &stmt, NULL),
-        SQLITE_OK);
+    assert_int_equal (sqlite3_prepare_v2 (db,
+                                          "SELECT seq, topic, received_at || '|' ||"
+                                          " coalesce (msg_id, 'NULL') || '|' ||"
+                                          " coalesce (body_json, 'NULL') || '|' ||"
+                                          " coalesce (body_text, 'NULL') || '|' ||"
+                                          " CASE WHEN body_bytes IS NULL THEN 'NULL' ELSE"
+                                          " 'x''' || hex (body_bytes) || '''' END"
+                                          " || '|' || typeof (body_json) || '|' ||"
+                                          " typeof (body_text) || '|' || typeof (body_bytes)"
+                                          " FROM messages ORDER BY id",
+                                          -1, &stmt, NULL),
+                      SQLITE_OK);
     for (size_t i = 0; i < cases; i++) {
         const row_case_t *c = &s_row_cases[i];
         assert_int_equal (sqlite3_step (stmt), SQLITE_ROW);
         assert_int_equal (sqlite3_column_int64 (stmt, 0), (int64_t) c->seq);
         assert_int_equal (sqlite3_column_bytes (stmt, 1), c->topic_size);
-        assert_memory_equal (sqlite3_column_text (stmt, 1), c->topic,
-                             c->topic_size);
+        assert_memory_equal (sqlite3_column_text (stmt, 1), c->topic, c->topic_size);
         char got[4096];
         snprintf (got, sizeof got, "%s", sqlite3_column_text (stmt, 2));
         /* hex() is upper case; the table is lower case. */
@@ -512,8 +500,7 @@ test_rows_exact (void **state)
             if (*p >= 'A' && *p <= 'F')
                 *p = (char) (*p - 'A' + 'a');
         if (strcmp (got, c->expected) != 0)
-            print_error ("case \"%s\"\n got: %s\nwant: %s\n", c->name, got,
-                         c->expected);
+            print_error ("case \"%s\"\n got: %s\nwant: %s\n", c->name, got, c->expected);
         assert_string_equal (got, c->expected);
     }
     assert_int_equal (sqlite3_step (stmt), SQLITE_DONE);
@@ -558,8 +545,7 @@ test_msg_id_length (void **state)
     char body[1200];
     for (int len = 1023; len <= 1025; len++) {
         int n = snprintf (body, sizeof body, "{\"msg_id\":\"%0*d\"}", len, len);
-        fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n,
-                                  (uint64_t) len, 0);
+        fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n, (uint64_t) len, 0);
         assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
     }
     s_desc->fini (plugin);
@@ -611,14 +597,13 @@ static void
 test_batch_every_message (void **state)
 {
     (void) state;
-    static const char *const settings[][2] = { { "1", NULL }, { NULL, "0" } };
+    static const char *const settings[][2] = {{"1", NULL}, {NULL, "0"}};
     for (size_t round = 0; round < 2; round++) {
         char path[512];
         s_temp (path, sizeof path);
         fanhub_ctx_t ctx;
         s_ctx_init (&ctx);
-        void *plugin
-            = s_start (&ctx, path, settings[round][0], settings[round][1]);
+        void *plugin = s_start (&ctx, path, settings[round][0], settings[round][1]);
         for (uint64_t i = 1; i <= 3; i++) {
             assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
             assert_int_equal (s_rows (path), (long long) i);
@@ -669,14 +654,11 @@ test_duplicate_msg_id (void **state)
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "10", NULL);
-    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":1}", 1),
-                      FANHUB_OK);
-    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":2}", 2),
-                      FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":1}", 1), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":2}", 2), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
     s_desc->idle (plugin);
-    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":4}", 4),
-                      FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":4}", 4), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 5), FANHUB_OK);
     s_desc->fini (plugin);
     assert_true (s_logged (&ctx, "stored 3 messages, 2 already stored, 0 "
@@ -685,11 +667,9 @@ test_duplicate_msg_id (void **state)
     fanhub_ctx_t ctx2;
     s_ctx_init (&ctx2);
     plugin = s_start (&ctx2, path, "10", NULL);
-    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":5}", 1),
-                      FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":5}", 1), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
-    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"B\"}", 4),
-                      FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"B\"}", 4), FANHUB_OK);
     s_desc->fini (plugin);
     assert_true (s_logged (&ctx2, "stored 2 messages, 1 already stored"));
 
@@ -721,25 +701,21 @@ test_retry_while_locked (void **state)
     assert_int_equal (s_send (plugin, "t", "1", 1), FANHUB_OK);
 
     sqlite3 *holder = s_open (path);
-    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL,
-                                    NULL),
-                      SQLITE_OK);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal (s_send (plugin, "t", "2", 2), FANHUB_RETRY);
     assert_true (s_logged (&ctx, ": BEGIN: database is locked; keeping 1 "
                                  "messages to write again, and answering "
                                  "RETRY until the database is back"));
     assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_RETRY);
     s_desc->idle (plugin);
-    assert_int_equal (sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL),
-                      SQLITE_OK);
+    assert_int_equal (sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close (holder);
 
     /* The backoff decides when the plugin tries again; the hub would
        offer the message again until it is taken. */
     int64_t deadline = s_mono_ns () + 30 * 1000000000LL;
     int rc;
-    while ((rc = s_send (plugin, "t", "2", 2)) == FANHUB_RETRY
-           && s_mono_ns () < deadline)
+    while ((rc = s_send (plugin, "t", "2", 2)) == FANHUB_RETRY && s_mono_ns () < deadline)
         usleep (1000);
     assert_int_equal (rc, FANHUB_OK);
     assert_true (s_logged (&ctx, "available again; wrote the 1 kept "
@@ -751,8 +727,7 @@ test_retry_while_locked (void **state)
     assert_int_equal (s_rows (path), 3);
     s_desc->fini (plugin);
     sqlite3 *db = s_open (path);
-    s_assert_query (db, "SELECT seq, body_json FROM messages ORDER BY id",
-                    "1|1\n2|2\n3|3\n");
+    s_assert_query (db, "SELECT seq, body_json FROM messages ORDER BY id", "1|1\n2|2\n3|3\n");
     sqlite3_close (db);
     assert_true (s_logged (&ctx, "stored 3 messages, 0 already stored, 0 "
                                  "refused, 0 lost"));
@@ -771,9 +746,7 @@ test_fini_while_locked (void **state)
     for (uint64_t i = 4; i <= 6; i++)
         assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
     sqlite3 *holder = s_open (path);
-    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL,
-                                    NULL),
-                      SQLITE_OK);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
     s_desc->fini (plugin);
     sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
     sqlite3_close (holder);
@@ -851,7 +824,7 @@ test_postgres_unreachable (void **state)
     /* A loopback port that nothing listens on. */
     int fd = socket (AF_INET, SOCK_STREAM, 0);
     assert_true (fd >= 0);
-    struct sockaddr_in addr = { .sin_family = AF_INET };
+    struct sockaddr_in addr = {.sin_family = AF_INET};
     addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
     assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
     socklen_t len = sizeof addr;
@@ -863,7 +836,7 @@ test_postgres_unreachable (void **state)
               "connect_timeout=5 sslmode=disable gssencmode=disable",
               ntohs (addr.sin_port));
 
-    fanhub_option_t items[] = { SCALAR ("postgres", conninfo, "t.yaml:5:15") };
+    fanhub_option_t items[] = {SCALAR ("postgres", conninfo, "t.yaml:5:15")};
     fanhub_option_t map = MAP (items, 1);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
@@ -898,108 +871,143 @@ static const fanhub_option_t s_list_items[] = {
 static const fanhub_option_t s_map_items[] = {
     SCALAR ("x", "1", "t.yaml:6:7"),
 };
-#define LIST(k) { FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1 }
-#define SUBMAP(k) { FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1 }
+#define LIST(k)                                                                                    \
+    {                                                                                              \
+        FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1                              \
+    }
+#define SUBMAP(k)                                                                                  \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1                                 \
+    }
 #define DB SCALAR ("sqlite", s_case_path, "t.yaml:5:13")
-#define BATCH_ERR(got, where)                                                  \
-    "options.batch: expected an integer from 1 to 100000, got " got " ("       \
-    where ")"
-#define BATCH_MS_ERR(got, where)                                               \
-    "options.batch_ms: expected a duration such as 250ms, 2s or 1m from 0 to 3600000 ms, got " got " ("   \
-    where ")"
-#define TABLE_ERR(got)                                                         \
-    "options.table: expected 1 to 40 characters from a-z 0-9 _, not "         \
+#define BATCH_ERR(got, where)                                                                      \
+    "options.batch: expected an integer from 1 to 100000, got " got " (" where ")"
+#define BATCH_MS_ERR(got, where)                                                                   \
+    "options.batch_ms: expected a duration such as 250ms, 2s or 1m from 0 to 3600000 ms, got " got \
+    " (" where ")"
+#define TABLE_ERR(got)                                                                             \
+    "options.table: expected 1 to 40 characters from a-z 0-9 _, not "                              \
     "starting with a digit, got \"" got "\" (t.yaml:6:12)"
 
 /* Filled in by test_options_table before the table is read. */
 static char s_case_path[512];
 
 static const option_case_t s_option_cases[] = {
-    { "sqlite alone", { DB }, 1, NULL },
-    { "no options", { { 0 } }, 0,
-      "options: store needs a database: set sqlite (a file) or postgres (a "
-      "conninfo) (t.yaml:4:3)" },
-    { "only batch", { SCALAR ("batch", "5", "t.yaml:6:12") }, 1,
-      "options: store needs a database: set sqlite (a file) or postgres (a "
-      "conninfo) (t.yaml:4:3)" },
-    { "unknown key", { DB, SCALAR ("path", "x", "t.yaml:6:11") }, 2,
-      "options.path: unknown option; store takes sqlite, postgres, password_file, "
-      "password_env, table, batch and batch_ms (t.yaml:6:11)" },
-    { "both databases",
-      { DB, SCALAR ("postgres", "dbname=x", "t.yaml:6:15") }, 2,
-      "options.postgres: store writes to one database; options.sqlite is set "
-      "already (t.yaml:6:15)" },
-    { "both databases, other order",
-      { SCALAR ("postgres", "dbname=x", "t.yaml:5:15"), DB }, 2,
-      "options.sqlite: store writes to one database; options.postgres is set "
-      "already (t.yaml:5:13)" },
-    { "sqlite empty", { SCALAR ("sqlite", "", "t.yaml:5:13") }, 1,
-      "options.sqlite: must not be empty (t.yaml:5:13)" },
-    { "sqlite list", { LIST ("sqlite") }, 1,
-      "options.sqlite: expected a file name, got a list (t.yaml:5:13)" },
-    { "sqlite :memory:", { SCALAR ("sqlite", ":memory:", "t.yaml:5:13") }, 1,
-      "options.sqlite: expected the path of a database file, got "
-      "\":memory:\" (t.yaml:5:13)" },
-    { "postgres map", { SUBMAP ("postgres") }, 1,
-      "options.postgres: expected a conninfo string, got a map (t.yaml:6:5)" },
-    { "postgres empty", { SCALAR ("postgres", "", "t.yaml:5:15") }, 1,
-      "options.postgres: must not be empty (t.yaml:5:15)" },
-    { "postgres not a conninfo", { SCALAR ("postgres", "host", "t.yaml:5:15") },
-      1,
-      "options.postgres: not a valid conninfo: missing \"=\" after \"host\" "
-      "in connection info string (t.yaml:5:15)" },
-    { "postgres unknown keyword",
-      { SCALAR ("postgres", "hots=db", "t.yaml:5:15") }, 1,
-      "options.postgres: not a valid conninfo: invalid connection option "
-      "\"hots\" (t.yaml:5:15)" },
-    { "batch 1", { DB, SCALAR ("batch", "1", "t.yaml:6:12") }, 2, NULL },
-    { "batch max", { DB, SCALAR ("batch", "100000", "t.yaml:6:12") }, 2,
-      NULL },
-    { "batch 0", { DB, SCALAR ("batch", "0", "t.yaml:6:12") }, 2,
-      BATCH_ERR ("\"0\"", "t.yaml:6:12") },
-    { "batch too big", { DB, SCALAR ("batch", "100001", "t.yaml:6:12") }, 2,
-      BATCH_ERR ("\"100001\"", "t.yaml:6:12") },
-    { "batch far too big",
-      { DB, SCALAR ("batch", "99999999999999999999", "t.yaml:6:12") }, 2,
-      BATCH_ERR ("\"99999999999999999999\"", "t.yaml:6:12") },
-    { "batch negative", { DB, SCALAR ("batch", "-5", "t.yaml:6:12") }, 2,
-      BATCH_ERR ("\"-5\"", "t.yaml:6:12") },
-    { "batch word", { DB, SCALAR ("batch", "many", "t.yaml:6:12") }, 2,
-      BATCH_ERR ("\"many\"", "t.yaml:6:12") },
-    { "batch list", { DB, LIST ("batch") }, 2,
-      BATCH_ERR ("a list", "t.yaml:5:13") },
-    { "batch_ms 0", { DB, SCALAR ("batch_ms", "0", "t.yaml:7:15") }, 2, NULL },
-    { "batch_ms max", { DB, SCALAR ("batch_ms", "3600000", "t.yaml:7:15") },
-      2, NULL },
-    { "batch_ms too big",
-      { DB, SCALAR ("batch_ms", "3600001", "t.yaml:7:15") }, 2,
-      BATCH_MS_ERR ("\"3600001\"", "t.yaml:7:15") },
-    { "batch_ms exponent", { DB, SCALAR ("batch_ms", "1e3", "t.yaml:7:15") },
-      2, BATCH_MS_ERR ("\"1e3\"", "t.yaml:7:15") },
-    { "batch_ms an hour and a second, too long",
-      { DB, SCALAR ("batch_ms", "3601s", "t.yaml:7:15") }, 2,
-      BATCH_MS_ERR ("\"3601s\"", "t.yaml:7:15") },
-    { "batch_ms empty", { DB, SCALAR ("batch_ms", "", "t.yaml:7:15") }, 2,
-      BATCH_MS_ERR ("\"\"", "t.yaml:7:15") },
-    { "batch_ms map", { DB, SUBMAP ("batch_ms") }, 2,
-      BATCH_MS_ERR ("a map", "t.yaml:6:5") },
-    { "table", { DB, SCALAR ("table", "fedmsg_2024", "t.yaml:6:12") }, 2,
-      NULL },
-    { "table upper case", { DB, SCALAR ("table", "Messages", "t.yaml:6:12") },
-      2, TABLE_ERR ("Messages") },
-    { "table digit first", { DB, SCALAR ("table", "1m", "t.yaml:6:12") }, 2,
-      TABLE_ERR ("1m") },
-    { "table quote", { DB, SCALAR ("table", "a\"b", "t.yaml:6:12") }, 2,
-      TABLE_ERR ("a\"b") },
-    { "table schema-qualified",
-      { DB, SCALAR ("table", "public.m", "t.yaml:6:12") }, 2,
-      TABLE_ERR ("public.m") },
-    { "table too long",
-      { DB, SCALAR ("table", "a23456789012345678901234567890123456789012",
-                    "t.yaml:6:12") },
-      2, TABLE_ERR ("a23456789012345678901234567890123456789012") },
-    { "table empty", { DB, SCALAR ("table", "", "t.yaml:6:12") }, 2,
-      "options.table: must not be empty (t.yaml:6:12)" },
+    {"sqlite alone", {DB}, 1, NULL},
+    {"no options",
+     {{0}},
+     0,
+     "options: store needs a database: set sqlite (a file) or postgres (a "
+     "conninfo) (t.yaml:4:3)"},
+    {"only batch",
+     {SCALAR ("batch", "5", "t.yaml:6:12")},
+     1,
+     "options: store needs a database: set sqlite (a file) or postgres (a "
+     "conninfo) (t.yaml:4:3)"},
+    {"unknown key",
+     {DB, SCALAR ("path", "x", "t.yaml:6:11")},
+     2,
+     "options.path: unknown option; store takes sqlite, postgres, password_file, "
+     "password_env, table, batch and batch_ms (t.yaml:6:11)"},
+    {"both databases",
+     {DB, SCALAR ("postgres", "dbname=x", "t.yaml:6:15")},
+     2,
+     "options.postgres: store writes to one database; options.sqlite is set "
+     "already (t.yaml:6:15)"},
+    {"both databases, other order",
+     {SCALAR ("postgres", "dbname=x", "t.yaml:5:15"), DB},
+     2,
+     "options.sqlite: store writes to one database; options.postgres is set "
+     "already (t.yaml:5:13)"},
+    {"sqlite empty",
+     {SCALAR ("sqlite", "", "t.yaml:5:13")},
+     1,
+     "options.sqlite: must not be empty (t.yaml:5:13)"},
+    {"sqlite list",
+     {LIST ("sqlite")},
+     1,
+     "options.sqlite: expected a file name, got a list (t.yaml:5:13)"},
+    {"sqlite :memory:",
+     {SCALAR ("sqlite", ":memory:", "t.yaml:5:13")},
+     1,
+     "options.sqlite: expected the path of a database file, got "
+     "\":memory:\" (t.yaml:5:13)"},
+    {"postgres map",
+     {SUBMAP ("postgres")},
+     1,
+     "options.postgres: expected a conninfo string, got a map (t.yaml:6:5)"},
+    {"postgres empty",
+     {SCALAR ("postgres", "", "t.yaml:5:15")},
+     1,
+     "options.postgres: must not be empty (t.yaml:5:15)"},
+    {"postgres not a conninfo",
+     {SCALAR ("postgres", "host", "t.yaml:5:15")},
+     1,
+     "options.postgres: not a valid conninfo: missing \"=\" after \"host\" "
+     "in connection info string (t.yaml:5:15)"},
+    {"postgres unknown keyword",
+     {SCALAR ("postgres", "hots=db", "t.yaml:5:15")},
+     1,
+     "options.postgres: not a valid conninfo: invalid connection option "
+     "\"hots\" (t.yaml:5:15)"},
+    {"batch 1", {DB, SCALAR ("batch", "1", "t.yaml:6:12")}, 2, NULL},
+    {"batch max", {DB, SCALAR ("batch", "100000", "t.yaml:6:12")}, 2, NULL},
+    {"batch 0", {DB, SCALAR ("batch", "0", "t.yaml:6:12")}, 2, BATCH_ERR ("\"0\"", "t.yaml:6:12")},
+    {"batch too big",
+     {DB, SCALAR ("batch", "100001", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"100001\"", "t.yaml:6:12")},
+    {"batch far too big",
+     {DB, SCALAR ("batch", "99999999999999999999", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"99999999999999999999\"", "t.yaml:6:12")},
+    {"batch negative",
+     {DB, SCALAR ("batch", "-5", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"-5\"", "t.yaml:6:12")},
+    {"batch word",
+     {DB, SCALAR ("batch", "many", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"many\"", "t.yaml:6:12")},
+    {"batch list", {DB, LIST ("batch")}, 2, BATCH_ERR ("a list", "t.yaml:5:13")},
+    {"batch_ms 0", {DB, SCALAR ("batch_ms", "0", "t.yaml:7:15")}, 2, NULL},
+    {"batch_ms max", {DB, SCALAR ("batch_ms", "3600000", "t.yaml:7:15")}, 2, NULL},
+    {"batch_ms too big",
+     {DB, SCALAR ("batch_ms", "3600001", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"3600001\"", "t.yaml:7:15")},
+    {"batch_ms exponent",
+     {DB, SCALAR ("batch_ms", "1e3", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"1e3\"", "t.yaml:7:15")},
+    {"batch_ms an hour and a second, too long",
+     {DB, SCALAR ("batch_ms", "3601s", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"3601s\"", "t.yaml:7:15")},
+    {"batch_ms empty",
+     {DB, SCALAR ("batch_ms", "", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"\"", "t.yaml:7:15")},
+    {"batch_ms map", {DB, SUBMAP ("batch_ms")}, 2, BATCH_MS_ERR ("a map", "t.yaml:6:5")},
+    {"table", {DB, SCALAR ("table", "fedmsg_2024", "t.yaml:6:12")}, 2, NULL},
+    {"table upper case",
+     {DB, SCALAR ("table", "Messages", "t.yaml:6:12")},
+     2,
+     TABLE_ERR ("Messages")},
+    {"table digit first", {DB, SCALAR ("table", "1m", "t.yaml:6:12")}, 2, TABLE_ERR ("1m")},
+    {"table quote", {DB, SCALAR ("table", "a\"b", "t.yaml:6:12")}, 2, TABLE_ERR ("a\"b")},
+    {"table schema-qualified",
+     {DB, SCALAR ("table", "public.m", "t.yaml:6:12")},
+     2,
+     TABLE_ERR ("public.m")},
+    {"table too long",
+     {DB, SCALAR ("table", "a23456789012345678901234567890123456789012", "t.yaml:6:12")},
+     2,
+     TABLE_ERR ("a23456789012345678901234567890123456789012")},
+    {"table empty",
+     {DB, SCALAR ("table", "", "t.yaml:6:12")},
+     2,
+     "options.table: must not be empty (t.yaml:6:12)"},
 };
 
 static void
@@ -1010,18 +1018,16 @@ test_options_table (void **state)
     size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
     for (size_t i = 0; i < cases; i++) {
         const option_case_t *c = &s_option_cases[i];
-        fanhub_option_t map
-            = MAP (c->count ? c->items : s_empty_items, c->count);
+        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
         int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
-        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0
-                              : rc == 0;
+        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
-            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name,
-                         rc, err, c->expected ? c->expected : "(accepted)");
+            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
+                         c->expected ? c->expected : "(accepted)");
             fail ();
         }
         if (rc == 0)
@@ -1043,22 +1049,20 @@ test_database_refused (void **state)
               "options.sqlite: %s: cannot open: unable to open database file "
               "(t.yaml:5:13)",
               path);
-    fanhub_option_t items[] = { SCALAR ("sqlite", path, "t.yaml:5:13") };
+    fanhub_option_t items[] = {SCALAR ("sqlite", path, "t.yaml:5:13")};
     fanhub_option_t map = MAP (items, 1);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
-    assert_int_equal (
-        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 
     s_temp (path, sizeof path);
     sqlite3 *db = NULL;
     assert_int_equal (sqlite3_open (path, &db), SQLITE_OK);
-    assert_int_equal (sqlite3_exec (db, "CREATE TABLE messages (a, b)", NULL,
-                                    NULL, NULL),
+    assert_int_equal (sqlite3_exec (db, "CREATE TABLE messages (a, b)", NULL, NULL, NULL),
                       SQLITE_OK);
     sqlite3_close (db);
     snprintf (want, sizeof want,
@@ -1066,8 +1070,7 @@ test_database_refused (void **state)
               "topic (t.yaml:5:13)",
               path);
     items[0].text = path;
-    assert_int_equal (
-        s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
 }
 
@@ -1086,8 +1089,7 @@ s_worker (void *arg)
     char body[64];
     for (int i = 0; i < PER_THREAD; i++) {
         uint64_t seq = (uint64_t) w->index * PER_THREAD + (uint64_t) i + 1;
-        snprintf (body, sizeof body, "{\"msg_id\":\"id-%llu\"}",
-                  (unsigned long long) seq);
+        snprintf (body, sizeof body, "{\"msg_id\":\"id-%llu\"}", (unsigned long long) seq);
         if (s_send (w->plugin, "org.test.threads", body, seq) != FANHUB_OK)
             return arg;
         if (i % 500 == 0)
@@ -1110,9 +1112,8 @@ test_threads (void **state)
     pthread_t threads[THREADS];
     worker_t workers[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        workers[i] = (worker_t) { plugin, i };
-        assert_int_equal (
-            pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
+        workers[i] = (worker_t){plugin, i};
+        assert_int_equal (pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
     }
     for (int i = 0; i < THREADS; i++) {
         void *failed;

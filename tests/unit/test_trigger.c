@@ -93,8 +93,8 @@ build_table (const char *const *const *patterns, size_t consumers)
 }
 
 static void
-check_against_reference (fh_trigger_t *table, const char *const *const *patterns,
-                         size_t consumers, const char *topic)
+check_against_reference (fh_trigger_t *table, const char *const *const *patterns, size_t consumers,
+                         const char *topic)
 {
     uint32_t found[64];
     size_t count = fh_trigger_match (table, topic, strlen (topic), found);
@@ -295,8 +295,7 @@ test_glob_matches_naive (void **state)
         assert_int_equal (fh_trigger_seal (table), 0);
         uint32_t found[1];
         if ((fh_trigger_match (table, topic, tlen, found) == 1) != expected)
-            fail_msg ("table: pattern '%s', topic '%s': expected %d", pattern, topic,
-                      expected);
+            fail_msg ("table: pattern '%s', topic '%s': expected %d", pattern, topic, expected);
         fh_trigger_destroy (&table);
     }
 }
@@ -369,8 +368,7 @@ check_lookup (fh_trigger_t *table, const char *const *const *patterns, size_t co
     size_t count = fh_trigger_match (table, topic, len, got);
     size_t want = reference_match (patterns, consumers, topic, len, expected);
     if (count != want || memcmp (got, expected, count * sizeof got[0]) != 0)
-        fail_msg ("topic '%s': %zu consumers matched, the reference says %zu", topic, count,
-                  want);
+        fail_msg ("topic '%s': %zu consumers matched, the reference says %zu", topic, count, want);
 }
 
 /* Differential: the table with its memo against the one-pattern
