@@ -8,6 +8,7 @@
 */
 #include "collectd_notify.h"
 
+#include "fanhub/consumer.h"
 #include "stats_format.h"
 
 #include <inttypes.h>
@@ -23,6 +24,7 @@ typedef struct {
     char *name;
     bool backlog_warned; /* consumer: backlog reached warn_at */
     bool stuck_warned;   /* consumer: stuck workers */
+    int64_t state;       /* consumer: the plugin's state last said (FANHUB_STATE_*) */
     bool said;           /* a notification went out about it once */
     bool down;           /* endpoint: disconnected at the last snapshot */
     double down_since;   /* endpoint: since when (now_s) */
@@ -109,51 +111,78 @@ s_putnotif (s_writer_t *w, bool warning, const char *kind, const char *name, con
     fputs ("\"\n", w->out);
 }
 
-/* A consumer: backlog against warn_at, stuck workers. */
+/* A consumer's backlog against warn_at. */
 static void
-s_consumer (s_writer_t *w, s_entry_t *entry, bool resend, const fh_metrics_item_t *item)
+s_backlog (s_writer_t *w, s_entry_t *entry, bool resend, const fh_metrics_item_t *item)
 {
     int64_t backlog = fh_metric_value_int (&item->values[FH_M_BACKLOG]);
     int64_t warn_at = fh_metric_value_int (&item->values[FH_M_WARN_AT]);
-    int64_t stuck = fh_metric_value_int (&item->values[FH_M_STUCK]);
     char message[512];
     bool was = entry->backlog_warned;
     if (warn_at > 0 && backlog >= warn_at)
         entry->backlog_warned = true;
     else if (warn_at <= 0 || backlog < warn_at / 2)
         entry->backlog_warned = false;
-    if (was != entry->backlog_warned || (resend && entry->said)) {
-        if (entry->backlog_warned)
-            snprintf (message, sizeof message,
-                      "consumer '%s': backlog %" PRId64 " reached queue.warn_at %" PRId64,
-                      item->name, backlog, warn_at);
-        else if (warn_at > 0)
-            snprintf (message, sizeof message,
-                      "consumer '%s': backlog %" PRId64 " is below half of queue.warn_at %" PRId64
-                      " again",
-                      item->name, backlog, warn_at);
-        else
-            snprintf (message, sizeof message,
-                      "consumer '%s': backlog %" PRId64 "; queue.warn_at is 0 now", item->name,
-                      backlog);
-        s_putnotif (w, entry->backlog_warned, "consumer", item->name, "queue_length", NULL,
-                    message);
-        entry->said = true;
-    }
-    was = entry->stuck_warned;
+    if (was == entry->backlog_warned && !(resend && entry->said))
+        return;
+    if (entry->backlog_warned)
+        snprintf (message, sizeof message,
+                  "consumer '%s': backlog %" PRId64 " reached queue.warn_at %" PRId64, item->name,
+                  backlog, warn_at);
+    else if (warn_at > 0)
+        snprintf (message, sizeof message,
+                  "consumer '%s': backlog %" PRId64 " is below half of queue.warn_at %" PRId64
+                  " again",
+                  item->name, backlog, warn_at);
+    else
+        snprintf (message, sizeof message,
+                  "consumer '%s': backlog %" PRId64 "; queue.warn_at is 0 now", item->name,
+                  backlog);
+    s_putnotif (w, entry->backlog_warned, "consumer", item->name, "queue_length", NULL, message);
+    entry->said = true;
+}
+
+/* A consumer's stuck workers. */
+static void
+s_stuck (s_writer_t *w, s_entry_t *entry, bool resend, const fh_metrics_item_t *item)
+{
+    int64_t stuck = fh_metric_value_int (&item->values[FH_M_STUCK]);
+    char message[512];
+    bool was = entry->stuck_warned;
     entry->stuck_warned = stuck > 0;
-    if (was != entry->stuck_warned || (resend && entry->said)) {
-        if (entry->stuck_warned)
-            snprintf (message, sizeof message,
-                      "consumer '%s': %" PRId64 " worker(s) stuck in consume past "
-                      "consume_timeout",
-                      item->name, stuck);
-        else
-            snprintf (message, sizeof message, "consumer '%s': no worker is stuck any more",
-                      item->name);
-        s_putnotif (w, entry->stuck_warned, "consumer", item->name, "count", "stuck", message);
-        entry->said = true;
-    }
+    if (was == entry->stuck_warned && !(resend && entry->said))
+        return;
+    if (entry->stuck_warned)
+        snprintf (message, sizeof message,
+                  "consumer '%s': %" PRId64 " worker(s) stuck in consume past consume_timeout",
+                  item->name, stuck);
+    else
+        snprintf (message, sizeof message, "consumer '%s': no worker is stuck any more",
+                  item->name);
+    s_putnotif (w, entry->stuck_warned, "consumer", item->name, "count", "stuck", message);
+    entry->said = true;
+}
+
+/* A consumer's plugin state (ABI 1.3): down or halted, then up again. */
+static void
+s_state (s_writer_t *w, s_entry_t *entry, bool resend, const fh_metrics_item_t *item)
+{
+    int64_t state = fh_metric_value_int (&item->values[FH_M_PLUGIN_STATE]);
+    if (state != FANHUB_STATE_DOWN && state != FANHUB_STATE_HALTED)
+        state = FANHUB_STATE_UP;
+    int64_t was = entry->state;
+    entry->state = state;
+    if (was == state && !(resend && entry->said))
+        return;
+    char message[512];
+    if (state == FANHUB_STATE_UP)
+        snprintf (message, sizeof message, "consumer '%s': up again", item->name);
+    else
+        snprintf (message, sizeof message, "consumer '%s': %s: %s", item->name,
+                  state == FANHUB_STATE_DOWN ? "down" : "halted",
+                  item->error && *item->error ? item->error : "no error given");
+    s_putnotif (w, state != FANHUB_STATE_UP, "consumer", item->name, "gauge", "state", message);
+    entry->said = true;
 }
 
 /* A bus.connect endpoint: disconnected for disconnected_after_s. */
@@ -211,8 +240,11 @@ fh_collectd_notify (fh_collectd_notify_t *self, const fh_metrics_snapshot_t *sna
         next[i] = s_previous (self, consumer ? S_CONSUMER : S_ENDPOINT, name);
         next[i].name = strdup (name);
         failed = failed || !next[i].name;
-        if (consumer)
-            s_consumer (&w, &next[i], self->resend, item);
+        if (consumer) {
+            s_backlog (&w, &next[i], self->resend, item);
+            s_stuck (&w, &next[i], self->resend, item);
+            s_state (&w, &next[i], self->resend, item);
+        }
         else
             s_endpoint (&w, &next[i], self->resend, item, self->disconnected_after_s, now_s);
     }

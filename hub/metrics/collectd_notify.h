@@ -13,6 +13,9 @@
       type queue_length;
     - a consumer has stuck workers (stuck > 0): warning; okay at 0;
       type count, type instance stuck;
+    - a consumer's plugin says it is down or halted (state 1 or 2, with
+      its last error in the message): warning, again when it goes from one
+      to the other; okay once it is up; type gauge, type instance state;
     - a bus.connect endpoint has had no connection for disconnected_after
       seconds (counted from the first snapshot that showed it
       disconnected): warning; okay once it is connected. A bind

@@ -1,6 +1,8 @@
 /*  health - liveness and readiness. See health.h. */
 #include "health.h"
 
+#include "fanhub/consumer.h"
+
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +48,13 @@ s_ready_reasons (const fh_metrics_snapshot_t *snapshot, const fh_config_t *confi
     for (size_t i = 0; i < snapshot->consumer_count; i++) {
         const fh_metrics_item_t *c = &snapshot->consumers[i];
         const char *name = c->name ? c->name : "";
+        int64_t state = s_int (c, FH_M_PLUGIN_STATE);
+        /* A worker plugin's own word: its processes cannot start (down)
+           or it stopped on purpose (halted). */
+        if (state == FANHUB_STATE_DOWN || state == FANHUB_STATE_HALTED)
+            s_reason (reasons, "consumer '%s' %s: %s", name,
+                      state == FANHUB_STATE_DOWN ? "down" : "halted",
+                      c->error && *c->error ? c->error : "no error given");
         if (s_int (c, FH_M_STUCK) > 0)
             s_reason (reasons, "consumer '%s' stuck: %lld consume call(s) past consume_timeout",
                       name, (long long) s_int (c, FH_M_STUCK));

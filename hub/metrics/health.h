@@ -8,7 +8,8 @@
     watchdog is fed on the same condition.
 
     Readiness: live, every bus.connect endpoint connected, no consumer
-    stuck (a consume older than consume_timeout), no spool at 90 % of its
+    stuck (a consume older than consume_timeout) nor down or halted (a
+    plugin's set_state, ABI 1.3: the worker plugin), no spool at 90 % of its
     queue.spool_max_bytes or more (past the cap spilled messages are
     dropped, so a spool stops short of it).
 

@@ -2,6 +2,7 @@
 #include "status.h"
 
 #include "clock.h"
+#include "fanhub/consumer.h"
 #include "log.h"
 
 #include <jansson.h>
@@ -111,9 +112,17 @@ static json_t *
 s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int64_t now_ns)
 {
     uint64_t backlog = (uint64_t) s_int (item, FH_M_BACKLOG);
-    const char *state = s_int (item, FH_M_STUCK) > 0         ? "stuck"
+    /* The worst first: a plugin that cannot work says more than a queue. */
+    int64_t plugin_state = s_int (item, FH_M_PLUGIN_STATE);
+    const char *state = plugin_state == FANHUB_STATE_HALTED  ? "halted"
+                        : plugin_state == FANHUB_STATE_DOWN  ? "down"
+                        : s_int (item, FH_M_STUCK) > 0       ? "stuck"
                         : s_int (item, FH_M_SPOOL_BYTES) > 0 ? "spilling"
                                                              : "running";
+    bool plugin_says = plugin_state == FANHUB_STATE_HALTED || plugin_state == FANHUB_STATE_DOWN;
+    const char *reason = plugin_says && item->error && *item->error ? item->error
+                         : plugin_says                              ? "no error given"
+                                                                    : "";
     double in = 0, out = 0;
     json_t *history = json_array ();
     if (series && series->count) {
@@ -135,8 +144,8 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
     json_t *drain = backlog == 0 ? json_real (0)
                     : out > in   ? json_real ((double) backlog / (out - in))
                                  : json_null ();
-    return json_pack ("{s:s, s:f, s:f, s:o, s:{s:f, s:o}}", "state", state, "rate_in", in,
-                      "rate_out", out, "drain_seconds", drain, "history", "step",
+    return json_pack ("{s:s, s:s, s:f, s:f, s:o, s:{s:f, s:o}}", "state", state, "reason", reason,
+                      "rate_in", in, "rate_out", out, "drain_seconds", drain, "history", "step",
                       (double) FH_STATUS_STEP_NS / 1e9, "backlog", history);
 }
 

@@ -27,7 +27,9 @@ static const char s_style[]
       "th,td{border:1px solid #ddd;padding:.25em .5em;text-align:right;white-space:nowrap}"
       "th{background:#eee}td:first-child,th:first-child{text-align:left}"
       ".state-running,.up{color:#176b2c}.state-spilling{color:#9a6700}"
-      ".state-stuck,.down{color:#b3261e;font-weight:bold}"
+      ".state-stuck,.state-down,.state-halted,.down{color:#b3261e;font-weight:bold}"
+      ".reason{display:block;white-space:normal;max-width:22em;font-size:.85em;color:#b3261e}"
+      ".reason:empty{display:none}"
       "svg{vertical-align:middle}polyline{fill:none;stroke:#1f5fbf;stroke-width:1.5}"
       "#meta span{margin-right:1.2em}ul{padding-left:1.2em}code{font-size:.95em}"
       ".warning{color:#9a6700}.error{color:#b3261e}#updated{color:#666;font-size:.9em}";
@@ -54,7 +56,8 @@ static const char s_script[]
       "function set(row,key,text){var e=row.querySelector('[data-f=\"'+key+'\"]');"
       "if(e&&e.textContent!==text)e.textContent=text;return e;}\n"
       "function consumer(row,c){var s=c.status;var e=set(row,'state',s.state);"
-      "e.className='state-'+s.state;set(row,'rate_in',rate(s.rate_in));"
+      "e.className='state-'+s.state;set(row,'reason',s.reason||'');"
+      "set(row,'rate_in',rate(s.rate_in));"
       "set(row,'rate_out',rate(s.rate_out));set(row,'backlog',num(c.backlog));"
       "set(row,'spool_bytes',bytes(c.spool_bytes||0));set(row,'in_flight',num(c.in_flight));"
       "set(row,'retried',num(c.retried));set(row,'dead_lettered',num(c.dead_lettered));"
@@ -175,7 +178,12 @@ s_consumer_row (FILE *out, const json_t *c)
     s_escape (out, s_str (c, "name"));
     fputs ("\"><td>", out);
     s_escape (out, s_str (c, "name"));
-    fprintf (out, "</td><td data-f=\"state\" class=\"state-%s\">%s</td>", state, state);
+    /* The reason (a down or halted plugin's last error) under the state,
+       so that it reads without the script too. */
+    fprintf (out, "</td><td><span data-f=\"state\" class=\"state-%s\">%s</span>", state, state);
+    fputs ("<span data-f=\"reason\" class=\"reason\">", out);
+    s_escape (out, s_str (status, "reason"));
+    fputs ("</span></td>", out);
     fprintf (out, "<td data-f=\"rate_in\">%.1f</td><td data-f=\"rate_out\">%.1f</td>",
              s_num (status, "rate_in"), s_num (status, "rate_out"));
     fprintf (out, "<td data-f=\"backlog\">%.0f</td><td>", s_num (c, "backlog"));

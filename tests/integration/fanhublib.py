@@ -6,6 +6,7 @@ deadline only turns a hang into a failure, it never decides a pass.
 """
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -251,6 +252,50 @@ def yaml_list(items):
 # runs under CI=true: there every tool must be installed, and a skip fails.
 SKIP_STATUS = 77
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+class PythonConsumer:
+    """A `plugin: python` consumer (the worker plugin's Python runner) on
+    tests/integration/workers/wtest.py's `record`, imported through a
+    module of its own that a test can break and mend: break_import() makes
+    its import fail and kills the worker, so that the consumer is down
+    (state 1) until mend() lets the next restart work. A message with
+    "halt": true halts it (state 2). The hub needs env() in its
+    environment (wtest records to that file)."""
+
+    WORKERS_DIR = os.path.join(SOURCE_DIR, "tests", "integration", "workers")
+
+    def __init__(self, wd, name, topics="[org.test]"):
+        self.name, self.topics = name, topics
+        self.dir = wd.file("modules-" + name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.module = os.path.join(self.dir, "consumer_%s.py" % name)
+        self.out = wd.file("records.jsonl")
+        self.mend()
+
+    def yaml(self):
+        """Its entry in `consumers:`, restarting quickly."""
+        return ("  - name: %s\n    plugin: python\n    topics: %s\n"
+                "    options: {callable: \"consumer_%s:record\", path: [%s, %s],"
+                " restart_delay: 50ms, restart_delay_max: 200ms}\n"
+                % (self.name, self.topics, self.name, json.dumps(self.dir),
+                   json.dumps(self.WORKERS_DIR)))
+
+    def env(self):
+        return {"WORKER_TEST_OUT": self.out}
+
+    def mend(self):
+        with open(self.module, "w") as f:
+            f.write("from wtest import record  # noqa: F401\n")
+
+    def break_import(self, hub):
+        """The import fails from now on, and the running worker is killed."""
+        pids = re.findall(r"consumer '%s': worker 0 \(pid (\d+)\) ready" % re.escape(self.name),
+                          hub.log())
+        assert pids, "no worker of %s ready:\n%s" % (self.name, hub.log())
+        with open(self.module, "w") as f:
+            f.write("raise ImportError('broken on purpose')\n")
+        os.kill(int(pids[-1]), signal.SIGKILL)
 
 
 class Skip(Exception):

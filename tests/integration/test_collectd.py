@@ -443,6 +443,39 @@ def test_hub_pushes_to_unixsock():
         pub.close()
 
 
+def test_a_consumer_down_then_up_is_notified():
+    """A worker consumer whose worker cannot start again (its import
+    fails) is down: collectd logs a warning naming it and the error, then
+    "okay" once a worker started again."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    collectd = Collectd(wd, collectd_conf(wd))
+    hub = None
+    flaky = fh.PythonConsumer(wd, "flaky")
+    try:
+        config = ("bus:\n  connect: [%s]\nmetrics:\n  collectd: {socket: %s, interval: 1}\n"
+                  "consumers:\n%s" % (pub.endpoint, json.dumps(collectd.socket), flaky.yaml()))
+        hub = fh.Hub(wd, config, env=flaky.env())
+        pub.wait_subscribed(hub=hub)
+        flaky.break_import(hub)
+        wait_notification(collectd, hub, "WARNING", "flaky", "consumer 'flaky': down: ")
+        down = [n for n in notifications(collectd) if n[1] == "flaky"]
+        # Its last error then: the kill, or the import failing after it.
+        assert down[0][2:4] == ("gauge", "state") and "down: worker 0" in down[0][4], down
+        flaky.mend()
+        wait_notification(collectd, hub, "OKAY", "flaky", "consumer 'flaky': up again")
+        assert [n[0] for n in notifications(collectd) if n[1] == "flaky"] == [
+            "WARNING", "OKAY"], notifications(collectd)
+        assert hub.stop() == 0, hub.log()
+        collectd.stop()
+        wd.cleanup()
+    finally:
+        collectd.kill()
+        if hub:
+            hub.kill()
+        pub.close()
+
+
 def test_hub_outlives_a_collectd_restart():
     wd = fh.Workdir()
     pub = fh.Publisher()
@@ -706,6 +739,7 @@ if __name__ == "__main__":
         sys.exit(1)
     fh.main([test_exec_plugin_runs_fanhub_collectd,
              test_hub_pushes_to_unixsock,
+             test_a_consumer_down_then_up_is_notified,
              test_hub_outlives_a_collectd_restart,
              test_program_outlives_the_hub,
              test_program_takes_collectds_environment_and_stops_with_its_stdout,

@@ -2,7 +2,8 @@
 only while the enqueuer advances (issue 26).
 
 Readiness turns to 503 with the reason, and back to 200, for a bus
-endpoint down, a stuck consumer and a full spool; a blocked enqueuer (a
+endpoint down, a stuck consumer, a full spool and a worker consumer down
+(and one halted); a blocked enqueuer (a
 `block` consumer whose plugin never returns) makes /healthz 503 and stops
 WATCHDOG=1 on a fake NOTIFY_SOCKET. Every wait is for an answer or a
 datagram, never for time."""
@@ -43,8 +44,9 @@ def hub_with_http(wd, connect, consumers, extra="", env=None):
     return hub, base
 
 
-def readiness(base, status, words):
-    """A wait_for condition: /readyz answers status with a reason naming words."""
+def readiness(base, status, *words):
+    """A wait_for condition: /readyz answers status with a reason naming
+    every one of words."""
     def check():
         code, kind, body = get(base + "/readyz")
         assert kind == "application/json", kind
@@ -52,7 +54,8 @@ def readiness(base, status, words):
             return False
         if status == 200:
             return body["status"] == "ok" and body["reasons"] == []
-        return body["status"] == "fail" and any(words in r for r in body["reasons"])
+        return body["status"] == "fail" and any(all(w in r for w in words)
+                                                for r in body["reasons"])
     return check
 
 
@@ -75,7 +78,7 @@ def test_endpoint_down_then_up():
         fh.wait_for(readiness(base, 503, "bus endpoint %s not connected (connection refused"
                               % address), "readyz 503 for the endpoint", hub=hub)
         pub = bind_publisher(address)
-        fh.wait_for(readiness(base, 200, None), "readyz 200 once connected", hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 once connected", hub=hub)
         # The status page and its JSON on a hub that stops cleanly: the
         # sanitizer builds check what making them leaves behind.
         with urllib.request.urlopen(base + "/", timeout=30) as r:
@@ -98,11 +101,11 @@ def test_stuck_consumer_then_not():
     hub, base = hub_with_http(wd, [pub.endpoint], consumers)
     try:
         pub.wait_subscribed(hub=hub)
-        fh.wait_for(readiness(base, 200, None), "readyz 200 at first", hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         pub.send("org.test.slow", "{}")
         fh.wait_for(readiness(base, 503, "consumer 'slow' stuck"), "readyz 503 stuck", hub=hub)
         assert get(base + "/healthz")[0] == 200  # stuck is not dead
-        fh.wait_for(readiness(base, 200, None), "readyz 200 after the call returned", hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 after the call returned", hub=hub)
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
@@ -120,12 +123,42 @@ def test_full_spool_then_drained():
                               extra="state_dir: %s\n" % json.dumps(wd.file("state")))
     try:
         pub.wait_subscribed(hub=hub)
-        fh.wait_for(readiness(base, 200, None), "readyz 200 at first", hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         for i in range(200):
             pub.send("org.test.spill", "x" * 100)
         fh.wait_for(readiness(base, 503, "consumer 'spiller' spool full"),
                     "readyz 503 spool full", hub=hub)
-        fh.wait_for(readiness(base, 200, None), "readyz 200 once drained", hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 once drained", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
+def test_a_consumer_down_then_up_and_one_halted():
+    """The worker plugin's word (ABI 1.3 set_state): a consumer whose
+    worker cannot start again (its import fails) is down, one whose
+    worker raised HaltConsumer is halted; each makes /readyz 503 naming
+    it and its last error, and the down one 200 again once it is up."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    flaky = fh.PythonConsumer(wd, "flaky")
+    halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
+    hub, base = hub_with_http(wd, [pub.endpoint], flaky.yaml() + halter.yaml(), env=flaky.env())
+    try:
+        pub.wait_subscribed(hub=hub)
+        fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
+        flaky.break_import(hub)
+        fh.wait_for(readiness(base, 503, "consumer 'flaky' down: ", "broken on purpose"),
+                    "readyz 503 naming the down consumer and its error", hub=hub)
+        assert get(base + "/healthz")[0] == 200  # down is not dead
+        flaky.mend()
+        fh.wait_for(readiness(base, 200), "readyz 200 once a worker started again", hub=hub)
+        pub.send("org.test.halt", '{"i": 1, "halt": true}')
+        fh.wait_for(readiness(base, 503, "consumer 'halter' halted: halted by worker 0: "
+                              "asked to halt"), "readyz 503 naming the halted consumer", hub=hub)
+        assert get(base + "/healthz")[0] == 200
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
@@ -175,4 +208,4 @@ def test_blocked_enqueuer_stops_the_watchdog():
 
 if __name__ == "__main__":
     fh.main([test_endpoint_down_then_up, test_stuck_consumer_then_not, test_full_spool_then_drained,
-             test_blocked_enqueuer_stops_the_watchdog])
+             test_a_consumer_down_then_up_and_one_halted, test_blocked_enqueuer_stops_the_watchdog])

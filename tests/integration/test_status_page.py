@@ -1,6 +1,7 @@
 """The live status page at / of the HTTP listener (issue 26), in a real
 headless browser (Debian's chromium) against a real hub that has a
-backlog, a spilling consumer and one bus endpoint down.
+backlog, a spilling consumer, a halted one (a Python worker raised
+HaltConsumer: its state and reason shown) and one bus endpoint down.
 
 The figures are made still first (the publisher stops, the consumers'
 plugins never return), so STATS taken before and after the browser reads
@@ -78,18 +79,20 @@ def test_page_in_a_browser_matches_stats():
     pub = fh.Publisher()
     down = "tcp://127.0.0.1:%d" % fh.free_port()
     listen = "127.0.0.1:%d" % fh.free_port()
+    halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
     config = ("name: bus-a\nbus:\n  connect: [%s, %s]\n  connect_warning: 0.5\n"
               "state_dir: %s\nmetrics:\n  prometheus:\n    listen: \"%s\"\nconsumers:\n"
-              "  - {name: fast, plugin: \"null\"}\n%s%s"
+              "  - {name: fast, plugin: \"null\"}\n%s%s%s"
               % (pub.endpoint, down, json.dumps(wd.file("state")), listen,
                  hang_consumer("archive", "{capacity: 1000, overflow: drop-newest}"),
-                 hang_consumer("spiller", "{capacity: 20, overflow: spill}")))
-    hub = fh.Hub(wd, config)
+                 hang_consumer("spiller", "{capacity: 20, overflow: spill}"), halter.yaml()))
+    hub = fh.Hub(wd, config, env=halter.env())
     base = "http://" + listen
     try:
         pub.wait_subscribed(hub=hub)
-        n = 300
-        for i in range(n):
+        n = 300  # the first halts "halter"; every consumer but it takes all
+        pub.send("org.test.halt", '{"halt": true}')
+        for i in range(n - 1):
             pub.send("org.fedoraproject.prod.buildsys.build.state.change", '{"i": %d}' % i)
 
         def still():
@@ -98,7 +101,7 @@ def test_page_in_a_browser_matches_stats():
             return (hub.consumer(s, "fast")["completed"] == n
                     and hub.consumer(s, "archive")["enqueued"] == n
                     and spiller["enqueued"] == n and spiller["spool_handoff"] == 0
-                    and spiller["spool_bytes"] > 0
+                    and spiller["spool_bytes"] > 0 and hub.consumer(s, "halter")["state"] == 2
                     and any(e["last_error"] for e in s["hub"]["endpoints"]))
         fh.wait_for(still, "the figures to settle", hub=hub)
         hub.wait_log("bus: %s has not connected for" % down)
@@ -114,6 +117,9 @@ def test_page_in_a_browser_matches_stats():
         assert consumers["archive"] == str(n - 1) and consumers["fast"] == "0", consumers
         assert dom.consumers["spiller"]["state"] == "spilling", dom.consumers["spiller"]
         assert dom.consumers["fast"]["state"] == "running"
+        assert dom.consumers["fast"]["reason"] == ""
+        halted = {"state": "halted", "reason": "halted by worker 0: asked to halt"}
+        assert {k: dom.consumers["halter"][k] for k in halted} == halted, dom.consumers["halter"]
         assert endpoints[down] == "not connected" and endpoints[pub.endpoint] == "connected"
         assert dom.endpoints[down]["last_error"] == "connection refused or unreachable"
 
@@ -124,6 +130,7 @@ def test_page_in_a_browser_matches_stats():
         plain = Figures(page)
         assert {k: v["backlog"] for k, v in plain.consumers.items()} == consumers
         assert {k: v["connected"] for k, v in plain.endpoints.items()} == endpoints
+        assert {k: plain.consumers["halter"][k] for k in halted} == halted, plain.consumers
         assert "src=" not in page and "<link" not in page and "@import" not in page  # self-contained
         assert "bus: %s has not connected for" % down in page  # recent warnings
 

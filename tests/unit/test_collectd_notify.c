@@ -160,6 +160,44 @@ test_a_lost_batch_is_said_again (void **state)
     fh_collectd_notify_destroy (&notify);
 }
 
+/* A snapshot whose consumer's plugin is in state (ABI 1.3), with error. */
+static fh_metrics_snapshot_t *
+s_plugin_state (int64_t state, const char *error)
+{
+    fh_metrics_snapshot_t *self = s_snapshot (0, 0, 0, "connect", true);
+    fh_metrics_set_int (&self->consumers[0], FH_M_PLUGIN_STATE, state);
+    if (error)
+        assert_int_equal (fh_metrics_set_text (&self->consumers[0].error, error), 0);
+    return self;
+}
+
+#define STATE_LINE(severity, message)                                                              \
+    "PUTNOTIF severity=" severity " time=1764300000 host=web1 plugin=fanhub "                      \
+    "plugin_instance=hub1.archive type=gauge type_instance=state message=\"consumer "              \
+    "'archive': " message "\"\n"
+
+static void
+test_a_consumer_down_or_halted_then_up (void **state)
+{
+    (void) state;
+    fh_collectd_notify_t *notify = fh_collectd_notify_new (10);
+    assert_non_null (notify);
+    s_expect (s_call (notify, s_plugin_state (0, NULL), 0), NULL, "up");
+    s_expect (s_call (notify, s_plugin_state (1, "worker 0: ImportError: broken"), 1),
+              STATE_LINE ("warning", "down: worker 0: ImportError: broken"), "down");
+    s_expect (s_call (notify, s_plugin_state (1, "worker 0: still broken"), 2), NULL, "still down");
+    s_expect (s_call (notify, s_plugin_state (0, "worker 0: ImportError: broken"), 3),
+              STATE_LINE ("okay", "up again"), "up again");
+    s_expect (s_call (notify, s_plugin_state (2, NULL), 4),
+              STATE_LINE ("warning", "halted: no error given"), "halted without an error");
+    s_expect (s_call (notify, s_plugin_state (1, "no interpreter"), 5),
+              STATE_LINE ("warning", "down: no interpreter"), "halted, then down");
+    /* A state the ABI does not know counts as up. */
+    s_expect (s_call (notify, s_plugin_state (7, NULL), 6), STATE_LINE ("okay", "up again"),
+              "unknown");
+    fh_collectd_notify_destroy (&notify);
+}
+
 /* A consumer a reload removed is forgotten: back, it warns anew. Names
    are made safe as in PUTVAL; quotes in the message are escaped. */
 static void
@@ -208,6 +246,7 @@ main (void)
         cmocka_unit_test (test_stuck_warns_then_okay),
         cmocka_unit_test (test_an_endpoint_that_stays_disconnected),
         cmocka_unit_test (test_a_lost_batch_is_said_again),
+        cmocka_unit_test (test_a_consumer_down_or_halted_then_up),
         cmocka_unit_test (test_forgetting_and_names),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
