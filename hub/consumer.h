@@ -60,6 +60,7 @@ typedef struct {
                            ones; spilled messages the spool could not store */
     uint64_t spilled;             /* written to the disk spool */
     uint64_t spool_bytes;         /* on disk, not yet consumed */
+    uint64_t spool_messages;      /* written to the spool, not yet read back */
     uint64_t spool_corrupt;       /* damaged spool records skipped */
     uint64_t spool_cursor_errors; /* spool cursor writes that failed */
     uint64_t spool_lost;          /* spooled records lost (missing segments...) */

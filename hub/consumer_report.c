@@ -69,4 +69,9 @@ fh_cons_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->restarts = atomic_load_explicit (&self->restarts, memory_order_relaxed);
     out->skipped = atomic_load_explicit (&self->skipped, memory_order_relaxed);
     out->plugin_state = (uint64_t) atomic_load_explicit (&self->plugin_state, memory_order_acquire);
+    /* Here rather than in consumer.c, which is past its size: the status
+       page's on-disk share of the backlog. As there: only once state_open
+       says so is the spool there to read. */
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
+        out->spool_messages = fh_spool_records (self->spool);
 }

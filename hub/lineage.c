@@ -468,6 +468,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
     /* Left in the spool by a gone instance and not yet taken by the next:
        still accepted and not started (enqueued counts them). */
     out->backlog += self->handed_over;
+    out->spool_messages += self->handed_over;
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);
@@ -478,6 +479,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
         out->stuck += c.stuck;
         out->keys_active += c.keys_active;
         out->spool_bytes += c.spool_bytes;
+        out->spool_messages += c.spool_messages;
         out->spool_handoff += c.spool_handoff;
         out->queue_bytes += c.queue_bytes;
         out->capacity = c.capacity;

@@ -120,6 +120,7 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         {FH_M_SPOOL_LOST, c.spool_lost},
         {FH_M_SPOOL_FSYNCS, c.spool_fsyncs},
         {FH_M_SPOOL_HANDOFF, c.spool_handoff},
+        {FH_M_SPOOL_MESSAGES, c.spool_messages},
         {FH_M_RESTARTS, c.restarts},
         {FH_M_SKIPPED, c.skipped},
         {FH_M_PLUGIN_STATE, c.plugin_state},

@@ -106,6 +106,19 @@ s_int (const fh_metrics_item_t *item, fh_metric_id_t id)
     return fh_metric_value_int (&item->values[id]);
 }
 
+/* The part of a backlog (in messages) on disk as a whole percentage,
+   rounded here once so that the page and its script show the same; null
+   with no backlog. */
+static json_t *
+s_on_disk_percent (uint64_t on_disk, uint64_t backlog)
+{
+    if (backlog == 0)
+        return json_null ();
+    if (on_disk > backlog) /* read a moment apart */
+        on_disk = backlog;
+    return json_integer ((json_int_t) ((on_disk * 200 + backlog) / (2 * backlog)));
+}
+
 /* A consumer's "status": state, rates over the last step or more, time
    to drain, the backlog history (oldest first, the snapshot's last). */
 static json_t *
@@ -141,12 +154,14 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
                                    json_integer ((json_int_t) s_sample (series, i - 1)->backlog));
     }
     json_array_append_new (history, json_integer ((json_int_t) backlog));
+    json_t *share = s_on_disk_percent ((uint64_t) s_int (item, FH_M_SPOOL_MESSAGES), backlog);
     json_t *drain = backlog == 0 ? json_real (0)
                     : out > in   ? json_real ((double) backlog / (out - in))
                                  : json_null ();
-    return json_pack ("{s:s, s:s, s:f, s:f, s:o, s:{s:f, s:o}}", "state", state, "reason", reason,
-                      "rate_in", in, "rate_out", out, "drain_seconds", drain, "history", "step",
-                      (double) FH_STATUS_STEP_NS / 1e9, "backlog", history);
+    return json_pack ("{s:s, s:s, s:f, s:f, s:o, s:o, s:{s:f, s:o}}", "state", state, "reason",
+                      reason, "rate_in", in, "rate_out", out, "on_disk_percent", share,
+                      "drain_seconds", drain, "history", "step", (double) FH_STATUS_STEP_NS / 1e9,
+                      "backlog", history);
 }
 
 /* The hub's "status": the time of the answer (Unix), configuration file,

@@ -29,7 +29,7 @@ static const char s_style[]
       ".state-running,.up{color:#176b2c}.state-spilling{color:#9a6700}"
       ".state-stuck,.state-down,.state-halted,.down{color:#b3261e;font-weight:bold}"
       ".reason{display:block;white-space:normal;max-width:22em;font-size:.85em;color:#b3261e}"
-      ".reason:empty{display:none}"
+      ".reason:empty{display:none}.sub{margin-left:.5em;color:#666;font-size:.85em}"
       "svg{vertical-align:middle}polyline{fill:none;stroke:#1f5fbf;stroke-width:1.5}"
       "#meta span{margin-right:1.2em}ul{padding-left:1.2em}code{font-size:.95em}"
       ".warning{color:#9a6700}.error{color:#b3261e}#updated{color:#666;font-size:.9em}";
@@ -59,6 +59,7 @@ static const char s_script[]
       "e.className='state-'+s.state;set(row,'reason',s.reason||'');"
       "set(row,'rate_in',rate(s.rate_in));"
       "set(row,'rate_out',rate(s.rate_out));set(row,'backlog',num(c.backlog));"
+      "set(row,'on_disk',s.on_disk_percent===null?'\\u2014':s.on_disk_percent+' %');"
       "set(row,'spool_bytes',bytes(c.spool_bytes||0));set(row,'in_flight',num(c.in_flight));"
       "set(row,'retried',num(c.retried));set(row,'dead_lettered',num(c.dead_lettered));"
       "set(row,'queue_wait',secs(c.queue_wait&&c.queue_wait.p99));"
@@ -188,10 +189,17 @@ s_consumer_row (FILE *out, const json_t *c)
              s_num (status, "rate_in"), s_num (status, "rate_out"));
     fprintf (out, "<td data-f=\"backlog\">%.0f</td><td>", s_num (c, "backlog"));
     s_chart (out, json_object_get (status, "history"));
-    fputs ("</td><td data-f=\"spool_bytes\">", out);
+    /* On disk: the backlog's share (messages), its bytes beside it. */
+    fputs ("</td><td><span data-f=\"on_disk\">", out);
+    const json_t *share = json_object_get (status, "on_disk_percent");
+    if (json_is_integer (share))
+        fprintf (out, "%lld %%", (long long) json_integer_value (share));
+    else
+        fputs ("\u2014", out);
+    fputs ("</span><span data-f=\"spool_bytes\" class=\"sub\">", out);
     s_fmt_bytes (out, s_num (c, "spool_bytes"));
     fprintf (out,
-             "</td><td data-f=\"in_flight\">%.0f</td><td data-f=\"retried\">%.0f</td>"
+             "</span></td><td data-f=\"in_flight\">%.0f</td><td data-f=\"retried\">%.0f</td>"
              "<td data-f=\"dead_lettered\">%.0f</td><td data-f=\"queue_wait\">",
              s_num (c, "in_flight"), s_num (c, "retried"), s_num (c, "dead_lettered"));
     s_fmt_secs (out, json_object_get (json_object_get (c, "queue_wait"), "p99"));
@@ -261,7 +269,8 @@ s_tables (FILE *out, const json_t *status, double now_s)
     const json_t *consumers = json_object_get (status, "consumers");
     fputs ("<h2>Consumers</h2>\n<table id=\"consumers\"><thead><tr><th>consumer</th>"
            "<th>state</th><th>in/s</th><th>out/s</th><th>backlog</th><th>backlog, 15 min</th>"
-           "<th>on disk</th><th>in flight</th><th>retried</th><th>dead-lettered</th>"
+           "<th>on disk, % of backlog</th><th>in "
+           "flight</th><th>retried</th><th>dead-lettered</th>"
            "<th>p99 wait</th><th>p99 processing</th><th>time to drain</th></tr></thead>"
            "<tbody>\n",
            out);

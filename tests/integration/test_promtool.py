@@ -177,7 +177,8 @@ COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped",
             "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped",
             "tickets_expired", "completions_late", "tickets_abandoned")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
-          "keys_active", "key_backlog_max", "state", "queue_bytes", "spool_max_bytes", "warn_at")
+          "spool_messages", "keys_active", "key_backlog_max", "state", "queue_bytes",
+          "spool_max_bytes", "warn_at")
 
 
 def same(a, b):

@@ -67,8 +67,16 @@ def hang_consumer(name, queue):
             % (name, os.path.join(fh.TEST_PLUGINS, "hang.so"), queue))
 
 
+def on_disk(c):
+    """The backlog's share on disk (in messages) as the page shows it."""
+    if not c["backlog"]:
+        return "\u2014"
+    return "%d %%" % ((min(c["spool_messages"], c["backlog"]) * 200 + c["backlog"])
+                      // (2 * c["backlog"]))
+
+
 def figures_of(stats):
-    consumers = {c["name"]: str(c["backlog"]) for c in stats["consumers"]}
+    consumers = {c["name"]: (str(c["backlog"]), on_disk(c)) for c in stats["consumers"]}
     endpoints = {e["endpoint"]: "connected" if e["connected"] else "not connected"
                  for e in stats["hub"]["endpoints"]}
     return consumers, endpoints
@@ -112,9 +120,16 @@ def test_page_in_a_browser_matches_stats():
         assert before == after, (before, after)
         consumers, endpoints = before
         assert dom.live, "the page's script did not run"
-        assert {k: v["backlog"] for k, v in dom.consumers.items()} == consumers, dom.consumers
+        assert {k: (v["backlog"], v["on_disk"]) for k, v in dom.consumers.items()} == consumers, \
+            dom.consumers
         assert {k: v["connected"] for k, v in dom.endpoints.items()} == endpoints, dom.endpoints
-        assert consumers["archive"] == str(n - 1) and consumers["fast"] == "0", consumers
+        assert consumers["archive"] == (str(n - 1), "0 %"), consumers
+        assert consumers["fast"] == ("0", "\u2014"), consumers
+        # The spiller holds at most 20 in memory (its capacity), the rest
+        # of its backlog on disk.
+        assert consumers["spiller"][0] == str(n - 1), consumers
+        assert 100 * (n - 21) // (n - 1) <= int(consumers["spiller"][1].split()[0]) < 100, \
+            consumers
         assert dom.consumers["spiller"]["state"] == "spilling", dom.consumers["spiller"]
         assert dom.consumers["fast"]["state"] == "running"
         assert dom.consumers["fast"]["reason"] == ""
@@ -128,7 +143,7 @@ def test_page_in_a_browser_matches_stats():
             assert r.headers["Content-Type"].startswith("text/html")
             page = r.read().decode()
         plain = Figures(page)
-        assert {k: v["backlog"] for k, v in plain.consumers.items()} == consumers
+        assert {k: (v["backlog"], v["on_disk"]) for k, v in plain.consumers.items()} == consumers
         assert {k: v["connected"] for k, v in plain.endpoints.items()} == endpoints
         assert {k: plain.consumers["halter"][k] for k in halted} == halted, plain.consumers
         assert "src=" not in page and "<link" not in page and "@import" not in page  # self-contained

@@ -132,11 +132,11 @@ s_consumer (const char *name, json_t *queue_wait, json_t *processing)
                               "queue_wait", queue_wait, "processing", processing);
     assert_non_null (json);
     /* The spool and pool figures, distinct so that a swapped field shows. */
-    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
+    json_t *more = json_pack ("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}",
                               "evicted", 1, "spool_bytes", 4096, "spool_corrupt", 6, "keys_active",
                               3, "key_backlog_max", 5, "key_fallback", 2, "spool_cursor_errors", 7,
-                              "spool_fsyncs", 8, "spool_handoff", 9, "spool_lost", 10, "warn_at",
-                              1000, "plugin_version", "1.0");
+                              "spool_fsyncs", 8, "spool_handoff", 9, "spool_lost", 10,
+                              "spool_messages", 11, "warn_at", 1000, "plugin_version", "1.0");
     assert_non_null (more);
     assert_int_equal (json_object_update (json, more), 0);
     json_decref (more);
@@ -422,6 +422,11 @@ test_prometheus_one_consumer (void **state)
         "and not yet written.",
         "# TYPE fanhub_consumer_spool_handoff gauge",
         "fanhub_consumer_spool_handoff{consumer=\"archive\"} 9",
+        "# HELP fanhub_consumer_spool_messages Messages of the backlog written to the spool and "
+        "not "
+        "yet read back.",
+        "# TYPE fanhub_consumer_spool_messages gauge",
+        "fanhub_consumer_spool_messages{consumer=\"archive\"} 11",
         "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting "
         "for a retry.",
         "# TYPE fanhub_consumer_keys_active gauge",
@@ -747,6 +752,7 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spool_lost\" interval=10 N:10",
         "PUTVAL \"myhost/fanhub-buildsys.archive/operations-spool_fsync\" interval=10 N:8",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-spool_handoff\" interval=10 N:9",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-spool\" interval=10 N:11",
         "PUTVAL \"myhost/fanhub-buildsys.archive/count-keys_active\" interval=10 N:3",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length-key_max\" interval=10 N:5",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-key_fallback\" interval=10 N:2",
@@ -813,6 +819,7 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-spool_lost\" interval=2.5 1700000000:10",
         "PUTVAL \"h/fanhub-archive/operations-spool_fsync\" interval=2.5 1700000000:8",
         "PUTVAL \"h/fanhub-archive/queue_length-spool_handoff\" interval=2.5 1700000000:9",
+        "PUTVAL \"h/fanhub-archive/queue_length-spool\" interval=2.5 1700000000:11",
         "PUTVAL \"h/fanhub-archive/count-keys_active\" interval=2.5 1700000000:3",
         "PUTVAL \"h/fanhub-archive/queue_length-key_max\" interval=2.5 1700000000:5",
         "PUTVAL \"h/fanhub-archive/derive-key_fallback\" interval=2.5 1700000000:2",
@@ -878,13 +885,13 @@ test_collectd_sanitising (void **state)
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
         /* Every collectd row of the hub (12), the endpoint's (3) and the
-           consumer's (39 with two per latency), each one PUTVAL. */
+           consumer's (40 with two per latency), each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 54);
+        assert_int_equal (lines, 55);
         free (text);
         json_decref (stats);
     }
