@@ -246,6 +246,79 @@ def yaml_list(items):
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+# ---- Bus hubs, CURVE keys and bus peers (test_curve*, test_bus_endpoints,
+# test_health)
+
+def bus_hub_yaml(bus, consumers=None, extra=""):
+    """A hub's configuration: bus, a dict (connect, bind, curve, allow_ip,
+    connect_warning...: JSON, which YAML reads), extra top-level YAML, and
+    consumers, YAML entries (default: one "null" consumer)."""
+    return "bus: %s\n%sconsumers:\n%s" % (json.dumps(bus), extra,
+                                           consumers or '  - {name: n, plugin: "null"}\n')
+
+
+def log_consumer_yaml(name, path, capacity=None):
+    """A `log` consumer entry writing every message to path."""
+    queue = "    queue: {capacity: %d}\n" % capacity if capacity else ""
+    return ("  - name: %s\n    plugin: log\n%s    options: {path: %s, flush_ms: 20}\n"
+            % (name, queue, json.dumps(path)))
+
+
+class Keys:
+    """A CURVE key pair made by `fanhub keygen` at wd's NAME: the files it
+    wrote (public_file, secret_file) and the Z85 keys (public, secret:
+    bytes)."""
+
+    def __init__(self, wd, name):
+        import zmq.auth
+        self.public_file = wd.file(name)
+        status, _, err = run(["keygen", self.public_file])
+        assert status == 0, err
+        self.secret_file = self.public_file + "_secret"
+        self.public, self.secret = zmq.auth.load_certificate(self.secret_file)
+
+
+def zmq_peer(kind=zmq.XPUB, client=None, server_secret=None):
+    """A pyzmq socket (no linger, no send limit): plaintext, a CURVE client
+    given client=(public, secret, server_public), or a CURVE server given
+    its secret key."""
+    sock = zmq.Context.instance().socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    if client is not None:
+        sock.curve_publickey, sock.curve_secretkey, sock.curve_serverkey = client
+    if server_secret is not None:
+        sock.curve_server = True
+        sock.curve_secretkey = server_secret
+    return sock
+
+
+def bind_xpub(endpoint, server_secret=None):
+    """A zmq_peer() XPUB bound at endpoint; the port of a publisher just
+    closed is freed by libzmq's I/O thread a moment later, so EADDRINUSE
+    waits."""
+    sock = zmq_peer(server_secret=server_secret)
+
+    def bound():
+        try:
+            sock.bind(endpoint)
+            return True
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EADDRINUSE:
+                raise
+            return False
+    wait_for(bound, "binding " + endpoint)
+    return sock
+
+
+def endpoint_stats(hub, address):
+    """The STATS entry of the hub's bus endpoint address."""
+    for e in hub.stats()["hub"]["endpoints"]:
+        if e["endpoint"] == address:
+            return e
+    raise AssertionError("no endpoint %s in STATS" % address)
+
+
 # A case that cannot run here (a tool scripts/deps installs is missing)
 # raises Skip. The test program then exits SKIP_STATUS, which ctest shows
 # as "Skipped" (the SKIP_RETURN_CODE of tests/CMakeLists.txt), unless it

@@ -10,21 +10,11 @@ import os
 import shutil
 import subprocess
 
-import zmq
-
 import fanhublib as fh
 
 
-def config(endpoints, warning="0.3"):
-    return ("bus:\n  connect: %s\n  connect_warning: %s\nconsumers:\n"
-            "  - {name: n, plugin: \"null\"}\n" % (fh.yaml_list(endpoints), warning))
-
-
-def endpoint_stats(hub, address):
-    for e in hub.stats()["hub"]["endpoints"]:
-        if e["endpoint"] == address:
-            return e
-    raise AssertionError("no endpoint %s in STATS" % address)
+def config(endpoints, warning=0.3):
+    return fh.bus_hub_yaml({"connect": endpoints, "connect_warning": warning})
 
 
 def warnings_about(hub, address):
@@ -45,17 +35,15 @@ def test_refused_port_warns_then_connects():
         fh.wait_for(lambda: any(w.endswith(": connection refused or unreachable; still trying")
                                 for w in warnings_about(hub, address)),
                     "the warning naming the cause", hub=hub)
-        e = endpoint_stats(hub, address)
+        e = fh.endpoint_stats(hub, address)
         assert e["connected"] is False and e["last_error"] == "connection refused or unreachable", e
         started = e["since"]
         # It repeats while it lasts, each gap longer.
         fh.wait_for(lambda: len(warnings_about(hub, address)) >= 3, "repeated warnings", hub=hub)
         # A publisher appears: one info line, and STATS follows.
-        pub = zmq.Context.instance().socket(zmq.XPUB)
-        pub.setsockopt(zmq.LINGER, 0)
-        pub.bind(address)
+        pub = fh.bind_xpub(address)
         hub.wait_log("fanhub: info: bus: connected to %s" % address)
-        e = endpoint_stats(hub, address)
+        e = fh.endpoint_stats(hub, address)
         assert e["connected"] is True and e["since"] > started, e
         fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
         pub.recv()
@@ -67,7 +55,7 @@ def test_refused_port_warns_then_connects():
         assert "warning: bus: disconnected" not in hub.log()
         fh.wait_for(lambda: len(warnings_about(hub, address)) > warned,
                     "the warning after the disconnect", hub=hub)
-        assert endpoint_stats(hub, address)["connected"] is False
+        assert fh.endpoint_stats(hub, address)["connected"] is False
         status, out, _ = fh.run(["stats", "-e", hub.control, "--format", "prometheus"])
         assert status == 0
         assert 'fanhub_endpoint_since_timestamp_seconds{endpoint="%s",kind="connect"}' % address in out
@@ -115,7 +103,7 @@ def test_unresolvable_name_warns_with_the_cause():
         fh.wait_for(lambda: any(w.endswith(": name not resolved; still trying")
                                 for w in warnings_about(hub, address)),
                     "the warning naming the cause", hub=hub)
-        e = endpoint_stats(hub, address)
+        e = fh.endpoint_stats(hub, address)
         assert e["connected"] is False and e["last_error"] == "name not resolved", e
         assert hub.stop() == 0, hub.log()
         # check --connect says so too, from the same namespace.
@@ -136,8 +124,7 @@ def test_check_connect():
     """`fanhub check --connect` tries each endpoint and says what it found."""
     wd = fh.Workdir()
     refused = "tcp://127.0.0.1:%d" % fh.free_port()
-    pub = zmq.Context.instance().socket(zmq.XPUB)
-    pub.setsockopt(zmq.LINGER, 0)
+    pub = fh.zmq_peer()
     port = pub.bind_to_random_port("tcp://127.0.0.1")
     listening = "tcp://127.0.0.1:%d" % port
     try:

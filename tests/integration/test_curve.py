@@ -9,43 +9,23 @@ import socket
 import stat
 
 import zmq
-import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
 import fanhublib as fh
 
 
-def keygen(wd, name):
-    """`fanhub keygen` a pair; returns (public file, secret file, public, secret)."""
-    path = wd.file(name)
-    status, out, err = fh.run(["keygen", path])
-    assert status == 0, err
-    public, secret = zmq.auth.load_certificate(path + "_secret")
-    return path, path + "_secret", public, secret
-
-
-def log_yaml(name, path, capacity=100000):
-    return ("  - name: %s\n    plugin: log\n    queue: {capacity: %d}\n"
-            "    options: {path: %s, flush_ms: 20}\n" % (name, capacity, json.dumps(path)))
-
-
-def curve_yaml(secret_file, allow=None, server_key=None):
-    curve = {"secret_key_file": secret_file}
+def curve(secret_file, allow=None, server_key=None):
+    """A bus.curve setting."""
+    setting = {"secret_key_file": secret_file}
     if allow is not None:
-        curve["allow"] = [k.decode() for k in allow]
+        setting["allow"] = [k.decode() for k in allow]
     if server_key is not None:
-        curve["server_public_key"] = server_key.decode()
-    return "  curve: %s\n" % json.dumps(curve)
+        setting["server_public_key"] = server_key.decode()
+    return setting
 
 
-def curve_client(kind, public, secret, server_public):
-    sock = zmq.Context.instance().socket(kind)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.curve_publickey = public
-    sock.curve_secretkey = secret
-    sock.curve_serverkey = server_public
-    return sock
+def log_yaml(name, path):
+    return fh.log_consumer_yaml(name, path, capacity=100000)
 
 
 def hub_figure(hub, key):
@@ -54,7 +34,8 @@ def hub_figure(hub, key):
 
 def test_keygen_and_the_secret_mode():
     wd = fh.Workdir()
-    path, secret_file, public, secret = keygen(wd, "hub")
+    keys = fh.Keys(wd, "hub")
+    path, secret_file, public, secret = keys.public_file, keys.secret_file, keys.public, keys.secret
     assert stat.S_IMODE(os.stat(secret_file).st_mode) == 0o600
     assert len(public) == 40 and len(secret) == 40
     with open(path) as f:
@@ -62,9 +43,9 @@ def test_keygen_and_the_secret_mode():
     status, _, err = fh.run(["keygen", path])
     assert status == 1 and "exists; not overwriting a key" in err, err
 
-    config = wd.write("c.yaml", "bus:\n  bind: tcp://127.0.0.1:%d\n%s"
-                      "consumers:\n  - {name: n, plugin: \"null\"}\n"
-                      % (fh.free_port(), curve_yaml(secret_file, allow=[public])))
+    bind = "tcp://127.0.0.1:%d" % fh.free_port()
+    config = wd.write("c.yaml", fh.bus_hub_yaml({"bind": bind,
+                                                 "curve": curve(secret_file, allow=[public])}))
     status, out, err = fh.run(["check", "-c", config])
     assert status == 0, err
     os.chmod(secret_file, 0o640)
@@ -77,15 +58,11 @@ def test_keygen_and_the_secret_mode():
     assert status == 2 and "mode 0640" in err, err
     # Half a configuration is refused by name.
     os.chmod(secret_file, 0o600)
-    config = wd.write("d.yaml", "bus:\n  bind: tcp://127.0.0.1:%d\n%s"
-                      "consumers:\n  - {name: n, plugin: \"null\"}\n"
-                      % (fh.free_port(), curve_yaml(secret_file)))
+    config = wd.write("d.yaml", fh.bus_hub_yaml({"bind": bind, "curve": curve(secret_file)}))
     status, _, err = fh.run(["check", "-c", config])
     assert status == 2 and "bus.curve.allow: missing: with curve, bus.bind" in err, err
-    config = wd.write("e.yaml", "bus:\n  bind: tcp://127.0.0.1:%d\n  curve: %s\n"
-                      "consumers:\n  - {name: n, plugin: \"null\"}\n"
-                      % (fh.free_port(), json.dumps({"secret_key_file": secret_file,
-                                                     "allow_dir": wd.file("none")})))
+    config = wd.write("e.yaml", fh.bus_hub_yaml({"bind": bind, "curve": {
+        "secret_key_file": secret_file, "allow_dir": wd.file("none")}}))
     status, _, err = fh.run(["check", "-c", config])
     assert status == 2 and "bus.curve.allow_dir: %s is not a directory" % wd.file("none") in err, err
     wd.cleanup()
@@ -94,13 +71,13 @@ def test_keygen_and_the_secret_mode():
 def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
     n = 10000
     wd = fh.Workdir()
-    _, hub_secret, hub_public, _ = keygen(wd, "hub")
-    _, _, client_public, client_secret = keygen(wd, "client")
+    hub_keys, client_keys = fh.Keys(wd, "hub"), fh.Keys(wd, "client")
+    hub_secret, hub_public = hub_keys.secret_file, hub_keys.public
     stranger_public, stranger_secret = zmq.curve_keypair()
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, "bus:\n  bind: %s\n%sconsumers:\n%s"
-                 % (endpoint, curve_yaml(hub_secret, allow=[client_public]),
-                    log_yaml("all", wd.file("all.jsonl"))))
+    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint,
+                                      "curve": curve(hub_secret, allow=[client_keys.public])},
+                                     log_yaml("all", wd.file("all.jsonl"))))
     socks = []
     try:
         hub.wait_ready()
@@ -119,7 +96,7 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         denied = hub_figure(hub, "auth_denied")
 
         # CURVE, with a key the hub does not know: ZAP says no.
-        stranger = curve_client(zmq.XPUB, stranger_public, stranger_secret, hub_public)
+        stranger = fh.zmq_peer(client=(stranger_public, stranger_secret, hub_public))
         socks.append(stranger)
         stranger.connect(endpoint)
         fh.wait_for(lambda: hub_figure(hub, "auth_denied") > denied,
@@ -128,7 +105,7 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         stranger.close()
 
         # The allowed key: every message, exactly.
-        client = curve_client(zmq.XPUB, client_public, client_secret, hub_public)
+        client = fh.zmq_peer(client=(client_keys.public, client_keys.secret, hub_public))
         socks.append(client)
         client.connect(endpoint)
         fh.wait_for(lambda: client.poll(0), "the hub's subscription", hub=hub)
@@ -149,8 +126,7 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         status, out, err = fh.run(["stats", "-e", hub.control, "--format", "collectd"])
         assert status == 0 and "derive-auth_denied" in out, out
         assert hub.stop() == 0, hub.log()
-        with open(hub_secret) as f:
-            secret_text = zmq.auth.load_certificate(hub_secret)[1].decode()
+        secret_text = hub_keys.secret.decode()
         assert secret_text not in text and secret_text not in hub.log()
         wd.cleanup()
     finally:
@@ -163,19 +139,18 @@ def test_allow_dir():
     """Keys from a zcert directory (zcertstore): a client whose public
     certificate is there gets in."""
     wd = fh.Workdir()
-    _, hub_secret, hub_public, _ = keygen(wd, "hub")
+    hub_keys = fh.Keys(wd, "hub")
     os.mkdir(wd.file("allowed"))
-    _, client_secret_file, client_public, client_secret = keygen(wd, "allowed/client")
-    os.rename(client_secret_file, wd.file("client_secret"))  # only the public file stays
+    client_keys = fh.Keys(wd, "allowed/client")
+    os.rename(client_keys.secret_file, wd.file("client_secret"))  # only the public file stays
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, "bus:\n  bind: %s\n  curve: %s\nconsumers:\n%s"
-                 % (endpoint, json.dumps({"secret_key_file": hub_secret,
-                                          "allow_dir": wd.file("allowed")}),
-                    log_yaml("all", wd.file("all.jsonl"))))
+    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint, "curve": {
+        "secret_key_file": hub_keys.secret_file, "allow_dir": wd.file("allowed")}},
+        log_yaml("all", wd.file("all.jsonl"))))
     client = None
     try:
         hub.wait_ready()
-        client = curve_client(zmq.XPUB, client_public, client_secret, hub_public)
+        client = fh.zmq_peer(client=(client_keys.public, client_keys.secret, hub_keys.public))
         client.connect(endpoint)
         fh.wait_for(lambda: client.poll(0), "the hub's subscription", hub=hub)
         client.recv()
@@ -194,13 +169,12 @@ def test_allow_dir():
 def test_allow_ip_refuses_other_addresses():
     wd = fh.Workdir()
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, "bus:\n  bind: %s\n  allow_ip: [192.0.2.1]\nconsumers:\n%s"
-                 % (endpoint, log_yaml("all", wd.file("all.jsonl"))))
+    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint, "allow_ip": ["192.0.2.1"]},
+                                     log_yaml("all", wd.file("all.jsonl"))))
     pub = None
     try:
         hub.wait_ready()
-        pub = zmq.Context.instance().socket(zmq.XPUB)
-        pub.setsockopt(zmq.LINGER, 0)
+        pub = fh.zmq_peer()
         pub.connect(endpoint)
         fh.wait_for(lambda: hub_figure(hub, "auth_denied") >= 1,
                     "a connection from 127.0.0.1 to be refused", hub=hub)
@@ -227,8 +201,7 @@ def test_allow_ip_networks():
         pub = None
         try:
             hub.wait_ready()
-            pub = zmq.Context.instance().socket(zmq.XPUB)
-            pub.setsockopt(zmq.LINGER, 0)
+            pub = fh.zmq_peer()
             pub.connect(endpoint)
             if admitted:
                 fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
@@ -257,27 +230,26 @@ def test_relay_chain_with_curve_on_both_hops():
     its ZAP lets hub B in) --CURVE--> hub B (bus.connect)."""
     n = 2000
     wd = fh.Workdir()
-    _, a_secret, a_public, _ = keygen(wd, "a")
-    _, relay_secret, relay_public, _ = keygen(wd, "relay")
-    _, b_secret, b_public, _ = keygen(wd, "b")
+    a, relay_keys, b = fh.Keys(wd, "a"), fh.Keys(wd, "relay"), fh.Keys(wd, "b")
     pub_public, pub_secret = zmq.curve_keypair()
     a_endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
     relay_endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
     relay = {"bind": relay_endpoint, "require_subscriber": True, "subscriber_wait_ms": 120000,
-             "curve": {"secret_key_file": relay_secret, "allow": [b_public.decode()]}}
-    hub_a = fh.Hub(wd, "bus:\n  bind: %s\n%sconsumers:\n"
-                   "  - name: relay\n    plugin: relay\n    options: %s\n"
-                   % (a_endpoint, curve_yaml(a_secret, allow=[pub_public]), json.dumps(relay)),
-                   name="a")
+             "curve": curve(relay_keys.secret_file, allow=[b.public])}
+    hub_a = fh.Hub(wd, fh.bus_hub_yaml({"bind": a_endpoint,
+                                        "curve": curve(a.secret_file, allow=[pub_public])},
+                                       "  - name: relay\n    plugin: relay\n    options: %s\n"
+                                       % json.dumps(relay)), name="a")
     hub_b = None
     client = None
     try:
         hub_a.wait_ready()
-        hub_b = fh.Hub(wd, "bus:\n  connect: %s\n%sconsumers:\n%s"
-                       % (relay_endpoint, curve_yaml(b_secret, server_key=relay_public),
-                          log_yaml("mirror", wd.file("b.jsonl"))), name="b")
+        hub_b = fh.Hub(wd, fh.bus_hub_yaml(
+            {"connect": relay_endpoint,
+             "curve": curve(b.secret_file, server_key=relay_keys.public)},
+            log_yaml("mirror", wd.file("b.jsonl"))), name="b")
         hub_b.wait_ready()
-        client = curve_client(zmq.XPUB, pub_public, pub_secret, a_public)
+        client = fh.zmq_peer(client=(pub_public, pub_secret, a.public))
         client.connect(a_endpoint)
         fh.wait_for(lambda: client.poll(0), "hub A's subscription", hub=hub_a)
         client.recv()
@@ -292,7 +264,8 @@ def test_relay_chain_with_curve_on_both_hops():
         # A subscriber the relay does not know gets nothing: its handshake
         # is refused by the relay's own ZAP handler.
         stranger_public, stranger_secret = zmq.curve_keypair()
-        stranger = curve_client(zmq.SUB, stranger_public, stranger_secret, relay_public)
+        stranger = fh.zmq_peer(zmq.SUB, client=(stranger_public, stranger_secret,
+                                                relay_keys.public))
         stranger.setsockopt(zmq.SUBSCRIBE, b"")
         monitor = stranger.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                                               | zmq.EVENT_HANDSHAKE_FAILED_AUTH

@@ -7,61 +7,17 @@ right publisher is there; a wrong server_public_key is one warning, not
 ten lines a second; a bound CURVE hub counts every refused plaintext peer
 in auth_denied and logs it. Peers are pyzmq sockets; every wait is for a
 condition."""
-import json
-
 import zmq
-import zmq.auth
 
 import fanhublib as fh
 
 
-def keygen(wd, name):
-    path = wd.file(name)
-    status, _, err = fh.run(["keygen", path])
-    assert status == 0, err
-    public, secret = zmq.auth.load_certificate(path + "_secret")
-    return path + "_secret", public
-
-
 def hub_config(wd, connect=None, bind=None, curve=None):
     bus = {"connect_warning": 0}  # only the handshake's lines, however slow the machine
-    if connect:
-        bus["connect"] = connect
-    if bind:
-        bus["bind"] = bind
-    if curve:
-        bus["curve"] = curve
-    return ("bus: %s\nconsumers:\n  - name: all\n    plugin: log\n"
-            "    options: {path: %s, flush_ms: 20}\n" % (json.dumps(bus), json.dumps(wd.file("all.jsonl"))))
-
-
-def publisher(endpoint, server_secret=None):
-    """An XPUB bound at endpoint: plaintext, or a CURVE server."""
-    sock = zmq.Context.instance().socket(zmq.XPUB)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    if server_secret is not None:
-        sock.curve_server = True
-        sock.curve_secretkey = server_secret
-    def bound():
-        # The port of a publisher just closed is freed by libzmq's I/O
-        # thread a moment later.
-        try:
-            sock.bind(endpoint)
-            return True
-        except zmq.ZMQError as e:
-            if e.errno != zmq.EADDRINUSE:
-                raise
-            return False
-    fh.wait_for(bound, "binding " + endpoint)
-    return sock
-
-
-def endpoint_stats(hub, address):
-    for e in hub.stats()["hub"]["endpoints"]:
-        if e["endpoint"] == address:
-            return e
-    raise AssertionError("no endpoint %s" % address)
+    for key, value in (("connect", connect), ("bind", bind), ("curve", curve)):
+        if value:
+            bus[key] = value
+    return fh.bus_hub_yaml(bus, fh.log_consumer_yaml("all", wd.file("all.jsonl")))
 
 
 def deliver(hub, wd, pub, n=3):
@@ -81,20 +37,20 @@ def lines_with(hub, text):
 
 def mismatch_then_recover(hub_is_curve):
     wd = fh.Workdir()
-    hub_secret_file, hub_public = keygen(wd, "hub")
+    hub_keys = fh.Keys(wd, "hub")
     pub_public, pub_secret = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
-    curve = {"secret_key_file": hub_secret_file, "server_public_key": pub_public.decode()}
+    curve = {"secret_key_file": hub_keys.secret_file, "server_public_key": pub_public.decode()}
     hub = fh.Hub(wd, hub_config(wd, connect=address, curve=curve if hub_is_curve else None))
     wrong = right = None
     try:
         hub.wait_ready()
         # The wrong kind of publisher: plaintext for a CURVE hub, or CURVE
         # for a plaintext one.
-        wrong = publisher(address, None if hub_is_curve else pub_secret)
-        fh.wait_for(lambda: endpoint_stats(hub, address)["handshake_failures"] >= 3,
+        wrong = fh.bind_xpub(address, None if hub_is_curve else pub_secret)
+        fh.wait_for(lambda: fh.endpoint_stats(hub, address)["handshake_failures"] >= 3,
                     "failed handshakes, retried", hub=hub)
-        e = endpoint_stats(hub, address)
+        e = fh.endpoint_stats(hub, address)
         # Whichever side sees the mismatch first hangs up: the cause is
         # the mismatch, or the peer closing mid-handshake.
         assert e["connected"] is False, e
@@ -105,10 +61,10 @@ def mismatch_then_recover(hub_is_curve):
         wrong.close()
         wrong = None
         # The right publisher comes back: the hub connects and delivers.
-        right = publisher(address, pub_secret if hub_is_curve else None)
+        right = fh.bind_xpub(address, pub_secret if hub_is_curve else None)
         hub.wait_log("fanhub: info: bus: connected to %s" % address)
         deliver(hub, wd, right)
-        assert endpoint_stats(hub, address)["connected"] is True
+        assert fh.endpoint_stats(hub, address)["connected"] is True
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
@@ -128,19 +84,19 @@ def test_plaintext_hub_curve_publisher_then_a_plaintext_one():
 
 def test_wrong_server_key_is_one_warning_and_counted():
     wd = fh.Workdir()
-    hub_secret_file, _ = keygen(wd, "hub")
+    hub_keys = fh.Keys(wd, "hub")
     pub_public, pub_secret = zmq.curve_keypair()
     other_public, _ = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
-    curve = {"secret_key_file": hub_secret_file, "server_public_key": other_public.decode()}
+    curve = {"secret_key_file": hub_keys.secret_file, "server_public_key": other_public.decode()}
     hub = fh.Hub(wd, hub_config(wd, connect=address, curve=curve))
     pub = None
     try:
         hub.wait_ready()
-        pub = publisher(address, pub_secret)
-        fh.wait_for(lambda: endpoint_stats(hub, address)["handshake_failures"] >= 4,
+        pub = fh.bind_xpub(address, pub_secret)
+        fh.wait_for(lambda: fh.endpoint_stats(hub, address)["handshake_failures"] >= 4,
                     "four failed handshakes", hub=hub)
-        e = endpoint_stats(hub, address)
+        e = fh.endpoint_stats(hub, address)
         assert e["connected"] is False, e
         assert "a wrong bus.curve.server_public_key" in e["last_error"], e
         about = lines_with(hub, address)
@@ -164,10 +120,10 @@ def test_wrong_server_key_is_one_warning_and_counted():
 
 def test_bound_curve_hub_counts_and_logs_every_plaintext_peer():
     wd = fh.Workdir()
-    hub_secret_file, hub_public = keygen(wd, "hub")
+    hub_keys = fh.Keys(wd, "hub")
     allowed_public, _ = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
-    curve = {"secret_key_file": hub_secret_file, "allow": [allowed_public.decode()]}
+    curve = {"secret_key_file": hub_keys.secret_file, "allow": [allowed_public.decode()]}
     hub = fh.Hub(wd, hub_config(wd, bind=address, curve=curve))
     try:
         hub.wait_ready()

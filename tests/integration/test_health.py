@@ -13,8 +13,6 @@ import socket
 import urllib.error
 import urllib.request
 
-import zmq
-
 import fanhublib as fh
 
 
@@ -28,9 +26,8 @@ def get(url):
 
 def hub_with_http(wd, connect, consumers, extra="", env=None):
     listen = "127.0.0.1:%d" % fh.free_port()
-    config = ("bus:\n  connect: %s\n  connect_warning: 0\n%smetrics:\n  prometheus:\n"
-              "    listen: \"%s\"\nconsumers:\n%s" % (fh.yaml_list(connect), extra, listen,
-                                                     consumers))
+    config = fh.bus_hub_yaml({"connect": connect, "connect_warning": 0}, consumers,
+                             extra + "metrics:\n  prometheus:\n    listen: \"%s\"\n" % listen)
     hub = fh.Hub(wd, config, env=env)
     hub.wait_ready()  # the control socket answers
     base = "http://" + listen
@@ -59,14 +56,6 @@ def readiness(base, status, *words):
     return check
 
 
-def bind_publisher(address):
-    pub = zmq.Context.instance().socket(zmq.XPUB)
-    pub.setsockopt(zmq.LINGER, 0)
-    pub.setsockopt(zmq.SNDHWM, 0)
-    pub.bind(address)
-    return pub
-
-
 def test_endpoint_down_then_up():
     wd = fh.Workdir()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
@@ -77,7 +66,7 @@ def test_endpoint_down_then_up():
         assert status == 200 and body["status"] == "ok", body
         fh.wait_for(readiness(base, 503, "bus endpoint %s not connected (connection refused"
                               % address), "readyz 503 for the endpoint", hub=hub)
-        pub = bind_publisher(address)
+        pub = fh.bind_xpub(address)
         fh.wait_for(readiness(base, 200), "readyz 200 once connected", hub=hub)
         # The status page and its JSON on a hub that stops cleanly: the
         # sanitizer builds check what making them leaves behind.
