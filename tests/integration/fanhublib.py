@@ -246,6 +246,30 @@ def yaml_list(items):
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
+class Cleanup:
+    """What a test must end however it ends: `with fh.Cleanup() as cleanup:`
+    then `x = cleanup.add(x)` for each hub, collectd, publisher or socket;
+    at the end of the block each is ended, the last added first, with
+    kill() when it has one (after a clean stop it does nothing), else
+    close(). A passing test still stops its hubs itself, checking the exit
+    status."""
+
+    def __init__(self):
+        self.things = []
+
+    def add(self, thing):
+        self.things.append(thing)
+        return thing
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for thing in reversed(self.things):
+            (getattr(thing, "kill", None) or thing.close)()
+        return False
+
+
 # ---- Bus hubs, CURVE keys and bus peers (test_curve*, test_bus_endpoints,
 # test_health)
 

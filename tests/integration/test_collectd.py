@@ -448,14 +448,13 @@ def test_a_consumer_down_then_up_is_notified():
     fails) is down: collectd logs a warning naming it and the error, then
     "okay" once a worker started again."""
     wd = fh.Workdir()
-    pub = fh.Publisher()
-    collectd = Collectd(wd, collectd_conf(wd))
-    hub = None
     flaky = fh.PythonConsumer(wd, "flaky")
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        collectd = cleanup.add(Collectd(wd, collectd_conf(wd)))
         config = ("bus:\n  connect: [%s]\nmetrics:\n  collectd: {socket: %s, interval: 1}\n"
                   "consumers:\n%s" % (pub.endpoint, json.dumps(collectd.socket), flaky.yaml()))
-        hub = fh.Hub(wd, config, env=flaky.env())
+        hub = cleanup.add(fh.Hub(wd, config, env=flaky.env()))
         pub.wait_subscribed(hub=hub)
         flaky.break_import(hub)
         wait_notification(collectd, hub, "WARNING", "flaky", "consumer 'flaky': down: ")
@@ -468,12 +467,7 @@ def test_a_consumer_down_then_up_is_notified():
             "WARNING", "OKAY"], notifications(collectd)
         assert hub.stop() == 0, hub.log()
         collectd.stop()
-        wd.cleanup()
-    finally:
-        collectd.kill()
-        if hub:
-            hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 def test_hub_outlives_a_collectd_restart():

@@ -24,11 +24,11 @@ def get(url):
         return e.code, e.headers.get("Content-Type"), json.loads(e.read())
 
 
-def hub_with_http(wd, connect, consumers, extra="", env=None):
+def hub_with_http(cleanup, wd, connect, consumers, extra="", env=None):
     listen = "127.0.0.1:%d" % fh.free_port()
     config = fh.bus_hub_yaml({"connect": connect, "connect_warning": 0}, consumers,
                              extra + "metrics:\n  prometheus:\n    listen: \"%s\"\n" % listen)
-    hub = fh.Hub(wd, config, env=env)
+    hub = cleanup.add(fh.Hub(wd, config, env=env))
     hub.wait_ready()  # the control socket answers
     base = "http://" + listen
 
@@ -59,14 +59,13 @@ def readiness(base, status, *words):
 def test_endpoint_down_then_up():
     wd = fh.Workdir()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub, base = hub_with_http(wd, [address], '  - {name: n, plugin: "null"}\n')
-    pub = None
-    try:
+    with fh.Cleanup() as cleanup:
+        hub, base = hub_with_http(cleanup, wd, [address], '  - {name: n, plugin: "null"}\n')
         status, _, body = get(base + "/healthz")
         assert status == 200 and body["status"] == "ok", body
         fh.wait_for(readiness(base, 503, "bus endpoint %s not connected (connection refused"
                               % address), "readyz 503 for the endpoint", hub=hub)
-        pub = fh.bind_xpub(address)
+        cleanup.add(fh.bind_xpub(address))
         fh.wait_for(readiness(base, 200), "readyz 200 once connected", hub=hub)
         # The status page and its JSON on a hub that stops cleanly: the
         # sanitizer builds check what making them leaves behind.
@@ -75,20 +74,16 @@ def test_endpoint_down_then_up():
         with urllib.request.urlopen(base + "/status.json", timeout=30) as r:
             assert json.loads(r.read())["hub"]["endpoints"][0]["connected"] is True
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        if pub is not None:
-            pub.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_stuck_consumer_then_not():
     wd = fh.Workdir()
-    pub = fh.Publisher()
     consumers = ("  - name: slow\n    plugin: %s\n    consume_timeout: 0.2\n"
                  "    options: {consume_ms: 3000}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
-    hub, base = hub_with_http(wd, [pub.endpoint], consumers)
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], consumers)
         pub.wait_subscribed(hub=hub)
         fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         pub.send("org.test.slow", "{}")
@@ -96,21 +91,18 @@ def test_stuck_consumer_then_not():
         assert get(base + "/healthz")[0] == 200  # stuck is not dead
         fh.wait_for(readiness(base, 200), "readyz 200 after the call returned", hub=hub)
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 def test_full_spool_then_drained():
     wd = fh.Workdir()
-    pub = fh.Publisher()
     consumers = ("  - name: spiller\n    plugin: %s\n"
                  "    queue: {capacity: 1, overflow: spill, spool_max_bytes: 4096}\n"
                  "    options: {consume_ms: 20}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
-    hub, base = hub_with_http(wd, [pub.endpoint], consumers,
-                              extra="state_dir: %s\n" % json.dumps(wd.file("state")))
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], consumers,
+                                  extra="state_dir: %s\n" % json.dumps(wd.file("state")))
         pub.wait_subscribed(hub=hub)
         fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         for i in range(200):
@@ -119,10 +111,7 @@ def test_full_spool_then_drained():
                     "readyz 503 spool full", hub=hub)
         fh.wait_for(readiness(base, 200), "readyz 200 once drained", hub=hub)
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 def test_a_consumer_down_then_up_and_one_halted():
@@ -131,11 +120,11 @@ def test_a_consumer_down_then_up_and_one_halted():
     worker raised HaltConsumer is halted; each makes /readyz 503 naming
     it and its last error, and the down one 200 again once it is up."""
     wd = fh.Workdir()
-    pub = fh.Publisher()
     flaky = fh.PythonConsumer(wd, "flaky")
     halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
-    hub, base = hub_with_http(wd, [pub.endpoint], flaky.yaml() + halter.yaml(), env=flaky.env())
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], flaky.yaml() + halter.yaml(), env=flaky.env())
         pub.wait_subscribed(hub=hub)
         fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         flaky.break_import(hub)
@@ -149,10 +138,7 @@ def test_a_consumer_down_then_up_and_one_halted():
                               "asked to halt"), "readyz 503 naming the halted consumer", hub=hub)
         assert get(base + "/healthz")[0] == 200
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 def test_blocked_enqueuer_stops_the_watchdog():
@@ -169,12 +155,13 @@ def test_blocked_enqueuer_stops_the_watchdog():
                 got.append(listener.recv(4096).decode())
             except socket.timeout:
                 return got
-    pub = fh.Publisher()
     consumers = ("  - name: wedged\n    plugin: %s\n    queue: {capacity: 1, overflow: block}\n"
                  "    options: {consume_ms: forever}\n" % os.path.join(fh.TEST_PLUGINS, "hang.so"))
     env = {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "2000000"}
-    hub, base = hub_with_http(wd, [pub.endpoint], consumers, env=env)
-    try:
+    with fh.Cleanup() as cleanup:
+        cleanup.add(listener)
+        pub = cleanup.add(fh.Publisher())
+        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], consumers, env=env)
         pub.wait_subscribed(hub=hub)
         fh.wait_for(lambda: any("WATCHDOG=1" in d for d in datagrams()), "WATCHDOG=1", hub=hub)
         for i in range(5):  # one consumed for ever, one queued, the third blocks
@@ -188,11 +175,7 @@ def test_blocked_enqueuer_stops_the_watchdog():
         hub.wait_log("fanhub: warning: watchdog: not fed: the enqueuer has not advanced for")
         status, _, body = get(base + "/healthz")
         assert status == 503 and "the enqueuer has not advanced" in body["reasons"][0], body
-        wd.cleanup()
-    finally:
-        hub.kill()
-        pub.close()
-        listener.close()
+    wd.cleanup()
 
 
 if __name__ == "__main__":
