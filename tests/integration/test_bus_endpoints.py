@@ -26,9 +26,8 @@ def test_refused_port_warns_then_connects():
     wd = fh.Workdir()
     port = fh.free_port()
     address = "tcp://127.0.0.1:%d" % port
-    hub = fh.Hub(wd, config([address]))
-    pub = None
-    try:
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(wd, config([address])))
         hub.wait_ready()
         # The first warning may come before ZeroMQ's first answer ("no
         # answer yet" on a loaded machine); one names the cause.
@@ -41,7 +40,7 @@ def test_refused_port_warns_then_connects():
         # It repeats while it lasts, each gap longer.
         fh.wait_for(lambda: len(warnings_about(hub, address)) >= 3, "repeated warnings", hub=hub)
         # A publisher appears: one info line, and STATS follows.
-        pub = fh.bind_xpub(address)
+        pub = cleanup.add(fh.bind_xpub(address))
         hub.wait_log("fanhub: info: bus: connected to %s" % address)
         e = fh.endpoint_stats(hub, address)
         assert e["connected"] is True and e["since"] > started, e
@@ -60,11 +59,7 @@ def test_refused_port_warns_then_connects():
         assert status == 0
         assert 'fanhub_endpoint_since_timestamp_seconds{endpoint="%s",kind="connect"}' % address in out
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        if pub is not None:
-            pub.close()
-        hub.kill()
+    wd.cleanup()
 
 
 class Netns:
@@ -96,9 +91,9 @@ def test_unresolvable_name_warns_with_the_cause():
     netns = Netns()
     wd = fh.Workdir()
     address = "tcp://bus.fanhub.invalid:9940"
-    hub = None
-    try:
-        hub = fh.Hub(wd, config([address]), prefix=netns.prefix())
+    with fh.Cleanup() as cleanup:
+        cleanup.add(netns)
+        hub = cleanup.add(fh.Hub(wd, config([address]), prefix=netns.prefix()))
         hub.wait_ready()
         fh.wait_for(lambda: any(w.endswith(": name not resolved; still trying")
                                 for w in warnings_about(hub, address)),
@@ -113,21 +108,16 @@ def test_unresolvable_name_warns_with_the_cause():
         assert proc.returncode == 1, (proc.stdout, proc.stderr)
         assert "  %s: name not resolved; bus.fanhub.invalid does not resolve" % address \
             in proc.stdout, proc.stdout
-        wd.cleanup()
-    finally:
-        if hub is not None:
-            hub.kill()
-        netns.close()
+    wd.cleanup()
 
 
 def test_check_connect():
     """`fanhub check --connect` tries each endpoint and says what it found."""
     wd = fh.Workdir()
     refused = "tcp://127.0.0.1:%d" % fh.free_port()
-    pub = fh.zmq_peer()
-    port = pub.bind_to_random_port("tcp://127.0.0.1")
-    listening = "tcp://127.0.0.1:%d" % port
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.zmq_peer())
+        listening = "tcp://127.0.0.1:%d" % pub.bind_to_random_port("tcp://127.0.0.1")
         path = wd.write("c.yaml", config([listening, refused]))
         status, out, err = fh.run(["check", "-c", path])
         assert status == 0, err  # without --connect nothing is tried
@@ -136,10 +126,7 @@ def test_check_connect():
         assert status == 1, (status, out, err)
         assert "%s: connected" % listening in out, out
         assert "%s: connection refused" % refused in out, out
-        wd.cleanup()
-    finally:
-        if pub is not None:
-            pub.close()
+    wd.cleanup()
 
 
 if __name__ == "__main__":

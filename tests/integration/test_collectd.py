@@ -415,12 +415,12 @@ def hub_stats_or_none(endpoint):
 
 def test_hub_pushes_to_unixsock():
     wd = fh.Workdir()
-    pub = fh.Publisher()
-    collectd = Collectd(wd, collectd_conf(wd))
-    hub = None
-    try:
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        collectd = cleanup.add(Collectd(wd, collectd_conf(wd)))
         dead = fh.free_port()
-        hub = fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket, dead=dead))
+        hub = cleanup.add(fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket,
+                                                dead=dead)))
         host = collectd_host_of_this_machine()
         check_backlog_then_completion(wd, host, hub, pub, collectd, dead)
         log = hub.log()
@@ -435,12 +435,7 @@ def test_hub_pushes_to_unixsock():
         assert "[error]" not in collectd.log(), collectd.log()
         assert hub.stop() == 0, hub.log()
         collectd.stop()
-        wd.cleanup()
-    finally:
-        collectd.kill()
-        if hub:
-            hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 def test_a_consumer_down_then_up_is_notified():
@@ -472,13 +467,13 @@ def test_a_consumer_down_then_up_is_notified():
 
 def test_hub_outlives_a_collectd_restart():
     wd = fh.Workdir()
-    pub = fh.Publisher()
-    collectd = Collectd(wd, collectd_conf(wd))
-    conf = collectd.conf
-    hub = None
-    lost = "collectd: cannot push to %s" % collectd.socket
-    try:
-        hub = fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket, release=False))
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        collectd = cleanup.add(Collectd(wd, collectd_conf(wd)))
+        conf = collectd.conf
+        lost = "collectd: cannot push to %s" % collectd.socket
+        hub = cleanup.add(fh.Hub(wd, hub_config(pub, wd, collectd_socket=collectd.socket,
+                                                release=False)))
         host = collectd_host_of_this_machine()
         pub.wait_subscribed(hub=hub)
         publish(pub, 0, 10)
@@ -496,7 +491,7 @@ def test_hub_outlives_a_collectd_restart():
                     "four more push intervals", hub=hub)
         assert hub.log().count(lost) == 1, hub.log()
 
-        collectd = Collectd(wd, open(conf).read())
+        collectd = cleanup.add(Collectd(wd, open(conf).read()))
         wait_csv(wd, host, "slow", "derive-completed", 20, hub, collectd)
         hub.wait_log("collectd: pushing to %s again" % collectd.socket)
         log = hub.log()
@@ -504,12 +499,7 @@ def test_hub_outlives_a_collectd_restart():
         assert log.count("collectd: pushing to %s again" % collectd.socket) == 1, log
         assert hub.stop() == 0, hub.log()
         collectd.stop()
-        wd.cleanup()
-    finally:
-        collectd.kill()
-        if hub:
-            hub.kill()
-        pub.close()
+    wd.cleanup()
 
 
 # ---------------------------------------------------------------------------

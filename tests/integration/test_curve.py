@@ -75,11 +75,11 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
     hub_secret, hub_public = hub_keys.secret_file, hub_keys.public
     stranger_public, stranger_secret = zmq.curve_keypair()
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint,
-                                      "curve": curve(hub_secret, allow=[client_keys.public])},
-                                     log_yaml("all", wd.file("all.jsonl"))))
-    socks = []
-    try:
+    with fh.Cleanup() as cleanup:
+        config = fh.bus_hub_yaml({"bind": endpoint,
+                                  "curve": curve(hub_secret, allow=[client_keys.public])},
+                                 log_yaml("all", wd.file("all.jsonl")))
+        hub = cleanup.add(fh.Hub(wd, config))
         hub.wait_ready()
         # Plaintext: a ZMTP 3.0 greeting with the NULL mechanism, written by
         # hand and kept open until the hub answers, so that the hub reads
@@ -96,8 +96,7 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         denied = hub_figure(hub, "auth_denied")
 
         # CURVE, with a key the hub does not know: ZAP says no.
-        stranger = fh.zmq_peer(client=(stranger_public, stranger_secret, hub_public))
-        socks.append(stranger)
+        stranger = cleanup.add(fh.zmq_peer(client=(stranger_public, stranger_secret, hub_public)))
         stranger.connect(endpoint)
         fh.wait_for(lambda: hub_figure(hub, "auth_denied") > denied,
                     "the unknown key to be refused", hub=hub)
@@ -105,8 +104,8 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         stranger.close()
 
         # The allowed key: every message, exactly.
-        client = fh.zmq_peer(client=(client_keys.public, client_keys.secret, hub_public))
-        socks.append(client)
+        client = cleanup.add(fh.zmq_peer(client=(client_keys.public, client_keys.secret,
+                                                 hub_public)))
         client.connect(endpoint)
         fh.wait_for(lambda: client.poll(0), "the hub's subscription", hub=hub)
         client.recv()
@@ -128,11 +127,7 @@ def test_plaintext_and_unknown_keys_refused_allowed_key_delivered():
         assert hub.stop() == 0, hub.log()
         secret_text = hub_keys.secret.decode()
         assert secret_text not in text and secret_text not in hub.log()
-        wd.cleanup()
-    finally:
-        for s in socks:
-            s.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_allow_dir():
@@ -144,13 +139,14 @@ def test_allow_dir():
     client_keys = fh.Keys(wd, "allowed/client")
     os.rename(client_keys.secret_file, wd.file("client_secret"))  # only the public file stays
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint, "curve": {
-        "secret_key_file": hub_keys.secret_file, "allow_dir": wd.file("allowed")}},
-        log_yaml("all", wd.file("all.jsonl"))))
-    client = None
-    try:
+    with fh.Cleanup() as cleanup:
+        config = fh.bus_hub_yaml({"bind": endpoint, "curve": {
+            "secret_key_file": hub_keys.secret_file, "allow_dir": wd.file("allowed")}},
+            log_yaml("all", wd.file("all.jsonl")))
+        hub = cleanup.add(fh.Hub(wd, config))
         hub.wait_ready()
-        client = fh.zmq_peer(client=(client_keys.public, client_keys.secret, hub_keys.public))
+        client = cleanup.add(fh.zmq_peer(client=(client_keys.public, client_keys.secret,
+                                                 hub_keys.public)))
         client.connect(endpoint)
         fh.wait_for(lambda: client.poll(0), "the hub's subscription", hub=hub)
         client.recv()
@@ -159,49 +155,39 @@ def test_allow_dir():
         fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) >= 10, "10 messages", hub=hub)
         assert hub.stats()["hub"]["auth_denied"] == 0
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        if client is not None:
-            client.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_allow_ip_refuses_other_addresses():
     wd = fh.Workdir()
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
-    hub = fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint, "allow_ip": ["192.0.2.1"]},
-                                     log_yaml("all", wd.file("all.jsonl"))))
-    pub = None
-    try:
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(wd, fh.bus_hub_yaml({"bind": endpoint, "allow_ip": ["192.0.2.1"]},
+                                                     log_yaml("all", wd.file("all.jsonl")))))
         hub.wait_ready()
-        pub = fh.zmq_peer()
+        pub = cleanup.add(fh.zmq_peer())
         pub.connect(endpoint)
         fh.wait_for(lambda: hub_figure(hub, "auth_denied") >= 1,
                     "a connection from 127.0.0.1 to be refused", hub=hub)
         assert pub.poll(0) == 0
         assert hub_figure(hub, "received") == 0
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        if pub is not None:
-            pub.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_allow_ip_networks():
     """bus.allow_ip takes networks: 127.0.0.0/8 lets a loopback publisher
     in, 10.0.0.0/8 (with an IPv6 network beside it) refuses it."""
     wd = fh.Workdir()
-    for allow, admitted in (("[10.0.0.0/8, '::1/128', 127.0.0.0/8]", True),
-                            ("[10.0.0.0/8, '2001:db8::/32']", False)):
+    for allow, admitted in ((["10.0.0.0/8", "::1/128", "127.0.0.0/8"], True),
+                            (["10.0.0.0/8", "2001:db8::/32"], False)):
         endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
         path = wd.file("all-%s.jsonl" % admitted)
-        hub = fh.Hub(wd, "bus:\n  bind: %s\n  allow_ip: %s\nconsumers:\n%s"
-                     % (endpoint, allow, log_yaml("all", path)), name="hub-%s" % admitted)
-        pub = None
-        try:
+        with fh.Cleanup() as cleanup:
+            config = fh.bus_hub_yaml({"bind": endpoint, "allow_ip": allow}, log_yaml("all", path))
+            hub = cleanup.add(fh.Hub(wd, config, name="hub-%s" % admitted))
             hub.wait_ready()
-            pub = fh.zmq_peer()
+            pub = cleanup.add(fh.zmq_peer())
             pub.connect(endpoint)
             if admitted:
                 fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
@@ -214,10 +200,6 @@ def test_allow_ip_networks():
                 assert pub.poll(0) == 0
                 assert hub_figure(hub, "received") == 0
             assert hub.stop() == 0, hub.log()
-        finally:
-            if pub is not None:
-                pub.close()
-            hub.kill()
     status, _, err = fh.run(["check", "-c", wd.write("bad.yaml", "bus:\n  bind: tcp://127.0.0.1:1\n"
                                                      "  allow_ip: [10.0.0.1/8]\nconsumers:\n"
                                                      "  - {name: n, plugin: \"null\"}\n")])
@@ -236,20 +218,19 @@ def test_relay_chain_with_curve_on_both_hops():
     relay_endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
     relay = {"bind": relay_endpoint, "require_subscriber": True, "subscriber_wait_ms": 120000,
              "curve": curve(relay_keys.secret_file, allow=[b.public])}
-    hub_a = fh.Hub(wd, fh.bus_hub_yaml({"bind": a_endpoint,
-                                        "curve": curve(a.secret_file, allow=[pub_public])},
-                                       "  - name: relay\n    plugin: relay\n    options: %s\n"
-                                       % json.dumps(relay)), name="a")
-    hub_b = None
-    client = None
-    try:
+    with fh.Cleanup() as cleanup:
+        config = fh.bus_hub_yaml({"bind": a_endpoint,
+                                  "curve": curve(a.secret_file, allow=[pub_public])},
+                                 "  - name: relay\n    plugin: relay\n    options: %s\n"
+                                 % json.dumps(relay))
+        hub_a = cleanup.add(fh.Hub(wd, config, name="a"))
         hub_a.wait_ready()
-        hub_b = fh.Hub(wd, fh.bus_hub_yaml(
+        hub_b = cleanup.add(fh.Hub(wd, fh.bus_hub_yaml(
             {"connect": relay_endpoint,
              "curve": curve(b.secret_file, server_key=relay_keys.public)},
-            log_yaml("mirror", wd.file("b.jsonl"))), name="b")
+            log_yaml("mirror", wd.file("b.jsonl"))), name="b"))
         hub_b.wait_ready()
-        client = fh.zmq_peer(client=(pub_public, pub_secret, a.public))
+        client = cleanup.add(fh.zmq_peer(client=(pub_public, pub_secret, a.public)))
         client.connect(a_endpoint)
         fh.wait_for(lambda: client.poll(0), "hub A's subscription", hub=hub_a)
         client.recv()
@@ -264,8 +245,8 @@ def test_relay_chain_with_curve_on_both_hops():
         # A subscriber the relay does not know gets nothing: its handshake
         # is refused by the relay's own ZAP handler.
         stranger_public, stranger_secret = zmq.curve_keypair()
-        stranger = fh.zmq_peer(zmq.SUB, client=(stranger_public, stranger_secret,
-                                                relay_keys.public))
+        stranger = cleanup.add(fh.zmq_peer(zmq.SUB, client=(stranger_public, stranger_secret,
+                                                            relay_keys.public)))
         stranger.setsockopt(zmq.SUBSCRIBE, b"")
         monitor = stranger.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                                               | zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -279,13 +260,7 @@ def test_relay_chain_with_curve_on_both_hops():
         stranger.close()
         assert hub_a.stop() == 0, hub_a.log()
         assert hub_b.stop() == 0, hub_b.log()
-        wd.cleanup()
-    finally:
-        if client is not None:
-            client.close()
-        hub_a.kill()
-        if hub_b:
-            hub_b.kill()
+    wd.cleanup()
 
 
 if __name__ == "__main__":

@@ -41,13 +41,13 @@ def mismatch_then_recover(hub_is_curve):
     pub_public, pub_secret = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
     curve = {"secret_key_file": hub_keys.secret_file, "server_public_key": pub_public.decode()}
-    hub = fh.Hub(wd, hub_config(wd, connect=address, curve=curve if hub_is_curve else None))
-    wrong = right = None
-    try:
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(wd, hub_config(wd, connect=address,
+                                                curve=curve if hub_is_curve else None)))
         hub.wait_ready()
         # The wrong kind of publisher: plaintext for a CURVE hub, or CURVE
         # for a plaintext one.
-        wrong = fh.bind_xpub(address, None if hub_is_curve else pub_secret)
+        wrong = cleanup.add(fh.bind_xpub(address, None if hub_is_curve else pub_secret))
         fh.wait_for(lambda: fh.endpoint_stats(hub, address)["handshake_failures"] >= 3,
                     "failed handshakes, retried", hub=hub)
         e = fh.endpoint_stats(hub, address)
@@ -61,17 +61,12 @@ def mismatch_then_recover(hub_is_curve):
         wrong.close()
         wrong = None
         # The right publisher comes back: the hub connects and delivers.
-        right = fh.bind_xpub(address, pub_secret if hub_is_curve else None)
+        right = cleanup.add(fh.bind_xpub(address, pub_secret if hub_is_curve else None))
         hub.wait_log("fanhub: info: bus: connected to %s" % address)
         deliver(hub, wd, right)
         assert fh.endpoint_stats(hub, address)["connected"] is True
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        for s in (wrong, right):
-            if s is not None:
-                s.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_curve_hub_plaintext_publisher_then_the_right_one():
@@ -89,11 +84,10 @@ def test_wrong_server_key_is_one_warning_and_counted():
     other_public, _ = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
     curve = {"secret_key_file": hub_keys.secret_file, "server_public_key": other_public.decode()}
-    hub = fh.Hub(wd, hub_config(wd, connect=address, curve=curve))
-    pub = None
-    try:
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(wd, hub_config(wd, connect=address, curve=curve)))
         hub.wait_ready()
-        pub = fh.bind_xpub(address, pub_secret)
+        cleanup.add(fh.bind_xpub(address, pub_secret))
         fh.wait_for(lambda: fh.endpoint_stats(hub, address)["handshake_failures"] >= 4,
                     "four failed handshakes", hub=hub)
         e = fh.endpoint_stats(hub, address)
@@ -111,11 +105,7 @@ def test_wrong_server_key_is_one_warning_and_counted():
         assert status == 1, (status, out, err)
         assert "  %s: handshake failed: the peer closed the connection" % address in out, out
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        if pub is not None:
-            pub.close()
-        hub.kill()
+    wd.cleanup()
 
 
 def test_bound_curve_hub_counts_and_logs_every_plaintext_peer():
@@ -124,8 +114,8 @@ def test_bound_curve_hub_counts_and_logs_every_plaintext_peer():
     allowed_public, _ = zmq.curve_keypair()
     address = "tcp://127.0.0.1:%d" % fh.free_port()
     curve = {"secret_key_file": hub_keys.secret_file, "allow": [allowed_public.decode()]}
-    hub = fh.Hub(wd, hub_config(wd, bind=address, curve=curve))
-    try:
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(wd, hub_config(wd, bind=address, curve=curve)))
         hub.wait_ready()
         for i in range(10):
             before = hub.stats()["hub"]["auth_denied"]
@@ -141,9 +131,7 @@ def test_bound_curve_hub_counts_and_logs_every_plaintext_peer():
         hub.wait_log("fanhub: warning: bus: %s refused a peer: handshake failed" % address)
         assert hub.stats()["hub"]["received"] == 0
         assert hub.stop() == 0, hub.log()
-        wd.cleanup()
-    finally:
-        hub.kill()
+    wd.cleanup()
 
 
 if __name__ == "__main__":

@@ -124,7 +124,8 @@ def test_a_consumer_down_then_up_and_one_halted():
     halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
     with fh.Cleanup() as cleanup:
         pub = cleanup.add(fh.Publisher())
-        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], flaky.yaml() + halter.yaml(), env=flaky.env())
+        hub, base = hub_with_http(cleanup, wd, [pub.endpoint], flaky.yaml() + halter.yaml(),
+                                  env=flaky.env())
         pub.wait_subscribed(hub=hub)
         fh.wait_for(readiness(base, 200), "readyz 200 at first", hub=hub)
         flaky.break_import(hub)
