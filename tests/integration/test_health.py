@@ -120,7 +120,7 @@ def test_a_consumer_down_then_up_and_one_halted():
     worker raised HaltConsumer is halted; each makes /readyz 503 naming
     it and its last error, and the down one 200 again once it is up."""
     wd = fh.Workdir()
-    flaky = fh.PythonConsumer(wd, "flaky")
+    flaky = fh.PythonConsumer(wd, "flaky", topics="[org.test.flaky]")
     halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
     with fh.Cleanup() as cleanup:
         pub = cleanup.add(fh.Publisher())

@@ -422,9 +422,8 @@ test_prometheus_one_consumer (void **state)
         "and not yet written.",
         "# TYPE fanhub_consumer_spool_handoff gauge",
         "fanhub_consumer_spool_handoff{consumer=\"archive\"} 9",
-        "# HELP fanhub_consumer_spool_messages Messages of the backlog written to the spool and "
-        "not "
-        "yet read back.",
+        "# HELP fanhub_consumer_spool_messages Messages of the backlog written to the spool "
+        "and not yet read back.",
         "# TYPE fanhub_consumer_spool_messages gauge",
         "fanhub_consumer_spool_messages{consumer=\"archive\"} 11",
         "# HELP fanhub_consumer_keys_active Pool: keys with a message queued, running or waiting "
@@ -794,8 +793,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-hub/bool-config_last_reload_successful\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/bool-connected\" interval=2.5 1700000000:1",
         "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/gauge-since\" interval=2.5 1700000000:0",
-        "PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=2.5 "
-        "1700000000:0",
+        ("PUTVAL \"h/fanhub-endpoint_tcp_127.0.0.1_9940/derive-handshake_failures\" interval=2.5 "
+         "1700000000:0"),
         "PUTVAL \"h/fanhub-archive/derive-enqueued\" interval=2.5 1700000000:992",
         "PUTVAL \"h/fanhub-archive/derive-dequeued\" interval=2.5 1700000000:990",
         "PUTVAL \"h/fanhub-archive/derive-completed\" interval=2.5 1700000000:985",
