@@ -280,12 +280,3 @@ fh_stats_snapshot (fh_stats_t *self)
         fh_metrics_snapshot_destroy (&snapshot);
     return snapshot;
 }
-
-json_t *
-fh_stats_json (fh_stats_t *self)
-{
-    fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (self);
-    json_t *json = snapshot ? fh_metrics_to_json (snapshot) : NULL;
-    fh_metrics_snapshot_destroy (&snapshot);
-    return json;
-}
