@@ -64,6 +64,17 @@ struct fh_collectd_push {
     fh_collectd_notify_t *notify; /* PUTNOTIF state across batches */
 };
 
+/* The limits of pushers made from now on (tests change them). */
+static int64_t s_default_idle_ms = S_IDLE_MS;
+static int64_t s_default_batch_ms = S_BATCH_MS;
+
+void
+fh_collectd_push_set_default_limits (int64_t idle_ms, int64_t batch_ms)
+{
+    s_default_idle_ms = idle_ms;
+    s_default_batch_ms = batch_ms;
+}
+
 fh_collectd_push_t *
 fh_collectd_push_new (const fh_config_t *config)
 {
@@ -71,8 +82,8 @@ fh_collectd_push_new (const fh_config_t *config)
         return NULL;
     fh_collectd_push_t *self = calloc (1, sizeof *self);
     if (self) {
-        self->idle_ms = S_IDLE_MS;
-        self->batch_ms = S_BATCH_MS;
+        self->idle_ms = s_default_idle_ms;
+        self->batch_ms = s_default_batch_ms;
     }
     if (!self)
         return NULL;

@@ -46,5 +46,8 @@ int fh_collectd_push_send (fh_collectd_push_t *self, const char *lines);
    (defaults 1000 and 2000 ms), so a test on a loaded machine can allow
    more without depending on speed. */
 void fh_collectd_push_set_limits (fh_collectd_push_t *self, int64_t idle_ms, int64_t batch_ms);
+/* For tests: the same for the pushers made from now on (the control
+   actor's own); set before the hub's control starts. */
+void fh_collectd_push_set_default_limits (int64_t idle_ms, int64_t batch_ms);
 
 #endif
