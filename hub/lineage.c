@@ -198,12 +198,6 @@ fh_lineage_current (fh_lineage_t *self)
     return self->count ? self->instances[self->count - 1].consumer : NULL;
 }
 
-fh_stage_t
-fh_lineage_stage (fh_lineage_t *self)
-{
-    return self->count ? self->instances[0].stage : FH_STAGE_STOPPED;
-}
-
 size_t
 fh_lineage_instances (const fh_lineage_t *self)
 {
@@ -280,12 +274,6 @@ fh_lineage_remove (fh_lineage_t *self)
     fh_lineage_close (self);
 }
 
-bool
-fh_lineage_removed (const fh_lineage_t *self)
-{
-    return self->removed;
-}
-
 void
 fh_lineage_close (fh_lineage_t *self)
 {
@@ -301,7 +289,6 @@ fh_lineage_close (fh_lineage_t *self)
         newest->stage = FH_STAGE_DRAINING;
 }
 
-/* Adds what a stopped instance did to the figures of the gone. */
 /* Adds c's counters that only grow (and its high-water marks) to out: what
    a lineage keeps of an instance once it is gone. */
 static void

@@ -54,8 +54,6 @@ const char *fh_lineage_name (const fh_lineage_t *self);
 /* The newest instance: the one the enqueuer routes to. NULL once every
    instance is gone (a removed consumer that finished). */
 fh_consumer_t *fh_lineage_current (fh_lineage_t *self);
-/* The oldest instance's stage. */
-fh_stage_t fh_lineage_stage (fh_lineage_t *self);
 /* Instances alive, and those being torn down (fini on their own
    thread). */
 size_t fh_lineage_instances (const fh_lineage_t *self);
@@ -77,7 +75,6 @@ int fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config
                         fh_lineage_tag_t tag);
 /* A reload removed the consumer: the newest finishes its queue and ends. */
 void fh_lineage_remove (fh_lineage_t *self);
-bool fh_lineage_removed (const fh_lineage_t *self);
 /* Shutdown: the newest gets no more; it drains (spills) and ends. */
 void fh_lineage_close (fh_lineage_t *self);
 

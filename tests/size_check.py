@@ -5,6 +5,7 @@ name's line starts the definition, and the body is a '{' and a '}' alone in
 column 0 (what .clang-format writes).
 
 Usage: /usr/bin/python3 tests/size_check.py [ROOT]   (default: the tree)
+ctest runs it as lint.size.
 """
 import os
 import re
@@ -17,9 +18,17 @@ PRODUCT = ("hub", "consumers", "include")
 
 
 def product_files(root):
-    listed = subprocess.run(["git", "-C", root, "ls-files", *PRODUCT], capture_output=True,
-                            text=True, check=True).stdout.split()
-    return [f for f in listed if f.endswith((".c", ".h"))]
+    """The tracked .c and .h files of PRODUCT; in an unpacked source tree
+    (a package build, no git) every one under PRODUCT."""
+    git = subprocess.run(["git", "-C", root, "ls-files", *PRODUCT], capture_output=True,
+                         text=True)
+    if git.returncode == 0:
+        listed = git.stdout.split()
+    else:
+        listed = [os.path.relpath(os.path.join(d, f), root)
+                  for top in PRODUCT for d, _, files in os.walk(os.path.join(root, top))
+                  for f in files]
+    return sorted(f for f in listed if f.endswith((".c", ".h")))
 
 
 def long_functions(lines):

@@ -8,7 +8,10 @@
 */
 #include "bridge.h"
 
+#include <fanhub/sdk.h>
+
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,13 +120,13 @@ s_uuid4 (char *out, size_t size)
               u[13], u[14], u[15]);
 }
 
+/* fedora-messaging's sent-at: RFC 3339 with "+00:00" for 'Z'. */
 static void
 s_sent_at (int64_t seconds, char *out, size_t size)
 {
-    time_t t = (time_t) seconds;
-    struct tm tm;
-    gmtime_r (&t, &tm);
-    strftime (out, size, "%Y-%m-%dT%H:%M:%S+00:00", &tm);
+    char text[FANHUB_RFC3339_SIZE];
+    size_t n = fanhub_rfc3339 (text, seconds * 1000000000, 0);
+    snprintf (out, size, "%.*s+00:00", (int) n - 1, text);
 }
 
 bridge_job_t *
@@ -152,9 +155,12 @@ bridge_fedora_job (const bridge_fedora_t *f, const char *key, size_t key_size, c
             snprintf (job->props.message_id, sizeof job->props.message_id, "%s", msg_id);
         else
             s_uuid4 (job->props.message_id, sizeof job->props.message_id);
-        s_sent_at (json_is_number (timestamp) ? (int64_t) json_number_value (timestamp)
-                                              : received_ns / 1000000000,
-                   job->props.sent_at, sizeof job->props.sent_at);
+        /* A timestamp beyond what 64-bit nanoseconds hold (year 2262) is
+           no time the message was sent: the receive time stands in. */
+        double stamp = json_number_value (timestamp);
+        bool usable = json_is_number (timestamp) && stamp > -9.2e9 && stamp < 9.2e9;
+        s_sent_at (usable ? (int64_t) stamp : received_ns / 1000000000, job->props.sent_at,
+                   sizeof job->props.sent_at);
         const bridge_rule_t *schema = s_match (f->schemas, f->schema_count, key, key_size);
         const bridge_rule_t *severity = s_match (f->severities, f->severity_count, key, key_size);
         job->props.schema = schema ? schema->name : f->schema;

@@ -81,8 +81,6 @@ typedef struct {
     char ts_text[19]; /* "YYYY-MM-DDTHH:MM:SS" of ts_sec, no NUL */
 } log_state_t;
 
-static const char s_base64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static const char *
 s_display_path (const log_state_t *self)
 {
@@ -179,31 +177,17 @@ s_put_escaped (log_state_t *self, const uint8_t *p, size_t size)
 static int
 s_put_base64 (log_state_t *self, const uint8_t *p, size_t size)
 {
-    while (size >= 3) {
+    while (size > 0) {
         if (LOG_BUFFER_SIZE - self->len < 4 && s_flush (self))
             return -1;
-        /* As many whole groups as fit, straight into the buffer. */
-        size_t groups = (LOG_BUFFER_SIZE - self->len) / 4;
-        if (groups > size / 3)
-            groups = size / 3;
-        char *out = self->buf + self->len;
-        for (size_t i = 0; i < groups; i++, p += 3, out += 4) {
-            uint32_t v = (uint32_t) p[0] << 16 | (uint32_t) p[1] << 8 | p[2];
-            out[0] = s_base64[v >> 18];
-            out[1] = s_base64[(v >> 12) & 0x3F];
-            out[2] = s_base64[(v >> 6) & 0x3F];
-            out[3] = s_base64[v & 0x3F];
-        }
-        self->len += groups * 4;
-        size -= groups * 3;
-    }
-    if (size > 0) {
-        uint32_t v = (uint32_t) p[0] << 16;
-        if (size == 2)
-            v |= (uint32_t) p[1] << 8;
-        char out[4] = {s_base64[v >> 18], s_base64[(v >> 12) & 0x3F],
-                       size == 2 ? s_base64[(v >> 6) & 0x3F] : '=', '='};
-        return s_put (self, out, 4);
+        /* As many whole groups as fit, straight into the buffer; the
+           last, padded group only at the end of the data. */
+        size_t take = (LOG_BUFFER_SIZE - self->len) / 4 * 3;
+        if (take >= size)
+            take = size;
+        self->len += fanhub_base64_encode (self->buf + self->len, p, take);
+        p += take;
+        size -= take;
     }
     return 0;
 }
@@ -232,22 +216,9 @@ s_put_head (log_state_t *self, uint64_t seq, int64_t ns)
         sec--;
     }
     if (!self->ts_valid || sec != self->ts_sec) {
-        time_t t = (time_t) sec;
-        struct tm tm;
-        if (!gmtime_r (&t, &tm))
-            memset (&tm, 0, sizeof tm);
-        char *o = self->ts_text;
-        o = s_digits (o, (unsigned) (tm.tm_year + 1900) % 10000, 4);
-        *o++ = '-';
-        o = s_digits (o, (unsigned) tm.tm_mon + 1, 2);
-        *o++ = '-';
-        o = s_digits (o, (unsigned) tm.tm_mday, 2);
-        *o++ = 'T';
-        o = s_digits (o, (unsigned) tm.tm_hour, 2);
-        *o++ = ':';
-        o = s_digits (o, (unsigned) tm.tm_min, 2);
-        *o++ = ':';
-        s_digits (o, (unsigned) tm.tm_sec, 2);
+        char text[FANHUB_RFC3339_SIZE];
+        fanhub_rfc3339 (text, sec * 1000000000, 0);
+        memcpy (self->ts_text, text, sizeof self->ts_text);
         self->ts_sec = sec;
         self->ts_valid = true;
     }

@@ -141,50 +141,6 @@ s_display (const store_state_t *self)
     return self->backend == &store_sqlite_backend ? self->target : "PostgreSQL";
 }
 
-/* Writes v as exactly `width` decimal digits. */
-static char *
-s_digits (char *out, unsigned v, int width)
-{
-    for (int i = width - 1; i >= 0; i--) {
-        out[i] = (char) ('0' + v % 10);
-        v /= 10;
-    }
-    return out + width;
-}
-
-/* "YYYY-MM-DDTHH:MM:SS.ffffffZ" of ns since the epoch, microseconds
-   truncated towards the past (as PostgreSQL's timestamptz keeps them). */
-static void
-s_format_time (char out[STORE_TIME_SIZE], int64_t ns)
-{
-    int64_t sec = ns / 1000000000;
-    int64_t sub = ns % 1000000000;
-    if (sub < 0) {
-        sub += 1000000000;
-        sec--;
-    }
-    time_t t = (time_t) sec;
-    struct tm tm;
-    if (!gmtime_r (&t, &tm))
-        memset (&tm, 0, sizeof tm);
-    char *o = out;
-    o = s_digits (o, (unsigned) (tm.tm_year + 1900) % 10000, 4);
-    *o++ = '-';
-    o = s_digits (o, (unsigned) tm.tm_mon + 1, 2);
-    *o++ = '-';
-    o = s_digits (o, (unsigned) tm.tm_mday, 2);
-    *o++ = 'T';
-    o = s_digits (o, (unsigned) tm.tm_hour, 2);
-    *o++ = ':';
-    o = s_digits (o, (unsigned) tm.tm_min, 2);
-    *o++ = ':';
-    o = s_digits (o, (unsigned) tm.tm_sec, 2);
-    *o++ = '.';
-    o = s_digits (o, (unsigned) (sub / 1000), 6);
-    *o++ = 'Z';
-    *o = '\0';
-}
-
 static char *
 s_copy (const void *data, size_t size)
 {
@@ -240,7 +196,9 @@ s_row_make (store_state_t *self, const fanhub_msg_t *msg, store_row_t *row)
     fanhub_bytes_t body = host->msg_body (msg);
     memset (row, 0, sizeof *row);
     row->seq = host->msg_seq (msg);
-    s_format_time (row->received_at, host->msg_received_ns (msg));
+    /* Microseconds, truncated towards the past, as PostgreSQL's
+       timestamptz keeps them. */
+    fanhub_rfc3339 (row->received_at, host->msg_received_ns (msg), 6);
     row->topic = s_copy (topic.data, topic.size);
     row->topic_size = topic.size;
     row->body = s_copy (body.data, body.size);

@@ -261,33 +261,6 @@ fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path, cons
     return (*config)->control;
 }
 
-const char *
-fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv, fh_config_t **config,
-                     int *status)
-{
-    const char *path = NULL, *endpoint = NULL;
-    *config = NULL;
-    fh_cli_t cli;
-    fh_cli_begin (&cli, command, argc, argv);
-    int opt;
-    const char *arg;
-    while ((opt = fh_cli_next (&cli, &arg)) > 0)
-        if (opt == 'c' || opt == 'e')
-            *(opt == 'c' ? &path : &endpoint) = arg;
-    *status = FH_EXIT_USAGE;
-    if (opt < 0)
-        *status = fh_cli_status (&cli);
-    else if (cli.next < argc)
-        fh_cli_usage_error (command, "unexpected argument '%s'", argv[cli.next]);
-    else if ((endpoint = fh_cli_control_endpoint (command, path, endpoint, config))) {
-        *status = fh_cli_control_keys (&cli, *config, endpoint);
-        if (*status == FH_EXIT_OK)
-            return endpoint;
-        fh_config_destroy (config);
-    }
-    return NULL;
-}
-
 /* --server-key: the key itself, or a zcert file that holds it (the
    public file, or the secret one). */
 static int

@@ -143,11 +143,5 @@ fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);
    does not load): the command exits FH_EXIT_USAGE. */
 const char *fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
                                      const char *endpoint, fh_config_t **config);
-/* The whole command line of a command whose options are only -c FILE
-   and -e ENDPOINT, without operands (reload): parsed, then resolved as
-   fh_cli_control_endpoint does. NULL when the command is to return
-   *status (help shown: 0; bad usage or configuration: 2). */
-const char *fh_cli_control_only (const fh_cli_command_t *command, int argc, char **argv,
-                                 fh_config_t **config, int *status);
 
 #endif

@@ -70,27 +70,10 @@ static const fh_cli_command_t s_command = {
 static void
 s_rfc3339 (int64_t ns, int digits, char *out, size_t size)
 {
-    if (ns == 0) {
-        snprintf (out, size, "-");
-        return;
-    }
-    int64_t sec = ns / 1000000000, frac = ns % 1000000000;
-    if (frac < 0) {
-        frac += 1000000000;
-        sec--;
-    }
-    time_t t = (time_t) sec;
-    struct tm tm;
-    if (!gmtime_r (&t, &tm)) {
-        snprintf (out, size, "%" PRId64 "ns", ns);
-        return;
-    }
-    char date[32];
-    strftime (date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (digits == 3)
-        snprintf (out, size, "%s.%03dZ", date, (int) (frac / 1000000));
-    else
-        snprintf (out, size, "%s.%09dZ", date, (int) frac);
+    char text[FANHUB_RFC3339_SIZE];
+    if (ns != 0)
+        fanhub_rfc3339 (text, ns, digits);
+    snprintf (out, size, "%s", ns != 0 ? text : "-");
 }
 
 /* Text for a terminal: control bytes become '?', and at most max bytes
@@ -282,23 +265,9 @@ s_list (fh_deadletter_t *store, const char *dir, bool json)
 static char *
 s_base64 (const uint8_t *data, size_t size)
 {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc ((size + 2) / 3 * 4 + 1);
-    if (!out)
-        return NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < size; i += 3) {
-        uint32_t v = (uint32_t) data[i] << 16;
-        if (i + 1 < size)
-            v |= (uint32_t) data[i + 1] << 8;
-        if (i + 2 < size)
-            v |= data[i + 2];
-        out[n++] = digits[v >> 18 & 63];
-        out[n++] = digits[v >> 12 & 63];
-        out[n++] = i + 1 < size ? digits[v >> 6 & 63] : '=';
-        out[n++] = i + 2 < size ? digits[v & 63] : '=';
-    }
-    out[n] = '\0';
+    char *out = malloc (fanhub_base64_size (size) + 1);
+    if (out)
+        out[fanhub_base64_encode (out, data, size)] = '\0';
     return out;
 }
 

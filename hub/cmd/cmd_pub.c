@@ -226,117 +226,135 @@ s_parse_nonneg (const char *text, double *value)
     return true;
 }
 
-/* Parses the command line into opts. Returns -1 when the work is to go
-   on, else the exit status (--help, usage errors). */
-static int
-s_parse (int argc, char **argv, s_opts_t *opts)
-{
-    *opts = (s_opts_t){
-        .topic = S_DEFAULT_TOPIC,
-        .linger_ms = S_DEFAULT_LINGER_MS,
-    };
-    const char *connect = NULL, *bind = NULL, *config = NULL;
-    int sources = 0;
+/* What the command line says about where to publish and from what. */
+typedef struct {
+    const char *connect, *bind, *config;
+    int sources; /* body sources given: at most one */
+} s_where_t;
 
-    fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    int c;
-    const char *arg;
-    while ((c = fh_cli_next (&cli, &arg)) > 0) {
-        if (fh_cli_fedmsg_option (&opts->fedmsg, c, arg))
-            continue;
-        switch (c) {
-        case 'c': config = arg; break;
-        case S_OPT_CONNECT:
-        case 'b':
-            if (connect || bind || config)
-                return fh_cli_usage_error (&s_command,
-                                           "give one of -c FILE, --connect EP or --bind EP, once");
-            *(c == 'b' ? &bind : &connect) = arg;
-            break;
-        case 't':
-            if (!fanhub_utf8_valid (arg, strlen (arg)))
-                return fh_cli_usage_error (&s_command, "--topic '%s' is not valid UTF-8", arg);
-            opts->topic = arg;
-            opts->topic_set = true;
-            break;
-        case 'n':
-            if (!s_parse_u64 (arg, &opts->count))
-                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
-                                           arg);
-            opts->count_set = true;
-            break;
-        case 'r':
-            if (!s_parse_nonneg (arg, &opts->rate))
-                return fh_cli_usage_error (&s_command,
-                                           "--rate '%s': expected messages per second >= 0", arg);
-            break;
-        case S_OPT_BODY:
-            opts->source = S_SOURCE_TEXT;
-            opts->body = arg;
-            sources++;
-            break;
-        case S_OPT_SIZE: {
-            uint64_t size;
-            if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
-                return fh_cli_usage_error (&s_command,
-                                           "--size '%s': expected bytes, from 32 to 1 GiB", arg);
-            opts->source = S_SOURCE_SEQ;
-            opts->size = (size_t) size;
-            sources++;
-            break;
-        }
-        case S_OPT_JSONL:
-            opts->source = S_SOURCE_JSONL;
-            opts->jsonl = arg;
-            sources++;
-            break;
-        case S_OPT_STDIN:
-            if (opts->source != S_SOURCE_STDIN)
-                sources++;
-            opts->source = S_SOURCE_STDIN;
-            break;
-        case S_OPT_WAIT:
-            if (!s_parse_u64 (arg, &opts->wait_subscribers))
-                return fh_cli_usage_error (
-                    &s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
-            opts->wait_set = true;
-            break;
-        case S_OPT_TIMEOUT:
-            if (!s_parse_nonneg (arg, &opts->timeout_s))
-                return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0",
-                                           arg);
-            break;
-        case S_OPT_LINGER:
-            if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
-                return fh_cli_usage_error (&s_command,
-                                           "--linger-ms '%s': expected milliseconds >= -1", arg);
-            break;
-        case S_OPT_SNDHWM:
-            if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
-                return fh_cli_usage_error (&s_command,
-                                           "--sndhwm '%s': expected a whole number >= 0", arg);
-            break;
-        case S_OPT_STAMP: opts->stamp = true; break;
-        case 'q': opts->quiet = true; break;
-        }
+static void
+s_from_stdin (s_opts_t *opts, s_where_t *where)
+{
+    if (opts->source != S_SOURCE_STDIN)
+        where->sources++;
+    opts->source = S_SOURCE_STDIN;
+}
+
+/* A body source option: --body, --size, --jsonl, --stdin. -1 to go on,
+   else the exit status. */
+static int
+s_source_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
+{
+    uint64_t size;
+    switch (c) {
+    case S_OPT_BODY:
+        opts->source = S_SOURCE_TEXT;
+        opts->body = arg;
+        break;
+    case S_OPT_SIZE:
+        if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
+            return fh_cli_usage_error (&s_command, "--size '%s': expected bytes, from 32 to 1 GiB",
+                                       arg);
+        opts->source = S_SOURCE_SEQ;
+        opts->size = (size_t) size;
+        break;
+    case S_OPT_JSONL:
+        opts->source = S_SOURCE_JSONL;
+        opts->jsonl = arg;
+        break;
+    case S_OPT_STDIN: s_from_stdin (opts, where); return -1;
+    default: return -1;
     }
-    if (c < 0)
-        return fh_cli_status (&cli);
-    for (int i = cli.next; i < argc; i++) {
-        if (strcmp (argv[i], "-") != 0)
-            return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[i]);
-        if (opts->source != S_SOURCE_STDIN)
-            sources++;
-        opts->source = S_SOURCE_STDIN;
+    where->sources++;
+    return -1;
+}
+
+/* The numbers: --count, --rate, --wait-subscribers, --timeout,
+   --linger-ms, --sndhwm. -1 to go on, else the exit status. */
+static int
+s_number_option (int c, const char *arg, s_opts_t *opts)
+{
+    switch (c) {
+    case 'n':
+        if (!s_parse_u64 (arg, &opts->count))
+            return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
+                                       arg);
+        opts->count_set = true;
+        break;
+    case 'r':
+        if (!s_parse_nonneg (arg, &opts->rate))
+            return fh_cli_usage_error (&s_command, "--rate '%s': expected messages per second >= 0",
+                                       arg);
+        break;
+    case S_OPT_WAIT:
+        if (!s_parse_u64 (arg, &opts->wait_subscribers))
+            return fh_cli_usage_error (
+                &s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
+        opts->wait_set = true;
+        break;
+    case S_OPT_TIMEOUT:
+        if (!s_parse_nonneg (arg, &opts->timeout_s))
+            return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0", arg);
+        break;
+    case S_OPT_LINGER:
+        if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
+            return fh_cli_usage_error (&s_command, "--linger-ms '%s': expected milliseconds >= -1",
+                                       arg);
+        break;
+    case S_OPT_SNDHWM:
+        if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
+            return fh_cli_usage_error (&s_command, "--sndhwm '%s': expected a whole number >= 0",
+                                       arg);
+        break;
+    default: break;
     }
-    if (sources > 1)
+    return -1;
+}
+
+/* One option of the command line. -1 to go on, else the exit status. */
+static int
+s_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
+{
+    if (fh_cli_fedmsg_option (&opts->fedmsg, c, arg))
+        return -1;
+    switch (c) {
+    case 'c': where->config = arg; break;
+    case S_OPT_CONNECT:
+    case 'b':
+        if (where->connect || where->bind || where->config)
+            return fh_cli_usage_error (&s_command,
+                                       "give one of -c FILE, --connect EP or --bind EP, once");
+        *(c == 'b' ? &where->bind : &where->connect) = arg;
+        break;
+    case 't':
+        if (!fanhub_utf8_valid (arg, strlen (arg)))
+            return fh_cli_usage_error (&s_command, "--topic '%s' is not valid UTF-8", arg);
+        opts->topic = arg;
+        opts->topic_set = true;
+        break;
+    case S_OPT_STAMP: opts->stamp = true; break;
+    case 'q': opts->quiet = true; break;
+    case S_OPT_BODY:
+    case S_OPT_SIZE:
+    case S_OPT_JSONL:
+    case S_OPT_STDIN: return s_source_option (c, arg, opts, where);
+    default: return s_number_option (c, arg, opts);
+    }
+    return -1;
+}
+
+/* After the options: the endpoint, and the defaults that depend on it.
+   -1 to go on, else the exit status. */
+static int
+s_resolve (s_opts_t *opts, const s_where_t *where)
+{
+    if (where->sources > 1)
         return fh_cli_usage_error (&s_command, "%s",
                                    "give one body source: --body, --size, --jsonl or --stdin");
     if (opts->source == S_SOURCE_JSONL && opts->topic_set)
         return fh_cli_usage_error (&s_command, "%s",
                                    "--topic and --jsonl are exclusive: the file has the topics");
-
+    const char *connect = where->connect, *bind = where->bind, *config = where->config;
     char err[2048];
     if (config && (connect || bind))
         return fh_cli_usage_error (&s_command,
@@ -355,6 +373,37 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         opts->wait_subscribers = opts->bind ? 1 : 0;
     if (!opts->count_set)
         opts->count = opts->source == S_SOURCE_STDIN ? 0 : 1;
+    return -1;
+}
+
+/* Parses the command line into opts. Returns -1 when the work is to go
+   on, else the exit status (--help, usage errors). */
+static int
+s_parse (int argc, char **argv, s_opts_t *opts)
+{
+    *opts = (s_opts_t){
+        .topic = S_DEFAULT_TOPIC,
+        .linger_ms = S_DEFAULT_LINGER_MS,
+    };
+    s_where_t where = {0};
+    fh_cli_t cli;
+    fh_cli_begin (&cli, &s_command, argc, argv);
+    int c, status = -1;
+    const char *arg;
+    while (status < 0 && (c = fh_cli_next (&cli, &arg)) > 0)
+        status = s_option (c, arg, opts, &where);
+    if (status >= 0)
+        return status;
+    if (c < 0)
+        return fh_cli_status (&cli);
+    for (int i = cli.next; i < argc; i++) {
+        if (strcmp (argv[i], "-") != 0)
+            return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[i]);
+        s_from_stdin (opts, &where);
+    }
+    status = s_resolve (opts, &where);
+    if (status >= 0)
+        return status;
     /* Last: it loads the signing key, which nothing after may leak. */
     return fh_cli_fedmsg_start (&opts->fedmsg, &s_command);
 }

@@ -30,6 +30,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
@@ -115,32 +116,16 @@ static const fh_cli_command_t s_command = {
 /* ---- input lines ------------------------------------------------------- */
 
 /* RFC 4648 base64, padded or not; into buf. Answers false on anything
-   that is not base64. */
+   that is not base64 (or when out of memory). */
 static bool
 s_base64_decode (const char *text, size_t len, fh_buf_t *buf)
 {
-    static const char alphabet[]
-        = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    while (len > 0 && text[len - 1] == '=' && len % 4 != 1)
-        len--;
-    if (len % 4 == 1)
-        return false;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < len; i++) {
-        const char *at = text[i] ? strchr (alphabet, text[i]) : NULL;
-        if (!at)
-            return false;
-        acc = (acc << 6) | (uint32_t) (at - alphabet);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            uint8_t byte = (uint8_t) (acc >> bits);
-            fh_buf_put (buf, &byte, 1);
-        }
-    }
-    /* Leftover bits must be zero: anything else is not canonical. */
-    return (acc & ((1u << bits) - 1)) == 0;
+    unsigned char *bytes = malloc (len / 4 * 3 + 3);
+    ptrdiff_t n = bytes ? fanhub_base64_decode (bytes, text, len, false) : -1;
+    if (n >= 0)
+        fh_buf_put (buf, bytes, (size_t) n);
+    free (bytes);
+    return n >= 0;
 }
 
 static int

@@ -246,6 +246,24 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
     return watch && s_interrupted ? FH_EXIT_OK : status;
 }
 
+/* --format NAME; false when there is no such format. */
+static bool
+s_format_named (const char *name, s_format_t *format)
+{
+    static const char *const names[] = {
+        [FORMAT_JSON] = "json",
+        [FORMAT_COLLECTD] = "collectd",
+        [FORMAT_PROMETHEUS] = "prometheus",
+        [FORMAT_TABLE] = "table",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i] && strcmp (name, names[i]) == 0) {
+            *format = (s_format_t) i;
+            return true;
+        }
+    return false;
+}
+
 int
 fh_cmd_stats (int argc, char **argv)
 {
@@ -266,20 +284,11 @@ fh_cmd_stats (int argc, char **argv)
         case S_OPT_INPUT: input = arg; break;
         case 'f':
             format_given = true;
-            if (strcmp (arg, "json") == 0)
-                format = FORMAT_JSON;
-            else if (strcmp (arg, "collectd") == 0)
-                format = FORMAT_COLLECTD;
-            else if (strcmp (arg, "prometheus") == 0)
-                format = FORMAT_PROMETHEUS;
-            else if (strcmp (arg, "table") == 0)
-                format = FORMAT_TABLE;
-            else {
+            if (!s_format_named (arg, &format))
                 return fh_cli_usage_error (&s_command,
                                            "unknown format '%s' (json, collectd, "
                                            "prometheus, table)",
                                            arg);
-            }
             break;
         case 't': {
             char *end;

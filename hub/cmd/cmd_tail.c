@@ -342,20 +342,10 @@ s_matches (const s_opts_t *opts, const void *topic, size_t size)
 static void
 s_put_base64 (FILE *out, const uint8_t *data, size_t size)
 {
-    static const char alphabet[]
-        = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char quad[4];
-    for (size_t i = 0; i < size; i += 3) {
-        uint32_t n = (uint32_t) data[i] << 16;
-        if (i + 1 < size)
-            n |= (uint32_t) data[i + 1] << 8;
-        if (i + 2 < size)
-            n |= data[i + 2];
-        quad[0] = alphabet[(n >> 18) & 63];
-        quad[1] = alphabet[(n >> 12) & 63];
-        quad[2] = i + 1 < size ? alphabet[(n >> 6) & 63] : '=';
-        quad[3] = i + 2 < size ? alphabet[n & 63] : '=';
-        fwrite (quad, 1, 4, out);
+    char text[1024]; /* 768 bytes a turn: whole groups until the last */
+    for (size_t at = 0; at < size; at += 768) {
+        size_t len = size - at < 768 ? size - at : 768;
+        fwrite (text, 1, fanhub_base64_encode (text, data + at, len), out);
     }
 }
 
@@ -391,24 +381,17 @@ static void
 s_put_json_string (FILE *out, const uint8_t *data, size_t size)
 {
     const uint8_t *end = data + size;
+    char esc[6];
+    size_t n = 0;
     fputc ('"', out);
     while (data < end) {
         const uint8_t *run = data;
-        while (data < end && *data >= 0x20 && *data != '"' && *data != '\\')
+        while (data < end && (n = fanhub_json_escape_byte (*data, esc)) == 0)
             data++;
         fwrite (run, 1, (size_t) (data - run), out);
         if (data == end)
             break;
-        switch (*data) {
-        case '"': fputs ("\\\"", out); break;
-        case '\\': fputs ("\\\\", out); break;
-        case '\n': fputs ("\\n", out); break;
-        case '\r': fputs ("\\r", out); break;
-        case '\t': fputs ("\\t", out); break;
-        case '\b': fputs ("\\b", out); break;
-        case '\f': fputs ("\\f", out); break;
-        default: fprintf (out, "\\u%04x", *data); break;
-        }
+        fwrite (esc, 1, n, out);
         data++;
     }
     fputc ('"', out);
@@ -436,11 +419,9 @@ s_print_terse (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bda
 {
     struct timespec now;
     clock_gettime (CLOCK_REALTIME, &now);
-    struct tm tm;
-    gmtime_r (&now.tv_sec, &tm);
-    char when[32], id[FH_FEDMSG_ID_SIZE];
-    strftime (when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    fprintf (out, "%s.%03ldZ ", when, now.tv_nsec / 1000000);
+    char when[FANHUB_RFC3339_SIZE], id[FH_FEDMSG_ID_SIZE];
+    fanhub_rfc3339 (when, (int64_t) now.tv_sec * 1000000000 + now.tv_nsec, 3);
+    fprintf (out, "%s ", when);
     s_put_text (out, tdata, tsize);
     fputc (' ', out);
     if (bdata && fh_fedmsg_msg_id (bdata, bsize, id, sizeof id))

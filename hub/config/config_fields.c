@@ -110,7 +110,7 @@ fh_cfg_parse_int (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_
     return 0;
 }
 
-/* A size_t field; the table's limits must be >= 0. */
+/* An int64_t field. */
 int
 fh_cfg_parse_int64 (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
@@ -121,6 +121,7 @@ fh_cfg_parse_int64 (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
     return 0;
 }
 
+/* A size_t field; the table's limits must be >= 0. */
 int
 fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
@@ -251,8 +252,6 @@ fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_
     return s_store (ctx, node, target, text);
 }
 
-/* One endpoint of bus.connect or bus.bind; none may appear twice in
-   either list. */
 /* A non-empty string (a file path, say). */
 int
 fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
@@ -405,6 +404,8 @@ fh_cfg_parse_order_by (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh
     return s_store (ctx, node, target, spec);
 }
 
+/* One endpoint of bus.connect or bus.bind; none may appear twice in
+   either list. */
 static int
 s_parse_endpoint (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, bool for_bind)
 {

@@ -66,7 +66,27 @@ typedef struct {
     void *inject;        /* PUSH to the enqueuer */
     s_pending_t *pending;
     size_t pending_count, pending_room;
+    /* The actor's own, made at its start. */
+    fh_control_guard_t *guard; /* the ROUTER; with control_curve its keys, ZAP */
+    void *router;
+    zsock_t *inject_sock;
+    fh_moksha_t *moksha;
+    fh_collectd_push_t *push;
+    uint64_t generation; /* the hub's, at the last turn */
+    /* sd_notify's STATUS: the figures at the last tick. */
+    uint64_t notified_received;
+    int64_t notified_ns;
+    bool fed; /* the watchdog, at the last tick */
 } s_state_t;
+
+/* What a tick sends: made under the hub's lock, sent after it is
+   released, so that a slow collectd (or anything else a tick talks to)
+   never holds a reload or the hub's other users (hub/README.md). */
+typedef struct {
+    char *collectd; /* a batch of fh_collectd_push_batch, or NULL */
+    char *moksha;   /* a message of fh_moksha_message, or NULL */
+    char notify[512];
+} s_outbox_t;
 
 /* Answers that could not be sent: the client's pipe was full (it sends
    and does not read) or it is gone. */
@@ -433,9 +453,11 @@ s_serve_pending (s_state_t *state, void *router)
 
 /* Once a second, under the hub's lock: systemd's STATUS line (message
    rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
-   loop is alive, so a hung control plane gets restarted. */
+   loop is alive, so a hung control plane gets restarted. The line goes
+   into out, sent once the lock is released. */
 static void
-s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now, bool *fed)
+s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now, bool *fed,
+                 char *out, size_t size)
 {
     fh_enqueuer_counts_t counts;
     fh_hub_counts (hub, &counts);
@@ -465,10 +487,10 @@ s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64
                      : "watchdog: not fed: the enqueuer has not advanced for %.1f s",
                 (double) age / 1e9);
     *fed = live;
-    fh_notify ("%sSTATUS=%.0f msg/s, largest backlog %llu (%s)%s",
-               fh_notify_watchdog_usec () && live ? "WATCHDOG=1\n" : "", rate,
-               (unsigned long long) largest, name ? name : "none",
-               live ? "" : "; the enqueuer is not advancing");
+    snprintf (out, size, "%sSTATUS=%.0f msg/s, largest backlog %llu (%.64s)%s",
+              fh_notify_watchdog_usec () && live ? "WATCHDOG=1\n" : "", rate,
+              (unsigned long long) largest, name ? name : "none",
+              live ? "" : "; the enqueuer is not advancing");
 }
 
 /* A request carries at most one bus message: a bigger frame is refused
@@ -486,63 +508,158 @@ s_router_bounds (void *router, const fh_config_t *config)
     zmq_setsockopt (router, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
 }
 
+/* The actor's start: the ROUTER bound, the PUSH to the enqueuer, the
+   exporters. Sets start_error when the hub cannot have its control
+   socket. */
+static void
+s_setup (s_state_t *state)
+{
+    fh_control_t *self = state->control;
+    const fh_config_t *config = fh_hub_config (self->hub);
+    state->stats = fh_stats_new (self->hub);
+    state->status = fh_status_new ();
+    if (state->stats)
+        state->guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
+                                             fh_hub_control_refused (self->hub), self->start_error,
+                                             sizeof self->start_error);
+    state->router = state->guard ? fh_control_guard_router (state->guard) : NULL;
+    if ((!state->stats || !state->status) && !self->start_error[0]) {
+        snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
+        return;
+    }
+    if (!state->router)
+        return;
+    s_router_bounds (state->router, config);
+    if (fh_control_path_bind (state->router, config->control) != 0) {
+        snprintf (self->start_error, sizeof self->start_error, "control: cannot bind %s: %s",
+                  config->control, zmq_strerror (zmq_errno ()));
+        return;
+    }
+    atomic_store_explicit (&self->bound, true, memory_order_relaxed);
+    zsock_t *inject = state->inject_sock = zsock_new (ZMQ_PUSH);
+    if (inject)
+        zsock_set_sndhwm (inject, 2 * FH_CONTROL_INJECT_MAX);
+    if (!inject || zsock_connect (inject, "%s", fh_hub_inject_endpoint (self->hub)) != 0)
+        snprintf (self->start_error, sizeof self->start_error,
+                  "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
+    else
+        state->inject = zsock_resolve (inject);
+    state->moksha = fh_moksha_new (self->hub, self->start_error, sizeof self->start_error);
+    state->push = fh_collectd_push_new (config);
+}
+
+static void
+s_teardown (s_state_t *state)
+{
+    for (size_t i = 0; i < state->pending_count; i++) {
+        for (size_t e = 0; e < state->pending[i].envelope_count; e++)
+            zmq_msg_close (&state->pending[i].envelope[e]);
+        fh_emit_unref (&state->pending[i].emit);
+        free (state->pending[i].consumer);
+    }
+    free (state->pending);
+    zsock_destroy (&state->inject_sock);
+    fh_collectd_push_destroy (&state->push);
+    fh_moksha_destroy (&state->moksha);
+    fh_control_guard_destroy (&state->guard);
+    fh_stats_destroy (&state->stats);
+    fh_status_destroy (&state->status);
+}
+
+/* Under the hub's lock: after a reload, the figures and moksha's
+   consumer list start over with the new consumers. */
+static void
+s_follow_reload (s_state_t *state)
+{
+    fh_hub_t *hub = state->control->hub;
+    if (fh_hub_generation (hub) == state->generation)
+        return;
+    state->generation = fh_hub_generation (hub);
+    fh_stats_destroy (&state->stats);
+    state->stats = fh_stats_new (hub);
+    if (state->moksha) {
+        char why[512];
+        fh_moksha_destroy (&state->moksha);
+        state->moksha = fh_moksha_new (hub, why, sizeof why);
+        if (!state->moksha)
+            fh_error ("after the reload, %s", why);
+    }
+}
+
+/* Under the hub's lock, once a second: the figures move on, and what the
+   exporters send is made into out. */
+static void
+s_tick (s_state_t *state, int64_t now, s_outbox_t *out)
+{
+    fh_hub_t *hub = state->control->hub;
+    fh_stats_tick (state->stats, now);
+    fh_status_tick (state->status, hub, now);
+    out->moksha = fh_moksha_message (state->moksha, now);
+    out->collectd = fh_collectd_push_batch (state->push, state->stats, now);
+    s_notify_status (hub, &state->notified_received, &state->notified_ns, now, &state->fed,
+                     out->notify, sizeof out->notify);
+}
+
+/* With the hub's lock released: the tick's socket I/O. */
+static void
+s_send (s_state_t *state, s_outbox_t *out)
+{
+    fh_moksha_send (state->moksha, out->moksha);
+    fh_collectd_push_flush (state->push, out->collectd);
+    if (out->notify[0])
+        fh_notify ("%s", out->notify);
+    *out = (s_outbox_t){0};
+}
+
+/* One turn after a poll: requests, monitor events, pending answers and
+   the tick, which reads the hub under its lock; I/O to the exporters
+   after. */
+static void
+s_turn (s_state_t *state, const zmq_pollitem_t *items, int item_count, int64_t *next_tick)
+{
+    fh_hub_t *hub = state->control->hub;
+    s_outbox_t out = {0};
+    /* The consumer list and configuration may change under a reload:
+       read them under the hub's lock, and start over after one. */
+    fh_hub_lock (hub);
+    s_follow_reload (state);
+    if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
+        s_serve_one (state, state->router);
+    if (item_count > 2 && (items[2].revents & ZMQ_POLLIN))
+        fh_control_guard_on_monitor (state->guard);
+    if (state->pending_count)
+        s_serve_pending (state, state->router);
+    int64_t now = fh_clock_mono_ns ();
+    if (now >= *next_tick && state->stats) {
+        s_tick (state, now, &out);
+        *next_tick = now + TICK_MS * INT64_C (1000000);
+    }
+    fh_hub_unlock (hub);
+    s_send (state, &out);
+}
+
 static void
 s_control_actor (zsock_t *pipe, void *args)
 {
     fh_control_t *self = args;
     fh_thread_name_self ("fh:control");
-    const fh_config_t *config = fh_hub_config (self->hub);
-    s_state_t state
-        = {.control = self, .stats = fh_stats_new (self->hub), .status = fh_status_new ()};
-    /* The ROUTER, and with control_curve its keys and ZAP handler. */
-    fh_control_guard_t *guard = NULL;
-    if (state.stats)
-        guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
-                                      fh_hub_control_refused (self->hub), self->start_error,
-                                      sizeof self->start_error);
-    void *router = guard ? fh_control_guard_router (guard) : NULL;
-    fh_moksha_t *moksha = NULL;
-    fh_collectd_push_t *push = NULL;
-    zsock_t *inject = NULL;
-    if ((!state.stats || !state.status) && !self->start_error[0])
-        snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
-    else if (router) {
-        s_router_bounds (router, config);
-        if (fh_control_path_bind (router, config->control) != 0)
-            snprintf (self->start_error, sizeof self->start_error, "control: cannot bind %s: %s",
-                      config->control, zmq_strerror (zmq_errno ()));
-        else {
-            atomic_store_explicit (&self->bound, true, memory_order_relaxed);
-            inject = zsock_new (ZMQ_PUSH);
-            if (inject)
-                zsock_set_sndhwm (inject, 2 * FH_CONTROL_INJECT_MAX);
-            if (!inject || zsock_connect (inject, "%s", fh_hub_inject_endpoint (self->hub)) != 0)
-                snprintf (self->start_error, sizeof self->start_error,
-                          "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
-            else
-                state.inject = zsock_resolve (inject);
-            moksha = fh_moksha_new (self->hub, self->start_error, sizeof self->start_error);
-            push = fh_collectd_push_new (config);
-        }
-    }
+    s_state_t state = {.control = self, .fed = true, .notified_ns = fh_clock_mono_ns ()};
+    s_setup (&state);
     /* The pipe hands over no memory ordering that TSan (or C11) sees. */
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
     zsock_signal (pipe, 0);
 
-    void *monitor = guard ? fh_control_guard_monitor (guard) : NULL;
+    void *monitor = state.guard ? fh_control_guard_monitor (state.guard) : NULL;
     zmq_pollitem_t items[] = {
         {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0},
-        {router, 0, ZMQ_POLLIN, 0},
+        {state.router, 0, ZMQ_POLLIN, 0},
         {monitor, 0, ZMQ_POLLIN, 0},
     };
     int item_count = self->start_error[0] ? 1 : monitor ? 3 : 2;
     int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
     fh_hub_lock (self->hub); /* a reload may already have come */
-    uint64_t generation = fh_hub_generation (self->hub);
+    state.generation = fh_hub_generation (self->hub);
     fh_hub_unlock (self->hub);
-    uint64_t notified_received = 0;
-    int64_t notified_ns = fh_clock_mono_ns ();
-    bool fed = true; /* the watchdog, at the last tick */
     while (true) {
         int64_t wait_ms = (next_tick - fh_clock_mono_ns ()) / 1000000;
         if (state.pending_count && wait_ms > 5)
@@ -559,51 +676,9 @@ s_control_actor (zsock_t *pipe, void *args)
             if (term)
                 break;
         }
-        /* The consumer list and configuration may change under a reload:
-           read them under the hub's lock, and start over after one. */
-        fh_hub_lock (self->hub);
-        if (fh_hub_generation (self->hub) != generation) {
-            generation = fh_hub_generation (self->hub);
-            fh_stats_destroy (&state.stats);
-            state.stats = fh_stats_new (self->hub);
-            if (moksha) {
-                char why[512];
-                fh_moksha_destroy (&moksha);
-                moksha = fh_moksha_new (self->hub, why, sizeof why);
-                if (!moksha)
-                    fh_error ("after the reload, %s", why);
-            }
-        }
-        if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
-            s_serve_one (&state, router);
-        if (item_count > 2 && (items[2].revents & ZMQ_POLLIN))
-            fh_control_guard_on_monitor (guard);
-        if (state.pending_count)
-            s_serve_pending (&state, router);
-        int64_t now = fh_clock_mono_ns ();
-        if (now >= next_tick && state.stats) {
-            fh_stats_tick (state.stats, now);
-            fh_status_tick (state.status, self->hub, now);
-            fh_moksha_tick (moksha, now);
-            fh_collectd_push_tick (push, state.stats, now);
-            s_notify_status (self->hub, &notified_received, &notified_ns, now, &fed);
-            next_tick = now + TICK_MS * INT64_C (1000000);
-        }
-        fh_hub_unlock (self->hub);
+        s_turn (&state, items, item_count, &next_tick);
     }
-    for (size_t i = 0; i < state.pending_count; i++) {
-        for (size_t e = 0; e < state.pending[i].envelope_count; e++)
-            zmq_msg_close (&state.pending[i].envelope[e]);
-        fh_emit_unref (&state.pending[i].emit);
-        free (state.pending[i].consumer);
-    }
-    free (state.pending);
-    zsock_destroy (&inject);
-    fh_collectd_push_destroy (&push);
-    fh_moksha_destroy (&moksha);
-    fh_control_guard_destroy (&guard);
-    fh_stats_destroy (&state.stats);
-    fh_status_destroy (&state.status);
+    s_teardown (&state);
     /* The pipe orders nothing TSan sees: what the ZAP thread read of the
        configuration is done before the caller frees it. */
     atomic_store_explicit (&self->finished, true, memory_order_release);
@@ -680,99 +755,4 @@ fh_control_destroy (fh_control_t **self_p)
     free (self->ipc_path);
     free (self);
     *self_p = NULL;
-}
-
-char *
-fh_control_call (const char *endpoint, const char *command, int timeout_ms, char *err,
-                 size_t errlen)
-{
-    fanhub_bytes_t frame = {command, strlen (command)};
-    return fh_control_call_frames (endpoint, &frame, 1, timeout_ms, err, errlen);
-}
-
-/* Waits up to timeout_ms for the answer on req: true when it is there;
-   else false with err set, at once when monitor (or NULL) tells that
-   the hub refused the handshake. */
-static bool
-s_wait_answer (void *req, void *monitor, const char *endpoint, int timeout_ms, char *err,
-               size_t errlen)
-{
-    zmq_pollitem_t items[] = {{req, 0, ZMQ_POLLIN, 0}, {monitor, 0, ZMQ_POLLIN, 0}};
-    int64_t deadline = fh_clock_mono_ns () + (int64_t) timeout_ms * 1000000;
-    while (true) {
-        int64_t left_ms = (deadline - fh_clock_mono_ns ()) / 1000000;
-        if (left_ms <= 0)
-            break;
-        int rc = zmq_poll (items, monitor ? 2 : 1, (long) left_ms);
-        if (rc < 0)
-            break; /* a signal: the command decides (stats --watch stops) */
-        if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
-            return true;
-        if (rc > 0 && (items[1].revents & ZMQ_POLLIN)
-            && fh_control_client_refused (monitor, endpoint, err, errlen))
-            return false;
-    }
-    snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?%s", endpoint,
-              timeout_ms,
-              fh_control_client_curve () ? " (and is the server key its control public key?)" : "");
-    return false;
-}
-
-char *
-fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size_t count,
-                        int timeout_ms, char *err, size_t errlen)
-{
-    /* Nothing is sent to a socket that another user may have put there. */
-    if (strncmp (endpoint, "ipc://", 6) == 0
-        && fh_control_path_check_owner (endpoint + 6, err, errlen) != 0)
-        return NULL;
-    zsock_t *req = zsock_new (ZMQ_REQ);
-    if (!req) {
-        snprintf (err, errlen, "cannot create a socket: %s", zmq_strerror (zmq_errno ()));
-        return NULL;
-    }
-    zsock_set_linger (req, 0);
-    zsock_set_rcvtimeo (req, timeout_ms);
-    zsock_set_sndtimeo (req, timeout_ms);
-    if (strstr (endpoint, "://["))
-        zsock_set_ipv6 (req, 1);
-    /* tcp://: the CURVE keys, if any, and a refused handshake said at once. */
-    void *monitor = strncmp (endpoint, "tcp://", 6) == 0
-                        ? fh_control_client_guard (zsys_init (), zsock_resolve (req))
-                        : NULL;
-    char *answer = NULL;
-    bool sent = true;
-    if (zmq_connect (zsock_resolve (req), endpoint) != 0) {
-        snprintf (err, errlen, "%s: %s", endpoint, zmq_strerror (zmq_errno ()));
-        sent = false;
-    }
-    for (size_t i = 0; sent && i < count; i++)
-        if (zmq_send (zsock_resolve (req), frames[i].data, frames[i].size,
-                      i + 1 < count ? ZMQ_SNDMORE : 0)
-            < 0) {
-            snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
-            sent = false;
-        }
-    if (sent && s_wait_answer (zsock_resolve (req), monitor, endpoint, timeout_ms, err, errlen)) {
-        zmq_msg_t reply;
-        zmq_msg_init (&reply);
-        if (zmq_msg_recv (&reply, zsock_resolve (req), 0) < 0)
-            snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?", endpoint,
-                      timeout_ms);
-        else {
-            size_t size = zmq_msg_size (&reply);
-            answer = malloc (size + 1);
-            if (answer) {
-                memcpy (answer, zmq_msg_data (&reply), size);
-                answer[size] = '\0';
-            }
-            else
-                snprintf (err, errlen, "out of memory");
-        }
-        zmq_msg_close (&reply);
-    }
-    if (monitor)
-        zmq_close (monitor);
-    zsock_destroy (&req);
-    return answer;
 }

@@ -64,6 +64,17 @@ struct fh_collectd_push {
     fh_collectd_notify_t *notify; /* PUTNOTIF state across batches */
 };
 
+/* The limits of pushers made from now on (tests change them). */
+static int64_t s_default_idle_ms = S_IDLE_MS;
+static int64_t s_default_batch_ms = S_BATCH_MS;
+
+void
+fh_collectd_push_set_default_limits (int64_t idle_ms, int64_t batch_ms)
+{
+    s_default_idle_ms = idle_ms;
+    s_default_batch_ms = batch_ms;
+}
+
 fh_collectd_push_t *
 fh_collectd_push_new (const fh_config_t *config)
 {
@@ -71,8 +82,8 @@ fh_collectd_push_new (const fh_config_t *config)
         return NULL;
     fh_collectd_push_t *self = calloc (1, sizeof *self);
     if (self) {
-        self->idle_ms = S_IDLE_MS;
-        self->batch_ms = S_BATCH_MS;
+        self->idle_ms = s_default_idle_ms;
+        self->batch_ms = s_default_batch_ms;
     }
     if (!self)
         return NULL;
@@ -186,6 +197,38 @@ s_reply (fh_collectd_push_t *self, const char *reply, const char *line, size_t *
     return 0;
 }
 
+/* Takes the whole reply lines read so far, each answering *line (the
+   next line sent whole, before sent_end), which moves on. -1 with why on
+   a reply to no command or one too long. */
+static int
+s_take_replies (fh_collectd_push_t *self, const char *sent_end, size_t count, const char **line,
+                size_t *answered, size_t *refused, char *why, size_t whylen)
+{
+    char *newline;
+    while ((newline = memchr (self->reply, '\n', self->reply_len))) {
+        /* A reply can only answer a line that was sent whole. */
+        if (*answered == count || strchr (*line, '\n') + 1 > sent_end) {
+            snprintf (why, whylen, "collectd sent a reply to no command");
+            return -1;
+        }
+        *newline = '\0';
+        if (newline > self->reply && newline[-1] == '\r')
+            newline[-1] = '\0';
+        if (s_reply (self, self->reply, *line, refused, why, whylen) != 0)
+            return -1;
+        ++*answered;
+        *line = strchr (*line, '\n') + 1;
+        size_t used = (size_t) (newline + 1 - self->reply);
+        memmove (self->reply, newline + 1, self->reply_len - used);
+        self->reply_len -= used;
+    }
+    if (self->reply_len == sizeof self->reply) {
+        snprintf (why, whylen, "collectd sent a reply line of more than %d bytes", S_REPLY_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 /* Writes lines (count of them) and reads as many replies, at once. */
 static s_result_t
 s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t count, size_t *answered,
@@ -246,28 +289,8 @@ s_exchange (fh_collectd_push_t *self, const char *lines, size_t len, size_t coun
         }
         progress = fh_clock_mono_ns ();
         self->reply_len += (size_t) n;
-        char *newline;
-        while ((newline = memchr (self->reply, '\n', self->reply_len))) {
-            /* A reply can only answer a line that was sent whole. */
-            if (*answered == count || strchr (line, '\n') + 1 > lines + sent) {
-                snprintf (why, whylen, "collectd sent a reply to no command");
-                return S_FAILED;
-            }
-            *newline = '\0';
-            if (newline > self->reply && newline[-1] == '\r')
-                newline[-1] = '\0';
-            if (s_reply (self, self->reply, line, refused, why, whylen) != 0)
-                return S_FAILED;
-            ++*answered;
-            line = strchr (line, '\n') + 1;
-            size_t used = (size_t) (newline + 1 - self->reply);
-            memmove (self->reply, newline + 1, self->reply_len - used);
-            self->reply_len -= used;
-        }
-        if (self->reply_len == sizeof self->reply) {
-            snprintf (why, whylen, "collectd sent a reply line of more than %d bytes", S_REPLY_MAX);
+        if (s_take_replies (self, lines + sent, count, &line, answered, refused, why, whylen))
             return S_FAILED;
-        }
     }
     return S_DONE;
 }
@@ -329,11 +352,11 @@ fh_collectd_push_send (fh_collectd_push_t *self, const char *lines)
     return refused < INT_MAX ? (int) refused : INT_MAX;
 }
 
-void
-fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_ns)
+char *
+fh_collectd_push_batch (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_ns)
 {
     if (!self || !stats || (self->started && now_ns < self->next_ns))
-        return;
+        return NULL;
     /* The first batch goes at once; the next ones on its grid, skipping
        the points that were missed (a late tick does not cause a burst). */
     if (!self->started)
@@ -354,15 +377,27 @@ fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_
         fh_warning ("collectd: out of memory; this batch is not sent");
         free (lines);
         free (notes);
-        return;
+        return NULL;
     }
     strcpy (batch + len, notes);
     free (notes);
+    return batch;
+}
+
+void
+fh_collectd_push_flush (fh_collectd_push_t *self, char *batch)
+{
     /* A refused notification is logged like a refused value; a lost
        batch takes its notifications along: say them again. */
-    if (fh_collectd_push_send (self, batch) < 0)
+    if (self && batch && fh_collectd_push_send (self, batch) < 0)
         fh_collectd_notify_resend (self->notify);
     free (batch);
+}
+
+void
+fh_collectd_push_tick (fh_collectd_push_t *self, fh_stats_t *stats, int64_t now_ns)
+{
+    fh_collectd_push_flush (self, fh_collectd_push_batch (self, stats, now_ns));
 }
 
 void

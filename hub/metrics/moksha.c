@@ -202,9 +202,13 @@ s_consumer_json (fh_moksha_t *self, size_t index)
     return entry;
 }
 
-static void
-s_publish (fh_moksha_t *self)
+char *
+fh_moksha_message (fh_moksha_t *self, int64_t now_ns)
 {
+    if (!self || now_ns < self->next_ns)
+        return NULL;
+    /* Stay on the interval grid, skipping the boundaries that were missed. */
+    self->next_ns += ((now_ns - self->next_ns) / self->interval_ns + 1) * self->interval_ns;
     /* Every consumer's readings move on even if the message cannot be
        built, so the next message's deltas never cover two intervals. */
     json_t *consumers = json_array ();
@@ -220,12 +224,16 @@ s_publish (fh_moksha_t *self)
         text = json_dumps (root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref (root);
     json_decref (consumers);
-    if (!text) {
+    if (!text)
         fh_warning ("moksha: out of memory: one monitoring message not sent");
-        return;
-    }
+    return text;
+}
+
+void
+fh_moksha_send (fh_moksha_t *self, char *text)
+{
     /* A PUB socket never blocks: with a slow subscriber it drops. */
-    if (zmq_send (zsock_resolve (self->pub), text, strlen (text), ZMQ_DONTWAIT) < 0
+    if (self && text && zmq_send (zsock_resolve (self->pub), text, strlen (text), ZMQ_DONTWAIT) < 0
         && zmq_errno () != EAGAIN)
         fh_warning ("moksha: %s: cannot send: %s", self->endpoint, zmq_strerror (zmq_errno ()));
     free (text);
@@ -234,11 +242,7 @@ s_publish (fh_moksha_t *self)
 void
 fh_moksha_tick (fh_moksha_t *self, int64_t now_ns)
 {
-    if (!self || now_ns < self->next_ns)
-        return;
-    s_publish (self);
-    /* Stay on the interval grid, skipping the boundaries that were missed. */
-    self->next_ns += ((now_ns - self->next_ns) / self->interval_ns + 1) * self->interval_ns;
+    fh_moksha_send (self, fh_moksha_message (self, now_ns));
 }
 
 /* For ipc://: makes the socket's directory (0750) when missing. */

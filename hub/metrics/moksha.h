@@ -26,7 +26,13 @@ typedef struct fh_moksha fh_moksha_t;
    line in err when the socket cannot be bound. */
 fh_moksha_t *fh_moksha_new (fh_hub_t *hub, char *err, size_t errlen);
 void fh_moksha_destroy (fh_moksha_t **self_p);
-/* Publishes one message when metrics.moksha_interval has passed. */
+/* The message due when metrics.moksha_interval has passed (malloc'd),
+   else NULL; the readings move on. Reads the hub: under its lock. */
+char *fh_moksha_message (fh_moksha_t *self, int64_t now_ns);
+/* Publishes text from fh_moksha_message (NULL: nothing) and frees it:
+   after the hub's lock is released. */
+void fh_moksha_send (fh_moksha_t *self, char *text);
+/* Both at once. */
 void fh_moksha_tick (fh_moksha_t *self, int64_t now_ns);
 
 /* For tests. */

@@ -167,6 +167,57 @@ s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     snapshot->has_handled = snapshot->has_end_to_end = true;
 }
 
+/* bus.amqp's figures, when it is on. */
+static void
+s_amqp (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
+{
+    fh_metrics_item_t *hub = &snapshot->hub;
+    fh_source_amqp_counts_t amqp;
+    snapshot->has_amqp = fh_hub_amqp_counts (self->hub, &amqp);
+    fh_metrics_set_int (hub, FH_M_AMQP_DELIVERED, (int64_t) amqp.delivered);
+    fh_metrics_set_int (hub, FH_M_AMQP_ACKED, (int64_t) amqp.acked);
+    fh_metrics_set_int (hub, FH_M_AMQP_REJECTED, (int64_t) amqp.rejected);
+    fh_metrics_set_int (hub, FH_M_AMQP_REQUEUED, (int64_t) amqp.requeued);
+    fh_metrics_set_int (hub, FH_M_AMQP_RECONNECTS, (int64_t) amqp.reconnects);
+    fh_metrics_set_int (hub, FH_M_AMQP_UNACKED, (int64_t) amqp.unacked);
+    fh_metrics_set_int (hub, FH_M_AMQP_CONNECTED, amqp.connected);
+}
+
+/* One row per bus endpoint. -1 when out of memory. */
+static int
+s_endpoints (fh_stats_t *self, fh_metrics_snapshot_t *snapshot, const fh_config_t *config)
+{
+    /* The bus endpoints: bus.connect ones, then bus.bind ones. */
+    const fh_strlist_t *kinds[] = {&config->connect, &config->bind};
+    size_t index = 0;
+    for (int k = 0; k < 2; k++) {
+        fh_metrics_item_t *items
+            = kinds[k]->count ? fh_metrics_add_endpoints (snapshot, kinds[k]->count) : NULL;
+        if (kinds[k]->count && !items)
+            return -1;
+        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
+            int peers = fh_hub_endpoint_peers (self->hub, index);
+            if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
+                || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
+                return -1;
+            fh_endpoint_status_t status;
+            fh_hub_endpoint_status (self->hub, index, &status);
+            /* A connect endpoint is connected once its handshake is done. */
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED,
+                                k == 0 ? status.connected : peers > 0);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
+            fh_metrics_set_real (&items[i], FH_M_ENDPOINT_SINCE,
+                                 (double) (status.since_ns + fh_clock_wall_offset_ns ()) / 1e9);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_HANDSHAKE_FAILURES,
+                                (int64_t) status.handshake_failures);
+            if (status.last_error[0]
+                && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
 {
@@ -204,15 +255,7 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     char reload[16];
     bool reloaded = fh_hub_reload_result (self->hub, reload, sizeof reload) > 0;
     fh_metrics_set_int (hub, FH_M_RELOAD_OK, !reloaded || strncmp (reload, "OK", 2) == 0);
-    fh_source_amqp_counts_t amqp;
-    snapshot->has_amqp = fh_hub_amqp_counts (self->hub, &amqp);
-    fh_metrics_set_int (hub, FH_M_AMQP_DELIVERED, (int64_t) amqp.delivered);
-    fh_metrics_set_int (hub, FH_M_AMQP_ACKED, (int64_t) amqp.acked);
-    fh_metrics_set_int (hub, FH_M_AMQP_REJECTED, (int64_t) amqp.rejected);
-    fh_metrics_set_int (hub, FH_M_AMQP_REQUEUED, (int64_t) amqp.requeued);
-    fh_metrics_set_int (hub, FH_M_AMQP_RECONNECTS, (int64_t) amqp.reconnects);
-    fh_metrics_set_int (hub, FH_M_AMQP_UNACKED, (int64_t) amqp.unacked);
-    fh_metrics_set_int (hub, FH_M_AMQP_CONNECTED, amqp.connected);
+    s_amqp (self, snapshot);
     for (int i = 0; i < FH_MALFORMED_REASONS; i++)
         if (fh_metrics_add_reason (
                 snapshot, fh_malformed_reason_name (i),
@@ -224,35 +267,7 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UPSTREAM_RESTARTS, (int64_t) counts.upstream_restarts);
     fh_metrics_set_int (hub, FH_M_UPSTREAM_UNTRACKED, (int64_t) counts.upstream_untracked);
     fh_metrics_set_int (hub, FH_M_UPSTREAM_PRODUCERS, (int64_t) counts.upstream_producers);
-    /* The bus endpoints: bus.connect ones, then bus.bind ones. */
-    const fh_strlist_t *kinds[] = {&config->connect, &config->bind};
-    size_t index = 0;
-    for (int k = 0; k < 2; k++) {
-        fh_metrics_item_t *items
-            = kinds[k]->count ? fh_metrics_add_endpoints (snapshot, kinds[k]->count) : NULL;
-        if (kinds[k]->count && !items)
-            return -1;
-        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
-            int peers = fh_hub_endpoint_peers (self->hub, index);
-            if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
-                || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
-                return -1;
-            fh_endpoint_status_t status;
-            fh_hub_endpoint_status (self->hub, index, &status);
-            /* A connect endpoint is connected once its handshake is done. */
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED,
-                                k == 0 ? status.connected : peers > 0);
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
-            fh_metrics_set_real (&items[i], FH_M_ENDPOINT_SINCE,
-                                 (double) (status.since_ns + fh_clock_wall_offset_ns ()) / 1e9);
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_HANDSHAKE_FAILURES,
-                                (int64_t) status.handshake_failures);
-            if (status.last_error[0]
-                && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    return s_endpoints (self, snapshot, config);
 }
 
 fh_metrics_snapshot_t *
@@ -280,13 +295,4 @@ fh_stats_snapshot (fh_stats_t *self)
     if (rc != 0)
         fh_metrics_snapshot_destroy (&snapshot);
     return snapshot;
-}
-
-json_t *
-fh_stats_json (fh_stats_t *self)
-{
-    fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (self);
-    json_t *json = snapshot ? fh_metrics_to_json (snapshot) : NULL;
-    fh_metrics_snapshot_destroy (&snapshot);
-    return json;
 }

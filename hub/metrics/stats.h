@@ -15,7 +15,6 @@
 #include "hub.h"
 #include "metrics.h"
 
-#include <jansson.h>
 #include <stdint.h>
 
 typedef struct fh_stats fh_stats_t;
@@ -28,7 +27,5 @@ void fh_stats_destroy (fh_stats_t **self_p);
 bool fh_stats_tick (fh_stats_t *self, int64_t now_ns);
 /* A new snapshot, the caller's to destroy; NULL when out of memory. */
 fh_metrics_snapshot_t *fh_stats_snapshot (fh_stats_t *self);
-/* The same as JSON; the caller owns the reference. NULL when out of memory. */
-json_t *fh_stats_json (fh_stats_t *self);
 
 #endif

@@ -3,6 +3,7 @@
 #include "fedmsg_sign.h"
 
 #include <czmq.h>
+#include <fanhub/sdk.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -74,11 +75,13 @@ s_ssl_error (char *err, size_t errlen, const char *what, const char *fallback)
 }
 
 /* base64 of data in lines of 76, each ended by '\n'; NULL when out of
-   memory. */
+   memory. The SDK's base64, not OpenSSL's EVP_EncodeBlock/DecodeUpdate:
+   one grammar for every base64 the hub reads, and the plugins, which do
+   not link libcrypto, have it too. */
 static char *
 s_base64_lines (const unsigned char *data, size_t size)
 {
-    size_t flat_size = 4 * ((size + 2) / 3);
+    size_t flat_size = fanhub_base64_size (size);
     char *flat = malloc (flat_size + 1);
     char *out = malloc (flat_size + flat_size / S_LINE + 2);
     if (!flat || !out) {
@@ -86,7 +89,7 @@ s_base64_lines (const unsigned char *data, size_t size)
         free (out);
         return NULL;
     }
-    EVP_EncodeBlock ((unsigned char *) flat, data, (int) size);
+    fanhub_base64_encode (flat, data, size);
     size_t n = 0;
     for (size_t at = 0; at < flat_size; at += S_LINE) {
         size_t len = flat_size - at < S_LINE ? flat_size - at : S_LINE;
@@ -99,29 +102,19 @@ s_base64_lines (const unsigned char *data, size_t size)
     return out;
 }
 
-/* Decodes base64 (newlines allowed). Returns the size, or -1. */
+/* Decodes base64 (line ends and spaces allowed). Returns the size, or -1. */
 static int
 s_base64_decode (const char *text, size_t size, unsigned char **out)
 {
-    if (size > INT32_MAX / 2)
-        return -1;
-    *out = malloc (size / 4 * 3 + 4);
-    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new ();
-    int len = 0, tail = 0, rc = -1;
-    if (*out && ctx) {
-        EVP_DecodeInit (ctx);
-        rc = EVP_DecodeUpdate (ctx, *out, &len, (const unsigned char *) text, (int) size);
-        if (rc >= 0)
-            rc = EVP_DecodeFinal (ctx, *out + len, &tail);
-    }
-    if (rc < 0) {
-        EVP_ENCODE_CTX_free (ctx);
+    ptrdiff_t len = -1;
+    *out = size <= INT32_MAX ? malloc (size / 4 * 3 + 3) : NULL;
+    if (*out)
+        len = fanhub_base64_decode (*out, text, size, true);
+    if (len < 0) {
         free (*out);
         *out = NULL;
-        return -1;
     }
-    EVP_ENCODE_CTX_free (ctx);
-    return len + tail;
+    return (int) len;
 }
 
 fh_fedmsg_signer_t *

@@ -140,12 +140,6 @@ fh_crashlog_fd (const fh_crashlog_t *self)
     return self->fd;
 }
 
-const char *
-fh_crashlog_path (const fh_crashlog_t *self)
-{
-    return self->path;
-}
-
 size_t
 fh_crashlog_messages (const fh_crashlog_t *self)
 {

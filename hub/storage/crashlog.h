@@ -39,8 +39,6 @@ fh_crashlog_t *fh_crashlog_open (const char *dir, bool keep, char *err, size_t e
 void fh_crashlog_close (fh_crashlog_t **self_p);
 /* The descriptor the crash handler appends to (open until close). */
 int fh_crashlog_fd (const fh_crashlog_t *self);
-/* The file's path. */
-const char *fh_crashlog_path (const fh_crashlog_t *self);
 
 /* Distinct messages recorded at open. */
 size_t fh_crashlog_messages (const fh_crashlog_t *self);

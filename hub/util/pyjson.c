@@ -2,6 +2,7 @@
     See pyjson.h. */
 #include "pyjson.h"
 
+#include <fanhub/sdk.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,19 +51,12 @@ s_encode_string (fh_buf_t *buf, const char *text, size_t size)
         if (s == end)
             break;
         uint8_t c = *s;
-        const char *short_form = NULL;
-        switch (c) {
-        case '"': short_form = "\\\""; break;
-        case '\\': short_form = "\\\\"; break;
-        case '\n': short_form = "\\n"; break;
-        case '\r': short_form = "\\r"; break;
-        case '\t': short_form = "\\t"; break;
-        case '\b': short_form = "\\b"; break;
-        case '\f': short_form = "\\f"; break;
-        default: break;
-        }
-        if (short_form) {
-            fh_buf_puts (buf, short_form);
+        /* The SDK's escapes below 0x20 and of '"' and '\\' are Python's
+           too; DEL and non-ASCII (ensure_ascii) are Python's own, below. */
+        char esc[16];
+        size_t n = fanhub_json_escape_byte (c, esc);
+        if (n) {
+            fh_buf_put (buf, esc, n);
             s++;
             continue;
         }
@@ -90,7 +84,6 @@ s_encode_string (fh_buf_t *buf, const char *text, size_t size)
         for (size_t i = 1; i < len; i++)
             cp = (cp << 6) | (s[i] & 0x3Fu);
         s += len;
-        char esc[16];
         if (cp >= 0x10000) {
             cp -= 0x10000;
             snprintf (esc, sizeof esc, "\\u%04x\\u%04x", (unsigned) (0xD800 | (cp >> 10)),

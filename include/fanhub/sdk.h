@@ -2,12 +2,13 @@
 
     What the shipped plugins need besides the ABI (consumer.h), installed
     with it so that an outside plugin gets the same: strict UTF-8, JSON
-    string escaping, a monotonic clock, the name of an option node's kind,
-    and `fanhub check`'s look at paths (would creating this file or
-    directory work?) and at secret files. Every function is static inline
-    and uses only libc (POSIX 2008: build with _POSIX_C_SOURCE=200809L or
-    the compiler's default GNU mode), so a plugin links nothing for them.
-    The hub uses the same functions.
+    string escaping, base64 (RFC 4648), RFC 3339 times, a monotonic
+    clock, the name of an option node's kind, and `fanhub check`'s look at
+    paths (would creating this file or directory work?) and at secret
+    files. Every function is static inline and uses only libc (POSIX
+    2008: build with _POSIX_C_SOURCE=200809L or the compiler's default GNU
+    mode), so a plugin links nothing for them. One home each: the hub
+    uses the same functions, and has no copy of its own.
 */
 #ifndef FANHUB_SDK_H_INCLUDED
 #define FANHUB_SDK_H_INCLUDED
@@ -144,6 +145,136 @@ fanhub_json_escape (char *out, const void *data, size_t size)
     }
     out[len] = '\0';
     return len;
+}
+
+/* RFC 4648 base64 (the standard alphabet, padded): the length of the
+   text for size bytes of data. */
+static inline size_t
+fanhub_base64_size (size_t size)
+{
+    return (size + 2) / 3 * 4;
+}
+
+/* size bytes of data as base64 into out, which has room for
+   fanhub_base64_size (size) bytes; no NUL is written (callers stream it
+   into buffers). Returns the length written. */
+static inline size_t
+fanhub_base64_encode (char *out, const void *data, size_t size)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *) data;
+    size_t n = 0;
+    for (size_t i = 0; i < size; i += 3) {
+        uint32_t v = (uint32_t) p[i] << 16;
+        if (i + 1 < size)
+            v |= (uint32_t) p[i + 1] << 8;
+        if (i + 2 < size)
+            v |= p[i + 2];
+        out[n++] = digits[v >> 18 & 63];
+        out[n++] = digits[v >> 12 & 63];
+        out[n++] = i + 1 < size ? digits[v >> 6 & 63] : '=';
+        out[n++] = i + 2 < size ? digits[v & 63] : '=';
+    }
+    return n;
+}
+
+/* The value of base64 digit c, or -1. */
+static inline int
+fanhub_base64_digit (unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes len bytes of base64 text into out, which has room for
+   len / 4 * 3 + 3 bytes. Padding may be left out or cut short ("QQ",
+   "QQ=", "QQ=="), but nothing may follow it; with lines, white space
+   (' ', '\t', '\r', '\n') between digits is skipped, as in PEM-style
+   lines. Leftover bits must be zero, so every byte string has one text.
+   Returns the number of bytes, or -1 when the text is not base64. */
+static inline ptrdiff_t
+fanhub_base64_decode (void *out, const char *text, size_t len, bool lines)
+{
+    unsigned char *o = (unsigned char *) out;
+    uint32_t acc = 0;
+    int bits = 0;
+    size_t n = 0, count = 0, pad = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char) text[i];
+        if (lines && (c == ' ' || c == '\t' || c == '\r' || c == '\n'))
+            continue;
+        if (c == '=') {
+            pad++;
+            continue;
+        }
+        int v = fanhub_base64_digit (c);
+        if (v < 0 || pad)
+            return -1;
+        acc = (acc << 6 | (uint32_t) v) & 0xFFFFFF;
+        bits += 6;
+        count++;
+        if (bits >= 8) {
+            bits -= 8;
+            o[n++] = (unsigned char) (acc >> bits);
+        }
+    }
+    if (count % 4 == 1 || (pad && (count % 4 == 0 || count % 4 + pad > 4)))
+        return -1;
+    return (acc & ((1u << bits) - 1)) == 0 ? (ptrdiff_t) n : -1;
+}
+
+/* Room for fanhub_rfc3339's longest text and its NUL:
+   "2026-11-28T03:09:01.123456789Z". */
+#define FANHUB_RFC3339_SIZE 32
+
+/* ns since the epoch as an RFC 3339 time in UTC into out, which has
+   room for 22 + digits bytes (FANHUB_RFC3339_SIZE is room for any):
+   "YYYY-MM-DDTHH:MM:SS", then '.' and
+   `digits` digits of the fraction when digits is 1 to 9 (truncated
+   towards the past, as for times before 1970), then 'Z'. NUL-terminated;
+   returns the length. */
+static inline size_t
+fanhub_rfc3339 (char *out, int64_t ns, int digits)
+{
+    int64_t sec = ns / 1000000000, frac = ns % 1000000000;
+    if (frac < 0) {
+        frac += 1000000000;
+        sec--;
+    }
+    time_t t = (time_t) sec;
+    struct tm tm;
+    if (!gmtime_r (&t, &tm)) /* only for a 32-bit time_t */
+        memset (&tm, 0, sizeof tm);
+    int v[6] = {
+        (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec};
+    static const char seps[] = "--T::";
+    size_t n = 0;
+    for (int i = 0; i < 6; i++) {
+        int width = i == 0 ? 4 : 2;
+        for (int d = width - 1; d >= 0; d--, v[i] /= 10)
+            out[n + (size_t) d] = (char) ('0' + v[i] % 10);
+        n += (size_t) width;
+        if (i < 5)
+            out[n++] = seps[i];
+    }
+    if (digits > 9)
+        digits = 9;
+    if (digits > 0) {
+        out[n++] = '.';
+        for (int d = 9; d > digits; d--)
+            frac /= 10;
+        for (int d = digits - 1; d >= 0; d--, frac /= 10)
+            out[n + (size_t) d] = (char) ('0' + frac % 10);
+        n += (size_t) digits;
+    }
+    out[n++] = 'Z';
+    out[n] = '\0';
+    return n;
 }
 
 /* CLOCK_MONOTONIC in nanoseconds: for intervals and deadlines. */

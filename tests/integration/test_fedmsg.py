@@ -9,6 +9,7 @@ is written here with Python's `cryptography` (python3-cryptography), so
 the hub's signing and checking agree with each other and with it.
 """
 import base64
+import datetime
 import json
 import os
 import re
@@ -432,24 +433,36 @@ consumers:
         named = envelope(1, topic="org.picky")
         pub.send("org.picky", dumps(named))
         pub.send("org.picky", '{"no":"id"}')
-        fh.wait_for(lambda: hub.consumer(hub.stats(), "picky")["dead_lettered"] == 2,
-                    "two dead letters", hub=hub)
+        pub.send("org.picky", b"\xff\x00\xfe bytes")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "picky")["dead_lettered"] == 3,
+                    "three dead letters", hub=hub)
         hub.wait_log("message 1 msg_id %s (org.picky) failed" % named["msg_id"])
         status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "picky"])
         assert status == 0, err
-        header, first, second = out.splitlines()
+        header, first, second, third = out.splitlines()
         assert header.split()[:4] == ["ID", "SEQ", "TOPIC", "MSG_ID"], header
         assert first.split()[3] == named["msg_id"] and second.split()[3] == "-", out
         status, out, err = fh.run(["dead-letter", "list", "--json", "-c", hub.config, "picky"])
         entries = [json.loads(line) for line in out.splitlines()]
-        assert [e["msg_id"] for e in entries] == [named["msg_id"], None], entries
+        assert [e["msg_id"] for e in entries] == [named["msg_id"], None, None], entries
+        # Bytes that are not UTF-8 come as base64; times as RFC 3339 in UTC.
+        status, out, err = fh.run(["dead-letter", "show", "--json", "-c", hub.config, "picky",
+                                   entries[2]["id"]])
+        shown = json.loads(out)
+        assert base64.b64decode(shown["body_base64"], validate=True) == b"\xff\x00\xfe bytes"
+        for key in ("received", "first_attempt", "last_attempt"):
+            at = datetime.datetime.strptime(shown[key][:19], "%Y-%m-%dT%H:%M:%S").replace(
+                tzinfo=datetime.timezone.utc)
+            ns = int(at.timestamp()) * 10 ** 9 + int(shown[key][20:29])
+            assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z$", shown[key]), shown
+            assert ns == shown[key + "_ns"], shown
         status, out, err = fh.run(["dead-letter", "show", "-c", hub.config, "picky",
                                    entries[0]["id"]])
         assert "msg_id:         %s\n" % named["msg_id"] in out, out
         # A plugin that crashes on a fedmsg message: the line names it.
         pub.send("org.boom", dumps(envelope(9, topic="org.boom")))
         assert hub.wait(deadline=fh.DEADLINE) != 0
-        assert "consumer 'boom', plugin %s/crash.so, message 3 (topic org.boom, msg_id %s)" % (
+        assert "consumer 'boom', plugin %s/crash.so, message 4 (topic org.boom, msg_id %s)" % (
             fh.TEST_PLUGINS, envelope(9)["msg_id"]) in hub.log(), hub.log()
     finally:
         hub.kill()

@@ -17,6 +17,7 @@ python3-pika) as the independent AMQP client both ways:
   until a queue is bound, and `declare: true` on the bridge declares the
   workers' queue (shards included) before the first publish.
 """
+import datetime
 import json
 import re
 import time
@@ -105,13 +106,17 @@ def test_bridge_fedora_messaging_shape():
                     hub=hub)
         pub.send(TOPIC, dumps(envelope(1)))
         pub.send("org.fedoraproject.prod.git.receive", '{"no":"id"}')
+        # A timestamp past 64-bit nanoseconds (year 2262): the receive time.
+        sent_from = int(time.time())
+        pub.send(TOPIC, dumps(envelope(4, timestamp=10 ** 12)))
         pub.send("org.centos.prod.ci", dumps(envelope(2, topic="org.centos.prod.ci")))
-        (m1, p1, b1), (m2, p2, b2) = drain("fm.whole", 2)
+        (m1, p1, b1), (m2, p2, b2), (m4, p4, b4) = drain("fm.whole", 3)
+        sent_to = int(time.time())
         (m3, p3, b3), = drain("fm.inner", 1)
     finally:
         hub.stop()
         pub.close()
-    for props in (p1, p2, p3):
+    for props in (p1, p2, p3, p4):
         assert props.content_type == "application/json" and props.content_encoding == "utf-8"
         assert props.delivery_mode == 2 and props.headers["priority"] == 0
         assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$", props.headers["sent-at"])
@@ -124,6 +129,9 @@ def test_bridge_fedora_messaging_shape():
     assert str(uuid.UUID(p2.message_id)) == p2.message_id and json.loads(b2) == {"no": "id"}
     assert json.loads(b3) == {"build": 2} and p3.message_id == envelope(2)["msg_id"]
     assert p3.headers["fedora_messaging_severity"] == 30
+    assert p4.message_id == envelope(4)["msg_id"]
+    sent_at = datetime.datetime.fromisoformat(p4.headers["sent-at"]).timestamp()
+    assert sent_from <= sent_at <= sent_to, p4.headers["sent-at"]
     wd.cleanup()
 
 

@@ -1,4 +1,5 @@
-"""The README's plugin guide, followed as written: install fanhub from the
+"""The plugin guide the README points to (docs/writing-a-plugin.md; "the
+README" below), followed as written: install fanhub from the
 build directory of this test run into a temporary prefix, build hello.c
 outside the tree with the README's own commands, check it and run it
 against a pyzmq publisher, and compare what it logs with what the README
@@ -19,7 +20,7 @@ import subprocess
 
 import fanhublib as fh
 
-README = os.path.join(fh.SOURCE_DIR, "README.md")
+README = os.path.join(fh.SOURCE_DIR, "docs", "writing-a-plugin.md")
 README_BUILD_DIR = "build/release"
 README_ENDPOINT = "tcp://127.0.0.1:9940"
 BLOCKS = ("hello.c", "hello.yaml", "install", "build", "check", "check-output", "run",
@@ -32,10 +33,10 @@ def readme_blocks():
     found = {}
     for m in re.finditer(r"^<!-- readme-plugin: (\S+) -->\n```[a-z]*\n(.*?)^```$", text,
                          re.S | re.M):
-        assert m.group(1) not in found, "README.md: block %r marked twice" % m.group(1)
+        assert m.group(1) not in found, "docs/writing-a-plugin.md: block %r marked twice" % m.group(1)
         found[m.group(1)] = m.group(2)
     missing = [name for name in BLOCKS if name not in found]
-    assert not missing, "README.md: no block marked readme-plugin: %s" % ", ".join(missing)
+    assert not missing, "docs/writing-a-plugin.md: no block marked readme-plugin: %s" % ", ".join(missing)
     return found
 
 

@@ -7,12 +7,15 @@
     "-1 ..."), or answers nothing, or nonsense, or hangs up, as the case
     asks. The cases drive fh_collectd_push_send with ready lines, and
     fh_collectd_push_tick with the snapshot of a real (never started) hub
-    and a made-up clock. What the pusher logs is caught by pointing stderr
+    and a made-up clock; one case runs a started hub's control actor
+    against a collectd that never answers. What the pusher logs is caught by pointing stderr
     at a file around the calls, so "logged once" is checked by counting.
 */
 #include "collectd_push.h"
 
+#include "clock.h"
 #include "config.h"
+#include "control.h"
 #include "hub.h"
 #include "stats.h"
 
@@ -36,6 +39,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SECOND INT64_C (1000000000)
@@ -63,6 +67,7 @@ typedef struct {
     size_t received_room;
     int lines;
     int connections;
+    int client_closed; /* connections the pusher closed */
 } s_server_t;
 
 static char s_dir[128];
@@ -112,8 +117,12 @@ s_serve (s_server_t *self, int fd)
         if (items[1].revents)
             return false;
         ssize_t n = recv (fd, buffer + have, sizeof buffer - have, 0);
-        if (n <= 0)
+        if (n <= 0) {
+            pthread_mutex_lock (&self->lock);
+            self->client_closed++;
+            pthread_mutex_unlock (&self->lock);
             return true;
+        }
         have += (size_t) n;
         char *newline;
         while ((newline = memchr (buffer, '\n', have))) {
@@ -222,6 +231,15 @@ s_server_connections (s_server_t *self)
     int connections = self->connections;
     pthread_mutex_unlock (&self->lock);
     return connections;
+}
+
+static int
+s_server_client_closed (s_server_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    int closed = self->client_closed;
+    pthread_mutex_unlock (&self->lock);
+    return closed;
 }
 
 /* What the server read, as a new string. */
@@ -662,6 +680,89 @@ test_interval_defaults_to_metrics_interval (void **state)
     fh_config_destroy (&config);
 }
 
+/* Takes the hub's lock once, on a thread of its own: the case waits for
+   it with a deadline, and a lock that is never free fails the case
+   rather than hanging it. */
+typedef struct {
+    fh_hub_t *hub;
+    atomic_bool took;
+} s_locker_t;
+
+static void *
+s_locker (void *arg)
+{
+    s_locker_t *locker = arg;
+    fh_hub_lock (locker->hub);
+    atomic_store (&locker->took, true);
+    fh_hub_unlock (locker->hub);
+    return NULL;
+}
+
+/* Issue 29: the control actor used to push to collectd with the hub's
+   lock held, so a collectd that reads and does not answer held every
+   reload (and bus.amqp's deliveries) for as long as the pusher waited.
+   Now the batch is made under the lock and sent after it: while the
+   pusher waits for this collectd's answers (its limits made longer than
+   any deadline here, so it still waits at the end), the lock is free. */
+static void
+test_a_slow_collectd_does_not_hold_the_hub_lock (void **state)
+{
+    (void) state;
+    char yaml[2048], err[512];
+    snprintf (yaml, sizeof yaml,
+              "bus: {connect: tcp://127.0.0.1:9}\n"
+              "control: ipc://%s/control.sock\n"
+              "metrics: {interval: 1, collectd: {socket: \"%s\"}}\n"
+              "consumers:\n"
+              "  - name: c1\n"
+              "    plugin: %s/sleep.so\n",
+              s_dir, s_socket_path, TEST_PLUGIN_DIR);
+    fh_config_t *config = fh_config_load_string (yaml, strlen (yaml), "t.yaml", err, sizeof err);
+    if (!config)
+        fail_msg ("%s", err);
+    fh_hub_t *hub = fh_hub_new (config, SHIPPED_PLUGIN_DIR, err, sizeof err);
+    if (!hub || fh_hub_start (hub, err, sizeof err) != 0)
+        fail_msg ("hub: %s", err);
+    s_server_t *server = s_server_start (s_socket_path, SERVE_SILENT);
+    fh_collectd_push_set_default_limits (3600 * 1000, 3600 * 1000);
+    fh_control_t *control = fh_control_new (hub, err, sizeof err);
+    fh_collectd_push_set_default_limits (1000, 2000);
+    if (!control)
+        fail_msg ("control: %s", err);
+
+    /* The first tick (a second after the start) sends its batch: once a
+       line is here, the pusher waits for answers that do not come. */
+    int64_t end = fh_clock_mono_ns () + 30 * SECOND;
+    while (s_server_lines (server) == 0 && fh_clock_mono_ns () < end)
+        nanosleep (&(struct timespec){0, 1000000}, NULL);
+    assert_true (s_server_lines (server) > 0);
+    s_locker_t locker = {.hub = hub};
+    pthread_t thread;
+    assert_int_equal (pthread_create (&thread, NULL, s_locker, &locker), 0);
+    end = fh_clock_mono_ns () + 30 * SECOND;
+    while (!atomic_load (&locker.took) && fh_clock_mono_ns () < end)
+        nanosleep (&(struct timespec){0, 1000000}, NULL);
+    bool took = atomic_load (&locker.took);
+    /* The same batch still waits for its answers: nothing gave up yet. */
+    int closed = s_server_client_closed (server);
+    int connections = s_server_connections (server);
+    /* collectd goes away: the pusher gives up, the actor goes on. */
+    s_server_stop (&server);
+    pthread_join (thread, NULL);
+    assert_true (took);
+    assert_int_equal (closed, 0);
+    assert_int_equal (connections, 1);
+
+    fh_control_destroy (&control);
+    fh_hub_stop_receiving (hub);
+    end = fh_clock_mono_ns () + 30 * SECOND;
+    while (!fh_hub_drained (hub) && fh_clock_mono_ns () < end)
+        nanosleep (&(struct timespec){0, 1000000}, NULL);
+    assert_true (fh_hub_drained (hub));
+    fh_hub_destroy (&hub);
+    fh_config_destroy (&config);
+}
+
 static int
 s_setup (void **state)
 {
@@ -698,6 +799,7 @@ main (void)
         cmocka_unit_test (test_a_socket_path_too_long),
         cmocka_unit_test (test_tick_pushes_the_snapshot_on_its_grid),
         cmocka_unit_test (test_interval_defaults_to_metrics_interval),
+        cmocka_unit_test (test_a_slow_collectd_does_not_hold_the_hub_lock),
     };
     return cmocka_run_group_tests (tests, s_setup, s_teardown);
 }
