@@ -40,8 +40,8 @@ typedef struct {
     const fanhub_option_t *command; /* worker */
     const char *callable, *python;  /* python */
     const fanhub_option_t *path, *config;
+    const fanhub_option_t *max_crashes; /* refused: the consumer's key */
     int on_exception;
-    uint64_t max_crashes;
     int64_t handshake_timeout, restart_delay, restart_delay_max, shutdown_timeout;
 } opts_t;
 
@@ -50,9 +50,8 @@ static const fanhub_consumer_desc_t s_desc;
 #define COMMON_OPTIONS                                                                             \
     FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_ANY, config, NULL, 0, 0,                        \
                       "handed to the worker in HELLO (the runner: the consumer's config)"),        \
-        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_UINT, max_crashes, "3", 1, 1000,       \
-                          "crashes of a worker holding a message alone before it is a dead "       \
-                          "letter"),                                                               \
+        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_ANY, max_crashes, NULL, 0, 0,          \
+                          "refused: set max_crashes on the consumer, not in its options"),         \
         FANHUB_OPT_FIELD (opts_t, "handshake_timeout", FANHUB_OPT_DURATION, handshake_timeout,     \
                           "30s", 1, 3600000, "a worker not READY by then is killed"),              \
         FANHUB_OPT_FIELD (opts_t, "restart_delay", FANHUB_OPT_DURATION, restart_delay, "100ms", 1, \
@@ -142,6 +141,15 @@ s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_optio
     }
     if (host->options_read (ctx, &s_desc, options, o, sizeof *o, err, errlen) != 0)
         return -1;
+    /* One max_crashes for crashes of the hub and of workers: the
+       consumer's key, read with consumer_setting. */
+    if (o->max_crashes) {
+        snprintf (err, errlen,
+                  "options.max_crashes: not an option of this plugin; set max_crashes on the "
+                  "consumer, beside options (%s)",
+                  host->option_where (o->max_crashes));
+        return -1;
+    }
     char why[512];
 #ifdef WORKER_PYTHON
     char runner[4096];
@@ -330,7 +338,8 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     int64_t timeout_ms = host->consumer_setting (ctx, "consume_timeout_ms");
     w->consume_timeout_ns = timeout_ms > 0 ? timeout_ms * 1000000 : 0;
     w->max_attempts = host->consumer_setting (ctx, "retry.max_attempts");
-    w->max_crashes = o->max_crashes;
+    int64_t max_crashes = host->consumer_setting (ctx, "max_crashes");
+    w->max_crashes = max_crashes > 0 ? (uint64_t) max_crashes : 3; /* the hub's default */
     w->handshake_ns = o->handshake_timeout * 1000000;
     w->restart_ns = o->restart_delay * 1000000;
     w->restart_max_ns = o->restart_delay_max * 1000000;

@@ -98,6 +98,48 @@ def test_a_worker_that_cannot_start_is_a_clear_error():
     wd.cleanup()
 
 
+def test_max_crashes_is_the_consumers_key():
+    """One max_crashes: the consumer's key (as for a C plugin that crashes
+    the hub) decides for the workers too; the plugin option is refused,
+    at run and at check, with where it is and where it belongs."""
+    wd = fh.Workdir()
+    config, err = run_refused(wd, '{callable: "wtest:record", max_crashes: 2}',
+                              expect="options.max_crashes: not an option of this plugin; "
+                              "set max_crashes on the consumer")
+    line = open(config).read().splitlines()[5]
+    where = "bad.yaml:6:%d" % (line.index("2}") + 1)
+    assert where in err, (where, err)
+    status, out, err = fh.run(["check", "-c", config])
+    assert status != 0 and where in err and "set max_crashes on the consumer" in err, err
+    # max_crashes: 1 on the consumer: a message alone in its worker is a
+    # dead letter at its first crash (the default, 3, would retry it).
+    out = wd.file("records.jsonl")
+    pub = fh.Publisher()
+    hub = simple_hub(wd, pub, out, top="state_dir: %s\n" % wd.file("state"),
+                     extra="    max_crashes: 1\n"
+                     "    retry: {max_attempts: 5, initial_ms: 1, max_ms: 10}\n")
+    try:
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.test", '{"i":0,"segv":true}')
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["dead_lettered"] == 1,
+                    "the message dead-lettered", hub=hub)
+        pub.send("org.test", '{"i":1}')
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["completed"] == 1,
+                    "the next message completed", hub=hub)
+        c = hub.consumer(hub.stats(), "py")
+        assert c["failed"] == 1 and c["retried"] == 0, c
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    status, text, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", "py"])
+    entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert status == 0 and len(entries) == 1, text + err
+    assert entries[0]["reason"] == ("completed with FAIL: worker killed by signal 11 (SIGSEGV) "
+                                    "1 time on this message"), entries
+    wd.cleanup()
+
+
 def test_a_worker_that_cannot_restart_shows_the_consumer_down():
     wd = fh.Workdir()
     out = wd.file("records.jsonl")
@@ -247,6 +289,7 @@ if __name__ == "__main__":
     fh.main([test_ordering_across_four_workers, test_a_poison_message_is_dead_lettered,
              test_a_worker_that_never_answers_is_killed_and_its_message_retried,
              test_a_worker_that_cannot_start_is_a_clear_error,
+             test_max_crashes_is_the_consumers_key,
              test_a_worker_that_cannot_restart_shows_the_consumer_down,
              test_what_the_runner_makes_of_exceptions,
              test_emit_wait_answers_when_the_worker_did, test_a_reload_replaces_the_workers])
