@@ -446,19 +446,17 @@ s_fini (void *state)
     s_destroy (state);
 }
 
+/* msg as an 'M' frame into frame (its ticket set later): 0, or a result
+   with the reason set. */
 static fanhub_result_t
-s_consume (void *state, const fanhub_msg_t *msg)
+s_encode (worker_t *w, const fanhub_msg_t *msg, wbuf_t *frame, uint64_t *seq, uint32_t *attempt)
 {
-    worker_t *w = state;
     const fanhub_host_t *h = w->host;
-    fanhub_ticket_t ticket = h->msg_ticket (msg);
     size_t count = h->msg_frame_count (msg);
     fanhub_bytes_t stack[8];
     fanhub_bytes_t *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
-    if (!frames || !ticket) {
-        if (frames != stack)
-            free (frames);
-        h->set_reason (w->ctx, "%s", ticket ? "out of memory" : "no ticket for the message");
+    if (!frames) {
+        h->set_reason (w->ctx, "out of memory");
         return FANHUB_RETRY;
     }
     for (size_t i = 0; i < count; i++)
@@ -472,26 +470,53 @@ s_consume (void *state, const fanhub_msg_t *msg)
                     .id_size = id_size,
                     .frames = frames,
                     .count = count};
-    wbuf_t frame = {0};
-    int rc = wire_message (&frame, &m);
+    int rc = wire_message (frame, &m);
     if (frames != stack)
         free (frames);
     if (rc != 0) {
         h->set_reason (w->ctx, "cannot make its frame (out of memory, or over 1 GiB)");
         return FANHUB_FAIL;
     }
-    pthread_mutex_lock (&w->lock);
-    if (w->halted) {
-        h->set_reason (w->ctx, "the consumer is %s", w->halt_reason);
-        pthread_mutex_unlock (&w->lock);
-        wbuf_free (&frame);
-        return FANHUB_FAIL;
-    }
-    if (w->nfree == 0) {
-        pthread_mutex_unlock (&w->lock);
-        wbuf_free (&frame);
-        h->set_reason (w->ctx, "more messages open than max_pending");
+    *seq = m.seq;
+    *attempt = m.attempt;
+    return FANHUB_OK;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    worker_t *w = state;
+    const fanhub_host_t *h = w->host;
+    fanhub_ticket_t ticket = h->msg_ticket (msg);
+    if (!ticket) {
+        h->set_reason (w->ctx, "no ticket for the message");
         return FANHUB_RETRY;
+    }
+    wbuf_t frame = {0};
+    uint64_t seq;
+    uint32_t attempt;
+    fanhub_result_t rc = s_encode (w, msg, &frame, &seq, &attempt);
+    if (rc != FANHUB_OK)
+        return rc;
+    int64_t now = worker_now_ns ();
+    char why[WORKER_REASON_MAX + 1];
+    pthread_mutex_lock (&w->lock);
+    rc = FANHUB_PENDING;
+    if (w->halted) {
+        snprintf (why, sizeof why, "the consumer is %.200s", w->halt_reason);
+        rc = FANHUB_FAIL;
+    }
+    else if (w->nfree == 0) {
+        snprintf (why, sizeof why, "more messages open than max_pending");
+        rc = FANHUB_RETRY;
+    }
+    else if (w->ncrashes && crash_hung_out (w, seq, why, sizeof why))
+        rc = FANHUB_FAIL; /* the hub expired its last hang: that one was charged */
+    if (rc != FANHUB_PENDING) {
+        pthread_mutex_unlock (&w->lock);
+        wbuf_free (&frame);
+        h->set_reason (w->ctx, "%s", why);
+        return rc;
     }
     size_t slot = w->free_slots[--w->nfree];
     job_t *job = &w->jobs[slot];
@@ -499,14 +524,15 @@ s_consume (void *state, const fanhub_msg_t *msg)
     for (int i = 0; i < 8; i++)
         frame.data[WIRE_TICKET_OFFSET + i] = (uint8_t) (wire >> (56 - 8 * i));
     *job = (job_t){.used = true,
-                   .suspect = worker_is_suspect (w, m.seq),
+                   .suspect = crash_suspect (w, seq),
                    .wire = wire,
                    .ticket = ticket,
-                   .seq = m.seq,
-                   .attempt = m.attempt,
+                   .seq = seq,
+                   .attempt = attempt,
                    .frame = frame.data,
                    .frame_size = frame.size,
-                   .proc = -1};
+                   .proc = -1,
+                   .consumed_ns = now};
     bool was_empty = w->wcount == 0;
     w->waitq[(w->whead + w->wcount) % (size_t) w->max_pending] = slot;
     w->wcount++;
