@@ -32,9 +32,11 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   cluster     keyed work on RabbitMQ shard queues: 3 worker hubs against 1
               with an I/O-bound consumer (1 ms per message), one private
               broker, the same run (bench_cluster.py; target >= 2.7x).
-  worker      a no-op Python consumer (plugin: python, the runner parsing
-              100 B JSON bodies) in 1 and 2 worker processes: msg/s and
-              CPU a message of hub and workers (bench_worker.py).
+  worker      Python consumers (plugin: python, the runner parsing 100 B
+              JSON bodies), a no-op one and a worker-bound one (parses a
+              ~2 KiB Fedora body), in 1 and 2 worker processes: msg/s, CPU
+              a message of hub and workers, the CPU ceiling of two workers
+              (bench_worker.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -1208,8 +1210,8 @@ def case_signatures(bench, prof, results):
 
 
 def case_worker(bench, prof, results):
-    """A no-op Python consumer in 1 and 2 worker processes:
-    tests/bench/bench_worker.py."""
+    """Python consumers (no-op and worker-bound) in 1 and 2 worker
+    processes: tests/bench/bench_worker.py."""
     import bench_worker
     bench_worker.run(sys.modules[__name__], bench, prof, results)
 
