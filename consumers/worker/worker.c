@@ -40,7 +40,7 @@ typedef struct {
     const fanhub_option_t *command; /* worker */
     const char *callable, *python;  /* python */
     const fanhub_option_t *path, *config;
-    const fanhub_option_t *max_crashes; /* refused: the consumer's key */
+    const char *max_crashes; /* refused: the consumer's key */
     int on_exception;
     int64_t handshake_timeout, restart_delay, restart_delay_max, shutdown_timeout;
 } opts_t;
@@ -50,7 +50,7 @@ static const fanhub_consumer_desc_t s_desc;
 #define COMMON_OPTIONS                                                                             \
     FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_ANY, config, NULL, 0, 0,                        \
                       "handed to the worker in HELLO (the runner: the consumer's config)"),        \
-        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_ANY, max_crashes, NULL, 0, 0,          \
+        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_STRING, max_crashes, NULL, 0, 0,       \
                           "refused: set max_crashes on the consumer, not in its options"),         \
         FANHUB_OPT_FIELD (opts_t, "handshake_timeout", FANHUB_OPT_DURATION, handshake_timeout,     \
                           "30s", 1, 3600000, "a worker not READY by then is killed"),              \
@@ -147,7 +147,7 @@ s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_optio
         snprintf (err, errlen,
                   "options.max_crashes: not an option of this plugin; set max_crashes on the "
                   "consumer, beside options (%s)",
-                  host->option_where (o->max_crashes));
+                  host->option_where (host->option_get (options, "max_crashes")));
         return -1;
     }
     char why[512];
