@@ -63,6 +63,8 @@ import time
 
 import zmq
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import fanhublib  # noqa: E402  (the integration tests' helpers)
 from bench_common import BOUND_MARGIN, QUIET, TARGETS, log
 from bench_report import charts, compare, load_results, machine, markdown
 
@@ -344,16 +346,25 @@ def stats_call(endpoint, timeout_ms=2000, command=b"STATS"):
     return json.loads(reply)
 
 
-class Hub:
-    """One `fanhub run` with a generated configuration."""
+class _Scratch(fanhublib.Workdir):
+    """fanhublib's Workdir on the bench's scratch directory (which the
+    bench removes itself)."""
+
+    def __init__(self, path):
+        self.path = path
+
+
+class Hub(fanhublib.Hub):
+    """One `fanhub run` with a generated configuration: the integration
+    tests' Hub (tests/integration/fanhublib.py), started pinned or under
+    valgrind when asked, and waited for; with what a benchmark reads of
+    it (its CPU clock, when it has gone idle, STATS without disturbing
+    it more than once)."""
 
     def __init__(self, bench, consumers, cpu=None, extra="", shutdown_timeout=5,
                  valgrind=None, rcvhwm=None, ready_timeout=20.0, curve=None, bus_extra=""):
         self.bench = bench
         self.bus = f"tcp://127.0.0.1:{free_port()}"
-        self.config = bench.path("hub.yaml")
-        self.control = f"ipc://{self.config}.ctl"
-        self.logfile = self.config + ".log"
         lines = [f"bus:\n  bind: {self.bus}"]
         if rcvhwm is not None:
             lines.append(f"  rcvhwm: {rcvhwm}")
@@ -362,20 +373,20 @@ class Hub:
         if curve:
             lines.append(f"  curve:\n    secret_key_file: \"{curve.hub_secret_file}\"\n"
                          f"    allow: [\"{curve.pub_public}\"]")
-        lines.append(f"control: {self.control}")
         lines.append(f"shutdown_timeout: {shutdown_timeout}")
         if extra:
             lines.append(extra.rstrip("\n"))
         lines.append("consumers:")
         lines.extend(consumers)
-        with open(self.config, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        cmd = [bench.fanhub, "run", "-q", "-c", self.config]
-        if valgrind:
-            cmd = valgrind + cmd
-        self.log = open(self.logfile, "w")
-        self.proc = spawn(cmd, cpu=cpu, stdout=self.log, stderr=subprocess.STDOUT)
+        prefix = (["taskset", "-c", str(cpu)] if cpu is not None else []) + list(valgrind or [])
+        fanhublib.BIN = bench.fanhub
+        name = os.path.basename(bench.path("hub"))  # a name of its own for each run
+        super().__init__(_Scratch(bench.tmp), "\n".join(lines) + "\n", name=name,
+                         extra_args=["-q"], prefix=prefix)
+        CHILDREN.append(self.proc)
+        debug("spawn: " + " ".join(prefix + [bench.fanhub, "run", "-c", self.config, "-q"]))
         self.pid = self.proc.pid
+        self.logfile = self.stderr_path
         deadline = time.monotonic() + ready_timeout
         while True:
             if self.proc.poll() is not None:
@@ -399,8 +410,10 @@ class Hub:
         return cpu_clock(self.pid)
 
     def stop(self, timeout=30.0):
+        """SIGTERM, then SIGKILL after timeout s: its exit status."""
         rc = stop(self.proc, timeout=timeout)
-        self.log.close()
+        self.err.close()
+        self.out.close()
         return rc
 
     def wait_idle(self, deadline_s, busy_frac=0.05, idle_s=2.0):
