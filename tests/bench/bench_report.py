@@ -214,10 +214,9 @@ def throughput_table(w, tp):
     w("")
 
 
-def markdown(results):
+def _md_header(results, w):
+    """The title, the machine and the other work seen on it."""
     m = results["machine"]
-    out = []
-    w = out.append
     w(f"# fanhub benchmark ({results['profile']})\n")
     w(f"Run {results['started']} on {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']} "
       f"({m['os']}), libzmq {m['libzmq']}; {results.get('fanhub_version', '?')} "
@@ -229,6 +228,10 @@ def markdown(results):
         w(f"Other work on the machine just before each run (share of all CPUs busy): "
           f"median {bg['median']*100:.0f} %, max {bg['max']*100:.0f} % over {bg['runs']} runs"
           + (" — **figures disturbed**." if bg["max"] > QUIET["threshold"] else ".") + "\n")
+
+
+def _md_targets(results, w):
+    """Each target: measured, against raw, met or not."""
     w("## Targets\n")
     w("| Figure | Placement | Measured | vs raw | Target | Met? | Notes |")
     w("|---|---|---|---|---|---|---|")
@@ -236,6 +239,10 @@ def markdown(results):
         verdict = "n/a" if met is None else ("yes" if met else "**no**")
         w(f"| {fig} | {pl} | {val} | {ratio} | {target} | {verdict} | {note} |")
     w("")
+
+
+def _md_throughput(results, w):
+    """Throughput and fan-in (eight publishers)."""
     tp = results.get("throughput")
     if tp:
         w("## Throughput (full speed, K null consumers)\n")
@@ -251,6 +258,10 @@ def markdown(results):
         w("## Eight publishers at once (100 B)\n")
         w("bench_pub with 8 connections (a thread and an XPUB socket each), K=1.\n")
         throughput_table(w, fi)
+
+
+def _md_latency(results, w):
+    """Latency percentiles against raw at each rate."""
     lat = results.get("latency")
     if lat:
         w("## Latency (publish → consume start, 100 B, fixed rate)\n")
@@ -266,6 +277,10 @@ def markdown(results):
               f"{fmt_us(r['p99_ns'])} | {fmt_us(r['p999_ns'])} | {fmt_us(r['max_ns'])} | "
               f"{r['p99_ns']/raw['p99_ns']:.2f}x | {_fmt_ctx(r.get('ctx_per_msg'))} |")
         w("")
+
+
+def _md_routing(results, w):
+    """Topic routing: 100 consumers against 3 without topics."""
     rt = results.get("routing")
     if rt:
         w("## Topic routing at scale\n")
@@ -286,6 +301,10 @@ def markdown(results):
                   f"{fmt_ns(x['cpu_per_delivery_ns'])} | {_fmt_ctx(x.get('ctx_per_msg'))} | "
                   f"{x['loss']} | {x['dropped']} |")
         w("")
+
+
+def _md_scale(results, w):
+    """Many consumers, and fanhub check of 20,000."""
     sc = results.get("scale")
     if sc:
         w("## Many consumers on few cores\n")
@@ -315,6 +334,10 @@ def markdown(results):
           f"{ck['max_rss']/2**20:,.0f} MiB. Of {ok['consumers']:,}: checked in "
           f"{ok['wall_s']:.2f} s wall, {ok['cpu_s']:.2f} s CPU, peak RSS "
           f"{ok['max_rss']/2**20:,.0f} MiB.\n")
+
+
+def _md_metrics(results, w):
+    """What STATS scraping and the collectd push cost."""
     mt = results.get("metrics")
     if mt:
         w("## Metrics cost (K=4, 100 B, full speed)\n")
@@ -331,6 +354,10 @@ def markdown(results):
                          f"{r['collectd_cost']*100:+.1f} % |")
             w(line)
         w(f"\ncollectd push: {results.get('collectd_push', 'not run')}.\n")
+
+
+def _md_memory(results, w):
+    """RSS against the payload queued."""
     mem = results.get("memory")
     if mem:
         w("## Memory (consumers held, 1 KiB bodies queued)\n")
@@ -342,6 +369,10 @@ def markdown(results):
               f"{r['rss_idle']/2**20:,.0f} MiB | {r['payload']/2**20:,.0f} MiB | "
               f"{r['ratio']:.2f} | {r['limit']/2**20:,.0f} MiB |")
         w("")
+
+
+def _md_neighbour(results, w):
+    """The log consumer beside a spilling neighbour."""
     nb = results.get("neighbour")
     if nb:
         w("## A spilling neighbour (spool.fsync: always)\n")
@@ -370,6 +401,10 @@ def markdown(results):
                  f"alone {fmt_ns(f['io_ns'])}); releasing it, which its last holder pays "
                  f"anyway, {fmt_ns(f['release_ns'])}" if f else "(spill_floor): not measured"))
         w("")
+
+
+def _md_curve(results, w):
+    """CURVE against plaintext."""
     cv = results.get("curve")
     if cv:
         w("## CURVE against plaintext (hub K=1, one null consumer)\n")
@@ -393,12 +428,20 @@ def markdown(results):
             w("")
         else:
             w(f"- {cv['status']}\n")
+
+
+def _md_modules(results, w):
+    """The sections of the cases that write their own."""
     import bench_amqp
     bench_amqp.markdown(results, w)
     import bench_cluster
     bench_cluster.markdown(results, w)
     import bench_worker
     bench_worker.markdown(results, w)
+
+
+def _md_spill_pool(results, w):
+    """Spill and the ordered pool."""
     w("## Spill and ordered pool\n")
     for name in ("spill", "pool"):
         entry = results.get(name, {"status": "not run"})
@@ -414,6 +457,10 @@ def markdown(results):
                   f"({r['spilled']:,.0f} spilled), drain {fmt_rate(r['drain_rate'])}, "
                   f"loss {r['loss']}, dropped {r['dropped']}")
     w("")
+
+
+def _md_callgrind(results, w):
+    """Instructions per delivery."""
     cg = results.get("callgrind", {})
     w("## Instructions per delivery (callgrind)\n")
     if cg.get("status") == "measured":
@@ -436,11 +483,26 @@ def markdown(results):
     else:
         w(cg.get("status", "not run"))
     w("")
+
+
+def _md_signatures(results, w):
+    """Signatures on against off."""
     if results.get("signatures"):
         import bench_signatures
-        out.extend(bench_signatures.markdown(results["signatures"]))
-    return "\n".join(out)
+        for line in bench_signatures.markdown(results["signatures"]):
+            w(line)
 
+
+MARKDOWN_SECTIONS = (_md_header, _md_targets, _md_throughput, _md_latency, _md_routing, _md_scale, _md_metrics, _md_memory, _md_neighbour, _md_curve, _md_modules, _md_spill_pool, _md_callgrind, _md_signatures)
+
+
+def markdown(results):
+    """results.md of a run: each section in turn (a case not run writes
+    nothing, or says why)."""
+    out = []
+    for section in MARKDOWN_SECTIONS:
+        section(results, out.append)
+    return "\n".join(out)
 
 def charts(results, outdir):
     if not shutil.which("gnuplot"):
