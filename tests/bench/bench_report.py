@@ -74,107 +74,130 @@ def receiver_bound(*rows):
     return all(r.get("bound_by") == "receiver" for r in rows)
 
 
+def _eval_throughput(results, placement, rows):
+    """K=1 and K=4 against raw: input, deliveries, CPU."""
+    tp = results.get("throughput", [])
+    pb = "publisher-bound: no ratio"
+    raw = find(tp, kind="raw", size=100, placement=placement)
+    k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
+    k4 = find(tp, kind="hub", k=4, size=100, placement=placement)
+    if raw and k1:
+        bound = receiver_bound(raw, k1)
+        ratio = k1["in_rate"] / raw["rate"]
+        lossless = k1["loss"] == 0 and k1["dropped"] == 0
+        rows.append(("K=1 sustained input, 100 B", placement, fmt_rate(k1["in_rate"]),
+                     f"{ratio:.2f}x" if bound else "—",
+                     f"≥ {TARGETS['k1_input']}x raw, zero loss",
+                     (ratio >= TARGETS["k1_input"] and lossless) if bound else None,
+                     f"loss {k1['loss']}, dropped {k1['dropped']}; publisher "
+                     f"{fmt_rate(k1['pub_send_rate'])} ({k1['bound_by']}), raw's "
+                     f"{fmt_rate(raw['pub_send_rate'])} ({raw['bound_by']})"))
+        ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
+        rows.append(("K=1 hub CPU per delivery", placement,
+                     fmt_ns(k1["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
+                     f"≤ {TARGETS['k1_cpu']}x raw CPU/msg",
+                     ratio <= TARGETS["k1_cpu"] if bound else None,
+                     f"raw {fmt_ns(raw['cpu_per_msg_ns'])}"
+                     + ("" if bound else "; " + pb + " to judge by (shown for reference)")))
+    if raw and k4:
+        bound = receiver_bound(raw, k4)
+        ratio = k4["deliveries_rate"] / raw["rate"]
+        rows.append(("K=4 deliveries/s, 100 B", placement, fmt_rate(k4["deliveries_rate"]),
+                     f"{ratio:.2f}x" if bound else "—", "≥ 0.45x raw msg/s",
+                     (ratio >= TARGETS["k4_deliveries"] and k4["loss"] == 0
+                      and k4["dropped"] == 0) if bound else None,
+                     f"loss {k4['loss']}, dropped {k4['dropped']}"))
+        ratio = k4["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
+        rows.append(("K=4 hub CPU per delivery", placement,
+                     fmt_ns(k4["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
+                     "≤ 2.5x raw CPU/msg", ratio <= TARGETS["k4_cpu"] if bound else None,
+                     "" if bound else pb))
+
+
+def _eval_latency(results, placement, rows):
+    """p99 at 10k msg/s, K=8, against raw."""
+    lat = results.get("latency", [])
+    lraw = find(lat, kind="raw", rate=10_000, placement=placement)
+    l8 = find(lat, kind="hub", k=8, rate=10_000, placement=placement)
+    if lraw and l8:
+        ratio = l8["p99_ns"] / lraw["p99_ns"]
+        rows.append(("p99 latency, 10k msg/s, K=8", placement, fmt_us(l8["p99_ns"]),
+                     f"{ratio:.2f}x", f"≤ {TARGETS['lat_p99']}x raw p99",
+                     ratio <= TARGETS["lat_p99"],
+                     f"raw p99 {fmt_us(lraw['p99_ns'])}; ctx sw/msg "
+                     f"{_fmt_ctx(l8.get('ctx_per_msg'))} vs raw "
+                     f"{_fmt_ctx(lraw.get('ctx_per_msg'))}"))
+
+
+def _eval_routing(results, placement, rows):
+    """Routing to 100 and 1,000 consumers, idle RSS."""
+    rt = find(results.get("routing"), placement=placement)
+    if rt:
+        ratio = rt["cost_vs_unrouted"]
+        rows.append(("Routing: 100 consumers, 3 match, CPU/delivery", placement,
+                     fmt_ns(rt["cpu_per_delivery_ns"]), f"{ratio:.2f}x of 3 unrouted",
+                     f"≤ {TARGETS['routing_cost']}x", ratio <= TARGETS["routing_cost"],
+                     f"3 unrouted: {fmt_ns(rt['reference_k3']['cpu_per_delivery_ns'])}; "
+                     f"ctx sw/msg {_fmt_ctx(rt.get('ctx_per_msg'))} vs "
+                     f"{_fmt_ctx(rt['reference_k3'].get('ctx_per_msg'))}"))
+    sc = find(results.get("scale"), placement=placement)
+    if sc:
+        b = sc["broadcast"]
+        rows.append((f"{sc['consumers']:,} idle consumers, RSS", placement,
+                     f"{b['rss_idle']/2**20:,.0f} MiB", "—",
+                     f"≤ {TARGETS['idle_rss'] // 2**20} MiB",
+                     b["rss_idle"] <= TARGETS["idle_rss"],
+                     f"{b['rss_after']/2**20:,.0f} MiB after {b['n']:,} messages to all; "
+                     f"{b['threads']:,} threads"))
+        rows.append((f"Routing: {sc['consumers']:,} consumers, 3 match, CPU/delivery",
+                     placement, fmt_ns(sc["routed"]["cpu_per_delivery_ns"]),
+                     f"{sc['cost_vs_unrouted']:.2f}x of 3 unrouted", "— (reported)",
+                     None, f"3 unrouted: "
+                     f"{fmt_ns(sc['reference_k3']['cpu_per_delivery_ns'])}"))
+
+
+def _eval_neighbour(results, placement, rows):
+    """The log consumer beside a spilling neighbour."""
+    nb = results.get("neighbour", {})
+    for r in nb.get("rows", []):
+        if r["placement"] == placement:
+            rows.append(("Log consumer beside a spilling neighbour (fsync: always)",
+                         placement, fmt_rate(r["beside_spill"]["deliveries_rate"]),
+                         f"{r['ratio']:.2f}x of alone", f"≥ {TARGETS['neighbour']}x",
+                         r["ratio"] >= TARGETS["neighbour"],
+                         f"alone {fmt_rate(r['alone']['deliveries_rate'])}; budget "
+                         f"{fmt_ns(r.get('budget_ns'))}/msg at {r.get('busy', 0):.2f} "
+                         f"CPUs busy, the spool's own work "
+                         f"{fmt_ns((r.get('floor') or {}).get('spill_ns'))}/msg; "
+                         f"issue 12"))
+
+
+def _eval_resources(results, placement, rows):
+    """The cost of STATS scraping; RSS against payload."""
+    m = find(results.get("metrics"), placement=placement)
+    if m:
+        rows.append(("STATS scraped at 10 Hz (K=4)", placement,
+                     f"{m['cost']*100:+.1f} % throughput", "—", "≤ 3 % cost",
+                     m["cost"] <= TARGETS["metrics_cost"],
+                     f"CPU/delivery {m['cpu_cost']*100:+.1f} %"))
+    mem = find(results.get("memory"), k=4, placement=placement)
+    if mem:
+        rows.append((f"RSS, 4 consumers × {mem['n']:,} queued 1 KiB", placement,
+                     f"{mem['rss']/2**20:,.0f} MiB", "—",
+                     f"≤ 1.3x payload + 64 MiB = {mem['limit']/2**20:,.0f} MiB",
+                     mem["rss"] <= mem["limit"],
+                     f"payload {mem['payload']/2**20:,.0f} MiB, RSS/payload "
+                     f"{mem['ratio']:.2f}"))
+
+
 def evaluate(results):
     """The target rows: (figure, placement, value, vs raw, target, met,
     note); met is None when the case is publisher-bound (no ratio)."""
     rows = []
-    tp = results.get("throughput", [])
-    lat = results.get("latency", [])
-    pb = "publisher-bound: no ratio"
     for placement in results["placements"]:
-        raw = find(tp, kind="raw", size=100, placement=placement)
-        k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
-        k4 = find(tp, kind="hub", k=4, size=100, placement=placement)
-        if raw and k1:
-            bound = receiver_bound(raw, k1)
-            ratio = k1["in_rate"] / raw["rate"]
-            lossless = k1["loss"] == 0 and k1["dropped"] == 0
-            rows.append(("K=1 sustained input, 100 B", placement, fmt_rate(k1["in_rate"]),
-                         f"{ratio:.2f}x" if bound else "—",
-                         f"≥ {TARGETS['k1_input']}x raw, zero loss",
-                         (ratio >= TARGETS["k1_input"] and lossless) if bound else None,
-                         f"loss {k1['loss']}, dropped {k1['dropped']}; publisher "
-                         f"{fmt_rate(k1['pub_send_rate'])} ({k1['bound_by']}), raw's "
-                         f"{fmt_rate(raw['pub_send_rate'])} ({raw['bound_by']})"))
-            ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
-            rows.append(("K=1 hub CPU per delivery", placement,
-                         fmt_ns(k1["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
-                         f"≤ {TARGETS['k1_cpu']}x raw CPU/msg",
-                         ratio <= TARGETS["k1_cpu"] if bound else None,
-                         f"raw {fmt_ns(raw['cpu_per_msg_ns'])}"
-                         + ("" if bound else "; " + pb + " to judge by (shown for reference)")))
-        if raw and k4:
-            bound = receiver_bound(raw, k4)
-            ratio = k4["deliveries_rate"] / raw["rate"]
-            rows.append(("K=4 deliveries/s, 100 B", placement, fmt_rate(k4["deliveries_rate"]),
-                         f"{ratio:.2f}x" if bound else "—", "≥ 0.45x raw msg/s",
-                         (ratio >= TARGETS["k4_deliveries"] and k4["loss"] == 0
-                          and k4["dropped"] == 0) if bound else None,
-                         f"loss {k4['loss']}, dropped {k4['dropped']}"))
-            ratio = k4["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
-            rows.append(("K=4 hub CPU per delivery", placement,
-                         fmt_ns(k4["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
-                         "≤ 2.5x raw CPU/msg", ratio <= TARGETS["k4_cpu"] if bound else None,
-                         "" if bound else pb))
-        lraw = find(lat, kind="raw", rate=10_000, placement=placement)
-        l8 = find(lat, kind="hub", k=8, rate=10_000, placement=placement)
-        if lraw and l8:
-            ratio = l8["p99_ns"] / lraw["p99_ns"]
-            rows.append(("p99 latency, 10k msg/s, K=8", placement, fmt_us(l8["p99_ns"]),
-                         f"{ratio:.2f}x", f"≤ {TARGETS['lat_p99']}x raw p99",
-                         ratio <= TARGETS["lat_p99"],
-                         f"raw p99 {fmt_us(lraw['p99_ns'])}; ctx sw/msg "
-                         f"{_fmt_ctx(l8.get('ctx_per_msg'))} vs raw "
-                         f"{_fmt_ctx(lraw.get('ctx_per_msg'))}"))
-        rt = find(results.get("routing"), placement=placement)
-        if rt:
-            ratio = rt["cost_vs_unrouted"]
-            rows.append(("Routing: 100 consumers, 3 match, CPU/delivery", placement,
-                         fmt_ns(rt["cpu_per_delivery_ns"]), f"{ratio:.2f}x of 3 unrouted",
-                         f"≤ {TARGETS['routing_cost']}x", ratio <= TARGETS["routing_cost"],
-                         f"3 unrouted: {fmt_ns(rt['reference_k3']['cpu_per_delivery_ns'])}; "
-                         f"ctx sw/msg {_fmt_ctx(rt.get('ctx_per_msg'))} vs "
-                         f"{_fmt_ctx(rt['reference_k3'].get('ctx_per_msg'))}"))
-        sc = find(results.get("scale"), placement=placement)
-        if sc:
-            b = sc["broadcast"]
-            rows.append((f"{sc['consumers']:,} idle consumers, RSS", placement,
-                         f"{b['rss_idle']/2**20:,.0f} MiB", "—",
-                         f"≤ {TARGETS['idle_rss'] // 2**20} MiB",
-                         b["rss_idle"] <= TARGETS["idle_rss"],
-                         f"{b['rss_after']/2**20:,.0f} MiB after {b['n']:,} messages to all; "
-                         f"{b['threads']:,} threads"))
-            rows.append((f"Routing: {sc['consumers']:,} consumers, 3 match, CPU/delivery",
-                         placement, fmt_ns(sc["routed"]["cpu_per_delivery_ns"]),
-                         f"{sc['cost_vs_unrouted']:.2f}x of 3 unrouted", "— (reported)",
-                         None, f"3 unrouted: "
-                         f"{fmt_ns(sc['reference_k3']['cpu_per_delivery_ns'])}"))
-        nb = results.get("neighbour", {})
-        for r in nb.get("rows", []):
-            if r["placement"] == placement:
-                rows.append(("Log consumer beside a spilling neighbour (fsync: always)",
-                             placement, fmt_rate(r["beside_spill"]["deliveries_rate"]),
-                             f"{r['ratio']:.2f}x of alone", f"≥ {TARGETS['neighbour']}x",
-                             r["ratio"] >= TARGETS["neighbour"],
-                             f"alone {fmt_rate(r['alone']['deliveries_rate'])}; budget "
-                             f"{fmt_ns(r.get('budget_ns'))}/msg at {r.get('busy', 0):.2f} "
-                             f"CPUs busy, the spool's own work "
-                             f"{fmt_ns((r.get('floor') or {}).get('spill_ns'))}/msg; "
-                             f"issue 12"))
-        m = find(results.get("metrics"), placement=placement)
-        if m:
-            rows.append(("STATS scraped at 10 Hz (K=4)", placement,
-                         f"{m['cost']*100:+.1f} % throughput", "—", "≤ 3 % cost",
-                         m["cost"] <= TARGETS["metrics_cost"],
-                         f"CPU/delivery {m['cpu_cost']*100:+.1f} %"))
-        mem = find(results.get("memory"), k=4, placement=placement)
-        if mem:
-            rows.append((f"RSS, 4 consumers × {mem['n']:,} queued 1 KiB", placement,
-                         f"{mem['rss']/2**20:,.0f} MiB", "—",
-                         f"≤ 1.3x payload + 64 MiB = {mem['limit']/2**20:,.0f} MiB",
-                         mem["rss"] <= mem["limit"],
-                         f"payload {mem['payload']/2**20:,.0f} MiB, RSS/payload "
-                         f"{mem['ratio']:.2f}"))
+        for family in (_eval_throughput, _eval_latency, _eval_routing, _eval_neighbour,
+                       _eval_resources):
+            family(results, placement, rows)
     ck = results.get("check")
     if ck:
         ok = ck["accepted"]
