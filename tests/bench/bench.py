@@ -734,56 +734,6 @@ def tp_count(prof, size):
     return prof["tp_n"] if size <= 1024 else prof["tp_n_large"]
 
 
-def case_throughput(bench, prof, results):
-    out = results.setdefault("throughput", [])
-    for placement in bench.placements:
-        for size in prof["tp_sizes"]:
-            n = tp_count(prof, size)
-            runs = [retry(raw_run, bench, n, size, placement)
-                    for _ in range(prof["reps"])]
-            r = rep_median(runs, TP_KEYS)
-            r.update(kind="raw", k=0, size=size, placement=placement[0], n=n)
-            for key in ("buckets",):
-                r.pop(key, None)
-            out.append(r)
-            log(f"throughput raw {placement[0]} {size} B: {r['rate']:,.0f} msg/s, "
-                f"{r['cpu_per_msg_ns']:.0f} ns CPU/msg; publisher {r['pub_send_rate']:,.0f}/s "
-                f"({r['bound_by']}-bound)")
-            for k in prof["tp_ks"]:
-                runs = [retry(hub_throughput, bench, k, size, n, placement)
-                        for _ in range(prof["reps"])]
-                r = rep_median(runs, TP_KEYS)
-                r.update(kind="hub", loss=max(x["loss"] for x in runs),
-                         dropped=max(x["dropped"] for x in runs))
-                out.append(r)
-                log(f"throughput hub K={k} {placement[0]} {size} B: in {r['in_rate']:,.0f}/s, "
-                    f"deliveries {r['deliveries_rate']:,.0f}/s, "
-                    f"{r['cpu_per_delivery_ns']:.0f} ns CPU/delivery, loss {r['loss']}, "
-                    f"dropped {r['dropped']}; publisher {r['pub_send_rate']:,.0f}/s "
-                    f"({r['bound_by']}-bound)")
-
-
-def case_latency(bench, prof, results):
-    out = results.setdefault("latency", [])
-    for placement in bench.placements:
-        for rate, seconds in prof["lat_rates"]:
-            n = int(rate * seconds)
-            runs = [retry(raw_run, bench, n, 100, placement, rate=rate)
-                    for _ in range(prof["reps"])]
-            r = rep_median(runs, LAT_KEYS)
-            r = {key: r[key] for key in LAT_KEYS + ["runs", "reps"]}
-            r.update(kind="raw", k=0, rate=rate, n=n, placement=placement[0])
-            out.append(r)
-            log(f"latency raw {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
-                f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
-            for k in prof["lat_ks"]:
-                runs = [retry(hub_latency, bench, k, rate, n, placement)
-                        for _ in range(prof["reps"])]
-                r = rep_median(runs, LAT_KEYS)
-                r.update(kind="hub", dropped=max(x["dropped"] for x in runs))
-                out.append(r)
-                log(f"latency hub K={k} {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
-                    f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
 
 
 ROUTE_SERVICES, ROUTE_EVENTS, ROUTE_KINDS = 40, 10, 5
@@ -823,50 +773,8 @@ def routing_setup(bench, capacity):
     return consumers, topics, len(patterns)
 
 
-def case_routing(bench, prof, results):
-    out = results.setdefault("routing", [])
-    n = prof["route_n"]
-    consumers, topics, count = routing_setup(bench, n + 1024)
-    for placement in bench.placements:
-        runs = [retry(hub_throughput, bench, count, 100, n, placement, consumers=consumers,
-                      topics_file=topics, expect_deliveries=3 * n)
-                for _ in range(prof["reps"])]
-        r = rep_median(runs, TP_KEYS)
-        r.update(kind="routing", consumers=count, matches_per_msg=3,
-                 loss=max(x["loss"] for x in runs), dropped=max(x["dropped"] for x in runs))
-        # The same messages to 3 consumers without topics: the same deliveries,
-        # no pattern to try, 3 busy threads instead of 100 mostly idle ones.
-        refs = [retry(hub_throughput, bench, 3, 100, n, placement, topics_file=topics)
-                for _ in range(prof["reps"])]
-        r["reference_k3"] = rep_median(refs, TP_KEYS)
-        r["cost_vs_unrouted"] = (r["cpu_per_delivery_ns"]
-                                 / r["reference_k3"]["cpu_per_delivery_ns"])
-        out.append(r)
-        log(f"routing {placement[0]}: in {r['in_rate']:,.0f}/s, {r['cpu_per_msg_ns']:.0f} ns "
-            f"hub CPU/msg ({r['deliveries']} deliveries, loss {r['loss']}); 3 consumers "
-            f"without topics: {r['reference_k3']['cpu_per_msg_ns']:.0f} ns/msg")
 
 
-def case_fanin(bench, prof, results):
-    """8 publishers at once: bench_pub with 8 connections (a thread and an
-    XPUB socket each) into the raw SUB and into the hub, K=1."""
-    out = results.setdefault("fanin", [])
-    n = prof["fanin_n"]
-    for placement in bench.placements:
-        raws = [retry(raw_run, bench, n, 100, placement, connections=8)
-                for _ in range(prof["reps"])]
-        raw = rep_median(raws, TP_KEYS)
-        raw.update(kind="raw", k=0, size=100, placement=placement[0], n=n, connections=8)
-        raw.pop("buckets", None)
-        hubs = [retry(hub_throughput, bench, 1, 100, n, placement, connections=8)
-                for _ in range(prof["reps"])]
-        hub = rep_median(hubs, TP_KEYS)
-        hub.update(kind="hub", loss=max(x["loss"] for x in hubs),
-                   dropped=max(x["dropped"] for x in hubs))
-        out.extend([raw, hub])
-        log(f"fanin {placement[0]}: raw {raw['rate']:,.0f}/s ({raw['bound_by']}-bound), "
-            f"hub K=1 {hub['in_rate']:,.0f}/s ({hub['bound_by']}-bound), "
-            f"{hub['cpu_per_delivery_ns']:.0f} ns CPU/delivery")
 
 
 def scale_setup(bench, count, routed):
@@ -887,83 +795,8 @@ def scale_setup(bench, count, routed):
     return consumers, path, subscriptions
 
 
-def case_scale(bench, prof, results):
-    """1,000 consumers on few cores: the idle hub's memory and threads,
-    every message to every consumer (deliveries/s, CPU and context
-    switches per delivery, memory after), and routing with 3 of the 1,000
-    matching each message against the same messages to 3 consumers
-    without topics (same deliveries, no routing)."""
-    out = results.setdefault("scale", [])
-    count, n = prof["scale_consumers"], prof["scale_n"]
-    route_n = prof["route_n"]
-    broadcast, _, _ = scale_setup(bench, count, routed=False)
-    routed, topics, subscriptions = scale_setup(bench, count, routed=True)
-    for placement in bench.placements:
-        row = dict(placement=placement[0], consumers=count)
-        runs = [retry(hub_throughput, bench, count, 100, n, placement, consumers=broadcast)
-                for _ in range(prof["reps"])]
-        row["broadcast"] = rep_median(runs, TP_KEYS + ["rss_idle", "rss_after"])
-        runs = [retry(hub_throughput, bench, count, 100, route_n, placement, consumers=routed,
-                      topics_file=topics, expect_deliveries=3 * route_n,
-                      wait_subscribers=subscriptions)
-                for _ in range(prof["reps"])]
-        row["routed"] = rep_median(runs, TP_KEYS + ["rss_idle", "rss_after"])
-        refs = [retry(hub_throughput, bench, 3, 100, route_n, placement, topics_file=topics)
-                for _ in range(prof["reps"])]
-        row["reference_k3"] = rep_median(refs, TP_KEYS)
-        row["cost_vs_unrouted"] = (row["routed"]["cpu_per_delivery_ns"]
-                                   / row["reference_k3"]["cpu_per_delivery_ns"])
-        out.append(row)
-        b = row["broadcast"]
-        log(f"scale {placement[0]}: {count} consumers idle {b['rss_idle']/2**20:.0f} MiB "
-            f"({b['threads']} threads), after {n:,} msgs to all {b['rss_after']/2**20:.0f} MiB; "
-            f"{b['deliveries_rate']:,.0f} deliveries/s, {b['cpu_per_delivery_ns']:.0f} ns/delivery; "
-            f"routed 3 of {count}: {row['routed']['cpu_per_delivery_ns']:.0f} ns/delivery, "
-            f"x{row['cost_vs_unrouted']:.2f} of 3 unrouted")
 
 
-def _check_run(bench, count):
-    """fanhub check of a configuration of `count` null consumers: exit
-    status, its message, wall time, CPU and peak RSS (the child's rusage)."""
-    path = bench.path(f"check-{count}.yaml")
-    with open(path, "w") as f:
-        f.write("bus: {bind: tcp://127.0.0.1:1}\nconsumers:\n")
-        for i in range(count):
-            f.write(f"  - {{name: c{i:05d}, plugin: \"null\"}}\n")
-    wait_quiet()
-    t0 = time.monotonic()
-    p = subprocess.Popen([bench.fanhub, "check", "-c", path], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.monotonic() - t0
-    err = p.stderr.read().decode(errors="replace").strip()
-    p.stderr.close()
-    return dict(consumers=count, rc=os.waitstatus_to_exitcode(status), message=err[-300:],
-                wall_s=wall, max_rss=usage.ru_maxrss * 1024,
-                cpu_s=usage.ru_utime + usage.ru_stime)
-
-
-# The most consumers one hub runs (hub/config/config.c, S_CONSUMERS_MAX).
-HUB_CONSUMERS_MAX = 1024
-
-
-def case_check(bench, prof, results):
-    """fanhub check of 20,000 null consumers, which a hub refuses (it runs at
-    most 1,024, a thread each): the refusal must come fast and small, not
-    after loading 20,000 plugin instances. And check of 1,024, the most a
-    hub accepts: loaded, initialised and released."""
-    big = _check_run(bench, prof["check_consumers"])
-    if big["rc"] != 2 or "at most" not in big["message"]:
-        raise BenchError(f"fanhub check of {big['consumers']} consumers: expected the refusal "
-                         f"(exit 2, 'at most'), got {big['rc']}: {big['message']}")
-    most = _check_run(bench, HUB_CONSUMERS_MAX)
-    if most["rc"] != 0:
-        raise BenchError(f"fanhub check of {HUB_CONSUMERS_MAX} consumers failed "
-                         f"({most['rc']}): {most['message']}")
-    results["check"] = dict(big, accepted=most)
-    log(f"check {big['consumers']:,} consumers: refused (exit 2) in {big['wall_s']:.2f} s, "
-        f"max RSS {big['max_rss']/2**20:.0f} MiB; {most['consumers']:,} consumers: checked in "
-        f"{most['wall_s']:.2f} s, max RSS {most['max_rss']/2**20:.0f} MiB")
 
 
 
@@ -1018,7 +851,9 @@ EXTRA_CASES = ["profile"]  # only when asked for with --cases
 # Cases in modules of their own (tests/bench/MODULE.py, case_CASE there,
 # which reads this module as its `b`); the others are above, or take this
 # module as an argument of their module's run().
-CASE_MODULES = {"callgrind": "bench_callgrind", "profile": "bench_callgrind",
+CASE_MODULES = {"throughput": "bench_throughput", "fanin": "bench_throughput",
+                "latency": "bench_throughput", "routing": "bench_scale", "scale": "bench_scale",
+                "check": "bench_scale", "callgrind": "bench_callgrind", "profile": "bench_callgrind",
                 "spill": "bench_spill", "neighbour": "bench_spill",
                 "metrics": "bench_resources", "memory": "bench_resources",
                 "pool": "bench_resources", "curve": "bench_curve"}
