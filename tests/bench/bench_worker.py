@@ -78,7 +78,7 @@ def _run_once(b, bench, callable_name, workers, n):
                 raise b.BenchError("the workers did not start\n" + b.tail(hub.logfile))
             time.sleep(0.05)
         kids = _children(hub.pid)
-        b.wait_quiet()
+        busy = b.wait_quiet()  # the share of the machine other work took just before
         c0, w0 = hub.cpu(), _cpu_of(b, kids)
         pub = b.blast(bench, hub.bus, n, size=100, json_body=True)
         t_done, c_done, st = hub.wait_done(
@@ -93,7 +93,7 @@ def _run_once(b, bench, callable_name, workers, n):
     wall = t_done - pub["t_first_ns"] / 1e9
     hub_us, worker_us = (c_done - c0) / n * 1e6, (w1 - w0) / n * 1e6
     return dict(workers=workers, n=n, rate=n / wall, hub_cpu_us=hub_us, worker_cpu_us=worker_us,
-                cpu_us=hub_us + worker_us, pub_send_rate=pub["send_rate"],
+                cpu_us=hub_us + worker_us, pub_send_rate=pub["send_rate"], other_busy=busy,
                 bound_by=b.bound_by(pub["send_rate"], n / wall))
 
 
@@ -101,7 +101,9 @@ def ceiling(one, two, ncpu):
     """What the CPU allows a pair of rows on ncpu CPUs: the cores one
     worker keeps busy, the most two workers can reach at their CPU a
     message (msg/s and x one), and the CPUs 1.6x would need."""
+    busy = (one.get("other_busy", 0) + two.get("other_busy", 0)) / 2
     return dict(cpus=ncpu, one_cores=one["cpu_us"] * one["rate"] / 1e6,
+                other_busy=busy,
                 two_cores=two["cpu_us"] * two["rate"] / 1e6,
                 max_rate=ncpu / (two["cpu_us"] / 1e6),
                 max_speedup=ncpu / (two["cpu_us"] / 1e6) / one["rate"],
@@ -113,7 +115,8 @@ def _measure(b, bench, prof, name, callable_name, n):
     for workers in (1, 2):
         runs = [_run_once(b, bench, callable_name, workers, n) for _ in range(prof["reps"])]
         row = dict(runs[0])
-        for key in ("rate", "hub_cpu_us", "worker_cpu_us", "cpu_us", "pub_send_rate"):
+        for key in ("rate", "hub_cpu_us", "worker_cpu_us", "cpu_us", "pub_send_rate",
+                    "other_busy"):
             row[key] = b.median([r[key] for r in runs])
         row["consumer"] = name
         row["runs"] = runs
@@ -125,7 +128,8 @@ def _measure(b, bench, prof, name, callable_name, n):
     cap = ceiling(one, two, cpus())
     b.log(f"worker {name}: workers 2 / 1 = {two['rate'] / one['rate']:.2f}x; CPU ceiling on "
           f"{cap['cpus']} CPUs {cap['max_speedup']:.2f}x ({cap['max_rate']:,.0f} msg/s); "
-          f"{TARGET_SPEEDUP}x would need {cap['cpus_for_target']:.1f} CPUs")
+          f"{TARGET_SPEEDUP}x would need {cap['cpus_for_target']:.1f} CPUs; other work had "
+          f"the machine {cap['other_busy'] * 100:.0f} % busy just before")
     return rows, cap
 
 
@@ -179,10 +183,14 @@ def markdown(results, w):
         one, two = rows[2 * i], rows[2 * i + 1]
         w("- %s: workers 2 / 1 = %.2fx. CPU ceiling: one worker keeps %.2f CPUs busy; at "
           "%.1f us a message two workers can reach at most %d / %.1f us = %s msg/s = %.2fx one "
-          "on this machine's %d CPUs; %.1fx would need %.1f CPUs." % (
+          "on this machine's %d CPUs; %.1fx would need %.1f CPUs.%s" % (
               name, two["rate"] / one["rate"], cap["one_cores"], two["cpu_us"], cap["cpus"],
               two["cpu_us"], format(round(cap["max_rate"]), ","), cap["max_speedup"],
-              cap["cpus"], TARGET_SPEEDUP, cap["cpus_for_target"]))
+              cap["cpus"], TARGET_SPEEDUP, cap["cpus_for_target"],
+              " Other work had the machine %.0f %% busy just before these runs: the rates "
+              "show the share of it these runs got (CPUs busy), not the ceiling; compare CPU "
+              "a message." % (cap["other_busy"] * 100) if cap.get("other_busy", 0) > 0.1
+              else ""))
     w("")
     w("Targets (no-op): one worker >= %s msg/s (%s), <= %.0f us CPU a message (%s); two workers "
       ">= %.1fx one (%.2fx, %s).\n" % (
