@@ -24,6 +24,8 @@ fh_consumer_setting (fh_consumer_t *self, const char *name)
         return self->consume_timeout_ns / 1000000;
     if (strcmp (name, "retry.max_attempts") == 0)
         return (int64_t) self->retry.max_attempts;
+    if (strcmp (name, "max_crashes") == 0)
+        return (int64_t) self->max_crashes;
     return -1;
 }
 

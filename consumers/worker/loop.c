@@ -87,51 +87,6 @@ s_any_ready (worker_t *w)
     return false;
 }
 
-/* Under lock. */
-static crash_t *
-s_crash_find (worker_t *w, uint64_t seq)
-{
-    for (size_t i = 0; i < w->ncrashes; i++)
-        if (w->crashes[i].seq == seq)
-            return &w->crashes[i];
-    return NULL;
-}
-
-static void
-s_crash_forget (worker_t *w, uint64_t seq)
-{
-    crash_t *c = s_crash_find (w, seq);
-    if (c)
-        *c = w->crashes[--w->ncrashes];
-}
-
-/* One more crash of seq: its count (at least 1, even out of memory). */
-static unsigned
-s_crash_add (worker_t *w, uint64_t seq)
-{
-    crash_t *c = s_crash_find (w, seq);
-    if (!c && w->ncrashes == w->crashcap) {
-        size_t cap = w->crashcap ? w->crashcap * 2 : 16;
-        crash_t *grown = realloc (w->crashes, cap * sizeof *grown);
-        if (!grown)
-            return 1;
-        w->crashes = grown;
-        w->crashcap = cap;
-    }
-    if (!c) {
-        c = &w->crashes[w->ncrashes++];
-        c->seq = seq;
-        c->crashes = 0;
-    }
-    return ++c->crashes;
-}
-
-bool
-worker_is_suspect (worker_t *w, uint64_t seq)
-{
-    return s_crash_find (w, seq) != NULL;
-}
-
 static void
 s_free_job (worker_t *w, job_t *job)
 {
@@ -185,15 +140,66 @@ typedef struct {
     char reason[WORKER_REASON_MAX + 1];
 } s_done_t;
 
+static int
+s_wire_desc (const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* What a hung process held when it was killed at consume_timeout. The
+   hub expires a PENDING ticket at consume_timeout too, and that is the
+   one charge: a job as old as that is dropped here (counted as a crash,
+   for blame), never completed; a younger one (sent after, e.g. the
+   hub's retry of the hung message) goes back to the head of the wait
+   queue, uncharged, in its order. Under lock. */
+static void
+s_settle_hung (worker_t *w, proc_t *p, size_t held, int64_t now)
+{
+    uint64_t *again = calloc (held, sizeof *again);
+    size_t n = 0, cap = (size_t) w->max_pending;
+    for (size_t i = 0; i < cap; i++) {
+        job_t *job = &w->jobs[i];
+        if (!job->used || job->proc != (ssize_t) p->index)
+            continue;
+        if (now - job->consumed_ns > w->consume_timeout_ns || !again) {
+            unsigned crashes = crash_add (w, job->seq);
+            crash_t *c = crash_find (w, job->seq);
+            if (c && held == 1 && crashes >= w->max_crashes)
+                c->hung_out = true; /* its next consume fails it */
+            else if (job->attempt >= w->max_attempts)
+                crash_forget (w, job->seq); /* the hub finishes it now */
+            s_free_job (w, job);
+            continue;
+        }
+        job->proc = -1;
+        again[n++] = job->wire;
+    }
+    qsort (again, n, sizeof *again, s_wire_desc); /* the wire's serial: consume order */
+    for (size_t i = 0; i < n; i++) {
+        job_t *job = &w->jobs[again[i] & 0xffffffffu];
+        job->suspect = crash_suspect (w, job->seq);
+        w->whead = (w->whead + cap - 1) % cap;
+        w->waitq[w->whead] = (size_t) (job - w->jobs);
+        w->wcount++;
+    }
+    free (again);
+}
+
 /* The messages p held when it died: each one attempt; dead-lettered when
    it was alone in flight at its max_crashes-th crash, else retried (and
-   sent alone next time). Under lock; fills done (n entries at most). */
+   sent alone next time). A hung p: s_settle_hung. Under lock; fills done
+   (n entries at most). */
 static size_t
-s_settle_held (worker_t *w, proc_t *p, const char *cause, s_done_t *done)
+s_settle_held (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now, s_done_t *done)
 {
     size_t held = 0, count = 0;
     for (size_t i = 0; i < (size_t) w->max_pending; i++)
         held += w->jobs[i].used && w->jobs[i].proc == (ssize_t) p->index;
+    if (hung && !atomic_load (&w->stop) && !w->halted) {
+        s_settle_hung (w, p, held, now);
+        return 0;
+    }
     for (size_t i = 0; i < (size_t) w->max_pending; i++) {
         job_t *job = &w->jobs[i];
         if (!job->used || job->proc != (ssize_t) p->index)
@@ -210,14 +216,14 @@ s_settle_held (worker_t *w, proc_t *p, const char *cause, s_done_t *done)
             s_free_job (w, job);
             continue;
         }
-        unsigned crashes = s_crash_add (w, job->seq);
+        unsigned crashes = crash_add (w, job->seq);
         s_done_t *d = &done[count++];
         d->ticket = job->ticket;
         if (held == 1 && crashes >= w->max_crashes) {
             d->result = FANHUB_FAIL;
             snprintf (d->reason, sizeof d->reason, "worker %s %u time%s on this message", cause,
                       crashes, crashes == 1 ? "" : "s");
-            s_crash_forget (w, job->seq);
+            crash_forget (w, job->seq);
         }
         else {
             d->result = FANHUB_RETRY;
@@ -225,7 +231,7 @@ s_settle_held (worker_t *w, proc_t *p, const char *cause, s_done_t *done)
                       "worker %s (crash %u on this message; max_crashes %llu)", cause, crashes,
                       (unsigned long long) w->max_crashes);
             if (job->attempt >= w->max_attempts)
-                s_crash_forget (w, job->seq); /* the hub finishes it now */
+                crash_forget (w, job->seq); /* the hub finishes it now */
         }
         s_free_job (w, job);
     }
@@ -233,14 +239,16 @@ s_settle_held (worker_t *w, proc_t *p, const char *cause, s_done_t *done)
 }
 
 /* p is gone or must go: killed, reaped, its messages settled, its restart
-   scheduled. cause NULL: its exit status says why. */
+   scheduled. cause NULL: its exit status says why. hung: killed for
+   holding a message past consume_timeout (see s_settle_hung). */
 static void
-s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
+s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
 {
     if (p->err >= 0)
         proc_read_lines (p, p->err, &p->err_line, s_emit_line, w);
     proc_state_t was = p->state;
     pid_t pid = p->pid;
+    size_t held = p->in_flight;
     int status = proc_kill (p);
     char text[160];
     if (!cause) {
@@ -256,7 +264,7 @@ s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
     }
     s_done_t *done = calloc ((size_t) w->max_pending, sizeof *done);
     pthread_mutex_lock (&w->lock);
-    size_t count = done ? s_settle_held (w, p, cause, done) : 0;
+    size_t count = done ? s_settle_held (w, p, cause, hung, now, done) : 0;
     bool halted = w->halted;
     pthread_mutex_unlock (&w->lock);
     for (size_t i = 0; i < count; i++)
@@ -274,11 +282,17 @@ s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
     s_schedule_restart (w, p, now);
     w->host->log (w->ctx, FANHUB_LOG_ERROR,
                   "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s", p->index,
-                  (int) pid, cause, count, count == 1 ? "" : "s",
+                  (int) pid, cause, held, held == 1 ? "" : "s",
                   (double) (p->restart_at_ns - now) / 1e9);
     w->host->set_state (w->ctx, s_any_ready (w) ? FANHUB_STATE_UP : FANHUB_STATE_DOWN,
                         "worker %zu %s%s%s", p->index, cause, p->last_err[0] ? ": " : "",
                         p->last_err);
+}
+
+static void
+s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
+{
+    s_end (w, p, cause, false, now);
 }
 
 static void
@@ -412,7 +426,7 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size)
         return halted;
     }
     fanhub_ticket_t ticket = job->ticket;
-    s_crash_forget (w, job->seq);
+    crash_forget (w, job->seq);
     s_free_job (w, job);
     p->in_flight--;
     p->solo = false;
@@ -568,8 +582,6 @@ s_assign (worker_t *w, int64_t now)
             w->wcount++;
             continue;
         }
-        free (job->frame);
-        job->frame = NULL;
         job->proc = (ssize_t) p->index;
         job->sent_ns = now;
         p->in_flight++;
@@ -620,7 +632,7 @@ s_timeouts (worker_t *w, int64_t now)
             continue;
         snprintf (why, sizeof why, "stopped answering (consume_timeout %.1f s) and was killed",
                   (double) w->consume_timeout_ns / 1e9);
-        s_died (w, &w->procs[i], why, now);
+        s_end (w, &w->procs[i], why, true, now);
     }
 }
 

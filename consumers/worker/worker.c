@@ -40,8 +40,8 @@ typedef struct {
     const fanhub_option_t *command; /* worker */
     const char *callable, *python;  /* python */
     const fanhub_option_t *path, *config;
+    const char *max_crashes; /* refused: the consumer's key */
     int on_exception;
-    uint64_t max_crashes;
     int64_t handshake_timeout, restart_delay, restart_delay_max, shutdown_timeout;
 } opts_t;
 
@@ -50,9 +50,8 @@ static const fanhub_consumer_desc_t s_desc;
 #define COMMON_OPTIONS                                                                             \
     FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_ANY, config, NULL, 0, 0,                        \
                       "handed to the worker in HELLO (the runner: the consumer's config)"),        \
-        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_UINT, max_crashes, "3", 1, 1000,       \
-                          "crashes of a worker holding a message alone before it is a dead "       \
-                          "letter"),                                                               \
+        FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_STRING, max_crashes, NULL, 0, 0,       \
+                          "refused: set max_crashes on the consumer, not in its options"),         \
         FANHUB_OPT_FIELD (opts_t, "handshake_timeout", FANHUB_OPT_DURATION, handshake_timeout,     \
                           "30s", 1, 3600000, "a worker not READY by then is killed"),              \
         FANHUB_OPT_FIELD (opts_t, "restart_delay", FANHUB_OPT_DURATION, restart_delay, "100ms", 1, \
@@ -142,6 +141,15 @@ s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_optio
     }
     if (host->options_read (ctx, &s_desc, options, o, sizeof *o, err, errlen) != 0)
         return -1;
+    /* One max_crashes for crashes of the hub and of workers: the
+       consumer's key, read with consumer_setting. */
+    if (o->max_crashes) {
+        snprintf (err, errlen,
+                  "options.max_crashes: not an option of this plugin; set max_crashes on the "
+                  "consumer, beside options (%s)",
+                  host->option_where (host->option_get (options, "max_crashes")));
+        return -1;
+    }
     char why[512];
 #ifdef WORKER_PYTHON
     char runner[4096];
@@ -330,7 +338,8 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     int64_t timeout_ms = host->consumer_setting (ctx, "consume_timeout_ms");
     w->consume_timeout_ns = timeout_ms > 0 ? timeout_ms * 1000000 : 0;
     w->max_attempts = host->consumer_setting (ctx, "retry.max_attempts");
-    w->max_crashes = o->max_crashes;
+    int64_t max_crashes = host->consumer_setting (ctx, "max_crashes");
+    w->max_crashes = max_crashes > 0 ? (uint64_t) max_crashes : 3; /* the hub's default */
     w->handshake_ns = o->handshake_timeout * 1000000;
     w->restart_ns = o->restart_delay * 1000000;
     w->restart_max_ns = o->restart_delay_max * 1000000;
@@ -437,19 +446,17 @@ s_fini (void *state)
     s_destroy (state);
 }
 
+/* msg as an 'M' frame into frame (its ticket set later): 0, or a result
+   with the reason set. */
 static fanhub_result_t
-s_consume (void *state, const fanhub_msg_t *msg)
+s_encode (worker_t *w, const fanhub_msg_t *msg, wbuf_t *frame, uint64_t *seq, uint32_t *attempt)
 {
-    worker_t *w = state;
     const fanhub_host_t *h = w->host;
-    fanhub_ticket_t ticket = h->msg_ticket (msg);
     size_t count = h->msg_frame_count (msg);
     fanhub_bytes_t stack[8];
     fanhub_bytes_t *frames = count <= 8 ? stack : malloc (count * sizeof *frames);
-    if (!frames || !ticket) {
-        if (frames != stack)
-            free (frames);
-        h->set_reason (w->ctx, "%s", ticket ? "out of memory" : "no ticket for the message");
+    if (!frames) {
+        h->set_reason (w->ctx, "out of memory");
         return FANHUB_RETRY;
     }
     for (size_t i = 0; i < count; i++)
@@ -463,26 +470,53 @@ s_consume (void *state, const fanhub_msg_t *msg)
                     .id_size = id_size,
                     .frames = frames,
                     .count = count};
-    wbuf_t frame = {0};
-    int rc = wire_message (&frame, &m);
+    int rc = wire_message (frame, &m);
     if (frames != stack)
         free (frames);
     if (rc != 0) {
         h->set_reason (w->ctx, "cannot make its frame (out of memory, or over 1 GiB)");
         return FANHUB_FAIL;
     }
-    pthread_mutex_lock (&w->lock);
-    if (w->halted) {
-        h->set_reason (w->ctx, "the consumer is %s", w->halt_reason);
-        pthread_mutex_unlock (&w->lock);
-        wbuf_free (&frame);
-        return FANHUB_FAIL;
-    }
-    if (w->nfree == 0) {
-        pthread_mutex_unlock (&w->lock);
-        wbuf_free (&frame);
-        h->set_reason (w->ctx, "more messages open than max_pending");
+    *seq = m.seq;
+    *attempt = m.attempt;
+    return FANHUB_OK;
+}
+
+static fanhub_result_t
+s_consume (void *state, const fanhub_msg_t *msg)
+{
+    worker_t *w = state;
+    const fanhub_host_t *h = w->host;
+    fanhub_ticket_t ticket = h->msg_ticket (msg);
+    if (!ticket) {
+        h->set_reason (w->ctx, "no ticket for the message");
         return FANHUB_RETRY;
+    }
+    wbuf_t frame = {0};
+    uint64_t seq;
+    uint32_t attempt;
+    fanhub_result_t rc = s_encode (w, msg, &frame, &seq, &attempt);
+    if (rc != FANHUB_OK)
+        return rc;
+    int64_t now = worker_now_ns ();
+    char why[WORKER_REASON_MAX + 1];
+    pthread_mutex_lock (&w->lock);
+    rc = FANHUB_PENDING;
+    if (w->halted) {
+        snprintf (why, sizeof why, "the consumer is %.200s", w->halt_reason);
+        rc = FANHUB_FAIL;
+    }
+    else if (w->nfree == 0) {
+        snprintf (why, sizeof why, "more messages open than max_pending");
+        rc = FANHUB_RETRY;
+    }
+    else if (w->ncrashes && crash_hung_out (w, seq, why, sizeof why))
+        rc = FANHUB_FAIL; /* the hub expired its last hang: that one was charged */
+    if (rc != FANHUB_PENDING) {
+        pthread_mutex_unlock (&w->lock);
+        wbuf_free (&frame);
+        h->set_reason (w->ctx, "%s", why);
+        return rc;
     }
     size_t slot = w->free_slots[--w->nfree];
     job_t *job = &w->jobs[slot];
@@ -490,14 +524,15 @@ s_consume (void *state, const fanhub_msg_t *msg)
     for (int i = 0; i < 8; i++)
         frame.data[WIRE_TICKET_OFFSET + i] = (uint8_t) (wire >> (56 - 8 * i));
     *job = (job_t){.used = true,
-                   .suspect = worker_is_suspect (w, m.seq),
+                   .suspect = crash_suspect (w, seq),
                    .wire = wire,
                    .ticket = ticket,
-                   .seq = m.seq,
-                   .attempt = m.attempt,
+                   .seq = seq,
+                   .attempt = attempt,
                    .frame = frame.data,
                    .frame_size = frame.size,
-                   .proc = -1};
+                   .proc = -1,
+                   .consumed_ns = now};
     bool was_empty = w->wcount == 0;
     w->waitq[(w->whead + w->wcount) % (size_t) w->max_pending] = slot;
     w->wcount++;

@@ -6,6 +6,7 @@
                  preset), init, check, fini and consume
       wire.c     the protocol's frames: encoding and decoding, no I/O
       proc.c     one child process: spawn, signal, reap, its log lines
+      crash.c    the crashes each message was in flight for (the blame)
       loop.c     the I/O thread: hands messages to processes, reads their
                  answers, restarts the dead, times out the silent
 */
@@ -145,9 +146,11 @@ typedef struct {
     fanhub_ticket_t ticket;
     uint64_t seq;
     uint32_t attempt;
-    uint8_t *frame; /* the encoded 'M' frame until sent */
+    uint8_t *frame; /* the encoded 'M' frame until answered (sent again
+                       when a hung neighbour's kill took it uncharged) */
     size_t frame_size;
-    ssize_t proc; /* -1 while waiting */
+    ssize_t proc;        /* -1 while waiting */
+    int64_t consumed_ns; /* consume's clock: the hub's ticket is as old */
     int64_t sent_ns;
 } job_t;
 
@@ -155,6 +158,8 @@ typedef struct {
 typedef struct {
     uint64_t seq;
     unsigned crashes;
+    bool hung_out; /* its max_crashes-th was a hang the hub expired: its
+                      next consume fails it (the ticket was the hub's) */
 } crash_t;
 
 typedef struct worker {
@@ -197,9 +202,19 @@ typedef struct worker {
 } worker_t;
 
 int64_t worker_now_ns (void);
-/* True when a dead worker held the message seq (under lock): it goes
-   alone to an idle worker. */
-bool worker_is_suspect (worker_t *w, uint64_t seq);
+
+/* crash.c: the crashes of each message, under lock. */
+
+crash_t *crash_find (worker_t *w, uint64_t seq);
+void crash_forget (worker_t *w, uint64_t seq);
+/* One more crash of seq: its count (at least 1, even out of memory). */
+unsigned crash_add (worker_t *w, uint64_t seq);
+/* True when a dead worker held the message seq: it goes alone to an idle
+   worker. */
+bool crash_suspect (worker_t *w, uint64_t seq);
+/* True when seq hung its worker max_crashes times: the count is
+   forgotten and reason says it. */
+bool crash_hung_out (worker_t *w, uint64_t seq, char *reason, size_t size);
 /* The I/O thread. */
 void *loop_thread (void *arg);
 /* Wakes it (after new jobs, or to stop). */

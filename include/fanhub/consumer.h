@@ -280,7 +280,8 @@ typedef struct fanhub_host {
                              const char *reason);
     /* A setting of the consumer from the configuration, as a number:
        "workers", "max_pending", "consume_timeout_ms" (0: never),
-       "retry.max_attempts"; -1 for a name it does not know. */
+       "retry.max_attempts", "max_crashes"; -1 for a name it does not
+       know. */
     int64_t (*consumer_setting) (fanhub_ctx_t *ctx, const char *name);
     /* What the plugin's own machinery is doing (FANHUB_STATE_*), with the
        last error (printf-style; NULL keeps the last one, "" clears it):

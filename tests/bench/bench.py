@@ -32,9 +32,11 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   cluster     keyed work on RabbitMQ shard queues: 3 worker hubs against 1
               with an I/O-bound consumer (1 ms per message), one private
               broker, the same run (bench_cluster.py; target >= 2.7x).
-  worker      a no-op Python consumer (plugin: python, the runner parsing
-              100 B JSON bodies) in 1 and 2 worker processes: msg/s and
-              CPU a message of hub and workers (bench_worker.py).
+  worker      Python consumers (plugin: python, the runner parsing 100 B
+              JSON bodies), a no-op one and a worker-bound one (parses a
+              ~2 KiB Fedora body), in 1 and 2 worker processes: msg/s, CPU
+              a message of hub and workers, the CPU ceiling of two workers
+              (bench_worker.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -45,9 +47,9 @@ Results: OUT/results.json, OUT/results.md, OUT/*.png (gnuplot).
 
 import argparse
 import atexit
+import importlib
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -61,27 +63,10 @@ import time
 
 import zmq
 
-# ---------------------------------------------------------------------------
-# Targets (issues 16 and 12, and the earlier ones). Ratios are against the
-# raw baseline of the same run, 100 B bodies, and count only when both the
-# case and its baseline are receiver-bound.
-TARGETS = {
-    "k1_input": 0.9,          # K=1 sustained input >= 0.9x raw msg/s, zero loss
-    "k4_deliveries": 0.45,    # K=4 deliveries/s >= 0.45x raw msg/s
-    "k1_cpu": 1.1,            # hub CPU per delivery <= 1.1x raw CPU per msg
-    "k4_cpu": 2.5,            # ... <= 2.5x at K=4
-    "lat_p99": 1.2,           # 10k msg/s, K=8: p99 <= 1.2x raw p99
-    "routing_cost": 1.3,      # 100 consumers, 3 match: CPU/delivery <= 1.3x 3 unrouted
-    "idle_rss": 200 * 2**20,  # 1,000 idle consumers
-    "check_rss": 2**30,       # fanhub check of 20,000 consumers: < 1 GiB ...
-    "check_s": 10.0,          # ... and < 10 s
-    "neighbour": 0.9,         # log consumer beside a spilling neighbour >= 0.9x alone
-    "metrics_cost": 0.03,     # scraping at 10 Hz costs <= 3 % throughput
-    "mem_factor": 1.3,        # RSS <= 1.3x unique payload + 64 MiB
-    "mem_slack": 64 * 2**20,
-    "moksha_k1": 1.2e6,       # >= 30x Moksha's 40,000 msg/s (1 consumer)
-    "moksha_k4": 0.92e6,      # >= 40x Moksha's 23,000 msg/s (4 consumers)
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import fanhublib  # noqa: E402  (the integration tests' helpers)
+from bench_common import BOUND_MARGIN, QUIET, TARGETS, log
+from bench_report import charts, compare, load_results, machine, markdown
 
 TOPIC = "org.fanhub.bench.message"
 
@@ -114,8 +99,6 @@ CHILDREN = []  # Popen objects still to stop at exit
 VERBOSE = False
 
 
-def log(msg):
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def debug(msg):
@@ -230,7 +213,6 @@ def machine_busy(interval=0.15):
     return 1 - (i1 - i0) / max(1, t1 - t0)
 
 
-QUIET = {"max_wait": 10.0, "budget": 900.0, "threshold": 0.10, "samples": []}
 
 
 def wait_quiet():
@@ -364,16 +346,25 @@ def stats_call(endpoint, timeout_ms=2000, command=b"STATS"):
     return json.loads(reply)
 
 
-class Hub:
-    """One `fanhub run` with a generated configuration."""
+class _Scratch(fanhublib.Workdir):
+    """fanhublib's Workdir on the bench's scratch directory (which the
+    bench removes itself)."""
+
+    def __init__(self, path):
+        self.path = path
+
+
+class Hub(fanhublib.Hub):
+    """One `fanhub run` with a generated configuration: the integration
+    tests' Hub (tests/integration/fanhublib.py), started pinned or under
+    valgrind when asked, and waited for; with what a benchmark reads of
+    it (its CPU clock, when it has gone idle, STATS without disturbing
+    it more than once)."""
 
     def __init__(self, bench, consumers, cpu=None, extra="", shutdown_timeout=5,
                  valgrind=None, rcvhwm=None, ready_timeout=20.0, curve=None, bus_extra=""):
         self.bench = bench
         self.bus = f"tcp://127.0.0.1:{free_port()}"
-        self.config = bench.path("hub.yaml")
-        self.control = f"ipc://{self.config}.ctl"
-        self.logfile = self.config + ".log"
         lines = [f"bus:\n  bind: {self.bus}"]
         if rcvhwm is not None:
             lines.append(f"  rcvhwm: {rcvhwm}")
@@ -382,20 +373,20 @@ class Hub:
         if curve:
             lines.append(f"  curve:\n    secret_key_file: \"{curve.hub_secret_file}\"\n"
                          f"    allow: [\"{curve.pub_public}\"]")
-        lines.append(f"control: {self.control}")
         lines.append(f"shutdown_timeout: {shutdown_timeout}")
         if extra:
             lines.append(extra.rstrip("\n"))
         lines.append("consumers:")
         lines.extend(consumers)
-        with open(self.config, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        cmd = [bench.fanhub, "run", "-q", "-c", self.config]
-        if valgrind:
-            cmd = valgrind + cmd
-        self.log = open(self.logfile, "w")
-        self.proc = spawn(cmd, cpu=cpu, stdout=self.log, stderr=subprocess.STDOUT)
+        prefix = (["taskset", "-c", str(cpu)] if cpu is not None else []) + list(valgrind or [])
+        fanhublib.BIN = bench.fanhub
+        name = os.path.basename(bench.path("hub"))  # a name of its own for each run
+        super().__init__(_Scratch(bench.tmp), "\n".join(lines) + "\n", name=name,
+                         extra_args=["-q"], prefix=prefix)
+        CHILDREN.append(self.proc)
+        debug("spawn: " + " ".join(prefix + [bench.fanhub, "run", "-c", self.config, "-q"]))
         self.pid = self.proc.pid
+        self.logfile = self.stderr_path
         deadline = time.monotonic() + ready_timeout
         while True:
             if self.proc.poll() is not None:
@@ -419,8 +410,10 @@ class Hub:
         return cpu_clock(self.pid)
 
     def stop(self, timeout=30.0):
+        """SIGTERM, then SIGKILL after timeout s: its exit status."""
         rc = stop(self.proc, timeout=timeout)
-        self.log.close()
+        self.err.close()
+        self.out.close()
         return rc
 
     def wait_idle(self, deadline_s, busy_frac=0.05, idle_s=2.0):
@@ -535,9 +528,6 @@ def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
     return result
 
 
-# A case is receiver-bound (its ratio means something) when the publisher
-# offered at least this much more than the receiver took (issue 16).
-BOUND_MARGIN = 1.2
 
 
 def bound_by(pub_rate, recv_rate):
@@ -744,56 +734,6 @@ def tp_count(prof, size):
     return prof["tp_n"] if size <= 1024 else prof["tp_n_large"]
 
 
-def case_throughput(bench, prof, results):
-    out = results.setdefault("throughput", [])
-    for placement in bench.placements:
-        for size in prof["tp_sizes"]:
-            n = tp_count(prof, size)
-            runs = [retry(raw_run, bench, n, size, placement)
-                    for _ in range(prof["reps"])]
-            r = rep_median(runs, TP_KEYS)
-            r.update(kind="raw", k=0, size=size, placement=placement[0], n=n)
-            for key in ("buckets",):
-                r.pop(key, None)
-            out.append(r)
-            log(f"throughput raw {placement[0]} {size} B: {r['rate']:,.0f} msg/s, "
-                f"{r['cpu_per_msg_ns']:.0f} ns CPU/msg; publisher {r['pub_send_rate']:,.0f}/s "
-                f"({r['bound_by']}-bound)")
-            for k in prof["tp_ks"]:
-                runs = [retry(hub_throughput, bench, k, size, n, placement)
-                        for _ in range(prof["reps"])]
-                r = rep_median(runs, TP_KEYS)
-                r.update(kind="hub", loss=max(x["loss"] for x in runs),
-                         dropped=max(x["dropped"] for x in runs))
-                out.append(r)
-                log(f"throughput hub K={k} {placement[0]} {size} B: in {r['in_rate']:,.0f}/s, "
-                    f"deliveries {r['deliveries_rate']:,.0f}/s, "
-                    f"{r['cpu_per_delivery_ns']:.0f} ns CPU/delivery, loss {r['loss']}, "
-                    f"dropped {r['dropped']}; publisher {r['pub_send_rate']:,.0f}/s "
-                    f"({r['bound_by']}-bound)")
-
-
-def case_latency(bench, prof, results):
-    out = results.setdefault("latency", [])
-    for placement in bench.placements:
-        for rate, seconds in prof["lat_rates"]:
-            n = int(rate * seconds)
-            runs = [retry(raw_run, bench, n, 100, placement, rate=rate)
-                    for _ in range(prof["reps"])]
-            r = rep_median(runs, LAT_KEYS)
-            r = {key: r[key] for key in LAT_KEYS + ["runs", "reps"]}
-            r.update(kind="raw", k=0, rate=rate, n=n, placement=placement[0])
-            out.append(r)
-            log(f"latency raw {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
-                f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
-            for k in prof["lat_ks"]:
-                runs = [retry(hub_latency, bench, k, rate, n, placement)
-                        for _ in range(prof["reps"])]
-                r = rep_median(runs, LAT_KEYS)
-                r.update(kind="hub", dropped=max(x["dropped"] for x in runs))
-                out.append(r)
-                log(f"latency hub K={k} {placement[0]} {rate}/s: p50 {r['p50_ns']/1e3:.1f} us, "
-                    f"p99 {r['p99_ns']/1e3:.1f} us, max {r['max_ns']/1e3:.0f} us")
 
 
 ROUTE_SERVICES, ROUTE_EVENTS, ROUTE_KINDS = 40, 10, 5
@@ -833,50 +773,8 @@ def routing_setup(bench, capacity):
     return consumers, topics, len(patterns)
 
 
-def case_routing(bench, prof, results):
-    out = results.setdefault("routing", [])
-    n = prof["route_n"]
-    consumers, topics, count = routing_setup(bench, n + 1024)
-    for placement in bench.placements:
-        runs = [retry(hub_throughput, bench, count, 100, n, placement, consumers=consumers,
-                      topics_file=topics, expect_deliveries=3 * n)
-                for _ in range(prof["reps"])]
-        r = rep_median(runs, TP_KEYS)
-        r.update(kind="routing", consumers=count, matches_per_msg=3,
-                 loss=max(x["loss"] for x in runs), dropped=max(x["dropped"] for x in runs))
-        # The same messages to 3 consumers without topics: the same deliveries,
-        # no pattern to try, 3 busy threads instead of 100 mostly idle ones.
-        refs = [retry(hub_throughput, bench, 3, 100, n, placement, topics_file=topics)
-                for _ in range(prof["reps"])]
-        r["reference_k3"] = rep_median(refs, TP_KEYS)
-        r["cost_vs_unrouted"] = (r["cpu_per_delivery_ns"]
-                                 / r["reference_k3"]["cpu_per_delivery_ns"])
-        out.append(r)
-        log(f"routing {placement[0]}: in {r['in_rate']:,.0f}/s, {r['cpu_per_msg_ns']:.0f} ns "
-            f"hub CPU/msg ({r['deliveries']} deliveries, loss {r['loss']}); 3 consumers "
-            f"without topics: {r['reference_k3']['cpu_per_msg_ns']:.0f} ns/msg")
 
 
-def case_fanin(bench, prof, results):
-    """8 publishers at once: bench_pub with 8 connections (a thread and an
-    XPUB socket each) into the raw SUB and into the hub, K=1."""
-    out = results.setdefault("fanin", [])
-    n = prof["fanin_n"]
-    for placement in bench.placements:
-        raws = [retry(raw_run, bench, n, 100, placement, connections=8)
-                for _ in range(prof["reps"])]
-        raw = rep_median(raws, TP_KEYS)
-        raw.update(kind="raw", k=0, size=100, placement=placement[0], n=n, connections=8)
-        raw.pop("buckets", None)
-        hubs = [retry(hub_throughput, bench, 1, 100, n, placement, connections=8)
-                for _ in range(prof["reps"])]
-        hub = rep_median(hubs, TP_KEYS)
-        hub.update(kind="hub", loss=max(x["loss"] for x in hubs),
-                   dropped=max(x["dropped"] for x in hubs))
-        out.extend([raw, hub])
-        log(f"fanin {placement[0]}: raw {raw['rate']:,.0f}/s ({raw['bound_by']}-bound), "
-            f"hub K=1 {hub['in_rate']:,.0f}/s ({hub['bound_by']}-bound), "
-            f"{hub['cpu_per_delivery_ns']:.0f} ns CPU/delivery")
 
 
 def scale_setup(bench, count, routed):
@@ -897,300 +795,12 @@ def scale_setup(bench, count, routed):
     return consumers, path, subscriptions
 
 
-def case_scale(bench, prof, results):
-    """1,000 consumers on few cores: the idle hub's memory and threads,
-    every message to every consumer (deliveries/s, CPU and context
-    switches per delivery, memory after), and routing with 3 of the 1,000
-    matching each message against the same messages to 3 consumers
-    without topics (same deliveries, no routing)."""
-    out = results.setdefault("scale", [])
-    count, n = prof["scale_consumers"], prof["scale_n"]
-    route_n = prof["route_n"]
-    broadcast, _, _ = scale_setup(bench, count, routed=False)
-    routed, topics, subscriptions = scale_setup(bench, count, routed=True)
-    for placement in bench.placements:
-        row = dict(placement=placement[0], consumers=count)
-        runs = [retry(hub_throughput, bench, count, 100, n, placement, consumers=broadcast)
-                for _ in range(prof["reps"])]
-        row["broadcast"] = rep_median(runs, TP_KEYS + ["rss_idle", "rss_after"])
-        runs = [retry(hub_throughput, bench, count, 100, route_n, placement, consumers=routed,
-                      topics_file=topics, expect_deliveries=3 * route_n,
-                      wait_subscribers=subscriptions)
-                for _ in range(prof["reps"])]
-        row["routed"] = rep_median(runs, TP_KEYS + ["rss_idle", "rss_after"])
-        refs = [retry(hub_throughput, bench, 3, 100, route_n, placement, topics_file=topics)
-                for _ in range(prof["reps"])]
-        row["reference_k3"] = rep_median(refs, TP_KEYS)
-        row["cost_vs_unrouted"] = (row["routed"]["cpu_per_delivery_ns"]
-                                   / row["reference_k3"]["cpu_per_delivery_ns"])
-        out.append(row)
-        b = row["broadcast"]
-        log(f"scale {placement[0]}: {count} consumers idle {b['rss_idle']/2**20:.0f} MiB "
-            f"({b['threads']} threads), after {n:,} msgs to all {b['rss_after']/2**20:.0f} MiB; "
-            f"{b['deliveries_rate']:,.0f} deliveries/s, {b['cpu_per_delivery_ns']:.0f} ns/delivery; "
-            f"routed 3 of {count}: {row['routed']['cpu_per_delivery_ns']:.0f} ns/delivery, "
-            f"x{row['cost_vs_unrouted']:.2f} of 3 unrouted")
 
 
-def _check_run(bench, count):
-    """fanhub check of a configuration of `count` null consumers: exit
-    status, its message, wall time, CPU and peak RSS (the child's rusage)."""
-    path = bench.path(f"check-{count}.yaml")
-    with open(path, "w") as f:
-        f.write("bus: {bind: tcp://127.0.0.1:1}\nconsumers:\n")
-        for i in range(count):
-            f.write(f"  - {{name: c{i:05d}, plugin: \"null\"}}\n")
-    wait_quiet()
-    t0 = time.monotonic()
-    p = subprocess.Popen([bench.fanhub, "check", "-c", path], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.monotonic() - t0
-    err = p.stderr.read().decode(errors="replace").strip()
-    p.stderr.close()
-    return dict(consumers=count, rc=os.waitstatus_to_exitcode(status), message=err[-300:],
-                wall_s=wall, max_rss=usage.ru_maxrss * 1024,
-                cpu_s=usage.ru_utime + usage.ru_stime)
 
 
-# The most consumers one hub runs (hub/config/config.c, S_CONSUMERS_MAX).
-HUB_CONSUMERS_MAX = 1024
 
 
-def case_check(bench, prof, results):
-    """fanhub check of 20,000 null consumers, which a hub refuses (it runs at
-    most 1,024, a thread each): the refusal must come fast and small, not
-    after loading 20,000 plugin instances. And check of 1,024, the most a
-    hub accepts: loaded, initialised and released."""
-    big = _check_run(bench, prof["check_consumers"])
-    if big["rc"] != 2 or "at most" not in big["message"]:
-        raise BenchError(f"fanhub check of {big['consumers']} consumers: expected the refusal "
-                         f"(exit 2, 'at most'), got {big['rc']}: {big['message']}")
-    most = _check_run(bench, HUB_CONSUMERS_MAX)
-    if most["rc"] != 0:
-        raise BenchError(f"fanhub check of {HUB_CONSUMERS_MAX} consumers failed "
-                         f"({most['rc']}): {most['message']}")
-    results["check"] = dict(big, accepted=most)
-    log(f"check {big['consumers']:,} consumers: refused (exit 2) in {big['wall_s']:.2f} s, "
-        f"max RSS {big['max_rss']/2**20:.0f} MiB; {most['consumers']:,} consumers: checked in "
-        f"{most['wall_s']:.2f} s, max RSS {most['max_rss']/2**20:.0f} MiB")
-
-
-def spill_floor(bench, cpu, size=100, pass_size=5000):
-    """The least a spilled message costs on one CPU (tests/bench/spill_floor:
-    the spool's own work, nothing in the way), pinned like the hub. None,
-    logged, when it fails: the ratios measured stand without it."""
-    work = os.path.join(bench.tmp, "spill-floor")
-    shutil.rmtree(work, ignore_errors=True)
-    errfile = bench.path("spill_floor.err")
-    with open(errfile, "w") as err:
-        p = spawn([bench.spill_floor, "--dir", work, "--size", str(size), "--topic", TOPIC,
-                   "--pass", str(pass_size)], cpu=cpu, stdout=subprocess.PIPE, stderr=err)
-        try:
-            out, _ = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            stop(p, signal.SIGKILL)
-            out = b""
-        if p in CHILDREN:
-            CHILDREN.remove(p)
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        if p.returncode != 0:
-            raise ValueError(f"exit {p.returncode}")
-        return json.loads(out.decode().split("\n")[0])
-    except ValueError as e:
-        log(f"spill_floor failed ({e}): {tail(errfile)}")
-        return None
-
-
-def paired_median(runs, name, f):
-    """The median of f(alone run, named run) over the repetitions, each
-    pair run back to back (see case_neighbour)."""
-    return statistics.median(f(a, b) for a, b in zip(runs["alone"], runs[name]))
-
-
-def neighbour_budget(row, runs):
-    """What the target leaves the spill per message of the hub's CPU, from
-    the log consumer alone: alone's CPU/msg x (1/target - 1). It binds when
-    the hub is CPU-bound alone (busy near 1: pinned, one CPU for all its
-    threads); with CPUs to spare the spill can run beside the log path.
-    Differences are medians of each repetition's (see case_neighbour)."""
-    alone = row["alone"]
-    # The CPU is counted until the hub went idle, after the log's last write.
-    busy = alone["hub_cpu_s"] / (alone["wall_s"] + (alone.get("idle_after_s") or 0))
-    budget = alone["cpu_per_msg_ns"] * (1 / TARGETS["neighbour"] - 1)
-
-    def added(name):
-        return paired_median(runs, name, lambda a, b: b["cpu_per_msg_ns"] - a["cpu_per_msg_ns"])
-
-    # A neighbour that only refuses costs the log path this much already:
-    # what is left of the budget is the spill's own.
-    refusal = added("beside_refusing")
-    return dict(busy=busy, budget_ns=budget, added_ns=added("beside_spill"),
-                refusal_ns=refusal, left_ns=budget - refusal)
-
-
-def case_neighbour(bench, prof, results):
-    """A spilling neighbour: the log consumer's rate beside a consumer that
-    is held (sleep plugin, queue capacity 1000, overflow: spill) and spills
-    with spool.fsync: always, against the log consumer alone, same run.
-    Issue 12 asks for >= 0.9x: the spool's writes and fsyncs must not be on
-    the bus thread. Beside them, the yardsticks: the same held neighbour
-    with overflow: drop-newest (what a second consumer costs when it only
-    refuses), and spill_floor (the spool's own work at its least)."""
-    state_dir = os.path.join(bench.tmp, "neighbour-state")
-    logfile = os.path.join(bench.tmp, "neighbour.log")
-    log_entry = (f"  - {{name: log, plugin: \"log\", queue: {{capacity: {{CAP}}}}, "
-                 f"options: {{path: \"{logfile}\"}}}}")
-
-    # The spiller is held for good: its release file is never created (one
-    # that an earlier placement created let the next one's spiller read its
-    # spool back while the log consumer was measured). Each hub's stop
-    # gives up on it after shutdown_timeout.
-    release = os.path.join(bench.tmp, "neighbour-release-never-created")
-    spill_entry = (f"  - {{name: spiller, plugin: \"{bench.sleep_so}\", "
-                   f"queue: {{capacity: 1000, overflow: spill}}, "
-                   f"options: {{release_file: \"{release}\"}}}}")
-    refuse_entry = spill_entry.replace("overflow: spill", "overflow: drop-newest")
-    extra = f"state_dir: {state_dir}\nspool: {{fsync: always}}"
-    ok, why = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + extra + "\nconsumers:\n"
-                           + log_entry.replace("{CAP}", "1000") + "\n" + spill_entry + "\n")
-    if not ok:
-        results["neighbour"] = {"status": f"not measured: {why}"}
-        log(results["neighbour"]["status"])
-        return
-    n = prof["neighbour_n"]
-    rows = []
-    for placement in bench.placements:
-        row = dict(placement=placement[0], n=n)
-        configs = (("alone", [log_entry]), ("beside_spill", [log_entry, spill_entry]),
-                   ("beside_refusing", [log_entry, refuse_entry]))
-        runs = {name: [] for name, _ in configs}
-        # Each repetition runs the three back to back, and the ratios are
-        # the medians of each repetition's: this machine changes speed
-        # between runs, and a row's median could come from another phase
-        # than the other row's.
-        for _ in range(prof["reps"]):
-            for name, consumers in configs:
-                shutil.rmtree(state_dir, ignore_errors=True)
-                if os.path.exists(logfile):
-                    os.unlink(logfile)
-                cons = [c.replace("{CAP}", str(n + 1024)) for c in consumers]
-                # done: the log consumer has every message, at its file's
-                # last write (the spiller may still be writing); its
-                # deliveries over the wall time.
-                runs[name].append(hub_throughput(bench, 1, 100, n, placement, consumers=cons,
-                                                 extra=extra, expect_deliveries=n,
-                                                 done_file=logfile))
-        for name, _ in configs:
-            row[name] = rep_median(runs[name], TP_KEYS)
-
-        def ratio(name):
-            return paired_median(runs, name,
-                                 lambda a, b: b["deliveries_rate"] / a["deliveries_rate"])
-
-        row["ratio"], row["refusing_ratio"] = ratio("beside_spill"), ratio("beside_refusing")
-        # The yardstick: the spool's own work on the hub's CPU, in this run.
-        row["floor"] = spill_floor(bench, placement[2])
-        row.update(neighbour_budget(row, runs))
-        rows.append(row)
-        log(f"neighbour {placement[0]}: log alone {row['alone']['deliveries_rate']:,.0f}/s, "
-            f"beside a spilling neighbour (fsync always) "
-            f"{row['beside_spill']['deliveries_rate']:,.0f}/s: x{row['ratio']:.2f} (the hub went "
-            f"idle {row['alone'].get('idle_after_s', 0) * 1e3:.0f} ms and "
-            f"{row['beside_spill'].get('idle_after_s', 0) * 1e3:.0f} ms after the log consumer's "
-            f"last write); beside a held neighbour that only refuses (drop-newest) "
-            f"{row['beside_refusing']['deliveries_rate']:,.0f}/s: x{row['refusing_ratio']:.2f} "
-            f"(ratios: medians of each repetition's)")
-        floor = row["floor"]
-        log(f"neighbour {placement[0]}: the hub alone was {row['busy']:.2f} CPUs busy at "
-            f"{row['alone']['cpu_per_msg_ns']:,.0f} ns of CPU a message, so "
-            f"{TARGETS['neighbour']}x leaves the spill {row['budget_ns']:,.0f} ns a message "
-            f"(binding when the hub has one CPU), {row['left_ns']:,.0f} ns once a neighbour that "
-            f"only refuses took its {row['refusal_ns']:,.0f} ns; the spill added "
-            f"{row['added_ns']:,.0f} ns; the spool's own work, nothing in the way: "
-            + (f"{floor['spill_ns']:,.0f} ns (append {floor['append_ns']:,.0f}; the kernel's "
-               f"write and fdatasync alone {floor['io_ns']:,.0f}), and releasing the message "
-               f"{floor['release_ns']:,.0f} ns" if floor else "not measured"))
-    results["neighbour"] = {"status": "measured", "rows": rows}
-
-
-CURVE_SIZES = [100, 1024]
-
-
-def zcert_public_key(path):
-    """The public key (Z85) of a zcert file, as `fanhub keygen` writes it."""
-    with open(path) as f:
-        m = re.search(r'^\s*public-key\s*=\s*"(.{40})"', f.read(), re.M)
-    if not m:
-        raise BenchError(f"{path}: no public-key in this zcert file")
-    return m.group(1)
-
-
-class CurveKeys:
-    """The key pairs of a CURVE bus, made by `fanhub keygen` as an operator
-    makes them: the hub's (the server; the hub reads hub_secret) and
-    bench_pub's (a client; bench_pub reads pub_secret, the hub allows its
-    public key)."""
-
-    def __init__(self, bench):
-        keydir = os.path.join(bench.tmp, "curve-keys")
-        os.makedirs(keydir, mode=0o700, exist_ok=True)
-        for name in ("hub", "pub"):
-            p = subprocess.run([bench.fanhub, "keygen", os.path.join(keydir, name)],
-                               capture_output=True, text=True, timeout=30)
-            if p.returncode != 0:
-                raise BenchError(f"fanhub keygen {name} failed ({p.returncode}): "
-                                 + (p.stderr or p.stdout).strip())
-        self.hub_secret_file = os.path.join(keydir, "hub_secret")
-        self.hub_public = zcert_public_key(os.path.join(keydir, "hub"))
-        self.pub_secret_file = os.path.join(keydir, "pub_secret")
-        self.pub_public = zcert_public_key(os.path.join(keydir, "pub"))
-
-
-def case_curve(bench, prof, results):
-    """What CURVE on the bus costs: hub K=1 (one null consumer) fed by
-    bench_pub at 100 B and 1 KiB, plaintext against CURVE (bus.curve with
-    the hub as server, bench_pub a client in its allow list) in the same
-    run. The two alternate rep by rep, so that a change in the machine's
-    load falls on both. Reports the hub's input rate and CPU per message,
-    the publisher's own rate and the bound-by column, and CURVE/plaintext
-    for both figures. The encryption of bench_pub's side runs in its
-    libzmq I/O thread, after the send loop that send_rate times: a CURVE
-    case can be bound by that thread while the column says receiver; the
-    table's "hub busy" (hub CPU over wall time) tells the two apart."""
-    try:
-        keys = CurveKeys(bench)
-    except BenchError as e:
-        results["curve"] = {"status": f"not measured: {e}"}
-        log(results["curve"]["status"])
-        return
-    rows = []
-    for placement in bench.placements:
-        for size in CURVE_SIZES:
-            n = tp_count(prof, size)
-            runs = {"plaintext": [], "curve": []}
-            for _ in range(prof["reps"]):
-                runs["plaintext"].append(retry(hub_throughput, bench, 1, size, n, placement))
-                runs["curve"].append(retry(hub_throughput, bench, 1, size, n, placement,
-                                           curve=keys))
-            row = dict(placement=placement[0], size=size, n=n)
-            for bus, rs in runs.items():
-                r = rep_median(rs, TP_KEYS)
-                r.update(loss=max(x["loss"] for x in rs), dropped=max(x["dropped"] for x in rs))
-                row[bus] = r
-            row["in_ratio"] = row["curve"]["in_rate"] / row["plaintext"]["in_rate"]
-            row["cpu_ratio"] = (row["curve"]["cpu_per_msg_ns"]
-                                / row["plaintext"]["cpu_per_msg_ns"])
-            rows.append(row)
-            pt, cv = row["plaintext"], row["curve"]
-            log(f"curve {placement[0]} {size} B: plaintext in {pt['in_rate']:,.0f}/s "
-                f"({pt['cpu_per_msg_ns']:.0f} ns hub CPU/msg, publisher "
-                f"{pt['pub_send_rate']:,.0f}/s, {pt['bound_by']}-bound), CURVE in "
-                f"{cv['in_rate']:,.0f}/s ({cv['cpu_per_msg_ns']:.0f} ns, publisher "
-                f"{cv['pub_send_rate']:,.0f}/s, {cv['bound_by']}-bound): "
-                f"x{row['in_ratio']:.2f} rate, x{row['cpu_ratio']:.2f} CPU/msg")
-    results["curve"] = {"status": "measured", "rows": rows}
 
 
 def case_cluster(bench, prof, results):
@@ -1208,8 +818,8 @@ def case_signatures(bench, prof, results):
 
 
 def case_worker(bench, prof, results):
-    """A no-op Python consumer in 1 and 2 worker processes:
-    tests/bench/bench_worker.py."""
+    """Python consumers (no-op and worker-bound) in 1 and 2 worker
+    processes: tests/bench/bench_worker.py."""
     import bench_worker
     bench_worker.run(sys.modules[__name__], bench, prof, results)
 
@@ -1231,1061 +841,30 @@ def fanhub_check(bench, text):
     return p.returncode == 0, (why[0] if why else f"exit {p.returncode}")
 
 
-def collectd_config(bench):
-    """The metrics: block for a collectd push to a dummy unixsock server,
-    or None when fanhub check refuses metrics.collectd.socket."""
-    sock = os.path.join(bench.tmp, "collectd.sock")
-    for interval in ("0.1", "1"):
-        extra = f"metrics:\n  collectd:\n    socket: {sock}\n    interval: {interval}\n"
-        ok, _ = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + extra
-                             + "consumers: [{name: a, plugin: \"null\"}]\n")
-        if ok:
-            return sock, extra, interval
-    return None
-
-
-class DummyCollectd:
-    """Answers every line on a Unix stream socket as collectd's unixsock
-    plugin answers a PUTVAL."""
-
-    def __init__(self, path):
-        self.path = path
-        self.lines = 0
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        self.srv.listen(4)
-        self.srv.settimeout(0.2)
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.stopped.is_set():
-            try:
-                conn, _ = self.srv.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            conn.settimeout(0.2)
-            buf = b""
-            while not self.stopped.is_set():
-                try:
-                    data = conn.recv(65536)
-                except socket.timeout:
-                    continue
-                except OSError:
-                    break
-                if not data:
-                    break
-                buf += data
-                while b"\n" in buf:
-                    _, buf = buf.split(b"\n", 1)
-                    self.lines += 1
-                    try:
-                        conn.sendall(b"0 Success: 1 value has been dispatched.\n")
-                    except OSError:
-                        break
-            conn.close()
-
-    def close(self):
-        self.stopped.set()
-        self.srv.close()
-        self.thread.join(2)
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-
-
-def case_metrics(bench, prof, results):
-    out = results.setdefault("metrics", [])
-    n, k = prof["metrics_n"], 4
-    push = collectd_config(bench)
-    results["collectd_push"] = (f"measured (metrics.collectd.interval {push[2]} s)" if push
-                                else "not measured: requires metrics.collectd.socket")
-    for placement in bench.placements:
-        off, on, coll = [], [], []
-        for _ in range(prof["metrics_reps"]):
-            off.append(retry(hub_throughput, bench, k, 100, n, placement))
-            on.append(retry(hub_throughput, bench, k, 100, n, placement, scrape_hz=10))
-            if push:
-                server = DummyCollectd(push[0])
-                try:
-                    r = retry(hub_throughput, bench, k, 100, n, placement, extra=push[1])
-                    r["collectd_lines"] = server.lines
-                    coll.append(r)
-                finally:
-                    server.close()
-        row = dict(placement=placement[0], k=k, n=n, reps=len(off))
-        for name, runs in (("off", off), ("scrape10hz", on), ("collectd", coll)):
-            if runs:
-                row[name] = rep_median(runs, TP_KEYS)
-        row["cost"] = 1 - row["scrape10hz"]["deliveries_rate"] / row["off"]["deliveries_rate"]
-        row["cpu_cost"] = (row["scrape10hz"]["cpu_per_delivery_ns"]
-                           / row["off"]["cpu_per_delivery_ns"] - 1)
-        if coll:
-            row["collectd_cost"] = 1 - (row["collectd"]["deliveries_rate"]
-                                        / row["off"]["deliveries_rate"])
-        out.append(row)
-        log(f"metrics {placement[0]}: off {row['off']['deliveries_rate']:,.0f}/s, 10 Hz "
-            f"{row['scrape10hz']['deliveries_rate']:,.0f}/s: cost {row['cost']*100:+.1f} % "
-            f"(CPU/delivery {row['cpu_cost']*100:+.1f} %)")
-
-
-def memory_run(bench, k, n, placement, size=1024):
-    label, pub_cpu, hub_cpu = placement
-    release = bench.path("release-never")
-    consumers = [f"  - {{name: m{i}, plugin: \"{bench.sleep_so}\", queue: {{capacity: {n + 16}}},"
-                 f" options: {{release_file: \"{release}\"}}}}" for i in range(k)]
-    hub = Hub(bench, consumers, cpu=hub_cpu, shutdown_timeout=0)
-    try:
-        wait_quiet()
-        rss0 = proc_status(hub.pid, "VmRSS")
-        publish(bench, hub.bus, n, cpu=pub_cpu, size=size, stamp=False)
-        _, _, st = hub.wait_done(
-            lambda s: s["hub"]["received"] >= n
-            and all(c["enqueued"] + c["dropped"] >= n for c in s["consumers"]), 120)
-        rss = proc_status(hub.pid, "VmRSS")
-        hwm = proc_status(hub.pid, "VmHWM")
-    finally:
-        open(release, "w").close()
-        hub.stop(timeout=10)
-    payload = n * (len(TOPIC) + size)
-    return dict(placement=label, k=k, n=n, size=size, rss=rss, rss_idle=rss0, vm_hwm=hwm,
-                payload=payload, ratio=rss / payload,
-                limit=TARGETS["mem_factor"] * payload + TARGETS["mem_slack"],
-                queued=min(c["enqueued"] for c in st["consumers"]),
-                dropped=sum(c["dropped"] for c in st["consumers"]))
-
-
-def case_memory(bench, prof, results):
-    out = results.setdefault("memory", [])
-    keys = ["rss", "rss_idle", "vm_hwm", "ratio", "queued", "dropped"]
-    for placement in bench.placements:
-        for k in (4, 1):
-            runs = [retry(memory_run, bench, k, prof["mem_n"], placement)
-                    for _ in range(prof["mem_reps"])]
-            r = rep_median(runs, keys)
-            out.append(r)
-            log(f"memory K={k} {placement[0]}: RSS {r['rss']/2**20:.0f} MiB for "
-                f"{r['payload']/2**20:.0f} MiB payload (x{r['ratio']:.2f}), "
-                f"limit {r['limit']/2**20:.0f} MiB")
-
-
-def pool_jsonl(bench, keys):
-    path = os.path.join(bench.tmp, f"pool-{keys}.jsonl")
-    with open(path, "w") as f:
-        for i in range(keys):
-            f.write(json.dumps({"topic": TOPIC, "body": {"vm": f"vm-{i:04d}", "pad": "x" * 60}})
-                    + "\n")
-    return path
-
-
-def case_pool(bench, prof, results):
-    """Ordered worker pool: workers 8 vs 1 on the sleep plugin (ms: 1),
-    order_by json /vm. Measured only once fanhub check takes the config."""
-    entry = (f"  - {{name: pool, plugin: \"{bench.sleep_so}\", workers: {{W}}, "
-             f"order_by: {{json: /vm}}, queue: {{capacity: {{CAP}}}}, options: {{ms: 1}}}}")
-    ok, why = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\nconsumers:\n"
-                           + entry.replace("{W}", "8").replace("{CAP}", "1000") + "\n")
-    if not ok:
-        results["pool"] = {"status": f"not measured: requires workers: / order_by: ({why})"}
-        log(results["pool"]["status"])
-        return
-    jsonl = pool_jsonl(bench, prof["pool_keys"])
-    rows = []
-    for placement in bench.placements:
-        row = dict(placement=placement[0], keys=prof["pool_keys"])
-        for workers, n in ((8, prof["pool_n"]), (1, prof["pool_single_n"])):
-            runs = []
-            for _ in range(prof["reps"]):
-                try:
-                    cons = [entry.replace("{W}", str(workers)).replace("{CAP}", str(n + 16))]
-                    r = hub_throughput(bench, 1, 100, n, placement, consumers=cons,
-                                       jsonl=jsonl, expect_deliveries=n)
-                    runs.append(r)
-                except BenchError as e:
-                    results["pool"] = {"status": f"not measured: fanhub run failed: {e}"}
-                    log(results["pool"]["status"])
-                    return
-            row[f"w{workers}"] = rep_median(runs, TP_KEYS)
-            row[f"w{workers}"]["n"] = n
-        row["speedup"] = row["w8"]["deliveries_rate"] / row["w1"]["deliveries_rate"]
-        rows.append(row)
-        log(f"pool {placement[0]}: workers 8 {row['w8']['deliveries_rate']:,.0f}/s vs 1 "
-            f"{row['w1']['deliveries_rate']:,.0f}/s: x{row['speedup']:.2f}")
-    results["pool"] = {"status": "measured", "rows": rows}
-
-
-def case_spill(bench, prof, results):
-    """Spill: a held consumer (capacity 1000, overflow: spill) takes N 1 KiB
-    messages at full speed (in/s while spilling), then is released (drain
-    msg/s); zero loss. Measured once fanhub check takes the config."""
-    state_dir = os.path.join(bench.tmp, "state")
-    os.makedirs(state_dir, exist_ok=True)
-    release = os.path.join(bench.tmp, "spill-release")
-    entry = (f"  - {{name: spill, plugin: \"{bench.sleep_so}\", "
-             f"queue: {{capacity: 1000, overflow: spill}}, "
-             f"options: {{release_file: \"{release}\"}}}}")
-    variants = [f"state_dir: {state_dir}\n", ""]
-    extra = None
-    why = ""
-    for v in variants:
-        ok, why0 = fanhub_check(bench, "bus: {bind: tcp://127.0.0.1:1}\n" + v
-                                + "consumers:\n" + entry + "\n")
-        if ok:
-            extra = v
-            break
-        why = why or why0
-    if extra is None:
-        results["spill"] = {"status": f"not measured: requires queue.overflow: spill ({why})"}
-        log(results["spill"]["status"])
-        return
-    n = prof["spill_n"]
-    rows = []
-    for placement in bench.placements:
-        runs = []
-        for _ in range(prof["reps"]):
-            if os.path.exists(release):
-                os.unlink(release)
-            shutil.rmtree(state_dir, ignore_errors=True)
-            os.makedirs(state_dir)
-            label, pub_cpu, hub_cpu = placement
-            try:
-                hub = Hub(bench, [entry], cpu=hub_cpu, extra=extra.rstrip("\n"))
-            except BenchError as e:
-                results["spill"] = {"status": f"not measured: fanhub run failed: {e}"}
-                log(results["spill"]["status"])
-                return
-            try:
-                c0 = hub.cpu()
-                t0, _, _ = publish(bench, hub.bus, n, cpu=pub_cpu, size=1024, stamp=False)
-                t_in, c_in, st = hub.wait_done(lambda s: s["hub"]["received"] >= n, 120)
-                spilled = st["consumers"][0].get("spilled", 0)
-                t_rel = time.monotonic()
-                open(release, "w").close()
-                t_out, c_out, st2 = hub.wait_done(
-                    lambda s: s["consumers"][0]["completed"] + s["consumers"][0]["dropped"]
-                    >= n, 120 + n / 5_000)
-            finally:
-                hub.stop()
-            c = st2["consumers"][0]
-            runs.append(dict(in_rate=n / (t_in - t0),
-                             drain_rate=c["completed"] / max(1e-3, t_out - t_rel),
-                             spilled=spilled, completed=c["completed"], dropped=c["dropped"],
-                             loss=n - c["completed"], cpu_per_msg_ns=(c_out - c0) / n * 1e9))
-        r = rep_median(runs, ["in_rate", "drain_rate", "spilled", "completed", "dropped",
-                              "loss", "cpu_per_msg_ns"])
-        r.update(placement=placement[0], n=n, loss=max(x["loss"] for x in runs),
-                 dropped=max(x["dropped"] for x in runs))
-        rows.append(r)
-        log(f"spill {placement[0]}: in {r['in_rate']:,.0f}/s while spilling "
-            f"({r['spilled']} spilled), drain {r['drain_rate']:,.0f}/s, loss {r['loss']}")
-    status = "measured"
-    if any(r["loss"] or r["dropped"] for r in rows):
-        status = ("measured, but **messages were lost**: `fanhub check` takes "
-                  "`overflow: spill`, yet the full queue dropped instead of spilling")
-    results["spill"] = {"status": status, "rows": rows}
-
-
-def callgrind_run(bench, k, n, outdir, consumers=None, topics_file=None, deliveries=None,
-                  name=None, subscriptions=1):
-    """The hub under callgrind: counters zeroed once it answers, dumped once
-    the n messages are delivered. Returns Ir per delivery. By default K
-    null consumers, each getting every message."""
-    name = name or f"k{k}"
-    deliveries = deliveries or n * k
-    cgout = bench.path(f"callgrind.out.{name}")
-    base = os.path.basename(cgout)
-    vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={cgout}",
-          "--dump-instr=no", "--separate-threads=no", "--max-threads=4000"]
-    # 1,000 consumers start 1,000 threads under valgrind: on a busy 2-CPU
-    # machine that took more than 120 s.
-    hub = Hub(bench, consumers or null_consumers(k, n + 1024), valgrind=vg,
-              ready_timeout=600)
-    try:
-        subprocess.run(["callgrind_control", "-z", str(hub.pid)], capture_output=True,
-                       timeout=60, check=True)
-        blast(bench, hub.bus, n, size=100, topics_file=topics_file, deadline_s=600,
-              subscriptions=subscriptions)
-
-        def done(s):
-            return (s["hub"]["received"] >= n
-                    and sum(c["completed"] for c in s["consumers"]) >= deliveries)
-
-        # STATS would count too (with 1,000 consumers it costs more than the
-        # deliveries): wait for a quiet CPU clock, dump, then check.
-        for _ in range(20):
-            hub.wait_idle(600)
-            subprocess.run(["callgrind_control", "-d", str(hub.pid)], capture_output=True,
-                           timeout=120, check=True)
-            if done(hub.stats(timeout_ms=60_000)):
-                break
-        else:
-            raise BenchError("callgrind: the hub went quiet before delivering everything")
-    finally:
-        hub.stop(timeout=60)
-    # Dumps asked for are base.1, base.2, ... (counters restart at each):
-    # the sum of them is the run; the one without a suffix is at exit.
-    asked = sorted((f for f in os.listdir(bench.tmp)
-                    if f.startswith(base + ".") and f[len(base) + 1:].isdigit()),
-                   key=lambda f: int(f[len(base) + 1:]))
-    if not asked:
-        raise BenchError("callgrind: no dump")
-    path = os.path.join(bench.tmp, asked[0])
-    total = 0
-    for dump in asked:
-        with open(os.path.join(bench.tmp, dump)) as f:
-            for line in f:
-                if line.startswith("summary:") or line.startswith("totals:"):
-                    total += int(line.split()[1])
-                    break
-    with open(os.path.join(outdir, f"callgrind-{name}.txt"), "w") as f:
-        f.write(callgrind_report(path, total, deliveries))
-    shutil.copy(path, os.path.join(outdir, f"callgrind.out.{name}"))
-    return dict(k=k, n=n, ir=total, deliveries=deliveries, ir_per_delivery=total / deliveries,
-                ir_per_msg=total / n, name=name)
-
-
-def callgrind_self_costs(path):
-    """Self cost (Ir) per (object, function) of a callgrind out file: every
-    cost line but those right after a calls= line (those are inclusive
-    costs of the call)."""
-    names = {"ob": {}, "fn": {}}
-    ob = fn = "?"
-    costs = {}
-    after_call = False
-    name_re = re.compile(r"^\((\d+)\)(?: (.*))?$")
-
-    def resolve(kind, value):
-        m = name_re.match(value)
-        if not m:
-            return value
-        if m.group(2) is not None:
-            names[kind][m.group(1)] = m.group(2)
-        return names[kind].get(m.group(1), value)
-
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line:
-                continue
-            c = line[0]
-            if c.isdigit() or c in "+-*":
-                parts = line.split()
-                if len(parts) >= 2 and not after_call:
-                    costs[(ob, fn)] = costs.get((ob, fn), 0) + int(parts[1])
-                after_call = False
-                continue
-            key, _, value = line.partition("=")
-            if key == "ob":
-                ob = resolve("ob", value)
-            elif key == "fn":
-                fn = resolve("fn", value)
-            elif key == "cob":
-                resolve("ob", value)
-            elif key == "cfn":
-                resolve("fn", value)
-            elif key == "calls":
-                after_call = True
-    return costs
-
-
-def callgrind_report(path, total, deliveries):
-    costs = callgrind_self_costs(path)
-    by_ob = {}
-    for (ob, fn), c in costs.items():
-        by_ob[os.path.basename(ob)] = by_ob.get(os.path.basename(ob), 0) + c
-    lines = [f"callgrind: {path}", f"total Ir {total:,}, deliveries {deliveries:,}, "
-             f"Ir/delivery {total / deliveries:,.0f}", "", "Self cost by object:"]
-    for ob, c in sorted(by_ob.items(), key=lambda x: -x[1]):
-        if c * 1000 >= total:
-            lines.append(f"  {c * 100 / total:5.1f} %  {c / deliveries:8.0f} Ir/delivery  {ob}")
-    lines += ["", "Top functions by self cost:"]
-    for (ob, fn), c in sorted(costs.items(), key=lambda x: -x[1])[:40]:
-        lines.append(f"  {c * 100 / total:5.1f} %  {c / deliveries:8.0f} Ir/delivery  {fn}  "
-                     f"[{os.path.basename(ob)}]")
-    return "\n".join(lines) + "\n"
-
-
-def case_callgrind(bench, prof, results, outdir):
-    if not shutil.which("valgrind") or not shutil.which("callgrind_control"):
-        results["callgrind"] = {"status": "not measured: valgrind is not installed"}
-        return
-    rows = []
-    n = prof["cg_n"]
-    routed, topics, count = routing_setup(bench, n + 1024)
-    scale, scale_topics, scale_subs = scale_setup(bench, prof["scale_consumers"], routed=True)
-    # (label, k, extra arguments): K null consumers; the routing case and
-    # its unrouted reference; 3 of 1,000 matching.
-    variants = [(f"k{k}", k, {}) for k in prof["cg_ks"]] + [
-        ("routing", count, dict(consumers=routed, topics_file=topics, deliveries=3 * n)),
-        ("unrouted3", 3, dict(topics_file=topics)),
-        ("scale", prof["scale_consumers"], dict(consumers=scale, topics_file=scale_topics,
-                                                deliveries=3 * n, subscriptions=scale_subs)),
-    ]
-    for name, k, extra in variants:
-        runs = [retry(callgrind_run, bench, k, n, outdir, name=name, **extra)
-                for _ in range(prof["cg_reps"])]
-        r = rep_median(runs, ["ir", "ir_per_delivery", "ir_per_msg"])
-        rows.append(r)
-        log(f"callgrind {name}: {r['ir_per_delivery']:,.0f} Ir per delivery "
-            f"({r['ir_per_msg']:,.0f} per message; runs "
-            + ", ".join(f"{x['ir_per_delivery']:,.0f}" for x in runs) + ")")
-    results["callgrind"] = {"status": "measured", "rows": rows}
-
-
-def case_profile(bench, prof, results, outdir):
-    """Not in the default run: wall-clock profile (perf, cpu-clock sampling:
-    kernel time included) of the hub in the K=1 and K=4 throughput cases,
-    pinned. The instruction-level profile is the callgrind case."""
-    if not shutil.which("perf"):
-        results["profile"] = {"status": "not measured: perf is not installed"}
-        return
-    placement = bench.placements[0]
-    rows = []
-    for k in (1, 4):
-        data = os.path.join(bench.tmp, f"perf.k{k}")
-        r = hub_throughput(bench, k, 100, prof["tp_n"], placement, perf_data=data)
-        report = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio",
-                                 "--sort", "dso,sym", "-g", "none", "--percent-limit", "0.3"],
-                                capture_output=True, text=True, timeout=300).stdout
-        by_dso = subprocess.run(["perf", "report", "-i", data, "--no-children", "--stdio",
-                                 "--sort", "dso", "-g", "none"],
-                                capture_output=True, text=True, timeout=300).stdout
-        with open(os.path.join(outdir, f"perf-k{k}.txt"), "w") as f:
-            f.write(f"# hub K={k}, {placement[0]}, {prof['tp_n']:,} x 100 B: "
-                    f"{r['deliveries_rate']:,.0f} deliveries/s, "
-                    f"{r['cpu_per_delivery_ns']:.0f} ns CPU/delivery\n")
-            f.write(by_dso + "\n" + report)
-        rows.append(dict(k=k, deliveries_rate=r["deliveries_rate"],
-                         cpu_per_delivery_ns=r["cpu_per_delivery_ns"]))
-        log(f"profile K={k}: {outdir}/perf-k{k}.txt")
-    results["profile"] = {"status": "measured", "rows": rows}
-
-
 # ---------------------------------------------------------------------------
-# Report
-
-def machine():
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    zmq_version = zmq.zmq_version()
-    return dict(nproc=os.cpu_count(), cpu=model, kernel=platform.release(),
-                os=_os_release(), libzmq=zmq_version, python=platform.python_version())
-
-
-def _os_release():
-    try:
-        with open("/etc/os-release") as f:
-            for line in f:
-                if line.startswith("PRETTY_NAME="):
-                    return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return ""
-
-
-def _fmt_ctx(v):
-    return "—" if v is None else f"{v:.2f}"
-
-
-def fmt_rate(v):
-    if v is None:
-        return "—"
-    if v >= 1e6:
-        return f"{v/1e6:.2f} M/s"
-    if v >= 1e3:
-        return f"{v/1e3:.0f} k/s"
-    return f"{v:.0f} /s"
-
-
-def fmt_us(ns):
-    return "—" if ns is None else (f"{ns/1e3:.1f} µs" if ns < 1e7 else f"{ns/1e6:.1f} ms")
-
-
-def fmt_ns(ns):
-    return "—" if ns is None else f"{ns:,.0f} ns"
-
-
-def find(rows, **kw):
-    for r in rows or []:
-        if all(r.get(k) == v for k, v in kw.items()):
-            return r
-    return None
-
-
-def receiver_bound(*rows):
-    return all(r.get("bound_by") == "receiver" for r in rows)
-
-
-def evaluate(results):
-    """The target rows: (figure, placement, value, vs raw, target, met,
-    note); met is None when the case is publisher-bound (no ratio)."""
-    rows = []
-    tp = results.get("throughput", [])
-    lat = results.get("latency", [])
-    pb = "publisher-bound: no ratio"
-    for placement in results["placements"]:
-        raw = find(tp, kind="raw", size=100, placement=placement)
-        k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
-        k4 = find(tp, kind="hub", k=4, size=100, placement=placement)
-        if raw and k1:
-            bound = receiver_bound(raw, k1)
-            ratio = k1["in_rate"] / raw["rate"]
-            lossless = k1["loss"] == 0 and k1["dropped"] == 0
-            rows.append(("K=1 sustained input, 100 B", placement, fmt_rate(k1["in_rate"]),
-                         f"{ratio:.2f}x" if bound else "—",
-                         f"≥ {TARGETS['k1_input']}x raw, zero loss",
-                         (ratio >= TARGETS["k1_input"] and lossless) if bound else None,
-                         f"loss {k1['loss']}, dropped {k1['dropped']}; publisher "
-                         f"{fmt_rate(k1['pub_send_rate'])} ({k1['bound_by']}), raw's "
-                         f"{fmt_rate(raw['pub_send_rate'])} ({raw['bound_by']})"))
-            ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
-            rows.append(("K=1 hub CPU per delivery", placement,
-                         fmt_ns(k1["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
-                         f"≤ {TARGETS['k1_cpu']}x raw CPU/msg",
-                         ratio <= TARGETS["k1_cpu"] if bound else None,
-                         f"raw {fmt_ns(raw['cpu_per_msg_ns'])}"
-                         + ("" if bound else "; " + pb + " to judge by (shown for reference)")))
-        if raw and k4:
-            bound = receiver_bound(raw, k4)
-            ratio = k4["deliveries_rate"] / raw["rate"]
-            rows.append(("K=4 deliveries/s, 100 B", placement, fmt_rate(k4["deliveries_rate"]),
-                         f"{ratio:.2f}x" if bound else "—", "≥ 0.45x raw msg/s",
-                         (ratio >= TARGETS["k4_deliveries"] and k4["loss"] == 0
-                          and k4["dropped"] == 0) if bound else None,
-                         f"loss {k4['loss']}, dropped {k4['dropped']}"))
-            ratio = k4["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
-            rows.append(("K=4 hub CPU per delivery", placement,
-                         fmt_ns(k4["cpu_per_delivery_ns"]), f"{ratio:.2f}x",
-                         "≤ 2.5x raw CPU/msg", ratio <= TARGETS["k4_cpu"] if bound else None,
-                         "" if bound else pb))
-        lraw = find(lat, kind="raw", rate=10_000, placement=placement)
-        l8 = find(lat, kind="hub", k=8, rate=10_000, placement=placement)
-        if lraw and l8:
-            ratio = l8["p99_ns"] / lraw["p99_ns"]
-            rows.append(("p99 latency, 10k msg/s, K=8", placement, fmt_us(l8["p99_ns"]),
-                         f"{ratio:.2f}x", f"≤ {TARGETS['lat_p99']}x raw p99",
-                         ratio <= TARGETS["lat_p99"],
-                         f"raw p99 {fmt_us(lraw['p99_ns'])}; ctx sw/msg "
-                         f"{_fmt_ctx(l8.get('ctx_per_msg'))} vs raw "
-                         f"{_fmt_ctx(lraw.get('ctx_per_msg'))}"))
-        rt = find(results.get("routing"), placement=placement)
-        if rt:
-            ratio = rt["cost_vs_unrouted"]
-            rows.append(("Routing: 100 consumers, 3 match, CPU/delivery", placement,
-                         fmt_ns(rt["cpu_per_delivery_ns"]), f"{ratio:.2f}x of 3 unrouted",
-                         f"≤ {TARGETS['routing_cost']}x", ratio <= TARGETS["routing_cost"],
-                         f"3 unrouted: {fmt_ns(rt['reference_k3']['cpu_per_delivery_ns'])}; "
-                         f"ctx sw/msg {_fmt_ctx(rt.get('ctx_per_msg'))} vs "
-                         f"{_fmt_ctx(rt['reference_k3'].get('ctx_per_msg'))}"))
-        sc = find(results.get("scale"), placement=placement)
-        if sc:
-            b = sc["broadcast"]
-            rows.append((f"{sc['consumers']:,} idle consumers, RSS", placement,
-                         f"{b['rss_idle']/2**20:,.0f} MiB", "—",
-                         f"≤ {TARGETS['idle_rss'] // 2**20} MiB",
-                         b["rss_idle"] <= TARGETS["idle_rss"],
-                         f"{b['rss_after']/2**20:,.0f} MiB after {b['n']:,} messages to all; "
-                         f"{b['threads']:,} threads"))
-            rows.append((f"Routing: {sc['consumers']:,} consumers, 3 match, CPU/delivery",
-                         placement, fmt_ns(sc["routed"]["cpu_per_delivery_ns"]),
-                         f"{sc['cost_vs_unrouted']:.2f}x of 3 unrouted", "— (reported)",
-                         None, f"3 unrouted: "
-                         f"{fmt_ns(sc['reference_k3']['cpu_per_delivery_ns'])}"))
-        nb = results.get("neighbour", {})
-        for r in nb.get("rows", []):
-            if r["placement"] == placement:
-                rows.append(("Log consumer beside a spilling neighbour (fsync: always)",
-                             placement, fmt_rate(r["beside_spill"]["deliveries_rate"]),
-                             f"{r['ratio']:.2f}x of alone", f"≥ {TARGETS['neighbour']}x",
-                             r["ratio"] >= TARGETS["neighbour"],
-                             f"alone {fmt_rate(r['alone']['deliveries_rate'])}; budget "
-                             f"{fmt_ns(r.get('budget_ns'))}/msg at {r.get('busy', 0):.2f} "
-                             f"CPUs busy, the spool's own work "
-                             f"{fmt_ns((r.get('floor') or {}).get('spill_ns'))}/msg; "
-                             f"issue 12"))
-        m = find(results.get("metrics"), placement=placement)
-        if m:
-            rows.append(("STATS scraped at 10 Hz (K=4)", placement,
-                         f"{m['cost']*100:+.1f} % throughput", "—", "≤ 3 % cost",
-                         m["cost"] <= TARGETS["metrics_cost"],
-                         f"CPU/delivery {m['cpu_cost']*100:+.1f} %"))
-        mem = find(results.get("memory"), k=4, placement=placement)
-        if mem:
-            rows.append((f"RSS, 4 consumers × {mem['n']:,} queued 1 KiB", placement,
-                         f"{mem['rss']/2**20:,.0f} MiB", "—",
-                         f"≤ 1.3x payload + 64 MiB = {mem['limit']/2**20:,.0f} MiB",
-                         mem["rss"] <= mem["limit"],
-                         f"payload {mem['payload']/2**20:,.0f} MiB, RSS/payload "
-                         f"{mem['ratio']:.2f}"))
-    ck = results.get("check")
-    if ck:
-        ok = ck["accepted"]
-        rows.append((f"fanhub check of {ck['consumers']:,} consumers", "—",
-                     f"refused in {ck['wall_s']:.2f} s, {ck['max_rss']/2**20:,.0f} MiB", "—",
-                     "< 10 s and < 1 GiB",
-                     ck["wall_s"] < TARGETS["check_s"] and ck["max_rss"] < TARGETS["check_rss"],
-                     f"a hub runs at most {ok['consumers']:,}: check of {ok['consumers']:,} "
-                     f"{ok['wall_s']:.2f} s, {ok['max_rss']/2**20:,.0f} MiB"))
-    return rows
-
-
-def throughput_table(w, tp):
-    w("| Placement | Body | Case | publisher/s | in/s | bound by | deliveries/s | "
-      "vs raw (deliveries) | CPU/delivery | vs raw CPU/msg | loss | dropped | backlog max | "
-      "ctx sw/msg |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in tp:
-        raw = find(tp, kind="raw", size=r["size"], placement=r["placement"])
-        conns = f", {r['connections']} publishers" if r.get("connections", 1) > 1 else ""
-        if r["kind"] == "raw":
-            w(f"| {r['placement']} | {r['size']} B | raw libzmq SUB{conns} | "
-              f"{fmt_rate(r.get('pub_send_rate'))} | {fmt_rate(r['rate'])} | "
-              f"{r.get('bound_by', '?')} | {fmt_rate(r['rate'])} | 1.00x | "
-              f"{fmt_ns(r['cpu_per_msg_ns'])} | 1.00x | {r['loss']} | — | — | "
-              f"{_fmt_ctx(r.get('ctx_per_msg'))} |")
-        else:
-            bound = raw is not None and receiver_bound(raw, r)
-            ratio = f"{r['deliveries_rate']/raw['rate']:.2f}x" if bound else "—"
-            cpu_ratio = (f"{r['cpu_per_delivery_ns']/raw['cpu_per_msg_ns']:.2f}x"
-                         if raw else "—")
-            w(f"| {r['placement']} | {r['size']} B | hub K={r['k']}{conns} | "
-              f"{fmt_rate(r.get('pub_send_rate'))} | {fmt_rate(r['in_rate'])} | "
-              f"{r.get('bound_by', '?')} | {fmt_rate(r['deliveries_rate'])} | {ratio} | "
-              f"{fmt_ns(r['cpu_per_delivery_ns'])} | {cpu_ratio} | {r['loss']} | "
-              f"{r['dropped']} | {r['backlog_max']:,.0f} | {_fmt_ctx(r.get('ctx_per_msg'))} |")
-    w("")
-
-
-def markdown(results):
-    m = results["machine"]
-    out = []
-    w = out.append
-    w(f"# fanhub benchmark ({results['profile']})\n")
-    w(f"Run {results['started']} on {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']} "
-      f"({m['os']}), libzmq {m['libzmq']}; {results.get('fanhub_version', '?')} "
-      f"(git {results.get('git', '?')}), Release build. Every figure is the median of "
-      f"{results['reps']} run{'s' if results['reps'] != 1 else ''}. *pinned*: publisher on CPU 0, hub (or raw subscriber) on "
-      f"CPU 1 (`taskset`); *unpinned*: the scheduler's choice.\n")
-    bg = results.get("background_busy")
-    if bg:
-        w(f"Other work on the machine just before each run (share of all CPUs busy): "
-          f"median {bg['median']*100:.0f} %, max {bg['max']*100:.0f} % over {bg['runs']} runs"
-          + (" — **figures disturbed**." if bg["max"] > QUIET["threshold"] else ".") + "\n")
-    w("## Targets\n")
-    w("| Figure | Placement | Measured | vs raw | Target | Met? | Notes |")
-    w("|---|---|---|---|---|---|---|")
-    for fig, pl, val, ratio, target, met, note in evaluate(results):
-        verdict = "n/a" if met is None else ("yes" if met else "**no**")
-        w(f"| {fig} | {pl} | {val} | {ratio} | {target} | {verdict} | {note} |")
-    w("")
-    tp = results.get("throughput")
-    if tp:
-        w("## Throughput (full speed, K null consumers)\n")
-        w("*publisher/s*: bench_pub's own send rate (first to last send). *in/s*: messages "
-          "sent per second of wall time from the first send to the last delivery (raw: last "
-          "receipt). *bound by*: receiver when the publisher offered at least "
-          f"{BOUND_MARGIN}x what the receiver took, else publisher; a publisher-bound case, "
-          "or one whose raw baseline is, gets no ratio (—). *CPU/delivery*: hub process CPU "
-          "time (all threads) over deliveries; raw: subscriber process CPU per message.\n")
-        throughput_table(w, tp)
-    fi = results.get("fanin")
-    if fi:
-        w("## Eight publishers at once (100 B)\n")
-        w("bench_pub with 8 connections (a thread and an XPUB socket each), K=1.\n")
-        throughput_table(w, fi)
-    lat = results.get("latency")
-    if lat:
-        w("## Latency (publish → consume start, 100 B, fixed rate)\n")
-        w("Hub: K latency plugins, all deliveries merged; raw: bench_raw at the same rate. "
-          "*ctx sw/msg*: context switches of all the process's threads per message "
-          "published.\n")
-        w("| Placement | Rate | Case | p50 | p99 | p99.9 | max | p99 vs raw | ctx sw/msg |")
-        w("|---|---|---|---|---|---|---|---|---|")
-        for r in lat:
-            raw = find(lat, kind="raw", rate=r["rate"], placement=r["placement"])
-            case = "raw libzmq SUB" if r["kind"] == "raw" else f"hub K={r['k']}"
-            w(f"| {r['placement']} | {r['rate']:,}/s | {case} | {fmt_us(r['p50_ns'])} | "
-              f"{fmt_us(r['p99_ns'])} | {fmt_us(r['p999_ns'])} | {fmt_us(r['max_ns'])} | "
-              f"{r['p99_ns']/raw['p99_ns']:.2f}x | {_fmt_ctx(r.get('ctx_per_msg'))} |")
-        w("")
-    rt = results.get("routing")
-    if rt:
-        w("## Topic routing at scale\n")
-        w("100 consumers, one pattern each (40 prefixes `org.bench.sNN.`, 50 globs "
-          "`org.bench.*.evB.kC`, 10 globs `*.evB.*`), 2,000 topics, each message matching "
-          "exactly 3. Reference: the same messages to 3 consumers without topics (the same "
-          "deliveries, no routing).\n")
-        w("| Placement | Case | in/s | deliveries/s | hub CPU/msg | hub CPU/delivery | "
-          "ctx sw/msg | loss | dropped |")
-        w("|---|---|---|---|---|---|---|---|---|")
-        for r in rt:
-            for name, x in (("100 consumers, 3 match", r), ("3 consumers, no topics",
-                                                            r.get("reference_k3"))):
-                if not x:
-                    continue
-                w(f"| {r['placement']} | {name} | {fmt_rate(x['in_rate'])} | "
-                  f"{fmt_rate(x['deliveries_rate'])} | {fmt_ns(x['cpu_per_msg_ns'])} | "
-                  f"{fmt_ns(x['cpu_per_delivery_ns'])} | {_fmt_ctx(x.get('ctx_per_msg'))} | "
-                  f"{x['loss']} | {x['dropped']} |")
-        w("")
-    sc = results.get("scale")
-    if sc:
-        w("## Many consumers on few cores\n")
-        w("Null consumers with the default queue capacity (100,000). *idle*: RSS once the "
-          "hub answers; *after*: once every message was delivered. *broadcast*: every "
-          "message to every consumer. *routed*: each consumer has one prefix shared by 3, "
-          "each message matches 3; against the same messages to 3 consumers without "
-          "topics.\n")
-        w("| Placement | Consumers | Threads | RSS idle | Case | messages | deliveries/s | "
-          "CPU/delivery | ctx sw/delivery | RSS after | loss | dropped |")
-        w("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in sc:
-            for name, x in (("broadcast", r["broadcast"]), ("routed, 3 match", r["routed"]),
-                            ("3 consumers, no topics", r["reference_k3"])):
-                w(f"| {r['placement']} | {x['k']:,} | {x.get('threads', 0):,} | "
-                  f"{x['rss_idle']/2**20:,.0f} MiB | {name} | {x['n']:,} | "
-                  f"{fmt_rate(x['deliveries_rate'])} | {fmt_ns(x['cpu_per_delivery_ns'])} | "
-                  f"{_fmt_ctx(x.get('ctx_per_delivery'))} | {x['rss_after']/2**20:,.0f} MiB | "
-                  f"{x['loss']} | {x['dropped']} |")
-            w(f"\n{r['placement']}: routed CPU/delivery is x{r['cost_vs_unrouted']:.2f} that of "
-              "3 unrouted consumers.\n")
-    ck = results.get("check")
-    if ck:
-        ok = ck["accepted"]
-        w(f"`fanhub check` of {ck['consumers']:,} null consumers: refused (a hub runs at most "
-          f"{ok['consumers']:,}) in {ck['wall_s']:.2f} s wall, {ck['cpu_s']:.2f} s CPU, peak RSS "
-          f"{ck['max_rss']/2**20:,.0f} MiB. Of {ok['consumers']:,}: checked in "
-          f"{ok['wall_s']:.2f} s wall, {ok['cpu_s']:.2f} s CPU, peak RSS "
-          f"{ok['max_rss']/2**20:,.0f} MiB.\n")
-    mt = results.get("metrics")
-    if mt:
-        w("## Metrics cost (K=4, 100 B, full speed)\n")
-        w("| Placement | off: deliveries/s | STATS at 10 Hz | cost | CPU/delivery off → on |"
-          + (" collectd push | cost |" if any("collectd" in r for r in mt) else ""))
-        w("|---|---|---|---|---|" + ("---|---|" if any("collectd" in r for r in mt) else ""))
-        for r in mt:
-            line = (f"| {r['placement']} | {fmt_rate(r['off']['deliveries_rate'])} | "
-                    f"{fmt_rate(r['scrape10hz']['deliveries_rate'])} | {r['cost']*100:+.1f} % | "
-                    f"{fmt_ns(r['off']['cpu_per_delivery_ns'])} → "
-                    f"{fmt_ns(r['scrape10hz']['cpu_per_delivery_ns'])} |")
-            if "collectd" in r:
-                line += (f" {fmt_rate(r['collectd']['deliveries_rate'])} | "
-                         f"{r['collectd_cost']*100:+.1f} % |")
-            w(line)
-        w(f"\ncollectd push: {results.get('collectd_push', 'not run')}.\n")
-    mem = results.get("memory")
-    if mem:
-        w("## Memory (consumers held, 1 KiB bodies queued)\n")
-        w("| Placement | Consumers | Queued each | RSS | RSS idle | unique payload | "
-          "RSS / payload | limit (1.3x + 64 MiB) |")
-        w("|---|---|---|---|---|---|---|---|")
-        for r in mem:
-            w(f"| {r['placement']} | {r['k']} | {r['queued']:,.0f} | {r['rss']/2**20:,.0f} MiB | "
-              f"{r['rss_idle']/2**20:,.0f} MiB | {r['payload']/2**20:,.0f} MiB | "
-              f"{r['ratio']:.2f} | {r['limit']/2**20:,.0f} MiB |")
-        w("")
-    nb = results.get("neighbour")
-    if nb:
-        w("## A spilling neighbour (spool.fsync: always)\n")
-        w(f"- {nb['status']}")
-        for r in nb.get("rows", []):
-            w(f"  - {r['placement']}: the log consumer alone "
-              f"{fmt_rate(r['alone']['deliveries_rate'])}, beside a held consumer that spills "
-              f"{fmt_rate(r['beside_spill']['deliveries_rate'])}: x{r['ratio']:.2f} "
-              f"(hub CPU/msg {fmt_ns(r['alone']['cpu_per_msg_ns'])} → "
-              f"{fmt_ns(r['beside_spill']['cpu_per_msg_ns'])})")
-            refusing = r.get("beside_refusing")
-            if not refusing:
-                continue  # a run from before the yardsticks
-            w(f"    - beside the same held consumer with `overflow: drop-newest` (it only "
-              f"refuses): {fmt_rate(refusing['deliveries_rate'])}, x{r['refusing_ratio']:.2f} "
-              f"(hub CPU/msg {fmt_ns(refusing['cpu_per_msg_ns'])})")
-            f = r.get("floor")
-            w(f"    - the hub alone was {r['busy']:.2f} CPUs busy, so "
-              f"{TARGETS['neighbour']}x leaves the spill {fmt_ns(r['budget_ns'])} of CPU a "
-              f"message (binding when the hub has one CPU), {fmt_ns(r['left_ns'])} once "
-              f"the refusing neighbour's {fmt_ns(r['refusal_ns'])} is taken; the spill added "
-              f"{fmt_ns(r['added_ns'])}. The spool's own work on one CPU, nothing in the way "
-              + (f"(spill_floor, passes of {f['pass']:,} records of {f['record_bytes']} B): "
-                 f"{fmt_ns(f['spill_ns'])} a message (reading its frames and append; append "
-                 f"{fmt_ns(f['append_ns'])}; the kernel's write and fdatasync of as many bytes "
-                 f"alone {fmt_ns(f['io_ns'])}); releasing it, which its last holder pays "
-                 f"anyway, {fmt_ns(f['release_ns'])}" if f else "(spill_floor): not measured"))
-        w("")
-    cv = results.get("curve")
-    if cv:
-        w("## CURVE against plaintext (hub K=1, one null consumer)\n")
-        if cv.get("rows"):
-            w("*hub busy*: hub CPU time over the run's wall time, in CPUs. Pinned, the "
-              "hub has one CPU: near 1, the hub was the bottleneck, not the encryption "
-              "in the publisher's I/O thread (which bench_pub's own rate does not "
-              "time).\n")
-            w("| Placement | Body | Bus | publisher/s | in/s | bound by | hub CPU/msg | "
-              "hub busy | loss | dropped |")
-            w("|---|---|---|---|---|---|---|---|---|---|")
-            for r in cv["rows"]:
-                for bus in ("plaintext", "curve"):
-                    x = r[bus]
-                    w(f"| {r['placement']} | {r['size']} B | {bus} | "
-                      f"{fmt_rate(x.get('pub_send_rate'))} | {fmt_rate(x['in_rate'])} | "
-                      f"{x.get('bound_by', '?')} | {fmt_ns(x['cpu_per_msg_ns'])} | "
-                      f"{x['hub_cpu_s'] / x['wall_s']:.2f} | {x['loss']} | {x['dropped']} |")
-                w(f"| {r['placement']} | {r['size']} B | CURVE/plaintext | | "
-                  f"{r['in_ratio']:.2f}x | | {r['cpu_ratio']:.2f}x | | | |")
-            w("")
-        else:
-            w(f"- {cv['status']}\n")
-    import bench_amqp
-    bench_amqp.markdown(results, w)
-    import bench_cluster
-    bench_cluster.markdown(results, w)
-    import bench_worker
-    bench_worker.markdown(results, w)
-    w("## Spill and ordered pool\n")
-    for name in ("spill", "pool"):
-        entry = results.get(name, {"status": "not run"})
-        w(f"- {name}: {entry['status']}")
-        for r in entry.get("rows", []):
-            if name == "pool":
-                w(f"  - {r['placement']}: workers 8 {fmt_rate(r['w8']['deliveries_rate'])} "
-                  f"({r['w8']['n']:,} msgs), workers 1 {fmt_rate(r['w1']['deliveries_rate'])} "
-                  f"({r['w1']['n']:,} msgs) over {r['keys']:,} keys: x{r['speedup']:.2f}; "
-                  f"loss {r['w8']['loss']}/{r['w1']['loss']}")
-            else:
-                w(f"  - {r['placement']}: in {fmt_rate(r['in_rate'])} while spilling "
-                  f"({r['spilled']:,.0f} spilled), drain {fmt_rate(r['drain_rate'])}, "
-                  f"loss {r['loss']}, dropped {r['dropped']}")
-    w("")
-    cg = results.get("callgrind", {})
-    w("## Instructions per delivery (callgrind)\n")
-    if cg.get("status") == "measured":
-        w("The hub under `valgrind --tool=callgrind`, counters zeroed once it is up, null "
-          "consumers, 100 B bodies at full speed: every instruction of every hub thread "
-          "(libzmq's I/O thread included) over the deliveries.\n")
-        w("*routing*: the routing case (100 consumers, 3 match); *unrouted3*: the same "
-          "messages to 3 consumers without topics; *scale*: 1,000 consumers, 3 match.\n")
-        w("| Case | Consumers | Messages | Ir total | Ir / message | Ir / delivery |")
-        w("|---|---|---|---|---|---|")
-        for r in cg["rows"]:
-            w(f"| {r.get('name', 'k' + str(r['k']))} | {r['k']:,} | {r['n']:,} | {r['ir']:,.0f} | "
-              f"{r['ir_per_msg']:,.0f} | {r['ir_per_delivery']:,.0f} |")
-        unrouted = find(cg["rows"], name="unrouted3")
-        for label in ("routing", "scale"):
-            r = find(cg["rows"], name=label)
-            if r and unrouted:
-                w(f"\n{label}: x{r['ir_per_delivery'] / unrouted['ir_per_delivery']:.2f} the "
-                  "instructions per delivery of 3 unrouted consumers.")
-    else:
-        w(cg.get("status", "not run"))
-    w("")
-    if results.get("signatures"):
-        import bench_signatures
-        out.extend(bench_signatures.markdown(results["signatures"]))
-    return "\n".join(out)
-
-
-def charts(results, outdir):
-    if not shutil.which("gnuplot"):
-        log("gnuplot not found: no charts")
-        return
-    tp = results.get("throughput", [])
-    if tp:
-        cases = ["raw"] + [f"K={k}" for k in sorted({r["k"] for r in tp if r["kind"] == "hub"})]
-        series = [(pl, size) for pl in results["placements"]
-                  for size in sorted({r["size"] for r in tp})]
-        data = os.path.join(outdir, "throughput.dat")
-        with open(data, "w") as f:
-            f.write("case " + " ".join(f'"{pl} {size}B"' for pl, size in series) + "\n")
-            for case in cases:
-                vals = []
-                for pl, size in series:
-                    if case == "raw":
-                        r = find(tp, kind="raw", size=size, placement=pl)
-                        vals.append(r["rate"] / 1e6 if r else 0)
-                    else:
-                        r = find(tp, kind="hub", k=int(case[2:]), size=size, placement=pl)
-                        vals.append(r["deliveries_rate"] / 1e6 if r else 0)
-                f.write(f'"{case}" ' + " ".join(f"{v:.4f}" for v in vals) + "\n")
-        script = f"""
-set terminal pngcairo size 900,500 noenhanced
-set output '{outdir}/throughput.png'
-set title 'fanhub throughput: deliveries/s (raw: msg/s), median of {results["reps"]}'
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set ylabel 'million deliveries / s'
-set yrange [0:*]
-set grid ytics
-set key top right
-plot '{data}' using 2:xtic(1) title columnheader(2)""" + "".join(
-            f", '' using {i + 2} title columnheader({i + 2})" for i in range(1, len(series)))
-        _gnuplot(script, outdir, "throughput")
-    lat = results.get("latency", [])
-    if lat:
-        data = os.path.join(outdir, "latency.dat")
-        keys = []
-        with open(data, "w") as f:
-            for pl in results["placements"]:
-                for kind, k in [("raw", 0)] + [("hub", k) for k in
-                                               sorted({r["k"] for r in lat if r["kind"] == "hub"})]:
-                    rows = sorted((r for r in lat if r["kind"] == kind and r["k"] == k
-                                   and r["placement"] == pl), key=lambda r: r["rate"])
-                    if not rows:
-                        continue
-                    keys.append(f"{'raw' if kind == 'raw' else f'hub K={k}'} {pl}")
-                    f.write(f"# {keys[-1]}\n")
-                    for r in rows:
-                        f.write(f"{r['rate']} {r['p50_ns']/1e3:.3f} {r['p99_ns']/1e3:.3f} "
-                                f"{r['p999_ns']/1e3:.3f}\n")
-                    f.write("\n\n")
-        plots = []
-        for col, name in ((2, "p50"), (3, "p99")):
-            parts = [f"'{data}' index {i} using 1:{col} with linespoints title '{key}'"
-                     for i, key in enumerate(keys)]
-            plots.append(f"set title 'publish -> consume start, {name}'\nplot " + ", ".join(parts))
-        script = f"""
-set terminal pngcairo size 1100,500 noenhanced
-set output '{outdir}/latency.png'
-set multiplot layout 1,2
-set logscale xy
-set xlabel 'rate (msg/s)'
-set ylabel 'latency (µs)'
-set grid
-set key top left
-""" + "\n".join(plots) + "\nunset multiplot\n"
-        _gnuplot(script, outdir, "latency")
-
-
-# ---------------------------------------------------------------------------
-# Comparing two runs
-
-def load_results(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise SystemExit(f"bench: --compare: {path}: {e}")
-
-
-def figures(results):
-    """The comparable figures of one run: {(section, case, figure): (value,
-    higher_is_better)}."""
-    out = {}
-
-    def put(section, case, name, value, higher):
-        if isinstance(value, (int, float)):
-            out[(section, case, name)] = (float(value), higher)
-
-    for r in results.get("throughput", []) + results.get("fanin", []):
-        conns = f", {r.get('connections', 1)} pubs" if r.get("connections", 1) > 1 else ""
-        case = (f"{r['placement']} {r['size']} B "
-                + ("raw" if r["kind"] == "raw" else f"hub K={r['k']}") + conns)
-        if r["kind"] == "raw":
-            put("throughput", case, "msg/s", r.get("rate"), True)
-            put("throughput", case, "CPU ns/msg", r.get("cpu_per_msg_ns"), False)
-        else:
-            put("throughput", case, "in/s", r.get("in_rate"), True)
-            put("throughput", case, "deliveries/s", r.get("deliveries_rate"), True)
-            put("throughput", case, "CPU ns/delivery", r.get("cpu_per_delivery_ns"), False)
-        put("throughput", case, "publisher/s", r.get("pub_send_rate"), True)
-        put("throughput", case, "ctx sw/msg", r.get("ctx_per_msg"), False)
-    for r in results.get("latency", []):
-        case = (f"{r['placement']} {r['rate']:,}/s "
-                + ("raw" if r["kind"] == "raw" else f"hub K={r['k']}"))
-        put("latency", case, "p50 ns", r.get("p50_ns"), False)
-        put("latency", case, "p99 ns", r.get("p99_ns"), False)
-        put("latency", case, "ctx sw/msg", r.get("ctx_per_msg"), False)
-    for r in results.get("routing", []):
-        put("routing", r["placement"], "CPU ns/delivery", r.get("cpu_per_delivery_ns"), False)
-        put("routing", r["placement"], "x of 3 unrouted", r.get("cost_vs_unrouted"), False)
-    for r in results.get("scale", []):
-        pl = r["placement"]
-        put("scale", pl, "RSS idle", r["broadcast"].get("rss_idle"), False)
-        put("scale", pl, "RSS after broadcast", r["broadcast"].get("rss_after"), False)
-        put("scale", pl, "broadcast deliveries/s", r["broadcast"].get("deliveries_rate"), True)
-        put("scale", pl, "broadcast CPU ns/delivery", r["broadcast"].get("cpu_per_delivery_ns"),
-            False)
-        put("scale", pl, "routed x of 3 unrouted", r.get("cost_vs_unrouted"), False)
-    if results.get("check"):
-        put("check", "20k consumers (refused)", "wall s", results["check"].get("wall_s"), False)
-        put("check", "20k consumers (refused)", "max RSS", results["check"].get("max_rss"),
-            False)
-        ok = results["check"].get("accepted", {})
-        put("check", "1,024 consumers", "wall s", ok.get("wall_s"), False)
-        put("check", "1,024 consumers", "max RSS", ok.get("max_rss"), False)
-    for r in results.get("neighbour", {}).get("rows", []):
-        put("neighbour", r["placement"], "x of alone", r.get("ratio"), True)
-    for r in results.get("curve", {}).get("rows", []):
-        for bus in ("plaintext", "curve"):
-            case = f"{r['placement']} {r['size']} B {bus}"
-            put("curve", case, "in/s", r[bus].get("in_rate"), True)
-            put("curve", case, "hub CPU ns/msg", r[bus].get("cpu_per_msg_ns"), False)
-            put("curve", case, "publisher/s", r[bus].get("pub_send_rate"), True)
-        case = f"{r['placement']} {r['size']} B"
-        put("curve", case, "CURVE/plaintext in/s", r.get("in_ratio"), True)
-        put("curve", case, "CURVE/plaintext CPU/msg", r.get("cpu_ratio"), False)
-    for r in results.get("memory", []):
-        put("memory", f"{r['placement']} K={r['k']}", "RSS", r.get("rss"), False)
-    for r in results.get("callgrind", {}).get("rows", []):
-        put("callgrind", r.get("name", f"k{r['k']}"), "Ir/delivery", r.get("ir_per_delivery"),
-            False)
-    return out
-
-
-def compare(old, new):
-    a, b = figures(old), figures(new)
-    lines = [f"# Comparison: {old.get('git', '?')} ({old.get('started', '?')}) → "
-             f"{new.get('git', '?')} ({new.get('started', '?')})", ""]
-    for label, run in (("old", old), ("new", new)):
-        m = run.get("machine", {})
-        lines.append(f"- {label}: git {run.get('git_commit') or run.get('git', '?')}, "
-                     f"{m.get('nproc', '?')} CPUs, {m.get('cpu', '?')}, Linux "
-                     f"{m.get('kernel', '?')}, libzmq {m.get('libzmq', '?')}")
-    if old.get("machine") != new.get("machine"):
-        lines.append("- **the machines differ**: compare ratios within each run, not these")
-    lines += ["", "*new/old* above 1 is more of the figure; *better* says whether that is "
-              "good for it.", "", "| Section | Case | Figure | old | new | new/old | better? |",
-              "|---|---|---|---|---|---|---|"]
-    for key in sorted(set(a) & set(b)):
-        (va, higher), (vb, _) = a[key], b[key]
-        if va == 0:
-            continue
-        ratio = vb / va
-        better = "=" if abs(ratio - 1) < 0.02 else ("yes" if (ratio > 1) == higher else "no")
-        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {va:,.4g} | {vb:,.4g} | "
-                     f"{ratio:.2f} | {better} |")
-    only = sorted(set(a) ^ set(b))
-    if only:
-        lines += ["", f"{len(only)} figures are in one run only (cases not run in both)."]
-    return "\n".join(lines) + "\n"
-
-
-def _gnuplot(script, outdir, name):
-    path = os.path.join(outdir, f"{name}.gp")
-    with open(path, "w") as f:
-        f.write(script)
-    p = subprocess.run(["gnuplot", path], capture_output=True, text=True, timeout=60)
-    if p.returncode != 0:
-        log(f"gnuplot {name}: {p.stderr.strip()}")
-
-
-# ---------------------------------------------------------------------------
+# Cases to run
 
 CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
          "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster", "worker",
          "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
+# Cases in modules of their own (tests/bench/MODULE.py, case_CASE there,
+# which reads this module as its `b`); the others are above, or take this
+# module as an argument of their module's run().
+CASE_MODULES = {"throughput": "bench_throughput", "fanin": "bench_throughput",
+                "latency": "bench_throughput", "routing": "bench_scale", "scale": "bench_scale",
+                "check": "bench_scale", "callgrind": "bench_callgrind", "profile": "bench_callgrind",
+                "spill": "bench_spill", "neighbour": "bench_spill",
+                "metrics": "bench_resources", "memory": "bench_resources",
+                "pool": "bench_resources", "curve": "bench_curve"}
+
+
+def case_function(case):
+    if case not in CASE_MODULES:
+        return globals()[f"case_{case}"]
+    module = importlib.import_module(CASE_MODULES[case])
+    module.b = sys.modules[__name__]
+    return getattr(module, f"case_{case}")
 
 
 def main():
@@ -2345,9 +924,9 @@ def main():
         log(f"== {case}")
         try:
             if case in ("callgrind", "profile"):
-                globals()[f"case_{case}"](bench, prof, results, outdir)
+                case_function(case)(bench, prof, results, outdir)
             else:
-                globals()[f"case_{case}"](bench, prof, results)
+                case_function(case)(bench, prof, results)
         except (BenchError, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
             failures.append(f"{case}: {e}")
             log(f"{case} FAILED: {e}")
