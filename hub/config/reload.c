@@ -48,6 +48,8 @@ typedef struct {
     size_t *was;               /* index in the old table, or SIZE_MAX */
     bool *fresh;               /* instance made by this reload */
     bool *kept;                /* by old index: not removed */
+    fh_consumer_t **fold_from; /* a waiting instance the new one replaces */
+    bool *folded;              /* ... whose messages the new one took */
     fh_trigger_t *trigger;
 } s_reload_t;
 
@@ -59,6 +61,8 @@ s_reload_free (s_reload_t *r)
     free (r->was);
     free (r->fresh);
     free (r->kept);
+    free (r->fold_from);
+    free (r->folded);
     fh_trigger_destroy (&r->trigger);
 }
 
@@ -90,8 +94,10 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             r->fresh[i] = true;
             /* A replacement opens its state (the spool its predecessor
                holds) when it starts, after the predecessor is gone. */
-            if (r->was[i] != SIZE_MAX)
+            if (r->was[i] != SIZE_MAX) {
                 r->kept[r->was[i]] = true; /* replaced at commit, not removed */
+                r->fold_from[i] = fh_lineage_waiting (self->lines[r->was[i]]);
+            }
         }
         if (fh_hub_trigger_add (r->trigger, i, want) != 0) {
             snprintf (err, errlen, "out of memory");
@@ -165,7 +171,7 @@ s_reload_commit (fh_hub_t *self, s_reload_t *r)
                      "old one has consumed what it holds",
                      fh_lineage_name (r->lines[i]));
             int replaced = fh_lineage_replace (r->lines[i], r->consumers[i], r->config,
-                                               fh_hub_ref_take (r->ref));
+                                               fh_hub_ref_take (r->ref), r->folded[i]);
             assert (replaced == 0); /* a few pointers: treated as fatal */
             (void) replaced;
         }
@@ -208,8 +214,13 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
     r.was = calloc (r.count, sizeof *r.was);
     r.fresh = calloc (r.count, sizeof *r.fresh);
     r.kept = calloc (self->consumer_count + 1, sizeof *r.kept);
+    r.fold_from = calloc (r.count, sizeof *r.fold_from);
+    r.folded = calloc (r.count, sizeof *r.folded);
     r.trigger = fh_trigger_new (r.count);
-    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.trigger ? 0 : -1;
+    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.fold_from
+                     && r.folded && r.trigger
+                 ? 0
+                 : -1;
     if (rc != 0)
         snprintf (err, errlen, "out of memory");
     if (rc == 0)
@@ -221,7 +232,8 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
         if (self->enqueuer)
             rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
         if (rc == 0 && self->enqueuer)
-            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, err, errlen);
+            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, r.fold_from,
+                                   r.folded, err, errlen);
     }
     if (rc != 0) {
         s_reload_undo (&r);
