@@ -167,6 +167,40 @@ s_completion (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     snapshot->has_handled = snapshot->has_end_to_end = true;
 }
 
+/* The bus endpoints: bus.connect ones, then bus.bind ones. */
+static int
+s_endpoints (fh_stats_t *self, fh_metrics_snapshot_t *snapshot, const fh_config_t *config)
+{
+    const fh_strlist_t *kinds[] = {&config->connect, &config->bind};
+    size_t index = 0;
+    for (int k = 0; k < 2; k++) {
+        fh_metrics_item_t *items
+            = kinds[k]->count ? fh_metrics_add_endpoints (snapshot, kinds[k]->count) : NULL;
+        if (kinds[k]->count && !items)
+            return -1;
+        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
+            int peers = fh_hub_endpoint_peers (self->hub, index);
+            if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
+                || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
+                return -1;
+            fh_endpoint_status_t status;
+            fh_hub_endpoint_status (self->hub, index, &status);
+            /* A connect endpoint is connected once its handshake is done. */
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED,
+                                k == 0 ? status.connected : peers > 0);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
+            fh_metrics_set_real (&items[i], FH_M_ENDPOINT_SINCE,
+                                 (double) (status.since_ns + fh_clock_wall_offset_ns ()) / 1e9);
+            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_HANDSHAKE_FAILURES,
+                                (int64_t) status.handshake_failures);
+            if (status.last_error[0]
+                && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
 {
@@ -225,35 +259,7 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_UPSTREAM_RESTARTS, (int64_t) counts.upstream_restarts);
     fh_metrics_set_int (hub, FH_M_UPSTREAM_UNTRACKED, (int64_t) counts.upstream_untracked);
     fh_metrics_set_int (hub, FH_M_UPSTREAM_PRODUCERS, (int64_t) counts.upstream_producers);
-    /* The bus endpoints: bus.connect ones, then bus.bind ones. */
-    const fh_strlist_t *kinds[] = {&config->connect, &config->bind};
-    size_t index = 0;
-    for (int k = 0; k < 2; k++) {
-        fh_metrics_item_t *items
-            = kinds[k]->count ? fh_metrics_add_endpoints (snapshot, kinds[k]->count) : NULL;
-        if (kinds[k]->count && !items)
-            return -1;
-        for (size_t i = 0; i < kinds[k]->count; i++, index++) {
-            int peers = fh_hub_endpoint_peers (self->hub, index);
-            if (fh_metrics_set_text (&items[i].name, kinds[k]->items[i]) != 0
-                || fh_metrics_set_text (&items[i].text, k == 0 ? "connect" : "bind") != 0)
-                return -1;
-            fh_endpoint_status_t status;
-            fh_hub_endpoint_status (self->hub, index, &status);
-            /* A connect endpoint is connected once its handshake is done. */
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_CONNECTED,
-                                k == 0 ? status.connected : peers > 0);
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_PEERS, peers);
-            fh_metrics_set_real (&items[i], FH_M_ENDPOINT_SINCE,
-                                 (double) (status.since_ns + fh_clock_wall_offset_ns ()) / 1e9);
-            fh_metrics_set_int (&items[i], FH_M_ENDPOINT_HANDSHAKE_FAILURES,
-                                (int64_t) status.handshake_failures);
-            if (status.last_error[0]
-                && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
-                return -1;
-        }
-    }
-    return 0;
+    return s_endpoints (self, snapshot, config);
 }
 
 fh_metrics_snapshot_t *
