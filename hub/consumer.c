@@ -557,6 +557,31 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     return FH_OFFER_TAKEN;
 }
 
+bool
+fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into)
+{
+    size_t count = fh_queue_size (from->queue);
+    uint64_t bytes = atomic_load_explicit (&from->held_bytes, memory_order_relaxed);
+    if (count == 0)
+        return true;
+    if (atomic_load (&from->state_open) || count > fh_queue_capacity (into->queue)
+        || (into->max_bytes && bytes > into->max_bytes) || into->wants_write_ahead
+        || atomic_load (&into->inherits_spool))
+        return false;
+    /* Nobody pops from's queue (never started): this thread may. */
+    for (fh_msg_t *msg; (msg = fh_queue_pop (from->queue));) {
+        uint64_t size = fh_cons_msg_bytes (msg);
+        fh_cons_held_less (from, size);
+        fh_bump (&into->enqueued);
+        fh_cons_held_more (into, size);
+        bool pushed = fh_queue_push (into->queue, msg);
+        assert (pushed); /* room checked above, into was empty */
+        (void) pushed;
+    }
+    s_watch_backlog (into);
+    return true;
+}
+
 void
 fh_consumer_signal (fh_consumer_t *self)
 {

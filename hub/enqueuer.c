@@ -12,6 +12,7 @@
 
 #include "actor.h"
 #include "clock.h"
+#include "oom.h"
 #include "shard.h"
 #include "thread.h"
 #include "validate.h"
@@ -316,7 +317,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         /* Out of memory: every matching consumer loses it, and counts it. */
         for (size_t i = 0; i < matched; i++)
             fh_consumer_count_drop (self->consumers[self->matches[i]], NULL);
-        fh_error ("out of memory: dropped bus message %llu", (unsigned long long) seq);
+        fh_oom_note ("a bus message's copy; dropped, counted by its consumers");
         if (inject) {
             fh_emit_routed (inject->emit, (int) matched);
             fh_emit_abandon (inject->emit);

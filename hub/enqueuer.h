@@ -78,16 +78,20 @@ void fh_enqueuer_stop (fh_enqueuer_t *self);
 /* Stops it if running, and frees it. Safe with NULL and twice. */
 void fh_enqueuer_destroy (fh_enqueuer_t **self_p);
 void fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out);
-/* A reload: routes by trigger and consumers from the next message on
-   (the caller keeps both alive, and frees the old ones after). Waits until
-   the enqueuer has switched. */
 /* A reload's bus.validate_signatures, loaded anew from config (the CA and
    CRL files are read again): in force from the next bus message on, or
    off when config has none. 0, or -1 with why in err (nothing changes). */
 int fh_enqueuer_reload_signatures (fh_enqueuer_t *self, const fh_config_t *config, char *err,
                                    size_t errlen);
+/* A reload: routes by trigger and consumers from the next message on
+   (the caller keeps both alive, and frees the old ones after). Waits until
+   the enqueuer has switched. fold_from (NULL, or one per consumer, NULL
+   where none): an instance that never started, whose messages move to
+   consumers[i] at the switch (fh_consumer_fold_into); folded[i] says
+   whether they did. */
 int fh_enqueuer_swap (fh_enqueuer_t *self, fh_trigger_t *trigger, fh_consumer_t **consumers,
-                      size_t consumer_count, char *err, size_t errlen);
+                      size_t consumer_count, fh_consumer_t **fold_from, bool *folded, char *err,
+                      size_t errlen);
 /* Messages handled by the enqueuer itself (every consumer's queue was
    full), and their latency. */
 uint64_t fh_enqueuer_handled (fh_enqueuer_t *self, fh_histogram_snapshot_t *end_to_end);

@@ -14,6 +14,8 @@ struct fh_enq_swap {
     fh_trigger_t *trigger;
     fh_consumer_t **consumers;
     size_t consumer_count;
+    fh_consumer_t **fold_from; /* or NULL */
+    bool *folded;
     atomic_bool ready; /* release/acquire: the pipe orders nothing C11 sees */
     atomic_bool done;  /* ... in either direction */
 };
@@ -81,6 +83,12 @@ fh_enq_apply_swap (fh_enqueuer_t *self, fh_enq_swap_t *swap, void *sub)
             return -1;
         self->targets = targets;
     }
+    /* Instances that never started hand their queues to their
+       successors before anything new reaches those: order kept, and a
+       reload storm holds one waiting instance's worth per consumer. */
+    for (size_t i = 0; swap->fold_from && i < swap->consumer_count; i++)
+        if (swap->fold_from[i])
+            swap->folded[i] = fh_consumer_fold_into (swap->fold_from[i], swap->consumers[i]);
     s_reaim_targets (self, swap);
     const char *const *old_list, *const *new_list;
     size_t old_count = fh_trigger_subscriptions (self->trigger, &old_list);
@@ -100,9 +108,10 @@ fh_enq_apply_swap (fh_enqueuer_t *self, fh_enq_swap_t *swap, void *sub)
 
 int
 fh_enqueuer_swap (fh_enqueuer_t *self, fh_trigger_t *trigger, fh_consumer_t **consumers,
-                  size_t consumer_count, char *err, size_t errlen)
+                  size_t consumer_count, fh_consumer_t **fold_from, bool *folded, char *err,
+                  size_t errlen)
 {
-    fh_enq_swap_t swap = {trigger, consumers, consumer_count, false, false};
+    fh_enq_swap_t swap = {trigger, consumers, consumer_count, fold_from, folded, false, false};
     atomic_store_explicit (&swap.ready, true, memory_order_release);
     if (!self->actor || zsock_send (self->actor, "sp", "SWAP", &swap) != 0
         || zsock_wait (self->actor) != 0

@@ -1,5 +1,5 @@
 /*  hub - one running fanhub. See hub.h. */
-#include "hub.h"
+#include "hub_internal.h"
 
 #include "clock.h"
 #include "lineage.h"
@@ -15,54 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A configuration and the things made from it: the hub's current one,
-   and every consumer instance (a plugin may keep pointers into its
-   options). Freed when the last is gone, unless the caller owns it. */
-typedef struct {
-    fh_config_t *config;
-    size_t refs;
-    bool owned;
-} s_config_ref_t;
-
-struct fh_hub {
-    const fh_config_t *config;
-    s_config_ref_t *config_ref;
-    /* One lineage per configured consumer, in configuration order, and
-       their current instances (the enqueuer's table). */
-    fh_lineage_t **lines;
-    fh_consumer_t **consumers;
-    size_t consumer_count;
-    /* Consumers removed by a reload, still finishing; and what the
-       removed ones that finished had handled. */
-    fh_lineage_t **gone;
-    size_t gone_count;
-    uint64_t gone_handled;
-    fh_histogram_snapshot_t *gone_end_to_end, *scratch;
-    fh_trigger_t *trigger;
-    fh_enqueuer_t *enqueuer;
-    fh_source_amqp_t *amqp; /* bus.amqp, or NULL */
-    int64_t started_ns;
-    bool started;
-    bool stopped;
-    char *plugin_dir;
-    /* The main thread's: handled at the last tick, and at the last trim. */
-    uint64_t tick_handled, trimmed_handled;
-    /* Other threads read the lineages and the configuration under this
-       lock; a reload or a lifecycle step changes them under it. */
-    pthread_mutex_t lock;
-    uint64_t generation;
-    uint64_t reload_attempts;             /* under lock: reloads tried so far */
-    atomic_uint_fast64_t control_denied;  /* control_curve handshakes refused */
-    atomic_uint_fast64_t control_refused; /* control connections shed */
-    uint64_t reloads_started;             /* under lock: ... and started */
-    char reload_result[512];              /* under lock: "OK ..." or "ERROR ..." */
-    char loading[512];                    /* under lock: the plugin a reload loads now */
-};
-
-static s_config_ref_t *
-s_config_ref_new (const fh_config_t *config, bool owned)
+fh_hub_ref_t *
+fh_hub_ref_new (const fh_config_t *config, bool owned)
 {
-    s_config_ref_t *ref = calloc (1, sizeof *ref);
+    fh_hub_ref_t *ref = calloc (1, sizeof *ref);
     if (ref) {
         ref->config = (fh_config_t *) config;
         ref->owned = owned;
@@ -71,10 +27,10 @@ s_config_ref_new (const fh_config_t *config, bool owned)
     return ref;
 }
 
-static void
-s_config_ref_release (fh_lineage_tag_t tag)
+void
+fh_hub_ref_release (fh_lineage_tag_t tag)
 {
-    s_config_ref_t *ref = tag;
+    fh_hub_ref_t *ref = tag;
     if (!ref || --ref->refs)
         return;
     if (ref->owned)
@@ -82,16 +38,16 @@ s_config_ref_release (fh_lineage_tag_t tag)
     free (ref);
 }
 
-static fh_lineage_tag_t
-s_config_ref_take (s_config_ref_t *ref)
+fh_lineage_tag_t
+fh_hub_ref_take (fh_hub_ref_t *ref)
 {
     ref->refs++;
     return ref;
 }
 
 /* A consumer's patterns; none means every message. */
-static int
-s_trigger_add (fh_trigger_t *trigger, size_t index, const fh_consumer_config_t *consumer)
+int
+fh_hub_trigger_add (fh_trigger_t *trigger, size_t index, const fh_consumer_config_t *consumer)
 {
     int rc = 0;
     if (consumer->topics.count == 0)
@@ -113,7 +69,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t
     self->started_ns = fh_clock_mono_ns ();
     pthread_mutex_init (&self->lock, NULL);
     self->plugin_dir = strdup (plugin_dir);
-    self->config_ref = s_config_ref_new (config, false);
+    self->config_ref = fh_hub_ref_new (config, false);
     self->lines = calloc (config->consumer_count, sizeof *self->lines);
     self->consumers = calloc (config->consumer_count, sizeof *self->consumers);
     self->gone_end_to_end = calloc (1, sizeof *self->gone_end_to_end);
@@ -134,8 +90,8 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t
             return NULL;
         }
         fh_consumer_set_ticket_grace (instance, config->shutdown_timeout_ms * 1000000);
-        self->lines[i] = fh_lineage_new (instance, config, s_config_ref_take (self->config_ref),
-                                         s_config_ref_release);
+        self->lines[i] = fh_lineage_new (instance, config, fh_hub_ref_take (self->config_ref),
+                                         fh_hub_ref_release);
         if (!self->lines[i]) {
             snprintf (err, errlen, "out of memory");
             fh_hub_destroy (&self);
@@ -147,7 +103,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t
             return NULL;
         }
         self->consumers[i] = instance;
-        if (s_trigger_add (self->trigger, i, consumer) != 0) {
+        if (fh_hub_trigger_add (self->trigger, i, consumer) != 0) {
             snprintf (err, errlen, "out of memory");
             fh_hub_destroy (&self);
             return NULL;
@@ -176,7 +132,7 @@ fh_hub_destroy (fh_hub_t **self_p)
     free (self->consumers);
     fh_msg_cache_drain (); /* every message is gone now */
     fh_trigger_destroy (&self->trigger);
-    s_config_ref_release (self->config_ref);
+    fh_hub_ref_release (self->config_ref);
     free (self->gone_end_to_end);
     free (self->scratch);
     free (self->plugin_dir);
@@ -317,222 +273,6 @@ fh_hub_reload_result (fh_hub_t *self, char *result, size_t size)
     if (result)
         snprintf (result, size, "%s", self->reload_result);
     return self->reload_attempts;
-}
-
-/* What a reload is loading (its plugin's init may take long), for
-   fh_hub_loading. */
-static void
-s_note_loading (fh_hub_t *self, const fh_consumer_config_t *consumer)
-{
-    pthread_mutex_lock (&self->lock);
-    if (consumer)
-        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s", consumer->name,
-                  consumer->plugin);
-    else
-        self->loading[0] = '\0';
-    pthread_mutex_unlock (&self->lock);
-}
-
-void
-fh_hub_loading (fh_hub_t *self, char *what, size_t size)
-{
-    pthread_mutex_lock (&self->lock);
-    snprintf (what, size, "%s", self->loading);
-    pthread_mutex_unlock (&self->lock);
-}
-
-/* A reload in the making: the new table, matched by name against the
-   running one. */
-typedef struct {
-    fh_config_t *config;
-    s_config_ref_t *ref;
-    size_t count;
-    fh_consumer_t **consumers; /* the new table's instances */
-    fh_lineage_t **lines;      /* new consumers' lineages (others: at commit) */
-    size_t *was;               /* index in the old table, or SIZE_MAX */
-    bool *fresh;               /* instance made by this reload */
-    bool *kept;                /* by old index: not removed */
-    fh_trigger_t *trigger;
-} s_reload_t;
-
-static void
-s_reload_free (s_reload_t *r)
-{
-    free (r->consumers);
-    free (r->lines);
-    free (r->was);
-    free (r->fresh);
-    free (r->kept);
-    fh_trigger_destroy (&r->trigger);
-}
-
-/* Matches each configured consumer by name: the same settings keep the
-   running instance; others get a new instance (a new lineage when the
-   name is new), made here: plugin loaded, init called. -1 with err. */
-static int
-s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
-{
-    const fh_config_t *old = self->config;
-    for (size_t i = 0; i < r->count; i++) {
-        const fh_consumer_config_t *want = &r->config->consumers[i];
-        r->was[i] = SIZE_MAX;
-        for (size_t j = 0; j < self->consumer_count; j++)
-            if (strcmp (fh_lineage_name (self->lines[j]), want->name) == 0)
-                r->was[i] = j;
-        if (r->was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[r->was[i]], want)) {
-            r->consumers[i] = self->consumers[r->was[i]];
-            r->kept[r->was[i]] = true;
-        }
-        else {
-            s_note_loading (self, want);
-            r->consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
-            s_note_loading (self, NULL);
-            if (!r->consumers[i])
-                return -1;
-            fh_consumer_set_ticket_grace (r->consumers[i],
-                                          r->config->shutdown_timeout_ms * 1000000);
-            r->fresh[i] = true;
-            /* A replacement opens its state (the spool its predecessor
-               holds) when it starts, after the predecessor is gone. */
-            if (r->was[i] != SIZE_MAX)
-                r->kept[r->was[i]] = true; /* replaced at commit, not removed */
-        }
-        if (s_trigger_add (r->trigger, i, want) != 0) {
-            snprintf (err, errlen, "out of memory");
-            return -1;
-        }
-    }
-    /* The lineages of new consumers, before the enqueuer sees them. */
-    for (size_t i = 0; i < r->count; i++)
-        if (r->fresh[i] && r->was[i] == SIZE_MAX) {
-            r->lines[i] = fh_lineage_new (r->consumers[i], r->config, s_config_ref_take (r->ref),
-                                          s_config_ref_release);
-            r->consumers[i] = NULL; /* the lineage has it (or destroyed it) */
-            if (!r->lines[i]) {
-                snprintf (err, errlen, "out of memory");
-                return -1;
-            }
-            r->consumers[i] = fh_lineage_current (r->lines[i]);
-            if (fh_lineage_start (r->lines[i], err, errlen) != 0)
-                return -1;
-        }
-    return 0;
-}
-
-/* A reload that failed: what it made goes, the running hub is as it was. */
-static void
-s_reload_undo (s_reload_t *r)
-{
-    for (size_t i = 0; i < r->count; i++)
-        if (r->lines && r->lines[i]) {
-            fh_lineage_close (r->lines[i]);
-            fh_lineage_destroy (&r->lines[i]);
-        }
-        else if (r->fresh && r->fresh[i] && r->consumers[i]) {
-            fh_consumer_close (r->consumers[i]);
-            fh_consumer_destroy (&r->consumers[i]);
-        }
-    s_reload_free (r);
-    if (r->ref)
-        s_config_ref_release (r->ref);
-    else
-        fh_config_destroy (&r->config);
-}
-
-/* The enqueuer routes by the new table now: the lineages follow, under
-   the lock, so that readers see them and the configuration change
-   together. Removed consumers go to the gone list (they finish what they
-   hold), replaced ones get their new instance appended. */
-static void
-s_reload_commit (fh_hub_t *self, s_reload_t *r)
-{
-    pthread_mutex_lock (&self->lock);
-    fh_lineage_t **gone
-        = realloc (self->gone, (self->gone_count + self->consumer_count + 1) * sizeof *gone);
-    assert (gone); /* a few pointers: treated as fatal */
-    self->gone = gone;
-    for (size_t j = 0; j < self->consumer_count; j++)
-        if (!r->kept[j]) {
-            fh_info ("consumer '%s': removed by the reload; it finishes its queue",
-                     fh_lineage_name (self->lines[j]));
-            fh_lineage_remove (self->lines[j]);
-            self->gone[self->gone_count++] = self->lines[j];
-        }
-    for (size_t i = 0; i < r->count; i++) {
-        if (r->was[i] == SIZE_MAX) {
-            fh_info ("consumer '%s': added by the reload", fh_lineage_name (r->lines[i]));
-            continue;
-        }
-        r->lines[i] = self->lines[r->was[i]];
-        if (r->fresh[i]) {
-            fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
-                     "old one has consumed what it holds",
-                     fh_lineage_name (r->lines[i]));
-            int replaced = fh_lineage_replace (r->lines[i], r->consumers[i], r->config,
-                                               s_config_ref_take (r->ref));
-            assert (replaced == 0); /* a few pointers: treated as fatal */
-            (void) replaced;
-        }
-        else /* kept: its live settings follow the file */
-            fh_consumer_set_warn_at (r->consumers[i], r->config->consumers[i].warn_at);
-        fh_consumer_set_index (r->consumers[i], i);
-    }
-    free (self->lines);
-    self->lines = r->lines;
-    r->lines = NULL;
-    free (self->consumers);
-    self->consumers = r->consumers;
-    r->consumers = NULL;
-    self->consumer_count = r->count;
-    fh_trigger_destroy (&self->trigger);
-    self->trigger = r->trigger;
-    r->trigger = NULL;
-    s_config_ref_release (self->config_ref);
-    self->config_ref = r->ref;
-    self->config = r->config;
-    self->generation++;
-    pthread_mutex_unlock (&self->lock);
-    s_reload_free (r);
-}
-
-int
-fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
-{
-    /* Every key that differs is applied below, or it needs a restart. */
-    char keys[512];
-    if (fh_config_restart_keys (self->config, config, keys, sizeof keys) > 0) {
-        snprintf (err, errlen, "%s need%s a restart", keys, strchr (keys, ',') ? "" : "s");
-        fh_config_destroy (&config);
-        return -1;
-    }
-    s_reload_t r = {.config = config, .count = config->consumer_count};
-    r.ref = s_config_ref_new (config, true);
-    r.consumers = calloc (r.count, sizeof *r.consumers);
-    r.lines = calloc (r.count, sizeof *r.lines);
-    r.was = calloc (r.count, sizeof *r.was);
-    r.fresh = calloc (r.count, sizeof *r.fresh);
-    r.kept = calloc (self->consumer_count + 1, sizeof *r.kept);
-    r.trigger = fh_trigger_new (r.count);
-    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.trigger ? 0 : -1;
-    if (rc != 0)
-        snprintf (err, errlen, "out of memory");
-    if (rc == 0)
-        rc = s_reload_make (self, &r, err, errlen);
-    if (rc == 0) {
-        fh_trigger_seal (r.trigger);
-        /* The signature files are read again (a new CRL); if they no
-           longer load, the reload is refused before anything changed. */
-        if (self->enqueuer)
-            rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
-        if (rc == 0 && self->enqueuer)
-            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, err, errlen);
-    }
-    if (rc != 0) {
-        s_reload_undo (&r);
-        return -1;
-    }
-    s_reload_commit (self, &r);
-    return 0;
 }
 
 /* After instances are gone: their queues, messages and plugin state were

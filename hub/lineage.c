@@ -245,10 +245,40 @@ fh_lineage_start (fh_lineage_t *self, char *err, size_t errlen)
     return 0;
 }
 
+fh_consumer_t *
+fh_lineage_waiting (fh_lineage_t *self)
+{
+    s_instance_t *newest = self->count ? &self->instances[self->count - 1] : NULL;
+    return newest && newest->stage == FH_STAGE_WAITING && !newest->state_open ? newest->consumer
+                                                                              : NULL;
+}
+
+static void s_fold (fh_lineage_t *self, fh_consumer_t *consumer);
+
+/* The newest instance never started and its successor holds its messages
+   now: its figures stay (what it held counted enqueued once, by the
+   successor), it leaves the line, fini on a thread of its own. */
+static void
+s_fold_waiting (fh_lineage_t *self)
+{
+    s_instance_t gone = self->instances[--self->count];
+    fh_consumer_counts_t c;
+    fh_consumer_counts (gone.consumer, &c);
+    s_fold (self, gone.consumer);
+    self->handed_over -= c.backlog; /* s_fold took it for a spool's */
+    self->gone.enqueued -= c.backlog;
+    fh_info ("consumer '%s': an instance that never started is replaced; its %llu messages go "
+             "to the new one",
+             self->name, (unsigned long long) c.backlog);
+    s_leave (self, &gone);
+}
+
 int
 fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *config,
-                    fh_lineage_tag_t tag)
+                    fh_lineage_tag_t tag, bool folded)
 {
+    if (folded)
+        s_fold_waiting (self);
     if (self->count == self->room) {
         s_instance_t *grown = realloc (self->instances, self->room * 2 * sizeof *grown);
         if (!grown)
@@ -256,12 +286,13 @@ fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *
         self->instances = grown;
         self->room *= 2;
     }
-    s_instance_t *newest = &self->instances[self->count - 1];
+    s_instance_t *newest = self->count ? &self->instances[self->count - 1] : NULL;
     /* A spilling instance leaves its spool to the next (docs/control-plane.md). */
-    if (config->state_dir && fh_consumer_overflow (newest->consumer) == FH_OVERFLOW_SPILL)
+    if (newest && config->state_dir && fh_consumer_overflow (newest->consumer) == FH_OVERFLOW_SPILL)
         fh_consumer_inherit_spool (next);
-    fh_consumer_retire (newest->consumer);
-    if (newest->stage == FH_STAGE_RUNNING)
+    if (newest)
+        fh_consumer_retire (newest->consumer);
+    if (newest && newest->stage == FH_STAGE_RUNNING)
         newest->stage = FH_STAGE_DRAINING;
     self->instances[self->count++] = (s_instance_t){next, FH_STAGE_WAITING, false, config, tag};
     return 0;

@@ -14,9 +14,10 @@
         STOPPED  threads ended: folded into the figures and destroyed
                  (fini on a thread of its own), and the next starts
 
-    A reload during a reload's drain simply appends: any sequence of
-    reloads is a line of instances started one after another, each after
-    the last one is gone. Only the main thread changes a lineage, and it
+    A reload during a reload's drain appends, after folding a WAITING
+    newest into its replacement (its queue moved over by the enqueuer):
+    any sequence of reloads is a line of instances started one after
+    another, each after the last one is gone, and at most one waits. Only the main thread changes a lineage, and it
     does so under the hub's lock; readers (the control actor) read under
     that lock.
 
@@ -69,10 +70,17 @@ int fh_lineage_open_state (fh_lineage_t *self, char *err, size_t errlen);
    (with the configuration it was made from) (config's
    state_dir) and starts its threads. -1 with one line in err. */
 int fh_lineage_start (fh_lineage_t *self, char *err, size_t errlen);
+/* The newest instance when it never started (WAITING): what a reload
+   may fold into its replacement. NULL otherwise. */
+fh_consumer_t *fh_lineage_waiting (fh_lineage_t *self);
 /* A reload replaces the newest instance by next (made, not started): the
-   newest is retired (consumes everything, spool included, then ends). */
+   newest is retired (consumes everything, spool included, then ends).
+   folded: the newest never started and the enqueuer moved what it held
+   to next (fh_consumer_fold_into): it goes at once instead (its figures
+   kept, the moved messages counted once), so a storm of reloads keeps at
+   most one waiting instance. Under the hub's lock. */
 int fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *config,
-                        fh_lineage_tag_t tag);
+                        fh_lineage_tag_t tag, bool folded);
 /* A reload removed the consumer: the newest finishes its queue and ends. */
 void fh_lineage_remove (fh_lineage_t *self);
 /* Shutdown: the newest gets no more; it drains (spills) and ends. */

@@ -40,6 +40,7 @@
 #include "queue.h"
 
 #include "atomics.h"
+#include "oom.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -132,8 +133,10 @@ s_grow (fh_queue_t *self, size_t tail)
         return false;
     s_reclaim (self);
     s_ring_t *ring = s_ring_new (slots);
-    if (!ring)
+    if (!ring) {
+        fh_oom_note ("a consumer's queue could not grow; it counts as full (its overflow applies)");
         return false;
+    }
     for (size_t i = self->head_seen; i != tail; i++)
         atomic_store_explicit (
             &ring->slots[i & ring->mask],

@@ -15,6 +15,7 @@
 #include "health.h"
 #include "status.h"
 #include "notify.h"
+#include "oom.h"
 #include "stats.h"
 #include "stats_format.h"
 #include "thread.h"
@@ -162,6 +163,17 @@ s_inject_refused (s_state_t *state, char *busy, size_t size)
     return true;
 }
 
+/* An answer that could not be made for want of memory: counted, and the
+   client told. */
+static const char *
+s_or_oom (const char *text)
+{
+    if (text)
+        return text;
+    fh_oom_note ("a control answer; the client gets ERROR out of memory");
+    return "ERROR out of memory";
+}
+
 /* Sends [header, frames...] to the enqueuer; NULL, or why not. The bound
    of s_inject_refused keeps the pipe below its high-water mark; should it
    be full all the same, the answer is busy, not a wait. The rest of a
@@ -171,7 +183,7 @@ s_inject_send (s_state_t *state, fh_emit_t *emit, const char *consumer, zmq_msg_
                size_t count)
 {
     if (consumer && fh_emit_set_target (emit, consumer) != 0)
-        return "ERROR out of memory";
+        return s_or_oom (NULL);
     fh_inject_t header = {emit, consumer != NULL, false};
     if (zmq_send (state->inject, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return "ERROR busy: the enqueuer takes no more messages now; try again later";
@@ -205,7 +217,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
                                ? s_pending_add (state, kind, envelope, envelope_count, timeout_ms)
                                : NULL;
     const char *error = pending ? s_inject_send (state, emit, consumer, frames, count)
-                                : "ERROR out of memory";
+                                : s_or_oom (NULL);
     if (error) {
         if (pending) { /* the last one: taken back */
             for (size_t i = 0; i < pending->envelope_count; i++)
@@ -232,7 +244,7 @@ s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t en
     s_pending_t *pending
         = s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
     if (!pending) {
-        s_reply (router, envelope, envelope_count, "ERROR out of memory");
+        s_reply (router, envelope, envelope_count, s_or_oom (NULL));
         return;
     }
     /* Answered by the first attempt that starts after now: one under way
@@ -273,7 +285,7 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
             json_decref (stats);
         }
         fh_metrics_snapshot_destroy (&snapshot);
-        s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
+        s_reply (router, envelope, envelope_count, s_or_oom (text));
         free (text);
         return;
     }
@@ -288,7 +300,7 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
                                              fh_hub_enqueuer_age_ns (hub),
                                              request.kind == FH_CONTROL_READY);
         fh_metrics_snapshot_destroy (&snapshot);
-        s_reply (router, envelope, envelope_count, text ? text : "ERROR out of memory");
+        s_reply (router, envelope, envelope_count, s_or_oom (text));
         free (text);
         return;
     }
@@ -406,8 +418,7 @@ s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
                                 timed_out, "outcomes", outcomes);
     char *text = answer ? json_dumps (answer, JSON_COMPACT) : NULL;
     json_decref (answer);
-    s_reply (router, pending->envelope, pending->envelope_count,
-             text ? text : "ERROR out of memory");
+    s_reply (router, pending->envelope, pending->envelope_count, s_or_oom (text));
     free (text);
 }
 

@@ -6,14 +6,18 @@
 #include "zap.h"
 
 #include <czmq.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #define S_DOMAIN "fanhub-control"
+#define CONTROL_BACKLOG 8
 
 struct fh_control_guard {
     void *context; /* CZMQ's, or (CURVE) this guard's own */
@@ -27,7 +31,13 @@ struct fh_control_guard {
     atomic_uint_fast64_t *refused; /* connections shed past max_clients */
     size_t clients, max_clients;
     const char *endpoint; /* the configuration's control */
+    /* ipc:// in a private directory: the socket's file is renamed to
+       `hidden` while the budget is full (s_hide). */
+    char *hidden;
+    bool hiding, hidden_now;
 };
+
+static void s_hiding_init (fh_control_guard_t *self);
 
 /* Reads one monitor event: false when none was waiting. */
 static bool
@@ -129,6 +139,7 @@ fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied,
     self->refused = refused;
     self->endpoint = config->control;
     self->max_clients = fh_fdlimit_control_budget ();
+    s_hiding_init (self);
     bool curve = config->control_curve.secret_key_file != NULL;
     self->own_context = curve;
     self->context = curve ? zmq_ctx_new () : zsys_init ();
@@ -141,6 +152,11 @@ fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied,
     }
     int zero = 0, one = 1;
     zmq_setsockopt (self->router, ZMQ_LINGER, &zero, sizeof zero);
+    /* A short listen queue: what a flood gets accepted after the socket
+       is hidden (s_hide) is at most this; a client past it waits (or its
+       libzmq retries) until there is room. */
+    int backlog = CONTROL_BACKLOG;
+    zmq_setsockopt (self->router, ZMQ_BACKLOG, &backlog, sizeof backlog);
     if (strstr (config->control, "://["))
         zmq_setsockopt (self->router, ZMQ_IPV6, &one, sizeof one);
     if (curve && s_serve_curve (self, config, err, errlen) != 0) {
@@ -208,16 +224,71 @@ s_shed (fh_control_guard_t *self, int fd)
                     self->max_clients, (unsigned long long) refused + 1);
 }
 
+/* A flood of clients: libzmq accepts on its I/O thread faster than this
+   thread sheds (a busy machine: a hundred or more in the meantime), and an
+   ipc accept that finds the descriptor table full aborts the process
+   (ipc_listener.cpp:325). So while the budget is full the socket's file
+   is renamed aside: a new client's connect() fails at once (ENOENT) and
+   costs the hub nothing; the name comes back when a client leaves. Only
+   in a directory nobody else may write: elsewhere another user could take
+   the name meanwhile. */
+static void
+s_hide (fh_control_guard_t *self, bool hide)
+{
+    if (!self->hiding || self->hidden_now == hide)
+        return;
+    const char *path = self->endpoint + 6;
+    if (hide ? rename (path, self->hidden) != 0 : rename (self->hidden, path) != 0) {
+        fh_warning ("control: cannot %s %s: %s", hide ? "hide" : "restore", path, strerror (errno));
+        return;
+    }
+    self->hidden_now = hide;
+    if (hide)
+        fh_warning ("control: %zu clients connected, the most the descriptors allow: %s is "
+                    "renamed %s until one leaves (new clients are refused)",
+                    self->max_clients, path, self->hidden);
+    else
+        fh_info ("control: %s serves new clients again", path);
+}
+
+/* ipc:// in a directory only the hub's user may write: s_hide may rename
+   the socket there. A hidden name left by a hub that died goes. */
+static void
+s_hiding_init (fh_control_guard_t *self)
+{
+    if (strncmp (self->endpoint, "ipc://", 6) != 0)
+        return;
+    const char *path = self->endpoint + 6;
+    size_t size = strlen (path) + sizeof ".busy";
+    char *dir = strdup (path);
+    self->hidden = malloc (size);
+    char *slash = dir ? strrchr (dir, '/') : NULL;
+    struct stat st, old;
+    if (dir && self->hidden && slash) {
+        slash[slash == dir] = '\0'; /* "/x" keeps "/" */
+        snprintf (self->hidden, size, "%s.busy", path);
+        self->hiding = stat (dir, &st) == 0 && S_ISDIR (st.st_mode) && st.st_uid == geteuid ()
+                       && !(st.st_mode & (S_IWGRP | S_IWOTH));
+        if (self->hiding && lstat (self->hidden, &old) == 0 && S_ISSOCK (old.st_mode))
+            unlink (self->hidden);
+    }
+    free (dir);
+}
+
 void
 fh_control_guard_on_monitor (fh_control_guard_t *self)
 {
     uint16_t event;
     uint32_t value;
     while (self->monitor && s_read_event (self->monitor, &event, &value)) {
-        if (event == ZMQ_EVENT_ACCEPTED && ++self->clients > self->max_clients)
+        if (event == ZMQ_EVENT_ACCEPTED && ++self->clients > self->max_clients) {
             s_shed (self, (int) value);
-        else if (event == ZMQ_EVENT_DISCONNECTED && self->clients > 0)
-            self->clients--;
+            s_hide (self, true);
+        }
+        else if (event == ZMQ_EVENT_DISCONNECTED && self->clients > 0) {
+            if (--self->clients < self->max_clients)
+                s_hide (self, false);
+        }
         /* A plaintext client, or a CURVE one that used another server
            key: refused before the ZAP handler is asked. */
         else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
@@ -238,6 +309,9 @@ fh_control_guard_destroy (fh_control_guard_t **self_p)
         zmq_close (self->monitor);
     if (self->router)
         zmq_close (self->router);
+    if (self->hidden_now) /* libzmq unlinks the name it bound, not this one */
+        unlink (self->hidden);
+    free (self->hidden);
     fh_zap_destroy (&self->zap); /* after the socket it answered for */
     if (self->own_context && self->context)
         zmq_ctx_term (self->context);

@@ -40,7 +40,8 @@ void *fh_control_guard_router (fh_control_guard_t *self);
 /* The monitor socket to poll for reading. */
 void *fh_control_guard_monitor (fh_control_guard_t *self);
 /* Reads the monitor's waiting events: counts the clients and sheds those
-   past the budget; counts the refused handshakes. */
+   past the budget (an ipc socket's file is renamed PATH.busy while the
+   budget is full, in a private directory); counts the refused handshakes. */
 void fh_control_guard_on_monitor (fh_control_guard_t *self);
 /* Closes the sockets, then the ZAP handler and the context. Safe with
    NULL and twice. */

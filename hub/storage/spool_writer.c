@@ -35,6 +35,7 @@
 
 #include "log.h"
 #include "memory.h"
+#include "oom.h"
 #include "thread.h"
 
 #include <errno.h>
@@ -107,8 +108,10 @@ s_frames_reserve (fh_spool_writer_t *self, size_t needed)
     while (cap < needed)
         cap *= 2;
     fanhub_bytes_t *frames = realloc (self->frames, cap * sizeof *frames);
-    if (!frames)
+    if (!frames) {
+        fh_oom_note ("a spool write's frames; the pass fails, its messages counted lost");
         return false;
+    }
     fh_memory_populate (frames + self->frame_cap, (cap - self->frame_cap) * sizeof *frames);
     self->frames = frames;
     self->frame_cap = cap;
@@ -162,6 +165,7 @@ s_batch_reserve (fh_spool_writer_t *self, size_t n)
     s_slot_t *batch = malloc (cap * sizeof *batch);
     fh_spool_entry_t *entries = malloc (cap * sizeof *entries);
     if (!batch || !entries) {
+        fh_oom_note ("a spool writer's batch; it writes smaller batches");
         free (batch);
         free (entries);
         return;
@@ -353,8 +357,10 @@ s_has_room (fh_spool_writer_t *self, uint64_t bytes)
     size_t cap = self->ring_cap;
     size_t grown = cap * 2 < self->max_items ? cap * 2 : self->max_items;
     s_slot_t *ring = malloc (grown * sizeof *ring);
-    if (!ring)
+    if (!ring) {
+        fh_oom_note ("a spool hand-off could not grow; it counts as full (spill waits)");
         return false;
+    }
     fh_memory_populate (ring, grown * sizeof *ring);
     /* Under lock the writer takes nothing: the slots stay put. */
     uint64_t taken = atomic_load (&self->take_seq), put = atomic_load (&self->put_seq);

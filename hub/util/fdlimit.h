@@ -23,7 +23,8 @@ size_t fh_fdlimit_peer_budget (void);
 /* Connections the control socket (and, apart, /metrics) may hold at once:
    an eighth of the soft limit, 4 to 1024, taken from the reserve, so
    that a flood of clients is shed long before an accept finds the table
-   full (libzmq aborts then). */
+   full (libzmq aborts then); control_curve.c also hides an ipc socket
+   while it is full, since shedding lags libzmq's accepts. */
 size_t fh_fdlimit_control_budget (void);
 
 #endif

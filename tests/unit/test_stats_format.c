@@ -305,6 +305,10 @@ test_prometheus_one_consumer (void **state)
         "full, or it was gone.",
         "# TYPE fanhub_control_unanswered_total counter",
         "fanhub_control_unanswered_total 0",
+        "# HELP fanhub_alloc_failures_total Allocations that failed on the hub's paths; what "
+        "needed them was dropped and counted.",
+        "# TYPE fanhub_alloc_failures_total counter",
+        "fanhub_alloc_failures_total 0",
         "# HELP fanhub_draining_instances Consumer instances a reload replaced or removed that "
         "still consume what they hold.",
         "# TYPE fanhub_draining_instances gauge",
@@ -541,6 +545,10 @@ test_prometheus_completion_and_upstream (void **state)
           " full, or it was gone.\n"
           "# TYPE fanhub_control_unanswered_total counter\n"
           "fanhub_control_unanswered_total 0\n"
+          "# HELP fanhub_alloc_failures_total Allocations that failed on the hub's paths; what"
+          " needed them was dropped and counted.\n"
+          "# TYPE fanhub_alloc_failures_total counter\n"
+          "fanhub_alloc_failures_total 0\n"
           "# HELP fanhub_handled_total Messages every consumer they went to is done with.\n"
           "# TYPE fanhub_handled_total counter\n"
           "fanhub_handled_total 990\n"
@@ -720,6 +728,7 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys/derive-control_refused\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/derive-http_refused\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/derive-control_unanswered\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys/derive-alloc_failures\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/count-draining\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/queue_length-draining\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys/bool-config_last_reload_successful\" interval=10 N:1",
@@ -788,6 +797,7 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-hub/derive-control_refused\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/derive-http_refused\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/derive-control_unanswered\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-hub/derive-alloc_failures\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/count-draining\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/queue_length-draining\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-hub/bool-config_last_reload_successful\" interval=2.5 1700000000:1",
@@ -883,14 +893,14 @@ test_collectd_sanitising (void **state)
         snprintf (want, sizeof want, "\n%s\n", cases[i].queue);
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
-        /* Every collectd row of the hub (12), the endpoint's (3) and the
+        /* Every collectd row of the hub (13), the endpoint's (3) and the
            consumer's (40 with two per latency), each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 55);
+        assert_int_equal (lines, 56);
         free (text);
         json_decref (stats);
     }

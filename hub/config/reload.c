@@ -1,0 +1,244 @@
+/*  reload - a reload applied to the running hub: each configured consumer
+    matched by name against the running table; a changed one gets a new
+    instance beside the old (plugin loaded, init called), the enqueuer
+    takes the new routing between two messages, and the lineages follow
+    under the hub's lock. A reload that fails leaves the hub as it was.
+    See hub.h (fh_hub_reload) and lineage.h.
+*/
+#include "hub_internal.h"
+
+#include "log.h"
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* What a reload is loading (its plugin's init may take long), for
+   fh_hub_loading. */
+static void
+s_note_loading (fh_hub_t *self, const fh_consumer_config_t *consumer)
+{
+    pthread_mutex_lock (&self->lock);
+    if (consumer)
+        snprintf (self->loading, sizeof self->loading, "consumer '%s', plugin %s", consumer->name,
+                  consumer->plugin);
+    else
+        self->loading[0] = '\0';
+    pthread_mutex_unlock (&self->lock);
+}
+
+void
+fh_hub_loading (fh_hub_t *self, char *what, size_t size)
+{
+    pthread_mutex_lock (&self->lock);
+    snprintf (what, size, "%s", self->loading);
+    pthread_mutex_unlock (&self->lock);
+}
+
+/* A reload in the making: the new table, matched by name against the
+   running one. */
+typedef struct {
+    fh_config_t *config;
+    fh_hub_ref_t *ref;
+    size_t count;
+    fh_consumer_t **consumers; /* the new table's instances */
+    fh_lineage_t **lines;      /* new consumers' lineages (others: at commit) */
+    size_t *was;               /* index in the old table, or SIZE_MAX */
+    bool *fresh;               /* instance made by this reload */
+    bool *kept;                /* by old index: not removed */
+    fh_consumer_t **fold_from; /* a waiting instance the new one replaces */
+    bool *folded;              /* ... whose messages the new one took */
+    fh_trigger_t *trigger;
+} s_reload_t;
+
+static void
+s_reload_free (s_reload_t *r)
+{
+    free (r->consumers);
+    free (r->lines);
+    free (r->was);
+    free (r->fresh);
+    free (r->kept);
+    free (r->fold_from);
+    free (r->folded);
+    fh_trigger_destroy (&r->trigger);
+}
+
+/* Matches each configured consumer by name: the same settings keep the
+   running instance; others get a new instance (a new lineage when the
+   name is new), made here: plugin loaded, init called. -1 with err. */
+static int
+s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
+{
+    const fh_config_t *old = self->config;
+    for (size_t i = 0; i < r->count; i++) {
+        const fh_consumer_config_t *want = &r->config->consumers[i];
+        r->was[i] = SIZE_MAX;
+        for (size_t j = 0; j < self->consumer_count; j++)
+            if (strcmp (fh_lineage_name (self->lines[j]), want->name) == 0)
+                r->was[i] = j;
+        if (r->was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[r->was[i]], want)) {
+            r->consumers[i] = self->consumers[r->was[i]];
+            r->kept[r->was[i]] = true;
+        }
+        else {
+            s_note_loading (self, want);
+            r->consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            s_note_loading (self, NULL);
+            if (!r->consumers[i])
+                return -1;
+            fh_consumer_set_ticket_grace (r->consumers[i],
+                                          r->config->shutdown_timeout_ms * 1000000);
+            r->fresh[i] = true;
+            /* A replacement opens its state (the spool its predecessor
+               holds) when it starts, after the predecessor is gone. */
+            if (r->was[i] != SIZE_MAX) {
+                r->kept[r->was[i]] = true; /* replaced at commit, not removed */
+                r->fold_from[i] = fh_lineage_waiting (self->lines[r->was[i]]);
+            }
+        }
+        if (fh_hub_trigger_add (r->trigger, i, want) != 0) {
+            snprintf (err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    /* The lineages of new consumers, before the enqueuer sees them. */
+    for (size_t i = 0; i < r->count; i++)
+        if (r->fresh[i] && r->was[i] == SIZE_MAX) {
+            r->lines[i] = fh_lineage_new (r->consumers[i], r->config, fh_hub_ref_take (r->ref),
+                                          fh_hub_ref_release);
+            r->consumers[i] = NULL; /* the lineage has it (or destroyed it) */
+            if (!r->lines[i]) {
+                snprintf (err, errlen, "out of memory");
+                return -1;
+            }
+            r->consumers[i] = fh_lineage_current (r->lines[i]);
+            if (fh_lineage_start (r->lines[i], err, errlen) != 0)
+                return -1;
+        }
+    return 0;
+}
+
+/* A reload that failed: what it made goes, the running hub is as it was. */
+static void
+s_reload_undo (s_reload_t *r)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->lines && r->lines[i]) {
+            fh_lineage_close (r->lines[i]);
+            fh_lineage_destroy (&r->lines[i]);
+        }
+        else if (r->fresh && r->fresh[i] && r->consumers[i]) {
+            fh_consumer_close (r->consumers[i]);
+            fh_consumer_destroy (&r->consumers[i]);
+        }
+    s_reload_free (r);
+    if (r->ref)
+        fh_hub_ref_release (r->ref);
+    else
+        fh_config_destroy (&r->config);
+}
+
+/* The enqueuer routes by the new table now: the lineages follow, under
+   the lock, so that readers see them and the configuration change
+   together. Removed consumers go to the gone list (they finish what they
+   hold), replaced ones get their new instance appended. */
+static void
+s_reload_commit (fh_hub_t *self, s_reload_t *r)
+{
+    pthread_mutex_lock (&self->lock);
+    fh_lineage_t **gone
+        = realloc (self->gone, (self->gone_count + self->consumer_count + 1) * sizeof *gone);
+    assert (gone); /* a few pointers: treated as fatal */
+    self->gone = gone;
+    for (size_t j = 0; j < self->consumer_count; j++)
+        if (!r->kept[j]) {
+            fh_info ("consumer '%s': removed by the reload; it finishes its queue",
+                     fh_lineage_name (self->lines[j]));
+            fh_lineage_remove (self->lines[j]);
+            self->gone[self->gone_count++] = self->lines[j];
+        }
+    for (size_t i = 0; i < r->count; i++) {
+        if (r->was[i] == SIZE_MAX) {
+            fh_info ("consumer '%s': added by the reload", fh_lineage_name (r->lines[i]));
+            continue;
+        }
+        r->lines[i] = self->lines[r->was[i]];
+        if (r->fresh[i]) {
+            fh_info ("consumer '%s': changed by the reload; the new instance starts once the "
+                     "old one has consumed what it holds",
+                     fh_lineage_name (r->lines[i]));
+            int replaced = fh_lineage_replace (r->lines[i], r->consumers[i], r->config,
+                                               fh_hub_ref_take (r->ref), r->folded[i]);
+            assert (replaced == 0); /* a few pointers: treated as fatal */
+            (void) replaced;
+        }
+        else /* kept: its live settings follow the file */
+            fh_consumer_set_warn_at (r->consumers[i], r->config->consumers[i].warn_at);
+        fh_consumer_set_index (r->consumers[i], i);
+    }
+    free (self->lines);
+    self->lines = r->lines;
+    r->lines = NULL;
+    free (self->consumers);
+    self->consumers = r->consumers;
+    r->consumers = NULL;
+    self->consumer_count = r->count;
+    fh_trigger_destroy (&self->trigger);
+    self->trigger = r->trigger;
+    r->trigger = NULL;
+    fh_hub_ref_release (self->config_ref);
+    self->config_ref = r->ref;
+    self->config = r->config;
+    self->generation++;
+    pthread_mutex_unlock (&self->lock);
+    s_reload_free (r);
+}
+
+int
+fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
+{
+    /* Every key that differs is applied below, or it needs a restart. */
+    char keys[512];
+    if (fh_config_restart_keys (self->config, config, keys, sizeof keys) > 0) {
+        snprintf (err, errlen, "%s need%s a restart", keys, strchr (keys, ',') ? "" : "s");
+        fh_config_destroy (&config);
+        return -1;
+    }
+    s_reload_t r = {.config = config, .count = config->consumer_count};
+    r.ref = fh_hub_ref_new (config, true);
+    r.consumers = calloc (r.count, sizeof *r.consumers);
+    r.lines = calloc (r.count, sizeof *r.lines);
+    r.was = calloc (r.count, sizeof *r.was);
+    r.fresh = calloc (r.count, sizeof *r.fresh);
+    r.kept = calloc (self->consumer_count + 1, sizeof *r.kept);
+    r.fold_from = calloc (r.count, sizeof *r.fold_from);
+    r.folded = calloc (r.count, sizeof *r.folded);
+    r.trigger = fh_trigger_new (r.count);
+    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.fold_from
+                     && r.folded && r.trigger
+                 ? 0
+                 : -1;
+    if (rc != 0)
+        snprintf (err, errlen, "out of memory");
+    if (rc == 0)
+        rc = s_reload_make (self, &r, err, errlen);
+    if (rc == 0) {
+        fh_trigger_seal (r.trigger);
+        /* The signature files are read again (a new CRL); if they no
+           longer load, the reload is refused before anything changed. */
+        if (self->enqueuer)
+            rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
+        if (rc == 0 && self->enqueuer)
+            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, r.fold_from,
+                                   r.folded, err, errlen);
+    }
+    if (rc != 0) {
+        s_reload_undo (&r);
+        return -1;
+    }
+    s_reload_commit (self, &r);
+    return 0;
+}
