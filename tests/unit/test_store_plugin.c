@@ -88,6 +88,7 @@ static const fanhub_host_t s_host_async = {
     .complete = s_host_complete,
     .options_read = fake_host_options_read,
     .set_reason = fake_host_set_reason,
+    .options_load = fake_host_options_load,
 };
 
 /* -------------------------------------------------------------------------
