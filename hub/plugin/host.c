@@ -108,8 +108,8 @@ s_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
 
 /* ABI 1.4: options_read with the descriptor of ctx's plugin. */
 static int
-s_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
-                size_t values_size, char *err, size_t errlen)
+s_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values, size_t values_size,
+                char *err, size_t errlen)
 {
     if (!ctx || !ctx->desc) {
         snprintf (err, errlen, "options_load: no plugin known for this context");

@@ -29,6 +29,7 @@ typedef struct {
     size_t errlen;
     const char *key; /* as messages name it: "tls.ca_file", "password_env" */
     bool env;        /* SECRET: given as KEY_env, not KEY_file */
+    const fanhub_opt_t *table;
 } s_value_t;
 
 const char *
@@ -304,14 +305,36 @@ s_read_secret (const s_value_t *v, void *field)
         return -1;
     }
     char why[512];
-    char *secret = fanhub_secret_read (v->env ? NULL : v->text, v->env ? v->text : NULL, why,
-                                       sizeof why);
+    char *secret
+        = fanhub_secret_read (v->env ? NULL : v->text, v->env ? v->text : NULL, why, sizeof why);
     if (!secret) {
         snprintf (v->err, v->errlen, "options.%s: %s (%s)", v->key, why, v->where);
         return -1;
     }
     memcpy (field, &secret, sizeof secret);
     return 0;
+}
+
+static const char *s_sub (const fanhub_opt_t *table, const fanhub_opt_t *o);
+static const fanhub_opt_t *s_parent (const fanhub_opt_t *table, const fanhub_opt_t *o);
+
+/* MAP: a map; one with entries of its own is named with their keys. */
+static int
+s_read_map_value (const s_value_t *v, void *field)
+{
+    if (v->host->option_kind (v->node) == FANHUB_OPTION_MAP) {
+        memcpy (field, &v->node, sizeof v->node);
+        return 0;
+    }
+    char what[256] = "a map";
+    size_t len = strlen (what);
+    for (const fanhub_opt_t *o = v->table; o->name && len + 2 < sizeof what; o++)
+        if (s_parent (v->table, o) == v->opt)
+            len += (size_t) snprintf (what + len, sizeof what - len, "%s%s", len == 5 ? " {" : ", ",
+                                      s_sub (v->table, o));
+    if (len > 5 && len + 1 < sizeof what)
+        snprintf (what + len, sizeof what - len, "}");
+    return s_expected (v, what);
 }
 
 static int
@@ -336,11 +359,7 @@ s_read_value (const s_value_t *v, void *field)
     case FANHUB_OPT_STRINGS:
     case FANHUB_OPT_MAPS: return s_read_list (v, field);
     case FANHUB_OPT_ANY: memcpy (field, &v->node, sizeof v->node); return 0;
-    case FANHUB_OPT_MAP:
-        if (v->host->option_kind (v->node) != FANHUB_OPTION_MAP)
-            return s_expected (v, "a map");
-        memcpy (field, &v->node, sizeof v->node);
-        return 0;
+    case FANHUB_OPT_MAP: return s_read_map_value (v, field);
     case FANHUB_OPT_STRING_OR_LIST:
     case FANHUB_OPT_ENDPOINTS: return s_read_items (v, field);
     case FANHUB_OPT_ENDPOINT: return s_read_endpoint (v, field);
@@ -412,14 +431,15 @@ s_find (const fanhub_opt_t *table, const fanhub_opt_t *parent, const char *key, 
     return NULL;
 }
 
-/* The keys an entry takes, as a message names them ("a", "k_file or
-   k_env"). */
+/* The keys an entry takes, as a message names them ("a", "k_file" SEP
+   "k_env"). */
 static int
-s_keys_text (const fanhub_opt_t *table, const fanhub_opt_t *o, char *out, size_t size)
+s_keys_text (const fanhub_opt_t *table, const fanhub_opt_t *o, const char *sep, char *out,
+             size_t size)
 {
     const char *sub = s_sub (table, o);
     if (o->type == FANHUB_OPT_SECRET)
-        return snprintf (out, size, "%s_file or %s_env", sub, sub);
+        return snprintf (out, size, "%s_file%s%s_env", sub, sep, sub);
     return snprintf (out, size, "%s", sub);
 }
 
@@ -430,10 +450,10 @@ s_unknown (const s_reader_t *r, const fanhub_opt_t *parent, const char *key, con
 {
     char *err = r->err;
     size_t errlen = r->errlen;
-    int len = parent ? snprintf (err, errlen, "options.%s.%s: unknown key; %s takes ", parent->name,
-                                 key, parent->name)
-                     : snprintf (err, errlen, "options.%s: unknown option; %s takes ", key,
-                                 r->plugin);
+    int len = parent
+                  ? snprintf (err, errlen, "options.%s.%s: unknown key; %s takes ", parent->name,
+                              key, parent->name)
+                  : snprintf (err, errlen, "options.%s: unknown option; %s takes ", key, r->plugin);
     size_t count = 0, i = 0;
     for (const fanhub_opt_t *o = r->table; o->name; o++)
         count += s_parent (r->table, o) == parent;
@@ -447,7 +467,7 @@ s_unknown (const s_reader_t *r, const fanhub_opt_t *parent, const char *key, con
                          : i + 1 == count ? " and "
                                           : ", ");
         if ((size_t) len < errlen)
-            len += s_keys_text (r->table, o, err + len, errlen - (size_t) len);
+            len += s_keys_text (r->table, o, ", ", err + len, errlen - (size_t) len);
         i++;
     }
     if ((size_t) len < errlen)
@@ -489,7 +509,7 @@ s_alternatives (const s_reader_t *r, const fanhub_opt_t *parent, const fanhub_op
             if (g != first)
                 len += (size_t) snprintf (names + len, sizeof names - len, " or ");
             if (len < sizeof names)
-                len += (size_t) s_keys_text (r->table, g, names + len, sizeof names - len);
+                len += (size_t) s_keys_text (r->table, g, " or ", names + len, sizeof names - len);
         }
         snprintf (r->err, r->errlen, "options.%s%s%s: give %s, not both (%s)",
                   parent ? parent->name : "", parent ? "." : "", later ? later : "?", names,
@@ -499,8 +519,7 @@ s_alternatives (const s_reader_t *r, const fanhub_opt_t *parent, const fanhub_op
     return 0;
 }
 
-static int s_read_map (const s_reader_t *r, const fanhub_opt_t *parent,
-                       const fanhub_option_t *map);
+static int s_read_map (const s_reader_t *r, const fanhub_opt_t *parent, const fanhub_option_t *map);
 
 /* The default of each entry of parent's map that map (NULL when the map
    is not given) does not name; a REQUIRED one missing is refused, unless
@@ -524,14 +543,14 @@ s_defaults (const s_reader_t *r, const fanhub_opt_t *parent, const fanhub_option
             continue;
         if ((o->flags & FANHUB_OPT_REQUIRED) && (map || !parent)) {
             char keys[128];
-            s_keys_text (r->table, o, keys, sizeof keys);
+            s_keys_text (r->table, o, " or ", keys, sizeof keys);
             snprintf (r->err, r->errlen, "options.%s%s%s: missing: %s (%s)",
                       parent ? parent->name : "", parent ? "." : "", keys,
                       o->help ? o->help : "required", where);
             return -1;
         }
-        s_value_t v = {host, o, NULL, o->def, "the plugin's default", r->err, r->errlen,
-                       o->name, false};
+        s_value_t v = {host,   o,         NULL,    o->def, "the plugin's default",
+                       r->err, r->errlen, o->name, false,  r->table};
         if (o->def && s_read_value (&v, r->fields + o->offset) != 0)
             return -1;
         if (o->type == FANHUB_OPT_MAP && s_read_map (r, o, NULL) != 0)
@@ -558,8 +577,16 @@ s_read_map (const s_reader_t *r, const fanhub_opt_t *parent, const fanhub_option
             return -1;
         char name[256];
         snprintf (name, sizeof name, "%s%s%s", parent ? parent->name : "", parent ? "." : "", key);
-        s_value_t v = {host, opt, node, host->option_scalar (node), host->option_where (node),
-                       r->err, r->errlen, name, env};
+        s_value_t v = {host,
+                       opt,
+                       node,
+                       host->option_scalar (node),
+                       host->option_where (node),
+                       r->err,
+                       r->errlen,
+                       name,
+                       env,
+                       r->table};
         if (s_read_value (&v, r->fields + opt->offset) != 0)
             return -1;
         if (opt->type == FANHUB_OPT_MAP && s_has_children (r->table, opt)
@@ -661,7 +688,8 @@ fh_option_table_print (FILE *out, const fanhub_opt_t *table)
         s_range_text (o, range, sizeof range);
         const char *def = o->flags & FANHUB_OPT_REQUIRED ? "(required)" : o->def ? o->def : "-";
         char name[128];
-        snprintf (name, sizeof name, "%s%s", o->name, o->type == FANHUB_OPT_SECRET ? "_file|_env" : "");
+        snprintf (name, sizeof name, "%s%s", o->name,
+                  o->type == FANHUB_OPT_SECRET ? "_file|_env" : "");
         fprintf (out, "%-20s %-9s %-10s %-22s %s\n", name, fh_option_type_name (o->type), def,
                  range[0] ? range : "-", o->help ? o->help : "");
     }

@@ -49,10 +49,10 @@ struct fanhub_ctx {
     const char *name; /* consumer_name; NULL: "test" */
     bool skip_debug;  /* do not record FANHUB_LOG_DEBUG lines */
     pthread_mutex_t lock;
-    int lines;        /* lines logged */
-    char last[1024];  /* the last of them */
-    char all[16384];  /* all of them, each ending in '\n' (cut when full) */
-    char reason[256]; /* the last host->set_reason (under the lock) */
+    int lines;                          /* lines logged */
+    char last[1024];                    /* the last of them */
+    char all[16384];                    /* all of them, each ending in '\n' (cut when full) */
+    char reason[256];                   /* the last host->set_reason (under the lock) */
     const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
                                            plugin fake_plugin_load loaded */
 };
@@ -191,8 +191,8 @@ static int fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc
                                    const fanhub_option_t *options, void *values, size_t values_size,
                                    char *err, size_t errlen);
 
-static int fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options,
-                                   void *values, size_t values_size, char *err, size_t errlen);
+static int fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                                   size_t values_size, char *err, size_t errlen);
 
 static void fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 
