@@ -277,6 +277,44 @@ def test_an_abi_1_2_plugin_still_loads_and_runs():
     wd.cleanup()
 
 
+def test_an_abi_1_3_plugin_still_loads_and_runs():
+    """ABI 1.4 appended to the host table and to the option types only: a
+    1.3 plugin loads, is listed as 1.3, is checked by its check (reading
+    its table with options_read and the descriptor), refuses a bad value
+    with FILE:LINE:COL and runs."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.TEST_PLUGINS, "--json"])
+    listing = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert listing["abi13"]["loaded"] and listing["abi13"]["abi"] == "1.3", listing["abi13"]
+    bad = wd.write("bad.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                   "  - name: t\n    plugin: %s\n    options: {tags: x}\n" % plugin("abi13"))
+    status, out, err = fh.run(["check", "-c", bad])
+    assert status == 2 and "options.tags: expected a list of strings, got \"x\" (%s:6:21)" % bad \
+        in err, err
+    config = ("state_dir: %s\nbus:\n  connect: %s\nconsumers:\n"
+              "  - name: ok\n    plugin: %s\n    topics: [org.ok]\n    options: {tags: [a]}\n"
+              "  - name: failing\n    plugin: %s\n    topics: [org.fail]\n"
+              "    options: {answer: fail}\n"
+              % (wd.file("state"), pub.endpoint, plugin("abi13"), plugin("abi13")))
+    hub = fh.Hub(wd, config)
+    try:
+        status, out, err = fh.run(["check", "-c", hub.config])
+        assert status == 0, err
+        pub.wait_subscribed(hub=hub)
+        for i in range(3):
+            pub.send("org.ok", "m%d" % i)
+        pub.send("org.fail", "bad")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "ok")["completed"] == 3
+                    and hub.consumer(hub.stats(), "failing")["dead_lettered"] == 1,
+                    "the 1.3 plugin to complete 3 and fail 1", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_plugins_prints_the_table,
              test_check_reads_typed_values_and_refuses_with_the_place,
@@ -284,4 +322,5 @@ if __name__ == "__main__":
              test_an_abi_1_1_plugin_still_loads_checks_and_runs,
              test_wrong_type_refused_before_init_and_check,
              test_new_types_refused_before_init_and_check,
-             test_an_abi_1_2_plugin_still_loads_and_runs])
+             test_an_abi_1_2_plugin_still_loads_and_runs,
+             test_an_abi_1_3_plugin_still_loads_and_runs])
