@@ -170,11 +170,14 @@ s_check_file (const fanhub_host_t *host, const fanhub_option_t *node, const char
         return -1;
     }
     fclose (file);
-    if (!S_ISREG (st.st_mode) || (secret && (st.st_mode & 077))) {
-        snprintf (err, errlen, "options.%s: %s: %s; refusing it%s (%s)", key, path,
-                  !S_ISREG (st.st_mode) ? "not a regular file"
-                                        : "other users may read or change it",
-                  S_ISREG (st.st_mode) ? " (chmod 600 it)" : "", host->option_where (node));
+    char why[512];
+    if (secret && fanhub_secret_file_check (path, "the key", why, sizeof why) != 0) {
+        snprintf (err, errlen, "options.%s: %s (%s)", key, why, host->option_where (node));
+        return -1;
+    }
+    if (!S_ISREG (st.st_mode)) {
+        snprintf (err, errlen, "options.%s: %s: not a regular file; refusing it (%s)", key, path,
+                  host->option_where (node));
         return -1;
     }
     return 0;

@@ -571,7 +571,8 @@ def test_bad_options():
         ("tls: {ca_file: %s, cert_file: %s}" % (ca, ca),
          r"options\.tls: give cert_file and key_file together"),
         ("tls: {ca_file: %s, cert_file: %s, key_file: %s}" % (ca, ca, key),
-         r"options\.tls\.key_file: .*client\.key: other users may read or change it"),
+         r"options\.tls\.key_file: the key .*client\.key: mode 0644 lets other users read or "
+         r"change it"),
         ("tls: {ca_file: %s, colour: red}" % ca, r"options\.tls\.colour: unknown key"),
     ]
     for options, expected in cases:
