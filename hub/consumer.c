@@ -125,7 +125,7 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
         snprintf (err, errlen, "%s: consumer '%s': %s", config->where, config->name, why);
         return -1;
     }
-    self->desc = fh_plugin_desc (self->plugin);
+    self->ctx.desc = self->desc = fh_plugin_desc (self->plugin); /* desc: options_load's */
     self->reopen = fh_plugin_reopen (self->plugin);
     /* init opens afresh: the requests made so far are answered. */
     atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));

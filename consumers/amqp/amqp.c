@@ -37,8 +37,6 @@
 
 #define AMQP_REJECT_LOG_NS (10 * INT64_C (1000000000))
 
-static const fanhub_consumer_desc_t s_desc;
-
 typedef struct {
     const fanhub_host_t *host;
     fanhub_ctx_t *ctx;
@@ -165,7 +163,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
          size_t errlen)
 {
     bridge_options_t opts;
-    if (bridge_options_read (host, ctx, &s_desc, options, false, &opts, err, errlen))
+    if (bridge_options_read (host, ctx, options, false, &opts, err, errlen))
         return -1;
     bridge_options_free (&opts);
     return 0;
@@ -197,7 +195,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     }
     self->host = host;
     self->ctx = ctx;
-    if (bridge_options_read (host, ctx, &s_desc, options, true, &self->opts, err, errlen)) {
+    if (bridge_options_read (host, ctx, options, true, &self->opts, err, errlen)) {
         pthread_mutex_destroy (&self->reject_lock);
         free (self);
         return -1;

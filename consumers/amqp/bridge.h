@@ -89,13 +89,13 @@ typedef struct {
 /* The plugin's option table (desc->options; ABI 1.2). */
 extern const fanhub_opt_t bridge_option_table[];
 
-/* Reads and checks the options against desc (whose table is
-   bridge_option_table). With read_secrets, reads the password (init);
-   without, only checks that it can be read (check). 0, or -1 with a
+/* Reads and checks the options against bridge_option_table. With
+   read_secrets, keeps the password (init); without, only checks that it
+   can be read (check). 0, or -1 with a
    one-line reason in err that never holds a secret. */
 int bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                         const fanhub_consumer_desc_t *desc, const fanhub_option_t *options,
-                         bool read_secrets, bridge_options_t *out, char *err, size_t errlen);
+                         const fanhub_option_t *options, bool read_secrets, bridge_options_t *out,
+                         char *err, size_t errlen);
 void bridge_options_free (bridge_options_t *options);
 
 /* What envelope: fedora-messaging adds to a message (fedora.c). */

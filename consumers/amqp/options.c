@@ -1,8 +1,8 @@
-/*  options.c - the amqp plugin's options: its option table (ABI 1.2: the
-    hub reads the keys, their types and ranges, with FILE:LINE:COL errors,
-    and `fanhub plugins --options amqp` prints it), then what the table
-    cannot say: the url, tls and topic_prefix maps, the password and the
-    keys that exclude each other. The keys are documented in
+/*  options.c - the amqp plugin's options: its option table (the hub
+    reads the keys, the tls and topic_prefix maps and the password, their
+    types and ranges, with FILE:LINE:COL errors, and `fanhub plugins
+    --options amqp` prints it), then what the table cannot say: the url,
+    the TLS files' modes and the keys that exclude each other. The keys are documented in
     docs/plugins/amqp.md; init and check read them the same way.
 
     Secrets never come from the YAML alone: a password written in the
@@ -34,12 +34,14 @@ typedef struct {
     int64_t port; /* -1: not given (its default depends on TLS) */
     const char *vhost;
     const char *user;
-    const char *password_file;
-    const char *password_env;
-    const char *password; /* named only to be refused with a reason */
+    char *password;             /* password_file or password_env: ours */
+    const char *password_given; /* named only to be refused with a reason */
     const fanhub_option_t *tls;
+    const char *ca_file, *cert_file, *key_file;
+    bool verify_peer, verify_hostname;
     const char *exchange;
     const fanhub_option_t *topic_prefix;
+    const char *from, *to;
     int64_t confirm_timeout_ms;
     int64_t connect_timeout_ms;
     int64_t reconnect_max_ms;
@@ -73,19 +75,31 @@ const fanhub_opt_t bridge_option_table[] = {
                       "the virtual host"),
     FANHUB_OPT_FIELD (s_raw_t, "user", FANHUB_OPT_STRING, user, "guest", 1, BRIDGE_SHORTSTR_MAX,
                       "the user name"),
-    FANHUB_OPT_FIELD (s_raw_t, "password_file", FANHUB_OPT_FILE, password_file, NULL, 0, 0,
-                      "a file (mode 0600) whose first line is the password"),
-    FANHUB_OPT_FIELD (s_raw_t, "password_env", FANHUB_OPT_STRING, password_env, NULL, 1,
-                      BRIDGE_SHORTSTR_MAX, "the environment variable holding the password"),
-    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_STRING, password, NULL, 0, 0,
+    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_SECRET, password, NULL, 0, 0,
+                      "the password, from a file (mode 0600) or the environment; never the YAML"),
+    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_STRING, password_given, NULL, 0, 0,
                       "refused: use password_file or password_env, never the YAML"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls", FANHUB_OPT_ANY, tls, NULL, 0, 0,
+    FANHUB_OPT_FIELD (s_raw_t, "tls", FANHUB_OPT_MAP, tls, NULL, 0, 0,
                       "{ca_file, cert_file, key_file, verify_peer, verify_hostname}: TLS"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls.ca_file", FANHUB_OPT_FILE, ca_file, NULL, 0, 0,
+                      "the CA certificates that signed the broker's"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls.cert_file", FANHUB_OPT_FILE, cert_file, NULL, 0, 0,
+                      "a client certificate (with key_file)"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls.key_file", FANHUB_OPT_FILE, key_file, NULL, 0, 0,
+                      "the client certificate's key (mode 0600)"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls.verify_peer", FANHUB_OPT_BOOL, verify_peer, "true", 0, 0,
+                      "check the broker's certificate"),
+    FANHUB_OPT_FIELD (s_raw_t, "tls.verify_hostname", FANHUB_OPT_BOOL, verify_hostname, NULL, 0, 0,
+                      "check the broker's name in it (default: verify_peer)"),
     FANHUB_OPT_FIELD (s_raw_t, "exchange", FANHUB_OPT_STRING, exchange, "amq.topic", 0,
                       BRIDGE_SHORTSTR_MAX,
                       "the exchange to publish to (\"\": the default exchange)"),
-    FANHUB_OPT_FIELD (s_raw_t, "topic_prefix", FANHUB_OPT_ANY, topic_prefix, NULL, 0, 0,
+    FANHUB_OPT_FIELD (s_raw_t, "topic_prefix", FANHUB_OPT_MAP, topic_prefix, NULL, 0, 0,
                       "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
+    {"topic_prefix.from", FANHUB_OPT_STRING, offsetof (s_raw_t, from), NULL, 0, 0, NULL,
+     FANHUB_OPT_REQUIRED, "the prefix to replace (\"\" is allowed)"},
+    {"topic_prefix.to", FANHUB_OPT_STRING, offsetof (s_raw_t, to), NULL, 0, 0, NULL,
+     FANHUB_OPT_REQUIRED, "what replaces it (\"\" is allowed)"},
     FANHUB_OPT_FIELD (s_raw_t, "confirm_timeout_ms", FANHUB_OPT_INT, confirm_timeout_ms, "30000",
                       100, OPT_MS_MAX, "the longest a published message waits for its confirm"),
     FANHUB_OPT_FIELD (s_raw_t, "connect_timeout_ms", FANHUB_OPT_INT, connect_timeout_ms, "10000",
@@ -104,9 +118,9 @@ const fanhub_opt_t bridge_option_table[] = {
                       BRIDGE_SHORTSTR_MAX, "with fedora-messaging: the schema header"),
     FANHUB_OPT_FIELD (s_raw_t, "severity", FANHUB_OPT_INT, severity, "20", 10, 50,
                       "with fedora-messaging: the severity header (10 DEBUG ... 40 ERROR)"),
-    FANHUB_OPT_FIELD (s_raw_t, "schemas", FANHUB_OPT_ANY, schemas, NULL, 0, 0,
+    FANHUB_OPT_FIELD (s_raw_t, "schemas", FANHUB_OPT_MAP, schemas, NULL, 0, 0,
                       "{TOPIC_PREFIX: SCHEMA}: the schema of topics, first match"),
-    FANHUB_OPT_FIELD (s_raw_t, "severities", FANHUB_OPT_ANY, severities, NULL, 0, 0,
+    FANHUB_OPT_FIELD (s_raw_t, "severities", FANHUB_OPT_MAP, severities, NULL, 0, 0,
                       "{TOPIC_PREFIX: 10|20|30|40}: the severity of topics, first match"),
     FANHUB_OPT_FIELD (s_raw_t, "declare", FANHUB_OPT_BOOL, declare, "false", 0, 0,
                       "declare the workers' queues and bindings at each connect"),
@@ -126,41 +140,6 @@ const fanhub_opt_t bridge_option_table[] = {
                       NULL, 1, BRIDGE_SHORTSTR_MAX, "with declare: x-dead-letter-exchange"),
     FANHUB_OPT_END,
 };
-
-/* A scalar option's text; empty allowed only with allow_empty. */
-static int
-s_text (const fanhub_host_t *host, const fanhub_option_t *node, const char *key,
-        const char *expected, bool allow_empty, const char **out, char *err, size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    if (!text) {
-        snprintf (err, errlen, "options.%s: expected %s, got %s (%s)", key, expected,
-                  fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
-        return -1;
-    }
-    if (!*text && !allow_empty) {
-        snprintf (err, errlen, "options.%s: must not be empty (%s)", key,
-                  host->option_where (node));
-        return -1;
-    }
-    *out = text;
-    return 0;
-}
-
-static int
-s_bool (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, bool *out,
-        char *err, size_t errlen)
-{
-    const char *text = host->option_scalar (node);
-    if (text && (strcmp (text, "true") == 0 || strcmp (text, "false") == 0)) {
-        *out = text[0] == 't';
-        return 0;
-    }
-    snprintf (err, errlen, "options.%s: expected true or false, got %s%s%s (%s)", key,
-              text ? "\"" : "", text ? text : fanhub_option_kind_name (host->option_kind (node)),
-              text ? "\"" : "", host->option_where (node));
-    return -1;
-}
 
 static int
 s_copy (char **dst, const char *src, char *err, size_t errlen)
@@ -191,50 +170,17 @@ s_check_file (const fanhub_host_t *host, const fanhub_option_t *node, const char
         return -1;
     }
     fclose (file);
-    if (!S_ISREG (st.st_mode) || (secret && (st.st_mode & 077))) {
-        snprintf (err, errlen, "options.%s: %s: %s; refusing it%s (%s)", key, path,
-                  !S_ISREG (st.st_mode) ? "not a regular file"
-                                        : "other users may read or change it",
-                  S_ISREG (st.st_mode) ? " (chmod 600 it)" : "", host->option_where (node));
+    char why[512];
+    if (secret && fanhub_secret_file_check (path, "the key", why, sizeof why) != 0) {
+        snprintf (err, errlen, "options.%s: %s (%s)", key, why, host->option_where (node));
         return -1;
     }
-    return 0;
-}
-
-/* The password of password_file (its first line) or password_env, into
-   out->password when read is set. */
-static int
-s_password (const fanhub_host_t *host, const fanhub_option_t *node, const char *key, bool read,
-            bridge_options_t *out, char *err, size_t errlen)
-{
-    const char *name = host->option_scalar (node);
-    char line[1024] = "";
-    if (strcmp (key, "password_env") == 0) {
-        const char *value = getenv (name);
-        if (!value || !*value) {
-            snprintf (err, errlen,
-                      "options.password_env: the environment variable %s is "
-                      "not set, or empty (%s)",
-                      name, host->option_where (node));
-            return -1;
-        }
-        return read ? s_copy (&out->password, value, err, errlen) : 0;
-    }
-    if (s_check_file (host, node, key, name, true, err, errlen))
-        return -1;
-    FILE *file = fopen (name, "r");
-    bool got = file && fgets (line, sizeof line, file) != NULL;
-    if (file)
-        fclose (file);
-    line[got ? strcspn (line, "\r\n") : 0] = '\0';
-    if (!line[0]) {
-        snprintf (err, errlen, "options.password_file: %s: empty first line (%s)", name,
+    if (!S_ISREG (st.st_mode)) {
+        snprintf (err, errlen, "options.%s: %s: not a regular file; refusing it (%s)", key, path,
                   host->option_where (node));
         return -1;
     }
-    int rc = read ? s_copy (&out->password, line, err, errlen) : 0;
-    memset (line, 0, sizeof line);
-    return rc;
+    return 0;
 }
 
 /* options.url: amqp://[USER@]HOST[:PORT][/VHOST] or amqps://...; a
@@ -287,87 +233,46 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
     return rc;
 }
 
-/* options.tls: {ca_file, cert_file, key_file, verify_peer, verify_hostname}. */
+/* options.tls (the table read its keys): the files readable, the key
+   not open to others, cert_file and key_file together. */
 static int
-s_tls (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out, char *err,
+s_tls (const fanhub_host_t *host, const s_raw_t *raw, bridge_options_t *out, char *err,
        size_t errlen)
 {
-    if (host->option_kind (node) != FANHUB_OPTION_MAP) {
-        snprintf (err, errlen,
-                  "options.tls: expected a map {ca_file, cert_file, key_file, "
-                  "verify_peer, verify_hostname}, got %s (%s)",
-                  fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
-        return -1;
-    }
     out->tls = true;
-    bool hostname_set = false;
-    for (size_t i = 0; i < host->option_count (node); i++) {
-        const char *key = NULL;
-        const fanhub_option_t *item = host->option_at (node, i, &key);
-        char name[64];
-        snprintf (name, sizeof name, "tls.%s", key ? key : "?");
-        const char *text = NULL;
-        char **file = !key                             ? NULL
-                      : strcmp (key, "ca_file") == 0   ? &out->ca_file
-                      : strcmp (key, "cert_file") == 0 ? &out->cert_file
-                      : strcmp (key, "key_file") == 0  ? &out->key_file
-                                                       : NULL;
-        if (file) {
-            if (s_text (host, item, name, "a file name", false, &text, err, errlen)
-                || s_check_file (host, item, name, text, file == &out->key_file, err, errlen)
-                || s_copy (file, text, err, errlen))
-                return -1;
-        }
-        else if (key && strcmp (key, "verify_peer") == 0) {
-            if (s_bool (host, item, name, &out->verify_peer, err, errlen))
-                return -1;
-        }
-        else if (key && strcmp (key, "verify_hostname") == 0) {
-            if (s_bool (host, item, name, &out->verify_hostname, err, errlen))
-                return -1;
-            hostname_set = true;
-        }
-        else {
-            snprintf (err, errlen,
-                      "options.%s: unknown key; tls takes ca_file, cert_file, "
-                      "key_file, verify_peer and verify_hostname (%s)",
-                      name, host->option_where (item));
+    out->verify_peer = raw->verify_peer;
+    out->verify_hostname = host->option_get (raw->tls, "verify_hostname") ? raw->verify_hostname
+                                                                          : raw->verify_peer;
+    const char *keys[] = {"ca_file", "cert_file", "key_file"};
+    const char *files[] = {raw->ca_file, raw->cert_file, raw->key_file};
+    char **copies[] = {&out->ca_file, &out->cert_file, &out->key_file};
+    for (size_t i = 0; i < 3; i++) {
+        if (!files[i])
+            continue;
+        char name[32];
+        snprintf (name, sizeof name, "tls.%s", keys[i]);
+        if (s_check_file (host, host->option_get (raw->tls, keys[i]), name, files[i], i == 2, err,
+                          errlen)
+            || s_copy (copies[i], files[i], err, errlen))
             return -1;
-        }
     }
-    if (!hostname_set)
-        out->verify_hostname = out->verify_peer;
     if (!out->cert_file != !out->key_file) {
         snprintf (err, errlen, "options.tls: give cert_file and key_file together (%s)",
-                  host->option_where (node));
+                  host->option_where (raw->tls));
         return -1;
     }
     return 0;
 }
 
-/* options.topic_prefix: {from: PREFIX, to: PREFIX}, as the relay's. */
+/* options.topic_prefix, as the relay's (the table read from and to). */
 static int
-s_prefix (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t *out, char *err,
-          size_t errlen)
+s_prefix (const s_raw_t *raw, bridge_options_t *out, char *err, size_t errlen)
 {
-    const fanhub_option_t *from = host->option_get (node, "from");
-    const fanhub_option_t *to = host->option_get (node, "to");
-    if (host->option_kind (node) != FANHUB_OPTION_MAP || host->option_count (node) != 2 || !from
-        || !to) {
-        snprintf (err, errlen,
-                  "options.topic_prefix: expected a map {from: PREFIX, to: "
-                  "PREFIX} with both keys (\"\" is allowed) (%s)",
-                  host->option_where (node));
-        return -1;
-    }
-    const char *f, *t;
-    if (s_text (host, from, "topic_prefix.from", "a topic prefix", true, &f, err, errlen)
-        || s_text (host, to, "topic_prefix.to", "a topic prefix", true, &t, err, errlen)
-        || s_copy (&out->from, f, err, errlen) || s_copy (&out->to, t, err, errlen))
+    if (s_copy (&out->from, raw->from, err, errlen) || s_copy (&out->to, raw->to, err, errlen))
         return -1;
     out->rewrite = true;
-    out->from_len = strlen (f);
-    out->to_len = strlen (t);
+    out->from_len = strlen (raw->from);
+    out->to_len = strlen (raw->to);
     return 0;
 }
 
@@ -427,17 +332,6 @@ s_exclusions (const fanhub_host_t *host, const fanhub_option_t *options, char *e
                   key, host->option_where (node));
         return -1;
     }
-    if (host->option_get (options, "password_file") && host->option_get (options, "password_env")) {
-        /* The later of the two is the one refused. */
-        static const char *const passwords[] = {"password_file", "password_env", NULL};
-        s_first_of (host, options, passwords, &key);
-        key = strcmp (key, "password_file") == 0 ? "password_env" : "password_file";
-        snprintf (err, errlen,
-                  "options.%s: give password_file or password_env, not both "
-                  "(%s)",
-                  key, host->option_where (host->option_get (options, key)));
-        return -1;
-    }
     return 0;
 }
 
@@ -473,8 +367,8 @@ s_take_fedora (const fanhub_host_t *host, const fanhub_option_t *options, const 
 
 /* The table's values, copied into out, and the maps and the password read. */
 static int
-s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t *raw,
-        bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
+s_take (const fanhub_host_t *host, const fanhub_option_t *options, s_raw_t *raw, bool read_secrets,
+        bridge_options_t *out, char *err, size_t errlen)
 {
     out->port = (int) raw->port;
     out->confirm_timeout_ns = raw->confirm_timeout_ms * INT64_C (1000000);
@@ -489,25 +383,22 @@ s_take (const fanhub_host_t *host, const fanhub_option_t *options, const s_raw_t
              || s_copy (&out->user, raw->user, err, errlen)))
         || s_copy (&out->exchange, raw->exchange, err, errlen))
         return -1;
-    const char *password_key = raw->password_file  ? "password_file"
-                               : raw->password_env ? "password_env"
-                                                   : NULL;
-    if (password_key) {
+    if (raw->password) {
         out->password_given = true;
-        if (s_password (host, host->option_get (options, password_key), password_key, read_secrets,
-                        out, err, errlen))
-            return -1;
+        if (read_secrets) {
+            out->password = raw->password; /* ours now */
+            raw->password = NULL;
+        }
     }
-    if ((raw->tls && s_tls (host, raw->tls, out, err, errlen))
-        || (raw->topic_prefix && s_prefix (host, raw->topic_prefix, out, err, errlen)))
+    if ((raw->tls && s_tls (host, raw, out, err, errlen))
+        || (raw->topic_prefix && s_prefix (raw, out, err, errlen)))
         return -1;
     out->mandatory = raw->mandatory;
     return s_take_fedora (host, options, raw, out, err, errlen);
 }
 
 int
-bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
-                     const fanhub_consumer_desc_t *desc, const fanhub_option_t *options,
+bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
                      bool read_secrets, bridge_options_t *out, char *err, size_t errlen)
 {
     memset (out, 0, sizeof *out);
@@ -516,8 +407,14 @@ bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx,
     snprintf (out->where, sizeof out->where, "%s", host->option_where (options));
     s_raw_t raw = {.port = -1};
     if (s_exclusions (host, options, err, errlen)
-        || host->options_read (ctx, desc, options, &raw, sizeof raw, err, errlen)
-        || s_take (host, options, &raw, read_secrets, out, err, errlen))
+        || host->options_load (ctx, options, &raw, sizeof raw, err, errlen))
+        goto fail;
+    int rc = s_take (host, options, &raw, read_secrets, out, err, errlen);
+    if (raw.password) { /* check reads it only to see that it can */
+        memset (raw.password, 0, strlen (raw.password));
+        free (raw.password);
+    }
+    if (rc != 0)
         goto fail;
     if (out->tls && out->verify_peer && !out->ca_file) {
         snprintf (err, errlen,

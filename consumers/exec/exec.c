@@ -118,8 +118,8 @@ s_read_shell_command (exec_state_t *self, const fanhub_option_t *node, char *err
     if (!text) {
         snprintf (err, errlen,
                   "options.command: with shell: true, expected one string for /bin/sh -c, got "
-                  "%s (%s)",
-                  fanhub_option_kind_name (host->option_kind (node)), host->option_where (node));
+                  "a list (%s)",
+                  host->option_where (node));
         return -1;
     }
     if (!*text) {
@@ -137,42 +137,22 @@ s_read_shell_command (exec_state_t *self, const fanhub_option_t *node, char *err
     return self->argv[0] && self->argv[1] && self->argv[2] && self->path ? 0 : -2;
 }
 
-/* Checks that node is a list of strings with a program first; its length
-   in *argc. */
+/* Checks that node (the table made it a string or a list of strings) is
+   a list with a program first. */
 static int
-s_check_argv (const fanhub_host_t *host, const fanhub_option_t *node, size_t *argc, char *err,
-              size_t errlen)
+s_check_argv (const fanhub_host_t *host, const fanhub_option_t *node, char *err, size_t errlen)
 {
-    const char *where = host->option_where (node);
-    fanhub_option_kind_t kind = host->option_kind (node);
-    if (kind == FANHUB_OPTION_SCALAR) {
+    if (host->option_kind (node) == FANHUB_OPTION_SCALAR) {
         snprintf (err, errlen,
                   "options.command: expected a list [PROGRAM, ARG...], got a string; to run it "
                   "with /bin/sh -c, set shell: true (%s)",
-                  where);
+                  host->option_where (node));
         return -1;
     }
-    *argc = kind == FANHUB_OPTION_LIST ? host->option_count (node) : 0;
-    if (*argc == 0) {
-        snprintf (err, errlen, "options.command: expected a list [PROGRAM, ARG...], got %s (%s)",
-                  kind == FANHUB_OPTION_LIST ? "an empty list" : fanhub_option_kind_name (kind),
-                  where);
+    if (!*fanhub_option_item (host, node, 0)) {
+        snprintf (err, errlen, "options.command[0]: the program must not be empty (%s)",
+                  host->option_where (host->option_at (node, 0, NULL)));
         return -1;
-    }
-    for (size_t i = 0; i < *argc; i++) {
-        const fanhub_option_t *item = host->option_at (node, i, NULL);
-        const char *text = host->option_scalar (item);
-        if (!text) {
-            snprintf (err, errlen, "options.command[%zu]: expected a string, got %s (%s)", i,
-                      fanhub_option_kind_name (host->option_kind (item)),
-                      host->option_where (item));
-            return -1;
-        }
-        if (i == 0 && !*text) {
-            snprintf (err, errlen, "options.command[0]: the program must not be empty (%s)",
-                      host->option_where (item));
-            return -1;
-        }
     }
     return 0;
 }
@@ -219,13 +199,13 @@ s_read_command (exec_state_t *self, const fanhub_option_t *node, bool shell, cha
     if (shell)
         rc = s_read_shell_command (self, node, err, errlen);
     else {
-        size_t argc = 0;
-        if (s_check_argv (host, node, &argc, err, errlen) != 0)
+        size_t argc = fanhub_option_items (host, node);
+        if (s_check_argv (host, node, err, errlen) != 0)
             return -1;
         self->argv = calloc (argc + 1, sizeof *self->argv);
         rc = self->argv ? 0 : -2;
         for (size_t i = 0; rc == 0 && i < argc; i++) {
-            self->argv[i] = strdup (host->option_scalar (host->option_at (node, i, NULL)));
+            self->argv[i] = strdup (fanhub_option_item (host, node, i));
             if (!self->argv[i])
                 rc = -2;
         }
@@ -247,8 +227,6 @@ typedef struct {
     int out; /* exec_stdout_t */
 } exec_options_t;
 
-static const fanhub_consumer_desc_t s_desc;
-
 static const char *const s_stdout_values[] = {"null", "stderr", "inherit", NULL};
 
 #define EXEC_OPT(name, type, field, def, lo, hi, values, flags, help)                              \
@@ -256,7 +234,7 @@ static const char *const s_stdout_values[] = {"null", "stderr", "inherit", NULL}
         name, type, offsetof (exec_options_t, field), def, lo, hi, values, flags, help             \
     }
 static const fanhub_opt_t s_options[] = {
-    EXEC_OPT ("command", FANHUB_OPT_ANY, command, NULL, 0, 0, NULL, FANHUB_OPT_REQUIRED,
+    EXEC_OPT ("command", FANHUB_OPT_STRING_OR_LIST, command, NULL, 0, 0, NULL, FANHUB_OPT_REQUIRED,
               "the command to run, as a list [PROGRAM, ARG...]"),
     EXEC_OPT ("shell", FANHUB_OPT_BOOL, shell, "false", 0, 0, NULL, 0,
               "command is one string for /bin/sh -c"),
@@ -273,7 +251,7 @@ static int
 s_read_options (exec_state_t *self, const fanhub_option_t *options, char *err, size_t errlen)
 {
     exec_options_t o = {0};
-    if (self->host->options_read (self->ctx, &s_desc, options, &o, sizeof o, err, errlen) != 0)
+    if (self->host->options_load (self->ctx, options, &o, sizeof o, err, errlen) != 0)
         return -1;
     self->timeout_ns = o.timeout_ms * 1000000;
     self->grace_ns = o.grace_ms * 1000000;

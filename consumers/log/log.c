@@ -401,15 +401,13 @@ s_reopen (void *state)
 
 /* The options, as init and check read them. */
 typedef struct {
-    const fanhub_option_t *path_node; /* NULL for the default */
     const char *path;
+    const fanhub_option_t *path_node; /* NULL for the default */
     int64_t flush_ms;
 } log_options_t;
 
-static const fanhub_consumer_desc_t s_desc;
-
 static const fanhub_opt_t s_options[] = {
-    FANHUB_OPT_FIELD (log_options_t, "path", FANHUB_OPT_ANY, path_node, NULL, 0, 0,
+    FANHUB_OPT_FIELD (log_options_t, "path", FANHUB_OPT_FILE, path, "-", 0, 0,
                       "the file to append to, or \"-\" for stdout (default)"),
     FANHUB_OPT_FIELD (log_options_t, "flush_ms", FANHUB_OPT_INT, flush_ms, "100", 0,
                       LOG_FLUSH_MS_MAX, "how long a line may wait in the buffer"),
@@ -420,23 +418,10 @@ static int
 s_parse_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
                  log_options_t *out, char *err, size_t errlen)
 {
-    *out = (log_options_t){.path = "-"};
-    if (host->options_read (ctx, &s_desc, options, out, sizeof *out, err, errlen) != 0)
+    *out = (log_options_t){0};
+    if (host->options_load (ctx, options, out, sizeof *out, err, errlen) != 0)
         return -1;
-    if (!out->path_node)
-        return 0;
-    /* path: a file name or "-", in words of its own. */
-    const char *where = host->option_where (out->path_node);
-    out->path = host->option_scalar (out->path_node);
-    if (!out->path) {
-        snprintf (err, errlen, "options.path: expected a file name or \"-\", got %s (%s)",
-                  fanhub_option_kind_name (host->option_kind (out->path_node)), where);
-        return -1;
-    }
-    if (!*out->path) {
-        snprintf (err, errlen, "options.path: must not be empty (%s)", where);
-        return -1;
-    }
+    out->path_node = host->option_get (options, "path");
     return 0;
 }
 

@@ -9,8 +9,6 @@
 
 #include <stdbool.h>
 
-static const fanhub_consumer_desc_t s_desc;
-
 /* No options: the host refuses any key, naming none as known. */
 static const fanhub_opt_t s_options[] = {FANHUB_OPT_END};
 
@@ -20,7 +18,7 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
          size_t errlen)
 {
     bool none; /* never written: no entry has a field */
-    return host->options_read (ctx, &s_desc, options, &none, sizeof none, err, errlen);
+    return host->options_load (ctx, options, &none, sizeof none, err, errlen);
 }
 
 static int

@@ -125,15 +125,12 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
                size_t errlen)
 {
     const fanhub_host_t *host = self->host;
-    const fanhub_option_t *curve = opt->curve;
     int server = binding;
     int rc = zmq_setsockopt (self->sock, ZMQ_CURVE_SERVER, &server, sizeof server);
     rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_SECRETKEY, opt->secret_key, 40);
     if (!binding) {
         rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_PUBLICKEY, opt->public_key, 40);
-        rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_SERVERKEY,
-                              host->option_scalar (host->option_get (curve, "server_public_key")),
-                              40);
+        rc |= zmq_setsockopt (self->sock, ZMQ_CURVE_SERVERKEY, opt->server_public_key, 40);
     }
     if (rc != 0) {
         snprintf (err, errlen, "relay: cannot set the CURVE options: %s", zmq_strerror (errno));
@@ -141,7 +138,7 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
     }
     if (!binding)
         return 0;
-    const fanhub_option_t *allow = host->option_get (curve, "allow");
+    const fanhub_option_t *allow = opt->allow;
     size_t count = allow ? host->option_count (allow) : 0;
     const char **keys = calloc (count + 1, sizeof *keys);
     if (!keys) {
@@ -151,9 +148,8 @@ s_apply_curve (relay_state_t *self, const relay_options_t *opt, bool binding, ch
     for (size_t i = 0; i < count; i++)
         keys[i] = host->option_scalar (host->option_at (allow, i, NULL));
     if (zmq_setsockopt (self->sock, ZMQ_ZAP_DOMAIN, "fanhub-relay", 12) == 0)
-        self->zap = relay_zap_new (self->zctx, "fanhub-relay", keys, count,
-                                   host->option_scalar (host->option_get (curve, "allow_dir")), err,
-                                   errlen);
+        self->zap
+            = relay_zap_new (self->zctx, "fanhub-relay", keys, count, opt->allow_dir, err, errlen);
     else
         snprintf (err, errlen, "relay: cannot set the ZAP domain: %s", zmq_strerror (errno));
     free (keys);
@@ -198,7 +194,7 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err, size_
     /* IPv6 only when an endpoint spells an IPv6 address: switched on for
        all, it would resolve a name like localhost to ::1 first. */
     int ipv6 = 0;
-    size_t count = relay_endpoint_count (host, opt->endpoints);
+    size_t count = fanhub_option_items (host, opt->endpoints);
     for (size_t i = 0; i < count; i++)
         if (strchr (host->option_scalar (relay_endpoint_at (host, opt->endpoints, i)), '['))
             ipv6 = 1;
@@ -238,8 +234,6 @@ s_open_socket (relay_state_t *self, const relay_options_t *opt, char *err, size_
     return 0;
 }
 
-static const fanhub_consumer_desc_t s_desc;
-
 /* init without the socket: the options and the endpoints' spelling. */
 static int
 s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, char *err,
@@ -252,10 +246,10 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
         return -1;
     }
     relay_options_t opt;
-    if (relay_options_read (host, ctx, &s_desc, options, &opt, err, errlen))
+    if (relay_options_read (host, ctx, options, &opt, err, errlen))
         return -1;
     bool binding = strcmp (opt.endpoints_key, "bind") == 0;
-    size_t count = relay_endpoint_count (host, opt.endpoints);
+    size_t count = fanhub_option_items (host, opt.endpoints);
     for (size_t i = 0; i < count; i++) {
         const fanhub_option_t *node = relay_endpoint_at (host, opt.endpoints, i);
         const char *endpoint = host->option_scalar (node);
@@ -282,7 +276,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
         return -1;
     }
     relay_options_t opt;
-    if (relay_options_read (host, ctx, &s_desc, options, &opt, err, errlen))
+    if (relay_options_read (host, ctx, options, &opt, err, errlen))
         return -1;
 
     relay_state_t *self = (relay_state_t *) calloc (1, sizeof *self);
@@ -295,8 +289,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     self->require_subscriber = opt.require_subscriber;
     self->subscriber_wait_ns = (int64_t) opt.subscriber_wait_ms * 1000000;
     if (opt.prefix) {
-        const char *from = host->option_scalar (host->option_get (opt.prefix, "from"));
-        const char *to = host->option_scalar (host->option_get (opt.prefix, "to"));
+        const char *from = opt.from, *to = opt.to;
         self->rewrite = true;
         self->from = strdup (from);
         self->to = strdup (to);

@@ -526,8 +526,6 @@ s_random_run (void)
     return v ? (int64_t) v : 1;
 }
 
-static const fanhub_consumer_desc_t s_desc;
-
 /* What init would refuse, found without opening the database: the options,
    and for SQLite, whether the file could be opened or created. A
    PostgreSQL server is not asked: one that cannot be reached is a passing
@@ -537,16 +535,9 @@ s_check (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *op
          size_t errlen)
 {
     store_options_t o;
-    if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
+    if (store_options_parse (host, ctx, options, &o, err, errlen))
         return -1;
-    if (o.password_node) {
-        /* Read as init reads it, and forgotten at once. */
-        char *password = store_read_password (host, &o, err, errlen);
-        if (!password)
-            return -1;
-        memset (password, 0, strlen (password));
-        free (password);
-    }
+    store_options_free (&o); /* read as init reads it, and forgotten at once */
     if (o.backend != &store_sqlite_backend)
         return 0;
     bool exists;
@@ -566,7 +557,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
         char *err, size_t errlen)
 {
     store_options_t o;
-    if (store_options_parse (host, ctx, &s_desc, options, &o, err, errlen))
+    if (store_options_parse (host, ctx, options, &o, err, errlen))
         return -1;
     const store_backend_t *backend = o.backend;
     const char *target = o.target;
@@ -579,6 +570,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
 
     store_state_t *self = (store_state_t *) calloc (1, sizeof *self);
     if (!self) {
+        store_options_free (&o);
         snprintf (err, errlen, "store: out of memory");
         return -1;
     }
@@ -593,22 +585,20 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     self->target = strdup (target);
     self->rows = (store_row_t *) calloc ((size_t) batch, sizeof *self->rows);
     if (!self->target || !self->rows || pthread_mutex_init (&self->lock, NULL) != 0) {
+        store_options_free (&o);
         free (self->rows);
         free (self->target);
         free (self);
         snprintf (err, errlen, "store: out of memory");
         return -1;
     }
+    self->password = o.password; /* ours now: s_destroy wipes it */
 
     /* The schema is made now, so that a database that refuses it (or a
        file that cannot be created) stops the hub at start. One that cannot
        be reached is a passing state, not a configuration error: the
        consumer starts and answers RETRY until it can connect. */
     bool retry_can_help = false;
-    if (o.password_node && !(self->password = store_read_password (host, &o, err, errlen))) {
-        s_destroy (self);
-        return -1;
-    }
     self->db
         = backend->open (target, self->password, self->table, why, sizeof why, &retry_can_help);
     if (!self->db && !retry_can_help) {

@@ -48,7 +48,7 @@ typedef struct {
 static const fanhub_consumer_desc_t s_desc;
 
 #define COMMON_OPTIONS                                                                             \
-    FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_ANY, config, NULL, 0, 0,                        \
+    FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_MAP, config, NULL, 0, 0,                        \
                       "handed to the worker in HELLO (the runner: the consumer's config)"),        \
         FANHUB_OPT_FIELD (opts_t, "max_crashes", FANHUB_OPT_STRING, max_crashes, NULL, 0, 0,       \
                           "refused: set max_crashes on the consumer, not in its options"),         \

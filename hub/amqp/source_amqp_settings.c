@@ -5,6 +5,8 @@
 #include "options.h"
 #include "value.h"
 
+#include <fanhub/sdk.h>
+
 #include <amqp.h>
 #include <errno.h>
 #include <math.h>
@@ -87,49 +89,26 @@ s_bool (s_err_t *err, const fanhub_option_t *node, const char *key, bool *out)
     return s_fail (err, node, "%s: expected true or false, got '%s'", key, text);
 }
 
-/* A password file's first line (a trailing newline is not part of it). */
+/* password_file (its first line) or password_env, read as every plugin
+   reads its secrets (fanhub_secret_read: the file's mode checked, the
+   variable set and not empty). */
 static int
-s_password_file (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
+s_password (s_err_t *err, const fanhub_option_t *node, const char *key, fh_amqp_settings_t *self)
 {
-    const char *path = s_text (err, node, "password_file");
-    if (!path)
-        return -1;
-    FILE *file = fopen (path, "r");
-    if (!file)
-        return s_fail (err, node, "password_file: cannot read %s: %s", path, strerror (errno));
-    struct stat st;
-    if (fstat (fileno (file), &st) != 0 || !S_ISREG (st.st_mode) || (st.st_mode & 077)) {
-        fclose (file);
-        return s_fail (err, node,
-                       "password_file: %s: not a regular file, or other users may "
-                       "read it; refusing it (chmod 600 %s)",
-                       path, path);
-    }
-    char line[1024];
-    bool got = fgets (line, sizeof line, file) != NULL;
-    fclose (file);
-    if (!got)
-        line[0] = '\0';
-    line[strcspn (line, "\r\n")] = '\0';
-    if (!line[0])
-        return s_fail (err, node, "password_file: %s is empty", path);
-    free (self->password);
-    self->password = strdup (line);
-    return self->password ? 0 : s_fail (err, node, "password_file: out of memory");
-}
-
-static int
-s_password_env (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
-{
-    const char *name = s_text (err, node, "password_env");
+    const char *name = s_text (err, node, key);
     if (!name)
         return -1;
-    const char *value = getenv (name);
-    if (!value || !*value)
-        return s_fail (err, node, "password_env: the environment variable %s is not set", name);
-    free (self->password);
-    self->password = strdup (value);
-    return self->password ? 0 : s_fail (err, node, "password_env: out of memory");
+    bool env = strcmp (key, "password_env") == 0;
+    char why[512];
+    char *secret = fanhub_secret_read (env ? NULL : name, env ? name : NULL, why, sizeof why);
+    if (!secret)
+        return s_fail (err, node, "%s: %s", key, why);
+    if (self->password) {
+        memset (self->password, 0, strlen (self->password));
+        free (self->password);
+    }
+    self->password = secret;
+    return 0;
 }
 
 /* url: amqp://HOST[:PORT][/VHOST] or amqps://...; no credentials in it. */
@@ -300,10 +279,8 @@ s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_sett
     }
     if (strcmp (key, "user") == 0)
         return s_string (err, value, key, &self->user, false);
-    if (strcmp (key, "password_file") == 0)
-        return s_password_file (err, value, self);
-    if (strcmp (key, "password_env") == 0)
-        return s_password_env (err, value, self);
+    if (strcmp (key, "password_file") == 0 || strcmp (key, "password_env") == 0)
+        return s_password (err, value, key, self);
     if (strcmp (key, "vhost") == 0)
         return s_string (err, value, key, &self->vhost, false);
     if (strcmp (key, "declare") == 0)

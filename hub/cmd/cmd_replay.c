@@ -509,7 +509,7 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
          const char *source)
 {
     const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
-    struct fanhub_ctx ctx = {.consumer_name = args->name};
+    struct fanhub_ctx ctx = {.consumer_name = args->name, .desc = desc};
     void *state = NULL;
     if (desc->init) {
         char why[1024] = "";

@@ -58,7 +58,7 @@ fh_check_consumer (const fh_consumer_config_t *config, const char *plugin_dir,
         fh_plugin_destroy (&plugin);
         return -1;
     }
-    struct fanhub_ctx ctx = {.consumer_name = config->name};
+    struct fanhub_ctx ctx = {.consumer_name = config->name, .desc = desc};
     fh_plugin_check_fn check = fh_plugin_check (plugin);
     int rc = 0;
     why[0] = '\0';

@@ -106,6 +106,18 @@ s_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
                                  errlen);
 }
 
+/* ABI 1.4: options_read with the descriptor of ctx's plugin. */
+static int
+s_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values, size_t values_size,
+                char *err, size_t errlen)
+{
+    if (!ctx || !ctx->desc) {
+        snprintf (err, errlen, "options_load: no plugin known for this context");
+        return -1;
+    }
+    return s_options_read (ctx, ctx->desc, options, values, values_size, err, errlen);
+}
+
 /* The reason of the consume running on this thread (set_reason). */
 static _Thread_local char s_reason[256];
 
@@ -210,4 +222,5 @@ const fanhub_host_t fh_host = {
     .set_state = s_set_state,
     .count = s_count,
     .msg_attempt = s_msg_attempt,
+    .options_load = s_options_load,
 };

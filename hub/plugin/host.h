@@ -14,7 +14,8 @@ typedef struct fh_consumer fh_consumer_t;
 
 struct fanhub_ctx {
     const char *consumer_name;
-    fh_consumer_t *consumer; /* for host->complete; NULL in tests' fake hosts */
+    fh_consumer_t *consumer;            /* for host->complete; NULL in tests' fake hosts */
+    const fanhub_consumer_desc_t *desc; /* the plugin's, for host->options_load */
 };
 
 extern const fanhub_host_t fh_host;

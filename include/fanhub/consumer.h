@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 3
+#define FANHUB_ABI_MINOR 4
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -129,6 +129,38 @@ struct fanhub_consumer_desc;
      STRINGS   const fanhub_option_t *  a list of scalars: read it with
                               option_count and option_at
      ANY       const fanhub_option_t *  any node, checked by the plugin
+                              (kept for outside plugins; prefer a type)
+
+   ABI 1.4 adds:
+
+     MAPS      const fanhub_option_t *  a list of maps
+     MAP       const fanhub_option_t *  a map. When the table has entries
+                              named "KEY.SUB", the map's keys are read
+                              against them, as the options are against
+                              the table (unknown keys refused; a REQUIRED
+                              SUB only when the map is given; defaults
+                              always); without such entries, any map
+     STRING_OR_LIST  const fanhub_option_t *  a scalar, or a list of
+                              scalars that is not empty: read it with
+                              fanhub_option_items and fanhub_option_item
+     ENDPOINT  const char *   a ZeroMQ endpoint, checked as the hub checks
+                              bus endpoints (FANHUB_OPT_BIND: as bus.bind)
+     ENDPOINTS const fanhub_option_t *  an endpoint or a list of them (not
+                              empty), each checked as ENDPOINT
+     SECRET    char *         a secret from KEY_file or KEY_env (the entry
+                              named KEY takes those two keys, not KEY):
+                              fanhub_secret_read's rules (a file only its
+                              owner may read or change; a variable set and
+                              not empty). The field is set to NULL first,
+                              then to the secret, malloc'd: the plugin
+                              owns it (wipe and free it). Give both keys
+                              and the later one is refused.
+
+   FANHUB_OPT_ALTERNATIVE (1.4) on an entry makes it and the entries
+   before it that carry the flag, up to and including the first entry
+   without it, alternatives: at most one of them may be given (the later
+   one is refused: "give A or B, not both"); REQUIRED on the first of them
+   asks for one of them.
 
    A key the table does not name is refused (the message lists the known
    ones), as is a value of the wrong form or out of range, and a REQUIRED
@@ -152,10 +184,18 @@ typedef enum {
     FANHUB_OPT_SIZE = 8,
     FANHUB_OPT_ENUM = 9,
     FANHUB_OPT_STRINGS = 10,
-    FANHUB_OPT_ANY = 11
+    FANHUB_OPT_ANY = 11,
+    FANHUB_OPT_MAPS = 12, /* ABI 1.4 from here */
+    FANHUB_OPT_MAP = 13,
+    FANHUB_OPT_STRING_OR_LIST = 14,
+    FANHUB_OPT_ENDPOINT = 15,
+    FANHUB_OPT_ENDPOINTS = 16,
+    FANHUB_OPT_SECRET = 17
 } fanhub_opt_type_t;
 
-#define FANHUB_OPT_REQUIRED 0x1u /* fanhub_opt_t.flags: must be given */
+#define FANHUB_OPT_REQUIRED 0x1u    /* fanhub_opt_t.flags: must be given */
+#define FANHUB_OPT_ALTERNATIVE 0x2u /* 1.4: one of it and those before it */
+#define FANHUB_OPT_BIND 0x4u        /* 1.4: ENDPOINT(S) to bind, not connect */
 
 typedef struct {
     const char *name; /* the key; NULL ends the table */
@@ -294,7 +334,35 @@ typedef struct fanhub_host {
        each RETRY before it (retry.max_attempts bounds it); 0 outside
        consume. */
     uint32_t (*msg_attempt) (const fanhub_msg_t *msg);
+
+    /* ABI 1.4 (FANHUB_HOST_HAS_1_4 before using it). */
+
+    /* options_read against the table of the plugin that ctx belongs to:
+       what init and check call, without handing the descriptor back. */
+    int (*options_load) (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                         size_t values_size, char *err, size_t errlen);
 } fanhub_host_t;
+
+/* True when the host table offers the ABI 1.4 call (options_load). */
+#define FANHUB_HOST_HAS_1_4(host)                                                                  \
+    ((host)->abi_minor >= 4                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, options_load) + sizeof (host)->options_load)
+
+/* ABI 1.4: a STRING_OR_LIST or ENDPOINTS value as a list: how many items
+   (a scalar is one) and the text of item i (NULL past the end). */
+static inline size_t
+fanhub_option_items (const fanhub_host_t *host, const fanhub_option_t *node)
+{
+    return host->option_kind (node) == FANHUB_OPTION_SCALAR ? 1 : host->option_count (node);
+}
+
+static inline const char *
+fanhub_option_item (const fanhub_host_t *host, const fanhub_option_t *node, size_t i)
+{
+    if (host->option_kind (node) == FANHUB_OPTION_SCALAR)
+        return i == 0 ? host->option_scalar (node) : NULL;
+    return host->option_scalar (host->option_at (node, i, NULL));
+}
 
 /* ABI 1.3: host->set_state's states. */
 #define FANHUB_STATE_UP 0     /* working (the default) */
@@ -404,8 +472,8 @@ FANHUB_EXPORT const fanhub_consumer_desc_t *fanhub_consumer_entry (void);
    then the members given, and the entry that answers it:
      FANHUB_CONSUMER_DEFINE (s_desc, .name = "log", .version = "1.0",
                              .init = s_init, .consume = s_consume)
-   (declare `static const fanhub_consumer_desc_t s_desc;` above when init
-   needs it for options_read). */
+   (init and check read their options with host->options_load, ABI 1.4,
+   which needs no descriptor). */
 #define FANHUB_CONSUMER_DEFINE(desc, ...)                                                          \
     static const fanhub_consumer_desc_t desc = {FANHUB_CONSUMER_DESC_HEADER, __VA_ARGS__};         \
     FANHUB_CONSUMER_ENTRY (desc)

@@ -485,7 +485,7 @@ def test_password_file_refused():
         status, out, err = fh.run([command, "-c", cfg])
         assert status == 2, (command, status, err)
         assert ("options.password_file: %s: other users may read or change it; refusing it "
-                "(chmod 600 it) (%s:6:" % (secret, cfg)) in err, err
+                "(chmod 600 %s) (%s:6:" % (secret, secret, cfg)) in err, err
         assert PASSWORD not in out + err
     os.chmod(secret, 0o600)
     status, out, err = fh.run(["check", "-c", cfg])
@@ -504,8 +504,9 @@ def test_option_table():
         "url": r"string +- +- +amqp://",
         "port": r"integer +- +1\.\.65535 +the broker's port",
         "exchange": r"string +amq\.topic +0\.\.255 +the exchange",
-        "password_file": r"file +- +- +a file \(mode 0600\)",
-        "tls": r"any +- +- +\{ca_file",
+        r"password_file\|_env": r"secret +- +- +the password, from a file \(mode 0600\)",
+        "tls": r"map +- +- +\{ca_file",
+        r"tls\.verify_peer": r"bool +true +- +check the broker's certificate",
         "confirm_timeout_ms": r"integer +30000 +100\.\.3600000 ",
         "heartbeat_s": r"integer +30 +0\.\.3600 ",
     }
@@ -554,8 +555,8 @@ def test_bad_options():
         ("heartbeat_s: [1]", r"options\.heartbeat_s: expected an integer from 0 to 3600, "
                              r"got a list"),
         ("exchange: '%s'" % ("x" * 256), r"options\.exchange: expected 0 to 255 characters"),
-        ("topic_prefix: {from: a.}", r"options\.topic_prefix: expected a map \{from: PREFIX, "
-                                     r"to: PREFIX\}"),
+        ("topic_prefix: {from: a.}", r"options\.topic_prefix\.to: missing"),
+        ("topic_prefix: a.", r"options\.topic_prefix: expected a map \{from, to\}"),
         ("password_env: FANHUB_TEST_UNSET_VARIABLE",
          r"options\.password_env: the environment variable FANHUB_TEST_UNSET_VARIABLE is not "
          r"set"),
@@ -570,7 +571,8 @@ def test_bad_options():
         ("tls: {ca_file: %s, cert_file: %s}" % (ca, ca),
          r"options\.tls: give cert_file and key_file together"),
         ("tls: {ca_file: %s, cert_file: %s, key_file: %s}" % (ca, ca, key),
-         r"options\.tls\.key_file: .*client\.key: other users may read or change it"),
+         r"options\.tls\.key_file: the key .*client\.key: mode 0644 lets other users read or "
+         r"change it"),
         ("tls: {ca_file: %s, colour: red}" % ca, r"options\.tls\.colour: unknown key"),
     ]
     for options, expected in cases:

@@ -173,9 +173,11 @@ def test_what_run_would_refuse_is_still_reported():
          % wd.file("plain-file/a.db"),
          "options.sqlite: %s: cannot open: Not a directory" % wd.file("plain-file/a.db")),
         ("consumers:\n  - {name: a, plugin: relay, options: {bind: \"tcp://*:99999\"}}\n",
-         "options.bind: tcp://*:99999: cannot bind: Invalid argument"),
+         "options.bind: expected a ZeroMQ endpoint, got \"tcp://*:99999\": expected a port from "
+         "1 to 65535"),
         ("consumers:\n  - {name: a, plugin: relay, options: {connect: \"tcp://host-without-port\"}}\n",
-         "options.connect: tcp://host-without-port: cannot connect: Invalid argument"),
+         "options.connect: expected a ZeroMQ endpoint, got \"tcp://host-without-port\": expected "
+         "tcp://HOST:PORT"),
         ("consumers:\n  - {name: a, plugin: \"null\", options: {colour: red}}\n",
          "options.colour: unknown option; null takes no options"),
         ("consumers:\n  - {name: a, plugin: %s, options: {refuse: not today}}\n"

@@ -28,7 +28,7 @@ def config(pub, wd, options, name="r", extra=""):
 def test_plugins_prints_the_table():
     status, out, err = fh.run(["plugins", "--options", plugin("reasoned")])
     assert status == 0, out + err
-    assert out.startswith("plugin reasoned (%s), ABI 1.3\n" % plugin("reasoned")), out
+    assert out.startswith("plugin reasoned (%s), ABI 1.4\n" % plugin("reasoned")), out
     assert re.search(r"^OPTION +TYPE +DEFAULT +RANGE +DESCRIPTION$", out, re.M), out
     rows = {
         "mode": r"enum +fail +fail\|retry +what consume answers",
@@ -187,6 +187,63 @@ def test_wrong_type_refused_before_init_and_check():
     wd.cleanup()
 
 
+def test_new_types_refused_before_init_and_check():
+    """ABI 1.4's types (lists of maps, maps, string-or-list, endpoints,
+    secrets): each given a node of the wrong kind, an endpoint that is
+    not one, a secret file others may read and an unset variable are
+    refused before init or check runs, with FILE:LINE:COL."""
+    wd = fh.Workdir()
+    marker = wd.file("init-ran")
+    tight = wd.write("tight", "s3cret\n")
+    os.chmod(tight, 0o600)
+    loose = wd.write("loose", "s3cret\n")
+    os.chmod(loose, 0o644)
+    assert "FANHUB_TEST_UNSET_SECRET" not in os.environ
+    cases = [  # (options, the text the error points at, the message)
+        ("maps: {a: 1}", "{a", "options.maps: expected a list of maps, got a map"),
+        ("maps: [a]", "a]", "options.maps[0]: expected a map, got a scalar"),
+        ("map: [a]", "[a", "options.map: expected a map {name}, got a list"),
+        ("map: {name: [a]}", "[a", "options.map.name: expected a string, got a list"),
+        ("map: {nom: a}", "a}", "options.map.nom: unknown key; map takes name"),
+        ("command: {a: 1}", "{a", "options.command: expected a string or a list of strings, "
+                                  "got a map"),
+        ("command: [a, [b]]", "[b", "options.command[1]: expected a string, got a list"),
+        ("endpoint: [a]", "[a", "options.endpoint: expected an endpoint such as "
+                                "tcp://127.0.0.1:9941, got a list"),
+        ("endpoint: 'tcp://127.0.0.1'", "'tcp", "options.endpoint: expected a ZeroMQ endpoint, "
+                                               "got \"tcp://127.0.0.1\": expected tcp://HOST:PORT"),
+        ("peers: ['tcp://*:1', 'udp://x']", "'udp", "options.peers[1]: expected a ZeroMQ endpoint, "
+                                                   "got \"udp://x\": unsupported transport"),
+        ("secret_file: [a]", "[a", "options.secret_file: expected a file name, got a list"),
+        ("secret_file: %s" % json.dumps(loose), json.dumps(loose),
+         "options.secret_file: %s: other users may read or change it; refusing it" % loose),
+        ("secret_env: FANHUB_TEST_UNSET_SECRET", "FANHUB_TEST_UNSET_SECRET",
+         "options.secret_env: the environment variable FANHUB_TEST_UNSET_SECRET is not set"),
+        ("secret_file: %s, secret_env: HOME" % json.dumps(tight), "HOME",
+         "options.secret_env: give secret_file or secret_env, not both"),
+    ]
+    head = "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n  - name: t\n    plugin: %s\n" \
+        % plugin("tabled")
+    for options, at, expected in cases:
+        line = "    options: {marker: %s, %s}\n" % (json.dumps(marker), options)
+        path = wd.write("bad.yaml", head + line)
+        want = "%s:4:5: consumer 't': plugin '%s' refused its options: %s" % (
+            path, plugin("tabled"), expected)
+        where = "(%s:6:%d)" % (path, line.index(at) + 1)
+        for command in ("check", "run"):
+            status, out, err = fh.run([command, "-c", path])
+            assert status == 2 and want in err and where in err, (command, options, where, err)
+            assert "check ran" not in err and "s3cret" not in err, err
+        assert not os.path.exists(marker), ("init ran", options)
+    good = ("maps: [{a: 1}], map: {name: x}, command: [a, b], endpoint: 'tcp://127.0.0.1:9', "
+            "peers: 'tcp://*:9', secret_file: %s" % json.dumps(tight))
+    path = wd.write("good.yaml", head + "    options: {marker: %s, %s}\n"
+                    % (json.dumps(marker), good))
+    status, out, err = fh.run(["check", "-c", path])
+    assert status == 0 and "tabled: check ran" in err, err
+    wd.cleanup()
+
+
 def test_an_abi_1_2_plugin_still_loads_and_runs():
     """ABI 1.3 appended to the host table only: a 1.2 plugin loads, is
     listed as 1.2, reads its option table and gives its reasons."""
@@ -220,10 +277,50 @@ def test_an_abi_1_2_plugin_still_loads_and_runs():
     wd.cleanup()
 
 
+def test_an_abi_1_3_plugin_still_loads_and_runs():
+    """ABI 1.4 appended to the host table and to the option types only: a
+    1.3 plugin loads, is listed as 1.3, is checked by its check (reading
+    its table with options_read and the descriptor), refuses a bad value
+    with FILE:LINE:COL and runs."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    status, out, err = fh.run(["plugins", "--plugin-dir", fh.TEST_PLUGINS, "--json"])
+    listing = {p["name"]: p for p in json.loads(out)["plugins"]}
+    assert listing["abi13"]["loaded"] and listing["abi13"]["abi"] == "1.3", listing["abi13"]
+    bad = wd.write("bad.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                   "  - name: t\n    plugin: %s\n    options: {tags: x}\n" % plugin("abi13"))
+    status, out, err = fh.run(["check", "-c", bad])
+    assert status == 2 and "options.tags: expected a list of strings, got \"x\" (%s:6:21)" % bad \
+        in err, err
+    config = ("state_dir: %s\nbus:\n  connect: %s\nconsumers:\n"
+              "  - name: ok\n    plugin: %s\n    topics: [org.ok]\n    options: {tags: [a]}\n"
+              "  - name: failing\n    plugin: %s\n    topics: [org.fail]\n"
+              "    options: {answer: fail}\n"
+              % (wd.file("state"), pub.endpoint, plugin("abi13"), plugin("abi13")))
+    hub = fh.Hub(wd, config)
+    try:
+        status, out, err = fh.run(["check", "-c", hub.config])
+        assert status == 0, err
+        pub.wait_subscribed(hub=hub)
+        for i in range(3):
+            pub.send("org.ok", "m%d" % i)
+        pub.send("org.fail", "bad")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "ok")["completed"] == 3
+                    and hub.consumer(hub.stats(), "failing")["dead_lettered"] == 1,
+                    "the 1.3 plugin to complete 3 and fail 1", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_plugins_prints_the_table,
              test_check_reads_typed_values_and_refuses_with_the_place,
              test_reason_reaches_the_log_and_the_dead_letter,
              test_an_abi_1_1_plugin_still_loads_checks_and_runs,
              test_wrong_type_refused_before_init_and_check,
-             test_an_abi_1_2_plugin_still_loads_and_runs])
+             test_new_types_refused_before_init_and_check,
+             test_an_abi_1_2_plugin_still_loads_and_runs,
+             test_an_abi_1_3_plugin_still_loads_and_runs])

@@ -191,8 +191,7 @@ def test_bad_options():
         ("colour: red", r"options\.colour: unknown option; store takes sqlite, postgres, password_file, password_env, "
                         r"table, batch and batch_ms \(%s:8:\d+\)"),
         ("sqlite: a.db, postgres: 'dbname=x'",
-         r"options\.postgres: store writes to one database; options\.sqlite is set "
-         r"already \(%s:8:\d+\)"),
+         r"options\.postgres: give sqlite or postgres, not both \(%s:8:\d+\)"),
         ("table: archive", r"options: store needs a database: set sqlite \(a file\) or postgres "
                            r"\(a conninfo\) \(%s:8:\d+\)"),
         ("sqlite: a.db, batch: lots",

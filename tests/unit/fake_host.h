@@ -49,11 +49,16 @@ struct fanhub_ctx {
     const char *name; /* consumer_name; NULL: "test" */
     bool skip_debug;  /* do not record FANHUB_LOG_DEBUG lines */
     pthread_mutex_t lock;
-    int lines;        /* lines logged */
-    char last[1024];  /* the last of them */
-    char all[16384];  /* all of them, each ending in '\n' (cut when full) */
-    char reason[256]; /* the last host->set_reason (under the lock) */
+    int lines;                          /* lines logged */
+    char last[1024];                    /* the last of them */
+    char all[16384];                    /* all of them, each ending in '\n' (cut when full) */
+    char reason[256];                   /* the last host->set_reason (under the lock) */
+    const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
+                                           plugin fake_plugin_load loaded */
 };
+
+/* The descriptor of the plugin fake_plugin_load loaded last. */
+static const fanhub_consumer_desc_t *fake_host_loaded;
 
 /* A context that has logged nothing, named "test". */
 static inline void
@@ -186,6 +191,9 @@ static int fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc
                                    const fanhub_option_t *options, void *values, size_t values_size,
                                    char *err, size_t errlen);
 
+static int fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                                   size_t values_size, char *err, size_t errlen);
+
 static void fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 
 static void
@@ -219,6 +227,7 @@ static const fanhub_host_t fake_host = {
     .msg_received_ns = fake_host_msg_received_ns,
     .options_read = fake_host_options_read,
     .set_reason = fake_host_set_reason,
+    .options_load = fake_host_options_load,
 };
 
 static int
@@ -229,6 +238,14 @@ fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
     (void) ctx;
     return fh_option_table_read (&fake_host, desc->name, desc->options, options, values,
                                  values_size, err, errlen);
+}
+
+static int
+fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                        size_t values_size, char *err, size_t errlen)
+{
+    const fanhub_consumer_desc_t *desc = ctx && ctx->desc ? ctx->desc : fake_host_loaded;
+    return fake_host_options_read (ctx, desc, options, values, values_size, err, errlen);
 }
 
 /* Loads a plugin as the hub does (dlopen, then its entry): its
@@ -248,7 +265,8 @@ fake_plugin_load (const char *path, void **dl)
         print_error ("dlsym: %s\n", dlerror ());
         return NULL;
     }
-    return entry ();
+    fake_host_loaded = entry ();
+    return fake_host_loaded;
 }
 
 #endif

@@ -751,7 +751,7 @@ static const s_error_case_t s_error_cases[] = {
      "t.yaml:2:9: bus.amqp.password_file: required for user 'u'"},
     {"amqp password file missing",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_file: /nonexistent/pw}\n" CONSUMERS,
-     "t.yaml:2:52: bus.amqp.password_file: cannot read /nonexistent/pw: No such file"},
+     "t.yaml:2:52: bus.amqp.password_file: /nonexistent/pw: No such file"},
     {"amqp password env unset",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_env: FANHUB_TEST_UNSET_PW}\n" CONSUMERS,
      "t.yaml:2:51: bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not "

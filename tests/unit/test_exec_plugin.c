@@ -227,6 +227,7 @@ s_group_setup (void **state)
     if (!entry)
         return -1;
     s_desc = entry ();
+    fake_host_loaded = s_desc; /* options_load's table */
     if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-exec-test")))
         return -1;
     /* Seen by every command: where to write what it saw. */
@@ -369,12 +370,12 @@ static const option_case_t s_option_cases[] = {
     {"empty list",
      {LISTOF ("command", s_argv_true, 0, "t.yaml:5:14")},
      1,
-     "options.command: expected a list [PROGRAM, ARG...], got an empty list "
+     "options.command: expected at least one string, got an empty list "
      "(t.yaml:5:14)"},
     {"map",
      {{FANHUB_OPTION_MAP, "command", NULL, "t.yaml:5:3", s_submap, 1}},
      1,
-     "options.command: expected a list [PROGRAM, ARG...], got a map "
+     "options.command: expected a string or a list of strings, got a map "
      "(t.yaml:5:3)"},
     {"nested item",
      {LISTOF ("command", s_argv_nested, 2, "t.yaml:5:14")},

@@ -851,12 +851,12 @@ static const option_case_t s_option_cases[] = {
     {"path list",
      {LIST ("path")},
      1,
-     "options.path: expected a file name or \"-\", got a list "
+     "options.path: expected a file name, got a list "
      "(t.yaml:5:13)"},
     {"path map",
      {SUBMAP ("path")},
      1,
-     "options.path: expected a file name or \"-\", got a map (t.yaml:6:5)"},
+     "options.path: expected a file name, got a map (t.yaml:6:5)"},
     {"path empty",
      {SCALAR ("path", "", "t.yaml:5:13")},
      1,
