@@ -45,8 +45,6 @@ typedef struct {
     int64_t handshake_timeout, restart_delay, restart_delay_max, shutdown_timeout;
 } opts_t;
 
-static const fanhub_consumer_desc_t s_desc;
-
 #define COMMON_OPTIONS                                                                             \
     FANHUB_OPT_FIELD (opts_t, "config", FANHUB_OPT_MAP, config, NULL, 0, 0,                        \
                       "handed to the worker in HELLO (the runner: the consumer's config)"),        \
@@ -134,12 +132,12 @@ s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_optio
                 opts_t *o, char *err, size_t errlen)
 {
     memset (o, 0, sizeof *o);
-    if (!FANHUB_HOST_HAS_1_3 (host)) {
-        snprintf (err, errlen, "needs a hub with plugin ABI 1.3 or later (this one has %u.%u)",
+    if (!FANHUB_HOST_HAS_1_4 (host)) {
+        snprintf (err, errlen, "needs a hub with plugin ABI 1.4 or later (this one has %u.%u)",
                   (unsigned) host->abi_major, (unsigned) host->abi_minor);
         return -1;
     }
-    if (host->options_read (ctx, &s_desc, options, o, sizeof *o, err, errlen) != 0)
+    if (host->options_load (ctx, options, o, sizeof *o, err, errlen) != 0)
         return -1;
     /* One max_crashes for crashes of the hub and of workers: the
        consumer's key, read with consumer_setting. */
