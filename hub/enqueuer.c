@@ -326,8 +326,7 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
     /* shard: consumers that take only their share of the keys. */
     size_t kept = 0;
     for (size_t i = 0; i < matched; i++) {
-        const fh_shard_t *shard = fh_consumer_shard (self->consumers[self->matches[i]]);
-        if (!shard || (inject && inject->only) || fh_shard_takes (shard, msg))
+        if ((inject && inject->only) || fh_consumer_takes (self->consumers[self->matches[i]], msg))
             self->matches[kept++] = self->matches[i];
     }
     if (kept == 0) {
