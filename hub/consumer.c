@@ -401,7 +401,7 @@ fh_consumer_abandon (fh_consumer_t *self)
 }
 
 bool
-fh_consumer_done (fh_consumer_t *self)
+fh_consumer_ended (fh_consumer_t *self)
 {
     size_t started = fh_thread_started (&self->dispatcher);
     for (size_t i = 0; i < self->worker_count; i++)

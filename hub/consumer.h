@@ -167,8 +167,9 @@ void fh_consumer_bound_tickets (fh_consumer_t *self);
    still inside a plugin): stops retry waits, detaches the threads, so
    destroy will not join them. */
 void fh_consumer_abandon (fh_consumer_t *self);
-/* True once the thread has consumed everything and ended. */
-bool fh_consumer_done (fh_consumer_t *self);
+/* True once every thread it started has ended (drained, or given up);
+   true when none was started. */
+bool fh_consumer_ended (fh_consumer_t *self);
 
 const char *fh_consumer_name (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);

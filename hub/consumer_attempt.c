@@ -247,7 +247,7 @@ fh_cons_abandon_tickets (fh_consumer_t *self)
         if (fh_cons_emit_of (item.msg))
             fh_emit_set_outcome (fh_cons_emit_of (item.msg), self->name, FH_OUTCOME_DROPPED);
         if (item.slot)
-            fh_keyed_done (self->keyed, item.slot);
+            fh_keyed_release (self->keyed, item.slot);
         /* Not done: a spooled one stays in the spool for a successor or
            the next run. */
         fh_msg_release (item.msg, NULL);

@@ -198,7 +198,7 @@ s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_r
     }
     fh_cons_done (worker, msg, result, why, attempts, start, end);
     pthread_mutex_lock (&self->pool_lock);
-    fh_keyed_done (self->keyed, slot);
+    fh_keyed_release (self->keyed, slot);
     pthread_cond_signal (&self->pool_work); /* the key may have more */
 }
 
