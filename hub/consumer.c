@@ -384,11 +384,8 @@ fh_consumer_bound_tickets (fh_consumer_t *self)
     if (!atomic_compare_exchange_strong (&self->close_deadline_ns, &none, deadline ? deadline : 1))
         return;
     /* Workers asleep on an older deadline look again. */
-    if (self->pool) {
-        pthread_mutex_lock (&self->pool_lock);
-        pthread_cond_broadcast (&self->pool_work);
-        pthread_mutex_unlock (&self->pool_lock);
-    }
+    if (self->pool)
+        fh_cons_pool_wake_all (self);
 }
 
 void

@@ -73,11 +73,8 @@ void
 fh_cons_pending_wake (void *arg)
 {
     fh_consumer_t *self = arg;
-    if (self->pool) {
-        pthread_mutex_lock (&self->pool_lock);
-        pthread_cond_broadcast (&self->pool_work);
-        pthread_mutex_unlock (&self->pool_lock);
-    }
+    if (self->pool)
+        fh_cons_pool_wake_all (self);
     else
         fh_queue_kick (self->queue);
 }

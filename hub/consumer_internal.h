@@ -262,6 +262,15 @@ void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
    memory.max_bytes (never when it holds nothing). */
 bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
 
+/* Pool mode: every thread waiting on pool_work looks again. */
+static inline void
+fh_cons_pool_wake_all (fh_consumer_t *self)
+{
+    pthread_mutex_lock (&self->pool_lock);
+    pthread_cond_broadcast (&self->pool_work);
+    pthread_mutex_unlock (&self->pool_lock);
+}
+
 /* A worker starts msg (now): counted in dequeued, its queue wait
    recorded. Retries are not starts. */
 static inline void

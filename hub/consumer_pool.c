@@ -78,6 +78,19 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
     pthread_mutex_unlock (&self->pool_lock);
 }
 
+/* pool_lock held: waits on pool_work until due_ns (CLOCK_MONOTONIC;
+   INT64_MAX: until woken). */
+static void
+s_pool_wait_until (fh_consumer_t *self, int64_t due_ns)
+{
+    if (due_ns == INT64_MAX) {
+        pthread_cond_wait (&self->pool_work, &self->pool_lock);
+        return;
+    }
+    struct timespec until = {(time_t) (due_ns / 1000000000), (long) (due_ns % 1000000000)};
+    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+}
+
 /* Retiring with a full scheduler: wait for a worker to start one (the
    queue's wait would not sleep), or for `abort`, at most PENDING_POLL_NS. */
 static void
@@ -85,13 +98,8 @@ s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
 {
     pthread_mutex_lock (&self->pool_lock);
     if ((s_pool_held (self) >= capacity || fh_cons_over_bytes (self, 0))
-        && !atomic_load (&self->abort)) {
-        struct timespec until;
-        int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
-        until.tv_sec = (time_t) (due / 1000000000);
-        until.tv_nsec = (long) (due % 1000000000);
-        pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
-    }
+        && !atomic_load (&self->abort))
+        s_pool_wait_until (self, fh_clock_mono_ns () + PENDING_POLL_NS);
     pthread_mutex_unlock (&self->pool_lock);
 }
 
@@ -104,9 +112,7 @@ s_wait_for_window (fh_consumer_t *self)
     pthread_mutex_lock (&self->pool_lock);
     self->dispatcher_window = true;
     pthread_cond_broadcast (&self->pool_work); /* the ticket deadline runs */
-    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
-    struct timespec until = {(time_t) (due / 1000000000), (long) (due % 1000000000)};
-    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+    s_pool_wait_until (self, fh_clock_mono_ns () + PENDING_POLL_NS);
     self->dispatcher_window = false;
     pthread_mutex_unlock (&self->pool_lock);
     return atomic_load (&self->abort) || atomic_load (&self->tickets_abandoned) != abandoned;
@@ -282,13 +288,7 @@ fh_cons_pool_worker_thread (void *arg)
                 break;
             if (s_pool_last_tickets (self, &next_due))
                 continue;
-            if (next_due == INT64_MAX)
-                pthread_cond_wait (&self->pool_work, &self->pool_lock);
-            else {
-                struct timespec until
-                    = {(time_t) (next_due / 1000000000), (long) (next_due % 1000000000)};
-                pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
-            }
+            s_pool_wait_until (self, next_due);
             continue;
         }
         unsigned retries = fh_keyed_slot_retries (slot);
