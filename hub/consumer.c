@@ -22,41 +22,6 @@
 
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
 
-/* Reopen requests so far: a signal is the process's, so is this. */
-static atomic_uint_fast64_t s_reopen_requests;
-
-void
-fh_consumer_reopen_all (void)
-{
-    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
-}
-
-void
-fh_cons_maybe_reopen (fh_consumer_t *self)
-{
-    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
-    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
-        return;
-    /* With workers, one of them answers the request and the others wait
-       for it: none may write before the plugin has reopened. */
-    pthread_mutex_lock (&self->reopen_lock);
-    if (atomic_load_explicit (&self->reopen_seen, memory_order_relaxed) != want) {
-        if (self->reopen && self->initialized)
-            self->reopen (self->state);
-        atomic_store_explicit (&self->reopen_seen, want, memory_order_release);
-    }
-    pthread_mutex_unlock (&self->reopen_lock);
-}
-
-void
-fh_cons_idle (fh_consumer_t *self)
-{
-    fh_cons_maybe_reopen (self);
-    fh_crash_enter (&self->crash_site, "idle", NULL);
-    self->desc->idle (self->state);
-    fh_crash_leave ();
-}
-
 int
 fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
                          char *err, size_t errlen)
@@ -128,7 +93,7 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     self->desc = fh_plugin_desc (self->plugin);
     self->reopen = fh_plugin_reopen (self->plugin);
     /* init opens afresh: the requests made so far are answered. */
-    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
+    fh_cons_reopen_answered (self);
     if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
         return -1;
     self->crash_site = (fh_crash_site_t){self->name, fh_plugin_path (self->plugin), -1};

@@ -8,7 +8,8 @@
     the consumer's last word on it: counted, dead-lettered when it failed,
     its waiter told, its spool record done, released. Answers the plugin
     gave as PENDING complete later, through fh_consumer_complete, and are
-    taken by whichever worker comes first.
+    taken by whichever worker comes first. Before consume and idle, a
+    worker answers a reopen request (SIGHUP: fh_consumer_reopen_all).
 */
 #include "consumer_internal.h"
 
@@ -27,6 +28,47 @@ s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
                     "consumer '%s': message %llu%s (%.*s) failed: %s", worker->consumer->name,
                     (unsigned long long) msg->seq, note, (int) topic.size,
                     (const char *) topic.data, why);
+}
+
+/* Reopen requests so far: a signal is the process's, so is this. */
+static atomic_uint_fast64_t s_reopen_requests;
+
+void
+fh_consumer_reopen_all (void)
+{
+    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
+}
+
+void
+fh_cons_maybe_reopen (fh_consumer_t *self)
+{
+    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
+        return;
+    /* With workers, one of them answers the request and the others wait
+       for it: none may write before the plugin has reopened. */
+    pthread_mutex_lock (&self->reopen_lock);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_relaxed) != want) {
+        if (self->reopen && self->initialized)
+            self->reopen (self->state);
+        atomic_store_explicit (&self->reopen_seen, want, memory_order_release);
+    }
+    pthread_mutex_unlock (&self->reopen_lock);
+}
+
+void
+fh_cons_reopen_answered (fh_consumer_t *self)
+{
+    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
+}
+
+void
+fh_cons_idle (fh_consumer_t *self)
+{
+    fh_cons_maybe_reopen (self);
+    fh_crash_enter (&self->crash_site, "idle", NULL);
+    self->desc->idle (self->state);
+    fh_crash_leave ();
 }
 
 /* One consume call, timed, visible to the stuck checker while it runs.

@@ -292,6 +292,9 @@ void fh_cons_pending_wake (void *arg);
 /* On a consumer's thread, before consume and idle: the plugin's reopen,
    once per request (fh_consumer_reopen_all). */
 void fh_cons_maybe_reopen (fh_consumer_t *self);
+/* Every reopen request so far counts as answered (init has just opened
+   afresh). */
+void fh_cons_reopen_answered (fh_consumer_t *self);
 /* The plugin's idle, after a reopen that is due, named if it crashes. */
 void fh_cons_idle (fh_consumer_t *self);
 /* The emit waiter of msg: its own, or its original's when it is a copy
