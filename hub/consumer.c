@@ -2,8 +2,8 @@
     See consumer.h; consumer_internal.h says how the files share the work.
 
     This file: creating and destroying a consumer, starting its threads,
-    the enqueuer's side (offer, backlog, drops), close, retire, abandon,
-    done, the accessors, the counters and histograms, the stuck check.
+    close, retire, abandon, the accessors, the counters and histograms,
+    the stuck check.
 */
 #include "consumer_internal.h"
 
@@ -21,41 +21,6 @@
 #define COUNTS_TRIES 64 /* readings of a consumer's counters before one must do */
 
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
-
-/* Reopen requests so far: a signal is the process's, so is this. */
-static atomic_uint_fast64_t s_reopen_requests;
-
-void
-fh_consumer_reopen_all (void)
-{
-    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
-}
-
-void
-fh_cons_maybe_reopen (fh_consumer_t *self)
-{
-    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
-    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
-        return;
-    /* With workers, one of them answers the request and the others wait
-       for it: none may write before the plugin has reopened. */
-    pthread_mutex_lock (&self->reopen_lock);
-    if (atomic_load_explicit (&self->reopen_seen, memory_order_relaxed) != want) {
-        if (self->reopen && self->initialized)
-            self->reopen (self->state);
-        atomic_store_explicit (&self->reopen_seen, want, memory_order_release);
-    }
-    pthread_mutex_unlock (&self->reopen_lock);
-}
-
-void
-fh_cons_idle (fh_consumer_t *self)
-{
-    fh_cons_maybe_reopen (self);
-    fh_crash_enter (&self->crash_site, "idle", NULL);
-    self->desc->idle (self->state);
-    fh_crash_leave ();
-}
 
 int
 fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
@@ -128,7 +93,7 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     self->ctx.desc = self->desc = fh_plugin_desc (self->plugin); /* desc: options_load's */
     self->reopen = fh_plugin_reopen (self->plugin);
     /* init opens afresh: the requests made so far are answered. */
-    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
+    fh_cons_reopen_answered (self);
     if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
         return -1;
     self->crash_site = (fh_crash_site_t){self->name, fh_plugin_path (self->plugin), -1};
@@ -357,251 +322,6 @@ fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
     return 0;
 }
 
-/* Raises a high-water mark that two threads may raise (the enqueuer, and
-   a reader that saw a higher backlog first). */
-static void
-s_raise_max (atomic_uint_fast64_t *max, uint64_t value)
-{
-    uint64_t seen = atomic_load_explicit (max, memory_order_relaxed);
-    while (value > seen
-           && !atomic_compare_exchange_weak_explicit (max, &seen, value, memory_order_release,
-                                                      memory_order_relaxed))
-        ;
-}
-
-/* After a push: keeps backlog_max and the warn_at warning. Reads the
-   consumer's index (a cache miss) only when the free upper bound says the
-   answer might change something. */
-static void
-s_watch_backlog (fh_consumer_t *self)
-{
-    size_t warn_at = atomic_load_explicit (&self->warn_at, memory_order_relaxed);
-    size_t bound = fh_queue_depth_bound (self->queue);
-    uint64_t max = atomic_load_explicit (&self->backlog_max, memory_order_relaxed);
-    bool warn_check = warn_at && (self->warn_armed ? bound >= warn_at : bound >= warn_at / 2);
-    if (bound <= max && !warn_check) {
-        if (warn_at && !self->warn_armed)
-            self->warn_armed = true; /* bound < warn_at / 2: drained enough */
-        return;
-    }
-    size_t depth = fh_queue_depth (self->queue);
-    s_raise_max (&self->backlog_max, depth);
-    if (!warn_at)
-        return;
-    if (self->warn_armed && depth >= warn_at) {
-        self->warn_armed = false;
-        fh_warning ("consumer '%s': backlog reached %zu (queue.warn_at %zu, capacity "
-                    "%zu); warns again once it has drained below %zu",
-                    self->name, depth, warn_at, fh_queue_capacity (self->queue), warn_at / 2);
-    }
-    else if (!self->warn_armed && depth < warn_at / 2)
-        self->warn_armed = true;
-}
-
-/* Payload bytes held in memory by every consumer's queue (and a pool's
-   scheduler, until started): memory.max_bytes caps it. */
-static atomic_uint_fast64_t s_memory_held;
-static atomic_uint_fast64_t s_memory_max;
-
-void
-fh_consumer_set_memory_max (uint64_t max_bytes)
-{
-    atomic_store (&s_memory_max, max_bytes);
-}
-
-uint64_t
-fh_consumer_memory_held (void)
-{
-    return atomic_load_explicit (&s_memory_held, memory_order_relaxed);
-}
-
-uint64_t
-fh_cons_msg_bytes (const fh_msg_t *msg)
-{
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < msg->frame_count; i++)
-        bytes += fh_msg_frame (msg, i).size;
-    return bytes;
-}
-
-void
-fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
-{
-    atomic_fetch_add_explicit (&self->held_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit (&s_memory_held, bytes, memory_order_relaxed);
-}
-
-void
-fh_cons_held_less (fh_consumer_t *self, uint64_t bytes)
-{
-    atomic_fetch_sub_explicit (&self->held_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_sub_explicit (&s_memory_held, bytes, memory_order_relaxed);
-}
-
-/* True when taking `bytes` more would pass queue.max_bytes or
-   memory.max_bytes. A consumer holding nothing takes one message of any
-   size: nothing it could wait for would make room. */
-bool
-fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes)
-{
-    uint64_t held = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
-    if (held == 0)
-        return false;
-    if (self->max_bytes && held + bytes > self->max_bytes)
-        return true;
-    uint64_t max = atomic_load_explicit (&s_memory_max, memory_order_relaxed);
-    return max && atomic_load_explicit (&s_memory_held, memory_order_relaxed) + bytes > max;
-}
-
-/* Pool mode: the queue and the scheduler together hold at most capacity
-   messages not yet started. */
-static bool
-s_pool_full (fh_consumer_t *self)
-{
-    uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
-    uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_relaxed);
-    uint64_t evicted = atomic_load_explicit (&self->evicted, memory_order_relaxed);
-    /* Spilled messages lost before they were read back never start. */
-    evicted += atomic_load_explicit (&self->spill_dropped, memory_order_relaxed);
-    return enqueued - evicted - started >= fh_queue_capacity (self->queue);
-}
-
-/* drop-oldest: evicts from the queue's head until `bytes` more fit (the
-   consumer may make room meanwhile; over bytes, several may have to go).
-   In a pool, messages already with the scheduler stay: when the queue
-   itself is empty there is no room. True when there is room now (bytes:
-   as much as evicting could give). */
-static bool
-s_evict_for (fh_consumer_t *self, uint64_t bytes, fh_handled_t *handled)
-{
-    fh_msg_t *oldest = NULL;
-    while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
-            || fh_cons_over_bytes (self, bytes))
-           && (oldest = fh_queue_evict (self->queue))) {
-        fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
-        fh_bump (&self->evicted);
-        fh_bump (&self->dropped);
-        if (oldest->emit)
-            fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
-        fh_msg_release (oldest, handled);
-    }
-    return !fh_queue_full (self->queue) && !(self->pool && s_pool_full (self));
-}
-
-fh_offer_t
-fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
-{
-    /* The spool is opened by the main thread while this instance may
-       already take offers (a reload's successor): read it once opened. */
-    bool has_spool = atomic_load_explicit (&self->state_open, memory_order_acquire);
-    if (!has_spool
-        && (self->wants_write_ahead
-            || atomic_load_explicit (&self->inherits_spool, memory_order_relaxed)))
-        /* A reload's successor before its spool is open: with write-ahead
-           nothing reaches it but through its spool, and one that takes
-           over its predecessor's spool takes nothing before the spool
-           (order). Wait, as spill does when full: the predecessor only
-           finishes what it holds in memory. */
-        return FH_OFFER_FULL;
-    /* Spooling: everything new goes behind what is on disk. */
-    if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
-        pthread_mutex_lock (&self->spill_lock);
-        if (atomic_load (&self->spooling)) {
-            fh_offer_t offer = fh_cons_spill_offer (self, msg);
-            pthread_mutex_unlock (&self->spill_lock);
-            return offer;
-        }
-        pthread_mutex_unlock (&self->spill_lock);
-    }
-    uint64_t bytes = fh_cons_msg_bytes (msg);
-    if (fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
-        || fh_cons_over_bytes (self, bytes)) {
-        switch (self->overflow) {
-        case FH_OVERFLOW_BLOCK: return FH_OFFER_FULL;
-        case FH_OVERFLOW_SPILL:
-            if (!has_spool)
-                /* A reload's successor before it starts: its spool is still
-                   its predecessor's. Spill loses nothing: wait, as block
-                   does, until it starts (the enqueuer still hears the
-                   control plane meanwhile). */
-                return FH_OFFER_FULL;
-            pthread_mutex_lock (&self->spill_lock);
-            fh_offer_t offer = fh_cons_spill_offer (self, msg);
-            /* From the first spilled message on, the rest follow it. */
-            if (offer == FH_OFFER_TAKEN)
-                atomic_store (&self->spooling, true);
-            pthread_mutex_unlock (&self->spill_lock);
-            return offer;
-        case FH_OVERFLOW_DROP_OLDEST:
-            if (s_evict_for (self, bytes, handled))
-                break; /* room now */
-            /* fall through */
-        default:
-            fh_bump (&self->dropped);
-            if (msg->emit)
-                fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
-            return FH_OFFER_REFUSED;
-        }
-    }
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
-    /* Counted before it is visible to the consumer, so no reader sees it
-       dequeued but not yet enqueued. With one producer, a queue that had
-       room still has it. */
-    fh_bump (&self->enqueued);
-    fh_cons_held_more (self, bytes);
-    bool pushed = fh_queue_push (self->queue, msg);
-    assert (pushed);
-    (void) pushed;
-    s_watch_backlog (self);
-    return FH_OFFER_TAKEN;
-}
-
-bool
-fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into)
-{
-    size_t count = fh_queue_size (from->queue);
-    uint64_t bytes = atomic_load_explicit (&from->held_bytes, memory_order_relaxed);
-    if (count == 0)
-        return true;
-    if (atomic_load (&from->state_open) || count > fh_queue_capacity (into->queue)
-        || (into->max_bytes && bytes > into->max_bytes) || into->wants_write_ahead
-        || atomic_load (&into->inherits_spool))
-        return false;
-    /* Nobody pops from's queue (never started): this thread may. */
-    for (fh_msg_t *msg; (msg = fh_queue_pop (from->queue));) {
-        uint64_t size = fh_cons_msg_bytes (msg);
-        fh_cons_held_less (from, size);
-        fh_bump (&into->enqueued);
-        fh_cons_held_more (into, size);
-        bool pushed = fh_queue_push (into->queue, msg);
-        assert (pushed); /* room checked above, into was empty */
-        (void) pushed;
-    }
-    s_watch_backlog (into);
-    return true;
-}
-
-void
-fh_consumer_signal (fh_consumer_t *self)
-{
-    fh_queue_signal (self->queue);
-}
-
-void
-fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
-{
-    fh_bump (&self->dropped);
-    if (msg && msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
-}
-
-void
-fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at)
-{
-    atomic_store_explicit (&self->warn_at, warn_at, memory_order_relaxed);
-}
-
 void
 fh_consumer_close (fh_consumer_t *self)
 {
@@ -629,11 +349,8 @@ fh_consumer_bound_tickets (fh_consumer_t *self)
     if (!atomic_compare_exchange_strong (&self->close_deadline_ns, &none, deadline ? deadline : 1))
         return;
     /* Workers asleep on an older deadline look again. */
-    if (self->pool) {
-        pthread_mutex_lock (&self->pool_lock);
-        pthread_cond_broadcast (&self->pool_work);
-        pthread_mutex_unlock (&self->pool_lock);
-    }
+    if (self->pool)
+        fh_cons_pool_wake_all (self);
 }
 
 void
@@ -646,7 +363,7 @@ fh_consumer_abandon (fh_consumer_t *self)
 }
 
 bool
-fh_consumer_done (fh_consumer_t *self)
+fh_consumer_ended (fh_consumer_t *self)
 {
     size_t started = fh_thread_started (&self->dispatcher);
     for (size_t i = 0; i < self->worker_count; i++)
@@ -660,12 +377,6 @@ fh_consumer_name (const fh_consumer_t *self)
     return self->name;
 }
 
-const fh_shard_t *
-fh_consumer_shard (const fh_consumer_t *self)
-{
-    return self->shard;
-}
-
 const char *
 fh_consumer_plugin_path (const fh_consumer_t *self)
 {
@@ -676,6 +387,77 @@ const char *
 fh_consumer_plugin_version (const fh_consumer_t *self)
 {
     return self->desc && self->desc->version ? self->desc->version : "";
+}
+
+/* What a plugin tells of itself (ABI 1.3): its state (up, down, halted)
+   with the last error, its counters (restarts, skipped), and the settings
+   it may ask for. The worker plugin is the reason: its processes live
+   outside the hub, and an operator needs to see in `fanhub stats` that a
+   consumer is down and why, without reading the log. */
+int64_t
+fh_consumer_setting (fh_consumer_t *self, const char *name)
+{
+    if (!name)
+        return -1;
+    if (strcmp (name, "workers") == 0)
+        return (int64_t) self->worker_count;
+    if (strcmp (name, "max_pending") == 0)
+        return self->max_pending;
+    if (strcmp (name, "consume_timeout_ms") == 0)
+        return self->consume_timeout_ns / 1000000;
+    if (strcmp (name, "retry.max_attempts") == 0)
+        return (int64_t) self->retry.max_attempts;
+    if (strcmp (name, "max_crashes") == 0)
+        return (int64_t) self->max_crashes;
+    return -1;
+}
+
+void
+fh_consumer_set_state (fh_consumer_t *self, int state, const char *error)
+{
+    if (state < FANHUB_STATE_UP || state > FANHUB_STATE_HALTED) {
+        fh_warning ("set_state: consumer '%s': state %d is not UP, DOWN or HALTED; ignored",
+                    self->name, state);
+        return;
+    }
+    if (error) {
+        pthread_mutex_lock (&self->error_lock);
+        snprintf (self->last_error, sizeof self->last_error, "%s", error);
+        self->last_error[strcspn (self->last_error, "\r\n")] = '\0'; /* one line */
+        pthread_mutex_unlock (&self->error_lock);
+    }
+    atomic_store_explicit (&self->plugin_state, state, memory_order_release);
+}
+
+void
+fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n)
+{
+    if (counter == FANHUB_COUNT_RESTARTS)
+        atomic_fetch_add_explicit (&self->restarts, n, memory_order_relaxed);
+    else if (counter == FANHUB_COUNT_SKIPPED)
+        atomic_fetch_add_explicit (&self->skipped, n, memory_order_relaxed);
+    else
+        fh_warning ("count: consumer '%s': no counter %d; ignored", self->name, counter);
+}
+
+void
+fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size)
+{
+    pthread_mutex_lock (&self->error_lock);
+    snprintf (buf, size, "%s", self->last_error);
+    pthread_mutex_unlock (&self->error_lock);
+}
+
+static void
+s_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
+{
+    out->restarts = atomic_load_explicit (&self->restarts, memory_order_relaxed);
+    out->skipped = atomic_load_explicit (&self->skipped, memory_order_relaxed);
+    out->plugin_state = (uint64_t) atomic_load_explicit (&self->plugin_state, memory_order_acquire);
+    /* The status page's on-disk share of the backlog: only once
+       state_open says so is the spool there to read. */
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
+        out->spool_messages = fh_spool_records (self->spool);
 }
 
 /* Sums the workers' counters into out, each worker's consistent with
@@ -756,14 +538,14 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     if (out->backlog > out->backlog_max) {
         /* Seen before the enqueuer noted it: record it, so the maximum
            never goes down from one snapshot to the next. */
-        s_raise_max (&self->backlog_max, out->backlog);
+        fh_cons_raise_max (&self->backlog_max, out->backlog);
         out->backlog_max = out->backlog;
     }
     out->capacity = fh_queue_capacity (self->queue);
     out->queue_bytes = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
-    fh_cons_report_counts (self, out);
+    s_report_counts (self, out);
     if (self->pool) {
         out->coalesced = atomic_load_explicit (&self->coalesced, memory_order_acquire);
         out->key_fallback = atomic_load_explicit (&self->key_fallback, memory_order_acquire);

@@ -117,6 +117,9 @@ typedef enum {
    an evicted message is released with `handled`. A sleeping consumer may
    not be woken until fh_consumer_signal. */
 fh_offer_t fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled);
+/* Enqueuer thread: false when msg is outside the consumer's `shard:`
+   (shard.h) share of the keys; true without a shard. */
+bool fh_consumer_takes (const fh_consumer_t *self, const fh_msg_t *msg);
 /* Enqueuer thread only: wakes the consumer for what was offered since the
    last signal. Call it when there is nothing more to offer for now. */
 void fh_consumer_signal (fh_consumer_t *self);
@@ -172,12 +175,11 @@ void fh_consumer_bound_tickets (fh_consumer_t *self);
    still inside a plugin): stops retry waits, detaches the threads, so
    destroy will not join them. */
 void fh_consumer_abandon (fh_consumer_t *self);
-/* True once the thread has consumed everything and ended. */
-bool fh_consumer_done (fh_consumer_t *self);
+/* True once every thread it started has ended (drained, or given up);
+   true when none was started. */
+bool fh_consumer_ended (fh_consumer_t *self);
 
 const char *fh_consumer_name (const fh_consumer_t *self);
-/* Its `shard:` (shard.h), or NULL when it takes every message it matches. */
-const struct fh_shard *fh_consumer_shard (const fh_consumer_t *self);
 const char *fh_consumer_plugin_path (const fh_consumer_t *self);
 /* The version its plugin's descriptor gives, or "" without one. */
 const char *fh_consumer_plugin_version (const fh_consumer_t *self);
@@ -201,7 +203,7 @@ int fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_re
 int fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket,
                                  fanhub_result_t result, const char *reason);
 
-/* ABI 1.3 (consumer_report.c): a setting as host->consumer_setting
+/* ABI 1.3 (consumer.c): a setting as host->consumer_setting
    answers it; the plugin's state and last error; its counters. */
 int64_t fh_consumer_setting (fh_consumer_t *self, const char *name);
 void fh_consumer_set_state (fh_consumer_t *self, int state, const char *error);

@@ -1,20 +1,24 @@
 /*  consumer_internal - what the files of the consumer share.
 
     The consumer (see consumer.h) is split by job:
-      consumer.c        creating and destroying it, start, the enqueuer's
-                        side (offer, backlog), close, retire, abandon,
-                        done, the accessors, counters and histograms, the
+      consumer.c        creating and destroying it, start, close, retire,
+                        abandon, the accessors, counters and histograms,
+                        what the plugin reports of itself (ABI 1.3), the
                         stuck check
-      consumer_run.c    the single-worker loop: consume, attempt, retry,
-                        finish, and completions of PENDING answers
+      consumer_offer.c  the enqueuer's side (its thread only): the shard,
+                        the offer, overflow, drops, backlog and warn_at,
+                        the spill offer, the wake-up; the bytes held
+      consumer_attempt.c one attempt, the retry decision and the last word
+                        on a message (done), PENDING completions, open
+                        tickets: shared by the single worker and the pool
+      consumer_run.c    the single worker's loop
       consumer_pool.c   pool mode: the dispatcher that feeds the per-key
                         scheduler, and the pool workers
-      consumer_report.c what a plugin tells of itself (ABI 1.3): its
-                        state, last error and counters; settings it asks
-      consumer_spill.c  the state directory (dead letters, spool), spill:
-                        the offer, the spool writer's callbacks, the
-                        deferred completions, reading the spool back, and
-                        spilling the queue at shutdown
+      storage/consumer_spill.c
+                        the state directory (dead letters, spool), spill:
+                        the spool writer's callbacks, the deferred
+                        completions, reading the spool back, and spilling
+                        the queue at shutdown
     Only these files include this header; the rest of the hub uses
     consumer.h.
 
@@ -200,7 +204,7 @@ struct fh_consumer {
        most: what a restart can deliver again (plus cursor_records). */
     uint64_t spool_window;
 
-    /* What the plugin tells of itself (ABI 1.3, consumer_report.c). */
+    /* What the plugin tells of itself (ABI 1.3, consumer.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
     atomic_uint_fast64_t restarts, skipped;
     pthread_mutex_t error_lock; /* guards last_error */
@@ -234,7 +238,19 @@ fh_cons_progress_end (s_worker_t *worker)
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
-/* consumer.c */
+/* Raises a high-water mark that two threads may raise (the enqueuer, and
+   a reader that saw a higher backlog first). */
+static inline void
+fh_cons_raise_max (atomic_uint_fast64_t *max, uint64_t value)
+{
+    uint64_t seen = atomic_load_explicit (max, memory_order_relaxed);
+    while (value > seen
+           && !atomic_compare_exchange_weak_explicit (max, &seen, value, memory_order_release,
+                                                      memory_order_relaxed))
+        ;
+}
+
+/* consumer_offer.c */
 
 /* Payload bytes of msg (what held_bytes counts). */
 uint64_t fh_cons_msg_bytes (const fh_msg_t *msg);
@@ -246,9 +262,29 @@ void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
    memory.max_bytes (never when it holds nothing). */
 bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
 
-/* consumer_run.c */
+/* Pool mode: every thread waiting on pool_work looks again. */
+static inline void
+fh_cons_pool_wake_all (fh_consumer_t *self)
+{
+    pthread_mutex_lock (&self->pool_lock);
+    pthread_cond_broadcast (&self->pool_work);
+    pthread_mutex_unlock (&self->pool_lock);
+}
 
-/* Calls the plugin's consume for one attempt (see consumer_run.c). */
+/* A worker starts msg (now): counted in dequeued, its queue wait
+   recorded. Retries are not starts. */
+static inline void
+fh_cons_dequeued (s_worker_t *worker, const fh_msg_t *msg, int64_t now)
+{
+    fh_cons_progress_begin (worker);
+    fh_bump (&worker->dequeued);
+    fh_cons_progress_end (worker);
+    fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
+}
+
+/* consumer_attempt.c */
+
+/* Calls the plugin's consume for one attempt (see consumer_attempt.c). */
 fanhub_result_t fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start,
                                       int64_t *end, fanhub_ticket_t ticket);
 /* The pending table's wake-up: a completion came. */
@@ -256,15 +292,42 @@ void fh_cons_pending_wake (void *arg);
 /* On a consumer's thread, before consume and idle: the plugin's reopen,
    once per request (fh_consumer_reopen_all). */
 void fh_cons_maybe_reopen (fh_consumer_t *self);
+/* Every reopen request so far counts as answered (init has just opened
+   afresh). */
+void fh_cons_reopen_answered (fh_consumer_t *self);
 /* The plugin's idle, after a reopen that is due, named if it crashes. */
 void fh_cons_idle (fh_consumer_t *self);
 /* The emit waiter of msg: its own, or its original's when it is a copy
    read back from the spool. */
 fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
-/* A message's last word: counted, logged when it failed, its waiter told,
-   released. */
-void fh_cons_finish (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
-                     uint32_t attempts, int64_t first_ns, int64_t last_ns);
+/* The retry decision, the same for every worker, after attempt number
+   `attempts` answered result: the backoff in ms before the next attempt
+   (the retry is then logged and counted in retried), or -1 when the
+   message is finished, with why filled for anything but OK. late is the
+   reason a PENDING answer completed with ("" without one), NULL for
+   consume's own answer; expired: its ticket ran past consume_timeout. */
+int64_t fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
+                              const char *late, bool expired, char *why, size_t whylen);
+/* The same, with OK, the common answer, decided without a call. */
+static inline int64_t
+fh_cons_retry_delay (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
+                     const char *late, bool expired, char *why, size_t whylen)
+{
+    if (result == FANHUB_OK) {
+        why[0] = '\0';
+        return -1;
+    }
+    return fh_cons_retry_decide (worker, result, attempts, late, expired, why, whylen);
+}
+/* Takes the next PENDING answer that completed: false when none is left
+   (another worker may have taken it). *end is the clock now; the
+   answer's processing time is recorded. item->reason is the caller's to
+   free. */
+bool fh_cons_take_completion (s_worker_t *worker, fh_pending_item_t *item, int64_t *end);
+/* The consumer's last word on a message: counted, dead-lettered when it
+   failed, logged, its waiter told, its spool record done, released. */
+void fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
+                   uint32_t attempts, int64_t first_ns, int64_t last_ns);
 /* When a worker left with nothing but open tickets since drained_ns
    (CLOCK_MONOTONIC) stops waiting for them. */
 int64_t fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns);
@@ -272,13 +335,10 @@ int64_t fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns);
    is delivered again from the spool), counted in tickets_abandoned and
    logged. A pool's caller holds pool_lock. */
 void fh_cons_abandon_tickets (fh_consumer_t *self);
+/* consumer_run.c */
+
 /* The thread of the one worker of a consumer that is not a pool. */
 void *fh_cons_worker_thread (void *arg);
-
-/* consumer_report.c */
-
-/* The plugin's state and counters into out (fh_consumer_counts). */
-void fh_cons_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
 
 /* consumer_pool.c */
 
@@ -286,7 +346,7 @@ void fh_cons_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out);
 void *fh_cons_dispatcher_thread (void *arg);
 void *fh_cons_pool_worker_thread (void *arg);
 
-/* consumer_spill.c */
+/* storage/consumer_spill.c */
 
 /* True while the spool may not be read further: spool_window records
    read are not yet passed by its cursor (one of them is not done). */
@@ -295,8 +355,6 @@ bool fh_cons_spool_window_full (fh_consumer_t *self);
 fh_msg_t *fh_cons_spool_next (fh_consumer_t *self);
 /* Records in the spool not yet read, the writer's hand-off included. */
 uint64_t fh_cons_spool_unread (fh_consumer_t *self);
-/* The enqueuer's offer of a message that goes to the spool. */
-fh_offer_t fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg);
 /* At shutdown with overflow: spill, the memory queue onto the spool. */
 void fh_cons_spill_queue_at_shutdown (fh_consumer_t *self);
 /* A message read back from the spool that crashed the hub max_crashes

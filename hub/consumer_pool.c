@@ -78,6 +78,19 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
     pthread_mutex_unlock (&self->pool_lock);
 }
 
+/* pool_lock held: waits on pool_work until due_ns (CLOCK_MONOTONIC;
+   INT64_MAX: until woken). */
+static void
+s_pool_wait_until (fh_consumer_t *self, int64_t due_ns)
+{
+    if (due_ns == INT64_MAX) {
+        pthread_cond_wait (&self->pool_work, &self->pool_lock);
+        return;
+    }
+    struct timespec until = {(time_t) (due_ns / 1000000000), (long) (due_ns % 1000000000)};
+    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+}
+
 /* Retiring with a full scheduler: wait for a worker to start one (the
    queue's wait would not sleep), or for `abort`, at most PENDING_POLL_NS. */
 static void
@@ -85,13 +98,8 @@ s_wait_for_room (fh_consumer_t *self, uint64_t capacity)
 {
     pthread_mutex_lock (&self->pool_lock);
     if ((s_pool_held (self) >= capacity || fh_cons_over_bytes (self, 0))
-        && !atomic_load (&self->abort)) {
-        struct timespec until;
-        int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
-        until.tv_sec = (time_t) (due / 1000000000);
-        until.tv_nsec = (long) (due % 1000000000);
-        pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
-    }
+        && !atomic_load (&self->abort))
+        s_pool_wait_until (self, fh_clock_mono_ns () + PENDING_POLL_NS);
     pthread_mutex_unlock (&self->pool_lock);
 }
 
@@ -104,9 +112,7 @@ s_wait_for_window (fh_consumer_t *self)
     pthread_mutex_lock (&self->pool_lock);
     self->dispatcher_window = true;
     pthread_cond_broadcast (&self->pool_work); /* the ticket deadline runs */
-    int64_t due = fh_clock_mono_ns () + PENDING_POLL_NS;
-    struct timespec until = {(time_t) (due / 1000000000), (long) (due % 1000000000)};
-    pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
+    s_pool_wait_until (self, fh_clock_mono_ns () + PENDING_POLL_NS);
     self->dispatcher_window = false;
     pthread_mutex_unlock (&self->pool_lock);
     return atomic_load (&self->abort) || atomic_load (&self->tickets_abandoned) != abandoned;
@@ -133,7 +139,7 @@ fh_cons_dispatcher_thread (void *arg)
             count++;
         /* The spool after the memory queue, not at shutdown (but when a
            reload replaces this consumer). A record read stays in the spool
-           until its message is done (fh_cons_finish). */
+           until its message is done (fh_cons_done). */
         bool readable = (!closed || (retiring && !self->spill_at_shutdown)) && self->spool
                         && !fh_cons_spool_window_full (self);
         while (count < BATCH && readable && s_pool_held (self) + count < capacity
@@ -179,47 +185,26 @@ fh_cons_dispatcher_thread (void *arg)
     return NULL;
 }
 
-/* Pool mode: the last word on one attempt (pool_lock not held; held on
-   return): done, or retry later (the key waits; the worker does not). */
+/* Pool mode: after one attempt (pool_lock not held; held on return): the
+   message is done, or tried again later (the key waits; the worker does
+   not). */
 static void
 s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
               uint32_t attempts, int64_t start, int64_t end, const char *late, bool expired)
 {
     fh_consumer_t *self = worker->consumer;
-    bool retry = result == FANHUB_RETRY && attempts < self->retry.max_attempts;
-    /* The plugin's own words: set_reason's, or complete_reason's (late). */
-    const char *reason = late ? late : worker->reason;
-    if (retry) {
-        if (reason[0])
-            fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
-                            "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
-                            attempts, reason);
-        fh_cons_progress_begin (worker);
-        fh_bump (&worker->retried);
-        fh_cons_progress_end (worker);
-        int64_t delay_ms = fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+    char why[512];
+    int64_t delay_ms
+        = fh_cons_retry_delay (worker, result, attempts, late, expired, why, sizeof why);
+    if (delay_ms >= 0) {
         pthread_mutex_lock (&self->pool_lock);
         fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
         pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
         return;
     }
-    char why[512] = "";
-    const char *verb = expired ? "pending past consume_timeout, taken as"
-                       : late  ? "completed with"
-                               : "consume answered";
-    const char *colon = reason[0] ? ": " : "";
-    if (worker->quarantined && !late) {
-        worker->quarantined = false;
-        snprintf (why, sizeof why, "%s", reason); /* the hub's word, not the plugin's */
-    }
-    else if (result == FANHUB_FAIL)
-        snprintf (why, sizeof why, "%s FAIL%s%s", verb, colon, reason);
-    else if (result == FANHUB_RETRY)
-        snprintf (why, sizeof why, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
-                  attempts > 1 ? "s" : "", colon, reason);
-    fh_cons_finish (worker, msg, result, why, attempts, start, end);
+    fh_cons_done (worker, msg, result, why, attempts, start, end);
     pthread_mutex_lock (&self->pool_lock);
-    fh_keyed_done (self->keyed, slot);
+    fh_keyed_release (self->keyed, slot);
     pthread_cond_signal (&self->pool_work); /* the key may have more */
 }
 
@@ -232,13 +217,11 @@ s_pool_take_completed (s_worker_t *worker)
     fh_consumer_t *self = worker->consumer;
     pthread_mutex_unlock (&self->pool_lock);
     fh_pending_item_t item;
-    bool took = fh_pending_take_done (self->pending, &item);
-    if (!took) {
+    int64_t end;
+    if (!fh_cons_take_completion (worker, &item, &end)) {
         pthread_mutex_lock (&self->pool_lock);
         return; /* another worker took it */
     }
-    int64_t end = self->clock.now_ns (self->clock.arg);
-    fh_histogram_record (&worker->processing, end - item.started_ns);
     s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
                   item.reason ? item.reason : "", item.expired);
     free (item.reason);
@@ -305,13 +288,7 @@ fh_cons_pool_worker_thread (void *arg)
                 break;
             if (s_pool_last_tickets (self, &next_due))
                 continue;
-            if (next_due == INT64_MAX)
-                pthread_cond_wait (&self->pool_work, &self->pool_lock);
-            else {
-                struct timespec until
-                    = {(time_t) (next_due / 1000000000), (long) (next_due % 1000000000)};
-                pthread_cond_timedwait (&self->pool_work, &self->pool_lock, &until);
-            }
+            s_pool_wait_until (self, next_due);
             continue;
         }
         unsigned retries = fh_keyed_slot_retries (slot);
@@ -328,12 +305,8 @@ fh_cons_pool_worker_thread (void *arg)
         fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
         pthread_mutex_unlock (&self->pool_lock);
 
-        if (retries == 0) {
-            fh_cons_progress_begin (worker);
-            fh_bump (&worker->dequeued);
-            fh_cons_progress_end (worker);
-            fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
-        }
+        if (retries == 0)
+            fh_cons_dequeued (worker, msg, now);
         int64_t end;
         fanhub_result_t result = fh_cons_call_consume (worker, msg, now, &end, ticket);
         if (result == FANHUB_PENDING) {

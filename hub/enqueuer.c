@@ -255,6 +255,45 @@ s_drop_malformed (fh_enqueuer_t *self, fh_malformed_reason_t reason, zmq_msg_t *
     }
 }
 
+/* A replay to one consumer (inject->only): it gets the message whatever
+   its topics say. Found by name in the table of now: a swap since the
+   request may have moved it, or removed it (then nobody gets it).
+   Returns the matches (0 or 1). */
+static size_t
+s_match_target (fh_enqueuer_t *self, const fh_inject_t *inject)
+{
+    const char *target = fh_emit_target (inject->emit);
+    for (size_t i = 0; i < self->consumer_count && target; i++)
+        if (self->consumers[i] && strcmp (fh_consumer_name (self->consumers[i]), target) == 0) {
+            self->matches[0] = (uint32_t) i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Keeps, of matches[0..matched-1], the consumers whose share (shard:)
+   takes msg; returns how many are left. */
+static size_t
+s_keep_shares (fh_enqueuer_t *self, const fh_msg_t *msg, size_t matched)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < matched; i++)
+        if (fh_consumer_takes (self->consumers[self->matches[i]], msg))
+            self->matches[kept++] = self->matches[i];
+    return kept;
+}
+
+/* A well-formed message no consumer takes: counted, its waiter told. */
+static void
+s_unrouted (fh_enqueuer_t *self, const fh_inject_t *inject)
+{
+    fh_bump (&self->unrouted);
+    if (inject) {
+        fh_emit_routed (inject->emit, 0);
+        fh_emit_abandon (inject->emit);
+    }
+}
+
 /* Checks, numbers and hands out one message whose frames[0..count-1] were
    read (seen frames, bytes in all). With an injection, reports to its
    waiter, and only its consumer gets it when it names one. */
@@ -285,29 +324,14 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
                        zmq_msg_data (&frames[1]), zmq_msg_size (&frames[1]));
     uint64_t seq = ++self->seq;
     int64_t received_ns = fh_clock_mono_ns ();
-    size_t matched = fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
-                                       zmq_msg_size (&frames[0]), self->matches);
-    if (inject && inject->only) {
-        /* A replay to one consumer: it gets it whatever its topics say.
-           Found by name in the table of now: a swap since the request
-           may have moved it, or removed it (then nobody gets it). */
-        const char *target = fh_emit_target (inject->emit);
-        matched = 0;
-        for (size_t i = 0; i < self->consumer_count && target; i++)
-            if (self->consumers[i] && strcmp (fh_consumer_name (self->consumers[i]), target) == 0) {
-                self->matches[0] = (uint32_t) i;
-                matched = 1;
-                break;
-            }
-    }
+    bool only = inject && inject->only;
+    size_t matched = only ? s_match_target (self, inject)
+                          : fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
+                                              zmq_msg_size (&frames[0]), self->matches);
     if (matched == 0) {
-        fh_bump (&self->unrouted);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
-        if (inject) {
-            fh_emit_routed (inject->emit, 0);
-            fh_emit_abandon (inject->emit);
-        }
+        s_unrouted (self, inject);
         return;
     }
     fh_msg_t *msg = fh_msg_new_cached (frames, (uint32_t) count, seq, received_ns);
@@ -324,23 +348,15 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         }
         return;
     }
-    /* shard: consumers that take only their share of the keys. */
-    size_t kept = 0;
-    for (size_t i = 0; i < matched; i++) {
-        const fh_shard_t *shard = fh_consumer_shard (self->consumers[self->matches[i]]);
-        if (!shard || (inject && inject->only) || fh_shard_takes (shard, msg))
-            self->matches[kept++] = self->matches[i];
-    }
-    if (kept == 0) {
-        fh_bump (&self->unrouted);
+    /* shard: consumers that take only their share of the keys (a replay
+       to one consumer is its whatever the share). */
+    if (!only)
+        matched = s_keep_shares (self, msg, matched);
+    if (matched == 0) {
         fh_msg_destroy (&msg);
-        if (inject) {
-            fh_emit_routed (inject->emit, 0);
-            fh_emit_abandon (inject->emit);
-        }
+        s_unrouted (self, inject);
         return;
     }
-    matched = kept;
     if (inject)
         msg->emit = inject->emit;
     s_hand_out (self, msg, matched, inject != NULL);

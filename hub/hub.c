@@ -209,10 +209,10 @@ bool
 fh_hub_drained (fh_hub_t *self)
 {
     for (size_t i = 0; i < self->consumer_count; i++)
-        if (!fh_lineage_done (self->lines[i]))
+        if (!fh_lineage_ended (self->lines[i]))
             return false;
     for (size_t i = 0; i < self->gone_count; i++)
-        if (!fh_lineage_done (self->gone[i]))
+        if (!fh_lineage_ended (self->gone[i]))
             return false;
     return true;
 }

@@ -552,7 +552,7 @@ fh_keyed_take (fh_keyed_t *self, int64_t now_ns, fh_keyed_slot_t **slot, int64_t
 }
 
 void
-fh_keyed_done (fh_keyed_t *self, fh_keyed_slot_t *slot)
+fh_keyed_release (fh_keyed_t *self, fh_keyed_slot_t *slot)
 {
     fh_keyed_slot_t *entry = slot;
     assert (entry && entry->state == S_BUSY && entry->running);

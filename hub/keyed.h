@@ -7,7 +7,7 @@
 
     - Messages of one key are started one at a time, in arrival order:
       while a key's message is taken (between fh_keyed_take and
-      fh_keyed_done or fh_keyed_retry) no other message of that key is
+      fh_keyed_release or fh_keyed_retry) no other message of that key is
       handed out, and a retried message goes back to the head of its key,
       so it is the next one of that key to start.
     - Messages of different keys are independent: any number of keys may
@@ -57,7 +57,7 @@
 
 typedef struct fh_keyed fh_keyed_t;
 /* The key of a taken message: valid from fh_keyed_take until the
-   fh_keyed_done or fh_keyed_retry that ends it. */
+   fh_keyed_release or fh_keyed_retry that ends it. */
 typedef struct fh_keyed_slot fh_keyed_slot_t;
 
 /* A scheduler, coalescing or not. NULL when out of memory. */
@@ -69,7 +69,7 @@ typedef void (fh_keyed_release_fn) (fh_msg_t *msg, void *arg);
 /* Frees it, handing every queued message (retried ones included) to
    release (with arg), unless release is NULL. Messages taken and not yet done belong
    to whoever took them; their slots die here, so call it only once no
-   worker will call fh_keyed_done or fh_keyed_retry again. Safe with NULL
+   worker will call fh_keyed_release or fh_keyed_retry again. Safe with NULL
    and twice. */
 void fh_keyed_destroy (fh_keyed_t **self_p, fh_keyed_release_fn *release, void *arg);
 
@@ -82,7 +82,7 @@ int fh_keyed_push (fh_keyed_t *self, const void *key, size_t key_size, fh_msg_t 
 
 /* The next message to start, or NULL when none is ready. It is the head
    message of the key at the head of the ready ring; that key is busy, and
-   *slot names it, until fh_keyed_done or fh_keyed_retry. First moves every
+   *slot names it, until fh_keyed_release or fh_keyed_retry. First moves every
    delayed key whose not_before is <= now_ns to the tail of the ready ring
    (earliest first). When next_due_ns is not NULL it gets the earliest
    not_before of the keys still delayed, or INT64_MAX if none: a worker
@@ -90,10 +90,11 @@ int fh_keyed_push (fh_keyed_t *self, const void *key, size_t key_size, fh_msg_t 
 fh_msg_t *fh_keyed_take (fh_keyed_t *self, int64_t now_ns, fh_keyed_slot_t **slot,
                          int64_t *next_due_ns);
 
-/* The message taken from slot is finished (whatever the outcome). The key
-   is free again: if it has more queued it goes to the tail of the ready
+/* Releases the key of the message taken from slot, which is done
+   (whatever the outcome; fh_keyed_retry when it is to be tried again).
+   The key is free again: if it has more queued it goes to the tail of the ready
    ring (one message per turn); if not, its state is freed. */
-void fh_keyed_done (fh_keyed_t *self, fh_keyed_slot_t *slot);
+void fh_keyed_release (fh_keyed_t *self, fh_keyed_slot_t *slot);
 
 /* The message taken from slot must be tried again: it goes back to the
    head of its key's queue, and the key stays blocked (none of its

@@ -410,7 +410,7 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
         }
         if (self->count == 1 && !self->removed && !self->finishing)
             break; /* the current instance: the enqueuer routes to it */
-        if (oldest->stage != FH_STAGE_STOPPED && !fh_consumer_done (oldest->consumer))
+        if (oldest->stage != FH_STAGE_STOPPED && !fh_consumer_ended (oldest->consumer))
             break;
         /* Gone: its figures stay, it leaves the line under the lock (the
            readers see it or its figures, never neither), fini on a
@@ -434,13 +434,13 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
 }
 
 bool
-fh_lineage_done (fh_lineage_t *self)
+fh_lineage_ended (fh_lineage_t *self)
 {
     for (size_t i = 0; i < self->count; i++) {
         s_instance_t *instance = &self->instances[i];
         if (instance->stage == FH_STAGE_WAITING)
             return false;
-        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
+        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_ended (instance->consumer))
             return false;
     }
     return true;
@@ -460,7 +460,7 @@ fh_lineage_abandon (fh_lineage_t *self, const char *why)
                           self->name, why, (unsigned long long) c.backlog);
             continue;
         }
-        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_done (instance->consumer))
+        if (instance->stage != FH_STAGE_STOPPED && !fh_consumer_ended (instance->consumer))
             fh_error ("consumer '%s': still busy: %s", self->name, why);
         fh_consumer_abandon (instance->consumer); /* ended ones are not joined either */
     }

@@ -96,7 +96,7 @@ void fh_lineage_finish (fh_lineage_t *self);
    fh_lineage_instances. */
 size_t fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock);
 /* True when every instance's threads have ended (or there is none). */
-bool fh_lineage_done (fh_lineage_t *self);
+bool fh_lineage_ended (fh_lineage_t *self);
 /* Gives up on running threads (the process is about to _exit); logs the
    instances still busy, and the teardowns whose fini has not returned,
    with why. */

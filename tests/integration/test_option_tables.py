@@ -98,11 +98,14 @@ def test_check_reads_typed_values_and_refuses_with_the_place():
 def test_reason_reaches_the_log_and_the_dead_letter():
     wd = fh.Workdir()
     pub = fh.Publisher()
+    retrying = ("    plugin: %s\n    options: {mode: retry, reason: 'try later', limit: 2K, "
+                "loud: true}\n    retry: {max_attempts: 2, initial_ms: 1, max_ms: 2}\n"
+                % plugin("reasoned"))
+    # tp is t in a pool (coalesce makes one): the single worker and the
+    # pool share one retry decision, so they log and keep the same words.
     hub = fh.Hub(wd, config(pub.endpoint, wd, "{mode: fail, reason: 'disk full', wait: 250ms}",
-                            extra="  - name: t\n    plugin: %s\n    options: {mode: retry, "
-                                  "reason: 'try later', limit: 2K, loud: true}\n"
-                                  "    retry: {max_attempts: 2, initial_ms: 1, max_ms: 2}\n"
-                                  % plugin("reasoned")))
+                            extra="  - name: t\n" + retrying + "  - name: tp\n" + retrying
+                            + "    coalesce: true\n    order_by: topic\n"))
     try:
         hub.wait_log("consumer 'r': values: mode=0 reason=disk full limit=65536 wait_ms=250 "
                      "ratio=0.5 count=3 offset=-7 loud=0 tags=0 file=/dev/null extra=no")
@@ -110,14 +113,19 @@ def test_reason_reaches_the_log_and_the_dead_letter():
                      "ratio=0.5 count=3 offset=-7 loud=1")
         pub.wait_subscribed(hub=hub)
         pub.send("org.fanhub.reason", "body-1")
-        fh.wait_for(lambda: hub.consumer(hub.stats(), "r")["dead_lettered"] == 1
-                    and hub.consumer(hub.stats(), "t")["dead_lettered"] == 1,
-                    "both dead letters", hub=hub)
+        fh.wait_for(lambda: all(hub.consumer(hub.stats(), name)["dead_lettered"] == 1
+                                for name in ("r", "t", "tp")),
+                    "the three dead letters", hub=hub)
         hub.wait_log("consumer 'r': message 1 (org.fanhub.reason) failed: consume answered "
                      "FAIL: disk full (message 1)")
         hub.wait_log("consumer 't': attempt 1 answered RETRY: try later (message 1); retrying")
-        hub.wait_log("consumer 't': message 1 (org.fanhub.reason) failed: consume answered "
-                     "RETRY 2 times (retry.max_attempts): try later (message 1)")
+        for name in ("t", "tp"):
+            hub.wait_log("consumer '%s': attempt 1 answered RETRY: try later (message 1); "
+                         "retrying" % name)
+            hub.wait_log("consumer '%s': message 1 (org.fanhub.reason) failed: consume answered "
+                         "RETRY 2 times (retry.max_attempts): try later (message 1)" % name)
+            counts = hub.consumer(hub.stats(), name)
+            assert (counts["retried"], counts["failed"]) == (1, 1), counts
         assert hub.stop() == 0, hub.log()
     finally:
         hub.kill()
@@ -132,8 +140,11 @@ def test_reason_reaches_the_log_and_the_dead_letter():
     status, out, err = fh.run(["dead-letter", "show", "-c", hub.config, "r", entries[0]["id"]])
     assert status == 0 and "reason:         consume answered FAIL: disk full (message 1)\n" \
         in out, out
-    status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", "t"])
-    assert status == 0 and "try later (message 1)" in out, out
+    for name in ("t", "tp"):
+        status, out, err = fh.run(["dead-letter", "list", "-c", hub.config, "--json", name])
+        entries = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert status == 0 and [e["reason"] for e in entries] == [
+            "consume answered RETRY 2 times (retry.max_attempts): try later (message 1)"], out
     wd.cleanup()
 
 

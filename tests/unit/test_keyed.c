@@ -71,7 +71,7 @@ take (fh_keyed_t *keyed, int64_t now, fh_keyed_slot_t **slot)
 static void
 finish (fh_keyed_t *keyed, fh_keyed_slot_t *slot, fh_msg_t *msg)
 {
-    fh_keyed_done (keyed, slot);
+    fh_keyed_release (keyed, slot);
     fh_msg_release (msg, NULL);
 }
 
@@ -735,7 +735,7 @@ stress_worker (void *arg)
             fh_keyed_retry (st->keyed, slot, 0);
         }
         else {
-            fh_keyed_done (st->keyed, slot);
+            fh_keyed_release (st->keyed, slot);
             fh_msg_release (msg, NULL);
         }
         /* Its key may be ready again, or everything done. */

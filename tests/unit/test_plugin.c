@@ -137,7 +137,7 @@ test_consumer_new_and_destroy_without_start (void **state)
     fh_consumer_t *consumer = fh_consumer_new (&config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
     assert_non_null (consumer);
     assert_string_equal (fh_consumer_name (consumer), "n");
-    assert_true (fh_consumer_done (consumer)); /* never started */
+    assert_true (fh_consumer_ended (consumer)); /* never started */
     fh_consumer_destroy (&consumer);
     assert_null (consumer);
     fh_option_destroy (&options);

@@ -116,7 +116,7 @@ run_flaky (const char *retries, const char *final, size_t max_attempts, fake_clo
         assert_int_equal (fh_consumer_offer (consumer, make_msg (seq), NULL), FH_OFFER_TAKEN);
     assert_int_equal (fh_consumer_start (consumer, err, sizeof err), 0);
     fh_consumer_close (consumer);
-    while (!fh_consumer_done (consumer))
+    while (!fh_consumer_ended (consumer))
         usleep (1000);
     fh_consumer_counts (consumer, counts);
     fh_consumer_destroy (&consumer);

@@ -1,26 +1,19 @@
 /*  consumer_spill - the state directory and spill: the spool of a consumer.
     See consumer_internal.h.
 
-    Opening the dead letters and the spool; the enqueuer's offer of a
-    message that goes to the spool; the spool writer's callbacks; the
-    deferred completions of spilled messages; reading the spool back;
-    spilling the memory queue at shutdown.
+    Opening the dead letters and the spool; the spool writer's callbacks;
+    the deferred completions of spilled messages (deferred by the spill
+    offer, consumer_offer.c); reading the spool back; spilling the memory
+    queue at shutdown.
 */
 #include "consumer_internal.h"
-#include "memory.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Spilled messages whose completion waits for their spooled copy, at most
-   (beyond, a spilled message counts as handled when written; one with an
-   emit waiter always waits). */
-#define DEFERRED_MAX 262144
 
 static fh_deferral_t *s_deferral_of (fh_consumer_t *self, uint64_t seq);
 static void s_spill_describe (void *arg, void *item, fh_spool_entry_t *entry);
@@ -214,7 +207,7 @@ fh_msg_t *
 fh_cons_spool_next (fh_consumer_t *self)
 {
     if (fh_cons_spool_window_full (self))
-        return NULL; /* a done record's fh_cons_finish kicks the queue */
+        return NULL; /* a done record's fh_cons_done kicks the queue */
     if (!self->spool || !fh_spool_records (self->spool)) {
         if (self->spool && atomic_load (&self->spooling)) {
             pthread_mutex_lock (&self->spill_lock);
@@ -269,32 +262,6 @@ out_of_memory:
               (unsigned long long) record.seq);
     fh_spool_done (self->spool, record.mark);
     return NULL;
-}
-
-/* The spiller, under spill_lock: msg goes to the spool; its completion
-   (handled, its emit waiter) now waits for the copy read back. */
-static void
-s_defer (fh_consumer_t *self, fh_msg_t *msg)
-{
-    if (self->deferred_count == self->deferred_cap
-        && (self->deferred_cap < DEFERRED_MAX || msg->emit)) {
-        size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 1024;
-        struct s_deferred *ring = malloc (cap * sizeof *ring);
-        if (ring) {
-            fh_memory_populate (ring, cap * sizeof *ring); /* not a fault a page */
-            for (size_t i = 0; i < self->deferred_count; i++)
-                ring[i] = self->deferred[(self->deferred_head + i) % self->deferred_cap];
-            free (self->deferred);
-            self->deferred = ring;
-            self->deferred_cap = cap;
-            self->deferred_head = 0;
-        }
-    }
-    if (self->deferred_count < self->deferred_cap && fh_msg_defer (msg) == 0) {
-        self->deferred[(self->deferred_head + self->deferred_count) % self->deferred_cap]
-            = (struct s_deferred){msg->seq, msg->deferral};
-        self->deferred_count++;
-    }
 }
 
 /* The reader: the deferral of the record just read (one appended in this
@@ -355,30 +322,6 @@ fh_cons_spool_unread (fh_consumer_t *self)
 {
     uint64_t handed = self->spool_writer ? fh_spool_writer_pending (self->spool_writer) : 0;
     return handed + fh_spool_records (self->spool);
-}
-
-/* Under spill_lock, from the enqueuer: msg goes to the spool writer,
-   which holds this consumer's share of it until it is written. Counted as
-   enqueued now (the spill is accepted); its completion waits for the copy
-   read back. FULL when the hand-off is full: the disk is behind the bus
-   for longer than the hand-off covers, and the enqueuer waits, as for
-   `block` (nothing is dropped for a slow disk). */
-fh_offer_t
-fh_cons_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
-{
-    uint64_t bytes = fh_cons_msg_bytes (msg);
-    if (!fh_spool_writer_room (self->spool_writer, bytes))
-        return FH_OFFER_FULL;
-    /* All before the hand-off: from then on the writer may finish with
-       msg, and a reader read it back, at any moment. */
-    fh_bump (&self->enqueued);
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
-    s_defer (self, msg);
-    int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
-    assert (rc == 0); /* the only putter, and the writer only makes room */
-    (void) rc;
-    return FH_OFFER_TAKEN;
 }
 
 /* The spool writer's `describe`: what to store of msg. */

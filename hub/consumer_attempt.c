@@ -1,0 +1,300 @@
+/*  consumer_attempt - one attempt and the last word on a message, shared
+    by the single worker (consumer_run.c) and the pool's workers
+    (consumer_pool.c). See consumer_internal.h.
+
+    An attempt calls the plugin's consume, timed and visible to the stuck
+    checker; the retry decision says, from its answer, whether the message
+    is tried again and after which backoff, or finished and why; done is
+    the consumer's last word on it: counted, dead-lettered when it failed,
+    its waiter told, its spool record done, released. Answers the plugin
+    gave as PENDING complete later, through fh_consumer_complete, and are
+    taken by whichever worker comes first. Before consume and idle, a
+    worker answers a reopen request (SIGHUP: fh_consumer_reopen_all).
+*/
+#include "consumer_internal.h"
+
+#include "fedmsg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static void
+s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
+{
+    fanhub_bytes_t topic = fh_msg_frame (msg, 0);
+    char note[FH_FEDMSG_ID_SIZE + 16];
+    fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
+    fh_log_limited (&worker->failure_log, FANHUB_LOG_WARNING,
+                    "consumer '%s': message %llu%s (%.*s) failed: %s", worker->consumer->name,
+                    (unsigned long long) msg->seq, note, (int) topic.size,
+                    (const char *) topic.data, why);
+}
+
+/* Reopen requests so far: a signal is the process's, so is this. */
+static atomic_uint_fast64_t s_reopen_requests;
+
+void
+fh_consumer_reopen_all (void)
+{
+    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
+}
+
+void
+fh_cons_maybe_reopen (fh_consumer_t *self)
+{
+    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
+        return;
+    /* With workers, one of them answers the request and the others wait
+       for it: none may write before the plugin has reopened. */
+    pthread_mutex_lock (&self->reopen_lock);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_relaxed) != want) {
+        if (self->reopen && self->initialized)
+            self->reopen (self->state);
+        atomic_store_explicit (&self->reopen_seen, want, memory_order_release);
+    }
+    pthread_mutex_unlock (&self->reopen_lock);
+}
+
+void
+fh_cons_reopen_answered (fh_consumer_t *self)
+{
+    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
+}
+
+void
+fh_cons_idle (fh_consumer_t *self)
+{
+    fh_cons_maybe_reopen (self);
+    fh_crash_enter (&self->crash_site, "idle", NULL);
+    self->desc->idle (self->state);
+    fh_crash_leave ();
+}
+
+/* One consume call, timed, visible to the stuck checker while it runs.
+   `ticket` was reserved for it in the pending table: an answer of
+   FANHUB_PENDING leaves it open there (and is not timed yet: its
+   processing time is recorded when it completes); any other answer
+   frees it. */
+fanhub_result_t
+fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
+                      fanhub_ticket_t ticket)
+{
+    fh_consumer_t *self = worker->consumer;
+    if (msg->from_spool && self->crash_suspects && fh_cons_quarantine (worker, msg)) {
+        *end = start; /* the plugin never sees it */
+        if (ticket)
+            fh_pending_cancel (self->pending, ticket);
+        return FANHUB_FAIL;
+    }
+    atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
+    atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
+    fh_cons_maybe_reopen (self);
+    fh_crash_enter (&self->crash_site, "consume", msg); /* named if it dies */
+    fanhub_result_t result = self->desc->consume (self->state, msg);
+    fh_crash_leave ();
+    fh_host_take_reason (worker->reason, sizeof worker->reason);
+    *end = self->clock.now_ns (self->clock.arg);
+    atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
+    if (result == FANHUB_PENDING && ticket) {
+        fh_pending_hold (self->pending, ticket);
+        return result;
+    }
+    if (ticket && fh_pending_cancel (self->pending, ticket))
+        fh_warning ("consume: consumer '%s': message %llu: the plugin completed it and "
+                    "also answered %d; the answer counts",
+                    self->name, (unsigned long long) msg->seq, (int) result);
+    if (result == FANHUB_PENDING)
+        result = FANHUB_FAIL; /* no ticket could be kept: never with the checks */
+    fh_histogram_record (&worker->processing, *end - start);
+    return result;
+}
+
+/* The pending table's wake-up: a completion came. */
+void
+fh_cons_pending_wake (void *arg)
+{
+    fh_consumer_t *self = arg;
+    if (self->pool)
+        fh_cons_pool_wake_all (self);
+    else
+        fh_queue_kick (self->queue);
+}
+
+int
+fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    return fh_consumer_complete_reason (self, ticket, result, NULL);
+}
+
+int
+fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                             const char *reason)
+{
+    if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
+        fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
+                  "FAIL; taken as FAIL",
+                  self->name, (unsigned long long) ticket, (int) result);
+        result = FANHUB_FAIL;
+    }
+    if (fh_pending_complete_reason (self->pending, ticket, result, reason) == 0)
+        return 0;
+    atomic_fetch_add_explicit (&self->completions_late, 1, memory_order_relaxed);
+    fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
+                    "complete: consumer '%s': ticket %llu is not pending (completed already, "
+                    "expired by consume_timeout, abandoned, or unknown); ignored, counted in "
+                    "completions_late",
+                    self->name, (unsigned long long) ticket);
+    return -1;
+}
+
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+fh_emit_t *
+fh_cons_emit_of (const fh_msg_t *msg)
+{
+    /* A copy's deferral is set before anyone else sees the copy; an
+       original's is the enqueuer's to write, and not read here. */
+    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
+}
+
+/* A message's last word: counted, logged when it failed, its waiter told,
+   released. */
+void
+fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
+              uint32_t attempts, int64_t first_ns, int64_t last_ns)
+{
+    fh_consumer_t *self = worker->consumer;
+    bool stored = false;
+    fanhub_bytes_t *frames = NULL;
+    uint32_t count = msg->frame_count;
+    if (result != FANHUB_OK && self->dead_letters && (frames = malloc (count * sizeof *frames))) {
+        for (uint32_t i = 0; i < count; i++)
+            frames[i] = fh_msg_frame (msg, i);
+        int64_t offset = fh_clock_wall_offset_ns ();
+        fh_deadletter_item_t item = {
+            .seq = msg->seq,
+            .received_wall_ns = msg->received_ns + offset,
+            .frames = frames,
+            .frame_count = count,
+            .reason = why,
+            .attempts = attempts,
+            .first_attempt_ns = first_ns + offset,
+            .last_attempt_ns = last_ns + offset,
+        };
+        char id[FH_DEADLETTER_ID_SIZE], err[512];
+        stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
+        free (frames);
+        if (!stored) { /* one line per message was 14,534 lines on a full disk */
+            char note[FH_FEDMSG_ID_SIZE + 16];
+            fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
+            fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,
+                            "consumer '%s': message %llu%s: cannot keep it as a dead letter: %s "
+                            "(failed, not in dead_lettered)",
+                            self->name, (unsigned long long) msg->seq, note, err);
+        }
+    }
+    fh_cons_progress_begin (worker);
+    fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    if (stored)
+        fh_bump (&worker->dead_lettered);
+    fh_cons_progress_end (worker);
+    if (result != FANHUB_OK)
+        s_report_failure (worker, msg, why);
+    if (fh_cons_emit_of (msg))
+        fh_emit_set_outcome (fh_cons_emit_of (msg), self->name,
+                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
+    /* Done: the spool's cursor may move over it. */
+    if (msg->spool_mark && self->spool) {
+        fh_spool_done (self->spool, msg->spool_mark);
+        fh_queue_kick (self->queue); /* the reader may wait for the window */
+    }
+    /* The end of the last attempt is the handling time, unless a test's
+       clock measured it: received_ns is always the real clock's. */
+    fh_msg_release_at (msg, &worker->handled,
+                       self->clock.now_ns == fh_clock_real.now_ns ? last_ns : 0);
+}
+
+int64_t
+fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
+                      const char *late, bool expired, char *why, size_t whylen)
+{
+    fh_consumer_t *self = worker->consumer;
+    const char *verb = expired ? "pending past consume_timeout, taken as"
+                       : late  ? "completed with"
+                               : "consume answered";
+    /* The plugin's own words, when it gave them (host->set_reason, or
+       complete_reason's for a late answer: `late`). */
+    const char *reason = late ? late : worker->reason;
+    const char *colon = reason[0] ? ": " : "";
+    why[0] = '\0';
+    if (result == FANHUB_OK)
+        return -1;
+    if (worker->quarantined && !late) {
+        worker->quarantined = false;
+        snprintf (why, whylen, "%s", reason); /* the hub's word, not the plugin's */
+        return -1;
+    }
+    if (result != FANHUB_RETRY) {
+        snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
+        return -1;
+    }
+    if (attempts >= self->retry.max_attempts) {
+        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
+                  attempts == 1 ? "" : "s", colon, reason);
+        return -1;
+    }
+    if (reason[0])
+        fh_log_limited (&worker->retry_log, FANHUB_LOG_WARNING,
+                        "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
+                        attempts, reason);
+    fh_cons_progress_begin (worker);
+    fh_bump (&worker->retried);
+    fh_cons_progress_end (worker);
+    return fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
+}
+
+bool
+fh_cons_take_completion (s_worker_t *worker, fh_pending_item_t *item, int64_t *end)
+{
+    fh_consumer_t *self = worker->consumer;
+    if (!fh_pending_take_done (self->pending, item))
+        return false;
+    *end = self->clock.now_ns (self->clock.arg);
+    fh_histogram_record (&worker->processing, *end - item->started_ns);
+    return true;
+}
+
+int64_t
+fh_cons_ticket_deadline (fh_consumer_t *self, int64_t drained_ns)
+{
+    int64_t deadline = drained_ns + self->ticket_grace_ns;
+    int64_t closed = atomic_load (&self->close_deadline_ns);
+    return closed && closed < deadline ? closed : deadline;
+}
+
+void
+fh_cons_abandon_tickets (fh_consumer_t *self)
+{
+    fh_pending_item_t item;
+    size_t count = 0;
+    uint64_t oldest = UINT64_MAX;
+    while (fh_pending_take_open (self->pending, &item)) {
+        count++;
+        if (item.msg->seq < oldest)
+            oldest = item.msg->seq;
+        if (fh_cons_emit_of (item.msg))
+            fh_emit_set_outcome (fh_cons_emit_of (item.msg), self->name, FH_OUTCOME_DROPPED);
+        if (item.slot)
+            fh_keyed_release (self->keyed, item.slot);
+        /* Not done: a spooled one stays in the spool for a successor or
+           the next run. */
+        fh_msg_release (item.msg, NULL);
+        atomic_fetch_add_explicit (&self->tickets_abandoned, 1, memory_order_release);
+    }
+    if (count)
+        fh_warning ("consumer '%s': %zu message%s still PENDING after the wait for them "
+                    "(shutdown_timeout) ran out, the oldest message %llu: abandoned, counted "
+                    "in tickets_abandoned; spooled ones are delivered again from the spool",
+                    self->name, count, count == 1 ? "" : "s", (unsigned long long) oldest);
+}
