@@ -6,10 +6,13 @@
 #include <assert.h>
 #include <czmq.h>
 #include <fanhub/sdk_curve.h>
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FH_CLI_MAX_OPTIONS 40
 #define FH_CLI_HELP (-2) /* ids the layer answers itself */
@@ -241,9 +244,9 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
     return rc;
 }
 
-const char *
-fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
-                         fh_config_t **config)
+static const char *
+s_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
+                    fh_config_t **config)
 {
     *config = NULL;
     if (path && endpoint) {
@@ -358,4 +361,46 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
         return FH_EXIT_USAGE;
     }
     return FH_EXIT_OK;
+}
+
+const char *
+fh_cli_control_open (const fh_cli_t *cli, const char *path, const char *endpoint,
+                     fh_config_t **config, int *status)
+{
+    *status = FH_EXIT_USAGE;
+    endpoint = s_control_endpoint (cli->command, path, endpoint, config);
+    if (!endpoint)
+        return NULL;
+    *status = fh_cli_control_keys (cli, *config, endpoint);
+    if (*status == FH_EXIT_OK)
+        return endpoint;
+    fh_config_destroy (config);
+    return NULL;
+}
+
+const char *
+fh_cli_host_name (const char *given, char *buf, size_t size)
+{
+    if (given && *given)
+        return given;
+    if (gethostname (buf, size) != 0)
+        snprintf (buf, size, "localhost");
+    buf[size - 1] = '\0';
+    return buf;
+}
+
+bool
+fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text, double min,
+                double max, double *value)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = text && *text ? strtod (text, &end) : NAN;
+    if (!end || *end || errno || !isfinite (v) || v < min || v > max) {
+        fprintf (stderr, "fanhub %s: %s: expected seconds from %g to %g, got '%s'\n", command->name,
+                 option, min, max, text ? text : "");
+        return false;
+    }
+    *value = v;
+    return true;
 }

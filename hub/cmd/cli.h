@@ -38,6 +38,7 @@
 #include "config.h"
 #include "control_curve.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* One option. id is what fh_cli_next returns for it: the short letter
@@ -135,13 +136,36 @@ int fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);
 
+/* The -c/-e pair of the commands that talk to a hub's control socket. */
+#define FH_CLI_CONTROL_OPTIONS                                                                     \
+    {'c', "config", "FILE",                                                                        \
+     "find the hub's control endpoint in this config\n"                                            \
+     "(default: the built-in default configuration)"},                                             \
+    {                                                                                              \
+        'e', "endpoint", "EP",                                                                     \
+            "the control endpoint itself (ipc://PATH or\n"                                         \
+            "tcp://127.0.0.1:PORT)"                                                                \
+    }
+
 /* The control endpoint of the hub a command talks to (`-c FILE | -e
-   ENDPOINT`): endpoint as given, else the control: of the configuration
-   at path (the built-in one when path is NULL). *config gets what was
-   loaded (NULL with -e), to destroy once the endpoint is no longer used.
-   NULL after saying why on stderr (-c with -e, or a configuration that
-   does not load): the command exits FH_EXIT_USAGE. */
-const char *fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
-                                     const char *endpoint, fh_config_t **config);
+   ENDPOINT`), with this process's control client keys set from it
+   (fh_cli_control_keys): endpoint as given, else the control: of the
+   configuration at path (the built-in one when path is NULL). *config
+   gets what was loaded (NULL with -e), to destroy once the endpoint is no
+   longer used. NULL after saying why on stderr (-c with -e, a
+   configuration that does not load, keys refused), with *status the
+   exit status to return. */
+const char *fh_cli_control_open (const fh_cli_t *cli, const char *path, const char *endpoint,
+                                 fh_config_t **config, int *status);
+
+/* The host name of collectd values: given when not NULL or empty, else
+   this host's name (in buf), else "localhost". */
+const char *fh_cli_host_name (const char *given, char *buf, size_t size);
+
+/* A seconds option's value: a decimal number from min to max into
+   *value; false after "fanhub NAME: OPTION: expected seconds from MIN to
+   MAX, got 'TEXT'" on stderr (the command exits FH_EXIT_USAGE). */
+bool fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text,
+                     double min, double max, double *value);
 
 #endif

@@ -27,10 +27,7 @@ static const fh_cli_option_t s_options[] = {
      "return once every consumer has finished with the\n"
      "message, printing each one's outcome"},
     {'t', "timeout", "S", "with --wait, give up after S seconds (default 30)"},
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config\n"
-     "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP", "the control endpoint itself"},
+    FH_CLI_CONTROL_OPTIONS,
     FH_CLI_CURVE_OPTIONS,
     FH_CLI_FEDMSG_OPTIONS,
     {0, NULL, NULL, NULL},
@@ -141,18 +138,10 @@ fh_cmd_emit (int argc, char **argv)
         case 'w': wait = true; break;
         case 'c': path = arg; break;
         case 'e': endpoint = arg; break;
-        case 't': {
-            char *end;
-            timeout_s = strtod (arg, &end);
-            if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
-                fprintf (stderr,
-                         "fanhub emit: --timeout takes seconds from 0 to 86400, "
-                         "not '%s'\n",
-                         arg);
+        case 't':
+            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 86400, &timeout_s))
                 return FH_EXIT_USAGE;
-            }
             break;
-        }
         }
     }
     if (opt < 0)
@@ -202,14 +191,9 @@ s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *
         body_size = fedmsg->buf.size;
     }
     fh_config_t *config;
-    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    int keys;
+    endpoint = fh_cli_control_open (cli, path, endpoint, &config, &keys);
     if (!endpoint) {
-        free (body_data);
-        return FH_EXIT_USAGE;
-    }
-    int keys = fh_cli_control_keys (cli, config, endpoint);
-    if (keys != FH_EXIT_OK) {
-        fh_config_destroy (&config);
         free (body_data);
         return keys;
     }

@@ -41,12 +41,7 @@ s_on_signal (int sig)
 enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config\n"
-     "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP",
-     "the control endpoint itself (ipc://PATH or\n"
-     "tcp://127.0.0.1:PORT)"},
+    FH_CLI_CONTROL_OPTIONS,
     {'f', "format", "FORMAT",
      "json (default), collectd (PUTVAL lines),\n"
      "prometheus (text exposition), table"},
@@ -317,24 +312,15 @@ fh_cmd_stats (int argc, char **argv)
     if (watch && !format_given)
         format = FORMAT_TABLE;
     char hostname[256];
-    if (!host) {
-        if (gethostname (hostname, sizeof hostname) != 0)
-            snprintf (hostname, sizeof hostname, "localhost");
-        hostname[sizeof hostname - 1] = '\0';
-        host = hostname;
-    }
+    host = fh_cli_host_name (host, hostname, sizeof hostname);
 
     if (input)
         return s_print_input (input, format, host);
     fh_config_t *config;
-    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    int keys;
+    endpoint = fh_cli_control_open (&cli, path, endpoint, &config, &keys);
     if (!endpoint)
-        return FH_EXIT_USAGE;
-    int keys = fh_cli_control_keys (&cli, config, endpoint);
-    if (keys != FH_EXIT_OK) {
-        fh_config_destroy (&config);
         return keys;
-    }
     int status = s_poll (endpoint, format, host, timeout_ms, watch);
     fh_config_destroy (&config);
     return status;
