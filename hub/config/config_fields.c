@@ -567,27 +567,42 @@ fh_cfg_parse_shard (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
     return 0;
 }
 
-/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
 int
-fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                           const fh_cfg_field_t *field, const char *keys, const char *key,
+                           fh_cfg_tree_check_fn *check)
 {
     if (node->type != YAML_MAPPING_NODE) {
         char buf[FH_YAML_GOT_SIZE];
-        return fh_yaml_error (ctx, node->start_mark, "expected a map (url:, queue:, ...), got %s",
+        return fh_yaml_error (ctx, node->start_mark, "expected a map (%s, ...), got %s", keys,
                               fh_yaml_got (node, buf, sizeof buf));
     }
     if (fh_cfg_parse_options (ctx, node, target, field))
         return -1;
     const char *where = NULL;
-    char why[512];
-    fh_amqp_settings_t *settings
-        = fh_amqp_settings_new (*(fanhub_option_t **) target, &where, why, sizeof why);
-    if (!settings) {
-        snprintf (ctx->err, ctx->errlen, "%s: bus.amqp.%s", where ? where : ctx->source, why);
+    char why[1024];
+    if (check (*(fanhub_option_t **) target, &where, why, sizeof why) != 0) {
+        snprintf (ctx->err, ctx->errlen, "%s: %s.%s", where ? where : ctx->source, key, why);
         return -1;
     }
-    fh_amqp_settings_destroy (&settings);
     return 0;
+}
+
+static int
+s_amqp_check (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+{
+    fh_amqp_settings_t *settings = fh_amqp_settings_new (tree, where, why, whylen);
+    int rc = settings ? 0 : -1;
+    fh_amqp_settings_destroy (&settings);
+    return rc;
+}
+
+/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
+int
+fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    return fh_cfg_parse_checked_tree (ctx, node, target, field, "url:, queue:", "bus.amqp",
+                                      s_amqp_check);
 }
 
 /* producer: topic, topic_prefix:N (the first N dot-separated segments)
@@ -632,12 +647,20 @@ static int
 s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
                  const char *(*check) (const char *) )
 {
-    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
-    if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {
+    if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node)
+        || (node->type == YAML_SEQUENCE_NODE && fh_yaml_count (node) == 0)) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark, "expected a list of %s, got %s", what,
                               fh_yaml_got (node, buf, sizeof buf));
     }
+    return fh_cfg_parse_items (ctx, node, list, what, check);
+}
+
+int
+fh_cfg_parse_items (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
+                    const char *(*check) (const char *) )
+{
+    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
                                 ? fh_yaml_node (ctx, node->data.sequence.items.start[i])
