@@ -404,3 +404,35 @@ fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char 
     *value = v;
     return true;
 }
+
+static volatile sig_atomic_t s_stopped;
+
+static void
+s_on_stop_signal (int signum)
+{
+    (void) signum;
+    s_stopped = 1;
+}
+
+void
+fh_cli_stop_on_signals (fh_cli_signals_t *saved, int flags)
+{
+    struct sigaction action = {.sa_handler = s_on_stop_signal, .sa_flags = flags};
+    sigemptyset (&action.sa_mask);
+    s_stopped = 0;
+    sigaction (SIGINT, &action, saved ? &saved->interrupt : NULL);
+    sigaction (SIGTERM, &action, saved ? &saved->terminate : NULL);
+}
+
+void
+fh_cli_signals_restore (const fh_cli_signals_t *saved)
+{
+    sigaction (SIGINT, &saved->interrupt, NULL);
+    sigaction (SIGTERM, &saved->terminate, NULL);
+}
+
+bool
+fh_cli_stopped (void)
+{
+    return s_stopped;
+}

@@ -38,6 +38,7 @@
 #include "config.h"
 #include "control_curve.h"
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -135,6 +136,18 @@ int fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char 
 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);
+
+/* SIGINT and SIGTERM only set the flag fh_cli_stopped reads, without
+   SA_RESTART so that a blocking call (zmq_poll, getline, a sleep) returns
+   and the command's loop sees it; flags adds to sa_flags (SA_RESETHAND:
+   a second signal ends the process at once). The dispositions before go
+   to saved (NULL: not kept) for fh_cli_signals_restore. */
+typedef struct {
+    struct sigaction interrupt, terminate;
+} fh_cli_signals_t;
+void fh_cli_stop_on_signals (fh_cli_signals_t *saved, int flags);
+void fh_cli_signals_restore (const fh_cli_signals_t *saved);
+bool fh_cli_stopped (void);
 
 /* The -c/-e pair of the commands that talk to a hub's control socket. */
 #define FH_CLI_CONTROL_OPTIONS                                                                     \

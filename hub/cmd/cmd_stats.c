@@ -29,15 +29,6 @@
 
 typedef enum { FORMAT_JSON, FORMAT_COLLECTD, FORMAT_PROMETHEUS, FORMAT_TABLE } s_format_t;
 
-static volatile sig_atomic_t s_interrupted;
-
-static void
-s_on_signal (int sig)
-{
-    (void) sig;
-    s_interrupted = 1;
-}
-
 enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT };
 
 static const fh_cli_option_t s_options[] = {
@@ -188,8 +179,7 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
     char err[2048];
     /* CZMQ would put its own handlers in place at the first socket. */
     zsys_handler_set (NULL);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+    fh_cli_stop_on_signals (NULL, 0);
     int status = FH_EXIT_OK;
     bool screen = watch && isatty (STDOUT_FILENO);
     json_t *previous = NULL;
@@ -228,17 +218,17 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
             free (text);
             status = FH_EXIT_OK;
         }
-        if (watch && !s_interrupted) {
+        if (watch && !fh_cli_stopped ()) {
             struct timespec second = {1, 0};
             nanosleep (&second, NULL);
         }
-    } while (watch && !s_interrupted);
+    } while (watch && !fh_cli_stopped ());
     if (screen) {
         fputs ("\033[?25h\033[?1049l", stdout); /* cursor back, main screen */
         fflush (stdout);
     }
     json_decref (previous);
-    return watch && s_interrupted ? FH_EXIT_OK : status;
+    return watch && fh_cli_stopped () ? FH_EXIT_OK : status;
 }
 
 /* --format NAME; false when there is no such format. */
