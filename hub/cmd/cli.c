@@ -19,6 +19,9 @@
 #define FH_CLI_VERSION (-3)
 #define FH_CLI_HELP_COLUMN 24 /* where the help text of an option starts */
 
+/* The command's --help text. */
+static void s_usage (const fh_cli_command_t *command, FILE *out);
+
 static const fh_cli_option_t s_help = {'h', "help", NULL, "this text"};
 static const fh_cli_option_t s_version
     = {FH_CLI_VERSION, "version", NULL, "the version of fanhub and of its plugin ABI"};
@@ -92,7 +95,7 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
     case -1: return 0;
     case 'h':
     case FH_CLI_HELP:
-        fh_cli_usage (command, stdout);
+        s_usage (command, stdout);
         cli->status = FH_EXIT_OK;
         return -1;
     case FH_CLI_VERSION:
@@ -156,8 +159,8 @@ s_option_line (FILE *out, const fh_cli_option_t *o, int column)
     s_indented (out, o->help, column);
 }
 
-void
-fh_cli_usage (const fh_cli_command_t *command, FILE *out)
+static void
+s_usage (const fh_cli_command_t *command, FILE *out)
 {
     /* The help column: past the longest option, and at least the usual. */
     int column = FH_CLI_HELP_COLUMN;

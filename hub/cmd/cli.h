@@ -102,8 +102,6 @@ void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, cha
 int fh_cli_next (fh_cli_t *cli, const char **arg);
 int fh_cli_status (const fh_cli_t *cli);
 
-/* The command's --help text. */
-void fh_cli_usage (const fh_cli_command_t *command, FILE *out);
 /* "fanhub NAME: WHAT", then "try 'fanhub NAME --help'", on stderr;
    returns 2, the exit status of bad usage. */
 int fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)

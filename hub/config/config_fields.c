@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool
-fh_cfg_name_valid (const char *text)
+/* [A-Za-z0-9_.-]{1,64}, not "." or "..": fh_config_name_valid but for
+   the leading dot. */
+static bool
+s_name_valid (const char *text)
 {
     size_t len = strlen (text);
     if (len < 1 || len > FH_CFG_NAME_MAX)
@@ -34,7 +36,7 @@ bool
 fh_config_name_valid (const char *text)
 {
     /* A consumer's name is a directory under state_dir: not hidden. */
-    return fh_cfg_name_valid (text) && text[0] != '.';
+    return s_name_valid (text) && text[0] != '.';
 }
 
 int
@@ -200,7 +202,7 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     const char *text = fh_yaml_text (ctx, node, what);
     if (!text)
         return -1;
-    if (!fh_cfg_name_valid (text))
+    if (!s_name_valid (text))
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
                               fh_yaml_got (node, buf, sizeof buf));
     return s_store (ctx, node, target, text);
@@ -450,8 +452,13 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     return 0;
 }
 
-int
-fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+/* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
+   (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
+static int s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
 {
     fh_config_t *cfg = ctx->user;
     char line[1024];
@@ -473,11 +480,11 @@ s_check_pattern (fh_yaml_t *ctx, yaml_node_t *node, const char *text)
     bool space = strchr (" \t\n\r\v\f", text[at]) != NULL;
     char what[8];
     snprintf (what, sizeof what, "'%c'", text[at]);
-    return fh_cfg_warn (ctx, node->start_mark,
-                        "'%s' has %s: topic patterns are not regular expressions (a prefix, "
-                        "'*' for any run of characters, '=' for an exact topic); it will likely "
-                        "never match",
-                        text, space ? "whitespace" : what);
+    return s_warn (ctx, node->start_mark,
+                   "'%s' has %s: topic patterns are not regular expressions (a prefix, "
+                   "'*' for any run of characters, '=' for an exact topic); it will likely "
+                   "never match",
+                   text, space ? "whitespace" : what);
 }
 
 static int

@@ -98,10 +98,6 @@ int fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
    to list. */
 int fh_cfg_parse_items (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
                         const char *(*check) (const char *) );
-/* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
-   (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
-int fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
 
 /* Checks of consumer i that involve the hub's settings (config.c); item
    is its node in its file's list, index its place there. */
@@ -114,8 +110,6 @@ int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
    document (config_env.c). */
 int fh_cfg_expand_env (fh_yaml_t *ctx);
 
-/* [A-Za-z0-9_.-]{1,64} */
-bool fh_cfg_name_valid (const char *text); /* fh_config_name_valid */
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);
