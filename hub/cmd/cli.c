@@ -22,6 +22,12 @@
 /* The command's --help text. */
 static void s_usage (const fh_cli_command_t *command, FILE *out);
 
+/* FH_CLI_CONTROL_OPTIONS: fh_cli_next knows them by these texts. */
+const char fh_cli_control_config_help[] = "find the hub's control endpoint in this config\n"
+                                          "(default: the built-in default configuration)";
+const char fh_cli_control_endpoint_help[] = "the control endpoint itself (ipc://PATH or\n"
+                                            "tcp://127.0.0.1:PORT)";
+
 static const fh_cli_option_t s_help = {'h', "help", NULL, "this text"};
 static const fh_cli_option_t s_version
     = {FH_CLI_VERSION, "version", NULL, "the version of fanhub and of its plugin ABI"};
@@ -116,6 +122,18 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         return -1;
     case FH_CLI_CURVE_KEY: cli->curve_key = optarg; return fh_cli_next (cli, arg);
     case FH_CLI_SERVER_KEY: cli->server_key = optarg; return fh_cli_next (cli, arg);
+    case 'c':
+    case 'e':
+        if (s_by_id (command, c)->help == fh_cli_control_config_help) {
+            cli->config = optarg;
+            return fh_cli_next (cli, arg);
+        }
+        if (s_by_id (command, c)->help == fh_cli_control_endpoint_help) {
+            cli->endpoint = optarg;
+            return fh_cli_next (cli, arg);
+        }
+        *arg = optarg;
+        return c;
     default: *arg = optarg; return c;
     }
 }
@@ -367,11 +385,10 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
 }
 
 const char *
-fh_cli_control_open (const fh_cli_t *cli, const char *path, const char *endpoint,
-                     fh_config_t **config, int *status)
+fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status)
 {
     *status = FH_EXIT_USAGE;
-    endpoint = s_control_endpoint (cli->command, path, endpoint, config);
+    const char *endpoint = s_control_endpoint (cli->command, cli->config, cli->endpoint, config);
     if (!endpoint)
         return NULL;
     *status = fh_cli_control_keys (cli, *config, endpoint);

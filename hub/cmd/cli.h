@@ -75,6 +75,7 @@ typedef struct {
     int next;                           /* after the loop: argv[next] is the first operand */
     int status;                         /* after a negative fh_cli_next: what the command returns */
     const char *curve_key, *server_key; /* FH_CLI_CURVE_OPTIONS, or NULL */
+    const char *config, *endpoint;      /* FH_CLI_CONTROL_OPTIONS, or NULL */
 } fh_cli_t;
 
 /* The CURVE options of the commands that talk to a hub's control socket
@@ -147,27 +148,26 @@ void fh_cli_stop_on_signals (fh_cli_signals_t *saved, int flags);
 void fh_cli_signals_restore (const fh_cli_signals_t *saved);
 bool fh_cli_stopped (void);
 
-/* The -c/-e pair of the commands that talk to a hub's control socket. */
+/* The -c/-e pair of the commands that talk to a hub's control socket:
+   put FH_CLI_CONTROL_OPTIONS in the option table; fh_cli_next keeps
+   their values in the fh_cli_t (the command sees no id of theirs) for
+   fh_cli_control_open. */
+extern const char fh_cli_control_config_help[], fh_cli_control_endpoint_help[];
 #define FH_CLI_CONTROL_OPTIONS                                                                     \
-    {'c', "config", "FILE",                                                                        \
-     "find the hub's control endpoint in this config\n"                                            \
-     "(default: the built-in default configuration)"},                                             \
+    {'c', "config", "FILE", fh_cli_control_config_help},                                           \
     {                                                                                              \
-        'e', "endpoint", "EP",                                                                     \
-            "the control endpoint itself (ipc://PATH or\n"                                         \
-            "tcp://127.0.0.1:PORT)"                                                                \
+        'e', "endpoint", "EP", fh_cli_control_endpoint_help                                        \
     }
 
 /* The control endpoint of the hub a command talks to (`-c FILE | -e
-   ENDPOINT`), with this process's control client keys set from it
+   ENDPOINT`, as fh_cli_next kept them), with this process's control client keys set from it
    (fh_cli_control_keys): endpoint as given, else the control: of the
    configuration at path (the built-in one when path is NULL). *config
    gets what was loaded (NULL with -e), to destroy once the endpoint is no
    longer used. NULL after saying why on stderr (-c with -e, a
    configuration that does not load, keys refused), with *status the
    exit status to return. */
-const char *fh_cli_control_open (const fh_cli_t *cli, const char *path, const char *endpoint,
-                                 fh_config_t **config, int *status);
+const char *fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status);
 
 /* The host name of collectd values: given when not NULL or empty, else
    this host's name (in buf), else "localhost". */

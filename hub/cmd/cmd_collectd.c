@@ -232,7 +232,7 @@ s_serve (const char *endpoint, const char *host, double interval, double after)
 int
 fh_cmd_collectd (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL, *host = getenv ("COLLECTD_HOSTNAME");
+    const char *host = getenv ("COLLECTD_HOSTNAME");
     const char *interval_text = getenv ("COLLECTD_INTERVAL");
     const char *interval_from = "COLLECTD_INTERVAL";
     const char *after_text = NULL;
@@ -242,8 +242,6 @@ fh_cmd_collectd (int argc, char **argv)
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
         case 'i':
             interval_text = arg;
             interval_from = "--interval";
@@ -269,7 +267,7 @@ fh_cmd_collectd (int argc, char **argv)
     host = fh_cli_host_name (host, hostname, sizeof hostname);
     fh_config_t *config;
     int keys;
-    endpoint = fh_cli_control_open (&cli, path, endpoint, &config, &keys);
+    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
     if (!endpoint)
         return keys;
 

@@ -49,8 +49,7 @@ static const fh_cli_command_t s_command = {
     "first. 1 also when the hub cannot be reached or refuses the message.",
 };
 
-static int s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg,
-                   bool wait, double timeout_s);
+static int s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s);
 
 static char *
 s_read_stdin (size_t *size)
@@ -123,7 +122,6 @@ s_report (const char *answer, const char *topic, bool wait, double timeout_s)
 int
 fh_cmd_emit (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL;
     bool wait = false;
     double timeout_s = 30;
     fh_cli_t cli;
@@ -136,8 +134,6 @@ fh_cmd_emit (int argc, char **argv)
             continue;
         switch (opt) {
         case 'w': wait = true; break;
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
         case 't':
             if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 86400, &timeout_s))
                 return FH_EXIT_USAGE;
@@ -149,20 +145,19 @@ fh_cmd_emit (int argc, char **argv)
     if (cli.next >= argc || argc - cli.next > 2) {
         return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
     }
-    if (path && endpoint)
+    if (cli.config && cli.endpoint)
         return fh_cli_usage_error (&s_command, "give -c or -e, not both");
     int status = fh_cli_fedmsg_start (&fedmsg, &s_command);
     if (status >= 0)
         return status;
-    status = s_emit (&cli, path, endpoint, &fedmsg, wait, timeout_s);
+    status = s_emit (&cli, &fedmsg, wait, timeout_s);
     fh_cli_fedmsg_end (&fedmsg);
     return status;
 }
 
 /* Sends the EMIT and reports the answer; returns the exit status. */
 static int
-s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg, bool wait,
-        double timeout_s)
+s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s)
 {
     int argc = cli->argc;
     char **argv = cli->argv;
@@ -192,7 +187,7 @@ s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *
     }
     fh_config_t *config;
     int keys;
-    endpoint = fh_cli_control_open (cli, path, endpoint, &config, &keys);
+    const char *endpoint = fh_cli_control_open (cli, &config, &keys);
     if (!endpoint) {
         free (body_data);
         return keys;

@@ -36,7 +36,6 @@ static const fh_cli_command_t s_command = {
 static const char *
 s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *status)
 {
-    const char *path = NULL, *endpoint = NULL;
     *config = NULL;
     *status = FH_EXIT_USAGE;
     fh_cli_t cli;
@@ -44,10 +43,7 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        if (opt == 'c' || opt == 'e')
-            *(opt == 'c' ? &path : &endpoint) = arg;
-        else if (opt == 't'
-                 && !fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, timeout_s))
+        if (opt == 't' && !fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, timeout_s))
             return NULL;
     }
     if (opt < 0)
@@ -55,7 +51,7 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     else if (cli.next < argc)
         fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     else
-        return fh_cli_control_open (&cli, path, endpoint, config, status);
+        return fh_cli_control_open (&cli, config, status);
     return NULL;
 }
 

@@ -252,7 +252,7 @@ s_format_named (const char *name, s_format_t *format)
 int
 fh_cmd_stats (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL, *input = NULL, *host = NULL;
+    const char *input = NULL, *host = NULL;
     s_format_t format = FORMAT_JSON;
     bool format_given = false, watch = false;
     int timeout_ms = 2000;
@@ -262,8 +262,6 @@ fh_cmd_stats (int argc, char **argv)
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
         case 'w': watch = true; break;
         case S_OPT_HOST: host = arg; break;
         case S_OPT_INPUT: input = arg; break;
@@ -295,7 +293,7 @@ fh_cmd_stats (int argc, char **argv)
     if (cli.next < argc) {
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
-    if ((path && endpoint) || (input && (path || endpoint || watch))) {
+    if ((cli.config && cli.endpoint) || (input && (cli.config || cli.endpoint || watch))) {
         return fh_cli_usage_error (&s_command,
                                    "give one of -c, -e or --input (and --watch only with a hub)");
     }
@@ -308,7 +306,7 @@ fh_cmd_stats (int argc, char **argv)
         return s_print_input (input, format, host);
     fh_config_t *config;
     int keys;
-    endpoint = fh_cli_control_open (&cli, path, endpoint, &config, &keys);
+    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
     if (!endpoint)
         return keys;
     int status = s_poll (endpoint, format, host, timeout_ms, watch);
