@@ -273,19 +273,26 @@ fh_msg_defer (fh_msg_t *self)
     return 0;
 }
 
+/* One message handled: its end-to-end latency (now_ns 0: read the clock)
+   and the count, written by the last holder only. */
+static inline void
+s_count_handled (fh_handled_t *handled, int64_t received_ns, int64_t now_ns)
+{
+    if (!now_ns)
+        now_ns = fh_clock_mono_ns ();
+    fh_histogram_record (&handled->end_to_end, now_ns - received_ns);
+    atomic_store_explicit (&handled->handled,
+                           atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,
+                           memory_order_release);
+}
+
 void
 fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t now_ns)
 {
     if (atomic_fetch_sub_explicit (&self->refs, 1, memory_order_acq_rel) != 1)
         return;
-    if (handled) {
-        if (!now_ns)
-            now_ns = fh_clock_mono_ns ();
-        fh_histogram_record (&handled->end_to_end, now_ns - self->received_ns);
-        atomic_store_explicit (&handled->handled,
-                               atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,
-                               memory_order_release);
-    }
+    if (handled)
+        s_count_handled (handled, self->received_ns, now_ns);
     if (self->emit)
         fh_emit_handled (self->emit);
     s_deferral_free (self);
@@ -304,14 +311,8 @@ fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns)
         fh_msg_destroy (&self);
         return;
     }
-    if (handled && !self->from_spool) {
-        if (!now_ns)
-            now_ns = fh_clock_mono_ns ();
-        fh_histogram_record (&handled->end_to_end, now_ns - self->received_ns);
-        atomic_store_explicit (&handled->handled,
-                               atomic_load_explicit (&handled->handled, memory_order_relaxed) + 1,
-                               memory_order_release);
-    }
+    if (handled && !self->from_spool)
+        s_count_handled (handled, self->received_ns, now_ns);
     if (self->emit)
         fh_emit_handled (self->emit);
     fh_msg_destroy (&self);

@@ -290,33 +290,14 @@ fh_pending_wait (fh_pending_t *self, int64_t deadline_ns)
     return done;
 }
 
-size_t
-fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
+/* The open entries started before before_ns: counted, the oldest's seq
+   into *oldest_seq (may be NULL); with expire, each answered RETRY as
+   expired and moved to the done list. Under self->lock. */
+static size_t
+s_overdue (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq, bool expire)
 {
     size_t count = 0;
     int64_t oldest = INT64_MAX;
-    pthread_mutex_lock (&self->lock);
-    for (size_t i = 0; i < self->capacity; i++) {
-        const s_entry_t *entry = &self->entries[i];
-        if (entry->state != S_OPEN || entry->item.started_ns >= before_ns)
-            continue;
-        count++;
-        if (entry->item.started_ns < oldest) {
-            oldest = entry->item.started_ns;
-            if (oldest_seq)
-                *oldest_seq = entry->item.msg->seq;
-        }
-    }
-    pthread_mutex_unlock (&self->lock);
-    return count;
-}
-
-size_t
-fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
-{
-    size_t count = 0;
-    int64_t oldest = INT64_MAX;
-    pthread_mutex_lock (&self->lock);
     for (size_t i = 0; i < self->capacity; i++) {
         s_entry_t *entry = &self->entries[i];
         if (entry->state != S_OPEN || entry->item.started_ns >= before_ns)
@@ -327,6 +308,8 @@ fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
             if (oldest_seq)
                 *oldest_seq = entry->item.msg->seq;
         }
+        if (!expire)
+            continue;
         entry->item.result = FANHUB_RETRY;
         entry->item.expired = true;
         entry->state = S_DONE;
@@ -335,6 +318,23 @@ fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
         self->done[(self->done_head + self->done_count) % self->capacity] = i;
         self->done_count++;
     }
+    return count;
+}
+
+size_t
+fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
+{
+    pthread_mutex_lock (&self->lock);
+    size_t count = s_overdue (self, before_ns, oldest_seq, false);
+    pthread_mutex_unlock (&self->lock);
+    return count;
+}
+
+size_t
+fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
+{
+    pthread_mutex_lock (&self->lock);
+    size_t count = s_overdue (self, before_ns, oldest_seq, true);
     if (count)
         pthread_cond_broadcast (&self->done_cond);
     pthread_mutex_unlock (&self->lock);

@@ -6,15 +6,27 @@
 #include <assert.h>
 #include <czmq.h>
 #include <fanhub/sdk_curve.h>
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
+#include <unistd.h>
 
 #define FH_CLI_MAX_OPTIONS 40
 #define FH_CLI_HELP (-2) /* ids the layer answers itself */
 #define FH_CLI_VERSION (-3)
 #define FH_CLI_HELP_COLUMN 24 /* where the help text of an option starts */
+
+/* The command's --help text. */
+static void s_usage (const fh_cli_command_t *command, FILE *out);
+
+/* FH_CLI_CONTROL_OPTIONS: fh_cli_next knows them by these texts. */
+const char fh_cli_control_config_help[] = "find the hub's control endpoint in this config\n"
+                                          "(default: the built-in default configuration)";
+const char fh_cli_control_endpoint_help[] = "the control endpoint itself (ipc://PATH or\n"
+                                            "tcp://127.0.0.1:PORT)";
 
 static const fh_cli_option_t s_help = {'h', "help", NULL, "this text"};
 static const fh_cli_option_t s_version
@@ -89,7 +101,7 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
     case -1: return 0;
     case 'h':
     case FH_CLI_HELP:
-        fh_cli_usage (command, stdout);
+        s_usage (command, stdout);
         cli->status = FH_EXIT_OK;
         return -1;
     case FH_CLI_VERSION:
@@ -110,6 +122,18 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         return -1;
     case FH_CLI_CURVE_KEY: cli->curve_key = optarg; return fh_cli_next (cli, arg);
     case FH_CLI_SERVER_KEY: cli->server_key = optarg; return fh_cli_next (cli, arg);
+    case 'c':
+    case 'e':
+        if (s_by_id (command, c)->help == fh_cli_control_config_help) {
+            cli->config = optarg;
+            return fh_cli_next (cli, arg);
+        }
+        if (s_by_id (command, c)->help == fh_cli_control_endpoint_help) {
+            cli->endpoint = optarg;
+            return fh_cli_next (cli, arg);
+        }
+        *arg = optarg;
+        return c;
     default: *arg = optarg; return c;
     }
 }
@@ -153,8 +177,8 @@ s_option_line (FILE *out, const fh_cli_option_t *o, int column)
     s_indented (out, o->help, column);
 }
 
-void
-fh_cli_usage (const fh_cli_command_t *command, FILE *out)
+static void
+s_usage (const fh_cli_command_t *command, FILE *out)
 {
     /* The help column: past the longest option, and at least the usual. */
     int column = FH_CLI_HELP_COLUMN;
@@ -241,9 +265,9 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
     return rc;
 }
 
-const char *
-fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
-                         fh_config_t **config)
+static const char *
+s_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
+                    fh_config_t **config)
 {
     *config = NULL;
     if (path && endpoint) {
@@ -358,4 +382,77 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
         return FH_EXIT_USAGE;
     }
     return FH_EXIT_OK;
+}
+
+const char *
+fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status)
+{
+    *status = FH_EXIT_USAGE;
+    const char *endpoint = s_control_endpoint (cli->command, cli->config, cli->endpoint, config);
+    if (!endpoint)
+        return NULL;
+    *status = fh_cli_control_keys (cli, *config, endpoint);
+    if (*status == FH_EXIT_OK)
+        return endpoint;
+    fh_config_destroy (config);
+    return NULL;
+}
+
+const char *
+fh_cli_host_name (const char *given, char *buf, size_t size)
+{
+    if (given && *given)
+        return given;
+    if (gethostname (buf, size) != 0)
+        snprintf (buf, size, "localhost");
+    buf[size - 1] = '\0';
+    return buf;
+}
+
+bool
+fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text, double min,
+                double max, double *value)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = text && *text ? strtod (text, &end) : NAN;
+    if (!end || *end || errno || !isfinite (v) || v < min || v > max) {
+        fprintf (stderr, "fanhub %s: %s: expected seconds from %g to %g, got '%s'\n", command->name,
+                 option, min, max, text ? text : "");
+        return false;
+    }
+    *value = v;
+    return true;
+}
+
+static volatile sig_atomic_t s_stopped;
+
+static void
+s_on_stop_signal (int signum)
+{
+    (void) signum;
+    s_stopped = 1;
+}
+
+void
+fh_cli_stop_on_signals (fh_cli_signals_t *saved, int flags)
+{
+    struct sigaction action = {.sa_handler = s_on_stop_signal, .sa_flags = flags};
+    sigemptyset (&action.sa_mask);
+    s_stopped = 0;
+    sigaction (SIGINT, &action, saved ? &saved->interrupt : NULL);
+    sigaction (SIGTERM, &action, saved ? &saved->terminate : NULL);
+}
+
+void
+fh_cli_signals_restore (const fh_cli_signals_t *saved)
+{
+    sigaction (SIGINT, &saved->interrupt, NULL);
+    sigaction (SIGTERM, &saved->terminate, NULL);
+}
+
+bool
+fh_cli_stopped (void)
+{
+    return s_stopped;
 }

@@ -38,6 +38,8 @@
 #include "config.h"
 #include "control_curve.h"
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 /* One option. id is what fh_cli_next returns for it: the short letter
@@ -73,6 +75,7 @@ typedef struct {
     int next;                           /* after the loop: argv[next] is the first operand */
     int status;                         /* after a negative fh_cli_next: what the command returns */
     const char *curve_key, *server_key; /* FH_CLI_CURVE_OPTIONS, or NULL */
+    const char *config, *endpoint;      /* FH_CLI_CONTROL_OPTIONS, or NULL */
 } fh_cli_t;
 
 /* The CURVE options of the commands that talk to a hub's control socket
@@ -100,8 +103,6 @@ void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, cha
 int fh_cli_next (fh_cli_t *cli, const char **arg);
 int fh_cli_status (const fh_cli_t *cli);
 
-/* The command's --help text. */
-void fh_cli_usage (const fh_cli_command_t *command, FILE *out);
 /* "fanhub NAME: WHAT", then "try 'fanhub NAME --help'", on stderr;
    returns 2, the exit status of bad usage. */
 int fh_cli_usage_error (const fh_cli_command_t *command, const char *fmt, ...)
@@ -135,13 +136,47 @@ int fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char 
 /* Loads path, or the embedded default when path is NULL. */
 fh_config_t *fh_cli_load_config (const char *path, char *err, size_t errlen);
 
+/* SIGINT and SIGTERM only set the flag fh_cli_stopped reads, without
+   SA_RESTART so that a blocking call (zmq_poll, getline, a sleep) returns
+   and the command's loop sees it; flags adds to sa_flags (SA_RESETHAND:
+   a second signal ends the process at once). The dispositions before go
+   to saved (NULL: not kept) for fh_cli_signals_restore. */
+typedef struct {
+    struct sigaction interrupt, terminate;
+} fh_cli_signals_t;
+void fh_cli_stop_on_signals (fh_cli_signals_t *saved, int flags);
+void fh_cli_signals_restore (const fh_cli_signals_t *saved);
+bool fh_cli_stopped (void);
+
+/* The -c/-e pair of the commands that talk to a hub's control socket:
+   put FH_CLI_CONTROL_OPTIONS in the option table; fh_cli_next keeps
+   their values in the fh_cli_t (the command sees no id of theirs) for
+   fh_cli_control_open. */
+extern const char fh_cli_control_config_help[], fh_cli_control_endpoint_help[];
+#define FH_CLI_CONTROL_OPTIONS                                                                     \
+    {'c', "config", "FILE", fh_cli_control_config_help},                                           \
+    {                                                                                              \
+        'e', "endpoint", "EP", fh_cli_control_endpoint_help                                        \
+    }
+
 /* The control endpoint of the hub a command talks to (`-c FILE | -e
-   ENDPOINT`): endpoint as given, else the control: of the configuration
-   at path (the built-in one when path is NULL). *config gets what was
-   loaded (NULL with -e), to destroy once the endpoint is no longer used.
-   NULL after saying why on stderr (-c with -e, or a configuration that
-   does not load): the command exits FH_EXIT_USAGE. */
-const char *fh_cli_control_endpoint (const fh_cli_command_t *command, const char *path,
-                                     const char *endpoint, fh_config_t **config);
+   ENDPOINT`, as fh_cli_next kept them), with this process's control client keys set from it
+   (fh_cli_control_keys): endpoint as given, else the control: of the
+   configuration at path (the built-in one when path is NULL). *config
+   gets what was loaded (NULL with -e), to destroy once the endpoint is no
+   longer used. NULL after saying why on stderr (-c with -e, a
+   configuration that does not load, keys refused), with *status the
+   exit status to return. */
+const char *fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status);
+
+/* The host name of collectd values: given when not NULL or empty, else
+   this host's name (in buf), else "localhost". */
+const char *fh_cli_host_name (const char *given, char *buf, size_t size);
+
+/* A seconds option's value: a decimal number from min to max into
+   *value; false after "fanhub NAME: OPTION: expected seconds from MIN to
+   MAX, got 'TEXT'" on stderr (the command exits FH_EXIT_USAGE). */
+bool fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text,
+                     double min, double max, double *value);
 
 #endif

@@ -70,14 +70,10 @@ fh_cmd_check (int argc, char **argv)
         case 'c': path = arg; break;
         case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         case S_OPT_CONNECT: connect = true; break;
-        case S_OPT_TIMEOUT: {
-            char *end = NULL;
-            timeout_s = strtod (arg, &end);
-            if (!end || *end || end == arg || !(timeout_s > 0 && timeout_s <= 3600))
-                return fh_cli_usage_error (
-                    &s_command, "--timeout: expected seconds from 0 to 3600, got '%s'", arg);
+        case S_OPT_TIMEOUT:
+            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 3600, &timeout_s))
+                return FH_EXIT_USAGE;
             break;
-        }
         }
     }
     if (opt < 0)

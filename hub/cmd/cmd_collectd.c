@@ -45,12 +45,7 @@
 enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_DISCONNECTED };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config\n"
-     "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP",
-     "the control endpoint itself (ipc://PATH or\n"
-     "tcp://127.0.0.1:PORT)"},
+    FH_CLI_CONTROL_OPTIONS,
     {'i', "interval", "S",
      "seconds between batches, also written as\n"
      "interval= (default: $COLLECTD_INTERVAL, else 10)"},
@@ -95,19 +90,6 @@ static const fh_cli_command_t s_command = {
     "Exit status: 0 on SIGTERM or SIGINT, 1 when stdout is closed (collectd\n"
     "went away), 2 bad usage or configuration.",
 };
-
-/* Seconds from 0.001 to one day; -1 when text is not that. */
-static double
-s_parse_interval (const char *text)
-{
-    char *end;
-    errno = 0;
-    double value = text && *text ? strtod (text, &end) : -1;
-    if (!text || !*text || *end || errno || !isfinite (value) || value < 0.001
-        || value > S_MAX_INTERVAL)
-        return -1;
-    return value;
-}
 
 /* True when stdout is a pipe whose reader is gone. Only asked when there
    was nothing to print, which is when no write would tell. */
@@ -250,7 +232,7 @@ s_serve (const char *endpoint, const char *host, double interval, double after)
 int
 fh_cmd_collectd (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL, *host = getenv ("COLLECTD_HOSTNAME");
+    const char *host = getenv ("COLLECTD_HOSTNAME");
     const char *interval_text = getenv ("COLLECTD_INTERVAL");
     const char *interval_from = "COLLECTD_INTERVAL";
     const char *after_text = NULL;
@@ -260,8 +242,6 @@ fh_cmd_collectd (int argc, char **argv)
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
         case 'i':
             interval_text = arg;
             interval_from = "--interval";
@@ -275,36 +255,21 @@ fh_cmd_collectd (int argc, char **argv)
     if (cli.next < argc) {
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
-    double interval = interval_text ? s_parse_interval (interval_text) : S_DEFAULT_INTERVAL;
-    if (interval < 0) {
-        fprintf (stderr, "fanhub collectd: %s: expected seconds from 0.001 to %g, got '%s'\n",
-                 interval_from, S_MAX_INTERVAL, interval_text);
+    double interval = S_DEFAULT_INTERVAL, after = FH_COLLECTD_DISCONNECTED_AFTER_S;
+    if ((interval_text
+         && !fh_cli_seconds (&s_command, interval_from, interval_text, 0.001, S_MAX_INTERVAL,
+                             &interval))
+        || (after_text
+            && !fh_cli_seconds (&s_command, "--disconnected-after", after_text, 0.001,
+                                S_MAX_INTERVAL, &after)))
         return FH_EXIT_USAGE;
-    }
-    double after = after_text ? s_parse_interval (after_text) : FH_COLLECTD_DISCONNECTED_AFTER_S;
-    if (after < 0) {
-        fprintf (stderr,
-                 "fanhub collectd: --disconnected-after: expected seconds from 0.001 to %g, "
-                 "got '%s'\n",
-                 S_MAX_INTERVAL, after_text);
-        return FH_EXIT_USAGE;
-    }
     char hostname[256];
-    if (!host || !*host) {
-        if (gethostname (hostname, sizeof hostname) != 0)
-            snprintf (hostname, sizeof hostname, "localhost");
-        hostname[sizeof hostname - 1] = '\0';
-        host = hostname;
-    }
+    host = fh_cli_host_name (host, hostname, sizeof hostname);
     fh_config_t *config;
-    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    int keys;
+    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
     if (!endpoint)
-        return FH_EXIT_USAGE;
-    int keys = fh_cli_control_keys (&cli, config, endpoint);
-    if (keys != FH_EXIT_OK) {
-        fh_config_destroy (&config);
         return keys;
-    }
 
     /* -c: the hub's own metrics.collectd.disconnected_after, unless given. */
     if (!after_text && config && config->metrics.collectd_disconnected_after_ms > 0)

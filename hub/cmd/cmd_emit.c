@@ -27,10 +27,7 @@ static const fh_cli_option_t s_options[] = {
      "return once every consumer has finished with the\n"
      "message, printing each one's outcome"},
     {'t', "timeout", "S", "with --wait, give up after S seconds (default 30)"},
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config\n"
-     "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP", "the control endpoint itself"},
+    FH_CLI_CONTROL_OPTIONS,
     FH_CLI_CURVE_OPTIONS,
     FH_CLI_FEDMSG_OPTIONS,
     {0, NULL, NULL, NULL},
@@ -52,8 +49,7 @@ static const fh_cli_command_t s_command = {
     "first. 1 also when the hub cannot be reached or refuses the message.",
 };
 
-static int s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg,
-                   bool wait, double timeout_s);
+static int s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s);
 
 static char *
 s_read_stdin (size_t *size)
@@ -126,7 +122,6 @@ s_report (const char *answer, const char *topic, bool wait, double timeout_s)
 int
 fh_cmd_emit (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL;
     bool wait = false;
     double timeout_s = 30;
     fh_cli_t cli;
@@ -139,20 +134,10 @@ fh_cmd_emit (int argc, char **argv)
             continue;
         switch (opt) {
         case 'w': wait = true; break;
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
-        case 't': {
-            char *end;
-            timeout_s = strtod (arg, &end);
-            if (*end || end == arg || !(timeout_s >= 0 && timeout_s <= 86400)) {
-                fprintf (stderr,
-                         "fanhub emit: --timeout takes seconds from 0 to 86400, "
-                         "not '%s'\n",
-                         arg);
+        case 't':
+            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 86400, &timeout_s))
                 return FH_EXIT_USAGE;
-            }
             break;
-        }
         }
     }
     if (opt < 0)
@@ -160,20 +145,19 @@ fh_cmd_emit (int argc, char **argv)
     if (cli.next >= argc || argc - cli.next > 2) {
         return fh_cli_usage_error (&s_command, "expected TOPIC [BODY | -]");
     }
-    if (path && endpoint)
+    if (cli.config && cli.endpoint)
         return fh_cli_usage_error (&s_command, "give -c or -e, not both");
     int status = fh_cli_fedmsg_start (&fedmsg, &s_command);
     if (status >= 0)
         return status;
-    status = s_emit (&cli, path, endpoint, &fedmsg, wait, timeout_s);
+    status = s_emit (&cli, &fedmsg, wait, timeout_s);
     fh_cli_fedmsg_end (&fedmsg);
     return status;
 }
 
 /* Sends the EMIT and reports the answer; returns the exit status. */
 static int
-s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *fedmsg, bool wait,
-        double timeout_s)
+s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s)
 {
     int argc = cli->argc;
     char **argv = cli->argv;
@@ -202,14 +186,9 @@ s_emit (fh_cli_t *cli, const char *path, const char *endpoint, fh_cli_fedmsg_t *
         body_size = fedmsg->buf.size;
     }
     fh_config_t *config;
-    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    int keys;
+    const char *endpoint = fh_cli_control_open (cli, &config, &keys);
     if (!endpoint) {
-        free (body_data);
-        return FH_EXIT_USAGE;
-    }
-    int keys = fh_cli_control_keys (cli, config, endpoint);
-    if (keys != FH_EXIT_OK) {
-        fh_config_destroy (&config);
         free (body_data);
         return keys;
     }

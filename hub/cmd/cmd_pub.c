@@ -87,15 +87,6 @@ typedef struct {
     size_t digits; /* digit count the layout is made for */
 } s_gen_t;
 
-static volatile sig_atomic_t s_stop = 0;
-
-static void
-s_on_signal (int signum)
-{
-    (void) signum;
-    s_stop = 1;
-}
-
 enum {
     S_OPT_BODY = FH_CLI_LONG_ONLY,
     S_OPT_SIZE,
@@ -496,7 +487,7 @@ s_wait_subscribers (void *sock, const s_opts_t *opts, uint64_t *subscriptions)
     int64_t deadline = opts->timeout_s > 0 ? fh_clock_mono_ns () + (int64_t) (opts->timeout_s * 1e9)
                                            : 0;
     s_drain (sock, subscriptions);
-    while (*subscriptions < opts->wait_subscribers && !s_stop) {
+    while (*subscriptions < opts->wait_subscribers && !fh_cli_stopped ()) {
         /* Short polls: a signal that lands just before zmq_poll would
            otherwise go unnoticed until the next subscription. */
         long wait_ms = 200;
@@ -601,7 +592,7 @@ s_publish (s_pub_t *self)
     double period_ns = opts->rate > 0 ? 1e9 / opts->rate : 0;
     int64_t start = fh_clock_mono_ns ();
 
-    for (uint64_t i = 0; (count == 0 || i < count) && !s_stop; i++) {
+    for (uint64_t i = 0; (count == 0 || i < count) && !fh_cli_stopped (); i++) {
         if (period_ns > 0 && i > 0) {
             /* Absolute deadlines: oversleeping once is made up by the
                next messages, so the average rate is the one asked for. */
@@ -609,7 +600,7 @@ s_publish (s_pub_t *self)
             if (fh_clock_mono_ns () < deadline) {
                 s_drain (self->sock, &self->subscriptions);
                 s_sleep_until (deadline);
-                if (s_stop)
+                if (fh_cli_stopped ())
                     break;
             }
         }
@@ -643,7 +634,7 @@ s_publish (s_pub_t *self)
             errno = 0;
             ssize_t len = getline (&self->line, &self->line_cap, stdin);
             if (len < 0) {
-                if (errno == EINTR || feof (stdin) || s_stop)
+                if (errno == EINTR || feof (stdin) || fh_cli_stopped ())
                     return 0;
                 fprintf (stderr, "fanhub pub: reading stdin: %s\n", strerror (errno));
                 return -1;
@@ -732,12 +723,8 @@ fh_cmd_pub (int argc, char **argv)
     /* No SA_RESTART: a signal must cut a blocking zmq_poll, getline or
        clock_nanosleep short. SA_RESETHAND: a second ^C during the final
        flush (--linger-ms) ends the process at once. */
-    struct sigaction action = {.sa_handler = s_on_signal, .sa_flags = SA_RESETHAND};
-    sigemptyset (&action.sa_mask);
-    struct sigaction old_int, old_term;
-    s_stop = 0;
-    sigaction (SIGINT, &action, &old_int);
-    sigaction (SIGTERM, &action, &old_term);
+    fh_cli_signals_t saved;
+    fh_cli_stop_on_signals (&saved, SA_RESETHAND);
 
     rc = FH_EXIT_FAILURE;
     void *ctx = zmq_ctx_new ();
@@ -765,8 +752,7 @@ fh_cmd_pub (int argc, char **argv)
         fprintf (stderr, "fanhub pub: sent %" PRIu64 " messages in %.3f s (%.0f msg/s)\n", pub.sent,
                  seconds, seconds > 0 ? (double) pub.sent / seconds : 0.0);
     }
-    sigaction (SIGINT, &old_int, NULL);
-    sigaction (SIGTERM, &old_term, NULL);
+    fh_cli_signals_restore (&saved);
     free (pub.gen.data);
     free (pub.line);
     fh_pub_jsonl_free (pub.jmsgs, pub.jcount);

@@ -10,8 +10,7 @@
 #include <string.h>
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE", "find the hub's control endpoint in this config"},
-    {'e', "endpoint", "EP", "the control endpoint itself"},
+    FH_CLI_CONTROL_OPTIONS,
     {'t', "timeout", "S",
      "give up after S seconds without an answer (default 65; a plugin's init\n"
      "that hangs holds the reload's answer)"},
@@ -37,7 +36,6 @@ static const fh_cli_command_t s_command = {
 static const char *
 s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *status)
 {
-    const char *path = NULL, *endpoint = NULL;
     *config = NULL;
     *status = FH_EXIT_USAGE;
     fh_cli_t cli;
@@ -45,30 +43,15 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        if (opt == 'c' || opt == 'e')
-            *(opt == 'c' ? &path : &endpoint) = arg;
-        else if (opt == 't') {
-            char *end;
-            *timeout_s = strtod (arg, &end);
-            if (*end || end == arg || !(*timeout_s > 0 && *timeout_s <= 86400)) {
-                fprintf (stderr,
-                         "fanhub reload: --timeout takes seconds, more than 0 and up "
-                         "to 86400, not '%s'\n",
-                         arg);
-                return NULL;
-            }
-        }
+        if (opt == 't' && !fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, timeout_s))
+            return NULL;
     }
     if (opt < 0)
         *status = fh_cli_status (&cli);
     else if (cli.next < argc)
         fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
-    else if ((endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, config))) {
-        *status = fh_cli_control_keys (&cli, *config, endpoint);
-        if (*status == FH_EXIT_OK)
-            return endpoint;
-        fh_config_destroy (config);
-    }
+    else
+        return fh_cli_control_open (&cli, config, status);
     return NULL;
 }
 

@@ -43,15 +43,6 @@
 #define S_NAME_MAX 64 /* as consumer names in the configuration */
 #define S_DEFAULT_NAME "replay"
 
-static volatile sig_atomic_t s_interrupted;
-
-static void
-s_on_signal (int sig)
-{
-    (void) sig;
-    s_interrupted = 1;
-}
-
 enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
 
 static const fh_cli_option_t s_options[] = {
@@ -373,7 +364,7 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
     unsigned long lineno = 0;
     uint64_t next_seq = 1;
     int rc = FH_EXIT_OK;
-    while (!s_interrupted && (len = getline (&text, &room, input)) != -1) {
+    while (!fh_cli_stopped () && (len = getline (&text, &room, input)) != -1) {
         lineno++;
         if (s_blank (text, (size_t) len))
             continue;
@@ -426,7 +417,7 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
             break;
         }
     }
-    if (rc == FH_EXIT_OK && s_interrupted) {
+    if (rc == FH_EXIT_OK && fh_cli_stopped ()) {
         fprintf (stderr, "fanhub replay: interrupted after %lu input line%s\n", lineno,
                  lineno == 1 ? "" : "s");
         rc = FH_EXIT_FAILURE;
@@ -495,12 +486,7 @@ static void
 s_take_signals (void)
 {
     signal (SIGPIPE, SIG_IGN);
-    struct sigaction action;
-    memset (&action, 0, sizeof action);
-    action.sa_handler = s_on_signal;
-    sigemptyset (&action.sa_mask);
-    sigaction (SIGINT, &action, NULL);
-    sigaction (SIGTERM, &action, NULL);
+    fh_cli_stop_on_signals (NULL, 0);
 }
 
 /* init, the messages, idle and fini: the exit status. */

@@ -29,24 +29,10 @@
 
 typedef enum { FORMAT_JSON, FORMAT_COLLECTD, FORMAT_PROMETHEUS, FORMAT_TABLE } s_format_t;
 
-static volatile sig_atomic_t s_interrupted;
-
-static void
-s_on_signal (int sig)
-{
-    (void) sig;
-    s_interrupted = 1;
-}
-
 enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT };
 
 static const fh_cli_option_t s_options[] = {
-    {'c', "config", "FILE",
-     "find the hub's control endpoint in this config\n"
-     "(default: the built-in default configuration)"},
-    {'e', "endpoint", "EP",
-     "the control endpoint itself (ipc://PATH or\n"
-     "tcp://127.0.0.1:PORT)"},
+    FH_CLI_CONTROL_OPTIONS,
     {'f', "format", "FORMAT",
      "json (default), collectd (PUTVAL lines),\n"
      "prometheus (text exposition), table"},
@@ -193,8 +179,7 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
     char err[2048];
     /* CZMQ would put its own handlers in place at the first socket. */
     zsys_handler_set (NULL);
-    signal (SIGINT, s_on_signal);
-    signal (SIGTERM, s_on_signal);
+    fh_cli_stop_on_signals (NULL, 0);
     int status = FH_EXIT_OK;
     bool screen = watch && isatty (STDOUT_FILENO);
     json_t *previous = NULL;
@@ -233,17 +218,17 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
             free (text);
             status = FH_EXIT_OK;
         }
-        if (watch && !s_interrupted) {
+        if (watch && !fh_cli_stopped ()) {
             struct timespec second = {1, 0};
             nanosleep (&second, NULL);
         }
-    } while (watch && !s_interrupted);
+    } while (watch && !fh_cli_stopped ());
     if (screen) {
         fputs ("\033[?25h\033[?1049l", stdout); /* cursor back, main screen */
         fflush (stdout);
     }
     json_decref (previous);
-    return watch && s_interrupted ? FH_EXIT_OK : status;
+    return watch && fh_cli_stopped () ? FH_EXIT_OK : status;
 }
 
 /* --format NAME; false when there is no such format. */
@@ -267,7 +252,7 @@ s_format_named (const char *name, s_format_t *format)
 int
 fh_cmd_stats (int argc, char **argv)
 {
-    const char *path = NULL, *endpoint = NULL, *input = NULL, *host = NULL;
+    const char *input = NULL, *host = NULL;
     s_format_t format = FORMAT_JSON;
     bool format_given = false, watch = false;
     int timeout_ms = 2000;
@@ -277,8 +262,6 @@ fh_cmd_stats (int argc, char **argv)
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'c': path = arg; break;
-        case 'e': endpoint = arg; break;
         case 'w': watch = true; break;
         case S_OPT_HOST: host = arg; break;
         case S_OPT_INPUT: input = arg; break;
@@ -310,31 +293,22 @@ fh_cmd_stats (int argc, char **argv)
     if (cli.next < argc) {
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
-    if ((path && endpoint) || (input && (path || endpoint || watch))) {
+    if ((cli.config && cli.endpoint) || (input && (cli.config || cli.endpoint || watch))) {
         return fh_cli_usage_error (&s_command,
                                    "give one of -c, -e or --input (and --watch only with a hub)");
     }
     if (watch && !format_given)
         format = FORMAT_TABLE;
     char hostname[256];
-    if (!host) {
-        if (gethostname (hostname, sizeof hostname) != 0)
-            snprintf (hostname, sizeof hostname, "localhost");
-        hostname[sizeof hostname - 1] = '\0';
-        host = hostname;
-    }
+    host = fh_cli_host_name (host, hostname, sizeof hostname);
 
     if (input)
         return s_print_input (input, format, host);
     fh_config_t *config;
-    endpoint = fh_cli_control_endpoint (&s_command, path, endpoint, &config);
+    int keys;
+    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
     if (!endpoint)
-        return FH_EXIT_USAGE;
-    int keys = fh_cli_control_keys (&cli, config, endpoint);
-    if (keys != FH_EXIT_OK) {
-        fh_config_destroy (&config);
         return keys;
-    }
     int status = s_poll (endpoint, format, host, timeout_ms, watch);
     fh_config_destroy (&config);
     return status;

@@ -62,15 +62,6 @@ typedef struct {
     fh_config_t *config; /* --config: owns the endpoints taken from it */
 } s_opts_t;
 
-static volatile sig_atomic_t s_stop = 0;
-
-static void
-s_on_signal (int signum)
-{
-    (void) signum;
-    s_stop = 1;
-}
-
 enum {
     S_OPT_JSON = FH_CLI_LONG_ONLY,
     S_OPT_RCVHWM,
@@ -564,7 +555,7 @@ s_run (void *sock, const s_opts_t *opts)
     zmq_msg_init (&body);
     zmq_msg_init (&extra);
 
-    while (!s_stop && (opts->count == 0 || printed < opts->count)) {
+    while (!fh_cli_stopped () && (opts->count == 0 || printed < opts->count)) {
         if (zmq_msg_recv (&topic, sock, ZMQ_DONTWAIT) < 0) {
             if (errno != EAGAIN && errno != EINTR) {
                 fprintf (stderr, "fanhub tail: %s\n", zmq_strerror (errno));
@@ -635,13 +626,8 @@ fh_cmd_tail (int argc, char **argv)
     s_opts_t opts = {0};
     int rc = s_parse (argc, argv, &opts);
     if (rc < 0) {
-        /* No SA_RESTART, so a signal cuts zmq_poll short. */
-        struct sigaction action = {.sa_handler = s_on_signal};
-        sigemptyset (&action.sa_mask);
-        struct sigaction old_int, old_term;
-        s_stop = 0;
-        sigaction (SIGINT, &action, &old_int);
-        sigaction (SIGTERM, &action, &old_term);
+        fh_cli_signals_t saved; /* a signal cuts zmq_poll short */
+        fh_cli_stop_on_signals (&saved, 0);
 
         rc = FH_EXIT_FAILURE;
         void *ctx = zmq_ctx_new ();
@@ -654,8 +640,7 @@ fh_cmd_tail (int argc, char **argv)
         }
         if (ctx)
             zmq_ctx_term (ctx);
-        sigaction (SIGINT, &old_int, NULL);
-        sigaction (SIGTERM, &old_term, NULL);
+        fh_cli_signals_restore (&saved);
     }
     memset (opts.keys.secret_key, 0, sizeof opts.keys.secret_key);
     free (opts.connect);

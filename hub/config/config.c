@@ -117,49 +117,56 @@ s_consumer_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
     return 0;
 }
 
-/* bus.curve: the secret is read (and its file checked) at load, so that
-   `check` refuses what `run` would. */
+/* What bus.curve and control_curve share: allow_dir a directory, and
+   each named key pair read (its file checked) at load, so that `check`
+   refuses what `run` would. */
+typedef struct {
+    const char *key, *file;
+    char *public_key, *secret_key;
+} s_key_pair_t;
+
+static int
+s_curve_keys_check (fh_yaml_t *ctx, yaml_node_t *node, const char *allow_dir,
+                    const s_key_pair_t *pairs, size_t count)
+{
+    struct stat st;
+    if (allow_dir && (stat (allow_dir, &st) != 0 || !S_ISDIR (st.st_mode)))
+        return fh_yaml_key_error (ctx, node, "allow_dir",
+                                  "%s is not a directory (of zcert public key files)", allow_dir);
+    for (size_t i = 0; i < count; i++) {
+        char why[512];
+        if (pairs[i].file
+            && fanhub_curve_load_secret (pairs[i].file, pairs[i].public_key, pairs[i].secret_key,
+                                         why, sizeof why)
+                   != 0)
+            return fh_yaml_key_error (ctx, node, pairs[i].key, "%s", why);
+    }
+    return 0;
+}
+
+/* bus.curve: this hub's key pair, the allowed clients. */
 static int
 s_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    if (!cfg->curve.secret_key_file) {
-        fh_yaml_path_key (ctx, "secret_key_file");
-        return fh_yaml_error (ctx, node->start_mark,
-                              "missing required key (CURVE needs this "
-                              "hub's key pair; fanhub keygen writes one)");
-    }
-    struct stat st;
-    if (cfg->curve.allow_dir && (stat (cfg->curve.allow_dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
-        yaml_node_t *at = fh_yaml_map_find (ctx, node, "allow_dir");
-        fh_yaml_path_key (ctx, "allow_dir");
-        return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark,
-                              "%s is not a directory (of zcert public key files)",
-                              cfg->curve.allow_dir);
-    }
-    char why[512];
-    if (fanhub_curve_load_secret (cfg->curve.secret_key_file, cfg->curve.public_key,
-                                  cfg->curve.secret_key, why, sizeof why)
-        != 0) {
-        yaml_node_t *at = fh_yaml_map_find (ctx, node, "secret_key_file");
-        fh_yaml_path_key (ctx, "secret_key_file");
-        return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark, "%s", why);
-    }
-    return 0;
+    if (!cfg->curve.secret_key_file) /* absent: the error is at the map */
+        return fh_yaml_key_error (ctx, node, "secret_key_file",
+                                  "missing required key (CURVE needs this "
+                                  "hub's key pair; fanhub keygen writes one)");
+    s_key_pair_t pair = {"secret_key_file", cfg->curve.secret_key_file, cfg->curve.public_key,
+                         cfg->curve.secret_key};
+    return s_curve_keys_check (ctx, node, cfg->curve.allow_dir, &pair, 1);
 }
 
 static int
 s_queue_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_consumer_config_t *consumer = target;
-    if (consumer->warn_at > consumer->queue_capacity) {
-        yaml_node_t *at = fh_yaml_map_find (ctx, node, "warn_at");
-        fh_yaml_path_key (ctx, "warn_at");
-        return fh_yaml_error (ctx, at ? at->start_mark : node->start_mark,
-                              "%zu is above queue.capacity (%zu): the warning could "
-                              "never fire",
-                              consumer->warn_at, consumer->queue_capacity);
-    }
+    if (consumer->warn_at > consumer->queue_capacity)
+        return fh_yaml_key_error (ctx, node, "warn_at",
+                                  "%zu is above queue.capacity (%zu): the warning could "
+                                  "never fire",
+                                  consumer->warn_at, consumer->queue_capacity);
     return 0;
 }
 
@@ -283,12 +290,10 @@ static int
 s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    if (!cfg->control_curve.secret_key_file) {
-        fh_yaml_path_key (ctx, "secret_key_file");
-        return fh_yaml_error (ctx, node->start_mark,
-                              "missing required key (the control "
-                              "socket's key pair; fanhub keygen writes one)");
-    }
+    if (!cfg->control_curve.secret_key_file)
+        return fh_yaml_key_error (ctx, node, "secret_key_file",
+                                  "missing required key (the control "
+                                  "socket's key pair; fanhub keygen writes one)");
     if (!cfg->control_curve.allow.count && !cfg->control_curve.allow_dir
         && !cfg->control_curve.client_key_file) {
         fh_yaml_path_key (ctx, "allow");
@@ -296,37 +301,13 @@ s_control_curve_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
                               "missing: the clients' keys (allow:, "
                               "allow_dir: or client_key_file:)");
     }
-    struct stat st;
-    const char *dir = cfg->control_curve.allow_dir;
-    if (dir && (stat (dir, &st) != 0 || !S_ISDIR (st.st_mode))) {
-        yaml_node_t *at = fh_yaml_map_find (ctx, node, "allow_dir");
-        fh_yaml_path_key (ctx, "allow_dir");
-        return fh_yaml_error (ctx, at->start_mark,
-                              "%s is not a directory (of zcert public "
-                              "key files)",
-                              dir);
-    }
-    const struct {
-        const char *key, *file;
-        char *public_key, *secret_key;
-    } pairs[] = {
+    const s_key_pair_t pairs[] = {
         {"secret_key_file", cfg->control_curve.secret_key_file, cfg->control_curve.public_key,
          cfg->control_curve.secret_key},
         {"client_key_file", cfg->control_curve.client_key_file,
          cfg->control_curve.client_public_key, cfg->control_curve.client_secret_key},
     };
-    for (size_t i = 0; i < 2; i++) {
-        char why[512];
-        if (pairs[i].file
-            && fanhub_curve_load_secret (pairs[i].file, pairs[i].public_key, pairs[i].secret_key,
-                                         why, sizeof why)
-                   != 0) {
-            yaml_node_t *at = fh_yaml_map_find (ctx, node, pairs[i].key);
-            fh_yaml_path_key (ctx, pairs[i].key);
-            return fh_yaml_error (ctx, at->start_mark, "%s", why);
-        }
-    }
-    return 0;
+    return s_curve_keys_check (ctx, node, cfg->control_curve.allow_dir, pairs, 2);
 }
 
 /* Who may reach the control endpoint: a tcp:// one off loopback needs

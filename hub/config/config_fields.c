@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool
-fh_cfg_name_valid (const char *text)
+/* [A-Za-z0-9_.-]{1,64}, not "." or "..": fh_config_name_valid but for
+   the leading dot. */
+static bool
+s_name_valid (const char *text)
 {
     size_t len = strlen (text);
     if (len < 1 || len > FH_CFG_NAME_MAX)
@@ -34,7 +36,7 @@ bool
 fh_config_name_valid (const char *text)
 {
     /* A consumer's name is a directory under state_dir: not hidden. */
-    return fh_cfg_name_valid (text) && text[0] != '.';
+    return s_name_valid (text) && text[0] != '.';
 }
 
 int
@@ -200,7 +202,7 @@ fh_cfg_parse_name (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     const char *text = fh_yaml_text (ctx, node, what);
     if (!text)
         return -1;
-    if (!fh_cfg_name_valid (text))
+    if (!s_name_valid (text))
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
                               fh_yaml_got (node, buf, sizeof buf));
     return s_store (ctx, node, target, text);
@@ -450,8 +452,13 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     return 0;
 }
 
-int
-fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+/* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
+   (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
+static int s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
+
+static int
+s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
 {
     fh_config_t *cfg = ctx->user;
     char line[1024];
@@ -473,11 +480,11 @@ s_check_pattern (fh_yaml_t *ctx, yaml_node_t *node, const char *text)
     bool space = strchr (" \t\n\r\v\f", text[at]) != NULL;
     char what[8];
     snprintf (what, sizeof what, "'%c'", text[at]);
-    return fh_cfg_warn (ctx, node->start_mark,
-                        "'%s' has %s: topic patterns are not regular expressions (a prefix, "
-                        "'*' for any run of characters, '=' for an exact topic); it will likely "
-                        "never match",
-                        text, space ? "whitespace" : what);
+    return s_warn (ctx, node->start_mark,
+                   "'%s' has %s: topic patterns are not regular expressions (a prefix, "
+                   "'*' for any run of characters, '=' for an exact topic); it will likely "
+                   "never match",
+                   text, space ? "whitespace" : what);
 }
 
 static int
@@ -567,27 +574,42 @@ fh_cfg_parse_shard (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
     return 0;
 }
 
-/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
 int
-fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                           const fh_cfg_field_t *field, const char *keys, const char *key,
+                           fh_cfg_tree_check_fn *check)
 {
     if (node->type != YAML_MAPPING_NODE) {
         char buf[FH_YAML_GOT_SIZE];
-        return fh_yaml_error (ctx, node->start_mark, "expected a map (url:, queue:, ...), got %s",
+        return fh_yaml_error (ctx, node->start_mark, "expected a map (%s, ...), got %s", keys,
                               fh_yaml_got (node, buf, sizeof buf));
     }
     if (fh_cfg_parse_options (ctx, node, target, field))
         return -1;
     const char *where = NULL;
-    char why[512];
-    fh_amqp_settings_t *settings
-        = fh_amqp_settings_new (*(fanhub_option_t **) target, &where, why, sizeof why);
-    if (!settings) {
-        snprintf (ctx->err, ctx->errlen, "%s: bus.amqp.%s", where ? where : ctx->source, why);
+    char why[1024];
+    if (check (*(fanhub_option_t **) target, &where, why, sizeof why) != 0) {
+        snprintf (ctx->err, ctx->errlen, "%s: %s.%s", where ? where : ctx->source, key, why);
         return -1;
     }
-    fh_amqp_settings_destroy (&settings);
     return 0;
+}
+
+static int
+s_amqp_check (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+{
+    fh_amqp_settings_t *settings = fh_amqp_settings_new (tree, where, why, whylen);
+    int rc = settings ? 0 : -1;
+    fh_amqp_settings_destroy (&settings);
+    return rc;
+}
+
+/* bus.amqp: kept as an option tree; source_amqp.h reads and checks it. */
+int
+fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    return fh_cfg_parse_checked_tree (ctx, node, target, field, "url:, queue:", "bus.amqp",
+                                      s_amqp_check);
 }
 
 /* producer: topic, topic_prefix:N (the first N dot-separated segments)
@@ -632,12 +654,20 @@ static int
 s_parse_list_of (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
                  const char *(*check) (const char *) )
 {
-    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
-    if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node) || count == 0) {
+    if (node->type == YAML_MAPPING_NODE || fh_yaml_is_null (node)
+        || (node->type == YAML_SEQUENCE_NODE && fh_yaml_count (node) == 0)) {
         char buf[FH_YAML_GOT_SIZE];
         return fh_yaml_error (ctx, node->start_mark, "expected a list of %s, got %s", what,
                               fh_yaml_got (node, buf, sizeof buf));
     }
+    return fh_cfg_parse_items (ctx, node, list, what, check);
+}
+
+int
+fh_cfg_parse_items (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
+                    const char *(*check) (const char *) )
+{
+    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
     for (size_t i = 0; i < count; i++) {
         yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
                                 ? fh_yaml_node (ctx, node->data.sequence.items.start[i])

@@ -22,30 +22,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const char *
+s_not_empty (const char *text)
+{
+    return *text ? NULL : "";
+}
+
 /* include: a path or a list of them, none empty. */
 int
 fh_cfg_parse_include (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
     (void) field;
-    fh_strlist_t *list = target;
-    static const char what[] = "a file or glob (relative to this file's directory)";
-    size_t count = node->type == YAML_SEQUENCE_NODE ? fh_yaml_count (node) : 1;
-    for (size_t i = 0; i < count; i++) {
-        yaml_node_t *item = node->type == YAML_SEQUENCE_NODE
-                                ? fh_yaml_node (ctx, node->data.sequence.items.start[i])
-                                : node;
-        size_t mark = node->type == YAML_SEQUENCE_NODE ? fh_yaml_path_index (ctx, i)
-                                                       : strlen (ctx->path);
-        const char *text = fh_yaml_text (ctx, item, what);
-        if (!text)
-            return -1;
-        if (!*text)
-            return fh_yaml_error (ctx, item->start_mark, "expected %s, got ''", what);
-        if (fh_cfg_strlist_add (list, text))
-            return fh_yaml_oom (ctx, item->start_mark);
-        fh_yaml_path_pop (ctx, mark);
-    }
-    return 0;
+    return fh_cfg_parse_items (ctx, node, target,
+                               "a file or glob (relative to this file's directory)", s_not_empty);
 }
 
 /* pattern, relative to the directory of source; malloc'd. */

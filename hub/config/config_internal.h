@@ -82,10 +82,22 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
     fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,
     fh_cfg_parse_consumer_name, fh_cfg_parse_signatures;
-/* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
-   (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
-int fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+/* A section kept as an option tree (options) and checked once here by
+   its own reader, so that what the reader refuses fails `fanhub check`
+   with FILE:LINE:COL: check answers 0, or -1 with why and where (the
+   file, line and column of the bad value, or NULL: the section's file),
+   said as "WHERE: KEY.WHY". keys names the first keys of the map for
+   the error on a node that is no map. */
+typedef int fh_cfg_tree_check_fn (const fanhub_option_t *tree, const char **where, char *why,
+                                  size_t whylen);
+int fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                               const fh_cfg_field_t *field, const char *keys, const char *key,
+                               fh_cfg_tree_check_fn *check);
+/* Each item of a list, or the one scalar: its text checked (check answers
+   NULL when good, else why, "" for nothing more than `what`), then added
+   to list. */
+int fh_cfg_parse_items (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
+                        const char *(*check) (const char *) );
 
 /* Checks of consumer i that involve the hub's settings (config.c); item
    is its node in its file's list, index its place there. */
@@ -98,8 +110,6 @@ int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
    document (config_env.c). */
 int fh_cfg_expand_env (fh_yaml_t *ctx);
 
-/* [A-Za-z0-9_.-]{1,64} */
-bool fh_cfg_name_valid (const char *text); /* fh_config_name_valid */
 /* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);

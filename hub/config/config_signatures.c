@@ -9,27 +9,20 @@
 
 #include <stdio.h>
 
+static int
+s_check (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+{
+    bool deliver;
+    fh_sig_verifier_t *verifier = fh_sig_settings_load (tree, &deliver, where, why, whylen);
+    int rc = verifier ? 0 : -1;
+    fh_sig_verifier_destroy (&verifier);
+    return rc;
+}
+
 int
 fh_cfg_parse_signatures (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                          const fh_cfg_field_t *field)
 {
-    if (node->type != YAML_MAPPING_NODE) {
-        char buf[FH_YAML_GOT_SIZE];
-        return fh_yaml_error (ctx, node->start_mark, "expected a map (ca:, crl:, ...), got %s",
-                              fh_yaml_got (node, buf, sizeof buf));
-    }
-    if (fh_cfg_parse_options (ctx, node, target, field))
-        return -1;
-    const char *where = NULL;
-    char why[1024];
-    bool deliver;
-    fh_sig_verifier_t *verifier
-        = fh_sig_settings_load (*(fanhub_option_t **) target, &deliver, &where, why, sizeof why);
-    if (!verifier) {
-        snprintf (ctx->err, ctx->errlen, "%s: bus.validate_signatures.%s",
-                  where ? where : ctx->source, why);
-        return -1;
-    }
-    fh_sig_verifier_destroy (&verifier);
-    return 0;
+    return fh_cfg_parse_checked_tree (ctx, node, target, field,
+                                      "ca:, crl:", "bus.validate_signatures", s_check);
 }

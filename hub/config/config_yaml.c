@@ -54,6 +54,19 @@ fh_yaml_error (fh_yaml_t *self, yaml_mark_t mark, const char *fmt, ...)
 }
 
 int
+fh_yaml_key_error (fh_yaml_t *self, yaml_node_t *map, const char *key, const char *fmt, ...)
+{
+    yaml_node_t *at = fh_yaml_map_find (self, map, key);
+    fh_yaml_path_key (self, key);
+    va_list args;
+    va_start (args, fmt);
+    fh_yaml_vformat (self, self->err, self->errlen, at ? at->start_mark : map->start_mark, fmt,
+                     args);
+    va_end (args);
+    return -1;
+}
+
+int
 fh_yaml_oom (fh_yaml_t *self, yaml_mark_t mark)
 {
     return fh_yaml_error (self, mark, "out of memory");

@@ -69,6 +69,10 @@ char *fh_yaml_read_file (const char *path, size_t *len, char *err, size_t errlen
 int fh_yaml_error (fh_yaml_t *self, yaml_mark_t mark, const char *fmt, ...)
     __attribute__ ((format (printf, 3, 4)));
 int fh_yaml_oom (fh_yaml_t *self, yaml_mark_t mark);
+/* fh_yaml_error about key of the map node: at its value (at the map when
+   it is absent), with key added to the path. */
+int fh_yaml_key_error (fh_yaml_t *self, yaml_node_t *map, const char *key, const char *fmt, ...)
+    __attribute__ ((format (printf, 4, 5)));
 /* fh_yaml_error's line into buf (size bytes), for a warning. */
 void fh_yaml_vformat (fh_yaml_t *self, char *buf, size_t size, yaml_mark_t mark, const char *fmt,
                       va_list args) __attribute__ ((format (printf, 5, 0)));

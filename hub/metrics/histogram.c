@@ -120,8 +120,9 @@ s_midpoint (unsigned bucket)
     return (low + high - 1) / 2;
 }
 
-double
-fh_histogram_quantile (const fh_histogram_snapshot_t *self, double q)
+/* The value below which a fraction q (0..1) of samples fall, in ns. */
+static double
+s_quantile (const fh_histogram_snapshot_t *self, double q)
 {
     if (self->count == 0)
         return 0;
@@ -154,10 +155,10 @@ fh_histogram_summarize (const fh_histogram_snapshot_t *self, fh_histogram_summar
         return;
     out->sum = (double) self->sum_ns / 1e9;
     out->mean = out->sum / (double) self->count;
-    out->p50 = fh_histogram_quantile (self, 0.50) / 1e9;
-    out->p90 = fh_histogram_quantile (self, 0.90) / 1e9;
-    out->p99 = fh_histogram_quantile (self, 0.99) / 1e9;
-    out->p999 = fh_histogram_quantile (self, 0.999) / 1e9;
+    out->p50 = s_quantile (self, 0.50) / 1e9;
+    out->p90 = s_quantile (self, 0.90) / 1e9;
+    out->p99 = s_quantile (self, 0.99) / 1e9;
+    out->p999 = s_quantile (self, 0.999) / 1e9;
     out->max = (double) self->max_ns / 1e9;
 }
 

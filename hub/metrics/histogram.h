@@ -53,8 +53,6 @@ void fh_histogram_diff (const fh_histogram_snapshot_t *later,
                         const fh_histogram_snapshot_t *earlier, fh_histogram_snapshot_t *out);
 /* sum += part, bucket by bucket (merging histograms of several writers). */
 void fh_histogram_add (fh_histogram_snapshot_t *sum, const fh_histogram_snapshot_t *part);
-/* The value below which a fraction q (0..1) of samples fall, in ns. */
-double fh_histogram_quantile (const fh_histogram_snapshot_t *self, double q);
 void fh_histogram_summarize (const fh_histogram_snapshot_t *self, fh_histogram_summary_t *out);
 
 /* Bucket index of a value and the bounds of a bucket (for tests). */

@@ -293,8 +293,9 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          false, "files", "Maximum number of open file descriptors."),
 };
 
-double
-fh_metrics_bucket_le (size_t index)
+/* The upper bound of bucket index, in seconds. */
+static double
+s_bucket_le (size_t index)
 {
     return ldexp (1e-9, (int) (index + FH_METRICS_BUCKET_FIRST_LOG2));
 }
@@ -302,7 +303,7 @@ fh_metrics_bucket_le (size_t index)
 void
 fh_metrics_bucket_text (size_t index, char *text, size_t size)
 {
-    snprintf (text, size, "%.9g", fh_metrics_bucket_le (index));
+    snprintf (text, size, "%.9g", s_bucket_le (index));
     for (char *c = text; *c; c++)
         if (*c == ',')
             *c = '.'; /* a locale's decimal comma */

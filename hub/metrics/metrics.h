@@ -172,7 +172,6 @@ extern const fh_metric_t fh_metrics[FH_METRIC_COUNT];
    bound counts in the next bucket (1 ns resolution). +Inf is the count. */
 #define FH_METRICS_BUCKETS 28
 #define FH_METRICS_BUCKET_FIRST_LOG2 8
-double fh_metrics_bucket_le (size_t index);
 /* The bound as written in the le label and the JSON "buckets" keys. */
 void fh_metrics_bucket_text (size_t index, char *text, size_t size);
 
@@ -191,7 +190,7 @@ double fh_metric_value_real (const fh_metric_value_t *value);
 typedef struct {
     fh_histogram_summary_t run;      /* since start */
     fh_histogram_summary_t interval; /* the last metrics interval */
-    uint64_t le[FH_METRICS_BUCKETS]; /* cumulative counts at fh_metrics_bucket_le */
+    uint64_t le[FH_METRICS_BUCKETS]; /* cumulative counts at fh_metrics_bucket_text */
 } fh_metrics_latency_t;
 
 /* The hub, an endpoint or a consumer. Text is NULL when absent. */

@@ -639,9 +639,10 @@ s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
     s_buf_printf (buf, " %8s %8s\n", wait, proc);
 }
 
-char *
-fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
-                        const fh_metrics_snapshot_t *previous)
+/* The table with rates taken since previous (NULL: over the last metrics
+   interval); see fh_stats_format_table_since. */
+static char *
+s_table_since (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous)
 {
     s_buf_t buf = {0};
     s_table_hub (&buf, &snapshot->hub);
@@ -663,7 +664,7 @@ fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
 char *
 fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
 {
-    return fh_metrics_table_since (snapshot, NULL);
+    return s_table_since (snapshot, NULL);
 }
 
 /* ---- From a JSON snapshot ------------------------------------------------ */
@@ -708,7 +709,7 @@ fh_stats_format_table_since (const json_t *stats, const json_t *previous)
 {
     fh_metrics_snapshot_t *now = fh_metrics_from_json (stats);
     fh_metrics_snapshot_t *before = previous ? fh_metrics_from_json (previous) : NULL;
-    char *text = now && (before || !previous) ? fh_metrics_table_since (now, before) : NULL;
+    char *text = now && (before || !previous) ? s_table_since (now, before) : NULL;
     fh_metrics_snapshot_destroy (&now);
     fh_metrics_snapshot_destroy (&before);
     return text;

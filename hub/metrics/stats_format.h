@@ -30,10 +30,6 @@ char *fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot);
 char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, double interval,
                            double when_s);
 char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
-/* The table with rates taken since previous (NULL: over the last metrics
-   interval); see fh_stats_format_table_since. */
-char *fh_metrics_table_since (const fh_metrics_snapshot_t *snapshot,
-                              const fh_metrics_snapshot_t *previous);
 
 /* text as a name inside a collectd identifier, into out (cut to size):
    '/', '"', '\\', spaces and control characters become '_'. Returns the
@@ -56,7 +52,7 @@ void fh_metrics_collectd_instance (char *out, size_t size, const char *hub_name,
    double quote, newline). The latencies (fanhub_end_to_end_seconds,
    fanhub_consumer_queue_wait_seconds, fanhub_consumer_processing_seconds)
    are histograms over the whole run: cumulative _bucket samples at the
-   bounds of fh_metrics_bucket_le and +Inf, _sum and _count. The process_*
+   bounds of fh_metrics_bucket_text and +Inf, _sum and _count. The process_*
    families come last, when the snapshot has them. NULL only when out of
    memory. */
 char *fh_stats_format_prometheus (const json_t *stats);

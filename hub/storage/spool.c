@@ -45,8 +45,14 @@ fh_sp_sync_dir (fh_spool_t *self)
     return -1;
 }
 
-bool
-fh_sp_dir_remade (fh_spool_t *self)
+/* When the spool's directory was removed while open (rm -r by
+   hand), makes it again in its place (the lock and the descriptor number
+   kept, so that no thread's openat ever meets a closed one), logs it and
+   has the appender start a new segment there. What it held that the
+   reader had not opened is lost, counted by the reader as it meets the
+   segments missing. True when it was made again now. Any thread. */
+static bool
+s_dir_remade (fh_spool_t *self)
 {
     struct stat st;
     if (fstat (self->dir_fd, &st) != 0 || st.st_nlink > 0)
@@ -166,7 +172,7 @@ s_roll (fh_spool_t *self)
     char name[SEG_NAME_LEN + 1];
     fh_sp_seg_name (name, seg);
     int fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd < 0 && errno == ENOENT && fh_sp_dir_remade (self))
+    if (fd < 0 && errno == ENOENT && s_dir_remade (self))
         fd = openat (self->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
     /* Something put there by hand (a directory): passed over, a few times
        at most (the next start knows it as a stray, not a lost segment). */
@@ -517,7 +523,7 @@ fh_spool_read (fh_spool_t *self, fh_spool_record_t *out)
         if (r->fd < 0) {
             r->fd = openat (self->dir_fd, name, O_RDONLY | O_CLOEXEC);
             if (r->fd < 0 && errno == ENOENT) {
-                fh_sp_dir_remade (self); /* if that is why */
+                s_dir_remade (self); /* if that is why */
                 errno = ENOENT;
             }
             if (r->fd < 0 && errno == ENOENT && r->sealed) {
@@ -626,7 +632,7 @@ int
 fh_spool_tick (fh_spool_t *self, int64_t now_ns)
 {
     int rc = 0;
-    fh_sp_dir_remade (self); /* removed by hand: made again */
+    s_dir_remade (self); /* removed by hand: made again */
     if (self->fsync == FH_SPOOL_FSYNC_INTERVAL
         && now_ns - self->last_sync_ns >= self->fsync_interval_ns) {
         self->last_sync_ns = now_ns;

@@ -95,7 +95,7 @@ struct fh_spool {
     uint64_t sync_from; /* INTERVAL: first segment with unsynced appends */
     bool unsynced, dir_unsynced;
 
-    /* The directory made again after it was removed (fh_sp_dir_remade). */
+    /* The directory made again after it was removed (spool.c). */
     pthread_mutex_t dir_lock;
     atomic_bool w_reroll; /* the appender's segment is in the removed one */
 
@@ -144,13 +144,6 @@ struct fh_spool {
 /* spool.c: syncs the directory, so that names created, renamed or
    removed in it survive a crash. 0, or -1 (logged). */
 int fh_sp_sync_dir (fh_spool_t *self);
-/* spool.c: when the spool's directory was removed while open (rm -r by
-   hand), makes it again in its place (the lock and the descriptor number
-   kept, so that no thread's openat ever meets a closed one), logs it and
-   has the appender start a new segment there. What it held that the
-   reader had not opened is lost, counted by the reader as it meets the
-   segments missing. True when it was made again now. Any thread. */
-bool fh_sp_dir_remade (fh_spool_t *self);
 
 /* spool_segment.c */
 

@@ -93,8 +93,10 @@ s_level_name (fanhub_log_level_t level)
     return "log";
 }
 
-void
-fh_logv (fanhub_log_level_t level, const char *fmt, va_list args)
+static void s_logv (fanhub_log_level_t level, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
+
+static void
+s_logv (fanhub_log_level_t level, const char *fmt, va_list args)
 {
     if ((int) level > atomic_load (&s_level))
         return;
@@ -123,7 +125,7 @@ fh_log (fanhub_log_level_t level, const char *fmt, ...)
 {
     va_list args;
     va_start (args, fmt);
-    fh_logv (level, fmt, args);
+    s_logv (level, fmt, args);
     va_end (args);
 }
 

@@ -21,7 +21,6 @@ void fh_log_set_level (fanhub_log_level_t level);
    "fanhub: LEVEL: ". Decided at the first call, then fixed. */
 bool fh_log_to_journal (void);
 void fh_log (fanhub_log_level_t level, const char *fmt, ...) FANHUB_PRINTF (2, 3);
-void fh_logv (fanhub_log_level_t level, const char *fmt, va_list args) FANHUB_PRINTF (2, 0);
 
 /* The last FH_LOG_RECENT warnings and errors written (for the status
    page), oldest first: up to max into out; how many. Any thread. */

@@ -30,8 +30,8 @@ fh_buf_put (fh_buf_t *buf, const void *data, size_t size)
     buf->size += size;
 }
 
-void
-fh_buf_puts (fh_buf_t *buf, const char *text)
+static void
+s_buf_puts (fh_buf_t *buf, const char *text)
 {
     fh_buf_put (buf, text, strlen (text));
 }
@@ -91,7 +91,7 @@ s_encode_string (fh_buf_t *buf, const char *text, size_t size)
         }
         else
             snprintf (esc, sizeof esc, "\\u%04x", (unsigned) cp);
-        fh_buf_puts (buf, esc);
+        s_buf_puts (buf, esc);
     }
     fh_buf_put (buf, "\"", 1);
 }
@@ -231,11 +231,11 @@ fh_pyjson_encode (fh_buf_t *buf, json_t *value)
         break;
     case JSON_INTEGER:
         snprintf (tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value (value));
-        fh_buf_puts (buf, tmp);
+        s_buf_puts (buf, tmp);
         break;
     case JSON_REAL: s_encode_real (buf, json_real_value (value)); break;
-    case JSON_TRUE: fh_buf_puts (buf, "true"); break;
-    case JSON_FALSE: fh_buf_puts (buf, "false"); break;
-    case JSON_NULL: fh_buf_puts (buf, "null"); break;
+    case JSON_TRUE: s_buf_puts (buf, "true"); break;
+    case JSON_FALSE: s_buf_puts (buf, "false"); break;
+    case JSON_NULL: s_buf_puts (buf, "null"); break;
     }
 }

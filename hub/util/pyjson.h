@@ -26,7 +26,6 @@ typedef struct {
 } fh_buf_t;
 
 void fh_buf_put (fh_buf_t *buf, const void *data, size_t size);
-void fh_buf_puts (fh_buf_t *buf, const char *text);
 /* Appends value as Python's json.dumps (sort_keys=True,
    separators=(",", ":"), ensure_ascii=True) would write it. */
 void fh_pyjson_encode (fh_buf_t *buf, json_t *value);

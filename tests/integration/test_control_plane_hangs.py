@@ -130,7 +130,7 @@ def test_reload_timeout_on_an_init_that_hangs():
         assert status == 1 and "init that has not returned" in err, (status, err)
         assert "calm" in str(hub.stats()["consumers"])
         status, _, err = fh.run(["reload", "--timeout", "0", "-e", hub.control])
-        assert status == 2 and "--timeout takes seconds" in err, (status, err)
+        assert status == 2 and "--timeout: expected seconds" in err, (status, err)
         # The init never returns: the stop gives up after shutdown_timeout.
         assert hub.stop() == 1, hub.log()
         wd.cleanup()
