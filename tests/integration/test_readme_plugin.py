@@ -238,6 +238,19 @@ def test_bad_option_is_refused_as_the_readme_shows():
         s.write_yaml(s.yaml)
 
 
+def sanitized_cc(s):
+    """"cc", or in a sanitizer tree its compiler with the same -fsanitize:
+    the installed libfanhub-testing.a is instrumented and needs the
+    sanitizer's runtime of the compiler that built it."""
+    flags = {"address": "-fsanitize=address,undefined", "thread": "-fsanitize=thread"}
+    sanitize = os.environ.get("FANHUB_SANITIZE", "")
+    if not sanitize:
+        return "cc"
+    with open(os.path.join(s.build_dir, "CMakeCache.txt")) as f:
+        compiler = re.search(r"^CMAKE_C_COMPILER:[A-Z]+=(.*)$", f.read(), re.M).group(1)
+    return "%s %s" % (shlex.quote(compiler), flags[sanitize])
+
+
 def test_plugin_test_passes_as_the_readme_shows():
     # Only the installed files: the compiler's search path is the one
     # pkg-config gives for the temporary prefix, and the source tree is
@@ -245,6 +258,8 @@ def test_plugin_test_passes_as_the_readme_shows():
     s = Setup.get()
     block = s.blocks["test-build"]
     assert "fanhub-testing" in block and "./test_hello" in block, block
+    assert block.startswith("cc "), block
+    block = sanitized_cc(s) + block[2:]
     proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=s.plugin_dir,
                           env=s.env, capture_output=True, timeout=fh.DEADLINE)
     out = proc.stdout.decode(errors="replace")
