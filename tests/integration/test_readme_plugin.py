@@ -16,6 +16,7 @@ import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 
@@ -25,7 +26,7 @@ README = os.path.join(fh.SOURCE_DIR, "docs", "writing-a-plugin.md")
 README_BUILD_DIR = "build/release"
 README_ENDPOINT = "tcp://127.0.0.1:9940"
 BLOCKS = ("hello.c", "hello.yaml", "install", "build", "check", "check-output", "run",
-          "output", "refused", "test_hello.c", "test-build", "test-output")
+          "output", "refused", "test_hello.c", "test-build", "test-output", "test-cmake")
 
 
 def readme_blocks():
@@ -282,6 +283,33 @@ def test_plugin_test_passes_as_the_readme_shows():
     assert proc.returncode != 0 and "test_hello.c:" in err, err
 
 
+def test_plugin_test_builds_with_cmake_as_the_readme_shows():
+    # find_package(fanhub) from the temporary prefix, fanhub::testing.
+    s = Setup.get()
+    src = s.wd.file("hello-cmake")
+    os.makedirs(src)
+    for name, block in (("hello.c", "hello.c"), ("test_hello.c", "test_hello.c"),
+                        ("CMakeLists.txt", "test-cmake")):
+        with open(os.path.join(src, name), "w") as f:
+            f.write(s.blocks[block])
+    build = os.path.join(src, "build")
+    cc = shlex.split(sanitized_cc(s))
+    configure = ["cmake", "-S", src, "-B", build, "-DCMAKE_PREFIX_PATH=" + s.prefix,
+                 "-DCMAKE_C_COMPILER=" + shutil.which(cc[0])]
+    if len(cc) > 1:
+        configure.append("-DCMAKE_C_FLAGS=" + " ".join(cc[1:]))
+    for args in (configure, ["cmake", "--build", build],
+                 ["ctest", "--test-dir", build, "--output-on-failure"]):
+        proc = subprocess.run(args, env=s.env, capture_output=True, timeout=fh.DEADLINE)
+        out = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+        assert proc.returncode == 0, "%s:\n%s" % (" ".join(args), out)
+    fh.check_sanitizers(out, "ctest test_hello")
+    assert "100% tests passed, 0 tests failed out of 1" in out, out
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        found = re.search(r"^fanhub_DIR:PATH=(.*)$", f.read(), re.M).group(1)
+    assert os.path.realpath(found).startswith(os.path.realpath(s.prefix) + os.sep), found
+
+
 FAILED = []
 
 
@@ -310,4 +338,5 @@ if __name__ == "__main__":
         test_plugin_counts_as_the_readme_shows,
         test_bad_option_is_refused_as_the_readme_shows,
         test_plugin_test_passes_as_the_readme_shows,
+        test_plugin_test_builds_with_cmake_as_the_readme_shows,
     )])
