@@ -4,13 +4,15 @@ build directory of this test run into a temporary prefix, build hello.c
 outside the tree with the README's own commands, check it and run it
 against a pyzmq publisher, and compare what it logs with what the README
 shows; then build the guide's test_hello.c against the installed fake host
-(<fanhub/testing.h>, libfanhub-testing.a) and run it.
+(<fanhub/testing.h>, libfanhub-testing.a), with cc and with CMake
+(find_package(fanhub), fanhub::testing), and run it.
 
 The README marks what is taken from it with a line
 `<!-- readme-plugin: NAME -->` right before a fenced block. Only two things
 are substituted: the build directory (the README says build/release) and
 the publisher's endpoint (the README's YAML says tcp://127.0.0.1:9940; the
-test binds a free port). $HOME is a temporary directory, so "$HOME/.local"
+test binds a free port); and in a sanitizer build, the compiler of the
+test program (sanitized_cc). $HOME is a temporary directory, so "$HOME/.local"
 is the temporary prefix."""
 import atexit
 import os
