@@ -35,7 +35,10 @@ elseif(P MATCHES "^/opt/")
 else()
   set(sysconfdir "${P}/${FH_SYSCONFDIR}")
 endif()
-set(out "${FH_BIN}/installed")
+# One staging folder per destination: tests install one build tree into
+# several prefixes at once, and each would wipe a shared one.
+string(MD5 out_key "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}")
+set(out "${FH_BIN}/installed/${out_key}")
 file(REMOVE_RECURSE "${out}")
 
 # Copies SRC to the staging folder with the installed paths, as NAME.

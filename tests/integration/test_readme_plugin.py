@@ -3,18 +3,22 @@ README" below), followed as written: install fanhub from the
 build directory of this test run into a temporary prefix, build hello.c
 outside the tree with the README's own commands, check it and run it
 against a pyzmq publisher, and compare what it logs with what the README
-shows.
+shows; then build the guide's test_hello.c against the installed fake host
+(<fanhub/testing.h>, libfanhub-testing.a), with cc and with CMake
+(find_package(fanhub), fanhub::testing), and run it.
 
 The README marks what is taken from it with a line
 `<!-- readme-plugin: NAME -->` right before a fenced block. Only two things
 are substituted: the build directory (the README says build/release) and
 the publisher's endpoint (the README's YAML says tcp://127.0.0.1:9940; the
-test binds a free port). $HOME is a temporary directory, so "$HOME/.local"
+test binds a free port); and in a sanitizer build, the compiler of the
+test program (sanitized_cc). $HOME is a temporary directory, so "$HOME/.local"
 is the temporary prefix."""
 import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 
@@ -24,7 +28,7 @@ README = os.path.join(fh.SOURCE_DIR, "docs", "writing-a-plugin.md")
 README_BUILD_DIR = "build/release"
 README_ENDPOINT = "tcp://127.0.0.1:9940"
 BLOCKS = ("hello.c", "hello.yaml", "install", "build", "check", "check-output", "run",
-          "output", "refused")
+          "output", "refused", "test_hello.c", "test-build", "test-output", "test-cmake")
 
 
 def readme_blocks():
@@ -69,8 +73,9 @@ class Setup:
         self.env.pop("FANHUB_PLUGIN_DIR", None)
         self.yaml = self.blocks["hello.yaml"]
         assert README_ENDPOINT in self.yaml, self.yaml
-        with open(os.path.join(self.plugin_dir, "hello.c"), "w") as f:
-            f.write(self.blocks["hello.c"])
+        for name in ("hello.c", "test_hello.c"):
+            with open(os.path.join(self.plugin_dir, name), "w") as f:
+                f.write(self.blocks[name])
         self.write_yaml(self.yaml)
 
     error = None
@@ -152,7 +157,9 @@ class InstalledHub:
 def test_install_has_what_the_readme_lists():
     s = Setup.get()
     for path in ("bin/fanhub", "lib/fanhub/plugins/log.so", "lib/fanhub/plugins/null.so",
-                 "include/fanhub/consumer.h", "lib/pkgconfig/fanhub-consumer.pc"):
+                 "include/fanhub/consumer.h", "lib/pkgconfig/fanhub-consumer.pc",
+                 "include/fanhub/testing.h", "lib/libfanhub-testing.a",
+                 "lib/pkgconfig/fanhub-testing.pc"):
         assert os.path.exists(os.path.join(s.prefix, path)), path
     assert os.path.exists(os.path.join(s.plugin_dir, "hello.so"))
 
@@ -234,6 +241,77 @@ def test_bad_option_is_refused_as_the_readme_shows():
         s.write_yaml(s.yaml)
 
 
+def sanitized_cc(s):
+    """"cc", or in a sanitizer tree its compiler with the same -fsanitize:
+    the installed libfanhub-testing.a is instrumented and needs the
+    sanitizer's runtime of the compiler that built it."""
+    flags = {"address": "-fsanitize=address,undefined", "thread": "-fsanitize=thread"}
+    sanitize = os.environ.get("FANHUB_SANITIZE", "")
+    if not sanitize:
+        return "cc"
+    with open(os.path.join(s.build_dir, "CMakeCache.txt")) as f:
+        compiler = re.search(r"^CMAKE_C_COMPILER:[A-Z]+=(.*)$", f.read(), re.M).group(1)
+    return "%s %s" % (shlex.quote(compiler), flags[sanitize])
+
+
+def test_plugin_test_passes_as_the_readme_shows():
+    # Only the installed files: the compiler's search path is the one
+    # pkg-config gives for the temporary prefix, and the source tree is
+    # not on it.
+    s = Setup.get()
+    block = s.blocks["test-build"]
+    assert "fanhub-testing" in block and "./test_hello" in block, block
+    assert block.startswith("cc "), block
+    block = sanitized_cc(s) + block[2:]
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block], cwd=s.plugin_dir,
+                          env=s.env, capture_output=True, timeout=fh.DEADLINE)
+    out = proc.stdout.decode(errors="replace")
+    err = proc.stderr.decode(errors="replace")
+    fh.check_sanitizers(err, "test_hello")
+    assert proc.returncode == 0, "the guide's test failed (%d):\n%s\n%s" % (
+        proc.returncode, out, err)
+    assert out == s.blocks["test-output"], "test_hello printed:\n%s\nthe guide shows:\n%s" % (
+        out, s.blocks["test-output"])
+    # A broken plugin fails it: the same test against a hello.c that
+    # counts nothing.
+    broken = s.blocks["hello.c"].replace("self->total++;", "")
+    assert broken != s.blocks["hello.c"]
+    with open(os.path.join(s.plugin_dir, "hello_broken.c"), "w") as f:
+        f.write(broken)
+    proc = subprocess.run(["bash", "-c", "set -euo pipefail\n"
+                           + block.replace(" hello.c ", " hello_broken.c ")],
+                          cwd=s.plugin_dir, env=s.env, capture_output=True, timeout=fh.DEADLINE)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode != 0 and "test_hello.c:" in err, err
+
+
+def test_plugin_test_builds_with_cmake_as_the_readme_shows():
+    # find_package(fanhub) from the temporary prefix, fanhub::testing.
+    s = Setup.get()
+    src = s.wd.file("hello-cmake")
+    os.makedirs(src)
+    for name, block in (("hello.c", "hello.c"), ("test_hello.c", "test_hello.c"),
+                        ("CMakeLists.txt", "test-cmake")):
+        with open(os.path.join(src, name), "w") as f:
+            f.write(s.blocks[block])
+    build = os.path.join(src, "build")
+    cc = shlex.split(sanitized_cc(s))
+    configure = ["cmake", "-S", src, "-B", build, "-DCMAKE_PREFIX_PATH=" + s.prefix,
+                 "-DCMAKE_C_COMPILER=" + shutil.which(cc[0])]
+    if len(cc) > 1:
+        configure.append("-DCMAKE_C_FLAGS=" + " ".join(cc[1:]))
+    for args in (configure, ["cmake", "--build", build],
+                 ["ctest", "--test-dir", build, "--output-on-failure"]):
+        proc = subprocess.run(args, env=s.env, capture_output=True, timeout=fh.DEADLINE)
+        out = proc.stdout.decode(errors="replace") + proc.stderr.decode(errors="replace")
+        assert proc.returncode == 0, "%s:\n%s" % (" ".join(args), out)
+    fh.check_sanitizers(out, "ctest test_hello")
+    assert "100% tests passed, 0 tests failed out of 1" in out, out
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        found = re.search(r"^fanhub_DIR:PATH=(.*)$", f.read(), re.M).group(1)
+    assert os.path.realpath(found).startswith(os.path.realpath(s.prefix) + os.sep), found
+
+
 FAILED = []
 
 
@@ -261,4 +339,6 @@ if __name__ == "__main__":
         test_installed_hub_finds_its_plugins,
         test_plugin_counts_as_the_readme_shows,
         test_bad_option_is_refused_as_the_readme_shows,
+        test_plugin_test_passes_as_the_readme_shows,
+        test_plugin_test_builds_with_cmake_as_the_readme_shows,
     )])

@@ -1,8 +1,8 @@
 """The shipped plugins build against an installed SDK alone.
 
 Only the SDK component of this build is installed (`cmake --install BUILD
---component sdk --prefix TMP`: the headers, the .pc file, the CMake
-package; no hub, no hub/ sources), then consumers/ is configured as a
+--component sdk --prefix TMP`: the headers, the .pc files, the CMake
+package, the fake host's libfanhub-testing.a; no hub, no hub/ sources), then consumers/ is configured as a
 project of its own (`cmake -S consumers -DCMAKE_PREFIX_PATH=TMP`), built
 and installed into the prefix's plugin directory. The build tree's hub
 then lists those plugins with `fanhub plugins`, checks a configuration
@@ -75,7 +75,10 @@ def test_only_the_sdk_is_installed():
         assert not path.startswith("bin/"), s.installed
     headers = [p for p in s.installed if p.startswith("include/")]
     assert headers == ["include/fanhub/consumer.h", "include/fanhub/sdk.h",
-                       "include/fanhub/sdk_curve.h"], headers
+                       "include/fanhub/sdk_curve.h", "include/fanhub/testing.h"], headers
+    # The one library: the fake host for plugins' tests (no plugin links it).
+    libs = [p for p in s.installed if re.search(r"\.(a|so)(\.|$)", p)]
+    assert libs == ["lib/libfanhub-testing.a"], libs
     assert any(p.endswith("cmake/fanhub/fanhubPlugin.cmake") for p in s.installed), s.installed
     assert os.path.realpath(s.fanhub_dir).startswith(os.path.realpath(s.prefix)), s.fanhub_dir
 

@@ -211,6 +211,10 @@ def build_and_install(work, state):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o750), \
             "%s: %r" % (d, st)
     assert os.path.isdir("/etc/fanhub/conf.d")
+    # fanhub-dev: the fake host for plugins' tests beside the SDK headers.
+    assert os.path.exists("/usr/include/fanhub/testing.h")
+    assert glob.glob("/usr/lib/*/libfanhub-testing.a") and glob.glob(
+        "/usr/lib/*/pkgconfig/fanhub-testing.pc"), "fanhub-dev has no libfanhub-testing"
     # The docs as installed (uncompressed, their links resolved), pictures too.
     sh([sys.executable, os.path.join(TOP, "tests/package/doclinks.py"), "/usr/share/doc/fanhub",
         "--min-files", "15"])

@@ -57,7 +57,8 @@ def test(work):
     assert set(config.split()) == {"/etc/fanhub/fanhub.yaml", "/etc/logrotate.d/fanhub"}, config
     devel, _ = sh(["rpm", "-qlp", rpms["fanhub-devel"]])
     for path in ("/usr/include/fanhub/consumer.h", "/usr/lib64/pkgconfig/fanhub-consumer.pc",
-                 "/usr/lib64/cmake/fanhub/fanhubConfig.cmake"):
+                 "/usr/lib64/cmake/fanhub/fanhubConfig.cmake", "/usr/include/fanhub/testing.h",
+                 "/usr/lib64/libfanhub-testing.a", "/usr/lib64/pkgconfig/fanhub-testing.pc"):
         assert path in devel.split(), path
     scripts, _ = sh(["rpm", "-qp", "--scripts", rpms["fanhub"]])
     assert re.search(r"^u fanhub ", scripts, re.M) and "systemd-sysusers" in scripts, scripts

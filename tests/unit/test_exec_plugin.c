@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_host.h"
+#include <fanhub/testing.h>
 
 /* -------------------------------------------------------------------------
    Helpers */
@@ -64,7 +64,7 @@ static const fanhub_option_t s_empty_items[1];
 static void
 s_ctx_init (fanhub_ctx_t *ctx)
 {
-    fake_ctx_init (ctx);
+    fanhub_fake_ctx_init (ctx);
     ctx->name = "runner";
 }
 
@@ -76,7 +76,7 @@ s_start_map (fanhub_ctx_t *ctx, const fanhub_option_t *items, size_t n)
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[1024] = "";
-    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -115,7 +115,7 @@ s_start_argv (fanhub_ctx_t *ctx, const char *const *argv, size_t argc)
 static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq)
 {
-    return fake_msg (topic, topic_size, body, body_size, seq, 0);
+    return fanhub_fake_msg (topic, topic_size, body, body_size, seq, 0);
 }
 
 /* The whole file, NUL-terminated for convenience; *size without it. */
@@ -227,7 +227,7 @@ s_group_setup (void **state)
     if (!entry)
         return -1;
     s_desc = entry ();
-    fake_host_loaded = s_desc; /* options_load's table */
+    fanhub_fake_host_loaded = s_desc; /* options_load's table */
     if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-exec-test")))
         return -1;
     /* Seen by every command: where to write what it saw. */
@@ -452,7 +452,7 @@ test_options_table (void **state)
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[1024] = "";
-        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
             print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,

@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_host.h"
+#include <fanhub/testing.h>
 
 /* -------------------------------------------------------------------------
    Helpers */
@@ -76,7 +76,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *flush_ms)
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -88,7 +88,7 @@ static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
        int64_t ns)
 {
-    return fake_msg (topic, topic_size, body, body_size, seq, ns);
+    return fanhub_fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
 
 /* The whole file, NUL-terminated for convenience; *size without it. */
@@ -347,7 +347,7 @@ s_group_setup (void **state)
         print_error ("mkdtemp: %s\n", strerror (errno));
         return -1;
     }
-    s_desc = fake_plugin_load (SHIPPED_PLUGIN_DIR "/log.so", &s_dl);
+    s_desc = fanhub_fake_plugin_load (SHIPPED_PLUGIN_DIR "/log.so", &s_dl);
     return s_desc ? 0 : -1;
 }
 
@@ -469,7 +469,7 @@ test_format_table (void **state)
         char path[512];
         s_temp (path, sizeof path);
         fanhub_ctx_t ctx;
-        fake_ctx_init (&ctx);
+        fanhub_fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, path, "0");
         fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body, c->body_size, c->seq, c->ns);
         if (c->frame3) {
@@ -504,7 +504,7 @@ test_every_ascii_byte (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     fanhub_msg_t msg = s_msg (bytes, sizeof bytes, bytes, sizeof bytes, 77, 0);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -552,7 +552,7 @@ test_large_lines (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     fanhub_msg_t small = s_msg (BYTES ("small"), BYTES ("x"), 1, NS);
     fanhub_msg_t big_text = s_msg (BYTES ("big.text"), text, text_size, 2, NS);
@@ -606,7 +606,7 @@ test_buffered_until_idle (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "3600000");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -628,7 +628,7 @@ test_flush_after_interval (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "1");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -650,7 +650,7 @@ test_appends_and_creates_0644 (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL);
     struct stat st;
     assert_int_equal (stat (path, &st), 0);
@@ -684,7 +684,7 @@ test_reopen_after_rename (void **state)
     s_temp (path, sizeof path);
     snprintf (rotated, sizeof rotated, "%s.1", path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "3600000");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, NS);
     assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
@@ -727,7 +727,7 @@ test_reopen_failure (void **state)
     assert_int_equal (mkdir (dir, 0755), 0);
     snprintf (path, sizeof path, "%s/out", dir);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "0");
     assert_int_equal (unlink (path), 0);
     assert_int_equal (rmdir (dir), 0);
@@ -756,7 +756,7 @@ test_stdout (void **state)
         close (fd);
 
         fanhub_ctx_t ctx;
-        fake_ctx_init (&ctx);
+        fanhub_fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, round == 0 ? "-" : NULL, NULL);
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, 0);
         int rc = s_desc->consume (plugin, &msg);
@@ -876,10 +876,10 @@ test_options_table (void **state)
         const option_case_t *c = &s_option_cases[i];
         fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
-        fake_ctx_init (&ctx);
+        fanhub_fake_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
-        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
             print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
@@ -904,10 +904,10 @@ test_unopenable_path (void **state)
     fanhub_option_t items[] = {SCALAR ("path", path, "t.yaml:5:13")};
     fanhub_option_t map = MAP (items, 1);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
-    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 }
@@ -919,7 +919,7 @@ test_write_error_logged_once (void **state)
 {
     (void) state;
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, "/dev/full", "0");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1, 0);
     for (int i = 0; i < 3; i++)
@@ -961,7 +961,7 @@ test_write_error_recovery (void **state)
         char path[512];
         s_temp (path, sizeof path);
         fanhub_ctx_t ctx;
-        fake_ctx_init (&ctx);
+        fanhub_fake_ctx_init (&ctx);
         void *plugin = s_start (&ctx, path, "0");
         struct rlimit limit = saved;
         limit.rlim_cur = torn ? len + 10 : len;
@@ -1037,7 +1037,7 @@ test_threads (void **state)
     char path[512];
     s_temp (path, sizeof path);
     fanhub_ctx_t ctx;
-    fake_ctx_init (&ctx);
+    fanhub_fake_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, "1");
     pthread_t threads[THREADS];
     worker_t workers[THREADS];

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_host.h"
+#include <fanhub/testing.h>
 
 /* ABI 1.1: a host with host->complete. The ticket of a message is its
    seq + 1000; completions are recorded in order. */
@@ -70,25 +70,25 @@ static const fanhub_host_t s_host_async = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
     .size = sizeof (fanhub_host_t),
-    .log = fake_host_log,
-    .consumer_name = fake_host_consumer_name,
-    .option_kind = fake_host_option_kind,
-    .option_get = fake_host_option_get,
-    .option_scalar = fake_host_option_scalar,
-    .option_count = fake_host_option_count,
-    .option_at = fake_host_option_at,
-    .option_where = fake_host_option_where,
-    .msg_topic = fake_host_msg_topic,
-    .msg_body = fake_host_msg_body,
-    .msg_frame_count = fake_host_msg_frame_count,
-    .msg_frame = fake_host_msg_frame,
-    .msg_seq = fake_host_msg_seq,
-    .msg_received_ns = fake_host_msg_received_ns,
+    .log = fanhub_fake_host_log,
+    .consumer_name = fanhub_fake_host_consumer_name,
+    .option_kind = fanhub_fake_host_option_kind,
+    .option_get = fanhub_fake_host_option_get,
+    .option_scalar = fanhub_fake_host_option_scalar,
+    .option_count = fanhub_fake_host_option_count,
+    .option_at = fanhub_fake_host_option_at,
+    .option_where = fanhub_fake_host_option_where,
+    .msg_topic = fanhub_fake_host_msg_topic,
+    .msg_body = fanhub_fake_host_msg_body,
+    .msg_frame_count = fanhub_fake_host_msg_frame_count,
+    .msg_frame = fanhub_fake_host_msg_frame,
+    .msg_seq = fanhub_fake_host_msg_seq,
+    .msg_received_ns = fanhub_fake_host_msg_received_ns,
     .msg_ticket = s_host_msg_ticket,
     .complete = s_host_complete,
-    .options_read = fake_host_options_read,
-    .set_reason = fake_host_set_reason,
-    .options_load = fake_host_options_load,
+    .options_read = fanhub_fake_host_options_read,
+    .set_reason = fanhub_fake_host_set_reason,
+    .options_load = fanhub_fake_host_options_load,
 };
 
 /* -------------------------------------------------------------------------
@@ -114,7 +114,7 @@ static const fanhub_option_t s_empty_items[1];
 static void
 s_ctx_init (fanhub_ctx_t *ctx)
 {
-    fake_ctx_init (ctx);
+    fanhub_fake_ctx_init (ctx);
     ctx->skip_debug = true;
 }
 
@@ -140,7 +140,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch, const char *bat
     fanhub_option_t map = MAP (items, n);
     void *state = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&fake_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -152,7 +152,7 @@ static fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
        int64_t ns)
 {
-    return fake_msg (topic, topic_size, body, body_size, seq, ns);
+    return fanhub_fake_msg (topic, topic_size, body, body_size, seq, ns);
 }
 
 /* Consumes a message with a text topic and body. */
@@ -275,7 +275,7 @@ s_group_setup (void **state)
         print_error ("mkdtemp: %s\n", strerror (errno));
         return -1;
     }
-    s_desc = fake_plugin_load (SHIPPED_PLUGIN_DIR "/store.so", &s_dl);
+    s_desc = fanhub_fake_plugin_load (SHIPPED_PLUGIN_DIR "/store.so", &s_dl);
     return s_desc ? 0 : -1;
 }
 
@@ -378,7 +378,7 @@ test_table_option (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
     s_desc->fini (plugin);
     sqlite3 *db = s_open (path);
@@ -843,7 +843,7 @@ test_postgres_unreachable (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
+    int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
     if (rc)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -1023,7 +1023,7 @@ test_options_table (void **state)
         s_ctx_init (&ctx);
         void *plugin = NULL;
         char err[512] = "";
-        int rc = s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err);
+        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
         bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
         if (!ok) {
             print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
@@ -1055,7 +1055,7 @@ test_database_refused (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
-    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 
@@ -1070,7 +1070,7 @@ test_database_refused (void **state)
               "topic (t.yaml:5:13)",
               path);
     items[0].text = path;
-    assert_int_equal (s_desc->init (&fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
     assert_string_equal (err, want);
 }
 

@@ -1,0 +1,132 @@
+/*  fanhub/testing.h - a fake host, to unit-test a consumer plugin without
+    a hub (libfanhub-testing.a; pkg-config fanhub-testing, or the CMake
+    target fanhub::testing).
+
+    A plugin's init, check and consume get a host table (fanhub/consumer.h);
+    here it is fanhub_fake_host, whose options and messages are plain
+    structs that a test writes as literals. Options are read against the
+    plugin's option table by the hub's own reader (the same code, compiled
+    into this library), so a test sees the values and the errors the hub
+    would give, FILE:LINE:COL included.
+
+      fanhub_option_t   kind, key (as an entry of a map), text (scalars),
+                        where ("FILE:LINE:COL", for messages), items and
+                        count (lists and maps); FANHUB_FAKE_SCALAR, _LIST
+                        and _MAP write one
+      fanhub_msg_t      up to four frames (topic, body, more), seq and the
+                        receive time; fanhub_fake_msg writes the first two
+      fanhub_ctx_t      what the plugin logged (the count of lines, the
+                        last one, all of them) and its last set_reason,
+                        under a lock: plugins may log from their own
+                        threads. desc is the descriptor whose option table
+                        options_load reads (NULL: the plugin that
+                        fanhub_fake_plugin_load loaded last)
+
+    The host functions are exported one by one too, so that a test can
+    build a table of its own (with msg_ticket and complete, say) around
+    them. Nothing here is thread-safe but what the ctx lock guards.
+*/
+#ifndef FANHUB_TESTING_H_INCLUDED
+#define FANHUB_TESTING_H_INCLUDED
+
+#include <fanhub/consumer.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct fanhub_option {
+    fanhub_option_kind_t kind;
+    const char *key;  /* as an entry of a map */
+    const char *text; /* scalars */
+    const char *where;
+    const struct fanhub_option *items; /* lists and maps */
+    size_t count;
+};
+
+/* One option node, as an initializer. */
+#define FANHUB_FAKE_SCALAR(key, text, where)                                                       \
+    {                                                                                              \
+        FANHUB_OPTION_SCALAR, (key), (text), (where), NULL, 0                                      \
+    }
+#define FANHUB_FAKE_LIST(key, items, count, where)                                                 \
+    {                                                                                              \
+        FANHUB_OPTION_LIST, (key), NULL, (where), (items), (count)                                 \
+    }
+#define FANHUB_FAKE_MAP(key, items, count, where)                                                  \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, (key), NULL, (where), (items), (count)                                  \
+    }
+
+struct fanhub_msg {
+    fanhub_bytes_t frames[4];
+    size_t nframes;
+    uint64_t seq;
+    int64_t ns; /* received_ns */
+};
+
+struct fanhub_ctx {
+    const char *name; /* consumer_name; NULL: "test" */
+    bool skip_debug;  /* do not record FANHUB_LOG_DEBUG lines */
+    pthread_mutex_t lock;
+    int lines;                          /* lines logged */
+    char last[1024];                    /* the last of them */
+    char all[16384];                    /* all of them, each ending in '\n' (cut when full) */
+    char reason[256];                   /* the last host->set_reason (under the lock) */
+    const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
+                                           plugin fanhub_fake_plugin_load loaded */
+};
+
+/* The host table: every function of ABI 1.4 but msg_ticket and complete
+   (a plugin that answers FANHUB_PENDING needs a table of its own). */
+extern const fanhub_host_t fanhub_fake_host;
+
+/* The descriptor fanhub_fake_plugin_load loaded last (a test may set it). */
+extern const fanhub_consumer_desc_t *fanhub_fake_host_loaded;
+
+/* A context that has logged nothing, named "test". */
+void fanhub_fake_ctx_init (fanhub_ctx_t *ctx);
+
+/* A message of two frames, topic and body (not copied). */
+fanhub_msg_t fanhub_fake_msg (const void *topic, size_t topic_size, const void *body,
+                              size_t body_size, uint64_t seq, int64_t ns);
+
+/* Loads a plugin as the hub does (dlopen RTLD_NOW | RTLD_LOCAL, then its
+   entry): its descriptor, with the handle in *dl (dlclose it when done);
+   NULL with the reason printed on stderr. */
+const fanhub_consumer_desc_t *fanhub_fake_plugin_load (const char *path, void **dl);
+
+/* The functions of fanhub_fake_host. */
+void fanhub_fake_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
+    FANHUB_PRINTF (3, 4);
+const char *fanhub_fake_host_consumer_name (fanhub_ctx_t *ctx);
+fanhub_option_kind_t fanhub_fake_host_option_kind (const fanhub_option_t *node);
+const fanhub_option_t *fanhub_fake_host_option_get (const fanhub_option_t *map, const char *key);
+const char *fanhub_fake_host_option_scalar (const fanhub_option_t *node);
+size_t fanhub_fake_host_option_count (const fanhub_option_t *node);
+const fanhub_option_t *fanhub_fake_host_option_at (const fanhub_option_t *node, size_t i,
+                                                   const char **key);
+const char *fanhub_fake_host_option_where (const fanhub_option_t *node);
+fanhub_bytes_t fanhub_fake_host_msg_topic (const fanhub_msg_t *msg);
+fanhub_bytes_t fanhub_fake_host_msg_body (const fanhub_msg_t *msg);
+size_t fanhub_fake_host_msg_frame_count (const fanhub_msg_t *msg);
+fanhub_bytes_t fanhub_fake_host_msg_frame (const fanhub_msg_t *msg, size_t i);
+uint64_t fanhub_fake_host_msg_seq (const fanhub_msg_t *msg);
+int64_t fanhub_fake_host_msg_received_ns (const fanhub_msg_t *msg);
+int fanhub_fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                                   const fanhub_option_t *options, void *values, size_t values_size,
+                                   char *err, size_t errlen);
+int fanhub_fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                                   size_t values_size, char *err, size_t errlen);
+void fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

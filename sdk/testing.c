@@ -1,0 +1,213 @@
+/*  testing - the fake host of <fanhub/testing.h> (libfanhub-testing.a).
+
+    Options and messages are the plain structs of that header; options are
+    read by the hub's own reader (hub/plugin/option_table.c, built into
+    this library with the value and endpoint grammars it uses), so a
+    plugin's test and the hub never disagree about an option.
+*/
+#include <fanhub/testing.h>
+
+#include "option_table.h"
+
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const fanhub_consumer_desc_t *fanhub_fake_host_loaded;
+
+void
+fanhub_fake_ctx_init (fanhub_ctx_t *ctx)
+{
+    memset (ctx, 0, sizeof *ctx);
+    pthread_mutex_init (&ctx->lock, NULL);
+}
+
+fanhub_msg_t
+fanhub_fake_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
+                 uint64_t seq, int64_t ns)
+{
+    fanhub_msg_t msg = {.nframes = 2, .seq = seq, .ns = ns};
+    msg.frames[0] = (fanhub_bytes_t){topic, topic_size};
+    msg.frames[1] = (fanhub_bytes_t){body, body_size};
+    return msg;
+}
+
+void
+fanhub_fake_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
+{
+    if (ctx->skip_debug && level == FANHUB_LOG_DEBUG)
+        return;
+    pthread_mutex_lock (&ctx->lock);
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (ctx->last, sizeof ctx->last, fmt, args);
+    va_end (args);
+    size_t len = strlen (ctx->all);
+    snprintf (ctx->all + len, sizeof ctx->all - len, "%s\n", ctx->last);
+    ctx->lines++;
+    pthread_mutex_unlock (&ctx->lock);
+}
+
+const char *
+fanhub_fake_host_consumer_name (fanhub_ctx_t *ctx)
+{
+    return ctx->name ? ctx->name : "test";
+}
+
+fanhub_option_kind_t
+fanhub_fake_host_option_kind (const fanhub_option_t *node)
+{
+    return node ? node->kind : (fanhub_option_kind_t) 0;
+}
+
+const fanhub_option_t *
+fanhub_fake_host_option_get (const fanhub_option_t *map, const char *key)
+{
+    if (!map || map->kind != FANHUB_OPTION_MAP)
+        return NULL;
+    for (size_t i = 0; i < map->count; i++)
+        if (strcmp (map->items[i].key, key) == 0)
+            return &map->items[i];
+    return NULL;
+}
+
+const char *
+fanhub_fake_host_option_scalar (const fanhub_option_t *node)
+{
+    return node && node->kind == FANHUB_OPTION_SCALAR ? node->text : NULL;
+}
+
+size_t
+fanhub_fake_host_option_count (const fanhub_option_t *node)
+{
+    return node && node->kind != FANHUB_OPTION_SCALAR ? node->count : 0;
+}
+
+const fanhub_option_t *
+fanhub_fake_host_option_at (const fanhub_option_t *node, size_t i, const char **key)
+{
+    if (!node || node->kind == FANHUB_OPTION_SCALAR || i >= node->count)
+        return NULL;
+    if (key)
+        *key = node->items[i].key;
+    return &node->items[i];
+}
+
+const char *
+fanhub_fake_host_option_where (const fanhub_option_t *node)
+{
+    return node && node->where ? node->where : "?";
+}
+
+fanhub_bytes_t
+fanhub_fake_host_msg_frame (const fanhub_msg_t *msg, size_t i)
+{
+    return i < msg->nframes ? msg->frames[i] : (fanhub_bytes_t){NULL, 0};
+}
+
+fanhub_bytes_t
+fanhub_fake_host_msg_topic (const fanhub_msg_t *msg)
+{
+    return msg->frames[0];
+}
+
+fanhub_bytes_t
+fanhub_fake_host_msg_body (const fanhub_msg_t *msg)
+{
+    return msg->frames[1];
+}
+
+size_t
+fanhub_fake_host_msg_frame_count (const fanhub_msg_t *msg)
+{
+    return msg->nframes;
+}
+
+uint64_t
+fanhub_fake_host_msg_seq (const fanhub_msg_t *msg)
+{
+    return msg->seq;
+}
+
+int64_t
+fanhub_fake_host_msg_received_ns (const fanhub_msg_t *msg)
+{
+    return msg->ns;
+}
+
+void
+fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
+{
+    pthread_mutex_lock (&ctx->lock); /* plugins may answer on several threads */
+    va_list args;
+    va_start (args, fmt);
+    vsnprintf (ctx->reason, sizeof ctx->reason, fmt, args);
+    va_end (args);
+    pthread_mutex_unlock (&ctx->lock);
+}
+
+const fanhub_host_t fanhub_fake_host = {
+    .abi_major = FANHUB_ABI_MAJOR,
+    .abi_minor = FANHUB_ABI_MINOR,
+    .size = sizeof (fanhub_host_t),
+    .log = fanhub_fake_host_log,
+    .consumer_name = fanhub_fake_host_consumer_name,
+    .option_kind = fanhub_fake_host_option_kind,
+    .option_get = fanhub_fake_host_option_get,
+    .option_scalar = fanhub_fake_host_option_scalar,
+    .option_count = fanhub_fake_host_option_count,
+    .option_at = fanhub_fake_host_option_at,
+    .option_where = fanhub_fake_host_option_where,
+    .msg_topic = fanhub_fake_host_msg_topic,
+    .msg_body = fanhub_fake_host_msg_body,
+    .msg_frame_count = fanhub_fake_host_msg_frame_count,
+    .msg_frame = fanhub_fake_host_msg_frame,
+    .msg_seq = fanhub_fake_host_msg_seq,
+    .msg_received_ns = fanhub_fake_host_msg_received_ns,
+    .options_read = fanhub_fake_host_options_read,
+    .set_reason = fanhub_fake_host_set_reason,
+    .options_load = fanhub_fake_host_options_load,
+};
+
+int
+fanhub_fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc_t *desc,
+                               const fanhub_option_t *options, void *values, size_t values_size,
+                               char *err, size_t errlen)
+{
+    (void) ctx;
+    return fh_option_table_read (&fanhub_fake_host, desc->name, desc->options, options, values,
+                                 values_size, err, errlen);
+}
+
+int
+fanhub_fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
+                               size_t values_size, char *err, size_t errlen)
+{
+    const fanhub_consumer_desc_t *desc = ctx && ctx->desc ? ctx->desc : fanhub_fake_host_loaded;
+    if (!desc) {
+        snprintf (err, errlen,
+                  "fake host: no descriptor (set ctx->desc, or load the plugin "
+                  "with fanhub_fake_plugin_load)");
+        return -1;
+    }
+    return fanhub_fake_host_options_read (ctx, desc, options, values, values_size, err, errlen);
+}
+
+const fanhub_consumer_desc_t *
+fanhub_fake_plugin_load (const char *path, void **dl)
+{
+    *dl = dlopen (path, RTLD_NOW | RTLD_LOCAL);
+    if (!*dl) {
+        fprintf (stderr, "dlopen: %s\n", dlerror ());
+        return NULL;
+    }
+    fanhub_consumer_entry_fn entry;
+    *(void **) &entry = dlsym (*dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
+    if (!entry) {
+        fprintf (stderr, "dlsym: %s\n", dlerror ());
+        return NULL;
+    }
+    fanhub_fake_host_loaded = entry ();
+    return fanhub_fake_host_loaded;
+}
