@@ -578,14 +578,10 @@ fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
     }
     if (fh_cfg_parse_options (ctx, node, target, field))
         return -1;
-    const char *where = NULL;
-    char why[512];
     fh_amqp_settings_t *settings
-        = fh_amqp_settings_new (*(fanhub_option_t **) target, &where, why, sizeof why);
-    if (!settings) {
-        snprintf (ctx->err, ctx->errlen, "%s: bus.amqp.%s", where ? where : ctx->source, why);
+        = fh_amqp_settings_new (*(fanhub_option_t **) target, ctx->err, ctx->errlen);
+    if (!settings)
         return -1;
-    }
     fh_amqp_settings_destroy (&settings);
     return 0;
 }
