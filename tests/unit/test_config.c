@@ -778,6 +778,21 @@ static const s_error_case_t s_error_cases[] = {
     {"amqp shards too many",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 5000}\n" CONSUMERS,
      "bus.amqp.shards: expected an integer from 0 to 1024, got \"5000\" (t.yaml:2:45)"},
+    {"amqp password in the YAML",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, password: x}\n" CONSUMERS,
+     "bus.amqp.password: a password is never taken from the YAML; set password_file (a file of "
+     "mode 0600) or password_env (t.yaml:2:47)"},
+    {"amqp prefer index past count",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 4, prefer: {index: 2, count: "
+     "2}}\n" CONSUMERS,
+     "bus.amqp.prefer: expected {index: I, count: N}, I < N (t.yaml:2:56)"},
+    {"amqp prefer without count",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 4, prefer: {index: 0}}\n" CONSUMERS,
+     "bus.amqp.prefer.count: missing: N of {index: I, count: N}, 1 to 1024 (t.yaml:2:56)"},
+    {"amqp tls unknown key",
+     "bus:\n  amqp: {url: \"amqps://h\", queue: q, tls: {ca: c}}\n" CONSUMERS,
+     "bus.amqp.tls.ca: unknown key; tls takes ca_file, cert_file, key_file, verify_peer and "
+     "verify_hostname (t.yaml:2:48)"},
     {"amqp declare not a bool",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, declare: yes}\n" CONSUMERS,
      "bus.amqp.declare: expected true or false, got \"yes\" (t.yaml:2:46)"},
