@@ -59,13 +59,21 @@ amqp_url_has_password (const char *url)
 #define AMQP_SHARED_FIELD(type, m, name, opt_type, field, def, min, max, help)                     \
     FANHUB_OPT_FIELD (type, name, opt_type, m.field, def, min, max, help)
 
-/* The shared entries; verify_hostname has no default (each side says
-   what an absent one means). */
+/* The shared entries, in four groups so that the plugin keeps its own
+   keys among them, in the order `fanhub plugins --options` has always
+   printed; AMQP_SHARED_OPTIONS is all four. verify_hostname has no
+   default (each side says what an absent one means). */
 #define AMQP_SHARED_OPTIONS(type, m)                                                               \
+    AMQP_SHARED_URL (type, m), AMQP_SHARED_LOGIN (type, m), AMQP_SHARED_ENVELOPE (type, m),        \
+        AMQP_SHARED_TOPOLOGY (type, m)
+
+#define AMQP_SHARED_URL(type, m)                                                                   \
     AMQP_SHARED_FIELD (type, m, "url", FANHUB_OPT_STRING, url, NULL, 0, 0,                         \
-                       "amqp://[USER@]HOST[:PORT][/VHOST] or amqps://..."),                        \
-        AMQP_SHARED_FIELD (type, m, "vhost", FANHUB_OPT_STRING, vhost, "/", 1, AMQP_SHORTSTR_MAX,  \
-                           "the virtual host"),                                                    \
+                       "amqp://[USER@]HOST[:PORT][/VHOST] or amqps://...")
+
+#define AMQP_SHARED_LOGIN(type, m)                                                                 \
+    AMQP_SHARED_FIELD (type, m, "vhost", FANHUB_OPT_STRING, vhost, "/", 1, AMQP_SHORTSTR_MAX,      \
+                       "the virtual host"),                                                        \
         AMQP_SHARED_FIELD (type, m, "user", FANHUB_OPT_STRING, user, "guest", 1,                   \
                            AMQP_SHORTSTR_MAX, "the user name"),                                    \
         AMQP_SHARED_FIELD (type, m, "password", FANHUB_OPT_SECRET, password, NULL, 0, 0,           \
@@ -85,18 +93,17 @@ amqp_url_has_password (const char *url)
         AMQP_SHARED_FIELD (type, m, "tls.verify_hostname", FANHUB_OPT_BOOL, verify_hostname, NULL, \
                            0, 0, "check the broker's name in it"),                                 \
         AMQP_SHARED_FIELD (type, m, "exchange", FANHUB_OPT_STRING, exchange, "amq.topic", 0,       \
-                           AMQP_SHORTSTR_MAX, "the exchange (\"\": the default exchange)"),        \
-        {"envelope",                                                                               \
-         FANHUB_OPT_ENUM,                                                                          \
-         offsetof (type, m.envelope),                                                              \
-         "none",                                                                                   \
-         0,                                                                                        \
-         0,                                                                                        \
-         amqp_envelopes,                                                                           \
-         0,                                                                                        \
-         "fedora-messaging: fedora-messaging's shape (docs/fedora.md)"},                           \
-        AMQP_SHARED_FIELD (type, m, "declare", FANHUB_OPT_BOOL, declare, "false", 0, 0,            \
-                           "declare the queues and bindings at each connect"),                     \
+                           AMQP_SHORTSTR_MAX, "the exchange (\"\": the default exchange)")
+
+#define AMQP_SHARED_ENVELOPE(type, m)                                                              \
+    {                                                                                              \
+        "envelope", FANHUB_OPT_ENUM, offsetof (type, m.envelope), "none", 0, 0, amqp_envelopes, 0, \
+            "fedora-messaging: fedora-messaging's shape (docs/fedora.md)"                          \
+    }
+
+#define AMQP_SHARED_TOPOLOGY(type, m)                                                              \
+    AMQP_SHARED_FIELD (type, m, "declare", FANHUB_OPT_BOOL, declare, "false", 0, 0,                \
+                       "declare the queues and bindings at each connect"),                         \
         AMQP_SHARED_FIELD (type, m, "queue", FANHUB_OPT_STRING, queue, NULL, 1, AMQP_SHORTSTR_MAX, \
                            "the queue, or the shard queues' prefix"),                              \
         AMQP_SHARED_FIELD (type, m, "shards", FANHUB_OPT_INT, shards, "0", 0, 1024,                \

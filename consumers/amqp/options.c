@@ -2,8 +2,10 @@
     reads the keys, the tls and topic_prefix maps and the password, their
     types and ranges, with FILE:LINE:COL errors, and `fanhub plugins
     --options amqp` prints it), then what the table cannot say: the url,
-    the TLS files' modes and the keys that exclude each other. The keys are documented in
-    docs/plugins/amqp.md; init and check read them the same way.
+    the TLS files' modes and the keys that exclude each other. The keys
+    bus.amqp has too come first, from amqp_options.h (one table for both).
+    The keys are documented in docs/plugins/amqp.md; init and check read
+    them the same way.
 
     Secrets never come from the YAML alone: a password written in the
     options (a `password` key, or a password inside the url) is refused, and
@@ -50,11 +52,12 @@ typedef struct {
 static const char *const s_bodies[] = {"whole", "msg", NULL};
 
 const fanhub_opt_t bridge_option_table[] = {
-    AMQP_SHARED_OPTIONS (s_raw_t, c),
+    AMQP_SHARED_URL (s_raw_t, c),
     FANHUB_OPT_FIELD (s_raw_t, "host", FANHUB_OPT_STRING, host, DEFAULT_HOST, 1,
                       BRIDGE_SHORTSTR_MAX, "the broker's host name or address"),
     FANHUB_OPT_FIELD (s_raw_t, "port", FANHUB_OPT_INT, port, NULL, 1, 65535,
                       "the broker's port (default 5672, TLS 5671)"),
+    AMQP_SHARED_LOGIN (s_raw_t, c),
     FANHUB_OPT_FIELD (s_raw_t, "topic_prefix", FANHUB_OPT_MAP, topic_prefix, NULL, 0, 0,
                       "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
     {"topic_prefix.from", FANHUB_OPT_STRING, offsetof (s_raw_t, from), NULL, 0, 0, NULL,
@@ -71,6 +74,7 @@ const fanhub_opt_t bridge_option_table[] = {
                       "AMQP heartbeat asked for (0: none)"),
     FANHUB_OPT_FIELD (s_raw_t, "mandatory", FANHUB_OPT_BOOL, mandatory, "true", 0, 0,
                       "publish mandatory: a message no queue takes comes back, RETRY"),
+    AMQP_SHARED_ENVELOPE (s_raw_t, c),
     {"body", FANHUB_OPT_ENUM, offsetof (s_raw_t, body), "whole", 0, 0, s_bodies, 0,
      "with fedora-messaging: the whole fedmsg body, or its msg"},
     FANHUB_OPT_FIELD (s_raw_t, "schema", FANHUB_OPT_STRING, schema, "base.message", 1,
@@ -81,6 +85,7 @@ const fanhub_opt_t bridge_option_table[] = {
                       "{TOPIC_PREFIX: SCHEMA}: the schema of topics, first match"),
     FANHUB_OPT_FIELD (s_raw_t, "severities", FANHUB_OPT_MAP, severities, NULL, 0, 0,
                       "{TOPIC_PREFIX: 10|20|30|40}: the severity of topics, first match"),
+    AMQP_SHARED_TOPOLOGY (s_raw_t, c),
     FANHUB_OPT_END,
 };
 
