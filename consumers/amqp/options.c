@@ -2,14 +2,17 @@
     reads the keys, the tls and topic_prefix maps and the password, their
     types and ranges, with FILE:LINE:COL errors, and `fanhub plugins
     --options amqp` prints it), then what the table cannot say: the url,
-    the TLS files' modes and the keys that exclude each other. The keys are documented in
-    docs/plugins/amqp.md; init and check read them the same way.
+    the TLS files' modes and the keys that exclude each other. The keys
+    bus.amqp has too come first, from amqp_options.h (one table for both).
+    The keys are documented in docs/plugins/amqp.md; init and check read
+    them the same way.
 
     Secrets never come from the YAML alone: a password written in the
     options (a `password` key, or a password inside the url) is refused, and
     the password comes from password_file (mode 0600 or stricter) or
     password_env. No error message holds a password.
 */
+#include "amqp_options.h"
 #include "bridge.h"
 
 #include <fanhub/sdk.h>
@@ -27,19 +30,12 @@
 #define DEFAULT_PORT 5672
 #define DEFAULT_TLS_PORT 5671
 
-/* The options as the host reads them from the table. */
+/* The options as the host reads them from the table: the keys bus.amqp
+   shares (amqp_options.h), then the plugin's own. */
 typedef struct {
-    const char *url;
+    amqp_shared_t c;
     const char *host;
     int64_t port; /* -1: not given (its default depends on TLS) */
-    const char *vhost;
-    const char *user;
-    char *password;             /* password_file or password_env: ours */
-    const char *password_given; /* named only to be refused with a reason */
-    const fanhub_option_t *tls;
-    const char *ca_file, *cert_file, *key_file;
-    bool verify_peer, verify_hostname;
-    const char *exchange;
     const fanhub_option_t *topic_prefix;
     const char *from, *to;
     int64_t confirm_timeout_ms;
@@ -47,53 +43,21 @@ typedef struct {
     int64_t reconnect_max_ms;
     int64_t heartbeat_s;
     bool mandatory;
-    int envelope; /* 0 none, 1 fedora-messaging */
-    int body;     /* 0 whole, 1 msg */
+    int body; /* 0 whole, 1 msg */
     const char *schema;
     int64_t severity;
     const fanhub_option_t *schemas, *severities;
-    bool declare;
-    const char *queue;
-    int64_t shards;
-    const fanhub_option_t *bindings;
-    const char *hash_exchange, *hash_header, *dead_letter_exchange;
-    int queue_type; /* 0 classic, 1 quorum */
 } s_raw_t;
 
-static const char *const s_envelopes[] = {"none", "fedora-messaging", NULL};
 static const char *const s_bodies[] = {"whole", "msg", NULL};
-static const char *const s_queue_types[] = {"classic", "quorum", NULL};
 
 const fanhub_opt_t bridge_option_table[] = {
-    FANHUB_OPT_FIELD (s_raw_t, "url", FANHUB_OPT_STRING, url, NULL, 0, 0,
-                      "amqp://[USER@]HOST[:PORT][/VHOST] or amqps://... (not with host...)"),
+    AMQP_SHARED_URL (s_raw_t, c),
     FANHUB_OPT_FIELD (s_raw_t, "host", FANHUB_OPT_STRING, host, DEFAULT_HOST, 1,
                       BRIDGE_SHORTSTR_MAX, "the broker's host name or address"),
     FANHUB_OPT_FIELD (s_raw_t, "port", FANHUB_OPT_INT, port, NULL, 1, 65535,
                       "the broker's port (default 5672, TLS 5671)"),
-    FANHUB_OPT_FIELD (s_raw_t, "vhost", FANHUB_OPT_STRING, vhost, "/", 1, BRIDGE_SHORTSTR_MAX,
-                      "the virtual host"),
-    FANHUB_OPT_FIELD (s_raw_t, "user", FANHUB_OPT_STRING, user, "guest", 1, BRIDGE_SHORTSTR_MAX,
-                      "the user name"),
-    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_SECRET, password, NULL, 0, 0,
-                      "the password, from a file (mode 0600) or the environment; never the YAML"),
-    FANHUB_OPT_FIELD (s_raw_t, "password", FANHUB_OPT_STRING, password_given, NULL, 0, 0,
-                      "refused: use password_file or password_env, never the YAML"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls", FANHUB_OPT_MAP, tls, NULL, 0, 0,
-                      "{ca_file, cert_file, key_file, verify_peer, verify_hostname}: TLS"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls.ca_file", FANHUB_OPT_FILE, ca_file, NULL, 0, 0,
-                      "the CA certificates that signed the broker's"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls.cert_file", FANHUB_OPT_FILE, cert_file, NULL, 0, 0,
-                      "a client certificate (with key_file)"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls.key_file", FANHUB_OPT_FILE, key_file, NULL, 0, 0,
-                      "the client certificate's key (mode 0600)"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls.verify_peer", FANHUB_OPT_BOOL, verify_peer, "true", 0, 0,
-                      "check the broker's certificate"),
-    FANHUB_OPT_FIELD (s_raw_t, "tls.verify_hostname", FANHUB_OPT_BOOL, verify_hostname, NULL, 0, 0,
-                      "check the broker's name in it (default: verify_peer)"),
-    FANHUB_OPT_FIELD (s_raw_t, "exchange", FANHUB_OPT_STRING, exchange, "amq.topic", 0,
-                      BRIDGE_SHORTSTR_MAX,
-                      "the exchange to publish to (\"\": the default exchange)"),
+    AMQP_SHARED_LOGIN (s_raw_t, c),
     FANHUB_OPT_FIELD (s_raw_t, "topic_prefix", FANHUB_OPT_MAP, topic_prefix, NULL, 0, 0,
                       "{from: PREFIX, to: PREFIX}: rewrite the start of topics"),
     {"topic_prefix.from", FANHUB_OPT_STRING, offsetof (s_raw_t, from), NULL, 0, 0, NULL,
@@ -110,8 +74,7 @@ const fanhub_opt_t bridge_option_table[] = {
                       "AMQP heartbeat asked for (0: none)"),
     FANHUB_OPT_FIELD (s_raw_t, "mandatory", FANHUB_OPT_BOOL, mandatory, "true", 0, 0,
                       "publish mandatory: a message no queue takes comes back, RETRY"),
-    {"envelope", FANHUB_OPT_ENUM, offsetof (s_raw_t, envelope), "none", 0, 0, s_envelopes, 0,
-     "fedora-messaging: publish in fedora-messaging's shape (docs/fedora.md)"},
+    AMQP_SHARED_ENVELOPE (s_raw_t, c),
     {"body", FANHUB_OPT_ENUM, offsetof (s_raw_t, body), "whole", 0, 0, s_bodies, 0,
      "with fedora-messaging: the whole fedmsg body, or its msg"},
     FANHUB_OPT_FIELD (s_raw_t, "schema", FANHUB_OPT_STRING, schema, "base.message", 1,
@@ -122,22 +85,7 @@ const fanhub_opt_t bridge_option_table[] = {
                       "{TOPIC_PREFIX: SCHEMA}: the schema of topics, first match"),
     FANHUB_OPT_FIELD (s_raw_t, "severities", FANHUB_OPT_MAP, severities, NULL, 0, 0,
                       "{TOPIC_PREFIX: 10|20|30|40}: the severity of topics, first match"),
-    FANHUB_OPT_FIELD (s_raw_t, "declare", FANHUB_OPT_BOOL, declare, "false", 0, 0,
-                      "declare the workers' queues and bindings at each connect"),
-    FANHUB_OPT_FIELD (s_raw_t, "queue", FANHUB_OPT_STRING, queue, NULL, 1, BRIDGE_SHORTSTR_MAX,
-                      "with declare: the queue, or the shard queues' prefix"),
-    FANHUB_OPT_FIELD (s_raw_t, "shards", FANHUB_OPT_INT, shards, "0", 0, 1024,
-                      "with declare: 0 (one queue) or N shard queues QUEUE.0 ..."),
-    FANHUB_OPT_FIELD (s_raw_t, "bindings", FANHUB_OPT_STRINGS, bindings, NULL, 0, 0,
-                      "with declare: binding keys from exchange (default [\"#\"])"),
-    FANHUB_OPT_FIELD (s_raw_t, "hash_exchange", FANHUB_OPT_STRING, hash_exchange, NULL, 1,
-                      BRIDGE_SHORTSTR_MAX, "with shards: the x-consistent-hash exchange"),
-    FANHUB_OPT_FIELD (s_raw_t, "hash_header", FANHUB_OPT_STRING, hash_header, NULL, 1,
-                      BRIDGE_SHORTSTR_MAX, "with shards: hash this header"),
-    {"queue_type", FANHUB_OPT_ENUM, offsetof (s_raw_t, queue_type), "classic", 0, 0, s_queue_types,
-     0, "with declare: classic or quorum"},
-    FANHUB_OPT_FIELD (s_raw_t, "dead_letter_exchange", FANHUB_OPT_STRING, dead_letter_exchange,
-                      NULL, 1, BRIDGE_SHORTSTR_MAX, "with declare: x-dead-letter-exchange"),
+    AMQP_SHARED_TOPOLOGY (s_raw_t, c),
     FANHUB_OPT_END,
 };
 
@@ -191,20 +139,14 @@ s_url (const fanhub_host_t *host, const fanhub_option_t *node, bridge_options_t 
 {
     const char *url = host->option_scalar (node);
     const char *where = host->option_where (node);
-    const char *rest = strstr (url, "://");
-    if (rest) {
-        rest += 3;
-        size_t auth = strcspn (rest, "/");
-        const char *at = memchr (rest, '@', auth);
-        if (at && memchr (rest, ':', (size_t) (at - rest))) {
-            /* Not repeated: the url holds the password. */
-            snprintf (err, errlen,
-                      "options.url: holds a password; a password is never taken "
-                      "from the YAML: give the url without it and set password_file or "
-                      "password_env (%s)",
-                      where);
-            return -1;
-        }
+    if (amqp_url_has_password (url)) {
+        /* Not repeated: the url holds the password. */
+        snprintf (err, errlen,
+                  "options.url: holds a password; a password is never taken "
+                  "from the YAML: give the url without it and set password_file or "
+                  "password_env (%s)",
+                  where);
+        return -1;
     }
     char *copy = strdup (url);
     if (!copy) {
@@ -240,25 +182,25 @@ s_tls (const fanhub_host_t *host, const s_raw_t *raw, bridge_options_t *out, cha
        size_t errlen)
 {
     out->tls = true;
-    out->verify_peer = raw->verify_peer;
-    out->verify_hostname = host->option_get (raw->tls, "verify_hostname") ? raw->verify_hostname
-                                                                          : raw->verify_peer;
+    out->verify_peer = raw->c.verify_peer;
+    out->verify_hostname = host->option_get (raw->c.tls, "verify_hostname") ? raw->c.verify_hostname
+                                                                            : raw->c.verify_peer;
     const char *keys[] = {"ca_file", "cert_file", "key_file"};
-    const char *files[] = {raw->ca_file, raw->cert_file, raw->key_file};
+    const char *files[] = {raw->c.ca_file, raw->c.cert_file, raw->c.key_file};
     char **copies[] = {&out->ca_file, &out->cert_file, &out->key_file};
     for (size_t i = 0; i < 3; i++) {
         if (!files[i])
             continue;
         char name[32];
         snprintf (name, sizeof name, "tls.%s", keys[i]);
-        if (s_check_file (host, host->option_get (raw->tls, keys[i]), name, files[i], i == 2, err,
+        if (s_check_file (host, host->option_get (raw->c.tls, keys[i]), name, files[i], i == 2, err,
                           errlen)
             || s_copy (copies[i], files[i], err, errlen))
             return -1;
     }
     if (!out->cert_file != !out->key_file) {
         snprintf (err, errlen, "options.tls: give cert_file and key_file together (%s)",
-                  host->option_where (raw->tls));
+                  host->option_where (raw->c.tls));
         return -1;
     }
     return 0;
@@ -341,28 +283,28 @@ s_take_fedora (const fanhub_host_t *host, const fanhub_option_t *options, const 
                bridge_options_t *out, char *err, size_t errlen)
 {
     bridge_fedora_t *f = &out->fedora;
-    f->on = raw->envelope == 1;
+    f->on = raw->c.envelope == 1;
     f->body_msg = raw->body == 1;
     f->severity = (int) raw->severity;
     if (s_copy (&f->schema, raw->schema, err, errlen)
         || bridge_fedora_read (host, options, f, err, errlen))
         return -1;
     bridge_declare_t *d = &out->declare;
-    d->on = raw->declare;
-    d->shards = (size_t) raw->shards;
-    if (d->on && !raw->queue) {
+    d->on = raw->c.declare;
+    d->shards = (size_t) raw->c.shards;
+    if (d->on && !raw->c.queue) {
         snprintf (err, errlen, "options.queue: required with declare: true (%s)", out->where);
         return -1;
     }
-    if ((raw->queue && s_copy (&d->queue, raw->queue, err, errlen))
-        || s_copy (&d->queue_type, raw->queue_type ? "quorum" : "classic", err, errlen)
-        || (raw->hash_header && s_copy (&d->hash_header, raw->hash_header, err, errlen))
-        || (raw->dead_letter_exchange
-            && s_copy (&d->dead_letter_exchange, raw->dead_letter_exchange, err, errlen)))
+    if ((raw->c.queue && s_copy (&d->queue, raw->c.queue, err, errlen))
+        || s_copy (&d->queue_type, raw->c.queue_type ? "quorum" : "classic", err, errlen)
+        || (raw->c.hash_header && s_copy (&d->hash_header, raw->c.hash_header, err, errlen))
+        || (raw->c.dead_letter_exchange
+            && s_copy (&d->dead_letter_exchange, raw->c.dead_letter_exchange, err, errlen)))
         return -1;
-    if (raw->hash_exchange && s_copy (&d->hash_exchange, raw->hash_exchange, err, errlen))
+    if (raw->c.hash_exchange && s_copy (&d->hash_exchange, raw->c.hash_exchange, err, errlen))
         return -1;
-    return bridge_declare_read (host, raw->bindings, d, err, errlen);
+    return bridge_declare_read (host, raw->c.bindings, d, err, errlen);
 }
 
 /* The table's values, copied into out, and the maps and the password read. */
@@ -375,22 +317,22 @@ s_take (const fanhub_host_t *host, const fanhub_option_t *options, s_raw_t *raw,
     out->connect_timeout_ns = raw->connect_timeout_ms * INT64_C (1000000);
     out->reconnect_max_ns = raw->reconnect_max_ms * INT64_C (1000000);
     out->heartbeat_s = (int) raw->heartbeat_s;
-    if (raw->url && s_url (host, host->option_get (options, "url"), out, err, errlen))
+    if (raw->c.url && s_url (host, host->option_get (options, "url"), out, err, errlen))
         return -1;
-    if ((!raw->url
+    if ((!raw->c.url
          && (s_copy (&out->host, raw->host, err, errlen)
-             || s_copy (&out->vhost, raw->vhost, err, errlen)
-             || s_copy (&out->user, raw->user, err, errlen)))
-        || s_copy (&out->exchange, raw->exchange, err, errlen))
+             || s_copy (&out->vhost, raw->c.vhost, err, errlen)
+             || s_copy (&out->user, raw->c.user, err, errlen)))
+        || s_copy (&out->exchange, raw->c.exchange, err, errlen))
         return -1;
-    if (raw->password) {
+    if (raw->c.password) {
         out->password_given = true;
         if (read_secrets) {
-            out->password = raw->password; /* ours now */
-            raw->password = NULL;
+            out->password = raw->c.password; /* ours now */
+            raw->c.password = NULL;
         }
     }
-    if ((raw->tls && s_tls (host, raw, out, err, errlen))
+    if ((raw->c.tls && s_tls (host, raw, out, err, errlen))
         || (raw->topic_prefix && s_prefix (raw, out, err, errlen)))
         return -1;
     out->mandatory = raw->mandatory;
@@ -410,9 +352,9 @@ bridge_options_read (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_
         || host->options_load (ctx, options, &raw, sizeof raw, err, errlen))
         goto fail;
     int rc = s_take (host, options, &raw, read_secrets, out, err, errlen);
-    if (raw.password) { /* check reads it only to see that it can */
-        memset (raw.password, 0, strlen (raw.password));
-        free (raw.password);
+    if (raw.c.password) { /* check reads it only to see that it can */
+        memset (raw.c.password, 0, strlen (raw.c.password));
+        free (raw.c.password);
     }
     if (rc != 0)
         goto fail;

@@ -645,20 +645,17 @@ fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
         return NULL;
     }
     self->wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
-    const char *where = NULL;
-    char why[512];
-    self->settings = fh_amqp_settings_new (tree, &where, why, sizeof why);
+    self->settings = fh_amqp_settings_new (tree, err, errlen);
     self->inject_endpoint = strdup (inject_endpoint);
     self->consuming = self->settings
                           ? calloc (s_channel_count (self->settings) + 1, sizeof *self->consuming)
                           : NULL;
     self->count = count;
     self->count_arg = count_arg;
-    if (!self->settings)
-        snprintf (err, errlen, "%s: bus.amqp.%s", where ? where : "bus.amqp", why);
-    else if (self->wake_fd < 0 || !self->inject_endpoint || !self->consuming)
+    if (self->settings /* else err says why */
+        && (self->wake_fd < 0 || !self->inject_endpoint || !self->consuming))
         snprintf (err, errlen, "bus.amqp: cannot start: %s", strerror (errno));
-    else {
+    else if (self->settings) {
         self->actor = zactor_new (s_actor, self);
         if (!self->actor || !atomic_load_explicit (&self->started, memory_order_acquire)) {
             snprintf (err, errlen, "bus.amqp: cannot start its thread");

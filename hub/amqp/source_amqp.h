@@ -46,10 +46,9 @@
 typedef struct fh_amqp_settings fh_amqp_settings_t;
 
 /* Reads bus.amqp from its option tree (a map), reading password_file or
-   password_env. On error returns NULL, with *where set to the offending
-   node's "FILE:LINE:COL" and why = "KEY: message". */
-fh_amqp_settings_t *fh_amqp_settings_new (const fanhub_option_t *tree, const char **where,
-                                          char *why, size_t whylen);
+   password_env. On error returns NULL, with err = "bus.amqp.KEY: message
+   (FILE:LINE:COL)" (the wording a plugin's options get). */
+fh_amqp_settings_t *fh_amqp_settings_new (const fanhub_option_t *tree, char *err, size_t errlen);
 /* Safe with NULL and twice. */
 void fh_amqp_settings_destroy (fh_amqp_settings_t **self_p);
 

@@ -1,406 +1,242 @@
 /*  source_amqp_settings - reading and checking bus.amqp. See source_amqp.h
-    and source_amqp_settings.h. */
+    and source_amqp_settings.h. The keys it shares with the amqp plugin
+    come from one table (consumers/amqp/amqp_options.h), read by the
+    host's option-table reader as a plugin's options are; what follows the
+    table here is what it cannot say (the url, defaults from it, keys
+    that go together). */
 #include "source_amqp_settings.h"
 
+#include "../../consumers/amqp/amqp_options.h"
+#include "host.h"
+#include "option_table.h"
 #include "options.h"
-#include "value.h"
 
 #include <fanhub/sdk.h>
 
 #include <amqp.h>
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define S_MAX_SHARDS 1024
-
+/* bus.amqp as the table reads it: the shared keys, then the hub's own. */
 typedef struct {
-    const char **where;
-    char *why;
-    size_t whylen;
-} s_err_t;
+    amqp_shared_t c;
+    int64_t prefetch, heartbeat, reconnect_max, standby_delay;
+    const fanhub_option_t *prefer;
+    int64_t prefer_index, prefer_count;
+    bool loop_guard;
+} s_raw_t;
 
-static int s_fail (s_err_t *err, const fanhub_option_t *node, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
+static const fanhub_opt_t s_table[] = {
+    AMQP_SHARED_OPTIONS (s_raw_t, c),
+    FANHUB_OPT_FIELD (s_raw_t, "prefetch", FANHUB_OPT_INT, prefetch, "100", 1, 65535,
+                      "basic.qos per channel"),
+    FANHUB_OPT_FIELD (s_raw_t, "heartbeat", FANHUB_OPT_INT, heartbeat, "30", 0, 3600,
+                      "AMQP heartbeat in seconds (0: none)"),
+    FANHUB_OPT_FIELD (s_raw_t, "reconnect_max", FANHUB_OPT_INT, reconnect_max, "10", 1, 3600,
+                      "the longest wait between reconnections, in seconds"),
+    FANHUB_OPT_FIELD (s_raw_t, "prefer", FANHUB_OPT_MAP, prefer, NULL, 0, 0,
+                      "{index: I, count: N}: shards s with s % N == I first"),
+    {"prefer.index", FANHUB_OPT_INT, offsetof (s_raw_t, prefer_index), NULL, 0, 1023, NULL,
+     FANHUB_OPT_REQUIRED, "I of {index: I, count: N}, 0 <= I < N"},
+    {"prefer.count", FANHUB_OPT_INT, offsetof (s_raw_t, prefer_count), NULL, 1, 1024, NULL,
+     FANHUB_OPT_REQUIRED, "N of {index: I, count: N}, 1 to 1024"},
+    FANHUB_OPT_FIELD (s_raw_t, "standby_delay", FANHUB_OPT_INT, standby_delay, "5", 0, 3600,
+                      "then the other shards, this many seconds later"),
+    FANHUB_OPT_FIELD (s_raw_t, "loop_guard", FANHUB_OPT_BOOL, loop_guard, "true", 0, 0,
+                      "mark deliveries so the amqp plugin does not publish them again"),
+    FANHUB_OPT_END,
+};
+
+/* "bus.amqp.KEY: WHY (FILE:LINE:COL)", node's place. */
+static int s_fail (char *err, size_t errlen, const fanhub_option_t *node, const char *key,
+                   const char *fmt, ...) __attribute__ ((format (printf, 5, 6)));
 
 static int
-s_fail (s_err_t *err, const fanhub_option_t *node, const char *fmt, ...)
+s_fail (char *err, size_t errlen, const fanhub_option_t *node, const char *key, const char *fmt,
+        ...)
 {
-    *err->where = fh_option_where (node);
+    char why[512];
     va_list args;
     va_start (args, fmt);
-    vsnprintf (err->why, err->whylen, fmt, args);
+    vsnprintf (why, sizeof why, fmt, args);
     va_end (args);
+    snprintf (err, errlen, "bus.amqp%s%s: %s (%s)", *key ? "." : "", key, why,
+              fh_option_where (node));
     return -1;
 }
 
-/* A scalar's text, or NULL (and the error) when node is not one. */
-static const char *
-s_text (s_err_t *err, const fanhub_option_t *node, const char *key)
+/* The reader names keys as a plugin's ("options.KEY: ..."); here they are
+   bus.amqp's. */
+static void
+s_reword (char *err, size_t errlen)
+{
+    static const char from[] = "options.", to[] = "bus.amqp.";
+    size_t len = strlen (err);
+    if (strncmp (err, from, sizeof from - 1) != 0 || len + 2 >= errlen)
+        return;
+    memmove (err + sizeof to - 1, err + sizeof from - 1, len - (sizeof from - 1) + 1);
+    memcpy (err, to, sizeof to - 1);
+}
+
+static char *
+s_dup (const char *text, bool *oom)
+{
+    char *copy = text ? strdup (text) : NULL;
+    *oom |= text && !copy;
+    return copy;
+}
+
+/* url: amqp://[USER@]HOST[:PORT][/VHOST] or amqps://...; vhost and user
+   default to the url's. */
+static int
+s_url (const fanhub_option_t *node, const char *vhost, fh_amqp_settings_t *self, char *err,
+       size_t errlen)
 {
     const char *text = fh_option_scalar (node);
-    if (!text)
-        s_fail (err, node, "%s: expected a scalar", key);
-    return text;
-}
-
-static int
-s_string (s_err_t *err, const fanhub_option_t *node, const char *key, char **slot, bool empty_ok)
-{
-    const char *text = s_text (err, node, key);
-    if (!text)
-        return -1;
-    if (!*text && !empty_ok)
-        return s_fail (err, node, "%s: expected a non-empty string", key);
-    free (*slot);
-    *slot = strdup (text);
-    return *slot ? 0 : s_fail (err, node, "%s: out of memory", key);
-}
-
-static int
-s_integer (s_err_t *err, const fanhub_option_t *node, const char *key, long long min, long long max,
-           long long *out)
-{
-    const char *text = s_text (err, node, key);
-    if (!text)
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    long long value = strtoll (text, &end, 10);
-    if (errno || end == text || *end || value < min || value > max)
-        return s_fail (err, node, "%s: expected an integer from %lld to %lld, got '%s'", key, min,
-                       max, text);
-    *out = value;
-    return 0;
-}
-
-static int
-s_bool (s_err_t *err, const fanhub_option_t *node, const char *key, bool *out)
-{
-    const char *text = s_text (err, node, key);
-    if (!text)
-        return -1;
-    if (fh_value_bool (text, out))
-        return 0;
-    return s_fail (err, node, "%s: expected true or false, got '%s'", key, text);
-}
-
-/* password_file (its first line) or password_env, read as every plugin
-   reads its secrets (fanhub_secret_read: the file's mode checked, the
-   variable set and not empty). */
-static int
-s_password (s_err_t *err, const fanhub_option_t *node, const char *key, fh_amqp_settings_t *self)
-{
-    const char *name = s_text (err, node, key);
-    if (!name)
-        return -1;
-    bool env = strcmp (key, "password_env") == 0;
-    char why[512];
-    char *secret = fanhub_secret_read (env ? NULL : name, env ? name : NULL, why, sizeof why);
-    if (!secret)
-        return s_fail (err, node, "%s: %s", key, why);
-    if (self->password) {
-        memset (self->password, 0, strlen (self->password));
-        free (self->password);
-    }
-    self->password = secret;
-    return 0;
-}
-
-/* url: amqp://HOST[:PORT][/VHOST] or amqps://...; no credentials in it. */
-static int
-s_url (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
-{
-    const char *text = s_text (err, node, "url");
-    if (!text)
-        return -1;
-    /* A user may be in the url (amqp://USER@HOST), never a password. */
-    const char *scheme_end = strstr (text, "://");
-    const char *at = scheme_end ? strchr (scheme_end + 3, '@') : NULL;
-    if (at && memchr (scheme_end + 3, ':', (size_t) (at - scheme_end - 3)))
-        return s_fail (err, node,
-                       "url: no password in the url: use password_file: or "
-                       "password_env:");
+    if (amqp_url_has_password (text))
+        return s_fail (err, errlen, node, "url",
+                       "no password in the url: use password_file: or password_env:");
     char *copy = strdup (text);
     if (!copy)
-        return s_fail (err, node, "url: out of memory");
+        return s_fail (err, errlen, node, "url", "out of memory");
     struct amqp_connection_info info;
     amqp_default_connection_info (&info);
     int rc = amqp_parse_url (copy, &info);
     if (rc != AMQP_STATUS_OK || !info.host || !*info.host) {
         free (copy);
-        return s_fail (err, node,
-                       "url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., "
-                       "got '%s'",
-                       text);
+        return s_fail (err, errlen, node, "url",
+                       "expected amqp://HOST[:PORT][/VHOST] or amqps://..., got '%s'", text);
     }
-    if (at && !self->url_user)
-        self->url_user = strdup (info.user);
-    free (self->host);
-    self->host = strdup (info.host);
+    bool oom = false, user_in_url = strchr (text, '@') != NULL;
+    self->host = s_dup (info.host, &oom);
     self->port = info.port;
     self->tls = info.ssl;
-    if (!self->vhost)
-        self->vhost = strdup (info.vhost && *info.vhost ? info.vhost : "/");
+    self->url_user = user_in_url ? s_dup (info.user, &oom) : NULL;
+    self->vhost = s_dup (vhost ? vhost : info.vhost && *info.vhost ? info.vhost : "/", &oom);
     free (copy);
-    return self->host && self->vhost ? 0 : s_fail (err, node, "url: out of memory");
+    return oom ? s_fail (err, errlen, node, "url", "out of memory") : 0;
 }
 
+/* The table's values the settings keep, copied, with their defaults. */
 static int
-s_bindings (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
+s_take (const fanhub_option_t *tree, s_raw_t *raw, fh_amqp_settings_t *self, char *err,
+        size_t errlen)
 {
-    if (fh_option_kind (node) != FANHUB_OPTION_LIST)
-        return s_fail (err, node, "bindings: expected a list of binding keys");
-    size_t count = fh_option_count (node);
-    char **keys = calloc (count ? count : 1, sizeof *keys);
-    if (!keys)
-        return s_fail (err, node, "bindings: out of memory");
-    for (size_t i = 0; i < self->binding_count; i++)
-        free (self->bindings[i]);
-    free (self->bindings);
-    self->bindings = keys;
-    self->binding_count = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (s_string (err, fh_option_at (node, i, NULL), "bindings[]", &keys[i], true))
-            return -1;
-        self->binding_count++;
-    }
-    return 0;
-}
-
-static int
-s_tls (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
-{
-    if (fh_option_kind (node) != FANHUB_OPTION_MAP)
-        return s_fail (err, node,
-                       "tls: expected a map (ca_file, cert_file, key_file, "
-                       "verify_peer, verify_hostname)");
-    for (size_t i = 0; i < fh_option_count (node); i++) {
-        const char *key = NULL;
-        const fanhub_option_t *value = fh_option_at (node, i, &key);
-        int rc = strcmp (key, "ca_file") == 0
-                     ? s_string (err, value, "tls.ca_file", &self->ca_file, false)
-                 : strcmp (key, "cert_file") == 0
-                     ? s_string (err, value, "tls.cert_file", &self->cert_file, false)
-                 : strcmp (key, "key_file") == 0
-                     ? s_string (err, value, "tls.key_file", &self->key_file, false)
-                 : strcmp (key, "verify_peer") == 0
-                     ? s_bool (err, value, "tls.verify_peer", &self->verify_peer)
-                 : strcmp (key, "verify_hostname") == 0
-                     ? s_bool (err, value, "tls.verify_hostname", &self->verify_hostname)
-                     : s_fail (err, value,
-                               "tls.%s: unknown key (known: ca_file, cert_file, "
-                               "key_file, verify_peer, verify_hostname)",
-                               key);
-        if (rc)
-            return -1;
-    }
-    return 0;
-}
-
-/* prefer: {index: I, count: N}, 0 <= I < N. */
-static int
-s_prefer (s_err_t *err, const fanhub_option_t *node, fh_amqp_settings_t *self)
-{
-    const fanhub_option_t *index = fh_option_get (node, "index");
-    const fanhub_option_t *count = fh_option_get (node, "count");
-    long long i, n;
-    if (fh_option_kind (node) != FANHUB_OPTION_MAP || fh_option_count (node) != 2 || !index
-        || !count)
-        return s_fail (err, node, "prefer: expected {index: I, count: N}");
-    if (s_integer (err, count, "prefer.count", 1, S_MAX_SHARDS, &n)
-        || s_integer (err, index, "prefer.index", 0, n - 1, &i))
+    const fanhub_option_t *url = fh_option_get (tree, "url");
+    if (!url)
+        return s_fail (err, errlen, tree, "url", "required key is missing");
+    if (!raw->c.queue)
+        return s_fail (err, errlen, tree, "queue", "required key is missing");
+    if (raw->c.password_given)
+        return s_fail (err, errlen, fh_option_get (tree, "password"), "password",
+                       "a password is never taken from the YAML; set password_file (a file of "
+                       "mode 0600) or password_env");
+    if (s_url (url, fh_option_get (tree, "vhost") ? raw->c.vhost : NULL, self, err, errlen))
         return -1;
-    self->prefer_index = (size_t) i;
-    self->prefer_count = (size_t) n;
-    return 0;
-}
-
-/* envelope: none or fedora-messaging (source_amqp_envelope.c); and
-   loop_guard. */
-static int
-s_envelope (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
-{
-    if (strcmp (key, "loop_guard") == 0)
-        return s_bool (err, value, key, &self->loop_guard);
-    const char *text = s_text (err, value, "envelope");
-    if (!text)
-        return -1;
-    if (strcmp (text, "none") != 0 && strcmp (text, "fedora-messaging") != 0)
-        return s_fail (err, value, "envelope: expected none or fedora-messaging, got '%s'", text);
-    self->fedora_envelope = strcmp (text, "fedora-messaging") == 0;
-    return 0;
-}
-
-/* One key of bus.amqp. */
-static int
-s_key (s_err_t *err, const char *key, const fanhub_option_t *value, fh_amqp_settings_t *self)
-{
-    long long number;
-    if (strcmp (key, "url") == 0)
-        return s_url (err, value, self);
-    if (strcmp (key, "queue") == 0)
-        return s_string (err, value, key, &self->queue, false);
-    if (strcmp (key, "shards") == 0) {
-        if (s_integer (err, value, key, 0, S_MAX_SHARDS, &number))
-            return -1;
-        self->shards = (size_t) number;
-        return 0;
-    }
-    if (strcmp (key, "prefetch") == 0) {
-        if (s_integer (err, value, key, 1, 65535, &number))
-            return -1;
-        self->prefetch = (size_t) number;
-        return 0;
-    }
-    if (strcmp (key, "heartbeat") == 0) {
-        if (s_integer (err, value, key, 0, 3600, &number))
-            return -1;
-        self->heartbeat_s = (int) number;
-        return 0;
-    }
-    if (strcmp (key, "reconnect_max") == 0) {
-        if (s_integer (err, value, key, 1, 3600, &number))
-            return -1;
-        self->reconnect_max_ms = number * 1000;
-        return 0;
-    }
-    if (strcmp (key, "prefer") == 0)
-        return s_prefer (err, value, self);
-    if (strcmp (key, "standby_delay") == 0) {
-        if (s_integer (err, value, key, 0, 3600, &number))
-            return -1;
-        self->standby_delay_ms = number * 1000;
-        return 0;
-    }
-    if (strcmp (key, "user") == 0)
-        return s_string (err, value, key, &self->user, false);
-    if (strcmp (key, "password_file") == 0 || strcmp (key, "password_env") == 0)
-        return s_password (err, value, key, self);
-    if (strcmp (key, "vhost") == 0)
-        return s_string (err, value, key, &self->vhost, false);
-    if (strcmp (key, "declare") == 0)
-        return s_bool (err, value, key, &self->declare);
-    if (strcmp (key, "exchange") == 0)
-        return s_string (err, value, key, &self->exchange, true);
-    if (strcmp (key, "bindings") == 0)
-        return s_bindings (err, value, self);
-    if (strcmp (key, "hash_exchange") == 0)
-        return s_string (err, value, key, &self->hash_exchange, false);
-    if (strcmp (key, "hash_header") == 0)
-        return s_string (err, value, key, &self->hash_header, false);
-    if (strcmp (key, "dead_letter_exchange") == 0)
-        return s_string (err, value, key, &self->dead_letter_exchange, false);
-    if (strcmp (key, "queue_type") == 0) {
-        const char *text = s_text (err, value, key);
-        if (!text)
-            return -1;
-        if (strcmp (text, "classic") != 0 && strcmp (text, "quorum") != 0)
-            return s_fail (err, value, "queue_type: expected classic or quorum, got '%s'", text);
-        return s_string (err, value, key, &self->queue_type, false);
-    }
-    if (strcmp (key, "tls") == 0)
-        return s_tls (err, value, self);
-    if (strcmp (key, "envelope") == 0 || strcmp (key, "loop_guard") == 0)
-        return s_envelope (err, key, value, self);
-    return s_fail (err, value,
-                   "%s: unknown key (known: url, queue, shards, prefetch, user, password_file, "
-                   "password_env, vhost, heartbeat, reconnect_max, declare, exchange, bindings, "
-                   "hash_exchange, hash_header, queue_type, dead_letter_exchange, prefer, "
-                   "standby_delay, tls, envelope, loop_guard)",
-                   key);
-}
-
-/* Defaults, and the checks across keys. */
-static int
-s_finish (s_err_t *err, const fanhub_option_t *tree, fh_amqp_settings_t *self)
-{
-    if (!fh_option_get (tree, "url"))
-        return s_fail (err, tree, "url: required key is missing");
-    if (!self->queue)
-        return s_fail (err, tree, "queue: required key is missing");
-    if (fh_option_get (tree, "password_file") && fh_option_get (tree, "password_env"))
-        return s_fail (err, fh_option_get (tree, "password_env"),
-                       "password_env: give password_file or password_env, not both");
-    if (!self->user)
-        self->user = strdup (self->url_user ? self->url_user : "guest");
-    if (!self->password) {
-        if (self->user && strcmp (self->user, "guest") != 0)
-            return s_fail (err, tree,
-                           "password_file: required for user '%s' (or "
-                           "password_env); the password is never read from "
-                           "this file",
-                           self->user);
-        self->password = strdup ("guest"); /* RabbitMQ's default account */
-    }
-    if (!self->exchange)
-        self->exchange = strdup ("amq.topic");
-    if (!self->bindings) {
-        self->bindings = calloc (1, sizeof *self->bindings);
-        if (self->bindings && (self->bindings[0] = strdup ("#")))
-            self->binding_count = 1;
-    }
-    if (!self->queue_type)
-        self->queue_type = strdup ("classic");
-    if (!self->hash_exchange && self->queue) {
+    bool oom = false;
+    const char *user = fh_option_get (tree, "user") ? raw->c.user : self->url_user;
+    self->user = s_dup (user ? user : "guest", &oom);
+    self->password = raw->c.password; /* ours now */
+    raw->c.password = NULL;
+    self->queue = s_dup (raw->c.queue, &oom);
+    self->exchange = s_dup (raw->c.exchange, &oom);
+    self->queue_type = s_dup (raw->c.queue_type ? "quorum" : "classic", &oom);
+    self->hash_header = s_dup (raw->c.hash_header, &oom);
+    self->dead_letter_exchange = s_dup (raw->c.dead_letter_exchange, &oom);
+    self->ca_file = s_dup (raw->c.ca_file, &oom);
+    self->cert_file = s_dup (raw->c.cert_file, &oom);
+    self->key_file = s_dup (raw->c.key_file, &oom);
+    self->hash_exchange = s_dup (raw->c.hash_exchange, &oom);
+    if (!raw->c.hash_exchange && self->queue) {
         size_t len = strlen (self->queue) + sizeof ".hash";
-        self->hash_exchange = malloc (len);
-        if (self->hash_exchange)
+        if ((self->hash_exchange = malloc (len)))
             snprintf (self->hash_exchange, len, "%s.hash", self->queue);
+        oom |= !self->hash_exchange;
     }
-    if (!self->user || !self->password || !self->exchange || !self->bindings || !self->queue_type
-        || !self->hash_exchange)
-        return s_fail (err, tree, "out of memory");
-    const fanhub_option_t *tls = fh_option_get (tree, "tls");
+    const fanhub_option_t *bindings = raw->c.bindings;
+    size_t count = bindings ? fh_option_count (bindings) : 1;
+    self->bindings = calloc (count ? count : 1, sizeof *self->bindings);
+    for (size_t i = 0; self->bindings && i < count; i++)
+        if ((self->bindings[i]
+             = s_dup (bindings ? fh_option_scalar (fh_option_at (bindings, i, NULL)) : "#", &oom)))
+            self->binding_count++;
+    oom |= !self->bindings;
+    return oom ? s_fail (err, errlen, tree, "", "out of memory") : 0;
+}
+
+/* Numbers and switches, and the checks across keys. */
+static int
+s_finish (const fanhub_option_t *tree, const s_raw_t *raw, fh_amqp_settings_t *self, char *err,
+          size_t errlen)
+{
+    self->shards = (size_t) raw->c.shards;
+    self->prefetch = (size_t) raw->prefetch;
+    self->heartbeat_s = (int) raw->heartbeat;
+    self->declare = raw->c.declare;
+    self->reconnect_max_ms = raw->reconnect_max * 1000;
+    self->standby_delay_ms = raw->standby_delay * 1000;
+    self->prefer_index = (size_t) raw->prefer_index;
+    self->prefer_count = (size_t) raw->prefer_count;
+    self->verify_peer = raw->c.verify_peer;
+    self->verify_hostname = !raw->c.tls || !fh_option_get (raw->c.tls, "verify_hostname")
+                            || raw->c.verify_hostname;
+    self->fedora_envelope = raw->c.envelope == 1;
+    self->loop_guard = raw->loop_guard;
+    if (!self->password) {
+        if (strcmp (self->user, "guest") != 0)
+            return s_fail (err, errlen, tree, "password_file",
+                           "required for user '%s' (or password_env); the password is never "
+                           "read from this file",
+                           self->user);
+        if (!(self->password = strdup ("guest"))) /* RabbitMQ's default account */
+            return s_fail (err, errlen, tree, "", "out of memory");
+    }
+    const fanhub_option_t *tls = raw->c.tls;
     if (tls && !self->tls)
-        return s_fail (err, tls, "tls: needs an amqps:// url");
+        return s_fail (err, errlen, tls, "tls", "needs an amqps:// url");
     if (self->tls && self->verify_peer && !self->ca_file)
-        return s_fail (err, tls ? tls : tree,
-                       "tls.ca_file: required to verify the broker "
-                       "(or tls.verify_peer: false)");
+        return s_fail (err, errlen, tls ? tls : tree, "tls.ca_file",
+                       "required to verify the broker (or tls.verify_peer: false)");
     if (!self->cert_file != !self->key_file)
-        return s_fail (err, tls, "tls: cert_file and key_file go together");
-    if (fh_option_get (tree, "prefer") && !self->shards)
-        return s_fail (err, fh_option_get (tree, "prefer"), "prefer: only with shards: N");
-    if ((fh_option_get (tree, "hash_exchange") || fh_option_get (tree, "hash_header"))
-        && !self->shards)
-        return s_fail (err,
-                       fh_option_get (tree, "hash_exchange") ? fh_option_get (tree, "hash_exchange")
-                                                             : fh_option_get (tree, "hash_header"),
-                       "hash_exchange, hash_header: only with shards: N");
+        return s_fail (err, errlen, tls, "tls", "cert_file and key_file go together");
+    if (raw->prefer && !self->shards)
+        return s_fail (err, errlen, raw->prefer, "prefer", "only with shards: N");
+    if (raw->prefer && raw->prefer_index >= raw->prefer_count)
+        return s_fail (err, errlen, raw->prefer, "prefer", "expected {index: I, count: N}, I < N");
+    const fanhub_option_t *hash = fh_option_get (tree, "hash_exchange");
+    hash = hash ? hash : fh_option_get (tree, "hash_header");
+    if (hash && !self->shards)
+        return s_fail (err, errlen, hash, "hash_exchange, hash_header", "only with shards: N");
     return 0;
 }
 
 fh_amqp_settings_t *
-fh_amqp_settings_new (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+fh_amqp_settings_new (const fanhub_option_t *tree, char *err, size_t errlen)
 {
-    const char *unused = NULL;
-    s_err_t err = {where ? where : &unused, why, whylen};
     fh_amqp_settings_t *self = calloc (1, sizeof *self);
     if (!self) {
-        snprintf (why, whylen, "out of memory");
+        snprintf (err, errlen, "bus.amqp: out of memory");
         return NULL;
     }
-    self->prefetch = 100;
-    self->heartbeat_s = 30;
-    self->reconnect_max_ms = 10000;
-    self->standby_delay_ms = 5000;
-    self->verify_peer = self->verify_hostname = true;
-    self->loop_guard = true;
-    int rc = 0;
-    if (fh_option_kind (tree) != FANHUB_OPTION_MAP)
-        rc = s_fail (&err, tree, "expected a map");
-    for (size_t i = 0; rc == 0 && i < fh_option_count (tree); i++) {
-        const char *key = NULL;
-        const fanhub_option_t *value = fh_option_at (tree, i, &key);
-        rc = s_key (&err, key, value, self);
+    s_raw_t raw;
+    memset (&raw, 0, sizeof raw);
+    int rc = fh_option_kind (tree) == FANHUB_OPTION_MAP
+                 ? 0
+                 : s_fail (err, errlen, tree, "", "expected a map (url:, queue:, ...)");
+    if (rc == 0
+        && fh_option_table_read (&fh_host, "bus.amqp", s_table, tree, &raw, sizeof raw, err,
+                                 errlen)) {
+        s_reword (err, errlen);
+        rc = -1;
     }
     if (rc == 0)
-        rc = s_finish (&err, tree, self);
+        rc = s_take (tree, &raw, self, err, errlen) || s_finish (tree, &raw, self, err, errlen);
+    if (raw.c.password) {
+        memset (raw.c.password, 0, strlen (raw.c.password));
+        free (raw.c.password);
+    }
     if (rc != 0)
         fh_amqp_settings_destroy (&self);
     return self;

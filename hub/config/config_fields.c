@@ -576,7 +576,7 @@ fh_cfg_parse_shard (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
 
 int
 fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                           const fh_cfg_field_t *field, const char *keys, const char *key,
+                           const fh_cfg_field_t *field, const char *keys,
                            fh_cfg_tree_check_fn *check)
 {
     if (node->type != YAML_MAPPING_NODE) {
@@ -586,19 +586,14 @@ fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     }
     if (fh_cfg_parse_options (ctx, node, target, field))
         return -1;
-    const char *where = NULL;
-    char why[1024];
-    if (check (*(fanhub_option_t **) target, &where, why, sizeof why) != 0) {
-        snprintf (ctx->err, ctx->errlen, "%s: %s.%s", where ? where : ctx->source, key, why);
-        return -1;
-    }
-    return 0;
+    return check (*(fanhub_option_t **) target, ctx->source, ctx->err, ctx->errlen);
 }
 
 static int
-s_amqp_check (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+s_amqp_check (const fanhub_option_t *tree, const char *source, char *err, size_t errlen)
 {
-    fh_amqp_settings_t *settings = fh_amqp_settings_new (tree, where, why, whylen);
+    (void) source; /* the settings' every error names its value's place */
+    fh_amqp_settings_t *settings = fh_amqp_settings_new (tree, err, errlen);
     int rc = settings ? 0 : -1;
     fh_amqp_settings_destroy (&settings);
     return rc;
@@ -608,8 +603,7 @@ s_amqp_check (const fanhub_option_t *tree, const char **where, char *why, size_t
 int
 fh_cfg_parse_amqp (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
-    return fh_cfg_parse_checked_tree (ctx, node, target, field, "url:, queue:", "bus.amqp",
-                                      s_amqp_check);
+    return fh_cfg_parse_checked_tree (ctx, node, target, field, "url:, queue:", s_amqp_check);
 }
 
 /* producer: topic, topic_prefix:N (the first N dot-separated segments)

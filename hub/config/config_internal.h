@@ -82,16 +82,15 @@ fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
     fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,
     fh_cfg_parse_consumer_name, fh_cfg_parse_signatures;
-/* A section kept as an option tree (options) and checked once here by
-   its own reader, so that what the reader refuses fails `fanhub check`
-   with FILE:LINE:COL: check answers 0, or -1 with why and where (the
-   file, line and column of the bad value, or NULL: the section's file),
-   said as "WHERE: KEY.WHY". keys names the first keys of the map for
+/* A section kept as an option tree (bus.amqp, bus.validate_signatures):
+   a map, read into target, then checked by loading it once: check writes
+   the whole error ("WHERE: SECTION.KEY: why"), `source` being the file
+   for an error of no one value. keys names the first keys of the map for
    the error on a node that is no map. */
-typedef int fh_cfg_tree_check_fn (const fanhub_option_t *tree, const char **where, char *why,
-                                  size_t whylen);
+typedef int fh_cfg_tree_check_fn (const fanhub_option_t *tree, const char *source, char *err,
+                                  size_t errlen);
 int fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
-                               const fh_cfg_field_t *field, const char *keys, const char *key,
+                               const fh_cfg_field_t *field, const char *keys,
                                fh_cfg_tree_check_fn *check);
 /* Each item of a list, or the one scalar: its text checked (check answers
    NULL when good, else why, "" for nothing more than `what`), then added

@@ -10,19 +10,23 @@
 #include <stdio.h>
 
 static int
-s_check (const fanhub_option_t *tree, const char **where, char *why, size_t whylen)
+s_check (const fanhub_option_t *tree, const char *source, char *err, size_t errlen)
 {
     bool deliver;
-    fh_sig_verifier_t *verifier = fh_sig_settings_load (tree, &deliver, where, why, whylen);
-    int rc = verifier ? 0 : -1;
+    const char *where = NULL;
+    char why[1024];
+    fh_sig_verifier_t *verifier = fh_sig_settings_load (tree, &deliver, &where, why, sizeof why);
+    if (!verifier) {
+        snprintf (err, errlen, "%s: bus.validate_signatures.%s", where ? where : source, why);
+        return -1;
+    }
     fh_sig_verifier_destroy (&verifier);
-    return rc;
+    return 0;
 }
 
 int
 fh_cfg_parse_signatures (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                          const fh_cfg_field_t *field)
 {
-    return fh_cfg_parse_checked_tree (ctx, node, target, field,
-                                      "ca:, crl:", "bus.validate_signatures", s_check);
+    return fh_cfg_parse_checked_tree (ctx, node, target, field, "ca:, crl:", s_check);
 }

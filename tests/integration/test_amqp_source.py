@@ -20,6 +20,7 @@
   `fanhub check` refusing bad bus.amqp options."""
 import json
 import os
+import re
 
 import fanhublib as fh
 import rabbitmq_node
@@ -364,7 +365,7 @@ def test_check_refuses_bad_options():
         ('{url: "amqp://h", queue: q, password_env: FANHUB_NO_SUCH_VAR}',
          "bus.amqp.password_env: the environment variable FANHUB_NO_SUCH_VAR is not set"),
         ('{url: "amqps://h", queue: q}', "bus.amqp.tls.ca_file: required"),
-        ('{url: "amqp://h", queue: q, colour: red}', "bus.amqp.colour: unknown key"),
+        ('{url: "amqp://h", queue: q, colour: red}', "bus.amqp.colour: unknown option"),
     ]
     for amqp, error in cases:
         path = wd.write("bad.yaml", "bus:\n  amqp: %s\nconsumers:\n  - {name: c, plugin: log}\n"
@@ -383,9 +384,40 @@ def test_check_refuses_bad_options():
     wd.cleanup()
 
 
+def test_shared_keys_refused_alike():
+    """bus.amqp and the amqp plugin read their common keys through one
+    option table (consumers/amqp/amqp_options.h): `fanhub check` refuses a
+    bad one with the same words, the key's place given in both."""
+    path = os.path.join(fh.SHIPPED_PLUGINS, "amqp.so")
+    fh.require_tool(path if os.path.exists(path) else None, "the amqp plugin (amqp.so)",
+                    "librabbitmq-dev")
+    wd = fh.Workdir()
+    pattern = r"%s(\S+: .*) \((\S+):(\d+):(\d+)\)"
+    for bad in ["queue_type: lazy", "shards: 5000", "declare: yes", "hash_header: ''",
+                "exchange: %s" % ("x" * 256), "tls: {verify_peer: maybe}", "tls: {colour: red}",
+                "bindings: {a: b}", "envelope: fedmsg", "password_env: FANHUB_NO_SUCH_VAR"]:
+        hub = wd.write("hub.yaml", "bus:\n  amqp: {url: \"amqp://h\", queue: q, %s}\n"
+                       "consumers:\n  - {name: c, plugin: log}\n" % bad)
+        status, out, err = fh.run(["check", "-c", hub])
+        said = re.search(pattern % r"bus\.amqp\.", err)
+        assert status != 0 and said and said.group(2, 3) == (hub, "2"), (bad, err)
+        plugin = wd.write("plugin.yaml", "bus:\n  connect: tcp://127.0.0.1:9\nconsumers:\n"
+                          "  - name: bridge\n    plugin: amqp\n    options: {queue: q, %s}\n"
+                          % bad)
+        status, out, err = fh.run(["check", "-c", plugin])
+        told = re.search(pattern % r"options\.", err)
+        assert status != 0 and told and told.group(2, 3) == (plugin, "6"), (bad, err)
+        assert said.group(1) == told.group(1), (bad, said.group(1), told.group(1))
+        # The same place in bad: at columns 37 and 25 of the lines.
+        assert int(said.group(4)) - 37 == int(told.group(4)) - 25 >= 0, (bad, said.group(4),
+                                                                        told.group(4))
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([
         test_check_refuses_bad_options,
+        test_shared_keys_refused_alike,
         test_to_log_every_message_acked,
         test_acked_only_when_done_and_redelivered_after_kill,
         test_held_messages_are_acked_once_released,

@@ -727,51 +727,75 @@ static const s_error_case_t s_error_cases[] = {
      "t.yaml:8:12: consumers[1].shard: expected {index: I, count: N}"},
     {"shard index twice", C2 ("    plugin: p\n    shard: {index: 0, index: 1, count: 2}\n"),
      "t.yaml:8:"},
-    /* bus.amqp: read by source_amqp_settings.c, errors where the value is */
+    /* bus.amqp: read through the option-table reader (source_amqp_settings.c),
+       worded as a plugin's options, errors where the value is */
     {"amqp a scalar", "bus:\n  amqp: x\n" CONSUMERS,
      "t.yaml:2:9: bus.amqp: expected a map (url:, queue:, ...), got 'x'"},
     {"amqp without url", "bus:\n  amqp: {queue: q}\n" CONSUMERS,
-     "t.yaml:2:9: bus.amqp.url: required key is missing"},
+     "bus.amqp.url: required key is missing (t.yaml:2:9)"},
     {"amqp without queue", "bus:\n  amqp: {url: \"amqp://h\"}\n" CONSUMERS,
-     "t.yaml:2:9: bus.amqp.queue: required key is missing"},
+     "bus.amqp.queue: required key is missing (t.yaml:2:9)"},
     {"amqp bad url", "bus:\n  amqp: {url: \"http://h\", queue: q}\n" CONSUMERS,
-     "t.yaml:2:15: bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
-     "'http://h'"},
+     "bus.amqp.url: expected amqp://HOST[:PORT][/VHOST] or amqps://..., got "
+     "'http://h' (t.yaml:2:15)"},
     {"amqp password in the url", "bus:\n  amqp: {url: \"amqp://u:p@h\", queue: q}\n" CONSUMERS,
-     "t.yaml:2:15: bus.amqp.url: no password in the url"},
+     "bus.amqp.url: no password in the url: use password_file: or password_env: "
+     "(t.yaml:2:15)"},
     {"amqp user in the url needs a password",
      "bus:\n  amqp: {url: \"amqp://u@h\", queue: q}\n" CONSUMERS,
-     "t.yaml:2:9: bus.amqp.password_file: required for user 'u'"},
+     "bus.amqp.password_file: required for user 'u' (or password_env); the password "
+     "is never read from this file (t.yaml:2:9)"},
     {"amqp prefetch zero", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefetch: 0}\n" CONSUMERS,
-     "t.yaml:2:47: bus.amqp.prefetch: expected an integer from 1 to 65535, got '0'"},
+     "bus.amqp.prefetch: expected an integer from 1 to 65535, got \"0\" (t.yaml:2:47)"},
     {"amqp unknown key", "bus:\n  amqp: {url: \"amqp://h\", queue: q, prefech: 5}\n" CONSUMERS,
-     "t.yaml:2:46: bus.amqp.prefech: unknown key (known: url, queue, shards"},
+     "bus.amqp.prefech: unknown option; bus.amqp takes url, vhost, user, "
+     "password_file, password_env, password, tls, exchange, envelope, declare, queue, "
+     "shards, bindings, hash_exchange, hash_header, queue_type, dead_letter_exchange, "
+     "prefetch, heartbeat, reconnect_max, prefer, standby_delay and loop_guard "
+     "(t.yaml:2:46)"},
     {"amqp user without password",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, user: u}\n" CONSUMERS,
-     "t.yaml:2:9: bus.amqp.password_file: required for user 'u'"},
+     "bus.amqp.password_file: required for user 'u' (or password_env); the password "
+     "is never read from this file (t.yaml:2:9)"},
     {"amqp password file missing",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_file: /nonexistent/pw}\n" CONSUMERS,
-     "t.yaml:2:52: bus.amqp.password_file: /nonexistent/pw: No such file"},
+     "bus.amqp.password_file: /nonexistent/pw: No such file or directory (t.yaml:2:52)"},
     {"amqp password env unset",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, password_env: FANHUB_TEST_UNSET_PW}\n" CONSUMERS,
-     "t.yaml:2:51: bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not "
-     "set"},
+     "bus.amqp.password_env: the environment variable FANHUB_TEST_UNSET_PW is not "
+     "set, or empty (t.yaml:2:51)"},
     {"amqp queue_type", "bus:\n  amqp: {url: \"amqp://h\", queue: q, queue_type: lazy}\n" CONSUMERS,
-     "t.yaml:2:49: bus.amqp.queue_type: expected classic or quorum, got 'lazy'"},
+     "bus.amqp.queue_type: expected classic or quorum, got \"lazy\" (t.yaml:2:49)"},
     {"amqp tls without amqps",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, tls: {ca_file: c}}\n" CONSUMERS,
-     "t.yaml:2:42: bus.amqp.tls: needs an amqps:// url"},
+     "bus.amqp.tls: needs an amqps:// url (t.yaml:2:42)"},
     {"amqps without ca_file", "bus:\n  amqp: {url: \"amqps://h\", queue: q}\n" CONSUMERS,
-     "t.yaml:2:9: bus.amqp.tls.ca_file: required to verify the broker"},
+     "bus.amqp.tls.ca_file: required to verify the broker (or tls.verify_peer: false) "
+     "(t.yaml:2:9)"},
     {"amqp hash_header without shards",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, hash_header: k}\n" CONSUMERS,
-     "t.yaml:2:50: bus.amqp.hash_exchange, hash_header: only with shards: N"},
+     "bus.amqp.hash_exchange, hash_header: only with shards: N (t.yaml:2:50)"},
     {"amqp shards too many",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 5000}\n" CONSUMERS,
-     "t.yaml:2:45: bus.amqp.shards: expected an integer from 0 to 1024, got '5000'"},
+     "bus.amqp.shards: expected an integer from 0 to 1024, got \"5000\" (t.yaml:2:45)"},
+    {"amqp password in the YAML",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, password: x}\n" CONSUMERS,
+     "bus.amqp.password: a password is never taken from the YAML; set password_file (a file of "
+     "mode 0600) or password_env (t.yaml:2:47)"},
+    {"amqp prefer index past count",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 4, prefer: {index: 2, count: "
+     "2}}\n" CONSUMERS,
+     "bus.amqp.prefer: expected {index: I, count: N}, I < N (t.yaml:2:56)"},
+    {"amqp prefer without count",
+     "bus:\n  amqp: {url: \"amqp://h\", queue: q, shards: 4, prefer: {index: 0}}\n" CONSUMERS,
+     "bus.amqp.prefer.count: missing: N of {index: I, count: N}, 1 to 1024 (t.yaml:2:56)"},
+    {"amqp tls unknown key",
+     "bus:\n  amqp: {url: \"amqps://h\", queue: q, tls: {ca: c}}\n" CONSUMERS,
+     "bus.amqp.tls.ca: unknown key; tls takes ca_file, cert_file, key_file, verify_peer and "
+     "verify_hostname (t.yaml:2:48)"},
     {"amqp declare not a bool",
      "bus:\n  amqp: {url: \"amqp://h\", queue: q, declare: yes}\n" CONSUMERS,
-     "t.yaml:2:46: bus.amqp.declare: expected true or false, got 'yes'"},
+     "bus.amqp.declare: expected true or false, got \"yes\" (t.yaml:2:46)"},
 };
 
 static void
