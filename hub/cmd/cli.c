@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "control_curve.h"
+#include "value.h"
 
 #include <assert.h>
 #include <czmq.h>
@@ -413,12 +414,15 @@ bool
 fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text, double min,
                 double max, double *value)
 {
-    char *end = NULL;
-    errno = 0;
-    double v = text && *text ? strtod (text, &end) : NAN;
-    if (!end || *end || errno || !isfinite (v) || v < min || v > max) {
-        fprintf (stderr, "fanhub %s: %s: expected seconds from %g to %g, got '%s'\n", command->name,
-                 option, min, max, text ? text : "");
+    /* The configuration's grammar: "2s", "250ms", "1m"; bare, seconds. */
+    long long ms = 0;
+    bool below_ms = false;
+    double v = text && fh_value_duration_ms (text, 1000, &ms, &below_ms) ? (double) ms / 1e3 : NAN;
+    if (!isfinite (v) || v < min || v > max) {
+        fprintf (stderr,
+                 "fanhub %s: %s: expected seconds from %g to %g (or " FH_VALUE_DURATION_HINT
+                 "), got '%s'\n",
+                 command->name, option, min, max, text ? text : "");
         return false;
     }
     *value = v;

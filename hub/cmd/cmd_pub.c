@@ -16,6 +16,7 @@
     for byte: see hub/util/pyjson.h for why that is not just jansson's dump.
 */
 #include "cli.h"
+#include "value.h"
 #include "commands.h"
 #include "cli_fedmsg.h"
 #include "pub_jsonl.h"
@@ -177,28 +178,22 @@ static const fh_cli_command_t s_command = {
     "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -",
 };
 
-/* Strict unsigned decimal: no sign, no trailing garbage. */
+/* Integers in the configuration's grammar (value.h): digits, no blanks. */
 static bool
 s_parse_u64 (const char *text, uint64_t *value)
 {
-    if (*text < '0' || *text > '9')
+    long long v;
+    if (!fh_value_integer (text, false, &v))
         return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull (text, &end, 10);
-    if (errno || *end)
-        return false;
-    *value = v;
+    *value = (uint64_t) v;
     return true;
 }
 
 static bool
 s_parse_int (const char *text, long min, long max, int *value)
 {
-    char *end;
-    errno = 0;
-    long v = strtol (text, &end, 10);
-    if (errno || end == text || *end || v < min || v > max)
+    long long v;
+    if (!fh_value_integer (text, min < 0, &v) || v < min || v > max)
         return false;
     *value = (int) v;
     return true;

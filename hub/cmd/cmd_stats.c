@@ -13,6 +13,7 @@
     then taken between the last two snapshots.
 */
 #include "cli.h"
+#include "value.h"
 #include "commands.h"
 #include "control.h"
 #include "stats_format.h"
@@ -274,12 +275,12 @@ fh_cmd_stats (int argc, char **argv)
                                            arg);
             break;
         case 't': {
-            char *end;
-            long value = strtol (arg, &end, 10);
-            if (*end || value < 1 || value > 3600000) {
+            long long value = 0; /* bare: milliseconds, as it always was */
+            bool below_ms = false;
+            if (!fh_value_duration_ms (arg, 1, &value, &below_ms) || value < 1 || value > 3600000) {
                 fprintf (stderr,
                          "fanhub stats: --timeout takes milliseconds from 1 to "
-                         "3600000, not '%s'\n",
+                         "3600000 (or " FH_VALUE_DURATION_HINT "), not '%s'\n",
                          arg);
                 return FH_EXIT_USAGE;
             }

@@ -13,6 +13,7 @@
     never held back for more than about 100 ms.
 */
 #include "cli.h"
+#include "value.h"
 #include "commands.h"
 
 #include "clock.h"
@@ -229,13 +230,11 @@ s_parse (int argc, char **argv, s_opts_t *opts)
             break;
         }
         case 'n': {
-            char *end;
-            errno = 0;
-            opts->count = strtoull (arg, &end, 10);
-            /* strtoull would take "-1" as a huge count: digits only. */
-            if (*arg < '0' || *arg > '9' || errno || *end)
+            long long v;
+            if (!fh_value_integer (arg, false, &v))
                 return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
                                            arg);
+            opts->count = (uint64_t) v;
             break;
         }
         case S_OPT_JSON: opts->json = true; break;
@@ -243,10 +242,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         case S_OPT_PLAIN: opts->plain = true; break;
         case S_OPT_EXCLUDE: opts->exclude[opts->exclude_count++] = arg; break;
         case S_OPT_RCVHWM: {
-            char *end;
-            errno = 0;
-            long v = strtol (arg, &end, 10);
-            if (errno || end == arg || *end || v < 0 || v > INT32_MAX)
+            long long v;
+            if (!fh_value_integer (arg, false, &v) || v > INT32_MAX)
                 return fh_cli_usage_error (&s_command,
                                            "--rcvhwm '%s': expected a whole number >= 0", arg);
             opts->rcvhwm = (int) v;

@@ -706,6 +706,7 @@ def test_program_refuses_bad_usage():
     for args, env, says in (
             (["--interval", "0"], {}, "--interval: expected seconds"),
             (["--interval", "soon"], {}, "--interval: expected seconds"),
+            (["--interval", "5 minutes"], {}, "(or a duration such as 250ms, 2s or 1m)"),
             ([], {"COLLECTD_INTERVAL": "abc"}, "COLLECTD_INTERVAL: expected seconds"),
             (["-c", "x.yaml", "-e", "tcp://127.0.0.1:1"], {}, "give -c or -e, not both"),
             (["extra"], {}, "unexpected argument 'extra'"),

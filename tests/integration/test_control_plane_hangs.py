@@ -126,7 +126,8 @@ def test_reload_timeout_on_an_init_that_hangs():
         hub.wait_ready()
         rewrite(hub, head(pub, shutdown_timeout=1) + crash_consumer("calm")
                 + hang_consumer("slow_init", init="forever"))
-        status, _, err = fh.run(["reload", "--timeout", "1", "-e", hub.control], timeout=60)
+        # A duration as the configuration writes it ("1000ms"), or bare seconds.
+        status, _, err = fh.run(["reload", "--timeout", "1000ms", "-e", hub.control], timeout=60)
         assert status == 1 and "init that has not returned" in err, (status, err)
         assert "calm" in str(hub.stats()["consumers"])
         status, _, err = fh.run(["reload", "--timeout", "0", "-e", hub.control])
