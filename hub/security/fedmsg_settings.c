@@ -1,5 +1,6 @@
 /*  fedmsg_settings - bus.validate_signatures. See fedmsg_settings.h. */
 #include "fedmsg_settings.h"
+#include "value.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -93,10 +94,8 @@ s_bool (const fanhub_option_t *node, const char *key, bool *value, const char **
     const char *text = fh_option_scalar (node);
     if (!node)
         return 0;
-    if (text && (strcmp (text, "true") == 0 || strcmp (text, "false") == 0)) {
-        *value = text[0] == 't';
+    if (text && fh_value_bool (text, value))
         return 0;
-    }
     *where = fh_option_where (node);
     snprintf (why, whylen, "%s: expected true or false", key);
     return -1;
