@@ -158,8 +158,6 @@ uint64_t fh_consumer_take_inherited (fh_consumer_t *self);
 void fh_consumer_hand_over (fh_consumer_t *self);
 /* memory.max_bytes for every consumer of the process (0: none). */
 void fh_consumer_set_memory_max (uint64_t max_bytes);
-/* Payload bytes all consumers hold in memory now. */
-uint64_t fh_consumer_memory_held (void);
 /* Its queue.overflow (fh_overflow_t). */
 int fh_consumer_overflow (const fh_consumer_t *self);
 /* No more offers: the thread drains the queue and ends (see

@@ -40,12 +40,6 @@ fh_consumer_set_memory_max (uint64_t max_bytes)
 }
 
 uint64_t
-fh_consumer_memory_held (void)
-{
-    return atomic_load_explicit (&s_memory_held, memory_order_relaxed);
-}
-
-uint64_t
 fh_cons_msg_bytes (const fh_msg_t *msg)
 {
     uint64_t bytes = 0;

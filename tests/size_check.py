@@ -14,7 +14,7 @@ import sys
 
 FILE_MAX = 800
 FUNCTION_MAX = 80
-PRODUCT = ("hub", "consumers", "include")
+PRODUCT = ("hub", "consumers", "include", "sdk")
 
 
 def product_files(root):
