@@ -131,8 +131,10 @@ void fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg);
    its successor not yet offered anything, in order, each message counted
    enqueued by `into` too (its lineage takes them off `from`'s figures).
    False, nothing moved, when `into` could not hold all of it (a smaller
-   queue.capacity or max_bytes) or takes nothing before its spool. */
-bool fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into);
+   queue.capacity or max_bytes) or takes nothing before its spool, or
+   when `from` inherits a spool (its successor must get it). A message
+   the queue cannot grow for is dropped and counted. */
+bool fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into, fh_handled_t *handled);
 /* A reload kept it with a new queue.warn_at (0: none). */
 void fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at);
 /* Asks every consumer of the process to have its plugin reopen its files

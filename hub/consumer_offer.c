@@ -262,8 +262,12 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 
 /* Runs on the enqueuer at a reload's switch (see consumer.h). */
 bool
-fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into)
+fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into, fh_handled_t *handled)
 {
+    /* One that inherits a spool passes it on at its own start: folding it
+       away, even empty, would leave its successor without it. */
+    if (atomic_load (&from->inherits_spool))
+        return false;
     size_t count = fh_queue_size (from->queue);
     uint64_t bytes = atomic_load_explicit (&from->held_bytes, memory_order_relaxed);
     if (count == 0)
@@ -277,10 +281,17 @@ fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into)
         uint64_t size = fh_cons_msg_bytes (msg);
         fh_cons_held_less (from, size);
         fh_bump (&into->enqueued);
-        fh_cons_held_more (into, size);
-        bool pushed = fh_queue_push (into->queue, msg);
-        assert (pushed); /* room checked above, into was empty */
-        (void) pushed;
+        if (fh_queue_push (into->queue, msg)) {
+            fh_cons_held_more (into, size);
+            continue;
+        }
+        /* Room was checked, but the ring may fail to grow (counted in
+           alloc_failures): dropped and counted, as drop-oldest would. */
+        fh_bump (&into->evicted);
+        fh_bump (&into->dropped);
+        if (msg->emit)
+            fh_emit_set_outcome (msg->emit, into->name, FH_OUTCOME_DROPPED);
+        fh_msg_release (msg, handled);
     }
     s_watch_backlog (into);
     return true;

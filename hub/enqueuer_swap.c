@@ -88,7 +88,8 @@ fh_enq_apply_swap (fh_enqueuer_t *self, fh_enq_swap_t *swap, void *sub)
        reload storm holds one waiting instance's worth per consumer. */
     for (size_t i = 0; swap->fold_from && i < swap->consumer_count; i++)
         if (swap->fold_from[i])
-            swap->folded[i] = fh_consumer_fold_into (swap->fold_from[i], swap->consumers[i]);
+            swap->folded[i]
+                = fh_consumer_fold_into (swap->fold_from[i], swap->consumers[i], &self->handled);
     s_reaim_targets (self, swap);
     const char *const *old_list, *const *new_list;
     size_t old_count = fh_trigger_subscriptions (self->trigger, &old_list);

@@ -417,7 +417,10 @@ fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char 
     /* The configuration's grammar: "2s", "250ms", "1m"; bare, seconds. */
     long long ms = 0;
     bool below_ms = false;
-    double v = text && fh_value_duration_ms (text, 1000, &ms, &below_ms) ? (double) ms / 1e3 : NAN;
+    /* Whole milliseconds: a finer value would be cut without a word. */
+    double v = text && fh_value_duration_ms (text, 1000, &ms, &below_ms) && !below_ms
+                   ? (double) ms / 1e3
+                   : NAN;
     if (!isfinite (v) || v < min || v > max) {
         fprintf (stderr,
                  "fanhub %s: %s: expected seconds from %g to %g (or " FH_VALUE_DURATION_HINT

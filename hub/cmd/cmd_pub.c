@@ -279,8 +279,8 @@ s_number_option (int c, const char *arg, s_opts_t *opts)
         opts->wait_set = true;
         break;
     case S_OPT_TIMEOUT:
-        if (!s_parse_nonneg (arg, &opts->timeout_s))
-            return fh_cli_usage_error (&s_command, "--timeout '%s': expected seconds >= 0", arg);
+        if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 31536000, &opts->timeout_s))
+            return FH_EXIT_USAGE;
         break;
     case S_OPT_LINGER:
         if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))

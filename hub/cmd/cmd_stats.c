@@ -277,7 +277,8 @@ fh_cmd_stats (int argc, char **argv)
         case 't': {
             long long value = 0; /* bare: milliseconds, as it always was */
             bool below_ms = false;
-            if (!fh_value_duration_ms (arg, 1, &value, &below_ms) || value < 1 || value > 3600000) {
+            if (!fh_value_duration_ms (arg, 1, &value, &below_ms) || below_ms || value < 1
+                || value > 3600000) {
                 fprintf (stderr,
                          "fanhub stats: --timeout takes milliseconds from 1 to "
                          "3600000 (or " FH_VALUE_DURATION_HINT "), not '%s'\n",

@@ -457,6 +457,8 @@ s_unknown (const s_reader_t *r, const fanhub_opt_t *parent, const char *key, con
     size_t count = 0, i = 0;
     for (const fanhub_opt_t *o = r->table; o->name; o++)
         count += s_parent (r->table, o) == parent;
+    if (len < 0 || (size_t) len >= errlen)
+        return -1; /* a key as long as the buffer: what fits is said */
     if (count == 0)
         len += snprintf (err + len, errlen - (size_t) len, "no options");
     for (const fanhub_opt_t *o = r->table; o->name && (size_t) len < errlen; o++) {

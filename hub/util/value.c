@@ -85,6 +85,8 @@ fh_value_duration_ms (const char *text, long long bare_ms, long long *ms, bool *
         int digit = frac[i] - '0';
         if (step >= 10 && step % 10 == 0) {
             step /= 10;
+            if (digit * step > LLONG_MAX - result)
+                return false;
             result += digit * step;
         }
         else

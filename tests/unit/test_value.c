@@ -76,6 +76,7 @@ test_duration (void **state)
                              "1sec",
                              "99999999999999999999999",
                              "9223372036854775807h",
+                             "9223372036854775.999s", /* the fraction overflows */
                              NULL};
     for (size_t i = 0; refused[i]; i++) {
         long long ms;
