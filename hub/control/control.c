@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define TICK_MS 1000
@@ -695,8 +697,29 @@ s_control_actor (zsock_t *pipe, void *args)
     atomic_store_explicit (&self->finished, true, memory_order_release);
 }
 
+/* True when a hub listens on PATH.busy: one whose clients fill its
+   budget hides its socket there (control_curve.c) and takes it back. */
+static bool
+s_hidden_hub_listens (const char *path)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int n = snprintf (addr.sun_path, sizeof addr.sun_path, "%s.busy", path);
+    struct stat st;
+    if (n < 0 || (size_t) n >= sizeof addr.sun_path || lstat (addr.sun_path, &st) != 0
+        || !S_ISSOCK (st.st_mode))
+        return false;
+    int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Refused or gone: nobody listens (a hub that died). A full backlog
+       (EAGAIN) is a hub. */
+    bool listens
+        = fd >= 0 && (connect (fd, (struct sockaddr *) &addr, sizeof addr) == 0 || errno == EAGAIN);
+    if (fd >= 0)
+        close (fd);
+    return listens;
+}
+
 /* For ipc://: checks the path and its directory (control_path), and
-   refuses a path another hub serves. */
+   refuses a path another hub serves, hidden or not. */
 static int
 s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errlen)
 {
@@ -704,6 +727,13 @@ s_prepare_ipc (fh_control_t *self, const char *endpoint, char *err, size_t errle
     bool stale = false;
     if (fh_control_path_prepare (path, &stale, err, errlen) != 0)
         return -1;
+    if (s_hidden_hub_listens (path)) {
+        snprintf (err, errlen,
+                  "control: %s is served by another running hub (renamed %s.busy while its "
+                  "clients fill its budget); give this one another `control:` (or a `name:`)",
+                  endpoint, path);
+        return -1;
+    }
     if (stale) {
         char why[256];
         char *answer = fh_control_call (endpoint, "PING", 300, why, sizeof why);

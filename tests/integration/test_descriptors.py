@@ -168,6 +168,15 @@ def control_flood(nofile):
         hub.wait_log("refused a connection")
         hub.wait_log("renamed %s.busy until one leaves" % path)
         assert hub.proc.poll() is None, hub.log()[-4000:]
+        if os.path.exists(path + ".busy"):
+            # A second hub on the same control path while the first hides
+            # it: refused, and the first hub's hidden socket left alone.
+            second = wd.write("second.yaml", "bus:\n  bind: tcp://127.0.0.1:%d\n"
+                              "consumers:\n  - {name: n, plugin: \"null\"}\n"
+                              "control: %s\n" % (fh.free_port(), hub.control))
+            status, _, err = fh.run(["run", "-c", second])
+            assert status != 0 and "served by another running hub" in err, (status, err)
+            assert os.path.exists(path + ".busy") or os.path.exists(path)
         for s in flood:
             s.close()
         flood = []
