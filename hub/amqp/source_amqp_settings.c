@@ -7,7 +7,6 @@
 #include "source_amqp_settings.h"
 
 #include "../../consumers/amqp/amqp_options.h"
-#include "host.h"
 #include "option_table.h"
 #include "options.h"
 
@@ -212,6 +211,17 @@ s_finish (const fanhub_option_t *tree, const s_raw_t *raw, fh_amqp_settings_t *s
     return 0;
 }
 
+/* What the option-table reader asks of a host: walking the tree, no
+   more (so that this file needs nothing of the plugin host). */
+static const fanhub_host_t s_tree_reader = {
+    .option_kind = fh_option_kind,
+    .option_get = fh_option_get,
+    .option_scalar = fh_option_scalar,
+    .option_count = fh_option_count,
+    .option_at = fh_option_at,
+    .option_where = fh_option_where,
+};
+
 fh_amqp_settings_t *
 fh_amqp_settings_new (const fanhub_option_t *tree, char *err, size_t errlen)
 {
@@ -226,7 +236,7 @@ fh_amqp_settings_new (const fanhub_option_t *tree, char *err, size_t errlen)
                  ? 0
                  : s_fail (err, errlen, tree, "", "expected a map (url:, queue:, ...)");
     if (rc == 0
-        && fh_option_table_read (&fh_host, "bus.amqp", s_table, tree, &raw, sizeof raw, err,
+        && fh_option_table_read (&s_tree_reader, "bus.amqp", s_table, tree, &raw, sizeof raw, err,
                                  errlen)) {
         s_reword (err, errlen);
         rc = -1;
