@@ -250,6 +250,8 @@ def test_port_in_use_fails_start():
 
 def test_address_not_local_fails_start():
     # 192.0.2.0/24 is TEST-NET-1: never a local address, no DNS involved.
+    # The hub only tries to bind() to it, which fails at once with
+    # EADDRNOTAVAIL: no packet leaves the machine.
     port = fh.free_port()
     status, log = start_failure("192.0.2.1:%d" % port)
     assert status == 1, (status, log)

@@ -1,6 +1,8 @@
 /*  test_cidr - bus.allow_ip entries: which texts are networks, with what
     reason the others are refused, and which peer addresses each one
-    matches (IPv4, IPv6, IPv4-mapped IPv6, the prefix edges).
+    matches (IPv4, IPv6, IPv4-mapped IPv6, the prefix edges). Every
+    address here is text parsed and compared in memory: no socket is
+    opened, nothing is sent anywhere.
 */
 #include "cidr.h"
 
