@@ -147,6 +147,8 @@ s_connect_all (const fh_config_t *config, fh_endpoint_watch_t *watch, int64_t ti
                                             : "no answer yet",
                 addresses[0] ? "; " : "", addresses);
         if (probes) {
+            if (probes[i].sub) /* see fh_control_guard_destroy */
+                zmq_socket_monitor (zsock_resolve (probes[i].sub), NULL, 0);
             zsock_destroy (&probes[i].sub);
             zsock_destroy (&probes[i].monitor);
         }

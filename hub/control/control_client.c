@@ -101,8 +101,10 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
         }
         zmq_msg_close (&reply);
     }
-    if (monitor)
+    if (monitor) { /* see fh_control_guard_destroy */
+        zmq_socket_monitor (zsock_resolve (req), NULL, 0);
         zmq_close (monitor);
+    }
     zsock_destroy (&req);
     return answer;
 }

@@ -305,8 +305,14 @@ fh_control_guard_destroy (fh_control_guard_t **self_p)
     fh_control_guard_t *self = *self_p;
     if (!self)
         return;
-    if (self->monitor)
+    /* The monitor stops before the router closes: libzmq sends the events
+       of a closing socket's connections (DISCONNECTED, with the endpoint
+       in a malloc'd frame) later, from its I/O thread, and leaks a frame
+       whose send fails once our end has gone. */
+    if (self->monitor) {
+        zmq_socket_monitor (self->router, NULL, 0);
         zmq_close (self->monitor);
+    }
     if (self->router)
         zmq_close (self->router);
     if (self->hidden_now) /* libzmq unlinks the name it bound, not this one */

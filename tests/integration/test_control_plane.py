@@ -569,6 +569,41 @@ def test_systemd_notify_and_journal_prefix():
         pub.close()
 
 
+def test_9_stop_while_control_clients_hang_up():
+    """Clients hang up on the control socket while the hub stops. libzmq
+    reports each hang-up to the socket's monitor from its I/O thread; a
+    monitor closed before the socket leaked that report's frame (seen by
+    LeakSanitizer, about one stop in thirteen). Forty stops, each with
+    twenty clients going at once and one by one."""
+    ctx = zmq.Context.instance()
+    for round in range(40):
+        wd = fh.Workdir()
+        hub = fh.Hub(wd, "bus:\n  connect: [tcp://127.0.0.1:9]\nconsumers:\n"
+                         "  - name: quiet\n    plugin: \"null\"\n")
+        clients = []
+        try:
+            hub.wait_ready()
+            for i in range(20):
+                sock = ctx.socket(zmq.REQ)
+                sock.setsockopt(zmq.LINGER, 0)
+                sock.connect(hub.control)
+                sock.send(b"PING")
+                assert sock.poll(int(ANSWER_S * 1000)) and sock.recv() == b"PONG", hub.log()
+                clients.append(sock)
+            hub.send_signal(signal.SIGTERM)
+            for i, sock in enumerate(clients):
+                if round % 2 and i % 4 == 0:
+                    time.sleep(0.001)  # some go during the stop, not all before it
+                sock.close()
+            clients = []
+            assert hub.wait() == 0, hub.log()
+            wd.cleanup()
+        finally:
+            for sock in clients:
+                sock.close()
+            hub.kill()
+
+
 if __name__ == "__main__":
     fh.main([test_1_two_reloads_while_the_old_instance_drains,
              test_2_reload_and_stop_while_a_block_consumer_is_full,
@@ -578,4 +613,5 @@ if __name__ == "__main__":
              test_6_reloads_free_each_configuration,
              test_7_control_inputs_are_bounded,
              test_8_plugin_crashes_are_named,
+             test_9_stop_while_control_clients_hang_up,
              test_systemd_notify_and_journal_prefix])
