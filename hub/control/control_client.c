@@ -29,6 +29,7 @@ s_wait_answer (void *req, void *monitor, const char *endpoint, int timeout_ms, c
 {
     zmq_pollitem_t items[] = {{req, 0, ZMQ_POLLIN, 0}, {monitor, 0, ZMQ_POLLIN, 0}};
     int64_t deadline = fh_clock_mono_ns () + (int64_t) timeout_ms * 1000000;
+    bool probed = false;
     while (true) {
         int64_t left_ms = (deadline - fh_clock_mono_ns ()) / 1000000;
         if (left_ms <= 0)
@@ -39,7 +40,7 @@ s_wait_answer (void *req, void *monitor, const char *endpoint, int timeout_ms, c
         if (rc > 0 && (items[0].revents & ZMQ_POLLIN))
             return true;
         if (rc > 0 && (items[1].revents & ZMQ_POLLIN)
-            && fh_control_client_refused (monitor, endpoint, err, errlen))
+            && fh_control_client_refused (monitor, endpoint, &probed, err, errlen))
             return false;
     }
     snprintf (err, errlen, "%s: no answer within %d ms: is the hub running?%s", endpoint,

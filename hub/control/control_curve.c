@@ -7,12 +7,14 @@
 
 #include <czmq.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -370,11 +372,78 @@ fh_control_client_guard (void *context, void *socket)
         zmq_setsockopt (socket, ZMQ_CURVE_SECRETKEY, s_keys.secret_key, 40);
     }
     return s_monitor (context, socket,
-                      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
+                      ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                          | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
+}
+
+/* Reads the mechanism (NULL, PLAIN, CURVE) the ZMTP 3 peer at endpoint
+   (tcp://HOST:PORT) greets with into mechanism[21]: this end sends a
+   signature and its major version, which is when a peer sends the rest
+   of its greeting, reads that, and hangs up before naming a mechanism
+   of its own (nothing for the hub to refuse or count). False when it
+   cannot be read within a second or two. */
+static bool
+s_peer_mechanism (const char *endpoint, char mechanism[21])
+{
+    char host[256], *port;
+    const char *address = endpoint + strlen ("tcp://");
+    if (strncmp (endpoint, "tcp://", 6) != 0 || strlen (address) >= sizeof host)
+        return false;
+    strcpy (host, address);
+    if (!(port = strrchr (host, ':')))
+        return false;
+    *port++ = '\0';
+    char *name = host;
+    if (name[0] == '[' && name[strlen (name) - 1] == ']') {
+        name[strlen (name) - 1] = '\0';
+        name++;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *found;
+    if (getaddrinfo (name, port, &hints, &found) != 0)
+        return false;
+    int fd = socket (found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Linux bounds connect() by the send timeout too. */
+    struct timeval limit = {.tv_sec = 2};
+    unsigned char greeting[64];
+    size_t have = 0;
+    if (fd >= 0 && setsockopt (fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) == 0
+        && setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) == 0
+        && connect (fd, found->ai_addr, found->ai_addrlen) == 0) {
+        static const unsigned char hello[11] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3};
+        if (send (fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t) sizeof hello)
+            for (ssize_t got = 1; have < sizeof greeting && got > 0; have += (size_t) got)
+                if ((got = recv (fd, greeting + have, sizeof greeting - have, 0)) <= 0)
+                    break;
+    }
+    if (fd >= 0)
+        close (fd);
+    freeaddrinfo (found);
+    if (have < 32 || greeting[0] != 0xff || greeting[10] < 3)
+        return false;
+    memcpy (mechanism, greeting + 12, 20);
+    mechanism[20] = '\0';
+    return true;
+}
+
+/* The message for a hub that wants another mechanism than this client's. */
+static void
+s_say_mismatch (const char *endpoint, char *err, size_t errlen)
+{
+    if (s_keys_on)
+        snprintf (err, errlen,
+                  "%s: the hub refused the handshake: it does not speak CURVE "
+                  "on this endpoint (no control_curve); drop --curve-key and --server-key",
+                  endpoint);
+    else
+        snprintf (err, errlen,
+                  "%s: the hub refused the handshake: it requires CURVE; give "
+                  "--curve-key and --server-key (or -c with the hub's configuration)",
+                  endpoint);
 }
 
 bool
-fh_control_client_refused (void *monitor, const char *endpoint, char *err, size_t errlen)
+fh_control_client_refused (void *monitor, const char *endpoint, bool *probed, char *err,
+                           size_t errlen)
 {
     uint16_t event;
     uint32_t value;
@@ -384,16 +453,22 @@ fh_control_client_refused (void *monitor, const char *endpoint, char *err, size_
                       "%s: the hub refused this client's key %s (status %u): it "
                       "is not in the hub's control_curve allow, allow_dir or client_key_file",
                       endpoint, s_keys.public_key, (unsigned) value);
-        else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH && s_keys_on)
-            snprintf (err, errlen,
-                      "%s: the hub refused the handshake: it does not speak CURVE "
-                      "on this endpoint (no control_curve); drop --curve-key and --server-key",
-                      endpoint);
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            /* The hub hung up before this end read its greeting (it saw
+               the mismatch first): libzmq tries again, and may lose that
+               race every time on a busy machine. Its greeting says it,
+               read once. */
+            if (*probed)
+                continue;
+            *probed = true;
+            char theirs[21];
+            if (!s_peer_mechanism (endpoint, theirs)
+                || strcmp (theirs, s_keys_on ? "NULL" : "CURVE") != 0)
+                continue;
+            s_say_mismatch (endpoint, err, errlen);
+        }
         else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
-            snprintf (err, errlen,
-                      "%s: the hub refused the handshake: it requires CURVE; give "
-                      "--curve-key and --server-key (or -c with the hub's configuration)",
-                      endpoint);
+            s_say_mismatch (endpoint, err, errlen);
         else if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
             snprintf (err, errlen,
                       "%s: the CURVE handshake failed: is the server key the "

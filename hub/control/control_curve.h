@@ -67,7 +67,10 @@ bool fh_control_client_curve (void);
    poll and close with zmq_close), or NULL. */
 void *fh_control_client_guard (void *context, void *socket);
 /* After the monitor polled readable: true, with the reason in err, when
-   the hub refused the handshake. */
-bool fh_control_client_refused (void *monitor, const char *endpoint, char *err, size_t errlen);
+   the hub refused the handshake. *probed (false at first) is set once the
+   hub's greeting has been read for its mechanism, which happens at most
+   once a call. */
+bool fh_control_client_refused (void *monitor, const char *endpoint, bool *probed, char *err,
+                                size_t errlen);
 
 #endif
