@@ -253,7 +253,11 @@ fh_cons_raise_max (atomic_uint_fast64_t *max, uint64_t value)
 /* consumer_offer.c */
 
 /* Payload bytes of msg (what held_bytes counts). */
-uint64_t fh_cons_msg_bytes (const fh_msg_t *msg);
+static inline uint64_t
+fh_cons_msg_bytes (const fh_msg_t *msg)
+{
+    return msg->bytes;
+}
 /* bytes came into this consumer's memory (queued; a pool's spool read)
    or left it (popped, a pool's started, evicted). */
 void fh_cons_held_more (fh_consumer_t *self, uint64_t bytes);

@@ -39,15 +39,6 @@ fh_consumer_set_memory_max (uint64_t max_bytes)
     atomic_store (&s_memory_max, max_bytes);
 }
 
-uint64_t
-fh_cons_msg_bytes (const fh_msg_t *msg)
-{
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < msg->frame_count; i++)
-        bytes += fh_msg_frame (msg, i).size;
-    return bytes;
-}
-
 void
 fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
 {

@@ -75,17 +75,29 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
     self->spool_mark = 0;
     self->deferral = NULL;
     self->cached = false;
+    self->bytes = 0;
+    fanhub_bytes_t *views = (fanhub_bytes_t *) (self->frames + count);
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
+        /* After the move: a small frame's data is inside its zmq_msg_t. */
+        views[i] = (fanhub_bytes_t){zmq_msg_data (&self->frames[i]),
+                                    zmq_msg_size (&self->frames[i])};
+        self->bytes += views[i].size;
     }
     return self;
+}
+
+static size_t
+s_size (uint32_t count)
+{
+    return sizeof (fh_msg_t) + count * (sizeof (zmq_msg_t) + sizeof (fanhub_bytes_t));
 }
 
 fh_msg_t *
 fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
 {
-    fh_msg_t *self = malloc (sizeof *self + count * sizeof (zmq_msg_t));
+    fh_msg_t *self = malloc (s_size (count));
     return self ? s_init (self, frames, count, seq, received_ns) : NULL;
 }
 
@@ -103,7 +115,7 @@ fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t rece
     }
     if (self)
         s_private[class] = self->next_free;
-    else if (!(self = malloc (sizeof *self + count * sizeof (zmq_msg_t))))
+    else if (!(self = malloc (s_size (count))))
         return NULL;
     s_init (self, frames, count, seq, received_ns);
     self->cached = true;
