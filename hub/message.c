@@ -76,14 +76,10 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
     self->deferral = NULL;
     self->cached = false;
     self->bytes = 0;
-    fanhub_bytes_t *views = (fanhub_bytes_t *) (self->frames + count);
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
-        /* After the move: a small frame's data is inside its zmq_msg_t. */
-        views[i] = (fanhub_bytes_t){zmq_msg_data (&self->frames[i]),
-                                    zmq_msg_size (&self->frames[i])};
-        self->bytes += views[i].size;
+        self->bytes += zmq_msg_size (&self->frames[i]);
     }
     return self;
 }
@@ -91,7 +87,7 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
 static size_t
 s_size (uint32_t count)
 {
-    return sizeof (fh_msg_t) + count * (sizeof (zmq_msg_t) + sizeof (fanhub_bytes_t));
+    return sizeof (fh_msg_t) + count * sizeof (zmq_msg_t);
 }
 
 fh_msg_t *

@@ -47,10 +47,8 @@ struct fanhub_msg {
                                 mark (fh_spool_done once done), else 0 */
     fh_deferral_t *deferral; /* spilled (the original) or a copy of one: its
                                 completion waits for every copy; or NULL */
-    uint64_t bytes;          /* the frames' sizes added up */
-    /* frame_count frames, then as many views of them (fh_msg_frame): the
-       data and size each consumer reads, found once when the message is
-       made rather than through two libzmq calls a frame every time. */
+    uint64_t bytes;          /* the frames' sizes added up: what a queue
+                                holds, counted at the offer and the pop */
     zmq_msg_t frames[];
 };
 
@@ -97,7 +95,9 @@ fh_msg_frame (const fh_msg_t *self, size_t i)
 {
     if (i >= self->frame_count)
         return (fanhub_bytes_t){NULL, 0};
-    return ((const fanhub_bytes_t *) (self->frames + self->frame_count))[i];
+    /* zmq_msg_data/size take a non-const pointer but do not modify. */
+    zmq_msg_t *frame = (zmq_msg_t *) &self->frames[i];
+    return (fanhub_bytes_t){zmq_msg_data (frame), zmq_msg_size (frame)};
 }
 
 #endif
