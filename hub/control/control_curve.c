@@ -386,10 +386,9 @@ static bool
 s_peer_mechanism (const char *endpoint, char mechanism[21])
 {
     char host[256], *port;
-    const char *address = endpoint + strlen ("tcp://");
-    if (strncmp (endpoint, "tcp://", 6) != 0 || strlen (address) >= sizeof host)
+    if (strncmp (endpoint, "tcp://", 6) != 0 || strlen (endpoint + 6) >= sizeof host)
         return false;
-    strcpy (host, address);
+    strcpy (host, endpoint + 6);
     if (!(port = strrchr (host, ':')))
         return false;
     *port++ = '\0';
