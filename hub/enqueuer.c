@@ -29,6 +29,11 @@
 #endif
 #define BATCH_MAX 4096 /* messages per wake-up before looking at the pipe */
 #define BEAT_MS 1000   /* the loop's longest wait, idle */
+/* Under load, the end of a run of offers wakes the consumers at most this
+   often (see s_wake_offered). */
+#define LOAD_BATCH 32          /* a run this long means messages are waiting */
+#define WAKE_HOLD_NS 1000000LL /* 1 ms: the longest a wake-up is held back */
+#define WAKE_HOLD_POLL_MS 1    /* the loop's wait while one is held */
 
 /* The end of a run of offers: wakes the consumers that sleep with
    messages offered since (the queues do not wake them at every push).
@@ -43,6 +48,32 @@ fh_enq_signal_all (fh_enqueuer_t *self)
         fh_consumer_signal (self->consumers[index]);
     }
     self->offered_count = 0;
+}
+
+/* The end of the loop's turn that received `batch` bus messages. A short
+   run means the bus has gone quiet: every consumer offered something is
+   woken now, as always. A long run means more is waiting: a consumer that
+   got many has been woken by its queue (every 256 pushes), and one that got
+   a few (a sparse consumer: 3 of 100) would be woken, run, drain and park
+   once per run for a handful of messages, a context switch each. So under
+   load their wake-up is held back until the runs get short, the loop waits
+   in vain, or it has been held WAKE_HOLD_NS; a quiet hub never holds one. */
+static void
+s_wake_offered (fh_enqueuer_t *self, int batch)
+{
+    if (self->offered_count == 0) {
+        self->wake_held_since = 0;
+        return;
+    }
+    if (batch >= LOAD_BATCH) {
+        int64_t now = fh_clock_mono_ns ();
+        if (!self->wake_held_since)
+            self->wake_held_since = now;
+        if (now - self->wake_held_since < WAKE_HOLD_NS)
+            return;
+    }
+    self->wake_held_since = 0;
+    fh_enq_signal_all (self);
 }
 
 static inline void
@@ -430,6 +461,8 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
         long timeout = item_count > 1 ? fh_enq_watch_tick (self, now) : -1;
         if (timeout < 0 || timeout > BEAT_MS)
             timeout = BEAT_MS;
+        if (self->wake_held_since && timeout > WAKE_HOLD_POLL_MS)
+            timeout = WAKE_HOLD_POLL_MS;
         if (zmq_poll (items, item_count, timeout) < 0) {
             if (zmq_errno () == EINTR)
                 continue;
@@ -437,11 +470,11 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
         }
         if (items[0].revents & ZMQ_POLLIN)
             running = s_handle_pipe (self);
+        int batch = 0;
         if (running && item_count > 1 && (items[1].revents & ZMQ_POLLIN))
-            for (int i = 0; i < BATCH_MAX && !self->terminating && s_receive_one (self, sub_handle);
-                 i++)
-                ;
-        fh_enq_signal_all (self);
+            while (batch < BATCH_MAX && !self->terminating && s_receive_one (self, sub_handle))
+                batch++;
+        s_wake_offered (self, self->terminating ? 0 : batch);
         if (self->terminating)
             running = false;
         if (running && item_count > 2 && (items[2].revents & ZMQ_POLLIN))

@@ -73,7 +73,8 @@ struct fh_enqueuer {
        sleep with messages not yet signalled. */
     uint32_t *offered; /* room for consumer_count */
     size_t offered_count;
-    bool *offered_mark; /* by consumer index */
+    bool *offered_mark;      /* by consumer index */
+    int64_t wake_held_since; /* the loop holds the wake-ups back since; 0: not */
     /* The message being handed out: the consumers it still goes to (a
        swap while blocked re-aims them; NULL: no longer one to offer to). */
     fh_consumer_t **targets;          /* room for consumer_count */
