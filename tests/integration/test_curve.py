@@ -159,9 +159,9 @@ def test_allow_dir():
 
 
 def test_allow_ip_refuses_other_addresses():
-    # The addresses in allow_ip here (192.0.2.1, 10.0.0.0/8) are only an
-    # allow-list the hub matches peers against: every socket of the test is
-    # on 127.0.0.1, and nothing is ever sent to them.
+    # The non-loopback addresses in allow_ip below are only an allow-list
+    # the hub matches peers against: every socket of the test is on
+    # loopback (127.0.0.1), and nothing is ever sent to them.
     wd = fh.Workdir()
     endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
     with fh.Cleanup() as cleanup:

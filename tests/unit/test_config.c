@@ -317,9 +317,9 @@ typedef struct {
 /* A consumer c, then a second one with KEYS at line 6 (indent 4). */
 #define C2(keys) BUS CONSUMERS "  - name: d\n" keys
 
-/* Every case is refused while the text is parsed: the addresses in them
-   (128.0.0.1, 192.0.2.1, 10.0.0.0/8, ...) are never bound, connected to
-   or sent anything. */
+/* Every case is refused while the text is parsed: the non-loopback
+   addresses in them are text only, never bound, connected to or sent
+   anything (no traffic leaves loopback). */
 static const s_error_case_t s_error_cases[] = {
     /* The document */
     {"syntax error", "bus: [a\n",
@@ -922,7 +922,7 @@ static void
 test_aliases (void **state)
 {
     (void) state;
-    /* Parsed only: no hub starts, 10.0.0.1 is never connected to. */
+    /* Parsed only: no hub starts, the endpoint below is never connected to. */
     static const char text[] = "bus:\n"
                                "  connect: &pub tcp://10.0.0.1:9940\n"
                                "consumers:\n"
