@@ -194,5 +194,10 @@ bool fh_config_consumer_same (const fh_consumer_config_t *a, const fh_consumer_c
    (HOST may be '*' and PORT '*' when binding), ipc://PATH, inproc://NAME.
    Returns NULL when valid, else a static reason. */
 const char *fh_endpoint_check (const char *endpoint, bool for_bind);
+/* Splits addr, the part of tcp://HOST:PORT after "tcp://": answers NULL
+   and sets host (host_len bytes, without brackets) and port, or answers
+   a static reason. */
+const char *fh_endpoint_tcp_split (const char *addr, const char **host, size_t *host_len,
+                                   const char **port);
 
 #endif

@@ -17,10 +17,8 @@
 /* The reason for an endpoint refused with details; one per thread. */
 static _Thread_local char s_reason[160];
 
-/* Splits the address of tcp://HOST:PORT. Answers NULL and sets host
-   (without brackets) and port, or answers a reason. */
-static const char *
-s_tcp_split (const char *addr, const char **host, size_t *host_len, const char **port)
+const char *
+fh_endpoint_tcp_split (const char *addr, const char **host, size_t *host_len, const char **port)
 {
     if (*addr == '[') {
         const char *close = strchr (addr, ']');
@@ -57,7 +55,7 @@ s_tcp_check (const char *addr, bool for_bind)
 {
     const char *host, *port;
     size_t host_len;
-    const char *why = s_tcp_split (addr, &host, &host_len, &port);
+    const char *why = fh_endpoint_tcp_split (addr, &host, &host_len, &port);
     if (why)
         return why;
     if (host_len == 1 && *host == '*' && !for_bind)
@@ -142,7 +140,7 @@ fh_cfg_control_check (const char *endpoint)
         return "the control socket is served on ipc://PATH or on tcp://HOST:PORT";
     const char *host, *port;
     size_t host_len;
-    why = s_tcp_split (endpoint + 6, &host, &host_len, &port);
+    why = fh_endpoint_tcp_split (endpoint + 6, &host, &host_len, &port);
     if (why)
         return why; /* not reached: fh_endpoint_check split it already */
     if (host_len == 1 && *host == '*')
@@ -162,7 +160,7 @@ fh_cfg_control_on_loopback (const char *endpoint)
     const char *host, *port;
     size_t host_len;
     if (strncmp (endpoint, "tcp://", 6) != 0
-        || s_tcp_split (endpoint + 6, &host, &host_len, &port) != NULL)
+        || fh_endpoint_tcp_split (endpoint + 6, &host, &host_len, &port) != NULL)
         return false;
     return (host_len == 9 && strncmp (host, "localhost", 9) == 0)
            || (host_len == 3 && strncmp (host, "::1", 3) == 0 && endpoint[6] == '[')

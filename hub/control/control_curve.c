@@ -385,18 +385,15 @@ fh_control_client_guard (void *context, void *socket)
 static bool
 s_peer_mechanism (const char *endpoint, char mechanism[21])
 {
-    char host[256], *port;
-    if (strncmp (endpoint, "tcp://", 6) != 0 || strlen (endpoint + 6) >= sizeof host)
+    const char *host, *port;
+    size_t host_len;
+    char name[256];
+    if (strncmp (endpoint, "tcp://", 6) != 0
+        || fh_endpoint_tcp_split (endpoint + 6, &host, &host_len, &port) != NULL
+        || host_len >= sizeof name)
         return false;
-    strcpy (host, endpoint + 6);
-    if (!(port = strrchr (host, ':')))
-        return false;
-    *port++ = '\0';
-    char *name = host;
-    if (name[0] == '[' && name[strlen (name) - 1] == ']') {
-        name[strlen (name) - 1] = '\0';
-        name++;
-    }
+    memcpy (name, host, host_len);
+    name[host_len] = '\0';
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *found;
     if (getaddrinfo (name, port, &hints, &found) != 0)
         return false;
