@@ -50,8 +50,12 @@ fh_status_destroy (fh_status_t **self_p)
 /* The series of a consumer; made when create (NULL when out of memory
    or too many names, or not found). */
 static s_series_t *
-s_series (fh_status_t *self, const char *name, bool create)
+s_series (fh_status_t *self, size_t hint, const char *name, bool create)
 {
+    /* The consumers keep their order between reloads, mostly: looking at
+       the hint first keeps a tick of 1,000 consumers from 500,000 strcmp. */
+    if (hint < self->count && strcmp (self->series[hint].name, name) == 0)
+        return &self->series[hint];
     for (size_t i = 0; i < self->count; i++)
         if (strcmp (self->series[i].name, name) == 0)
             return &self->series[i];
@@ -81,7 +85,7 @@ fh_status_tick (fh_status_t *self, fh_hub_t *hub, int64_t now_ns)
         return;
     self->next_ns = now_ns + FH_STATUS_STEP_NS;
     for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-        s_series_t *series = s_series (self, fh_consumer_name (fh_hub_consumer (hub, i)), true);
+        s_series_t *series = s_series (self, i, fh_consumer_name (fh_hub_consumer (hub, i)), true);
         if (!series)
             continue;
         fh_consumer_counts_t counts;
@@ -196,8 +200,9 @@ fh_status_answer (fh_status_t *self, fh_hub_t *hub, const fh_metrics_snapshot_t 
     json_t *consumers = json_object_get (json, "consumers");
     for (size_t i = 0; i < snapshot->consumer_count && i < json_array_size (consumers); i++) {
         const fh_metrics_item_t *item = &snapshot->consumers[i];
-        json_object_set_new (json_array_get (consumers, i), "status",
-                             s_consumer_status (s_series (self, item->name, false), item, now_ns));
+        json_object_set_new (
+            json_array_get (consumers, i), "status",
+            s_consumer_status (s_series (self, i, item->name, false), item, now_ns));
     }
     char *text = json_dumps (json, JSON_COMPACT);
     json_decref (json);
