@@ -76,7 +76,7 @@ PROFILES = {
         fanin_n=300_000, scale_consumers=1000, scale_n=2_000, neighbour_n=20_000,
         check_consumers=20_000,
         lat_rates=[(10_000, 1.0)], lat_ks=[1, 8],
-        route_n=100_000, metrics_reps=1, metrics_n=300_000,
+        route_n=100_000, metrics_reps=1, metrics_n=300_000, neighbour_reps=1,
         mem_n=100_000, mem_reps=1,
         pool_n=2_000, pool_keys=100, pool_single_n=500, spill_n=20_000,
         cg_n=20_000, cg_ks=[4], cg_reps=1),
@@ -84,8 +84,8 @@ PROFILES = {
         reps=3, tp_n=1_000_000, tp_n_large=10_000, tp_sizes=[100, 1024, 65536],
         tp_ks=[1, 2, 4, 8], fanin_n=1_000_000, scale_consumers=1000, scale_n=5_000,
         neighbour_n=100_000, check_consumers=20_000,
-        lat_rates=[(1_000, 10.0), (10_000, 5.0), (100_000, 3.0)], lat_ks=[1, 8],
-        route_n=500_000, metrics_reps=5, metrics_n=1_000_000,
+        lat_rates=[(100, 20.0), (1_000, 10.0), (10_000, 5.0), (100_000, 3.0)], lat_ks=[1, 8],
+        route_n=500_000, metrics_reps=5, metrics_n=1_000_000, neighbour_reps=5,
         mem_n=1_000_000, mem_reps=3,
         pool_n=100_000, pool_keys=1_000, pool_single_n=10_000, spill_n=200_000,
         cg_n=20_000, cg_ks=[1, 4], cg_reps=1),
@@ -876,6 +876,8 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated subset")
     ap.add_argument("--placement", choices=["both", "pinned", "unpinned"], default="both")
     ap.add_argument("--reps", type=int, help="repetitions (default 3; 1 with --quick)")
+    ap.add_argument("--rates", help="the latency case's rates (msg/s, comma-separated; "
+                                    "default 100,1000,10000,100000; 10000 with --quick)")
     ap.add_argument("--quiet-wait", type=float,
                     help="seconds to wait before each run for the machine to go idle "
                          "(default 10; 2 with --quick)")
@@ -897,6 +899,18 @@ def main():
         prof["reps"] = args.reps
         prof["metrics_reps"] = max(args.reps, prof["metrics_reps"] if not args.quick else 1)
         prof["mem_reps"] = args.reps
+        prof["neighbour_reps"] = args.reps
+    if args.rates:
+        try:
+            rates = [int(r) for r in args.rates.split(",") if r]
+        except ValueError:
+            ap.error(f"--rates: {args.rates!r} is not a list of whole numbers")
+        if not rates or min(rates) <= 0:
+            ap.error("--rates: give at least one rate above 0")
+        # A rate of the profile keeps its length; another gets 2,000
+        # samples (a p99 of 20), at least 3 s.
+        known = dict(PROFILES["full"]["lat_rates"])
+        prof["lat_rates"] = [(r, known.get(r, max(3.0, 2000 / r))) for r in rates]
     QUIET["max_wait"] = args.quiet_wait if args.quiet_wait is not None else (
         2.0 if args.quick else 10.0)
     QUIET["budget"] = 15.0 if args.quick else 900.0  # seconds of waiting in all

@@ -151,9 +151,11 @@ def _eval_routing(results, placement, rows):
                      f"{b['threads']:,} threads"))
         rows.append((f"Routing: {sc['consumers']:,} consumers, 3 match, CPU/delivery",
                      placement, fmt_ns(sc["routed"]["cpu_per_delivery_ns"]),
-                     f"{sc['cost_vs_unrouted']:.2f}x of 3 unrouted", "— (reported)",
-                     None, f"3 unrouted: "
-                     f"{fmt_ns(sc['reference_k3']['cpu_per_delivery_ns'])}"))
+                     f"{sc['cost_vs_unrouted']:.2f}x of 3 unrouted",
+                     f"≤ {TARGETS['scale_cost']}x", sc["cost_vs_unrouted"] <= TARGETS["scale_cost"],
+                     f"3 unrouted: {fmt_ns(sc['reference_k3']['cpu_per_delivery_ns'])}; "
+                     f"ctx sw/msg {_fmt_ctx(sc['routed'].get('ctx_per_msg'))} vs "
+                     f"{_fmt_ctx(sc['reference_k3'].get('ctx_per_msg'))}"))
 
 
 def _eval_neighbour(results, placement, rows):
@@ -161,15 +163,28 @@ def _eval_neighbour(results, placement, rows):
     nb = results.get("neighbour", {})
     for r in nb.get("rows", []):
         if r["placement"] == placement:
+            # Every repetition's ratio must hold, not only their median.
+            ratios = r.get("ratios") or [r["ratio"]]
             rows.append(("Log consumer beside a spilling neighbour (fsync: always)",
                          placement, fmt_rate(r["beside_spill"]["deliveries_rate"]),
-                         f"{r['ratio']:.2f}x of alone", f"≥ {TARGETS['neighbour']}x",
-                         r["ratio"] >= TARGETS["neighbour"],
+                         f"{r['ratio']:.2f}x of alone (median); each run "
+                         + ", ".join(f"{x:.2f}" for x in ratios),
+                         f"≥ {TARGETS['neighbour']}x in every run",
+                         min(ratios) >= TARGETS["neighbour"],
                          f"alone {fmt_rate(r['alone']['deliveries_rate'])}; budget "
                          f"{fmt_ns(r.get('budget_ns'))}/msg at {r.get('busy', 0):.2f} "
                          f"CPUs busy, the spool's own work "
                          f"{fmt_ns((r.get('floor') or {}).get('spill_ns'))}/msg; "
                          f"issue 12"))
+            floor = (r.get("floor") or {}).get("spill_ns")
+            if floor and r.get("added_ns") is not None:
+                ratio = r["added_ns"] / floor
+                rows.append(("Spill path: hub CPU a message beside the spiller, minus alone",
+                             placement, fmt_ns(r["added_ns"]), f"{ratio:.2f}x spill_floor",
+                             f"≤ {TARGETS['spill_vs_floor']}x spill_floor",
+                             ratio <= TARGETS["spill_vs_floor"],
+                             f"spill_floor {fmt_ns(floor)}/msg (encode, CRC-32C, pwrite, "
+                             f"fdatasync); issue 30"))
 
 
 def _eval_resources(results, placement, rows):
