@@ -332,10 +332,12 @@ static void
 s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size_t bytes,
          const fh_inject_t *inject)
 {
-    fh_malformed_reason_t reason
-        = fh_bus_check (seen, bytes, count ? zmq_msg_data (&frames[0]) : NULL,
-                        count ? zmq_msg_size (&frames[0]) : 0, self->config->max_frames,
-                        self->config->max_message_bytes);
+    /* The topic, asked of libzmq once: the check, the gaps and the match
+       read it. */
+    const char *topic = count ? zmq_msg_data (&frames[0]) : NULL;
+    size_t topic_size = count ? zmq_msg_size (&frames[0]) : 0;
+    fh_malformed_reason_t reason = fh_bus_check (
+        seen, bytes, topic, topic_size, self->config->max_frames, self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
         s_drop_malformed (self, reason, frames, count, seen, bytes, inject);
         return;
@@ -351,21 +353,21 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
 
     /* Well-formed: it gets a number and a time whether or not it routes. */
     if (self->gaps && !inject)
-        fh_gaps_check (self->gaps, zmq_msg_data (&frames[0]), zmq_msg_size (&frames[0]),
-                       zmq_msg_data (&frames[1]), zmq_msg_size (&frames[1]));
+        fh_gaps_check (self->gaps, topic, topic_size, zmq_msg_data (&frames[1]),
+                       zmq_msg_size (&frames[1]));
     uint64_t seq = ++self->seq;
     int64_t received_ns = fh_clock_mono_ns ();
     bool only = inject && inject->only;
     size_t matched = only ? s_match_target (self, inject)
-                          : fh_trigger_match (self->trigger, zmq_msg_data (&frames[0]),
-                                              zmq_msg_size (&frames[0]), self->matches);
+                          : fh_trigger_match (self->trigger, topic, topic_size, self->matches);
     if (matched == 0) {
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
         s_unrouted (self, inject);
         return;
     }
-    fh_msg_t *msg = fh_msg_new_cached (frames, (uint32_t) count, seq, received_ns);
+    /* Well-formed, so every frame seen was kept: bytes is theirs. */
+    fh_msg_t *msg = fh_msg_new_cached (frames, (uint32_t) count, bytes, seq, received_ns);
     for (size_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
     if (!msg) {

@@ -64,7 +64,8 @@ s_class (uint32_t frame_count)
 }
 
 static fh_msg_t *
-s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+        int64_t received_ns)
 {
     atomic_init (&self->holders, 0);
     self->frame_count = count;
@@ -75,11 +76,10 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t
     self->spool_mark = 0;
     self->deferral = NULL;
     self->cached = false;
-    self->bytes = 0;
+    self->bytes = bytes;
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
-        self->bytes += zmq_msg_size (&self->frames[i]);
     }
     return self;
 }
@@ -90,19 +90,29 @@ s_size (uint32_t count)
     return sizeof (fh_msg_t) + count * sizeof (zmq_msg_t);
 }
 
-fh_msg_t *
-fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+static fh_msg_t *
+s_new (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq, int64_t received_ns)
 {
     fh_msg_t *self = malloc (s_size (count));
-    return self ? s_init (self, frames, count, seq, received_ns) : NULL;
+    return self ? s_init (self, frames, count, bytes, seq, received_ns) : NULL;
 }
 
 fh_msg_t *
-fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < count; i++)
+        bytes += zmq_msg_size (&frames[i]);
+    return s_new (frames, count, bytes, seq, received_ns);
+}
+
+fh_msg_t *
+fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+                   int64_t received_ns)
 {
     int class = s_class (count);
     if (class < 0)
-        return fh_msg_new (frames, count, seq, received_ns);
+        return s_new (frames, count, bytes, seq, received_ns);
     fh_msg_t *self = s_private[class];
     if (!self && atomic_load_explicit (&s_released[class], memory_order_relaxed)) {
         /* acquire: the releasers' writes of next_free are visible. */
@@ -113,7 +123,7 @@ fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t rece
         s_private[class] = self->next_free;
     else if (!(self = malloc (s_size (count))))
         return NULL;
-    s_init (self, frames, count, seq, received_ns);
+    s_init (self, frames, count, bytes, seq, received_ns);
     self->cached = true;
     return self;
 }

@@ -70,8 +70,10 @@ fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t r
 /* The same, for the one thread that makes bus messages (the enqueuer):
    the memory comes from messages released before, by any thread, rather
    than from malloc; a malloc and a cross-thread free per message cost
-   more than the rest of the hand-off. */
-fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns);
+   more than the rest of the hand-off. bytes is the frames' sizes added
+   up, which the enqueuer's read has counted already. */
+fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+                             int64_t received_ns);
 /* Frees what the cache holds: the calling thread's share, and what was
    released to it. Once no message is alive (at the end of a hub). */
 void fh_msg_cache_drain (void);
