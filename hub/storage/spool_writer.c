@@ -6,7 +6,11 @@
     its own counter: put_seq, then take_seq. A put with a free slot
     takes no lock: it fills the slot at put_seq and publishes it with a
     release store (on a bus that spills every message, a lock per put cost
-    more than the rest of the hand-off). The lock guards what is rare: the
+    more than the rest of the hand-off). Nor does it add to a shared count:
+    what the ring holds and what is not yet settled are differences of
+    counters each side keeps of its own (put_seq and put_bytes the
+    putter's; take_seq, taken_bytes and settled_seq the writer's), so that
+    a put makes two locked operations, not four. The lock guards what is rare: the
     ring doubling (up to max_items; a consumer that never spills costs a
     few KiB, not its bound), the writer's copy of the ring into its own
     batch (so a doubling never moves slots under it), and every wait. The
@@ -67,16 +71,17 @@ struct fh_spool_writer {
        without). */
     s_slot_t *ring;
     size_t ring_cap;
-    atomic_uint_fast64_t put_seq;  /* items put: the putter's */
-    atomic_uint_fast64_t take_seq; /* items taken: the writer's, under lock */
-    atomic_uint_fast64_t bytes;    /* of the items in the ring */
-    atomic_bool sleeping;          /* the writer waits for items */
-    atomic_bool pacing;            /* the writer waits for the pace (or half full) */
-    bool putter_waiting, stopping; /* under lock */
-    int flushing;                  /* flush calls waiting: no pacing */
+    atomic_uint_fast64_t put_seq;     /* items put: the putter's */
+    atomic_uint_fast64_t take_seq;    /* items taken: the writer's, under lock */
+    atomic_uint_fast64_t put_bytes;   /* of the items put: the putter's */
+    atomic_uint_fast64_t taken_bytes; /* of the items taken: the writer's */
+    atomic_bool sleeping;             /* the writer waits for items */
+    atomic_bool pacing;               /* the writer waits for the pace (or half full) */
+    bool putter_waiting, stopping;    /* under lock */
+    int flushing;                     /* flush calls waiting: no pacing */
     atomic_int_fast64_t pace_ns;
 
-    atomic_uint_fast64_t pending; /* put, and `written` not yet returned */
+    atomic_uint_fast64_t settled_seq; /* items whose `written` returned: the writer's */
     atomic_uint_fast64_t passes;
 
     /* The writer's own. */
@@ -96,6 +101,16 @@ s_count (fh_spool_writer_t *self)
     /* Sequentially consistent: "Wake-ups" reads put_seq through it. */
     uint64_t taken = atomic_load (&self->take_seq);
     return (size_t) (atomic_load (&self->put_seq) - taken);
+}
+
+/* Bytes of the items in the ring, as s_count. After s_count, whose
+   sequentially consistent read of put_seq makes put_bytes at least that
+   put's. */
+static uint64_t
+s_ring_bytes (fh_spool_writer_t *self)
+{
+    uint64_t taken = atomic_load_explicit (&self->taken_bytes, memory_order_acquire);
+    return atomic_load_explicit (&self->put_bytes, memory_order_acquire) - taken;
 }
 
 /* Sizes the frame scratch for `needed` frames. False when out of memory. */
@@ -148,7 +163,8 @@ s_write_pass (fh_spool_writer_t *self, size_t n)
         self->ops.written (self->ops.arg, self->batch[i].item, self->entries[i].rc,
                            self->entries[i].error);
     /* After every `written`: a flush that returns sees them all done. */
-    atomic_fetch_sub (&self->pending, n);
+    uint64_t settled = atomic_load_explicit (&self->settled_seq, memory_order_relaxed);
+    atomic_store_explicit (&self->settled_seq, settled + n, memory_order_release);
     if (self->ops.wrote)
         self->ops.wrote (self->ops.arg);
 }
@@ -192,7 +208,7 @@ static bool
 s_half_full (fh_spool_writer_t *self)
 {
     return s_count (self) * 2 >= self->max_items
-           || (self->max_bytes && atomic_load (&self->bytes) * 2 >= self->max_bytes);
+           || (self->max_bytes && s_ring_bytes (self) * 2 >= self->max_bytes);
 }
 
 /* Under lock: waits until the pace allows the next pass (next_ns) or
@@ -244,7 +260,8 @@ s_writer_thread (void *arg)
             self->batch[i] = self->ring[(taken + i) % self->ring_cap];
             bytes += self->batch[i].bytes;
         }
-        atomic_fetch_sub (&self->bytes, bytes);
+        uint64_t taken_bytes = atomic_load_explicit (&self->taken_bytes, memory_order_relaxed);
+        atomic_store_explicit (&self->taken_bytes, taken_bytes + bytes, memory_order_release);
         /* release: the putter may fill these slots again once it sees it. */
         atomic_store_explicit (&self->take_seq, taken + n, memory_order_release);
         if (self->putter_waiting)
@@ -285,12 +302,13 @@ fh_spool_writer_new (fh_spool_t *spool, size_t max_items, uint64_t max_bytes,
     pthread_condattr_destroy (&monotonic);
     pthread_cond_init (&self->room, NULL);
     pthread_cond_init (&self->settled, NULL);
-    atomic_init (&self->pending, 0);
+    atomic_init (&self->settled_seq, 0);
     atomic_init (&self->passes, 0);
     atomic_init (&self->pace_ns, FH_SPOOL_WRITER_PACE_NS);
     atomic_init (&self->put_seq, 0);
     atomic_init (&self->take_seq, 0);
-    atomic_init (&self->bytes, 0);
+    atomic_init (&self->put_bytes, 0);
+    atomic_init (&self->taken_bytes, 0);
     atomic_init (&self->sleeping, false);
     atomic_init (&self->pacing, false);
     size_t first = self->max_items < 64 ? self->max_items : 64;
@@ -341,7 +359,7 @@ s_within (fh_spool_writer_t *self, uint64_t bytes)
     size_t count = s_count (self);
     if (count == self->max_items)
         return false;
-    return count == 0 || !self->max_bytes || atomic_load (&self->bytes) + bytes <= self->max_bytes;
+    return count == 0 || !self->max_bytes || s_ring_bytes (self) + bytes <= self->max_bytes;
 }
 
 /* The putter, under lock: within the bounds, with a free slot (the ring
@@ -405,8 +423,8 @@ fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count, 
     }
     uint64_t put = atomic_load_explicit (&self->put_seq, memory_order_relaxed);
     self->ring[put % self->ring_cap] = (s_slot_t){item, frame_count, bytes};
-    atomic_fetch_add (&self->bytes, bytes);
-    atomic_fetch_add (&self->pending, 1);
+    uint64_t put_bytes = atomic_load_explicit (&self->put_bytes, memory_order_relaxed);
+    atomic_store_explicit (&self->put_bytes, put_bytes + bytes, memory_order_relaxed);
     /* seq_cst, then the writer's flags: see "Wake-ups". */
     atomic_store (&self->put_seq, put + 1);
     if (atomic_exchange (&self->sleeping, false)
@@ -421,7 +439,9 @@ fh_spool_writer_put (fh_spool_writer_t *self, void *item, uint32_t frame_count, 
 uint64_t
 fh_spool_writer_pending (fh_spool_writer_t *self)
 {
-    return atomic_load (&self->pending);
+    /* settled first: it never passes put_seq, so the difference is >= 0. */
+    uint64_t settled = atomic_load_explicit (&self->settled_seq, memory_order_acquire);
+    return atomic_load (&self->put_seq) - settled;
 }
 
 void
@@ -431,7 +451,7 @@ fh_spool_writer_flush (fh_spool_writer_t *self)
     self->flushing++;
     if (atomic_load (&self->pacing))
         pthread_cond_signal (&self->work);
-    while (atomic_load (&self->pending) > 0)
+    while (fh_spool_writer_pending (self) > 0)
         pthread_cond_wait (&self->settled, &self->lock);
     self->flushing--;
     pthread_mutex_unlock (&self->lock);
