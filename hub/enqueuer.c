@@ -144,16 +144,15 @@ s_blocked_wait (fh_enqueuer_t *self)
     return self->terminating;
 }
 
-static void s_route (fh_enqueuer_t *self, size_t count, size_t seen, size_t bytes,
-                     const fh_inject_t *inject);
+static void s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen,
+                     size_t bytes, const fh_inject_t *inject);
 
 /* What s_read_message read: frames kept, frames seen, bytes in all. */
 typedef struct {
     size_t count, seen, bytes;
 } s_read_t;
 
-/* Reads one whole multipart message into self->frames (and their data
-   and size into self->views): the first
+/* Reads one whole multipart message into self->frames: the first
    max_frames are kept, any more are read into the spare slot and closed,
    so the socket is left at a message boundary. The first frame is
    received with flags (ZMQ_DONTWAIT to poll); the rest wait, as ZeroMQ
@@ -168,8 +167,7 @@ s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
     *got = (s_read_t){0, 0, 0};
     bool more = true;
     while (more) {
-        size_t slot = got->count < max_frames ? got->count : max_frames;
-        zmq_msg_t *frame = &frames[slot];
+        zmq_msg_t *frame = &frames[got->count < max_frames ? got->count : max_frames];
         zmq_msg_init (frame);
         if (zmq_msg_recv (frame, socket, got->seen == 0 ? flags : 0) < 0) {
             zmq_msg_close (frame);
@@ -179,8 +177,7 @@ s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
             return false;
         }
         got->seen++;
-        self->views[slot] = (fanhub_bytes_t){zmq_msg_data (frame), zmq_msg_size (frame)};
-        got->bytes += self->views[slot].size;
+        got->bytes += zmq_msg_size (frame);
         more = zmq_msg_more (frame);
         if (got->count < max_frames)
             got->count++;
@@ -211,7 +208,7 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     if (!s_read_message (self, sub, ZMQ_DONTWAIT, &got))
         return false;
     fh_bump (&self->received);
-    s_route (self, got.count, got.seen, got.bytes, NULL);
+    s_route (self, self->frames, got.count, got.seen, got.bytes, NULL);
     return true;
 }
 
@@ -328,16 +325,17 @@ s_unrouted (fh_enqueuer_t *self, const fh_inject_t *inject)
     }
 }
 
-/* Checks, numbers and hands out one message whose self->frames[0..count-1]
-   were read (seen frames, bytes in all). With an injection, reports to its
+/* Checks, numbers and hands out one message whose frames[0..count-1] were
+   read (seen frames, bytes in all). With an injection, reports to its
    waiter, and only its consumer gets it when it names one. */
 static void
-s_route (fh_enqueuer_t *self, size_t count, size_t seen, size_t bytes, const fh_inject_t *inject)
+s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size_t bytes,
+         const fh_inject_t *inject)
 {
-    zmq_msg_t *frames = self->frames;
-    const fanhub_bytes_t *views = self->views;
-    const char *topic = count ? views[0].data : NULL;
-    size_t topic_size = count ? views[0].size : 0;
+    /* The topic, asked of libzmq once: the check, the gaps and the match
+       read it. */
+    const char *topic = count ? zmq_msg_data (&frames[0]) : NULL;
+    size_t topic_size = count ? zmq_msg_size (&frames[0]) : 0;
     fh_malformed_reason_t reason = fh_bus_check (
         seen, bytes, topic, topic_size, self->config->max_frames, self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
@@ -347,7 +345,7 @@ s_route (fh_enqueuer_t *self, size_t count, size_t seen, size_t bytes, const fh_
 
     if (atomic_load_explicit (&self->sig_next, memory_order_relaxed))
         fh_enq_signatures_take (self);
-    if (self->verifier && !inject && fh_enq_signature_refused (self, views)) {
+    if (self->verifier && !inject && fh_enq_signature_refused (self, frames)) {
         for (size_t i = 0; i < count; i++)
             zmq_msg_close (&frames[i]);
         return;
@@ -355,7 +353,8 @@ s_route (fh_enqueuer_t *self, size_t count, size_t seen, size_t bytes, const fh_
 
     /* Well-formed: it gets a number and a time whether or not it routes. */
     if (self->gaps && !inject)
-        fh_gaps_check (self->gaps, topic, topic_size, views[1].data, views[1].size);
+        fh_gaps_check (self->gaps, topic, topic_size, zmq_msg_data (&frames[1]),
+                       zmq_msg_size (&frames[1]));
     uint64_t seq = ++self->seq;
     int64_t received_ns = fh_clock_mono_ns ();
     bool only = inject && inject->only;
@@ -368,7 +367,7 @@ s_route (fh_enqueuer_t *self, size_t count, size_t seen, size_t bytes, const fh_
         return;
     }
     /* Well-formed, so every frame seen was kept: bytes is theirs. */
-    fh_msg_t *msg = fh_msg_new_cached (frames, views, (uint32_t) count, bytes, seq, received_ns);
+    fh_msg_t *msg = fh_msg_new_cached (frames, (uint32_t) count, bytes, seq, received_ns);
     for (size_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
     if (!msg) {
@@ -434,7 +433,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
                 < 0)
                 zmq_msg_close (&copy);
         }
-    s_route (self, count, got.seen, got.bytes, &inject);
+    s_route (self, frames, count, got.seen, got.bytes, &inject);
     fh_enq_signal_all (self);
 }
 
@@ -577,7 +576,6 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     self->consumers = consumers;
     self->consumer_count = consumer_count;
     self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
-    self->views = calloc (config->max_frames + 1, sizeof *self->views);
     self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
     self->offered = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered);
     self->offered_mark = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered_mark);
@@ -606,8 +604,8 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
         fh_enqueuer_destroy (&self);
         return NULL;
     }
-    if (self->frames && self->views && self->matches && self->offered && self->offered_mark
-        && self->targets && self->peers && self->bind_ports && self->watch && gaps_ok)
+    if (self->frames && self->matches && self->offered && self->offered_mark && self->targets
+        && self->peers && self->bind_ports && self->watch && gaps_ok)
         self->actor = zactor_new (s_enqueuer_actor, self);
     if (!self->actor) {
         snprintf (err, errlen, "cannot start the enqueuer: out of memory");
@@ -637,7 +635,6 @@ fh_enqueuer_destroy (fh_enqueuer_t **self_p)
         return;
     fh_enqueuer_stop (self);
     free (self->frames);
-    free (self->views);
     free (self->matches);
     free (self->offered);
     free (self->offered_mark);

@@ -68,7 +68,6 @@ struct fh_enqueuer {
     int *bind_ports;             /* per bind endpoint: its tcp port once bound, or -1 */
     fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
     zmq_msg_t *frames;           /* room for max_frames + 1 */
-    fanhub_bytes_t *views;       /* frames[i]'s data and size, as read */
     uint32_t *matches;           /* room for consumer_count */
     /* The consumers offered something since the last signal: only they may
        sleep with messages not yet signalled. */
@@ -132,7 +131,7 @@ void fh_enq_signatures_close (fh_enqueuer_t *self);
 /* enqueuer_signatures.c: checks a well-formed bus message (topic, body)
    with the verifier; counts and logs a failure. True when it is to be
    dropped. */
-bool fh_enq_signature_refused (fh_enqueuer_t *self, const fanhub_bytes_t *views);
+bool fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames);
 /* enqueuer_signatures.c: takes a reload's verifier, if one came. */
 void fh_enq_signatures_take (fh_enqueuer_t *self);
 

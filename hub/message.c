@@ -26,7 +26,6 @@
 #include "emit.h"
 #include "memory.h"
 
-#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,19 +63,9 @@ s_class (uint32_t frame_count)
     return frame_count >= 2 && frame_count < 2 + CACHE_CLASSES ? (int) frame_count - 2 : -1;
 }
 
-/* Where frame i's data now is: a frame short enough to be kept inside
-   its zmq_msg_t has moved with it, from `from` to `to`. */
-static const void *
-s_moved_data (const void *data, const zmq_msg_t *from, const zmq_msg_t *to)
-{
-    uintptr_t offset = (uintptr_t) data - (uintptr_t) from;
-    return offset < sizeof (zmq_msg_t) ? (const char *) to + offset : data;
-}
-
-/* views: the frames' views before the move, or NULL to ask libzmq. */
 static fh_msg_t *
-s_init (fh_msg_t *self, zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t count,
-        uint64_t bytes, uint64_t seq, int64_t received_ns)
+s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+        int64_t received_ns)
 {
     atomic_init (&self->holders, 0);
     self->frame_count = count;
@@ -88,18 +77,9 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t
     self->deferral = NULL;
     self->cached = false;
     self->bytes = bytes;
-    fanhub_bytes_t *own = (fanhub_bytes_t *) fh_msg_views (self);
     for (uint32_t i = 0; i < count; i++) {
         zmq_msg_init (&self->frames[i]);
         zmq_msg_move (&self->frames[i], &frames[i]);
-        if (views)
-            own[i] = (fanhub_bytes_t){s_moved_data (views[i].data, &frames[i], &self->frames[i]),
-                                      views[i].size};
-        else
-            own[i] = (fanhub_bytes_t){zmq_msg_data (&self->frames[i]),
-                                      zmq_msg_size (&self->frames[i])};
-        assert (own[i].data == zmq_msg_data (&self->frames[i]));
-        assert (own[i].size == zmq_msg_size (&self->frames[i]));
     }
     return self;
 }
@@ -107,15 +87,14 @@ s_init (fh_msg_t *self, zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t
 static size_t
 s_size (uint32_t count)
 {
-    return sizeof (fh_msg_t) + count * (sizeof (zmq_msg_t) + sizeof (fanhub_bytes_t));
+    return sizeof (fh_msg_t) + count * sizeof (zmq_msg_t);
 }
 
 static fh_msg_t *
-s_new (zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t count, uint64_t bytes, uint64_t seq,
-       int64_t received_ns)
+s_new (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq, int64_t received_ns)
 {
     fh_msg_t *self = malloc (s_size (count));
-    return self ? s_init (self, frames, views, count, bytes, seq, received_ns) : NULL;
+    return self ? s_init (self, frames, count, bytes, seq, received_ns) : NULL;
 }
 
 fh_msg_t *
@@ -124,16 +103,16 @@ fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < count; i++)
         bytes += zmq_msg_size (&frames[i]);
-    return s_new (frames, NULL, count, bytes, seq, received_ns);
+    return s_new (frames, count, bytes, seq, received_ns);
 }
 
 fh_msg_t *
-fh_msg_new_cached (zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t count, uint64_t bytes,
-                   uint64_t seq, int64_t received_ns)
+fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+                   int64_t received_ns)
 {
     int class = s_class (count);
     if (class < 0)
-        return s_new (frames, views, count, bytes, seq, received_ns);
+        return s_new (frames, count, bytes, seq, received_ns);
     fh_msg_t *self = s_private[class];
     if (!self && atomic_load_explicit (&s_released[class], memory_order_relaxed)) {
         /* acquire: the releasers' writes of next_free are visible. */
@@ -144,7 +123,7 @@ fh_msg_new_cached (zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t coun
         s_private[class] = self->next_free;
     else if (!(self = malloc (s_size (count))))
         return NULL;
-    s_init (self, frames, views, count, bytes, seq, received_ns);
+    s_init (self, frames, count, bytes, seq, received_ns);
     self->cached = true;
     return self;
 }

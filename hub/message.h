@@ -49,9 +49,6 @@ struct fanhub_msg {
                                 completion waits for every copy; or NULL */
     uint64_t bytes;          /* the frames' sizes added up: what a queue
                                 holds, counted at the offer and the pop */
-    /* frame_count zmq_msg_t, then as many views of their data and size
-       (fh_msg_views): read once when the message is made, so that no
-       consumer, describe or plugin asks libzmq for them again. */
     zmq_msg_t frames[];
 };
 
@@ -73,12 +70,10 @@ fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t r
 /* The same, for the one thread that makes bus messages (the enqueuer):
    the memory comes from messages released before, by any thread, rather
    than from malloc; a malloc and a cross-thread free per message cost
-   more than the rest of the hand-off. views[i] is frames[i]'s data and
-   size, and bytes their sizes added up, as the enqueuer's read saw them
-   (a frame short enough to live inside its zmq_msg_t moves with it, and
-   its view is moved along). */
-fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, const fanhub_bytes_t *views, uint32_t count,
-                             uint64_t bytes, uint64_t seq, int64_t received_ns);
+   more than the rest of the hand-off. bytes is the frames' sizes added
+   up, which the enqueuer's read has counted already. */
+fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
+                             int64_t received_ns);
 /* Frees what the cache holds: the calling thread's share, and what was
    released to it. Once no message is alive (at the end of a hub). */
 void fh_msg_cache_drain (void);
@@ -97,19 +92,14 @@ void fh_deferral_release (fh_deferral_t *self, fh_handled_t *handled, int64_t no
 /* The same, when the caller has just read the clock (now_ns). */
 void fh_msg_release_at (fh_msg_t *self, fh_handled_t *handled, int64_t now_ns);
 
-/* The frames' views: frame_count of them, after the frames. */
-static inline const fanhub_bytes_t *
-fh_msg_views (const fh_msg_t *self)
-{
-    return (const fanhub_bytes_t *) (self->frames + self->frame_count);
-}
-
 static inline fanhub_bytes_t
 fh_msg_frame (const fh_msg_t *self, size_t i)
 {
     if (i >= self->frame_count)
         return (fanhub_bytes_t){NULL, 0};
-    return fh_msg_views (self)[i];
+    /* zmq_msg_data/size take a non-const pointer but do not modify. */
+    zmq_msg_t *frame = (zmq_msg_t *) &self->frames[i];
+    return (fanhub_bytes_t){zmq_msg_data (frame), zmq_msg_size (frame)};
 }
 
 #endif

@@ -90,11 +90,12 @@ fh_enq_signatures_take (fh_enqueuer_t *self)
 }
 
 bool
-fh_enq_signature_refused (fh_enqueuer_t *self, const fanhub_bytes_t *views)
+fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames)
 {
     fh_sig_detail_t detail;
-    fh_sig_reason_t reason = fh_sig_verify (self->verifier, views[0].data, views[0].size,
-                                            views[1].data, views[1].size, &detail);
+    fh_sig_reason_t reason = fh_sig_verify (self->verifier, zmq_msg_data (&frames[0]),
+                                            zmq_msg_size (&frames[0]), zmq_msg_data (&frames[1]),
+                                            zmq_msg_size (&frames[1]), &detail);
     fh_bump (&self->sig_checked);
     if (reason == FH_SIG_OK)
         return false;
@@ -103,7 +104,7 @@ fh_enq_signature_refused (fh_enqueuer_t *self, const fanhub_bytes_t *views)
                     "%s a bus message that failed its signature check (%s): topic %.*s, "
                     "msg_id %s, signer %s",
                     self->sig_deliver ? "delivered" : "dropped", fh_sig_reason_name (reason),
-                    (int) views[0].size, (const char *) views[0].data,
+                    (int) zmq_msg_size (&frames[0]), (const char *) zmq_msg_data (&frames[0]),
                     detail.msg_id[0] ? detail.msg_id : "(none)",
                     detail.signer[0] ? detail.signer : "(none)");
     return !self->sig_deliver;

@@ -49,12 +49,11 @@ s_check (bool ok, const char *what)
 }
 
 /* A message whose frames point into the input (no copy, nothing to
-   free but the frames' bookkeeping), laid out as message.h says: the
-   frames, then their views. */
+   free but the frames' bookkeeping). */
 static fh_msg_t *
 s_make_msg (const uint8_t *topic, size_t topic_size, const uint8_t *body, size_t body_size)
 {
-    fh_msg_t *msg = malloc (sizeof *msg + 2 * (sizeof (zmq_msg_t) + sizeof (fanhub_bytes_t)));
+    fh_msg_t *msg = malloc (sizeof *msg + 2 * sizeof (zmq_msg_t));
     s_check (msg != NULL, "out of memory");
     atomic_init (&msg->holders, 1);
     msg->frame_count = 2;
@@ -64,9 +63,6 @@ s_make_msg (const uint8_t *topic, size_t topic_size, const uint8_t *body, size_t
     /* zmq_msg_init_data wants a non-const pointer; it only reads. */
     zmq_msg_init_data (&msg->frames[0], (void *) (uintptr_t) topic, topic_size, NULL, NULL);
     zmq_msg_init_data (&msg->frames[1], (void *) (uintptr_t) body, body_size, NULL, NULL);
-    fanhub_bytes_t *views = (fanhub_bytes_t *) fh_msg_views (msg);
-    views[0] = (fanhub_bytes_t){topic, topic_size};
-    views[1] = (fanhub_bytes_t){body, body_size};
     return msg;
 }
 
