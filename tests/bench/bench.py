@@ -83,7 +83,11 @@ PROFILES = {
     "full": dict(
         reps=3, tp_n=1_000_000, tp_n_large=10_000, tp_sizes=[100, 1024, 65536],
         tp_ks=[1, 2, 4, 8], fanin_n=1_000_000, scale_consumers=1000, scale_n=5_000,
-        neighbour_n=100_000, check_consumers=20_000,
+        # neighbour: runs of a second. In a tenth of one, what the spill
+        # costs once a run (its start) weighed some 100 ns a message: it
+        # added 265 ns at 100,000, 197 at 300,000 and 160 at 1,000,000
+        # (docs/performance.md, "The spill's added CPU and the run's length").
+        neighbour_n=1_000_000, check_consumers=20_000,
         lat_rates=[(100, 20.0), (1_000, 10.0), (10_000, 5.0), (100_000, 3.0)], lat_ks=[1, 8],
         route_n=500_000, metrics_reps=5, metrics_n=1_000_000, neighbour_reps=5,
         mem_n=1_000_000, mem_reps=3,
