@@ -23,7 +23,9 @@
     sleep sees the new item, or the putter sees it sleeping and signals
     it under the lock, which the writer holds until it waits. The putter
     clears `sleeping` as it reads it, so of the puts made before the
-    woken writer runs only the first takes the lock.
+    woken writer runs only the first takes the lock. A pacing writer's
+    look at the bytes (s_half_full) reads put_seq first, sequentially
+    consistent, and put_bytes after it: the bytes of every put it counts.
 
     Pacing. A pass that syncs costs some 400 us of CPU whatever it carries
     (fdatasync, the block I/O and its interrupts, in a virtual machine),
@@ -65,7 +67,7 @@ struct fh_spool_writer {
     pthread_mutex_t lock;
     pthread_cond_t work;    /* the writer waits for items (or stop) */
     pthread_cond_t room;    /* put (wait) waits for room */
-    pthread_cond_t settled; /* flush waits for pending to reach 0 */
+    pthread_cond_t settled; /* flush waits for fh_spool_writer_pending to reach 0 */
     /* Slot i holds item number i of those put, modulo ring_cap. ring and
        ring_cap change under lock, by the putter only (it reads them
        without). */
@@ -74,7 +76,7 @@ struct fh_spool_writer {
     atomic_uint_fast64_t put_seq;     /* items put: the putter's */
     atomic_uint_fast64_t take_seq;    /* items taken: the writer's, under lock */
     atomic_uint_fast64_t put_bytes;   /* of the items put: the putter's */
-    atomic_uint_fast64_t taken_bytes; /* of the items taken: the writer's */
+    atomic_uint_fast64_t taken_bytes; /* of the items taken: the writer's, under lock */
     atomic_bool sleeping;             /* the writer waits for items */
     atomic_bool pacing;               /* the writer waits for the pace (or half full) */
     bool putter_waiting, stopping;    /* under lock */
@@ -103,9 +105,9 @@ s_count (fh_spool_writer_t *self)
     return (size_t) (atomic_load (&self->put_seq) - taken);
 }
 
-/* Bytes of the items in the ring, as s_count. After s_count, whose
-   sequentially consistent read of put_seq makes put_bytes at least that
-   put's. */
+/* Bytes of the items in the ring, as s_count. Never negative: taken_bytes
+   counts only items whose put the writer saw, put_bytes stored before. In
+   s_half_full it is read after s_count (see "Wake-ups"). */
 static uint64_t
 s_ring_bytes (fh_spool_writer_t *self)
 {
