@@ -165,7 +165,7 @@ fh_control_guard_new (const fh_config_t *config, atomic_uint_fast64_t *denied,
         fh_control_guard_destroy (&self);
         return NULL;
     }
-    int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
+    int events = ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPT_FAILED
                  | (curve ? ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL : 0);
     self->monitor = s_monitor (self->context, self->router, events);
     if (!self->monitor) {
@@ -211,6 +211,16 @@ s_is_ours (const char *endpoint, int fd)
     return false;
 }
 
+/* Counts a connection not served, and says so at the 1st, 2nd, 4th, ... */
+static void
+s_count_refused (fh_control_guard_t *self, const char *why)
+{
+    uint64_t refused = self->refused ? atomic_fetch_add (self->refused, 1) : 0;
+    if (refused == 0 || (refused & (refused + 1)) == 0)
+        fh_warning ("control: %s: refused a connection (%llu so far, hub.control_refused)", why,
+                    (unsigned long long) refused + 1);
+}
+
 /* A client past max_clients: its descriptor goes back at once. libzmq
    owns it, so it is shut down, not closed: libzmq sees the end and closes
    it (and says DISCONNECTED). */
@@ -219,11 +229,10 @@ s_shed (fh_control_guard_t *self, int fd)
 {
     if (!s_is_ours (self->endpoint, fd) || shutdown (fd, SHUT_RDWR) != 0)
         return;
-    uint64_t refused = self->refused ? atomic_fetch_add (self->refused, 1) : 0;
-    if (refused == 0 || (refused & (refused + 1)) == 0) /* 1, 2, 4, 8, ... */
-        fh_warning ("control: %zu clients connected, the most the descriptors allow: refused "
-                    "a connection (%llu so far, hub.control_refused)",
-                    self->max_clients, (unsigned long long) refused + 1);
+    char why[96];
+    snprintf (why, sizeof why, "%zu clients connected, the most the descriptors allow",
+              self->max_clients);
+    s_count_refused (self, why);
 }
 
 /* A flood of clients: libzmq accepts on its I/O thread faster than this
@@ -287,6 +296,10 @@ fh_control_guard_on_monitor (fh_control_guard_t *self)
             s_shed (self, (int) value);
             s_hide (self, true);
         }
+        /* No descriptor for it (fdlimit.c's accept4), or its peer left
+           before the accept. */
+        else if (event == ZMQ_EVENT_ACCEPT_FAILED)
+            s_count_refused (self, "no descriptor left for a new client");
         else if (event == ZMQ_EVENT_DISCONNECTED && self->clients > 0) {
             if (--self->clients < self->max_clients)
                 s_hide (self, false);

@@ -6,14 +6,20 @@
     at start, and lets bus peers use the descriptors left over once a
     reserve is kept for the control socket, /metrics, spools, dead letters
     and plugins: a quarter of the limit, at least 64.
+
+    The hub also defines accept4 (fdlimit.c): libzmq's ipc listener aborts
+    when an accept finds the table full, and this one never fails so. It
+    keeps a spare descriptor (from fh_fdlimit_raise on), lets it go to take
+    the waiting connection, closes that at once and says ECONNABORTED.
 */
 #ifndef FH_FDLIMIT_H_INCLUDED
 #define FH_FDLIMIT_H_INCLUDED
 
 #include <stddef.h>
 
-/* Raises the soft limit to the hard one; returns the soft limit now (or
-   -1 when it cannot be read), and logs it. */
+/* Raises the soft limit to the hard one and keeps accept4's spare
+   descriptor; returns the soft limit now (or -1 when it cannot be read),
+   and logs it. */
 long fh_fdlimit_raise (void);
 
 /* Descriptors bus peers may use: the soft limit, less the reserve, less
