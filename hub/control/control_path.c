@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -159,10 +160,40 @@ s_expected_user (void)
     return pw ? (long) pw->pw_uid : -1;
 }
 
+/* True when path is missing and path.busy is a socket: the hub hides it. */
+static bool
+s_hidden (const char *path)
+{
+    char busy[PATH_MAX];
+    struct stat st;
+    int n = snprintf (busy, sizeof busy, "%s.busy", path);
+    return n > 0 && (size_t) n < sizeof busy && lstat (path, &st) != 0 && errno == ENOENT
+           && lstat (busy, &st) == 0 && S_ISSOCK (st.st_mode);
+}
+
+int
+fh_control_path_wait_shown (const char *path, int wait_ms)
+{
+    int waited = 0;
+    while (waited < wait_ms && s_hidden (path)) {
+        struct timespec pause = {0, 20 * 1000000};
+        nanosleep (&pause, NULL);
+        waited += 20;
+    }
+    return waited;
+}
+
 int
 fh_control_path_check_owner (const char *path, char *err, size_t errlen)
 {
     struct stat st;
+    if (lstat (path, &st) != 0 && s_hidden (path)) {
+        snprintf (err, errlen,
+                  "ipc://%s is renamed %s.busy for now: the hub has as many control clients as "
+                  "its descriptors allow (hub.control_refused); try again when one has left",
+                  path, path);
+        return -1;
+    }
     if (lstat (path, &st) != 0) {
         snprintf (err, errlen, "ipc://%s: %s: is the hub running, with this control endpoint?",
                   path, strerror (errno));

@@ -42,7 +42,13 @@ int fh_control_path_bind (void *socket, const char *endpoint);
 
 /* The client's side: 0 when PATH is a socket owned by the caller's user,
    root or $FANHUB_CONTROL_USER; else -1 with one line in err saying whose
-   it is. */
+   it is (or, when the hub hides it as PATH.busy, that it is full). */
 int fh_control_path_check_owner (const char *path, char *err, size_t errlen);
+
+/* The client's side: while the hub hides PATH as PATH.busy (it has as
+   many control clients as its descriptors allow, control_curve.c), waits
+   for the name to come back, at most wait_ms. Returns the milliseconds
+   waited. */
+int fh_control_path_wait_shown (const char *path, int wait_ms);
 
 #endif

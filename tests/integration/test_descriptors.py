@@ -8,6 +8,7 @@ import errno
 import json
 import os
 import socket
+import subprocess
 import urllib.request
 
 import zmq
@@ -179,9 +180,22 @@ def control_flood(nofile):
             status, _, err = fh.run(["run", "-c", second])
             assert status != 0 and "served by another running hub" in err, (status, err)
             assert os.path.exists(path + ".busy") or os.path.exists(path)
+        waiting = None
+        if os.path.exists(path + ".busy"):
+            # A client meanwhile is told why, once its timeout is up...
+            status, _, err = fh.run(["stats", "-e", hub.control, "-t", "200"])
+            if os.path.exists(path + ".busy"):
+                assert status == 1 and "renamed %s.busy for now" % path in err, (status, err)
+            # ...and one that is still waiting when the flood goes is served.
+            waiting = subprocess.Popen([fh.BIN, "stats", "-e", hub.control, "-t", "60000"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for s in flood:
             s.close()
         flood = []
+        if waiting is not None:
+            out, err = waiting.communicate(timeout=fh.DEADLINE)
+            assert waiting.returncode == 0, err.decode(errors="replace")
+            assert json.loads(out)["hub"]["control_refused"] > 0
         fh.wait_for(lambda: hub.stats()["hub"]["control_refused"] > 0, "refusals counted",
                     hub=hub)
         assert os.path.exists(path) and not os.path.exists(path + ".busy")

@@ -161,6 +161,25 @@ test_missing_socket_for_client (void **state)
     assert_non_null (strstr (err, "No such file or directory: is the hub running"));
 }
 
+/* A hub full of clients hides its socket as PATH.busy: a client waits
+   for the name as long as it is told to, and is told why. */
+static void
+test_hidden_socket_for_client (void **state)
+{
+    (void) state;
+    char path[256], busy[300], err[512];
+    snprintf (path, sizeof path, "%s/hub.sock", s_dir);
+    snprintf (busy, sizeof busy, "%s.busy", path);
+    s_make_socket (busy);
+    assert_true (fh_control_path_wait_shown (path, 100) >= 100);
+    assert_int_equal (fh_control_path_check_owner (path, err, sizeof err), -1);
+    assert_non_null (strstr (err, "hub.sock.busy for now: the hub has as many control clients"));
+    /* The name back: no wait. */
+    assert_int_equal (rename (busy, path), 0);
+    assert_int_equal (fh_control_path_wait_shown (path, 100), 0);
+    assert_int_equal (fh_control_path_check_owner (path, err, sizeof err), 0);
+}
+
 int
 main (void)
 {
@@ -173,6 +192,7 @@ main (void)
         cmocka_unit_test_setup_teardown (test_bind_mode_is_0660_under_any_umask, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_missing_socket_for_client, s_setup, s_teardown),
+        cmocka_unit_test_setup_teardown (test_hidden_socket_for_client, s_setup, s_teardown),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
