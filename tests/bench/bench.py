@@ -48,6 +48,7 @@ Results: OUT/results.json, OUT/results.md, OUT/*.png (gnuplot).
 import argparse
 import atexit
 import importlib
+import glob
 import json
 import os
 import re
@@ -174,6 +175,22 @@ def proc_stat_cpu(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid, prefix):
+    """CPU seconds of the threads of pid whose name starts with prefix
+    (/proc/PID/task/*/schedstat, ns resolution)."""
+    total = 0
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            with open(task + "/comm") as f:
+                if not f.read().startswith(prefix):
+                    continue
+            with open(task + "/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def ctx_switches(pid):
@@ -621,6 +638,7 @@ def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
             thread.start()
         rss_idle, threads = proc_status(hub.pid, "VmRSS"), proc_status(hub.pid, "Threads")
         c0, s0, x0 = hub.cpu(), proc_stat_cpu(hub.pid), ctx_switches(hub.pid)
+        control0 = thread_cpu(hub.pid, "fh:control")
         if jsonl:
             t0, t_pub_exit, send_rate = publish(bench, hub.bus, n, cpu=pub_cpu, size=size,
                                                 jsonl=jsonl, wait_subscribers=wait_subscribers)
@@ -636,6 +654,7 @@ def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
                             for c in s["consumers"]) >= expect_deliveries)
 
         t_done, c_done, st = hub.wait_done(done, 120 + n / 20_000)
+        control_cpu = thread_cpu(hub.pid, "fh:control") - control0
         t_idle = t_done
         if done_file:
             # Its last write, on the monotonic clock of t0.
@@ -657,7 +676,7 @@ def hub_throughput(bench, k, size, n, placement, scrape_hz=0, consumers=None,
     return dict(placement=label, k=k, size=size, n=n, wall_s=wall, in_rate=n / wall,
                 idle_after_s=t_idle - t_done,
                 deliveries=completed, deliveries_rate=completed / wall,
-                hub_cpu_s=cpu, hub_cpu_stat_s=s1 - s0,
+                hub_cpu_s=cpu, hub_cpu_stat_s=s1 - s0, control_cpu_s=control_cpu,
                 cpu_per_delivery_ns=cpu / max(1, completed) * 1e9,
                 cpu_per_msg_ns=cpu / n * 1e9, received=received, loss=n - received,
                 dropped=dropped, failed=sum(c["failed"] for c in st["consumers"]),
@@ -727,7 +746,7 @@ def rep_median(runs, keys):
 TP_KEYS = ["rate", "in_rate", "deliveries_rate", "cpu_per_msg_ns", "cpu_per_delivery_ns",
            "cpu_s", "hub_cpu_s", "hub_cpu_stat_s", "wall_s", "pub_send_rate", "loss",
            "dropped", "backlog_max", "pub_exit_s", "scrapes", "p99_ns", "ctx_per_msg",
-           "ctx_per_delivery", "idle_after_s"]
+           "ctx_per_delivery", "idle_after_s", "control_cpu_s"]
 LAT_KEYS = ["p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "count",
             "ctx_per_msg"]
 

@@ -101,16 +101,27 @@ def case_metrics(bench, prof, results):
         for name, runs in (("off", off), ("scrape10hz", on), ("collectd", coll)):
             if runs:
                 row[name] = b.rep_median(runs, b.TP_KEYS)
-        row["cost"] = 1 - row["scrape10hz"]["deliveries_rate"] / row["off"]["deliveries_rate"]
-        row["cpu_cost"] = (row["scrape10hz"]["cpu_per_delivery_ns"]
-                           / row["off"]["cpu_per_delivery_ns"] - 1)
+        # Each repetition's pair (off, then on, back to back), and their
+        # median: the machine's slow and fast phases last longer than a
+        # pair, so a ratio of two medians can compare one phase with the
+        # other. The control thread's CPU is what serving the scrapes took.
+        row["cost_pairs"] = [1 - a["deliveries_rate"] / o["deliveries_rate"]
+                             for o, a in zip(off, on)]
+        row["cost"] = b.median(row["cost_pairs"])
+        row["cpu_cost"] = b.median([a["cpu_per_delivery_ns"] / o["cpu_per_delivery_ns"] - 1
+                                    for o, a in zip(off, on)])
+        row["control_share"] = b.median([a["control_cpu_s"] / a["hub_cpu_s"] for a in on])
+        row["control_share_off"] = b.median([o["control_cpu_s"] / o["hub_cpu_s"] for o in off])
         if coll:
             row["collectd_cost"] = 1 - (row["collectd"]["deliveries_rate"]
                                         / row["off"]["deliveries_rate"])
         out.append(row)
         b.log(f"metrics {placement[0]}: off {row['off']['deliveries_rate']:,.0f}/s, 10 Hz "
             f"{row['scrape10hz']['deliveries_rate']:,.0f}/s: cost {row['cost']*100:+.1f} % "
-            f"(CPU/delivery {row['cpu_cost']*100:+.1f} %)")
+            f"(CPU/delivery {row['cpu_cost']*100:+.1f} %; pairs "
+            f"{', '.join(f'{c*100:+.1f}' for c in row['cost_pairs'])} %; control thread "
+            f"{row['control_share']*100:.2f} % of the hub's CPU, "
+            f"{row['control_share_off']*100:.2f} % without the scrapes)")
 
 
 def memory_run(bench, k, n, placement, size=1024):
