@@ -187,16 +187,17 @@ int
 fh_control_path_check_owner (const char *path, char *err, size_t errlen)
 {
     struct stat st;
-    if (lstat (path, &st) != 0 && s_hidden (path)) {
-        snprintf (err, errlen,
-                  "ipc://%s is renamed %s.busy for now: the hub has as many control clients as "
-                  "its descriptors allow (hub.control_refused); try again when one has left",
-                  path, path);
-        return -1;
-    }
     if (lstat (path, &st) != 0) {
-        snprintf (err, errlen, "ipc://%s: %s: is the hub running, with this control endpoint?",
-                  path, strerror (errno));
+        int error = errno;
+        if (s_hidden (path))
+            snprintf (err, errlen,
+                      "ipc://%s is renamed %s.busy for now: the hub has as many control clients "
+                      "as its descriptors allow (hub.control_refused); try again when one has "
+                      "left",
+                      path, path);
+        else
+            snprintf (err, errlen, "ipc://%s: %s: is the hub running, with this control endpoint?",
+                      path, strerror (error));
         return -1;
     }
     if (!S_ISSOCK (st.st_mode)) {
