@@ -225,14 +225,20 @@ class Publisher:
         self.sock.close()
 
 
-def read_jsonl(path):
+def whole_lines(path):
+    """The file's lines that are whole, as text. A plugin writes a line
+    with one write(2), but a reader can still see half of one: a line
+    that crosses a page boundary is copied in two steps, and the file's
+    size grows after each."""
     if not os.path.exists(path):
         return []
     with open(path, "rb") as f:
         data = f.read()
-    # Only whole lines: the plugin may be between writes.
-    lines = data.split(b"\n")[:-1]
-    return [json.loads(line) for line in lines]
+    return [line.decode() for line in data.split(b"\n")[:-1]]
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in whole_lines(path)]
 
 
 def count_lines(path):

@@ -30,12 +30,9 @@ def hub_yaml(pub, consumers, state_dir=None, shutdown_timeout=60):
 def journal(path):
     """The journal's lines as (seq, i, attempt)."""
     out = []
-    if not os.path.exists(path):
-        return out
-    with open(path) as f:
-        for line in f:
-            seq, i, attempt, _ = line.split()
-            out.append((int(seq), int(i) if i != "-" else None, int(attempt)))
+    for line in fh.whole_lines(path):
+        seq, i, attempt, _ = line.split()
+        out.append((int(seq), int(i) if i != "-" else None, int(attempt)))
     return out
 
 

@@ -54,8 +54,7 @@ def reload(hub, timeout=30):
 
 
 def recorded(path):
-    with open(path) as f:
-        return [int(line.split()[0]) for line in f if line.split()[4] == "ok"]
+    return [int(line.split()[0]) for line in fh.whole_lines(path) if line.split()[4] == "ok"]
 
 
 def timed_request(hub, command, limit=ANSWER_S):

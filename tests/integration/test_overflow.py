@@ -29,8 +29,7 @@ def hub_yaml(pub, consumers, state_dir=None):
 
 
 def recorded(path):
-    with open(path) as f:
-        return [int(line.split()[0]) for line in f if line.split()[4] == "ok"]
+    return [int(line.split()[0]) for line in fh.whole_lines(path) if line.split()[4] == "ok"]
 
 
 def publish(pub, hub, n, first=0, size=0):

@@ -23,10 +23,9 @@ def pool_config(pub, wd, workers, extra_options="", extra=""):
 
 def read_calls(path):
     calls = []
-    with open(path) as f:
-        for line in f:
-            seq, start, end, attempt, answer = line.split()
-            calls.append((int(seq), int(start), int(end), int(attempt), answer))
+    for line in fh.whole_lines(path):
+        seq, start, end, attempt, answer = line.split()
+        calls.append((int(seq), int(start), int(end), int(attempt), answer))
     return calls
 
 
