@@ -43,7 +43,7 @@ typedef struct {
     uint64_t malformed_by_reason[FH_MALFORMED_REASONS];
     uint64_t unrouted;           /* well-formed, but matched no consumer */
     uint64_t auth_denied;        /* bus handshakes refused: key, address, mechanism */
-    uint64_t peers_refused;      /* bus connections shed above bus.max_peers */
+    uint64_t peers_refused;      /* bus connections shed: max_peers, no fd */
     bool signatures;             /* bus.validate_signatures is on: the two below count */
     uint64_t signatures_checked; /* messages checked */
     uint64_t signature_failed[FH_SIG_REASONS]; /* and failed, by reason */

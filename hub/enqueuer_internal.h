@@ -37,7 +37,7 @@ struct fh_enqueuer {
     atomic_int bind_peers;              /* the bind endpoints' together */
     atomic_uint_fast64_t auth_denied;   /* handshakes refused: key, address,
                                            mechanism, cryptography */
-    atomic_uint_fast64_t peers_refused; /* connections shed above max_peers */
+    atomic_uint_fast64_t peers_refused; /* shed: past max_peers, or no fd */
     fh_endpoint_watch_t *watch;         /* the endpoints' state; read by anyone */
     atomic_int_fast64_t beat_ns;        /* the loop's last turn (monotonic) */
     fh_handled_t handled;               /* messages every matching consumer refused */

@@ -1,13 +1,15 @@
 /*  enqueuer_peers - the enqueuer's bus endpoints: the SUB socket on
     bus.bind and bus.connect and the PUB socket on bus.publish, their CURVE
     options and ZAP policies, the socket monitor's events, the count of
-    peers per endpoint, and bus.max_peers (connections past it are shed).
+    peers per endpoint, and the connections dropped at once (past
+    bus.max_peers, or with no descriptor left).
 */
 #include "enqueuer_internal.h"
 
 #include "clock.h"
 #include "fdlimit.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,18 @@ s_endpoint_index (fh_enqueuer_t *self, const char *address, bool accepted, bool 
     return fallback && list->count == 1 ? base : SIZE_MAX;
 }
 
+/* A connection to a bind endpoint dropped at once: counted in
+   peers_refused, and logged at the 1st, 2nd, 4th, 8th, ... one. */
+static void
+s_count_refused (fh_enqueuer_t *self, const char *address, const char *why)
+{
+    uint64_t refused = atomic_load (&self->peers_refused);
+    fh_bump (&self->peers_refused);
+    if (refused == 0 || (refused & (refused + 1)) == 0)
+        fh_warning ("bus: %s %s: refused a connection (%llu so far, hub.peers_refused)", address,
+                    why, (unsigned long long) refused + 1);
+}
+
 /* A connection accepted on a bind endpoint that has max_peers already:
    the descriptor goes back at once, before the table fills up (libzmq
    aborts when an accept of the control socket finds it full). libzmq owns
@@ -69,12 +83,9 @@ s_shed (fh_enqueuer_t *self, const char *address, int fd)
         return;
     if (shutdown (fd, SHUT_RDWR) != 0)
         return;
-    uint64_t refused = atomic_load (&self->peers_refused);
-    fh_bump (&self->peers_refused);
-    if (refused == 0 || (refused & (refused + 1)) == 0) /* 1, 2, 4, 8, ... */
-        fh_warning ("bus: %s has %d peers, its bus.max_peers: refused a connection "
-                    "(%llu so far)",
-                    address, self->max_peers, (unsigned long long) refused + 1);
+    char why[64];
+    snprintf (why, sizeof why, "has %d peers, its bus.max_peers", self->max_peers);
+    s_count_refused (self, address, why);
 }
 
 /* Reads one monitor event: its number, value and address. False when
@@ -178,6 +189,11 @@ fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
             fh_debug ("bus: disconnect %s: %s", config->connect.items[i],
                       zmq_strerror (zmq_errno ()));
     }
+    /* fdlimit.c's accept4 took and closed a connection the descriptor
+       table had no room for. libzmq leaves any other failed accept
+       (ENFILE, ENOBUFS) waiting in the backlog: not refused. */
+    if (i >= config->connect.count && event == ZMQ_EVENT_ACCEPT_FAILED && value == ECONNABORTED)
+        s_count_refused (self, address, "has no descriptor left for a new connection");
     if (i >= config->connect.count
         && (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
             || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL))
@@ -311,10 +327,11 @@ s_open_monitor (fh_enqueuer_t *self, zsock_t *sub)
     zsock_t *monitor = NULL;
     if (zmq_socket_monitor (
             zsock_resolve (sub), monitor_endpoint,
-            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED
-                | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_CLOSED
-                | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL
-                | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_ACCEPT_FAILED
+                | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED
+                | ZMQ_EVENT_CLOSED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED
+                | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         == 0) {
         monitor = zsock_new (ZMQ_PAIR);
         /* No high-water mark on this end makes the inproc pipe unbounded:

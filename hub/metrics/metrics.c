@@ -43,7 +43,8 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          "Bus handshakes refused by the ZAP handler (docs/security.md)."),
     ROW (FH_M_PEERS_REFUSED, FH_SCOPE_HUB, "peers_refused", "fanhub_peers_refused_total",
          "derive-peers_refused", C, false, "connections",
-         "Connections to a bus.bind endpoint dropped because it had bus.max_peers already."),
+         "Connections to a bus.bind endpoint dropped at once: it had bus.max_peers already, or "
+         "the hub had no descriptor left for them."),
     ROW (FH_M_SIG_CHECKED, FH_SCOPE_SIGNATURES, "checked", "fanhub_signatures_checked_total",
          "derive-signatures_checked", C, false, "messages",
          "Bus messages whose fedmsg signature was checked (bus.validate_signatures)."),

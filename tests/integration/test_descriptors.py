@@ -3,7 +3,8 @@ bus.bind endpoint of a hub whose `nofile` is 1024 (prlimit, on the hub
 only). The hub sheds what is beyond bus.max_peers and counts it, keeps
 delivering from its publisher, answers STATS, `fanhub stats` and
 /metrics, and stops cleanly: no abort, no busy loop. And the cap holds
-per endpoint when several bind on a wildcard address."""
+per endpoint when several bind on a wildcard address. A connection the
+table has no room for is refused and counted, not left waiting."""
 import errno
 import json
 import os
@@ -209,6 +210,69 @@ def control_flood(nofile):
         hub.kill()
 
 
+def test_bus_connection_without_a_descriptor():
+    """With the descriptor table full (a test plugin takes all but three),
+    a connection to bus.bind that has no descriptor is taken and closed at
+    once (fdlimit.c's accept4), counted in hub.peers_refused and logged,
+    not left waiting; the hub goes on delivering from its publisher."""
+    wd = fh.Workdir()
+    endpoint = "tcp://127.0.0.1:%d" % fh.free_port()
+    free = 3
+    with fh.Cleanup() as cleanup:
+        hub = cleanup.add(fh.Hub(
+            wd, "bus:\n  bind: %s\nconsumers:\n"
+            "  - name: hog\n    plugin: %s/fdhog.so\n    topics: [org.test.hog]\n"
+            "    options: {leave: %d}\n"
+            "  - name: all\n    plugin: log\n    topics: [org.test.data]\n"
+            "    options: {path: %s, flush_ms: 20}\n"
+            % (endpoint, fh.TEST_PLUGINS, free, json.dumps(wd.file("all.jsonl"))),
+            prefix=["prlimit", "--nofile=256:256", "--"]))
+        hub.wait_ready()
+        pub = cleanup.add(zmq.Context.instance().socket(zmq.XPUB))
+        pub.setsockopt(zmq.LINGER, 0)
+        pub.connect(endpoint)
+        fh.wait_for(lambda: pub.poll(0), "the hub's subscription", hub=hub)
+        pub.recv()
+        pub.send_multipart([b"org.test.hog", b"take"])
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "hog")["completed"] == 1,
+                    "the table to be filled", hub=hub)
+
+        # No control request from here until the table has room again: it
+        # would need a descriptor too.
+        host, port = endpoint[len("tcp://"):].rsplit(":", 1)
+        flood = [cleanup.add(socket.create_connection((host, int(port)), timeout=fh.DEADLINE))
+                 for _ in range(20)]
+        # Each connection is either served (libzmq sends its greeting) or
+        # closed without a byte.
+        greeted = closed = 0
+        for s in flood:
+            try:
+                data = s.recv(1)
+            except ConnectionResetError:
+                data = b""
+            greeted += bool(data)
+            closed += not data
+        # `free`, and one more for each control connection (the STATS of
+        # the wait above) that was open when the table was filled.
+        assert greeted <= free + 2 and closed >= len(flood) - free - 2, (greeted, closed)
+        pub.send_multipart([b"org.test.data", b"during"])
+        fh.wait_for(lambda: fh.count_lines(wd.file("all.jsonl")) == 1,
+                    "a message delivered with the table full", hub=hub)
+
+        for s in flood:
+            s.close()
+        pub.send_multipart([b"org.test.hog", b"give"])
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "hog")["completed"] == 2,
+                    "the table given back", hub=hub)
+        stats = hub.stats()
+        assert stats["hub"]["peers_refused"] == closed, (stats["hub"], closed)
+        log = hub.log()
+        assert "has no descriptor left for a new connection: refused a connection" in log, log
+        assert "Too many open files" not in log, log[-4000:]
+        assert hub.stop() == 0, hub.log()[-4000:]
+    wd.cleanup()
+
+
 def test_control_flood_with_nofile_1024():
     control_flood(1024)
 
@@ -219,4 +283,4 @@ def test_control_flood_with_nofile_128():
 
 if __name__ == "__main__":
     fh.main([test_connection_flood_with_nofile_1024, test_max_peers_per_wildcard_bind_endpoint,
-             test_control_flood_with_nofile_1024, test_control_flood_with_nofile_128])
+             test_bus_connection_without_a_descriptor, test_control_flood_with_nofile_1024, test_control_flood_with_nofile_128])

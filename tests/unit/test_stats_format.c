@@ -290,8 +290,8 @@ test_prometheus_one_consumer (void **state)
         "(docs/security.md).",
         "# TYPE fanhub_auth_denied_total counter",
         "fanhub_auth_denied_total 0",
-        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it "
-        "had bus.max_peers already.",
+        "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped at once: it "
+        "had bus.max_peers already, or the hub had no descriptor left for them.",
         "# TYPE fanhub_peers_refused_total counter",
         "fanhub_peers_refused_total 0",
         "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients "
@@ -530,8 +530,8 @@ test_prometheus_completion_and_upstream (void **state)
           " (docs/security.md).\n"
           "# TYPE fanhub_auth_denied_total counter\n"
           "fanhub_auth_denied_total 0\n"
-          "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped because it"
-          " had bus.max_peers already.\n"
+          "# HELP fanhub_peers_refused_total Connections to a bus.bind endpoint dropped at once: it"
+          " had bus.max_peers already, or the hub had no descriptor left for them.\n"
           "# TYPE fanhub_peers_refused_total counter\n"
           "fanhub_peers_refused_total 0\n"
           "# HELP fanhub_control_refused_total Control socket connections dropped: as many clients"
