@@ -296,9 +296,8 @@ fh_control_guard_on_monitor (fh_control_guard_t *self)
             s_shed (self, (int) value);
             s_hide (self, true);
         }
-        /* No descriptor for it (fdlimit.c's accept4), or its peer left
-           before the accept. */
-        else if (event == ZMQ_EVENT_ACCEPT_FAILED)
+        /* No descriptor for it: fdlimit.c's accept4 closed it. */
+        else if (event == ZMQ_EVENT_ACCEPT_FAILED && value == ECONNABORTED)
             s_count_refused (self, "no descriptor left for a new client");
         else if (event == ZMQ_EVENT_DISCONNECTED && self->clients > 0) {
             if (--self->clients < self->max_clients)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 
 /* The descriptor accept4 lets go of for a moment when the table is full. */
 static atomic_int s_spare = -1;
+static atomic_bool s_spare_wanted; /* fh_fdlimit_raise has run */
 
 static void
 s_keep_spare (void)
@@ -56,29 +58,35 @@ s_next_accept4 (int fd, struct sockaddr *addr, socklen_t *size, int flags)
    first), never fails with EMFILE: the spare descriptor is let go, the
    waiting connection taken and closed at once, the spare taken back, and
    the caller told ECONNABORTED, which libzmq and libmicrohttpd take as a
-   peer that left (libzmq's monitor says ACCEPT_FAILED). */
+   peer that left (libzmq's monitor says ACCEPT_FAILED with that errno). */
 __attribute__ ((visibility ("default"))) int
 accept4 (int fd, struct sockaddr *addr, socklen_t *size, int flags)
 {
     int got = s_next_accept4 (fd, addr, size, flags);
-    if (got >= 0 || errno != EMFILE)
+    if (got >= 0 || errno != EMFILE) {
+        /* A race below lost the spare: the next accept with room retakes it. */
+        if (atomic_load_explicit (&s_spare_wanted, memory_order_relaxed)
+            && atomic_load (&s_spare) < 0)
+            s_keep_spare ();
         return got;
-    int spare = atomic_exchange (&s_spare, -1);
-    if (spare >= 0) {
-        close (spare);
-        got = s_next_accept4 (fd, NULL, NULL, flags | SOCK_CLOEXEC);
-        int why = errno;
-        if (got >= 0)
-            close (got);
-        s_keep_spare ();
-        if (got < 0 && why != EMFILE) { /* nothing was waiting after all */
-            errno = why;
-            return -1;
-        }
     }
-    /* Without the spare (another thread holds it a moment) the connection
-       waits in the backlog for the next call. */
-    errno = ECONNABORTED;
+    int spare = atomic_exchange (&s_spare, -1);
+    if (spare < 0) {
+        /* Another thread holds the spare a moment: the connection waits in
+           the backlog for the next call, so nothing was refused. */
+        errno = EAGAIN;
+        return -1;
+    }
+    close (spare);
+    got = s_next_accept4 (fd, NULL, NULL, flags | SOCK_CLOEXEC);
+    int why = errno;
+    if (got >= 0)
+        close (got);
+    s_keep_spare ();
+    /* ECONNABORTED only when a connection was closed: nothing waited
+       after all (EAGAIN), or another thread took the freed slot (EMFILE,
+       the connection still waits), is not a refusal. */
+    errno = got >= 0 ? ECONNABORTED : why == EMFILE ? EAGAIN : why;
     return -1;
 }
 
@@ -94,6 +102,7 @@ fh_fdlimit_raise (void)
         if (setrlimit (RLIMIT_NOFILE, &limit) != 0)
             limit.rlim_cur = before;
     }
+    atomic_store (&s_spare_wanted, true);
     s_keep_spare ();
     fh_info ("descriptors: the limit is %llu (RLIMIT_NOFILE, raised to the hard limit)",
              (unsigned long long) limit.rlim_cur);

@@ -10,7 +10,9 @@
     The hub also defines accept4 (fdlimit.c): libzmq's ipc listener aborts
     when an accept finds the table full, and this one never fails so. It
     keeps a spare descriptor (from fh_fdlimit_raise on), lets it go to take
-    the waiting connection, closes that at once and says ECONNABORTED.
+    the waiting connection, closes that at once and says ECONNABORTED;
+    without the spare (another thread has it) it says EAGAIN, and the
+    connection waits.
 */
 #ifndef FH_FDLIMIT_H_INCLUDED
 #define FH_FDLIMIT_H_INCLUDED

@@ -1,5 +1,6 @@
 /*  Tests of fdlimit's accept4: with the descriptor table full, a waiting
-    connection is taken and closed (ECONNABORTED), never EMFILE; and a
+    connection is taken and closed (ECONNABORTED), never EMFILE; without
+    the spare it waits (EAGAIN) and the spare is taken back; and a
     libzmq ipc listener, which aborts on EMFILE (libzmq 4.3.4), lives
     through a client that arrives then. */
 #include "fdlimit.h"
@@ -18,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -141,6 +143,65 @@ test_full_table_refuses_the_waiting_connection (void **state)
     close (listener);
 }
 
+/* In a child, where the hard limit can be lowered: the spare lost (here
+   fh_fdlimit_raise found no room for it, as a race in accept4 can leave
+   it), a full table answers EAGAIN and the connection waits, not
+   refused; the next accept with room takes it and the spare back, and a
+   full table refuses again. Returns the step that went wrong, 0 if none. */
+static int
+s_lost_spare_steps (void)
+{
+    struct sockaddr_un addr;
+    int listener = s_listen ("lost.sock", &addr);
+    int first = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int second = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (connect (first, (struct sockaddr *) &addr, sizeof addr) != 0
+        || connect (second, (struct sockaddr *) &addr, sizeof addr) != 0)
+        return 1;
+    struct rlimit tight = {256, 256};
+    if (setrlimit (RLIMIT_NOFILE, &tight) != 0)
+        return 2;
+    int fd;
+    while ((fd = dup (0)) >= 0)
+        s_fill[s_filled++] = fd;
+    fh_fdlimit_raise (); /* no room: the spare goes, its slot freed */
+    s_fill[s_filled++] = dup (0);
+    if (s_fill[s_filled - 1] < 0)
+        return 3;
+    errno = 0;
+    if (accept4 (listener, NULL, NULL, SOCK_CLOEXEC) != -1 || errno != EAGAIN)
+        return 4;
+    close (s_fill[--s_filled]);
+    close (s_fill[--s_filled]);
+    int got = accept4 (listener, NULL, NULL, SOCK_CLOEXEC); /* first, and the spare */
+    if (got < 0 || write (first, "x", 1) != 1)
+        return 5;
+    char byte;
+    if (read (got, &byte, 1) != 1 || byte != 'x')
+        return 6;
+    close (got);
+    if ((s_fill[s_filled++] = dup (0)) < 0 || dup (0) != -1)
+        return 7;
+    errno = 0;
+    if (accept4 (listener, NULL, NULL, SOCK_CLOEXEC) != -1 || errno != ECONNABORTED)
+        return 8;
+    return s_closed_by_peer (second) ? 0 : 9;
+}
+
+static void
+test_lost_spare_waits_then_is_taken_back (void **state)
+{
+    (void) state;
+    pid_t child = fork ();
+    assert_true (child >= 0);
+    if (child == 0)
+        _exit (s_lost_spare_steps ());
+    int status;
+    assert_int_equal (waitpid (child, &status, 0), child);
+    assert_true (WIFEXITED (status));
+    assert_int_equal (WEXITSTATUS (status), 0);
+}
+
 /* libzmq's ipc listener accepts a client while no descriptor is free:
    it reports ACCEPT_FAILED (ECONNABORTED) and goes on, where libzmq 4.3.4
    alone aborts (ipc_listener.cpp:325). */
@@ -208,6 +269,8 @@ main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown (test_full_table_refuses_the_waiting_connection, s_setup,
+                                         s_teardown),
+        cmocka_unit_test_setup_teardown (test_lost_spare_waits_then_is_taken_back, s_setup,
                                          s_teardown),
         cmocka_unit_test_setup_teardown (test_zmq_ipc_listener_lives_through_a_full_table, s_setup,
                                          s_teardown),
