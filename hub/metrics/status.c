@@ -20,6 +20,7 @@ typedef struct {
     char *name;
     s_sample_t samples[FH_STATUS_SAMPLES];
     size_t next, count;
+    int64_t seen_ns; /* the last tick that found the consumer */
 } s_series_t;
 
 struct fh_status {
@@ -86,6 +87,30 @@ s_series (fh_status_t *self, size_t hint, const char *name, bool create)
     return create ? s_series_add (self, name) : NULL;
 }
 
+static const s_sample_t *
+s_sample (const s_series_t *series, size_t age) /* 0: the newest */
+{
+    return &series->samples[(series->next + FH_STATUS_SAMPLES - 1 - age) % FH_STATUS_SAMPLES];
+}
+
+/* The series of consumers that this tick did not find: reloads removed
+   them, and their names would otherwise be kept for good. */
+static void
+s_forget_removed (fh_status_t *self, int64_t now_ns)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < self->count; i++) {
+        if (self->series[i].seen_ns != now_ns) {
+            free (self->series[i].name);
+            continue;
+        }
+        if (kept != i)
+            self->series[kept] = self->series[i];
+        kept++;
+    }
+    self->count = kept;
+}
+
 void
 fh_status_tick (fh_status_t *self, fh_hub_t *hub, int64_t now_ns)
 {
@@ -102,18 +127,19 @@ fh_status_tick (fh_status_t *self, fh_hub_t *hub, int64_t now_ns)
             continue;
         fh_consumer_counts_t counts;
         fh_hub_consumer_counts (hub, i, &counts);
+        series->seen_ns = now_ns;
+        /* Counts that went back are a new consumer of that name (removed
+           and added again by reloads): its predecessor's samples go. */
+        const s_sample_t *last = series->count ? s_sample (series, 0) : NULL;
+        if (last && (counts.enqueued < last->enqueued || counts.dequeued < last->dequeued))
+            series->count = series->next = 0;
         series->samples[series->next]
             = (s_sample_t){now_ns, counts.backlog, counts.enqueued, counts.dequeued};
         series->next = (series->next + 1) % FH_STATUS_SAMPLES;
         if (series->count < FH_STATUS_SAMPLES)
             series->count++;
     }
-}
-
-static const s_sample_t *
-s_sample (const s_series_t *series, size_t age) /* 0: the newest */
-{
-    return &series->samples[(series->next + FH_STATUS_SAMPLES - 1 - age) % FH_STATUS_SAMPLES];
+    s_forget_removed (self, now_ns);
 }
 
 static int64_t
@@ -154,6 +180,13 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
                                                                     : "";
     double in = 0, out = 0;
     json_t *history = json_array ();
+    uint64_t enqueued = (uint64_t) s_int (item, FH_M_ENQUEUED);
+    uint64_t dequeued = (uint64_t) s_int (item, FH_M_DEQUEUED);
+    /* Counts below the newest sample's: a consumer of that name added
+       again since the last tick; the samples are its predecessor's. */
+    if (series && series->count
+        && (enqueued < s_sample (series, 0)->enqueued || dequeued < s_sample (series, 0)->dequeued))
+        series = NULL;
     if (series && series->count) {
         /* The rates: from the newest sample a step old or more. */
         size_t age = 0;
@@ -162,8 +195,8 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
         const s_sample_t *then = s_sample (series, age);
         double seconds = (double) (now_ns - then->t_ns) / 1e9;
         if (seconds > 0.5) {
-            in = (double) ((uint64_t) s_int (item, FH_M_ENQUEUED) - then->enqueued) / seconds;
-            out = (double) ((uint64_t) s_int (item, FH_M_DEQUEUED) - then->dequeued) / seconds;
+            in = (double) (enqueued - then->enqueued) / seconds;
+            out = (double) (dequeued - then->dequeued) / seconds;
         }
         for (size_t i = series->count; i > 0; i--)
             json_array_append_new (history,

@@ -7,7 +7,9 @@
     Owned by the control actor: fh_status_tick on its tick (one read of
     each consumer's counters every 10 s, nothing else), fh_status_answer
     when STATUS is asked (the page, /status.json), under the hub's lock.
-    The ring survives reloads: it is keyed by consumer name.
+    The ring survives reloads: it is keyed by consumer name. A removed
+    consumer's goes at the next tick; counters that went back (the name
+    added again) start it afresh.
 */
 #ifndef FH_STATUS_H_INCLUDED
 #define FH_STATUS_H_INCLUDED

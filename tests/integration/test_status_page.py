@@ -160,5 +160,44 @@ def test_page_in_a_browser_matches_stats():
         pub.close()
 
 
+def test_consumer_added_again_starts_afresh():
+    """A consumer removed by a reload and added again under its name
+    starts with counters at 0: the page shows no rate and no history
+    from its predecessor (it showed 1.8e18 msg/s, the counters'
+    difference wrapped around). Takes a status step or two (10 s each)."""
+    wd = fh.Workdir()
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        config = ("bus:\n  connect: [%s]\nconsumers:\n  - {name: b, plugin: \"null\"}\n"
+                  % pub.endpoint)
+        again = '  - {name: again, plugin: "null"}\n'
+        hub = cleanup.add(fh.Hub(wd, config + again))
+
+        def status(name):
+            return hub.consumer(json.loads(hub.request("STATUS")), name)["status"]
+
+        pub.wait_subscribed(hub=hub)
+        for _ in range(500):
+            pub.send("org.test.again", "{}")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "again")["completed"] == 500,
+                    "the messages consumed", hub=hub)
+        # Two samples of the 500 (the history holds the samples, then now):
+        # the rates are taken from a sample a step old, the first of them.
+        samples = len(status("again")["history"]["backlog"])
+        fh.wait_for(lambda: len(status("again")["history"]["backlog"]) > samples + 1,
+                    "two status samples after the messages", hub=hub)
+        for text, count in ((config, 1), (config + again, 2)):
+            with open(hub.config, "w") as f:
+                f.write(text + "control: %s\n" % hub.control)
+            status_code, out, err = fh.run(["reload", "-e", hub.control])
+            assert status_code == 0 and "%d consumer" % count in out, (out, err)
+        fresh = status("again")
+        assert fresh["rate_in"] == 0 and fresh["rate_out"] == 0, fresh
+        # Now, and at most one sample taken since the reload.
+        assert len(fresh["history"]["backlog"]) <= 2, fresh
+        assert hub.stop() == 0, hub.log()[-3000:]
+    wd.cleanup()
+
+
 if __name__ == "__main__":
-    fh.main([test_page_in_a_browser_matches_stats])
+    fh.main([test_page_in_a_browser_matches_stats, test_consumer_added_again_starts_afresh])
