@@ -3,14 +3,13 @@
     that the hub and its consumers see its id as `msg_id`, as fedmsg
     consumers read it. See source_amqp_settings.h and docs/fedora.md.
 */
-#define _GNU_SOURCE /* timegm */
 #include "source_amqp_settings.h"
 
+#include "clock.h"
 #include "pyjson.h"
 
 #include <amqp.h>
 #include <jansson.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -38,29 +37,21 @@ s_field_json (const amqp_field_value_t *v)
     }
 }
 
-/* fedora-messaging's sent-at, "2024-06-21T12:52:29+00:00" (microseconds
-   and another offset allowed), in whole seconds; -1 when it is not one. */
+/* fedora-messaging's sent-at, "2024-06-21T12:52:29+00:00" (RFC 3339:
+   microseconds and another offset allowed), in whole seconds; -1 when it
+   is not one. */
 static int64_t
 s_sent_at (const amqp_bytes_t *text)
 {
     char buf[64];
+    int64_t ns;
     if (text->len == 0 || text->len >= sizeof buf)
         return -1;
     memcpy (buf, text->bytes, text->len);
     buf[text->len] = '\0';
-    struct tm tm = {0};
-    const char *rest = strptime (buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (!rest)
+    if (!fh_clock_parse_rfc3339 (buf, &ns))
         return -1;
-    if (*rest == '.')
-        rest += 1 + strspn (rest + 1, "0123456789");
-    int64_t seconds = (int64_t) timegm (&tm);
-    int hours, minutes;
-    if ((*rest == '+' || *rest == '-') && sscanf (rest + 1, "%2d:%2d", &hours, &minutes) == 2)
-        seconds -= (*rest == '-' ? -1 : 1) * (hours * 3600 + minutes * 60);
-    else if (*rest && strcmp (rest, "Z") != 0)
-        return -1;
-    return seconds;
+    return ns >= 0 ? ns / 1000000000 : -1; /* before 1970: not a sending time */
 }
 
 int
