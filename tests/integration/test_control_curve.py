@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import urllib.request
 
 import fanhublib as fh
@@ -274,6 +275,67 @@ def test_tail_is_a_curve_client_of_bus_publish():
     wd.cleanup()
 
 
+class HangsUpFirst:
+    """A control endpoint that hangs up on libzmq before its greeting, as a
+    hub that saw the mismatch first does (the race the client loses on a
+    busy machine), and answers the client's probe, which sends 11 bytes at
+    once (libzmq sends 10, then waits for ours), with a ZMTP 3.0 greeting
+    naming `mechanism`."""
+
+    def __init__(self, mechanism):
+        self.greeting = (b"\xff" + b"\x00" * 8 + b"\x7f" + b"\x03\x00"
+                         + mechanism.ljust(20, b"\x00") + b"\x01" + b"\x00" * 31)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.endpoint = "tcp://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.hung_up = self.probed = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            with conn:
+                data = b""
+                while len(data) < 10:
+                    chunk = conn.recv(64)
+                    if not chunk:
+                        break
+                    data += chunk
+                # Counted first: the client may be gone once it has read.
+                if len(data) >= 11 and data[10] == 3:
+                    self.probed += 1
+                    conn.sendall(self.greeting)
+                else:
+                    self.hung_up += 1
+
+    def close(self):
+        self.listener.shutdown(socket.SHUT_RDWR)
+        self.listener.close()
+        self.thread.join()
+
+
+def test_hang_up_before_the_greeting_is_probed():
+    """A hub that hangs up before the client reads its greeting: the client
+    reads the greeting itself once and names the mechanism it wants; when
+    the greeting shows no mismatch, it waits out its timeout as before."""
+    wd = fh.Workdir()
+    _, secret, public = keygen(wd, "probe")
+    keyed = ["--curve-key", secret, "--server-key", public]
+    cases = ((b"CURVE", [], "it requires CURVE; give --curve-key and --server-key"),
+             (b"NULL", keyed, "it does not speak CURVE on this endpoint"),
+             (b"NULL", [], "no answer within 1000 ms"))
+    for mechanism, args, said in cases:
+        with fh.Cleanup() as cleanup:
+            server = cleanup.add(HangsUpFirst(mechanism))
+            status, out, err = fh.run(["stats", "-t", "1000", "-e", server.endpoint] + args)
+            assert status == 1 and out == "" and said in err, (mechanism, args, err)
+            assert server.hung_up >= 1 and server.probed == 1, (server.hung_up, server.probed)
+    wd.cleanup()
+
+
 def hub_denied(hub):
     return hub.stats()["hub"]["auth_denied"]
 
@@ -282,6 +344,7 @@ if __name__ == "__main__":
     fh.main([test_allowed_keys_get_answers,
              test_refused_clients_say_so_and_are_counted,
              test_client_key_options_are_checked,
+             test_hang_up_before_the_greeting_is_probed,
              test_check_and_run_refuse_a_control_endpoint_off_loopback_in_clear,
              test_insecure_endpoint_off_loopback_is_served_and_logged,
              test_tail_is_a_curve_client_of_bus_publish])
