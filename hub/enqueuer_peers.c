@@ -172,7 +172,10 @@ fh_enq_monitor_event (fh_enqueuer_t *self, void *monitor)
     int64_t now = fh_clock_mono_ns ();
     size_t i;
     switch (event) {
-    case ZMQ_EVENT_ACCEPTED: i = s_endpoint_index (self, address, true, true); break;
+    case ZMQ_EVENT_ACCEPTED:
+    case ZMQ_EVENT_ACCEPT_FAILED: /* named by the listener's address */
+        i = s_endpoint_index (self, address, true, true);
+        break;
     case ZMQ_EVENT_CONNECTED:
     case ZMQ_EVENT_CONNECT_DELAYED:
     case ZMQ_EVENT_CONNECT_RETRIED:

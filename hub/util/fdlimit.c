@@ -7,11 +7,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef RTLD_NEXT /* glibc shows it only under _GNU_SOURCE */
@@ -20,17 +23,33 @@
 
 #define RESERVE_MIN 64
 
-/* The descriptor accept4 lets go of for a moment when the table is full. */
-static atomic_int s_spare = -1;
-static atomic_bool s_spare_wanted; /* fh_fdlimit_raise has run */
+/* The spare descriptor accept4 lets go of when the table is full, and
+   the accepts that use it: one thread at a time (only an accept that
+   finds the table full takes the lock). */
+static pthread_mutex_t s_lock = PTHREAD_MUTEX_INITIALIZER;
+static int s_spare = -1;            /* under s_lock */
+static fh_ratelimit_t s_waiting;    /* under s_lock */
+static atomic_bool s_spare_missing; /* the last try found no room for it */
+
+/* Under s_lock: takes the spare when there is none; false when no
+   descriptor is free for it. */
+static bool
+s_keep_spare_locked (void)
+{
+    if (s_spare < 0)
+        s_spare = open ("/dev/null", O_RDONLY | O_CLOEXEC);
+    atomic_store (&s_spare_missing, s_spare < 0);
+    return s_spare >= 0;
+}
 
 static void
 s_keep_spare (void)
 {
-    int fd = open ("/dev/null", O_RDONLY | O_CLOEXEC);
-    int old = atomic_exchange (&s_spare, fd);
-    if (old >= 0)
-        close (old);
+    int saved = errno;
+    pthread_mutex_lock (&s_lock);
+    s_keep_spare_locked ();
+    pthread_mutex_unlock (&s_lock);
+    errno = saved;
 }
 
 typedef int (*s_accept4_fn) (int, struct sockaddr *, socklen_t *, int);
@@ -50,6 +69,26 @@ s_next_accept4 (int fd, struct sockaddr *addr, socklen_t *size, int flags)
     return call (fd, addr, size, flags);
 }
 
+/* A connection that must wait in the listen queue: no descriptor for
+   it, not even the spare's, or none the system can give. libzmq polls
+   its listeners level-triggered and would ask again at once, for as long
+   as it waits: a millisecond's pause bounds that to a thousand calls a
+   second, and a line every 10 s says why. Told EAGAIN, which every
+   caller bears (libzmq's ipc listener aborts on EMFILE, ENOBUFS and
+   ENOMEM). */
+static int
+s_wait_in_queue (int why)
+{
+    pthread_mutex_lock (&s_lock);
+    fh_log_limited (&s_waiting, FANHUB_LOG_WARNING,
+                    "descriptors: a connection waits to be accepted: %s", strerror (why));
+    pthread_mutex_unlock (&s_lock);
+    struct timespec pause = {0, 1000000};
+    nanosleep (&pause, NULL);
+    errno = EAGAIN;
+    return -1;
+}
+
 /* libzmq 4.3.4 aborts when an accept on an ipc listener fails with
    EMFILE (ipc_listener.cpp:325 leaves it out of the errors it bears; its
    tcp listener has it). Its accepts run on its I/O thread, faster than
@@ -58,35 +97,43 @@ s_next_accept4 (int fd, struct sockaddr *addr, socklen_t *size, int flags)
    first), never fails with EMFILE: the spare descriptor is let go, the
    waiting connection taken and closed at once, the spare taken back, and
    the caller told ECONNABORTED, which libzmq and libmicrohttpd take as a
-   peer that left (libzmq's monitor says ACCEPT_FAILED with that errno). */
+   peer that left (libzmq's monitor says ACCEPT_FAILED with that errno).
+   ECONNABORTED means a connection was closed; one that waits is EAGAIN. */
 __attribute__ ((visibility ("default"))) int
 accept4 (int fd, struct sockaddr *addr, socklen_t *size, int flags)
 {
     int got = s_next_accept4 (fd, addr, size, flags);
-    if (got >= 0 || errno != EMFILE) {
-        /* A race below lost the spare: the next accept with room retakes it. */
-        if (atomic_load_explicit (&s_spare_wanted, memory_order_relaxed)
-            && atomic_load (&s_spare) < 0)
+    if (got >= 0) {
+        if (atomic_load_explicit (&s_spare_missing, memory_order_relaxed))
             s_keep_spare ();
         return got;
     }
-    int spare = atomic_exchange (&s_spare, -1);
-    if (spare < 0) {
-        /* Another thread holds the spare a moment: the connection waits in
-           the backlog for the next call, so nothing was refused. */
-        errno = EAGAIN;
-        return -1;
-    }
-    close (spare);
-    got = s_next_accept4 (fd, NULL, NULL, flags | SOCK_CLOEXEC);
     int why = errno;
+    if (why == ENFILE || why == ENOBUFS || why == ENOMEM)
+        return s_wait_in_queue (why);
+    if (why != EMFILE)
+        return -1;
+    pthread_mutex_lock (&s_lock);
+    if (!s_keep_spare_locked ()) {
+        pthread_mutex_unlock (&s_lock);
+        return s_wait_in_queue (EMFILE);
+    }
+    close (s_spare);
+    s_spare = -1;
+    got = s_next_accept4 (fd, NULL, NULL, flags | SOCK_CLOEXEC);
+    why = errno;
     if (got >= 0)
         close (got);
-    s_keep_spare ();
-    /* ECONNABORTED only when a connection was closed: nothing waited
-       after all (EAGAIN), or another thread took the freed slot (EMFILE,
-       the connection still waits), is not a refusal. */
-    errno = got >= 0 ? ECONNABORTED : why == EMFILE ? EAGAIN : why;
+    s_keep_spare_locked ();
+    pthread_mutex_unlock (&s_lock);
+    if (got >= 0) {
+        errno = ECONNABORTED;
+        return -1;
+    }
+    /* EMFILE: a thread that was not accepting took the freed slot. */
+    if (why == EMFILE)
+        return s_wait_in_queue (EMFILE);
+    errno = why; /* EAGAIN: nothing waited after all */
     return -1;
 }
 
@@ -102,7 +149,6 @@ fh_fdlimit_raise (void)
         if (setrlimit (RLIMIT_NOFILE, &limit) != 0)
             limit.rlim_cur = before;
     }
-    atomic_store (&s_spare_wanted, true);
     s_keep_spare ();
     fh_info ("descriptors: the limit is %llu (RLIMIT_NOFILE, raised to the hard limit)",
              (unsigned long long) limit.rlim_cur);

@@ -10,9 +10,11 @@
     The hub also defines accept4 (fdlimit.c): libzmq's ipc listener aborts
     when an accept finds the table full, and this one never fails so. It
     keeps a spare descriptor (from fh_fdlimit_raise on), lets it go to take
-    the waiting connection, closes that at once and says ECONNABORTED;
-    without the spare (another thread has it) it says EAGAIN, and the
-    connection waits.
+    the waiting connection, closes that at once and says ECONNABORTED.
+    When even the spare cannot be had (or the system is out of
+    descriptors or memory), the connection waits in the listen queue: it
+    says EAGAIN after a millisecond's pause, so that a listener polled
+    again at once does not spin, and logs why every 10 s.
 */
 #ifndef FH_FDLIMIT_H_INCLUDED
 #define FH_FDLIMIT_H_INCLUDED
