@@ -380,6 +380,12 @@ fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t *out)
     fh_lineage_counts (self->lines[index], out);
 }
 
+uint64_t
+fh_hub_consumer_serial (fh_hub_t *self, size_t index)
+{
+    return fh_lineage_serial (self->lines[index]);
+}
+
 void
 fh_hub_consumer_latency (fh_hub_t *self, size_t index, fh_histogram_snapshot_t *queue_wait,
                          fh_histogram_snapshot_t *processing)

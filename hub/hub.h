@@ -88,6 +88,8 @@ void fh_hub_abandon (fh_hub_t *self, const char *why);
 void fh_hub_consumer_counts (fh_hub_t *self, size_t index, fh_consumer_counts_t *out);
 void fh_hub_consumer_latency (fh_hub_t *self, size_t index, fh_histogram_snapshot_t *queue_wait,
                               fh_histogram_snapshot_t *processing);
+/* Under the lock: consumer `index`'s lineage serial (fh_lineage_serial). */
+uint64_t fh_hub_consumer_serial (fh_hub_t *self, size_t index);
 /* Main thread (it owns the lineages: no lock), once a second: stuck
    checks and spool ticks (fsync) of every running instance, leaving ones
    included. Not on the control actor: a slow disk must not hold STATS. */

@@ -38,6 +38,7 @@ struct fh_lineage {
     char *name;
     s_instance_t *instances; /* oldest first */
     size_t count, room;
+    uint64_t serial; /* fh_lineage_serial */
     bool removed;
     bool closed;           /* the newest gets no more: shutdown, or removed */
     bool finishing;        /* shutdown, drained: the last instance goes too */
@@ -59,8 +60,10 @@ fh_lineage_t *
 fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, fh_lineage_tag_t tag,
                 void (*release) (fh_lineage_tag_t))
 {
+    static atomic_uint_fast64_t serials;
     fh_lineage_t *self = calloc (1, sizeof *self);
     if (self) {
+        self->serial = atomic_fetch_add (&serials, 1) + 1;
         self->name = strdup (fh_consumer_name (first));
         self->instances = calloc (2, sizeof *self->instances);
         self->room = 2;
@@ -190,6 +193,12 @@ const char *
 fh_lineage_name (const fh_lineage_t *self)
 {
     return self->name;
+}
+
+uint64_t
+fh_lineage_serial (const fh_lineage_t *self)
+{
+    return self->serial;
 }
 
 fh_consumer_t *

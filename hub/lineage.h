@@ -52,6 +52,9 @@ fh_lineage_t *fh_lineage_new (fh_consumer_t *first, const fh_config_t *config, f
 void fh_lineage_destroy (fh_lineage_t **self_p);
 
 const char *fh_lineage_name (const fh_lineage_t *self);
+/* A number no other lineage of the process has had (from 1): a consumer
+   removed and added again by reloads under its name is another one. */
+uint64_t fh_lineage_serial (const fh_lineage_t *self);
 /* The newest instance: the one the enqueuer routes to. NULL once every
    instance is gone (a removed consumer that finished). */
 fh_consumer_t *fh_lineage_current (fh_lineage_t *self);

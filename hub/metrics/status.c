@@ -20,6 +20,7 @@ typedef struct {
     char *name;
     s_sample_t samples[FH_STATUS_SAMPLES];
     size_t next, count;
+    uint64_t serial; /* the consumer's lineage: another one under the name starts afresh */
     int64_t seen_ns; /* the last tick that found the consumer */
 } s_series_t;
 
@@ -128,11 +129,12 @@ fh_status_tick (fh_status_t *self, fh_hub_t *hub, int64_t now_ns)
         fh_consumer_counts_t counts;
         fh_hub_consumer_counts (hub, i, &counts);
         series->seen_ns = now_ns;
-        /* Counts that went back are a new consumer of that name (removed
-           and added again by reloads): its predecessor's samples go. */
-        const s_sample_t *last = series->count ? s_sample (series, 0) : NULL;
-        if (last && (counts.enqueued < last->enqueued || counts.dequeued < last->dequeued))
+        /* Removed and added again by reloads: its predecessor's samples go. */
+        uint64_t serial = fh_hub_consumer_serial (hub, i);
+        if (series->serial != serial) {
             series->count = series->next = 0;
+            series->serial = serial;
+        }
         series->samples[series->next]
             = (s_sample_t){now_ns, counts.backlog, counts.enqueued, counts.dequeued};
         series->next = (series->next + 1) % FH_STATUS_SAMPLES;
@@ -182,11 +184,6 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
     json_t *history = json_array ();
     uint64_t enqueued = (uint64_t) s_int (item, FH_M_ENQUEUED);
     uint64_t dequeued = (uint64_t) s_int (item, FH_M_DEQUEUED);
-    /* Counts below the newest sample's: a consumer of that name added
-       again since the last tick; the samples are its predecessor's. */
-    if (series && series->count
-        && (enqueued < s_sample (series, 0)->enqueued || dequeued < s_sample (series, 0)->dequeued))
-        series = NULL;
     if (series && series->count) {
         /* The rates: from the newest sample a step old or more. */
         size_t age = 0;
@@ -233,6 +230,20 @@ s_hub_status (fh_hub_t *hub, double now_s)
                       attempts ? json_string (reload) : json_null (), "recent_warnings", warnings);
 }
 
+/* The lineage serial of the hub's consumer `name` (at `hint` mostly); 0,
+   which none has, when there is none. */
+static uint64_t
+s_serial_of (fh_hub_t *hub, size_t hint, const char *name)
+{
+    size_t count = fh_hub_consumer_count (hub);
+    if (hint < count && strcmp (fh_consumer_name (fh_hub_consumer (hub, hint)), name) == 0)
+        return fh_hub_consumer_serial (hub, hint);
+    for (size_t i = 0; i < count; i++)
+        if (strcmp (fh_consumer_name (fh_hub_consumer (hub, i)), name) == 0)
+            return fh_hub_consumer_serial (hub, i);
+    return 0;
+}
+
 char *
 fh_status_answer (fh_status_t *self, fh_hub_t *hub, const fh_metrics_snapshot_t *snapshot,
                   int64_t now_ns)
@@ -245,9 +256,12 @@ fh_status_answer (fh_status_t *self, fh_hub_t *hub, const fh_metrics_snapshot_t 
     json_t *consumers = json_object_get (json, "consumers");
     for (size_t i = 0; i < snapshot->consumer_count && i < json_array_size (consumers); i++) {
         const fh_metrics_item_t *item = &snapshot->consumers[i];
-        json_object_set_new (
-            json_array_get (consumers, i), "status",
-            s_consumer_status (s_series (self, i, item->name, false), item, now_ns));
+        s_series_t *series = s_series (self, i, item->name, false);
+        /* A consumer added again since the last tick: not its samples. */
+        if (series && series->serial != s_serial_of (hub, i, item->name))
+            series = NULL;
+        json_object_set_new (json_array_get (consumers, i), "status",
+                             s_consumer_status (series, item, now_ns));
     }
     char *text = json_dumps (json, JSON_COMPACT);
     json_decref (json);

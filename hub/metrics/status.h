@@ -7,9 +7,9 @@
     Owned by the control actor: fh_status_tick on its tick (one read of
     each consumer's counters every 10 s, nothing else), fh_status_answer
     when STATUS is asked (the page, /status.json), under the hub's lock.
-    The ring survives reloads: it is keyed by consumer name. A removed
-    consumer's goes at the next tick; counters that went back (the name
-    added again) start it afresh.
+    The ring survives reloads: it is keyed by consumer name and lineage
+    (fh_hub_consumer_serial). A removed consumer's goes at the next tick;
+    one added again under its name has another lineage and a new ring.
 */
 #ifndef FH_STATUS_H_INCLUDED
 #define FH_STATUS_H_INCLUDED

@@ -26,7 +26,7 @@ int64_t fh_clock_wall_offset_ns (void);
 /* An RFC 3339 date-time, "2026-11-21T09:03:48.123456Z" or with an offset
    "+02:00", to nanoseconds since the epoch (digits below the nanosecond
    are dropped). Answers false when it is not one, or out of the range of
-   int64_t nanoseconds (years 1678 to 2261). */
+   int64_t nanoseconds (about 1677-09-21 to 2262-04-11). */
 bool fh_clock_parse_rfc3339 (const char *text, int64_t *ns_out);
 
 /* A clock that can be replaced in tests, so that waiting for time to pass

@@ -164,7 +164,8 @@ def test_consumer_added_again_starts_afresh():
     """A consumer removed by a reload and added again under its name
     starts with counters at 0: the page shows no rate and no history
     from its predecessor (it showed 1.8e18 msg/s, the counters'
-    difference wrapped around). Takes a status step or two (10 s each)."""
+    difference wrapped around), even once it has counted past it. Takes
+    a status step or two (10 s each)."""
     wd = fh.Workdir()
     with fh.Cleanup() as cleanup:
         pub = cleanup.add(fh.Publisher())
@@ -191,10 +192,16 @@ def test_consumer_added_again_starts_afresh():
                 f.write(text + "control: %s\n" % hub.control)
             status_code, out, err = fh.run(["reload", "-e", hub.control])
             assert status_code == 0 and "%d consumer" % count in out, (out, err)
+        # More than its predecessor had: counts alone cannot tell them apart.
+        for _ in range(600):
+            pub.send("org.test.again", "{}")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "again")["completed"] == 600,
+                    "the messages consumed again", hub=hub)
         fresh = status("again")
-        assert fresh["rate_in"] == 0 and fresh["rate_out"] == 0, fresh
-        # Now, and at most one sample taken since the reload.
+        # Now, and at most one sample taken since the reload; a rate, if
+        # any, from that sample: 600 messages in half a second or more.
         assert len(fresh["history"]["backlog"]) <= 2, fresh
+        assert fresh["rate_in"] <= 1200 and fresh["rate_out"] <= 1200, fresh
         assert hub.stop() == 0, hub.log()[-3000:]
     wd.cleanup()
 
