@@ -25,7 +25,8 @@ static void s_usage (const fh_cli_command_t *command, FILE *out);
 
 /* FH_CLI_CONTROL_OPTIONS: fh_cli_next knows them by these texts. */
 const char fh_cli_control_config_help[] = "find the hub's control endpoint in this config\n"
-                                          "(default: the built-in default configuration)";
+                                          "(default: the built-in default configuration); one\n"
+                                          "that does not load still gives its control: key";
 const char fh_cli_control_endpoint_help[] = "the control endpoint itself (ipc://PATH or\n"
                                             "tcp://127.0.0.1:PORT)";
 
@@ -281,7 +282,14 @@ s_control_endpoint (const fh_cli_command_t *command, const char *path, const cha
     *config = fh_cli_load_config (path, err, sizeof err);
     if (!*config) {
         fprintf (stderr, "fanhub %s: %s\n", command->name, err);
-        return NULL;
+        /* A file being edited must not cut the hub off from its operator
+           and its monitoring: reload then tells the hub, which refuses
+           the file and opens its log files again (logrotate's reload). */
+        *config = path ? fh_config_control_only (path) : NULL;
+        if (!*config)
+            return NULL;
+        fprintf (stderr, "fanhub %s: asking the hub at %s, which the file names, all the same\n",
+                 command->name, (*config)->control);
     }
     return (*config)->control;
 }

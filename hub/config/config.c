@@ -36,36 +36,13 @@
 #define S_SHUTDOWN_TIMEOUT_MAX_S 3600
 #define S_CONSUMERS_MAX 1024 /* each is a thread or more */
 
-/* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
-   entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
-   a private directory (control_path.h: /run/fanhub for root, else
-   /tmp/fanhub-UID), never a path any user may create first. */
+/* The default endpoint (fh_cfg_default_control), checked. */
 static int
 s_control_default (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg)
 {
-    const char *dir = getenv ("RUNTIME_DIRECTORY");
-    size_t len = dir ? strcspn (dir, ":") : 0;
-    if (len == 0) {
-        dir = getenv ("XDG_RUNTIME_DIR");
-        len = dir ? strlen (dir) : 0;
-    }
-    char private_dir[64];
-    if (len == 0) {
-        fh_control_path_private_dir (private_dir, sizeof private_dir);
-        dir = private_dir;
-        len = strlen (dir);
-    }
-    while (len > 1 && dir[len - 1] == '/')
-        len--;
-    if (len == 1 && dir[0] == '/')
-        len = 0; /* "/" + "/fanhub.sock" */
-    const char *name = cfg->name;
-    size_t size = len + (name ? strlen (name) : 0) + 32;
-    char *endpoint = malloc (size);
+    char *endpoint = fh_cfg_default_control (cfg->name);
     if (!endpoint)
         return fh_yaml_oom (ctx, root->start_mark);
-    snprintf (endpoint, size, "ipc://%.*s/fanhub%s%s.sock", (int) len, dir, name ? "-" : "",
-              name ? name : "");
     cfg->control = endpoint;
     const char *why = fh_cfg_control_check (endpoint);
     if (why) {

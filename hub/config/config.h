@@ -176,6 +176,14 @@ fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
 /* Loads YAML text; `source` names it in error messages. */
 fh_config_t *fh_config_load_string (const char *text, size_t len, const char *source, char *err,
                                     size_t errlen);
+/* What a control client can make of a file that does not load: its
+   top-level `name` and `control` read from the YAML alone (env expanded,
+   the default endpoint from name), in a config that holds only source
+   and control, so that `fanhub reload` still reaches the hub (which
+   refuses the file and opens its log files again) and `fanhub stats`
+   still answers. NULL when the YAML itself does not parse, or
+   control_curve is set (its keys come from a file that loads). */
+fh_config_t *fh_config_control_only (const char *path);
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_config_destroy (fh_config_t **self_p);
 

@@ -113,6 +113,12 @@ int fh_cfg_expand_env (fh_yaml_t *ctx);
    port. NULL when valid, else a static reason (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);
 bool fh_cfg_control_on_loopback (const char *endpoint);
+/* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
+   entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
+   a private directory (control_path.h: /run/fanhub for root, else
+   /tmp/fanhub-UID), never a path any user may create first. malloc'd;
+   NULL when out of memory (config_endpoint.c). */
+char *fh_cfg_default_control (const char *name);
 
 int fh_cfg_strlist_add (fh_strlist_t *list, const char *text);
 void fh_cfg_strlist_clear (fh_strlist_t *list);

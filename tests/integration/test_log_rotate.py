@@ -98,5 +98,44 @@ def test_rotate_while_flowing_two_workers():
     rotate_while_flowing(2)
 
 
+def test_rotate_while_the_file_is_being_edited():
+    """`fanhub reload -c FILE` (systemd's ExecReload, logrotate's reload)
+    with a FILE that does not load, an edit half done: the client still
+    finds the hub by the file's control key and asks it, so the hub
+    refuses the file, keeps its configuration, and opens its log files
+    again; `fanhub stats -c FILE` still answers. A file whose YAML does
+    not parse names no endpoint: refused before asking."""
+    wd = fh.Workdir()
+    log = wd.file("out.log")
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub = cleanup.add(fh.Hub(wd, "bus:\n  connect: [%s]\nconsumers:\n  - name: archive\n"
+                                 "    plugin: log\n    options: {path: %s, flush_ms: 20}\n"
+                                 % (pub.endpoint, json.dumps(log))))
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.rotate", '{"i":0}')
+        fh.wait_for(lambda: fh.count_lines(log) == 1, "the first line", hub=hub)
+        os.rename(log, log + ".1")
+        with open(hub.config, "a") as f:
+            f.write("bogus_key: 1\n")
+        status, out, err = fh.run(["reload", "-c", hub.config])
+        assert status == 1 and out == "", (status, out, err)
+        assert "bogus_key: unknown key" in err and "all the same" in err, err
+        assert "reload refused" in err, err  # the hub's answer
+        status, out, err = fh.run(["stats", "-c", hub.config])
+        assert status == 0 and json.loads(out)["hub"]["received"] == 1, (status, out, err)
+        pub.send("org.rotate", '{"i":1}')
+        fh.wait_for(lambda: fh.count_lines(log) == 1, "the line in the file opened again",
+                    hub=hub)
+        assert fh.count_lines(log + ".1") == 1
+        with open(hub.config, "a") as f:
+            f.write("consumers: [\n")
+        status, out, err = fh.run(["reload", "-c", hub.config])
+        assert status == 2 and "all the same" not in err, (status, out, err)
+        assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
-    fh.main([test_rotate_while_flowing, test_rotate_while_flowing_two_workers])
+    fh.main([test_rotate_while_flowing, test_rotate_while_flowing_two_workers,
+             test_rotate_while_the_file_is_being_edited])
