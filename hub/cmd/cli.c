@@ -276,8 +276,15 @@ s_control_endpoint (const fh_cli_command_t *command, const char *path, const cha
         fh_cli_usage_error (command, "give -c or -e, not both");
         return NULL;
     }
-    if (endpoint)
-        return endpoint;
+    if (endpoint) {
+        const char *why = fh_endpoint_check (endpoint, false);
+        if (!why && strncmp (endpoint, "inproc://", 9) == 0)
+            why = "a hub's control endpoint is ipc://PATH or tcp://HOST:PORT";
+        if (!why)
+            return endpoint;
+        fh_cli_usage_error (command, "-e %s: %s", endpoint, why);
+        return NULL;
+    }
     char err[2048];
     *config = fh_cli_load_config (path, err, sizeof err);
     if (!*config) {

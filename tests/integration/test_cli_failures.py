@@ -146,6 +146,14 @@ def test_usage_errors_and_help():
         assert status == 0 and "usage: fanhub" in out, (args, out)
     status, out, _ = fh.run(["--version"])
     assert status == 0 and re.match(r"fanhub \d+\.\d+\.\d+ \(plugin ABI 1\.\d+\)", out), out
+    # A malformed -e is bad usage, said before anything is tried (collectd
+    # used to wait for ever for a hub at "bogus").
+    for command in (["stats"], ["reload"], ["collectd"], ["emit", "org.x", "{}"]):
+        for endpoint, said in (("bogus", "expected TRANSPORT://ADDRESS"),
+                               ("tcp://127.0.0.1:", "expected a port from 1 to 65535"),
+                               ("inproc://x", "control endpoint is ipc://PATH or tcp://")):
+            status, out, err = fh.run(command[:1] + ["-e", endpoint] + command[1:], timeout=30)
+            assert status == 2 and out == "" and said in err, (command, endpoint, status, err)
 
 
 def test_hostile_bus_traffic():
