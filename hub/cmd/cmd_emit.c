@@ -35,8 +35,8 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "emit",
-    "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] [--fedmsg [--sign-key FILE\n"
-    "--sign-cert FILE]] TOPIC [BODY | -]",
+    "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]\n"
+    "--fedmsg [--sign-key FILE --sign-cert FILE] [OPTION...] TOPIC [BODY | -]",
     "Injects one message into a running hub, as if it had come from the bus:\n"
     "every consumer whose topics match gets it (and it is also published on\n"
     "bus.publish, when the configuration sets it). BODY defaults to empty;\n"

@@ -110,8 +110,11 @@ s_format (const char *snapshot, s_format_t format, const char *host, json_t **pr
     json_error_t error;
     json_t *json = json_loads (snapshot, 0, &error);
     if (!json || !json_is_object (json)) {
-        snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)",
-                  json ? "not a JSON object" : error.text, error.line, error.column);
+        if (json)
+            snprintf (err, errlen, "not a stats snapshot: not a JSON object");
+        else
+            snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)", error.text,
+                      error.line, error.column);
         json_decref (json);
         return NULL;
     }
@@ -136,13 +139,33 @@ s_format (const char *snapshot, s_format_t format, const char *host, json_t **pr
     return text;
 }
 
+/* A snapshot a user hands over is checked, in every format (JSON's would
+   be printed as it came). */
+static int
+s_check_input (const char *snapshot, char *err, size_t errlen)
+{
+    json_error_t error;
+    json_t *json = json_loads (snapshot, 0, &error);
+    char why[256];
+    int rc = json ? fh_metrics_json_check (json, why, sizeof why) : -1;
+    if (!json)
+        snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)", error.text,
+                  error.line, error.column);
+    else if (rc != 0)
+        snprintf (err, errlen, "not a stats snapshot: %s", why);
+    json_decref (json);
+    return rc;
+}
+
 /* --input FILE: one snapshot read from a file, printed in format. */
 static int
 s_print_input (const char *input, s_format_t format, const char *host)
 {
     char err[2048];
     char *snapshot = s_read_input (input, err, sizeof err);
-    char *text = snapshot ? s_format (snapshot, format, host, NULL, err, sizeof err) : NULL;
+    char *text = snapshot && s_check_input (snapshot, err, sizeof err) == 0
+                     ? s_format (snapshot, format, host, NULL, err, sizeof err)
+                     : NULL;
     free (snapshot);
     if (!text) {
         fprintf (stderr, "fanhub stats: %s\n", err);

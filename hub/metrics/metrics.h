@@ -254,5 +254,12 @@ json_t *fh_metrics_to_json (const fh_metrics_snapshot_t *self);
    that is not an object gives an empty snapshot. NULL only when out of
    memory. */
 fh_metrics_snapshot_t *fh_metrics_from_json (const json_t *json);
+/* 0 when json has the shape of a STATS snapshot: an object whose "hub"
+   is an object and whose "consumers" is a list of objects, each with a
+   "name"; each figure they hold a number (a latency, an object). Else -1
+   with what and where in err ("consumers[0].backlog: expected a
+   number"). fh_metrics_from_json takes any JSON (what is missing is 0);
+   this is for a snapshot a user hands over. */
+int fh_metrics_json_check (const json_t *json, char *err, size_t errlen);
 
 #endif

@@ -8,6 +8,7 @@
 */
 #include "metrics.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -344,4 +345,55 @@ fh_metrics_from_json (const json_t *json)
     if (rc != 0)
         fh_metrics_snapshot_destroy (&self);
     return self;
+}
+
+/* "KEY: expected ..." into err for the first figure of scope in object
+   that is there with another type than its own; false when none is. */
+static bool
+s_scope_misfit (const json_t *object, fh_metric_scope_t scope, char *err, size_t errlen)
+{
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        const json_t *value = row->scope == scope ? json_object_get (object, row->json) : NULL;
+        const char *expected = !value ? NULL
+                               : row->type == FH_METRIC_HISTOGRAM && !json_is_object (value)
+                                   ? "an object (a latency)"
+                               : s_is_number (row) && !json_is_number (value) ? "a number"
+                                                                              : NULL;
+        if (expected) {
+            snprintf (err, errlen, "%s: expected %s", row->json, expected);
+            return true;
+        }
+    }
+    return false;
+}
+
+int
+fh_metrics_json_check (const json_t *json, char *err, size_t errlen)
+{
+    const json_t *hub = json_object_get (json, "hub");
+    const json_t *consumers = json_object_get (json, "consumers");
+    char misfit[160];
+    if (!json_is_object (json))
+        snprintf (err, errlen, "expected a JSON object, with hub and consumers");
+    else if (!json_is_object (hub))
+        snprintf (err, errlen, "hub: expected an object");
+    else if (!json_is_array (consumers))
+        snprintf (err, errlen, "consumers: expected a list");
+    else if (s_scope_misfit (hub, FH_SCOPE_HUB, misfit, sizeof misfit))
+        snprintf (err, errlen, "hub.%s", misfit);
+    else {
+        for (size_t i = 0; i < json_array_size (consumers); i++) {
+            const json_t *consumer = json_array_get (consumers, i);
+            if (!json_is_object (consumer) || !s_text (consumer, "name"))
+                snprintf (err, errlen, "consumers[%zu]: expected an object with a name", i);
+            else if (s_scope_misfit (consumer, FH_SCOPE_CONSUMER, misfit, sizeof misfit))
+                snprintf (err, errlen, "consumers[%zu].%s", i, misfit);
+            else
+                continue;
+            return -1;
+        }
+        return 0;
+    }
+    return -1;
 }

@@ -203,8 +203,27 @@ def test_stats_command_formats():
         assert status == 0 and 'fanhub_consumer_enqueued_total{consumer="held"} 10' in out, out
         status, out, err = fh.run(["stats", "-e", hub.control, "-f", "collectd", "--host", "h"])
         assert status == 0 and 'PUTVAL "h/fanhub-held/derive-enqueued" interval=10 N:10' in out, out
+        # The hub's own snapshot, handed back with --input: every format
+        # takes it (the Prometheus text the same as the hub's).
+        saved = wd.write("saved.json", json.dumps(stats))
+        for fmt in ("json", "table", "prometheus", "collectd"):
+            status, out, err = fh.run(["stats", "--input", saved, "-f", fmt])
+            assert status == 0 and out, (fmt, err)
+        status, out, _ = fh.run(["stats", "--input", saved, "-f", "prometheus"])
+        assert 'fanhub_consumer_enqueued_total{consumer="held"} 10' in out, out
         open(wd.file("release"), "w").close()
         assert hub.stop() == 0, hub.log()
+        # What is not a snapshot is said so, in every format, exit 1.
+        for text, said in (("garbage", "'[' or '{' expected near 'garbage' (line 1, column 7)"),
+                           ("[1, 2]", "expected a JSON object, with hub and consumers"),
+                           ('{"consumers": []}', "hub: expected an object"),
+                           ('{"hub": {}, "consumers": [{"name": "x", "backlog": "lots"}]}',
+                            "consumers[0].backlog: expected a number")):
+            bad = wd.write("bad.json", text)
+            for fmt in ("json", "table", "prometheus", "collectd"):
+                status, out, err = fh.run(["stats", "--input", bad, "-f", fmt])
+                assert status == 1 and out == "" and "not a stats snapshot: " + said in err, \
+                    (text, fmt, status, out, err)
         # No hub there: a clear error and exit 1.
         status, _, err = fh.run(["stats", "-e", hub.control, "--timeout", "300"])
         assert status == 1 and "is the hub running" in err, err
