@@ -409,7 +409,7 @@ typedef struct {
 static const fanhub_opt_t s_options[] = {
     FANHUB_OPT_FIELD (log_options_t, "path", FANHUB_OPT_FILE, path, "-", 0, 0,
                       "the file to append to, or \"-\" for stdout (default)"),
-    FANHUB_OPT_FIELD (log_options_t, "flush_ms", FANHUB_OPT_INT, flush_ms, "100", 0,
+    FANHUB_OPT_FIELD (log_options_t, "flush_ms", FANHUB_OPT_DURATION, flush_ms, "100", 0,
                       LOG_FLUSH_MS_MAX, "how long a line may wait in the buffer"),
     FANHUB_OPT_END,
 };

@@ -231,16 +231,17 @@ s_from_stdin (s_opts_t *opts, s_where_t *where)
 static int
 s_source_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
 {
-    uint64_t size;
+    long long size;
     switch (c) {
     case S_OPT_BODY:
         opts->source = S_SOURCE_TEXT;
         opts->body = arg;
         break;
     case S_OPT_SIZE:
-        if (!s_parse_u64 (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
-            return fh_cli_usage_error (&s_command, "--size '%s': expected bytes, from 32 to 1 GiB",
-                                       arg);
+        if (!fh_value_size (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
+            return fh_cli_usage_error (
+                &s_command, "--size '%s': expected " FH_VALUE_SIZE_HINT ", from 32 bytes to 1GiB",
+                arg);
         opts->source = S_SOURCE_SEQ;
         opts->size = (size_t) size;
         break;

@@ -487,7 +487,7 @@ static const fh_cfg_field_t s_spool_fields[] = {
 static const fh_cfg_section_t s_spool_section = { s_spool_fields, NULL };
 
 static const fh_cfg_field_t s_memory_fields[] = {
-    { .key = "max_bytes", .parse = fh_cfg_parse_size,
+    { .key = "max_bytes", .parse = fh_cfg_parse_bytes,
       .offset = offsetof (fh_config_t, memory_max_bytes), .min = 0, .max = LLONG_MAX },
     { .key = NULL },
 };
@@ -508,7 +508,7 @@ static const fh_cfg_field_t s_queue_fields[] = {
       .max = LLONG_MAX },
     { .key = "write_ahead", .parse = fh_cfg_parse_bool,
       .offset = offsetof (fh_consumer_config_t, write_ahead) },
-    { .key = "max_bytes", .parse = fh_cfg_parse_size,
+    { .key = "max_bytes", .parse = fh_cfg_parse_bytes,
       .offset = offsetof (fh_consumer_config_t, queue_max_bytes), .min = 0,
       .max = LLONG_MAX },
     { .key = NULL },

@@ -1177,6 +1177,24 @@ test_load_file (void **state)
     unlink (path);
 }
 
+/* Every byte size takes the size grammar (value.h), max_bytes too. */
+static void
+test_byte_sizes (void **state)
+{
+    (void) state;
+    fh_config_t *cfg = s_load_ok ("memory: {max_bytes: 256MiB}\n" BUS
+                                  "consumers:\n  - name: c\n    plugin: p\n"
+                                  "    queue: {max_bytes: 64KiB, spool_max_bytes: 1G}\n");
+    assert_int_equal (cfg->memory_max_bytes, (size_t) 256 << 20);
+    assert_int_equal (cfg->consumers[0].queue_max_bytes, (size_t) 64 << 10);
+    assert_int_equal (cfg->consumers[0].spool_max_bytes, (size_t) 1 << 30); /* G is GiB */
+    fh_config_destroy (&cfg);
+    char err[512];
+    assert_null (s_load ("memory: {max_bytes: 2GB}\n" BUS CONSUMERS, err, sizeof err));
+    if (!strstr (err, "memory.max_bytes: expected a size such as 4096, 64KiB or 1MiB"))
+        fail_msg ("%s", err);
+}
+
 /* A small or missing error buffer is never overrun. */
 static void
 test_error_buffer (void **state)
@@ -1283,6 +1301,7 @@ main (void)
         cmocka_unit_test (test_defaults_and_numbers),
         cmocka_unit_test (test_errors),
         cmocka_unit_test (test_null_values),
+        cmocka_unit_test (test_byte_sizes),
         cmocka_unit_test (test_error_example),
         cmocka_unit_test (test_aliases),
         cmocka_unit_test (test_option_limits),
