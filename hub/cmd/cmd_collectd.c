@@ -55,7 +55,8 @@ static const fh_cli_option_t s_options[] = {
     {S_OPT_DISCONNECTED, "disconnected-after", "S",
      "seconds a bus.connect endpoint may stay without\n"
      "a connection before a warning notification\n"
-     "(default: 10)"},
+     "(default: -c's metrics.collectd.disconnected_after,\n"
+     "else 10)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
