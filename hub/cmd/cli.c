@@ -269,7 +269,7 @@ fh_cli_bus_peer (const char *path, char *out, size_t size, bool *bind, char *err
 
 static const char *
 s_control_endpoint (const fh_cli_command_t *command, const char *path, const char *endpoint,
-                    fh_config_t **config)
+                    bool broken_file_ok, fh_config_t **config)
 {
     *config = NULL;
     if (path && endpoint) {
@@ -277,28 +277,29 @@ s_control_endpoint (const fh_cli_command_t *command, const char *path, const cha
         return NULL;
     }
     if (endpoint) {
-        const char *why = fh_endpoint_check (endpoint, false);
-        if (!why && strncmp (endpoint, "inproc://", 9) == 0)
-            why = "a hub's control endpoint is ipc://PATH or tcp://HOST:PORT";
+        const char *why = fh_config_control_check (endpoint);
         if (!why)
             return endpoint;
         fh_cli_usage_error (command, "-e %s: %s", endpoint, why);
         return NULL;
     }
     char err[2048];
-    *config = fh_cli_load_config (path, err, sizeof err);
-    if (!*config) {
+    bool control_only = false;
+    /* A file being edited must not cut the hub off from its operator and
+       its monitoring: reload then tells the hub, which refuses the file
+       and opens its log files again (logrotate's reload). */
+    if (path && broken_file_ok)
+        *config = fh_config_load_for_control (path, &control_only, err, sizeof err);
+    else
+        *config = fh_cli_load_config (path, err, sizeof err);
+    if (!*config || control_only)
         fprintf (stderr, "fanhub %s: %s\n", command->name, err);
-        /* A file being edited must not cut the hub off from its operator
-           and its monitoring: reload then tells the hub, which refuses
-           the file and opens its log files again (logrotate's reload). */
-        *config = path ? fh_config_control_only (path) : NULL;
-        if (!*config)
-            return NULL;
-        fprintf (stderr, "fanhub %s: asking the hub at %s, which the file names, all the same\n",
+    if (control_only)
+        fprintf (stderr,
+                 "fanhub %s: asking the hub at %s, the file's control endpoint, all the "
+                 "same (nothing else is read from the file)\n",
                  command->name, (*config)->control);
-    }
-    return (*config)->control;
+    return *config ? (*config)->control : NULL;
 }
 
 /* --server-key: the key itself, or a zcert file that holds it (the
@@ -401,10 +402,11 @@ fh_cli_control_keys (const fh_cli_t *cli, const fh_config_t *config, const char 
 }
 
 const char *
-fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status)
+fh_cli_control_open (const fh_cli_t *cli, bool broken_file_ok, fh_config_t **config, int *status)
 {
     *status = FH_EXIT_USAGE;
-    const char *endpoint = s_control_endpoint (cli->command, cli->config, cli->endpoint, config);
+    const char *endpoint
+        = s_control_endpoint (cli->command, cli->config, cli->endpoint, broken_file_ok, config);
     if (!endpoint)
         return NULL;
     *status = fh_cli_control_keys (cli, *config, endpoint);

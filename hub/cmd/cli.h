@@ -166,8 +166,12 @@ extern const char fh_cli_control_config_help[], fh_cli_control_endpoint_help[];
    gets what was loaded (NULL with -e), to destroy once the endpoint is no
    longer used. NULL after saying why on stderr (-c with -e, a
    configuration that does not load, keys refused), with *status the
-   exit status to return. */
-const char *fh_cli_control_open (const fh_cli_t *cli, fh_config_t **config, int *status);
+   exit status to return. With broken_file_ok, a file that does not load
+   still gives its control endpoint (fh_config_load_for_control), said
+   on stderr: for the commands that only read, and reload, which the hub
+   then refuses; not emit, which does not send a message on a guess. */
+const char *fh_cli_control_open (const fh_cli_t *cli, bool broken_file_ok, fh_config_t **config,
+                                 int *status);
 
 /* The host name of collectd values: given when not NULL or empty, else
    this host's name (in buf), else "localhost". */

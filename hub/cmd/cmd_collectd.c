@@ -268,7 +268,7 @@ fh_cmd_collectd (int argc, char **argv)
     host = fh_cli_host_name (host, hostname, sizeof hostname);
     fh_config_t *config;
     int keys;
-    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
+    const char *endpoint = fh_cli_control_open (&cli, true, &config, &keys);
     if (!endpoint)
         return keys;
 

@@ -187,7 +187,7 @@ s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s)
     }
     fh_config_t *config;
     int keys;
-    const char *endpoint = fh_cli_control_open (cli, &config, &keys);
+    const char *endpoint = fh_cli_control_open (cli, false, &config, &keys);
     if (!endpoint) {
         free (body_data);
         return keys;

@@ -115,7 +115,8 @@ static const fh_cli_option_t s_options[] = {
      "(default " S_DEFAULT_TOPIC ")"},
     {S_OPT_BODY, "body", "TEXT", "this body"},
     {S_OPT_SIZE, "size", "BYTES",
-     "bodies of exactly BYTES bytes (at least 32):\n"
+     "bodies of exactly BYTES bytes (32 to 1GiB; 4096 or\n"
+     "64KiB): "
      "{\"seq\":N,\"pad\":\"xxx...\"}, N counting from 1"},
     {S_OPT_JSONL, "jsonl", "FILE",
      "the messages of a JSON-lines file of\n"

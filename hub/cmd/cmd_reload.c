@@ -51,7 +51,7 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     else if (cli.next < argc)
         fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     else
-        return fh_cli_control_open (&cli, config, status);
+        return fh_cli_control_open (&cli, true, config, status);
     return NULL;
 }
 

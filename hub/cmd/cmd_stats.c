@@ -91,40 +91,50 @@ s_read_input (const char *path, char *err, size_t errlen)
     return text;
 }
 
-/* Formats one snapshot; returns the text to print (malloc'd) or NULL.
-   A table's rates are taken since *previous when there is one; the
-   snapshot then replaces it (previous may be NULL: none kept). */
-static char *
-s_format (const char *snapshot, s_format_t format, const char *host, json_t **previous, char *err,
-          size_t errlen)
+/* The snapshot's text as JSON: the hub's answer, or a file a user hands
+   over (checked: fh_metrics_json_check). NULL with err set. */
+static json_t *
+s_parse (const char *snapshot, bool check, char *err, size_t errlen)
 {
+    json_error_t error;
+    json_t *json = json_loads (snapshot, 0, &error);
+    char why[256];
+    if (!json)
+        snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)", error.text,
+                  error.line, error.column);
+    else if (check && fh_metrics_json_check (json, why, sizeof why) != 0)
+        snprintf (err, errlen, "not a stats snapshot: %s", why);
+    else if (!json_is_object (json))
+        snprintf (err, errlen, "not a stats snapshot: not a JSON object");
+    else
+        return json;
+    json_decref (json);
+    return NULL;
+}
+
+/* Formats one snapshot, its text and (but for JSON) what it parses to;
+   returns the text to print (malloc'd) or NULL. A table's rates are
+   taken since *previous when there is one; the snapshot then replaces
+   it (previous may be NULL: none kept). */
+static char *
+s_format (const char *snapshot, const json_t *json, s_format_t format, const char *host,
+          json_t **previous, char *err, size_t errlen)
+{
+    char *text = NULL;
     if (format == FORMAT_JSON) {
         size_t len = strlen (snapshot);
-        char *text = malloc (len + 2);
+        text = malloc (len + 2);
         if (text) {
             memcpy (text, snapshot, len);
             memcpy (text + len, "\n", 2);
         }
-        return text;
     }
-    json_error_t error;
-    json_t *json = json_loads (snapshot, 0, &error);
-    if (!json || !json_is_object (json)) {
-        if (json)
-            snprintf (err, errlen, "not a stats snapshot: not a JSON object");
-        else
-            snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)", error.text,
-                      error.line, error.column);
-        json_decref (json);
-        return NULL;
-    }
-    char *text = NULL;
-    if (format == FORMAT_PROMETHEUS)
+    else if (format == FORMAT_PROMETHEUS)
         text = fh_stats_format_prometheus (json);
     else if (format == FORMAT_TABLE && previous) {
         text = fh_stats_format_table_since (json, *previous);
         json_decref (*previous);
-        *previous = json_incref (json);
+        *previous = json_incref ((json_t *) json);
     }
     else if (format == FORMAT_TABLE)
         text = fh_stats_format_table (json);
@@ -133,28 +143,9 @@ s_format (const char *snapshot, s_format_t format, const char *host, json_t **pr
             = json_number_value (json_object_get (json_object_get (json, "hub"), "interval"));
         text = fh_stats_format_collectd (json, host, interval > 0 ? interval : 10, 0);
     }
-    json_decref (json);
     if (!text)
         snprintf (err, errlen, "out of memory");
     return text;
-}
-
-/* A snapshot a user hands over is checked, in every format (JSON's would
-   be printed as it came). */
-static int
-s_check_input (const char *snapshot, char *err, size_t errlen)
-{
-    json_error_t error;
-    json_t *json = json_loads (snapshot, 0, &error);
-    char why[256];
-    int rc = json ? fh_metrics_json_check (json, why, sizeof why) : -1;
-    if (!json)
-        snprintf (err, errlen, "not a stats snapshot: %s (line %d, column %d)", error.text,
-                  error.line, error.column);
-    else if (rc != 0)
-        snprintf (err, errlen, "not a stats snapshot: %s", why);
-    json_decref (json);
-    return rc;
 }
 
 /* --input FILE: one snapshot read from a file, printed in format. */
@@ -163,9 +154,10 @@ s_print_input (const char *input, s_format_t format, const char *host)
 {
     char err[2048];
     char *snapshot = s_read_input (input, err, sizeof err);
-    char *text = snapshot && s_check_input (snapshot, err, sizeof err) == 0
-                     ? s_format (snapshot, format, host, NULL, err, sizeof err)
-                     : NULL;
+    /* Checked in every format: JSON's would be printed as it came. */
+    json_t *json = snapshot ? s_parse (snapshot, true, err, sizeof err) : NULL;
+    char *text = json ? s_format (snapshot, json, format, host, NULL, err, sizeof err) : NULL;
+    json_decref (json);
     free (snapshot);
     if (!text) {
         fprintf (stderr, "fanhub stats: %s\n", err);
@@ -214,8 +206,14 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
         char *text = NULL;
         if (answer && strncmp (answer, "ERROR", 5) == 0)
             snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
-        else if (answer)
-            text = s_format (answer, format, host, watch ? &previous : NULL, err, sizeof err);
+        else if (answer) {
+            /* The hub's answer goes out as it came in JSON. */
+            json_t *json = format == FORMAT_JSON ? NULL : s_parse (answer, false, err, sizeof err);
+            if (format == FORMAT_JSON || json)
+                text = s_format (answer, json, format, host, watch ? &previous : NULL, err,
+                                 sizeof err);
+            json_decref (json);
+        }
         free (answer);
         if (!text && screen) {
             /* On the screen, where stderr would scroll it away. */
@@ -331,7 +329,7 @@ fh_cmd_stats (int argc, char **argv)
         return s_print_input (input, format, host);
     fh_config_t *config;
     int keys;
-    const char *endpoint = fh_cli_control_open (&cli, &config, &keys);
+    const char *endpoint = fh_cli_control_open (&cli, true, &config, &keys);
     if (!endpoint)
         return keys;
     int status = s_poll (endpoint, format, host, timeout_ms, watch);

@@ -666,8 +666,10 @@ fh_config_load_string (const char *text, size_t len, const char *source, char *e
     return cfg;
 }
 
-fh_config_t *
-fh_config_load_file (const char *path, char *err, size_t errlen)
+/* The file read once; with control_only, what a control client can make
+   of it when it does not load. */
+static fh_config_t *
+s_load_file (const char *path, bool *control_only, char *err, size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -676,8 +678,23 @@ fh_config_load_file (const char *path, char *err, size_t errlen)
     if (!text)
         return NULL;
     fh_config_t *cfg = fh_config_load_string (text, len, path, err, errlen);
+    if (!cfg && control_only && (cfg = fh_config_control_only (text, len, path)))
+        *control_only = true;
     free (text);
     return cfg;
+}
+
+fh_config_t *
+fh_config_load_for_control (const char *path, bool *control_only, char *err, size_t errlen)
+{
+    *control_only = false;
+    return s_load_file (path, control_only, err, errlen);
+}
+
+fh_config_t *
+fh_config_load_file (const char *path, char *err, size_t errlen)
+{
+    return s_load_file (path, NULL, err, errlen);
 }
 
 void

@@ -170,20 +170,32 @@ extern const size_t fh_config_default_yaml_len;
    is a directory under state_dir). A hub's name follows the same rule
    but may start with '.'. */
 bool fh_config_name_valid (const char *text);
+bool fh_config_hub_name_valid (const char *text);
 
 /* Loads a file. On error returns NULL and writes the message to err. */
 fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
 /* Loads YAML text; `source` names it in error messages. */
 fh_config_t *fh_config_load_string (const char *text, size_t len, const char *source, char *err,
                                     size_t errlen);
-/* What a control client can make of a file that does not load: its
-   top-level `name` and `control` read from the YAML alone (env expanded,
-   the default endpoint from name), in a config that holds only source
-   and control, so that `fanhub reload` still reaches the hub (which
-   refuses the file and opens its log files again) and `fanhub stats`
-   still answers. NULL when the YAML itself does not parse, or
-   control_curve is set (its keys come from a file that loads). */
-fh_config_t *fh_config_control_only (const char *path);
+/* fh_config_load_file for a control client (`fanhub stats`, `reload`,
+   `collectd`), the file read once: when it does not load (an edit half
+   done), err says why and, when control_only is given, what the client
+   can still make of it: its top-level `control`, or the default endpoint
+   of its `name` (fh_config_control_only), in a config that holds only
+   source and control, with *control_only set. */
+fh_config_t *fh_config_load_for_control (const char *path, bool *control_only, char *err,
+                                         size_t errlen);
+/* The top-level control endpoint of a YAML text (source names it) that
+   does not load as a configuration, read from the YAML alone, ${VAR}
+   expanded: `control:`, else the default of `name:`. NULL when the YAML
+   does not parse, has a key twice, a ${VAR} unset, control_curve (its
+   keys need a file that loads), or a control endpoint that is not
+   ipc://PATH or tcp:// on loopback (off loopback needs the file's own
+   checks). */
+fh_config_t *fh_config_control_only (const char *text, size_t len, const char *source);
+/* A control endpoint as a client gives it (-e): ipc://PATH or
+   tcp://HOST:PORT. NULL when valid, else a static reason. */
+const char *fh_config_control_check (const char *endpoint);
 /* Safe with NULL and twice; nulls *self_p. */
 void fh_config_destroy (fh_config_t **self_p);
 

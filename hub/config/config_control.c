@@ -37,47 +37,44 @@ fh_cfg_default_control (const char *name)
     return endpoint;
 }
 
-/* A top-level scalar of root as text in *text (NULL when the key is
-   absent or null); false when it is there but not a plain text. */
+/* The text of root's `key` in *text: NULL when absent or null; false
+   when it is there but not a text. */
 static bool
-s_top_scalar (fh_yaml_t *yaml, yaml_node_t *root, const char *key, const char **text)
+s_top_text (fh_yaml_t *yaml, yaml_node_t *root, const char *key, const char **text)
 {
     yaml_node_t *node = fh_yaml_map_find (yaml, root, key);
     *text = NULL;
     if (!node || fh_yaml_is_null (node))
         return true;
-    if (node->type != YAML_SCALAR_NODE
-        || strlen ((const char *) node->data.scalar.value) != node->data.scalar.length)
-        return false;
-    *text = (const char *) node->data.scalar.value;
-    return true;
+    *text = fh_yaml_text (yaml, node, key);
+    return *text != NULL;
 }
 
 fh_config_t *
-fh_config_control_only (const char *path)
+fh_config_control_only (const char *text, size_t len, const char *source)
 {
-    size_t len = 0;
-    char *text = fh_yaml_read_file (path, &len, NULL, 0);
-    if (!text)
-        return NULL;
     fh_yaml_t yaml;
-    fh_yaml_init (&yaml, path, NULL, 0);
+    fh_yaml_init (&yaml, source, NULL, 0);
     fh_config_t *cfg = NULL;
     yaml_node_t *root
         = fh_yaml_load (&yaml, text, len, "configuration", NULL) == 0 ? fh_yaml_root (&yaml) : NULL;
     const char *control = NULL, *name = NULL;
-    if (root && root->type == YAML_MAPPING_NODE && !fh_yaml_map_find (&yaml, root, "control_curve")
-        && fh_cfg_expand_env (&yaml) == 0 && s_top_scalar (&yaml, root, "control", &control)
-        && s_top_scalar (&yaml, root, "name", &name) && (!name || fh_config_name_valid (name))) {
+    if (root && root->type == YAML_MAPPING_NODE && fh_yaml_check_keys (&yaml, root) == 0
+        && !fh_yaml_map_find (&yaml, root, "control_curve") && fh_cfg_expand_env (&yaml) == 0
+        && s_top_text (&yaml, root, "control", &control) && s_top_text (&yaml, root, "name", &name)
+        && (control || !name || fh_config_hub_name_valid (name))) {
         cfg = calloc (1, sizeof *cfg);
         if (cfg) {
-            cfg->source = strdup (path);
+            cfg->source = strdup (source);
             cfg->control = control ? strdup (control) : fh_cfg_default_control (name);
         }
-        if (cfg && (!cfg->source || !cfg->control || fh_cfg_control_check (cfg->control)))
+        /* Off loopback, a file that loads decides (control_insecure). */
+        if (cfg
+            && (!cfg->source || !cfg->control || fh_cfg_control_check (cfg->control)
+                || (strncmp (cfg->control, "tcp://", 6) == 0
+                    && !fh_cfg_control_on_loopback (cfg->control))))
             fh_config_destroy (&cfg);
     }
     fh_yaml_unload (&yaml);
-    free (text);
     return cfg;
 }

@@ -152,6 +152,14 @@ fh_cfg_control_check (const char *endpoint)
     return NULL;
 }
 
+const char *
+fh_config_control_check (const char *endpoint)
+{
+    if (!endpoint || (strncmp (endpoint, "ipc://", 6) != 0 && strncmp (endpoint, "tcp://", 6) != 0))
+        return "expected ipc://PATH or tcp://HOST:PORT (a hub's control endpoint)";
+    return fh_cfg_control_check (endpoint);
+}
+
 /* Whether a tcp:// control endpoint is on loopback (127.0.0.0/8,
    localhost, [::1]): only the local users reach it. */
 bool

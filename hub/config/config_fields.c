@@ -33,6 +33,12 @@ s_name_valid (const char *text)
 }
 
 bool
+fh_config_hub_name_valid (const char *text)
+{
+    return s_name_valid (text);
+}
+
+bool
 fh_config_name_valid (const char *text)
 {
     /* A consumer's name is a directory under state_dir: not hidden. */

@@ -4,6 +4,8 @@
       config_yaml.c      the YAML loader, its errors and key paths (shared
                          with options_yaml.c)
       config_endpoint.c  the endpoint grammar (bus, publish, control)
+      config_control.c   the default control endpoint, and what a control
+                         client reads of a file that does not load
       config_fields.c    the field parsers and the section walker
       config.c           the schema: the tables of keys, the checks across
                          keys, defaults, loading and freeing
@@ -117,7 +119,7 @@ bool fh_cfg_control_on_loopback (const char *endpoint);
    entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
    a private directory (control_path.h: /run/fanhub for root, else
    /tmp/fanhub-UID), never a path any user may create first. malloc'd;
-   NULL when out of memory (config_endpoint.c). */
+   NULL when out of memory (config_control.c). */
 char *fh_cfg_default_control (const char *name);
 
 int fh_cfg_strlist_add (fh_strlist_t *list, const char *text);

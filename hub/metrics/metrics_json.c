@@ -355,11 +355,14 @@ s_scope_misfit (const json_t *object, fh_metric_scope_t scope, char *err, size_t
     for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
         const fh_metric_t *row = &fh_metrics[id];
         const json_t *value = row->scope == scope ? json_object_get (object, row->json) : NULL;
-        const char *expected = !value ? NULL
-                               : row->type == FH_METRIC_HISTOGRAM && !json_is_object (value)
-                                   ? "an object (a latency)"
-                               : s_is_number (row) && !json_is_number (value) ? "a number"
-                                                                              : NULL;
+        const char *expected
+            = !value ? NULL
+              : row->type == FH_METRIC_HISTOGRAM && !json_is_object (value)
+                  ? "an object (a latency)"
+              : s_is_number (row) && !json_is_number (value)
+                      && !(row->id == FH_M_ENDPOINT_CONNECTED && json_is_boolean (value))
+                  ? "a number"
+                  : NULL;
         if (expected) {
             snprintf (err, errlen, "%s: expected %s", row->json, expected);
             return true;
@@ -368,32 +371,69 @@ s_scope_misfit (const json_t *object, fh_metric_scope_t scope, char *err, size_t
     return false;
 }
 
+/* The objects of a list member (what: "consumers", "hub.endpoints"),
+   each with a text `name_key`, each checked as scope. */
+static bool
+s_list_misfit (const json_t *list, const char *what, const char *name_key, fh_metric_scope_t scope,
+               char *err, size_t errlen)
+{
+    char misfit[160];
+    if (!json_is_array (list)) {
+        snprintf (err, errlen, "%s: expected a list", what);
+        return true;
+    }
+    for (size_t i = 0; i < json_array_size (list); i++) {
+        const json_t *item = json_array_get (list, i);
+        if (!json_is_object (item) || !s_text (item, name_key))
+            snprintf (err, errlen, "%s[%zu]: expected an object with a %s", what, i, name_key);
+        else if (s_scope_misfit (item, scope, misfit, sizeof misfit))
+            snprintf (err, errlen, "%s[%zu].%s", what, i, misfit);
+        else
+            continue;
+        return true;
+    }
+    return false;
+}
+
 int
 fh_metrics_json_check (const json_t *json, char *err, size_t errlen)
 {
-    const json_t *hub = json_object_get (json, "hub");
-    const json_t *consumers = json_object_get (json, "consumers");
-    char misfit[160];
-    if (!json_is_object (json))
-        snprintf (err, errlen, "expected a JSON object, with hub and consumers");
-    else if (!json_is_object (hub))
-        snprintf (err, errlen, "hub: expected an object");
-    else if (!json_is_array (consumers))
-        snprintf (err, errlen, "consumers: expected a list");
-    else if (s_scope_misfit (hub, FH_SCOPE_HUB, misfit, sizeof misfit))
-        snprintf (err, errlen, "hub.%s", misfit);
-    else {
-        for (size_t i = 0; i < json_array_size (consumers); i++) {
-            const json_t *consumer = json_array_get (consumers, i);
-            if (!json_is_object (consumer) || !s_text (consumer, "name"))
-                snprintf (err, errlen, "consumers[%zu]: expected an object with a name", i);
-            else if (s_scope_misfit (consumer, FH_SCOPE_CONSUMER, misfit, sizeof misfit))
-                snprintf (err, errlen, "consumers[%zu].%s", i, misfit);
-            else
-                continue;
-            return -1;
-        }
-        return 0;
+    /* The objects that hold one scope each; all but hub optional. */
+    static const struct {
+        const char *parent, *key, *what;
+        fh_metric_scope_t scope;
+    } parts[] = {
+        {NULL, "hub", "hub", FH_SCOPE_HUB},
+        {"hub", "upstream", "hub.upstream", FH_SCOPE_UPSTREAM},
+        {"hub", "amqp", "hub.amqp", FH_SCOPE_AMQP},
+        {"hub", "signatures", "hub.signatures", FH_SCOPE_SIGNATURES},
+        {NULL, "process", "process", FH_SCOPE_PROCESS},
+    };
+    if (!json_is_object (json) || !json_is_object (json_object_get (json, "hub"))) {
+        snprintf (err, errlen,
+                  json_is_object (json) ? "hub: expected an object"
+                                        : "expected a JSON object, with hub and consumers");
+        return -1;
     }
-    return -1;
+    char misfit[160];
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        const json_t *parent = parts[i].parent ? json_object_get (json, parts[i].parent) : json;
+        const json_t *part = json_object_get (parent, parts[i].key);
+        if (!part)
+            continue;
+        if (!json_is_object (part))
+            snprintf (err, errlen, "%s: expected an object", parts[i].what);
+        else if (s_scope_misfit (part, parts[i].scope, misfit, sizeof misfit))
+            snprintf (err, errlen, "%s.%s", parts[i].what, misfit);
+        else
+            continue;
+        return -1;
+    }
+    const json_t *endpoints = json_object_get (json_object_get (json, "hub"), "endpoints");
+    if ((endpoints
+         && s_list_misfit (endpoints, "hub.endpoints", "endpoint", FH_SCOPE_ENDPOINT, err, errlen))
+        || s_list_misfit (json_object_get (json, "consumers"), "consumers", "name",
+                          FH_SCOPE_CONSUMER, err, errlen))
+        return -1;
+    return 0;
 }

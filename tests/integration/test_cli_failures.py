@@ -149,9 +149,10 @@ def test_usage_errors_and_help():
     # A malformed -e is bad usage, said before anything is tried (collectd
     # used to wait for ever for a hub at "bogus").
     for command in (["stats"], ["reload"], ["collectd"], ["emit", "org.x", "{}"]):
-        for endpoint, said in (("bogus", "expected TRANSPORT://ADDRESS"),
+        for endpoint, said in (("bogus", "expected ipc://PATH or tcp://HOST:PORT"),
                                ("tcp://127.0.0.1:", "expected a port from 1 to 65535"),
-                               ("inproc://x", "control endpoint is ipc://PATH or tcp://")):
+                               ("inproc://x", "expected ipc://PATH or tcp://HOST:PORT"),
+                               ("ipc://@fanhub", "an abstract socket (ipc://@NAME) has no owner")):
             status, out, err = fh.run(command[:1] + ["-e", endpoint] + command[1:], timeout=30)
             assert status == 2 and out == "" and said in err, (command, endpoint, status, err)
 

@@ -124,6 +124,13 @@ def test_rotate_while_the_file_is_being_edited():
         assert "reload refused" in err, err  # the hub's answer
         status, out, err = fh.run(["stats", "-c", hub.config])
         assert status == 0 and json.loads(out)["hub"]["received"] == 1, (status, out, err)
+        # Read once: a pipe (or a FIFO) serves as well.
+        with open(hub.config, "rb") as f:
+            status, out, err = fh.run(["stats", "-c", "/dev/stdin"], stdin=f.read())
+        assert status == 0 and json.loads(out)["hub"]["received"] == 1, (status, out, err)
+        # emit sends no message on a file that does not load.
+        status, out, err = fh.run(["emit", "-c", hub.config, "org.rotate", '{"i":9}'])
+        assert status == 2 and "all the same" not in err, (status, out, err)
         pub.send("org.rotate", '{"i":1}')
         fh.wait_for(lambda: fh.count_lines(log) == 1, "the line in the file opened again",
                     hub=hub)

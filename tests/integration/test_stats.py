@@ -218,7 +218,14 @@ def test_stats_command_formats():
                            ("[1, 2]", "expected a JSON object, with hub and consumers"),
                            ('{"consumers": []}', "hub: expected an object"),
                            ('{"hub": {}, "consumers": [{"name": "x", "backlog": "lots"}]}',
-                            "consumers[0].backlog: expected a number")):
+                            "consumers[0].backlog: expected a number"),
+                           ('{"hub": {"upstream": 5}, "consumers": []}',
+                            "hub.upstream: expected an object"),
+                           ('{"hub": {"endpoints": [{"endpoint": "tcp://127.0.0.1:1", '
+                            '"peers": "a"}]}, "consumers": []}',
+                            "hub.endpoints[0].peers: expected a number"),
+                           ('{"hub": {}, "consumers": [], "process": {"open_fds": []}}',
+                            "process.open_fds: expected a number")):
             bad = wd.write("bad.json", text)
             for fmt in ("json", "table", "prometheus", "collectd"):
                 status, out, err = fh.run(["stats", "--input", bad, "-f", fmt])
