@@ -507,7 +507,7 @@ def test_option_table():
         r"password_file\|_env": r"secret +- +- +the password, from a file \(mode 0600\)",
         "tls": r"map +- +- +\{ca_file",
         r"tls\.verify_peer": r"bool +true +- +check the broker's certificate",
-        "confirm_timeout_ms": r"integer +30000 +100\.\.3600000 ",
+        "confirm_timeout_ms": r"duration +30000 +100\.\.3600000 ",
         "heartbeat_s": r"integer +30 +0\.\.3600 ",
     }
     for name, row in rows.items():
@@ -517,7 +517,8 @@ def test_option_table():
     cases = [
         ("port: 0", "0", 'options.port: expected an integer from 1 to 65535, got "0"'),
         ("connect_timeout_ms: 99", "99",
-         'options.connect_timeout_ms: expected an integer from 100 to 3600000, got "99"'),
+         'options.connect_timeout_ms: expected a duration such as 250ms, 2s or 1m from 100 to '
+         '3600000 ms, got "99"'),
         ("heartbeat_s: {s: 1}", "{s", "options.heartbeat_s: expected an integer from 0 to 3600, "
                                       "got a map"),
         ("host: [a, b]", "[a", "options.host: expected a string, got a list"),
@@ -551,7 +552,7 @@ def test_bad_options():
         ("url: 'amqp://h/', host: h", r"options\.host: give url or host, port, vhost and "
                                       r"user, not both"),
         ("port: 70000", r"options\.port: expected an integer from 1 to 65535, got \"70000\""),
-        ("confirm_timeout_ms: soon", r"options\.confirm_timeout_ms: expected an integer"),
+        ("confirm_timeout_ms: soon", r"options\.confirm_timeout_ms: expected a duration"),
         ("heartbeat_s: [1]", r"options\.heartbeat_s: expected an integer from 0 to 3600, "
                              r"got a list"),
         ("exchange: '%s'" % ("x" * 256), r"options\.exchange: expected 0 to 255 characters"),
