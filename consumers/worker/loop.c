@@ -46,7 +46,9 @@ loop_wake (worker_t *w)
 }
 
 /* A line of a worker's stdout or stderr (or its LOG frames): logged with
-   the consumer's name and the worker's index, at most 100 a second. */
+   the consumer's name and the worker's index, at most 100 a second, and
+   what was held back said at most once a second. Control characters
+   become '?': a worker's text cannot forge or break the hub's lines. */
 static void
 s_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut)
 {
@@ -60,13 +62,19 @@ s_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, 
         return;
     }
     w->line_credit_ns -= LINE_COST_NS;
-    if (w->lines_dropped) {
+    if (w->lines_dropped && now - w->lines_said_ns >= LINE_BURST_NS) {
         w->host->log (w->ctx, FANHUB_LOG_WARNING,
                       "workers: %llu lines not logged (more than 100 a second)",
                       (unsigned long long) w->lines_dropped);
         w->lines_dropped = 0;
+        w->lines_said_ns = now;
     }
-    w->host->log (w->ctx, level, "worker %zu: %s%s", p->index, line, cut ? " [cut]" : "");
+    char clean[WORKER_LINE_MAX];
+    size_t n = 0;
+    for (; line[n] && n < sizeof clean - 1; n++)
+        clean[n] = (unsigned char) line[n] < 0x20 && line[n] != '\t' ? '?' : line[n];
+    clean[n] = '\0';
+    w->host->log (w->ctx, level, "worker %zu: %s%s", p->index, clean, cut ? " [cut]" : "");
 }
 
 static void
@@ -407,9 +415,27 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
     }
 }
 
+/* Answered more than half of consume_timeout after consume: the hub's
+   ticket expires at consume_timeout, so a queue this deep repeats work. */
+static void
+s_warn_deep (worker_t *w, proc_t *p, int64_t age_ns, int64_t now)
+{
+    if (w->consume_timeout_ns <= 0 || age_ns <= w->consume_timeout_ns / 2
+        || (w->deep_warned_ns && now - w->deep_warned_ns < 60 * INT64_C (1000000000)))
+        return;
+    w->deep_warned_ns = now;
+    w->host->log (w->ctx, FANHUB_LOG_WARNING,
+                  "worker %zu: a message was answered %.1f s after it was handed over, with %zu "
+                  "more in that worker's queue: past consume_timeout (%.1f s) the hub retries "
+                  "it and the work is repeated; lower max_pending (now %lld) or raise "
+                  "consume_timeout",
+                  p->index, (double) age_ns / 1e9, p->in_flight,
+                  (double) w->consume_timeout_ns / 1e9, (long long) w->max_pending);
+}
+
 /* An ANSWER: the message is done. False on a protocol error. */
 static bool
-s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size)
+s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
 {
     uint64_t wire;
     uint8_t verdict;
@@ -426,12 +452,15 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size)
         return halted;
     }
     fanhub_ticket_t ticket = job->ticket;
+    int64_t age_ns = now - job->consumed_ns;
     crash_forget (w, job->seq);
     s_free_job (w, job);
     p->in_flight--;
     p->solo = false;
     p->failures = 0;
+    p->progress_ns = now;
     pthread_mutex_unlock (&w->lock);
+    s_warn_deep (w, p, age_ns, now);
     static const fanhub_result_t results[] = {FANHUB_OK, FANHUB_RETRY, FANHUB_FAIL, FANHUB_OK};
     char text[WORKER_REASON_MAX + 1];
     size_t n = reason_size < WORKER_REASON_MAX ? reason_size : WORKER_REASON_MAX;
@@ -459,7 +488,15 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
                                    : payload[0] == 4 ? FANHUB_LOG_WARNING
                                    : payload[0] <= 6 ? FANHUB_LOG_INFO
                                                      : FANHUB_LOG_DEBUG;
-        s_log_line (w, p, level, line, n < size - 1);
+        /* A frame of several lines (a traceback): each one named. */
+        char *next = line;
+        for (char *end; (end = strchr (next, '\n')); next = end + 1) {
+            *end = '\0';
+            if (*next)
+                s_log_line (w, p, level, next, false);
+        }
+        if (*next)
+            s_log_line (w, p, level, next, n < size - 1);
         return true;
     }
     if (p->state == PROC_HELLO && (type == 'R' || type == 'E')) {
@@ -470,7 +507,7 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
         return p->state == PROC_READY;
     }
     if (type == 'A' && p->state != PROC_HELLO) {
-        if (s_answer (w, p, payload, size))
+        if (s_answer (w, p, payload, size, now))
             return true;
         snprintf (why, sizeof why,
                   "protocol error: a malformed ANSWER, or one to a ticket it "
@@ -583,8 +620,8 @@ s_assign (worker_t *w, int64_t now)
             continue;
         }
         job->proc = (ssize_t) p->index;
-        job->sent_ns = now;
-        p->in_flight++;
+        if (p->in_flight++ == 0)
+            p->progress_ns = now; /* busy from here */
         p->solo = job->suspect;
     }
     pthread_mutex_unlock (&w->lock);
@@ -618,14 +655,12 @@ s_timeouts (worker_t *w, int64_t now)
     }
     if (w->consume_timeout_ns <= 0)
         return;
+    /* Silent while holding messages (those queued behind do not count). */
     bool late[w->nprocs];
-    memset (late, 0, sizeof late);
     pthread_mutex_lock (&w->lock);
-    for (size_t i = 0; i < (size_t) w->max_pending; i++) {
-        const job_t *job = &w->jobs[i];
-        if (job->used && job->proc >= 0 && now - job->sent_ns > w->consume_timeout_ns)
-            late[job->proc] = true;
-    }
+    for (size_t i = 0; i < w->nprocs; i++)
+        late[i] = w->procs[i].in_flight > 0
+                  && now - w->procs[i].progress_ns > w->consume_timeout_ns;
     pthread_mutex_unlock (&w->lock);
     for (size_t i = 0; i < w->nprocs; i++) {
         if (!late[i] || w->procs[i].state != PROC_READY)

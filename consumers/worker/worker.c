@@ -190,10 +190,17 @@ s_read_options (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_optio
 static json_t *
 s_scalar_json (const char *text)
 {
-    if (strcmp (text, "true") == 0 || strcmp (text, "false") == 0)
-        return json_boolean (text[0] == 't');
-    if (strcmp (text, "null") == 0 || strcmp (text, "~") == 0)
-        return json_null ();
+    /* YAML's core schema spells them three ways: a Python-minded
+       `enabled: False` must not reach the consumer as a true string. */
+    static const char *const trues[] = {"true", "True", "TRUE"},
+                             *const falses[] = {"false", "False", "FALSE"},
+                             *const nulls[] = {"null", "Null", "NULL", "~"};
+    for (size_t i = 0; i < 3; i++)
+        if (strcmp (text, trues[i]) == 0 || strcmp (text, falses[i]) == 0)
+            return json_boolean (strcmp (text, trues[i]) == 0);
+    for (size_t i = 0; i < 4; i++)
+        if (strcmp (text, nulls[i]) == 0)
+            return json_null ();
     char *end;
     errno = 0;
     long long integer = strtoll (text, &end, 10);

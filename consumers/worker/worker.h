@@ -113,7 +113,11 @@ typedef struct {
     int64_t restart_at_ns; /* DOWN */
     unsigned failures;     /* starts in a row that ended early: the backoff */
     size_t in_flight;      /* messages sent and not answered */
-    bool solo;             /* holds a message a dead worker held: alone */
+    /* The last answer, or the send that ended an idle stretch: holding
+       messages with no progress for consume_timeout is a hang (a deep
+       queue in its socket is not). */
+    int64_t progress_ns;
+    bool solo; /* holds a message a dead worker held: alone */
     bool ever_started;
     proc_line_t out_line, err_line;
     char last_err[256]; /* the last stderr line, for errors */
@@ -151,7 +155,6 @@ typedef struct {
     size_t frame_size;
     ssize_t proc;        /* -1 while waiting */
     int64_t consumed_ns; /* consume's clock: the hub's ticket is as old */
-    int64_t sent_ns;
 } job_t;
 
 /* Crashes a message has been in flight for (by seq). */
@@ -196,9 +199,11 @@ typedef struct worker {
     bool start_failed;
     char start_err[512];
 
+    int64_t deep_warned_ns; /* the last "waited in a worker's queue" warning */
     /* log lines of the workers, rate-limited (the I/O thread's) */
     int64_t line_credit_ns, line_last_ns;
     uint64_t lines_dropped;
+    int64_t lines_said_ns; /* the last "lines not logged" notice */
 } worker_t;
 
 int64_t worker_now_ns (void);

@@ -5,6 +5,7 @@ at `check`, and at run time: the consumer shows as down with the last
 error), and what the runner makes of a consumer's exceptions."""
 import json
 import os
+import re
 import signal
 
 import fanhublib as fh
@@ -59,6 +60,58 @@ def test_a_worker_that_never_answers_is_killed_and_its_message_retried():
     recs = wl.records(out)
     assert wl.check_each_once(recs, range(1, 11)) == 0
     assert [r["attempt"] for r in recs] == [2] * 10, recs
+    wd.cleanup()
+
+
+def test_a_slow_worker_is_not_taken_for_a_hung_one():
+    """Sixteen messages of 0.25 s each in one worker's queue, consume_timeout
+    2 s: the worker answers every 0.25 s, so it is not killed (it was, once
+    a queued message had been handed over 2 s before), and the hub says
+    that its queue is deeper than consume_timeout allows (the later
+    tickets expire: max_attempts 1 makes them failures, not repeats)."""
+    wd = fh.Workdir()
+    out = wd.file("records.jsonl")
+    n = 16
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub = cleanup.add(simple_hub(wd, pub, out, extra="    consume_timeout: 2\n"
+                                     "    retry: {max_attempts: 1}\n"))
+        pub.wait_subscribed(hub=hub)
+        for i in range(n):
+            pub.send("org.test", '{"i":%d,"sleep":0.25}' % i)
+        fh.wait_for(lambda: len(wl.records(out)) == n, "every message done by the worker",
+                    hub=hub)
+        c = hub.consumer(hub.stats(), "py")
+        assert c["restarts"] == 0 and "stopped answering" not in hub.log(), (c, hub.log())
+        hub.wait_log("after it was handed over, with")
+        hub.wait_log("lower max_pending (now 1000) or raise consume_timeout")
+        assert hub.stop() == 0, hub.log()
+    assert wl.check_each_once(wl.records(out), range(1, n + 1)) == 0
+    wd.cleanup()
+
+
+def test_an_answer_is_not_held_back_by_the_next_message():
+    """Message 1 is done at once; message 2, read in the same chunk, runs
+    a second and kills its worker. Message 1's answer went out while 2
+    ran, so the crash takes only 2: 1 is done once, on its first attempt
+    (the runner used to hold it until the chunk's end, and the crash
+    charged and repeated it)."""
+    wd = fh.Workdir()
+    out = wd.file("records.jsonl")
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub = cleanup.add(simple_hub(wd, pub, out, extra="    max_crashes: 1\n"
+                                     "    retry: {max_attempts: 3, initial_ms: 1, max_ms: 10}\n"))
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.test", '{"i":1}')
+        pub.send("org.test", '{"i":2,"sleep":1,"segv":true}')
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["failed"] == 1, "message 2 failed",
+                    hub=hub)
+        c = hub.consumer(hub.stats(), "py")
+        assert c["completed"] == 1 and "SIGSEGV" in c["last_error"], c
+        assert hub.stop() == 0, hub.log()
+    recs = wl.records(out)
+    assert [(r["body"]["i"], r["attempt"]) for r in recs] == [(1, 1)], recs
     wd.cleanup()
 
 
@@ -212,6 +265,10 @@ def test_what_the_runner_makes_of_exceptions():
                     "three completed, one failed", hub=hub)
         c = hub.consumer(hub.stats(), "py")
         assert c["retried"] == 1 and c["skipped"] == 1 and c["dead_lettered"] == 1, c
+        # The traceback is logged, each of its lines named.
+        hub.wait_log("consumer 'py': worker 0: fanhub_worker: message None: Traceback")
+        assert re.search(r"consumer 'py': worker 0: +raise ValueError\(", hub.log()), \
+            hub.log()[-3000:]
         pub.send("org.test", '{"i":5,"halt":true}')
         fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["state"] == 2,
                     "the consumer halted", hub=hub)
@@ -300,6 +357,8 @@ def test_a_reload_replaces_the_workers():
 if __name__ == "__main__":
     fh.main([test_ordering_across_four_workers, test_a_poison_message_is_dead_lettered,
              test_a_worker_that_never_answers_is_killed_and_its_message_retried,
+             test_a_slow_worker_is_not_taken_for_a_hung_one,
+             test_an_answer_is_not_held_back_by_the_next_message,
              test_a_worker_that_cannot_start_is_a_clear_error,
              test_max_crashes_is_the_consumers_key,
              test_a_worker_that_cannot_restart_shows_the_consumer_down,

@@ -100,6 +100,24 @@ def test_a_fedora_messaging_consumer_runs_unchanged():
     wd2.cleanup()
 
 
+def test_a_moksha_topic_matches_as_moksha_subscribed():
+    """Moksha's zeromq hub subscribed to a class's topic with its '*' taken
+    out, as a prefix: a topic that starts with it matches; so does one
+    that matches it as a pattern (the documentation's '*' in the middle)."""
+    import sys
+    sys.path.insert(0, os.path.join(fh.SOURCE_DIR, "consumers", "worker", "python"))
+    from fanhub_worker.runner import topic_matcher
+    matches = topic_matcher(["org.fedoraproject.prod.buildsys"])
+    assert matches("org.fedoraproject.prod.buildsys.build.state.change")
+    assert not matches("org.fedoraproject.stg.buildsys.build.state.change")
+    matches = topic_matcher(["org.fedoraproject.prod.buildsys.*", "org.x"])
+    assert matches("org.fedoraproject.prod.buildsys.tag") and matches("org.x.y")
+    matches = topic_matcher(["org.fedoraproject.*.buildsys.build.state.change"])
+    assert matches("org.fedoraproject.stg.buildsys.build.state.change")
+    assert not matches("org.fedoraproject.stg.buildsys.tag")
+
+
 if __name__ == "__main__":
     fh.main([test_a_fedmsg_consumer_runs_unchanged, test_a_moksha_consumer_runs_unchanged,
-             test_a_fedora_messaging_consumer_runs_unchanged])
+             test_a_fedora_messaging_consumer_runs_unchanged,
+             test_a_moksha_topic_matches_as_moksha_subscribed])

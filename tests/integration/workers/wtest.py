@@ -8,6 +8,8 @@ What a message's body asks for:
   "gate": PATH     with segv: from its third attempt on, wait for PATH to
                    exist before dying (a test holds the crash loop open)
   "hang": true     the first attempt never answers
+  "sleep": S       takes S seconds first (a slow consumer, not a hung one;
+                   with segv, one that dies after a while)
   "nack" / "drop" / "fail" / "halt": true   raise Nack / Drop / an
                    exception / HaltConsumer
 """
@@ -26,6 +28,8 @@ def record(message):
     start = time.monotonic_ns()
     body = message.body
     attempt = message.headers["fanhub_attempt"]
+    if body.get("sleep"):
+        time.sleep(body["sleep"])
     if body.get("segv"):
         gate = body.get("gate")
         if gate and attempt >= 3:

@@ -4,6 +4,8 @@ and HALT in batches. Integers are big-endian."""
 import json
 import os
 import struct
+import threading
+import time
 
 PROTOCOL = 1
 OK, RETRY, FAIL, DROP = 0, 1, 2, 3
@@ -15,10 +17,16 @@ _LOG = struct.Struct(">IBB")  # length, 'L', level
 
 
 class Connection:
+    """Reads are the serving thread's; writes (answers, logs from any of
+    the consumer's threads, the flusher's) go through one lock, in order."""
+
     def __init__(self, fd):
         self.fd = fd
         self.buf = bytearray()
         self.out = []
+        self.lock = threading.Lock()
+        self.oldest = None  # when the first frame not yet written was queued
+        self.waiting = threading.Event()  # set while frames wait
 
     def read(self):
         """More bytes from the hub; False at end of file."""
@@ -65,23 +73,51 @@ class Connection:
             pos += flen
         return ticket, seq, attempt, received, msg_id, frames
 
+    def _queue(self, frame):
+        with self.lock:
+            if self.oldest is None:
+                self.oldest = time.monotonic()
+                self.waiting.set()
+            self.out.append(frame)
+
     def send_json(self, kind, obj):
         data = json.dumps(obj).encode()
-        self.out.append(_LEN.pack(len(data) + 1) + kind + data)
+        self._queue(_LEN.pack(len(data) + 1) + kind + data)
 
     def answer(self, ticket, verdict, reason=""):
         data = reason.encode("utf-8", "replace")[:255] if reason else b""
-        self.out.append(_ANSWER.pack(12 + len(data), 65, ticket, verdict, len(data)) + data)
+        self._queue(_ANSWER.pack(12 + len(data), 65, ticket, verdict, len(data)) + data)
 
     def log(self, level, text):
         data = text.encode("utf-8", "replace")[:4000]
-        self.out.append(_LOG.pack(len(data) + 2, 76, level) + data)
+        self._queue(_LOG.pack(len(data) + 2, 76, level) + data)
 
-    def flush(self):
-        if not self.out:
-            return
-        data = b"".join(self.out)
-        self.out.clear()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+    def flush(self, older_than=None):
+        """Writes what waits (only if its first frame is older_than
+        seconds, when given)."""
+        with self.lock:
+            if not self.out or (older_than is not None
+                                and time.monotonic() - self.oldest < older_than):
+                return
+            data = b"".join(self.out)
+            self.out.clear()
+            self.oldest = None
+            self.waiting.clear()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+    def start_flusher(self, after_s):
+        """A thread that writes what has waited after_s seconds: an answer
+        is not held back while the next message of its chunk runs long (a
+        crash or a hang there would take it along)."""
+        def run():
+            while True:
+                self.waiting.wait()
+                time.sleep(after_s)
+                try:
+                    self.flush(older_than=after_s)
+                except OSError:
+                    return  # the hub is gone: the serving thread sees it too
+
+        threading.Thread(target=run, name="fanhub-flusher", daemon=True).start()

@@ -5,14 +5,17 @@ Two kinds of consumer (docs/porting.md):
   Moksha / fedmsg-hub: a class with consume(self, message); message is
       {"topic": TOPIC, "body": BODY} with the body parsed from JSON. It is
       made once as Class(hub), hub.config being options.config. Its topic
-      (a pattern or a list, fnmatch-style) filters: a message it does not
-      match is answered DROP. validate, pre_consume and post_consume are
+      (a string or a list) filters as Moksha's zeromq subscription did: a
+      topic that starts with it, its '*' taken out, matches (or one that
+      matches it as an fnmatch pattern); a message it does not match is
+      answered DROP. validate, pre_consume and post_consume are
       called around consume when it has them; validate raising is DROP.
   fedora-messaging: a function, or a class made once with no arguments and
       called, given a Message (.topic, .body, .id, .headers, .queue).
       Nack is RETRY, Drop is DROP, HaltConsumer is HALT.
 Any other exception is FAIL with its last line as the reason (RETRY with
-options.on_exception: retry).
+options.on_exception: retry), and its traceback is logged, as fedmsg-hub
+logged it.
 """
 import fnmatch
 import importlib
@@ -20,7 +23,6 @@ import json
 import logging
 import os
 import sys
-import time
 import traceback
 
 import fanhub_worker
@@ -73,6 +75,22 @@ class LogHandler(logging.Handler):
             self.handleError(record)
 
 
+def topic_matcher(topics):
+    """Moksha's subscription: a prefix, '*' taken out; or a pattern."""
+    prefixes = [t.replace("*", "") for t in topics]
+    return lambda topic: any(topic.startswith(p) for p in prefixes) or any(
+        fnmatch.fnmatchcase(topic, t) for t in topics)
+
+
+def failed(exc, message_id):
+    """The reason of an exception that escaped the consumer, its traceback
+    logged first."""
+    logging.getLogger("fanhub_worker").error(
+        "message %s: %s", message_id, "".join(traceback.format_exception(
+            type(exc), exc, exc.__traceback__)).rstrip())
+    return last_line(exc)
+
+
 def last_line(exc):
     if not str(exc):
         return type(exc).__name__
@@ -109,13 +127,14 @@ def moksha_handler(cls, options, fail):
     if isinstance(topics, str):
         topics = [topics]
     patterns = [t for t in topics if t not in ("*", "#")]
+    matches = topic_matcher(patterns)
     validate = getattr(consumer, "validate", None)
     pre = getattr(consumer, "pre_consume", None)
     post = getattr(consumer, "post_consume", None)
     consume = consumer.consume
 
     def handle(topic, body, msg_id, headers, frames):
-        if patterns and not any(fnmatch.fnmatchcase(topic, p) for p in patterns):
+        if patterns and not matches(topic):
             return DROP, "topic not in the class's topic"
         message = {"topic": topic, "body": body}
         if validate is not None:
@@ -130,7 +149,7 @@ def moksha_handler(cls, options, fail):
             if post is not None:
                 post(message)
         except Exception as e:
-            return fail, last_line(e)
+            return fail, failed(e, msg_id)
         return OK, ""
 
     return handle
@@ -150,7 +169,7 @@ def callable_handler(obj, options, fail, queue):
         except HaltConsumer as e:
             raise Halt(getattr(e, "reason", None) or str(e) or "HaltConsumer")
         except Exception as e:
-            return fail, last_line(e)
+            return fail, failed(e, msg_id)
         return OK, ""
 
     return handle
@@ -183,7 +202,6 @@ def serve(conn, handle):
     while True:
         if not conn.read():
             return 0
-        flushed = time.monotonic()
         quit_ = False
         for kind, start, end in conn.frames():
             if kind == 77:  # 'M'
@@ -201,10 +219,6 @@ def serve(conn, handle):
                     conn.flush()
                     continue
                 conn.answer(ticket, verdict, reason)
-                now = time.monotonic()
-                if now - flushed > FLUSH_S:
-                    conn.flush()
-                    flushed = now
             elif kind == 81:  # 'Q'
                 quit_ = True
             else:
@@ -246,4 +260,5 @@ def main():
                           "version": "fanhub_worker %s, Python %s" % (
                               fanhub_worker.__version__, sys.version.split()[0])})
     conn.flush()
+    conn.start_flusher(FLUSH_S)
     return serve(conn, handle)
