@@ -25,9 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINE_COST_NS (10 * INT64_C (1000000)) /* 100 lines a second */
-#define LINE_BURST_NS (INT64_C (1000000000))  /* 100 at once */
-#define SCAN_NS (50 * INT64_C (1000000))      /* timeouts are looked for this often */
+#define SCAN_NS (50 * INT64_C (1000000)) /* timeouts are looked for this often */
 
 int64_t
 worker_now_ns (void)
@@ -43,47 +41,6 @@ loop_wake (worker_t *w)
     uint64_t one = 1;
     ssize_t n = write (w->wake_fd, &one, sizeof one);
     (void) n; /* a full counter wakes it as well */
-}
-
-/* A line of a worker's stdout or stderr (or its LOG frames): logged with
-   the consumer's name and the worker's index, at most 100 a second, and
-   what was held back said at most once a second. Control characters
-   become '?': a worker's text cannot forge or break the hub's lines. */
-static void
-s_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut)
-{
-    int64_t now = worker_now_ns ();
-    w->line_credit_ns += now - w->line_last_ns;
-    w->line_last_ns = now;
-    if (w->line_credit_ns > LINE_BURST_NS)
-        w->line_credit_ns = LINE_BURST_NS;
-    if (w->line_credit_ns < LINE_COST_NS) {
-        w->lines_dropped++;
-        return;
-    }
-    w->line_credit_ns -= LINE_COST_NS;
-    if (w->lines_dropped && now - w->lines_said_ns >= LINE_BURST_NS) {
-        w->host->log (w->ctx, FANHUB_LOG_WARNING,
-                      "workers: %llu lines not logged (more than 100 a second)",
-                      (unsigned long long) w->lines_dropped);
-        w->lines_dropped = 0;
-        w->lines_said_ns = now;
-    }
-    char clean[WORKER_LINE_MAX];
-    size_t n = 0;
-    for (; line[n] && n < sizeof clean - 1; n++)
-        clean[n] = (unsigned char) line[n] < 0x20 && line[n] != '\t' ? '?' : line[n];
-    clean[n] = '\0';
-    w->host->log (w->ctx, level, "worker %zu: %s%s", p->index, clean, cut ? " [cut]" : "");
-}
-
-static void
-s_emit_line (void *arg, proc_t *p, bool is_err, const char *line)
-{
-    if (is_err)
-        snprintf (p->last_err, sizeof p->last_err, "%s", line);
-    s_log_line (arg, p, is_err ? FANHUB_LOG_WARNING : FANHUB_LOG_INFO, line,
-                is_err ? p->err_line.cut : p->out_line.cut);
 }
 
 static bool
@@ -118,17 +75,21 @@ s_schedule_restart (worker_t *w, proc_t *p, int64_t now)
     p->restart_at_ns = now + delay;
 }
 
-/* A start that failed (spawn, ERROR, no READY, exit before READY). */
+/* A start that failed (spawn, ERROR, no READY, exit before READY). One
+   the consumer refused for now (its own start-up raised: a database not
+   up yet) does not fail init: the consumer starts down, and retries. */
 static void
-s_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now)
+s_start_failed_as (worker_t *w, proc_t *p, const char *why, bool for_now, int64_t now)
 {
     proc_kill (p);
     pthread_mutex_lock (&w->lock);
     bool starting = !w->running;
-    if (starting && !w->start_failed) {
-        w->start_failed = true;
+    if (starting && !w->start_failed && (!for_now || !w->start_down))
         snprintf (w->start_err, sizeof w->start_err, "worker %zu: %s", p->index, why);
-    }
+    if (starting && for_now)
+        w->start_down++;
+    else if (starting)
+        w->start_failed = true;
     pthread_cond_broadcast (&w->ready_cond);
     pthread_mutex_unlock (&w->lock);
     s_schedule_restart (w, p, now);
@@ -140,6 +101,12 @@ s_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now)
         w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "worker %zu: %s", p->index, why);
     else
         w->host->set_state (w->ctx, FANHUB_STATE_UP, "worker %zu: %s", p->index, why);
+}
+
+static void
+s_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now)
+{
+    s_start_failed_as (w, p, why, false, now);
 }
 
 typedef struct {
@@ -253,7 +220,7 @@ static void
 s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
 {
     if (p->err >= 0)
-        proc_read_lines (p, p->err, &p->err_line, s_emit_line, w);
+        proc_read_lines (p, p->err, &p->err_line, worker_emit_line, w);
     proc_state_t was = p->state;
     pid_t pid = p->pid;
     size_t held = p->in_flight;
@@ -365,8 +332,9 @@ s_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t 
     const char *text = json_string_value (json_object_get (error, "error"));
     char why[512];
     snprintf (why, sizeof why, "refused to start: %s", text ? text : "(ERROR without a reason)");
+    bool for_now = json_is_true (json_object_get (error, "retry"));
     json_decref (error);
-    s_start_failed (w, p, why, now);
+    s_start_failed_as (w, p, why, for_now, now);
 }
 
 /* HALT: the consumer takes no more messages (fedora-messaging's
@@ -493,10 +461,10 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
         for (char *end; (end = strchr (next, '\n')); next = end + 1) {
             *end = '\0';
             if (*next)
-                s_log_line (w, p, level, next, false);
+                worker_log_line (w, p, level, next, false);
         }
         if (*next)
-            s_log_line (w, p, level, next, n < size - 1);
+            worker_log_line (w, p, level, next, n < size - 1);
         return true;
     }
     if (p->state == PROC_HELLO && (type == 'R' || type == 'E')) {
@@ -747,12 +715,12 @@ s_poll (worker_t *w, int64_t now, bool scanning)
                 s_read (w, p, now);
         }
         else if (fds[i].fd == p->out
-                 && !proc_read_lines (p, p->out, &p->out_line, s_emit_line, w)) {
+                 && !proc_read_lines (p, p->out, &p->out_line, worker_emit_line, w)) {
             close (p->out);
             p->out = -1;
         }
         else if (fds[i].fd == p->err
-                 && !proc_read_lines (p, p->err, &p->err_line, s_emit_line, w)) {
+                 && !proc_read_lines (p, p->err, &p->err_line, worker_emit_line, w)) {
             close (p->err);
             p->err = -1;
         }
@@ -766,7 +734,7 @@ loop_thread (void *arg)
     worker_t *w = arg;
     int64_t now = worker_now_ns ();
     w->line_last_ns = now;
-    w->line_credit_ns = LINE_BURST_NS;
+    w->line_credit_ns = WORKER_LINE_BURST_NS;
     for (size_t i = 0; i < w->nprocs; i++)
         s_start (w, &w->procs[i], now);
     bool quitting = false;

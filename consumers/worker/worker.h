@@ -29,7 +29,9 @@
 #define WORKER_FRAME_MAX_IN (UINT32_C (1) << 20)
 #define WORKER_FRAME_MAX_OUT (UINT32_C (1) << 30)
 #define WORKER_REASON_MAX 255
-#define WORKER_LINE_MAX 1024 /* bytes of one stdout/stderr line logged */
+#define WORKER_LINE_MAX 1024                         /* bytes of one stdout/stderr line logged */
+#define WORKER_LINE_COST_NS (10 * INT64_C (1000000)) /* 100 lines a second */
+#define WORKER_LINE_BURST_NS (INT64_C (1000000000))  /* 100 at once */
 
 enum {
     WORKER_VERDICT_OK = 0,
@@ -197,6 +199,7 @@ typedef struct worker {
     pthread_cond_t ready_cond;
     size_t ready_count;
     bool start_failed;
+    size_t start_down; /* starts the consumer refused for now: init goes on */
     char start_err[512];
 
     int64_t deep_warned_ns; /* the last "waited in a worker's queue" warning */
@@ -221,6 +224,11 @@ bool crash_suspect (worker_t *w, uint64_t seq);
    forgotten and reason says it. */
 bool crash_hung_out (worker_t *w, uint64_t seq, char *reason, size_t size);
 /* The I/O thread. */
+/* lines.c: a line of a worker's for the hub's log (the I/O thread's),
+   and proc_read_lines' callback (arg: the worker). */
+void worker_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut);
+void worker_emit_line (void *arg, proc_t *p, bool is_err, const char *line);
+
 void *loop_thread (void *arg);
 /* Wakes it (after new jobs, or to stop). */
 void loop_wake (worker_t *w);

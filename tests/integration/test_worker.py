@@ -115,6 +115,40 @@ def test_an_answer_is_not_held_back_by_the_next_message():
     wd.cleanup()
 
 
+def test_a_consumer_that_cannot_start_yet_is_down_not_fatal():
+    """A consumer whose own start-up raises (its class made: a database
+    not up at boot) does not stop the hub, as an import error does: the
+    other consumers run, it shows down (state 1) with the reason, and it
+    starts once its start-up works, then takes its messages."""
+    wd = fh.Workdir()
+    out = wd.file("records.jsonl")
+    gate = wd.file("database-up")
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        config = ("bus:\n  connect: [%s]\nconsumers:\n"
+                  "  - name: other\n    plugin: log\n    options: {path: %s}\n"
+                  "  - name: py\n    plugin: python\n    topics: [org.test]\n"
+                  "    options: {callable: \"wtest:Gated\", path: [%s], restart_delay: 50ms,"
+                  " restart_delay_max: 200ms}\n"
+                  % (pub.endpoint, json.dumps(wd.file("other.jsonl")),
+                     json.dumps(wl.WORKERS_DIR)))
+        env = dict(wl.hub_env(out), WORKER_TEST_GATE=gate)
+        hub = cleanup.add(fh.Hub(wd, config, env=env))
+        hub.wait_ready()
+        c = hub.consumer(hub.stats(), "py")
+        assert c["state"] == 1 and "the database is not up yet" in c["last_error"], c
+        assert "the consumer is down for now" in hub.log(), hub.log()
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.test", '{"i":1}')
+        fh.wait_for(lambda: fh.count_lines(wd.file("other.jsonl")) == 1, "the other consumer",
+                    hub=hub)
+        open(gate, "w").close()
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["state"] == 0, "py up", hub=hub)
+        fh.wait_for(lambda: len(wl.records(out)) == 1, "py's message taken", hub=hub)
+        assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
 def run_refused(wd, options, plugin="python", expect=""):
     os.environ.setdefault("WORKER_TEST_OUT", wd.file("records.jsonl"))  # wtest opens it
     pub = fh.Publisher()
@@ -359,6 +393,7 @@ if __name__ == "__main__":
              test_a_worker_that_never_answers_is_killed_and_its_message_retried,
              test_a_slow_worker_is_not_taken_for_a_hung_one,
              test_an_answer_is_not_held_back_by_the_next_message,
+             test_a_consumer_that_cannot_start_yet_is_down_not_fatal,
              test_a_worker_that_cannot_start_is_a_clear_error,
              test_max_crashes_is_the_consumers_key,
              test_a_worker_that_cannot_restart_shows_the_consumer_down,

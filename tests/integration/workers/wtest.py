@@ -53,5 +53,17 @@ def record(message):
     os.write(_out, (json.dumps(line) + "\n").encode())
 
 
+class Gated:
+    """A class consumer whose start-up needs the file $WORKER_TEST_GATE (a
+    database that is not up yet at boot)."""
+
+    def __init__(self):
+        if not os.path.exists(os.environ["WORKER_TEST_GATE"]):
+            raise ConnectionRefusedError("the database is not up yet")
+
+    def __call__(self, message):
+        record(message)
+
+
 def noop(message):
     """The benchmark's consumer: the body is parsed by the runner."""

@@ -121,6 +121,11 @@ class Halt(Exception):
     pass
 
 
+class StartFailed(Exception):
+    """The consumer's own start-up raised (its class made): the hub starts
+    it again later, as after a crash, instead of refusing the consumer."""
+
+
 def moksha_handler(cls, options, fail):
     consumer = cls(Hub(options.get("config") or {}))
     topics = getattr(consumer, "topic", None) or []
@@ -178,11 +183,17 @@ def callable_handler(obj, options, fail, queue):
 def make_handler(options, queue):
     obj = load(options["callable"], options.get("path"))
     fail = RETRY if options.get("on_exception") == "retry" else FAIL
-    if isinstance(obj, type) and callable(getattr(obj, "consume", None)):
-        return moksha_handler(obj, options, fail)
-    if callable(obj):
+    if not callable(obj):
+        raise TypeError("%s is neither a class with consume() nor a callable"
+                        % options["callable"])
+    try:
+        if isinstance(obj, type) and callable(getattr(obj, "consume", None)):
+            return moksha_handler(obj, options, fail)
         return callable_handler(obj, options, fail, queue)
-    raise TypeError("%s is neither a class with consume() nor a callable" % options["callable"])
+    except compat.ConfigKeyDisabled:
+        raise  # a choice of the configuration, not a failure to retry
+    except Exception as e:
+        raise StartFailed(last_line(e)) from e
 
 
 def handshake(conn):
@@ -252,7 +263,10 @@ def main():
         compat.install(fanhub_worker.config)
         handle = make_handler(options, hello.get("consumer"))
     except BaseException as e:
-        conn.send_json(b"E", {"error": "%s: %s" % (options.get("callable"), last_line(e))})
+        error = {"error": "%s: %s" % (options.get("callable"), last_line(e))}
+        if isinstance(e, StartFailed):
+            error = {"error": "%s: %s" % (options.get("callable"), e), "retry": True}
+        conn.send_json(b"E", error)
         conn.flush()
         traceback.print_exc()
         return 1
