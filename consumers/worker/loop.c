@@ -86,13 +86,23 @@ s_start_failed_as (worker_t *w, proc_t *p, const char *why, bool for_now, int64_
     bool starting = !w->running;
     if (starting && !w->start_failed && (!for_now || !w->start_down))
         snprintf (w->start_err, sizeof w->start_err, "worker %zu: %s", p->index, why);
-    if (starting && for_now)
+    if (starting && for_now && !p->refused_for_now) {
+        p->refused_for_now = true;
         w->start_down++;
-    else if (starting)
+    }
+    else if (starting && !for_now)
         w->start_failed = true;
+    bool any_ready = w->ready_count > 0;
     pthread_cond_broadcast (&w->ready_cond);
     pthread_mutex_unlock (&w->lock);
     s_schedule_restart (w, p, now);
+    if (starting && for_now) { /* init goes on: said here, on this thread */
+        w->host->log (w->ctx, FANHUB_LOG_ERROR,
+                      "worker %zu: %s; not ready for now: next start in %.1f s", p->index, why,
+                      (double) (p->restart_at_ns - now) / 1e9);
+        if (!any_ready)
+            w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "worker %zu: %s", p->index, why);
+    }
     if (starting)
         return; /* init says it */
     w->host->log (w->ctx, FANHUB_LOG_ERROR, "worker %zu: %s; next start in %.1f s", p->index, why,
@@ -317,6 +327,10 @@ s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t no
     }
     p->state = PROC_READY;
     pthread_mutex_lock (&w->lock);
+    if (p->refused_for_now) { /* counted once, as ready now */
+        p->refused_for_now = false;
+        w->start_down--;
+    }
     w->ready_count++;
     pthread_cond_broadcast (&w->ready_cond);
     pthread_mutex_unlock (&w->lock);
@@ -383,21 +397,22 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
     }
 }
 
-/* Answered more than half of consume_timeout after consume: the hub's
-   ticket expires at consume_timeout, so a queue this deep repeats work. */
+/* Waited more than half of consume_timeout before its worker took it up:
+   the hub's ticket expires at consume_timeout, so a queue this deep
+   repeats work. */
 static void
-s_warn_deep (worker_t *w, proc_t *p, int64_t age_ns, int64_t now)
+s_warn_deep (worker_t *w, proc_t *p, int64_t queued_ns, int64_t now)
 {
-    if (w->consume_timeout_ns <= 0 || age_ns <= w->consume_timeout_ns / 2
+    if (w->consume_timeout_ns <= 0 || queued_ns <= w->consume_timeout_ns / 2
         || (w->deep_warned_ns && now - w->deep_warned_ns < 60 * INT64_C (1000000000)))
         return;
     w->deep_warned_ns = now;
     w->host->log (w->ctx, FANHUB_LOG_WARNING,
-                  "worker %zu: a message was answered %.1f s after it was handed over, with %zu "
-                  "more in that worker's queue: past consume_timeout (%.1f s) the hub retries "
+                  "worker %zu: a message waited %.1f s in the queue before its worker took it "
+                  "up, with %zu more behind it: past consume_timeout (%.1f s) the hub retries "
                   "it and the work is repeated; lower max_pending (now %lld) or raise "
                   "consume_timeout",
-                  p->index, (double) age_ns / 1e9, p->in_flight,
+                  p->index, (double) queued_ns / 1e9, p->in_flight,
                   (double) w->consume_timeout_ns / 1e9, (long long) w->max_pending);
 }
 
@@ -420,7 +435,12 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t n
         return halted;
     }
     fanhub_ticket_t ticket = job->ticket;
-    int64_t age_ns = now - job->consumed_ns;
+    /* How long it waited before its worker took it up: until the
+       process's previous answer (or its send, if later). */
+    int64_t started_ns = p->progress_ns > job->sent_ns ? p->progress_ns : job->sent_ns;
+    int64_t queued_ns = started_ns - job->consumed_ns;
+    if (wire >> 32 > p->answered_serial)
+        p->answered_serial = wire >> 32;
     crash_forget (w, job->seq);
     s_free_job (w, job);
     p->in_flight--;
@@ -428,7 +448,7 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t n
     p->failures = 0;
     p->progress_ns = now;
     pthread_mutex_unlock (&w->lock);
-    s_warn_deep (w, p, age_ns, now);
+    s_warn_deep (w, p, queued_ns, now);
     static const fanhub_result_t results[] = {FANHUB_OK, FANHUB_RETRY, FANHUB_FAIL, FANHUB_OK};
     char text[WORKER_REASON_MAX + 1];
     size_t n = reason_size < WORKER_REASON_MAX ? reason_size : WORKER_REASON_MAX;
@@ -447,24 +467,25 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
 {
     char why[160];
     if (type == 'L' && size >= 1) {
-        char line[WORKER_LINE_MAX];
-        size_t n = size - 1 < sizeof line - 1 ? size - 1 : sizeof line - 1;
-        memcpy (line, payload + 1, n);
-        line[n] = '\0';
         /* syslog levels: 0-3 error, 4 warning, 5-6 info, 7 debug */
         fanhub_log_level_t level = payload[0] <= 3   ? FANHUB_LOG_ERROR
                                    : payload[0] == 4 ? FANHUB_LOG_WARNING
                                    : payload[0] <= 6 ? FANHUB_LOG_INFO
                                                      : FANHUB_LOG_DEBUG;
-        /* A frame of several lines (a traceback): each one named. */
-        char *next = line;
-        for (char *end; (end = strchr (next, '\n')); next = end + 1) {
-            *end = '\0';
-            if (*next)
-                worker_log_line (w, p, level, next, false);
+        /* A frame of several lines (a traceback): each one named, and
+           each cut on its own, so that a long one keeps its last line. */
+        const char *text = (const char *) payload + 1, *end = text + size - 1;
+        while (text < end) {
+            const char *nl = memchr (text, '\n', (size_t) (end - text));
+            size_t len = (size_t) ((nl ? nl : end) - text);
+            char line[WORKER_LINE_MAX];
+            size_t n = len < sizeof line - 1 ? len : sizeof line - 1;
+            memcpy (line, text, n);
+            line[n] = '\0';
+            if (n)
+                worker_log_line (w, p, level, line, n < len);
+            text += len + (nl != NULL);
         }
-        if (*next)
-            worker_log_line (w, p, level, next, n < size - 1);
         return true;
     }
     if (p->state == PROC_HELLO && (type == 'R' || type == 'E')) {
@@ -588,6 +609,7 @@ s_assign (worker_t *w, int64_t now)
             continue;
         }
         job->proc = (ssize_t) p->index;
+        job->sent_ns = now > job->consumed_ns ? now : job->consumed_ns;
         if (p->in_flight++ == 0)
             p->progress_ns = now; /* busy from here */
         p->solo = job->suspect;
@@ -623,12 +645,19 @@ s_timeouts (worker_t *w, int64_t now)
     }
     if (w->consume_timeout_ns <= 0)
         return;
-    /* Silent while holding messages (those queued behind do not count). */
+    /* Silent while holding messages (those queued behind do not count),
+       or past one it skipped (answers may come in any order). */
     bool late[w->nprocs];
     pthread_mutex_lock (&w->lock);
     for (size_t i = 0; i < w->nprocs; i++)
         late[i] = w->procs[i].in_flight > 0
                   && now - w->procs[i].progress_ns > w->consume_timeout_ns;
+    for (size_t i = 0; i < (size_t) w->max_pending; i++) {
+        const job_t *job = &w->jobs[i];
+        if (job->used && job->proc >= 0 && now - job->sent_ns > w->consume_timeout_ns
+            && job->wire >> 32 < w->procs[job->proc].answered_serial)
+            late[job->proc] = true;
+    }
     pthread_mutex_unlock (&w->lock);
     for (size_t i = 0; i < w->nprocs; i++) {
         if (!late[i] || w->procs[i].state != PROC_READY)

@@ -396,21 +396,15 @@ s_start (worker_t *w, char *err, size_t errlen)
     int rc = 0;
     while (w->ready_count + w->start_down < w->nprocs && !w->start_failed && rc == 0)
         rc = pthread_cond_timedwait (&w->ready_cond, &w->lock, &until);
+    /* Workers whose consumer refused to start for now count as settled:
+       the consumer shows down (loop.c said so) and they start again with
+       backoff, as when they fail later. */
     bool ok = w->ready_count + w->start_down >= w->nprocs && !w->start_failed;
-    bool down = ok && w->ready_count == 0;
     if (ok)
         w->running = true;
     else
         snprintf (err, errlen, "%s", w->start_failed ? w->start_err : "workers not READY in time");
     pthread_mutex_unlock (&w->lock);
-    /* The others start: this one shows down (state 1) and starts again
-       with backoff, as when its workers fail later. */
-    if (down) {
-        w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                      "%s; the consumer is down for now: its workers start again with backoff",
-                      w->start_err);
-        w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "%s", w->start_err);
-    }
     return ok ? 0 : -1;
 }
 

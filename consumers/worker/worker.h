@@ -9,6 +9,7 @@
       crash.c    the crashes each message was in flight for (the blame)
       loop.c     the I/O thread: hands messages to processes, reads their
                  answers, restarts the dead, times out the silent
+      lines.c    what workers write for the hub's log
 */
 #ifndef WORKER_H_INCLUDED
 #define WORKER_H_INCLUDED
@@ -119,7 +120,11 @@ typedef struct {
        messages with no progress for consume_timeout is a hang (a deep
        queue in its socket is not). */
     int64_t progress_ns;
-    bool solo; /* holds a message a dead worker held: alone */
+    uint64_t answered_serial; /* the highest wire serial it answered: one
+                                 below, late, it skipped (answers may come
+                                 in any order) */
+    bool refused_for_now;     /* at start: its consumer's start-up failed */
+    bool solo;                /* holds a message a dead worker held: alone */
     bool ever_started;
     proc_line_t out_line, err_line;
     char last_err[256]; /* the last stderr line, for errors */
@@ -157,6 +162,7 @@ typedef struct {
     size_t frame_size;
     ssize_t proc;        /* -1 while waiting */
     int64_t consumed_ns; /* consume's clock: the hub's ticket is as old */
+    int64_t sent_ns;     /* when a process got it */
 } job_t;
 
 /* Crashes a message has been in flight for (by seq). */
@@ -223,12 +229,12 @@ bool crash_suspect (worker_t *w, uint64_t seq);
 /* True when seq hung its worker max_crashes times: the count is
    forgotten and reason says it. */
 bool crash_hung_out (worker_t *w, uint64_t seq, char *reason, size_t size);
-/* The I/O thread. */
 /* lines.c: a line of a worker's for the hub's log (the I/O thread's),
    and proc_read_lines' callback (arg: the worker). */
 void worker_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut);
 void worker_emit_line (void *arg, proc_t *p, bool is_err, const char *line);
 
+/* The I/O thread. */
 void *loop_thread (void *arg);
 /* Wakes it (after new jobs, or to stop). */
 void loop_wake (worker_t *w);

@@ -4,6 +4,7 @@ frame over the limit, an answer to a ticket the worker does not hold, a
 frame of no known type; a worker's LOG frames and stdout lines reach the
 hub's log with the consumer's name."""
 import json
+import time
 
 import fanhublib as fh
 
@@ -121,6 +122,32 @@ def test_logs_and_output_reach_the_hub_log():
     wd.cleanup()
 
 
+def test_a_worker_that_skips_a_message_is_killed():
+    """Answers may come in any order: a worker that never answers one
+    message but goes on answering the others (so it is never silent) is
+    killed consume_timeout after that message was sent to it."""
+    wd = fh.Workdir()
+    body = ("    if not globals().get('skipped'):\n"
+            "        skipped = True\n"
+            "        continue\n"
+            "    os.write(fd, frame(b'A', struct.pack('>QBH', ticket, 0, 0)))")
+    hub, pub = run_hub(wd, worker_options(body), messages=1,
+                       extra="    consume_timeout: 2\n    retry: {max_attempts: 1}\n")
+    try:
+        # The others keep coming, and are answered at once, until the kill.
+        for i in range(1, 300):
+            if "stopped answering (consume_timeout 2.0 s) and was killed" in hub.log():
+                break
+            pub.send("org.test", '{"i":%d}' % i)
+            time.sleep(0.1)
+        hub.wait_log("stopped answering (consume_timeout 2.0 s) and was killed", deadline=1)
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
     wd = fh.Workdir()
     # Answers, then takes QUIT for a message it never answers and sleeps.
@@ -143,4 +170,5 @@ def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
 if __name__ == "__main__":
     fh.main([test_handshakes_that_fail, test_protocol_errors_kill_the_worker,
              test_logs_and_output_reach_the_hub_log,
-             test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout])
+             test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout,
+             test_a_worker_that_skips_a_message_is_killed])

@@ -18,15 +18,28 @@ _LOG = struct.Struct(">IBB")  # length, 'L', level
 
 class Connection:
     """Reads are the serving thread's; writes (answers, logs from any of
-    the consumer's threads, the flusher's) go through one lock, in order."""
+    the consumer's threads, the flusher's) go through one lock, in order.
+    A process the consumer forks writes nothing on the socket: its logs
+    go to its stderr, and it never repeats what the worker had queued."""
 
     def __init__(self, fd):
         self.fd = fd
         self.buf = bytearray()
         self.out = []
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a log from a __del__ or a signal handler
         self.oldest = None  # when the first frame not yet written was queued
         self.waiting = threading.Event()  # set while frames wait
+        self.forked = False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(before=self.lock.acquire, after_in_parent=self.lock.release,
+                                after_in_child=self._after_fork)
+
+    def _after_fork(self):
+        self.lock = threading.RLock()
+        self.out = []
+        self.oldest = None
+        self.waiting = threading.Event()
+        self.forked = True
 
     def read(self):
         """More bytes from the hub; False at end of file."""
@@ -74,6 +87,8 @@ class Connection:
         return ticket, seq, attempt, received, msg_id, frames
 
     def _queue(self, frame):
+        if self.forked:
+            return
         with self.lock:
             if self.oldest is None:
                 self.oldest = time.monotonic()
@@ -89,6 +104,9 @@ class Connection:
         self._queue(_ANSWER.pack(12 + len(data), 65, ticket, verdict, len(data)) + data)
 
     def log(self, level, text):
+        if self.forked:
+            os.write(2, (text + "\n").encode("utf-8", "replace"))
+            return
         data = text.encode("utf-8", "replace")[:4000]
         self._queue(_LOG.pack(len(data) + 2, 76, level) + data)
 
@@ -99,8 +117,8 @@ class Connection:
             if not self.out or (older_than is not None
                                 and time.monotonic() - self.oldest < older_than):
                 return
-            data = b"".join(self.out)
-            self.out.clear()
+            out, self.out = self.out, []
+            data = b"".join(out)
             self.oldest = None
             self.waiting.clear()
             view = memoryview(data)

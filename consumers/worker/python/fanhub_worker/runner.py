@@ -122,8 +122,15 @@ class Halt(Exception):
 
 
 class StartFailed(Exception):
-    """The consumer's own start-up raised (its class made): the hub starts
-    it again later, as after a crash, instead of refusing the consumer."""
+    """The consumer's own start-up raised (its class made) something other
+    than a mistake of code or configuration: the hub starts it again
+    later, as after a crash, instead of refusing the consumer."""
+
+
+# What a constructor raises for a mistake, not for a service not up yet
+# (a database driver's OperationalError, ConnectionRefusedError, ...).
+MISTAKES = (ImportError, SyntaxError, NameError, AttributeError, TypeError, LookupError,
+            ValueError, AssertionError, NotImplementedError)
 
 
 def moksha_handler(cls, options, fail):
@@ -190,8 +197,8 @@ def make_handler(options, queue):
         if isinstance(obj, type) and callable(getattr(obj, "consume", None)):
             return moksha_handler(obj, options, fail)
         return callable_handler(obj, options, fail, queue)
-    except compat.ConfigKeyDisabled:
-        raise  # a choice of the configuration, not a failure to retry
+    except (compat.ConfigKeyDisabled,) + MISTAKES:
+        raise  # the configuration's or the code's: a restart would not mend it
     except Exception as e:
         raise StartFailed(last_line(e)) from e
 
@@ -263,12 +270,13 @@ def main():
         compat.install(fanhub_worker.config)
         handle = make_handler(options, hello.get("consumer"))
     except BaseException as e:
+        traceback.print_exc()  # before ERROR: the hub stops reading at it
+        sys.stderr.flush()
         error = {"error": "%s: %s" % (options.get("callable"), last_line(e))}
         if isinstance(e, StartFailed):
             error = {"error": "%s: %s" % (options.get("callable"), e), "retry": True}
         conn.send_json(b"E", error)
         conn.flush()
-        traceback.print_exc()
         return 1
     conn.send_json(b"R", {"protocol": PROTOCOL, "name": options.get("callable", "?"),
                           "version": "fanhub_worker %s, Python %s" % (
