@@ -439,8 +439,8 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t n
        process's previous answer (or its send, if later). */
     int64_t started_ns = p->progress_ns > job->sent_ns ? p->progress_ns : job->sent_ns;
     int64_t queued_ns = started_ns - job->consumed_ns;
-    if (wire >> 32 > p->answered_serial)
-        p->answered_serial = wire >> 32;
+    if (job->proc_seq > p->answered_seq)
+        p->answered_seq = job->proc_seq;
     crash_forget (w, job->seq);
     s_free_job (w, job);
     p->in_flight--;
@@ -610,6 +610,7 @@ s_assign (worker_t *w, int64_t now)
         }
         job->proc = (ssize_t) p->index;
         job->sent_ns = now > job->consumed_ns ? now : job->consumed_ns;
+        job->proc_seq = ++p->sent_seq;
         if (p->in_flight++ == 0)
             p->progress_ns = now; /* busy from here */
         p->solo = job->suspect;
@@ -655,7 +656,7 @@ s_timeouts (worker_t *w, int64_t now)
     for (size_t i = 0; i < (size_t) w->max_pending; i++) {
         const job_t *job = &w->jobs[i];
         if (job->used && job->proc >= 0 && now - job->sent_ns > w->consume_timeout_ns
-            && job->wire >> 32 < w->procs[job->proc].answered_serial)
+            && job->proc_seq < w->procs[job->proc].answered_seq)
             late[job->proc] = true;
     }
     pthread_mutex_unlock (&w->lock);

@@ -120,11 +120,12 @@ typedef struct {
        messages with no progress for consume_timeout is a hang (a deep
        queue in its socket is not). */
     int64_t progress_ns;
-    uint64_t answered_serial; /* the highest wire serial it answered: one
-                                 below, late, it skipped (answers may come
-                                 in any order) */
-    bool refused_for_now;     /* at start: its consumer's start-up failed */
-    bool solo;                /* holds a message a dead worker held: alone */
+    uint64_t sent_seq;     /* messages it was sent, ever */
+    uint64_t answered_seq; /* the latest of them it answered: one before
+                              it, late, it skipped (answers may come in
+                              any order) */
+    bool refused_for_now;  /* at start: its consumer's start-up failed */
+    bool solo;             /* holds a message a dead worker held: alone */
     bool ever_started;
     proc_line_t out_line, err_line;
     char last_err[256]; /* the last stderr line, for errors */
@@ -163,6 +164,7 @@ typedef struct {
     ssize_t proc;        /* -1 while waiting */
     int64_t consumed_ns; /* consume's clock: the hub's ticket is as old */
     int64_t sent_ns;     /* when a process got it */
+    uint64_t proc_seq;   /* its place in what that process got */
 } job_t;
 
 /* Crashes a message has been in flight for (by seq). */
