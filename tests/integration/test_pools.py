@@ -71,7 +71,9 @@ def run_pool(n, keys, workers, seed, retry_every=0):
         c = hub.consumer(stats, "pool")
         assert c["failed"] == 0 and c["backlog"] == 0 and c["in_flight"] == 0, c
         assert c["retried"] == 2 * len(retried), c
-        assert c["keys_active"] == 0, c  # idle keys leave nothing behind
+        # Idle keys leave nothing behind (let go a moment after the count).
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "pool")["keys_active"] == 0,
+                    "the keys let go", hub=hub)
         assert len(c["workers"]) == workers
         assert hub.stop() == 0, hub.log()
         calls = read_calls(wd.file("calls"))
@@ -140,7 +142,11 @@ def test_coalescing_keeps_the_newest():
         fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["completed"] == 3, "3 done",
                     hub=hub)
         c = hub.consumer(hub.stats(), "latest")
-        assert c["backlog"] == 0 and c["in_flight"] == 0 and c["keys_active"] == 0, c
+        assert c["backlog"] == 0 and c["in_flight"] == 0, c
+        # The key is let go just after its message is counted done: a gauge
+        # a moment behind (TSan's CI run saw 1 here once).
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "latest")["keys_active"] == 0,
+                    "the keys let go", hub=hub)
         assert hub.stop() == 0, hub.log()
         done = sorted(seq for seq, _, _, _, answer in read_calls(wd.file("calls")))
         assert done == [1, 20, 21], done
