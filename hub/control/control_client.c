@@ -7,6 +7,7 @@
 #include "control_path.h"
 
 #include <czmq.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +87,13 @@ fh_control_call_frames (const char *endpoint, const fanhub_bytes_t *frames, size
         if (zmq_send (zsock_resolve (req), frames[i].data, frames[i].size,
                       i + 1 < count ? ZMQ_SNDMORE : 0)
             < 0) {
-            snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (zmq_errno ()));
+            int why = zmq_errno ();
+            bool probed = false;
+            /* A handshake refused before the send (libzmq drops the pipe
+               after a mechanism mismatch): the monitor says why. */
+            if (!monitor || why != EAGAIN
+                || !fh_control_client_refused (monitor, endpoint, &probed, err, errlen))
+                snprintf (err, errlen, "%s: cannot send: %s", endpoint, zmq_strerror (why));
             sent = false;
         }
     if (sent && s_wait_answer (zsock_resolve (req), monitor, endpoint, timeout_ms, err, errlen)) {
