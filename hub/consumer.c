@@ -441,6 +441,28 @@ fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n)
 }
 
 void
+fh_consumer_set_window (fh_consumer_t *self, size_t n)
+{
+    if (self->pending)
+        fh_pending_set_window (self->pending, n);
+}
+
+void
+fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket)
+{
+    if (self->pending)
+        fh_pending_started (self->pending, ticket, self->clock.now_ns (self->clock.arg));
+}
+
+int
+fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size)
+{
+    (void) topic, (void) body, (void) size;
+    fh_warning ("publish: consumer '%s' has no publish endpoints", self->name);
+    return -1;
+}
+
+void
 fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size)
 {
     pthread_mutex_lock (&self->error_lock);

@@ -208,6 +208,12 @@ int fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket,
 int64_t fh_consumer_setting (fh_consumer_t *self, const char *name);
 void fh_consumer_set_state (fh_consumer_t *self, int state, const char *error);
 void fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n);
+/* ABI 1.5 (consumer.c): the plugin's window of open tickets
+   (host->set_window), a ticket's work started (host->ticket_started),
+   and a message it publishes (host->publish: 0 queued, -1 dropped). */
+void fh_consumer_set_window (fh_consumer_t *self, size_t n);
+void fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket);
+int fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size);
 /* The last error the plugin reported ("" when none) into buf. */
 void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
 

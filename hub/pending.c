@@ -23,12 +23,15 @@ typedef struct {
     fh_pending_item_t item;
     fanhub_ticket_t ticket;
     s_state_t state;
+    int64_t clock_ns; /* consume_timeout counts from here: the attempt's
+                         start, or fh_pending_started's call */
 } s_entry_t;
 
 struct fh_pending {
     pthread_mutex_t lock;
     pthread_cond_t done_cond; /* CLOCK_MONOTONIC */
     size_t capacity, used;
+    size_t window; /* the plugin's (set_window), <= capacity */
     s_entry_t *entries;
     size_t *free_list; /* a stack of free indices */
     size_t free_count;
@@ -69,6 +72,7 @@ fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg)
     pthread_cond_init (&self->done_cond, &attr);
     pthread_condattr_destroy (&attr);
     self->capacity = capacity;
+    self->window = capacity;
     for (size_t i = 0; i < capacity; i++)
         self->free_list[i] = capacity - 1 - i; /* index 0 is taken first */
     self->free_count = capacity;
@@ -131,6 +135,7 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     s_entry_t *entry = &self->entries[index];
     entry->item = *item;
     entry->item.reason = NULL;
+    entry->clock_ns = item->started_ns;
     entry->state = S_RESERVED;
     entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
     self->used++;
@@ -264,7 +269,37 @@ fh_pending_count (fh_pending_t *self)
 bool
 fh_pending_full (fh_pending_t *self)
 {
-    return fh_pending_count (self) >= self->capacity;
+    pthread_mutex_lock (&self->lock);
+    bool full = self->used >= self->window;
+    pthread_mutex_unlock (&self->lock);
+    return full;
+}
+
+void
+fh_pending_set_window (fh_pending_t *self, size_t window)
+{
+    pthread_mutex_lock (&self->lock);
+    self->window = window == 0 || window > self->capacity ? self->capacity : window;
+    pthread_mutex_unlock (&self->lock);
+}
+
+size_t
+fh_pending_window (fh_pending_t *self)
+{
+    pthread_mutex_lock (&self->lock);
+    size_t window = self->window;
+    pthread_mutex_unlock (&self->lock);
+    return window;
+}
+
+void
+fh_pending_started (fh_pending_t *self, fanhub_ticket_t ticket, int64_t now_ns)
+{
+    pthread_mutex_lock (&self->lock);
+    s_entry_t *entry = s_find (self, ticket);
+    if (entry && (entry->state == S_OPEN || entry->state == S_RESERVED))
+        entry->clock_ns = now_ns;
+    pthread_mutex_unlock (&self->lock);
 }
 
 size_t
@@ -304,11 +339,11 @@ s_overdue (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq, bool exp
         return 0;
     for (size_t i = 0; i < self->capacity; i++) {
         s_entry_t *entry = &self->entries[i];
-        if (entry->state != S_OPEN || entry->item.started_ns >= before_ns)
+        if (entry->state != S_OPEN || entry->clock_ns >= before_ns)
             continue;
         count++;
-        if (entry->item.started_ns < oldest) {
-            oldest = entry->item.started_ns;
+        if (entry->clock_ns < oldest) {
+            oldest = entry->clock_ns;
             if (oldest_seq)
                 *oldest_seq = entry->item.msg->seq;
         }

@@ -83,16 +83,26 @@ int fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanh
 bool fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out);
 /* Entries in use (reserved, open or done but not yet taken). */
 size_t fh_pending_count (fh_pending_t *self);
+/* True when as many entries are in use as the window allows. */
 bool fh_pending_full (fh_pending_t *self);
+/* The plugin's window (host->set_window, ABI 1.5): at most window entries
+   in use before fh_pending_full; 0, or more than the capacity, is the
+   capacity. */
+void fh_pending_set_window (fh_pending_t *self, size_t window);
+size_t fh_pending_window (fh_pending_t *self);
+/* host->ticket_started (ABI 1.5): the open (or reserved) entry's expiry
+   clock starts again at now_ns; an unknown ticket is ignored. */
+void fh_pending_started (fh_pending_t *self, fanhub_ticket_t ticket, int64_t now_ns);
 /* Completed entries not yet taken. */
 size_t fh_pending_done_count (fh_pending_t *self);
 /* Waits until an entry is done or the clock (CLOCK_MONOTONIC) reaches
    deadline_ns; true when one is done. */
 bool fh_pending_wait (fh_pending_t *self, int64_t deadline_ns);
-/* Open entries whose attempt started before before_ns (stuck), and the
+/* Open entries whose clock (the attempt's start, or fh_pending_started)
+   is before before_ns (stuck), and the
    ticket's message sequence number of the oldest in *oldest_seq. */
 size_t fh_pending_older_than (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq);
-/* Ends the open entries whose attempt started before before_ns as if the
+/* Ends the open entries whose clock is before before_ns as if the
    plugin had completed them with FANHUB_RETRY (item.expired set): their
    tickets are void from now on, so a late complete is refused. Answers
    how many, the oldest one's message in *oldest_seq; wakes when any. */

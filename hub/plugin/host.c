@@ -195,6 +195,28 @@ s_msg_attempt (const fanhub_msg_t *msg)
     return fh_pending_current_attempt (msg);
 }
 
+static int
+s_publish (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size)
+{
+    if (!ctx || !ctx->consumer || !topic || (!body && size))
+        return -1;
+    return fh_consumer_publish (ctx->consumer, topic, body, size);
+}
+
+static void
+s_set_window (fanhub_ctx_t *ctx, size_t n)
+{
+    if (ctx && ctx->consumer)
+        fh_consumer_set_window (ctx->consumer, n);
+}
+
+static void
+s_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket)
+{
+    if (ctx && ctx->consumer)
+        fh_consumer_ticket_started (ctx->consumer, ticket);
+}
+
 const fanhub_host_t fh_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -223,4 +245,7 @@ const fanhub_host_t fh_host = {
     .count = s_count,
     .msg_attempt = s_msg_attempt,
     .options_load = s_options_load,
+    .publish = s_publish,
+    .set_window = s_set_window,
+    .ticket_started = s_ticket_started,
 };

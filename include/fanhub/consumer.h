@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 4
+#define FANHUB_ABI_MINOR 5
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -341,7 +341,33 @@ typedef struct fanhub_host {
        what init and check call, without handing the descriptor back. */
     int (*options_load) (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
                          size_t values_size, char *err, size_t errlen);
+
+    /* ABI 1.5 (FANHUB_HOST_HAS_1_5 before using these). */
+
+    /* Puts one message on the consumer's `publish:` endpoints (and, with
+       `local: true`, on this hub's own bus), wrapped and signed as the
+       consumer's publish settings say. Never blocks: 0 when queued, -1
+       when dropped (no publish endpoints, the queue full, a body that
+       cannot be wrapped), counted in publish_failed either way; a queued
+       message counts in published. Any thread. */
+    int (*publish) (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size);
+    /* The plugin holds at most n messages at once (its window, n >= 1):
+       the hub calls consume only while fewer than n (and fewer than
+       max_pending) of the consumer's tickets are open; the rest wait in
+       the consumer's queue, as backlog. Call it from init; 0 lifts it. */
+    void (*set_window) (fanhub_ctx_t *ctx, size_t n);
+    /* The work on an open ticket starts now: its consume_timeout counts
+       from this call, not from consume (a plugin that queues messages
+       before working on them, like the worker plugin's processes). Any
+       thread; a void ticket is ignored. */
+    void (*ticket_started) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket);
 } fanhub_host_t;
+
+/* True when the host table offers the ABI 1.5 calls (publish, set_window,
+   ticket_started). */
+#define FANHUB_HOST_HAS_1_5(host)                                                                  \
+    ((host)->abi_minor >= 5                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, ticket_started) + sizeof (host)->ticket_started)
 
 /* True when the host table offers the ABI 1.4 call (options_load). */
 #define FANHUB_HOST_HAS_1_4(host)                                                                  \
