@@ -148,9 +148,15 @@ void fh_consumer_set_index (fh_consumer_t *self, size_t index);
    its spool included, and ends; a spilling one (with a state_dir) leaves
    its spool to its successor instead, as at a stop. */
 void fh_consumer_retire (fh_consumer_t *self);
-/* A reload's successor of a spilling instance: it takes nothing before
-   its spool (its predecessor's) is open, so that order holds. */
-void fh_consumer_inherit_spool (fh_consumer_t *self);
+/* A reload's successor of a spilling instance: it takes its spool
+   (its predecessor's) over, and until that spool is open what is offered
+   to it goes onto the end of the predecessor's spool, so that order holds
+   and the bus never waits for the predecessor to drain. */
+void fh_consumer_inherit_spool (fh_consumer_t *self, fh_consumer_t *predecessor);
+/* Main thread, before the predecessor's hand-over: offers no longer
+   reach the predecessor's spool (a moment of FULL until this one's spool
+   is open). */
+void fh_consumer_forget_predecessor (fh_consumer_t *self);
 /* Under the lineage's lock at its start: the records its spool held at
    open from its predecessor, now counted in its enqueued. */
 uint64_t fh_consumer_take_inherited (fh_consumer_t *self);

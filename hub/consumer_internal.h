@@ -143,6 +143,10 @@ struct fh_consumer {
                                its spool is then its successor's */
     atomic_bool inherits_spool; /* a reload's successor that takes over its
                                    predecessor's spool: nothing before */
+    /* That predecessor, under this one's spill_lock, until it hands its
+       spool over: what is offered before the spool is open goes onto
+       the end of the predecessor's spool (fh_consumer_offer). */
+    struct fh_consumer *predecessor;
     uint64_t inherited_waiting; /* records found at open, counted at start */
     bool write_ahead;           /* queue.write_ahead: always spooling */
     bool wants_write_ahead;     /* ... once its spool is open */

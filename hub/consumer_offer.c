@@ -182,6 +182,33 @@ s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
     return FH_OFFER_TAKEN;
 }
 
+/* A reload's successor that takes its predecessor's spool over, before
+   that spool is open: msg goes onto the end of the predecessor's spool,
+   which the successor reads first, so order holds and the bus does not
+   wait while the predecessor finishes what it holds (minutes, for a slow
+   consumer with a backlog). FULL only around the hand-over itself, when
+   the spool's hand-off is full, or when the predecessor has no spool
+   open (then the enqueuer waits, as it did). */
+static fh_offer_t
+s_offer_via_predecessor (fh_consumer_t *self, fh_msg_t *msg)
+{
+    fh_offer_t offer = FH_OFFER_FULL;
+    pthread_mutex_lock (&self->spill_lock);
+    fh_consumer_t *before = self->predecessor;
+    if (before && atomic_load_explicit (&before->state_open, memory_order_acquire)
+        && before->spool_writer) {
+        pthread_mutex_lock (&before->spill_lock);
+        offer = s_spill_offer (before, msg);
+        /* The predecessor's memory queue is older: it consumes that
+           before it leaves, instead of spooling it behind these. */
+        if (offer == FH_OFFER_TAKEN)
+            atomic_store (&before->spooling, true);
+        pthread_mutex_unlock (&before->spill_lock);
+    }
+    pthread_mutex_unlock (&self->spill_lock);
+    return offer;
+}
+
 fh_offer_t
 fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
 {
@@ -194,9 +221,8 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
         /* A reload's successor before its spool is open: with write-ahead
            nothing reaches it but through its spool, and one that takes
            over its predecessor's spool takes nothing before the spool
-           (order). Wait, as spill does when full: the predecessor only
-           finishes what it holds in memory. */
-        return FH_OFFER_FULL;
+           (order): through the predecessor's spool, then. */
+        return s_offer_via_predecessor (self, msg);
     /* Spooling: everything new goes behind what is on disk. */
     if (has_spool && atomic_load_explicit (&self->spooling, memory_order_acquire)) {
         pthread_mutex_lock (&self->spill_lock);

@@ -132,11 +132,30 @@ s_handle_pipe (fh_enqueuer_t *self)
    swap (a reload) is applied mid-message, so the main thread never waits
    on a blocked consumer. True when a stop came (the actor then ends its
    loop). */
+#define BLOCKED_SAY_NS (3 * INT64_C (1000000000)) /* a wait this long is logged */
+
 static bool
 s_blocked_wait (fh_enqueuer_t *self)
 {
     if (self->terminating)
         return true;
+    /* Every consumer waits with the bus: say once whom it waits for. */
+    int64_t now = fh_clock_mono_ns ();
+    if (!self->blocked_since_ns)
+        self->blocked_since_ns = now;
+    else if (!self->blocked_said && now - self->blocked_since_ns > BLOCKED_SAY_NS
+             && self->target_next < self->target_count && self->targets[self->target_next]) {
+        self->blocked_said = true;
+        fh_consumer_t *c = self->targets[self->target_next];
+        fh_warning (
+            "the bus has waited %.1f s for room in consumer '%s' (%s): no consumer gets "
+            "a message meanwhile, and what the publishers send waits in libzmq's queue "
+            "(bus.rcvhwm), beyond which libzmq drops it uncounted",
+            (double) (now - self->blocked_since_ns) / 1e9, fh_consumer_name (c),
+            fh_consumer_overflow (c) == FH_OVERFLOW_BLOCK
+                ? "its overflow is block"
+                : "its spool takes no more yet: the disk is behind, or a reload's hand-over");
+    }
     fh_enq_signal_all (self); /* the full queue's consumer must be awake */
     zmq_pollitem_t item = {self->pipe_handle, 0, ZMQ_POLLIN, 0};
     if (zmq_poll (&item, 1, 1) > 0 && (item.revents & ZMQ_POLLIN) && !s_handle_pipe (self))
@@ -264,6 +283,11 @@ s_hand_out (fh_enqueuer_t *self, fh_msg_t *msg, size_t matched, bool injected)
         if (offer != FH_OFFER_TAKEN)
             fh_msg_release (msg, &self->handled);
     }
+    if (self->blocked_said)
+        fh_info ("the bus goes on after %.1f s",
+                 (double) (fh_clock_mono_ns () - self->blocked_since_ns) / 1e9);
+    self->blocked_since_ns = 0;
+    self->blocked_said = false;
     self->target_next = self->target_count = 0;
     self->target_msg = NULL;
 }

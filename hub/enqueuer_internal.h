@@ -80,6 +80,8 @@ struct fh_enqueuer {
     fh_consumer_t **targets;          /* room for consumer_count */
     size_t target_next, target_count; /* [next, count) not yet offered */
     fh_msg_t *target_msg;
+    int64_t blocked_since_ns; /* an offer waits for room since; 0: none */
+    bool blocked_said;        /* ... and the log said so */
     uint64_t seq;
     fh_ratelimit_t malformed_log;
     fh_ratelimit_t refused_log; /* peers a bind endpoint's handshake refused */

@@ -298,7 +298,7 @@ fh_lineage_replace (fh_lineage_t *self, fh_consumer_t *next, const fh_config_t *
     s_instance_t *newest = self->count ? &self->instances[self->count - 1] : NULL;
     /* A spilling instance leaves its spool to the next (docs/control-plane.md). */
     if (newest && config->state_dir && fh_consumer_overflow (newest->consumer) == FH_OVERFLOW_SPILL)
-        fh_consumer_inherit_spool (next);
+        fh_consumer_inherit_spool (next, newest->consumer);
     if (newest)
         fh_consumer_retire (newest->consumer);
     if (newest && newest->stage == FH_STAGE_RUNNING)
@@ -426,8 +426,10 @@ fh_lineage_step (fh_lineage_t *self, pthread_mutex_t *lock)
            thread of its own. */
         s_instance_t gone = *oldest;
         bool successor = self->count > 1;
-        if (successor)
+        if (successor) {
+            fh_consumer_forget_predecessor (self->instances[1].consumer);
             fh_consumer_hand_over (gone.consumer); /* its figures are final then */
+        }
         pthread_mutex_lock (lock);
         s_fold (self, gone.consumer);
         memmove (&self->instances[0], &self->instances[1],

@@ -31,7 +31,9 @@ struct fh_pending {
     pthread_mutex_t lock;
     pthread_cond_t done_cond; /* CLOCK_MONOTONIC */
     size_t capacity, used;
-    size_t window; /* the plugin's (set_window), <= capacity */
+    size_t window;     /* the plugin's (set_window), <= capacity */
+    bool self_clocked; /* set_window was called: the plugin starts each
+                          entry's clock (fh_pending_started) */
     s_entry_t *entries;
     size_t *free_list; /* a stack of free indices */
     size_t free_count;
@@ -135,7 +137,7 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     s_entry_t *entry = &self->entries[index];
     entry->item = *item;
     entry->item.reason = NULL;
-    entry->clock_ns = item->started_ns;
+    entry->clock_ns = self->self_clocked ? INT64_MAX : item->started_ns;
     entry->state = S_RESERVED;
     entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
     self->used++;
@@ -280,6 +282,7 @@ fh_pending_set_window (fh_pending_t *self, size_t window)
 {
     pthread_mutex_lock (&self->lock);
     self->window = window == 0 || window > self->capacity ? self->capacity : window;
+    self->self_clocked = window != 0;
     pthread_mutex_unlock (&self->lock);
 }
 

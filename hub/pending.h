@@ -87,7 +87,8 @@ size_t fh_pending_count (fh_pending_t *self);
 bool fh_pending_full (fh_pending_t *self);
 /* The plugin's window (host->set_window, ABI 1.5): at most window entries
    in use before fh_pending_full; 0, or more than the capacity, is the
-   capacity. */
+   capacity. A window (not 0) also means the plugin starts each entry's
+   clock with fh_pending_started: until then an entry is never overdue. */
 void fh_pending_set_window (fh_pending_t *self, size_t window);
 size_t fh_pending_window (fh_pending_t *self);
 /* host->ticket_started (ABI 1.5): the open (or reserved) entry's expiry

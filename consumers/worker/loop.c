@@ -52,15 +52,6 @@ s_any_ready (worker_t *w)
     return false;
 }
 
-static void
-s_free_job (worker_t *w, job_t *job)
-{
-    free (job->frame);
-    job->frame = NULL;
-    job->used = false;
-    w->free_slots[w->nfree++] = (size_t) (job - w->jobs);
-}
-
 /* When the next start of p may be, after it ended (early or not). */
 static void
 s_schedule_restart (worker_t *w, proc_t *p, int64_t now)
@@ -119,110 +110,6 @@ s_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now)
     s_start_failed_as (w, p, why, false, now);
 }
 
-typedef struct {
-    fanhub_ticket_t ticket;
-    fanhub_result_t result;
-    char reason[WORKER_REASON_MAX + 1];
-} s_done_t;
-
-static int
-s_wire_desc (const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
-    return x < y ? 1 : x > y ? -1 : 0;
-}
-
-/* What a hung process held when it was killed at consume_timeout. The
-   hub expires a PENDING ticket at consume_timeout too, and that is the
-   one charge: a job as old as that is dropped here (counted as a crash,
-   for blame), never completed; a younger one (sent after, e.g. the
-   hub's retry of the hung message) goes back to the head of the wait
-   queue, uncharged, in its order. Under lock. */
-static void
-s_settle_hung (worker_t *w, proc_t *p, size_t held, int64_t now)
-{
-    uint64_t *again = calloc (held, sizeof *again);
-    size_t n = 0, cap = (size_t) w->max_pending;
-    for (size_t i = 0; i < cap; i++) {
-        job_t *job = &w->jobs[i];
-        if (!job->used || job->proc != (ssize_t) p->index)
-            continue;
-        if (now - job->consumed_ns > w->consume_timeout_ns || !again) {
-            unsigned crashes = crash_add (w, job->seq);
-            crash_t *c = crash_find (w, job->seq);
-            if (c && held == 1 && crashes >= w->max_crashes)
-                c->hung_out = true; /* its next consume fails it */
-            else if (job->attempt >= w->max_attempts)
-                crash_forget (w, job->seq); /* the hub finishes it now */
-            s_free_job (w, job);
-            continue;
-        }
-        job->proc = -1;
-        again[n++] = job->wire;
-    }
-    qsort (again, n, sizeof *again, s_wire_desc); /* the wire's serial: consume order */
-    for (size_t i = 0; i < n; i++) {
-        job_t *job = &w->jobs[again[i] & 0xffffffffu];
-        job->suspect = crash_suspect (w, job->seq);
-        w->whead = (w->whead + cap - 1) % cap;
-        w->waitq[w->whead] = (size_t) (job - w->jobs);
-        w->wcount++;
-    }
-    free (again);
-}
-
-/* The messages p held when it died: each one attempt; dead-lettered when
-   it was alone in flight at its max_crashes-th crash, else retried (and
-   sent alone next time). A hung p: s_settle_hung. Under lock; fills done
-   (n entries at most). */
-static size_t
-s_settle_held (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now, s_done_t *done)
-{
-    size_t held = 0, count = 0;
-    for (size_t i = 0; i < (size_t) w->max_pending; i++)
-        held += w->jobs[i].used && w->jobs[i].proc == (ssize_t) p->index;
-    if (hung && !atomic_load (&w->stop) && !w->halted) {
-        s_settle_hung (w, p, held, now);
-        return 0;
-    }
-    for (size_t i = 0; i < (size_t) w->max_pending; i++) {
-        job_t *job = &w->jobs[i];
-        if (!job->used || job->proc != (ssize_t) p->index)
-            continue;
-        if (atomic_load (&w->stop)) {
-            s_free_job (w, job); /* the hub gave up on them already */
-            continue;
-        }
-        if (w->halted) {
-            s_done_t *d = &done[count++];
-            d->ticket = job->ticket;
-            d->result = FANHUB_FAIL;
-            snprintf (d->reason, sizeof d->reason, "the consumer is %.200s", w->halt_reason);
-            s_free_job (w, job);
-            continue;
-        }
-        unsigned crashes = crash_add (w, job->seq);
-        s_done_t *d = &done[count++];
-        d->ticket = job->ticket;
-        if (held == 1 && crashes >= w->max_crashes) {
-            d->result = FANHUB_FAIL;
-            snprintf (d->reason, sizeof d->reason, "worker %s %u time%s on this message", cause,
-                      crashes, crashes == 1 ? "" : "s");
-            crash_forget (w, job->seq);
-        }
-        else {
-            d->result = FANHUB_RETRY;
-            snprintf (d->reason, sizeof d->reason,
-                      "worker %s (crash %u on this message; max_crashes %llu)", cause, crashes,
-                      (unsigned long long) w->max_crashes);
-            if (job->attempt >= w->max_attempts)
-                crash_forget (w, job->seq); /* the hub finishes it now */
-        }
-        s_free_job (w, job);
-    }
-    return count;
-}
-
 /* p is gone or must go: killed, reaped, its messages settled, its restart
    scheduled. cause NULL: its exit status says why. hung: killed for
    holding a message past consume_timeout (see s_settle_hung). */
@@ -247,9 +134,9 @@ s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
         s_start_failed (w, p, why, now);
         return;
     }
-    s_done_t *done = calloc ((size_t) w->max_pending, sizeof *done);
+    worker_done_t *done = calloc ((size_t) w->cap, sizeof *done);
     pthread_mutex_lock (&w->lock);
-    size_t count = done ? s_settle_held (w, p, cause, hung, now, done) : 0;
+    size_t count = done ? crash_settle (w, p, cause, hung, now, done) : 0;
     bool halted = w->halted;
     pthread_mutex_unlock (&w->lock);
     for (size_t i = 0; i < count; i++)
@@ -292,10 +179,10 @@ s_start (worker_t *w, proc_t *p, int64_t now)
         s_start_failed (w, p, err, now);
         return;
     }
-    json_t *hello = json_pack ("{s:i, s:s, s:o, s:I, s:I}", "protocol", WORKER_PROTOCOL, "consumer",
-                               w->name, "options", json_loads (w->hello_options, 0, NULL),
-                               "max_pending", (json_int_t) w->max_pending, "worker",
-                               (json_int_t) p->index);
+    json_t *hello = json_pack (
+        "{s:i, s:s, s:o, s:I, s:I, s:I}", "protocol", WORKER_PROTOCOL, "consumer", w->name,
+        "options", json_loads (w->hello_options, 0, NULL), "max_pending", (json_int_t) w->window,
+        "prefetch", (json_int_t) w->prefetch, "worker", (json_int_t) p->index);
     char *text = hello ? json_dumps (hello, JSON_COMPACT) : NULL;
     json_decref (hello);
     if (!text || wire_frame (&p->outq, 'H', text, strlen (text)) != 0) {
@@ -318,13 +205,14 @@ s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t no
     const char *version = json_string_value (json_object_get (ready, "version"));
     snprintf (p->name, sizeof p->name, "%s %s", name ? name : "?", version ? version : "?");
     json_decref (ready);
-    if (protocol != WORKER_PROTOCOL) {
+    if (protocol < WORKER_PROTOCOL_MIN || protocol > WORKER_PROTOCOL) {
         char why[160];
-        snprintf (why, sizeof why, "READY speaks protocol %lld; the hub speaks %d",
-                  (long long) protocol, WORKER_PROTOCOL);
+        snprintf (why, sizeof why, "READY speaks protocol %lld; the hub speaks %d to %d",
+                  (long long) protocol, WORKER_PROTOCOL_MIN, WORKER_PROTOCOL);
         s_start_failed (w, p, why, now);
         return;
     }
+    p->protocol = (int) protocol;
     p->state = PROC_READY;
     pthread_mutex_lock (&w->lock);
     if (p->refused_for_now) { /* counted once, as ready now */
@@ -361,23 +249,24 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
 {
     json_t *halt = json_loadb ((const char *) payload, size, 0, NULL);
     const char *reason = json_string_value (json_object_get (halt, "reason"));
-    s_done_t *done = calloc ((size_t) w->max_pending, sizeof *done);
+    worker_done_t *done = calloc ((size_t) w->cap, sizeof *done);
     size_t count = 0;
     pthread_mutex_lock (&w->lock);
     w->halted = true;
     snprintf (w->halt_reason, sizeof w->halt_reason, "halted by worker %zu: %s", p->index,
               reason ? reason : "");
-    for (size_t i = 0; done && i < (size_t) w->max_pending; i++) {
+    for (size_t i = 0; done && i < (size_t) w->cap; i++) {
         job_t *job = &w->jobs[i];
         if (!job->used || (job->proc != -1 && job->proc != (ssize_t) p->index))
             continue;
-        done[count] = (s_done_t){.ticket = job->ticket, .result = FANHUB_FAIL};
+        done[count] = (worker_done_t){.ticket = job->ticket, .result = FANHUB_FAIL};
         snprintf (done[count++].reason, sizeof done->reason, "the consumer is %.200s",
                   w->halt_reason);
-        s_free_job (w, job);
+        worker_free_job (w, job);
     }
     w->wcount = 0;
     p->in_flight = 0;
+    p->running = 0;
     pthread_mutex_unlock (&w->lock);
     json_decref (halt);
     for (size_t i = 0; i < count; i++)
@@ -397,23 +286,35 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
     }
 }
 
-/* Waited more than half of consume_timeout before its worker took it up:
-   the hub's ticket expires at consume_timeout, so a queue this deep
-   repeats work. */
+/* The oldest of p's messages not started yet starts when p runs none
+   (a worker works its messages one after another): from here the hub's
+   consume_timeout runs for it. Under lock. */
 static void
-s_warn_deep (worker_t *w, proc_t *p, int64_t queued_ns, int64_t now)
+s_start_next (worker_t *w, proc_t *p, int64_t now)
 {
-    if (w->consume_timeout_ns <= 0 || queued_ns <= w->consume_timeout_ns / 2
-        || (w->deep_warned_ns && now - w->deep_warned_ns < 60 * INT64_C (1000000000)))
+    for (size_t i = 0; i < p->in_flight && p->running == 0; i++) {
+        job_t *job = &w->jobs[p->held[i]];
+        if (job->started)
+            continue;
+        job->started = true;
+        job->started_ns = now;
+        p->running++;
+        if (FANHUB_HOST_HAS_1_5 (w->host))
+            w->host->ticket_started (w->ctx, job->ticket);
+    }
+}
+
+/* Takes slot out of p's held messages (in order). Under lock. */
+static void
+s_unhold (proc_t *p, size_t slot)
+{
+    for (size_t i = 0; i < p->in_flight; i++) {
+        if (p->held[i] != slot)
+            continue;
+        memmove (&p->held[i], &p->held[i + 1], (p->in_flight - i - 1) * sizeof *p->held);
+        p->in_flight--;
         return;
-    w->deep_warned_ns = now;
-    w->host->log (w->ctx, FANHUB_LOG_WARNING,
-                  "worker %zu: a message waited %.1f s in the queue before its worker took it "
-                  "up, with %zu more behind it: past consume_timeout (%.1f s) the hub retries "
-                  "it and the work is repeated; lower max_pending (now %lld) or raise "
-                  "consume_timeout",
-                  p->index, (double) queued_ns / 1e9, p->in_flight,
-                  (double) w->consume_timeout_ns / 1e9, (long long) w->max_pending);
+    }
 }
 
 /* An ANSWER: the message is done. False on a protocol error. */
@@ -428,27 +329,22 @@ s_answer (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t n
         return false;
     size_t slot = (size_t) (wire & 0xffffffffu);
     pthread_mutex_lock (&w->lock);
-    job_t *job = slot < (size_t) w->max_pending ? &w->jobs[slot] : NULL;
+    job_t *job = slot < (size_t) w->cap ? &w->jobs[slot] : NULL;
     if (!job || !job->used || job->wire != wire || job->proc != (ssize_t) p->index) {
         bool halted = w->halted; /* then it may be one failed at the halt */
         pthread_mutex_unlock (&w->lock);
         return halted;
     }
     fanhub_ticket_t ticket = job->ticket;
-    /* How long it waited before its worker took it up: until the
-       process's previous answer (or its send, if later). */
-    int64_t started_ns = p->progress_ns > job->sent_ns ? p->progress_ns : job->sent_ns;
-    int64_t queued_ns = started_ns - job->consumed_ns;
-    if (job->proc_seq > p->answered_seq)
-        p->answered_seq = job->proc_seq;
+    if (job->started)
+        p->running--;
     crash_forget (w, job->seq);
-    s_free_job (w, job);
-    p->in_flight--;
+    s_unhold (p, slot);
+    worker_free_job (w, job);
     p->solo = false;
     p->failures = 0;
-    p->progress_ns = now;
+    s_start_next (w, p, now);
     pthread_mutex_unlock (&w->lock);
-    s_warn_deep (w, p, queued_ns, now);
     static const fanhub_result_t results[] = {FANHUB_OK, FANHUB_RETRY, FANHUB_FAIL, FANHUB_OK};
     char text[WORKER_REASON_MAX + 1];
     size_t n = reason_size < WORKER_REASON_MAX ? reason_size : WORKER_REASON_MAX;
@@ -583,7 +479,8 @@ s_pick (worker_t *w, bool suspect)
     proc_t *best = NULL;
     for (size_t i = 0; i < w->nprocs; i++) {
         proc_t *p = &w->procs[i];
-        if (p->state != PROC_READY || p->solo || (suspect && p->in_flight))
+        if (p->state != PROC_READY || p->solo || (suspect && p->in_flight)
+            || p->in_flight >= (size_t) w->prefetch)
             continue;
         if (!best || p->in_flight < best->in_flight)
             best = p;
@@ -596,7 +493,7 @@ static void
 s_assign (worker_t *w, int64_t now)
 {
     pthread_mutex_lock (&w->lock);
-    size_t cap = (size_t) w->max_pending;
+    size_t cap = (size_t) w->cap;
     for (size_t n = w->wcount; n > 0 && !w->halted; n--) {
         size_t slot = w->waitq[w->whead];
         w->whead = (w->whead + 1) % cap;
@@ -609,10 +506,9 @@ s_assign (worker_t *w, int64_t now)
             continue;
         }
         job->proc = (ssize_t) p->index;
-        job->sent_ns = now > job->consumed_ns ? now : job->consumed_ns;
-        job->proc_seq = ++p->sent_seq;
-        if (p->in_flight++ == 0)
-            p->progress_ns = now; /* busy from here */
+        job->started = false;
+        p->held[p->in_flight++] = slot;
+        s_start_next (w, p, now);
         p->solo = job->suspect;
     }
     pthread_mutex_unlock (&w->lock);
@@ -646,18 +542,18 @@ s_timeouts (worker_t *w, int64_t now)
     }
     if (w->consume_timeout_ns <= 0)
         return;
-    /* Silent while holding messages (those queued behind do not count),
-       or past one it skipped (answers may come in any order). */
+    /* A message started consume_timeout ago and not answered (the hub's
+       ticket expires then too): its worker is silent, or answered the
+       ones behind it and skipped it. Those queued behind do not count. */
     bool late[w->nprocs];
     pthread_mutex_lock (&w->lock);
-    for (size_t i = 0; i < w->nprocs; i++)
-        late[i] = w->procs[i].in_flight > 0
-                  && now - w->procs[i].progress_ns > w->consume_timeout_ns;
-    for (size_t i = 0; i < (size_t) w->max_pending; i++) {
-        const job_t *job = &w->jobs[i];
-        if (job->used && job->proc >= 0 && now - job->sent_ns > w->consume_timeout_ns
-            && job->proc_seq < w->procs[job->proc].answered_seq)
-            late[job->proc] = true;
+    for (size_t i = 0; i < w->nprocs; i++) {
+        proc_t *p = &w->procs[i];
+        late[i] = false;
+        for (size_t k = 0; k < p->in_flight && !late[i]; k++) {
+            const job_t *job = &w->jobs[p->held[k]];
+            late[i] = job->started && now - job->started_ns > w->consume_timeout_ns;
+        }
     }
     pthread_mutex_unlock (&w->lock);
     for (size_t i = 0; i < w->nprocs; i++) {
@@ -789,7 +685,7 @@ loop_thread (void *arg)
             last_scan = now;
         }
         pthread_mutex_lock (&w->lock);
-        bool scanning = w->wcount < (size_t) w->max_pending - w->nfree; /* some in flight */
+        bool scanning = w->wcount < (size_t) w->cap - w->nfree; /* some in flight */
         pthread_mutex_unlock (&w->lock);
         if (!s_poll (w, now, scanning || quitting))
             break;

@@ -114,6 +114,7 @@ proc_spawn (proc_t *p, char *const argv[], char *const envp[], char *err, size_t
     p->out_line.cut = p->err_line.cut = false;
     p->last_err[0] = '\0';
     p->in_flight = 0;
+    p->running = 0;
     p->solo = false;
     return 0;
 fail:

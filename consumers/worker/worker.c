@@ -7,8 +7,9 @@
     consume copies the message into a frame, queues it for the I/O thread
     (loop.c) and answers FANHUB_PENDING; the message is done when a
     worker answers it (host->complete_reason). The hub's own machinery
-    does the rest as for any plugin: max_pending, consume_timeout's
-    stuck figure, retries, dead letters, emit --wait, the spool's cursor;
+    does the rest as for any plugin: its window (prefetch messages a
+    process, host->set_window), consume_timeout counted from when a
+    worker starts a message (host->ticket_started), the stuck figure, retries, dead letters, emit --wait, the spool's cursor;
     `workers: N` gives N processes (and N threads calling consume, which
     only queue), and order_by's scheduler keeps one message of a key in
     flight across them.
@@ -43,6 +44,7 @@ typedef struct {
     const char *max_crashes; /* refused: the consumer's key */
     int on_exception;
     int64_t handshake_timeout, restart_delay, restart_delay_max, shutdown_timeout;
+    int64_t prefetch;
 } opts_t;
 
 #define COMMON_OPTIONS                                                                             \
@@ -57,7 +59,10 @@ typedef struct {
         FANHUB_OPT_FIELD (opts_t, "restart_delay_max", FANHUB_OPT_DURATION, restart_delay_max,     \
                           "30s", 1, 3600000, "the longest wait before a restart"),                 \
         FANHUB_OPT_FIELD (opts_t, "shutdown_timeout", FANHUB_OPT_DURATION, shutdown_timeout, "5s", \
-                          1, 3600000, "after QUIT, a worker still running is killed")
+                          1, 3600000, "after QUIT, a worker still running is killed"),             \
+        FANHUB_OPT_FIELD (opts_t, "prefetch", FANHUB_OPT_INT, prefetch, "10", 1, 10000,            \
+                          "messages one worker process holds at once; the rest wait in the "       \
+                          "consumer's queue")
 
 #ifdef WORKER_PYTHON
 static const char *const s_on_exception[] = {"fail", "retry", NULL};
@@ -311,8 +316,10 @@ s_destroy (worker_t *w)
         wbuf_free (&w->procs[i].in);
         wbuf_free (&w->procs[i].outq);
     }
-    for (int64_t i = 0; w->jobs && i < w->max_pending; i++)
+    for (int64_t i = 0; w->jobs && i < w->cap; i++)
         free (w->jobs[i].frame);
+    for (size_t i = 0; w->procs && i < w->nprocs; i++)
+        free (w->procs[i].held);
     free (w->procs);
     free (w->jobs);
     free (w->free_slots);
@@ -336,10 +343,14 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     w->host = host;
     w->ctx = ctx;
     w->name = host->consumer_name (ctx);
-    w->max_pending = host->consumer_setting (ctx, "max_pending");
-    w->max_pending = w->max_pending > 0 ? w->max_pending : 1000;
+    int64_t max_pending = host->consumer_setting (ctx, "max_pending");
+    max_pending = max_pending > 0 ? max_pending : 1000;
     int64_t workers = host->consumer_setting (ctx, "workers");
     w->nprocs = workers > 0 ? (size_t) workers : 1;
+    w->prefetch = o->prefetch;
+    w->window = o->prefetch * (int64_t) w->nprocs;
+    w->window = w->window < max_pending ? w->window : max_pending;
+    w->cap = 2 * w->window;
     int64_t timeout_ms = host->consumer_setting (ctx, "consume_timeout_ms");
     w->consume_timeout_ns = timeout_ms > 0 ? timeout_ms * 1000000 : 0;
     w->max_attempts = host->consumer_setting (ctx, "retry.max_attempts");
@@ -354,7 +365,7 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     json_decref (json);
     w->argv = s_argv (host, o);
     w->envp = s_envp (w->name);
-    size_t cap = (size_t) w->max_pending;
+    size_t cap = (size_t) w->cap;
     w->procs = calloc (w->nprocs, sizeof *w->procs);
     w->jobs = calloc (cap, sizeof *w->jobs);
     w->free_slots = calloc (cap, sizeof *w->free_slots);
@@ -363,6 +374,8 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
         || !w->waitq)
         return -1;
     for (size_t i = 0; i < w->nprocs; i++) {
+        if (!(w->procs[i].held = calloc ((size_t) w->prefetch, sizeof *w->procs[i].held)))
+            return -1;
         w->procs[i].index = i;
         w->procs[i].sock = w->procs[i].out = w->procs[i].err = -1;
         w->procs[i].status = -1;
@@ -432,6 +445,11 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
         s_destroy (w);
         return -1;
     }
+    /* The hub keeps what the processes cannot hold yet in the consumer's
+       queue (backlog, overflow, spool), and each message's
+       consume_timeout runs from when its worker starts it. */
+    if (FANHUB_HOST_HAS_1_5 (host))
+        host->set_window (ctx, (size_t) w->window);
     if (s_start (w, err, errlen) != 0) {
         s_destroy (w);
         return -1;
@@ -515,7 +533,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
         rc = FANHUB_FAIL;
     }
     else if (w->nfree == 0) {
-        snprintf (why, sizeof why, "more messages open than max_pending");
+        snprintf (why, sizeof why, "more messages open than its window (prefetch × workers)");
         rc = FANHUB_RETRY;
     }
     else if (w->ncrashes && crash_hung_out (w, seq, why, sizeof why))
@@ -542,7 +560,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
                    .proc = -1,
                    .consumed_ns = now};
     bool was_empty = w->wcount == 0;
-    w->waitq[(w->whead + w->wcount) % (size_t) w->max_pending] = slot;
+    w->waitq[(w->whead + w->wcount) % (size_t) w->cap] = slot;
     w->wcount++;
     pthread_mutex_unlock (&w->lock);
     if (was_empty)

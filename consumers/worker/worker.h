@@ -6,7 +6,8 @@
                  preset), init, check, fini and consume
       wire.c     the protocol's frames: encoding and decoding, no I/O
       proc.c     one child process: spawn, signal, reap, its log lines
-      crash.c    the crashes each message was in flight for (the blame)
+      crash.c    the crashes each message was in flight for (the blame),
+                 and settling what a dead or hung process held
       loop.c     the I/O thread: hands messages to processes, reads their
                  answers, restarts the dead, times out the silent
       lines.c    what workers write for the hub's log
@@ -23,7 +24,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define WORKER_PROTOCOL 1
+#define WORKER_PROTOCOL 2     /* what the hub speaks: HELLO says it */
+#define WORKER_PROTOCOL_MIN 1 /* the oldest READY it accepts */
 /* Frames from a worker: answers and logs are small; a longer one is a
    protocol error. From the hub: a message may be as large as the bus
    allows. */
@@ -116,16 +118,14 @@ typedef struct {
     int64_t restart_at_ns; /* DOWN */
     unsigned failures;     /* starts in a row that ended early: the backoff */
     size_t in_flight;      /* messages sent and not answered */
-    /* The last answer, or the send that ended an idle stretch: holding
-       messages with no progress for consume_timeout is a hang (a deep
-       queue in its socket is not). */
-    int64_t progress_ns;
-    uint64_t sent_seq;     /* messages it was sent, ever */
-    uint64_t answered_seq; /* the latest of them it answered: one before
-                              it, late, it skipped (answers may come in
-                              any order) */
-    bool refused_for_now;  /* at start: its consumer's start-up failed */
-    bool solo;             /* holds a message a dead worker held: alone */
+    /* Its messages in the order it was sent them (job slots), in_flight
+       of them: the oldest not started starts when one it runs is
+       answered (a worker works its messages one after another). */
+    size_t *held;
+    size_t running;       /* of those, started and not answered */
+    int protocol;         /* READY's */
+    bool refused_for_now; /* at start: its consumer's start-up failed */
+    bool solo;            /* holds a message a dead worker held: alone */
     bool ever_started;
     proc_line_t out_line, err_line;
     char last_err[256]; /* the last stderr line, for errors */
@@ -162,9 +162,9 @@ typedef struct {
                        when a hung neighbour's kill took it uncharged) */
     size_t frame_size;
     ssize_t proc;        /* -1 while waiting */
-    int64_t consumed_ns; /* consume's clock: the hub's ticket is as old */
-    int64_t sent_ns;     /* when a process got it */
-    uint64_t proc_seq;   /* its place in what that process got */
+    int64_t consumed_ns; /* consume's clock */
+    bool started;        /* its worker works on it: host->ticket_started */
+    int64_t started_ns;  /* since then its consume_timeout runs */
 } job_t;
 
 /* Crashes a message has been in flight for (by seq). */
@@ -181,7 +181,13 @@ typedef struct worker {
     const char *name;
     char **argv, **envp;
     char *hello_options; /* the options as JSON text */
-    int64_t max_pending, consume_timeout_ns, max_attempts;
+    /* Its window: prefetch messages a process, all processes together,
+       within the consumer's max_pending; the hub keeps the rest in the
+       consumer's queue (host->set_window). The job table has room for
+       twice that: a hung process's message the hub expired keeps its
+       slot until the process is killed, while the hub's retry of it (and
+       the window's others) come in. */
+    int64_t window, cap, prefetch, consume_timeout_ns, max_attempts;
     uint64_t max_crashes;
     int64_t handshake_ns, restart_ns, restart_max_ns, shutdown_ns;
 
@@ -191,7 +197,7 @@ typedef struct worker {
     pthread_mutex_t lock; /* guards the jobs, the wait queue, crashes, halt */
     job_t *jobs;
     size_t *free_slots, nfree;
-    size_t *waitq, whead, wcount; /* a ring of job slots, capacity max_pending */
+    size_t *waitq, whead, wcount; /* a ring of job slots, capacity cap */
     uint64_t serial;
     crash_t *crashes;
     size_t ncrashes, crashcap;
@@ -210,7 +216,6 @@ typedef struct worker {
     size_t start_down; /* starts the consumer refused for now: init goes on */
     char start_err[512];
 
-    int64_t deep_warned_ns; /* the last "waited in a worker's queue" warning */
     /* log lines of the workers, rate-limited (the I/O thread's) */
     int64_t line_credit_ns, line_last_ns;
     uint64_t lines_dropped;
@@ -218,6 +223,16 @@ typedef struct worker {
 } worker_t;
 
 int64_t worker_now_ns (void);
+
+/* A message to complete once the lock is let go. */
+typedef struct {
+    fanhub_ticket_t ticket;
+    fanhub_result_t result;
+    char reason[WORKER_REASON_MAX + 1];
+} worker_done_t;
+
+/* Frees a job's slot. Under lock. */
+void worker_free_job (worker_t *w, job_t *job);
 
 /* crash.c: the crashes of each message, under lock. */
 
@@ -231,6 +246,12 @@ bool crash_suspect (worker_t *w, uint64_t seq);
 /* True when seq hung its worker max_crashes times: the count is
    forgotten and reason says it. */
 bool crash_hung_out (worker_t *w, uint64_t seq, char *reason, size_t size);
+/* The messages p held when it died (cause): each one attempt, into done
+   (cap entries at most) to complete; a hung p's started ones are the
+   hub's to expire and the rest go back to the wait queue. Answers how
+   many are in done. */
+size_t crash_settle (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now,
+                     worker_done_t *done);
 /* lines.c: a line of a worker's for the hub's log (the I/O thread's),
    and proc_read_lines' callback (arg: the worker). */
 void worker_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut);

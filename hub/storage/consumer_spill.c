@@ -149,9 +149,20 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
 }
 
 void
-fh_consumer_inherit_spool (fh_consumer_t *self)
+fh_consumer_inherit_spool (fh_consumer_t *self, fh_consumer_t *predecessor)
 {
     atomic_store (&self->inherits_spool, true);
+    pthread_mutex_lock (&self->spill_lock);
+    self->predecessor = predecessor;
+    pthread_mutex_unlock (&self->spill_lock);
+}
+
+void
+fh_consumer_forget_predecessor (fh_consumer_t *self)
+{
+    pthread_mutex_lock (&self->spill_lock);
+    self->predecessor = NULL;
+    pthread_mutex_unlock (&self->spill_lock);
 }
 
 uint64_t

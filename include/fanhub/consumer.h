@@ -354,7 +354,10 @@ typedef struct fanhub_host {
     /* The plugin holds at most n messages at once (its window, n >= 1):
        the hub calls consume only while fewer than n (and fewer than
        max_pending) of the consumer's tickets are open; the rest wait in
-       the consumer's queue, as backlog. Call it from init; 0 lifts it. */
+       the consumer's queue, as backlog. From this call on, the plugin
+       starts each ticket's consume_timeout itself with ticket_started: a
+       ticket not started yet never expires. Call it from init; 0 lifts
+       both. */
     void (*set_window) (fanhub_ctx_t *ctx, size_t n);
     /* The work on an open ticket starts now: its consume_timeout counts
        from this call, not from consume (a plugin that queues messages

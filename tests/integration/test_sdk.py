@@ -336,7 +336,7 @@ def test_installed_plugins_lists_them_with_abi():
     out = proc.stdout.decode()
     assert proc.returncode == 0, out
     for name in by_name:
-        assert re.search(r"^%s +\S+ +1\.4 +(yes|no) +/" % re.escape(name), out, re.M), out
+        assert re.search(r"^%s +\S+ +1\.5 +(yes|no) +/" % re.escape(name), out, re.M), out
     # A broken shared object is listed with its reason, and fails the listing.
     with open(os.path.join(s.plugin_dir, "broken.so"), "w") as f:
         f.write("not an ELF file\n")

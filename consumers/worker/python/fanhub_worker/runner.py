@@ -263,7 +263,7 @@ def main():
     hello = handshake(conn)
     options = hello.get("options") or {}
     try:
-        if hello.get("protocol") != PROTOCOL:
+        if hello.get("protocol") not in (1, 2):
             raise ValueError("the hub speaks protocol %r, this runner %d"
                              % (hello.get("protocol"), PROTOCOL))
         fanhub_worker.config = options.get("config") or {}
@@ -278,7 +278,7 @@ def main():
         conn.send_json(b"E", error)
         conn.flush()
         return 1
-    conn.send_json(b"R", {"protocol": PROTOCOL, "name": options.get("callable", "?"),
+    conn.send_json(b"R", {"protocol": min(hello.get("protocol"), 2), "name": options.get("callable", "?"),
                           "version": "fanhub_worker %s, Python %s" % (
                               fanhub_worker.__version__, sys.version.split()[0])})
     conn.flush()
