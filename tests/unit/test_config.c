@@ -307,7 +307,7 @@ typedef struct {
     "curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
 #define CONSUMER_KNOWN                                                                             \
     "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, "    \
-    "coalesce, max_pending, shard, max_crashes)"
+    "coalesce, max_pending, shard, max_crashes, publish)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
