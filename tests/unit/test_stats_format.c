@@ -450,6 +450,15 @@ test_prometheus_one_consumer (void **state)
         "DROP answer).",
         "# TYPE fanhub_consumer_skipped_total counter",
         "fanhub_consumer_skipped_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_published_total Messages the consumer's plugin published, "
+        "accepted for its publish: endpoints (ABI 1.5).",
+        "# TYPE fanhub_consumer_published_total counter",
+        "fanhub_consumer_published_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_publish_failed_total Messages the consumer's plugin published "
+        "that were dropped: no publish:, a full queue, a body that is not JSON with envelope: "
+        "fedmsg.",
+        "# TYPE fanhub_consumer_publish_failed_total counter",
+        "fanhub_consumer_publish_failed_total{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted "
         "(ABI 1.3).",
         "# TYPE fanhub_consumer_state gauge",
@@ -471,7 +480,7 @@ test_prometheus_one_consumer (void **state)
         "# TYPE fanhub_consumer_queue_bytes gauge",
         "fanhub_consumer_queue_bytes{consumer=\"archive\"} 0",
     };
-    char want[16384] = "";
+    char want[20000] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         snprintf (want + strlen (want), sizeof want - strlen (want), "%s\n", expected[i]);
     snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
@@ -766,6 +775,8 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-key_fallback\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-restarts\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-skipped\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-published\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-publish_failed\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/gauge-state\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-tickets_expired\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completions_late\" interval=10 N:0",
@@ -834,6 +845,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-key_fallback\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/derive-restarts\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-skipped\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-published\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-publish_failed\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/gauge-state\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-tickets_expired\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-completions_late\" interval=2.5 1700000000:0",
@@ -894,13 +907,13 @@ test_collectd_sanitising (void **state)
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
         /* Every collectd row of the hub (13), the endpoint's (3) and the
-           consumer's (40 with two per latency), each one PUTVAL. */
+           consumer's (42 with two per latency), each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 56);
+        assert_int_equal (lines, 58);
         free (text);
         json_decref (stats);
     }
