@@ -200,6 +200,7 @@ fh_hub_stop_receiving (fh_hub_t *self)
     /* The source first: what it has not acked is the broker's again. */
     if (self->amqp)
         fh_source_amqp_stop (self->amqp);
+    fh_publisher_set_local (NULL); /* local: true injects no more */
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);
     pthread_mutex_lock (&self->lock); /* the control actor reads the stages */

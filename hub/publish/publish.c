@@ -275,14 +275,14 @@ static bool
 s_inject (fh_publisher_t *self, const char *topic, size_t topic_size, const void *body,
           size_t body_size, const char **why)
 {
+    char endpoint[sizeof s_local_endpoint];
+    pthread_mutex_lock (&s_local_lock);
+    memcpy (endpoint, s_local_endpoint, sizeof endpoint);
+    pthread_mutex_unlock (&s_local_lock);
+    *why = "the hub's enqueuer is not running (not yet, or stopping)";
+    if (!endpoint[0])
+        return false; /* what it would not read would never be freed */
     if (!self->local) {
-        char endpoint[sizeof s_local_endpoint];
-        pthread_mutex_lock (&s_local_lock);
-        memcpy (endpoint, s_local_endpoint, sizeof endpoint);
-        pthread_mutex_unlock (&s_local_lock);
-        *why = "the hub's enqueuer is not running";
-        if (!endpoint[0])
-            return false;
         zsock_t *push = zsock_new (ZMQ_PUSH);
         if (!push)
             return false;

@@ -60,7 +60,8 @@ void fh_publisher_endpoints (fh_publisher_t *self, char *buf, size_t size);
 void fh_publisher_destroy (fh_publisher_t **self_p);
 
 /* Process-wide: the enqueuer's injection endpoint, for local: true (the
-   hub sets it once its enqueuer runs; NULL: none now). */
+   hub sets it once its enqueuer runs, and NULL as it stops: a local
+   publish is then refused, counted). */
 void fh_publisher_set_local (const char *inject_endpoint);
 
 #endif
