@@ -2,7 +2,7 @@
 """A consumer puts messages on the bus (issue 37): host->publish (ABI 1.5)
 onto its `publish:` endpoints, as fedmsg-hub consumers did.
 
-The relay test plugin publishes each message it consumes; pyzmq is the
+The republish test plugin publishes each message it consumes; pyzmq is the
 independent subscriber, Python's `cryptography` the independent checker
 of a signed fedmsg envelope (test_fedmsg.py's PKI and checker), and a
 worker written inline (test_worker_protocol.py's) sends PUBLISH frames.
@@ -19,12 +19,12 @@ import fanhublib as fh
 import test_fedmsg as fedmsg
 import test_worker_protocol as wp
 
-RELAY = fh.TEST_PLUGINS + "/relay.so"
+REPUBLISH = fh.TEST_PLUGINS + "/republish.so"
 
 
-def relay_yaml(name, topics, publish, options="{}"):
+def republish_yaml(name, topics, publish, options="{}"):
     return ("  - name: %s\n    plugin: %s\n    topics: %s\n    options: %s\n    publish: %s\n"
-            % (name, RELAY, fh.yaml_list(topics), options, publish))
+            % (name, REPUBLISH, fh.yaml_list(topics), options, publish))
 
 
 def start(wd, consumers, cleanup):
@@ -70,7 +70,7 @@ def test_bind_reaches_a_subscriber():
     order, body unchanged; published counts them."""
     wd = fh.Workdir()
     with fh.Cleanup() as cleanup:
-        hub, pub = start(wd, relay_yaml("r", ["in."], "{bind: tcp://127.0.0.1:*}"), cleanup)
+        hub, pub = start(wd, republish_yaml("r", ["in."], "{bind: tcp://127.0.0.1:*}"), cleanup)
         sub, endpoint = subscriber(hub, "r", cleanup)
         hub.wait_log("consumer 'r': publishing on %s" % endpoint)
         probes = joined(pub, sub)
@@ -97,7 +97,7 @@ def test_fedmsg_envelope_signed():
     publish = ("{bind: tcp://127.0.0.1:*, envelope: fedmsg, sign: {cert: %s, key: %s}}"
                % (wd.file("alice.crt"), wd.file("alice.key")))
     with fh.Cleanup() as cleanup:
-        hub, pub = start(wd, relay_yaml("r", ["in."], publish), cleanup)
+        hub, pub = start(wd, republish_yaml("r", ["in."], publish), cleanup)
         sub, _ = subscriber(hub, "r", cleanup)
         probes = joined(pub, sub)
         before = int(time.time())
@@ -125,7 +125,7 @@ def test_local_reaches_the_hubs_consumers():
     same hub gets what the relay publishes."""
     wd = fh.Workdir()
     out = wd.file("out.jsonl")
-    consumers = (relay_yaml("r", ["in."], "{local: true}", "{prefix: out.}")
+    consumers = (republish_yaml("r", ["in."], "{local: true}", "{prefix: out.}")
                  + "  - name: seen\n    plugin: log\n    topics: [out.]\n"
                  "    options: {path: %s, flush_ms: 20}\n" % json.dumps(out))
     with fh.Cleanup() as cleanup:
@@ -147,9 +147,8 @@ def test_connect_down_holds_within_queue():
     held (published), the rest refused (publish_failed), the consumer
     never waits; once the relay's SUB binds, the held ones reach it."""
     wd = fh.Workdir()
-    port = fh.free_port()
-    endpoint = "tcp://127.0.0.1:%d" % port
-    consumers = relay_yaml("r", ["in."], "{connect: %s, queue: 5}" % endpoint, "{repeat: 8}")
+    endpoint = "ipc://" + wd.file("relay.ipc")  # down: nothing is bound there yet
+    consumers = republish_yaml("r", ["in."], "{connect: %s, queue: 5}" % endpoint, "{repeat: 8}")
     with fh.Cleanup() as cleanup:
         hub, pub = start(wd, consumers, cleanup)
         pub.send("in.x", '{"a":1}')
@@ -167,6 +166,39 @@ def test_connect_down_holds_within_queue():
         assert not relay.poll(300)
         c = hub.consumer(hub.stats(), "r")
         assert c["published"] == 5 and c["publish_failed"] == 3, c
+        assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
+def test_reload_replaces_the_publisher():
+    """A reload that changes publish: replaces the consumer: the old
+    instance's socket is closed before the new one binds, so the new one
+    takes the very port the old one held (from STATS), with its new
+    envelope."""
+    wd = fh.Workdir()
+    with fh.Cleanup() as cleanup:
+        hub, pub = start(wd, republish_yaml("r", ["in."], "{bind: tcp://127.0.0.1:*}"), cleanup)
+        sub, endpoint = subscriber(hub, "r", cleanup)
+        joined(pub, sub)
+        with open(hub.config, "w") as f:
+            f.write("bus:\n  connect: [%s]\nconsumers:\n%scontrol: %s\n"
+                    % (pub.endpoint, republish_yaml("r", ["in."], "{bind: %s, envelope: fedmsg}"
+                                                     % endpoint), hub.control))
+        status, out, err = fh.run(["reload", "-e", hub.control])
+        assert status == 0, (status, out, err)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "r").get("publish_endpoints") == [endpoint]
+                    and "consumer 'r': the new instance runs" in hub.log(), "the new instance",
+                    hub=hub)
+        end = time.monotonic() + fh.DEADLINE
+        while True:  # the SUB reconnects by itself
+            assert time.monotonic() < end, "nothing from the new instance"
+            pub.send("in.again", '{"k":1}')
+            if sub.poll(100):
+                topic, data = sub.recv_multipart()
+                if data.startswith(b'{"i":'):
+                    break
+        msg = json.loads(data)
+        assert topic == b"in.again.relayed" and msg["msg"] == {"k": 1}, msg
         assert hub.stop() == 0, hub.log()
     wd.cleanup()
 
@@ -209,7 +241,7 @@ def test_config_refusals():
               "a signature is part of fedmsg's envelope: give envelope: fedmsg")]
     for publish, expect in cases:
         path = wd.write("p.yaml", "bus: {connect: [tcp://127.0.0.1:1]}\nconsumers:\n"
-                        + relay_yaml("r", ["in."], publish))
+                        + republish_yaml("r", ["in."], publish))
         status, _, err = fh.run(["check", "-c", path])
         assert status != 0 and expect in err and re.search(r"p\.yaml:\d+:\d+: ", err), err
     wd.cleanup()
@@ -218,4 +250,5 @@ def test_config_refusals():
 if __name__ == "__main__":
     fh.main([test_bind_reaches_a_subscriber, test_fedmsg_envelope_signed,
              test_local_reaches_the_hubs_consumers, test_connect_down_holds_within_queue,
+             test_reload_replaces_the_publisher,
              test_worker_publish_frame, test_config_refusals])

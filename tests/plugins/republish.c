@@ -1,4 +1,4 @@
-/*  relay - a test consumer that publishes every message it consumes
+/*  republish - a test consumer that publishes every message it consumes
     (host->publish, ABI 1.5) on its consumer's publish: endpoints, as a
     fedmsg-hub consumer re-publishing what it saw.
 
@@ -23,19 +23,19 @@ typedef struct {
     fanhub_ctx_t *ctx;
     char prefix[256], suffix[256];
     unsigned long repeat;
-} relay_state_t;
+} republish_state_t;
 
 static int
 s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
         char *err, size_t errlen)
 {
     if (!FANHUB_HOST_HAS_1_5 (host)) {
-        snprintf (err, errlen, "relay needs a hub with ABI 1.5 (publish)");
+        snprintf (err, errlen, "republish needs a hub with ABI 1.5 (publish)");
         return -1;
     }
-    relay_state_t *self = (relay_state_t *) calloc (1, sizeof *self);
+    republish_state_t *self = (republish_state_t *) calloc (1, sizeof *self);
     if (!self) {
-        snprintf (err, errlen, "relay: out of memory");
+        snprintf (err, errlen, "republish: out of memory");
         return -1;
     }
     self->host = host;
@@ -56,7 +56,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             self->repeat = strtoul (text, NULL, 10);
         else {
             snprintf (err, errlen,
-                      "options.%s: relay takes prefix, suffix and repeat (1 to 100000)",
+                      "options.%s: republish takes prefix, suffix and repeat (1 to 100000)",
                       key ? key : "?");
             free (self);
             return -1;
@@ -69,7 +69,7 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
 static fanhub_result_t
 s_consume (void *state, const fanhub_msg_t *msg)
 {
-    relay_state_t *self = (relay_state_t *) state;
+    republish_state_t *self = (republish_state_t *) state;
     fanhub_bytes_t topic = self->host->msg_topic (msg);
     fanhub_bytes_t body = self->host->msg_body (msg);
     char name[1024];
@@ -86,6 +86,6 @@ s_fini (void *state)
     free (state);
 }
 
-FANHUB_CONSUMER_DEFINE (s_desc, .name = "relay", .version = "1.0",
+FANHUB_CONSUMER_DEFINE (s_desc, .name = "republish", .version = "1.0",
                         .flags = FANHUB_CONSUMER_THREAD_SAFE, .init = s_init, .consume = s_consume,
                         .fini = s_fini)
