@@ -426,7 +426,7 @@ fh_publisher_destroy (fh_publisher_t **self_p)
         s_flush (self);
     if (self->held_count) {
         fh_warning ("consumer '%s': publish: %zu held messages were never sent (no "
-                    "subscriber came); counted in publish_failed",
+                    "subscriber came)",
                     self->name, self->held_count);
         atomic_fetch_add_explicit (&self->failed, self->held_count, memory_order_relaxed);
     }

@@ -24,7 +24,9 @@
 
     published counts what was accepted (sent, or held); failed what was
     refused (a bad topic or body, a full queue, before open or after close)
-    and what was held and never sent when the publisher closed.
+    and what was held and never sent when the publisher closed (the
+    consumer's lineage keeps an instance's figures before its fini, so
+    that last count is seen only in the warning that says it).
 */
 #ifndef FH_PUBLISH_H_INCLUDED
 #define FH_PUBLISH_H_INCLUDED
