@@ -965,6 +965,30 @@ test_table_units (void **state)
     json_decref (stats);
 }
 
+/* A consumer that publishes (publish:) has a line of its own under its
+   row: its endpoints as read back from the JSON, and its two counters. */
+static void
+test_table_publish_line (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_null ());
+    json_t *consumer = json_array_get (s_consumers (stats), 0);
+    json_object_set_new (consumer, "published", json_integer (12));
+    json_object_set_new (consumer, "publish_failed", json_integer (3));
+    json_object_set_new (consumer, "publish_endpoints",
+                         json_pack ("[s, s]", "tcp://127.0.0.1:41234", "ipc:///run/r.sock"));
+    static const char *const expected[] = {
+        "hub - up 12s  received 1000  malformed 3  unrouted 5",
+        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
+        "DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "archive          2     10.0       1s         1         992         985         4         "
+        "0         0       3     0    4.0ms   12.3ms",
+        "  publish tcp://127.0.0.1:41234 ipc:///run/r.sock  published 12  failed 3",
+    };
+    ASSERT_LINES (fh_stats_format_table (stats), expected);
+    json_decref (stats);
+}
+
 /* The CONSUMER column fits the longest name, up to 32 characters; the
    hub line without a name; uptimes in hours and days. */
 static void
@@ -1227,6 +1251,7 @@ main (void)
         cmocka_unit_test (test_collectd_sanitising),
         cmocka_unit_test (test_table_units),
         cmocka_unit_test (test_table_widths),
+        cmocka_unit_test (test_table_publish_line),
         cmocka_unit_test (test_table_rate_and_eta),
         cmocka_unit_test (test_broken_snapshots),
         cmocka_unit_test (test_unnamed_consumers_left_out),
