@@ -24,6 +24,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* HELLO's protocol. docs/worker-protocol.md's protocol 2 has HELLO say 2;
+   it stays 1 until the shipped Python runner (which refuses any other)
+   speaks 2, with the negotiation in loop.c. */
 #define WORKER_PROTOCOL 1
 /* The newest protocol a READY may speak; 2 brings PUBLISH ('P'). */
 #define WORKER_PROTOCOL_MAX 2
