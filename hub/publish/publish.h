@@ -22,8 +22,10 @@
     to this hub's consumers through the enqueuer's injection socket, as
     `fanhub emit` does (fh_publisher_set_local names it).
 
-    published counts what was accepted (sent, or held); failed what was
-    refused (a bad topic or body, a full queue, before open or after close)
+    published counts what was accepted (sent, or held, and with local:
+    true handed to the enqueuer too); failed what was refused (a bad topic
+    or body, a full queue, before open or after close; a message the
+    endpoints took but the enqueuer could not, local: true, is failed)
     and what was held and never sent when the publisher closed (the
     consumer's lineage keeps an instance's figures before its fini, so
     that last count is seen only in the warning that says it).
