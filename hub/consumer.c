@@ -77,6 +77,22 @@ s_init_pool (fh_consumer_t *self, const fh_consumer_config_t *config, char *err,
     return 0;
 }
 
+/* fh_consumer_new's step for publish: its publisher (publish.h), made
+   before init so that init may publish once the consumer starts. -1
+   with err set; the caller destroys. */
+static int
+s_init_publisher (fh_consumer_t *self, const fh_consumer_config_t *config, char *err, size_t errlen)
+{
+    const fh_publish_config_t *publish = &config->publish;
+    char why[1024];
+    if ((publish->bind.count + publish->connect.count || publish->local)
+        && !(self->publisher = fh_publisher_new (self->name, publish, why, sizeof why))) {
+        snprintf (err, errlen, "%s: %s", config->where, why);
+        return -1;
+    }
+    return 0;
+}
+
 /* fh_consumer_new's last step: the plugin loaded, checked against the
    configuration, and its init called. -1 with err set; the caller
    destroys (fini is owed only once `initialized` is set). */
@@ -189,6 +205,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     }
     self->pool = self->worker_count > 1 || config->coalesce;
     if ((self->pool && s_init_pool (self, config, err, errlen) != 0)
+        || s_init_publisher (self, config, err, errlen) != 0
         || s_load_plugin (self, config, plugin_dir, err, errlen) != 0) {
         fh_consumer_destroy (&self);
         return NULL;
@@ -222,6 +239,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         self->desc->fini (self->state);
         fh_crash_leave ();
     }
+    fh_publisher_destroy (&self->publisher); /* after fini, which may publish */
     /* Completions that came too late (or never): not done, so a spooled
        one stays in the spool for the next run. */
     fh_pending_item_t late;
@@ -274,6 +292,8 @@ fh_consumer_tick (fh_consumer_t *self, int64_t now_ns)
 {
     if (self->spool)
         fh_spool_tick (self->spool, now_ns);
+    if (self->publisher)
+        fh_publisher_tick (self->publisher);
 }
 
 void
@@ -296,6 +316,8 @@ int
 fh_consumer_start (fh_consumer_t *self, char *err, size_t errlen)
 {
     char name[64], why[256];
+    if (self->publisher && fh_publisher_open (self->publisher, err, errlen) != 0)
+        return -1;
     if (self->pool) {
         snprintf (name, sizeof name, "fh:d:%s", self->name);
         if (fh_thread_start (&self->dispatcher, name, fh_cons_dispatcher_thread, self, why,
@@ -457,9 +479,22 @@ fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket)
 int
 fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size)
 {
-    (void) topic, (void) body, (void) size;
-    fh_warning ("publish: consumer '%s' has no publish endpoints", self->name);
+    if (self->publisher)
+        return fh_publisher_send (self->publisher, topic, body, size);
+    if (atomic_fetch_add (&self->publish_unset, 1) == 0)
+        fh_warning ("consumer '%s': its plugin publishes, but the consumer has no publish: "
+                    "settings; dropped (counted in publish_failed; this is said once)",
+                    self->name);
     return -1;
+}
+
+void
+fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size)
+{
+    if (self->publisher)
+        fh_publisher_endpoints (self->publisher, buf, size);
+    else if (size)
+        buf[0] = '\0';
 }
 
 void
@@ -475,6 +510,9 @@ s_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
     out->restarts = atomic_load_explicit (&self->restarts, memory_order_relaxed);
     out->skipped = atomic_load_explicit (&self->skipped, memory_order_relaxed);
+    out->published = self->publisher ? fh_publisher_published (self->publisher) : 0;
+    out->publish_failed = atomic_load_explicit (&self->publish_unset, memory_order_relaxed)
+                          + (self->publisher ? fh_publisher_failed (self->publisher) : 0);
     out->plugin_state = (uint64_t) atomic_load_explicit (&self->plugin_state, memory_order_acquire);
     /* The status page's on-disk share of the backlog: only once
        state_open says so is the spool there to read. */

@@ -70,6 +70,8 @@ typedef struct {
     /* Told by the plugin (ABI 1.3): */
     uint64_t restarts;          /* its worker processes started again */
     uint64_t skipped;           /* messages done without processing */
+    uint64_t published;         /* host->publish calls accepted (publish.h) */
+    uint64_t publish_failed;    /* host->publish calls refused */
     uint64_t plugin_state;      /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
     uint64_t tickets_expired;   /* PENDING past consume_timeout: the attempt failed */
     uint64_t completions_late;  /* complete of a void ticket: ignored */
@@ -220,6 +222,8 @@ void fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n);
 void fh_consumer_set_window (fh_consumer_t *self, size_t n);
 void fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket);
 int fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size);
+/* Its publish: endpoints as opened ("" when none): publish.h. */
+void fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size);
 /* The last error the plugin reported ("" when none) into buf. */
 void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
 

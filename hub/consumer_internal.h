@@ -43,6 +43,7 @@
 #include "order_key.h"
 #include "pending.h"
 #include "plugin.h"
+#include "publish.h"
 #include "queue.h"
 #include "retry.h"
 #include "shard.h"
@@ -211,6 +212,10 @@ struct fh_consumer {
     /* What the plugin tells of itself (ABI 1.3, consumer.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
     atomic_uint_fast64_t restarts, skipped;
+    /* publish: (ABI 1.5): its publisher, or NULL without one; publishes
+       refused for want of one (counted in publish_failed, said once). */
+    fh_publisher_t *publisher;
+    atomic_uint_fast64_t publish_unset;
     pthread_mutex_t error_lock; /* guards last_error */
     char last_error[256];
     int64_t max_pending;

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "lineage.h"
 #include "log.h"
+#include "publish.h"
 #include "trigger.h"
 
 #include <assert.h>
@@ -180,6 +181,9 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
     self->started = true;
     self->enqueuer = fh_enqueuer_new (self->config, self->trigger, self->consumers,
                                       self->consumer_count, err, errlen);
+    /* publish: {local: true} hands messages to the consumers through it. */
+    if (self->enqueuer)
+        fh_publisher_set_local (fh_enqueuer_inject_endpoint (self->enqueuer));
     if (self->enqueuer && self->config->amqp)
         self->amqp = fh_source_amqp_new (self->config->amqp,
                                          fh_enqueuer_inject_endpoint (self->enqueuer),
@@ -196,6 +200,7 @@ fh_hub_stop_receiving (fh_hub_t *self)
     /* The source first: what it has not acked is the broker's again. */
     if (self->amqp)
         fh_source_amqp_stop (self->amqp);
+    fh_publisher_set_local (NULL); /* local: true injects no more */
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);
     pthread_mutex_lock (&self->lock); /* the control actor reads the stages */

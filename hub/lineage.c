@@ -351,6 +351,8 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
     out->spool_fsyncs += c->spool_fsyncs;
     out->restarts += c->restarts;
     out->skipped += c->skipped;
+    out->published += c->published;
+    out->publish_failed += c->publish_failed;
     out->tickets_expired += c->tickets_expired;
     out->completions_late += c->completions_late;
     out->tickets_abandoned += c->tickets_abandoned;

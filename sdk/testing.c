@@ -147,6 +147,18 @@ fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
     pthread_mutex_unlock (&ctx->lock);
 }
 
+int
+fanhub_fake_host_publish (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size)
+{
+    (void) body;
+    pthread_mutex_lock (&ctx->lock); /* plugins may publish from their own threads */
+    ctx->published++;
+    snprintf (ctx->published_topic, sizeof ctx->published_topic, "%s", topic ? topic : "");
+    ctx->published_size = size;
+    pthread_mutex_unlock (&ctx->lock);
+    return 0;
+}
+
 const fanhub_host_t fanhub_fake_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -168,6 +180,7 @@ const fanhub_host_t fanhub_fake_host = {
     .options_read = fanhub_fake_host_options_read,
     .set_reason = fanhub_fake_host_set_reason,
     .options_load = fanhub_fake_host_options_load,
+    .publish = fanhub_fake_host_publish,
 };
 
 int

@@ -200,7 +200,7 @@ s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t no
 {
     json_error_t error;
     json_t *ready = json_loadb ((const char *) payload, size, 0, &error);
-    json_int_t protocol = json_integer_value (json_object_get (ready, "protocol"));
+    json_int_t protocol = p->protocol = json_integer_value (json_object_get (ready, "protocol"));
     const char *name = json_string_value (json_object_get (ready, "name"));
     const char *version = json_string_value (json_object_get (ready, "version"));
     snprintf (p->name, sizeof p->name, "%s %s", name ? name : "?", version ? version : "?");
@@ -212,7 +212,6 @@ s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t no
         s_start_failed (w, p, why, now);
         return;
     }
-    p->protocol = (int) protocol;
     p->state = PROC_READY;
     pthread_mutex_lock (&w->lock);
     if (p->refused_for_now) { /* counted once, as ready now */
@@ -402,10 +401,12 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
         s_halt (w, p, payload, size, now);
         return true;
     }
+    else if (type == 'P' && p->state == PROC_READY) {
+        if (worker_publish_frame (w, p, payload, size, why, sizeof why))
+            return true;
+    }
     else
-        snprintf (why, sizeof why,
-                  "protocol error: a frame of type 0x%02x where it has no "
-                  "place",
+        snprintf (why, sizeof why, "protocol error: a frame of type 0x%02x where it has no place",
                   type);
     w->host->log (w->ctx, FANHUB_LOG_ERROR, "worker %zu: %s; killed", p->index, why);
     s_died (w, p, why, now);

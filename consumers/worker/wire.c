@@ -5,6 +5,7 @@
 
 #include "worker.h"
 
+#include <fanhub/sdk.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,6 +166,30 @@ wire_answer (const uint8_t *payload, size_t size, uint64_t *ticket, uint8_t *ver
     if (size != 11 + *reason_size || *verdict > WORKER_VERDICT_DROP)
         return -1;
     *reason = (const char *) payload + 11;
+    return 0;
+}
+
+int
+wire_publish (const uint8_t *payload, size_t size, const char **topic, size_t *topic_size,
+              const uint8_t **body, size_t *body_size, char *err, size_t errlen)
+{
+    if (size < 2) {
+        snprintf (err, errlen, "a PUBLISH of %zu bytes: no topic length", size);
+        return -1;
+    }
+    *topic_size = s_get (payload, 2);
+    if (*topic_size == 0 || *topic_size > size - 2) {
+        snprintf (err, errlen, "a PUBLISH whose topic length %zu is %s", *topic_size,
+                  *topic_size ? "past its end" : "zero");
+        return -1;
+    }
+    *topic = (const char *) payload + 2;
+    if (!fanhub_utf8_valid (*topic, *topic_size) || memchr (*topic, '\0', *topic_size)) {
+        snprintf (err, errlen, "a PUBLISH whose topic is not UTF-8 (or holds a NUL)");
+        return -1;
+    }
+    *body = payload + 2 + *topic_size;
+    *body_size = size - 2 - *topic_size;
     return 0;
 }
 

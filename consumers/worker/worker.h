@@ -11,6 +11,7 @@
       loop.c     the I/O thread: hands messages to processes, reads their
                  answers, restarts the dead, times out the silent
       lines.c    what workers write for the hub's log
+      publish.c  a worker's PUBLISH frames onto the consumer's publish:
 */
 #ifndef WORKER_H_INCLUDED
 #define WORKER_H_INCLUDED
@@ -82,6 +83,11 @@ int wire_next (const uint8_t *data, size_t size, uint32_t max, uint8_t *type,
 /* An answer's payload: 0, or -1 when malformed. */
 int wire_answer (const uint8_t *payload, size_t size, uint64_t *ticket, uint8_t *verdict,
                  const char **reason, size_t *reason_size);
+/* A PUBLISH payload: u16 topic length (big-endian), the topic (non-empty
+   UTF-8 without NUL), the body (the rest, maybe empty). 0, or -1 with
+   what is wrong in err. */
+int wire_publish (const uint8_t *payload, size_t size, const char **topic, size_t *topic_size,
+                  const uint8_t **body, size_t *body_size, char *err, size_t errlen);
 /* The msg_id of a JSON body (the top-level "msg_id" string) into id
    (size bytes, NUL-terminated): its length, 0 when it has none. */
 size_t wire_msg_id (const void *body, size_t body_size, char *id, size_t size);
@@ -123,13 +129,13 @@ typedef struct {
        answered (a worker works its messages one after another). */
     size_t *held;
     size_t running;       /* of those, started and not answered */
-    int protocol;         /* READY's */
     bool refused_for_now; /* at start: its consumer's start-up failed */
     bool solo;            /* holds a message a dead worker held: alone */
     bool ever_started;
     proc_line_t out_line, err_line;
     char last_err[256]; /* the last stderr line, for errors */
     char name[128];     /* READY's name and version */
+    long long protocol; /* READY's protocol (1 to WORKER_PROTOCOL_MAX) */
 } proc_t;
 
 /* Starts the process of p: argv with the socket's end on fd 3, stdin
@@ -256,6 +262,13 @@ size_t crash_settle (worker_t *w, proc_t *p, const char *cause, bool hung, int64
    and proc_read_lines' callback (arg: the worker). */
 void worker_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut);
 void worker_emit_line (void *arg, proc_t *p, bool is_err, const char *line);
+
+/* publish.c: a PUBLISH frame of p's (protocol 2) onto the consumer's
+   publish: endpoints (host->publish, ABI 1.5). True when taken (a
+   refusal by the hub is logged by the hub, counted in publish_failed);
+   false with why set for a protocol error (the process is killed). */
+bool worker_publish_frame (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, char *why,
+                           size_t whylen);
 
 /* The I/O thread. */
 void *loop_thread (void *arg);

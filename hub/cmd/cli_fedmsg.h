@@ -10,7 +10,7 @@
 #define FH_CLI_FEDMSG_H_INCLUDED
 
 #include "cli.h"
-#include "fedmsg.h"
+#include "fedmsg_sender.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,9 +35,9 @@ enum { FH_CLI_FEDMSG = FH_CLI_LONG_ONLY + 300, FH_CLI_SIGN_KEY, FH_CLI_SIGN_CERT
 typedef struct {
     bool on;
     const char *key_file, *cert_file, *username;
-    fh_fedmsg_signer_t *signer; /* after fh_cli_fedmsg_start, or NULL */
-    uint64_t i;                 /* the envelope counter: fedmsg's first is 1 */
-    fh_buf_t buf;               /* the last envelope */
+    fh_fedmsg_sender_t *sender; /* with --fedmsg, after fh_cli_fedmsg_start */
+    const void *data;           /* the last envelope, size bytes */
+    size_t size;
 } fh_cli_fedmsg_t;
 
 /* True when id was one of FH_CLI_FEDMSG_OPTIONS (then arg is kept). */
@@ -45,7 +45,7 @@ bool fh_cli_fedmsg_option (fh_cli_fedmsg_t *self, int id, const char *arg);
 /* -1 when the command goes on, else the exit status (a usage error, or a
    key that does not load), said on stderr. */
 int fh_cli_fedmsg_start (fh_cli_fedmsg_t *self, const fh_cli_command_t *command);
-/* Wraps one body into self->buf (the next i, the time now). 0, or -1
+/* Wraps one body into data and size (the next i, the time now). 0, or -1
    with why in err. */
 int fh_cli_fedmsg_wrap (fh_cli_fedmsg_t *self, const char *topic, size_t topic_size,
                         const void *body, size_t body_size, char *err, size_t errlen);

@@ -182,8 +182,8 @@ s_emit (fh_cli_t *cli, fh_cli_fedmsg_t *fedmsg, bool wait, double timeout_s)
             fprintf (stderr, "fanhub emit: --fedmsg: %s\n", err);
             return FH_EXIT_FAILURE;
         }
-        body_arg = fedmsg->buf.data;
-        body_size = fedmsg->buf.size;
+        body_arg = fedmsg->data;
+        body_size = fedmsg->size;
     }
     fh_config_t *config;
     int keys;

@@ -571,8 +571,8 @@ s_wrap (fh_cli_fedmsg_t *fedmsg, const char *topic, size_t topic_size, const voi
         fprintf (stderr, "fanhub pub: --fedmsg: %s\n", err);
         return -1;
     }
-    *body = fedmsg->buf.data;
-    *body_size = fedmsg->buf.size;
+    *body = fedmsg->data;
+    *body_size = fedmsg->size;
     *body_const = false;
     return 0;
 }

@@ -583,6 +583,8 @@ static const fh_cfg_field_t s_consumer_fields[] = {
       .offset = offsetof (fh_consumer_config_t, shard) },
     { .key = "max_crashes", .parse = fh_cfg_parse_size,
       .offset = offsetof (fh_consumer_config_t, max_crashes), .min = 1, .max = 1000 },
+    { .key = "publish", .parse = fh_cfg_parse_section,
+      .offset = offsetof (fh_consumer_config_t, publish), .section = &fh_cfg_publish_section },
     { .key = NULL },
 };
 
@@ -712,6 +714,7 @@ fh_config_destroy (fh_config_t **self_p)
         fh_option_destroy (&consumer->options);
         free (consumer->where);
         free (consumer->order_by);
+        fh_cfg_publish_clear (&consumer->publish);
     }
     free (self->consumers);
     fh_cfg_strlist_clear (&self->include);

@@ -64,6 +64,23 @@ typedef struct {
     size_t count;
 } fh_strlist_t;
 
+/* A consumer's `publish:` (publish.h): where the messages its plugin
+   publishes go. Off when bind and connect are both empty and local false. */
+typedef enum { FH_ENVELOPE_NONE = 0, FH_ENVELOPE_FEDMSG } fh_envelope_t;
+
+typedef struct {
+    fh_strlist_t bind;    /* endpoints the consumer's socket binds */
+    fh_strlist_t connect; /* endpoints it connects to (a fedmsg-relay's inbound) */
+    int envelope;         /* fh_envelope_t */
+    struct {              /* sign: {cert, key}; off when key is NULL */
+        char *cert, *key;
+    } sign;
+    bool local;   /* this hub's consumers get them too */
+    size_t queue; /* messages held for a peer: SNDHWM, and while no subscriber */
+} fh_publish_config_t;
+
+#define FH_DEFAULT_PUBLISH_QUEUE 1000
+
 typedef struct {
     char *name;          /* unique among consumers; [A-Za-z0-9_.-]+ */
     char *plugin;        /* shipped plugin name, or a path (has a '/') */
@@ -88,6 +105,7 @@ typedef struct {
     struct {                  /* shard: {index, count}; count 0 = no shard (shard.h) */
         size_t index, count;
     } shard;
+    fh_publish_config_t publish; /* publish:; off unless it names an endpoint */
 } fh_consumer_config_t;
 
 typedef struct {

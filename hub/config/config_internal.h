@@ -12,6 +12,7 @@
       config_reload.c    comparing two configurations key by key
       config_include.c   include: and the drop-ins it names
       config_env.c       ${VAR} in values
+      config_publish.c   a consumer's publish: section
     Only these files include this header; the rest of the hub uses config.h.
 */
 #ifndef FH_CONFIG_INTERNAL_H_INCLUDED
@@ -58,6 +59,9 @@ struct fh_cfg_section {
 /* The schema's two roots (config.c). */
 extern const fh_cfg_section_t fh_cfg_top_section;
 extern const fh_cfg_section_t fh_cfg_consumer_section;
+/* A consumer's publish: (config_publish.c), and freeing what it holds. */
+extern const fh_cfg_section_t fh_cfg_publish_section;
+void fh_cfg_publish_clear (fh_publish_config_t *publish);
 
 /* A map whose keys are the rows of section; fills target. Refuses
    unknown, duplicate and missing required keys, then runs the finish

@@ -245,6 +245,14 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
     ROW (FH_M_SKIPPED, FH_SCOPE_CONSUMER, "skipped", "fanhub_consumer_skipped_total",
          "derive-skipped", C, false, "messages",
          "Messages done without being processed (a worker's DROP answer)."),
+    ROW (
+        FH_M_PUBLISHED, FH_SCOPE_CONSUMER, "published", "fanhub_consumer_published_total",
+        "derive-published", C, false, "messages",
+        "Messages the consumer's plugin published, accepted for its publish: endpoints (ABI 1.5)."),
+    ROW (FH_M_PUBLISH_FAILED, FH_SCOPE_CONSUMER, "publish_failed",
+         "fanhub_consumer_publish_failed_total", "derive-publish_failed", C, false, "messages",
+         "Messages the consumer's plugin published that were dropped: no publish:, a full "
+         "queue, a body that is not JSON with envelope: fedmsg."),
     ROW (FH_M_PLUGIN_STATE, FH_SCOPE_CONSUMER, "state", "fanhub_consumer_state", "gauge-state", G,
          false, "state", "What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3)."),
     ROW (FH_M_LAST_ERROR, FH_SCOPE_CONSUMER, "last_error", NULL, NULL, F, false, "",
@@ -339,6 +347,7 @@ s_item_free (fh_metrics_item_t *item)
     free (item->text);
     free (item->error);
     free (item->version);
+    free (item->publish);
     free (item->busy);
 }
 

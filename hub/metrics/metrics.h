@@ -128,6 +128,8 @@ typedef enum {
     FH_M_KEY_FALLBACK,
     FH_M_RESTARTS,
     FH_M_SKIPPED,
+    FH_M_PUBLISHED,
+    FH_M_PUBLISH_FAILED,
     FH_M_PLUGIN_STATE,
     FH_M_LAST_ERROR,
     FH_M_TICKETS_EXPIRED,
@@ -200,6 +202,8 @@ typedef struct {
     char *error;   /* endpoint: its last error; consumer: the last error its plugin
                     reported (ABI 1.3); NULL: none */
     char *version; /* consumer: its plugin's version; NULL for the others */
+    char *publish; /* consumer: its publish: endpoints as opened, one space
+                      between them (publish.h); NULL: none */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
     fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
                                                   queue_wait, processing */

@@ -159,6 +159,16 @@ s_consumer_json (const fh_metrics_item_t *item)
     for (size_t i = 0; i < item->workers; i++)
         json_array_append_new (workers, json_pack ("{s:f}", "busy", item->busy[i]));
     json_object_set_new (json, "workers", workers);
+    if (item->publish) {
+        /* publish: endpoints as opened, a tcp port '*' as chosen. */
+        json_t *endpoints = json_array ();
+        for (const char *at = item->publish; endpoints && *at;) {
+            size_t len = strcspn (at, " ");
+            json_array_append_new (endpoints, json_stringn (at, len));
+            at += len + (at[len] == ' ');
+        }
+        json_object_set_new (json, "publish_endpoints", endpoints);
+    }
     return json;
 }
 
@@ -316,6 +326,18 @@ s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
         || fh_metrics_set_text (&item->version, s_text (consumer, "plugin_version")) != 0)
         return -1;
     s_scope_read (consumer, FH_SCOPE_CONSUMER, item);
+    const json_t *publish = json_object_get (consumer, "publish_endpoints");
+    for (size_t i = 0; i < json_array_size (publish); i++) {
+        const char *endpoint = json_string_value (json_array_get (publish, i));
+        size_t used = item->publish ? strlen (item->publish) : 0;
+        char *grown = endpoint ? realloc (item->publish, used + strlen (endpoint) + 2) : NULL;
+        if (endpoint && !grown)
+            return -1;
+        if (grown) {
+            snprintf (grown + used, strlen (endpoint) + 2, "%s%s", used ? " " : "", endpoint);
+            item->publish = grown;
+        }
+    }
     const json_t *workers = json_object_get (consumer, "workers");
     if (json_array_size (workers) > 0) {
         item->busy = calloc (json_array_size (workers), sizeof *item->busy);

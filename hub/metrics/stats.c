@@ -91,6 +91,10 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
     fh_consumer_last_error (consumer, error, sizeof error);
     if (error[0] && fh_metrics_set_text (&item->error, error) != 0)
         return -1;
+    char publish[1024];
+    fh_consumer_publish_endpoints (consumer, publish, sizeof publish);
+    if (publish[0] && fh_metrics_set_text (&item->publish, publish) != 0)
+        return -1;
     fh_metrics_set_int (item, FH_M_WARN_AT, (int64_t) config->warn_at);
     fh_metrics_set_int (item, FH_M_SPOOL_MAX_BYTES, (int64_t) config->spool_max_bytes);
     const struct {
@@ -124,6 +128,8 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         {FH_M_SPOOL_MESSAGES, c.spool_messages},
         {FH_M_RESTARTS, c.restarts},
         {FH_M_SKIPPED, c.skipped},
+        {FH_M_PUBLISHED, c.published},
+        {FH_M_PUBLISH_FAILED, c.publish_failed},
         {FH_M_PLUGIN_STATE, c.plugin_state},
         {FH_M_TICKETS_EXPIRED, c.tickets_expired},
         {FH_M_COMPLETIONS_LATE, c.completions_late},

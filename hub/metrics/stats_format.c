@@ -637,6 +637,12 @@ s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
     s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
     s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
     s_buf_printf (buf, " %8s %8s\n", wait, proc);
+    /* publish: (ABI 1.5) a line of its own under the consumer's. */
+    int64_t published = fh_metric_value_int (&consumer->values[FH_M_PUBLISHED]);
+    int64_t publish_failed = fh_metric_value_int (&consumer->values[FH_M_PUBLISH_FAILED]);
+    if (consumer->publish || published || publish_failed)
+        s_buf_printf (buf, "  publish %s  published %" PRId64 "  failed %" PRId64 "\n",
+                      consumer->publish ? consumer->publish : "-", published, publish_failed);
 }
 
 /* The table with rates taken since previous (NULL: over the last metrics

@@ -43,9 +43,8 @@ fh_fedmsg_username (void)
     return pw && pw->pw_name ? pw->pw_name : "unknown";
 }
 
-/* The msg member: the body as JSON, or {"log": TEXT}. */
-static json_t *
-s_msg_of (const void *body, size_t body_size, char *err, size_t errlen)
+json_t *
+fh_fedmsg_msg_of (const void *body, size_t body_size, char *err, size_t errlen)
 {
     json_t *msg = json_loadb (body, body_size, JSON_DECODE_ANY, NULL);
     if (msg)
@@ -69,14 +68,24 @@ fh_fedmsg_wrap (const char *topic, size_t topic_size, const void *body, size_t b
                 uint64_t i, int64_t timestamp, const char *username, fh_fedmsg_signer_t *signer,
                 fh_buf_t *out, char *err, size_t errlen)
 {
+    json_t *msg = fh_fedmsg_msg_of (body, body_size, err, errlen);
+    if (!msg)
+        return -1;
+    return fh_fedmsg_wrap_json (topic, topic_size, msg, i, timestamp, username, signer, out, NULL,
+                                err, errlen);
+}
+
+int
+fh_fedmsg_wrap_json (const char *topic, size_t topic_size, json_t *msg, uint64_t i,
+                     int64_t timestamp, const char *username, fh_fedmsg_signer_t *signer,
+                     fh_buf_t *out, char *id_out, char *err, size_t errlen)
+{
     char id[FH_FEDMSG_ID_SIZE];
     if (fh_fedmsg_new_id (id) < 0) {
+        json_decref (msg);
         snprintf (err, errlen, "no randomness for a msg_id");
         return -1;
     }
-    json_t *msg = s_msg_of (body, body_size, err, errlen);
-    if (!msg)
-        return -1;
     json_t *topic_json = json_stringn (topic, topic_size);
     json_t *envelope = json_pack ("{s:o, s:o, s:s, s:I, s:I, s:s}", "topic", topic_json, "msg", msg,
                                   "msg_id", id, "timestamp", (json_int_t) timestamp, "i",
@@ -93,6 +102,8 @@ fh_fedmsg_wrap (const char *topic, size_t topic_size, const void *body, size_t b
             rc = -1;
         }
     }
+    if (rc == 0 && id_out)
+        memcpy (id_out, id, sizeof id);
     json_decref (envelope);
     return rc;
 }

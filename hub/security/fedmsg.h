@@ -36,6 +36,16 @@ int fh_fedmsg_wrap (const char *topic, size_t topic_size, const void *body, size
                     uint64_t i, int64_t timestamp, const char *username, fh_fedmsg_signer_t *signer,
                     fh_buf_t *out, char *err, size_t errlen);
 
+/* The envelope's msg member for a body: the body as JSON, or {"log":
+   TEXT}. NULL with why in err. */
+json_t *fh_fedmsg_msg_of (const void *body, size_t body_size, char *err, size_t errlen);
+/* fh_fedmsg_wrap for a msg parsed already (a consumer's JSON body):
+   its reference is taken, whatever the outcome. The msg_id given is
+   copied into id when not NULL. */
+int fh_fedmsg_wrap_json (const char *topic, size_t topic_size, json_t *msg, uint64_t i,
+                         int64_t timestamp, const char *username, fh_fedmsg_signer_t *signer,
+                         fh_buf_t *out, char *id, char *err, size_t errlen);
+
 /* The sender's name as fedmsg took it (getpass.getuser: LOGNAME, USER,
    LNAME, USERNAME, then the password database); "unknown" if none. */
 const char *fh_fedmsg_username (void);

@@ -81,6 +81,12 @@ fh_log_set_level (fanhub_log_level_t level)
     atomic_store (&s_level, (int) level);
 }
 
+bool
+fh_log_enabled (fanhub_log_level_t level)
+{
+    return (int) level <= atomic_load (&s_level);
+}
+
 static const char *
 s_level_name (fanhub_log_level_t level)
 {

@@ -16,6 +16,9 @@
 #include <stdint.h>
 
 void fh_log_set_level (fanhub_log_level_t level);
+/* True when a line of this level is written: to skip the work of one
+   that would not be (a debug line per message). */
+bool fh_log_enabled (fanhub_log_level_t level);
 /* True when stderr is the journal's stream (JOURNAL_STREAM names its
    device and inode): lines then start with syslog's <N> instead of
    "fanhub: LEVEL: ". Decided at the first call, then fixed. */

@@ -78,12 +78,16 @@ struct fanhub_ctx {
     char last[1024];                    /* the last of them */
     char all[16384];                    /* all of them, each ending in '\n' (cut when full) */
     char reason[256];                   /* the last host->set_reason (under the lock) */
+    int published;                      /* host->publish calls (ABI 1.5), under the lock */
+    char published_topic[256];          /* the last one's topic (cut to fit) */
+    size_t published_size;              /* and its body's size */
     const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
                                            plugin fanhub_fake_plugin_load loaded */
 };
 
 /* The host table: every function of ABI 1.4 but msg_ticket and complete
-   (a plugin that answers FANHUB_PENDING needs a table of its own). */
+   (a plugin that answers FANHUB_PENDING needs a table of its own), and
+   ABI 1.5's publish, which records the call in the ctx and answers 0. */
 extern const fanhub_host_t fanhub_fake_host;
 
 /* The descriptor fanhub_fake_plugin_load loaded last (a test may set it). */
@@ -124,6 +128,7 @@ int fanhub_fake_host_options_read (fanhub_ctx_t *ctx, const fanhub_consumer_desc
 int fanhub_fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *options, void *values,
                                    size_t values_size, char *err, size_t errlen);
 void fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
+int fanhub_fake_host_publish (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size);
 
 #ifdef __cplusplus
 }

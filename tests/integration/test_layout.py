@@ -9,7 +9,7 @@ import fanhublib as fh
 
 HUB = os.path.join(fh.SOURCE_DIR, "hub")
 CONCERNS = ("config", "control", "plugin", "security", "amqp", "util", "cmd", "metrics",
-            "storage")
+            "storage", "publish")
 
 
 def hub_files():

@@ -231,6 +231,46 @@ test_null_plugin_refused (void **state)
                               "write \"null\" for the word)");
 }
 
+/* publish: its defaults, its lists, and none at all. */
+static void
+test_publish_section (void **state)
+{
+    (void) state;
+    fh_config_t *cfg = s_load_ok (BUS CONSUMERS "    publish: {bind: \"tcp://127.0.0.1:*\"}\n"
+                                                "  - name: d\n    plugin: p\n"
+                                                "    publish:\n      connect: [ipc:///tmp/a, "
+                                                "tcp://127.0.0.1:9941]\n      local: true\n"
+                                                "      envelope: fedmsg\n      queue: 5\n"
+                                                "  - name: e\n    plugin: p\n");
+    const fh_publish_config_t *c = &cfg->consumers[0].publish;
+    assert_int_equal (c->bind.count, 1);
+    assert_string_equal (c->bind.items[0], "tcp://127.0.0.1:*");
+    assert_int_equal (c->connect.count, 0);
+    assert_int_equal (c->envelope, FH_ENVELOPE_NONE);
+    assert_false (c->local);
+    assert_null (c->sign.key);
+    assert_int_equal (c->queue, FH_DEFAULT_PUBLISH_QUEUE);
+    const fh_publish_config_t *d = &cfg->consumers[1].publish;
+    assert_int_equal (d->connect.count, 2);
+    assert_string_equal (d->connect.items[1], "tcp://127.0.0.1:9941");
+    assert_int_equal (d->envelope, FH_ENVELOPE_FEDMSG);
+    assert_true (d->local);
+    assert_int_equal (d->queue, 5);
+    const fh_publish_config_t *e = &cfg->consumers[2].publish;
+    assert_int_equal (e->bind.count + e->connect.count, 0);
+    assert_false (e->local);
+    fh_config_destroy (&cfg);
+    char err[512];
+    assert_null (s_load (BUS CONSUMERS "    publish: {connect: [\"tcp://127.0.0.1:*\"]}\n", err,
+                         sizeof err));
+    assert_non_null (strstr (err, "t.yaml:6:"));
+    assert_non_null (strstr (err, "consumers[0].publish.connect"));
+    assert_null (s_load (BUS CONSUMERS "    publish: {local: true, sign: {cert: /nonexistent/c, "
+                                       "key: /nonexistent/k}, envelope: fedmsg}\n",
+                         err, sizeof err));
+    assert_non_null (strstr (err, "consumers[0].publish.sign: "));
+}
+
 static void
 test_defaults_and_numbers (void **state)
 {
@@ -307,7 +347,7 @@ typedef struct {
     "curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
 #define CONSUMER_KNOWN                                                                             \
     "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, "    \
-    "coalesce, max_pending, shard, max_crashes)"
+    "coalesce, max_pending, shard, max_crashes, publish)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "
@@ -1302,6 +1342,7 @@ main (void)
         cmocka_unit_test (test_errors),
         cmocka_unit_test (test_null_values),
         cmocka_unit_test (test_byte_sizes),
+        cmocka_unit_test (test_publish_section),
         cmocka_unit_test (test_error_example),
         cmocka_unit_test (test_aliases),
         cmocka_unit_test (test_option_limits),

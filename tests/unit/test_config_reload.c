@@ -70,7 +70,13 @@ static const char s_base[] = "name: hub\n"
                              "    order_by: topic\n"
                              "    coalesce: false\n"
                              "    max_pending: 50\n"
-                             "    shard: {index: 0, count: 2}\n";
+                             "    shard: {index: 0, count: 2}\n"
+                             "    publish:\n"
+                             "      bind: [tcp://127.0.0.1:9960]\n"
+                             "      connect: [tcp://127.0.0.1:9961]\n"
+                             "      envelope: fedmsg\n"
+                             "      local: false\n"
+                             "      queue: 100\n";
 
 typedef struct {
     const char *from, *to; /* one line of s_base, and what replaces it */
@@ -126,6 +132,12 @@ static const s_row_t s_rows[] = {
     {"max_pending: 50", "max_pending: 51", "", false},
     {"shard: {index: 0, count: 2}", "shard: {index: 1, count: 2}", "", false},
     {"shard: {index: 0, count: 2}", "shard: {index: 0, count: 3}", "", false},
+    /* publish: (sign: needs a key pair on disk: test_publish.py) */
+    {"bind: [tcp://127.0.0.1:9960]", "bind: [tcp://127.0.0.1:9970]", "", false},
+    {"connect: [tcp://127.0.0.1:9961]", "connect: []", "", false},
+    {"envelope: fedmsg", "envelope: none", "", false},
+    {"local: false", "local: true", "", false},
+    {"queue: 100", "queue: 101", "", false},
     {"prefetch: 10", "prefetch: 11", "bus.amqp", true},
 };
 

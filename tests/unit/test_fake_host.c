@@ -101,6 +101,12 @@ test_log_and_reason_recorded (void **state)
     assert_int_equal (ctx.lines, 2);
     h->set_reason (&ctx, "HTTP %d", 503);
     assert_string_equal (ctx.reason, "HTTP 503");
+    /* ABI 1.5: what the plugin publishes is recorded. */
+    assert_true (FANHUB_HOST_HAS_1_5 (h) && h->publish);
+    assert_int_equal (h->publish (&ctx, "a.b", "{}", 2), 0);
+    assert_int_equal (ctx.published, 1);
+    assert_string_equal (ctx.published_topic, "a.b");
+    assert_int_equal (ctx.published_size, 2);
     pthread_mutex_destroy (&ctx.lock);
 }
 

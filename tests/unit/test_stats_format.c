@@ -450,6 +450,15 @@ test_prometheus_one_consumer (void **state)
         "DROP answer).",
         "# TYPE fanhub_consumer_skipped_total counter",
         "fanhub_consumer_skipped_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_published_total Messages the consumer's plugin published, "
+        "accepted for its publish: endpoints (ABI 1.5).",
+        "# TYPE fanhub_consumer_published_total counter",
+        "fanhub_consumer_published_total{consumer=\"archive\"} 0",
+        "# HELP fanhub_consumer_publish_failed_total Messages the consumer's plugin published "
+        "that were dropped: no publish:, a full queue, a body that is not JSON with envelope: "
+        "fedmsg.",
+        "# TYPE fanhub_consumer_publish_failed_total counter",
+        "fanhub_consumer_publish_failed_total{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted "
         "(ABI 1.3).",
         "# TYPE fanhub_consumer_state gauge",
@@ -471,7 +480,7 @@ test_prometheus_one_consumer (void **state)
         "# TYPE fanhub_consumer_queue_bytes gauge",
         "fanhub_consumer_queue_bytes{consumer=\"archive\"} 0",
     };
-    char want[16384] = "";
+    char want[20000] = "";
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         snprintf (want + strlen (want), sizeof want - strlen (want), "%s\n", expected[i]);
     snprintf (want + strlen (want), sizeof want - strlen (want), "%s",
@@ -766,6 +775,8 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-key_fallback\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-restarts\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-skipped\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-published\" interval=10 N:0",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-publish_failed\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/gauge-state\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-tickets_expired\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-completions_late\" interval=10 N:0",
@@ -834,6 +845,8 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-key_fallback\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/derive-restarts\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-skipped\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-published\" interval=2.5 1700000000:0",
+        "PUTVAL \"h/fanhub-archive/derive-publish_failed\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/gauge-state\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-tickets_expired\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-completions_late\" interval=2.5 1700000000:0",
@@ -894,13 +907,13 @@ test_collectd_sanitising (void **state)
         if (!strstr (text, want))
             fail_msg ("case %zu: no %s in:\n%s", i, cases[i].queue, text);
         /* Every collectd row of the hub (13), the endpoint's (3) and the
-           consumer's (40 with two per latency), each one PUTVAL. */
+           consumer's (42 with two per latency), each one PUTVAL. */
         size_t lines = 0;
         for (const char *line = text; *line; line = strchr (line, '\n') + 1) {
             assert_int_equal (strncmp (line, "PUTVAL \"", 8), 0);
             lines++;
         }
-        assert_int_equal (lines, 56);
+        assert_int_equal (lines, 58);
         free (text);
         json_decref (stats);
     }
@@ -947,6 +960,30 @@ test_table_units (void **state)
         "0         0       3     0    1.0ms    1.00s",
         "none             2      0.0    never         1         992         985         4         "
         "0         0       3     0        -      0ns",
+    };
+    ASSERT_LINES (fh_stats_format_table (stats), expected);
+    json_decref (stats);
+}
+
+/* A consumer that publishes (publish:) has a line of its own under its
+   row: its endpoints as read back from the JSON, and its two counters. */
+static void
+test_table_publish_line (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_null ());
+    json_t *consumer = json_array_get (s_consumers (stats), 0);
+    json_object_set_new (consumer, "published", json_integer (12));
+    json_object_set_new (consumer, "publish_failed", json_integer (3));
+    json_object_set_new (consumer, "publish_endpoints",
+                         json_pack ("[s, s]", "tcp://127.0.0.1:41234", "ipc:///run/r.sock"));
+    static const char *const expected[] = {
+        "hub - up 12s  received 1000  malformed 3  unrouted 5",
+        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
+        "DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
+        "archive          2     10.0       1s         1         992         985         4         "
+        "0         0       3     0    4.0ms   12.3ms",
+        "  publish tcp://127.0.0.1:41234 ipc:///run/r.sock  published 12  failed 3",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
     json_decref (stats);
@@ -1214,6 +1251,7 @@ main (void)
         cmocka_unit_test (test_collectd_sanitising),
         cmocka_unit_test (test_table_units),
         cmocka_unit_test (test_table_widths),
+        cmocka_unit_test (test_table_publish_line),
         cmocka_unit_test (test_table_rate_and_eta),
         cmocka_unit_test (test_broken_snapshots),
         cmocka_unit_test (test_unnamed_consumers_left_out),

@@ -119,6 +119,51 @@ test_answers (void **state)
                       -1);
 }
 
+/* PUBLISH (protocol 2): u16 topic length, topic, the rest the body. */
+static void
+test_publish_frames (void **state)
+{
+    (void) state;
+    const char *topic, *bad = "";
+    const uint8_t *body;
+    size_t topic_size, body_size;
+    char err[128];
+    const uint8_t good[] = {0, 3, 'a', '.', 'b', '{', '}'};
+    assert_int_equal (
+        wire_publish (good, sizeof good, &topic, &topic_size, &body, &body_size, err, sizeof err),
+        0);
+    assert_int_equal (topic_size, 3);
+    assert_memory_equal (topic, "a.b", 3);
+    assert_int_equal (body_size, 2);
+    assert_memory_equal (body, "{}", 2);
+    /* An empty body is a body. */
+    assert_int_equal (
+        wire_publish (good, 5, &topic, &topic_size, &body, &body_size, err, sizeof err), 0);
+    assert_int_equal (body_size, 0);
+    const struct {
+        const uint8_t *data;
+        size_t size;
+        const char *why;
+    } cases[] = {
+        {good, 1, "no topic length"},
+        {(const uint8_t *) "\0\0x", 3, "is zero"},
+        {(const uint8_t *) "\0\x09"
+                           "a.b",
+         5, "past its end"},
+        {(const uint8_t *) "\0\x02\xff\xfe", 4, "not UTF-8"},
+        {(const uint8_t *) "\0\x02"
+                           "a\0",
+         4, "holds a NUL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal (wire_publish (cases[i].data, cases[i].size, &bad, &topic_size, &body,
+                                        &body_size, err, sizeof err),
+                          -1);
+        assert_non_null (strstr (err, cases[i].why));
+    }
+}
+
 static void
 test_msg_id_is_the_top_level_string (void **state)
 {
@@ -169,6 +214,7 @@ main (void)
         cmocka_unit_test (test_frames_are_read_whole_or_not_at_all),
         cmocka_unit_test (test_broken_lengths_are_refused),
         cmocka_unit_test (test_answers),
+        cmocka_unit_test (test_publish_frames),
         cmocka_unit_test (test_msg_id_is_the_top_level_string),
         cmocka_unit_test (test_exit_statuses_read_as_the_log_says),
     };
