@@ -118,7 +118,9 @@ class RawHub:
         self.send(b"H", json.dumps({"protocol": protocol, "consumer": "c", "options": options,
                                     "max_pending": 10, "prefetch": 10, "worker": 0}).encode())
         kind, payload = self.frame()
-        assert kind == b"R", (kind, payload, self.proc.stderr.read())
+        while kind == b"L":  # the consumer's logs while it starts
+            kind, payload = self.frame()
+        assert kind == b"R", (kind, payload)
         self.ready = json.loads(payload)
 
     def send(self, kind, payload):

@@ -75,16 +75,27 @@ def _matches_all(topic: Any) -> bool:
 class Hub:
     """What moksha's hub is to a consumer (see the module's text)."""
 
+    CACHE_MAX = 10000  # topics whose callbacks are remembered
+
     def __init__(self, config: Dict[str, Any]) -> None:
         self.config = config
         self.subscriptions: List[Tuple[Any, Callback]] = []
+        self.matchers: List[Tuple[Callable[[str], bool], Callback]] = []
+        self.cache: Dict[str, List[Callback]] = {}
         self.closed = False
 
     def subscribe(self, topic: Any, callback: Callback) -> None:
         self.subscriptions.append((topic, callback))
+        self._compile()
 
     def unsubscribe(self, callback: Callback) -> None:
         self.subscriptions = [s for s in self.subscriptions if s[1] != callback]
+        self._compile()
+
+    def _compile(self) -> None:
+        self.matchers = [((lambda topic: True) if _matches_all(sub) else topic_matcher([str(sub)]),
+                          callback) for sub, callback in self.subscriptions]
+        self.cache = {}
 
     def send_message(self, topic: Any, message: Any, jsonify: bool = True) -> None:
         """MokshaHub.send_message: message JSON-encoded when jsonify (a
@@ -102,12 +113,15 @@ class Hub:
     def callbacks(self, topic: str) -> List[Callback]:
         """The callbacks a message on topic goes to, each once, in the
         order they subscribed."""
-        found: List[Callback] = []
-        for sub, callback in self.subscriptions:
-            if callback in found:
-                continue
-            if _matches_all(sub) or topic_matcher([str(sub)])(topic):
-                found.append(callback)
+        found = self.cache.get(topic)
+        if found is None:
+            found = []
+            for matches, callback in self.matchers:
+                if callback not in found and matches(topic):
+                    found.append(callback)
+            if len(self.cache) >= self.CACHE_MAX:
+                self.cache = {}
+            self.cache[topic] = found
         return found
 
 

@@ -37,6 +37,8 @@ class PublishError(RuntimeError):
     """A message cannot be published from here: a hub of protocol 1, no
     hub at all, or a process the worker forked."""
 
+    __module__ = "fanhub_worker"  # where a consumer names it
+
 
 def cut_utf8(text: str, limit: int) -> bytes:
     """text as UTF-8, at most limit bytes, cut before a whole character
