@@ -10,7 +10,9 @@ consumer's options.config, as the page says it moves. Then:
   and with a fedora_messaging whose LazyConfig would read /etc
   (tests/integration/upstream);
 - relay.consumers:Relay publishes what it consumes (PUBLISH frames, read
-  by the protocol-2 hub of test_worker_upstream)."""
+  by the protocol-2 hub of test_worker_upstream);
+- every YAML example that elides nothing (no `...` line) passes `fanhub
+  check` as written."""
 import json
 import os
 import re
@@ -106,6 +108,18 @@ def test_the_relay():
     wd.cleanup()
 
 
+def test_the_configurations_check():
+    wd = fh.Workdir()
+    with open(PORTING) as f:
+        blocks = re.findall(r"```yaml\n(.*?)```", f.read(), re.S)
+    whole = [b for b in blocks if not re.search(r"^\s*\.\.\.", b, re.M)]
+    assert len(whole) >= 1, blocks
+    for i, block in enumerate(whole):
+        status, out, err = fh.run(["check", "-c", wd.write("porting-%d.yaml" % i, block)])
+        assert status == 0 and "OK" in out, (block, out, err)
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_every_example_is_run, test_the_fedmsg_consumer,
-             test_the_fedora_messaging_callback, test_the_relay])
+             test_the_fedora_messaging_callback, test_the_relay, test_the_configurations_check])
