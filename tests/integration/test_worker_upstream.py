@@ -160,8 +160,12 @@ class RawHub:
                 out.append((kind.decode(), payload))
         return out
 
-    def quit(self):
-        self.send(b"Q", b"")
+    def quit(self, eof=False):
+        """QUIT, or the end of the socket (eof): the runner exits 0."""
+        if eof:
+            self.sock.shutdown(socket.SHUT_WR)
+        else:
+            self.send(b"Q", b"")
         assert self.proc.wait(fh.DEADLINE) == 0
         self.proc.stderr.close()
         self.sock.close()
@@ -192,7 +196,8 @@ def test_a_relay_publishes_what_it_consumes():
     assert frames[-1] == ("A", (1, 0, "")), frames
     assert any(kind == "L" and "Cannot send message: the hub speaks worker protocol 1, which "
                "has no PUBLISH" in text for kind, text in frames), frames
-    hub.quit()
+    hub.quit(eof=True)  # the hub gone: the consumer is stopped all the same
+    assert [e["event"] for e in events(wd.file("events.jsonl"))].count("hub.close returned") == 2
     # The runner's own fedmsg.publish: fedmsg's topic, the msg's JSON.
     options = {"callable": "fedmsg_publish:publisher", "path": [wl.WORKERS_DIR],
                "config": {"environment": "stg"}}
