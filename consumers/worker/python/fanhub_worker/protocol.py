@@ -1,47 +1,85 @@
 """The frames of docs/worker-protocol.md, for a worker: read HELLO and
-messages from the hub's socket in large chunks, write READY, answers, logs
-and HALT in batches. Integers are big-endian."""
+messages from the hub's socket in large chunks, write READY, answers, logs,
+PUBLISH and HALT in batches. Integers are big-endian.
+
+Text the hub keeps to a size (an answer's reason, a log line) is cut at a
+character boundary, never inside a UTF-8 sequence."""
 import json
 import os
 import struct
 import threading
 import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-PROTOCOL = 1
+PROTOCOL = 2  # the newest this runner speaks; it speaks 1 too
+PROTOCOLS = (1, 2)
 OK, RETRY, FAIL, DROP = 0, 1, 2, 3
+
+FRAME_MAX = 1 << 20  # L of a frame from a worker, type byte included
+REASON_MAX = 255  # the hub keeps this much of a reason
+LOG_MAX = 4000
 
 _LEN = struct.Struct(">I")
 _MSG = struct.Struct(">QQIqH")  # ticket, seq, attempt, received_ns, msg_id length
 _ANSWER = struct.Struct(">IBQBH")  # length, 'A', ticket, verdict, reason length
 _LOG = struct.Struct(">IBB")  # length, 'L', level
+_PUBLISH = struct.Struct(">IBH")  # length, 'P', topic length
+
+# (ticket, seq, attempt, received_ns, msg_id or None, frames)
+Delivery = Tuple[int, int, int, int, Optional[str], List[bytes]]
+
+
+class ProtocolError(ValueError):
+    """The hub sent what the protocol does not allow."""
+
+
+class PublishError(RuntimeError):
+    """A message cannot be published from here: a hub of protocol 1, no
+    hub at all, or a process the worker forked."""
+
+    __module__ = "fanhub_worker"  # where a consumer names it
+
+
+def cut_utf8(text: str, limit: int) -> bytes:
+    """text as UTF-8, at most limit bytes, cut before a whole character
+    (lone surrogates become '?')."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return data
+    end = limit
+    while end > 0 and (data[end] & 0xC0) == 0x80:  # a continuation byte
+        end -= 1
+    return data[:end]
 
 
 class Connection:
-    """Reads are the serving thread's; writes (answers, logs from any of
-    the consumer's threads, the flusher's) go through one lock, in order.
-    A process the consumer forks writes nothing on the socket: its logs
-    go to its stderr, and it never repeats what the worker had queued."""
+    """Reads are the serving thread's; writes (answers, logs and PUBLISH
+    frames from any of the consumer's threads, the flusher's) go through
+    one lock, in order. A process the consumer forks writes nothing on
+    the socket: its logs go to its stderr, and it never repeats what the
+    worker had queued."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buf = bytearray()
-        self.out = []
+        self.out: List[bytes] = []
         self.lock = threading.RLock()  # a log from a __del__ or a signal handler
-        self.oldest = None  # when the first frame not yet written was queued
+        self.oldest: Optional[float] = None  # when the first frame not yet written was queued
         self.waiting = threading.Event()  # set while frames wait
         self.forked = False
+        self.protocol = 1  # what READY said; 2 allows PUBLISH
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=self.lock.acquire, after_in_parent=self.lock.release,
                                 after_in_child=self._after_fork)
 
-    def _after_fork(self):
+    def _after_fork(self) -> None:
         self.lock = threading.RLock()
         self.out = []
         self.oldest = None
         self.waiting = threading.Event()
         self.forked = True
 
-    def read(self):
+    def read(self) -> bool:
         """More bytes from the hub; False at end of file."""
         chunk = os.read(self.fd, 1 << 20)
         if not chunk:
@@ -49,17 +87,18 @@ class Connection:
         self.buf += chunk
         return True
 
-    def frames(self):
+    def frames(self) -> Iterator[Tuple[int, int, int]]:
         """Yields (type, start, end) of each whole frame in the buffer; the
         caller reads the payload from self.buf[start:end]. Consumed frames
-        are dropped from the buffer when the generator ends."""
+        are dropped from the buffer when the generator ends. A frame of
+        length 0 raises ProtocolError."""
         buf = self.buf
         pos, size = 0, len(buf)
         try:
             while size - pos >= 4:
                 (length,) = _LEN.unpack_from(buf, pos)
                 if length == 0:
-                    raise ValueError("a frame of length 0")
+                    raise ProtocolError("a frame of length 0 (every frame has a type byte)")
                 if size - pos - 4 < length:
                     break
                 start = pos
@@ -68,7 +107,7 @@ class Connection:
         finally:
             del buf[:pos]
 
-    def message(self, start):
+    def message(self, start: int) -> Delivery:
         """An 'M' payload at start: (ticket, seq, attempt, received_ns,
         msg_id or None, [frames as bytes])."""
         buf = self.buf
@@ -86,7 +125,7 @@ class Connection:
             pos += flen
         return ticket, seq, attempt, received, msg_id, frames
 
-    def _queue(self, frame):
+    def _queue(self, frame: bytes) -> None:
         if self.forked:
             return
         with self.lock:
@@ -95,26 +134,42 @@ class Connection:
                 self.waiting.set()
             self.out.append(frame)
 
-    def send_json(self, kind, obj):
+    def send_json(self, kind: bytes, obj: Dict[str, Any]) -> None:
         data = json.dumps(obj).encode()
         self._queue(_LEN.pack(len(data) + 1) + kind + data)
 
-    def answer(self, ticket, verdict, reason=""):
-        data = reason.encode("utf-8", "replace")[:255] if reason else b""
+    def answer(self, ticket: int, verdict: int, reason: str = "") -> None:
+        data = cut_utf8(reason, REASON_MAX) if reason else b""
         self._queue(_ANSWER.pack(12 + len(data), 65, ticket, verdict, len(data)) + data)
 
-    def log(self, level, text):
+    def log(self, level: int, text: str) -> None:
         if self.forked:
             os.write(2, (text + "\n").encode("utf-8", "replace"))
             return
-        data = text.encode("utf-8", "replace")[:4000]
+        data = cut_utf8(text, LOG_MAX)
         self._queue(_LOG.pack(len(data) + 2, 76, level) + data)
 
-    def flush(self, older_than=None):
+    def publish(self, topic: bytes, body: bytes) -> None:
+        """A PUBLISH frame (protocol 2): u16 topic length, topic, body.
+        Raises ValueError for what the hub would take for a broken worker."""
+        if self.forked:
+            raise PublishError("a process the worker forked cannot publish on its socket")
+        if self.protocol < 2:
+            raise PublishError("the hub speaks worker protocol %d, which has no PUBLISH: "
+                               "publishing needs a hub of protocol 2" % self.protocol)
+        if not topic or len(topic) > 0xFFFF:
+            raise ValueError("a topic of %d bytes (1 to 65535)" % len(topic))
+        length = 3 + len(topic) + len(body)
+        if length > FRAME_MAX:
+            raise ValueError("a message of %d bytes is over the %d a worker may send in a frame"
+                             % (len(topic) + len(body), FRAME_MAX - 3))
+        self._queue(_PUBLISH.pack(length, 80, len(topic)) + topic + body)
+
+    def flush(self, older_than: Optional[float] = None) -> None:
         """Writes what waits (only if its first frame is older_than
         seconds, when given)."""
         with self.lock:
-            if not self.out or (older_than is not None
+            if not self.out or (older_than is not None and self.oldest is not None
                                 and time.monotonic() - self.oldest < older_than):
                 return
             out, self.out = self.out, []
@@ -125,11 +180,11 @@ class Connection:
             while view:
                 view = view[os.write(self.fd, view):]
 
-    def start_flusher(self, after_s):
+    def start_flusher(self, after_s: float) -> None:
         """A thread that writes what has waited after_s seconds: an answer
         is not held back while the next message of its chunk runs long (a
         crash or a hang there would take it along)."""
-        def run():
+        def run() -> None:
             while True:
                 self.waiting.wait()
                 time.sleep(after_s)

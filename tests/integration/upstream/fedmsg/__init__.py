@@ -1,0 +1,1 @@
+# Stand-in (tests only): see tests/integration/upstream/README.md.
