@@ -356,11 +356,13 @@ s_cert_lookup (fh_sig_verifier_t *self, const char *field, size_t size)
     return cert;
 }
 
+/* topic is the envelope's (a \u0000 in it is a byte of it). */
 static bool
-s_allowed (const fh_sig_verifier_t *self, const char *topic, const char *name)
+s_allowed (const fh_sig_verifier_t *self, const char *topic, size_t topic_size, const char *name)
 {
     for (size_t i = 0; i < self->rule_count; i++)
-        if (strcmp (self->rules[i].topic, topic) == 0) {
+        if (strlen (self->rules[i].topic) == topic_size
+            && memcmp (self->rules[i].topic, topic, topic_size) == 0) {
             for (size_t j = 0; j < self->rules[i].name_count; j++)
                 if (strcmp (self->rules[i].names[j], name) == 0)
                     return true;
@@ -399,13 +401,11 @@ fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, co
     if (!detail)
         detail = &scratch;
     detail->signer[0] = detail->msg_id[0] = '\0';
-    json_t *message = json_loadb (body, body_size, 0, NULL);
+    json_t *message = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
     json_t *topic_json = json_object_get (message, "topic");
     json_t *sig = json_object_get (message, "signature");
     json_t *cert_json = json_object_get (message, "certificate");
-    const char *msg_id = json_string_value (json_object_get (message, "msg_id"));
-    if (msg_id)
-        snprintf (detail->msg_id, sizeof detail->msg_id, "%s", msg_id);
+    fh_fedmsg_id_copy (json_object_get (message, "msg_id"), detail->msg_id, sizeof detail->msg_id);
     fh_sig_reason_t reason = FH_SIG_OK;
     s_cert_t *cert = NULL;
     if (!json_is_string (topic_json) || !json_is_string (sig) || !json_is_string (cert_json))
@@ -426,7 +426,7 @@ fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, co
             if (!s_signature_ok (cert->key, message, json_string_value (sig),
                                  json_string_length (sig)))
                 reason = FH_SIG_BAD_SIGNATURE;
-            else if (!s_allowed (self, json_string_value (topic_json), cert->name))
+            else if (!s_allowed (self, topic, topic_size, cert->name))
                 reason = FH_SIG_NOT_ALLOWED;
             json_decref (sig);
         }

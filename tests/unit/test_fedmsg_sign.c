@@ -187,6 +187,9 @@ test_msg_id (void **state)
     const char *body = "{\"msg\":{\"msg_id\":\"inner\"},\"msg_id\":\"2026-a\\u0001b\"}";
     assert_true (fh_fedmsg_msg_id (body, strlen (body), id, sizeof id));
     assert_string_equal (id, "2026-a?b"); /* a control character cannot reach a log */
+    body = "{\"s\":\"\\u0000\",\"msg_id\":\"2026-a\\u0000b\"}"; /* JSON, NULs and all */
+    assert_true (fh_fedmsg_msg_id (body, strlen (body), id, sizeof id));
+    assert_string_equal (id, "2026-a?b");
     assert_false (fh_fedmsg_msg_id ("{\"seq\":1}", 9, id, sizeof id));
     assert_false (fh_fedmsg_msg_id ("\"msg_id\" not json", 17, id, sizeof id));
     fh_fedmsg_id_note ((fanhub_bytes_t){"{}", 2}, note, sizeof note);
