@@ -103,7 +103,8 @@ fh_enq_signatures_take (fh_enqueuer_t *self)
 void
 fh_enq_signatures_tick (fh_enqueuer_t *self)
 {
-    fh_enq_signatures_take (self);
+    if (atomic_load_explicit (&self->sig_next, memory_order_relaxed))
+        fh_enq_signatures_take (self);
     int64_t next = atomic_load_explicit (&self->sig_crl_next, memory_order_relaxed);
     if (!next || self->sig_crl_warned || (int64_t) time (NULL) < next)
         return;
