@@ -108,6 +108,7 @@ def test_flood_of_large_certificates():
         stats = signatures(hub)
         assert stats["checked"] == 3001 and stats["too_large"] == 3000, stats
         peak = rss_kib(hub.proc.pid, "VmHWM")
+        print("hub RSS %d KiB after one message, peak %d KiB after the flood" % (start, peak))
         assert peak - start < 64 * 1024, "RSS from %d KiB to a peak of %d KiB" % (start, peak)
         small = [tf.dumps(dict(head, certificate="%08d" % i + garbage[8:12000]))
                  for i in range(1000)]
