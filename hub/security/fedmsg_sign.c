@@ -273,8 +273,10 @@ s_crl_issued_by_ca (X509_STORE *store, X509_CRL *crl)
     for (int i = 0; i < sk_X509_OBJECT_num (objects); i++) {
         X509 *ca = X509_OBJECT_get0_X509 (sk_X509_OBJECT_value (objects, i));
         if (ca && X509_NAME_cmp (X509_get_subject_name (ca), X509_CRL_get_issuer (crl)) == 0
-            && X509_CRL_verify (crl, X509_get0_pubkey (ca)) == 1)
+            && X509_CRL_verify (crl, X509_get0_pubkey (ca)) == 1) {
+            ERR_clear_error (); /* another CA's key may have failed first */
             return true;
+        }
     }
     ERR_clear_error ();
     return false;
