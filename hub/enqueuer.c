@@ -485,6 +485,8 @@ s_loop (fh_enqueuer_t *self, zsock_t *pipe, const fh_enq_bus_t *bus, zsock_t *in
         int64_t now = fh_clock_mono_ns ();
         atomic_store_explicit (&self->beat_ns, now, memory_order_relaxed);
         long timeout = item_count > 1 ? fh_enq_watch_tick (self, now) : -1;
+        if (item_count > 1)
+            fh_enq_signatures_tick (self);
         if (timeout < 0 || timeout > BEAT_MS)
             timeout = BEAT_MS;
         if (self->wake_held_since && timeout > WAKE_HOLD_POLL_MS)
@@ -709,6 +711,7 @@ fh_enqueuer_counts (fh_enqueuer_t *self, fh_enqueuer_counts_t *out)
     out->peers_refused = atomic_load (&self->peers_refused);
     out->signatures = atomic_load (&self->sig_on);
     out->signatures_checked = atomic_load (&self->sig_checked);
+    out->crl_next_update = atomic_load (&self->sig_crl_next);
     for (int i = 0; i < FH_SIG_REASONS; i++)
         out->signature_failed[i] = atomic_load (&self->sig_failed[i]);
     if (self->gaps) {

@@ -96,6 +96,10 @@ struct fh_enqueuer {
     fh_ratelimit_t sig_log[FH_SIG_REASONS];
     _Atomic (void *) sig_next;
     atomic_bool sig_on;
+    /* Its CRL's nextUpdate (0: none), for the stats; whether the CRL's
+       expiry was told (once per CRL). */
+    atomic_int_fast64_t sig_crl_next;
+    bool sig_crl_warned;
 };
 
 /* The bus sockets the actor owns (fh_enq_open_bus). */
@@ -136,6 +140,10 @@ void fh_enq_signatures_close (fh_enqueuer_t *self);
 bool fh_enq_signature_refused (fh_enqueuer_t *self, zmq_msg_t *frames);
 /* enqueuer_signatures.c: takes a reload's verifier, if one came. */
 void fh_enq_signatures_take (fh_enqueuer_t *self);
+/* enqueuer_signatures.c: at each turn of the loop (at least once a
+   second): takes a reload's verifier, and warns once when the CRL has
+   passed its nextUpdate. */
+void fh_enq_signatures_tick (fh_enqueuer_t *self);
 
 /* enqueuer_swap.c: applies a swap between two messages (or while one is
    blocked), the SUB socket's subscriptions following. 0, or -1 when out

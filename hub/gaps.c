@@ -133,7 +133,7 @@ void
 fh_gaps_check (fh_gaps_t *self, const void *topic, size_t topic_size, const void *body,
                size_t body_size)
 {
-    json_t *doc = json_loadb (body, body_size, JSON_DISABLE_EOF_CHECK, NULL);
+    json_t *doc = json_loadb (body, body_size, JSON_DISABLE_EOF_CHECK | JSON_ALLOW_NUL, NULL);
     json_t *counter = json_is_object (doc) ? json_object_get (doc, self->counter) : NULL;
     const char *key = topic;
     size_t key_size = topic_size;

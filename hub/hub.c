@@ -534,7 +534,7 @@ fh_hub_endpoint_status (fh_hub_t *self, size_t index, fh_endpoint_status_t *out)
 static void
 s_log_signatures (const fh_enqueuer_counts_t *hub)
 {
-    char reasons[256] = "";
+    char reasons[512] = "";
     size_t used = 0;
     uint64_t failed = 0;
     for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS && used < sizeof reasons; i++) {

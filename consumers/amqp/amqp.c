@@ -50,8 +50,8 @@ typedef struct {
 } amqp_state_t;
 
 /* True when body is a JSON object or array: it starts (after white space)
-   with '{' or '[', and jansson reads the whole of it (RFC 8259, without
-   jansson's extensions: no \u0000). Other JSON texts (a bare number or
+   with '{' or '[', and jansson reads the whole of it (RFC 8259: \u0000 too,
+   as Python's json reads it). Other JSON texts (a bare number or
    string) get no content_type, as other bodies. */
 static bool
 s_is_json (const char *body, size_t size)
@@ -62,7 +62,7 @@ s_is_json (const char *body, size_t size)
     if (i == size || (body[i] != '{' && body[i] != '['))
         return false;
     json_error_t error;
-    json_t *root = json_loadb (body, size, 0, &error);
+    json_t *root = json_loadb (body, size, JSON_ALLOW_NUL, &error);
     json_decref (root);
     return root != NULL;
 }

@@ -133,8 +133,10 @@ bridge_job_t *
 bridge_fedora_job (const bridge_fedora_t *f, const char *key, size_t key_size, const void *body,
                    size_t body_size, int64_t received_ns)
 {
-    json_t *root = json_loadb (body, body_size, 0, NULL);
-    const char *msg_id = json_string_value (json_object_get (root, "msg_id"));
+    json_t *root = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
+    json_t *id_json = json_object_get (root, "msg_id");
+    const char *msg_id = json_string_value (id_json);
+    size_t id_size = json_string_length (id_json);
     json_t *timestamp = json_object_get (root, "timestamp");
     char *inner = NULL;
     if (f->body_msg && json_object_get (root, "msg"))
@@ -151,7 +153,8 @@ bridge_fedora_job (const bridge_fedora_t *f, const char *key, size_t key_size, c
         job->body_size = out_size;
         memcpy (job->data, key, key_size);
         memcpy (job->data + key_size, out_body, out_size);
-        if (msg_id && strlen (msg_id) < sizeof job->props.message_id)
+        /* One with a \u0000 in it cannot be a C string: a new one. */
+        if (msg_id && id_size < sizeof job->props.message_id && !memchr (msg_id, 0, id_size))
             snprintf (job->props.message_id, sizeof job->props.message_id, "%s", msg_id);
         else
             s_uuid4 (job->props.message_id, sizeof job->props.message_id);

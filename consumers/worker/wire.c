@@ -205,10 +205,10 @@ wire_msg_id (const void *body, size_t body_size, char *id, size_t size)
         at++;
     if (at == body_size || text[at] != '{' || !memmem (body, body_size, "\"msg_id\"", 8))
         return 0;
-    json_t *root = json_loadb (body, body_size, 0, NULL);
+    json_t *root = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
     const char *value = json_string_value (json_object_get (root, "msg_id"));
     size_t length = 0;
-    if (value && (length = strlen (value)) < size)
+    if (value && (length = json_string_length (json_object_get (root, "msg_id"))) < size)
         memcpy (id, value, length + 1);
     else
         length = 0;

@@ -59,7 +59,7 @@ fh_amqp_fedora_envelope (const amqp_envelope_t *envelope, fh_buf_t *out)
 {
     const amqp_basic_properties_t *p = &envelope->message.properties;
     const amqp_bytes_t *body = &envelope->message.body;
-    json_t *msg = json_loadb (body->bytes, body->len, JSON_DECODE_ANY, NULL);
+    json_t *msg = json_loadb (body->bytes, body->len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     json_t *topic = json_stringn (envelope->routing_key.bytes, envelope->routing_key.len);
     json_t *root = json_object ();
     json_t *headers = json_object ();

@@ -425,7 +425,9 @@ s_print_pretty (FILE *out, const uint8_t *tdata, size_t tsize, const uint8_t *bd
 {
     s_put_text (out, tdata, tsize);
     fputc ('\n', out);
-    json_t *value = bdata ? json_loadb ((const char *) bdata, bsize, JSON_DECODE_ANY, NULL) : NULL;
+    json_t *value
+        = bdata ? json_loadb ((const char *) bdata, bsize, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL)
+                : NULL;
     char *text = value ? json_dumps (value, JSON_INDENT (2) | JSON_SORT_KEYS | JSON_ENCODE_ANY)
                        : NULL;
     if (text)

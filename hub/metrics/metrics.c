@@ -73,6 +73,24 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          "fanhub_signature_not_allowed_total", "derive-signature_not_allowed", C, false, "messages",
          "Checked bus messages that were signed by a name the routing policy does not allow for "
          "the topic."),
+    ROW (FH_M_SIG_TOO_LARGE, FH_SCOPE_SIGNATURES, "too_large", "fanhub_signature_too_large_total",
+         "derive-signature_too_large", C, false, "messages",
+         "Checked bus messages whose certificate or signature field was over max_field_bytes "
+         "(refused before decoding)."),
+    ROW (FH_M_SIG_BAD_CHAIN, FH_SCOPE_SIGNATURES, "bad_chain", "fanhub_signature_bad_chain_total",
+         "derive-signature_bad_chain", C, false, "messages",
+         "Checked bus messages whose certificate chains to the CA but fails otherwise (expired, "
+         "not yet valid, not a CA on the way)."),
+    ROW (FH_M_SIG_CRL_EXPIRED, FH_SCOPE_SIGNATURES, "crl_expired",
+         "fanhub_signature_crl_expired_total", "derive-signature_crl_expired", C, false, "messages",
+         "Checked bus messages refused because the CRL is past its nextUpdate "
+         "(on_crl_expired: reject)."),
+    ROW (FH_M_SIG_CRL_ISSUER, FH_SCOPE_SIGNATURES, "crl_issuer",
+         "fanhub_signature_crl_issuer_total", "derive-signature_crl_issuer", C, false, "messages",
+         "Checked bus messages whose certificate's issuer has no CRL among those loaded."),
+    ROW (FH_M_SIG_CRL_EXPIRES, FH_SCOPE_SIGNATURES, "crl_expires_seconds",
+         "fanhub_signature_crl_expires_seconds", "gauge-signature_crl_expires", G, false, "seconds",
+         "Seconds until the CRL's nextUpdate (negative: past it); only with a CRL that has one."),
     ROW (FH_M_CONTROL_REFUSED, FH_SCOPE_HUB, "control_refused", "fanhub_control_refused_total",
          "derive-control_refused", C, false, "connections",
          "Control socket connections dropped: as many clients as the descriptors allow."),

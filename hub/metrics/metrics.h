@@ -65,6 +65,11 @@ typedef enum {
     FH_M_SIG_UNKNOWN_CA,
     FH_M_SIG_REVOKED,
     FH_M_SIG_NOT_ALLOWED,
+    FH_M_SIG_TOO_LARGE,
+    FH_M_SIG_BAD_CHAIN,
+    FH_M_SIG_CRL_EXPIRED,
+    FH_M_SIG_CRL_ISSUER,
+    FH_M_SIG_CRL_EXPIRES, /* only with a CRL (has_crl) */
     FH_M_CONTROL_REFUSED,
     FH_M_HTTP_REFUSED,
     FH_M_CONTROL_UNANSWERED,
@@ -223,6 +228,7 @@ typedef struct {
     bool has_handled, has_end_to_end, has_upstream, has_process;
     bool has_amqp;       /* bus.amqp: the hub.amqp rows */
     bool has_signatures; /* bus.validate_signatures: the hub.signatures rows */
+    bool has_crl;        /* and a CRL with a nextUpdate: crl_expires_seconds */
     fh_metrics_item_t *endpoints;
     size_t endpoint_count;
     fh_metrics_item_t *consumers; /* only those with a non-empty name */

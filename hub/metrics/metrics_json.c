@@ -119,6 +119,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
     if (self->has_signatures) {
         json_t *signatures = json_object ();
         s_scope_json (signatures, FH_SCOPE_SIGNATURES, hub);
+        if (!self->has_crl)
+            json_object_del (signatures, "crl_expires_seconds");
         json_object_set_new (json, "signatures", signatures);
     }
     for (size_t i = 0; i < self->endpoint_count; i++) {
@@ -294,6 +296,7 @@ s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
     s_scope_read (amqp, FH_SCOPE_AMQP, &self->hub);
     const json_t *signatures = json_object_get (hub, "signatures");
     self->has_signatures = json_is_object (signatures);
+    self->has_crl = json_object_get (signatures, "crl_expires_seconds") != NULL;
     s_scope_read (signatures, FH_SCOPE_SIGNATURES, &self->hub);
     const json_t *endpoints = json_object_get (hub, "endpoints");
     for (size_t i = 0; i < json_array_size (endpoints); i++) {

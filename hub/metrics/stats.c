@@ -247,11 +247,16 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     snapshot->has_signatures = counts.signatures;
     fh_metrics_set_int (hub, FH_M_SIG_CHECKED, (int64_t) counts.signatures_checked);
     /* The reasons' rows follow FH_M_SIG_CHECKED in fh_sig_reason_t's order. */
-    _Static_assert(FH_M_SIG_CHECKED + FH_SIG_NOT_ALLOWED == FH_M_SIG_NOT_ALLOWED,
+    _Static_assert(FH_M_SIG_CHECKED + FH_SIG_NOT_ALLOWED == FH_M_SIG_NOT_ALLOWED
+                       && FH_M_SIG_CHECKED + FH_SIG_CRL_ISSUER == FH_M_SIG_CRL_ISSUER
+                       && FH_M_SIG_CHECKED + FH_SIG_REASONS == FH_M_SIG_CRL_EXPIRES,
                    "signature rows out of step with fh_sig_reason_t");
     for (int i = FH_SIG_MISSING_FIELDS; i < FH_SIG_REASONS; i++)
         fh_metrics_set_int (hub, (fh_metric_id_t) (FH_M_SIG_CHECKED + i),
                             (int64_t) counts.signature_failed[i]);
+    snapshot->has_crl = counts.signatures && counts.crl_next_update != 0;
+    fh_metrics_set_int (hub, FH_M_SIG_CRL_EXPIRES,
+                        snapshot->has_crl ? counts.crl_next_update - (int64_t) time (NULL) : 0);
     fh_metrics_set_int (hub, FH_M_CONTROL_REFUSED, (int64_t) counts.control_refused);
     fh_metrics_set_int (hub, FH_M_HTTP_REFUSED, (int64_t) fh_prometheus_http_refused ());
     fh_metrics_set_int (hub, FH_M_CONTROL_UNANSWERED, (int64_t) fh_control_unanswered ());

@@ -263,6 +263,8 @@ s_prom_item (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot, const fh_metri
 static bool
 s_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
 {
+    if (row->id == FH_M_SIG_CRL_EXPIRES)
+        return snapshot->has_crl;
     switch (row->scope) {
     case FH_SCOPE_UPSTREAM: return snapshot->has_upstream;
     case FH_SCOPE_AMQP: return snapshot->has_amqp;

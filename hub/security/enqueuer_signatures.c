@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* What a reload hands over: a verifier (NULL: validation off). */
 typedef struct {
@@ -34,11 +35,21 @@ s_load (const fh_config_t *config, fh_sig_verifier_t **verifier, bool *deliver, 
     return 0;
 }
 
+/* A verifier in force: what other threads and the CRL warning see. */
+static void
+s_in_force (fh_enqueuer_t *self)
+{
+    atomic_store (&self->sig_on, self->verifier != NULL);
+    atomic_store (&self->sig_crl_next,
+                  self->verifier ? fh_sig_verifier_crl_next_update (self->verifier) : 0);
+    self->sig_crl_warned = false;
+}
+
 int
 fh_enq_signatures_open (fh_enqueuer_t *self, char *err, size_t errlen)
 {
     int rc = s_load (self->config, &self->verifier, &self->sig_deliver, err, errlen);
-    atomic_store (&self->sig_on, self->verifier != NULL);
+    s_in_force (self);
     return rc;
 }
 
@@ -86,7 +97,29 @@ fh_enq_signatures_take (fh_enqueuer_t *self)
     self->verifier = next->verifier;
     self->sig_deliver = next->deliver;
     free (next);
-    atomic_store (&self->sig_on, self->verifier != NULL);
+    s_in_force (self);
+}
+
+void
+fh_enq_signatures_tick (fh_enqueuer_t *self)
+{
+    if (atomic_load_explicit (&self->sig_next, memory_order_relaxed))
+        fh_enq_signatures_take (self);
+    int64_t next = atomic_load_explicit (&self->sig_crl_next, memory_order_relaxed);
+    if (!next || self->sig_crl_warned || (int64_t) time (NULL) < next)
+        return;
+    self->sig_crl_warned = true;
+    time_t at = (time_t) next;
+    struct tm tm;
+    char when[32] = "?";
+    if (gmtime_r (&at, &tm))
+        strftime (when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fh_warning ("bus.validate_signatures: the CRL expired at %s (its nextUpdate): %s until a "
+                "current one is loaded (fanhub reload)",
+                when,
+                fh_sig_verifier_crl_expired_accept (self->verifier)
+                    ? "signed messages still pass (on_crl_expired: accept)"
+                    : "every signed message is refused as crl_expired (on_crl_expired: reject)");
 }
 
 bool

@@ -46,7 +46,7 @@ fh_fedmsg_username (void)
 json_t *
 fh_fedmsg_msg_of (const void *body, size_t body_size, char *err, size_t errlen)
 {
-    json_t *msg = json_loadb (body, body_size, JSON_DECODE_ANY, NULL);
+    json_t *msg = json_loadb (body, body_size, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (msg)
         return msg;
     json_t *text = json_stringn (body, body_size);
@@ -114,17 +114,29 @@ fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size)
     static const char key[] = "\"msg_id\"";
     if (id_size == 0 || size < sizeof key || !memmem (body, size, key, sizeof key - 1))
         return false;
-    json_t *root = json_loadb (body, size, 0, NULL);
-    const char *value = json_string_value (json_object_get (root, "msg_id"));
-    if (value) {
-        snprintf (id, id_size, "%s", value);
-        /* It names the message in logs and tables: no control characters. */
-        for (char *c = id; *c; c++)
-            if ((unsigned char) *c < 0x20 || *c == 0x7f)
-                *c = '?';
-    }
+    json_t *root = json_loadb (body, size, JSON_ALLOW_NUL, NULL);
+    bool found = fh_fedmsg_id_copy (json_object_get (root, "msg_id"), id, id_size);
     json_decref (root);
-    return value != NULL;
+    return found;
+}
+
+bool
+fh_fedmsg_id_copy (const json_t *value, char *id, size_t id_size)
+{
+    if (id_size == 0)
+        return false;
+    id[0] = '\0';
+    if (!json_is_string (value))
+        return false;
+    size_t len = json_string_length (value);
+    len = len < id_size - 1 ? len : id_size - 1;
+    memcpy (id, json_string_value (value), len);
+    id[len] = '\0';
+    /* It names the message in logs and tables: no control characters. */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char) id[i] < 0x20 || id[i] == 0x7f)
+            id[i] = '?';
+    return true;
 }
 
 void

@@ -55,6 +55,10 @@ const char *fh_fedmsg_username (void);
    no "msg_id" at all (one memmem); otherwise a parse: call it where a
    message is named, never per message on the data path. */
 bool fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size);
+/* A msg_id (a JSON string) for naming a message: copied, truncated to
+   fit, control characters (a \u0000 too) as '?'. False when value is not
+   a string (id is then ""). */
+bool fh_fedmsg_id_copy (const json_t *value, char *id, size_t id_size);
 /* " msg_id ID" when the body (a fanhub_bytes_t) has one, else "": for log
    lines that name a message by its seq. */
 void fh_fedmsg_id_note (fanhub_bytes_t body, char *note, size_t size);

@@ -101,12 +101,45 @@ s_bool (const fanhub_option_t *node, const char *key, bool *value, const char **
     return -1;
 }
 
+/* max_field_bytes and on_crl_expired, into the verifier's limits. -1
+   after saying why. */
+static int
+s_limits (const fanhub_option_t *node, size_t *max_field, bool *accept, const char **where,
+          char *why, size_t whylen)
+{
+    const fanhub_option_t *size = fh_option_get (node, "max_field_bytes");
+    const fanhub_option_t *crl = fh_option_get (node, "on_crl_expired");
+    const char *text = size ? fh_option_scalar (size) : NULL;
+    long long bytes = FH_SIG_FIELD_MAX_DEFAULT;
+    if (size && (!text || !fh_value_size (text, &bytes) || bytes < 1024 || bytes > (64 << 20))) {
+        *where = fh_option_where (size);
+        snprintf (why, whylen, "max_field_bytes: expected %s, from 1KiB to 64MiB",
+                  FH_VALUE_SIZE_HINT);
+        return -1;
+    }
+    text = crl ? fh_option_scalar (crl) : "reject";
+    if (!text || (strcmp (text, "reject") != 0 && strcmp (text, "accept") != 0)) {
+        *where = fh_option_where (crl);
+        snprintf (why, whylen, "on_crl_expired: expected reject or accept");
+        return -1;
+    }
+    *max_field = (size_t) bytes;
+    *accept = strcmp (text, "accept") == 0;
+    return 0;
+}
+
 fh_sig_verifier_t *
 fh_sig_settings_load (const fanhub_option_t *node, bool *deliver, const char **where, char *why,
                       size_t whylen)
 {
-    static const char *const known[]
-        = {"ca", "crl", "routing_policy", "routing_nitpicky", "on_failure", NULL};
+    static const char *const known[] = {"ca",
+                                        "crl",
+                                        "routing_policy",
+                                        "routing_nitpicky",
+                                        "on_failure",
+                                        "max_field_bytes",
+                                        "on_crl_expired",
+                                        NULL};
     *where = fh_option_where (node);
     for (size_t i = 0; i < fh_option_count (node); i++) {
         const char *key;
@@ -118,7 +151,7 @@ fh_sig_settings_load (const fanhub_option_t *node, bool *deliver, const char **w
             *where = fh_option_where (item);
             snprintf (why, whylen,
                       "%s: unknown key (known: ca, crl, routing_policy, "
-                      "routing_nitpicky, on_failure)",
+                      "routing_nitpicky, on_failure, max_field_bytes, on_crl_expired)",
                       key);
             return NULL;
         }
@@ -137,7 +170,10 @@ fh_sig_settings_load (const fanhub_option_t *node, bool *deliver, const char **w
         return NULL;
     }
     *deliver = strcmp (mode_text, "deliver") == 0;
-    bool nitpicky = false;
+    bool nitpicky = false, crl_accept = false;
+    size_t max_field = FH_SIG_FIELD_MAX_DEFAULT;
+    if (s_limits (node, &max_field, &crl_accept, where, why, whylen) < 0)
+        return NULL;
     const char *ca = s_path (ca_node, "ca", where, why, whylen);
     const char *crl = crl_node ? s_path (crl_node, "crl", where, why, whylen) : NULL;
     fh_sig_policy_t *policy = NULL;
@@ -156,7 +192,9 @@ fh_sig_settings_load (const fanhub_option_t *node, bool *deliver, const char **w
         = fh_sig_verifier_new (ca, crl, policy, count, nitpicky, err, sizeof err);
     free (names);
     free (policy);
-    if (!verifier) {
+    if (verifier)
+        fh_sig_verifier_set_limits (verifier, max_field, crl_accept);
+    else {
         *where = fh_option_where (crl && strstr (err, crl) == err ? crl_node : ca_node);
         snprintf (why, whylen, "%s: %s", crl && strstr (err, crl) == err ? "crl" : "ca", err);
     }

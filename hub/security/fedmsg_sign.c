@@ -1,8 +1,10 @@
 /*  fedmsg_sign - fedmsg's X.509 signatures, with OpenSSL. See
     fedmsg_sign.h. */
+#define _GNU_SOURCE /* timegm */
 #include "fedmsg_sign.h"
 
-#include <czmq.h>
+#include "sig_cache.h"
+
 #include <fanhub/sdk.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
@@ -13,10 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-/* Past this many certificates the cache starts again: a bus has a few
-   dozen signers, so only a flood of made-up certificates reaches it. */
-#define S_CACHE_MAX 4096
+/* The good certificates' cache (sig_cache.h): a bus has a few dozen
+   signers. Each counts its field's size and S_KEY_COST for its parsed
+   key (an RSA-2048 key as OpenSSL holds it, about). */
+#define S_CACHE_ENTRIES 1024
+#define S_CACHE_BYTES (4u << 20)
+#define S_KEY_COST 2048
 /* fedmsg's _prep_crypto_msg: base64 in lines of 76 characters. */
 #define S_LINE 76
 
@@ -26,12 +32,6 @@ struct fh_fedmsg_signer {
 };
 
 typedef struct {
-    EVP_PKEY *key;         /* NULL when the certificate did not parse */
-    fh_sig_reason_t chain; /* OK, BAD_CERTIFICATE, UNKNOWN_CA or REVOKED */
-    char name[128];        /* its common name */
-} s_cert_t;
-
-typedef struct {
     char *topic;
     char **names;
     size_t name_count;
@@ -39,10 +39,13 @@ typedef struct {
 
 struct fh_sig_verifier {
     X509_STORE *store;
-    zhashx_t *cache; /* certificate field -> s_cert_t */
+    fh_sig_cache_t *cache;
     s_rule_t *rules;
     size_t rule_count;
     bool nitpicky;
+    size_t max_field;        /* certificate and signature fields: at most, bytes */
+    int64_t crl_next_update; /* seconds since the epoch; 0: no CRL, or one without */
+    bool crl_expired_accept; /* on_crl_expired: accept */
 };
 
 const char *
@@ -57,6 +60,10 @@ fh_sig_reason_name (fh_sig_reason_t reason)
     case FH_SIG_UNKNOWN_CA: return "unknown_ca";
     case FH_SIG_REVOKED: return "revoked";
     case FH_SIG_NOT_ALLOWED: return "not_allowed";
+    case FH_SIG_TOO_LARGE: return "too_large";
+    case FH_SIG_BAD_CHAIN: return "bad_chain";
+    case FH_SIG_CRL_EXPIRED: return "crl_expired";
+    case FH_SIG_CRL_ISSUER: return "crl_issuer";
     case FH_SIG_REASONS: break;
     }
     return "unknown";
@@ -237,31 +244,104 @@ s_rules_copy (const fh_sig_policy_t *policy, size_t count)
     return rules;
 }
 
-static void
-s_cert_free (void **item_p)
+/* An ASN.1 time as seconds since the epoch; fallback when it does not
+   read. */
+static int64_t
+s_epoch (const ASN1_TIME *at, int64_t fallback)
 {
-    s_cert_t *cert = *item_p;
-    if (cert) {
-        EVP_PKEY_free (cert->key);
-        free (cert);
-        *item_p = NULL;
+    struct tm tm;
+    if (!at || ASN1_TIME_to_tm (at, &tm) != 1)
+        return fallback;
+    return (int64_t) timegm (&tm);
+}
+
+static void
+s_utc_text (int64_t seconds, char *text, size_t size)
+{
+    time_t t = (time_t) seconds;
+    struct tm tm;
+    if (!gmtime_r (&t, &tm) || !strftime (text, size, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf (text, size, "%lld", (long long) seconds);
+}
+
+/* Whether a certificate of store (the configured CA) issued crl: the
+   issuer's name is its subject and its key verifies the CRL. */
+static bool
+s_crl_issued_by_ca (X509_STORE *store, X509_CRL *crl)
+{
+    STACK_OF (X509_OBJECT) *objects = X509_STORE_get0_objects (store);
+    for (int i = 0; i < sk_X509_OBJECT_num (objects); i++) {
+        X509 *ca = X509_OBJECT_get0_X509 (sk_X509_OBJECT_value (objects, i));
+        if (ca && X509_NAME_cmp (X509_get_subject_name (ca), X509_CRL_get_issuer (crl)) == 0
+            && X509_CRL_verify (crl, X509_get0_pubkey (ca)) == 1) {
+            ERR_clear_error (); /* another CA's key may have failed first */
+            return true;
+        }
+    }
+    ERR_clear_error ();
+    return false;
+}
+
+/* Why crl may not be used now ("" when it may); its nextUpdate (0: none)
+   into *next. */
+static void
+s_crl_refusal (X509_STORE *store, X509_CRL *crl, int64_t now, int64_t *next, char *why, size_t size)
+{
+    char when[64], issuer[256];
+    int64_t last = s_epoch (X509_CRL_get0_lastUpdate (crl), INT64_MAX);
+    *next = X509_CRL_get0_nextUpdate (crl) ? s_epoch (X509_CRL_get0_nextUpdate (crl), 0) : 0;
+    why[0] = '\0';
+    if (!s_crl_issued_by_ca (store, crl)) {
+        X509_NAME_oneline (X509_CRL_get_issuer (crl), issuer, sizeof issuer);
+        snprintf (why, size, "not issued by the configured CA (crl_issuer): its issuer is %s",
+                  issuer);
+    }
+    else if (last > now) {
+        s_utc_text (last, when, sizeof when);
+        snprintf (why, size, "not valid before %s (its lastUpdate)", when);
+    }
+    else if (X509_CRL_get0_nextUpdate (crl) && *next <= now) {
+        s_utc_text (*next, when, sizeof when);
+        snprintf (why, size, "expired at %s (its nextUpdate; crl_expired): a current CRL is needed",
+                  when);
     }
 }
 
-/* Adds the CRL of crl_file to store and turns revocation checks on. */
+/* Adds the CRL of crl_file to the store and turns revocation checks on.
+   Refused when it is not the CA's or not within its dates. */
 static int
-s_load_crl (X509_STORE *store, const char *crl_file, char *err, size_t errlen)
+s_load_crl (fh_sig_verifier_t *self, const char *crl_file, char *err, size_t errlen)
 {
     BIO *in = BIO_new_file (crl_file, "r");
     X509_CRL *crl = in ? PEM_read_bio_X509_CRL (in, NULL, NULL, NULL) : NULL;
     BIO_free (in);
-    int rc = crl && X509_STORE_add_crl (store, crl) == 1 ? 0 : -1;
-    X509_CRL_free (crl);
-    if (rc < 0)
+    if (!crl) {
         s_ssl_error (err, errlen, crl_file, "not a PEM CRL");
+        return -1;
+    }
+    char why[512];
+    s_crl_refusal (self->store, crl, (int64_t) time (NULL), &self->crl_next_update, why,
+                   sizeof why);
+    int rc = !why[0] && X509_STORE_add_crl (self->store, crl) == 1 ? 0 : -1;
+    X509_CRL_free (crl);
+    if (rc < 0 && why[0])
+        snprintf (err, errlen, "%s: %s", crl_file, why);
+    else if (rc < 0)
+        s_ssl_error (err, errlen, crl_file, "cannot be used");
     else
-        X509_STORE_set_flags (store, X509_V_FLAG_CRL_CHECK);
+        X509_STORE_set_flags (self->store, X509_V_FLAG_CRL_CHECK);
     return rc;
+}
+
+/* An expired CRL still says what it revoked: its expiry is judged by
+   fh_sig_verify at each message (on_crl_expired), not cached with the
+   certificates. */
+static int
+s_verify_cb (int ok, X509_STORE_CTX *ctx)
+{
+    if (!ok && X509_STORE_CTX_get_error (ctx) == X509_V_ERR_CRL_HAS_EXPIRED)
+        return 1;
+    return ok;
 }
 
 fh_sig_verifier_t *
@@ -269,7 +349,8 @@ fh_sig_verifier_new (const char *ca_file, const char *crl_file, const fh_sig_pol
                      size_t policy_count, bool nitpicky, char *err, size_t errlen)
 {
     fh_sig_verifier_t *self = calloc (1, sizeof *self);
-    if (!self || !(self->store = X509_STORE_new ()) || !(self->cache = zhashx_new ())
+    if (!self || !(self->store = X509_STORE_new ())
+        || !(self->cache = fh_sig_cache_new (S_CACHE_ENTRIES, S_CACHE_BYTES))
         || !(self->rules = s_rules_copy (policy, policy_count))) {
         snprintf (err, errlen, "out of memory");
         fh_sig_verifier_destroy (&self);
@@ -277,17 +358,25 @@ fh_sig_verifier_new (const char *ca_file, const char *crl_file, const fh_sig_pol
     }
     self->rule_count = policy_count;
     self->nitpicky = nitpicky;
-    zhashx_set_destructor (self->cache, s_cert_free);
+    self->max_field = FH_SIG_FIELD_MAX_DEFAULT;
+    X509_STORE_set_verify_cb (self->store, s_verify_cb);
     if (X509_STORE_load_file (self->store, ca_file) != 1) {
         s_ssl_error (err, errlen, ca_file, "no PEM certificate in it");
         fh_sig_verifier_destroy (&self);
         return NULL;
     }
-    if (crl_file && s_load_crl (self->store, crl_file, err, errlen) < 0) {
+    if (crl_file && s_load_crl (self, crl_file, err, errlen) < 0) {
         fh_sig_verifier_destroy (&self);
         return NULL;
     }
     return self;
+}
+
+void
+fh_sig_verifier_set_limits (fh_sig_verifier_t *self, size_t max_field, bool crl_expired_accept)
+{
+    self->max_field = max_field;
+    self->crl_expired_accept = crl_expired_accept;
 }
 
 void
@@ -297,7 +386,7 @@ fh_sig_verifier_destroy (fh_sig_verifier_t **self_p)
     if (!self)
         return;
     X509_STORE_free (self->store);
-    zhashx_destroy (&self->cache);
+    fh_sig_cache_destroy (&self->cache);
     if (self->rules)
         s_rules_free (self->rules, self->rule_count);
     free (self);
@@ -307,17 +396,57 @@ fh_sig_verifier_destroy (fh_sig_verifier_t **self_p)
 size_t
 fh_sig_verifier_cached (const fh_sig_verifier_t *self)
 {
-    return zhashx_size (self->cache);
+    return fh_sig_cache_entries (self->cache);
 }
 
-/* Parses and checks a certificate field once: key, name, chain. */
-static s_cert_t *
-s_cert_check (fh_sig_verifier_t *self, const char *field, size_t size)
+size_t
+fh_sig_verifier_cached_bytes (const fh_sig_verifier_t *self)
 {
-    s_cert_t *cert = calloc (1, sizeof *cert);
-    if (!cert)
-        return NULL;
-    cert->chain = FH_SIG_BAD_CERTIFICATE;
+    return fh_sig_cache_bytes (self->cache);
+}
+
+int64_t
+fh_sig_verifier_crl_next_update (const fh_sig_verifier_t *self)
+{
+    return self->crl_next_update;
+}
+
+bool
+fh_sig_verifier_crl_expired_accept (const fh_sig_verifier_t *self)
+{
+    return self->crl_expired_accept;
+}
+
+/* What a failed chain is called. */
+static fh_sig_reason_t
+s_chain_reason (int error)
+{
+    switch (error) {
+    case X509_V_ERR_CERT_REVOKED: return FH_SIG_REVOKED;
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+    case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+    case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+    case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+    case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+    case X509_V_ERR_CERT_UNTRUSTED: return FH_SIG_UNKNOWN_CA;
+    case X509_V_ERR_UNABLE_TO_GET_CRL:
+    case X509_V_ERR_UNABLE_TO_GET_CRL_ISSUER:
+    case X509_V_ERR_CRL_SIGNATURE_FAILURE:
+    case X509_V_ERR_UNABLE_TO_DECRYPT_CRL_SIGNATURE:
+    case X509_V_ERR_KEYUSAGE_NO_CRL_SIGN: return FH_SIG_CRL_ISSUER;
+    case X509_V_ERR_CRL_HAS_EXPIRED:
+    case X509_V_ERR_CRL_NOT_YET_VALID: return FH_SIG_CRL_EXPIRED;
+    default: return FH_SIG_BAD_CHAIN; /* expired, not yet valid, not a CA, ... */
+    }
+}
+
+/* Parses and checks a certificate field: key, name, end, chain. The key
+   is kept only when the answer is FH_SIG_OK. */
+static fh_sig_reason_t
+s_cert_check (fh_sig_verifier_t *self, const char *field, size_t size, fh_sig_cert_t *cert)
+{
+    memset (cert, 0, sizeof *cert);
+    fh_sig_reason_t reason = FH_SIG_BAD_CERTIFICATE;
     unsigned char *pem = NULL;
     int pem_size = s_base64_decode (field, size, &pem);
     BIO *in = pem_size > 0 ? BIO_new_mem_buf (pem, pem_size) : NULL;
@@ -329,38 +458,58 @@ s_cert_check (fh_sig_verifier_t *self, const char *field, size_t size)
         && X509_STORE_CTX_init (ctx, self->store, x509, NULL) == 1) {
         X509_NAME_get_text_by_NID (X509_get_subject_name (x509), NID_commonName, cert->name,
                                    sizeof cert->name);
-        if (X509_verify_cert (ctx) == 1)
-            cert->chain = FH_SIG_OK;
-        else
-            cert->chain = X509_STORE_CTX_get_error (ctx) == X509_V_ERR_CERT_REVOKED
-                              ? FH_SIG_REVOKED
-                              : FH_SIG_UNKNOWN_CA;
+        cert->not_after = s_epoch (X509_get0_notAfter (x509), INT64_MAX);
+        reason = X509_verify_cert (ctx) == 1 ? FH_SIG_OK
+                                             : s_chain_reason (X509_STORE_CTX_get_error (ctx));
     }
     X509_STORE_CTX_free (ctx);
     X509_free (x509);
     ERR_clear_error ();
-    return cert;
+    if (reason != FH_SIG_OK) {
+        EVP_PKEY_free (cert->key);
+        cert->key = NULL;
+    }
+    return reason;
 }
 
-static s_cert_t *
-s_cert_lookup (fh_sig_verifier_t *self, const char *field, size_t size)
+/* The certificate of a field, from the cache or checked now; its name
+   into name. Failures are remembered by hash only. */
+static fh_sig_reason_t
+s_cert_lookup (fh_sig_verifier_t *self, const char *field, size_t size, int64_t now,
+               const fh_sig_cert_t **cert_p, char *name, size_t name_size)
 {
-    s_cert_t *cert = zhashx_lookup (self->cache, field);
-    if (cert)
-        return cert;
-    if (!(cert = s_cert_check (self, field, size)))
-        return NULL;
-    if (zhashx_size (self->cache) >= S_CACHE_MAX)
-        zhashx_purge (self->cache);
-    zhashx_insert (self->cache, field, cert);
-    return cert;
+    fh_sig_hash_t hash;
+    fh_sig_hash (field, size, &hash);
+    const fh_sig_cert_t *cert = fh_sig_cache_good (self->cache, &hash);
+    if (!cert) {
+        int bad = fh_sig_cache_bad (self->cache, &hash, name, name_size);
+        if (bad)
+            return (fh_sig_reason_t) bad;
+        fh_sig_cert_t fresh;
+        fh_sig_reason_t reason = s_cert_check (self, field, size, &fresh);
+        snprintf (name, name_size, "%s", fresh.name);
+        if (reason != FH_SIG_OK) {
+            fh_sig_cache_add_bad (self->cache, &hash, (int) reason, fresh.name);
+            return reason;
+        }
+        cert = fh_sig_cache_add_good (self->cache, &hash, &fresh, size + S_KEY_COST);
+        if (!cert)
+            return FH_SIG_BAD_CERTIFICATE; /* out of memory: refused all the same */
+    }
+    snprintf (name, name_size, "%s", cert->name);
+    if (now >= cert->not_after)
+        return FH_SIG_BAD_CHAIN; /* it expired since it was checked */
+    *cert_p = cert;
+    return FH_SIG_OK;
 }
 
+/* topic is the envelope's (a \u0000 in it is a byte of it). */
 static bool
-s_allowed (const fh_sig_verifier_t *self, const char *topic, const char *name)
+s_allowed (const fh_sig_verifier_t *self, const char *topic, size_t topic_size, const char *name)
 {
     for (size_t i = 0; i < self->rule_count; i++)
-        if (strcmp (self->rules[i].topic, topic) == 0) {
+        if (strlen (self->rules[i].topic) == topic_size
+            && memcmp (self->rules[i].topic, topic, topic_size) == 0) {
             for (size_t j = 0; j < self->rules[i].name_count; j++)
                 if (strcmp (self->rules[i].names[j], name) == 0)
                     return true;
@@ -391,6 +540,132 @@ s_signature_ok (EVP_PKEY *key, json_t *message, const char *sig_field, size_t si
     return ok;
 }
 
+/* ---- the size check before parsing ------------------------------------ */
+
+static const char *
+s_skim_space (const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* A string from just after its opening quote: the position after its
+   closing quote, or NULL; *least: its length once unescaped, at least
+   (each escape counts one byte). */
+static const char *
+s_skim_string (const char *p, const char *end, size_t *least)
+{
+    const char *start = p;
+    size_t extra = 0;
+    while (p < end && *p != '"') {
+        if (*p != '\\') {
+            p++;
+            continue;
+        }
+        size_t len = p + 1 < end && p[1] == 'u' ? 6 : 2;
+        if ((size_t) (end - p) < len)
+            return NULL;
+        extra += len - 1;
+        p += len;
+    }
+    if (p >= end)
+        return NULL;
+    *least = (size_t) (p - start) - extra;
+    return p + 1;
+}
+
+/* A member's value: the position after it (at the ',' or '}' that
+   follows), or NULL. A string's least length into *least. */
+static const char *
+s_skim_value (const char *p, const char *end, size_t *least, bool *is_string)
+{
+    *is_string = p < end && *p == '"';
+    if (*is_string)
+        return s_skim_string (p + 1, end, least);
+    int depth = 0;
+    size_t ignored;
+    while (p < end) {
+        char c = *p;
+        if (c == '"') {
+            if (!(p = s_skim_string (p + 1, end, &ignored)))
+                return NULL;
+            continue;
+        }
+        if ((c == '}' || c == ']' || c == ',') && depth == 0)
+            return p;
+        depth += c == '{' || c == '[' ? 1 : c == '}' || c == ']' ? -1 : 0;
+        p++;
+    }
+    return NULL;
+}
+
+/* The top-level "certificate" and "signature" strings' lengths once
+   unescaped, at least (0 when absent, or where the body stops reading as
+   a JSON object): one pass over the bytes, nothing allocated, so a field
+   too large costs no JSON parse (jansson reads a 1 MiB string in tens of
+   milliseconds). A key written with escapes is left to the check after
+   the parse. */
+static void
+s_skim_fields (const char *p, size_t size, size_t *cert, size_t *sig)
+{
+    const char *end = p + size;
+    *cert = *sig = 0;
+    p = s_skim_space (p, end);
+    if (p == end || *p++ != '{')
+        return;
+    for (;;) {
+        p = s_skim_space (p, end);
+        const char *key = p + 1;
+        size_t key_size, least = 0;
+        bool is_string;
+        if (p == end || *p != '"' || !(p = s_skim_string (key, end, &key_size)))
+            return;
+        size_t raw = (size_t) (p - 1 - key);
+        p = s_skim_space (p, end);
+        if (p == end || *p != ':')
+            return;
+        p = s_skim_value (s_skim_space (p + 1, end), end, &least, &is_string);
+        if (!p)
+            return;
+        if (is_string && raw == 11 && memcmp (key, "certificate", 11) == 0)
+            *cert = least;
+        else if (is_string && raw == 9 && memcmp (key, "signature", 9) == 0)
+            *sig = least;
+        p = s_skim_space (p, end);
+        if (p == end || *p++ != ',')
+            return;
+    }
+}
+
+/* The checks once the envelope's fields are there: sizes, certificate,
+   CRL, signature, policy. */
+static fh_sig_reason_t
+s_check_signed (fh_sig_verifier_t *self, json_t *message, json_t *sig, json_t *cert_json,
+                const void *topic, size_t topic_size, fh_sig_detail_t *detail)
+{
+    if (json_string_length (cert_json) > self->max_field
+        || json_string_length (sig) > self->max_field)
+        return FH_SIG_TOO_LARGE;
+    int64_t now = (int64_t) time (NULL);
+    const fh_sig_cert_t *cert = NULL;
+    fh_sig_reason_t reason = s_cert_lookup (self, json_string_value (cert_json),
+                                            json_string_length (cert_json), now, &cert,
+                                            detail->signer, sizeof detail->signer);
+    if (reason != FH_SIG_OK)
+        return reason;
+    if (self->crl_next_update && now >= self->crl_next_update && !self->crl_expired_accept)
+        return FH_SIG_CRL_EXPIRED;
+    /* The signature text outlives its removal from message. */
+    json_incref (sig);
+    if (!s_signature_ok (cert->key, message, json_string_value (sig), json_string_length (sig)))
+        reason = FH_SIG_BAD_SIGNATURE;
+    else if (!s_allowed (self, topic, topic_size, cert->name))
+        reason = FH_SIG_NOT_ALLOWED;
+    json_decref (sig);
+    return reason;
+}
+
 fh_sig_reason_t
 fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, const void *body,
                size_t body_size, fh_sig_detail_t *detail)
@@ -399,38 +674,23 @@ fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, co
     if (!detail)
         detail = &scratch;
     detail->signer[0] = detail->msg_id[0] = '\0';
-    json_t *message = json_loadb (body, body_size, 0, NULL);
+    size_t cert_least, sig_least;
+    s_skim_fields (body, body_size, &cert_least, &sig_least);
+    if (cert_least > self->max_field || sig_least > self->max_field)
+        return FH_SIG_TOO_LARGE; /* before any parsing */
+    json_t *message = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
     json_t *topic_json = json_object_get (message, "topic");
     json_t *sig = json_object_get (message, "signature");
     json_t *cert_json = json_object_get (message, "certificate");
-    const char *msg_id = json_string_value (json_object_get (message, "msg_id"));
-    if (msg_id)
-        snprintf (detail->msg_id, sizeof detail->msg_id, "%s", msg_id);
-    fh_sig_reason_t reason = FH_SIG_OK;
-    s_cert_t *cert = NULL;
+    fh_fedmsg_id_copy (json_object_get (message, "msg_id"), detail->msg_id, sizeof detail->msg_id);
+    fh_sig_reason_t reason;
     if (!json_is_string (topic_json) || !json_is_string (sig) || !json_is_string (cert_json))
         reason = FH_SIG_MISSING_FIELDS;
     else if (json_string_length (topic_json) != topic_size
              || memcmp (json_string_value (topic_json), topic, topic_size) != 0)
         reason = FH_SIG_TOPIC_MISMATCH;
-    else if (!(cert = s_cert_lookup (self, json_string_value (cert_json),
-                                     json_string_length (cert_json))))
-        reason = FH_SIG_BAD_CERTIFICATE; /* out of memory: refused all the same */
-    else {
-        snprintf (detail->signer, sizeof detail->signer, "%s", cert->name);
-        if (cert->chain != FH_SIG_OK)
-            reason = cert->chain;
-        else {
-            /* The signature text outlives its removal from message. */
-            json_incref (sig);
-            if (!s_signature_ok (cert->key, message, json_string_value (sig),
-                                 json_string_length (sig)))
-                reason = FH_SIG_BAD_SIGNATURE;
-            else if (!s_allowed (self, json_string_value (topic_json), cert->name))
-                reason = FH_SIG_NOT_ALLOWED;
-            json_decref (sig);
-        }
-    }
+    else
+        reason = s_check_signed (self, message, sig, cert_json, topic, topic_size, detail);
     json_decref (message);
     return reason;
 }

@@ -1,6 +1,7 @@
 """bench_signatures.py - the benchmark's signatures case (bench.py --cases
 signatures): the hub's input rate with bus.validate_signatures on against
-off, in the same run, and what one validation costs.
+off, in the same run, and what one validation costs; then the rate at
+which it rejects a flood of made-up certificates.
 
 A CA and a signer are made with `openssl`; SIGNED distinct fedmsg messages
 (about 2.5 KB each: the envelope with its signature and certificate, as on
@@ -13,6 +14,12 @@ rep. The cost of a validation is the difference of the hub's CPU per
 message, on minus off: one signer means one certificate parse for the
 whole run (the cache), so it is a JSON parse, a canonical re-encoding and
 one RSA-2048 SHA-1 verification.
+
+Rejected: REJECTED messages of the same shape, each with a different
+certificate of the same size that is not one (random base64), so each is
+a hash, a base64 and PEM attempt, and bad_certificate (remembered by hash
+in a table of 1,024: cycling over 4,096 mostly misses it). Nothing is
+delivered; the run ends when the hub has received them all.
 """
 import base64
 import json
@@ -24,6 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 SIGNED = 256
+REJECTED = 4096
 TOPIC = "org.fedoraproject.prod.buildsys.build.state.change"
 
 
@@ -54,7 +62,8 @@ def _signed_file(d):
         return "\n".join(text[i:i + 76] for i in range(0, len(text), 76)) + "\n"
 
     path = os.path.join(d, "signed.jsonl")
-    with open(path, "w") as out:
+    rejected = os.path.join(d, "rejected.jsonl")
+    with open(path, "w") as out, open(rejected, "w") as bad:
         for i in range(SIGNED):
             msg = {"topic": TOPIC, "i": i + 1, "timestamp": 1700000000 + i, "username": "koji",
                    "msg_id": "2026-00000000-0000-4000-8000-%012d" % i, "crypto": "x509",
@@ -65,7 +74,10 @@ def _signed_file(d):
             msg["certificate"] = lines(cert)
             size = len(json.dumps(msg, sort_keys=True, separators=(",", ":")))
             out.write(json.dumps({"topic": TOPIC, "body": msg}) + "\n")
-    return path, size
+        for i in range(REJECTED):
+            msg["certificate"] = lines(os.urandom(len(cert)))
+            bad.write(json.dumps({"topic": TOPIC, "body": msg}) + "\n")
+    return path, rejected, size
 
 
 def run(b, bench, prof, results):
@@ -73,7 +85,7 @@ def run(b, bench, prof, results):
     os.makedirs(d, exist_ok=True)
     try:
         _pki(b, d)
-        jsonl, size = _signed_file(d)
+        jsonl, rejected, size = _signed_file(d)
     except (ImportError, OSError) as e:
         results["signatures"] = {"status": f"not measured: {e}"}
         b.log(results["signatures"]["status"])
@@ -83,12 +95,14 @@ def run(b, bench, prof, results):
           "routing_nitpicky: true}" % (json.dumps(os.path.join(d, "ca.crt")), TOPIC))
     rows = []
     for placement in bench.placements:
-        runs = {"off": [], "on": []}
+        runs = {"off": [], "on": [], "rejected": []}
         for _ in range(prof["reps"]):
             runs["off"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
                                        jsonl=jsonl))
             runs["on"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
                                       jsonl=jsonl, bus_extra=on))
+            runs["rejected"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
+                                            jsonl=rejected, bus_extra=on, expect_deliveries=0))
         row = dict(placement=placement[0], size=size, n=n)
         for mode, rs in runs.items():
             row[mode] = b.rep_median(rs, b.TP_KEYS)
@@ -98,7 +112,9 @@ def run(b, bench, prof, results):
         b.log(f"signatures {placement[0]}: off {row['off']['in_rate']:,.0f}/s "
               f"({row['off']['cpu_per_msg_ns']:,.0f} ns hub CPU/msg), on "
               f"{row['on']['in_rate']:,.0f}/s ({row['on']['cpu_per_msg_ns']:,.0f} ns): "
-              f"x{row['in_ratio']:.2f} rate, a validation costs {row['cost_ns'] / 1000:.1f} us")
+              f"x{row['in_ratio']:.2f} rate, a validation costs {row['cost_ns'] / 1000:.1f} us; "
+              f"accepted {row['on']['in_rate']:,.0f}/s, rejected "
+              f"{row['rejected']['in_rate']:,.0f}/s")
     results["signatures"] = {"status": "measured", "rows": rows}
 
 
@@ -110,14 +126,17 @@ def markdown(sig):
     out.append("One null consumer, `fanhub pub --jsonl` cycling %d distinct signed fedmsg "
                "messages of one signer (one certificate: the cache makes each check a "
                "signature verification, not a certificate parse). *cost*: hub CPU per message, "
-               "on minus off.\n" % SIGNED)
+               "on minus off. *rejected/s*: %d messages each with a different made-up "
+               "certificate of the same size (bad_certificate), dropped.\n" % (SIGNED, REJECTED))
     out.append("| Placement | Size | Messages | off in/s | on in/s | on/off | off CPU/msg | "
-               "on CPU/msg | cost of a validation |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
+               "on CPU/msg | cost of a validation | accepted/s | rejected/s |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in sig["rows"]:
         out.append(f"| {r['placement']} | {r['size']:,} B | {r['n']:,} | "
                    f"{r['off']['in_rate']:,.0f} | {r['on']['in_rate']:,.0f} | "
                    f"x{r['in_ratio']:.2f} | {r['off']['cpu_per_msg_ns'] / 1000:.1f} us | "
-                   f"{r['on']['cpu_per_msg_ns'] / 1000:.1f} us | {r['cost_ns'] / 1000:.1f} us |")
+                   f"{r['on']['cpu_per_msg_ns'] / 1000:.1f} us | {r['cost_ns'] / 1000:.1f} us | "
+                   f"{r['on']['in_rate']:,.0f} | "
+                   f"{r.get('rejected', {}).get('in_rate', 0):,.0f} |")
     out.append("")
     return out

@@ -303,6 +303,51 @@ def test_hub_validates():
     wd.cleanup()
 
 
+def test_nul_strings():
+    """\\u0000 in a JSON string is JSON (fedmsg and Python's json read it):
+    pub --fedmsg wraps such a body as JSON, byte-exact as fedmsg encodes
+    it; a message signed over one passes the hub's check (and a changed
+    one fails it: the NUL is in the canonical bytes), and the hub's own
+    signature over one verifies independently."""
+    body = '{"a":"x\\u0000y","b":["\\u0000"]}'
+    (_, data), = pub_bound(["-t", TOPIC, "--body", body], 1)
+    msg = json.loads(data)
+    assert msg["msg"] == {"a": "x\x00y", "b": ["\x00"]}, msg
+    assert data == dumps(msg).encode() and b'"x\\u0000y"' in data, data
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(wd, pub.endpoint))
+    try:
+        pub.wait_subscribed(hub=hub)
+        good = py_sign(wd, "alice", envelope(1, msg={"log": "a\x00b"}))
+        changed = dict(good, msg={"log": "a\x00c"}, msg_id="nul\x00id")
+        pub.send(TOPIC, dumps(good))
+        pub.send(TOPIC, dumps(changed))
+        fh.wait_for(lambda: hub.stats()["hub"]["signatures"]["checked"] == 2, "both checked",
+                    hub=hub)
+        hub.wait_log("failed its signature check (bad_signature): topic %s, msg_id nul?id, "
+                     "signer alice" % TOPIC)
+        pub.close()
+        status, _, err = fh.run(["pub", "--bind", pub.endpoint, "--fedmsg", "-q", "-t", TOPIC,
+                                 "--body", body, "--sign-key", wd.file("alice.key"),
+                                 "--sign-cert", wd.file("alice.crt"), "--timeout", "60"])
+        assert status == 0, err
+        fh.wait_for(lambda: fh.count_lines(wd.file("out.jsonl")) == 2, "deliveries", hub=hub)
+        stats = hub.stats()["hub"]["signatures"]
+        assert stats["checked"] == 3 and stats["bad_signature"] == 1, stats
+        first, second = [l["body"].encode() for l in fh.read_jsonl(wd.file("out.jsonl"))]
+        assert first == dumps(good).encode(), first
+        signed = json.loads(second)
+        assert second == dumps(signed).encode() and py_verify(signed) == "alice", second
+        assert signed["msg"] == {"a": "x\x00y", "b": ["\x00"]}, signed
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 def test_config_errors():
     """fanhub check loads the CA, CRL and policy: each mistake is one line
     with FILE:LINE:COL and the key."""
@@ -523,6 +568,6 @@ def test_tail_pretty_on_a_terminal():
 
 if __name__ == "__main__":
     fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_config_errors,
-             test_deliver_on_failure, test_wrap_refuses, test_emit_envelope,
+             test_deliver_on_failure, test_nul_strings, test_wrap_refuses, test_emit_envelope,
              test_messages_named_by_msg_id, test_tail_terse_and_exclude,
              test_tail_pretty_on_a_terminal])

@@ -110,13 +110,16 @@ def test_bridge_fedora_messaging_shape():
         sent_from = int(time.time())
         pub.send(TOPIC, dumps(envelope(4, timestamp=10 ** 12)))
         pub.send("org.centos.prod.ci", dumps(envelope(2, topic="org.centos.prod.ci")))
-        (m1, p1, b1), (m2, p2, b2), (m4, p4, b4) = drain("fm.whole", 3)
+        # A \u0000 in a string is JSON: its msg_id is kept, the body byte-exact.
+        nul = dumps(envelope(5, msg={"log": "a\x00b"}))
+        pub.send(TOPIC, nul)
+        (m1, p1, b1), (m2, p2, b2), (m4, p4, b4), (m5, p5, b5) = drain("fm.whole", 4)
         sent_to = int(time.time())
         (m3, p3, b3), = drain("fm.inner", 1)
     finally:
         hub.stop()
         pub.close()
-    for props in (p1, p2, p3, p4):
+    for props in (p1, p2, p3, p4, p5):
         assert props.content_type == "application/json" and props.content_encoding == "utf-8"
         assert props.delivery_mode == 2 and props.headers["priority"] == 0
         assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00$", props.headers["sent-at"])
@@ -130,6 +133,7 @@ def test_bridge_fedora_messaging_shape():
     assert json.loads(b3) == {"build": 2} and p3.message_id == envelope(2)["msg_id"]
     assert p3.headers["fedora_messaging_severity"] == 30
     assert p4.message_id == envelope(4)["msg_id"]
+    assert p5.message_id == envelope(5)["msg_id"] and b5 == nul.encode(), (p5, b5)
     sent_at = datetime.datetime.fromisoformat(p4.headers["sent-at"]).timestamp()
     assert sent_from <= sent_at <= sent_to, p4.headers["sent-at"]
     wd.cleanup()
@@ -159,15 +163,23 @@ def test_source_takes_fedora_messaging():
                                       "fedora_messaging_severity": 20,
                                       "sent-at": "2024-06-21T12:52:29+00:00", "priority": 0}))
         ch.basic_publish("amq.topic", "org.src.text", b"not json")
-        fh.wait_for(lambda: fh.count_lines(out) == 2, "the deliveries", hub=hub)
+        # A \u0000 in a string is JSON: enveloped, its message_id the msg_id.
+        ch.basic_publish("amq.topic", "org.src.nul", b'{"s": "a\\u0000b"}',
+                         pika.BasicProperties(content_type="application/json",
+                                              message_id="nul-1"))
+        fh.wait_for(lambda: fh.count_lines(out) == 3, "the deliveries", hub=hub)
         body = json.loads(fh.read_jsonl(out)[0]["body"])
         assert fh.read_jsonl(out)[1]["body"] == "not json"  # as it came
         assert body["msg_id"] == msg_id and body["msg"] == {"hello": "world"}
         assert body["topic"] == "org.src.hello" and body["timestamp"] == 1718974349
         assert body["headers"]["fedora_messaging_schema"] == "base.message"
-        fh.wait_for(lambda: hub.stats()["hub"]["amqp"]["acked"] == 2, "acked", hub=hub)
+        nul = fh.read_jsonl(out)[2]["body"]
+        got = json.loads(nul)
+        assert got["msg_id"] == "nul-1" and got["topic"] == "org.src.nul", got
+        assert got["msg"] == {"s": "a\x00b"} and nul == dumps(got), nul
+        fh.wait_for(lambda: hub.stats()["hub"]["amqp"]["acked"] == 3, "acked", hub=hub)
         assert hub.stop() == 0, hub.log()
-        assert "not published again (from bus.amqp) 2\n" in hub.log(), hub.log()
+        assert "not published again (from bus.amqp) 3\n" in hub.log(), hub.log()
         assert NODE.queue_depths().get("fm.src", (0, 0)) == (0, 0)
     finally:
         conn.close()

@@ -153,6 +153,45 @@ test_cache_keeps_one_parse_per_certificate (void **state)
     assert_int_equal (fh_sig_verifier_cached (pki->verifier), before ? before : 1);
 }
 
+/* Fields over the limit are too_large, read before the parse or after it
+   (a key written with escapes); a nested "certificate" is no field of the
+   envelope. Failed certificates never enter the cache of good ones. */
+static void
+test_limits_and_failed_certificates (void **state)
+{
+    s_pki_t *pki = *state;
+    fh_sig_verifier_set_limits (pki->verifier, 2048, false);
+    char big[3001];
+    memset (big, 'A', 3000);
+    big[3000] = '\0';
+    char body[4096];
+    snprintf (body, sizeof body,
+              "{\"topic\":\"org.a\",\"signature\":\"c2ln\",\"certificate\":\"%s\"}", big);
+    assert_int_equal (fh_sig_verify (pki->verifier, "org.a", 5, body, strlen (body), NULL),
+                      FH_SIG_TOO_LARGE);
+    snprintf (body, sizeof body,
+              "{\"topic\":\"org.a\",\"certificate\":\"bm90\",\"signatur\\u0065\":\"%s\"}", big);
+    assert_int_equal (fh_sig_verify (pki->verifier, "org.a", 5, body, strlen (body), NULL),
+                      FH_SIG_TOO_LARGE);
+    snprintf (body, sizeof body,
+              "{\"msg\":{\"certificate\":\"%s\"},\"topic\":\"org.a\",\"signature\":\"c2ln\","
+              "\"certificate\":\"bm90\"}",
+              big);
+    assert_int_equal (fh_sig_verify (pki->verifier, "org.a", 5, body, strlen (body), NULL),
+                      FH_SIG_BAD_CERTIFICATE);
+    size_t cached = fh_sig_verifier_cached (pki->verifier);
+    for (int i = 0; i < 100; i++) {
+        snprintf (body, sizeof body,
+                  "{\"topic\":\"org.a\",\"signature\":\"c2ln\",\"certificate\":\"%08d\"}", i);
+        assert_int_equal (fh_sig_verify (pki->verifier, "org.a", 5, body, strlen (body), NULL),
+                          FH_SIG_BAD_CERTIFICATE);
+    }
+    assert_int_equal (fh_sig_verifier_cached (pki->verifier), cached);
+    fh_sig_verifier_set_limits (pki->verifier, FH_SIG_FIELD_MAX_DEFAULT, false);
+    assert_int_equal (s_check (pki, "org.a", pki->alice, "{}"), FH_SIG_OK);
+    assert_true (fh_sig_verifier_cached_bytes (pki->verifier) > 2048);
+}
+
 static void
 test_tampering_is_named (void **state)
 {
@@ -187,6 +226,9 @@ test_msg_id (void **state)
     const char *body = "{\"msg\":{\"msg_id\":\"inner\"},\"msg_id\":\"2026-a\\u0001b\"}";
     assert_true (fh_fedmsg_msg_id (body, strlen (body), id, sizeof id));
     assert_string_equal (id, "2026-a?b"); /* a control character cannot reach a log */
+    body = "{\"s\":\"\\u0000\",\"msg_id\":\"2026-a\\u0000b\"}"; /* JSON, NULs and all */
+    assert_true (fh_fedmsg_msg_id (body, strlen (body), id, sizeof id));
+    assert_string_equal (id, "2026-a?b");
     assert_false (fh_fedmsg_msg_id ("{\"seq\":1}", 9, id, sizeof id));
     assert_false (fh_fedmsg_msg_id ("\"msg_id\" not json", 17, id, sizeof id));
     fh_fedmsg_id_note ((fanhub_bytes_t){"{}", 2}, note, sizeof note);
@@ -222,6 +264,7 @@ main (void)
         cmocka_unit_test (test_sign_and_check_agree),
         cmocka_unit_test (test_cache_keeps_one_parse_per_certificate),
         cmocka_unit_test (test_tampering_is_named),
+        cmocka_unit_test (test_limits_and_failed_certificates),
         cmocka_unit_test (test_msg_id),
         cmocka_unit_test (test_signer_refuses),
     };

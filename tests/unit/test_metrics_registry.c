@@ -92,7 +92,7 @@ s_full_snapshot (void)
     assert_int_equal (fh_metrics_set_text (&self->hub.text, "0.1.0"), 0);
     self->has_handled = self->has_end_to_end = self->has_upstream = self->has_process = true;
     self->has_amqp = true;
-    self->has_signatures = true;
+    self->has_signatures = self->has_crl = true;
     for (size_t id = 0; id < FH_METRIC_COUNT; id++)
         fh_metrics_set_int (&self->hub, (fh_metric_id_t) id, (int64_t) id + 1);
     assert_int_equal (fh_metrics_add_reason (self, "no_body", (fh_metric_value_t){.integer = 2}),

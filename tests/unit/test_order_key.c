@@ -262,6 +262,13 @@ test_json_values (void **state)
     expect ("json:", msg, "just a string");
     expect ("json:/0", msg, NULL);
     fh_msg_release (msg, NULL);
+    /* A \u0000 inside a value that is not a string: written back as
+       \u0000, so "a\u0000b" and "a\u0000c" stay two keys. */
+    msg = make_msg ("t", "{\"o\": {\"k\": \"a\\u0000b\"}, \"p\": [\"\\u0000\"]}");
+    expect ("json:/o", msg, "{\"k\":\"a\\u0000b\"}");
+    expect ("json:/p", msg, "[\"\\u0000\"]");
+    expect_key ("json:/p/0", msg, "", 1);
+    fh_msg_release (msg, NULL);
     msg = make_msg ("t", "[\"first\", 2]");
     expect ("json:/0", msg, "first");
     expect ("json:/1", msg, "2");

@@ -179,6 +179,7 @@ test_msg_id_is_the_top_level_string (void **state)
         {"not json \"msg_id\"", ""},
         {"{\"msg_id\": \"broken", ""},
         {"", ""},
+        {"{\"msg\": \"a\\u0000b\", \"msg_id\": \"nul\"}", "nul"}, /* JSON all the same */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char id[16];
@@ -186,6 +187,11 @@ test_msg_id_is_the_top_level_string (void **state)
         assert_string_equal (id, cases[i].id);
         assert_int_equal (n, strlen (cases[i].id));
     }
+    /* A msg_id with a NUL in it goes whole: the wire carries its length. */
+    char id[16];
+    const char nul[] = "{\"msg_id\": \"a\\u0000b\"}";
+    assert_int_equal (wire_msg_id (nul, sizeof nul - 1, id, sizeof id), 3);
+    assert_memory_equal (id, "a\0b", 4);
     char small[4];
     assert_int_equal (wire_msg_id ("{\"msg_id\":\"longer\"}", 19, small, sizeof small), 0);
     assert_string_equal (small, "");
