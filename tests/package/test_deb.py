@@ -199,6 +199,9 @@ def build_and_install(work, state):
     log(err.strip())
     log("   built and checked in %.0f s" % (time.monotonic() - start))
     debs = [glob.glob(os.path.join(out, p))[0] for p in ("fanhub_*.deb", "fanhub-dev_*.deb")]
+    # The python plugin's runner and the Perl example worker: recommended.
+    _, recommends, _ = sh(["dpkg-deb", "-f", debs[0], "Recommends"])
+    assert [r.strip() for r in recommends.split(",")] == ["python3", "perl"], recommends
 
     log("== dpkg -i " + " ".join(os.path.basename(d) for d in debs))
     state["installed"] = True  # from here on the finally block purges

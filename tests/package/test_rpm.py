@@ -63,6 +63,9 @@ def test(work):
     scripts, _ = sh(["rpm", "-qp", "--scripts", rpms["fanhub"]])
     assert re.search(r"^u fanhub ", scripts, re.M) and "systemd-sysusers" in scripts, scripts
     assert "preset fanhub.service" in scripts, scripts
+    # Weak dependencies: the python plugin's runner and the Perl example worker.
+    recommends, _ = sh(["rpm", "-qp", "--recommends", rpms["fanhub"]])
+    assert set(recommends.split()) >= {"python3", "perl-interpreter"}, recommends
 
     # The unit as installed, from the package's payload.
     root = os.path.join(work, "root")
