@@ -1,10 +1,12 @@
 """A Node.js worker (tests/integration/workers/jsonl-worker.js, written from
 docs/worker-protocol.md) under the shipped unit's MemoryDenyWriteExecute=,
 and the effect of the documented drop-in config/systemd/jit-workers.conf
-(issue 38, item 9). No systemd is needed: the restriction is applied the
-way the kernel offers it, prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN)
-(Linux 6.3 and later; inherited by the hub's children, as systemd's is),
-on the hub started as the unit would be configured:
+(issue 38, item 9). No systemd is needed: mdwe_exec.py applies the
+restriction as systemd does, with prctl(PR_SET_MDWE,
+PR_MDWE_REFUSE_EXEC_GAIN) (Linux 6.3 and later) and with systemd's
+seccomp filter (W+X mmap, PROT_EXEC mprotect, SHM_EXEC shmat: EPERM),
+each inherited by the hub's children, on the hub started as the unit
+would be configured (with each way the kernel has):
 
 - the unit alone (MemoryDenyWriteExecute=yes): node aborts at its first
   compile (V8's mprotect refused, SIGTRAP) before READY, and the hub
@@ -14,8 +16,9 @@ on the hub started as the unit would be configured:
 - the unit alone with `node --jitless` (the drop-in's other advice):
   every message written under the restriction.
 
-Needs node (Debian's nodejs, scripts/deps) and a kernel with PR_SET_MDWE:
-without either it says SKIP, and under CI=true it fails."""
+Needs node (Debian's nodejs, scripts/deps): without it the test says
+SKIP, and under CI=true it fails. A kernel without PR_SET_MDWE is tested
+with the seccomp filter alone."""
 import ctypes
 import json
 import os
@@ -28,16 +31,9 @@ import fanhublib as fh
 UNIT = os.path.join(fh.SOURCE_DIR, "config", "systemd", "fanhub.service")
 DROPIN = os.path.join(fh.SOURCE_DIR, "config", "systemd", "jit-workers.conf")
 WORKER = os.path.join(fh.SOURCE_DIR, "tests", "integration", "workers", "jsonl-worker.js")
+MDWE_EXEC = os.path.join(fh.SOURCE_DIR, "tests", "integration", "mdwe_exec.py")
 PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN = 65, 1
 N = 20
-
-# Run as the hub's prefix: the restriction set, then the hub exec'd.
-MDWE_EXEC = """import ctypes, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-if libc.prctl(%d, %d, 0, 0, 0) != 0:
-    sys.exit("prctl(PR_SET_MDWE): " + os.strerror(ctypes.get_errno()))
-os.execv(sys.argv[1], sys.argv[1:])
-""" % (PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN)
 
 
 def memory_deny_write_execute(*files):
@@ -54,27 +50,25 @@ def memory_deny_write_execute(*files):
     return value
 
 
-def mdwe_available():
-    """None when this kernel has PR_SET_MDWE (tried in a child), else why not."""
+def mdwe_prctl_available():
+    """True when this kernel has PR_SET_MDWE (tried in a child)."""
     pid = os.fork()
     if pid == 0:
         libc = ctypes.CDLL(None, use_errno=True)
         os._exit(0 if libc.prctl(PR_SET_MDWE, PR_MDWE_REFUSE_EXEC_GAIN, 0, 0, 0) == 0 else 1)
     _, status = os.waitpid(pid, 0)
-    if os.waitstatus_to_exitcode(status) == 0:
-        return None
-    return "this kernel (%s) has no prctl(PR_SET_MDWE) (Linux 6.3 and later)" % os.uname().release
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def js_hub(wd, cleanup, pub, name, restricted, node_args=()):
-    """A hub with the JS worker consumer, restricted or not; and the
-    file the worker writes."""
+    """A hub with the JS worker consumer, restricted (by "prctl" or
+    "seccomp") or not (None); and the file the worker writes."""
     node = fh.require_tool(shutil.which("node"), "node", "nodejs")
     out = wd.file(name + ".jsonl")
     consumer = ("  - name: js\n    plugin: worker\n"
                 "    options: {command: %s, config: {path: %s}}\n"
                 % (json.dumps([node] + list(node_args) + [WORKER]), json.dumps(out)))
-    prefix = (sys.executable, "-c", MDWE_EXEC) if restricted else ()
+    prefix = (sys.executable, MDWE_EXEC, restricted) if restricted else ()
     hub = cleanup.add(fh.Hub(wd, fh.bus_hub_yaml({"connect": [pub.endpoint]}, consumer),
                              name=name, prefix=prefix))
     return hub, out
@@ -96,34 +90,34 @@ def js_consumes(wd, name, restricted, node_args=()):
 
 
 def test_node_worker_under_the_units_sandbox():
-    why = mdwe_available()
-    if why:
-        raise fh.Skip(why)
+    fh.require_tool(shutil.which("node"), "node", "nodejs")
+    ways = (["prctl"] if mdwe_prctl_available() else []) + ["seccomp"]
     wd = fh.Workdir()
-    # The unit alone: restricted. node aborts before READY, so the hub
-    # refuses the consumer at start: exit 2, which the unit does not
-    # restart (RestartPreventExitStatus=2): `systemctl status` says why.
     assert memory_deny_write_execute(UNIT) is True
-    with fh.Cleanup() as cleanup:
-        pub = cleanup.add(fh.Publisher())
-        hub, out = js_hub(wd, cleanup, pub, "unit", True)
-        assert hub.proc.wait(fh.DEADLINE) == 2, hub.log()
-        log = hub.log()
-    assert "consumer 'js': plugin 'worker' refused its options: worker 0: killed by signal 5 " \
-        "(SIGTRAP) before READY" in log, log
-    assert "Check failed: 12 == (*__errno_location ())" in log, log  # V8's mprotect refused
-    assert not os.path.exists(out) or fh.read_jsonl(out) == []
+    for way in ways:
+        # The unit alone: restricted. node aborts before READY, so the
+        # hub refuses the consumer at start: exit 2, which the unit does
+        # not restart (RestartPreventExitStatus=2): `systemctl status`
+        # shows the hub's last line.
+        with fh.Cleanup() as cleanup:
+            pub = cleanup.add(fh.Publisher())
+            hub, out = js_hub(wd, cleanup, pub, "unit-" + way, way)
+            assert hub.proc.wait(fh.DEADLINE) == 2, (way, hub.log())
+            log = hub.log()
+        assert "consumer 'js': plugin 'worker' refused its options: worker 0: killed by " \
+            "signal 5 (SIGTRAP) before READY" in log, (way, log)
+        assert "Check failed: " in log, (way, log)  # V8: its code pages refused
+        assert not os.path.exists(out) or fh.read_jsonl(out) == []
+
+        # The unit alone, node --jitless (the drop-in's other way): it runs.
+        lines = js_consumes(wd, "jitless-" + way, way, ["--jitless"])
+        assert sorted(json.loads(line["body"])["i"] for line in lines) == list(range(N)), lines
 
     # The unit with the documented drop-in: not restricted; it runs.
-    restricted = memory_deny_write_execute(UNIT, DROPIN)
-    assert restricted is False
-    lines = js_consumes(wd, "dropin", restricted)
+    assert memory_deny_write_execute(UNIT, DROPIN) is False
+    lines = js_consumes(wd, "dropin", None)
     assert sorted(json.loads(line["body"])["i"] for line in lines) == list(range(N)), lines
     assert all(line["topic"] == "org.test.js" for line in lines), lines
-
-    # The unit alone, node --jitless (the drop-in's other way): it runs.
-    lines = js_consumes(wd, "jitless", True, ["--jitless"])
-    assert sorted(json.loads(line["body"])["i"] for line in lines) == list(range(N)), lines
     wd.cleanup()
 
 
