@@ -220,6 +220,9 @@ def build_and_install(work, state):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o750), \
             "%s: %r" % (d, st)
     assert os.path.isdir("/etc/fanhub/conf.d")
+    # The example drop-in the README tells to install for JIT workers.
+    with open("/usr/share/fanhub/systemd/jit-workers.conf") as f:
+        assert "\nMemoryDenyWriteExecute=no\n" in f.read()
     # fanhub-dev: the fake host for plugins' tests beside the SDK headers.
     assert os.path.exists("/usr/include/fanhub/testing.h")
     assert glob.glob("/usr/lib/*/libfanhub-testing.a") and glob.glob(
@@ -381,6 +384,9 @@ def cleanup(state):
     # The root hub's private control directory, unless it was there before.
     if not state["before"]["run0"] and os.path.isdir("/run/fanhub-0"):
         shutil.rmtree("/run/fanhub-0", ignore_errors=True)
+    elif ("/run/fanhub-0/fanhub.sock" not in state["before"]["files"]
+          and os.path.exists("/run/fanhub-0/fanhub.sock")):
+        os.unlink("/run/fanhub-0/fanhub.sock")  # a hub killed before it could remove it
     for key in ("dropin", "instance"):
         if state.get(key) and os.path.exists(state[key]):
             os.unlink(state[key])

@@ -51,6 +51,7 @@ def test(work):
                  "/usr/lib/systemd/system/fanhub@.service", "/usr/lib/sysusers.d/fanhub.conf",
                  "/usr/lib/tmpfiles.d/fanhub.conf", "/etc/fanhub/conf.d",
                  "/usr/share/fanhub/collectd/fanhub-exec.conf", "/usr/share/doc/fanhub/README.md",
+                 "/usr/share/fanhub/systemd/jit-workers.conf",
                  "/var/lib/fanhub", "/var/log/fanhub"):
         assert path in files, path
     config, _ = sh(["rpm", "-qcp", rpms["fanhub"]])
