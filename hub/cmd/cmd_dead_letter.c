@@ -4,6 +4,9 @@
     deadletter.h): they need neither a running hub nor its lock, and they
     never change the store. An entry that cannot be read is shown with its
     error and makes the exit status 1; the others are shown all the same.
+    list without a consumer sums up every consumer of the state directory:
+    the configuration's, then any other directory there with dead letters
+    (a consumer since removed from the file).
 */
 #include "cli.h"
 #include "commands.h"
@@ -13,6 +16,7 @@
 #include "fedmsg.h"
 #include "spool.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fanhub/sdk.h>
 #include <inttypes.h>
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,7 +49,7 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "dead-letter",
-    "list [-c FILE | --state-dir DIR] [--json] CONSUMER\n"
+    "list [-c FILE | --state-dir DIR] [--json] [CONSUMER]\n"
     "show [-c FILE | --state-dir DIR] [--json] CONSUMER ID\n"
     "replay [-c FILE] [--id ID]... CONSUMER",
     "A consumer's dead letters: messages it failed (FANHUB_FAIL) or gave up\n"
@@ -54,7 +59,8 @@ static const fh_cli_command_t s_command = {
     "\n"
     "  list   one line per entry, oldest first: ID, hub sequence number,\n"
     "         topic, body size in bytes, attempts, first and last attempt\n"
-    "         (RFC 3339, UTC), reason\n"
+    "         (RFC 3339, UTC), reason; without CONSUMER, one line per\n"
+    "         consumer: how many, the oldest and newest (last attempt)\n"
     "  show   one entry's metadata, a blank line, then its body as stored\n"
     "  replay puts entries (all, or each --id) back in front of the consumer:\n"
     "         into the running hub through its control socket, or, when no hub\n"
@@ -262,6 +268,148 @@ s_list (fh_deadletter_t *store, const char *dir, bool json)
     return FH_EXIT_OK;
 }
 
+/* ---- Every consumer's count ----------------------------------------------- */
+
+typedef struct {
+    char **names;
+    size_t count, size;
+} s_names_t;
+
+static int
+s_names_add (s_names_t *names, const char *name)
+{
+    for (size_t i = 0; i < names->count; i++)
+        if (strcmp (names->names[i], name) == 0)
+            return 0;
+    if (names->count == names->size) {
+        size_t size = names->size ? names->size * 2 : 16;
+        char **bigger = realloc (names->names, size * sizeof *bigger);
+        if (!bigger)
+            return -1;
+        names->names = bigger;
+        names->size = size;
+    }
+    names->names[names->count] = strdup (name);
+    return names->names[names->count++] ? 0 : -1;
+}
+
+static int
+s_compare_names (const void *a, const void *b)
+{
+    return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The directories of state_dir that hold a dead-letter store, by name,
+   after those already in names. -1 when state_dir cannot be read (a
+   missing one holds none). */
+static int
+s_names_from_dir (s_names_t *names, const char *state_dir, char *err, size_t errlen)
+{
+    DIR *dir = opendir (state_dir);
+    if (!dir) {
+        snprintf (err, errlen, "%s: %s", state_dir, strerror (errno));
+        return errno == ENOENT ? 0 : -1;
+    }
+    size_t first = names->count;
+    struct dirent *entry;
+    int rc = 0;
+    while (rc == 0 && (entry = readdir (dir))) {
+        char path[4096];
+        struct stat st;
+        snprintf (path, sizeof path, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, entry->d_name);
+        if (fh_config_name_valid (entry->d_name) && stat (path, &st) == 0 && S_ISDIR (st.st_mode))
+            rc = s_names_add (names, entry->d_name);
+    }
+    closedir (dir);
+    if (names->count > first)
+        qsort (names->names + first, names->count - first, sizeof *names->names, s_compare_names);
+    if (rc != 0)
+        snprintf (err, errlen, "out of memory");
+    return rc;
+}
+
+/* One consumer's line (or JSON object); the number of entries that could
+   not be read in *damaged, -1 when the store cannot be read at all. */
+static int
+s_summary_one (const char *state_dir, const char *consumer, bool json, size_t *damaged)
+{
+    char dir[4096], err[1024];
+    snprintf (dir, sizeof dir, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, consumer);
+    fh_deadletter_t *store = fh_deadletter_open (dir, NULL, false, err, sizeof err);
+    fh_deadletter_entry_t *entries = NULL;
+    size_t count = 0;
+    if (!store || fh_deadletter_list (store, &entries, &count, err, sizeof err) != 0) {
+        fh_deadletter_close (&store);
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        return -1;
+    }
+    int64_t oldest = 0, newest = 0;
+    *damaged = 0;
+    for (size_t i = 0; i < count; i++) {
+        int64_t when = entries[i].last_attempt_ns;
+        *damaged += entries[i].error != NULL;
+        if (entries[i].error || when == 0)
+            continue;
+        oldest = oldest == 0 || when < oldest ? when : oldest;
+        newest = when > newest ? when : newest;
+    }
+    fh_deadletter_entries_free (entries, count);
+    fh_deadletter_close (&store);
+    if (json) {
+        json_t *obj = json_pack ("{s:s, s:I, s:I, s:o, s:o}", "consumer", consumer, "count",
+                                 (json_int_t) count, "damaged", (json_int_t) *damaged, "oldest",
+                                 s_json_time (oldest), "newest", s_json_time (newest));
+        return s_print_json (obj);
+    }
+    char first[64], last[64];
+    s_rfc3339 (oldest, 3, first, sizeof first);
+    s_rfc3339 (newest, 3, last, sizeof last);
+    printf ("%-24s  %7zu  %-24s  %s", consumer, count, first, last);
+    if (*damaged)
+        printf ("  %zu could not be read", *damaged);
+    putchar ('\n');
+    return 0;
+}
+
+/* `list` without a consumer: each consumer of config (NULL: none known)
+   and each other store in state_dir, one line each. */
+static int
+s_summary (const fh_config_t *config, const char *state_dir, bool json)
+{
+    s_names_t names = {0};
+    char err[4200] = "out of memory";
+    int rc = 0;
+    for (size_t i = 0; config && rc == 0 && i < config->consumer_count; i++)
+        rc = s_names_add (&names, config->consumers[i].name);
+    if (rc == 0)
+        rc = s_names_from_dir (&names, state_dir, err, sizeof err);
+    int status = FH_EXIT_OK;
+    if (rc != 0) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        status = FH_EXIT_FAILURE;
+    }
+    else if (names.count == 0)
+        fprintf (stderr, "fanhub dead-letter: no consumers and no dead letters in %s\n", state_dir);
+    else if (!json)
+        printf ("%-24s  %7s  %-24s  %s\n", "CONSUMER", "COUNT", "OLDEST", "NEWEST");
+    size_t damaged = 0;
+    for (size_t i = 0; status == FH_EXIT_OK && i < names.count; i++) {
+        size_t bad = 0;
+        if (s_summary_one (state_dir, names.names[i], json, &bad) != 0)
+            status = FH_EXIT_FAILURE;
+        damaged += bad;
+    }
+    for (size_t i = 0; i < names.count; i++)
+        free (names.names[i]);
+    free (names.names);
+    if (damaged) {
+        fprintf (stderr, "fanhub dead-letter: %zu entr%s could not be read\n", damaged,
+                 damaged == 1 ? "y" : "ies");
+        status = FH_EXIT_FAILURE;
+    }
+    return status;
+}
+
 static char *
 s_base64 (const uint8_t *data, size_t size)
 {
@@ -454,7 +602,7 @@ s_check_args (bool show, bool replay, const char *path, const char *state_dir, c
                          "the hub\n");
         return FH_EXIT_USAGE;
     }
-    if (!fh_config_name_valid (consumer)) {
+    if (consumer && !fh_config_name_valid (consumer)) {
         fprintf (stderr,
                  "fanhub dead-letter: '%s' is not a consumer name (1 to 64 of A-Z a-z 0-9 "
                  "_ . -, not starting with .: the hub's rule)\n",
@@ -491,8 +639,8 @@ s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay, fh_c
         fh_config_destroy (&config);
         return FH_EXIT_USAGE;
     }
-    bool known = false;
-    for (size_t i = 0; i < config->consumer_count; i++)
+    bool known = !consumer;
+    for (size_t i = 0; consumer && i < config->consumer_count; i++)
         known |= strcmp (config->consumers[i].name, consumer) == 0;
     if (!known)
         fprintf (stderr, "fanhub dead-letter: note: %s has no consumer '%s'\n", config->source,
@@ -504,6 +652,36 @@ s_load (fh_cli_t *cli, const char *path, const char *consumer, bool replay, fh_c
     }
     *config_p = config;
     return FH_EXIT_OK;
+}
+
+typedef enum { S_LIST, S_SHOW, S_REPLAY } s_action_t;
+
+/* The action on consumer's store in state_dir: the exit status. */
+static int
+s_on_store (const fh_config_t *config, const char *state_dir, const char *consumer,
+            s_action_t action, const char *id, bool json, const char **ids, size_t id_count)
+{
+    size_t dirlen = strlen (state_dir) + strlen (consumer) + sizeof FH_DEADLETTER_SUBDIR + 2;
+    char *dir = malloc (dirlen);
+    if (!dir) {
+        fprintf (stderr, "fanhub dead-letter: out of memory\n");
+        return FH_EXIT_FAILURE;
+    }
+    snprintf (dir, dirlen, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, consumer);
+    char err[2048];
+    int status;
+    fh_deadletter_t *store = fh_deadletter_open (dir, NULL, false, err, sizeof err);
+    if (!store) {
+        fprintf (stderr, "fanhub dead-letter: %s\n", err);
+        status = FH_EXIT_FAILURE;
+    }
+    else
+        status = action == S_REPLAY ? s_replay (store, config, consumer, ids, id_count)
+                 : action == S_SHOW ? s_show (store, id, json)
+                                    : s_list (store, dir, json);
+    fh_deadletter_close (&store);
+    free (dir);
+    return status;
 }
 
 int
@@ -547,39 +725,31 @@ fh_cmd_dead_letter (int argc, char **argv)
     }
     if (opt < 0)
         return fh_cli_status (&cli);
-    int wanted = show ? 2 : 1;
-    if (argc - 1 - cli.next != wanted)
+    int wanted = show ? 2 : 1, given = argc - 1 - cli.next;
+    bool every = !show && !replay && given == 0; /* list: every consumer */
+    if (given != wanted && !every)
         return fh_cli_usage_error (&s_command, "%s: expected %s", action,
-                                   show ? "CONSUMER ID" : "CONSUMER");
-    const char *consumer = argv[1 + cli.next];
+                                   show     ? "CONSUMER ID"
+                                   : replay ? "CONSUMER"
+                                            : "at most a CONSUMER");
+    const char *consumer = every ? NULL : argv[1 + cli.next];
     const char *id = show ? argv[2 + cli.next] : NULL;
     int status = s_check_args (show, replay, path, state_dir, consumer, id);
     fh_config_t *config = NULL;
     if (status == FH_EXIT_OK && !state_dir
         && (status = s_load (&cli, path, consumer, replay, &config)) == FH_EXIT_OK)
         state_dir = config->state_dir;
-    if (status != FH_EXIT_OK)
-        return status;
-    size_t dirlen = strlen (state_dir) + strlen (consumer) + sizeof FH_DEADLETTER_SUBDIR + 2;
-    char *dir = malloc (dirlen);
-    if (!dir) {
+    if (status == FH_EXIT_OK && every)
+        status = s_summary (config, state_dir, json);
+    if (status != FH_EXIT_OK || every) {
         fh_config_destroy (&config);
-        fprintf (stderr, "fanhub dead-letter: out of memory\n");
-        return FH_EXIT_FAILURE;
+        return status;
     }
-    snprintf (dir, dirlen, "%s/%s/" FH_DEADLETTER_SUBDIR, state_dir, consumer);
-    char err[2048];
-    fh_deadletter_t *store = fh_deadletter_open (dir, NULL, false, err, sizeof err);
-    if (!store) {
-        fprintf (stderr, "fanhub dead-letter: %s\n", err);
-        status = FH_EXIT_FAILURE;
-    }
-    else
-        status = replay ? s_replay (store, config, consumer, ids, id_count)
-                 : show ? s_show (store, id, json)
-                        : s_list (store, dir, json);
-    fh_deadletter_close (&store);
-    free (dir);
+    status = s_on_store (config, state_dir, consumer,
+                         show     ? S_SHOW
+                         : replay ? S_REPLAY
+                                  : S_LIST,
+                         id, json, ids, id_count);
     fh_config_destroy (&config);
     return status;
 }

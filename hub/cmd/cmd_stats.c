@@ -11,12 +11,19 @@
     line and below the table, and switches back when interrupted. Piped,
     it appends the tables, a blank line between two. The table's RATE is
     then taken between the last two snapshots.
+
+    The table gives each consumer's state and, under its line, its last
+    error, cut to the terminal's width (stdout's; $COLUMNS when stdout is
+    not a terminal; not cut without either). --consumer NAME shows one
+    consumer in full instead (stats_table.h), or its JSON object alone
+    with --format json.
 */
 #include "cli.h"
 #include "value.h"
 #include "commands.h"
 #include "control.h"
 #include "stats_format.h"
+#include "stats_table.h"
 
 #include <czmq.h>
 #include <errno.h>
@@ -25,12 +32,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
-typedef enum { FORMAT_JSON, FORMAT_COLLECTD, FORMAT_PROMETHEUS, FORMAT_TABLE } s_format_t;
+typedef enum {
+    FORMAT_JSON,
+    FORMAT_COLLECTD,
+    FORMAT_PROMETHEUS,
+    FORMAT_TABLE,
+    FORMAT_CONSUMER /* --consumer: one in full */
+} s_format_t;
 
-enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT };
+enum { S_OPT_HOST = FH_CLI_LONG_ONLY, S_OPT_INPUT, S_OPT_CONSUMER };
 
 static const fh_cli_option_t s_options[] = {
     FH_CLI_CONTROL_OPTIONS,
@@ -44,6 +58,10 @@ static const fh_cli_option_t s_options[] = {
     {S_OPT_INPUT, "input", "FILE",
      "format a saved JSON snapshot ('-' = stdin)\n"
      "instead of asking a hub"},
+    {S_OPT_CONSUMER, "consumer", "NAME",
+     "one consumer in full: state, last error, every\n"
+     "counter, latencies, workers (with -f json: its\n"
+     "JSON object)"},
     {'t', "timeout", "MS", "how long to wait for the hub (default 2000)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
@@ -51,11 +69,13 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "stats",
-    "[-c FILE | -e ENDPOINT] [-f FORMAT] [--watch]\n"
-    "--input SNAPSHOT.json [-f FORMAT]",
+    "[-c FILE | -e ENDPOINT] [-f FORMAT] [--watch] [--consumer NAME]\n"
+    "--input SNAPSHOT.json [-f FORMAT] [--consumer NAME]",
     "Asks a running hub for its figures through its control socket: per\n"
     "consumer backlog, counters and latency percentiles, and hub-wide\n"
-    "counters. Field names and definitions: docs/metrics.md.",
+    "counters. The table shows each consumer's state (up, down, halted,\n"
+    "stuck) and its last error, cut to the terminal's width.\n"
+    "Field names and definitions: docs/metrics.md.",
     s_options,
     "Exit status: 0 ok, 1 the hub did not answer or answered an error,\n"
     "2 bad usage or configuration.",
@@ -116,11 +136,63 @@ s_parse (const char *snapshot, bool check, char *err, size_t errlen)
    returns the text to print (malloc'd) or NULL. A table's rates are
    taken since *previous when there is one; the snapshot then replaces
    it (previous may be NULL: none kept). */
+/* The columns of the terminal on stdout, else $COLUMNS, else 0 (none). */
+static size_t
+s_width (void)
+{
+    struct winsize size;
+    if (isatty (STDOUT_FILENO) && ioctl (STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
+        return size.ws_col;
+    const char *columns = getenv ("COLUMNS");
+    char *end;
+    long value = columns ? strtol (columns, &end, 10) : 0;
+    return columns && *columns && !*end && value > 0 && value < 100000 ? (size_t) value : 0;
+}
+
+/* --consumer NAME: its JSON object, or its view; NULL with err. */
 static char *
-s_format (const char *snapshot, const json_t *json, s_format_t format, const char *host,
-          json_t **previous, char *err, size_t errlen)
+s_format_consumer (const json_t *json, const char *name, bool as_json, char *err, size_t errlen)
 {
     char *text = NULL;
+    bool found = false;
+    if (as_json) {
+        size_t i;
+        json_t *consumer;
+        json_array_foreach (json_object_get (json, "consumers"), i, consumer)
+        {
+            if (!found && json_is_string (json_object_get (consumer, "name"))
+                && strcmp (json_string_value (json_object_get (consumer, "name")), name) == 0) {
+                found = true;
+                text = json_dumps (consumer, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                char *line = text ? realloc (text, strlen (text) + 2) : NULL;
+                if (line)
+                    strcat (line, "\n");
+                else
+                    free (text);
+                text = line;
+            }
+        }
+    }
+    else
+        text = fh_stats_format_consumer (json, name, &found);
+    if (!found) {
+        free (text);
+        text = NULL;
+        snprintf (err, errlen, "the hub has no consumer '%s' (`fanhub stats -f table` lists them)",
+                  name);
+    }
+    else if (!text)
+        snprintf (err, errlen, "out of memory");
+    return text;
+}
+
+static char *
+s_format (const char *snapshot, const json_t *json, s_format_t format, const char *host,
+          const char *consumer, json_t **previous, char *err, size_t errlen)
+{
+    char *text = NULL;
+    if (consumer)
+        return s_format_consumer (json, consumer, format == FORMAT_JSON, err, errlen);
     if (format == FORMAT_JSON) {
         size_t len = strlen (snapshot);
         text = malloc (len + 2);
@@ -132,12 +204,12 @@ s_format (const char *snapshot, const json_t *json, s_format_t format, const cha
     else if (format == FORMAT_PROMETHEUS)
         text = fh_stats_format_prometheus (json);
     else if (format == FORMAT_TABLE && previous) {
-        text = fh_stats_format_table_since (json, *previous);
+        text = fh_stats_format_table_since (json, *previous, s_width ());
         json_decref (*previous);
         *previous = json_incref ((json_t *) json);
     }
     else if (format == FORMAT_TABLE)
-        text = fh_stats_format_table (json);
+        text = fh_stats_format_table_since (json, NULL, s_width ());
     else {
         double interval
             = json_number_value (json_object_get (json_object_get (json, "hub"), "interval"));
@@ -150,13 +222,14 @@ s_format (const char *snapshot, const json_t *json, s_format_t format, const cha
 
 /* --input FILE: one snapshot read from a file, printed in format. */
 static int
-s_print_input (const char *input, s_format_t format, const char *host)
+s_print_input (const char *input, s_format_t format, const char *host, const char *consumer)
 {
     char err[2048];
     char *snapshot = s_read_input (input, err, sizeof err);
     /* Checked in every format: JSON's would be printed as it came. */
     json_t *json = snapshot ? s_parse (snapshot, true, err, sizeof err) : NULL;
-    char *text = json ? s_format (snapshot, json, format, host, NULL, err, sizeof err) : NULL;
+    char *text = json ? s_format (snapshot, json, format, host, consumer, NULL, err, sizeof err)
+                      : NULL;
     json_decref (json);
     free (snapshot);
     if (!text) {
@@ -190,7 +263,8 @@ s_redraw (const char *text)
 /* Asks the hub at endpoint for a snapshot and prints it; with watch,
    once a second until SIGINT or SIGTERM. Returns the exit status. */
 static int
-s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_ms, bool watch)
+s_poll (const char *endpoint, s_format_t format, const char *host, const char *consumer,
+        int timeout_ms, bool watch)
 {
     char err[2048];
     /* CZMQ would put its own handlers in place at the first socket. */
@@ -208,10 +282,11 @@ s_poll (const char *endpoint, s_format_t format, const char *host, int timeout_m
             snprintf (err, sizeof err, "%s: the hub answered: %s", endpoint, answer);
         else if (answer) {
             /* The hub's answer goes out as it came in JSON. */
-            json_t *json = format == FORMAT_JSON ? NULL : s_parse (answer, false, err, sizeof err);
-            if (format == FORMAT_JSON || json)
-                text = s_format (answer, json, format, host, watch ? &previous : NULL, err,
-                                 sizeof err);
+            bool raw = format == FORMAT_JSON && !consumer;
+            json_t *json = raw ? NULL : s_parse (answer, false, err, sizeof err);
+            if (raw || json)
+                text = s_format (answer, json, format, host, consumer, watch ? &previous : NULL,
+                                 err, sizeof err);
             json_decref (json);
         }
         free (answer);
@@ -274,7 +349,7 @@ s_format_named (const char *name, s_format_t *format)
 int
 fh_cmd_stats (int argc, char **argv)
 {
-    const char *input = NULL, *host = NULL;
+    const char *input = NULL, *host = NULL, *consumer = NULL;
     s_format_t format = FORMAT_JSON;
     bool format_given = false, watch = false;
     int timeout_ms = 2000;
@@ -287,6 +362,7 @@ fh_cmd_stats (int argc, char **argv)
         case 'w': watch = true; break;
         case S_OPT_HOST: host = arg; break;
         case S_OPT_INPUT: input = arg; break;
+        case S_OPT_CONSUMER: consumer = arg; break;
         case 'f':
             format_given = true;
             if (!s_format_named (arg, &format))
@@ -320,19 +396,28 @@ fh_cmd_stats (int argc, char **argv)
         return fh_cli_usage_error (&s_command,
                                    "give one of -c, -e or --input (and --watch only with a hub)");
     }
-    if (watch && !format_given)
+    if (consumer && format_given && format != FORMAT_JSON)
+        return fh_cli_usage_error (&s_command,
+                                   "--consumer shows one consumer in full, or as "
+                                   "JSON with -f json; not with -f %s",
+                                   format == FORMAT_TABLE      ? "table"
+                                   : format == FORMAT_COLLECTD ? "collectd"
+                                                               : "prometheus");
+    if (consumer && !format_given)
+        format = FORMAT_CONSUMER;
+    if (watch && !format_given && !consumer)
         format = FORMAT_TABLE;
     char hostname[256];
     host = fh_cli_host_name (host, hostname, sizeof hostname);
 
     if (input)
-        return s_print_input (input, format, host);
+        return s_print_input (input, format, host, consumer);
     fh_config_t *config;
     int keys;
     const char *endpoint = fh_cli_control_open (&cli, true, &config, &keys);
     if (!endpoint)
         return keys;
-    int status = s_poll (endpoint, format, host, timeout_ms, watch);
+    int status = s_poll (endpoint, format, host, consumer, timeout_ms, watch);
     fh_config_destroy (&config);
     return status;
 }

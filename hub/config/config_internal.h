@@ -121,7 +121,7 @@ const char *fh_cfg_control_check (const char *endpoint);
 bool fh_cfg_control_on_loopback (const char *endpoint);
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first
    entry: systemd separates several with ':'), else $XDG_RUNTIME_DIR, else
-   a private directory (control_path.h: /run/fanhub for root, else
+   a private directory (control_path.h: /run/fanhub-0 for root, else
    /tmp/fanhub-UID), never a path any user may create first. malloc'd;
    NULL when out of memory (config_control.c). */
 char *fh_cfg_default_control (const char *name);

@@ -16,9 +16,12 @@
 void
 fh_control_path_private_dir (char *buf, size_t size)
 {
+    /* Root's is /run/fanhub-0, never the packages' /run/fanhub: that one
+       belongs to the fanhub user (0750), and a hub run by hand as root
+       beside the packaged one would be refused there. */
     uid_t uid = geteuid ();
     if (uid == 0)
-        snprintf (buf, size, "/run/fanhub");
+        snprintf (buf, size, "/run/fanhub-0");
     else
         snprintf (buf, size, "/tmp/fanhub-%lu", (unsigned long) uid);
 }

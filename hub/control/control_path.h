@@ -8,7 +8,7 @@
     - the hub, before it binds: the socket's directory is created 0700 when
       missing; an existing one must belong to the hub's user or root, and
       be writable by nobody else unless sticky (as /tmp is). The default
-      private directory (/tmp/fanhub-UID, /run/fanhub for root) must be the
+      private directory (/tmp/fanhub-UID, /run/fanhub-0 for root) must be the
       hub's own with no access for anybody else. A path that exists and is
       not a socket, or is a socket of another user, is refused: libzmq would
       unlink it silently. The bind then runs under umask 0117, so the
@@ -25,8 +25,10 @@
 #include <stddef.h>
 
 /* The directory of the default control socket when neither
-   RUNTIME_DIRECTORY nor XDG_RUNTIME_DIR is set: /run/fanhub for root,
-   /tmp/fanhub-UID otherwise. Writes it to buf. */
+   RUNTIME_DIRECTORY nor XDG_RUNTIME_DIR is set: /run/fanhub-0 for root,
+   /tmp/fanhub-UID otherwise; never the packages' /run/fanhub (the fanhub
+   user's, 0750: systemd's RUNTIME_DIRECTORY for the units). Writes it
+   to buf. */
 void fh_control_path_private_dir (char *buf, size_t size);
 
 /* The hub's side, before binding PATH (an ipc:// address without the

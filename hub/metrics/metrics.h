@@ -4,8 +4,9 @@
     fh_metrics[] is a table with one row per figure: where it sits in the
     JSON snapshot (scope and key), its Prometheus family, its collectd
     type, its type, unit and help text. The JSON of the control socket
-    (metrics_json.c), the Prometheus text, the collectd lines and the table
-    (stats_format.c) all walk this table over one fh_metrics_snapshot_t, a
+    (metrics_json.c), the Prometheus text, the collectd lines
+    (stats_format.c) and the terminal's table (stats_table.c) all walk
+    this table over one fh_metrics_snapshot_t, a
     plain C structure; docs/metrics.md is checked against the table by
     test_metrics_registry.
 

@@ -1,5 +1,6 @@
-/*  stats_format - a metrics snapshot as Prometheus text, collectd PUTVAL
-    lines or a table for a terminal. See stats_format.h; the metrics are
+/*  stats_format - a metrics snapshot as Prometheus text or collectd
+    PUTVAL lines (the table for a terminal: stats_table.c). See
+    stats_format.h; the metrics are
     the rows of the registry (metrics.h), described in docs/metrics.md.
 
     Prometheus and collectd walk the registry: each row with a Prometheus
@@ -482,202 +483,9 @@ fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, do
     return s_buf_finish (&buf);
 }
 
-/* ---- Table --------------------------------------------------------------- */
-
-#define S_NAME_MIN 8
-#define S_NAME_MAX 32
-
-/* A duration for people: "450ns", "850us", "12.3ms", "1.20s"; the unit is
-   chosen after rounding, so 0.99996 s is "1.00s", not "1000.0ms". */
-static void
-s_human_seconds (char *text, size_t size, double seconds)
-{
-    if (!(seconds >= 0) || !isfinite (seconds))
-        snprintf (text, size, "-");
-    else if (seconds * 1e9 < 999.5)
-        snprintf (text, size, "%.0fns", seconds * 1e9);
-    else if (seconds * 1e6 < 999.5)
-        snprintf (text, size, "%.0fus", seconds * 1e6);
-    else if (seconds * 1e3 < 999.95)
-        snprintf (text, size, "%.1fms", seconds * 1e3);
-    else
-        snprintf (text, size, "%.2fs", seconds);
-    for (char *c = text; *c; c++)
-        if (*c == ',')
-            *c = '.';
-}
-
-/* An uptime: "12s", "1m23s", "2h05m07s", "3d04h05m". */
-static void
-s_human_uptime (char *text, size_t size, double seconds)
-{
-    long long s = seconds >= 0 && seconds < 1e15 ? (long long) seconds : 0;
-    if (s < 60)
-        snprintf (text, size, "%llds", s);
-    else if (s < 3600)
-        snprintf (text, size, "%lldm%02llds", s / 60, s % 60);
-    else if (s < 86400)
-        snprintf (text, size, "%lldh%02lldm%02llds", s / 3600, s / 60 % 60, s % 60);
-    else
-        snprintf (text, size, "%lldd%02lldh%02lldm", s / 86400, s / 3600 % 24, s / 60 % 60);
-}
-
-/* The name in a column of width: printable ASCII only, cut with '~'. */
-static void
-s_table_name (s_buf_t *buf, const char *name, size_t width)
-{
-    size_t len = strlen (name);
-    for (size_t i = 0; i < width; i++) {
-        unsigned char byte = i < len ? (unsigned char) name[i] : ' ';
-        if (i == width - 1 && len > width)
-            byte = '~';
-        else if (byte < ' ' || byte > '~')
-            byte = '?';
-        s_buf_put (buf, (const char *) &byte, 1);
-    }
-}
-
-/* The p99 of the last interval; before the first interval has passed
-   (or when it had no samples), the whole run's; "-" without samples. */
-static void
-s_table_p99 (char *text, size_t size, const fh_metrics_latency_t *latency)
-{
-    if (latency->interval.count > 0)
-        s_human_seconds (text, size, latency->interval.p99);
-    else if (latency->run.count > 0)
-        s_human_seconds (text, size, latency->run.p99);
-    else
-        snprintf (text, size, "-");
-}
-
-/* A time to drain: "-" for nothing to drain, "never" at a rate of 0,
-   else "45s", "12m05s", "3h05m", "2d04h". */
-static void
-s_human_eta (char *text, size_t size, int64_t backlog, double rate)
-{
-    if (backlog <= 0)
-        snprintf (text, size, "-");
-    else if (!(rate > 0) || (double) backlog / rate > 1e9)
-        snprintf (text, size, "never");
-    else {
-        long long s = (long long) ceil ((double) backlog / rate);
-        if (s < 3600)
-            s_human_uptime (text, size, (double) s);
-        else if (s < 86400)
-            snprintf (text, size, "%lldh%02lldm", s / 3600, s / 60 % 60);
-        else
-            snprintf (text, size, "%lldd%02lldh", s / 86400, s / 3600 % 24);
-    }
-}
-
-/* Messages per second taken off the consumer's queue: between previous
-   and now when previous has the same consumer at an earlier uptime (and
-   its counter has not gone back: a restart); else over the last metrics
-   interval (the queue_wait samples: one per message started), or since
-   start while the first interval lasts. */
-static double
-s_table_rate (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous,
-              fh_metrics_item_t *consumer)
-{
-    double now = fh_metric_value_real (&snapshot->hub.values[FH_M_UPTIME]);
-    for (size_t i = 0; previous && i < previous->consumer_count; i++) {
-        fh_metrics_item_t *before = &previous->consumers[i];
-        if (strcmp (before->name, consumer->name) != 0)
-            continue;
-        double then = fh_metric_value_real (&previous->hub.values[FH_M_UPTIME]);
-        int64_t done = fh_metric_value_int (&consumer->values[FH_M_DEQUEUED])
-                       - fh_metric_value_int (&before->values[FH_M_DEQUEUED]);
-        if (now > then && done >= 0)
-            return (double) done / (now - then);
-    }
-    double interval = fh_metric_value_real (&snapshot->hub.values[FH_M_INTERVAL]);
-    const fh_metrics_latency_t *wait = fh_metrics_latency (consumer, FH_M_QUEUE_WAIT);
-    if (now > 0 && now < interval) /* no interval has ended yet: since start */
-        return (double) wait->run.count / now;
-    return interval > 0 ? (double) wait->interval.count / interval : 0.0;
-}
-
-/* The hub line. */
-static void
-s_table_hub (s_buf_t *buf, const fh_metrics_item_t *hub)
-{
-    const char *hub_name = hub->name && *hub->name ? hub->name : NULL;
-    char uptime[64];
-    s_human_uptime (uptime, sizeof uptime, fh_metric_value_real (&hub->values[FH_M_UPTIME]));
-    s_buf_puts (buf, "hub ");
-    if (hub_name)
-        s_table_name (buf, hub_name,
-                      strlen (hub_name) < S_NAME_MAX ? strlen (hub_name) : S_NAME_MAX);
-    else
-        s_buf_puts (buf, "-");
-    s_buf_printf (buf,
-                  " up %s  received %" PRId64 "  malformed %" PRId64 "  unrouted %" PRId64 "\n",
-                  uptime, fh_metric_value_int (&hub->values[FH_M_RECEIVED]),
-                  fh_metric_value_int (&hub->values[FH_M_MALFORMED]),
-                  fh_metric_value_int (&hub->values[FH_M_UNROUTED]));
-}
-
-/* One consumer's line. */
-static void
-s_table_consumer (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot,
-                  const fh_metrics_snapshot_t *previous, fh_metrics_item_t *consumer, size_t width)
-{
-    s_table_name (buf, consumer->name, width);
-    int64_t backlog = fh_metric_value_int (&consumer->values[FH_M_BACKLOG]);
-    double rate = s_table_rate (snapshot, previous, consumer);
-    char eta[32];
-    s_human_eta (eta, sizeof eta, backlog, rate);
-    s_buf_printf (buf, " %9" PRId64 " %8.1f %8s", backlog, rate, eta);
-    static const fh_metric_id_t columns[] = {FH_M_IN_FLIGHT,     FH_M_ENQUEUED, FH_M_COMPLETED,
-                                             FH_M_FAILED,        FH_M_DROPPED,  FH_M_SPILLED,
-                                             FH_M_DEAD_LETTERED, FH_M_STUCK};
-    static const int widths[] = {9, 11, 11, 9, 9, 9, 7, 5};
-    for (size_t c = 0; c < sizeof columns / sizeof columns[0]; c++)
-        s_buf_printf (buf, " %*" PRId64, widths[c],
-                      fh_metric_value_int (&consumer->values[columns[c]]));
-    char wait[32], proc[32];
-    s_table_p99 (wait, sizeof wait, fh_metrics_latency (consumer, FH_M_QUEUE_WAIT));
-    s_table_p99 (proc, sizeof proc, fh_metrics_latency (consumer, FH_M_PROCESSING));
-    s_buf_printf (buf, " %8s %8s\n", wait, proc);
-    /* publish: (ABI 1.5) a line of its own under the consumer's. */
-    int64_t published = fh_metric_value_int (&consumer->values[FH_M_PUBLISHED]);
-    int64_t publish_failed = fh_metric_value_int (&consumer->values[FH_M_PUBLISH_FAILED]);
-    if (consumer->publish || published || publish_failed)
-        s_buf_printf (buf, "  publish %s  published %" PRId64 "  failed %" PRId64 "\n",
-                      consumer->publish ? consumer->publish : "-", published, publish_failed);
-}
-
-/* The table with rates taken since previous (NULL: over the last metrics
-   interval); see fh_stats_format_table_since. */
-static char *
-s_table_since (const fh_metrics_snapshot_t *snapshot, const fh_metrics_snapshot_t *previous)
-{
-    s_buf_t buf = {0};
-    s_table_hub (&buf, &snapshot->hub);
-    size_t width = S_NAME_MIN;
-    for (size_t i = 0; i < snapshot->consumer_count; i++) {
-        size_t len = strlen (snapshot->consumers[i].name);
-        if (len > width)
-            width = len < S_NAME_MAX ? len : S_NAME_MAX;
-    }
-    s_table_name (&buf, "CONSUMER", width);
-    s_buf_printf (&buf, " %9s %8s %8s %9s %11s %11s %9s %9s %9s %7s %5s %8s %8s\n", "BACKLOG",
-                  "RATE", "ETA", "IN_FLIGHT", "ENQUEUED", "COMPLETED", "FAILED", "DROPPED",
-                  "SPILLED", "DEAD", "STUCK", "WAIT_P99", "PROC_P99");
-    for (size_t i = 0; i < snapshot->consumer_count; i++)
-        s_table_consumer (&buf, snapshot, previous, &snapshot->consumers[i], width);
-    return s_buf_finish (&buf);
-}
-
-char *
-fh_metrics_table (const fh_metrics_snapshot_t *snapshot)
-{
-    return s_table_since (snapshot, NULL);
-}
-
 /* ---- From a JSON snapshot ------------------------------------------------ */
 
-typedef enum { S_PROMETHEUS, S_COLLECTD, S_TABLE } s_format_t;
+typedef enum { S_PROMETHEUS, S_COLLECTD } s_format_t;
 
 /* The JSON read back into a snapshot, then written in format. */
 static char *
@@ -688,8 +496,7 @@ s_format_json (const json_t *stats, s_format_t format, const char *host, double 
     if (!snapshot)
         return NULL;
     char *text = format == S_PROMETHEUS ? fh_metrics_prometheus (snapshot)
-                 : format == S_COLLECTD ? fh_metrics_collectd (snapshot, host, interval, when_s)
-                                        : fh_metrics_table (snapshot);
+                                        : fh_metrics_collectd (snapshot, host, interval, when_s);
     fh_metrics_snapshot_destroy (&snapshot);
     return text;
 }
@@ -704,21 +511,4 @@ char *
 fh_stats_format_collectd (const json_t *stats, const char *host, double interval, double when_s)
 {
     return s_format_json (stats, S_COLLECTD, host, interval, when_s);
-}
-
-char *
-fh_stats_format_table (const json_t *stats)
-{
-    return s_format_json (stats, S_TABLE, NULL, 0, 0);
-}
-
-char *
-fh_stats_format_table_since (const json_t *stats, const json_t *previous)
-{
-    fh_metrics_snapshot_t *now = fh_metrics_from_json (stats);
-    fh_metrics_snapshot_t *before = previous ? fh_metrics_from_json (previous) : NULL;
-    char *text = now && (before || !previous) ? s_table_since (now, before) : NULL;
-    fh_metrics_snapshot_destroy (&now);
-    fh_metrics_snapshot_destroy (&before);
-    return text;
 }

@@ -1,4 +1,5 @@
-/*  stats_format - a metrics snapshot as text: Prometheus, collectd, a table.
+/*  stats_format - a metrics snapshot as text: Prometheus, collectd (the
+    table for a terminal: stats_table.h).
 
     Pure functions: each takes a snapshot and returns a new string;
     nothing is kept between calls and no function touches a socket, a
@@ -29,7 +30,6 @@
 char *fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot);
 char *fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, double interval,
                            double when_s);
-char *fh_metrics_table (const fh_metrics_snapshot_t *snapshot);
 
 /* text as a name inside a collectd identifier, into out (cut to size):
    '/', '"', '\\', spaces and control characters become '_'. Returns the
@@ -77,31 +77,5 @@ char *fh_stats_format_prometheus (const json_t *stats);
    positive) writes "N", collectd's "now". NULL only when out of memory. */
 char *fh_stats_format_collectd (const json_t *stats, const char *host, double interval,
                                 double when_s);
-
-/* A compact table for `fanhub stats --watch` and the demo: one line per consumer.
-
-   First the hub line,
-       hub NAME up 1m23s  received N  malformed N  unrouted N
-   (NAME "-" when the hub has no name), then a header line and one line
-   per consumer, in the snapshot's order, with the columns CONSUMER,
-   BACKLOG, RATE, ETA, IN_FLIGHT, ENQUEUED, COMPLETED, FAILED, DROPPED,
-   SPILLED, DEAD (dead_lettered), STUCK, WAIT_P99 and PROC_P99. RATE is
-   the messages per second taken off the queue (dequeued) over the last
-   metrics interval (its queue_wait samples; since start while the first
-   interval lasts), "%.1f"; ETA the time to
-   drain the backlog at that rate if nothing more came ("45s", "12m05s",
-   "3h05m", "2d04h"; "-" with no backlog, "never" at a rate of 0). The two
-   latencies are the p99 over the last metrics interval, in human units
-   ("850us", "12.3ms", "1.20s"), or "-" when that interval had no sample.
-   The CONSUMER column is as wide as the longest name (at least 8, at
-   most 32 characters: a longer name is cut and ends in '~');
-   characters that are not printable ASCII show as '?'. Every line ends
-   in '\n'. NULL only when out of memory. */
-char *fh_stats_format_table (const json_t *stats);
-/* The same, with RATE from the difference of dequeued between previous
-   (an earlier snapshot of the same hub) and stats over their uptimes,
-   for each consumer previous has with a lower count and an earlier
-   uptime; the others as fh_stats_format_table. */
-char *fh_stats_format_table_since (const json_t *stats, const json_t *previous);
 
 #endif

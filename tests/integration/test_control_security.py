@@ -128,10 +128,10 @@ def test_squatter_on_the_old_default_path():
         proc = subprocess.Popen([fh.BIN, "run", "-c", config], stderr=err,
                                 stdout=subprocess.DEVNULL, env=clean_env())
         hub = proc
-        private = "/run/fanhub/fanhub-%s.sock" % name
+        private = "/run/fanhub-0/fanhub-%s.sock" % name
         fh.wait_for(lambda: os.path.exists(private) or proc.poll() is not None, "private socket")
         assert proc.poll() is None, open(wd.file("hub.stderr")).read()
-        st = os.stat("/run/fanhub")
+        st = os.stat("/run/fanhub-0")
         assert st.st_uid == 0 and st.st_mode & 0o777 == 0o700, oct(st.st_mode)
         status, out, _ = fh.run(["stats", "-c", config, "--format", "json"])
         assert status == 0 and '"quiet"' in out and "squatter" not in out, out

@@ -4,9 +4,13 @@ reload` the first time and by SIGHUP the second (renamed only: the plugin
 makes the file). Every message is in one of the files once, in order;
 the renamed files hold only messages published before the reload
 answered, so nothing reaches them after it."""
+import grp
 import json
 import os
+import pwd
+import shutil
 import signal
+import subprocess
 import threading
 import time
 
@@ -143,6 +147,55 @@ def test_rotate_while_the_file_is_being_edited():
     wd.cleanup()
 
 
+SHIPPED_LOGROTATE = os.path.join(fh.SOURCE_DIR, "config", "logrotate", "fanhub")
+
+
+def test_shipped_logrotate_reaches_a_hub_started_by_hand():
+    """The shipped logrotate.d/fanhub, run by logrotate itself, with no
+    systemd: its postrotate finds the hub by the file it has open and
+    sends it SIGHUP, so no line reaches the rotated file after it. The
+    file is taken as shipped but for its directory (/var/log/fanhub: this
+    test's) and its user and group (fanhub: this test's). A `fanhub tail`
+    whose output goes to the same directory is not signalled."""
+    logrotate = fh.require_tool(shutil.which("logrotate"), "logrotate", "logrotate")
+    wd = fh.Workdir()
+    logdir = wd.file("log")
+    os.mkdir(logdir, 0o750)
+    user, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    with open(SHIPPED_LOGROTATE) as f:
+        shipped = f.read()
+    assert shipped.count("/var/log/fanhub/*") == 3 and "su fanhub fanhub" in shipped, shipped
+    conf = wd.write("logrotate.conf", shipped.replace("/var/log/fanhub", logdir).replace(
+        "fanhub fanhub", "%s %s" % (user, group)))
+    log = os.path.join(logdir, "bus.jsonl")
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub = cleanup.add(fh.Hub(wd, "bus:\n  connect: [%s]\nconsumers:\n  - name: archive\n"
+                                 "    plugin: log\n    options: {path: %s, flush_ms: 0}\n"
+                                 % (pub.endpoint, json.dumps(log))))
+        pub.wait_subscribed(hub=hub)
+        tail_out = open(os.path.join(logdir, "tail.log"), "wb")
+        tail = cleanup.add(subprocess.Popen([fh.BIN, "tail", "--connect", pub.endpoint],
+                                            stdout=tail_out, stderr=subprocess.DEVNULL))
+        for i in range(50):
+            pub.send("org.rotate", '{"i":%d}' % i)
+        fh.wait_for(lambda: fh.count_lines(log) == 50, "50 lines", hub=hub)
+        proc = subprocess.run([logrotate, "-f", "-s", wd.file("logrotate.state"), conf],
+                              capture_output=True, timeout=fh.DEADLINE)
+        assert proc.returncode == 0, proc.stderr.decode()
+        fh.wait_for(lambda: "reloaded " in hub.log(), "the reload postrotate asked", hub=hub)
+        for i in range(50, 100):
+            pub.send("org.rotate", '{"i":%d}' % i)
+        fh.wait_for(lambda: fh.count_lines(log) == 50, "50 lines in the new file", hub=hub)
+        assert numbers(log + ".1") == list(range(50)), "a line reached the rotated file"
+        assert numbers(log) == list(range(50, 100))
+        assert tail.poll() is None, "postrotate signalled fanhub tail"
+        assert hub.stop() == 0, hub.log()
+        tail_out.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_rotate_while_flowing, test_rotate_while_flowing_two_workers,
-             test_rotate_while_the_file_is_being_edited])
+             test_rotate_while_the_file_is_being_edited,
+             test_shipped_logrotate_reaches_a_hub_started_by_hand])

@@ -318,9 +318,54 @@ def test_dead_letters_and_replay():
         pub.close()
 
 
+def test_dead_letter_list_every_consumer():
+    """`fanhub dead-letter list` without a consumer: one line per consumer
+    of the file (with none: 0, "-"), then the stores of consumers no
+    longer in it; count, oldest and newest; --json; --state-dir alone."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    state = wd.file("state")
+    consumers = ("  - name: picky\n    plugin: %s/flaky.so\n    options: {retries: 0, final: fail}\n"
+                 "  - name: other\n    plugin: %s/flaky.so\n    topics: [org.ovf.1]\n"
+                 "    options: {retries: 0, final: fail}\n"
+                 "  - {name: calm, plugin: \"null\"}\n" % (fh.TEST_PLUGINS, fh.TEST_PLUGINS))
+    hub = fh.Hub(wd, hub_yaml(pub, consumers, state_dir=state))
+    try:
+        publish(pub, hub, 6)
+        fh.wait_for(lambda: [hub.consumer(hub.stats(), n)["dead_lettered"]
+                             for n in ("picky", "other")] == [6, 1], "6 and 1 dead letters",
+                    hub=hub)
+        status, out, err = fh.run(["dead-letter", "list", "-c", hub.config])
+        assert status == 0, (out, err)
+        lines = [line.split() for line in out.splitlines()]
+        assert lines[0] == ["CONSUMER", "COUNT", "OLDEST", "NEWEST"], out
+        assert [line[:2] for line in lines[1:]] == [["picky", "6"], ["other", "1"],
+                                                    ["calm", "0"]], out
+        assert lines[1][2] <= lines[1][3] and lines[1][2].endswith("Z"), out
+        assert lines[3][2:] == ["-", "-"], out
+        assert hub.stop() == 0, hub.log()
+
+        # "other" leaves the file: its store is still listed, after the file's.
+        config = wd.write("without-other.yaml", hub_yaml(pub, consumers.replace(
+            "name: other", "name: renamed"), state_dir=state))
+        status, out, err = fh.run(["dead-letter", "list", "--json", "-c", config])
+        assert status == 0, (out, err)
+        rows = [json.loads(line) for line in out.splitlines()]
+        assert [(r["consumer"], r["count"], r["damaged"]) for r in rows] == [
+            ("picky", 6, 0), ("renamed", 0, 0), ("calm", 0, 0), ("other", 1, 0)], rows
+        assert rows[0]["oldest"] <= rows[0]["newest"] and rows[1]["oldest"] is None, rows
+        status, out, err = fh.run(["dead-letter", "list", "--state-dir", state])
+        assert status == 0 and [line.split()[:2] for line in out.splitlines()[1:]] == [
+            ["calm", "0"], ["other", "1"], ["picky", "6"]], (out, err)
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_drop_newest_and_drop_oldest, test_block_stalls_but_loses_nothing,
              test_spill_keeps_order_and_bounds_memory,
              test_sigterm_then_restart_loses_and_repeats_nothing,
              test_kill_9_while_spilling_then_restart, test_damaged_spool_is_repaired_and_counted,
-             test_dead_letters_and_replay])
+             test_dead_letters_and_replay, test_dead_letter_list_every_consumer])

@@ -4,6 +4,9 @@ answers garbage with errors and keeps serving."""
 import json
 import os
 import random
+import re
+import signal
+import subprocess
 
 import zmq
 
@@ -280,7 +283,103 @@ def test_backlog_warning_fires_once_and_rearms():
         pub.close()
 
 
+DOWN_MODULE = """class Consumer:
+    \"\"\"A consumer whose broker is not up: its constructor fails for now.\"\"\"
+    def __init__(self, *args, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused: the broker at 127.0.0.1:1 "
+                                     "is not up yet \u00e9t\u00e9 " + "x" * 200)
+
+    def __call__(self, message):
+        pass
+"""
+
+
+def stats_cli(hub, *args, columns=None):
+    """`fanhub stats -e CONTROL ARGS`, stdout not a terminal, with
+    COLUMNS=columns (None: unset). Returns (status, stdout, stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns:
+        env["COLUMNS"] = str(columns)
+    proc = subprocess.run([fh.BIN, "stats", "-e", hub.control] + list(args), env=env,
+                          capture_output=True, timeout=fh.DEADLINE)
+    return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
+
+
+def test_states_in_every_view():
+    """A consumer down (its constructor raises ConnectionRefusedError), one
+    halted (HaltConsumer) and one up: the table, --watch and --consumer
+    show each one's state and last error; the table cuts the error to
+    $COLUMNS at a UTF-8 character, --consumer shows it whole."""
+    wd = fh.Workdir()
+    halter = fh.PythonConsumer(wd, "halter", topics="[org.test.halt]")
+    down_dir = wd.file("modules-down")
+    os.makedirs(down_dir)
+    with open(os.path.join(down_dir, "broker_down.py"), "w") as f:
+        f.write(DOWN_MODULE)
+    consumers = halter.yaml() + (
+        "  - name: down\n    plugin: python\n    topics: [org.test.down]\n"
+        "    options: {callable: \"broker_down:Consumer\", path: [%s],"
+        " restart_delay: 50ms, restart_delay_max: 200ms}\n"
+        "  - {name: fine, plugin: \"null\"}\n" % json.dumps(down_dir))
+    with fh.Cleanup() as cleanup:
+        pub = cleanup.add(fh.Publisher())
+        hub = cleanup.add(fh.Hub(wd, fh.bus_hub_yaml({"connect": [pub.endpoint]}, consumers),
+                                 env=halter.env()))
+        hub.wait_ready()
+        pub.wait_subscribed(hub=hub)
+        pub.send("org.test.halt", '{"i": 1, "halt": true}')
+        fh.wait_for(lambda: [hub.consumer(hub.stats(), n)["state"] for n in ("halter", "down")]
+                    == [2, 1], "halter halted and down down", hub=hub)
+
+        status, table, err = stats_cli(hub, "-f", "table", columns=72)
+        assert status == 0, err
+        lines = table.splitlines()
+        assert lines[1].split()[:3] == ["CONSUMER", "STATE", "BACKLOG"], table
+        rows = {line.split()[0]: i for i, line in enumerate(lines) if i > 1
+                and not line.startswith(" ")}
+        assert lines[rows["halter"]].split()[1] == "halted", table
+        assert lines[rows["down"]].split()[1] == "down", table
+        assert lines[rows["fine"]].split()[1] == "up", table
+        error = lines[rows["down"] + 1]
+        assert error.startswith("  last error: worker 0: refused to start: broker_down"), table
+        assert len(error) == 72 and error.endswith("~"), (len(error), error)
+        assert lines[rows["halter"] + 1].startswith("  last error: halted"), table
+        assert rows["fine"] + 1 == len(lines) or not lines[rows["fine"] + 1].startswith(" "), table
+        # Without a terminal or $COLUMNS nothing is cut.
+        status, table, err = stats_cli(hub, "-f", "table")
+        assert status == 0 and "x" * 100 in table and "\u00e9t\u00e9" in table, table
+
+        # --watch, piped: the same table, appended once a second.
+        env = dict(os.environ, COLUMNS="72")
+        watch = subprocess.Popen([fh.BIN, "stats", "-e", hub.control, "--watch"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cleanup.add(watch)
+        seen = b""
+        while seen.count(b"\nhub ") < 1:  # a second table begins
+            chunk = watch.stdout.read1(65536)
+            assert chunk, watch.stderr.read()
+            seen += chunk
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(fh.DEADLINE) == 0
+        assert b" halted " in seen and b"  last error: halted" in seen, seen
+
+        # --consumer: one in full, the error whole.
+        status, out, err = stats_cli(hub, "--consumer", "down", columns=40)
+        assert status == 0, err
+        assert "\nstate                down\n" in out, out
+        assert "ConnectionRefusedError" in out and "x" * 100 in out, out
+        assert re.search(r"^restarts +\d+$", out, re.M) and "\nqueue_wait " in out, out
+        status, out, err = stats_cli(hub, "--consumer", "halter", "-f", "json")
+        assert status == 0 and json.loads(out)["state"] == 2, (out, err)
+        status, out, err = stats_cli(hub, "--consumer", "nobody")
+        assert status == 1 and "no consumer 'nobody'" in err, (status, out, err)
+        status, out, err = stats_cli(hub, "--consumer", "down", "-f", "prometheus")
+        assert status == 2, (status, out, err)
+        assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_backlog_is_exact, test_invariants_under_load,
              test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats,
-             test_backlog_warning_fires_once_and_rearms])
+             test_backlog_warning_fires_once_and_rearms, test_states_in_every_view])

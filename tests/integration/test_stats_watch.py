@@ -60,7 +60,7 @@ def held_backlog(lines):
     """The BACKLOG column of the consumer "held", or None."""
     for line in lines:
         if line.startswith("held "):
-            return int(line.split()[1])
+            return int(line.split()[2])  # CONSUMER STATE BACKLOG
     return None
 
 

@@ -15,8 +15,13 @@ as root; nothing in it needs a running systemd:
    would, with /etc/fanhub/pkgtest.yaml; a pyzmq publisher sends to both
    and the installed `fanhub stats -c FILE` reads each hub's figures from
    its own socket; the archive gets every message, stdout nothing;
-5. logrotate accepts the installed logrotate.d/fanhub, and
-   `systemd-analyze verify` the installed units;
+5. logrotate -f on the installed logrotate.d/fanhub, with those hubs
+   started by hand (no systemd): each reloads, and every line after the
+   rotation is in the new files, none in the rotated ones; a hub run by
+   hand as root on the built-in configuration (the README's quick start,
+   scripts/demo) starts beside them with its default control socket (not
+   in the package's /run/fanhub) and `fanhub stats` reads it;
+   `logrotate -d` accepts the file and `systemd-analyze verify` the units;
 6. dpkg --purge removes the user, the group, the directories and every
    file of the package; /etc/fanhub/pkgtest.yaml, a file the operator
    added, is all that stays (dpkg says so), and once it is removed the
@@ -116,6 +121,7 @@ def snapshot():
                       ok=False)
     return {"files": sorted(out.split()), "user": user_exists("fanhub"),
             "group": group_exists("fanhub"), "run": run_stat("/run/fanhub"),
+            "run0": run_stat("/run/fanhub-0"),
             "dpkg": sorted(l for l in status.splitlines() if " installed" in l)}
 
 
@@ -199,6 +205,9 @@ def build_and_install(work, state):
     log(err.strip())
     log("   built and checked in %.0f s" % (time.monotonic() - start))
     debs = [glob.glob(os.path.join(out, p))[0] for p in ("fanhub_*.deb", "fanhub-dev_*.deb")]
+    # The python plugin's runner and the Perl example worker: recommended.
+    _, recommends, _ = sh(["dpkg-deb", "-f", debs[0], "Recommends"])
+    assert [r.strip() for r in recommends.split(",")] == ["python3:any", "perl"], recommends
 
     log("== dpkg -i " + " ".join(os.path.basename(d) for d in debs))
     state["installed"] = True  # from here on the finally block purges
@@ -211,6 +220,9 @@ def build_and_install(work, state):
         assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (pw.pw_uid, pw.pw_gid, 0o750), \
             "%s: %r" % (d, st)
     assert os.path.isdir("/etc/fanhub/conf.d")
+    # The example drop-in the README tells to install for JIT workers.
+    with open("/usr/share/fanhub/systemd/jit-workers.conf") as f:
+        assert "\nMemoryDenyWriteExecute=no\n" in f.read()
     # fanhub-dev: the fake host for plugins' tests beside the SDK headers.
     assert os.path.exists("/usr/include/fanhub/testing.h")
     assert glob.glob("/usr/lib/*/libfanhub-testing.a") and glob.glob(
@@ -279,10 +291,57 @@ def run_hubs(work, state, consumers):
     _, table, _ = sh(AS_FANHUB + ["/usr/bin/fanhub", "stats", "-c", "/etc/fanhub/fanhub.yaml",
                                   "--format", "prometheus"])
     assert re.search(r'^fanhub_received_total(\{[^}]*\})? %d$' % N, table, re.M), table
+    rotate_by_hand(work, main, other)
+    root_hub_beside(work, state)
     for hub in (main, other):
         assert hub.stop() == 0, hub.stderr()
         hub.out.seek(0)
         assert hub.out.read() == b"", "%s wrote to stdout" % hub.name
+
+
+def rotate_by_hand(work, main, other):
+    """logrotate -f on the installed file, the hubs started without
+    systemd: postrotate must reach them all the same."""
+    log("== logrotate -f /etc/logrotate.d/fanhub under hubs started by hand")
+    logs = ("/var/log/fanhub/bus.jsonl", "/var/log/fanhub/pkgtest.jsonl")
+    wait_for("both archives to hold %d lines" % N, lambda: all(
+        os.path.exists(p) and len(open(p).readlines()) == N for p in logs))
+    sh(["logrotate", "-f", "-s", os.path.join(work, "logrotate.state"),
+        "/etc/logrotate.d/fanhub"])
+    for hub in (main, other):
+        wait_for("%s to reload" % hub.name, lambda: "reloaded " in hub.stderr())
+    publish(2)
+    for path in logs:
+        wait_for("%s to hold the %d new lines" % (path, N),
+                 lambda: os.path.exists(path) and len(open(path).readlines()) == N)
+        with open(path + ".1") as f:
+            assert len(f.readlines()) == N, "a line reached the rotated %s.1" % path
+
+
+def root_hub_beside(work, state):
+    """The quick start's hub, as root, on the built-in configuration."""
+    log("== a hub run by hand as root beside the package (built-in configuration)")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR", "FANHUB_CONTROL_USER")}
+    out = open(os.path.join(work, "root-hub.out"), "wb")
+    err = open(os.path.join(work, "root-hub.err"), "w+b")
+    proc = subprocess.Popen(["/usr/bin/fanhub", "run"], cwd=work, env=env, stdout=out,
+                            stderr=err)
+    state["root_hub"] = proc
+
+    def answers():
+        assert proc.poll() is None, "the root hub exited: " + open(err.name).read()
+        rc, text, _ = sh(["/usr/bin/fanhub", "stats"], ok=False, env=env)
+        return json.loads(text) if rc == 0 else None
+    snap = wait_for("the root hub to answer fanhub stats", answers)
+    assert snap["hub"]["pid"] == proc.pid, snap["hub"]
+    st = os.stat("/run/fanhub-0/fanhub.sock")
+    assert st.st_uid == 0, st
+    pw = pwd.getpwnam("fanhub")
+    st = os.stat("/run/fanhub")
+    assert (st.st_uid, st.st_mode & 0o7777) == (pw.pw_uid, 0o750), st
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(DEADLINE) == 0, open(err.name).read()
 
 
 def verify_and_purge(state):
@@ -318,6 +377,16 @@ def test(work, state):
 def cleanup(state):
     for hub in state["hubs"]:
         hub.stop()
+    root = state.get("root_hub")
+    if root and root.poll() is None:
+        root.kill()
+        root.wait()
+    # The root hub's private control directory, unless it was there before.
+    if not state["before"]["run0"] and os.path.isdir("/run/fanhub-0"):
+        shutil.rmtree("/run/fanhub-0", ignore_errors=True)
+    elif ("/run/fanhub-0/fanhub.sock" not in state["before"]["files"]
+          and os.path.exists("/run/fanhub-0/fanhub.sock")):
+        os.unlink("/run/fanhub-0/fanhub.sock")  # a hub killed before it could remove it
     for key in ("dropin", "instance"):
         if state.get(key) and os.path.exists(state[key]):
             os.unlink(state[key])
@@ -331,7 +400,7 @@ def cleanup(state):
     for d in ("/etc/fanhub/conf.d", "/etc/fanhub"):
         if os.path.isdir(d) and not os.listdir(d):
             os.rmdir(d)
-    # /run/fanhub is also root's default control directory: as it was.
+    # /run/fanhub as it was (a purge removes it only when empty).
     before = state["before"]["run"]
     if before and not os.path.exists("/run/fanhub"):
         os.mkdir("/run/fanhub")

@@ -51,6 +51,7 @@ def test(work):
                  "/usr/lib/systemd/system/fanhub@.service", "/usr/lib/sysusers.d/fanhub.conf",
                  "/usr/lib/tmpfiles.d/fanhub.conf", "/etc/fanhub/conf.d",
                  "/usr/share/fanhub/collectd/fanhub-exec.conf", "/usr/share/doc/fanhub/README.md",
+                 "/usr/share/fanhub/systemd/jit-workers.conf",
                  "/var/lib/fanhub", "/var/log/fanhub"):
         assert path in files, path
     config, _ = sh(["rpm", "-qcp", rpms["fanhub"]])
@@ -63,6 +64,9 @@ def test(work):
     scripts, _ = sh(["rpm", "-qp", "--scripts", rpms["fanhub"]])
     assert re.search(r"^u fanhub ", scripts, re.M) and "systemd-sysusers" in scripts, scripts
     assert "preset fanhub.service" in scripts, scripts
+    # Weak dependencies: the python plugin's runner and the Perl example worker.
+    recommends, _ = sh(["rpm", "-qp", "--recommends", rpms["fanhub"]])
+    assert set(recommends.split()) >= {"python3", "perl-interpreter"}, recommends
 
     # The unit as installed, from the package's payload.
     root = os.path.join(work, "root")

@@ -45,7 +45,7 @@ s_private_dir (void)
 {
     static char dir[64];
     if (geteuid () == 0)
-        snprintf (dir, sizeof dir, "/run/fanhub");
+        snprintf (dir, sizeof dir, "/run/fanhub-0");
     else
         snprintf (dir, sizeof dir, "/tmp/fanhub-%lu", (unsigned long) geteuid ());
     return dir;

@@ -6,6 +6,7 @@
 */
 #include "metrics.h"
 #include "stats_format.h"
+#include "stats_table.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -339,9 +340,9 @@ test_json_names_the_rows (void **state)
     assert_non_null (again);
     char *texts[2][3] = {
         {fh_metrics_prometheus (snapshot), fh_metrics_collectd (snapshot, "h", 10, 0),
-         fh_metrics_table (snapshot)},
+         fh_metrics_table (snapshot, 0)},
         {fh_metrics_prometheus (again), fh_metrics_collectd (again, "h", 10, 0),
-         fh_metrics_table (again)},
+         fh_metrics_table (again, 0)},
     };
     for (size_t i = 0; i < 3; i++) {
         assert_non_null (texts[0][i]);

@@ -8,6 +8,7 @@
     ASan build checks.
 */
 #include "stats_format.h"
+#include "stats_table.h"
 
 #include "metrics.h"
 
@@ -948,17 +949,22 @@ test_table_units (void **state)
     }
     static const char *const expected[] = {
         "hub buildsys up 1m23s  received 1000  malformed 3  unrouted 5",
-        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
+        "CONSUMER STATE    BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
         "DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
-        "archive          2     10.0       1s         1         992         985         4         "
+        "archive  up             2     10.0       1s         1         992         985         4   "
+        "      "
         "0         0       3     0    4.0ms   12.3ms",
-        "us               2      0.5       4s         1         992         985         4         "
+        "us       up             2      0.5       4s         1         992         985         4   "
+        "      "
         "0         0       3     0    850us   12.3ms",
-        "s                2      0.5       4s         1         992         985         4         "
+        "s        up             2      0.5       4s         1         992         985         4   "
+        "      "
         "0         0       3     0    1.20s    450ns",
-        "edges            2      0.5       4s         1         992         985         4         "
+        "edges    up             2      0.5       4s         1         992         985         4   "
+        "      "
         "0         0       3     0    1.0ms    1.00s",
-        "none             2      0.0    never         1         992         985         4         "
+        "none     up             2      0.0    never         1         992         985         4   "
+        "      "
         "0         0       3     0        -      0ns",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
@@ -979,9 +985,10 @@ test_table_publish_line (void **state)
                          json_pack ("[s, s]", "tcp://127.0.0.1:41234", "ipc:///run/r.sock"));
     static const char *const expected[] = {
         "hub - up 12s  received 1000  malformed 3  unrouted 5",
-        "CONSUMER   BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
+        "CONSUMER STATE    BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   COMPLETED    FAILED   "
         "DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
-        "archive          2     10.0       1s         1         992         985         4         "
+        "archive  up             2     10.0       1s         1         992         985         4   "
+        "      "
         "0         0       3     0    4.0ms   12.3ms",
         "  publish tcp://127.0.0.1:41234 ipc:///run/r.sock  published 12  failed 3",
     };
@@ -1004,11 +1011,14 @@ test_table_widths (void **state)
         s_consumer ("esc\x1b[2J", s_histogram (&s_none, &s_none), s_histogram (&s_none, &s_none)));
     static const char *const expected[] = {
         "hub - up 1d01h01m  received 1000  malformed 3  unrouted 5",
-        "CONSUMER                           BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED   "
+        "CONSUMER                         STATE    BACKLOG     RATE      ETA IN_FLIGHT    ENQUEUED "
+        "  "
         "COMPLETED    FAILED   DROPPED   SPILLED    DEAD STUCK WAIT_P99 PROC_P99",
-        "a-very-long-consumer-name-that-~         2     10.0       1s         1         992        "
+        "a-very-long-consumer-name-that-~ up             2     10.0       1s         1         992 "
+        "       "
         " 985         4         0         0       3     0    4.0ms   12.3ms",
-        "esc?[2J                                  2      0.0    never         1         992        "
+        "esc?[2J                          up             2      0.0    never         1         992 "
+        "       "
         " 985         4         0         0       3     0        -        -",
     };
     ASSERT_LINES (fh_stats_format_table (stats), expected);
@@ -1040,7 +1050,8 @@ s_assert_rate (char *text, const char *name, const char *columns)
     const char *line = strstr (text, name);
     assert_non_null (line);
     char want[128];
-    snprintf (want, sizeof want, "%s%s ", name, columns);
+    /* The STATE column between the name (and its padding) and these. */
+    snprintf (want, sizeof want, "%s  up    %s ", name, columns + 1);
     if (strncmp (line, want, strlen (want)) != 0)
         fail_msg ("want \"%s\" in:\n%s", want, text);
     free (text);
@@ -1061,17 +1072,17 @@ test_table_rate_and_eta (void **state)
     /* 10 s later, 250 more taken off the queue: 25.0/s, 5000 left: 200 s. */
     json_object_set_new (a, "dequeued", json_integer (990 + 250));
     json_object_set_new (a, "backlog", json_integer (5000));
-    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+    s_assert_rate (fh_stats_format_table_since (after, before, 0), "archive",
                    "       5000     25.0    3m20s");
     /* Without the earlier snapshot: the interval's 100 samples over 10 s. */
     s_assert_rate (fh_stats_format_table (after), "archive", "       5000     10.0    8m20s");
     /* A counter that went back (a restart) or no earlier uptime: interval. */
     json_object_set_new (b, "dequeued", json_integer (5000));
-    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+    s_assert_rate (fh_stats_format_table_since (after, before, 0), "archive",
                    "       5000     10.0    8m20s");
     json_object_set_new (b, "dequeued", json_integer (990));
     json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (30.0));
-    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+    s_assert_rate (fh_stats_format_table_since (after, before, 0), "archive",
                    "       5000     10.0    8m20s");
     json_object_set_new (json_object_get (before, "hub"), "uptime", json_real (12.5));
     /* Hours and days; nothing to drain; a stopped consumer. */
@@ -1085,11 +1096,11 @@ test_table_rate_and_eta (void **state)
     };
     for (size_t i = 0; i < sizeof etas / sizeof etas[0]; i++) {
         json_object_set_new (a, "backlog", json_integer (etas[i].backlog));
-        s_assert_rate (fh_stats_format_table_since (after, before), "archive", etas[i].columns);
+        s_assert_rate (fh_stats_format_table_since (after, before, 0), "archive", etas[i].columns);
     }
     json_object_set_new (a, "dequeued", json_integer (990));
     json_object_set_new (a, "backlog", json_integer (7));
-    s_assert_rate (fh_stats_format_table_since (after, before), "archive",
+    s_assert_rate (fh_stats_format_table_since (after, before, 0), "archive",
                    "          7      0.0    never");
     /* The first interval has not ended: the 990 started since start, over
        4.5 s of uptime. */
@@ -1105,6 +1116,113 @@ test_table_rate_and_eta (void **state)
     free (text);
     json_decref (before);
     json_decref (after);
+}
+
+/* STATE from the plugin's state and stuck; the last error on a line of
+   its own under its consumer's, cut to the width given at a UTF-8
+   character, its control characters (C1 too) shown as '?' (a JSON string
+   is valid UTF-8: jansson checks it). */
+static void
+test_table_state_and_error (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    json_t *consumers = s_consumers (stats);
+    static const struct {
+        const char *name;
+        int state, stuck;
+        const char *error;
+    } cases[] = {
+        {"py", 1, 0, "worker 0: refused to start: ConnectionRefusedError: [Errno 111]"},
+        {"fm", 2, 0, "halted: HaltConsumer: bad credentials \xc3\xa9t\xc3\xa9 \x1b[2J"},
+        {"slow", 0, 2, ""},
+        {"odd", 7, 0,
+         "\xc2\x9b"
+         "1m C1 CSI"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *c = s_consumer (cases[i].name, s_histogram (&s_none, &s_none),
+                                s_histogram (&s_none, &s_none));
+        json_object_set_new (c, "state", json_integer (cases[i].state));
+        json_object_set_new (c, "stuck", json_integer (cases[i].stuck));
+        json_object_set_new (c, "last_error", json_string (cases[i].error));
+        json_array_append_new (consumers, c);
+    }
+    char *text = fh_stats_format_table_since (stats, NULL, 0);
+    assert_non_null (text);
+    static const char *const wanted[] = {
+        "\narchive  up    ",
+        "\npy       down  ",
+        "\n  last error: worker 0: refused to start: ConnectionRefusedError: [Errno 111]\n",
+        "\nfm       halted",
+        "\n  last error: halted: HaltConsumer: bad credentials \xc3\xa9t\xc3\xa9 ?[2J\n",
+        "\nslow     stuck ",
+        "\nodd      ?     ",
+        "\n  last error: ?1m C1 CSI\n",
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        if (!strstr (text, wanted[i]))
+            fail_msg ("no \"%s\" in:\n%s", wanted[i], text);
+    assert_null (strstr (text, "\nslow     stuck  \n  last error"));
+    free (text);
+
+    /* Cut to 58 columns: "  last error: " and 44 characters, the last
+       '~'; to 54, the cut falls after the two-byte e-acute, never inside. */
+    text = fh_stats_format_table_since (stats, NULL, 58);
+    assert_non_null (
+        strstr (text, "\n  last error: worker 0: refused to start: ConnectionRefus~\n"));
+    free (text);
+    text = fh_stats_format_table_since (stats, NULL, 54);
+    assert_non_null (
+        strstr (text, "\n  last error: halted: HaltConsumer: bad credentials \xc3\xa9~\n"));
+    free (text);
+    text = fh_stats_format_table_since (stats, NULL, 14 + 53);
+    assert_non_null (strstr (
+        text, "\n  last error: halted: HaltConsumer: bad credentials \xc3\xa9t\xc3\xa9 ?[2J\n"));
+    free (text);
+    json_decref (stats);
+}
+
+/* --consumer NAME: one consumer in full; an unknown name is not found. */
+static void
+test_consumer_view (void **state)
+{
+    (void) state;
+    json_t *stats = s_snapshot (json_string ("buildsys"));
+    json_t *c = json_array_get (s_consumers (stats), 0);
+    json_object_set_new (c, "state", json_integer (1));
+    json_object_set_new (c, "restarts", json_integer (4));
+    json_object_set_new (c, "last_error", json_string ("worker 1: exited with status 3"));
+    json_object_set_new (c, "workers", json_pack ("[{s:f}, {s:f}]", "busy", 0.125, "busy", 0.5));
+    bool found = false;
+    char *text = fh_stats_format_consumer (stats, "archive", &found);
+    assert_non_null (text);
+    assert_true (found);
+    static const char *const wanted[] = {
+        "consumer             archive\n",
+        "\nplugin               log 1.0\n",
+        "\nstate                down\n",
+        "\nlast error           worker 1: exited with status 3\n",
+        "\nenqueued             992\n",
+        "\ndead_lettered        3\n",
+        "\nrestarts             4\n",
+        "\nspool_lost           10\n",
+        "\nqueue_wait           last interval  count 100  p50 900us  p90 2.0ms  p99 4.0ms",
+        "\n                     since start    count 990  p50 900us",
+        "\nprocessing           last interval  count 0\n",
+        "\nworkers              2\n  worker 0           busy 12.5%\n  worker 1           busy "
+        "50.0%\n",
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
+        if (!strstr (text, wanted[i]))
+            fail_msg ("no \"%s\" in:\n%s", wanted[i], text);
+    free (text);
+    text = fh_stats_format_consumer (stats, "nobody", &found);
+    assert_non_null (text);
+    assert_false (found);
+    assert_string_equal (text, "");
+    free (text);
+    json_decref (stats);
 }
 
 /* ---- Broken snapshots ---------------------------------------------------- */
@@ -1253,6 +1371,8 @@ main (void)
         cmocka_unit_test (test_table_widths),
         cmocka_unit_test (test_table_publish_line),
         cmocka_unit_test (test_table_rate_and_eta),
+        cmocka_unit_test (test_table_state_and_error),
+        cmocka_unit_test (test_consumer_view),
         cmocka_unit_test (test_broken_snapshots),
         cmocka_unit_test (test_unnamed_consumers_left_out),
     };
