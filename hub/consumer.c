@@ -7,6 +7,8 @@
 */
 #include "consumer_internal.h"
 
+#include "fanhub/sdk.h"
+
 #include "crash.h"
 #include "option_table.h"
 
@@ -422,7 +424,7 @@ fh_consumer_set_state (fh_consumer_t *self, int state, const char *error)
     }
     if (error) {
         pthread_mutex_lock (&self->error_lock);
-        snprintf (self->last_error, sizeof self->last_error, "%s", error);
+        fanhub_utf8_copy (self->last_error, sizeof self->last_error, error);
         self->last_error[strcspn (self->last_error, "\r\n")] = '\0'; /* one line */
         pthread_mutex_unlock (&self->error_lock);
     }
@@ -466,7 +468,7 @@ void
 fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size)
 {
     pthread_mutex_lock (&self->error_lock);
-    snprintf (buf, size, "%s", self->last_error);
+    fanhub_utf8_copy (buf, size, self->last_error);
     pthread_mutex_unlock (&self->error_lock);
 }
 

@@ -13,6 +13,8 @@
 */
 #include "consumer_internal.h"
 
+#include "fanhub/sdk.h"
+
 #include "fedmsg.h"
 
 #include <stdio.h>
@@ -232,16 +234,16 @@ fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attem
         return -1;
     if (worker->quarantined && !late) {
         worker->quarantined = false;
-        snprintf (why, whylen, "%s", reason); /* the hub's word, not the plugin's */
+        fanhub_utf8_copy (why, whylen, reason); /* the hub's word, not the plugin's */
         return -1;
     }
     if (result != FANHUB_RETRY) {
-        snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
+        fanhub_utf8_format (why, whylen, "%s FAIL%s%s", verb, colon, reason);
         return -1;
     }
     if (attempts >= self->retry.max_attempts) {
-        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
-                  attempts == 1 ? "" : "s", colon, reason);
+        fanhub_utf8_format (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb,
+                            attempts, attempts == 1 ? "" : "s", colon, reason);
         return -1;
     }
     if (reason[0])

@@ -8,11 +8,47 @@
 */
 #include "metrics.h"
 
+#include "fanhub/sdk.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- Snapshot to JSON ---------------------------------------------------- */
+
+/* text as a JSON string ("" for NULL). Text that is not UTF-8 (a
+   character cut by someone's buffer, bytes of another encoding) is
+   copied with U+FFFD for each byte that does not start a whole
+   character: JSON refuses it, and one bad string must not lose the
+   answer (a refused string used to drop every consumer from STATS). */
+static json_t *
+s_string (const char *text)
+{
+    size_t len = text ? strlen (text) : 0;
+    if (!text || fanhub_utf8_valid (text, len))
+        return json_stringn (text ? text : "", len);
+    char *copy = malloc (len * 3 + 1); /* at worst each byte becomes three */
+    if (!copy)
+        return NULL;
+    size_t out = 0;
+    for (size_t i = 0; i < len;) {
+        uint8_t c = (uint8_t) text[i];
+        size_t need = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (need <= len - i && fanhub_utf8_valid (text + i, need)) {
+            memcpy (copy + out, text + i, need);
+            out += need;
+            i += need;
+        }
+        else {
+            memcpy (copy + out, "\xEF\xBF\xBD", 3);
+            out += 3;
+            i++;
+        }
+    }
+    json_t *json = json_stringn (copy, out);
+    free (copy);
+    return json;
+}
 
 /* A row whose value is a plain number of its scope's object; the others
    (text, the reasons, the workers, a histogram's max) are written by hand
@@ -95,8 +131,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
         json_decref (endpoints);
         return NULL;
     }
-    json_object_set_new (json, "name", hub->name ? json_string (hub->name) : json_null ());
-    json_object_set_new (json, "version", json_string (hub->text ? hub->text : ""));
+    json_object_set_new (json, "name", hub->name ? s_string (hub->name) : json_null ());
+    json_object_set_new (json, "version", s_string (hub->text));
     s_scope_json (json, FH_SCOPE_HUB, hub);
     for (size_t i = 0; i < self->reason_count; i++)
         json_object_set_new (reasons, self->reasons[i].name,
@@ -124,15 +160,15 @@ s_hub_json (const fh_metrics_snapshot_t *self)
     for (size_t i = 0; i < self->endpoint_count; i++) {
         const fh_metrics_item_t *item = &self->endpoints[i];
         json_t *endpoint
-            = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint", item->name ? item->name : "", "kind",
-                         item->text ? item->text : "", "connected",
+            = json_pack ("{s:o, s:o, s:b, s:I}", "endpoint", s_string (item->name), "kind",
+                         s_string (item->text), "connected",
                          fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED]) != 0, "peers",
                          (json_int_t) fh_metric_value_int (&item->values[FH_M_ENDPOINT_PEERS]));
         if (endpoint) {
             json_object_set_new (endpoint, "since",
                                  s_value_json (&item->values[FH_M_ENDPOINT_SINCE]));
             json_object_set_new (endpoint, "last_error",
-                                 item->error ? json_string (item->error) : json_null ());
+                                 item->error ? s_string (item->error) : json_null ());
             json_object_set_new (endpoint, "handshake_failures",
                                  s_value_json (&item->values[FH_M_ENDPOINT_HANDSHAKE_FAILURES]));
         }
@@ -145,10 +181,9 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:s, s:s, s:s, s:s}", "name", item->name ? item->name : "",
-                              "plugin", item->text ? item->text : "", "plugin_version",
-                              item->version ? item->version : "", "last_error",
-                              item->error ? item->error : "");
+    json_t *json = json_pack ("{s:o, s:o, s:o, s:o}", "name", s_string (item->name), "plugin",
+                              s_string (item->text), "plugin_version", s_string (item->version),
+                              "last_error", s_string (item->error));
     json_t *workers = json_array ();
     if (!json || !workers) {
         json_decref (json);

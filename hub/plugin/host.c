@@ -9,6 +9,8 @@
 #include "pending.h"
 #include "option_table.h"
 
+#include "fanhub/sdk.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@ s_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
     char line[1024];
     va_list args;
     va_start (args, fmt);
-    vsnprintf (line, sizeof line, fmt, args);
+    fanhub_utf8_vformat (line, sizeof line, fmt, args);
     va_end (args);
     fh_log (level, "consumer '%s': %s", ctx ? ctx->consumer_name : "?", line);
 }
@@ -129,7 +131,7 @@ s_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...)
     (void) ctx;
     va_list args;
     va_start (args, fmt);
-    vsnprintf (s_reason, sizeof s_reason, fmt, args);
+    fanhub_utf8_vformat (s_reason, sizeof s_reason, fmt, args);
     va_end (args);
     s_reason[strcspn (s_reason, "\r\n")] = '\0'; /* one line */
 }
@@ -143,7 +145,7 @@ fh_host_take_reason (char *reason, size_t size)
         reason[0] = '\0';
         return;
     }
-    snprintf (reason, size, "%s", s_reason);
+    fanhub_utf8_copy (reason, size, s_reason);
     s_reason[0] = '\0';
 }
 
@@ -176,7 +178,7 @@ s_set_state (fanhub_ctx_t *ctx, int state, const char *fmt, ...)
     if (fmt) {
         va_list args;
         va_start (args, fmt);
-        vsnprintf (error, sizeof error, fmt, args);
+        fanhub_utf8_vformat (error, sizeof error, fmt, args);
         va_end (args);
     }
     fh_consumer_set_state (ctx->consumer, state, fmt ? error : NULL);
