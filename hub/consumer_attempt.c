@@ -133,21 +133,34 @@ int
 fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
                              const char *reason)
 {
+    if (fh_consumer_complete_try (self, ticket, result, reason) == 0)
+        return 0;
+    fh_consumer_count_late (self, ticket);
+    return -1;
+}
+
+int
+fh_consumer_complete_try (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                          const char *reason)
+{
     if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
         fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
                   "FAIL; taken as FAIL",
                   self->name, (unsigned long long) ticket, (int) result);
         result = FANHUB_FAIL;
     }
-    if (fh_pending_complete_reason (self->pending, ticket, result, reason) == 0)
-        return 0;
+    return fh_pending_complete_reason (self->pending, ticket, result, reason) == 0 ? 0 : -1;
+}
+
+void
+fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket)
+{
     atomic_fetch_add_explicit (&self->completions_late, 1, memory_order_relaxed);
     fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
                     "complete: consumer '%s': ticket %llu is not pending (completed already, "
                     "expired by consume_timeout, abandoned, or unknown); ignored, counted in "
                     "completions_late",
                     self->name, (unsigned long long) ticket);
-    return -1;
 }
 
 /* The emit waiter of msg: its own, or its original's when it is a copy
