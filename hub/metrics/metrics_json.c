@@ -16,13 +16,9 @@
 
 /* ---- Snapshot to JSON ---------------------------------------------------- */
 
-/* text as a JSON string ("" for NULL). Text that is not UTF-8 (a
-   character cut by someone's buffer, bytes of another encoding) is
-   copied with U+FFFD for each byte that does not start a whole
-   character: JSON refuses it, and one bad string must not lose the
-   answer (a refused string used to drop every consumer from STATS). */
-static json_t *
-s_string (const char *text)
+/* A refused string used to drop every consumer from STATS. */
+json_t *
+fh_metrics_json_text (const char *text)
 {
     size_t len = text ? strlen (text) : 0;
     if (!text || fanhub_utf8_valid (text, len))
@@ -131,8 +127,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
         json_decref (endpoints);
         return NULL;
     }
-    json_object_set_new (json, "name", hub->name ? s_string (hub->name) : json_null ());
-    json_object_set_new (json, "version", s_string (hub->text));
+    json_object_set_new (json, "name", hub->name ? fh_metrics_json_text (hub->name) : json_null ());
+    json_object_set_new (json, "version", fh_metrics_json_text (hub->text));
     s_scope_json (json, FH_SCOPE_HUB, hub);
     for (size_t i = 0; i < self->reason_count; i++)
         json_object_set_new (reasons, self->reasons[i].name,
@@ -160,15 +156,15 @@ s_hub_json (const fh_metrics_snapshot_t *self)
     for (size_t i = 0; i < self->endpoint_count; i++) {
         const fh_metrics_item_t *item = &self->endpoints[i];
         json_t *endpoint
-            = json_pack ("{s:o, s:o, s:b, s:I}", "endpoint", s_string (item->name), "kind",
-                         s_string (item->text), "connected",
+            = json_pack ("{s:o, s:o, s:b, s:I}", "endpoint", fh_metrics_json_text (item->name),
+                         "kind", fh_metrics_json_text (item->text), "connected",
                          fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED]) != 0, "peers",
                          (json_int_t) fh_metric_value_int (&item->values[FH_M_ENDPOINT_PEERS]));
         if (endpoint) {
             json_object_set_new (endpoint, "since",
                                  s_value_json (&item->values[FH_M_ENDPOINT_SINCE]));
             json_object_set_new (endpoint, "last_error",
-                                 item->error ? s_string (item->error) : json_null ());
+                                 item->error ? fh_metrics_json_text (item->error) : json_null ());
             json_object_set_new (endpoint, "handshake_failures",
                                  s_value_json (&item->values[FH_M_ENDPOINT_HANDSHAKE_FAILURES]));
         }
@@ -181,9 +177,10 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:o, s:o, s:o, s:o}", "name", s_string (item->name), "plugin",
-                              s_string (item->text), "plugin_version", s_string (item->version),
-                              "last_error", s_string (item->error));
+    json_t *json = json_pack ("{s:o, s:o, s:o, s:o}", "name", fh_metrics_json_text (item->name),
+                              "plugin", fh_metrics_json_text (item->text), "plugin_version",
+                              fh_metrics_json_text (item->version), "last_error",
+                              fh_metrics_json_text (item->error));
     json_t *workers = json_array ();
     if (!json || !workers) {
         json_decref (json);

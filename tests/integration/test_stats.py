@@ -283,8 +283,8 @@ def test_backlog_warning_fires_once_and_rearms():
 def test_error_text_cut_inside_a_character():
     """Issue 39, item 10: a plugin's error whose cut (the hub keeps 255
     bytes) falls inside a UTF-8 character, or that is not UTF-8 at all,
-    never costs the answer: `fanhub stats` lists every consumer, the cut
-    character dropped whole, bad bytes shown as U+FFFD."""
+    never costs the answer: `fanhub stats` and STATUS list every consumer,
+    the cut character dropped whole, bad bytes shown as U+FFFD."""
     wd = fh.Workdir()
     cases = [("cut254", 254, "\u00e9", False), ("cut255", 255, "\u00e9", False),
              ("euro253", 253, "\u20ac", False), ("euro254", 254, "\u20ac", False),
@@ -307,6 +307,12 @@ def test_error_text_cut_inside_a_character():
         assert errors["euro253"] == "a" * 253, errors["euro253"]
         assert errors["euro254"] == "a" * 254, errors["euro254"]
         assert errors["raw"] == "bad \ufffd byte \ufffd", errors["raw"]
+        # So does the status page's STATUS, the plugin's error as its reason.
+        status = json.loads(hub.request("STATUS"))
+        reasons = {c["name"]: c["status"]["reason"] for c in status["consumers"]}
+        assert len(reasons) == len(cases) + 1, reasons
+        assert reasons["raw"] == "bad \ufffd byte \ufffd", reasons
+        assert reasons["cut254"] == "a" * 254, reasons
         # The other formats answer too.
         for form in ("prometheus", "collectd", "table"):
             status, out, err = fh.run(["stats", "-e", hub.control, "--format", form])
