@@ -7,6 +7,8 @@
 */
 #include "consumer_internal.h"
 
+#include "fanhub/sdk.h"
+
 #include "crash.h"
 #include "option_table.h"
 
@@ -106,7 +108,8 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
         snprintf (err, errlen, "%s: consumer '%s': %s", config->where, config->name, why);
         return -1;
     }
-    self->ctx.desc = self->desc = fh_plugin_desc (self->plugin); /* desc: options_load's */
+    self->ctx->desc = self->desc = fh_plugin_desc (self->plugin); /* desc: options_load's */
+    fh_host_ctx_set_plugin (self->ctx, fh_plugin_path (self->plugin));
     self->reopen = fh_plugin_reopen (self->plugin);
     /* init opens afresh: the requests made so far are answered. */
     fh_cons_reopen_answered (self);
@@ -116,7 +119,7 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     if (self->desc->init) {
         why[0] = '\0';
         fh_crash_enter (&self->crash_site, "init", NULL);
-        int rc = self->desc->init (&fh_host, &self->ctx, config->options, &self->state, why,
+        int rc = self->desc->init (&fh_host, self->ctx, config->options, &self->state, why,
                                    sizeof why);
         fh_crash_leave ();
         if (rc != 0) {
@@ -178,12 +181,11 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
         fh_histogram_init (&worker->processing);
         fh_handled_init (&worker->handled);
     }
-    self->ctx.consumer_name = self->name;
-    self->ctx.consumer = self;
+    self->ctx = fh_host_ctx_new (self, self->name);
     self->pending
         = fh_pending_new (config->max_pending ? config->max_pending : FH_DEFAULT_MAX_PENDING,
                           fh_cons_pending_wake, self);
-    if (!self->pending) {
+    if (!self->pending || !self->ctx) {
         snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where, config->name);
         fh_consumer_destroy (&self);
         return NULL;
@@ -239,6 +241,9 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         self->desc->fini (self->state);
         fh_crash_leave ();
     }
+    /* The plugin may still hold ctx (a thread fini did not wait for): the
+       host answers it without this consumer from now on. */
+    fh_host_ctx_retire (&self->ctx);
     fh_publisher_destroy (&self->publisher); /* after fini, which may publish */
     /* Completions that came too late (or never): not done, so a spooled
        one stays in the spool for the next run. */
@@ -294,6 +299,12 @@ fh_consumer_tick (fh_consumer_t *self, int64_t now_ns)
         fh_spool_tick (self->spool, now_ns);
     if (self->publisher)
         fh_publisher_tick (self->publisher);
+}
+
+void
+fh_consumer_figures_final (fh_consumer_t *self)
+{
+    fh_host_ctx_stale (self->ctx);
 }
 
 void
@@ -444,7 +455,7 @@ fh_consumer_set_state (fh_consumer_t *self, int state, const char *error)
     }
     if (error) {
         pthread_mutex_lock (&self->error_lock);
-        snprintf (self->last_error, sizeof self->last_error, "%s", error);
+        fanhub_utf8_copy (self->last_error, sizeof self->last_error, error);
         self->last_error[strcspn (self->last_error, "\r\n")] = '\0'; /* one line */
         pthread_mutex_unlock (&self->error_lock);
     }
@@ -501,7 +512,7 @@ void
 fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size)
 {
     pthread_mutex_lock (&self->error_lock);
-    snprintf (buf, size, "%s", self->last_error);
+    fanhub_utf8_copy (buf, size, self->last_error);
     pthread_mutex_unlock (&self->error_lock);
 }
 

@@ -210,6 +210,17 @@ int fh_consumer_complete (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_re
 /* The same with the plugin's reason (host->complete_reason, ABI 1.3). */
 int fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket,
                                  fanhub_result_t result, const char *reason);
+/* The same without counting a late one: 0, or -1 when the ticket is not
+   pending; the caller counts it (fh_consumer_count_late, or under the
+   name once the figures are final: plugin/host.c). */
+int fh_consumer_complete_try (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                              const char *reason);
+/* A complete of a ticket that is not pending: counted in
+   completions_late, logged (rate-limited). */
+void fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket);
+/* Its figures are read for the last time now (the lineage folds them):
+   a late complete from now on is counted under its name instead. */
+void fh_consumer_figures_final (fh_consumer_t *self);
 
 /* ABI 1.3 (consumer.c): a setting as host->consumer_setting
    answers it; the plugin's state and last error; its counters. */

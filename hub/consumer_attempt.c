@@ -13,6 +13,8 @@
 */
 #include "consumer_internal.h"
 
+#include "fanhub/sdk.h"
+
 #include "fedmsg.h"
 
 #include <stdio.h>
@@ -131,21 +133,34 @@ int
 fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
                              const char *reason)
 {
+    if (fh_consumer_complete_try (self, ticket, result, reason) == 0)
+        return 0;
+    fh_consumer_count_late (self, ticket);
+    return -1;
+}
+
+int
+fh_consumer_complete_try (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
+                          const char *reason)
+{
     if (result != FANHUB_OK && result != FANHUB_RETRY && result != FANHUB_FAIL) {
         fh_error ("complete: consumer '%s': ticket %llu: result %d is not OK, RETRY or "
                   "FAIL; taken as FAIL",
                   self->name, (unsigned long long) ticket, (int) result);
         result = FANHUB_FAIL;
     }
-    if (fh_pending_complete_reason (self->pending, ticket, result, reason) == 0)
-        return 0;
+    return fh_pending_complete_reason (self->pending, ticket, result, reason) == 0 ? 0 : -1;
+}
+
+void
+fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket)
+{
     atomic_fetch_add_explicit (&self->completions_late, 1, memory_order_relaxed);
     fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
                     "complete: consumer '%s': ticket %llu is not pending (completed already, "
                     "expired by consume_timeout, abandoned, or unknown); ignored, counted in "
                     "completions_late",
                     self->name, (unsigned long long) ticket);
-    return -1;
 }
 
 /* The emit waiter of msg: its own, or its original's when it is a copy
@@ -232,16 +247,16 @@ fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attem
         return -1;
     if (worker->quarantined && !late) {
         worker->quarantined = false;
-        snprintf (why, whylen, "%s", reason); /* the hub's word, not the plugin's */
+        fanhub_utf8_copy (why, whylen, reason); /* the hub's word, not the plugin's */
         return -1;
     }
     if (result != FANHUB_RETRY) {
-        snprintf (why, whylen, "%s FAIL%s%s", verb, colon, reason);
+        fanhub_utf8_format (why, whylen, "%s FAIL%s%s", verb, colon, reason);
         return -1;
     }
     if (attempts >= self->retry.max_attempts) {
-        snprintf (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb, attempts,
-                  attempts == 1 ? "" : "s", colon, reason);
+        fanhub_utf8_format (why, whylen, "%s RETRY %u time%s (retry.max_attempts)%s%s", verb,
+                            attempts, attempts == 1 ? "" : "s", colon, reason);
         return -1;
     }
     if (reason[0])

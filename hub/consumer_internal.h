@@ -113,8 +113,8 @@ struct fh_consumer {
     atomic_uint_fast64_t reopen_seen; /* the last reopen request answered */
     pthread_mutex_t reopen_lock;      /* held while the plugin reopens */
     void *state;
-    bool initialized; /* init succeeded: fini is owed */
-    fanhub_ctx_t ctx;
+    bool initialized;  /* init succeeded: fini is owed */
+    fanhub_ctx_t *ctx; /* the plugin keeps it: outlives the consumer (host.h) */
     fh_retry_config_t retry;
     int64_t consume_timeout_ns;
     fh_clock_ops_t clock;

@@ -114,13 +114,17 @@ s_add (atomic_uint_fast64_t *counter, uint64_t n)
 }
 
 /* A producer's next counter: numbers skipped are lost, one that goes back
-   is a restart. */
+   is a restart, and so is one that leaps further ahead than a bus could
+   lose (FH_GAPS_MAX_JUMP): one bogus number (i = 2^63 - 1) must not pin
+   lost at its ceiling for the rest of the hub's life. Either way the new
+   number is the last: a producer that did renumber goes on from it, and
+   after a bogus one the next true number is one more restart. */
 static void
 s_next (fh_gaps_t *self, s_slot_t *slot, json_int_t number)
 {
-    if (number > slot->last) {
-        /* In unsigned arithmetic: the signed difference may overflow. */
-        uint64_t step = (uint64_t) number - (uint64_t) slot->last;
+    /* In unsigned arithmetic: the signed difference may overflow. */
+    uint64_t step = (uint64_t) number - (uint64_t) slot->last;
+    if (number > slot->last && step <= FH_GAPS_MAX_JUMP) {
         if (step > 1)
             s_add (&self->lost, step - 1);
     }

@@ -10,7 +10,10 @@
       lost      numbers skipped: counter - last - 1 when it jumps ahead
       restarts  a counter at or below the last one: the producer started
                 over (a restart resets fedmsg's i), or messages came out
-                of order; the new number is taken as the last
+                of order; or one more than FH_GAPS_MAX_JUMP ahead of it,
+                which no bus loses (a bogus or renumbered counter): not
+                counted as lost, so that one bad number cannot pin lost;
+                the new number is taken as the last
       untracked bodies with no usable counter or producer, or producers
                 beyond max_producers (the table does not grow past it)
     Limits: several processes that share a producer key interleave their
@@ -23,6 +26,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* A jump ahead past this many numbers is a restart, not a loss: far more
+   than a PUB socket's and the network's buffers hold. */
+#define FH_GAPS_MAX_JUMP (UINT64_C (1) << 20)
 
 typedef struct fh_gaps fh_gaps_t;
 

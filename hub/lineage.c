@@ -2,6 +2,7 @@
 #include "lineage.h"
 
 #include "clock.h"
+#include "host.h"
 #include "log.h"
 #include "thread.h"
 
@@ -365,6 +366,7 @@ s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
 static void
 s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
 {
+    fh_consumer_figures_final (consumer); /* late completes: fh_host_late_gone */
     fh_consumer_counts_t c;
     fh_consumer_counts (consumer, &c);
     s_add_totals (&self->gone, &c);
@@ -500,6 +502,7 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
        still accepted and not started (enqueued counts them). */
     out->backlog += self->handed_over;
     out->spool_messages += self->handed_over;
+    out->completions_late += fh_host_late_gone (self->name);
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);

@@ -7,6 +7,8 @@
 */
 #include "pending.h"
 
+#include "fanhub/sdk.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
@@ -215,8 +217,8 @@ fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_r
 {
     char *copy = NULL;
     if (reason && reason[0] && result != FANHUB_OK) {
-        size_t size = strcspn (reason, "\r\n"); /* one line */
-        copy = strndup (reason, size < 255 ? size : 255);
+        size_t size = strcspn (reason, "\r\n");                       /* one line */
+        copy = strndup (reason, fanhub_utf8_cut (reason, size, 255)); /* whole characters */
         if (!copy)
             return -1;
     }

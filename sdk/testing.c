@@ -159,6 +159,23 @@ fanhub_fake_host_publish (fanhub_ctx_t *ctx, const char *topic, const void *body
     return 0;
 }
 
+void
+fanhub_fake_host_set_window (fanhub_ctx_t *ctx, size_t n)
+{
+    pthread_mutex_lock (&ctx->lock);
+    ctx->window = n;
+    pthread_mutex_unlock (&ctx->lock);
+}
+
+void
+fanhub_fake_host_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket)
+{
+    (void) ticket;
+    pthread_mutex_lock (&ctx->lock); /* from the plugin's own threads */
+    ctx->started++;
+    pthread_mutex_unlock (&ctx->lock);
+}
+
 const fanhub_host_t fanhub_fake_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -181,6 +198,8 @@ const fanhub_host_t fanhub_fake_host = {
     .set_reason = fanhub_fake_host_set_reason,
     .options_load = fanhub_fake_host_options_load,
     .publish = fanhub_fake_host_publish,
+    .set_window = fanhub_fake_host_set_window,
+    .ticket_started = fanhub_fake_host_ticket_started,
 };
 
 int

@@ -377,7 +377,7 @@ s_reason (exec_outcome_t *out, const exec_talk_t *talk, const char *what)
     }
     line[n] = '\0';
     if (n)
-        snprintf (out->reason, sizeof out->reason, "%s: %s", what, line);
+        fanhub_utf8_format (out->reason, sizeof out->reason, "%s: %s", what, line);
     else
         snprintf (out->reason, sizeof out->reason, "%s (nothing on stderr)", what);
 }

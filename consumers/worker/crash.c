@@ -7,6 +7,8 @@
 */
 #include "worker.h"
 
+#include <fanhub/sdk.h>
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,7 +157,7 @@ crash_settle (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now,
             worker_done_t *d = &done[count++];
             d->ticket = job->ticket;
             d->result = FANHUB_FAIL;
-            snprintf (d->reason, sizeof d->reason, "the consumer is %.200s", w->halt_reason);
+            fanhub_utf8_format (d->reason, sizeof d->reason, "the consumer is %s", w->halt_reason);
             worker_free_job (w, job);
             continue;
         }

@@ -13,6 +13,8 @@
 
 #include "worker.h"
 
+#include <fanhub/sdk.h>
+
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
@@ -252,15 +254,15 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
     size_t count = 0;
     pthread_mutex_lock (&w->lock);
     w->halted = true;
-    snprintf (w->halt_reason, sizeof w->halt_reason, "halted by worker %zu: %s", p->index,
-              reason ? reason : "");
+    fanhub_utf8_format (w->halt_reason, sizeof w->halt_reason, "halted by worker %zu: %s", p->index,
+                        reason ? reason : "");
     for (size_t i = 0; done && i < (size_t) w->cap; i++) {
         job_t *job = &w->jobs[i];
         if (!job->used || (job->proc != -1 && job->proc != (ssize_t) p->index))
             continue;
         done[count] = (worker_done_t){.ticket = job->ticket, .result = FANHUB_FAIL};
-        snprintf (done[count++].reason, sizeof done->reason, "the consumer is %.200s",
-                  w->halt_reason);
+        fanhub_utf8_format (done[count++].reason, sizeof done->reason, "the consumer is %s",
+                            w->halt_reason);
         worker_free_job (w, job);
     }
     w->wcount = 0;

@@ -529,7 +529,9 @@ s_consume (void *state, const fanhub_msg_t *msg)
     pthread_mutex_lock (&w->lock);
     rc = FANHUB_PENDING;
     if (w->halted) {
-        snprintf (why, sizeof why, "the consumer is %.200s", w->halt_reason);
+        fanhub_utf8_format (why, sizeof why, "the consumer is %.*s",
+                            (int) fanhub_utf8_cut (w->halt_reason, strlen (w->halt_reason), 200),
+                            w->halt_reason);
         rc = FANHUB_FAIL;
     }
     else if (w->nfree == 0) {

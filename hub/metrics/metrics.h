@@ -257,6 +257,12 @@ fh_metrics_latency_t *fh_metrics_latency (fh_metrics_item_t *item, fh_metric_id_
 void fh_metrics_latency_set (fh_metrics_latency_t *latency, const fh_histogram_snapshot_t *run,
                              const fh_histogram_snapshot_t *interval);
 
+/* text as a JSON string ("" for NULL), never refused: text that is not
+   UTF-8 (a character cut by someone's buffer, bytes of another encoding)
+   gets U+FFFD for each byte that does not start a whole character. Every
+   text of an answer (STATS, STATUS) goes through it, so one bad string
+   never loses the answer. NULL only when out of memory. */
+json_t *fh_metrics_json_text (const char *text);
 /* The JSON snapshot of docs/stats-schema.md; NULL when out of memory. */
 json_t *fh_metrics_to_json (const fh_metrics_snapshot_t *self);
 /* A JSON snapshot read back, for clients (`fanhub stats`). Not trusted: a

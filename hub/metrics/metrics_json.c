@@ -8,11 +8,43 @@
 */
 #include "metrics.h"
 
+#include "fanhub/sdk.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- Snapshot to JSON ---------------------------------------------------- */
+
+/* A refused string used to drop every consumer from STATS. */
+json_t *
+fh_metrics_json_text (const char *text)
+{
+    size_t len = text ? strlen (text) : 0;
+    if (!text || fanhub_utf8_valid (text, len))
+        return json_stringn (text ? text : "", len);
+    char *copy = malloc (len * 3 + 1); /* at worst each byte becomes three */
+    if (!copy)
+        return NULL;
+    size_t out = 0;
+    for (size_t i = 0; i < len;) {
+        uint8_t c = (uint8_t) text[i];
+        size_t need = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (need <= len - i && fanhub_utf8_valid (text + i, need)) {
+            memcpy (copy + out, text + i, need);
+            out += need;
+            i += need;
+        }
+        else {
+            memcpy (copy + out, "\xEF\xBF\xBD", 3);
+            out += 3;
+            i++;
+        }
+    }
+    json_t *json = json_stringn (copy, out);
+    free (copy);
+    return json;
+}
 
 /* A row whose value is a plain number of its scope's object; the others
    (text, the reasons, the workers, a histogram's max) are written by hand
@@ -95,8 +127,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
         json_decref (endpoints);
         return NULL;
     }
-    json_object_set_new (json, "name", hub->name ? json_string (hub->name) : json_null ());
-    json_object_set_new (json, "version", json_string (hub->text ? hub->text : ""));
+    json_object_set_new (json, "name", hub->name ? fh_metrics_json_text (hub->name) : json_null ());
+    json_object_set_new (json, "version", fh_metrics_json_text (hub->text));
     s_scope_json (json, FH_SCOPE_HUB, hub);
     for (size_t i = 0; i < self->reason_count; i++)
         json_object_set_new (reasons, self->reasons[i].name,
@@ -126,15 +158,15 @@ s_hub_json (const fh_metrics_snapshot_t *self)
     for (size_t i = 0; i < self->endpoint_count; i++) {
         const fh_metrics_item_t *item = &self->endpoints[i];
         json_t *endpoint
-            = json_pack ("{s:s, s:s, s:b, s:I}", "endpoint", item->name ? item->name : "", "kind",
-                         item->text ? item->text : "", "connected",
+            = json_pack ("{s:o, s:o, s:b, s:I}", "endpoint", fh_metrics_json_text (item->name),
+                         "kind", fh_metrics_json_text (item->text), "connected",
                          fh_metric_value_int (&item->values[FH_M_ENDPOINT_CONNECTED]) != 0, "peers",
                          (json_int_t) fh_metric_value_int (&item->values[FH_M_ENDPOINT_PEERS]));
         if (endpoint) {
             json_object_set_new (endpoint, "since",
                                  s_value_json (&item->values[FH_M_ENDPOINT_SINCE]));
             json_object_set_new (endpoint, "last_error",
-                                 item->error ? json_string (item->error) : json_null ());
+                                 item->error ? fh_metrics_json_text (item->error) : json_null ());
             json_object_set_new (endpoint, "handshake_failures",
                                  s_value_json (&item->values[FH_M_ENDPOINT_HANDSHAKE_FAILURES]));
         }
@@ -147,10 +179,10 @@ s_hub_json (const fh_metrics_snapshot_t *self)
 static json_t *
 s_consumer_json (const fh_metrics_item_t *item)
 {
-    json_t *json = json_pack ("{s:s, s:s, s:s, s:s}", "name", item->name ? item->name : "",
-                              "plugin", item->text ? item->text : "", "plugin_version",
-                              item->version ? item->version : "", "last_error",
-                              item->error ? item->error : "");
+    json_t *json = json_pack ("{s:o, s:o, s:o, s:o}", "name", fh_metrics_json_text (item->name),
+                              "plugin", fh_metrics_json_text (item->text), "plugin_version",
+                              fh_metrics_json_text (item->version), "last_error",
+                              fh_metrics_json_text (item->error));
     json_t *workers = json_array ();
     if (!json || !workers) {
         json_decref (json);

@@ -13,7 +13,13 @@
     request headers within HEADER_DEADLINE_S of being accepted (or of its
     last answer, with keep-alive), however it trickles them; a guard
     thread shuts down those that did not (MHD's own timeout is reset by
-    every byte).
+    every byte). A flood of idle connections from many addresses (the
+    per-address limit does not see it) cannot take every slot either:
+    once fewer than RESERVED_SLOTS of CONNECTION_LIMIT are free, each new
+    connection shuts down the oldest one that has not sent a request (the
+    newest few excepted: they may not have been read yet), so MHD keeps
+    accepting and a fresh client (a /healthz or /readyz probe) is answered
+    at once; a client busy with a request is never the one closed.
 
     Routes:
         GET|HEAD /metrics  200, the Prometheus text (format 0.0.4), or 503
@@ -56,6 +62,8 @@
 #define CONNECTION_TIMEOUT_S 10 /* an idle or slow client is dropped */
 #define CONNECTION_LIMIT 64
 #define PER_CLIENT_LIMIT 8
+#define RESERVED_SLOTS 8    /* kept free for a new client by closing the oldest idle one */
+#define NEWEST_KEPT 32      /* the last accepted: they may not have been read yet */
 #define HEADER_DEADLINE_S 5 /* from accept (or the last answer) to the headers */
 #define GUARD_PERIOD_MS 250
 #define LISTEN_BACKLOG 64
@@ -81,6 +89,8 @@ struct fh_prometheus_http {
     pthread_mutex_t lock;
     pthread_cond_t wake;
     s_conn_t *conns;
+    size_t open, closing; /* in conns; of them, shut down and not yet closed */
+    uint64_t evicted;     /* idle connections closed to make room */
     bool stopping;
     fh_thread_t guard;
 };
@@ -91,6 +101,43 @@ s_since_s (const struct timespec *since)
     struct timespec now;
     clock_gettime (CLOCK_MONOTONIC, &now);
     return (double) (now.tv_sec - since->tv_sec) + (double) (now.tv_nsec - since->tv_nsec) / 1e9;
+}
+
+/* Under lock, on MHD's thread, at each new connection: while fewer than
+   RESERVED_SLOTS slots are free, shuts down the oldest connection waiting
+   for a request, but none of the NEWEST_KEPT last accepted (MHD accepts
+   up to ten connections at a turn before it reads any: a probe accepted
+   in a burst has not been read yet, and must not be the one closed). MHD
+   sees the end of the stream and closes it, so it never reaches its
+   limit and never stops accepting while the flood is idle. Logged at
+   most every 10 s. */
+static void
+s_make_room (fh_prometheus_http_t *self)
+{
+    size_t made = 0;
+    while (self->open - self->closing > CONNECTION_LIMIT - RESERVED_SLOTS) {
+        s_conn_t *oldest = NULL;
+        size_t rank = 0;
+        for (s_conn_t *conn = self->conns; conn; conn = conn->next)
+            if (rank++ >= NEWEST_KEPT && !conn->headers_in && conn->fd >= 0)
+                oldest = conn; /* newest first: the last one found */
+        if (!oldest)
+            break; /* busy with a request, or just accepted: MHD's limit applies */
+        shutdown (oldest->fd, SHUT_RDWR);
+        oldest->fd = -1; /* once */
+        self->closing++;
+        made++;
+    }
+    if (!made)
+        return;
+    self->evicted += made;
+    static fh_ratelimit_t limit; /* MHD's thread's only */
+    uint64_t suppressed = 0;
+    if (fh_ratelimit_allow (&limit, fh_clock_mono_ns (), 10 * INT64_C (1000000000), &suppressed))
+        fh_warning ("prometheus: %s: %zu connections open: closed the oldest idle one to keep "
+                    "room for new clients (%llu so far; %llu more such lines not logged)",
+                    self->listen, self->open - self->closing + made,
+                    (unsigned long long) self->evicted, (unsigned long long) suppressed);
 }
 
 /* MHD's connection notices: the guard's list follows them. MHD calls the
@@ -111,6 +158,8 @@ s_notify (void *cls, struct MHD_Connection *connection, void **socket_context,
             clock_gettime (CLOCK_MONOTONIC, &conn->since);
             conn->next = self->conns;
             self->conns = conn;
+            self->open++;
+            s_make_room (self);
         }
         *socket_context = conn; /* NULL: not guarded (out of memory) */
     }
@@ -120,6 +169,9 @@ s_notify (void *cls, struct MHD_Connection *connection, void **socket_context,
                 *at = (*at)->next;
                 break;
             }
+        s_conn_t *conn = *socket_context;
+        self->open--;
+        self->closing -= conn->fd < 0;
         free (*socket_context);
         *socket_context = NULL;
     }
@@ -166,6 +218,7 @@ s_guard (void *arg)
                 && s_since_s (&conn->since) > HEADER_DEADLINE_S) {
                 shutdown (conn->fd, SHUT_RDWR);
                 conn->fd = -1; /* once */
+                self->closing++;
                 dropped++;
             }
         if (dropped)

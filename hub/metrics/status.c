@@ -204,10 +204,10 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
     json_t *drain = backlog == 0 ? json_real (0)
                     : out > in   ? json_real ((double) backlog / (out - in))
                                  : json_null ();
-    return json_pack ("{s:s, s:s, s:f, s:f, s:o, s:o, s:{s:f, s:o}}", "state", state, "reason",
-                      reason, "rate_in", in, "rate_out", out, "on_disk_percent", share,
-                      "drain_seconds", drain, "history", "step", (double) FH_STATUS_STEP_NS / 1e9,
-                      "backlog", history);
+    return json_pack ("{s:s, s:o, s:f, s:f, s:o, s:o, s:{s:f, s:o}}", "state", state, "reason",
+                      fh_metrics_json_text (reason), "rate_in", in, "rate_out", out,
+                      "on_disk_percent", share, "drain_seconds", drain, "history", "step",
+                      (double) FH_STATUS_STEP_NS / 1e9, "backlog", history);
 }
 
 /* The hub's "status": the time of the answer (Unix), configuration file,
@@ -222,12 +222,13 @@ s_hub_status (fh_hub_t *hub, double now_s)
     json_t *warnings = json_array ();
     for (size_t i = 0; i < n; i++)
         json_array_append_new (
-            warnings, json_pack ("{s:f, s:s, s:s}", "time", (double) lines[i].wall_ns / 1e9,
+            warnings, json_pack ("{s:f, s:s, s:o}", "time", (double) lines[i].wall_ns / 1e9,
                                  "level", lines[i].level == FANHUB_LOG_ERROR ? "error" : "warning",
-                                 "text", lines[i].text));
-    return json_pack ("{s:f, s:s, s:o, s:o}", "now", now_s, "config_file",
-                      fh_hub_config (hub)->source, "last_reload",
-                      attempts ? json_string (reload) : json_null (), "recent_warnings", warnings);
+                                 "text", fh_metrics_json_text (lines[i].text)));
+    return json_pack ("{s:f, s:o, s:o, s:o}", "now", now_s, "config_file",
+                      fh_metrics_json_text (fh_hub_config (hub)->source), "last_reload",
+                      attempts ? fh_metrics_json_text (reload) : json_null (), "recent_warnings",
+                      warnings);
 }
 
 /* The lineage serial of the hub's consumer `name` (at `hint` mostly); 0,

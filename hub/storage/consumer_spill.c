@@ -33,13 +33,20 @@ s_open_crashlog (fh_consumer_t *self, const char *dir, char *err, size_t errlen)
         snprintf (err, errlen, "consumer '%s': crash record: %s", self->name, why);
         return -1;
     }
-    for (size_t i = 0; i < fh_crashlog_messages (self->crashlog); i++) {
+    /* A few lines at most, however long the record: the first messages,
+       then one line for the rest. */
+    size_t count = fh_crashlog_messages (self->crashlog), shown = count <= 3 ? count : 2;
+    size_t at_max = 0;
+    for (size_t i = 0; i < count; i++) {
         uint64_t seq;
         uint32_t crashes;
         int sig;
         fh_crashlog_at (self->crashlog, i, &seq, &crashes, &sig);
         bool out = crashes >= self->max_crashes;
         self->crash_suspects |= out;
+        at_max += out;
+        if (i >= shown)
+            continue;
         fh_warning ("consumer '%s': message %llu crashed the hub %u time%s, the last by signal "
                     "%d (%s); %s max_crashes (%u): if still in the spool, it %s",
                     self->name, (unsigned long long) seq, crashes, crashes == 1 ? "" : "s", sig,
@@ -47,6 +54,11 @@ s_open_crashlog (fh_consumer_t *self, const char *dir, char *err, size_t errlen)
                     out ? "goes to the dead letters instead of to the plugin"
                         : "is consumed again");
     }
+    if (count > shown)
+        fh_warning ("consumer '%s': the crash record names %zu messages in all, %zu of them at "
+                    "max_crashes (%u): those still in the spool go to the dead letters, the "
+                    "others are consumed again (docs/runbook.md: clearing a crash record)",
+                    self->name, count, at_max, self->max_crashes);
     self->crash_site.record_fd = fh_crashlog_fd (self->crashlog);
     return 0;
 }

@@ -2,15 +2,16 @@
 #include "crashlog.h"
 
 #include "crc32c.h"
-#include "fs.h"
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Past this the file is not read (each crash adds about 40 bytes): its
@@ -43,33 +44,109 @@ s_by_key (const void *a, const void *b)
     return (x->line > y->line) - (x->line < y->line);
 }
 
-/* The records of text into self->entries, one entry per message. */
-static int
-s_parse (fh_crashlog_t *self, char *text, char *err, size_t errlen)
+#define RECORD_MAGIC "fanhub-crash 1 "
+#define RECORD_MAGIC_LEN (sizeof RECORD_MAGIC - 1)
+/* The shortest record: magic, a digit, 8 hex digits, a digit, spaces. */
+#define RECORD_MIN (RECORD_MAGIC_LEN + 1 + 1 + 8 + 1 + 1)
+
+/* The next RECORD_MAGIC in [p, end), or NULL. memchr for its first byte,
+   then a compare: memmem's sanitizer interceptors check the whole rest
+   of the buffer at every call, which made a 15 MiB record quadratic. */
+static const char *
+s_find_magic (const char *p, const char *end)
 {
-    size_t lines = 1, bad = 0, n = 0;
-    for (const char *p = text; *p; p++)
-        lines += *p == '\n';
-    self->entries = calloc (lines, sizeof *self->entries);
+    while ((size_t) (end - p) >= RECORD_MAGIC_LEN && (p = memchr (p, 'f', (size_t) (end - p)))) {
+        if ((size_t) (end - p) < RECORD_MAGIC_LEN)
+            return NULL;
+        if (memcmp (p, RECORD_MAGIC, RECORD_MAGIC_LEN) == 0)
+            return p;
+        p++;
+    }
+    return NULL;
+}
+
+/* A decimal number at p, no sign, at most max: where it ends, or NULL. */
+static const char *
+s_decimal (const char *p, const char *end, uint64_t max, uint64_t *out)
+{
+    const char *start = p;
+    uint64_t value = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        unsigned digit = (unsigned) (*p - '0');
+        if (value > (max - digit) / 10)
+            return NULL;
+        value = value * 10 + digit;
+    }
+    *out = value;
+    return p > start ? p : NULL;
+}
+
+/* The record that starts at p (with RECORD_MAGIC) into entry: its length
+   with its newline (a last record may lack one), or 0 when the bytes are
+   not a whole record (torn, another version, trailing bytes). */
+static size_t
+s_record (const char *p, const char *end, s_entry_t *entry)
+{
+    const char *q = p + RECORD_MAGIC_LEN;
+    uint64_t seq, sig, crc = 0;
+    if (!(q = s_decimal (q, end, UINT64_MAX, &seq)) || q == end || *q++ != ' ')
+        return 0;
+    for (int i = 0; i < 8; i++, q++) {
+        int digit = q == end                 ? -1
+                    : *q >= '0' && *q <= '9' ? *q - '0'
+                    : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10
+                    : *q >= 'A' && *q <= 'F' ? *q - 'A' + 10
+                                             : -1;
+        if (digit < 0)
+            return 0;
+        crc = crc * 16 + (uint64_t) digit;
+    }
+    if (q == end || *q++ != ' ' || !(q = s_decimal (q, end, INT_MAX, &sig)))
+        return 0;
+    if (q < end && *q++ != '\n')
+        return 0;
+    entry->seq = seq;
+    entry->crc = (uint32_t) crc;
+    entry->last_signal = (int) sig;
+    return (size_t) (q - p);
+}
+
+/* The records of the size bytes at text into self->entries, one entry
+   per message. Bytes that are not records (a torn write, zeros a crash
+   of the machine left, anything else) are skipped up to the next record,
+   wherever it starts, and counted: one warning says how many. */
+static int
+s_parse (fh_crashlog_t *self, const char *text, size_t size, char *err, size_t errlen)
+{
+    size_t skipped = 0, torn = 0, n = 0;
+    self->entries = calloc (size / RECORD_MIN + 1, sizeof *self->entries);
     if (!self->entries) {
         snprintf (err, errlen, "%s: out of memory", self->path);
         return -1;
     }
-    char *save = NULL;
-    for (char *line = strtok_r (text, "\n", &save); line; line = strtok_r (NULL, "\n", &save)) {
-        unsigned long long seq;
-        unsigned crc;
-        int sig, used = 0;
-        if (sscanf (line, "fanhub-crash 1 %llu %8x %d%n", &seq, &crc, &sig, &used) != 3
-            || line[used] != '\0') {
-            bad++; /* a torn write, or not ours */
+    const char *p = text, *end = text + size;
+    while (p < end) {
+        const char *found = s_find_magic (p, end);
+        skipped += (size_t) ((found ? found : end) - p);
+        if (!found)
+            break;
+        s_entry_t entry = {0};
+        size_t len = s_record (found, end, &entry);
+        if (!len) {
+            torn++;
+            skipped++; /* the rest of it is counted up to the next record */
+            p = found + 1;
             continue;
         }
-        self->entries[n] = (s_entry_t){seq, crc, 1, sig, n};
-        n++;
+        entry.crashes = 1;
+        entry.line = n;
+        self->entries[n++] = entry;
+        p = found + len;
     }
-    if (bad)
-        fh_warning ("%s: %zu lines that are not crash records skipped", self->path, bad);
+    if (skipped)
+        fh_warning ("%s: %zu bytes that are not crash records skipped (%zu torn records among "
+                    "them); %zu records read",
+                    self->path, skipped, torn, n);
     qsort (self->entries, n, sizeof *self->entries, s_by_key);
     size_t out = 0;
     for (size_t i = 0; i < n; i++) {
@@ -85,6 +162,93 @@ s_parse (fh_crashlog_t *self, char *text, char *err, size_t errlen)
     return 0;
 }
 
+/* Opens the record without following a link and without waiting (a FIFO
+   would block a read forever), and keeps it only when it is a regular
+   file of the hub's own user: a link could point the appends and the
+   emptying at any file, and a file someone else owns is not ours to
+   trust or empty. The descriptor is blocking again afterwards. */
+static int
+s_open_checked (fh_crashlog_t *self, char *err, size_t errlen)
+{
+    self->fd = open (self->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                     0640);
+    if (self->fd < 0) {
+        if (errno == ELOOP)
+            snprintf (err, errlen,
+                      "%s: a symbolic link: refused (neither followed nor emptied; remove it)",
+                      self->path);
+        else
+            snprintf (err, errlen, "%s: cannot open: %s", self->path, strerror (errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat (self->fd, &st) != 0) {
+        snprintf (err, errlen, "%s: cannot stat: %s", self->path, strerror (errno));
+        return -1;
+    }
+    if (!S_ISREG (st.st_mode)) {
+        snprintf (err, errlen, "%s: not a regular file (%s): refused (remove it)", self->path,
+                  S_ISFIFO (st.st_mode)   ? "a FIFO"
+                  : S_ISSOCK (st.st_mode) ? "a socket"
+                  : S_ISCHR (st.st_mode)  ? "a character device"
+                  : S_ISBLK (st.st_mode)  ? "a block device"
+                  : S_ISDIR (st.st_mode)  ? "a directory"
+                                          : "not a file");
+        return -1;
+    }
+    if (st.st_uid != geteuid ()) {
+        snprintf (err, errlen,
+                  "%s: owned by uid %lu, not by the hub's user (uid %lu): refused (remove it)",
+                  self->path, (unsigned long) st.st_uid, (unsigned long) geteuid ());
+        return -1;
+    }
+    int flags = fcntl (self->fd, F_GETFL);
+    if (flags < 0 || fcntl (self->fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        snprintf (err, errlen, "%s: cannot set blocking: %s", self->path, strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The whole file through fd (the one checked: never the name again),
+   malloc'd in *text; 1 when longer than CRASHLOG_MAX_BYTES (not read),
+   -1 with why set on error. */
+static int
+s_read (fh_crashlog_t *self, char **text, size_t *size, char *why, size_t whylen)
+{
+    struct stat st;
+    *text = NULL;
+    if (fstat (self->fd, &st) != 0) {
+        snprintf (why, whylen, "cannot stat: %s", strerror (errno));
+        return -1;
+    }
+    if ((uint64_t) st.st_size > CRASHLOG_MAX_BYTES) {
+        snprintf (why, whylen, "longer than %u bytes", CRASHLOG_MAX_BYTES);
+        return 1;
+    }
+    size_t want = (size_t) st.st_size, got = 0;
+    if (!(*text = malloc (want + 1))) {
+        snprintf (why, whylen, "out of memory");
+        return -1;
+    }
+    while (got < want) {
+        ssize_t n = pread (self->fd, *text + got, want - got, (off_t) got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf (why, whylen, "cannot read: %s", strerror (errno));
+            free (*text);
+            *text = NULL;
+            return -1;
+        }
+        if (n == 0)
+            break; /* shorter than it was: what is there */
+        got += (size_t) n;
+    }
+    *size = got;
+    return 0;
+}
+
 fh_crashlog_t *
 fh_crashlog_open (const char *dir, bool keep, char *err, size_t errlen)
 {
@@ -95,23 +259,21 @@ fh_crashlog_open (const char *dir, bool keep, char *err, size_t errlen)
         free (self);
         return NULL;
     }
+    self->fd = -1;
     snprintf (self->path, len, "%s/%s", dir, FH_CRASHLOG_NAME);
-    self->fd = open (self->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-    if (self->fd < 0) {
-        snprintf (err, errlen, "%s: cannot open: %s", self->path, strerror (errno));
+    if (s_open_checked (self, err, errlen) != 0) {
         fh_crashlog_close (&self);
         return NULL;
     }
     char why[1024];
+    char *text = NULL;
     size_t size = 0;
-    char *text = keep ? fh_fs_read_file (self->path, CRASHLOG_MAX_BYTES, &size, why, sizeof why)
-                      : NULL;
-    if (keep && !text)
+    int got = keep ? s_read (self, &text, &size, why, sizeof why) : 1;
+    if (keep && got != 0)
         fh_warning ("%s: not read, emptied: %s", self->path, why);
-    bool read = text != NULL;
-    int rc = read ? s_parse (self, text, err, errlen) : 0;
+    int rc = got == 0 ? s_parse (self, text, size, err, errlen) : 0;
     free (text);
-    if (rc == 0 && !read && ftruncate (self->fd, 0) != 0) {
+    if (rc == 0 && got != 0 && ftruncate (self->fd, 0) != 0) {
         snprintf (err, errlen, "%s: cannot empty: %s", self->path, strerror (errno));
         rc = -1;
     }

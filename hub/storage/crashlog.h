@@ -15,9 +15,14 @@
     fsync(2), on a descriptor opened here beforehand.
 
     At open the file is read into a table of messages with their crash
-    counts; lines that are not records (a torn write) are skipped with a
-    warning. When the spool holds nothing (keep = false) no recorded
-    message can come back, and the file is emptied.
+    counts. Bytes that are not records (a torn write, the zeros a machine
+    crash can leave, anything else) are skipped up to the next record
+    wherever it starts, with one warning that counts them. When the spool
+    holds nothing (keep = false) no recorded message can come back, and
+    the file is emptied. The file is refused (an error, nothing read,
+    truncated or followed) unless it is a regular file of the hub's own
+    user: a symbolic link, a FIFO (whose read would block the start), a
+    device or a file of another user is not a crash record.
 */
 #ifndef FH_CRASHLOG_H_INCLUDED
 #define FH_CRASHLOG_H_INCLUDED
@@ -33,7 +38,8 @@
 typedef struct fh_crashlog fh_crashlog_t;
 
 /* Opens (creating, mode 0640) dir/crashes and reads its records; with
-   keep false, empties it instead. NULL with err set on error. */
+   keep false, empties it instead. NULL with err set on error, and when
+   the name is taken by anything but a regular file of the hub's user. */
 fh_crashlog_t *fh_crashlog_open (const char *dir, bool keep, char *err, size_t errlen);
 /* Closes the file; safe with NULL and twice; nulls *self_p. */
 void fh_crashlog_close (fh_crashlog_t **self_p);

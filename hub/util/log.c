@@ -3,6 +3,8 @@
 
 #include "clock.h"
 
+#include "fanhub/sdk.h"
+
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,8 +30,8 @@ s_remember (fanhub_log_level_t level, const char *text, size_t len)
     fh_log_line_t *slot = &s_recent[s_recent_next];
     slot->wall_ns = fh_clock_mono_ns () + fh_clock_wall_offset_ns ();
     slot->level = level;
-    if (len >= sizeof slot->text)
-        len = sizeof slot->text - 1;
+    /* Cut between characters: the status page's JSON refuses a split one. */
+    len = fanhub_utf8_cut (text, len, sizeof slot->text - 1);
     memcpy (slot->text, text, len);
     slot->text[len] = '\0';
     s_recent_next = (s_recent_next + 1) % FH_LOG_RECENT;
@@ -114,12 +116,10 @@ s_logv (fanhub_log_level_t level, const char *fmt, va_list args)
         prefix = snprintf (line, sizeof line, "<%d>", (int) level);
     else
         prefix = snprintf (line, sizeof line, "fanhub: %s: ", s_level_name (level));
-    int body = vsnprintf (line + prefix, sizeof line - (size_t) prefix - 1, fmt, args);
-    size_t len = (size_t) prefix;
-    if (body > 0)
-        len += (size_t) body < sizeof line - (size_t) prefix - 1
-                   ? (size_t) body
-                   : sizeof line - (size_t) prefix - 2;
+    /* A long line is cut between characters (fanhub_utf8_vformat). */
+    size_t len
+        = (size_t) prefix
+          + fanhub_utf8_vformat (line + prefix, sizeof line - (size_t) prefix - 1, fmt, args);
     if (level <= FANHUB_LOG_WARNING)
         s_remember (level, line + prefix, len - (size_t) prefix);
     line[len++] = '\n';

@@ -289,7 +289,9 @@ typedef struct fanhub_host {
        counted (completions_late) and ignored.
        complete may be called from inside consume (of the same message,
        after msg_ticket, or another one) and from idle and fini; once fini
-       returns, open tickets are void. */
+       returns, open tickets are void. A complete after fini returned
+       (from a thread fini did not wait for) is logged and counted as
+       late, never a crash: ctx stays valid for the host's calls. */
     fanhub_ticket_t (*msg_ticket) (const fanhub_msg_t *msg);
     void (*complete) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result);
 

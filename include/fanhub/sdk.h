@@ -101,6 +101,79 @@ fanhub_utf8_valid (const void *data, size_t size)
     return true;
 }
 
+/* Where to cut text (len bytes) to keep at most max bytes without
+   splitting a UTF-8 character: len when it fits, else max moved back
+   over the continuation bytes (at most three) of a character that would
+   straddle the cut. Text that is not UTF-8 is cut at max. The one rule
+   of every cut the hub and its plugins make in a reason, an error or a
+   log line: a character cut in two is invalid UTF-8, which JSON (STATS,
+   a dead letter's reason) refuses. */
+static inline size_t
+fanhub_utf8_cut (const char *text, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    size_t cut = max;
+    for (int back = 0; back < 3 && cut > 0 && ((uint8_t) text[cut] & 0xC0) == 0x80; back++)
+        cut--;
+    if (((uint8_t) text[cut] & 0xC0) == 0x80)
+        return max; /* four continuation bytes: not UTF-8 anyway */
+    return cut;
+}
+
+/* Copies the NUL-terminated src into dst (size bytes, NUL included),
+   cut at a character boundary when it does not fit: its length. */
+static inline size_t
+fanhub_utf8_copy (char *dst, size_t size, const char *src)
+{
+    if (!size)
+        return 0;
+    size_t len = fanhub_utf8_cut (src, strlen (src), size - 1);
+    memmove (dst, src, len);
+    dst[len] = '\0';
+    return len;
+}
+
+/* vsnprintf into out (size bytes), then, when the text was cut, the cut
+   moved back to a character boundary (fanhub_utf8_cut): its length. */
+static inline size_t FANHUB_PRINTF (3, 0)
+    fanhub_utf8_vformat (char *out, size_t size, const char *fmt, va_list args)
+{
+    if (!size)
+        return 0;
+    int full = vsnprintf (out, size, fmt, args);
+    if (full < 0) {
+        out[0] = '\0';
+        return 0;
+    }
+    if ((size_t) full < size)
+        return (size_t) full;
+    /* The byte after the cut is gone: a lead byte at the end is cut with
+       the continuation bytes vsnprintf did not write. */
+    size_t len = size - 1, cut = len;
+    while (cut > 0 && len - cut < 3 && ((uint8_t) out[cut - 1] & 0xC0) == 0x80)
+        cut--;
+    if (cut > 0 && (uint8_t) out[cut - 1] >= 0xC0) {
+        uint8_t lead = (uint8_t) out[cut - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (len - (cut - 1) < need)
+            len = cut - 1; /* the character is not whole */
+    }
+    out[len] = '\0';
+    return len;
+}
+
+/* fanhub_utf8_vformat with its arguments. */
+static inline size_t FANHUB_PRINTF (3, 4)
+    fanhub_utf8_format (char *out, size_t size, const char *fmt, ...)
+{
+    va_list args;
+    va_start (args, fmt);
+    size_t len = fanhub_utf8_vformat (out, size, fmt, args);
+    va_end (args);
+    return len;
+}
+
 /* How byte c is written inside a JSON string: 0 when as it is, else the
    length (2 or 6) of its escape, written into out: `"` and `\` get a
    backslash, \b \f \n \r \t their short forms, other bytes below 0x20

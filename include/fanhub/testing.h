@@ -81,13 +81,16 @@ struct fanhub_ctx {
     int published;                      /* host->publish calls (ABI 1.5), under the lock */
     char published_topic[256];          /* the last one's topic (cut to fit) */
     size_t published_size;              /* and its body's size */
+    size_t window;                      /* the last host->set_window (ABI 1.5) */
+    int started;                        /* host->ticket_started calls (ABI 1.5) */
     const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
                                            plugin fanhub_fake_plugin_load loaded */
 };
 
 /* The host table: every function of ABI 1.4 but msg_ticket and complete
    (a plugin that answers FANHUB_PENDING needs a table of its own), and
-   ABI 1.5's publish, which records the call in the ctx and answers 0. */
+   ABI 1.5's publish, set_window and ticket_started, which record the
+   call in the ctx (publish answers 0). */
 extern const fanhub_host_t fanhub_fake_host;
 
 /* The descriptor fanhub_fake_plugin_load loaded last (a test may set it). */
@@ -129,6 +132,8 @@ int fanhub_fake_host_options_load (fanhub_ctx_t *ctx, const fanhub_option_t *opt
                                    size_t values_size, char *err, size_t errlen);
 void fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHUB_PRINTF (2, 3);
 int fanhub_fake_host_publish (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size);
+void fanhub_fake_host_set_window (fanhub_ctx_t *ctx, size_t n);
+void fanhub_fake_host_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket);
 
 #ifdef __cplusplus
 }

@@ -56,12 +56,26 @@ def test_gaps_by_json_pointer():
 def test_lost_never_negative_at_the_ends_of_int64():
     """Issue 28, item 9: counters at the ends of a signed 64-bit integer
     made upstream.lost overflow (-9.2e18). The difference is taken without
-    overflow, and lost saturates at 2^63 - 1: never negative."""
+    overflow: never negative. Issue 39, item 8: such a leap is no loss a
+    bus could have had; it counts as a restart, lost stays 0."""
     top, bottom = 2 ** 63 - 1, -2 ** 63
     sends = [("org.a.prod.x", json.dumps({"i": i})) for i in (bottom, top)]
     sends += [("org.b.prod.y", json.dumps({"i": i})) for i in (1, top)]
     upstream = run("topic_prefix:3", sends)
-    assert upstream["lost"] == top and upstream["restarts"] == 0, upstream
+    assert upstream["lost"] == 0 and upstream["restarts"] == 2, upstream
+
+
+def test_one_bogus_counter_does_not_pin_lost():
+    """Issue 39, item 8: one fedmsg body with i = 2^63 - 1 among a
+    producer's 1..10 used to pin upstream.lost at 2^63 - 1 for good. Now
+    it costs two restarts (the leap, and the way back), and a true gap
+    after it is still counted; a leap of exactly 2^20 is still a loss."""
+    numbers = [1, 2, 3, 4, 5, 2 ** 63 - 1, 6, 7, 8, 10, 11]
+    sends = [("org.a.prod.x", json.dumps({"i": i})) for i in numbers]
+    sends += [("org.b.prod.y", json.dumps({"i": i})) for i in (1, 1 + 2 ** 20, 2 + 2 ** 20)]
+    upstream = run("topic_prefix:3", sends)
+    assert upstream == {"lost": 1 + (2 ** 20 - 1), "restarts": 2, "untracked": 0,
+                        "producers": 2}, upstream
 
 
 def test_bad_gap_config_refused():
@@ -75,4 +89,6 @@ def test_bad_gap_config_refused():
 
 
 if __name__ == "__main__":
-    fh.main([test_gaps_by_topic_prefix, test_lost_never_negative_at_the_ends_of_int64, test_gaps_by_json_pointer, test_bad_gap_config_refused])
+    fh.main([test_gaps_by_topic_prefix, test_lost_never_negative_at_the_ends_of_int64,
+             test_one_bogus_counter_does_not_pin_lost, test_gaps_by_json_pointer,
+             test_bad_gap_config_refused])

@@ -7,6 +7,7 @@ working. Waits on conditions only."""
 import json
 import os
 import resource
+import shutil
 import signal
 
 import fanhublib as fh
@@ -187,6 +188,106 @@ def test_init_and_fini_crashes_are_named():
     wd.cleanup()
 
 
+def crashed_once(wd, pub):
+    """A state_dir whose spool holds the poison and the messages after it,
+    and whose crash record names the poison once: the hub that made it
+    crashed on it. The record's line."""
+    hub = fh.Hub(wd, config(wd, pub), name="crash")
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(MESSAGES):
+            pub.send("org.test.poison", body(i))
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "bad")["spilled"] == MESSAGES,
+                    "all spooled", hub=hub)
+        open(wd.file("gate"), "w").close()
+        assert hub.wait() == -signal.SIGSEGV, hub.log()
+    finally:
+        hub.kill()
+    with open(wd.file("state/bad/crashes"), "rb") as f:
+        record = f.read()
+    assert record.startswith(b"fanhub-crash 1 %d " % (POISON + 1)), record
+    return record
+
+
+def test_hostile_crash_records():
+    """Issue 39, item 3: a crash record that is a FIFO, a symbolic link,
+    prefixed with zeros or 15 MiB long neither hangs the start, nor
+    damages another file, nor hides its records, nor floods the log."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    record = crashed_once(wd, pub)
+    shutil.copytree(wd.file("state"), wd.file("state.crashed"), symlinks=True)
+    crashes = wd.file("state/bad/crashes")
+
+    def restore(contents=None):
+        shutil.rmtree(wd.file("state"))
+        shutil.copytree(wd.file("state.crashed"), wd.file("state"), symlinks=True)
+        os.unlink(crashes)
+        if contents is not None:
+            with open(crashes, "wb") as f:
+                f.write(contents)
+
+    # A FIFO: the start neither hangs nor reads it; the hub says why and exits.
+    restore()
+    os.mkfifo(crashes)
+    hub = fh.Hub(wd, config(wd, pub), name="fifo")
+    try:
+        assert hub.wait() != 0, hub.log()
+        assert "%s: not a regular file (a FIFO): refused" % crashes in hub.log(), hub.log()
+    finally:
+        hub.kill()
+    # A symbolic link: refused, its target neither truncated nor appended to.
+    restore()
+    precious = wd.write("precious", "not a crash record\n")
+    os.symlink(precious, crashes)
+    hub = fh.Hub(wd, config(wd, pub), name="link")
+    try:
+        assert hub.wait() != 0, hub.log()
+        assert "%s: a symbolic link: refused" % crashes in hub.log(), hub.log()
+    finally:
+        hub.kill()
+    with open(precious) as f:
+        assert f.read() == "not a crash record\n"
+    # Zeros before the records (a machine crash): the records are found,
+    # the poison is quarantined at max_crashes instead of crashing the hub.
+    restore(b"\0" * 40 + record * 3)
+    hub = fh.Hub(wd, config(wd, pub), name="zeros")
+    try:
+        fh.wait_for(lambda: hub.proc.poll() is not None
+                    or (stats_or_none(hub, "bad") or {}).get("dead_lettered") == 1,
+                    "the dead letter")
+        assert hub.proc.poll() is None, hub.log()
+        assert "crashes: 40 bytes that are not crash records skipped" in hub.log(), hub.log()
+        assert "crashed the hub 3 times: signal 11 (SIGSEGV) in consume" in hub.log()
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+    # 15 MiB of records: read, and said in a few lines.
+    restore()
+    with open(crashes, "wb") as f:
+        n = 0
+        while f.tell() < 15 * 1024 * 1024:
+            f.write(b"fanhub-crash 1 %d %08x 11\n" % (1000000 + n, n))
+            n += 1
+        f.write(record * 3)
+    hub = fh.Hub(wd, config(wd, pub), name="big")
+    try:
+        fh.wait_for(lambda: hub.proc.poll() is not None
+                    or (stats_or_none(hub, "bad") or {}).get("dead_lettered") == 1,
+                    "the dead letter")
+        assert hub.proc.poll() is None, hub.log()
+        assert hub.stop() == 0, hub.log()
+        said = [line for line in hub.log().splitlines() if "crash" in line]
+        assert len(said) <= 5, "\n".join(said[:20])
+        assert "the crash record names %d messages in all, 1 of them at max_crashes" % (n + 1) \
+            in hub.log(), hub.log()
+    finally:
+        hub.kill()
+    pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_poison_message_is_dead_lettered_after_max_crashes, test_max_crashes_setting,
-             test_init_and_fini_crashes_are_named])
+             test_init_and_fini_crashes_are_named, test_hostile_crash_records])

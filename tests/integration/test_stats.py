@@ -379,7 +379,53 @@ def test_states_in_every_view():
     wd.cleanup()
 
 
+def test_error_text_cut_inside_a_character():
+    """Issue 39, item 10: a plugin's error whose cut (the hub keeps 255
+    bytes) falls inside a UTF-8 character, or that is not UTF-8 at all,
+    never costs the answer: `fanhub stats` and STATUS list every consumer,
+    the cut character dropped whole, bad bytes shown as U+FFFD."""
+    wd = fh.Workdir()
+    cases = [("cut254", 254, "\u00e9", False), ("cut255", 255, "\u00e9", False),
+             ("euro253", 253, "\u20ac", False), ("euro254", 254, "\u20ac", False),
+             ("raw", 0, "bad \\xff byte \\xc3", True)]
+    text = "bus:\n  connect: [tcp://127.0.0.1:1]\nconsumers:\n"
+    for name, pad, tail, raw in cases:
+        text += ("  - name: %s\n    plugin: %s/badtext.so\n    options: {pad: %d, tail: %s%s}\n"
+                 % (name, fh.TEST_PLUGINS, pad, json.dumps(tail), ", raw: true" if raw else ""))
+    text += "  - name: fine\n    plugin: %s/sleep.so\n" % fh.TEST_PLUGINS
+    hub = fh.Hub(wd, text)
+    try:
+        hub.wait_ready()
+        status, out, err = fh.run(["stats", "-e", hub.control, "--format", "json"])
+        assert status == 0, (status, out, err)
+        stats = json.loads(out)
+        errors = {c["name"]: c["last_error"] for c in stats["consumers"]}
+        assert sorted(errors) == sorted([c[0] for c in cases] + ["fine"]), out
+        assert errors["cut254"] == "a" * 254, errors["cut254"]
+        assert errors["cut255"] == "a" * 255, errors["cut255"]
+        assert errors["euro253"] == "a" * 253, errors["euro253"]
+        assert errors["euro254"] == "a" * 254, errors["euro254"]
+        assert errors["raw"] == "bad \ufffd byte \ufffd", errors["raw"]
+        # So does the status page's STATUS, the plugin's error as its reason.
+        status = json.loads(hub.request("STATUS"))
+        reasons = {c["name"]: c["status"]["reason"] for c in status["consumers"]}
+        assert len(reasons) == len(cases) + 1, reasons
+        assert reasons["raw"] == "bad \ufffd byte \ufffd", reasons
+        assert reasons["cut254"] == "a" * 254, reasons
+        # The other formats answer too.
+        for form in ("prometheus", "collectd", "table"):
+            status, out, err = fh.run(["stats", "-e", hub.control, "--format", form])
+            assert status == 0 and "cut254" in out, (form, status, out, err)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+
+
 if __name__ == "__main__":
     fh.main([test_backlog_is_exact, test_invariants_under_load,
              test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats,
              test_backlog_warning_fires_once_and_rearms, test_states_in_every_view])
+
+
+             test_backlog_warning_fires_once_and_rearms, test_error_text_cut_inside_a_character])

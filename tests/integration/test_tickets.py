@@ -152,8 +152,52 @@ def test_never_completed_ticket_does_not_pin_the_cursor():
         pub.close()
 
 
+def test_complete_after_fini_is_counted_not_a_crash():
+    """Issue 39, item 6: a plugin completes a ticket from a thread of its
+    own after a reload abandoned the ticket and the old instance's fini
+    returned. The hub neither crashes nor touches freed memory (the ASan
+    build says so): the complete is logged with the consumer's and the
+    plugin's names and counted in completions_late; a complete of the new
+    instance's ticket still counts as completed."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    done = wd.file("done")
+
+    def config(delay_ms):
+        return hub_yaml(pub, "  - name: late\n    plugin: %s/late.so\n    consume_timeout: 0\n"
+                        "    options: {delay_ms: %d, done_file: %s}\n"
+                        % (fh.TEST_PLUGINS, delay_ms, json.dumps(done)), shutdown_timeout=1)
+    hub = fh.Hub(wd, config(5000))
+    try:
+        publish(pub, hub, 1)
+        fh.wait_for(lambda: consumer(hub, "late")["in_flight"] == 1, "1 pending", hub=hub)
+        wd.write("hub.yaml", config(0) + "control: %s\n" % hub.control)
+        status, _, err = fh.run(["reload", "-e", hub.control])
+        assert status == 0, err
+        hub.wait_log("abandoned, counted in tickets_abandoned")
+        fh.wait_for(lambda: "the old instance is done" in hub.log(), "the old one gone",
+                    hub=hub)
+        fh.wait_for(lambda: len(fh.whole_lines(done)) == 1, "the late complete", hub=hub)
+        fh.wait_for(lambda: consumer(hub, "late")["completions_late"] == 1, "counted", hub=hub)
+        log = hub.log()
+        assert ("complete: consumer 'late', plugin %s/late.so: ticket " % fh.TEST_PLUGINS) in log
+        assert "completed after the instance was torn down (its fini had returned)" in log, log
+        c = consumer(hub, "late")
+        assert c["tickets_abandoned"] == 1 and c["in_flight"] == 0, c
+        pub.send("org.ack.1", '{"i":1}')  # subscribed already; the new instance: at once
+        fh.wait_for(lambda: consumer(hub, "late")["completed"] == 1, "completed", hub=hub)
+        assert consumer(hub, "late")["completions_late"] == 1
+        assert hub.request("PING") == b"PONG"
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
     fh.main([test_pending_past_consume_timeout_fails_the_attempt,
              test_reload_abandons_tickets_after_shutdown_timeout,
              test_stop_abandons_tickets_and_restart_delivers_them,
-             test_never_completed_ticket_does_not_pin_the_cursor])
+             test_never_completed_ticket_does_not_pin_the_cursor,
+             test_complete_after_fini_is_counted_not_a_crash])

@@ -1,7 +1,11 @@
 /*  test_log - hub/util/log.c's fh_log_limited: one line per interval for a
     recurring problem, and the next line says how many were held back.
-    Time is not waited for: the limiter's next_ns is moved instead. */
+    Time is not waited for: the limiter's next_ns is moved instead. A line
+    cut for length (on stderr at 2 KiB, in the status page's recent lines
+    at 255 bytes) is cut between UTF-8 characters (issue 39, item 10). */
 #include "log.h"
+
+#include "fanhub/sdk.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,11 +80,45 @@ test_log_limited (void **state)
     assert_string_equal (text, "fanhub: error: spool 4: cannot write\n");
 }
 
+static void
+s_long (fh_ratelimit_t *limit)
+{
+    (void) limit;
+    char pad[3000];
+    memset (pad, 'a', sizeof pad);
+    pad[254] = '\0'; /* "é" at bytes 254-255 of the text: a 255-byte cut splits it */
+    fh_log (FANHUB_LOG_WARNING, "%s\xc3\xa9 end", pad);
+    pad[254] = 'a';
+    /* "fanhub: warning: " is 17 bytes; the body's room 2048 - 17 - 1 keeps
+       2029 bytes: a "€" from body byte 2028 is split. */
+    pad[2028] = '\0';
+    fh_log (FANHUB_LOG_WARNING, "%s\xe2\x82\xac tail", pad);
+}
+
+static void
+test_cut_between_characters (void **state)
+{
+    (void) state;
+    unsetenv ("JOURNAL_STREAM");
+    char text[8192];
+    s_capture (s_long, NULL, text, sizeof text);
+    assert_true (fanhub_utf8_valid (text, strlen (text)));
+    char *second = strchr (text, '\n') + 1;
+    assert_int_equal (strlen (second), 17 + 2028 + 1); /* the € went whole, then \n */
+    fh_log_line_t lines[FH_LOG_RECENT];
+    size_t n = fh_log_recent (lines, FH_LOG_RECENT);
+    assert_true (n >= 2);
+    assert_int_equal (strlen (lines[n - 2].text), 254); /* the é went whole */
+    assert_true (fanhub_utf8_valid (lines[n - 2].text, 254));
+    assert_true (fanhub_utf8_valid (lines[n - 1].text, strlen (lines[n - 1].text)));
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_log_limited),
+        cmocka_unit_test (test_cut_between_characters),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }

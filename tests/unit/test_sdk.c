@@ -3,7 +3,9 @@
 
     Base64 against RFC 4648's vectors, a round trip of every byte value,
     and each text the decoder refuses; RFC 3339 at the epoch, before it,
-    at each fraction width; JSON escapes of every byte class.
+    at each fraction width; JSON escapes of every byte class; cuts at a
+    UTF-8 boundary (fanhub_utf8_cut, _copy, _format) at every byte of
+    characters of each length.
 */
 #include <fanhub/sdk.h>
 
@@ -150,6 +152,63 @@ test_json_escape (void **state)
     }
 }
 
+static void
+test_utf8_cut (void **state)
+{
+    (void) state;
+    /* "aé€😀": 1 + 2 + 3 + 4 bytes; every cut inside a character moves
+       back to its start, every cut between characters stays. */
+    const char *text = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";
+    size_t len = strlen (text);
+    static const size_t want[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10, 10, 10};
+    for (size_t max = 0; max < sizeof want / sizeof *want; max++) {
+        size_t cut = fanhub_utf8_cut (text, len, max);
+        assert_int_equal (cut, want[max]);
+        assert_true (fanhub_utf8_valid (text, cut));
+    }
+    /* Not UTF-8: cut where asked. */
+    assert_int_equal (fanhub_utf8_cut ("\x80\x80\x80\x80\x80\x80", 6, 5), 5);
+    assert_int_equal (fanhub_utf8_cut ("ab\xff", 3, 2), 2);
+}
+
+static void
+test_utf8_copy_and_format (void **state)
+{
+    (void) state;
+    char pad[300], out[256];
+    memset (pad, 'a', sizeof pad);
+    /* 254 ASCII + "é": vsnprintf keeps 254 + the é's first byte. */
+    pad[254] = '\0';
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "%s\xc3\xa9", pad), 254);
+    assert_int_equal (strlen (out), 254);
+    assert_true (fanhub_utf8_valid (out, strlen (out)));
+    /* 253 ASCII + "€" (3 bytes): two of its bytes fit, both go. */
+    pad[253] = '\0';
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "%s\xe2\x82\xac!", pad), 253);
+    /* 252 + "€": it fits whole, what follows is cut. */
+    pad[252] = '\0';
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "%s\xe2\x82\xac!", pad), 255);
+    assert_memory_equal (out + 252, "\xe2\x82\xac", 4);
+    /* 251 + "😀" (4 bytes): fits whole. 252 + it: it goes. */
+    pad[251] = '\0';
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "%s\xf0\x9f\x98\x80", pad), 255);
+    pad[251] = 'a';
+    pad[252] = '\0';
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "%s\xf0\x9f\x98\x80", pad), 252);
+    /* Not cut: as vsnprintf wrote it. */
+    assert_int_equal (fanhub_utf8_format (out, sizeof out, "x%dy", 7), 3);
+    assert_string_equal (out, "x7y");
+    /* Copy: the same rule; size 0 writes nothing; 1 gives "". */
+    char small[4];
+    assert_int_equal (fanhub_utf8_copy (small, sizeof small, "ab\xc3\xa9"), 2);
+    assert_string_equal (small, "ab");
+    assert_int_equal (fanhub_utf8_copy (small, sizeof small, "a\xc3\xa9"), 3);
+    assert_string_equal (small, "a\xc3\xa9");
+    assert_int_equal (fanhub_utf8_copy (small, 0, "abc"), 0);
+    assert_int_equal (fanhub_utf8_copy (small, 1, "abc"), 0);
+    assert_string_equal (small, "");
+}
+
 int
 main (void)
 {
@@ -160,6 +219,8 @@ main (void)
         cmocka_unit_test (test_base64_decode_refuses),
         cmocka_unit_test (test_rfc3339),
         cmocka_unit_test (test_json_escape),
+        cmocka_unit_test (test_utf8_cut),
+        cmocka_unit_test (test_utf8_copy_and_format),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
