@@ -18,6 +18,7 @@ import zmq
 import fanhublib as fh
 import test_fedmsg as fedmsg
 import test_worker_protocol as wp
+import test_worker_upstream as upstream
 
 REPUBLISH = fh.TEST_PLUGINS + "/republish.so"
 
@@ -247,8 +248,44 @@ def test_config_refusals():
     wd.cleanup()
 
 
+def test_a_python_relay_publishes_signed():
+    """fedmsg's relay as a Python consumer (the upstream stand-ins: a
+    FedmsgConsumer calling self.send_message) under a real hub, publish:
+    with the fedmsg envelope and a signature: what it sends on reaches a
+    pyzmq SUB wrapped, signed, and verified by Python's cryptography."""
+    fedmsg.need_tools()
+    wd = fh.Workdir()
+    fedmsg.make_ca(wd, "ca")
+    fedmsg.make_signer(wd, "ca", "relay")
+    consumer = ("  - name: relay\n    plugin: python\n    topics: [org.test.]\n"
+                "    options: {callable: \"upstream_consumers:Relay\", path: %s,"
+                " config: {relay.enabled: true}}\n"
+                "    publish: {bind: tcp://127.0.0.1:*, envelope: fedmsg,"
+                " sign: {cert: %s, key: %s}}\n"
+                % (upstream.PATHS, wd.file("relay.crt"), wd.file("relay.key")))
+    with fh.Cleanup() as cleanup:
+        hub, pub = start(wd, consumer, cleanup)
+        sub, _ = subscriber(hub, "relay", cleanup)
+        probes = joined(pub, sub, topic="org.test.probe", body='{"msg": {}}')
+        body = {"topic": "org.test.build", "msg": {"build_id": 7, "owner": "\u00e9"},
+                "msg_id": "2026-x"}
+        pub.send("org.test.build", json.dumps(body))
+        assert sub.poll(int(fh.DEADLINE * 1000))
+        topic, data = sub.recv_multipart()
+        msg = json.loads(data)
+        assert topic == b"relayed.org.test.build" and msg["topic"] == "relayed.org.test.build", msg
+        assert msg["msg"] == body and msg["i"] == probes + 1, msg
+        assert msg["crypto"] == "x509" and fedmsg.py_verify(msg) == "relay"
+        c = hub.consumer(hub.stats(), "relay")
+        assert c["published"] == probes + 1 and c["publish_failed"] == 0, c
+        assert c["completed"] == probes + 1 and c["failed"] == 0, c
+        assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_bind_reaches_a_subscriber, test_fedmsg_envelope_signed,
              test_local_reaches_the_hubs_consumers, test_connect_down_holds_within_queue,
              test_reload_replaces_the_publisher,
-             test_worker_publish_frame, test_config_refusals])
+             test_worker_publish_frame, test_a_python_relay_publishes_signed,
+             test_config_refusals])
