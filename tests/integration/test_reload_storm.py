@@ -6,6 +6,8 @@ worth (the running one's queue and the newest's), whatever the number of
 reloads; the counters stay exact and nothing is lost uncounted. One run
 per overflow policy. Deadlines only turn a hang into a failure."""
 import os
+import threading
+import time
 
 import fanhublib as fh
 
@@ -99,5 +101,65 @@ def test_storm_block():
     storm("block")
 
 
+def test_storm_write_ahead_never_stops_the_bus():
+    """Reloads every 100 ms of a consumer that spills with write_ahead and
+    falls behind, while a publisher sends all along (issue 39: the bus
+    stood still for seconds, received stuck at 9): each successor takes
+    its predecessor's spool over and, until it has it open, what is
+    offered to it goes onto the end of that spool, so the bus moves all
+    along; every message is done once, in order."""
+    wd = fh.Workdir()
+    journal = wd.file("journal")
+
+    def text(k):
+        return ("state_dir: %s\nbus:\n  connect: [%s]\nconsumers:\n"
+                "  - name: wa\n    plugin: %s/journal.so\n"
+                "    queue: {overflow: spill, write_ahead: true}\n"
+                "    options: {path: %s, us_max: %d}\n"
+                % (wd.file("state"), pub.endpoint, fh.TEST_PLUGINS, journal, 2000 + k))
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, text(0))
+    still = 3.0 if os.environ.get("FANHUB_SANITIZE") else 1.0  # a sanitizer is slower
+    sent = [0]
+    stop = threading.Event()
+
+    def send():
+        while not stop.is_set():
+            pub.send("org.storm", '{"i":%d}' % sent[0])
+            sent[0] += 1
+            time.sleep(0.001)
+    sender = threading.Thread(target=send, daemon=True)
+    try:
+        pub.wait_subscribed(hub=hub)
+        sender.start()
+        last_received, last_moved = -1, time.monotonic()
+        for k in range(1, 31):
+            write_config(hub, text(k))
+            status, out, err = fh.run(["reload", "-e", hub.control])
+            assert status == 0, (k, status, out, err, hub.log()[-3000:])
+            received = hub.stats()["hub"]["received"]
+            now = time.monotonic()
+            if received != last_received:
+                last_received, last_moved = received, now
+            assert now - last_moved < still, (
+                "the bus stood still %.1f s at %d of %d" % (now - last_moved, received, sent[0]),
+                hub.log()[-3000:])
+            time.sleep(0.1)
+        stop.set()
+        sender.join()
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == sent[0], "all received", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "wa")["completed"] == sent[0],
+                    "every message done", hub=hub)
+        assert hub.stop() == 0, hub.log()[-3000:]
+        done = [int(line.split()[1]) for line in open(journal)]
+        assert done == list(range(sent[0])), "lost, repeated or out of order"
+        wd.cleanup()
+    finally:
+        stop.set()
+        hub.kill()
+        pub.close()
+
+
 if __name__ == "__main__":
-    fh.main([test_storm_drop_newest, test_storm_drop_oldest, test_storm_block])
+    fh.main([test_storm_drop_newest, test_storm_drop_oldest, test_storm_block,
+             test_storm_write_ahead_never_stops_the_bus])
