@@ -201,7 +201,7 @@ static void
 s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
 {
     json_error_t error;
-    json_t *ready = json_loadb ((const char *) payload, size, 0, &error);
+    json_t *ready = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, &error);
     json_int_t protocol = p->protocol = json_integer_value (json_object_get (ready, "protocol"));
     const char *name = json_string_value (json_object_get (ready, "name"));
     const char *version = json_string_value (json_object_get (ready, "version"));
@@ -231,7 +231,7 @@ s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t no
 static void
 s_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
 {
-    json_t *error = json_loadb ((const char *) payload, size, 0, NULL);
+    json_t *error = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, NULL);
     const char *text = json_string_value (json_object_get (error, "error"));
     char why[512];
     snprintf (why, sizeof why, "refused to start: %s", text ? text : "(ERROR without a reason)");
@@ -248,7 +248,7 @@ s_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t 
 static void
 s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
 {
-    json_t *halt = json_loadb ((const char *) payload, size, 0, NULL);
+    json_t *halt = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, NULL);
     const char *reason = json_string_value (json_object_get (halt, "reason"));
     worker_done_t *done = calloc ((size_t) w->cap, sizeof *done);
     size_t count = 0;

@@ -61,7 +61,7 @@ fh_fedmsg_sender_wrap (fh_fedmsg_sender_t *self, const char *topic, size_t topic
     json_t *msg;
     if (self->json_only) {
         json_error_t error;
-        msg = json_loadb (body, body_size, JSON_DECODE_ANY, &error);
+        msg = json_loadb (body, body_size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
         if (!msg)
             snprintf (err, errlen, "the body is not JSON (%s, at byte %d)", error.text,
                       error.position);
