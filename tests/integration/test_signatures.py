@@ -86,8 +86,8 @@ def send_paced(hub, pub, bodies, in_flight=16):
 
 
 def test_flood_of_large_certificates():
-    """3,000 messages (400 under a sanitizer), each with a different 1 MiB certificate: every one
-    too_large, the hub's peak RSS under 64 MiB above where it started.
+    """3,000 messages (400 under a sanitizer), each with a different 1 MiB
+    certificate: every one too_large, the hub's peak RSS under 64 MiB above where it started.
     Then 1,000 distinct garbage certificates under the limit: each
     bad_certificate, again the same, memory flat; a good signer still
     passes."""
