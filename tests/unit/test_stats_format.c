@@ -1210,8 +1210,8 @@ test_consumer_view (void **state)
         "\nqueue_wait           last interval  count 100  p50 900us  p90 2.0ms  p99 4.0ms",
         "\n                     since start    count 990  p50 900us",
         "\nprocessing           last interval  count 0\n",
-        "\nworkers              2\n  worker 0           busy 12.5%\n  worker 1           busy "
-        "50.0%\n",
+        ("\nworkers              2\n  worker 0           busy 12.5%\n  worker 1           busy "
+         "50.0%\n"),
     };
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
         if (!strstr (text, wanted[i]))
