@@ -175,7 +175,8 @@ def parse_prometheus(text):
 COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
             "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
             "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped",
-            "tickets_expired", "completions_late", "tickets_abandoned")
+            "tickets_expired", "completions_late", "tickets_abandoned", "published",
+            "publish_failed")
 GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
           "spool_messages", "keys_active", "key_backlog_max", "state", "queue_bytes",
           "spool_max_bytes", "warn_at")
