@@ -4,6 +4,7 @@ frame over the limit, an answer to a ticket the worker does not hold, a
 frame of no known type; a worker's LOG frames and stdout lines reach the
 hub's log with the consumer's name."""
 import json
+import os
 import time
 
 import fanhublib as fh
@@ -167,8 +168,46 @@ def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
     wd.cleanup()
 
 
+def test_a_stop_during_the_handshake_ends_the_start():
+    # Issue 39 item 4: SIGTERM while a worker has not answered HELLO was
+    # held until handshake_timeout (30 s); now the start ends at once.
+    wd = fh.Workdir()
+    marker = wd.file("started")
+    code = ("import os, time\nopen(%r + '.tmp', 'w').write(str(os.getpid()))\n"
+            "os.rename(%r + '.tmp', %r)\ntime.sleep(120)\n" % (marker, marker, marker))
+    options = "{command: [%s, -c, %s], handshake_timeout: 30s}" % (PY, json.dumps(code))
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n  - name: w\n    plugin: worker\n"
+              "    options: %s\n" % (pub.endpoint, options))
+    hub = fh.Hub(wd, config)
+    try:
+        fh.wait_for(lambda: os.path.exists(marker), "the worker started", hub=hub)
+        pid = int(open(marker).read())
+        begun = time.monotonic()
+        # Far below handshake_timeout, generous for ASan on a loaded machine.
+        status = hub.stop(deadline=15)
+        took = time.monotonic() - begun
+        log = hub.log()
+        assert status == 3, (status, log)
+        assert took < 15, took
+        assert "Terminated: stopping once the start under way returns" in log, log
+        assert "the hub is stopping: gave up waiting for READY" in log, log
+        assert "Terminated: the start was stopped: exiting without running" in log, log
+        assert "no READY" not in log, log
+        try:
+            os.kill(pid, 0)
+            raise AssertionError("worker %d outlived the hub" % pid)
+        except ProcessLookupError:
+            pass
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_handshakes_that_fail, test_protocol_errors_kill_the_worker,
              test_logs_and_output_reach_the_hub_log,
              test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout,
-             test_a_worker_that_skips_a_message_is_killed])
+             test_a_worker_that_skips_a_message_is_killed,
+             test_a_stop_during_the_handshake_ends_the_start])
