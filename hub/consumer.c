@@ -427,11 +427,27 @@ fh_consumer_plugin_version (const fh_consumer_t *self)
    it may ask for. The worker plugin is the reason: its processes live
    outside the hub, and an operator needs to see in `fanhub stats` that a
    consumer is down and why, without reading the log. */
+static atomic_bool s_stopping;
+
+void
+fh_consumer_note_stopping (void)
+{
+    atomic_store (&s_stopping, true);
+}
+
+bool
+fh_consumer_stopping (void)
+{
+    return atomic_load (&s_stopping);
+}
+
 int64_t
 fh_consumer_setting (fh_consumer_t *self, const char *name)
 {
     if (!name)
         return -1;
+    if (strcmp (name, "stopping") == 0)
+        return atomic_load (&s_stopping) ? 1 : 0;
     if (strcmp (name, "workers") == 0)
         return (int64_t) self->worker_count;
     if (strcmp (name, "max_pending") == 0)

@@ -144,6 +144,11 @@ void fh_consumer_set_warn_at (fh_consumer_t *self, size_t warn_at);
    idle call: what SIGHUP and a reload do, so that logrotate's create
    mode works. Any thread. */
 void fh_consumer_reopen_all (void);
+/* The hub was told to stop (SIGTERM, SIGINT): from now on every
+   consumer's setting "stopping" answers 1, so that a plugin's init
+   waiting for something gives up at once. Any thread; never undone. */
+void fh_consumer_note_stopping (void);
+bool fh_consumer_stopping (void);
 /* A reload moved it to position index of the configuration. */
 void fh_consumer_set_index (fh_consumer_t *self, size_t index);
 /* A reload replaces it: no more offers; it consumes everything it holds,

@@ -85,6 +85,12 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t
     fh_consumer_set_memory_max (config->memory_max_bytes);
     for (size_t i = 0; i < config->consumer_count; i++) {
         const fh_consumer_config_t *consumer = &config->consumers[i];
+        if (fh_consumer_stopping ()) { /* a stop came during an init (cmd_run.c) */
+            snprintf (err, errlen, "the start was stopped before consumer '%s' started",
+                      consumer->name);
+            fh_hub_destroy (&self);
+            return NULL;
+        }
         fh_consumer_t *instance = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
         if (!instance) {
             fh_hub_destroy (&self);
@@ -175,9 +181,15 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
 {
     s_keep_memory_while_busy ();
     /* Consumers first: the enqueuer may hand them messages at once. */
-    for (size_t i = 0; i < self->consumer_count; i++)
+    for (size_t i = 0; i < self->consumer_count; i++) {
+        if (fh_consumer_stopping ()) { /* a stop came during an init (cmd_run.c) */
+            snprintf (err, errlen, "the start was stopped before consumer '%s' started",
+                      self->config->consumers[i].name);
+            return -1;
+        }
         if (fh_lineage_start (self->lines[i], err, errlen) != 0)
             return -1;
+    }
     self->started = true;
     self->enqueuer = fh_enqueuer_new (self->config, self->trigger, self->consumers,
                                       self->consumer_count, err, errlen);

@@ -131,6 +131,10 @@ void bridge_fedora_free (bridge_fedora_t *fedora);
 bridge_job_t *bridge_fedora_job (const bridge_fedora_t *fedora, const char *key, size_t key_size,
                                  const void *body, size_t body_size, int64_t received_ns);
 
+/* fedora.c: the job's fedora-messaging properties into props (an
+   amqp_basic_properties_t) and its headers (room for 4 more entries). */
+void bridge_fedora_props (const bridge_job_t *job, void *props, void *headers);
+
 /* declare.c: the binding keys (the bindings node, or NULL: "#") and the
    default hash exchange; 0 or -1 with err. */
 int bridge_declare_read (const fanhub_host_t *host, const fanhub_option_t *bindings,
@@ -140,6 +144,33 @@ int bridge_declare_read (const fanhub_host_t *host, const fanhub_option_t *bindi
 int bridge_declare_run (const bridge_declare_t *declare, const char *exchange, void *conn,
                         int channel, char *why, size_t whylen);
 void bridge_declare_free (bridge_declare_t *declare);
+/* declare.c: words for an RPC reply (an amqp_rpc_reply_t) that is not
+   normal; whether it says the broker refused who we are or where we go
+   (a configuration error, not a passing state). */
+void bridge_reply_why (const void *reply, const char *what, char *why, size_t whylen);
+bool bridge_refused_login (const void *reply);
+
+/* held.c: returned messages per routing key, and each key's probe and
+   backoff (the link's thread only). */
+typedef struct bridge_held bridge_held_t;
+bridge_held_t *bridge_held_new (void);
+/* Frees every job still held. */
+void bridge_held_destroy (bridge_held_t **self_p);
+/* When job's key is held, takes job (behind the key's older ones): true. */
+bool bridge_held_queue (bridge_held_t *self, bridge_job_t *job);
+/* A returned job (probe: it was its key's probe: the backoff doubles); -1
+   when out of memory (job not taken). */
+int bridge_held_add (bridge_held_t *self, bridge_job_t *job, bool probe, int64_t now);
+/* A key's oldest job when its probe is due (the key then waits for its
+   outcome), or NULL. */
+bridge_job_t *bridge_held_probe (bridge_held_t *self, int64_t now);
+/* probe was confirmed: the rest of its key's jobs, in order (a list), and
+   the key is no longer held. */
+bridge_job_t *bridge_held_release (bridge_held_t *self, const bridge_job_t *probe);
+/* When the next probe is due (INT64_MAX: none). */
+int64_t bridge_held_next_ns (const bridge_held_t *self);
+/* Every job held, as a list; nothing is held after. */
+bridge_job_t *bridge_held_take_all (bridge_held_t *self);
 
 /* Counters, written by one thread each and read at fini. */
 typedef struct {

@@ -147,3 +147,39 @@ bridge_declare_run (const bridge_declare_t *d, const char *exchange, void *conn_
     }
     return 0;
 }
+
+/* Words for an RPC reply that is not normal. */
+void
+bridge_reply_why (const void *reply, const char *what, char *why, size_t whylen)
+{
+    amqp_rpc_reply_t r = *(const amqp_rpc_reply_t *) reply;
+    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
+        snprintf (why, whylen, "%s: %s", what, amqp_error_string2 (r.library_error));
+    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
+             && r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        amqp_connection_close_t *m = r.reply.decoded;
+        snprintf (why, whylen, "%s: the broker closed the connection: %u %.*s", what, m->reply_code,
+                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
+    }
+    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
+             && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        amqp_channel_close_t *m = r.reply.decoded;
+        snprintf (why, whylen, "%s: the broker closed the channel: %u %.*s", what, m->reply_code,
+                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
+    }
+    else
+        snprintf (why, whylen, "%s: unexpected reply", what);
+}
+
+/* True when a reply says the broker refused who we are or where we go:
+   a configuration error, not a passing state. */
+bool
+bridge_refused_login (const void *reply)
+{
+    amqp_rpc_reply_t r = *(const amqp_rpc_reply_t *) reply;
+    if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION
+        || r.reply.id != AMQP_CONNECTION_CLOSE_METHOD)
+        return false;
+    amqp_connection_close_t *m = r.reply.decoded;
+    return m->reply_code == AMQP_ACCESS_REFUSED || m->reply_code == AMQP_NOT_ALLOWED;
+}

@@ -10,6 +10,8 @@
 
 #include <fanhub/sdk.h>
 
+#include <amqp.h>
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -172,4 +174,32 @@ bridge_fedora_job (const bridge_fedora_t *f, const char *key, size_t key_size, c
     free (inner);
     json_decref (root);
     return job;
+}
+
+/* envelope: fedora-messaging: what fedora_messaging/message.py sets. */
+void
+bridge_fedora_props (const bridge_job_t *job, void *props_arg, void *headers_arg)
+{
+    amqp_basic_properties_t *props = props_arg;
+    amqp_table_entry_t *headers = headers_arg;
+    const bridge_fedora_props_t *f = &job->props;
+    props->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_CONTENT_ENCODING_FLAG
+                     | AMQP_BASIC_MESSAGE_ID_FLAG;
+    props->content_type = amqp_cstring_bytes ("application/json");
+    props->content_encoding = amqp_cstring_bytes ("utf-8");
+    props->message_id = amqp_cstring_bytes (f->message_id);
+    int n = props->headers.num_entries;
+    headers[n].key = amqp_cstring_bytes ("fedora_messaging_schema");
+    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
+    headers[n++].value.value.bytes = amqp_cstring_bytes (f->schema);
+    headers[n].key = amqp_cstring_bytes ("fedora_messaging_severity");
+    headers[n].value.kind = AMQP_FIELD_KIND_I32;
+    headers[n++].value.value.i32 = f->severity;
+    headers[n].key = amqp_cstring_bytes ("sent-at");
+    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
+    headers[n++].value.value.bytes = amqp_cstring_bytes (f->sent_at);
+    headers[n].key = amqp_cstring_bytes ("priority");
+    headers[n].value.kind = AMQP_FIELD_KIND_I32;
+    headers[n++].value.value.i32 = 0;
+    props->headers.num_entries = n;
 }

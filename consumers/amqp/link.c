@@ -10,9 +10,11 @@
 
     Publisher confirms. After confirm.select the broker numbers the
     publishes of the channel 1, 2, 3, ...: the delivery tag. `window` holds
-    the ticket of every publish not yet confirmed, indexed by tag. basic.ack
-    completes its message (with `multiple`, every one up to the tag) with
-    FANHUB_OK, basic.nack with FANHUB_RETRY. The hub's max_pending bounds
+    the ticket and job of every publish not yet confirmed, indexed by tag.
+    basic.ack completes its message (with `multiple`, every one up to the
+    tag) with FANHUB_OK, basic.nack with FANHUB_RETRY; a message returned
+    first (basic.return, mandatory) is held by its routing key until a
+    probe of that key is routed (held.c). The hub's max_pending bounds
     how many are open (handed over or published, not confirmed): the window
     and the hand-off queue together never hold more.
 
@@ -50,8 +52,10 @@
 typedef struct {
     fanhub_ticket_t ticket;
     int64_t published_ns;
-    uint64_t seq;  /* the hub's: a basic.return names it in fanhub_seq */
-    bool returned; /* a basic.return came: its ack settles it RETRY */
+    uint64_t seq;      /* the hub's: a basic.return names it in fanhub_seq */
+    bool returned;     /* a basic.return came: its ack holds it (held.c) */
+    bool probe;        /* its key's probe (held.c) */
+    bridge_job_t *job; /* kept until confirmed: a return holds it */
 } s_slot_t;
 
 struct bridge_link {
@@ -77,9 +81,11 @@ struct bridge_link {
     uint64_t next_tag;  /* the tag of the next publish */
     int64_t backoff_ns;
     int64_t next_try_ns;
-    bool failing;        /* in a streak of failures, logged once */
-    bool returns_logged; /* a return was logged since the last confirm */
-    uint64_t attempts;   /* connection attempts in the streak */
+    bool failing;           /* in a streak of failures, logged once */
+    bool returns_logged;    /* a return was logged since the last confirm */
+    bridge_held_t *held;    /* returned messages by routing key */
+    bridge_job_t *released; /* a key's, once its probe was routed: first out */
+    uint64_t attempts;      /* connection attempts in the streak */
 };
 
 static int64_t
@@ -94,40 +100,6 @@ static struct timeval
 s_timeval (int64_t ns)
 {
     return (struct timeval){.tv_sec = ns / 1000000000, .tv_usec = (ns % 1000000000) / 1000};
-}
-
-/* Words for an RPC reply that is not normal. */
-static void
-s_reply_why (amqp_rpc_reply_t r, const char *what, char *why, size_t whylen)
-{
-    if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION)
-        snprintf (why, whylen, "%s: %s", what, amqp_error_string2 (r.library_error));
-    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
-             && r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
-        amqp_connection_close_t *m = r.reply.decoded;
-        snprintf (why, whylen, "%s: the broker closed the connection: %u %.*s", what, m->reply_code,
-                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
-    }
-    else if (r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
-             && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        amqp_channel_close_t *m = r.reply.decoded;
-        snprintf (why, whylen, "%s: the broker closed the channel: %u %.*s", what, m->reply_code,
-                  (int) m->reply_text.len, (const char *) m->reply_text.bytes);
-    }
-    else
-        snprintf (why, whylen, "%s: unexpected reply", what);
-}
-
-/* True when a reply says the broker refused who we are or where we go:
-   a configuration error, not a passing state. */
-static bool
-s_refused_login (amqp_rpc_reply_t r)
-{
-    if (r.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION
-        || r.reply.id != AMQP_CONNECTION_CLOSE_METHOD)
-        return false;
-    amqp_connection_close_t *m = r.reply.decoded;
-    return m->reply_code == AMQP_ACCESS_REFUSED || m->reply_code == AMQP_NOT_ALLOWED;
 }
 
 static void
@@ -180,8 +152,8 @@ s_open (bridge_link_t *self, bool *refused, char *why, size_t whylen)
     amqp_rpc_reply_t r = amqp_login (self->conn, o->vhost, 0, LINK_FRAME_MAX, o->heartbeat_s,
                                      AMQP_SASL_METHOD_PLAIN, o->user, o->password);
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        *refused = s_refused_login (r);
-        s_reply_why (r, "login", why, whylen);
+        *refused = bridge_refused_login (&r);
+        bridge_reply_why (&r, "login", why, whylen);
         return -1;
     }
     return 0;
@@ -212,7 +184,7 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
             *refused = r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
                        && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD
                        && ((amqp_channel_close_t *) r.reply.decoded)->reply_code == AMQP_NOT_FOUND;
-            s_reply_why (r, "exchange", why, whylen);
+            bridge_reply_why (&r, "exchange", why, whylen);
             snprintf (why + strlen (why), whylen - strlen (why), " (options.exchange %s)",
                       o->exchange);
             s_close (self);
@@ -229,7 +201,7 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
         r = amqp_get_rpc_reply (self->conn);
     }
     if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        s_reply_why (r, "channel", why, whylen);
+        bridge_reply_why (&r, "channel", why, whylen);
         s_close (self);
         return -1;
     }
@@ -276,15 +248,28 @@ s_settle (bridge_link_t *self, uint64_t tag, bool multiple, fanhub_result_t resu
         return; /* not ours (already settled): nothing to do */
     uint64_t first = multiple ? self->base_tag : tag;
     uint64_t settled = 0;
+    int64_t now = s_now_ns ();
     for (uint64_t t = first; t <= tag; t++) {
         s_slot_t *slot = s_slot (self, t);
         if (!slot->ticket)
             continue;
-        /* Confirmed, but returned first: no queue took it, not done. */
-        self->host->complete (self->ctx, slot->ticket, slot->returned ? FANHUB_RETRY : result);
+        bridge_job_t *job = slot->job;
+        slot->job = NULL;
         slot->ticket = 0;
-        settled += !slot->returned;
-        slot->returned = false;
+        /* Confirmed, but returned first: no queue took it, not done; it
+           waits for its route (held.c), as does a probe nacked. */
+        bool hold = slot->returned || (slot->probe && result != FANHUB_OK);
+        if (hold && bridge_held_add (self->held, job, slot->probe, now) == 0)
+            continue;
+        self->host->complete (self->ctx, job->ticket, hold ? FANHUB_RETRY : result);
+        settled += !hold;
+        if (slot->probe && !hold) { /* routed: the route is there */
+            bridge_job_t **end = &self->released;
+            while (*end)
+                end = &(*end)->next;
+            *end = bridge_held_release (self->held, job);
+        }
+        free (job);
     }
     if (settled && result == FANHUB_OK)
         self->returns_logged = false;
@@ -331,10 +316,14 @@ s_break (bridge_link_t *self, const char *why)
         if (s_slot (self, t)->ticket) {
             self->host->complete (self->ctx, s_slot (self, t)->ticket, FANHUB_RETRY);
             s_slot (self, t)->ticket = 0;
+            free (s_slot (self, t)->job);
+            s_slot (self, t)->job = NULL;
             unconfirmed++;
         }
     self->base_tag = self->next_tag;
-    size_t waiting = s_retry_jobs (self, queued);
+    size_t waiting = s_retry_jobs (self, queued) + s_retry_jobs (self, self->released)
+                     + s_retry_jobs (self, bridge_held_take_all (self->held));
+    self->released = NULL;
     atomic_fetch_add (&self->counters->lost, unconfirmed + waiting);
     int64_t now = s_now_ns ();
     if (!self->failing) {
@@ -374,36 +363,10 @@ s_connected (bridge_link_t *self)
 /* -------------------------------------------------------------------------
    The thread */
 
-/* envelope: fedora-messaging: what fedora_messaging/message.py sets. */
-static void
-s_fedora_props (const bridge_job_t *job, amqp_basic_properties_t *props,
-                amqp_table_entry_t *headers)
-{
-    const bridge_fedora_props_t *f = &job->props;
-    props->_flags |= AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_CONTENT_ENCODING_FLAG
-                     | AMQP_BASIC_MESSAGE_ID_FLAG;
-    props->content_type = amqp_cstring_bytes ("application/json");
-    props->content_encoding = amqp_cstring_bytes ("utf-8");
-    props->message_id = amqp_cstring_bytes (f->message_id);
-    int n = props->headers.num_entries;
-    headers[n].key = amqp_cstring_bytes ("fedora_messaging_schema");
-    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
-    headers[n++].value.value.bytes = amqp_cstring_bytes (f->schema);
-    headers[n].key = amqp_cstring_bytes ("fedora_messaging_severity");
-    headers[n].value.kind = AMQP_FIELD_KIND_I32;
-    headers[n++].value.value.i32 = f->severity;
-    headers[n].key = amqp_cstring_bytes ("sent-at");
-    headers[n].value.kind = AMQP_FIELD_KIND_UTF8;
-    headers[n++].value.value.bytes = amqp_cstring_bytes (f->sent_at);
-    headers[n].key = amqp_cstring_bytes ("priority");
-    headers[n].value.kind = AMQP_FIELD_KIND_I32;
-    headers[n++].value.value.i32 = 0;
-    props->headers.num_entries = n;
-}
-
-/* Publishes one job; -1 with why when the connection failed. */
+/* Publishes one job, which its slot keeps (probe: its key's probe); -1
+   with why when the connection failed (job not taken). */
 static int
-s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whylen)
+s_publish (bridge_link_t *self, bridge_job_t *job, bool probe, char *why, size_t whylen)
 {
     if (s_window_reserve (self)) {
         snprintf (why, whylen, "out of memory");
@@ -422,7 +385,7 @@ s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whyle
         props.content_type = amqp_cstring_bytes ("application/json");
     }
     if (job->fedora)
-        s_fedora_props (job, &props, headers);
+        bridge_fedora_props (job, &props, headers);
     amqp_bytes_t key = {.len = job->key_size, .bytes = (void *) job->data};
     amqp_bytes_t body = {.len = job->body_size, .bytes = (void *) (job->data + job->key_size)};
     int rc = amqp_basic_publish (self->conn, LINK_CHANNEL,
@@ -437,6 +400,8 @@ s_publish (bridge_link_t *self, const bridge_job_t *job, char *why, size_t whyle
     slot->published_ns = s_now_ns ();
     slot->seq = job->seq;
     slot->returned = false;
+    slot->probe = probe;
+    slot->job = job;
     self->next_tag++;
     atomic_fetch_add (&self->counters->published, 1);
     return 0;
@@ -451,13 +416,34 @@ s_publish_queued (bridge_link_t *self, char *why, size_t whylen)
     bridge_job_t *job = self->head;
     self->head = self->tail = NULL;
     pthread_mutex_unlock (&self->lock);
-    while (job) {
-        if (s_publish (self, job, why, whylen) != 0) {
-            atomic_fetch_add (&self->counters->lost, s_retry_jobs (self, job));
+    /* A released key's messages first: they are older than its new ones. */
+    bridge_job_t **end = &self->released;
+    while (*end)
+        end = &(*end)->next;
+    *end = job;
+    job = self->released;
+    self->released = NULL;
+    /* Then one probe per key whose backoff allows. */
+    bridge_job_t *probe = bridge_held_probe (self->held, s_now_ns ());
+    while (job || probe) {
+        bool probing = !job;
+        bridge_job_t *next = probing ? NULL : job->next;
+        if (probing)
+            job = probe;
+        /* A message of a held key waits behind its key's (held.c). */
+        if (!probing && bridge_held_queue (self->held, job)) {
+            job = next;
+            continue;
+        }
+        if (s_publish (self, job, probing, why, whylen) != 0) {
+            if (!probing)
+                job->next = next;
+            size_t lost = s_retry_jobs (self, job) + (probing ? 0 : s_retry_jobs (self, probe));
+            atomic_fetch_add (&self->counters->lost, lost);
             return -1;
         }
-        bridge_job_t *next = job->next;
-        free (job);
+        if (probing)
+            probe = bridge_held_probe (self->held, s_now_ns ());
         job = next;
     }
     return 0;
@@ -494,7 +480,7 @@ s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return
     amqp_message_t message;
     amqp_rpc_reply_t reply = amqp_read_message (self->conn, channel, &message, 0);
     if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
-        s_reply_why (reply, "reading a returned message", why, whylen);
+        bridge_reply_why (&reply, "reading a returned message", why, whylen);
         return -1;
     }
     int64_t seq = -1;
@@ -514,10 +500,11 @@ s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return
     }
     atomic_fetch_add (&self->counters->returned, 1);
     if (!self->returns_logged) {
-        self->host->log (self->ctx, FANHUB_LOG_WARNING,
-                         "message %lld returned by the broker (%s): no queue is bound for "
-                         "routing key %s; it is retried (logged once until one is confirmed)",
-                         (long long) seq, text, key);
+        self->host->log (
+            self->ctx, FANHUB_LOG_WARNING,
+            "message %lld returned by the broker (%s): no queue is bound for "
+            "routing key %s; it waits for a route (logged once until one is confirmed)",
+            (long long) seq, text, key);
         self->returns_logged = true;
     }
     return 0;
@@ -606,6 +593,9 @@ s_poll_ms (bridge_link_t *self, int64_t now)
     int64_t ms = LINK_POLL_MAX_MS;
     if (self->opts->heartbeat_s > 0 && self->opts->heartbeat_s * 500 < ms)
         ms = self->opts->heartbeat_s * 500;
+    int64_t probe = bridge_held_next_ns (self->held);
+    if (probe != INT64_MAX && (probe - now) / 1000000 + 1 < ms)
+        ms = probe <= now ? 0 : (probe - now) / 1000000 + 1;
     if (self->base_tag < self->next_tag) {
         int64_t due = s_slot (self, self->base_tag)->published_ns + self->opts->confirm_timeout_ns;
         int64_t left = (due - now) / 1000000 + 1;
@@ -685,6 +675,13 @@ s_free (bridge_link_t *self)
     if (self->wake_fd >= 0)
         close (self->wake_fd);
     pthread_mutex_destroy (&self->lock);
+    for (uint64_t t = self->base_tag; self->window && t < self->next_tag; t++)
+        free (s_slot (self, t)->job);
+    for (bridge_job_t *job = self->released, *next; job; job = next) {
+        next = job->next;
+        free (job);
+    }
+    bridge_held_destroy (&self->held);
     free (self->window);
     free (self);
 }
@@ -703,10 +700,12 @@ bridge_link_new (const fanhub_host_t *host, fanhub_ctx_t *ctx, const bridge_opti
     self->opts = opts;
     self->counters = counters;
     self->wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (self->wake_fd < 0 || pthread_mutex_init (&self->lock, NULL) != 0) {
-        snprintf (err, errlen, "amqp: %s", strerror (errno));
+    self->held = bridge_held_new ();
+    if (!self->held || self->wake_fd < 0 || pthread_mutex_init (&self->lock, NULL) != 0) {
+        snprintf (err, errlen, "amqp: %s", self->held ? strerror (errno) : "out of memory");
         if (self->wake_fd >= 0)
             close (self->wake_fd);
+        bridge_held_destroy (&self->held);
         free (self);
         return NULL;
     }
@@ -769,6 +768,13 @@ bridge_link_destroy (bridge_link_t *self)
     for (uint64_t t = self->base_tag; t < self->next_tag; t++)
         open += s_slot (self, t)->ticket != 0;
     for (bridge_job_t *job = self->head, *next; job; job = next) {
+        next = job->next;
+        free (job);
+        open++;
+    }
+    for (bridge_job_t *job = self->released; job; job = job->next)
+        open++;
+    for (bridge_job_t *job = bridge_held_take_all (self->held), *next; job; job = next) {
         next = job->next;
         free (job);
         open++;

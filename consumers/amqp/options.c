@@ -74,7 +74,7 @@ const fanhub_opt_t bridge_option_table[] = {
     FANHUB_OPT_FIELD (s_raw_t, "heartbeat_s", FANHUB_OPT_INT, heartbeat_s, "30", 0, 3600,
                       "AMQP heartbeat asked for (0: none)"),
     FANHUB_OPT_FIELD (s_raw_t, "mandatory", FANHUB_OPT_BOOL, mandatory, "true", 0, 0,
-                      "publish mandatory: a message no queue takes comes back, RETRY"),
+                      "publish mandatory: a message no queue takes comes back, held"),
     AMQP_SHARED_ENVELOPE (s_raw_t, c),
     {"body", FANHUB_OPT_ENUM, offsetof (s_raw_t, body), "whole", 0, 0, s_bodies, 0,
      "with fedora-messaging: the whole fedmsg body, or its msg"},

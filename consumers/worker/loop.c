@@ -121,7 +121,7 @@ s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
     if (p->err >= 0)
         proc_read_lines (p, p->err, &p->err_line, worker_emit_line, w);
     proc_state_t was = p->state;
-    pid_t pid = p->pid;
+    pid_t pid = p->last_pid; /* p->pid is 0 once reaped */
     size_t held = p->in_flight;
     int status = proc_kill (p);
     char text[160];

@@ -9,15 +9,35 @@
     default action: the hub blocks and ignores some, and both would be
     inherited across exec. posix_spawn (a vfork in glibc) keeps the start
     cheap beside a big hub.
+
+    A process group does not hold what leaves it: a child that calls
+    setsid, or one orphaned when the worker exits, outlived the worker and
+    the hub. So each process is spawned with a mark of its own in its
+    environment, FANHUB_WORKER_TAG=HUBPID.SERIAL, which every descendant
+    inherits and which /proc/PID/environ shows for as long as it lives
+    (what a process does to its environ later does not change it). When
+    the worker ends (it exits, is restarted, or the hub stops),
+    s_kill_tagged sends SIGKILL to every process carrying the mark and to
+    every descendant of those or of the worker (by parent pid), round
+    after round until none is left. Why not the kernel's other tools:
+    PR_SET_CHILD_SUBREAPER would make the hub the parent of every orphan
+    of every plugin's children, owing them a wait nobody else may do; a
+    cgroup needs a delegated hierarchy the hub cannot count on; a pidfd
+    follows one process, not what it starts. What escapes: a descendant
+    that execs with its environment cleared and then is orphaned (its
+    parent chain to the worker broken); run the hub under systemd
+    (KillMode=control-group) for those.
 */
 #define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np */
 
 #include "worker.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +73,140 @@ proc_close (proc_t *p)
     s_close (&p->sock);
     s_close (&p->out);
     s_close (&p->err);
+}
+
+/* What one /proc scan saw of a process. */
+typedef struct {
+    pid_t pid, ppid;
+    bool marked;
+} s_seen_t;
+
+/* Whether /proc/PID/environ holds the exact entry tag. */
+static bool
+s_has_tag (pid_t pid, const char *tag)
+{
+    char path[64];
+    snprintf (path, sizeof path, "/proc/%d/environ", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false; /* gone, or another user's */
+    size_t cap = 1 << 16, size = 0, len = strlen (tag);
+    char *buf = malloc (cap + 1);
+    ssize_t n = 0;
+    while (buf && (n = read (fd, buf + size, cap - size)) > 0) {
+        size += (size_t) n;
+        if (size == cap) {
+            char *more = cap < (1 << 24) ? realloc (buf, 2 * cap + 1) : NULL;
+            if (!more)
+                break;
+            buf = more;
+            cap *= 2;
+        }
+    }
+    close (fd);
+    bool found = false;
+    for (size_t at = 0; buf && at < size && !found; at += strnlen (buf + at, size - at) + 1)
+        found = size - at >= len + 1 ? memcmp (buf + at, tag, len + 1) == 0
+                                     : size - at == len && memcmp (buf + at, tag, len) == 0;
+    free (buf);
+    return found;
+}
+
+/* Parent pid from /proc/PID/stat (after the command's last ')'), or -1
+   (also for a zombie: dead already, and SIGKILL would "succeed"). */
+static pid_t
+s_ppid (pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf (path, sizeof path, "/proc/%d/stat", (int) pid);
+    int fd = open (path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read (fd, text, sizeof text - 1);
+    close (fd);
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    char *end = strrchr (text, ')');
+    int ppid;
+    char state;
+    if (!end || sscanf (end + 1, " %c %d", &state, &ppid) != 2 || state == 'Z' || state == 'X')
+        return -1;
+    return (pid_t) ppid;
+}
+
+/* One round: SIGKILL to every process with the tag and to every
+   descendant of those or of root (when > 0). How many were sent one. */
+static size_t
+s_kill_round (const char *tag, pid_t root)
+{
+    DIR *dir = opendir ("/proc");
+    if (!dir)
+        return 0;
+    size_t count = 0, cap = 0;
+    s_seen_t *seen = NULL;
+    pid_t self = getpid ();
+    for (struct dirent *entry; (entry = readdir (dir));) {
+        char *end;
+        long pid = strtol (entry->d_name, &end, 10);
+        if (*end || pid <= 0 || (pid_t) pid == self)
+            continue;
+        if (count == cap) {
+            s_seen_t *more = realloc (seen, (cap = cap ? 2 * cap : 256) * sizeof *seen);
+            if (!more)
+                break;
+            seen = more;
+        }
+        pid_t ppid = s_ppid ((pid_t) pid);
+        if (ppid < 0)
+            continue; /* gone, or a zombie */
+        seen[count++]
+            = (s_seen_t){(pid_t) pid, ppid, (pid_t) pid == root || s_has_tag ((pid_t) pid, tag)};
+    }
+    closedir (dir);
+    /* Descendants: marked parents mark their children, until none is new. */
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < count; i++)
+            for (size_t j = 0; !seen[i].marked && j < count; j++)
+                if (seen[j].marked && seen[i].ppid == seen[j].pid)
+                    seen[i].marked = more = true;
+    }
+    size_t killed = 0;
+    for (size_t i = 0; i < count; i++)
+        if (seen[i].marked && seen[i].pid != root && kill (seen[i].pid, SIGKILL) == 0)
+            killed++;
+    free (seen);
+    return killed;
+}
+
+/* Everything p started, wherever it went (see the top of this file).
+   Rounds again while a round killed some: one may have forked meanwhile. */
+static void
+s_kill_tagged (proc_t *p)
+{
+    if (!p->tag[0])
+        return;
+    for (int round = 0; round < 8 && s_kill_round (p->tag, p->pid); round++)
+        ;
+}
+
+/* envp plus p's tag, made afresh (a serial of the process). */
+static char **
+s_tagged_envp (proc_t *p, char *const envp[])
+{
+    static atomic_uint_fast64_t serial;
+    snprintf (p->tag, sizeof p->tag, "FANHUB_WORKER_TAG=%d.%llu", (int) getpid (),
+              (unsigned long long) atomic_fetch_add (&serial, 1) + 1);
+    size_t count = 0;
+    while (envp[count])
+        count++;
+    char **out = calloc (count + 2, sizeof *out);
+    if (out) {
+        memcpy (out, envp, count * sizeof *out);
+        out[count] = p->tag;
+    }
+    return out;
 }
 
 int
@@ -91,7 +245,9 @@ proc_spawn (proc_t *p, char *const argv[], char *const envp[], char *err, size_t
     posix_spawnattr_setflags (&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
                                          | POSIX_SPAWN_SETPGROUP);
     pid_t pid;
-    int rc = posix_spawnp (&pid, argv[0], &actions, &attr, argv, envp);
+    char **tagged = s_tagged_envp (p, envp);
+    int rc = tagged ? posix_spawnp (&pid, argv[0], &actions, &attr, argv, tagged) : ENOMEM;
+    free (tagged);
     posix_spawn_file_actions_destroy (&actions);
     posix_spawnattr_destroy (&attr);
     if (rc != 0) {
@@ -104,7 +260,7 @@ proc_spawn (proc_t *p, char *const argv[], char *const envp[], char *err, size_t
     fcntl (pair[0], F_SETFL, O_NONBLOCK);
     fcntl (out[0], F_SETFL, O_NONBLOCK);
     fcntl (errp[0], F_SETFL, O_NONBLOCK);
-    p->pid = pid;
+    p->pid = p->last_pid = pid;
     p->status = -1;
     p->sock = pair[0];
     p->out = out[0];
@@ -146,6 +302,8 @@ proc_kill (proc_t *p)
 {
     int status = p->status;
     p->status = -1;
+    s_kill_tagged (p); /* before the worker: its children still name it */
+    p->tag[0] = '\0';
     if (p->pid > 0) {
         /* The group while the leader is unreaped: its id cannot be reused. */
         kill (-p->pid, SIGKILL);

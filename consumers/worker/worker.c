@@ -386,8 +386,18 @@ s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub
     return 0;
 }
 
+/* Whether the hub was told to stop (SIGTERM, SIGINT): the consumer's
+   setting "stopping" (hubs before it answer -1). */
+static bool
+s_hub_stopping (const worker_t *w)
+{
+    return w->host->consumer_setting (w->ctx, "stopping") > 0;
+}
+
 /* Starts the I/O thread and waits until every worker is READY: 0, or -1
-   with why (the first that failed, or the time it took). */
+   with why (the first that failed, the time it took, or a stop of the
+   hub: looked at every 100 ms, so that a stop need not wait out
+   handshake_timeout). */
 static int
 s_start (worker_t *w, char *err, size_t errlen)
 {
@@ -407,14 +417,31 @@ s_start (worker_t *w, char *err, size_t errlen)
     }
     pthread_mutex_lock (&w->lock);
     int rc = 0;
-    while (w->ready_count + w->start_down < w->nprocs && !w->start_failed && rc == 0)
-        rc = pthread_cond_timedwait (&w->ready_cond, &w->lock, &until);
+    bool stopping = false;
+    while (w->ready_count + w->start_down < w->nprocs && !w->start_failed && rc == 0
+           && !(stopping = s_hub_stopping (w))) {
+        struct timespec now, slice;
+        clock_gettime (CLOCK_MONOTONIC, &now);
+        slice = now;
+        slice.tv_nsec += 100000000;
+        if (slice.tv_nsec >= 1000000000) {
+            slice.tv_sec++;
+            slice.tv_nsec -= 1000000000;
+        }
+        bool last = slice.tv_sec > until.tv_sec
+                    || (slice.tv_sec == until.tv_sec && slice.tv_nsec >= until.tv_nsec);
+        rc = pthread_cond_timedwait (&w->ready_cond, &w->lock, last ? &until : &slice);
+        if (rc == ETIMEDOUT && !last)
+            rc = 0;
+    }
     /* Workers whose consumer refused to start for now count as settled:
        the consumer shows down (loop.c said so) and they start again with
        backoff, as when they fail later. */
     bool ok = w->ready_count + w->start_down >= w->nprocs && !w->start_failed;
     if (ok)
         w->running = true;
+    else if (stopping)
+        snprintf (err, errlen, "the hub is stopping: gave up waiting for READY");
     else
         snprintf (err, errlen, "%s", w->start_failed ? w->start_err : "workers not READY in time");
     pthread_mutex_unlock (&w->lock);

@@ -116,6 +116,8 @@ typedef struct {
     size_t index;
     proc_state_t state;
     pid_t pid;
+    pid_t last_pid;     /* pid's value once reaped (for the log) */
+    char tag[64];       /* FANHUB_WORKER_TAG=...: its environment's mark */
     int status;         /* its wait status once reaped, else -1 */
     int sock, out, err; /* -1 when closed */
     wbuf_t in, outq;
@@ -140,10 +142,14 @@ typedef struct {
 
 /* Starts the process of p: argv with the socket's end on fd 3, stdin
    /dev/null, stdout and stderr pipes, in a process group of its own,
-   environment plus FANHUB_WORKER_FD=3. 0, or -1 with err. */
+   environment plus FANHUB_WORKER_FD=3 and its FANHUB_WORKER_TAG. 0, or -1
+   with err. */
 int proc_spawn (proc_t *p, char *const argv[], char *const envp[], char *err, size_t errlen);
 /* Kills the process group with SIGKILL and reaps it: its wait status
-   (or -1 when there was none). Closes everything. Safe when down. */
+   (or -1 when there was none). Closes everything. Safe when down.
+   Whatever the process started goes too, setsid children and orphans
+   included: every process whose environment carries its tag, and their
+   descendants (proc.c). */
 int proc_kill (proc_t *p);
 /* Reaps it if it has exited: its status, else -1 (not yet). */
 int proc_try_reap (proc_t *p);

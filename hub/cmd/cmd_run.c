@@ -10,7 +10,10 @@
     for at most shutdown_timeout in all; a second one exits at once. A
     reload runs plugins' init on this thread: a watcher thread takes the
     stop signals meanwhile, so that an init that hangs cannot hold the
-    stop past shutdown_timeout either.
+    stop past shutdown_timeout either. The start is watched the same way:
+    a stop during it (a worker's handshake, a slow init) ends it at once
+    (the consumers' setting "stopping" tells an init that waits) and
+    `fanhub run` exits FH_EXIT_STOPPED (3).
     systemd hears READY, RELOADING, STOPPING (notify.h).
 */
 #include "cli.h"
@@ -71,7 +74,8 @@ static const fh_cli_command_t s_command = {
     "status 1 and logs what was abandoned: messages left unconsumed, a\n"
     "consume or a fini that had not returned.\n"
     "\n"
-    "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration.",
+    "Exit status: 0 clean stop, 1 runtime failure, 2 bad configuration, 3\n"
+    "stopped by SIGINT or SIGTERM during the start (before the hub ran).",
 };
 
 static void
@@ -130,38 +134,43 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
 }
 
-/* A reload runs plugins' init on this thread, and an init may take long
-   or never return. Meanwhile this thread takes SIGINT and SIGTERM: the
-   stop starts when the reload returns, and its deadline runs from the
-   signal; past it (or at a second signal) the process exits 1, naming
-   the init it waited for. */
+/* The start and a reload run plugins' init on this thread, and an init
+   may take long or never return. Meanwhile a watcher thread takes SIGINT
+   and SIGTERM: it tells the consumers (their setting "stopping", which an
+   init waiting for its workers reads), the start gives up before the next
+   consumer, and the stop begins when the start or the reload returns,
+   its deadline running from the signal; past it (or at a second signal)
+   the process exits 1, naming the init it waited for. */
 typedef struct {
-    fh_hub_t *hub;
+    fh_hub_t *hub;             /* a reload's; NULL at the start */
+    const fh_config_t *config; /* the start's */
+    const char *what;          /* "the start", "the reload" */
     sigset_t stops;
-    int sig;          /* the stop that came during the reload, or 0 */
+    int sig;          /* the stop that came meanwhile, or 0 */
     int64_t deadline; /* ... and when shutdown_timeout runs out */
-} s_reload_watch_t;
+} s_watch_t;
 
 static void
-s_reload_give_up (fh_hub_t *hub, const char *why)
+s_give_up (s_watch_t *watch, const char *why)
 {
-    char loading[512];
-    fh_hub_loading (hub, loading, sizeof loading);
-    fh_error ("the reload under way still waits for %s (its init has not returned): exiting "
+    char loading[512] = "";
+    if (watch->hub)
+        fh_hub_loading (watch->hub, loading, sizeof loading);
+    fh_error ("%s under way still waits for %s (its init has not returned): exiting "
               "without draining (%s)",
-              loading[0] ? loading : "a plugin", why);
+              watch->what, loading[0] ? loading : "a plugin", why);
     fflush (stderr);
     _exit (FH_EXIT_FAILURE);
 }
 
 static void *
-s_reload_watch (void *arg)
+s_watch (void *arg)
 {
-    s_reload_watch_t *watch = arg;
+    s_watch_t *watch = arg;
     while (true) {
         int64_t now = fh_clock_mono_ns ();
         if (watch->sig && now >= watch->deadline)
-            s_reload_give_up (watch->hub, "shutdown_timeout expired");
+            s_give_up (watch, "shutdown_timeout expired");
         int64_t wait_ns = watch->sig ? watch->deadline - now : 3600 * INT64_C (1000000000);
         struct timespec wait = {(time_t) (wait_ns / 1000000000), (long) (wait_ns % 1000000000)};
         siginfo_t info;
@@ -170,18 +179,49 @@ s_reload_watch (void *arg)
             continue;
         /* The hub never sends itself SIGINT or SIGTERM but here. */
         if (info.si_pid == getpid () && (info.si_code == SI_TKILL || info.si_code == SI_USER))
-            break; /* s_reload_watched: the reload returned */
+            break; /* s_watched: the start or the reload returned */
         if (watch->sig)
-            s_reload_give_up (watch->hub, "a second signal");
-        fh_hub_lock (watch->hub);
-        int64_t timeout_ms = fh_hub_config (watch->hub)->shutdown_timeout_ms;
-        fh_hub_unlock (watch->hub);
+            s_give_up (watch, "a second signal");
+        fh_consumer_note_stopping ();
+        int64_t timeout_ms = watch->config ? watch->config->shutdown_timeout_ms : 0;
+        if (watch->hub) {
+            fh_hub_lock (watch->hub);
+            timeout_ms = fh_hub_config (watch->hub)->shutdown_timeout_ms;
+            fh_hub_unlock (watch->hub);
+        }
         watch->sig = sig;
         watch->deadline = fh_clock_mono_ns () + timeout_ms * 1000000;
-        fh_info ("%s: stopping once the reload under way returns (shutdown_timeout %.3g s)",
-                 strsignal (sig), (double) timeout_ms / 1000);
+        fh_info ("%s: stopping once %s under way returns (shutdown_timeout %.3g s)",
+                 strsignal (sig), watch->what, (double) timeout_ms / 1000);
     }
     return NULL;
+}
+
+/* Starts the watcher; false when it could not (then signals wait). */
+static bool
+s_watch_begin (s_watch_t *watch, fh_thread_t *watcher, fh_hub_t *hub, const fh_config_t *config,
+               const char *what)
+{
+    *watch = (s_watch_t){.hub = hub, .config = config, .what = what};
+    sigemptyset (&watch->stops);
+    sigaddset (&watch->stops, SIGINT);
+    sigaddset (&watch->stops, SIGTERM);
+    char why[256];
+    return fh_thread_start (watcher, "fh:stop-watch", s_watch, watch, why, sizeof why) == 0;
+}
+
+/* Ends the watcher: the stop signal that came meanwhile (its deadline in
+   *deadline), or 0. */
+static int
+s_watch_end (s_watch_t *watch, fh_thread_t *watcher, bool watched, int64_t *deadline)
+{
+    if (watched) {
+        /* Its own signal, told from a real one by its sender. */
+        pthread_kill (watcher->id, SIGINT);
+        fh_thread_join (watcher);
+    }
+    *deadline = watch->deadline;
+    return watch->sig;
 }
 
 /* s_reload, watched. Returns the stop signal that came meanwhile (its
@@ -189,23 +229,11 @@ s_reload_watch (void *arg)
 static int
 s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *deadline)
 {
-    s_reload_watch_t watch = {.hub = hub};
-    sigemptyset (&watch.stops);
-    sigaddset (&watch.stops, SIGINT);
-    sigaddset (&watch.stops, SIGTERM);
+    s_watch_t watch;
     fh_thread_t watcher = {0};
-    char why[256];
-    bool watched
-        = fh_thread_start (&watcher, "fh:reload-watch", s_reload_watch, &watch, why, sizeof why)
-          == 0;
+    bool watched = s_watch_begin (&watch, &watcher, hub, NULL, "the reload");
     s_reload (hub, path, level_given);
-    if (watched) {
-        /* Its own signal, told from a real one by its sender. */
-        pthread_kill (watcher.id, SIGINT);
-        fh_thread_join (&watcher);
-    }
-    *deadline = watch.deadline;
-    return watch.sig;
+    return s_watch_end (&watch, &watcher, watched, deadline);
 }
 
 /* Once a second, on this thread rather than the control actor's: a spool
@@ -271,6 +299,8 @@ typedef struct {
     fh_hub_t *hub;
     fh_prometheus_http_t *http;
     fh_control_t *control;
+    int stop_sig;          /* a stop that came during the start, or 0 */
+    int64_t stop_deadline; /* ... and its deadline */
 } s_run_t;
 
 /* Makes and starts the hub, /metrics and the control socket; undoes what
@@ -281,25 +311,35 @@ s_start (s_run_t *run, const char *plugin_dir)
     char err[2048] = "";
     const fh_config_t *config = run->config;
     fh_fdlimit_raise (); /* before any socket: bus peers get what is left (fdlimit.h) */
+    /* Plugins' init run in fh_hub_new, watched (s_watch). */
+    s_watch_t watch;
+    fh_thread_t watcher = {0};
+    bool watched = s_watch_begin (&watch, &watcher, NULL, config, "the start");
     run->hub = fh_hub_new (run->config, fh_plugin_dir (plugin_dir), err, sizeof err);
-    if (!run->hub) {
-        fh_error ("%s", err);
-        return FH_EXIT_USAGE;
-    }
+    int status = run->hub ? 0 : FH_EXIT_USAGE;
     /* Listen before the hub starts: a port that is taken fails the start
        before any thread runs or the bus is touched. Until the control
        socket is up, /metrics answers 503. */
-    fh_control_client_use_own_keys (config); /* before the /metrics thread calls */
-    run->http = fh_prometheus_http_new (config, err, sizeof err);
-    int status = !run->http && err[0] ? FH_EXIT_FAILURE : 0;
+    if (status == 0) {
+        fh_control_client_use_own_keys (config); /* before the /metrics thread calls */
+        run->http = fh_prometheus_http_new (config, err, sizeof err);
+        status = !run->http && err[0] ? FH_EXIT_FAILURE : 0;
+    }
     if (status == 0 && fh_hub_start (run->hub, err, sizeof err) != 0)
         status = FH_EXIT_FAILURE;
-    else if (status == 0 && !(run->control = fh_control_new (run->hub, err, sizeof err))) {
+    run->stop_sig = s_watch_end (&watch, &watcher, watched, &run->stop_deadline);
+    if (status != 0 && run->stop_sig) {
+        fh_error ("%s", err);
+        fh_error ("%s: the start was stopped: exiting without running", strsignal (run->stop_sig));
+        status = FH_EXIT_STOPPED;
+    }
+    if (status == 0 && !(run->control = fh_control_new (run->hub, err, sizeof err))) {
         fh_hub_stop_receiving (run->hub);
         status = FH_EXIT_FAILURE;
     }
     if (status != 0) {
-        fh_error ("%s", err);
+        if (status != FH_EXIT_STOPPED)
+            fh_error ("%s", err);
         fh_prometheus_http_destroy (&run->http);
         fh_hub_destroy (&run->hub);
         return status;
@@ -414,19 +454,21 @@ fh_cmd_run (int argc, char **argv)
         fh_config_destroy (&run.config);
         return status;
     }
-    int sig;
-    int64_t next_tick = fh_clock_mono_ns () + TICK_NS, deadline = 0;
-    while (true) {
+    int sig = run.stop_sig; /* every consumer started, but a stop came meanwhile */
+    int64_t next_tick = fh_clock_mono_ns () + TICK_NS, deadline = run.stop_deadline;
+    while (!sig) {
         /* While consumers are leaving after a reload, look at them every
            100 ms; otherwise wait for a signal, or the next tick. */
         int64_t wait_ns = fh_hub_step (run.hub) ? 100000000 : next_tick - fh_clock_mono_ns ();
         struct timespec wait = {(time_t) (wait_ns > 0 ? wait_ns / 1000000000 : 0),
                                 (long) (wait_ns > 0 ? wait_ns % 1000000000 : 0)};
-        sig = sigtimedwait (&signals, NULL, &wait);
-        if (sig == SIGINT || sig == SIGTERM)
-            break;
-        if (sig == SIGHUP && (sig = s_reload_watched (run.hub, path, level_given, &deadline)))
-            break; /* a stop came during the reload: its deadline runs already */
+        int got = sigtimedwait (&signals, NULL, &wait);
+        if (got == SIGINT || got == SIGTERM)
+            sig = got;
+        else if (got == SIGHUP)
+            sig = s_reload_watched (run.hub, path, level_given, &deadline);
+        if (sig)
+            break; /* from a reload: a stop came meanwhile, its deadline runs already */
         next_tick = s_tick (run.hub, next_tick);
     }
     status = s_stop (&run, sig, &signals, deadline, next_tick);

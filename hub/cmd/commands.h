@@ -15,6 +15,7 @@
 #define FH_EXIT_OK 0
 #define FH_EXIT_FAILURE 1
 #define FH_EXIT_USAGE 2
+#define FH_EXIT_STOPPED 3 /* run: a stop signal came before the hub ran */
 
 int fh_cmd_run (int argc, char **argv);
 int fh_cmd_check (int argc, char **argv);

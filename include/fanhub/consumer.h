@@ -323,7 +323,10 @@ typedef struct fanhub_host {
     /* A setting of the consumer from the configuration, as a number:
        "workers", "max_pending", "consume_timeout_ms" (0: never),
        "retry.max_attempts", "max_crashes"; -1 for a name it does not
-       know. */
+       know. And one of the process, not of the configuration:
+       "stopping", 1 once the hub was told to stop (SIGTERM, SIGINT),
+       else 0 (hubs before it: -1), so that an init waiting for something
+       (a worker's handshake) can give up at once; any thread. */
     int64_t (*consumer_setting) (fanhub_ctx_t *ctx, const char *name);
     /* What the plugin's own machinery is doing (FANHUB_STATE_*), with the
        last error (printf-style; NULL keeps the last one, "" clears it):

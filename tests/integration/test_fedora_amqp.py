@@ -13,9 +13,11 @@ python3-pika) as the independent AMQP client both ways:
   msg_id, and the loop guard keeps a bridge in the same hub from
   publishing it again;
 - issue 28 item 8: messages published before any worker declared its
-  queue are not lost: with `mandatory` a returned message is retried
+  queue are not lost: with `mandatory` a returned message is held
   until a queue is bound, and `declare: true` on the bridge declares the
-  workers' queue (shards included) before the first publish.
+  workers' queue (shards included) before the first publish;
+- issue 39 item 9: once the queue is bound the held backlog is released
+  at once, in order, not at each message's own retry backoff.
 """
 import datetime
 import json
@@ -234,6 +236,72 @@ def test_nothing_lost_before_workers_declare():
     wd.cleanup()
 
 
+def consume_all(queue, count, first_deadline):
+    """Every message of queue until count came (bodies' "i", in queue
+    order), and how long the first took from the call."""
+    conn, ch = channel()
+    got, first = [], [None]
+    start = time.monotonic()
+    ch.basic_qos(prefetch_count=2000)
+
+    def on_message(ch_, method, props, body):
+        if first[0] is None:
+            first[0] = time.monotonic() - start
+        got.append(json.loads(body)["i"])
+
+    ch.basic_consume(queue, on_message, auto_ack=True)
+    try:
+        while len(got) < count:
+            conn.process_data_events(time_limit=0.2)
+            waited = time.monotonic() - start
+            assert got or waited < first_deadline, "nothing in %s after %.0f s" % (queue, waited)
+            assert waited < fh.DEADLINE, "%s: %d of %d messages" % (queue, len(got), count)
+    finally:
+        conn.close()
+    return got, first[0]
+
+
+def test_backlog_released_once_routed():
+    """Issue 39 item 9. 200 messages returned (312 NO_ROUTE) before any
+    queue is bound, then 20,000: each returned message backing off on its
+    own held everything behind it for a minute. The route's backoff now:
+    once a probe is routed the backlog goes at once, in order."""
+    node()
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, "bus:\n  connect: [%s]\nconsumers:\n" % pub.endpoint
+                 # The hub's retries as in a scale-out setup: backing off to a minute.
+                 + bridge("burst", ["org.burst."], "exchange: amq.topic").replace(
+                     "initial_ms: 10, max_ms: 100", "initial_ms: 100, max_ms: 60000")
+                 + "    queue: {capacity: 30000}\n")
+    try:
+        pub.wait_subscribed(hub=hub)
+        hub.wait_log("publishing to exchange")
+        for i in range(200):
+            pub.send("org.burst.x", '{"i":%d}' % i)
+        hub.wait_log("returned by the broker (312 NO_ROUTE)")
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "burst")["dequeued"] == 200,
+                    "the 200 handed to the plugin", hub=hub)
+        conn, ch = channel()
+        ch.queue_declare("fm.burst", durable=True)
+        ch.queue_bind("fm.burst", "amq.topic", "org.burst.#")
+        conn.close()
+        for i in range(200, 20200):
+            pub.send("org.burst.x", '{"i":%d}' % i)
+        got, first = consume_all("fm.burst", 20200, first_deadline=10)
+        assert first < 10, first  # was over a minute
+        assert got == list(range(20200)), "order lost: %r" % [
+            (n, i) for n, i in enumerate(got) if n != i][:5]
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "burst")["completed"] == 20200,
+                    "all confirmed", hub=hub)
+        assert hub.consumer(hub.stats(), "burst")["retried"] == 0
+        assert hub.stop() == 0, hub.log()
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
 def test_options_refused():
     """fanhub check names each mistake of the new keys (no broker needed)."""
     if not fh.SHIPPED_PLUGINS:
@@ -263,7 +331,8 @@ def test_options_refused():
 if __name__ == "__main__":
     try:
         fh.main([test_options_refused, test_bridge_fedora_messaging_shape,
-                 test_source_takes_fedora_messaging, test_nothing_lost_before_workers_declare])
+                 test_source_takes_fedora_messaging, test_nothing_lost_before_workers_declare,
+                 test_backlog_released_once_routed])
     finally:
         if NODE is not None:
             NODE.stop()

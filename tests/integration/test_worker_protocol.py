@@ -4,6 +4,7 @@ frame over the limit, an answer to a ticket the worker does not hold, a
 frame of no known type; a worker's LOG frames and stdout lines reach the
 hub's log with the consumer's name."""
 import json
+import os
 import time
 
 import fanhublib as fh
@@ -167,8 +168,95 @@ def test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout():
     wd.cleanup()
 
 
+def test_a_stop_during_the_handshake_ends_the_start():
+    # Issue 39 item 4: SIGTERM while a worker has not answered HELLO was
+    # held until handshake_timeout (30 s); now the start ends at once.
+    wd = fh.Workdir()
+    marker = wd.file("started")
+    code = ("import os, time\nopen(%r + '.tmp', 'w').write(str(os.getpid()))\n"
+            "os.rename(%r + '.tmp', %r)\ntime.sleep(120)\n" % (marker, marker, marker))
+    options = "{command: [%s, -c, %s], handshake_timeout: 30s}" % (PY, json.dumps(code))
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n  - name: w\n    plugin: worker\n"
+              "    options: %s\n" % (pub.endpoint, options))
+    hub = fh.Hub(wd, config)
+    try:
+        fh.wait_for(lambda: os.path.exists(marker), "the worker started", hub=hub)
+        pid = int(open(marker).read())
+        begun = time.monotonic()
+        # Far below handshake_timeout, generous for ASan on a loaded machine.
+        status = hub.stop(deadline=15)
+        took = time.monotonic() - begun
+        log = hub.log()
+        assert status == 3, (status, log)
+        assert took < 15, took
+        assert "Terminated: stopping once the start under way returns" in log, log
+        assert "the hub is stopping: gave up waiting for READY" in log, log
+        assert "Terminated: the start was stopped: exiting without running" in log, log
+        assert "no READY" not in log, log
+        try:
+            os.kill(pid, 0)
+            raise AssertionError("worker %d outlived the hub" % pid)
+        except ProcessLookupError:
+            pass
+    finally:
+        hub.kill()
+        pub.close()
+    wd.cleanup()
+
+
+def alive(pid):
+    """Running (a zombie waits for its parent only: not running)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+
+
+def test_what_a_worker_started_goes_with_it():
+    # Issue 39 item 5: a setsid child outlived its worker and the hub, and
+    # the log said "worker 0 (pid 0) exited".
+    wd = fh.Workdir()
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers",
+                          "setsid_worker.py")
+    state = wd.file("state")
+    os.mkdir(state)
+    options = "{command: [%s, %s, %s], restart_delay: 10ms}" % (PY, script, state)
+
+    def grandchildren():
+        return {int(n.split("-")[1]): int(open(os.path.join(state, n)).read())
+                for n in os.listdir(state) if n.startswith("grandchild-") and "." not in n}
+
+    hub, pub = run_hub(wd, options, messages=0)
+    try:
+        fh.wait_for(lambda: len(grandchildren()) == 1, "the first grandchild", hub=hub)
+        (first_worker, first_grandchild), = grandchildren().items()
+        # The first message makes the worker exit 3: it is restarted, and
+        # its setsid child goes with it.
+        pub.send("org.test", '{"i":0}')
+        hub.wait_log("worker 0 (pid %d) exited with status 3" % first_worker)
+        assert "(pid 0)" not in hub.log(), hub.log()
+        fh.wait_for(lambda: not alive(first_grandchild), "the first grandchild gone", hub=hub)
+        fh.wait_for(lambda: len(grandchildren()) == 2, "the second grandchild", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "w")["completed"] == 1, "done", hub=hub)
+        second = [g for w, g in grandchildren().items() if w != first_worker][0]
+        assert alive(second)
+        assert hub.stop() == 0, hub.log()
+        assert not alive(second), "grandchild %d outlived the hub" % second
+    finally:
+        hub.kill()
+        pub.close()
+        for pid in grandchildren().values():
+            if alive(pid):
+                os.kill(pid, 9)
+    wd.cleanup()
+
+
 if __name__ == "__main__":
     fh.main([test_handshakes_that_fail, test_protocol_errors_kill_the_worker,
              test_logs_and_output_reach_the_hub_log,
              test_a_worker_that_ignores_quit_is_killed_at_shutdown_timeout,
-             test_a_worker_that_skips_a_message_is_killed])
+             test_a_worker_that_skips_a_message_is_killed,
+             test_a_stop_during_the_handshake_ends_the_start,
+             test_what_a_worker_started_goes_with_it])
