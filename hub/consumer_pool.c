@@ -130,6 +130,8 @@ fh_cons_dispatcher_thread (void *arg)
         /* Workers kick the queue as they start messages while a spool
            is read: room for more of it. */
         unsigned kicks = fh_queue_kicks (self->queue);
+        if (fh_cons_pause_wait (self))
+            continue; /* paused: the workers finish what they were given */
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed)
