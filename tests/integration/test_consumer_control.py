@@ -32,9 +32,9 @@ def write_module(directory, version):
         f.write(MODULE % version)
 
 
-def consumer_yaml(directory):
+def consumer_yaml(directory, workers=1):
     return ("  - name: py\n    plugin: python\n    topics: [org.test]\n"
-            "    queue: {capacity: 100000}\n"
+            "    queue: {capacity: 100000}\n    workers: %d\n" % workers +
             "    options: {callable: \"versioned:record\", path: [%s],"
             " restart_delay: 50ms, restart_delay_max: 200ms}\n" % json.dumps(directory))
 
@@ -103,6 +103,13 @@ def test_restart_under_load_loads_new_code():
 
 
 def test_pause_and_resume():
+    """One worker thread, then a pool (workers: 2: a dispatcher and a
+    keyed scheduler, which must hold what it has too)."""
+    for workers in (1, 2):
+        pause_and_resume(workers)
+
+
+def pause_and_resume(workers):
     wd = fh.Workdir()
     directory = wd.file("modules")
     os.makedirs(directory)
@@ -111,7 +118,7 @@ def test_pause_and_resume():
     with fh.Cleanup() as cleanup:
         pub = cleanup.add(fh.Publisher())
         hub = cleanup.add(fh.Hub(wd, fh.bus_hub_yaml({"connect": [pub.endpoint]},
-                                                     consumer_yaml(directory)),
+                                                     consumer_yaml(directory, workers)),
                                  env={"CONTROL_TEST_OUT": out}))
         hub.wait_ready()
         pub.wait_subscribed(hub=hub)
