@@ -6,6 +6,8 @@ docs/porting.md tells to try a ported consumer on real messages."""
 import collections
 import json
 import os
+import re
+import shutil
 
 import fanhublib as fh
 
@@ -62,5 +64,26 @@ def test_replay_python_over_the_fedora_sample():
     wd.cleanup()
 
 
+def test_replay_worker_with_the_perl_example():
+    """--plugin worker: the Perl example worker (consumers/worker/examples)
+    appends every message it gets; all 765 answered ok, each written once."""
+    perl = fh.require_tool(shutil.which("perl"), "perl", "perl")
+    wd = fh.Workdir()
+    path = wd.file("bus.jsonl")
+    example = os.path.join(fh.SOURCE_DIR, "consumers", "worker", "examples", "jsonl-worker.pl")
+    options = wd.write("options.yaml", "command: [%s, %s]\nconfig: {path: %s}\n"
+                       % (json.dumps(perl), json.dumps(example), json.dumps(path)))
+    status, out, err = fh.run(["replay", "--plugin", "worker", "--options", options,
+                               "--input", SAMPLE])
+    assert status == 0, err[-2000:]
+    words = collections.Counter(line.rsplit(" ", 1)[1] for line in out.splitlines())
+    assert words == {"ok": 765}, words
+    # The example writes with Perl's own encoding: only its seq is read.
+    with open(path, "rb") as f:
+        written = sorted(int(m) for m in re.findall(rb'"seq":(\d+)', f.read()))
+    assert written == list(range(1, 766)), written[:10]
+    wd.cleanup()
+
+
 if __name__ == "__main__":
-    fh.main([test_replay_python_over_the_fedora_sample])
+    fh.main([test_replay_python_over_the_fedora_sample, test_replay_worker_with_the_perl_example])
