@@ -52,6 +52,19 @@ fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consum
 
 /* fh_consumer_new's step for pool mode: the scheduler, its lock and
    condition, the order key. -1 with err set; the caller destroys. */
+/* `fanhub pause`'s lock and condition (timed waits on the monotonic
+   clock: fh_cons_pause_wait). */
+static void
+s_init_pause (fh_consumer_t *self)
+{
+    pthread_mutex_init (&self->pause_lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init (&attr);
+    pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
+    pthread_cond_init (&self->pause_cond, &attr);
+    pthread_condattr_destroy (&attr);
+}
+
 static int
 s_init_pool (fh_consumer_t *self, const fh_consumer_config_t *config, char *err, size_t errlen)
 {
@@ -159,6 +172,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     pthread_mutex_init (&self->spill_lock, NULL);
     pthread_mutex_init (&self->reopen_lock, NULL);
     pthread_mutex_init (&self->error_lock, NULL);
+    s_init_pause (self);
     self->max_pending = config->max_pending ? config->max_pending : FH_DEFAULT_MAX_PENDING;
     self->name = strdup (config->name);
     self->queue = fh_queue_new (config->queue_capacity);
@@ -279,6 +293,8 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     pthread_mutex_destroy (&self->spill_lock);
     pthread_mutex_destroy (&self->reopen_lock);
     pthread_mutex_destroy (&self->error_lock);
+    pthread_mutex_destroy (&self->pause_lock);
+    pthread_cond_destroy (&self->pause_cond);
     fh_plugin_destroy (&self->plugin);
     free (self->workers);
     free (self->name);
@@ -532,6 +548,27 @@ fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size)
     pthread_mutex_unlock (&self->error_lock);
 }
 
+void
+fh_consumer_set_paused (fh_consumer_t *self, bool paused)
+{
+    pthread_mutex_lock (&self->pause_lock);
+    atomic_store (&self->paused, paused);
+    pthread_cond_broadcast (&self->pause_cond);
+    pthread_mutex_unlock (&self->pause_lock);
+}
+
+bool
+fh_consumer_paused (fh_consumer_t *self)
+{
+    return atomic_load (&self->paused);
+}
+
+int
+fh_consumer_plugin_state (fh_consumer_t *self)
+{
+    return atomic_load_explicit (&self->plugin_state, memory_order_acquire);
+}
+
 static void
 s_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
@@ -540,7 +577,9 @@ s_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->published = self->publisher ? fh_publisher_published (self->publisher) : 0;
     out->publish_failed = atomic_load_explicit (&self->publish_unset, memory_order_relaxed)
                           + (self->publisher ? fh_publisher_failed (self->publisher) : 0);
-    out->plugin_state = (uint64_t) atomic_load_explicit (&self->plugin_state, memory_order_acquire);
+    out->plugin_state = atomic_load (&self->paused) ? FH_CONSUMER_PAUSED
+                                                    : (uint64_t) atomic_load_explicit (
+                                                        &self->plugin_state, memory_order_acquire);
     /* The status page's on-disk share of the backlog: only once
        state_open says so is the spool there to read. */
     if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)

@@ -31,6 +31,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The state stats show for a paused consumer (`fanhub pause`), beside
+   the plugin's FANHUB_STATE_* 0 up, 1 down, 2 halted. */
+#define FH_CONSUMER_PAUSED 3
+
 typedef struct fh_consumer fh_consumer_t;
 
 typedef struct {
@@ -72,7 +76,8 @@ typedef struct {
     uint64_t skipped;           /* messages done without processing */
     uint64_t published;         /* host->publish calls accepted (publish.h) */
     uint64_t publish_failed;    /* host->publish calls refused */
-    uint64_t plugin_state;      /* FANHUB_STATE_*: 0 up, 1 down, 2 halted */
+    uint64_t plugin_state;      /* FANHUB_STATE_*: 0 up, 1 down, 2 halted; or
+                                   FH_CONSUMER_PAUSED, whatever the plugin says */
     uint64_t tickets_expired;   /* PENDING past consume_timeout: the attempt failed */
     uint64_t completions_late;  /* complete of a void ticket: ignored */
     uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
@@ -242,6 +247,16 @@ int fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *bod
 void fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size);
 /* The last error the plugin reported ("" when none) into buf. */
 void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
+/* Any thread: `fanhub pause` (true) and `fanhub resume` (false). Paused,
+   its thread(s) take nothing from the queue or the spool: the queue
+   fills under its overflow policy, consumes already started finish. A
+   stop or a reload that retires it drains it as usual; a new instance
+   (a reload that changed it, `fanhub restart`) starts unpaused. Stats
+   show state FH_CONSUMER_PAUSED. */
+void fh_consumer_set_paused (fh_consumer_t *self, bool paused);
+bool fh_consumer_paused (fh_consumer_t *self);
+/* Any thread: what the plugin says of itself now (FANHUB_STATE_*). */
+int fh_consumer_plugin_state (fh_consumer_t *self);
 
 /* After fh_consumer_open_state: the highest seq of the messages its spool
    holds from the last run, 0 when none. */

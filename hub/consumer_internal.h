@@ -106,6 +106,12 @@ struct fh_consumer {
     char *name;
     atomic_size_t index;  /* in the configuration (a reload may move it) */
     atomic_bool retiring; /* closed by a reload: consume everything, spool too */
+    /* `fanhub pause`: the worker (or the dispatcher) takes nothing from
+       the queue or the spool until resumed, closed or retired; it waits
+       on pause_cond (fh_cons_pause_wait). */
+    atomic_bool paused;
+    pthread_mutex_t pause_lock;
+    pthread_cond_t pause_cond;
     fh_queue_t *queue;
     fh_plugin_t *plugin;
     const fanhub_consumer_desc_t *desc;
@@ -352,6 +358,10 @@ void fh_cons_abandon_tickets (fh_consumer_t *self);
 
 /* The thread of the one worker of a consumer that is not a pool. */
 void *fh_cons_worker_thread (void *arg);
+/* Worker or dispatcher: true while paused (and neither closed nor
+   retiring), after waiting at most 100 ms for a resume; the caller then
+   looks at its completions and asks again. False: take messages. */
+bool fh_cons_pause_wait (fh_consumer_t *self);
 
 /* consumer_pool.c */
 

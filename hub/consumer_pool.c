@@ -18,6 +18,9 @@
 /* Pool mode: messages given to the scheduler and not yet started. With a
    spool, the dispatcher reads it only while this is below the capacity,
    so queue.capacity bounds what the pool holds in memory. */
+/* How often a paused pool worker looks whether it was resumed. */
+#define PAUSE_POLL_NS INT64_C (100000000)
+
 static uint64_t
 s_pool_held (fh_consumer_t *self)
 {
@@ -130,6 +133,8 @@ fh_cons_dispatcher_thread (void *arg)
         /* Workers kick the queue as they start messages while a spool
            is read: room for more of it. */
         unsigned kicks = fh_queue_kicks (self->queue);
+        if (fh_cons_pause_wait (self))
+            continue; /* paused: the workers finish what they were given */
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);
         if (self->spill_at_shutdown && closed)
@@ -272,7 +277,10 @@ fh_cons_pool_worker_thread (void *arg)
         /* Every reservation is made under pool_lock: a table that is not
            full now has room for this one. */
         bool full = fh_pending_full (self->pending);
-        fh_msg_t *msg = full ? NULL : fh_keyed_take (self->keyed, now, &slot, &next_due);
+        /* Paused (fanhub pause): what the scheduler holds waits too. */
+        bool paused = atomic_load (&self->paused) && !fh_queue_closed (self->queue)
+                      && !atomic_load (&self->retiring);
+        fh_msg_t *msg = full || paused ? NULL : fh_keyed_take (self->keyed, now, &slot, &next_due);
         if (!msg) {
             bool drained = fh_keyed_queued (self->keyed) == 0 && fh_keyed_busy (self->keyed) == 0;
             if ((drained || full) && self->pool_worked && self->desc->idle) {
@@ -288,6 +296,8 @@ fh_cons_pool_worker_thread (void *arg)
                 break;
             if (s_pool_last_tickets (self, &next_due))
                 continue;
+            if (paused && next_due - now > PAUSE_POLL_NS) /* a resume is seen soon */
+                next_due = now + PAUSE_POLL_NS;
             s_pool_wait_until (self, next_due);
             continue;
         }

@@ -122,6 +122,30 @@ s_wait_last_tickets (fh_consumer_t *self, int64_t *drained_ns)
     return false;
 }
 
+bool
+fh_cons_pause_wait (fh_consumer_t *self)
+{
+    if (!atomic_load (&self->paused))
+        return false;
+    bool paused = false;
+    pthread_mutex_lock (&self->pause_lock);
+    if (atomic_load (&self->paused) && !fh_queue_closed (self->queue)
+        && !atomic_load (&self->retiring) && !atomic_load (&self->abort)) {
+        /* Closing does not signal pause_cond: looked at again in 100 ms. */
+        struct timespec until;
+        clock_gettime (CLOCK_MONOTONIC, &until);
+        until.tv_nsec += 100000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait (&self->pause_cond, &self->pause_lock, &until);
+        paused = atomic_load (&self->paused);
+    }
+    pthread_mutex_unlock (&self->pause_lock);
+    return paused;
+}
+
 /* One worker, one queue: messages in arrival order, one at a time (a
    plugin that answers PENDING may have up to max_pending open). */
 void *
@@ -150,6 +174,10 @@ fh_cons_worker_thread (void *arg)
             if (!fh_pending_done_count (self->pending) && !s_wait_pending (self))
                 break;
             continue;
+        }
+        if (fh_cons_pause_wait (self)) {
+            now = self->clock.now_ns (self->clock.arg);
+            continue; /* paused: completions still come */
         }
         bool closed = fh_queue_closed (self->queue);
         bool retiring = atomic_load (&self->retiring);

@@ -280,8 +280,15 @@ fh_hub_note_reload (fh_hub_t *self, const char *result)
 {
     pthread_mutex_lock (&self->lock);
     snprintf (self->reload_result, sizeof self->reload_result, "%s", result);
+    self->reload_wall_ns = fh_clock_mono_ns () + fh_clock_wall_offset_ns ();
     self->reload_attempts++;
     pthread_mutex_unlock (&self->lock);
+}
+
+double
+fh_hub_reload_time (fh_hub_t *self)
+{
+    return (double) self->reload_wall_ns / 1e9;
 }
 
 uint64_t

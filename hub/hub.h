@@ -64,8 +64,31 @@ void fh_hub_draining (fh_hub_t *self, uint64_t *instances, uint64_t *backlog);
    and counters included; a removed one finishes its queue (or spools it)
    and is destroyed; a changed one gets a new instance that starts once
    the old one has consumed everything it holds (lineage.h). On error
-   nothing changed. Main thread only. */
-int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen);
+   nothing changed (-1, err says why). Otherwise returns how many of the
+   consumers it added or changed are not up once their init returned (a
+   worker plugin's init waits for each worker's first start) and lists
+   them in down ("consumer 'x' is down: why; ..."; "" for none). Main
+   thread only. */
+int fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen, char *down,
+                   size_t downlen);
+/* `fanhub restart NAME`: the consumer gets a new instance made from the
+   running configuration, exactly as by a reload that changed it (the old
+   one consumes what it holds, then the new one starts). As
+   fh_hub_reload otherwise; -1 also when there is no such consumer. Main
+   thread only. */
+int fh_hub_restart (fh_hub_t *self, const char *name, char *err, size_t errlen, char *down,
+                    size_t downlen);
+/* Under the lock (the control actor): asks the main thread for a restart
+   of name; its number, or 0 when one asked is not taken yet (or the name
+   does not fit). */
+uint64_t fh_hub_restart_ask (fh_hub_t *self, const char *name);
+/* Main thread: the restart asked, into name (true), or false. */
+bool fh_hub_restart_take (fh_hub_t *self, char *name, size_t size);
+/* Main thread: the outcome of the restart taken ("OK ...", "DOWN ...",
+   "ERROR ..."). */
+void fh_hub_note_restart (fh_hub_t *self, const char *result);
+/* Under the lock: restarts ended so far, and the last one's word. */
+uint64_t fh_hub_restart_result (fh_hub_t *self, char *result, size_t size);
 /* Any thread: what fh_hub_reload is loading now ("consumer 'x', plugin
    P": its init has not returned), or "". */
 void fh_hub_loading (fh_hub_t *self, char *what, size_t size);
@@ -104,8 +127,12 @@ uint64_t fh_hub_generation (fh_hub_t *self);
    file), and its word when it ends ("OK ..." / "ERROR ..."). */
 void fh_hub_note_reload_start (fh_hub_t *self);
 void fh_hub_note_reload (fh_hub_t *self, const char *result);
-/* Under the lock: reload attempts ended so far, and the last one's word. */
+/* Under the lock: reload attempts ended so far, and the last one's word
+   ("OK ...", "DOWN ..." or "ERROR ..."). */
 uint64_t fh_hub_reload_result (fh_hub_t *self, char *result, size_t size);
+/* Under the lock: when the last reload attempt ended (Unix seconds; 0
+   before the first). */
+double fh_hub_reload_time (fh_hub_t *self);
 /* Under the lock: reload attempts started so far. A request made now is
    answered by the attempt numbered one more: the first that reads the
    file after the request came (reloads that come meanwhile fold into it

@@ -26,10 +26,14 @@ static const fh_cli_command_t s_command = {
     "running (their topics may change); removed ones finish their queue;\n"
     "changed ones are replaced once the old instance has consumed what it\n"
     "holds. An invalid file is refused and the hub keeps its configuration.\n"
-    "Bus endpoints, control and state_dir need a restart.",
+    "Bus endpoints, control and state_dir need a restart. The answer waits\n"
+    "for the init of each consumer added or changed (a worker plugin's waits\n"
+    "for each worker's first start); one that is then down or halted is\n"
+    "printed with its reason on stderr.",
     s_options,
-    "Exit status: 0 reloaded, 1 refused or no answer within --timeout, 2 bad\n"
-    "usage.",
+    "Exit status: 0 reloaded, every consumer added or changed up; 1 refused\n"
+    "or no answer within --timeout; 2 bad usage; 3 reloaded, but a consumer\n"
+    "added or changed is down or halted.",
 };
 
 /* Parses the command line: the endpoint, or NULL with *status to return. */
@@ -55,6 +59,29 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     return NULL;
 }
 
+/* A reload applied with consumers not up: "reloaded ...; not up:
+   consumer 'x' is down: why; consumer 'y' ...". The first part on
+   stdout, one line per consumer on stderr. */
+static int
+s_down (char *answer)
+{
+    char *list = strstr (answer, "; not up: ");
+    if (list) {
+        *list = '\0';
+        list += strlen ("; not up: ");
+    }
+    printf ("%s\n", answer);
+    fflush (stdout);
+    while (list && *list) {
+        char *next = strstr (list, "; consumer '");
+        if (next)
+            *next = '\0';
+        fprintf (stderr, "fanhub reload: %s\n", list);
+        list = next ? next + 2 : NULL;
+    }
+    return FH_EXIT_RELOAD_DOWN;
+}
+
 int
 fh_cmd_reload (int argc, char **argv)
 {
@@ -77,6 +104,8 @@ fh_cmd_reload (int argc, char **argv)
         printf ("%s\n", answer + 3);
         status = FH_EXIT_OK;
     }
+    else if (strncmp (answer, "DOWN ", 5) == 0)
+        status = s_down (answer + 5);
     else
         fprintf (stderr, "fanhub reload: %s\n",
                  strncmp (answer, "ERROR ", 6) == 0 ? answer + 6 : answer);

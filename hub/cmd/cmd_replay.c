@@ -11,6 +11,13 @@
     process, a plugin's memory errors and leaks show up cleanly under
     valgrind, and a test can compare what the plugin did with the file.
 
+    A plugin that answers FANHUB_PENDING (the worker plugins `python` and
+    `worker`: their processes answer later, on the plugin's I/O thread)
+    gets tickets and completions from replay's own host table
+    (replay_host.h); replay keeps at most the window the plugin set open
+    and reports each message when it completes, or as expired after
+    --timeout.
+
     The input is JSON lines in either of two shapes: the `log` plugin's own
     output ({"seq", "received_at", "topic", "body" or "body_base64"}), so
     an archive replays as it was received, or the fedmsg-era records of
@@ -27,6 +34,7 @@
 #include "message.h"
 #include "options_yaml.h"
 #include "plugin.h"
+#include "replay_host.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -59,6 +67,9 @@ static const fh_cli_option_t s_options[] = {
     {'n', "name", "CONSUMER",
      "the consumer name the plugin is told (default:\n"
      "replay)"},
+    {'t', "timeout", "S",
+     "how long a message answered PENDING (a worker\n"
+     "plugin's) may take to complete (default 60)"},
     {S_OPT_PLUGIN_DIR, "plugin-dir", "DIR",
      "where plugins named without a '/' are found\n"
      "(default: $FANHUB_PLUGIN_DIR, else the installed\n"
@@ -68,14 +79,18 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "replay",
-    "--plugin NAME|PATH [--options FILE.yaml] [--input FILE.jsonl] [--name CONSUMER] [--plugin-dir "
-    "DIR]",
+    "--plugin NAME|PATH [--options FILE.yaml] [--input FILE.jsonl] [--name CONSUMER] [--timeout S] "
+    "[--plugin-dir DIR]",
     "The plugin test harness: feeds messages from a JSON-lines file straight\n"
     "into one plugin, on this thread, without a bus: init with the options,\n"
     "consume for each message, idle once at the end of the input, then fini.\n"
     "Each message's result is one line on stdout, 'SEQ TOPIC -> ok|retry|fail'\n"
     "(control bytes and '\\' of the topic as \\xNN); a retry is reported, not\n"
-    "retried. A summary goes to stderr.",
+    "retried. A summary goes to stderr. A plugin that answers later (the\n"
+    "worker plugins python and worker: real worker processes run each\n"
+    "message) is reported as it completes: also 'drop' (done, skipped by the\n"
+    "consumer), or 'expired' when no answer came within --timeout; the\n"
+    "reason of a retry or fail goes to stderr.",
     s_options,
     "Input lines, in either of two shapes:\n"
     "  "
@@ -98,7 +113,8 @@ static const fh_cli_command_t s_command = {
     "reports the plugin's memory errors and leaks with its function names\n"
     "(it stays mapped until the process exits).\n"
     "\n"
-    "Exit status: 0 every message ok; 1 a message answered retry or fail,\n"
+    "Exit status: 0 every message ok (or drop); 1 a message answered retry or\n"
+    "fail or expired,\n"
     "stdout could not be written, or SIGINT/SIGTERM stopped the replay;\n"
     "2 bad usage, options file, plugin, refused options or input line (the\n"
     "messages before a bad line have been consumed).",
@@ -268,19 +284,134 @@ typedef struct {
     const char *input_path;
     const char *name;
     const char *plugin_dir;
+    double timeout_s;
 } s_args_t;
 
 typedef struct {
-    uint64_t ok, retry, fail;
+    uint64_t ok, drop, retry, fail, expired;
 } s_counts_t;
+
+/* A message answered PENDING, until it completes. */
+typedef struct {
+    uint64_t seq;
+    fh_buf_t topic;
+    fanhub_ticket_t ticket;
+    int64_t deadline_ns;
+} s_open_t;
+
+/* The open messages, oldest first, and how the replay answers. */
+typedef struct {
+    s_open_t *items;
+    size_t count, room;
+    fanhub_ticket_t last_ticket;
+    int64_t timeout_ns;
+    s_counts_t *counts;
+    const fanhub_consumer_desc_t *desc; /* its idle runs before a wait, as in the hub */
+    void *state;
+} s_opens_t;
+
+/* Before waiting for open messages: the hub calls idle when its queue
+   ran empty or max_pending messages are open (a batching plugin commits
+   then, and completes). */
+static void
+s_idle (s_opens_t *opens)
+{
+    if (opens->count && opens->desc->idle)
+        opens->desc->idle (opens->state);
+}
+
+/* One result line: 'SEQ TOPIC -> WORD', flushed. -1 when stdout fails. */
+static int
+s_report (uint64_t seq, const fh_buf_t *topic, const char *word, const char *reason)
+{
+    printf ("%" PRIu64 " ", seq);
+    s_print_topic (stdout, topic);
+    printf (" -> %s\n", word);
+    if (reason && *reason)
+        fprintf (stderr, "fanhub replay: %" PRIu64 ": %s: %s\n", seq, word, reason);
+    /* One line at a time: a plugin that writes to stdout too (log with
+       path "-") interleaves with the results in order. */
+    if (fflush (stdout) != 0) {
+        fprintf (stderr, "fanhub replay: cannot write the results: %s\n", strerror (errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits for the oldest open message and reports it. -1 when stdout
+   fails. */
+static int
+s_settle_oldest (s_opens_t *opens)
+{
+    s_open_t *open = &opens->items[0];
+    fanhub_result_t result;
+    bool dropped;
+    char reason[512];
+    const char *word = "expired";
+    if (!fh_replay_wait (open->ticket, open->deadline_ns, fh_cli_stopped, &result, &dropped, reason,
+                         sizeof reason)) {
+        snprintf (reason, sizeof reason, "%s",
+                  fh_cli_stopped () ? "not answered before the replay was stopped"
+                                    : "no answer within --timeout");
+        opens->counts->expired++;
+    }
+    else if (result == FANHUB_OK) {
+        word = dropped ? "drop" : "ok";
+        *(dropped ? &opens->counts->drop : &opens->counts->ok) += 1;
+    }
+    else if (result == FANHUB_RETRY) {
+        word = "retry";
+        opens->counts->retry++;
+    }
+    else {
+        word = "fail";
+        opens->counts->fail++;
+    }
+    /* The reason of an ok or a drop is no news. */
+    int rc = s_report (open->seq, &open->topic, word,
+                       strcmp (word, "ok") && strcmp (word, "drop") ? reason : NULL);
+    free (open->topic.data);
+    memmove (opens->items, opens->items + 1, --opens->count * sizeof *opens->items);
+    return rc;
+}
+
+/* A message answered PENDING: kept open; the oldest are waited for while
+   the plugin's window is full. -1 when out of memory or stdout fails. */
+static int
+s_keep_open (s_opens_t *opens, uint64_t seq, const fh_buf_t *topic)
+{
+    if (opens->count == opens->room) {
+        size_t room = opens->room ? opens->room * 2 : 16;
+        s_open_t *grown = realloc (opens->items, room * sizeof *grown);
+        if (!grown)
+            return -1;
+        opens->items = grown;
+        opens->room = room;
+    }
+    s_open_t *open = &opens->items[opens->count++];
+    *open = (s_open_t){.seq = seq,
+                       .ticket = opens->last_ticket,
+                       .deadline_ns = fh_clock_mono_ns () + opens->timeout_ns};
+    fh_buf_put (&open->topic, topic->data, topic->size);
+    if (open->topic.failed)
+        return -1;
+    size_t window = fh_replay_window ();
+    if (opens->count >= (window ? window : 1000))
+        s_idle (opens);
+    while (opens->count >= (window ? window : 1000))
+        if (s_settle_oldest (opens) != 0)
+            return -1;
+    return 0;
+}
 
 /* Feeds every line of input to the plugin. Answers FH_EXIT_OK,
    FH_EXIT_FAILURE (interrupted, stdout unwritable) or FH_EXIT_USAGE (a bad
    line), counting results in counts. */
 static int
 s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, void *state,
-        s_counts_t *counts)
+        s_opens_t *opens)
 {
+    s_counts_t *counts = opens->counts;
     char *text = NULL;
     size_t room = 0;
     ssize_t len;
@@ -308,8 +439,20 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
             rc = FH_EXIT_FAILURE;
             break;
         }
+        fh_replay_ticket_set (++opens->last_ticket);
         fanhub_result_t result = desc->consume (state, msg);
+        fh_replay_ticket_set (0);
         const char *word = "fail";
+        if (result == FANHUB_PENDING) {
+            fh_msg_destroy (&msg);
+            int kept = s_keep_open (opens, seq, &line.topic);
+            s_line_clear (&line);
+            if (kept != 0) {
+                rc = FH_EXIT_FAILURE;
+                break;
+            }
+            continue;
+        }
         if (result == FANHUB_OK) {
             word = "ok";
             counts->ok++;
@@ -327,15 +470,10 @@ s_feed (FILE *input, const char *source, const fanhub_consumer_desc_t *desc, voi
                          "FANHUB_OK, FANHUB_RETRY or FANHUB_FAIL: counted as fail\n",
                          source, lineno, (int) result);
         }
-        printf ("%" PRIu64 " ", seq);
-        s_print_topic (stdout, &line.topic);
-        printf (" -> %s\n", word);
         fh_msg_destroy (&msg);
+        int reported = s_report (seq, &line.topic, word, NULL);
         s_line_clear (&line);
-        /* One line at a time: a plugin that writes to stdout too (log with
-           path "-") interleaves with the results in order. */
-        if (fflush (stdout) != 0) {
-            fprintf (stderr, "fanhub replay: cannot write the results: %s\n", strerror (errno));
+        if (reported != 0) {
             rc = FH_EXIT_FAILURE;
             break;
         }
@@ -366,6 +504,10 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         case 'o': args->options_path = arg; break;
         case 'i': args->input_path = arg; break;
         case 'n': args->name = arg; break;
+        case 't':
+            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, &args->timeout_s))
+                return FH_EXIT_USAGE;
+            break;
         case S_OPT_PLUGIN_DIR: args->plugin_dir = arg; break;
         }
     }
@@ -422,7 +564,7 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
     void *state = NULL;
     if (desc->init) {
         char why[1024] = "";
-        if (desc->init (&fh_host, &ctx, options, &state, why, sizeof why) != 0) {
+        if (desc->init (fh_replay_host (), &ctx, options, &state, why, sizeof why) != 0) {
             why[sizeof why - 1] = '\0';
             fprintf (
                 stderr, "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its options: %s\n",
@@ -432,25 +574,39 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
         }
     }
     s_counts_t counts = {0};
-    int rc = s_feed (input, source, desc, state, &counts);
+    s_opens_t opens = {.timeout_ns = (int64_t) (args->timeout_s * 1e9),
+                       .counts = &counts,
+                       .desc = desc,
+                       .state = state};
+    int rc = s_feed (input, source, desc, state, &opens);
+    /* The input is done: as when the hub's queue runs empty, idle, then
+       what is still open completes, before fini. */
+    s_idle (&opens);
+    while (opens.count)
+        if (s_settle_oldest (&opens) != 0)
+            rc = FH_EXIT_FAILURE;
+    free (opens.items);
     if (rc == FH_EXIT_OK && desc->idle)
         desc->idle (state);
     if (desc->fini)
         desc->fini (state);
-    if (rc == FH_EXIT_OK && (counts.retry || counts.fail))
+    if (rc == FH_EXIT_OK && (counts.retry || counts.fail || counts.expired))
         rc = FH_EXIT_FAILURE;
-    uint64_t total = counts.ok + counts.retry + counts.fail;
+    uint64_t total = counts.ok + counts.drop + counts.retry + counts.fail + counts.expired;
     fprintf (stderr,
              "fanhub replay: %" PRIu64 " message%s: %" PRIu64 " ok, %" PRIu64 " retry, %" PRIu64
-             " fail\n",
+             " fail",
              total, total == 1 ? "" : "s", counts.ok, counts.retry, counts.fail);
+    if (counts.drop || counts.expired)
+        fprintf (stderr, ", %" PRIu64 " drop, %" PRIu64 " expired", counts.drop, counts.expired);
+    fputc ('\n', stderr);
     return rc;
 }
 
 int
 fh_cmd_replay (int argc, char **argv)
 {
-    s_args_t args = {.input_path = "-", .name = S_DEFAULT_NAME};
+    s_args_t args = {.input_path = "-", .name = S_DEFAULT_NAME, .timeout_s = 60};
     int rc = s_parse_args (argc, argv, &args);
     if (rc >= 0)
         return rc;

@@ -103,7 +103,8 @@ s_log_warnings (const fh_config_t *config)
 static void
 s_reload (fh_hub_t *hub, const char *path, bool level_given)
 {
-    char err[2048], result[2200];
+    char err[2048], down[1024], result[2200];
+    int down_count = -1;
     fh_notify ("RELOADING=1\nMONOTONIC_USEC=%llu",
                (unsigned long long) (fh_clock_mono_ns () / 1000));
     fh_hub_note_reload_start (hub); /* before the file is read */
@@ -111,15 +112,24 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (config)
         s_log_warnings (config);
-    if (config && fh_hub_reload (hub, config, err, sizeof err) == 0) {
+    if (config)
+        down_count = fh_hub_reload (hub, config, err, sizeof err, down, sizeof down);
+    if (down_count >= 0) {
         const fh_config_t *now = fh_hub_config (hub);
         /* The live keys outside consumers (shutdown_timeout is read when
            the hub stops). */
         if (!level_given)
             fh_log_set_level ((fanhub_log_level_t) now->log_level);
-        snprintf (result, sizeof result, "OK reloaded %s: %zu consumer%s", now->source,
-                  now->consumer_count, now->consumer_count == 1 ? "" : "s");
-        fh_info ("%s", result + 3);
+        /* Applied; a consumer it added or changed that did not come up
+           makes it "DOWN", said to the caller and logged as an error. */
+        snprintf (result, sizeof result, "%s reloaded %s: %zu consumer%s%s%s",
+                  down_count ? "DOWN" : "OK", now->source, now->consumer_count,
+                  now->consumer_count == 1 ? "" : "s", down_count ? "; not up: " : "",
+                  down_count ? down : "");
+        if (down_count)
+            fh_error ("%s", result + 5);
+        else
+            fh_info ("%s", result + 3);
     }
     else {
         snprintf (result, sizeof result,
@@ -132,6 +142,33 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
     fh_consumer_reopen_all ();
     fh_hub_note_reload (hub, result);
     fh_notify ("READY=1\nSTATUS=%s", result); /* refused or not, it runs */
+}
+
+/* SIGUSR1, sent by the control actor for `fanhub restart NAME`: the
+   consumer gets a new instance, as from a reload that changed it. One
+   from elsewhere finds nothing asked and does nothing. */
+static void
+s_restart (fh_hub_t *hub)
+{
+    char name[256], err[2048], down[1024], result[2600];
+    if (!fh_hub_restart_take (hub, name, sizeof name))
+        return;
+    fh_info ("consumer '%s': restarting (fanhub restart)", name);
+    int down_count = fh_hub_restart (hub, name, err, sizeof err, down, sizeof down);
+    if (down_count < 0)
+        snprintf (result, sizeof result, "ERROR restart of '%s' refused: %s", name, err);
+    else if (down_count > 0)
+        snprintf (result, sizeof result, "DOWN restarted consumer '%s'; not up: %s", name, down);
+    else
+        snprintf (result, sizeof result,
+                  "OK restarted consumer '%s': its new instance takes over once the old one "
+                  "has consumed what it holds",
+                  name);
+    if (down_count != 0)
+        fh_error ("%s", strchr (result, ' ') + 1);
+    else
+        fh_info ("%s", result + 3);
+    fh_hub_note_restart (hub, result);
 }
 
 /* The start and a reload run plugins' init on this thread, and an init
@@ -227,12 +264,17 @@ s_watch_end (s_watch_t *watch, fh_thread_t *watcher, bool watched, int64_t *dead
 /* s_reload, watched. Returns the stop signal that came meanwhile (its
    deadline in *deadline), or 0. */
 static int
-s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, int64_t *deadline)
+s_reload_watched (fh_hub_t *hub, const char *path, bool level_given, bool restart,
+                  int64_t *deadline)
 {
     s_watch_t watch;
     fh_thread_t watcher = {0};
-    bool watched = s_watch_begin (&watch, &watcher, hub, NULL, "the reload");
-    s_reload (hub, path, level_given);
+    bool watched
+        = s_watch_begin (&watch, &watcher, hub, NULL, restart ? "the restart" : "the reload");
+    if (restart)
+        s_restart (hub);
+    else
+        s_reload (hub, path, level_given);
     return s_watch_end (&watch, &watcher, watched, deadline);
 }
 
@@ -287,6 +329,7 @@ s_block_signals (sigset_t *signals)
     sigaddset (signals, SIGINT);
     sigaddset (signals, SIGTERM);
     sigaddset (signals, SIGHUP);
+    sigaddset (signals, SIGUSR1); /* `fanhub restart` (s_restart) */
     pthread_sigmask (SIG_BLOCK, signals, NULL);
     signal (SIGPIPE, SIG_IGN); /* a closed stdout is an error, not death */
     zsys_handler_set (NULL);   /* CZMQ must not install its own handlers */
@@ -465,8 +508,8 @@ fh_cmd_run (int argc, char **argv)
         int got = sigtimedwait (&signals, NULL, &wait);
         if (got == SIGINT || got == SIGTERM)
             sig = got;
-        else if (got == SIGHUP)
-            sig = s_reload_watched (run.hub, path, level_given, &deadline);
+        else if (got == SIGHUP || got == SIGUSR1)
+            sig = s_reload_watched (run.hub, path, level_given, got == SIGUSR1, &deadline);
         if (sig)
             break; /* from a reload: a stop came meanwhile, its deadline runs already */
         next_tick = s_tick (run.hub, next_tick);

@@ -16,6 +16,8 @@
 #define FH_EXIT_FAILURE 1
 #define FH_EXIT_USAGE 2
 #define FH_EXIT_STOPPED 3 /* run: a stop signal came before the hub ran */
+/* `reload`: applied, but a consumer it added or changed is not up. */
+#define FH_EXIT_RELOAD_DOWN 3
 
 int fh_cmd_run (int argc, char **argv);
 int fh_cmd_check (int argc, char **argv);
@@ -26,6 +28,9 @@ int fh_cmd_collectd (int argc, char **argv);
 int fh_cmd_dead_letter (int argc, char **argv);
 int fh_cmd_emit (int argc, char **argv);
 int fh_cmd_reload (int argc, char **argv);
+int fh_cmd_restart (int argc, char **argv);
+int fh_cmd_pause (int argc, char **argv);
+int fh_cmd_resume (int argc, char **argv);
 int fh_cmd_plugins (int argc, char **argv);
 int fh_cmd_replay (int argc, char **argv);
 int fh_cmd_keygen (int argc, char **argv);

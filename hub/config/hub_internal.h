@@ -58,8 +58,14 @@ struct fh_hub {
     atomic_uint_fast64_t control_denied;  /* control_curve handshakes refused */
     atomic_uint_fast64_t control_refused; /* control connections shed */
     uint64_t reloads_started;             /* under lock: ... and started */
-    char reload_result[512];              /* under lock: "OK ..." or "ERROR ..." */
+    char reload_result[512];              /* under lock: "OK ...", "DOWN ..." or "ERROR ..." */
+    int64_t reload_wall_ns;               /* under lock: when it ended (Unix) */
     char loading[512];                    /* under lock: the plugin a reload loads now */
+    /* Under lock: the one restart asked (`fanhub restart`), by number;
+       its name ("" once taken), and the last one's outcome. */
+    uint64_t restarts_asked, restart_taken, restarts_done;
+    char restart_name[256];
+    char restart_result[512];
 };
 
 /* A new reference (refs 1) on config; owned: freed with the last. NULL

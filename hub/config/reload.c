@@ -3,6 +3,8 @@
     instance beside the old (plugin loaded, init called), the enqueuer
     takes the new routing between two messages, and the lineages follow
     under the hub's lock. A reload that fails leaves the hub as it was.
+    `fanhub restart` is such a reload of the running configuration with
+    one consumer taken as changed (fh_hub_restart).
     See hub.h (fh_hub_reload) and lineage.h.
 */
 #include "hub_internal.h"
@@ -51,6 +53,7 @@ typedef struct {
     fh_consumer_t **fold_from; /* a waiting instance the new one replaces */
     bool *folded;              /* ... whose messages the new one took */
     fh_trigger_t *trigger;
+    const char *restart; /* fh_hub_restart: the consumer made anew, else NULL */
 } s_reload_t;
 
 static void
@@ -79,7 +82,10 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
         for (size_t j = 0; j < self->consumer_count; j++)
             if (strcmp (fh_lineage_name (self->lines[j]), want->name) == 0)
                 r->was[i] = j;
-        if (r->was[i] != SIZE_MAX && fh_config_consumer_same (&old->consumers[r->was[i]], want)) {
+        bool same = r->was[i] != SIZE_MAX
+                    && fh_config_consumer_same (&old->consumers[r->was[i]], want)
+                    && !(r->restart && strcmp (r->restart, want->name) == 0);
+        if (same) {
             r->consumers[i] = self->consumers[r->was[i]];
             r->kept[r->was[i]] = true;
         }
@@ -197,8 +203,79 @@ s_reload_commit (fh_hub_t *self, s_reload_t *r)
     s_reload_free (r);
 }
 
+/* The consumers this reload made that are not up once their init
+   returned, into down; how many. */
+static int
+s_reload_down (const s_reload_t *r, char *down, size_t downlen)
+{
+    int count = 0;
+    size_t used = 0;
+    if (downlen)
+        down[0] = '\0';
+    for (size_t i = 0; i < r->count; i++) {
+        if (!r->fresh[i])
+            continue;
+        int state = fh_consumer_plugin_state (r->consumers[i]);
+        if (state == FANHUB_STATE_UP)
+            continue;
+        char why[256];
+        fh_consumer_last_error (r->consumers[i], why, sizeof why);
+        count++;
+        if (used < downlen) {
+            int n = snprintf (down + used, downlen - used, "%sconsumer '%s' is %s: %s",
+                              used ? "; " : "", r->config->consumers[i].name,
+                              state == FANHUB_STATE_HALTED ? "halted" : "down",
+                              why[0] ? why : "(its plugin gave no reason)");
+            used += n > 0 ? (size_t) n : 0;
+        }
+    }
+    return count;
+}
+
+/* Makes, swaps in and commits r (config and ref set): 0 or more down,
+   or -1 with err and nothing changed. */
+static int
+s_reload_run (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen, char *down, size_t downlen)
+{
+    r->consumers = calloc (r->count, sizeof *r->consumers);
+    r->lines = calloc (r->count, sizeof *r->lines);
+    r->was = calloc (r->count, sizeof *r->was);
+    r->fresh = calloc (r->count, sizeof *r->fresh);
+    r->kept = calloc (self->consumer_count + 1, sizeof *r->kept);
+    r->fold_from = calloc (r->count, sizeof *r->fold_from);
+    r->folded = calloc (r->count, sizeof *r->folded);
+    r->trigger = fh_trigger_new (r->count);
+    int rc = r->ref && r->consumers && r->lines && r->was && r->fresh && r->kept && r->fold_from
+                     && r->folded && r->trigger
+                 ? 0
+                 : -1;
+    if (rc != 0)
+        snprintf (err, errlen, "out of memory");
+    if (rc == 0)
+        rc = s_reload_make (self, r, err, errlen);
+    if (rc == 0) {
+        fh_trigger_seal (r->trigger);
+        /* The signature files are read again (a new CRL); if they no
+           longer load, the reload is refused before anything changed. A
+           restart reads no file. */
+        if (self->enqueuer && !r->restart)
+            rc = fh_enqueuer_reload_signatures (self->enqueuer, r->config, err, errlen);
+        if (rc == 0 && self->enqueuer)
+            rc = fh_enqueuer_swap (self->enqueuer, r->trigger, r->consumers, r->count, r->fold_from,
+                                   r->folded, err, errlen);
+    }
+    if (rc != 0) {
+        s_reload_undo (r);
+        return -1;
+    }
+    int count = s_reload_down (r, down, downlen);
+    s_reload_commit (self, r);
+    return count;
+}
+
 int
-fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
+fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen, char *down,
+               size_t downlen)
 {
     /* Every key that differs is applied below, or it needs a restart. */
     char keys[512];
@@ -209,36 +286,63 @@ fh_hub_reload (fh_hub_t *self, fh_config_t *config, char *err, size_t errlen)
     }
     s_reload_t r = {.config = config, .count = config->consumer_count};
     r.ref = fh_hub_ref_new (config, true);
-    r.consumers = calloc (r.count, sizeof *r.consumers);
-    r.lines = calloc (r.count, sizeof *r.lines);
-    r.was = calloc (r.count, sizeof *r.was);
-    r.fresh = calloc (r.count, sizeof *r.fresh);
-    r.kept = calloc (self->consumer_count + 1, sizeof *r.kept);
-    r.fold_from = calloc (r.count, sizeof *r.fold_from);
-    r.folded = calloc (r.count, sizeof *r.folded);
-    r.trigger = fh_trigger_new (r.count);
-    int rc = r.ref && r.consumers && r.lines && r.was && r.fresh && r.kept && r.fold_from
-                     && r.folded && r.trigger
-                 ? 0
-                 : -1;
-    if (rc != 0)
-        snprintf (err, errlen, "out of memory");
-    if (rc == 0)
-        rc = s_reload_make (self, &r, err, errlen);
-    if (rc == 0) {
-        fh_trigger_seal (r.trigger);
-        /* The signature files are read again (a new CRL); if they no
-           longer load, the reload is refused before anything changed. */
-        if (self->enqueuer)
-            rc = fh_enqueuer_reload_signatures (self->enqueuer, config, err, errlen);
-        if (rc == 0 && self->enqueuer)
-            rc = fh_enqueuer_swap (self->enqueuer, r.trigger, r.consumers, r.count, r.fold_from,
-                                   r.folded, err, errlen);
-    }
-    if (rc != 0) {
-        s_reload_undo (&r);
+    return s_reload_run (self, &r, err, errlen, down, downlen);
+}
+
+int
+fh_hub_restart (fh_hub_t *self, const char *name, char *err, size_t errlen, char *down,
+                size_t downlen)
+{
+    bool found = false;
+    for (size_t j = 0; j < self->consumer_count; j++)
+        found = found || strcmp (fh_lineage_name (self->lines[j]), name) == 0;
+    if (!found) {
+        snprintf (err, errlen, "no consumer '%s' in this hub", name);
         return -1;
     }
-    s_reload_commit (self, &r);
-    return 0;
+    /* The running configuration again, with one more reference on it:
+       the commit (or the undo) lets go of one. */
+    s_reload_t r = {.config = (fh_config_t *) self->config, /* not changed */
+                    .count = self->consumer_count,
+                    .ref = self->config_ref,
+                    .restart = name};
+    fh_hub_ref_take (r.ref);
+    return s_reload_run (self, &r, err, errlen, down, downlen);
+}
+
+uint64_t
+fh_hub_restart_ask (fh_hub_t *self, const char *name)
+{
+    if (self->restart_name[0] || strlen (name) >= sizeof self->restart_name)
+        return 0;
+    snprintf (self->restart_name, sizeof self->restart_name, "%s", name);
+    return ++self->restarts_asked;
+}
+
+bool
+fh_hub_restart_take (fh_hub_t *self, char *name, size_t size)
+{
+    pthread_mutex_lock (&self->lock);
+    bool asked = self->restart_name[0] != '\0';
+    snprintf (name, size, "%s", self->restart_name);
+    self->restart_name[0] = '\0';
+    self->restart_taken = self->restarts_asked;
+    pthread_mutex_unlock (&self->lock);
+    return asked;
+}
+
+void
+fh_hub_note_restart (fh_hub_t *self, const char *result)
+{
+    pthread_mutex_lock (&self->lock);
+    snprintf (self->restart_result, sizeof self->restart_result, "%s", result);
+    self->restarts_done = self->restart_taken;
+    pthread_mutex_unlock (&self->lock);
+}
+
+uint64_t
+fh_hub_restart_result (fh_hub_t *self, char *result, size_t size)
+{
+    snprintf (result, size, "%s", self->restart_result);
+    return self->restarts_done;
 }

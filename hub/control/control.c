@@ -6,6 +6,7 @@
 #include "fs.h"
 #include "log.h"
 #include "collectd_push.h"
+#include "control_commands.h"
 #include "control_curve.h"
 #include "control_parse.h"
 #include "control_path.h"
@@ -59,6 +60,7 @@ typedef struct {
     fh_emit_t *emit;
     char *consumer; /* PENDING_INJECT: the consumer's name */
     size_t only;    /* PENDING_RELOAD: the attempt that answers it */
+    bool restart;   /* PENDING_RELOAD: ... of a restart (fh_hub_restart_result) */
     int64_t deadline_ns;
 } s_pending_t;
 
@@ -238,10 +240,12 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
     pending->consumer = consumer;
 }
 
-/* Queues a RELOAD request: the main thread reloads (it owns the hub's
-   lifecycle); it is asked as SIGHUP does, and the answer waits for it. */
+/* Queues a RELOAD request (restart 0) or a RESTART (the number of the
+   restart asked): the main thread does it (it owns the hub's lifecycle),
+   asked by SIGHUP or SIGUSR1, and the answer waits for it. */
 static void
-s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count)
+s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
+                  uint64_t restart)
 {
     s_pending_t *pending
         = s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
@@ -251,8 +255,9 @@ s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t en
     }
     /* Answered by the first attempt that starts after now: one under way
        read the file before this request, maybe before it was written. */
-    pending->only = (size_t) fh_hub_reloads_started (state->control->hub) + 1;
-    kill (getpid (), SIGHUP);
+    pending->only = restart ? restart : (size_t) fh_hub_reloads_started (state->control->hub) + 1;
+    pending->restart = restart != 0;
+    kill (getpid (), restart ? SIGUSR1 : SIGHUP);
 }
 
 /* One request: frames[0] is the command word, then its arguments; the
@@ -306,31 +311,35 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         free (text);
         return;
     }
-    case FH_CONTROL_RELOAD: s_request_reload (state, router, envelope, envelope_count); return;
+    case FH_CONTROL_RELOAD: s_request_reload (state, router, envelope, envelope_count, 0); return;
     case FH_CONTROL_EMIT:
         s_inject (state, router, envelope, envelope_count, frames + request.message,
                   count - request.message, request.wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1,
                   request.wait ? request.timeout_ms : FH_CONTROL_TIMEOUT_MAX_MS);
         return;
     case FH_CONTROL_INJECT: {
-        size_t index = SIZE_MAX;
-        for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-            const char *name = fh_consumer_name (fh_hub_consumer (hub, i));
-            if (args[request.consumer].size == strlen (name)
-                && memcmp (args[request.consumer].data, name, args[request.consumer].size) == 0)
-                index = i;
-        }
+        size_t index = fh_control_consumer_find (hub, args[request.consumer], reply, sizeof reply);
         if (index == SIZE_MAX) {
-            char shown[80];
-            fh_control_show (args[request.consumer].data, args[request.consumer].size, shown,
-                             sizeof shown);
-            snprintf (reply, sizeof reply, "ERROR no consumer '%s' in this hub", shown);
             s_reply (router, envelope, envelope_count, reply);
             return;
         }
         s_inject (state, router, envelope, envelope_count, frames + request.message,
                   count - request.message, PENDING_INJECT, (int64_t) index,
                   FH_CONTROL_TIMEOUT_MAX_MS);
+        return;
+    }
+    case FH_CONTROL_PAUSE:
+    case FH_CONTROL_RESUME:
+        fh_control_pause (hub, args[request.consumer], request.kind == FH_CONTROL_PAUSE, reply,
+                          sizeof reply);
+        s_reply (router, envelope, envelope_count, reply);
+        return;
+    case FH_CONTROL_RESTART: {
+        uint64_t ticket = fh_control_restart_ask (hub, args[request.consumer], reply, sizeof reply);
+        if (ticket)
+            s_request_reload (state, router, envelope, envelope_count, ticket);
+        else
+            s_reply (router, envelope, envelope_count, reply);
         return;
     }
     }
@@ -377,15 +386,6 @@ s_serve_one (s_state_t *state, void *router)
         zmq_msg_close (&frames[i]);
 }
 
-/* Outcomes are told under the name of the consumer that wrote them,
-   whatever reloads did meanwhile. */
-static void
-s_add_outcome (const char *consumer, fh_outcome_t outcome, void *arg)
-{
-    if (outcome != FH_OUTCOME_NONE)
-        json_object_set_new (arg, consumer, json_string (fh_outcome_name (outcome)));
-}
-
 /* The answer of a routed (or finished, or timed-out) request. */
 static void
 s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
@@ -413,13 +413,7 @@ s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
         s_reply (router, pending->envelope, pending->envelope_count, line);
         return;
     }
-    json_t *outcomes = json_object ();
-    fh_emit_each_outcome (pending->emit, s_add_outcome, outcomes);
-    json_t *answer = json_pack ("{s:i, s:b, s:b, s:o}", "matched", matched < 0 ? 0 : matched,
-                                "handled", fh_emit_is_handled (pending->emit), "timed_out",
-                                timed_out, "outcomes", outcomes);
-    char *text = answer ? json_dumps (answer, JSON_COMPACT) : NULL;
-    json_decref (answer);
+    char *text = fh_control_emit_answer (pending->emit, matched, timed_out);
     s_reply (router, pending->envelope, pending->envelope_count, s_or_oom (text));
     free (text);
 }
@@ -434,13 +428,16 @@ s_serve_pending (s_state_t *state, void *router)
         s_pending_t *pending = &state->pending[i];
         if (pending->kind == PENDING_RELOAD) {
             char result[512];
-            uint64_t attempts = fh_hub_reload_result (state->control->hub, result, sizeof result);
+            uint64_t attempts
+                = pending->restart
+                      ? fh_hub_restart_result (state->control->hub, result, sizeof result)
+                      : fh_hub_reload_result (state->control->hub, result, sizeof result);
             if (attempts < pending->only && now < pending->deadline_ns) {
                 state->pending[kept++] = *pending;
                 continue;
             }
             s_reply (router, pending->envelope, pending->envelope_count,
-                     attempts < pending->only ? "ERROR the reload did not finish in 60 s" : result);
+                     attempts < pending->only ? "ERROR it did not finish in 60 s" : result);
             for (size_t e = 0; e < pending->envelope_count; e++)
                 zmq_msg_close (&pending->envelope[e]);
             continue;

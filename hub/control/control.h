@@ -15,6 +15,13 @@
                  "outcomes": {"consumer": "completed"|"failed"|...}}
       INJECT, consumer, topic, body[, frames]
              -> "OK" once in that consumer's queue (or spool), or an ERROR
+      PAUSE, consumer / RESUME, consumer
+             -> "OK paused 'x'" / "OK resumed 'x'" at once (fh_consumer_set_paused)
+      RESTART, consumer
+             -> once the main thread made the new instance (fh_hub_restart):
+                "OK restarted ...", "DOWN restarted ...; not up: ..." or an ERROR
+      RELOAD -> once done: "OK reloaded ...", "DOWN reloaded ...; not up: ..."
+                (applied; a consumer it added or changed is down) or "ERROR ..."
     EMIT and INJECT past FH_CONTROL_INJECT_MAX waiting -> "ERROR busy: ..."
     at once. A request frame above bus.max_message_bytes (plus room for
     the command) is refused by ZeroMQ, which drops the connection.

@@ -23,6 +23,7 @@
 static const char s_emit_usage[]
     = "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]";
 static const char s_inject_usage[] = "ERROR usage: INJECT, consumer, topic, body[, frames...]";
+static const char s_consumer_usage[] = "ERROR usage: PAUSE|RESUME|RESTART, consumer";
 
 static bool
 s_is (const fanhub_bytes_t *frame, const char *word)
@@ -123,6 +124,16 @@ fh_control_parse (const fanhub_bytes_t *frames, size_t count, fh_control_request
         request.kind = FH_CONTROL_INJECT;
         request.consumer = 1;
         request.message = 2;
+    }
+    else if (s_is (&frames[0], "PAUSE") || s_is (&frames[0], "RESUME")
+             || s_is (&frames[0], "RESTART")) {
+        /* PAUSE|RESUME|RESTART, consumer */
+        if (count != 2)
+            return s_refuse (err, errlen, s_consumer_usage);
+        request.kind = s_is (&frames[0], "PAUSE")    ? FH_CONTROL_PAUSE
+                       : s_is (&frames[0], "RESUME") ? FH_CONTROL_RESUME
+                                                     : FH_CONTROL_RESTART;
+        request.consumer = 1;
     }
     else {
         char shown[S_SHOW_COMMAND];

@@ -12,6 +12,7 @@
       HEALTH, READY, STATUS                         no arguments
       EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]
       INJECT, consumer, topic, body[, frames...]
+      PAUSE, consumer / RESUME, consumer / RESTART, consumer
 
     The command word is matched byte for byte (case matters). TIMEOUT_MS is
     1 to 15 ASCII digits, no sign and no blanks, worth at most
@@ -29,7 +30,8 @@
 #include <stdint.h>
 
 /* The command words, as error answers list them. */
-#define FH_CONTROL_COMMANDS "PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS"
+#define FH_CONTROL_COMMANDS                                                                        \
+    "PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS, PAUSE, RESUME, RESTART"
 /* The longest EMIT timeout: one day. */
 #define FH_CONTROL_TIMEOUT_MAX_MS 86400000
 
@@ -42,14 +44,18 @@ typedef enum {
     FH_CONTROL_RELOAD,
     FH_CONTROL_HEALTH, /* liveness (health.h) */
     FH_CONTROL_READY,  /* readiness (health.h) */
-    FH_CONTROL_STATUS  /* the status page's JSON (status.h) */
+    FH_CONTROL_STATUS, /* the status page's JSON (status.h) */
+    FH_CONTROL_PAUSE,  /* one consumer's delivery stops (fanhub pause) */
+    FH_CONTROL_RESUME, /* ... and goes on */
+    FH_CONTROL_RESTART /* one consumer gets a new instance (fanhub restart) */
 } fh_control_kind_t;
 
 typedef struct {
     fh_control_kind_t kind;
     bool wait;          /* EMIT: "wait" (true) or "nowait" */
     int64_t timeout_ms; /* EMIT: 0..FH_CONTROL_TIMEOUT_MAX_MS; else 0 */
-    size_t consumer;    /* INJECT: index of the consumer-name frame (1); else 0 */
+    size_t consumer;    /* INJECT, PAUSE, RESUME, RESTART: index of the
+                           consumer-name frame (1); else 0 */
     size_t message;     /* EMIT, INJECT: index of the first message frame, the
                            topic (EMIT 3, INJECT 2; the body follows it);
                            else 0 */

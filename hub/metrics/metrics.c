@@ -272,7 +272,9 @@ const fh_metric_t fh_metrics[FH_METRIC_COUNT] = {
          "Messages the consumer's plugin published that were dropped: no publish:, a full "
          "queue, a body that is not JSON with envelope: fedmsg."),
     ROW (FH_M_PLUGIN_STATE, FH_SCOPE_CONSUMER, "state", "fanhub_consumer_state", "gauge-state", G,
-         false, "state", "What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3)."),
+         false, "state",
+         "What the plugin says it is doing: 0 up, 1 down, 2 halted (ABI 1.3); 3 paused "
+         "(fanhub pause)."),
     ROW (FH_M_LAST_ERROR, FH_SCOPE_CONSUMER, "last_error", NULL, NULL, F, false, "",
          "The last error the consumer's plugin reported (\"\" when none)."),
     ROW (FH_M_TICKETS_EXPIRED, FH_SCOPE_CONSUMER, "tickets_expired",

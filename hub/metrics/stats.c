@@ -267,7 +267,8 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_DRAINING_BACKLOG, (int64_t) draining_backlog);
     char reload[16];
     bool reloaded = fh_hub_reload_result (self->hub, reload, sizeof reload) > 0;
-    fh_metrics_set_int (hub, FH_M_RELOAD_OK, !reloaded || strncmp (reload, "OK", 2) == 0);
+    /* Refused; a reload applied with a consumer down ("DOWN") is not. */
+    fh_metrics_set_int (hub, FH_M_RELOAD_OK, !reloaded || strncmp (reload, "ERROR", 5) != 0);
     s_amqp (self, snapshot);
     for (int i = 0; i < FH_MALFORMED_REASONS; i++)
         if (fh_metrics_add_reason (

@@ -93,6 +93,8 @@ fh_stats_table_state (const fh_metrics_item_t *consumer)
         return "halted";
     if (state == 1)
         return "down";
+    if (state == 3) /* FH_CONSUMER_PAUSED: `fanhub pause` */
+        return "paused";
     if (state != 0)
         return "?";
     return fh_metric_value_int (&consumer->values[FH_M_STUCK]) > 0 ? "stuck" : "up";

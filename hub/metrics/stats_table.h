@@ -21,7 +21,8 @@
 
 /* A consumer's state in a word: "halted" or "down" when its plugin says
    so (the state row: 2, 1), else "stuck" while a consume runs longer
-   than consume_timeout (the stuck row above 0), else "up". A plugin
+   than consume_timeout (the stuck row above 0), else "up"; "paused"
+   (3) after `fanhub pause`. A plugin
    state the table does not know shows as "?". */
 const char *fh_stats_table_state (const fh_metrics_item_t *consumer);
 

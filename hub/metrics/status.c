@@ -171,11 +171,12 @@ s_consumer_status (const s_series_t *series, const fh_metrics_item_t *item, int6
     uint64_t backlog = (uint64_t) s_int (item, FH_M_BACKLOG);
     /* The worst first: a plugin that cannot work says more than a queue. */
     int64_t plugin_state = s_int (item, FH_M_PLUGIN_STATE);
-    const char *state = plugin_state == FANHUB_STATE_HALTED  ? "halted"
-                        : plugin_state == FANHUB_STATE_DOWN  ? "down"
-                        : s_int (item, FH_M_STUCK) > 0       ? "stuck"
-                        : s_int (item, FH_M_SPOOL_BYTES) > 0 ? "spilling"
-                                                             : "running";
+    const char *state = plugin_state == FANHUB_STATE_HALTED    ? "halted"
+                        : plugin_state == FANHUB_STATE_DOWN    ? "down"
+                        : plugin_state == 3 /* fanhub pause */ ? "paused"
+                        : s_int (item, FH_M_STUCK) > 0         ? "stuck"
+                        : s_int (item, FH_M_SPOOL_BYTES) > 0   ? "spilling"
+                                                               : "running";
     bool plugin_says = plugin_state == FANHUB_STATE_HALTED || plugin_state == FANHUB_STATE_DOWN;
     const char *reason = plugin_says && item->error && *item->error ? item->error
                          : plugin_says                              ? "no error given"
@@ -225,10 +226,11 @@ s_hub_status (fh_hub_t *hub, double now_s)
             warnings, json_pack ("{s:f, s:s, s:o}", "time", (double) lines[i].wall_ns / 1e9,
                                  "level", lines[i].level == FANHUB_LOG_ERROR ? "error" : "warning",
                                  "text", fh_metrics_json_text (lines[i].text)));
-    return json_pack ("{s:f, s:o, s:o, s:o}", "now", now_s, "config_file",
+    return json_pack ("{s:f, s:o, s:o, s:o, s:o}", "now", now_s, "config_file",
                       fh_metrics_json_text (fh_hub_config (hub)->source), "last_reload",
-                      attempts ? fh_metrics_json_text (reload) : json_null (), "recent_warnings",
-                      warnings);
+                      attempts ? fh_metrics_json_text (reload) : json_null (), "last_reload_time",
+                      attempts ? json_real (fh_hub_reload_time (hub)) : json_null (),
+                      "recent_warnings", warnings);
 }
 
 /* The lineage serial of the hub's consumer `name` (at `hint` mostly); 0,

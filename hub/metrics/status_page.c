@@ -259,6 +259,12 @@ s_header (FILE *out, const json_t *hub)
     s_escape (out, s_str (status, "config_file"));
     fputs ("</code></span><span>last reload: ", out);
     const char *reload = s_str (status, "last_reload");
+    time_t when = (time_t) s_num (status, "last_reload_time");
+    struct tm tm;
+    char stamp[40] = "";
+    if (*reload && when > 0 && gmtime_r (&when, &tm))
+        strftime (stamp, sizeof stamp, "%Y-%m-%d %H:%M:%S UTC: ", &tm);
+    fputs (stamp, out);
     s_escape (out, *reload ? reload : "none since start");
     fputs ("</span></p>\n", out);
 }

@@ -47,7 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS)"
+#define COMMANDS                                                                                   \
+    " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS, PAUSE, "       \
+    "RESUME, RESTART)"
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
 
@@ -111,11 +113,16 @@ s_reference (const fanhub_bytes_t *frames, size_t count, char *line, size_t room
                   "frames...]");
     else if (s_word (&frames[0], "INJECT") && count < 4)
         snprintf (line, room, "ERROR usage: INJECT, consumer, topic, body[, frames...]");
+    else if ((s_word (&frames[0], "PAUSE") || s_word (&frames[0], "RESUME")
+              || s_word (&frames[0], "RESTART"))
+             && count != 2)
+        snprintf (line, room, "ERROR usage: PAUSE|RESUME|RESTART, consumer");
     else if (!s_word (&frames[0], "PING") && !s_word (&frames[0], "STATS")
              && !s_word (&frames[0], "METRICS") && !s_word (&frames[0], "RELOAD")
              && !s_word (&frames[0], "EMIT") && !s_word (&frames[0], "INJECT")
              && !s_word (&frames[0], "HEALTH") && !s_word (&frames[0], "READY")
-             && !s_word (&frames[0], "STATUS")) {
+             && !s_word (&frames[0], "STATUS") && !s_word (&frames[0], "PAUSE")
+             && !s_word (&frames[0], "RESUME") && !s_word (&frames[0], "RESTART")) {
         /* The word: 44 characters shown at most, then "..." if cut. */
         char shown[48];
         size_t n = 0;
@@ -173,6 +180,17 @@ s_check_accepted (const fanhub_bytes_t *frames, size_t count, const fh_control_r
                      && out->consumer < count,
                  "INJECT index past the frames");
         s_check (!out->wait && out->timeout_ms == 0, "INJECT with EMIT fields");
+        break;
+    case FH_CONTROL_PAUSE:
+    case FH_CONTROL_RESUME:
+    case FH_CONTROL_RESTART:
+        s_check (s_word (&frames[0], out->kind == FH_CONTROL_PAUSE    ? "PAUSE"
+                                     : out->kind == FH_CONTROL_RESUME ? "RESUME"
+                                                                      : "RESTART"),
+                 "kind is not the word");
+        s_check (count == 2 && out->consumer == 1 && out->message == 0,
+                 "consumer command index past the frames");
+        s_check (!out->wait && out->timeout_ms == 0, "consumer command with EMIT fields");
         break;
     default: s_check (false, "kind out of range");
     }

@@ -111,7 +111,7 @@ def test_version_everywhere():
 
 # What such a command needs after its options; stats says its own words
 # for -c with -e, as it also takes --input.
-OPERANDS = {"emit": ["a.topic"]}
+OPERANDS = {"emit": ["a.topic"], "restart": ["a"], "pause": ["a"], "resume": ["a"]}
 NOT_BOTH = {"stats": "give one of -c, -e or --input (and --watch only with a hub)"}
 
 
@@ -135,6 +135,11 @@ def test_control_endpoint_lookup():
     for must in ("stats", "collectd", "emit", "reload"):
         assert must in checked, (must, checked)
     expect_usage_error(["reload", "now"], "reload", "unexpected argument 'now'")
+    for command in ("restart", "pause", "resume"):
+        expect_usage_error([command, "-e", "tcp://127.0.0.1:1"], command,
+                           "which consumer? (the CONSUMER argument)")
+        expect_usage_error([command, "-e", "tcp://127.0.0.1:1", "a", "b"], command,
+                           "unexpected argument 'b'")
 
 
 def test_c_is_always_config():
@@ -161,7 +166,7 @@ def test_did_you_mean():
             ("tial", "; did you mean 'tail'?"),        # two letters swapped
             ("reloda", "; did you mean 'reload'?"),
             ("dead", "; did you mean 'dead-letter'?"),  # the start of one
-            ("re", "; did you mean 'reload' or 'replay'?"),
+            ("re", "; did you mean 'reload' or 'restart' or 'resume' or 'replay'?"),
             ("frobnicate", ""),                         # nothing close
             ("x", "")):
         for args in ([typed], ["help", typed], [typed, "--help"]):

@@ -60,7 +60,8 @@ def run_block(lines, config, entry_id=None):
 
 def test_runbook_commands_as_written():
     runbook = blocks()
-    assert set(runbook) == {"overview", "crash-find", "crash-replay", "halted"}, runbook
+    assert set(runbook) == {"overview", "crash-find", "crash-replay", "halted", "consumer"}, \
+        runbook
     wd = fh.Workdir()
     py = fh.PythonConsumer(wd, "py", topics="[org.test.py]")
     consumers = ("  - name: bad\n    plugin: %s/flaky.so\n    topics: [org.test.bad]\n"
@@ -100,6 +101,9 @@ def test_runbook_commands_as_written():
         hub.wait_ready()
         replayed, = run_block(runbook["halted"][1:], hub.config)
         assert "2 replayed" in replayed and "into the hub" in replayed, replayed
+        paused, resumed, restarted = run_block(runbook["consumer"], hub.config)
+        assert "paused 'py'" in paused and "resumed 'py'" in resumed, (paused, resumed)
+        assert "restarted consumer 'py'" in restarted, restarted
         assert hub.stop() == 0, hub.log()
     wd.cleanup()
 

@@ -25,13 +25,16 @@
     }
 #define MAX_FRAMES 8
 
-#define COMMANDS " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS)"
+#define COMMANDS                                                                                   \
+    " (commands: PING, STATS, METRICS, EMIT, INJECT, RELOAD, HEALTH, READY, STATUS, PAUSE, "       \
+    "RESUME, RESTART)"
 #define E_EMPTY "ERROR empty command" COMMANDS
 #define E_NO_ARGS                                                                                  \
     "ERROR PING, STATS, METRICS, RELOAD, HEALTH, READY and STATUS take no arguments (a request "   \
     "is one frame)"
 #define E_EMIT "ERROR usage: EMIT, wait|nowait, TIMEOUT_MS, topic, body[, frames...]"
 #define E_INJECT "ERROR usage: INJECT, consumer, topic, body[, frames...]"
+#define E_CONSUMER "ERROR usage: PAUSE|RESUME|RESTART, consumer"
 #define E_UNKNOWN(word) "ERROR unknown command '" word "'" COMMANDS
 
 typedef struct {
@@ -133,6 +136,14 @@ static const s_case_t s_cases[] = {
             F ("t"), F ("b")),
     REFUSE ("INJECT alone", E_INJECT, F ("INJECT")),
     REFUSE ("INJECT without a body", E_INJECT, F ("INJECT"), F ("log"), F ("t")),
+
+    /* PAUSE|RESUME|RESTART, consumer */
+    ACCEPT ("PAUSE", FH_CONTROL_PAUSE, false, 0, 1, 0, F ("PAUSE"), F ("log")),
+    ACCEPT ("RESUME", FH_CONTROL_RESUME, false, 0, 1, 0, F ("RESUME"), F ("log")),
+    ACCEPT ("RESTART", FH_CONTROL_RESTART, false, 0, 1, 0, F ("RESTART"), F ("log")),
+    REFUSE ("PAUSE alone", E_CONSUMER, F ("PAUSE")),
+    REFUSE ("RESTART two consumers", E_CONSUMER, F ("RESTART"), F ("a"), F ("b")),
+    REFUSE ("pause in lower case", E_UNKNOWN ("pause"), F ("pause"), F ("log")),
 };
 
 /* An error answer is one line of printable ASCII starting "ERROR ". */

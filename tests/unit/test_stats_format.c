@@ -461,7 +461,7 @@ test_prometheus_one_consumer (void **state)
         "# TYPE fanhub_consumer_publish_failed_total counter",
         "fanhub_consumer_publish_failed_total{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_state What the plugin says it is doing: 0 up, 1 down, 2 halted "
-        "(ABI 1.3).",
+        "(ABI 1.3); 3 paused (fanhub pause).",
         "# TYPE fanhub_consumer_state gauge",
         "fanhub_consumer_state{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_tickets_expired_total PENDING answers not completed within "
