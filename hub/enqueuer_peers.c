@@ -390,6 +390,8 @@ fh_enq_open_bus (fh_enqueuer_t *self, fh_enq_bus_t *s)
         size_t size = sizeof bound;
         zmq_getsockopt (zsock_resolve (sub), ZMQ_LAST_ENDPOINT, bound, &size);
         self->bind_ports[i] = s_port_of (bound); /* the port a wildcard one got */
+        if (!self->start_error[0])
+            fh_info ("bus.bind: listening on %s", bound);
     }
     s_secure (self, zsock_resolve (sub), "", false);
     for (size_t i = 0; i < config->connect.count && !self->start_error[0]; i++)
