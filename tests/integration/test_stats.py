@@ -425,7 +425,5 @@ def test_error_text_cut_inside_a_character():
 if __name__ == "__main__":
     fh.main([test_backlog_is_exact, test_invariants_under_load,
              test_control_socket_refuses_garbage_and_keeps_serving, test_stats_command_formats,
-             test_backlog_warning_fires_once_and_rearms, test_states_in_every_view])
-
-
-             test_backlog_warning_fires_once_and_rearms, test_error_text_cut_inside_a_character])
+             test_backlog_warning_fires_once_and_rearms, test_states_in_every_view,
+             test_error_text_cut_inside_a_character])
