@@ -316,6 +316,10 @@ void
 fh_enqueuer_endpoint_status (fh_enqueuer_t *self, size_t i, fh_endpoint_status_t *out)
 {
     fh_endpoint_watch_read (self->watch, i, out);
+    size_t connects = self->config->connect.count;
+    if (i >= connects && i - connects < self->config->bind.count
+        && self->bind_ports[i - connects] > 0)
+        out->port = self->bind_ports[i - connects]; /* set before the hub started */
 }
 
 /* The socket monitor tells which endpoints have a connection; it must

@@ -170,8 +170,13 @@ def test_ports_chosen_by_the_hub_are_logged():
         endpoint = hub.bound("control: serving ", r"(tcp://127\.0\.0\.1:\d+) with CURVE")
         assert endpoint != "tcp://127.0.0.1:0", hub.log()
         assert auth_denied(endpoint, keys) == 0
-        assert re.fullmatch(r"tcp://127\.0\.0\.1:\d+", hub.bound("bus.bind: listening on ")), \
-            hub.log()
+        bus = hub.bound("bus.bind: listening on ")
+        assert re.fullmatch(r"tcp://127\.0\.0\.1:\d+", bus), hub.log()
+        status, out, err = stats(["-e", endpoint, "--curve-key", keys.client_secret,
+                                  "--server-key", keys.hub_public])
+        assert status == 0, err
+        [bind] = json.loads(out)["hub"]["endpoints"]
+        assert bind["endpoint"] == "tcp://127.0.0.1:*" and bind["bound"] == bus, bind
         http = hub.bound("prometheus: serving http://", r"(127\.0\.0\.1:\d+)/metrics")
         with urllib.request.urlopen("http://%s/metrics" % http, timeout=60) as r:
             assert r.status == 200 and b"fanhub_auth_denied_total" in r.read()
