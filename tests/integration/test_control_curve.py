@@ -181,8 +181,9 @@ def test_ports_chosen_by_the_hub_are_logged():
         with urllib.request.urlopen("http://%s/metrics" % http, timeout=60) as r:
             assert r.status == 200 and b"fanhub_auth_denied_total" in r.read()
         # A client cannot be told '*': it needs the port the log names.
-        status, _, err = stats(["-e", "tcp://127.0.0.1:*"])
-        assert status == 2 and "its log says \"control: serving\"" in err, (status, err)
+        for args in (["-e", "tcp://127.0.0.1:*"], ["-c", hub.config]):
+            status, _, err = stats(args)
+            assert status == 2 and "its log says \"control: serving\"" in err, (status, err)
         assert hub.stop() == 0, hub.log()
         wd.cleanup()
     finally:
