@@ -35,6 +35,7 @@ typedef struct {
     int64_t since_ns;                        /* monotonic time of the last change (or the start) */
     uint64_t handshake_failures;             /* handshakes on the endpoint that failed */
     char last_error[FH_ENDPOINT_CAUSE_SIZE]; /* "" when none yet */
+    int port; /* a tcp bind endpoint: its port once bound ('*': as chosen); else 0 */
 } fh_endpoint_status_t;
 
 /* The endpoints connect[0..connect_count-1] then bind[0..bind_count-1];

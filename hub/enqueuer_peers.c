@@ -316,6 +316,10 @@ void
 fh_enqueuer_endpoint_status (fh_enqueuer_t *self, size_t i, fh_endpoint_status_t *out)
 {
     fh_endpoint_watch_read (self->watch, i, out);
+    size_t connects = self->config->connect.count;
+    if (i >= connects && i - connects < self->config->bind.count
+        && self->bind_ports[i - connects] > 0)
+        out->port = self->bind_ports[i - connects]; /* set before the hub started */
 }
 
 /* The socket monitor tells which endpoints have a connection; it must
@@ -390,6 +394,8 @@ fh_enq_open_bus (fh_enqueuer_t *self, fh_enq_bus_t *s)
         size_t size = sizeof bound;
         zmq_getsockopt (zsock_resolve (sub), ZMQ_LAST_ENDPOINT, bound, &size);
         self->bind_ports[i] = s_port_of (bound); /* the port a wildcard one got */
+        if (!self->start_error[0])
+            fh_info ("bus.bind: listening on %s", bound);
     }
     s_secure (self, zsock_resolve (sub), "", false);
     for (size_t i = 0; i < config->connect.count && !self->start_error[0]; i++)

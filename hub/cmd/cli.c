@@ -299,6 +299,14 @@ s_control_endpoint (const fh_cli_command_t *command, const char *path, const cha
                  "fanhub %s: asking the hub at %s, the file's control endpoint, all the "
                  "same (nothing else is read from the file)\n",
                  command->name, (*config)->control);
+    /* A port '*' is the hub's to choose: the file cannot say which. */
+    const char *why = *config ? fh_config_control_check ((*config)->control) : NULL;
+    if (why) {
+        fprintf (stderr, "fanhub %s: %s: control %s: %s\n", command->name, (*config)->source,
+                 (*config)->control, why);
+        fh_config_destroy (config);
+        return NULL;
+    }
     return *config ? (*config)->control : NULL;
 }
 

@@ -22,6 +22,7 @@
 #include "consumer.h"
 #include "control.h"
 #include "control_curve.h"
+#include "control_path.h"
 #include "fdlimit.h"
 #include "crash.h"
 #include "hub.h"
@@ -387,13 +388,16 @@ s_start (s_run_t *run, const char *plugin_dir)
         fh_hub_destroy (&run->hub);
         return status;
     }
-    fh_info ("control: serving %s%s", config->control,
+    /* As bound: a tcp port '*' is the one chosen, for whoever reads the
+       log to connect (tests never pick a port and hope). */
+    fh_prometheus_http_set_control (run->http, fh_control_path_bound ());
+    fh_info ("control: serving %s%s", fh_control_path_bound (),
              config->control_curve.secret_key_file ? " with CURVE (control_curve)"
              : config->control_insecure && strncmp (config->control, "tcp://", 6) == 0
                  ? " in clear (control_insecure)"
                  : "");
     if (run->http)
-        fh_info ("prometheus: serving http://%s/metrics", config->metrics.prometheus_listen);
+        fh_info ("prometheus: serving http://%s/metrics", fh_prometheus_http_address (run->http));
     s_log_endpoints (config);
     fh_info ("running %s with %zu consumer%s (pid %d)", config->source, config->consumer_count,
              config->consumer_count == 1 ? "" : "s", (int) getpid ());

@@ -146,10 +146,7 @@ fh_cfg_control_check (const char *endpoint)
     if (host_len == 1 && *host == '*')
         return "the control endpoint needs an address clients can connect to "
                "(127.0.0.1; off loopback, with control_curve:, the interface's)";
-    if (strcmp (port, "*") == 0)
-        return "the control endpoint needs a fixed port, for clients to "
-               "find it";
-    return NULL;
+    return NULL; /* a port '*' or 0: the hub logs the one it got ("control: serving") */
 }
 
 const char *
@@ -157,6 +154,9 @@ fh_config_control_check (const char *endpoint)
 {
     if (!endpoint || (strncmp (endpoint, "ipc://", 6) != 0 && strncmp (endpoint, "tcp://", 6) != 0))
         return "expected ipc://PATH or tcp://HOST:PORT (a hub's control endpoint)";
+    size_t len = strlen (endpoint);
+    if (strncmp (endpoint, "tcp://", 6) == 0 && len > 2 && strcmp (endpoint + len - 2, ":*") == 0)
+        return "a client needs the port the hub got: its log says \"control: serving\"";
     return fh_cfg_control_check (endpoint);
 }
 

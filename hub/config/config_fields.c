@@ -274,7 +274,7 @@ fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg
 }
 
 /* HOST:PORT to listen on (HTTP): HOST a name, an IPv4 address or an IPv6
-   one in brackets; PORT 1..65535. */
+   one in brackets; PORT 1..65535, or 0: one the kernel chooses (logged). */
 int
 fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
 {
@@ -285,7 +285,7 @@ fh_cfg_parse_listen (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_c
         return -1;
     const char *colon = strrchr (text, ':');
     long long port = 0;
-    bool ok = colon && colon > text && fh_value_integer (colon + 1, true, &port) && port >= 1
+    bool ok = colon && colon > text && fh_value_integer (colon + 1, true, &port) && port >= 0
               && port <= 65535 && strcspn (text, " \t/") == strlen (text);
     if (ok && text[0] == '[')
         ok = colon[-1] == ']' && colon - text > 2;

@@ -115,8 +115,9 @@ int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
    document (config_env.c). */
 int fh_cfg_expand_env (fh_yaml_t *ctx);
 
-/* The control endpoint: ipc://PATH, or tcp:// on loopback with a fixed
-   port. NULL when valid, else a static reason (config_endpoint.c). */
+/* The control endpoint: ipc://PATH, or tcp:// on loopback (a port '*'
+   is chosen at bind and logged). NULL when valid, else a static reason
+   (config_endpoint.c). */
 const char *fh_cfg_control_check (const char *endpoint);
 bool fh_cfg_control_on_loopback (const char *endpoint);
 /* ipc://DIR/fanhub[-NAME].sock, DIR being $RUNTIME_DIRECTORY (its first

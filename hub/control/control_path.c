@@ -137,6 +137,14 @@ fh_control_path_prepare (const char *path, bool *stale, char *err, size_t errlen
     return 0;
 }
 
+static char s_bound[256];
+
+const char *
+fh_control_path_bound (void)
+{
+    return s_bound;
+}
+
 int
 fh_control_path_bind (void *socket, const char *endpoint)
 {
@@ -144,6 +152,16 @@ fh_control_path_bind (void *socket, const char *endpoint)
     int rc = zmq_bind (socket, endpoint);
     int error = zmq_errno ();
     umask (old);
+    /* Only a port the kernel chose is read back: any other endpoint stays
+       as written (libzmq would resolve localhost, for one). */
+    const char *port = strrchr (endpoint, ':');
+    bool chosen = strncmp (endpoint, "tcp://", 6) == 0 && port
+                  && (strcmp (port, ":*") == 0 || strcmp (port, ":0") == 0);
+    size_t size = sizeof s_bound;
+    if (rc == 0
+        && (!chosen || zmq_getsockopt (socket, ZMQ_LAST_ENDPOINT, s_bound, &size) != 0
+            || !s_bound[0]))
+        snprintf (s_bound, sizeof s_bound, "%s", endpoint);
     errno = error;
     return rc;
 }

@@ -42,6 +42,13 @@ int fh_control_path_prepare (const char *path, bool *stale, char *err, size_t er
    a file another thread creates meanwhile is created no more open. */
 int fh_control_path_bind (void *socket, const char *endpoint);
 
+/* The endpoint the last successful fh_control_path_bind got, as libzmq's
+   ZMQ_LAST_ENDPOINT says: a tcp port '*' (or 0) as chosen, so tests never
+   pick a port and hope. One control socket per process; written by the
+   binding thread before the hub's control start returns, read after. ""
+   before any bind. */
+const char *fh_control_path_bound (void);
+
 /* The client's side: 0 when PATH is a socket owned by the caller's user,
    root or $FANHUB_CONTROL_USER; else -1 with one line in err saying whose
    it is (or, when the hub hides it as PATH.busy, that it is full). */

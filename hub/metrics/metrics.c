@@ -368,6 +368,7 @@ s_item_free (fh_metrics_item_t *item)
     free (item->error);
     free (item->version);
     free (item->publish);
+    free (item->bound);
     free (item->busy);
 }
 

@@ -210,6 +210,8 @@ typedef struct {
     char *version; /* consumer: its plugin's version; NULL for the others */
     char *publish; /* consumer: its publish: endpoints as opened, one space
                       between them (publish.h); NULL: none */
+    char *bound;   /* endpoint: a tcp bind endpoint as bound, a port '*' as
+                      chosen; NULL for the others */
     fh_metric_value_t values[FH_METRIC_COUNT]; /* by row, for the rows of its scopes */
     fh_metrics_latency_t latency[2];           /* hub: end_to_end; consumer:
                                                   queue_wait, processing */

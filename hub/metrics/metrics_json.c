@@ -169,6 +169,8 @@ s_hub_json (const fh_metrics_snapshot_t *self)
                                  item->error ? fh_metrics_json_text (item->error) : json_null ());
             json_object_set_new (endpoint, "handshake_failures",
                                  s_value_json (&item->values[FH_M_ENDPOINT_HANDSHAKE_FAILURES]));
+            if (item->bound)
+                json_object_set_new (endpoint, "bound", fh_metrics_json_text (item->bound));
         }
         json_array_append_new (endpoints, endpoint);
     }
@@ -339,7 +341,8 @@ s_hub_read (fh_metrics_snapshot_t *self, const json_t *hub)
         fh_metrics_item_t *item = fh_metrics_add_endpoints (self, 1);
         if (!item || fh_metrics_set_text (&item->name, address) != 0
             || fh_metrics_set_text (&item->text, s_text (endpoint, "kind")) != 0
-            || fh_metrics_set_text (&item->error, s_text (endpoint, "last_error")) != 0)
+            || fh_metrics_set_text (&item->error, s_text (endpoint, "last_error")) != 0
+            || fh_metrics_set_text (&item->bound, s_text (endpoint, "bound")) != 0)
             return -1;
         s_scope_read (endpoint, FH_SCOPE_ENDPOINT, item);
         fh_metrics_set_int (item, FH_M_ENDPOINT_CONNECTED,

@@ -83,8 +83,11 @@ typedef struct s_conn {
 
 struct fh_prometheus_http {
     struct MHD_Daemon *daemon;
-    char *control; /* the control endpoint to ask for METRICS */
-    char *listen;  /* HOST:PORT as configured, for messages */
+    char *control;                 /* the control endpoint to ask for METRICS */
+    char *listen;                  /* HOST:PORT as configured, for messages */
+    char address[300];             /* HOST:PORT with the port got (port 0 chooses one) */
+    char bound_control[256];       /* the control endpoint as bound, once set */
+    atomic_bool has_bound_control; /* release: bound_control is written */
     /* The header deadline's guard: the connections, under lock. */
     pthread_mutex_t lock;
     pthread_cond_t wake;
@@ -94,6 +97,16 @@ struct fh_prometheus_http {
     bool stopping;
     fh_thread_t guard;
 };
+
+/* The control endpoint to ask: as bound when the hub said (a tcp port
+   '*' is chosen at bind), else as configured. */
+static const char *
+s_control (fh_prometheus_http_t *self)
+{
+    return atomic_load_explicit (&self->has_bound_control, memory_order_acquire)
+               ? self->bound_control
+               : self->control;
+}
 
 static double
 s_since_s (const struct timespec *since)
@@ -286,7 +299,7 @@ static enum MHD_Result
 s_serve_metrics (fh_prometheus_http_t *self, struct MHD_Connection *connection)
 {
     char err[512];
-    char *text = fh_control_call (self->control, "METRICS", STATS_TIMEOUT_MS, err, sizeof err);
+    char *text = fh_control_call (s_control (self), "METRICS", STATS_TIMEOUT_MS, err, sizeof err);
     if (!text)
         return s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
                                "fanhub: cannot read the hub's stats: %s", err);
@@ -309,7 +322,7 @@ static enum MHD_Result
 s_serve_health (fh_prometheus_http_t *self, struct MHD_Connection *connection, const char *command)
 {
     char err[512];
-    char *text = fh_control_call (self->control, command, STATS_TIMEOUT_MS, err, sizeof err);
+    char *text = fh_control_call (s_control (self), command, STATS_TIMEOUT_MS, err, sizeof err);
     if (!text || !(strncmp (text, "200 ", 4) == 0 || strncmp (text, "503 ", 4) == 0)) {
         json_t *json = json_pack ("{s:s, s:[s]}", "status", "fail", "reasons", text ? text : err);
         char *body = json ? json_dumps (json, JSON_COMPACT) : NULL;
@@ -335,7 +348,7 @@ static enum MHD_Result
 s_serve_status (fh_prometheus_http_t *self, struct MHD_Connection *connection, bool page)
 {
     char err[512];
-    char *text = fh_control_call (self->control, "STATUS", STATS_TIMEOUT_MS, err, sizeof err);
+    char *text = fh_control_call (s_control (self), "STATUS", STATS_TIMEOUT_MS, err, sizeof err);
     if (!text || strncmp (text, "ERROR ", 6) == 0) {
         enum MHD_Result ok = s_respond_line (connection, MHD_HTTP_SERVICE_UNAVAILABLE, false,
                                              "fanhub: cannot read the hub's status: %s",
@@ -455,6 +468,39 @@ s_mhd_log (void *cls, const char *fmt, va_list args)
     fh_warning ("prometheus: %s: %s", self->listen, line);
 }
 
+void
+fh_prometheus_http_set_control (fh_prometheus_http_t *self, const char *endpoint)
+{
+    if (!self || atomic_load (&self->has_bound_control))
+        return;
+    snprintf (self->bound_control, sizeof self->bound_control, "%s", endpoint);
+    atomic_store_explicit (&self->has_bound_control, true, memory_order_release);
+}
+
+const char *
+fh_prometheus_http_address (const fh_prometheus_http_t *self)
+{
+    return self->address;
+}
+
+/* self->address: the configured host with the port fd got. */
+static void
+s_note_address (fh_prometheus_http_t *self, int fd)
+{
+    struct sockaddr_storage addr;
+    socklen_t len = sizeof addr;
+    int port = -1;
+    if (getsockname (fd, (struct sockaddr *) &addr, &len) == 0)
+        port = addr.ss_family == AF_INET6 ? ntohs (((struct sockaddr_in6 *) &addr)->sin6_port)
+                                          : ntohs (((struct sockaddr_in *) &addr)->sin_port);
+    const char *colon = strrchr (self->listen, ':');
+    if (port < 0 || !colon)
+        snprintf (self->address, sizeof self->address, "%s", self->listen);
+    else
+        snprintf (self->address, sizeof self->address, "%.*s:%d", (int) (colon - self->listen),
+                  self->listen, port);
+}
+
 /* Splits HOST:PORT (HOST may be [IPv6]) into host and port; host "*" or
    empty means every address. Returns 0, or -1 when the text has no port. */
 static int
@@ -553,6 +599,7 @@ fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen)
         fh_prometheus_http_destroy (&self);
         return NULL;
     }
+    s_note_address (self, fd);
     /* MHD owns fd from here: MHD_stop_daemon closes it. */
     self->daemon
         = MHD_start_daemon (MHD_USE_AUTO | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,

@@ -22,6 +22,12 @@ typedef struct fh_prometheus_http fh_prometheus_http_t;
 fh_prometheus_http_t *fh_prometheus_http_new (const fh_config_t *config, char *err, size_t errlen);
 void fh_prometheus_http_destroy (fh_prometheus_http_t **self_p);
 
+/* HOST:PORT as listening: with port 0 configured, the port chosen. */
+const char *fh_prometheus_http_address (const fh_prometheus_http_t *self);
+/* The control endpoint as bound (a tcp port '*' chosen at bind), for the
+   requests from now on; only the first call counts. Safe with NULL. */
+void fh_prometheus_http_set_control (fh_prometheus_http_t *self, const char *endpoint);
+
 /* Connections refused so far because CONNECTION_LIMIT were open (every
    listener of the process). */
 uint64_t fh_prometheus_http_refused (void);

@@ -190,6 +190,17 @@ s_amqp (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     fh_metrics_set_int (hub, FH_M_AMQP_CONNECTED, amqp.connected);
 }
 
+/* item->bound: the tcp address with the port it got. -1 when out of
+   memory. */
+static int
+s_bound (fh_metrics_item_t *item, const char *address, int port)
+{
+    const char *colon = strrchr (address, ':');
+    char bound[300];
+    snprintf (bound, sizeof bound, "%.*s:%d", colon ? (int) (colon - address) : 0, address, port);
+    return colon ? fh_metrics_set_text (&item->bound, bound) : 0;
+}
+
 /* One row per bus endpoint. -1 when out of memory. */
 static int
 s_endpoints (fh_stats_t *self, fh_metrics_snapshot_t *snapshot, const fh_config_t *config)
@@ -219,6 +230,8 @@ s_endpoints (fh_stats_t *self, fh_metrics_snapshot_t *snapshot, const fh_config_
                                 (int64_t) status.handshake_failures);
             if (status.last_error[0]
                 && fh_metrics_set_text (&items[i].error, status.last_error) != 0)
+                return -1;
+            if (status.port > 0 && s_bound (&items[i], kinds[k]->items[i], status.port) != 0)
                 return -1;
         }
     }

@@ -4,8 +4,12 @@ ZeroMQ peers (pyzmq, independent of the hub's own code), temp files.
 Tests wait for conditions with a deadline, never for time to pass: a
 deadline only turns a hang into a failure, it never decides a pass.
 """
+import fcntl
+import fnmatch
+import glob
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -17,11 +21,28 @@ import traceback
 
 import zmq
 
-BIN = os.environ.get("FANHUB_BIN", "fanhub")
-TEST_PLUGINS = os.environ.get("FANHUB_TEST_PLUGIN_DIR", "")
-SHIPPED_PLUGINS = os.environ.get("FANHUB_SHIPPED_PLUGIN_DIR", "")
-SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR", ".")
-DATA_DIR = os.environ.get("FANHUB_DATA_DIR", "")
+# ctest sets these (tests/CMakeLists.txt). Run by hand, a test takes them
+# from the build directory FANHUB_BUILD_DIR (default SOURCE/build/release),
+# so `/usr/bin/python3 tests/integration/test_x.py NAME` just works.
+SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR",
+                            os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD_DIR = os.environ.get("FANHUB_BUILD_DIR", os.path.join(SOURCE_DIR, "build", "release"))
+
+
+def _built(path):
+    return path if os.path.exists(path) else ""
+
+
+BIN = os.environ.get("FANHUB_BIN", _built(os.path.join(BUILD_DIR, "bin", "fanhub")) or "fanhub")
+TEST_PLUGINS = os.environ.get("FANHUB_TEST_PLUGIN_DIR", _built(os.path.join(BUILD_DIR, "test-plugins")))
+SHIPPED_PLUGINS = os.environ.get("FANHUB_SHIPPED_PLUGIN_DIR", next(iter(sorted(
+    glob.glob(os.path.join(BUILD_DIR, "lib*", "fanhub", "plugins"))
+    + glob.glob(os.path.join(BUILD_DIR, "lib*", "*", "fanhub", "plugins")))), ""))
+DATA_DIR = os.environ.get("FANHUB_DATA_DIR", os.path.join(SOURCE_DIR, "tests", "data"))
+for _name, _value in (("FANHUB_BIN", BIN), ("FANHUB_TEST_PLUGIN_DIR", TEST_PLUGINS),
+                      ("FANHUB_SHIPPED_PLUGIN_DIR", SHIPPED_PLUGINS),
+                      ("FANHUB_SOURCE_DIR", SOURCE_DIR), ("FANHUB_DATA_DIR", DATA_DIR)):
+    os.environ.setdefault(_name, _value)  # for the tests that read them, and their children
 DEADLINE = float(os.environ.get("FANHUB_TEST_DEADLINE", "180"))  # seconds before a wait is declared hung
 
 # A sanitizer report on a hub's stderr fails the test even when the exit
@@ -31,10 +52,48 @@ SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                    "ERROR: ThreadSanitizer")
 
 
+def _port_range():
+    """Ports the kernel never hands out for bind(0) or a connect: those
+    below its ephemeral range (ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(1024, low - 12000), low
+
+
+PORT_LOCKS = os.path.join(tempfile.gettempdir(), "fanhub-test-ports-%d" % os.getuid())
+_held_ports = {}  # port: the open lock file that reserves it for this process
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port for what must be known before it is bound (a
+    connect endpoint to a peer started later, a control endpoint a client
+    is told first, a hub's fixed port). Not a bind(0)-close-and-hope port:
+    it is reserved for the life of this process by an flock on
+    PORT_LOCKS/PORT, so test programs ctest runs at once never share one,
+    and it lies below the ephemeral range, so the kernel never gives it to
+    a bind(0) or an outgoing connection meanwhile. Where a hub binds, give
+    it tcp://127.0.0.1:* and read the port it got (Hub.bound)."""
+    os.makedirs(PORT_LOCKS, exist_ok=True)
+    low, high = _port_range()
+    start = random.Random(os.getpid() * 7919 + len(_held_ports)).randrange(low, high)
+    for i in range(high - low):
+        port = low + (start - low + i) % (high - low)
+        if port in _held_ports:
+            continue
+        lock = open(os.path.join(PORT_LOCKS, str(port)), "a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            with socket.socket() as s:  # not used by anything outside the tests
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            lock.close()
+            continue
+        _held_ports[port] = lock
+        return port
+    raise AssertionError("no free port in %d-%d" % (low, high))
 
 
 def wait_for(condition, what, deadline=DEADLINE, hub=None):
@@ -96,8 +155,12 @@ class Hub:
         # Each hub gets its own control socket, so hubs of tests that run
         # at the same time never meet on the default one.
         self.control = "ipc://" + workdir.file(name + ".control")
-        if not any(line.startswith("control:") for line in config_text.splitlines()):
+        given = [line.split(":", 1)[1].strip().strip("\"'") for line in config_text.splitlines()
+                 if line.startswith("control:")]
+        if not given:
             config_text = config_text.rstrip("\n") + "\ncontrol: %s\n" % self.control
+        elif given[0].startswith(("tcp://", "ipc://")):
+            self.control = given[0]  # tcp://127.0.0.1:* is the port it logs (request)
         self.config = workdir.write(name + ".yaml", config_text)
         self.stderr_path = workdir.file(name + ".stderr")
         self.stdout_path = workdir.file(name + ".stdout")
@@ -110,8 +173,21 @@ class Hub:
                                      stdin=subprocess.DEVNULL, env=environ)
         self.status = None
 
+    def bound(self, what, pattern=r"(\S+)"):
+        """What the hub logged it listens on, once it has: what is
+        "control: serving", "bus.bind: listening on", "prometheus: serving
+        http://" and the like; with a port '*' (or 0) configured, the one it
+        got. The n-th bind is Hub.bound_all(what)[n]."""
+        return wait_for(lambda: (self.bound_all(what, pattern) or [None])[0],
+                        "the hub's log line " + what, hub=self)
+
+    def bound_all(self, what, pattern=r"(\S+)"):
+        return re.findall(re.escape(what) + pattern, self.log())
+
     def request(self, command, timeout_ms=10000):
         """One request on the hub's control socket (a fresh REQ socket)."""
+        if self.control.startswith("tcp://") and self.control.endswith(":*"):
+            self.control = self.bound("control: serving ")
         sock = zmq.Context.instance().socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(self.control)
@@ -135,7 +211,9 @@ class Hub:
 
     def wait_ready(self):
         """Waits until the control socket answers (the hub is up)."""
-        wait_for(lambda: os.path.exists(self.control[len("ipc://"):]), "control socket", hub=self)
+        if self.control.startswith("ipc://"):
+            wait_for(lambda: os.path.exists(self.control[len("ipc://"):]), "control socket",
+                     hub=self)
         assert self.request("PING") == b"PONG"
 
     def log(self):
@@ -198,13 +276,14 @@ class Publisher:
         self.sock = self.ctx.socket(zmq.XPUB)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.LINGER, 5000)
-        self.port = free_port()
+        # A port '*': libzmq binds one and says which (no port to race for).
         if ipv6:
             self.sock.setsockopt(zmq.IPV6, 1)
-            self.endpoint = "tcp://[::1]:%d" % self.port
+            self.sock.bind("tcp://[::1]:*")
         else:
-            self.endpoint = "tcp://127.0.0.1:%d" % self.port
-        self.sock.bind(self.endpoint)
+            self.sock.bind("tcp://127.0.0.1:*")
+        self.endpoint = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.port = int(self.endpoint.rsplit(":", 1)[1])
 
     def wait_subscribed(self, deadline=DEADLINE, hub=None):
         """Waits for the first subscription from a subscriber; fails at
@@ -427,7 +506,21 @@ def main(tests):
     Exit status 1 when one failed (a skip too, under CI=true), SKIP_STATUS
     when one was skipped, else 0."""
     passed = failed = skipped = 0
-    only = sys.argv[1:]
+    # NAME or FILE::NAME (as a test report names a case); a name of
+    # another file, or of no case, is an error rather than nothing run.
+    only = [arg.rsplit("::", 1)[-1] for arg in sys.argv[1:]]
+    unknown = sorted(set(only) - {test.__name__ for test in tests})
+    if unknown:
+        print("no such case in %s: %s" % (os.path.basename(sys.argv[0]), ", ".join(unknown)))
+        sys.exit(2)
+    # FANHUB_CASE=GLOB, as for the cmocka programs (through ctest): the
+    # matching cases; a program with none shows as skipped.
+    pattern = os.environ.get("FANHUB_CASE", "")
+    if pattern and not only:
+        only = [test.__name__ for test in tests if fnmatch.fnmatchcase(test.__name__, pattern)]
+        if not only:
+            print("SKIP: no case matches FANHUB_CASE=%s" % pattern)
+            sys.exit(SKIP_STATUS)
     for test in tests:
         if only and test.__name__ not in only:
             continue

@@ -9,6 +9,7 @@ control endpoint off loopback without CURVE unless control_insecure says
 so. Every wait is for a condition, never for time."""
 import json
 import os
+import re
 import socket
 import subprocess
 import threading
@@ -30,7 +31,7 @@ def keygen(wd, name):
 
 
 def control_yaml(endpoint, curve=None, insecure=None):
-    text = "bus:\n  bind: tcp://127.0.0.1:%d\ncontrol: %s\n" % (fh.free_port(), endpoint)
+    text = "bus:\n  bind: tcp://127.0.0.1:*\ncontrol: %s\n" % endpoint
     if curve is not None:
         text += "control_curve: %s\n" % json.dumps(curve)
     if insecure is not None:
@@ -153,6 +154,39 @@ def test_refused_clients_say_so_and_are_counted():
     finally:
         if sock is not None:
             sock.close()
+        hub.kill()
+
+
+def test_ports_chosen_by_the_hub_are_logged():
+    """control tcp://127.0.0.1:*, bus.bind tcp://127.0.0.1:* and HTTP on
+    port 0: the hub binds ports of its choosing and logs them, so a test
+    never picks a port and hopes; its /metrics thread reaches the control
+    port it got."""
+    wd = fh.Workdir()
+    keys = Keys(wd)
+    hub = fh.Hub(wd, control_yaml("tcp://127.0.0.1:*", keys.curve())
+                 + "metrics:\n  prometheus:\n    listen: \"127.0.0.1:0\"\n")
+    try:
+        endpoint = hub.bound("control: serving ", r"(tcp://127\.0\.0\.1:\d+) with CURVE")
+        assert endpoint != "tcp://127.0.0.1:0", hub.log()
+        assert auth_denied(endpoint, keys) == 0
+        bus = hub.bound("bus.bind: listening on ")
+        assert re.fullmatch(r"tcp://127\.0\.0\.1:\d+", bus), hub.log()
+        status, out, err = stats(["-e", endpoint, "--curve-key", keys.client_secret,
+                                  "--server-key", keys.hub_public])
+        assert status == 0, err
+        [bind] = json.loads(out)["hub"]["endpoints"]
+        assert bind["endpoint"] == "tcp://127.0.0.1:*" and bind["bound"] == bus, bind
+        http = hub.bound("prometheus: serving http://", r"(127\.0\.0\.1:\d+)/metrics")
+        with urllib.request.urlopen("http://%s/metrics" % http, timeout=60) as r:
+            assert r.status == 200 and b"fanhub_auth_denied_total" in r.read()
+        # A client cannot be told '*': it needs the port the log names.
+        for args in (["-e", "tcp://127.0.0.1:*"], ["-c", hub.config]):
+            status, _, err = stats(args)
+            assert status == 2 and "its log says \"control: serving\"" in err, (status, err)
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
         hub.kill()
 
 
@@ -343,6 +377,7 @@ def hub_denied(hub):
 if __name__ == "__main__":
     fh.main([test_allowed_keys_get_answers,
              test_refused_clients_say_so_and_are_counted,
+             test_ports_chosen_by_the_hub_are_logged,
              test_client_key_options_are_checked,
              test_hang_up_before_the_greeting_is_probed,
              test_check_and_run_refuse_a_control_endpoint_off_loopback_in_clear,

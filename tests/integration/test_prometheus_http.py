@@ -53,15 +53,16 @@ class HttpHub:
 
     def __init__(self, wd, consumers='  - name: x\n    plugin: "null"\n', listen=None):
         self.pub = fh.Publisher()
-        self.port = fh.free_port()
-        self.listen = listen or "127.0.0.1:%d" % self.port
-        self.base = "http://%s" % self.listen
+        self.listen = listen or "127.0.0.1:0"  # port 0: the hub's choice, read in wait_ready
         config = ("bus:\n  connect: [%s]\nmetrics:\n  prometheus:\n    listen: \"%s\"\n"
                   "consumers:\n%s") % (self.pub.endpoint, self.listen, consumers)
         self.hub = fh.Hub(wd, config)
 
     def wait_ready(self):
         """The hub has subscribed to the bus and answers HTTP."""
+        self.listen = self.hub.bound("prometheus: serving http://", r"(\S+)/metrics")
+        self.base = "http://%s" % self.listen
+        self.port = int(self.listen.rsplit(":", 1)[1])
         def subscribed():
             return self.pub.sock.poll(100)
         fh.wait_for(subscribed, "the hub to subscribe", hub=self.hub)
@@ -209,11 +210,10 @@ def test_ipv6_loopback():
         print("  (no IPv6 loopback here: skipped)")
         return
     wd = fh.Workdir()
-    port = fh.free_port()
-    h = HttpHub(wd, listen="[::1]:%d" % port)
+    h = HttpHub(wd, listen="[::1]:0")
     try:
         h.wait_ready()
-        status, headers, body = curl("-g", "http://[::1]:%d/metrics" % port)
+        status, headers, body = curl("-g", h.base + "/metrics")
         assert status == 200 and headers["content-type"] == METRICS_TYPE, (status, headers)
         pt.promtool_check(body, "GET /metrics over IPv6")
         assert h.hub.stop() == 0, h.hub.log()

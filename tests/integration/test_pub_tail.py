@@ -8,11 +8,11 @@ deadline, never a sleep: a slow machine makes the test slower, not red.
 Each case runs on its own free TCP port on 127.0.0.1.
 """
 
+import fnmatch
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +20,8 @@ import time
 import traceback
 
 import zmq
+
+import fanhublib  # first: run by hand, it sets FANHUB_BIN etc. from the build tree
 
 FANHUB = os.environ.get("FANHUB_BIN", "fanhub")
 DATA_DIR = os.environ.get("FANHUB_DATA_DIR", os.path.join(os.path.dirname(__file__), "../data"))
@@ -48,9 +50,8 @@ def check(cond, what):
 
 
 def free_endpoint():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return "tcp://127.0.0.1:%d" % s.getsockname()[1]
+    # A port reserved for this process, not a bind(0)-close-and-hope one.
+    return "tcp://127.0.0.1:%d" % fanhublib.free_port()
 
 
 def fanhub(*args, **kw):
@@ -704,7 +705,14 @@ def help_exits_0():
 
 
 def main():
-    only = sys.argv[1:]
+    # NAME or FILE::NAME, else FANHUB_CASE=GLOB (as fanhublib.main).
+    only = [arg.rsplit("::", 1)[-1] for arg in sys.argv[1:]]
+    pattern = os.environ.get("FANHUB_CASE", "")
+    if pattern and not only:
+        only = [fn.__name__ for fn in CASES if fnmatch.fnmatchcase(fn.__name__, pattern)]
+        if not only:
+            print("SKIP: no case matches FANHUB_CASE=%s" % pattern)
+            return fanhublib.SKIP_STATUS
     passed = failed = 0
     for fn in CASES:
         if only and fn.__name__ not in only:
