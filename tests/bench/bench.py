@@ -35,8 +35,11 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   worker      Python consumers (plugin: python, the runner parsing 100 B
               JSON bodies), a no-op one and a worker-bound one (parses a
               ~2 KiB Fedora body), in 1 and 2 worker processes: msg/s, CPU
-              a message of hub and workers, the CPU ceiling of two workers
-              (bench_worker.py).
+              a message of hub and workers, the CPU ceiling of two workers;
+              the no-op one at prefetch 10 against 1000 (and a
+              --baseline-build tree); one Moksha consumer class under
+              fanhub's runner and, with --moksha-path, under moksha-hub
+              (bench_worker.py, bench_moksha_hub.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
