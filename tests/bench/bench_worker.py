@@ -27,6 +27,20 @@ compare; wall-clock rates follow the other work.
 Targets (issue 24, the no-op consumer): one worker >= 60,000 msg/s and
 <= 15 us of CPU a message, hub and worker together; two workers >= 1.6 x
 one.
+
+Then two sets of rows, runs interleaved rep by rep so that each set
+shares the machine's moods (issue 37's bench point, issue 41):
+
+- the no-op consumer, one worker, at prefetch 10 (the default) against
+  1000, and on --baseline-build's tree (another commit, its defaults);
+- one Moksha consumer class (bench_moksha_consumer.Counter: counts its
+  messages, checks their order) under fanhub's runner and, with
+  --moksha-path, under moksha-hub itself (bench_moksha_hub.py; its
+  default threaded mode and blocking mode), K=1, numbered bodies
+  without the stamp frame (moksha takes two frames only). Without
+  --moksha-path those rows are skipped with a message and the runner's
+  row runs with the runner's stand-in for moksha's Consumer.
+No figure here is asserted: the bench reports, tests never time.
 """
 import json
 import os
