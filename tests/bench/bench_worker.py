@@ -34,7 +34,8 @@ shares the machine's moods (issue 37's bench point, issue 41):
 - the no-op consumer, one worker, at prefetch 10 (the default) against
   1000, and on --baseline-build's tree (another commit, its defaults);
 - one Moksha consumer class (bench_moksha_consumer.Counter: counts its
-  messages, checks their order) under fanhub's runner and, with
+  messages, checks their order) under fanhub's runner (prefetch 10 and
+  1000) and, with
   --moksha-path, under moksha-hub itself (bench_moksha_hub.py; its
   default threaded mode and blocking mode), K=1, numbered bodies
   without the stamp frame (moksha takes two frames only). Without
@@ -218,11 +219,14 @@ def measure_prefetch(b, bench, prof, n, baseline=None):
 
 def measure_moksha(b, bench, prof, n, moksha_path):
     """bench_moksha_consumer.Counter, K=1: under fanhub's runner (one
-    worker) and, with moksha_path, under moksha-hub in its default
+    worker, prefetch 10 and 1000) and, with moksha_path, under moksha-hub in its default
     threaded mode and in blocking mode, interleaved."""
     paths = [p for p in (moksha_path or "").split(":") if p]
     setups = [("fanhub runner", lambda: _run_once(
-        b, bench, "bench_moksha_consumer:Counter", 1, n, paths=paths, moksha=True))]
+        b, bench, "bench_moksha_consumer:Counter", 1, n, paths=paths, moksha=True)),
+              ("fanhub runner, prefetch 1000", lambda: _run_once(
+                  b, bench, "bench_moksha_consumer:Counter", 1, n, prefetch=1000, paths=paths,
+                  moksha=True))]
     if moksha_path:
         setups += [("moksha-hub", lambda: _moksha_hub_once(b, bench, n, moksha_path, "threads")),
                    ("moksha-hub blocking",
@@ -402,7 +406,9 @@ def _markdown_pairs(entry, w):
               "" if entry.get("moksha_path") else " No --moksha-path: moksha-hub rows skipped; "
               "the runner used its stand-in for moksha's Consumer."))
         _rows_table(moksha, w, "hub")
-        for pair in (("fanhub runner", "moksha-hub"), ("fanhub runner", "moksha-hub blocking")):
+        for pair in (("fanhub runner", "moksha-hub"), ("fanhub runner", "moksha-hub blocking"),
+                     ("fanhub runner, prefetch 1000", "moksha-hub"),
+                     ("fanhub runner, prefetch 1000", "moksha-hub blocking")):
             text = _ratio(moksha, *pair)
             if text:
                 w("- " + text)
