@@ -173,9 +173,9 @@ s_send_all (void *arg)
             for (int d = SEQ_DIGITS - 1; d >= 0; d--, v /= 10)
                 numbered[SEQ_AT + d] = v || d == SEQ_DIGITS - 1 ? (char) ('0' + v % 10) : ' ';
             zmq_send (conn->sock, numbered, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
-        } else
-            zmq_send_const (conn->sock, conn->body, conn->body_size,
-                            conn->stamp ? ZMQ_SNDMORE : 0);
+        }
+        else
+            zmq_send_const (conn->sock, conn->body, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
         if (conn->stamp) {
             uint64_t now = (uint64_t) s_now_ns ();
             uint8_t le[8];
@@ -358,7 +358,8 @@ main (int argc, char **argv)
         memcpy (body, "{\"i\":", SEQ_AT);
         memcpy ((char *) body + SEQ_AT + SEQ_DIGITS, ",\"pad\":\"", 8);
         memcpy ((char *) body + size - 2, "\"}", 2);
-    } else if (json && size >= 10) {
+    }
+    else if (json && size >= 10) {
         memcpy (body, "{\"pad\":\"", 8);
         memcpy ((char *) body + size - 2, "\"}", 2);
     }
