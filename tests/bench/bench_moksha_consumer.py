@@ -13,6 +13,7 @@ and t_last (time.monotonic of the first and last message) and cpu_first
 and cpu_last (getrusage of its own process, user + system seconds).
 """
 import json
+import os
 import resource
 import time
 
@@ -50,5 +51,4 @@ class Counter(Consumer):
                 json.dump({"count": self.count, "out_of_order": self.out_of_order,
                            "t_first": self.first[0], "cpu_first": self.first[1],
                            "t_last": time.monotonic(), "cpu_last": _cpu()}, f)
-            import os
             os.rename(self.report + ".tmp", self.report)

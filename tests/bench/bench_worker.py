@@ -35,10 +35,10 @@ shares the machine's moods (issue 37's bench point, issue 41):
   1000, and on --baseline-build's tree (another commit, its defaults);
 - one Moksha consumer class (bench_moksha_consumer.Counter: counts its
   messages, checks their order) under fanhub's runner (prefetch 10 and
-  1000) and, with
-  --moksha-path, under moksha-hub itself (bench_moksha_hub.py; its
-  default threaded mode and blocking mode), K=1, numbered bodies
-  without the stamp frame (moksha takes two frames only). Without
+  1000) and, with --moksha-path, under moksha-hub itself
+  (bench_moksha_hub.py; its default threaded mode and blocking mode),
+  K=1, numbered bodies without the stamp frame (moksha takes two frames
+  only). Without
   --moksha-path those rows are skipped with a message and the runner's
   row runs with the runner's stand-in for moksha's Consumer.
 No figure here is asserted: the bench reports, tests never time.
@@ -219,8 +219,9 @@ def measure_prefetch(b, bench, prof, n, baseline=None):
 
 def measure_moksha(b, bench, prof, n, moksha_path):
     """bench_moksha_consumer.Counter, K=1: under fanhub's runner (one
-    worker, prefetch 10 and 1000) and, with moksha_path, under moksha-hub in its default
-    threaded mode and in blocking mode, interleaved."""
+    worker, prefetch 10 and 1000) and, with moksha_path, under
+    moksha-hub in its default threaded mode and in blocking mode,
+    interleaved."""
     paths = [p for p in (moksha_path or "").split(":") if p]
     setups = [("fanhub runner", lambda: _run_once(
         b, bench, "bench_moksha_consumer:Counter", 1, n, paths=paths, moksha=True)),
