@@ -79,6 +79,24 @@ def _cpu_of(b, pids):
     return total
 
 
+def _wait_started(b, pids, deadline_s=60.0, idle_s=0.5, busy_frac=0.05):
+    """Waits until the processes pids have used less than busy_frac of a
+    CPU together over idle_s: their start-up (imports: Twisted, moksha)
+    over, so that it does not count in the CPU a message."""
+    deadline = time.monotonic() + deadline_s
+    samples = [(time.monotonic(), _cpu_of(b, pids))]
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        t, c = time.monotonic(), _cpu_of(b, pids)
+        samples.append((t, c))
+        while len(samples) > 2 and samples[1][0] <= t - idle_s:
+            samples.pop(0)
+        t0, c0 = samples[0]
+        if t - t0 >= idle_s and c - c0 < busy_frac * (t - t0):
+            return
+    raise b.BenchError("the processes were still starting after %.0f s" % deadline_s)
+
+
 def cpus():
     """The CPUs this process (and so the unpinned hub) may run on."""
     return len(os.sched_getaffinity(0))
@@ -109,6 +127,7 @@ def _run_once(b, bench, callable_name, workers, n, prefetch=None, config=None, p
                 raise b.BenchError("the workers did not start\n" + b.tail(hub.logfile))
             time.sleep(0.05)
         kids = _children(hub.pid)
+        _wait_started(b, [hub.pid] + kids)
         busy = b.wait_quiet()  # the share of the machine other work took just before
         c0, w0 = hub.cpu(), _cpu_of(b, kids)
         pub = b.blast(bench, hub.bus, n, size=100, json_body=True, seq=moksha,
@@ -155,6 +174,9 @@ def _moksha_hub_once(b, bench, n, moksha_path, mode):
         p = b.spawn([sys.executable, os.path.join(HERE, "bench_moksha_hub.py"), moksha_path,
                      bus, pubep, report, str(n), mode], stdout=out, stderr=out)
     try:
+        _wait_started(b, [p.pid])
+        if p.poll() is not None:
+            raise b.BenchError("moksha-hub exited (%s):\n%s" % (p.returncode, b.tail(logfile)))
         busy = b.wait_quiet()
         c0 = b.proc_stat_cpu(p.pid)
         pub = b.blast(bench, bus, n, size=100, json_body=True, seq=True, stamp=False)
