@@ -35,8 +35,11 @@ subscriber) to CPU 1 (taskset), and once unpinned:
   worker      Python consumers (plugin: python, the runner parsing 100 B
               JSON bodies), a no-op one and a worker-bound one (parses a
               ~2 KiB Fedora body), in 1 and 2 worker processes: msg/s, CPU
-              a message of hub and workers, the CPU ceiling of two workers
-              (bench_worker.py).
+              a message of hub and workers, the CPU ceiling of two workers;
+              the no-op one at prefetch 10 against 1000 (and a
+              --baseline-build tree); one Moksha consumer class under
+              fanhub's runner and, with --moksha-path, under moksha-hub
+              (bench_worker.py, bench_moksha_hub.py).
   callgrind   instructions per delivery under valgrind --tool=callgrind,
               K=4 null consumers: a machine-noise free regression figure.
 
@@ -517,7 +520,7 @@ def publish(bench, endpoint, n, cpu=None, size=100, rate=None, jsonl=None, topic
 
 def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
           connections=1, stamp=True, subscriptions=1, deadline_s=None, curve=None,
-          json_body=False):
+          json_body=False, seq=False):
     """Runs bench_pub (the full-speed publisher) to the end, a CURVE client
     with the keys of curve (CurveKeys) when given. Returns its
     JSON: sent, send_rate (its own rate, first to last send), t_first_ns,
@@ -530,6 +533,8 @@ def blast(bench, endpoint, n, cpu=None, size=100, topic=TOPIC, topics_file=None,
         cmd.append("--no-stamp")
     if json_body:
         cmd.append("--json")
+    if seq:
+        cmd.append("--seq")  # {"i": N, ...}: the consumer checks its order
     if curve:
         cmd += ["--curve-server-key", curve.hub_public, "--curve-keys", curve.pub_secret_file]
     errfile = bench.path("bench_pub.err")
@@ -904,6 +909,13 @@ def main():
                          "(default 10; 2 with --quick)")
     ap.add_argument("--keep-tmp", action="store_true",
                     help="keep the scratch directory (configurations, logs)")
+    ap.add_argument("--moksha-path", metavar="DIR",
+                    help="the worker case: where moksha.hub, moksha.common and their "
+                         "dependencies import from (':'-separated); adds the moksha-hub "
+                         "rows beside the runner's (skipped without it)")
+    ap.add_argument("--baseline-build", metavar="DIR",
+                    help="the worker case: the build tree of another commit (bin/fanhub "
+                         "and its python plugin); its no-op row runs beside this tree's")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--compare", nargs="+", metavar="JSON",
                     help="OLD.json: after the run, print each figure of this run against "

@@ -12,11 +12,14 @@
 
     usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T]
                      [--topics FILE] [--connections N] [--subscriptions S]
-                     [--no-stamp] [--json] [--timeout SECONDS]
+                     [--no-stamp] [--json [--seq]] [--timeout SECONDS]
                      [--curve-server-key KEY --curve-keys FILE]
 
     --json makes the body a JSON object of the same size,
     {"pad":"xxx...x"} (at least 10 bytes), for consumers that parse it.
+    --seq (with --json, at least 26 bytes) numbers the messages of each
+    connection from 0 in the body, {"i":         7,"pad":"x...x"}, for
+    consumers that check their order; the body is then copied a message.
 
     --topics FILE cycles through the topics in FILE (one a line) instead of
     one topic. --subscriptions S: each connection waits for S subscription
@@ -63,6 +66,9 @@ typedef struct {
     char secret_key[Z85_KEY_LEN + 1];
 } s_curve_t;
 
+#define SEQ_AT 5 /* after {"i": */
+#define SEQ_DIGITS 10
+
 typedef struct {
     void *ctx;
     const char *endpoint;
@@ -71,6 +77,7 @@ typedef struct {
     const void *body;
     size_t body_size;
     bool stamp;
+    bool seq; /* body is a JSON template with 10 digits at SEQ_AT */
     int subscriptions;
     double timeout_s;
     const s_curve_t *curve;
@@ -150,10 +157,25 @@ s_send_all (void *arg)
     if (atomic_load (conn->failed))
         return NULL;
     conn->first_ns = s_now_ns ();
+    char *numbered = conn->seq ? malloc (conn->body_size) : NULL;
+    if (conn->seq && !numbered) {
+        snprintf (conn->error, sizeof conn->error, "out of memory");
+        atomic_store (conn->failed, true);
+        return NULL;
+    }
+    if (numbered)
+        memcpy (numbered, conn->body, conn->body_size);
     for (uint64_t i = 0; i < conn->count; i++) {
         const char *topic = conn->topics[i % conn->topic_count];
         zmq_send_const (conn->sock, topic, strlen (topic), ZMQ_SNDMORE);
-        zmq_send_const (conn->sock, conn->body, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
+        if (numbered) {
+            uint64_t v = i; /* right-aligned after spaces: JSON has no leading zeros */
+            for (int d = SEQ_DIGITS - 1; d >= 0; d--, v /= 10)
+                numbered[SEQ_AT + d] = v || d == SEQ_DIGITS - 1 ? (char) ('0' + v % 10) : ' ';
+            zmq_send (conn->sock, numbered, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
+        }
+        else
+            zmq_send_const (conn->sock, conn->body, conn->body_size, conn->stamp ? ZMQ_SNDMORE : 0);
         if (conn->stamp) {
             uint64_t now = (uint64_t) s_now_ns ();
             uint8_t le[8];
@@ -163,6 +185,7 @@ s_send_all (void *arg)
         }
     }
     conn->last_ns = s_now_ns ();
+    free (numbered);
     return NULL;
 }
 
@@ -244,7 +267,7 @@ s_usage (void)
 {
     fputs ("usage: bench_pub --connect EP -n COUNT [--size BYTES] [--topic T] "
            "[--topics FILE] [--connections N] [--subscriptions S] [--no-stamp] "
-           "[--timeout SECONDS] [--curve-server-key KEY --curve-keys FILE]\n",
+           "[--json [--seq]] [--timeout SECONDS] [--curve-server-key KEY --curve-keys FILE]\n",
            stderr);
     return 2;
 }
@@ -262,6 +285,7 @@ main (int argc, char **argv)
         {"subscriptions", required_argument, NULL, 'S'},
         {"no-stamp", no_argument, NULL, 'N'},
         {"json", no_argument, NULL, 'J'},
+        {"seq", no_argument, NULL, 'Q'},
         {"timeout", required_argument, NULL, 'o'},
         {"curve-server-key", required_argument, NULL, 'K'},
         {"curve-keys", required_argument, NULL, 'k'},
@@ -271,7 +295,7 @@ main (int argc, char **argv)
     unsigned long long count = 0;
     size_t size = 100;
     int connections = 1, subscriptions = 1;
-    bool stamp = true, json = false;
+    bool stamp = true, json = false, seq = false;
     double timeout_s = 20;
     const char *server_key = NULL, *keys_path = NULL;
     int opt;
@@ -286,6 +310,7 @@ main (int argc, char **argv)
         case 'S': subscriptions = atoi (optarg); break;
         case 'N': stamp = false; break;
         case 'J': json = true; break;
+        case 'Q': seq = true; break;
         case 'o': timeout_s = atof (optarg); break;
         case 'K': server_key = optarg; break;
         case 'k': keys_path = optarg; break;
@@ -327,7 +352,14 @@ main (int argc, char **argv)
     if (!body)
         return 1;
     memset (body, 'x', size ? size : 1);
-    if (json && size >= 10) {
+    if (seq && (!json || size < SEQ_AT + SEQ_DIGITS + 11))
+        return s_usage ();
+    if (seq) {
+        memcpy (body, "{\"i\":", SEQ_AT);
+        memcpy ((char *) body + SEQ_AT + SEQ_DIGITS, ",\"pad\":\"", 8);
+        memcpy ((char *) body + size - 2, "\"}", 2);
+    }
+    else if (json && size >= 10) {
         memcpy (body, "{\"pad\":\"", 8);
         memcpy ((char *) body + size - 2, "\"}", 2);
     }
@@ -348,6 +380,7 @@ main (int argc, char **argv)
             .body = body,
             .body_size = size,
             .stamp = stamp,
+            .seq = seq,
             .subscriptions = subscriptions,
             .curve = &curve,
             .timeout_s = timeout_s,

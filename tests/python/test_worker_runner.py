@@ -1,5 +1,6 @@
 """The Python runner's protocol (consumers/worker/python/fanhub_worker)
-over a socketpair, without a hub: frames split across reads, a frame of
+over a socketpair, without a hub: frames split across reads (one larger
+than a read's buffer, followed by a small one), a frame of
 length 0 refused, reasons and log lines cut at a character boundary,
 PUBLISH frames as docs/worker-protocol.md lays them out (from several
 threads at once, refused on a protocol-1 hub), and the version the runner
@@ -85,6 +86,23 @@ class Frames(Pair):
         self.conn.read()
         kinds = [kind for kind, _, _ in self.conn.frames()]
         self.assertEqual(kinds, [ord("M"), ord("M"), ord("Q")])
+
+    def test_a_message_larger_than_one_read_and_the_next_after_it(self):
+        # One read takes at most READ_MAX bytes into a buffer the
+        # connection keeps; what a read brings must never be what an
+        # earlier one left there.
+        big = bytes(range(256)) * (3 * protocol.READ_MAX // 256 + 7)
+        data = message_frame(9, 1, b"t", big) + message_frame(10, 2, b"t", b"small")
+        sender = threading.Thread(target=self.hub.sendall, args=(data,))
+        sender.start()
+        found = []
+        while len(found) < 2:
+            self.assertTrue(self.conn.read())
+            found += [self.conn.message(start) for _, start, _ in self.conn.frames()]
+        sender.join()
+        self.assertEqual([(m[0], m[5]) for m in found], [(9, [b"t", big]), (10, [b"t", b"small"])])
+        self.hub.shutdown(socket.SHUT_WR)
+        self.assertFalse(self.conn.read())
 
     def test_a_frame_of_length_zero_is_refused(self):
         self.hub.sendall(struct.pack(">I", 0))

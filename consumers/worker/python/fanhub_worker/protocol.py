@@ -18,6 +18,7 @@ OK, RETRY, FAIL, DROP = 0, 1, 2, 3
 FRAME_MAX = 1 << 20  # L of a frame from a worker, type byte included
 REASON_MAX = 255  # the hub keeps this much of a reason
 LOG_MAX = 4000
+READ_MAX = 1 << 20  # bytes one read of the hub's socket takes
 
 _LEN = struct.Struct(">I")
 _MSG = struct.Struct(">QQIqH")  # ticket, seq, attempt, received_ns, msg_id length
@@ -62,6 +63,8 @@ class Connection:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buf = bytearray()
+        self.rbuf = bytearray(READ_MAX)  # what one read takes in
+        self.rview = memoryview(self.rbuf)
         self.out: List[bytes] = []
         self.lock = threading.RLock()  # a log from a __del__ or a signal handler
         self.oldest: Optional[float] = None  # when the first frame not yet written was queued
@@ -80,11 +83,15 @@ class Connection:
         self.forked = True
 
     def read(self) -> bool:
-        """More bytes from the hub; False at end of file."""
-        chunk = os.read(self.fd, 1 << 20)
-        if not chunk:
+        """More bytes from the hub; False at end of file. Into one buffer
+        kept for the connection's life: os.read(fd, 1 MiB) would allocate
+        (mmap) a 1 MiB object every call and shrink and free it after, three
+        more system calls and fresh pages for each read, and with a small
+        prefetch window a read brings only a few messages."""
+        n = os.readv(self.fd, [self.rbuf])
+        if not n:
             return False
-        self.buf += chunk
+        self.buf += self.rview[:n]
         return True
 
     def frames(self) -> Iterator[Tuple[int, int, int]]:
