@@ -440,6 +440,11 @@ s_start (worker_t *w, char *err, size_t errlen)
     bool ok = w->ready_count + w->start_down >= w->nprocs && !w->start_failed;
     if (ok)
         w->running = true;
+    /* None ready, some refused for now: down before init returns (a
+       reload reads the state then; the I/O thread says it a moment later,
+       after its wake-up). Under the lock, so a READY since wins. */
+    if (ok && w->ready_count == 0 && w->start_down > 0)
+        w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "%s", w->start_err);
     else if (stopping)
         snprintf (err, errlen, "the hub is stopping: gave up waiting for READY");
     else
