@@ -182,30 +182,41 @@ s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
     return FH_OFFER_TAKEN;
 }
 
+#define PREDECESSORS_MAX 16 /* reloads a line of waiting instances is followed through */
+
 /* A reload's successor that takes its predecessor's spool over, before
-   that spool is open: msg goes onto the end of the predecessor's spool,
-   which the successor reads first, so order holds and the bus does not
-   wait while the predecessor finishes what it holds (minutes, for a slow
-   consumer with a backlog). FULL only around the hand-over itself, when
-   the spool's hand-off is full, or when the predecessor has no spool
-   open (then the enqueuer waits, as it did). */
+   that spool is open: msg goes onto the end of the spool it will get
+   (its predecessor's, or, when that one never started either, the
+   nearest started one's up the line), which it reads first, so order
+   holds and the bus does not wait while the old instance finishes what
+   it holds (minutes, for a slow consumer with a backlog). FULL only
+   around a hand-over itself, when the spool's hand-off is full, or when
+   no instance up the line has its spool open. Each predecessor pointer
+   is read under its owner's spill_lock, taken newest to oldest. */
 static fh_offer_t
 s_offer_via_predecessor (fh_consumer_t *self, fh_msg_t *msg)
 {
     fh_offer_t offer = FH_OFFER_FULL;
+    fh_consumer_t *held[PREDECESSORS_MAX + 1];
+    size_t count = 0;
     pthread_mutex_lock (&self->spill_lock);
-    fh_consumer_t *before = self->predecessor;
-    if (before && atomic_load_explicit (&before->state_open, memory_order_acquire)
-        && before->spool_writer) {
+    held[count++] = self;
+    for (fh_consumer_t *before = self->predecessor; before && count <= PREDECESSORS_MAX;
+         before = before->predecessor) {
         pthread_mutex_lock (&before->spill_lock);
+        held[count++] = before;
+        if (!atomic_load_explicit (&before->state_open, memory_order_acquire)
+            || !before->spool_writer)
+            continue; /* never started: its own predecessor's spool is the one */
         offer = s_spill_offer (before, msg);
-        /* The predecessor's memory queue is older: it consumes that
-           before it leaves, instead of spooling it behind these. */
+        /* Its memory queue is older: it consumes that before it leaves,
+           instead of spooling it behind these. */
         if (offer == FH_OFFER_TAKEN)
             atomic_store (&before->spooling, true);
-        pthread_mutex_unlock (&before->spill_lock);
+        break;
     }
-    pthread_mutex_unlock (&self->spill_lock);
+    while (count)
+        pthread_mutex_unlock (&held[--count]->spill_lock);
     return offer;
 }
 
