@@ -629,18 +629,27 @@ s_turn (s_state_t *state, const zmq_pollitem_t *items, int item_count, int64_t *
 {
     fh_hub_t *hub = state->control->hub;
     s_outbox_t out = {0};
+    /* A request or the tick may take a snapshot: the process figures are
+       read from /proc now, since the hub's lock does no I/O. */
+    int64_t now = fh_clock_mono_ns ();
+    bool tick_due = now >= *next_tick && state->stats;
+    fh_process_t process;
+    bool read_process = tick_due || (item_count > 1 && (items[1].revents & ZMQ_POLLIN));
+    if (read_process)
+        fh_process_read (&process);
     /* The consumer list and configuration may change under a reload:
        read them under the hub's lock, and start over after one. */
     fh_hub_lock (hub);
     s_follow_reload (state);
+    if (read_process && state->stats)
+        fh_stats_set_process (state->stats, &process);
     if (item_count > 1 && (items[1].revents & ZMQ_POLLIN))
         s_serve_one (state, state->router);
     if (item_count > 2 && (items[2].revents & ZMQ_POLLIN))
         fh_control_guard_on_monitor (state->guard);
     if (state->pending_count)
         s_serve_pending (state, state->router);
-    int64_t now = fh_clock_mono_ns ();
-    if (now >= *next_tick && state->stats) {
+    if (tick_due && state->stats) {
         s_tick (state, now, &out);
         *next_tick = now + TICK_MS * INT64_C (1000000);
     }

@@ -67,16 +67,15 @@ s_open_fds (void)
 }
 
 void
-fh_process_figures (fh_metrics_item_t *item)
+fh_process_read (fh_process_t *out)
 {
+    *out = (fh_process_t){0};
     pthread_once (&s_start_once, s_start_init);
-    fh_metrics_set_real (item, FH_M_PROCESS_START_TIME, s_start);
+    out->start_time = s_start;
     struct rusage usage;
     if (getrusage (RUSAGE_SELF, &usage) == 0)
-        fh_metrics_set_real (item, FH_M_PROCESS_CPU,
-                             (double) (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
-                                 + (double) (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
-                                       / 1e6);
+        out->cpu = (double) (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+                   + (double) (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
     FILE *file = fopen ("/proc/self/statm", "r");
     unsigned long long pages = 0, resident = 0;
     if (file) {
@@ -86,13 +85,23 @@ fh_process_figures (fh_metrics_item_t *item)
     }
     long page = sysconf (_SC_PAGESIZE);
     if (page > 0) {
-        fh_metrics_set_int (item, FH_M_PROCESS_VIRTUAL,
-                            (int64_t) (pages * (unsigned long long) page));
-        fh_metrics_set_int (item, FH_M_PROCESS_RESIDENT,
-                            (int64_t) (resident * (unsigned long long) page));
+        out->virtual_bytes = (int64_t) (pages * (unsigned long long) page);
+        out->resident_bytes = (int64_t) (resident * (unsigned long long) page);
     }
-    fh_metrics_set_int (item, FH_M_PROCESS_OPEN_FDS, s_open_fds ());
+    out->open_fds = s_open_fds ();
     struct rlimit limit;
     if (getrlimit (RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-        fh_metrics_set_int (item, FH_M_PROCESS_MAX_FDS, (int64_t) limit.rlim_cur);
+        out->max_fds = (int64_t) limit.rlim_cur;
+}
+
+void
+fh_process_figures (fh_metrics_item_t *item, const fh_process_t *reading)
+{
+    fh_metrics_set_real (item, FH_M_PROCESS_START_TIME, reading->start_time);
+    fh_metrics_set_real (item, FH_M_PROCESS_CPU, reading->cpu);
+    fh_metrics_set_int (item, FH_M_PROCESS_VIRTUAL, reading->virtual_bytes);
+    fh_metrics_set_int (item, FH_M_PROCESS_RESIDENT, reading->resident_bytes);
+    fh_metrics_set_int (item, FH_M_PROCESS_OPEN_FDS, reading->open_fds);
+    if (reading->max_fds > 0)
+        fh_metrics_set_int (item, FH_M_PROCESS_MAX_FDS, reading->max_fds);
 }

@@ -24,6 +24,8 @@ struct fh_stats {
     s_latency_t *last;     /* ... and at the last boundary */
     s_latency_t scratch;
     fh_histogram_snapshot_t diff;
+    fh_process_t process; /* the last reading handed in */
+    bool has_process;
 };
 
 fh_stats_t *
@@ -297,6 +299,13 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
     return s_endpoints (self, snapshot, config);
 }
 
+void
+fh_stats_set_process (fh_stats_t *self, const fh_process_t *reading)
+{
+    self->process = *reading;
+    self->has_process = true;
+}
+
 fh_metrics_snapshot_t *
 fh_stats_snapshot (fh_stats_t *self)
 {
@@ -315,8 +324,8 @@ fh_stats_snapshot (fh_stats_t *self)
         s_completion (self, snapshot);
         rc = s_hub (self, snapshot);
     }
-    if (rc == 0) {
-        fh_process_figures (&snapshot->hub);
+    if (rc == 0 && self->has_process) {
+        fh_process_figures (&snapshot->hub, &self->process);
         snapshot->has_process = true;
     }
     if (rc != 0)

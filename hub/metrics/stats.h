@@ -14,6 +14,7 @@
 
 #include "hub.h"
 #include "metrics.h"
+#include "process_figures.h"
 
 #include <stdint.h>
 
@@ -25,6 +26,10 @@ void fh_stats_destroy (fh_stats_t **self_p);
 /* Moves the interval boundary when metrics.interval has passed since the
    last one. Returns true when it did. */
 bool fh_stats_tick (fh_stats_t *self, int64_t now_ns);
+/* The process figures the next snapshots carry: read by the caller
+   (fh_process_read) with no lock held, so that a snapshot, taken under
+   the hub lock, does no I/O. Until the first, a snapshot has none. */
+void fh_stats_set_process (fh_stats_t *self, const fh_process_t *reading);
 /* A new snapshot, the caller's to destroy; NULL when out of memory. */
 fh_metrics_snapshot_t *fh_stats_snapshot (fh_stats_t *self);
 

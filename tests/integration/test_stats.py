@@ -68,6 +68,9 @@ def test_backlog_is_exact():
                     "held to start its first message", hub=hub)
         stats = hub.stats()
         check_invariants(stats)
+        # The process figures, read outside the hub lock, are in every answer.
+        process = stats["process"]
+        assert process["open_fds"] > 3 and process["resident_memory_bytes"] > 0, process
         held = hub.consumer(stats, "held")
         assert held["enqueued"] == n and held["backlog"] == n - 1, held
         assert held["completed"] == 0 and held["backlog_max"] >= n - 1, held
