@@ -35,6 +35,34 @@ def test_map_lists_every_file():
     assert not stale, "hub/README.md names files that do not exist: " + ", ".join(stale)
 
 
+def mutex_declarations():
+    """(file from hub/, field or variable name) of every pthread_mutex_t."""
+    found = []
+    for path in hub_files():
+        if not path.endswith((".c", ".h")):
+            continue
+        with open(os.path.join(HUB, path)) as f:
+            for name in re.findall(r"^\s*(?:static\s+)?pthread_mutex_t\s+(\w+)", f.read(), re.M):
+                found.append((path, name))
+    return found
+
+
+def test_lock_list_names_every_mutex():
+    with open(os.path.join(HUB, "README.md")) as f:
+        text = f.read()
+    section = text.split("## Locks and their order", 1)[1].split("\n## ", 1)[0]
+    # One item of the list: from its number to the next one.
+    items = re.split(r"\n(?=\d+\. )", section)
+    declared = mutex_declarations()
+    assert len(declared) >= 20, "found only %d mutexes: %s" % (len(declared), declared)
+    missing = []
+    for path, name in declared:
+        # The item that names the lock's field names its file too.
+        if not any("`%s`" % name in item and "`%s`" % path in item for item in items):
+            missing.append("%s in %s" % (name, path))
+    assert not missing, "hub/README.md's lock list leaves out: " + ", ".join(missing)
+
+
 def test_top_of_hub_stays_small():
     top = [name for name in os.listdir(HUB) if os.path.isfile(os.path.join(HUB, name))]
     assert len(top) <= 40, "hub/ has %d files at its top (at most 40): %s" % (len(top), top)
@@ -81,4 +109,4 @@ def test_threads_are_named():
 
 
 if __name__ == "__main__":
-    fh.main([test_map_lists_every_file, test_top_of_hub_stays_small, test_threads_are_named])
+    fh.main([test_map_lists_every_file, test_lock_list_names_every_mutex, test_top_of_hub_stays_small, test_threads_are_named])
