@@ -5,17 +5,14 @@
 #include "clock.h"
 #include "fs.h"
 #include "log.h"
-#include "collectd_push.h"
 #include "control_commands.h"
 #include "control_curve.h"
 #include "control_parse.h"
 #include "control_path.h"
+#include "control_tick.h"
 #include "emit.h"
 #include "enqueuer.h"
-#include "moksha.h"
 #include "health.h"
-#include "status.h"
-#include "notify.h"
 #include "oom.h"
 #include "stats.h"
 #include "stats_format.h"
@@ -35,7 +32,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define TICK_MS 1000
 #define MAX_ENVELOPE_FRAMES 16 /* ROUTER identity, delimiter, proxies */
 #define MAX_REQUEST_FRAMES 64  /* command, arguments, message frames */
 
@@ -67,31 +63,16 @@ typedef struct {
 typedef struct {
     fh_control_t *control;
     fh_stats_t *stats;
-    fh_status_t *status; /* the status page's ring (status.h) */
-    void *inject;        /* PUSH to the enqueuer */
+    fh_tick_t *tick; /* the exporters, once a second (control_tick.h) */
+    void *inject;    /* PUSH to the enqueuer */
     s_pending_t *pending;
     size_t pending_count, pending_room;
     /* The actor's own, made at its start. */
     fh_control_guard_t *guard; /* the ROUTER; with control_curve its keys, ZAP */
     void *router;
     zsock_t *inject_sock;
-    fh_moksha_t *moksha;
-    fh_collectd_push_t *push;
     uint64_t generation; /* the hub's, at the last turn */
-    /* sd_notify's STATUS: the figures at the last tick. */
-    uint64_t notified_received;
-    int64_t notified_ns;
-    bool fed; /* the watchdog, at the last tick */
 } s_state_t;
-
-/* What a tick sends: made under the hub's lock, sent after it is
-   released, so that a slow collectd (or anything else a tick talks to)
-   never holds a reload or the hub's other users (hub/README.md). */
-typedef struct {
-    char *collectd; /* a batch of fh_collectd_push_batch, or NULL */
-    char *moksha;   /* a message of fh_moksha_message, or NULL */
-    char notify[512];
-} s_outbox_t;
 
 /* Answers that could not be sent: the client's pipe was full (it sends
    and does not read) or it is gone. */
@@ -302,7 +283,8 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
         fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
         char *text = !snapshot ? NULL
                      : request.kind == FH_CONTROL_STATUS
-                         ? fh_status_answer (state->status, hub, snapshot, fh_clock_mono_ns ())
+                         ? fh_status_answer (fh_tick_status (state->tick), hub, snapshot,
+                                             fh_clock_mono_ns ())
                          : fh_health_answer (snapshot, fh_hub_config (hub),
                                              fh_hub_enqueuer_age_ns (hub),
                                              request.kind == FH_CONTROL_READY);
@@ -461,48 +443,6 @@ s_serve_pending (s_state_t *state, void *router)
     state->pending_count = kept;
 }
 
-/* Once a second, under the hub's lock: systemd's STATUS line (message
-   rate, largest backlog) and, with WatchdogSec=, WATCHDOG=1: the control
-   loop is alive, so a hung control plane gets restarted. The line goes
-   into out, sent once the lock is released. */
-static void
-s_notify_status (fh_hub_t *hub, uint64_t *last_received, int64_t *last_ns, int64_t now, bool *fed,
-                 char *out, size_t size)
-{
-    fh_enqueuer_counts_t counts;
-    fh_hub_counts (hub, &counts);
-    double seconds = (double) (now - *last_ns) / 1e9;
-    double rate = seconds > 0 && counts.received >= *last_received
-                      ? (double) (counts.received - *last_received) / seconds
-                      : 0;
-    *last_received = counts.received;
-    *last_ns = now;
-    uint64_t largest = 0;
-    const char *name = NULL;
-    for (size_t i = 0; i < fh_hub_consumer_count (hub); i++) {
-        fh_consumer_counts_t c;
-        fh_hub_consumer_counts (hub, i, &c);
-        if (!name || c.backlog > largest) {
-            largest = c.backlog;
-            name = fh_consumer_name (fh_hub_consumer (hub, i));
-        }
-    }
-    /* The watchdog is fed only while the enqueuer's loop turns too: a
-       wedged enqueuer gets the hub restarted. */
-    int64_t age = fh_hub_enqueuer_age_ns (hub);
-    bool live = fh_health_enqueuer_live (age);
-    if (fh_notify_watchdog_usec () && live != *fed)
-        fh_log (live ? FANHUB_LOG_INFO : FANHUB_LOG_WARNING,
-                live ? "watchdog: fed again, the enqueuer advances"
-                     : "watchdog: not fed: the enqueuer has not advanced for %.1f s",
-                (double) age / 1e9);
-    *fed = live;
-    snprintf (out, size, "%sSTATUS=%.0f msg/s, largest backlog %llu (%.64s)%s",
-              fh_notify_watchdog_usec () && live ? "WATCHDOG=1\n" : "", rate,
-              (unsigned long long) largest, name ? name : "none",
-              live ? "" : "; the enqueuer is not advancing");
-}
-
 /* A request carries at most one bus message: a bigger frame is refused
    while it arrives (ZeroMQ drops that connection), not received whole
    first. Room for the answers of a long pipeline (a client that sent
@@ -527,13 +467,12 @@ s_setup (s_state_t *state)
     fh_control_t *self = state->control;
     const fh_config_t *config = fh_hub_config (self->hub);
     state->stats = fh_stats_new (self->hub);
-    state->status = fh_status_new ();
     if (state->stats)
         state->guard = fh_control_guard_new (config, fh_hub_control_denied (self->hub),
                                              fh_hub_control_refused (self->hub), self->start_error,
                                              sizeof self->start_error);
     state->router = state->guard ? fh_control_guard_router (state->guard) : NULL;
-    if ((!state->stats || !state->status) && !self->start_error[0]) {
+    if (!state->stats && !self->start_error[0]) {
         snprintf (self->start_error, sizeof self->start_error, "control: out of memory");
         return;
     }
@@ -554,8 +493,7 @@ s_setup (s_state_t *state)
                   "control: cannot reach the enqueuer: %s", zmq_strerror (zmq_errno ()));
     else
         state->inject = zsock_resolve (inject);
-    state->moksha = fh_moksha_new (self->hub, self->start_error, sizeof self->start_error);
-    state->push = fh_collectd_push_new (config);
+    state->tick = fh_tick_new (self->hub, self->start_error, sizeof self->start_error);
 }
 
 static void
@@ -569,15 +507,13 @@ s_teardown (s_state_t *state)
     }
     free (state->pending);
     zsock_destroy (&state->inject_sock);
-    fh_collectd_push_destroy (&state->push);
-    fh_moksha_destroy (&state->moksha);
+    fh_tick_destroy (&state->tick);
     fh_control_guard_destroy (&state->guard);
     fh_stats_destroy (&state->stats);
-    fh_status_destroy (&state->status);
 }
 
-/* Under the hub's lock: after a reload, the figures and moksha's
-   consumer list start over with the new consumers. */
+/* Under the hub's lock: after a reload, the figures and the exporters
+   start over with the new consumers. */
 static void
 s_follow_reload (s_state_t *state)
 {
@@ -587,38 +523,8 @@ s_follow_reload (s_state_t *state)
     state->generation = fh_hub_generation (hub);
     fh_stats_destroy (&state->stats);
     state->stats = fh_stats_new (hub);
-    if (state->moksha) {
-        char why[512];
-        fh_moksha_destroy (&state->moksha);
-        state->moksha = fh_moksha_new (hub, why, sizeof why);
-        if (!state->moksha)
-            fh_error ("after the reload, %s", why);
-    }
-}
-
-/* Under the hub's lock, once a second: the figures move on, and what the
-   exporters send is made into out. */
-static void
-s_tick (s_state_t *state, int64_t now, s_outbox_t *out)
-{
-    fh_hub_t *hub = state->control->hub;
-    fh_stats_tick (state->stats, now);
-    fh_status_tick (state->status, hub, now);
-    out->moksha = fh_moksha_message (state->moksha, now);
-    out->collectd = fh_collectd_push_batch (state->push, state->stats, now);
-    s_notify_status (hub, &state->notified_received, &state->notified_ns, now, &state->fed,
-                     out->notify, sizeof out->notify);
-}
-
-/* With the hub's lock released: the tick's socket I/O. */
-static void
-s_send (s_state_t *state, s_outbox_t *out)
-{
-    fh_moksha_send (state->moksha, out->moksha);
-    fh_collectd_push_flush (state->push, out->collectd);
-    if (out->notify[0])
-        fh_notify ("%s", out->notify);
-    *out = (s_outbox_t){0};
+    if (state->tick)
+        fh_tick_follow_reload (state->tick, hub);
 }
 
 /* One turn after a poll: requests, monitor events, pending answers and
@@ -628,11 +534,10 @@ static void
 s_turn (s_state_t *state, const zmq_pollitem_t *items, int item_count, int64_t *next_tick)
 {
     fh_hub_t *hub = state->control->hub;
-    s_outbox_t out = {0};
     /* A request or the tick may take a snapshot: the process figures are
        read from /proc now, since the hub's lock does no I/O. */
     int64_t now = fh_clock_mono_ns ();
-    bool tick_due = now >= *next_tick && state->stats;
+    bool tick_due = now >= *next_tick && state->stats && state->tick;
     fh_process_t process;
     bool read_process = tick_due || (item_count > 1 && (items[1].revents & ZMQ_POLLIN));
     if (read_process)
@@ -650,11 +555,12 @@ s_turn (s_state_t *state, const zmq_pollitem_t *items, int item_count, int64_t *
     if (state->pending_count)
         s_serve_pending (state, state->router);
     if (tick_due && state->stats) {
-        s_tick (state, now, &out);
-        *next_tick = now + TICK_MS * INT64_C (1000000);
+        fh_tick_make (state->tick, hub, state->stats, now);
+        *next_tick = now + FH_TICK_MS * INT64_C (1000000);
     }
     fh_hub_unlock (hub);
-    s_send (state, &out);
+    if (state->tick)
+        fh_tick_send (state->tick);
 }
 
 static void
@@ -662,7 +568,7 @@ s_control_actor (zsock_t *pipe, void *args)
 {
     fh_control_t *self = args;
     fh_thread_name_self ("fh:control");
-    s_state_t state = {.control = self, .fed = true, .notified_ns = fh_clock_mono_ns ()};
+    s_state_t state = {.control = self};
     s_setup (&state);
     /* The pipe hands over no memory ordering that TSan (or C11) sees. */
     atomic_store_explicit (&self->setup_done, true, memory_order_release);
@@ -675,7 +581,7 @@ s_control_actor (zsock_t *pipe, void *args)
         {monitor, 0, ZMQ_POLLIN, 0},
     };
     int item_count = self->start_error[0] ? 1 : monitor ? 3 : 2;
-    int64_t next_tick = fh_clock_mono_ns () + TICK_MS * INT64_C (1000000);
+    int64_t next_tick = fh_clock_mono_ns () + FH_TICK_MS * INT64_C (1000000);
     fh_hub_lock (self->hub); /* a reload may already have come */
     state.generation = fh_hub_generation (self->hub);
     fh_hub_unlock (self->hub);

@@ -584,6 +584,16 @@ test_a_socket_path_too_long (void **state)
     fh_collectd_push_destroy (&push);
 }
 
+/* As the control actor does before it takes the hub lock. */
+static void
+s_read_process (fh_stats_t *stats)
+{
+    assert_non_null (stats);
+    fh_process_t reading;
+    fh_process_read (&reading);
+    fh_stats_set_process (stats, &reading);
+}
+
 static void
 test_tick_pushes_the_snapshot_on_its_grid (void **state)
 {
@@ -594,6 +604,7 @@ test_tick_pushes_the_snapshot_on_its_grid (void **state)
     if (!hub)
         fail_msg ("%s", err);
     fh_stats_t *stats = fh_stats_new (hub);
+    s_read_process (stats);
     assert_non_null (stats);
     fh_collectd_push_t *push = fh_collectd_push_new (config);
     assert_non_null (push);
@@ -662,6 +673,7 @@ test_interval_defaults_to_metrics_interval (void **state)
     if (!hub)
         fail_msg ("%s", err);
     fh_stats_t *stats = fh_stats_new (hub);
+    s_read_process (stats);
     s_server_t *server = s_server_start (s_socket_path, SERVE_ACCEPT);
     s_capture_begin ();
     fh_collectd_push_tick (push, stats, 5 * SECOND);
