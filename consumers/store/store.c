@@ -112,27 +112,6 @@ typedef struct {
     uint64_t rejects_unlogged;
 } store_state_t;
 
-void
-store_db_why (char *why, size_t whylen, const char *prefix, const char *text)
-{
-    snprintf (why, whylen, "%s%s", prefix, text);
-    /* libpq's messages span lines, indented: one space for each run of
-       white space, none at the end. */
-    char *out = why;
-    bool space = false;
-    for (const char *p = why; *p; p++) {
-        if (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
-            space = true;
-        else {
-            if (space && out > why)
-                *out++ = ' ';
-            space = false;
-            *out++ = *p;
-        }
-    }
-    *out = '\0';
-}
-
 /* What logs call the database: the file for SQLite; for PostgreSQL only
    the word, since a conninfo may hold a password. */
 static const char *

@@ -29,14 +29,6 @@
 
 #define SCAN_NS (50 * INT64_C (1000000)) /* timeouts are looked for this often */
 
-int64_t
-worker_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void
 loop_wake (worker_t *w)
 {
