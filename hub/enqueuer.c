@@ -35,21 +35,6 @@
 #define WAKE_HOLD_NS 1000000LL /* 1 ms: the longest a wake-up is held back */
 #define WAKE_HOLD_POLL_MS 1    /* the loop's wait while one is held */
 
-/* The end of a run of offers: wakes the consumers that sleep with
-   messages offered since (the queues do not wake them at every push).
-   Only the consumers offered something are looked at: with 1,000
-   consumers and 3 matching, a run costs 3 looks, not 1,000. */
-void
-fh_enq_signal_all (fh_enqueuer_t *self)
-{
-    for (size_t i = 0; i < self->offered_count; i++) {
-        uint32_t index = self->offered[i];
-        self->offered_mark[index] = false;
-        fh_consumer_signal (self->consumers[index]);
-    }
-    self->offered_count = 0;
-}
-
 /* The end of the loop's turn that received `batch` bus messages. A short
    run means the bus has gone quiet: every consumer offered something is
    woken now, as always. A long run means more is waiting: a consumer that
@@ -208,16 +193,6 @@ s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
 
 /* The first frame of a message if one is waiting (frame is then the
    caller's to close); false, with nothing to close, when none is. */
-bool
-fh_enq_recv_now (void *socket, zmq_msg_t *frame)
-{
-    zmq_msg_init (frame);
-    if (zmq_msg_recv (frame, socket, ZMQ_DONTWAIT) >= 0)
-        return true;
-    zmq_msg_close (frame);
-    return false;
-}
-
 /* Receives one whole multipart message and routes it. Returns false when
    the socket has nothing more (or is closing). */
 static bool

@@ -47,9 +47,10 @@ typedef struct {
     bool signatures;             /* bus.validate_signatures is on: the two below count */
     uint64_t signatures_checked; /* messages checked */
     uint64_t signature_failed[FH_SIG_REASONS]; /* and failed, by reason */
-    int64_t crl_next_update;  /* its CRL's nextUpdate, s since the epoch; 0: none */
-    uint64_t control_refused; /* control connections shed (fdlimit.h; the hub's) */
-    bool gap_detection;       /* bus.gap_detection is on: the four below count */
+    int64_t crl_next_update;     /* its CRL's nextUpdate, s since the epoch; 0: none */
+    uint64_t control_refused;    /* control connections shed (fdlimit.h; the hub's) */
+    uint64_t control_unanswered; /* control answers that could not be sent (the hub's) */
+    bool gap_detection;          /* bus.gap_detection is on: the four below count */
     uint64_t upstream_lost, upstream_restarts, upstream_untracked, upstream_producers;
 } fh_enqueuer_counts_t;
 

@@ -453,6 +453,7 @@ fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out)
         memset (out, 0, sizeof *out);
     out->auth_denied += atomic_load (&self->control_denied);
     out->control_refused = atomic_load (&self->control_refused);
+    out->control_unanswered = atomic_load (&self->control_unanswered);
 }
 
 atomic_uint_fast64_t *
@@ -465,6 +466,12 @@ atomic_uint_fast64_t *
 fh_hub_control_refused (fh_hub_t *self)
 {
     return &self->control_refused;
+}
+
+atomic_uint_fast64_t *
+fh_hub_control_unanswered (fh_hub_t *self)
+{
+    return &self->control_unanswered;
 }
 
 uint64_t

@@ -46,6 +46,8 @@ void fh_hub_counts (fh_hub_t *self, fh_enqueuer_counts_t *out);
 atomic_uint_fast64_t *fh_hub_control_denied (fh_hub_t *self);
 /* Where the control socket counts the connections it sheds. */
 atomic_uint_fast64_t *fh_hub_control_refused (fh_hub_t *self);
+/* Where the control socket counts the answers it could not send. */
+atomic_uint_fast64_t *fh_hub_control_unanswered (fh_hub_t *self);
 /* bus.amqp's counts (source_amqp.h); false, with zeros, without one. */
 bool fh_hub_amqp_counts (fh_hub_t *self, fh_source_amqp_counts_t *out);
 /* Under the lock: messages handled over the hub's life (by the

@@ -72,8 +72,14 @@ fh_config_control_only (const char *text, size_t len, const char *source)
         if (cfg
             && (!cfg->source || !cfg->control || fh_cfg_control_check (cfg->control)
                 || (strncmp (cfg->control, "tcp://", 6) == 0
-                    && !fh_cfg_control_on_loopback (cfg->control))))
-            fh_config_destroy (&cfg);
+                    && !fh_cfg_control_on_loopback (cfg->control)))) {
+            /* It holds these two only; freed here, not by config.c's
+               fh_config_destroy, so that config.c calls this file one way. */
+            free (cfg->source);
+            free (cfg->control);
+            free (cfg);
+            cfg = NULL;
+        }
     }
     fh_yaml_unload (&yaml);
     return cfg;

@@ -54,13 +54,14 @@ struct fh_hub {
        lock; a reload or a lifecycle step changes them under it. */
     pthread_mutex_t lock;
     uint64_t generation;
-    uint64_t reload_attempts;             /* under lock: reloads tried so far */
-    atomic_uint_fast64_t control_denied;  /* control_curve handshakes refused */
-    atomic_uint_fast64_t control_refused; /* control connections shed */
-    uint64_t reloads_started;             /* under lock: ... and started */
-    char reload_result[512];              /* under lock: "OK ...", "DOWN ..." or "ERROR ..." */
-    int64_t reload_wall_ns;               /* under lock: when it ended (Unix) */
-    char loading[512];                    /* under lock: the plugin a reload loads now */
+    uint64_t reload_attempts;                /* under lock: reloads tried so far */
+    atomic_uint_fast64_t control_denied;     /* control_curve handshakes refused */
+    atomic_uint_fast64_t control_refused;    /* control connections shed */
+    atomic_uint_fast64_t control_unanswered; /* answers the control socket could not send */
+    uint64_t reloads_started;                /* under lock: ... and started */
+    char reload_result[512];                 /* under lock: "OK ...", "DOWN ..." or "ERROR ..." */
+    int64_t reload_wall_ns;                  /* under lock: when it ended (Unix) */
+    char loading[512];                       /* under lock: the plugin a reload loads now */
     /* Under lock: the one restart asked (`fanhub restart`), by number;
        its name ("" once taken), and the last one's outcome. */
     uint64_t restarts_asked, restart_taken, restarts_done;

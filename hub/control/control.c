@@ -74,19 +74,13 @@ typedef struct {
     uint64_t generation; /* the hub's, at the last turn */
 } s_state_t;
 
-/* Answers that could not be sent: the client's pipe was full (it sends
-   and does not read) or it is gone. */
-static atomic_uint_fast64_t s_unanswered;
-
-uint64_t
-fh_control_unanswered (void)
-{
-    return atomic_load_explicit (&s_unanswered, memory_order_relaxed);
-}
-
+/* Answers that could not be sent (the client's pipe was full: it sends
+   and does not read; or it is gone) are counted in the hub's
+   control_unanswered. */
 static void
-s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *text)
+s_reply (s_state_t *state, zmq_msg_t *envelope, size_t envelope_count, const char *text)
 {
+    void *router = state->router;
     /* ROUTER_MANDATORY: a reply that cannot go is refused here, counted
        and logged, never dropped silently; DONTWAIT: never blocks. The
        caller closes what was not sent. */
@@ -96,7 +90,7 @@ s_reply (void *router, zmq_msg_t *envelope, size_t envelope_count, const char *t
     if (rc >= 0 && zmq_send (router, text, strlen (text), ZMQ_DONTWAIT) >= 0)
         return;
     int error = zmq_errno ();
-    uint64_t lost = atomic_fetch_add (&s_unanswered, 1);
+    uint64_t lost = atomic_fetch_add (fh_hub_control_unanswered (state->control->hub), 1);
     if (error == EAGAIN && (lost == 0 || (lost & (lost + 1)) == 0)) /* 1, 2, 4, ... */
         fh_warning ("control: a client that does not read its answers has %d waiting: an "
                     "answer is not sent (%llu so far, hub.control_unanswered)",
@@ -185,13 +179,13 @@ s_inject_send (s_state_t *state, fh_emit_t *emit, const char *consumer, zmq_msg_
    from s_serve_pending. frames[0..count-1] are topic, body, more; only is
    the index of the one consumer it goes to, or -1. */
 static void
-s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
-          zmq_msg_t *frames, size_t count, s_pending_kind_t kind, int64_t only, int64_t timeout_ms)
+s_inject (s_state_t *state, zmq_msg_t *envelope, size_t envelope_count, zmq_msg_t *frames,
+          size_t count, s_pending_kind_t kind, int64_t only, int64_t timeout_ms)
 {
     fh_hub_t *hub = state->control->hub;
     char busy[160];
     if (s_inject_refused (state, busy, sizeof busy)) {
-        s_reply (router, envelope, envelope_count, busy);
+        s_reply (state, envelope, envelope_count, busy);
         return;
     }
     /* By name: the enqueuer finds it in its table of when it routes. */
@@ -214,7 +208,7 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
         fh_emit_unref (&message_ref);
         fh_emit_unref (&emit);
         free (consumer);
-        s_reply (router, envelope, envelope_count, error);
+        s_reply (state, envelope, envelope_count, error);
         return;
     }
     pending->emit = emit;
@@ -225,13 +219,12 @@ s_inject (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_c
    restart asked): the main thread does it (it owns the hub's lifecycle),
    asked by SIGHUP or SIGUSR1, and the answer waits for it. */
 static void
-s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
-                  uint64_t restart)
+s_request_reload (s_state_t *state, zmq_msg_t *envelope, size_t envelope_count, uint64_t restart)
 {
     s_pending_t *pending
         = s_pending_add (state, PENDING_RELOAD, envelope, envelope_count, 60 * INT64_C (1000));
     if (!pending) {
-        s_reply (router, envelope, envelope_count, s_or_oom (NULL));
+        s_reply (state, envelope, envelope_count, s_or_oom (NULL));
         return;
     }
     /* Answered by the first attempt that starts after now: one under way
@@ -244,8 +237,8 @@ s_request_reload (s_state_t *state, void *router, zmq_msg_t *envelope, size_t en
 /* One request: frames[0] is the command word, then its arguments; the
    words and their arguments are checked by fh_control_parse (fuzzed). */
 static void
-s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope_count,
-            zmq_msg_t *frames, size_t count)
+s_dispatch (s_state_t *state, zmq_msg_t *envelope, size_t envelope_count, zmq_msg_t *frames,
+            size_t count)
 {
     fh_hub_t *hub = state->control->hub;
     char reply[512];
@@ -256,11 +249,11 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
     if (fh_control_parse (args, count < MAX_REQUEST_FRAMES ? count : MAX_REQUEST_FRAMES, &request,
                           reply, sizeof reply)
         != 0) {
-        s_reply (router, envelope, envelope_count, reply);
+        s_reply (state, envelope, envelope_count, reply);
         return;
     }
     switch (request.kind) {
-    case FH_CONTROL_PING: s_reply (router, envelope, envelope_count, "PONG"); return;
+    case FH_CONTROL_PING: s_reply (state, envelope, envelope_count, "PONG"); return;
     case FH_CONTROL_STATS:
     case FH_CONTROL_METRICS: {
         fh_metrics_snapshot_t *snapshot = fh_stats_snapshot (state->stats);
@@ -273,7 +266,7 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
             json_decref (stats);
         }
         fh_metrics_snapshot_destroy (&snapshot);
-        s_reply (router, envelope, envelope_count, s_or_oom (text));
+        s_reply (state, envelope, envelope_count, s_or_oom (text));
         free (text);
         return;
     }
@@ -289,23 +282,23 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
                                              fh_hub_enqueuer_age_ns (hub),
                                              request.kind == FH_CONTROL_READY);
         fh_metrics_snapshot_destroy (&snapshot);
-        s_reply (router, envelope, envelope_count, s_or_oom (text));
+        s_reply (state, envelope, envelope_count, s_or_oom (text));
         free (text);
         return;
     }
-    case FH_CONTROL_RELOAD: s_request_reload (state, router, envelope, envelope_count, 0); return;
+    case FH_CONTROL_RELOAD: s_request_reload (state, envelope, envelope_count, 0); return;
     case FH_CONTROL_EMIT:
-        s_inject (state, router, envelope, envelope_count, frames + request.message,
+        s_inject (state, envelope, envelope_count, frames + request.message,
                   count - request.message, request.wait ? PENDING_EMIT_WAIT : PENDING_EMIT, -1,
                   request.wait ? request.timeout_ms : FH_CONTROL_TIMEOUT_MAX_MS);
         return;
     case FH_CONTROL_INJECT: {
         size_t index = fh_control_consumer_find (hub, args[request.consumer], reply, sizeof reply);
         if (index == SIZE_MAX) {
-            s_reply (router, envelope, envelope_count, reply);
+            s_reply (state, envelope, envelope_count, reply);
             return;
         }
-        s_inject (state, router, envelope, envelope_count, frames + request.message,
+        s_inject (state, envelope, envelope_count, frames + request.message,
                   count - request.message, PENDING_INJECT, (int64_t) index,
                   FH_CONTROL_TIMEOUT_MAX_MS);
         return;
@@ -314,14 +307,14 @@ s_dispatch (s_state_t *state, void *router, zmq_msg_t *envelope, size_t envelope
     case FH_CONTROL_RESUME:
         fh_control_pause (hub, args[request.consumer], request.kind == FH_CONTROL_PAUSE, reply,
                           sizeof reply);
-        s_reply (router, envelope, envelope_count, reply);
+        s_reply (state, envelope, envelope_count, reply);
         return;
     case FH_CONTROL_RESTART: {
         uint64_t ticket = fh_control_restart_ask (hub, args[request.consumer], reply, sizeof reply);
         if (ticket)
-            s_request_reload (state, router, envelope, envelope_count, ticket);
+            s_request_reload (state, envelope, envelope_count, ticket);
         else
-            s_reply (router, envelope, envelope_count, reply);
+            s_reply (state, envelope, envelope_count, reply);
         return;
     }
     }
@@ -361,21 +354,21 @@ s_serve_one (s_state_t *state, void *router)
             break;
         }
     if (too_many)
-        s_reply (router, frames, body, "ERROR too many frames in one request");
+        s_reply (state, frames, body, "ERROR too many frames in one request");
     else
-        s_dispatch (state, router, frames, body, frames + body, count - body);
+        s_dispatch (state, frames, body, frames + body, count - body);
     for (size_t i = 0; i < count; i++)
         zmq_msg_close (&frames[i]);
 }
 
 /* The answer of a routed (or finished, or timed-out) request. */
 static void
-s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
+s_answer_pending (s_state_t *state, s_pending_t *pending, bool timed_out)
 {
     int matched = fh_emit_matched (pending->emit);
     char line[256];
     if (matched == -1) {
-        s_reply (router, pending->envelope, pending->envelope_count,
+        s_reply (state, pending->envelope, pending->envelope_count,
                  "ERROR malformed message (see the hub's limits: bus.max_frames, "
                  "bus.max_message_bytes, a UTF-8 topic, a body frame)");
         return;
@@ -392,17 +385,17 @@ s_answer_pending (void *router, s_pending_t *pending, bool timed_out)
                       outcome == FH_OUTCOME_DROPPED ? "ERROR the consumer's queue is full"
                       : matched < 0                 ? "ERROR not routed"
                                                     : "OK");
-        s_reply (router, pending->envelope, pending->envelope_count, line);
+        s_reply (state, pending->envelope, pending->envelope_count, line);
         return;
     }
     char *text = fh_control_emit_answer (pending->emit, matched, timed_out);
-    s_reply (router, pending->envelope, pending->envelope_count, s_or_oom (text));
+    s_reply (state, pending->envelope, pending->envelope_count, s_or_oom (text));
     free (text);
 }
 
 /* Answers the pending requests that are ready; keeps the others. */
 static void
-s_serve_pending (s_state_t *state, void *router)
+s_serve_pending (s_state_t *state)
 {
     int64_t now = fh_clock_mono_ns ();
     size_t kept = 0;
@@ -418,7 +411,7 @@ s_serve_pending (s_state_t *state, void *router)
                 state->pending[kept++] = *pending;
                 continue;
             }
-            s_reply (router, pending->envelope, pending->envelope_count,
+            s_reply (state, pending->envelope, pending->envelope_count,
                      attempts < pending->only ? "ERROR it did not finish in 60 s" : result);
             for (size_t e = 0; e < pending->envelope_count; e++)
                 zmq_msg_close (&pending->envelope[e]);
@@ -434,7 +427,7 @@ s_serve_pending (s_state_t *state, void *router)
             state->pending[kept++] = *pending;
             continue;
         }
-        s_answer_pending (router, pending, timed_out);
+        s_answer_pending (state, pending, timed_out);
         for (size_t e = 0; e < pending->envelope_count; e++)
             zmq_msg_close (&pending->envelope[e]);
         fh_emit_unref (&pending->emit);
@@ -553,7 +546,7 @@ s_turn (s_state_t *state, const zmq_pollitem_t *items, int item_count, int64_t *
     if (item_count > 2 && (items[2].revents & ZMQ_POLLIN))
         fh_control_guard_on_monitor (state->guard);
     if (state->pending_count)
-        s_serve_pending (state, state->router);
+        s_serve_pending (state);
     if (tick_due && state->stats) {
         fh_tick_make (state->tick, hub, state->stats, now);
         *next_tick = now + FH_TICK_MS * INT64_C (1000000);

@@ -52,7 +52,7 @@
    --wait): past these a new one is answered "ERROR busy: ..." at once. */
 #define FH_CONTROL_INJECT_MAX 1000
 /* Answers the control socket keeps for one client that does not read
-   them; past it an answer is not sent, counted (fh_control_unanswered). */
+   them; past it an answer is not sent, counted (hub.control_unanswered, fh_hub_control_unanswered). */
 #define FH_CONTROL_ANSWERS_MAX 200000
 #define FH_CONTROL_PENDING_MAX 10000
 /* A control request frame may be this much above bus.max_message_bytes. */
@@ -64,8 +64,6 @@ typedef struct fh_control fh_control_t;
 fh_control_t *fh_control_new (fh_hub_t *hub, char *err, size_t errlen);
 /* Stops serving, removes an ipc socket file. Safe with NULL and twice. */
 void fh_control_destroy (fh_control_t **self_p);
-/* Answers the control socket could not send so far (the process's). */
-uint64_t fh_control_unanswered (void);
 
 /* A client's request: connects to endpoint, sends command, waits at most
    timeout_ms. Returns the answer (malloc'd, NUL-terminated) or NULL with

@@ -274,7 +274,7 @@ s_hub (fh_stats_t *self, fh_metrics_snapshot_t *snapshot)
                         snapshot->has_crl ? counts.crl_next_update - (int64_t) time (NULL) : 0);
     fh_metrics_set_int (hub, FH_M_CONTROL_REFUSED, (int64_t) counts.control_refused);
     fh_metrics_set_int (hub, FH_M_HTTP_REFUSED, (int64_t) fh_prometheus_http_refused ());
-    fh_metrics_set_int (hub, FH_M_CONTROL_UNANSWERED, (int64_t) fh_control_unanswered ());
+    fh_metrics_set_int (hub, FH_M_CONTROL_UNANSWERED, (int64_t) counts.control_unanswered);
     fh_metrics_set_int (hub, FH_M_ALLOC_FAILURES, (int64_t) fh_oom_count ());
     uint64_t draining, draining_backlog;
     fh_hub_draining (self->hub, &draining, &draining_backlog);

@@ -120,25 +120,6 @@ fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size)
     return found;
 }
 
-bool
-fh_fedmsg_id_copy (const json_t *value, char *id, size_t id_size)
-{
-    if (id_size == 0)
-        return false;
-    id[0] = '\0';
-    if (!json_is_string (value))
-        return false;
-    size_t len = json_string_length (value);
-    len = len < id_size - 1 ? len : id_size - 1;
-    memcpy (id, json_string_value (value), len);
-    id[len] = '\0';
-    /* It names the message in logs and tables: no control characters. */
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char) id[i] < 0x20 || id[i] == 0x7f)
-            id[i] = '?';
-    return true;
-}
-
 void
 fh_fedmsg_id_note (fanhub_bytes_t body, char *note, size_t size)
 {

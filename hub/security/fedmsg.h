@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* "2026-" and a UUID4: 41 characters, room for a longer one read back. */
 #define FH_FEDMSG_ID_SIZE 64
@@ -57,8 +58,26 @@ const char *fh_fedmsg_username (void);
 bool fh_fedmsg_msg_id (const void *body, size_t size, char *id, size_t id_size);
 /* A msg_id (a JSON string) for naming a message: copied, truncated to
    fit, control characters (a \u0000 too) as '?'. False when value is not
-   a string (id is then ""). */
-bool fh_fedmsg_id_copy (const json_t *value, char *id, size_t id_size);
+   a string (id is then ""). Inline: fedmsg.c and fedmsg_sign.c both name
+   messages, and fedmsg.c calls fedmsg_sign.c, not back. */
+static inline bool
+fh_fedmsg_id_copy (const json_t *value, char *id, size_t id_size)
+{
+    if (id_size == 0)
+        return false;
+    id[0] = '\0';
+    if (!json_is_string (value))
+        return false;
+    size_t len = json_string_length (value);
+    len = len < id_size - 1 ? len : id_size - 1;
+    memcpy (id, json_string_value (value), len);
+    id[len] = '\0';
+    /* It names the message in logs and tables: no control characters. */
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char) id[i] < 0x20 || id[i] == 0x7f)
+            id[i] = '?';
+    return true;
+}
 /* " msg_id ID" when the body (a fanhub_bytes_t) has one, else "": for log
    lines that name a message by its seq. */
 void fh_fedmsg_id_note (fanhub_bytes_t body, char *note, size_t size);

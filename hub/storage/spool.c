@@ -31,20 +31,6 @@
    of the process: what the next run will deliver again. */
 static atomic_uint_fast64_t s_unsaved_total;
 
-/* Syncs the directory, so that names created, renamed or removed in it
-   survive a machine crash. */
-int
-fh_sp_sync_dir (fh_spool_t *self)
-{
-    char err[512];
-    if (fh_fs_sync_dir (self->dir, self->dir_fd, err, sizeof err) == 0)
-        return 0;
-    int saved = errno;
-    fh_error ("%s", err);
-    errno = saved;
-    return -1;
-}
-
 /* When the spool's directory was removed while open (rm -r by
    hand), makes it again in its place (the lock and the descriptor number
    kept, so that no thread's openat ever meets a closed one), logs it and

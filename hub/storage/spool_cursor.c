@@ -33,6 +33,21 @@ s_sub_saturating (atomic_uint_fast64_t *counter, uint64_t amount)
 
 /* ---------------------------------------------------------------- cursor */
 
+/* Here, the lowest of the spool's files, so that they call one way:
+   syncs the directory, so that names created, renamed or removed in it
+   survive a machine crash. */
+int
+fh_sp_sync_dir (fh_spool_t *self)
+{
+    char err[512];
+    if (fh_fs_sync_dir (self->dir, self->dir_fd, err, sizeof err) == 0)
+        return 0;
+    int saved = errno;
+    fh_error ("%s", err);
+    errno = saved;
+    return -1;
+}
+
 /* Reads the cursor file: 1 and the position, 0 when there is none or it
    is damaged (logged), -1 when it cannot be read (err). */
 int

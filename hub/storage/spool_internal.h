@@ -28,11 +28,13 @@
 #include "log.h"
 #include "spool_record.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CURSOR_NAME "cursor"
 #define CURSOR_TMP_NAME "cursor.tmp"
@@ -141,14 +143,21 @@ struct fh_spool {
     uint64_t max_seq;                   /* the highest seq of the records found at open */
 };
 
-/* spool.c: syncs the directory, so that names created, renamed or
+/* spool_cursor.c: syncs the directory, so that names created, renamed or
    removed in it survive a crash. 0, or -1 (logged). */
 int fh_sp_sync_dir (fh_spool_t *self);
 
+/* Writes segment seg's file name (SEG_NAME_LEN + 1 bytes) to name.
+   Inline: every spool file names segments, and they call one way,
+   spool.c -> spool_segment.c -> spool_cursor.c (test_layout). */
+static inline void
+fh_sp_seg_name (char *name, uint64_t seg)
+{
+    snprintf (name, SEG_NAME_LEN + 1, "seg-%016" PRIx64 ".spool", seg);
+}
+
 /* spool_segment.c */
 
-/* Writes segment seg's file name (SEG_NAME_LEN + 1 bytes) to name. */
-void fh_sp_seg_name (char *name, uint64_t seg);
 void fh_sp_reader_init (fh_sp_reader_t *r, uint64_t seg, uint64_t off);
 void fh_sp_reader_free (fh_sp_reader_t *r);
 /* Moves r past damage, counting it, to the next message record: 1 with

@@ -25,12 +25,6 @@
 
 #define READ_CHUNK (256u * 1024)
 
-void
-fh_sp_seg_name (char *name, uint64_t seg)
-{
-    snprintf (name, SEG_NAME_LEN + 1, "seg-%016" PRIx64 ".spool", seg);
-}
-
 static bool
 s_seg_parse (const char *name, uint64_t *seg)
 {
