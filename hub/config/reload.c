@@ -10,6 +10,7 @@
 #include "hub_internal.h"
 
 #include "log.h"
+#include "reload_init.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -90,11 +91,17 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             r->kept[r->was[i]] = true;
         }
         else {
+            /* Its init on a thread of its own, waited for at most
+               shutdown_timeout: one that hangs is abandoned, the reload
+               refused (reload_init.h). */
             s_note_loading (self, want);
-            r->consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            fh_reload_init_outcome_t outcome;
+            r->consumers[i] = fh_reload_init_run (
+                want, i, self->plugin_dir, r->config->shutdown_timeout_ms, fh_hub_ref_take (r->ref),
+                fh_hub_ref_release, &outcome, err, errlen);
             s_note_loading (self, NULL);
             if (!r->consumers[i])
-                return -1;
+                return outcome == FH_RELOAD_INIT_ABANDONED ? -2 : -1;
             fh_consumer_set_ticket_grace (r->consumers[i],
                                           r->config->shutdown_timeout_ms * 1000000);
             r->fresh[i] = true;
@@ -233,7 +240,7 @@ s_reload_down (const s_reload_t *r, char *down, size_t downlen)
 }
 
 /* Makes, swaps in and commits r (config and ref set): 0 or more down,
-   or -1 with err and nothing changed. */
+   or -1 with err and nothing changed (-2: because an init was abandoned). */
 static int
 s_reload_run (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen, char *down, size_t downlen)
 {
@@ -266,7 +273,7 @@ s_reload_run (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen, char *dow
     }
     if (rc != 0) {
         s_reload_undo (r);
-        return -1;
+        return rc == -2 ? -2 : -1;
     }
     int count = s_reload_down (r, down, downlen);
     s_reload_commit (self, r);
