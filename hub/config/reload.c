@@ -110,6 +110,17 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             if (r->was[i] != SIZE_MAX) {
                 r->kept[r->was[i]] = true; /* replaced at commit, not removed */
                 r->fold_from[i] = fh_lineage_waiting (self->lines[r->was[i]]);
+                /* It takes a spilling predecessor's spool over: marked so
+                   before the enqueuer sees it, so that what is offered to
+                   it between the swap and the commit goes onto that spool,
+                   never into its memory queue, where it would wait (not
+                   on disk, out of order) until its turn comes, behind
+                   every instance of the hand-over line. The commit marks
+                   it again (fh_lineage_replace), with the same one. */
+                fh_consumer_t *newest = fh_lineage_current (self->lines[r->was[i]]);
+                if (r->config->state_dir && newest
+                    && fh_consumer_overflow (newest) == FH_OVERFLOW_SPILL)
+                    fh_consumer_inherit_spool (r->consumers[i], newest);
             }
         }
         if (fh_hub_trigger_add (r->trigger, i, want) != 0) {
