@@ -66,7 +66,9 @@ void fh_hub_draining (fh_hub_t *self, uint64_t *instances, uint64_t *backlog);
    and counters included; a removed one finishes its queue (or spools it)
    and is destroyed; a changed one gets a new instance that starts once
    the old one has consumed everything it holds (lineage.h). On error
-   nothing changed (-1, err says why). Otherwise returns how many of the
+   nothing changed (-1, err says why; -2 when the init of a consumer it
+   added or changed did not return within shutdown_timeout, or a stop
+   came meanwhile: that init is abandoned, reload_init.h). Otherwise returns how many of the
    consumers it added or changed are not up once their init returned (a
    worker plugin's init waits for each worker's first start) and lists
    them in down ("consumer 'x' is down: why; ..."; "" for none). Main

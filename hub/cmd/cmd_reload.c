@@ -12,8 +12,8 @@
 static const fh_cli_option_t s_options[] = {
     FH_CLI_CONTROL_OPTIONS,
     {'t', "timeout", "S",
-     "give up after S seconds without an answer (default 65; a plugin's init\n"
-     "that hangs holds the reload's answer)"},
+     "give up after S seconds without an answer (default 65; the hub gives\n"
+     "up on a plugin's init after shutdown_timeout, at least 1 s)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
 };
@@ -28,12 +28,16 @@ static const fh_cli_command_t s_command = {
     "holds. An invalid file is refused and the hub keeps its configuration.\n"
     "Bus endpoints, control and state_dir need a restart. The answer waits\n"
     "for the init of each consumer added or changed (a worker plugin's waits\n"
-    "for each worker's first start); one that is then down or halted is\n"
-    "printed with its reason on stderr.",
+    "for each worker's first start), for at most shutdown_timeout (at least\n"
+    "1 s) each: an init that takes longer is abandoned and the reload\n"
+    "refused. One that is down or halted is printed with its reason on\n"
+    "stderr.",
     s_options,
     "Exit status: 0 reloaded, every consumer added or changed up; 1 refused\n"
     "or no answer within --timeout; 2 bad usage; 3 reloaded, but a consumer\n"
-    "added or changed is down or halted.",
+    "added or changed is down or halted; 4 refused because the init of a\n"
+    "consumer added or changed did not return within shutdown_timeout (it is\n"
+    "abandoned; the running consumers go on).",
 };
 
 /* Parses the command line: the endpoint, or NULL with *status to return. */
@@ -106,9 +110,13 @@ fh_cmd_reload (int argc, char **argv)
     }
     else if (strncmp (answer, "DOWN ", 5) == 0)
         status = s_down (answer + 5);
-    else
+    else {
         fprintf (stderr, "fanhub reload: %s\n",
                  strncmp (answer, "ERROR ", 6) == 0 ? answer + 6 : answer);
+        if (strncmp (answer, "ERROR ", 6) == 0
+            && strstr (answer, " refused: " FH_INIT_ABANDONED_WORD))
+            status = FH_EXIT_RELOAD_INIT_HUNG;
+    }
     free (answer);
     fh_config_destroy (&config);
     return status;

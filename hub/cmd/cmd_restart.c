@@ -33,7 +33,8 @@ static const fh_cli_command_t s_command = {
     "Exit status: 0 restarted, 1 refused (no such consumer, another restart\n"
     "under way, its plugin refused) or no answer within --timeout, 2 bad\n"
     "usage, 3 restarted but the new instance is down or halted (printed with\n"
-    "its reason on stderr).",
+    "its reason on stderr), 4 refused because its plugin's init did not\n"
+    "return within shutdown_timeout (the old instance goes on).",
 };
 
 int
@@ -80,9 +81,13 @@ fh_cmd_restart (int argc, char **argv)
         fprintf (stderr, "fanhub restart: %s\n", reason ? reason + 10 : "not up");
         status = FH_EXIT_RELOAD_DOWN;
     }
-    else
+    else {
         fprintf (stderr, "fanhub restart: %s\n",
                  strncmp (answer, "ERROR ", 6) == 0 ? answer + 6 : answer);
+        if (strncmp (answer, "ERROR ", 6) == 0
+            && strstr (answer, " refused: " FH_INIT_ABANDONED_WORD))
+            status = FH_EXIT_RELOAD_INIT_HUNG;
+    }
     free (answer);
     fh_config_destroy (&config);
     return status;

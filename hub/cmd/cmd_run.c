@@ -8,9 +8,10 @@
     SIGINT or SIGTERM stops receiving and lets every consumer finish what
     is queued and every plugin's fini return (on threads of their own),
     for at most shutdown_timeout in all; a second one exits at once. A
-    reload runs plugins' init on this thread: a watcher thread takes the
-    stop signals meanwhile, so that an init that hangs cannot hold the
-    stop past shutdown_timeout either. The start is watched the same way:
+    reload waits here for plugins' init (each on a thread "fh:init", at
+    most shutdown_timeout: config/reload_init.h): a watcher thread takes
+    the stop signals meanwhile, so that an init that hangs cannot hold
+    the stop past shutdown_timeout either. The start is watched the same way:
     a stop during it (a worker's handshake, a slow init) ends it at once
     (the consumers' setting "stopping" tells an init that waits) and
     `fanhub run` exits FH_EXIT_STOPPED (3).
@@ -30,6 +31,7 @@
 #include "notify.h"
 #include "plugin.h"
 #include "prometheus_http.h"
+#include "reload_init.h"
 #include "spool.h"
 #include "thread.h"
 
@@ -133,8 +135,10 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
             fh_info ("%s", result + 3);
     }
     else {
+        /* -2: a plugin's init was abandoned (reload_init.h). */
         snprintf (result, sizeof result,
-                  "ERROR reload refused: %s (running on the previous configuration)", err);
+                  "ERROR reload refused: %s%s (running on the previous configuration)",
+                  down_count == -2 ? FH_INIT_ABANDONED_WORD : "", err);
         fh_error ("%s", result + 6);
     }
     /* Refused or not, plugins reopen their files: logrotate's postrotate
@@ -157,7 +161,8 @@ s_restart (fh_hub_t *hub)
     fh_info ("consumer '%s': restarting (fanhub restart)", name);
     int down_count = fh_hub_restart (hub, name, err, sizeof err, down, sizeof down);
     if (down_count < 0)
-        snprintf (result, sizeof result, "ERROR restart of '%s' refused: %s", name, err);
+        snprintf (result, sizeof result, "ERROR restart of '%s' refused: %s%s", name,
+                  down_count == -2 ? FH_INIT_ABANDONED_WORD : "", err);
     else if (down_count > 0)
         snprintf (result, sizeof result, "DOWN restarted consumer '%s'; not up: %s", name, down);
     else
@@ -289,6 +294,7 @@ s_tick (fh_hub_t *hub, int64_t next_tick)
     if (now < next_tick)
         return next_tick;
     fh_hub_tick (hub, now);
+    fh_reload_init_reap (); /* inits a reload gave up on that returned since */
     return now + TICK_NS;
 }
 
@@ -299,6 +305,11 @@ s_abandon (fh_hub_t *hub, const char *why, int status)
 {
     fh_hub_log_counts (hub);
     fh_hub_abandon (hub, why);
+    char what[512];
+    if (fh_reload_init_outstanding (what, sizeof what))
+        fh_error ("the stop still waits for %s (its init has not returned), abandoned by a "
+                  "reload: %s",
+                  what, why);
     fh_error ("exiting without draining (%s)", why);
     fflush (stderr);
     _exit (status);
@@ -427,9 +438,12 @@ s_stop (s_run_t *run, int sig, sigset_t *signals, int64_t deadline, int64_t next
     fh_hub_log_counts (hub);
     fh_prometheus_http_destroy (&run->http);
     fh_control_destroy (&run->control);
-    /* A plugin whose fini hangs is named and left behind. */
+    /* A plugin whose fini hangs is named and left behind; so is an init
+       a reload gave up on, waited for as a fini is (exit()'s handlers
+       must not run while a thread is inside a plugin). */
     fh_hub_finish (hub);
-    for (fh_hub_step (hub); fh_hub_instances (hub) > 0; fh_hub_step (hub))
+    for (fh_hub_step (hub); fh_hub_instances (hub) > 0 || fh_reload_init_reap () > 0;
+         fh_hub_step (hub))
         next_tick = s_wait_stopping (hub, signals, deadline, next_tick);
     fh_hub_destroy (&run->hub);
     uint64_t again = fh_spool_unsaved_total ();

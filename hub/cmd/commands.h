@@ -18,6 +18,11 @@
 #define FH_EXIT_STOPPED 3 /* run: a stop signal came before the hub ran */
 /* `reload`: applied, but a consumer it added or changed is not up. */
 #define FH_EXIT_RELOAD_DOWN 3
+/* `reload`, `restart`: refused, a plugin's init did not return within
+   shutdown_timeout (config/reload_init.h); the old instances go on. */
+#define FH_EXIT_RELOAD_INIT_HUNG 4
+/* The answer's start that says so: "ERROR " FH_INIT_ABANDONED_WORD ... */
+#define FH_INIT_ABANDONED_WORD "init abandoned: "
 
 int fh_cmd_run (int argc, char **argv);
 int fh_cmd_check (int argc, char **argv);

@@ -10,6 +10,7 @@
 #include "hub_internal.h"
 
 #include "log.h"
+#include "reload_init.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -90,11 +91,17 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             r->kept[r->was[i]] = true;
         }
         else {
+            /* Its init on a thread of its own, waited for at most
+               shutdown_timeout: one that hangs is abandoned, the reload
+               refused (reload_init.h). */
             s_note_loading (self, want);
-            r->consumers[i] = fh_consumer_new (want, i, self->plugin_dir, err, errlen);
+            fh_reload_init_outcome_t outcome;
+            r->consumers[i] = fh_reload_init_run (
+                want, i, self->plugin_dir, r->config->shutdown_timeout_ms, fh_hub_ref_take (r->ref),
+                fh_hub_ref_release, &outcome, err, errlen);
             s_note_loading (self, NULL);
             if (!r->consumers[i])
-                return -1;
+                return outcome == FH_RELOAD_INIT_ABANDONED ? -2 : -1;
             fh_consumer_set_ticket_grace (r->consumers[i],
                                           r->config->shutdown_timeout_ms * 1000000);
             r->fresh[i] = true;
@@ -103,6 +110,17 @@ s_reload_make (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen)
             if (r->was[i] != SIZE_MAX) {
                 r->kept[r->was[i]] = true; /* replaced at commit, not removed */
                 r->fold_from[i] = fh_lineage_waiting (self->lines[r->was[i]]);
+                /* It takes a spilling predecessor's spool over: marked so
+                   before the enqueuer sees it, so that what is offered to
+                   it between the swap and the commit goes onto that spool,
+                   never into its memory queue, where it would wait (not
+                   on disk, out of order) until its turn comes, behind
+                   every instance of the hand-over line. The commit marks
+                   it again (fh_lineage_replace), with the same one. */
+                fh_consumer_t *newest = fh_lineage_current (self->lines[r->was[i]]);
+                if (r->config->state_dir && newest
+                    && fh_consumer_overflow (newest) == FH_OVERFLOW_SPILL)
+                    fh_consumer_inherit_spool (r->consumers[i], newest);
             }
         }
         if (fh_hub_trigger_add (r->trigger, i, want) != 0) {
@@ -233,7 +251,7 @@ s_reload_down (const s_reload_t *r, char *down, size_t downlen)
 }
 
 /* Makes, swaps in and commits r (config and ref set): 0 or more down,
-   or -1 with err and nothing changed. */
+   or -1 with err and nothing changed (-2: because an init was abandoned). */
 static int
 s_reload_run (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen, char *down, size_t downlen)
 {
@@ -266,7 +284,7 @@ s_reload_run (fh_hub_t *self, s_reload_t *r, char *err, size_t errlen, char *dow
     }
     if (rc != 0) {
         s_reload_undo (r);
-        return -1;
+        return rc == -2 ? -2 : -1;
     }
     int count = s_reload_down (r, down, downlen);
     s_reload_commit (self, r);

@@ -121,10 +121,12 @@ def test_reload_timeout_on_an_init_that_hangs():
     S seconds, exits 1 and says why, and STATS still answers."""
     wd = fh.Workdir()
     pub = fh.Publisher()
-    hub = fh.Hub(wd, head(pub, shutdown_timeout=1) + crash_consumer("calm"))
+    # The hub itself gives up on the init after shutdown_timeout (5 s,
+    # test_reload_init_hangs.py): the client's 1 s comes first.
+    hub = fh.Hub(wd, head(pub, shutdown_timeout=5) + crash_consumer("calm"))
     try:
         hub.wait_ready()
-        rewrite(hub, head(pub, shutdown_timeout=1) + crash_consumer("calm")
+        rewrite(hub, head(pub, shutdown_timeout=5) + crash_consumer("calm")
                 + hang_consumer("slow_init", init="forever"))
         # A duration as the configuration writes it ("1000ms"), or bare seconds.
         status, _, err = fh.run(["reload", "--timeout", "1000ms", "-e", hub.control], timeout=60)
