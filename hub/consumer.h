@@ -213,6 +213,13 @@ double fh_consumer_worker_busy (fh_consumer_t *self, size_t worker);
    logged; retry settings apply). Returns the stuck workers. */
 size_t fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns);
 
+/* host->msg_ticket (ABI 1.1): the ticket of msg when the calling thread
+   is inside a consume call of it, reserved now if it was not yet (a
+   plugin that never asks has none); 0 otherwise. */
+fanhub_ticket_t fh_consumer_msg_ticket (const fh_msg_t *msg);
+/* host->msg_attempt: that call's attempt number (1 for the first), 0
+   outside it. */
+uint32_t fh_consumer_msg_attempt (const fh_msg_t *msg);
 /* host->complete (ABI 1.1), from any thread: finishes a message the plugin
    answered FANHUB_PENDING, as if consume had answered result. 0, or -1
    (logged, rate-limited) when the ticket is not pending. */

@@ -2,14 +2,21 @@
     by the single worker (consumer_run.c) and the pool's workers
     (consumer_pool.c). See consumer_internal.h.
 
-    An attempt calls the plugin's consume, timed and visible to the stuck
-    checker; the retry decision says, from its answer, whether the message
-    is tried again and after which backoff, or finished and why; done is
-    the consumer's last word on it: counted, dead-lettered when it failed,
-    its waiter told, its spool record done, released. Answers the plugin
-    gave as PENDING complete later, through fh_consumer_complete, and are
-    taken by whichever worker comes first. Before consume and idle, a
-    worker answers a reopen request (SIGHUP: fh_consumer_reopen_all).
+    An attempt is one call, fh_cons_attempt: the plugin's consume, timed
+    and visible to the stuck checker, then its verdict: done, again at a
+    time (the retry decision: which backoff, or finished and why), or
+    parked on a ticket. Done is the consumer's last word on a message:
+    counted, dead-lettered when it failed, its waiter told, its spool
+    record done, released. The workers' loops only sleep until a retry
+    is due (the single worker) or requeue it (the pool).
+
+    A ticket is reserved in the pending table only when the plugin asks
+    for one during consume (msg_ticket): the attempt running on a thread
+    is kept here (s_inside) for that. Answers the plugin gave as PENDING
+    complete later, through fh_consumer_complete, and are taken by
+    whichever worker comes first (fh_cons_completion). Before consume and
+    idle, a worker answers a reopen request (SIGHUP:
+    fh_consumer_reopen_all).
 */
 #include "consumer_internal.h"
 
@@ -73,28 +80,81 @@ fh_cons_idle (fh_consumer_t *self)
     fh_crash_leave ();
 }
 
+/* The attempt inside consume on this thread, for msg_ticket and
+   msg_attempt: msg is NULL outside consume. */
+static _Thread_local struct {
+    const fh_msg_t *msg;
+    fh_consumer_t *consumer;
+    const fh_attempt_t *at;
+    int64_t start;
+    fanhub_ticket_t ticket; /* reserved for it, or 0 */
+} s_inside;
+
+/* A ticket for the attempt inside consume on this thread (0 when the
+   table has no room: never when the workers checked fh_pending_full). */
+static fanhub_ticket_t
+s_reserve (void)
+{
+    fh_consumer_t *self = s_inside.consumer;
+    fh_pending_item_t item = {.msg = (fh_msg_t *) s_inside.msg,
+                              .slot = s_inside.at->slot,
+                              .attempts = s_inside.at->attempts,
+                              .first_ns = s_inside.at->first_ns,
+                              .started_ns = s_inside.start};
+    return fh_pending_reserve (self->pending, &item, self->pool);
+}
+
+fanhub_ticket_t
+fh_consumer_msg_ticket (const fh_msg_t *msg)
+{
+    if (!msg || msg != s_inside.msg)
+        return 0;
+    if (!s_inside.ticket)
+        s_inside.ticket = s_reserve ();
+    return s_inside.ticket;
+}
+
+uint32_t
+fh_consumer_msg_attempt (const fh_msg_t *msg)
+{
+    return msg && msg == s_inside.msg ? s_inside.at->attempts : 0;
+}
+
 /* One consume call, timed, visible to the stuck checker while it runs.
-   `ticket` was reserved for it in the pending table: an answer of
-   FANHUB_PENDING leaves it open there (and is not timed yet: its
-   processing time is recorded when it completes); any other answer
-   frees it. */
-fanhub_result_t
-fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start, int64_t *end,
-                      fanhub_ticket_t ticket)
+   An answer of FANHUB_PENDING leaves the ticket the plugin took open in
+   the pending table (and is not timed yet: its processing time is
+   recorded when it completes); any other answer frees it. */
+static fanhub_result_t
+s_call_consume (s_worker_t *worker, const fh_attempt_t *at, int64_t start, int64_t *end)
 {
     fh_consumer_t *self = worker->consumer;
+    fh_msg_t *msg = at->msg;
     if (msg->from_spool && self->crash_suspects && fh_cons_quarantine (worker, msg)) {
         *end = start; /* the plugin never sees it */
-        if (ticket)
-            fh_pending_cancel (self->pending, ticket);
+        if (self->pool)
+            fh_pending_unclaim (self->pending);
         return FANHUB_FAIL;
     }
     atomic_store_explicit (&worker->consume_seq, msg->seq, memory_order_relaxed);
     atomic_store_explicit (&worker->consume_started_ns, start ? start : 1, memory_order_release);
     fh_cons_maybe_reopen (self);
+    s_inside.consumer = self;
+    s_inside.at = at;
+    s_inside.start = start;
+    s_inside.msg = msg;
     fh_crash_enter (&self->crash_site, "consume", msg); /* named if it dies */
     fanhub_result_t result = self->desc->consume (self->state, msg);
     fh_crash_leave ();
+    /* A PENDING answer without msg_ticket keeps a ticket the plugin cannot
+       name, as when every consume had one: consume_timeout ends it (as
+       RETRY), a stop abandons it. */
+    if (result == FANHUB_PENDING && !s_inside.ticket)
+        s_inside.ticket = s_reserve ();
+    fanhub_ticket_t ticket = s_inside.ticket;
+    s_inside.msg = NULL;
+    s_inside.ticket = 0;
+    if (self->pool && !ticket)
+        fh_pending_unclaim (self->pending); /* the place claimed for it */
     fh_host_take_reason (worker->reason, sizeof worker->reason);
     *end = self->clock.now_ns (self->clock.arg);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
@@ -230,9 +290,15 @@ fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const c
                        self->clock.now_ns == fh_clock_real.now_ns ? last_ns : 0);
 }
 
-int64_t
-fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
-                      const char *late, bool expired, char *why, size_t whylen)
+/* The retry decision, the same for every worker, after attempt number
+   `attempts` answered result: the backoff in ms before the next attempt
+   (the retry is then logged and counted in retried), or -1 when the
+   message is finished, with why filled for anything but OK. late is the
+   reason a PENDING answer completed with ("" without one), NULL for
+   consume's own answer; expired: its ticket ran past consume_timeout. */
+static int64_t
+s_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, const char *late,
+                bool expired, char *why, size_t whylen)
 {
     fh_consumer_t *self = worker->consumer;
     const char *verb = expired ? "pending past consume_timeout, taken as"
@@ -269,15 +335,62 @@ fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attem
     return fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
 }
 
+/* The verdict on at after its last attempt answered result (late and
+   expired as for s_retry_decide): done (fh_cons_done), or again at
+   at->due_ns. */
+static fh_verdict_t
+s_verdict (s_worker_t *worker, fh_attempt_t *at, fanhub_result_t result, const char *late,
+           bool expired)
+{
+    char why[512];
+    int64_t delay_ms = -1;
+    why[0] = '\0';
+    if (result != FANHUB_OK) /* OK, the common answer, needs no decision */
+        delay_ms = s_retry_decide (worker, result, at->attempts, late, expired, why, sizeof why);
+    if (delay_ms >= 0) {
+        at->due_ns = at->end_ns + delay_ms * 1000000;
+        return FH_ATTEMPT_AGAIN;
+    }
+    fh_cons_done (worker, at->msg, result, why, at->attempts, at->first_ns, at->end_ns);
+    return FH_ATTEMPT_DONE;
+}
+
+fh_verdict_t
+fh_cons_attempt (s_worker_t *worker, fh_attempt_t *at, int64_t start)
+{
+    at->attempts++;
+    int64_t end;
+    fanhub_result_t result = s_call_consume (worker, at, start, &end);
+    at->end_ns = end;
+    if (result == FANHUB_PENDING)
+        return FH_ATTEMPT_PARKED;
+    return s_verdict (worker, at, result, NULL, false);
+}
+
 bool
-fh_cons_take_completion (s_worker_t *worker, fh_pending_item_t *item, int64_t *end)
+fh_cons_completion (s_worker_t *worker, fh_attempt_t *at, fh_verdict_t *verdict)
 {
     fh_consumer_t *self = worker->consumer;
-    if (!fh_pending_take_done (self->pending, item))
+    fh_pending_item_t item;
+    if (!fh_pending_take_done (self->pending, &item))
         return false;
-    *end = self->clock.now_ns (self->clock.arg);
-    fh_histogram_record (&worker->processing, *end - item->started_ns);
+    int64_t now = self->clock.now_ns (self->clock.arg);
+    fh_histogram_record (&worker->processing, now - item.started_ns);
+    *at = (fh_attempt_t){.msg = item.msg,
+                         .slot = item.slot,
+                         .attempts = item.attempts,
+                         .first_ns = item.first_ns,
+                         .end_ns = now};
+    *verdict = s_verdict (worker, at, item.result, item.reason ? item.reason : "", item.expired);
+    free (item.reason);
     return true;
+}
+
+void
+fh_cons_stopped (s_worker_t *worker, fh_attempt_t *at)
+{
+    fh_cons_done (worker, at->msg, FANHUB_RETRY, "stopped while waiting to retry", at->attempts,
+                  at->first_ns, at->end_ns);
 }
 
 int64_t

@@ -8,9 +8,11 @@
       consumer_offer.c  the enqueuer's side (its thread only): the shard,
                         the offer, overflow, drops, backlog and warn_at,
                         the spill offer, the wake-up; the bytes held
-      consumer_attempt.c one attempt, the retry decision and the last word
-                        on a message (done), PENDING completions, open
-                        tickets: shared by the single worker and the pool
+      consumer_attempt.c one attempt and its verdict (done, again at a
+                        time, or parked on a ticket), the last word on a
+                        message (done), tickets on demand, PENDING
+                        completions, open tickets: shared by the single
+                        worker and the pool, which only sleep or requeue
       consumer_run.c    the single worker's loop
       consumer_pool.c   pool mode: the dispatcher that feeds the per-key
                         scheduler, and the pool workers
@@ -303,9 +305,38 @@ fh_cons_dequeued (s_worker_t *worker, const fh_msg_t *msg, int64_t now)
 
 /* consumer_attempt.c */
 
-/* Calls the plugin's consume for one attempt (see consumer_attempt.c). */
-fanhub_result_t fh_cons_call_consume (s_worker_t *worker, fh_msg_t *msg, int64_t start,
-                                      int64_t *end, fanhub_ticket_t ticket);
+/* What an attempt made of a message. */
+typedef enum {
+    FH_ATTEMPT_DONE,   /* finished: fh_cons_done has had its say */
+    FH_ATTEMPT_AGAIN,  /* RETRY: the next attempt is due at due_ns */
+    FH_ATTEMPT_PARKED, /* PENDING: its ticket is open; the plugin's
+                          complete brings it back (fh_cons_completion) */
+} fh_verdict_t;
+
+/* One message between its attempts: what its worker keeps. */
+typedef struct {
+    fh_msg_t *msg;
+    void *slot;        /* the pool's scheduler slot, or NULL */
+    uint32_t attempts; /* consume calls so far */
+    int64_t first_ns;  /* start of the first attempt */
+    int64_t end_ns;    /* end of the last one (its completion taken) */
+    int64_t due_ns;    /* FH_ATTEMPT_AGAIN: the next attempt's time */
+} fh_attempt_t;
+
+/* Attempt number at->attempts + 1 of at->msg, started at `start`: the
+   plugin's consume, timed and visible to the stuck checker, and its
+   verdict. A ticket is reserved only if the plugin asks for one
+   (msg_ticket); in a pool the worker has claimed its place in the window
+   first (fh_pending_claim, under pool_lock). */
+fh_verdict_t fh_cons_attempt (s_worker_t *worker, fh_attempt_t *at, int64_t start);
+/* Takes the next PENDING answer that completed into *at and gives its
+   verdict, as consume's answer would have: false when none is left
+   (another worker may have taken it). at->end_ns is the clock now; the
+   answer's processing time is recorded. */
+bool fh_cons_completion (s_worker_t *worker, fh_attempt_t *at, fh_verdict_t *verdict);
+/* A message due again that its worker will not try again (stopped while
+   waiting out the backoff): done, failed with that reason. */
+void fh_cons_stopped (s_worker_t *worker, fh_attempt_t *at);
 /* The pending table's wake-up: a completion came. */
 void fh_cons_pending_wake (void *arg);
 /* On a consumer's thread, before consume and idle: the plugin's reopen,
@@ -319,30 +350,6 @@ void fh_cons_idle (fh_consumer_t *self);
 /* The emit waiter of msg: its own, or its original's when it is a copy
    read back from the spool. */
 fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
-/* The retry decision, the same for every worker, after attempt number
-   `attempts` answered result: the backoff in ms before the next attempt
-   (the retry is then logged and counted in retried), or -1 when the
-   message is finished, with why filled for anything but OK. late is the
-   reason a PENDING answer completed with ("" without one), NULL for
-   consume's own answer; expired: its ticket ran past consume_timeout. */
-int64_t fh_cons_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
-                              const char *late, bool expired, char *why, size_t whylen);
-/* The same, with OK, the common answer, decided without a call. */
-static inline int64_t
-fh_cons_retry_delay (s_worker_t *worker, fanhub_result_t result, uint32_t attempts,
-                     const char *late, bool expired, char *why, size_t whylen)
-{
-    if (result == FANHUB_OK) {
-        why[0] = '\0';
-        return -1;
-    }
-    return fh_cons_retry_decide (worker, result, attempts, late, expired, why, whylen);
-}
-/* Takes the next PENDING answer that completed: false when none is left
-   (another worker may have taken it). *end is the clock now; the
-   answer's processing time is recorded. item->reason is the caller's to
-   free. */
-bool fh_cons_take_completion (s_worker_t *worker, fh_pending_item_t *item, int64_t *end);
 /* The consumer's last word on a message: counted, dead-lettered when it
    failed, logged, its waiter told, its spool record done, released. */
 void fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,

@@ -190,27 +190,20 @@ fh_cons_dispatcher_thread (void *arg)
     return NULL;
 }
 
-/* Pool mode: after one attempt (pool_lock not held; held on return): the
-   message is done, or tried again later (the key waits; the worker does
-   not). */
+/* Pool mode, pool_lock held: tells the scheduler an attempt's verdict: a
+   message done leaves its key, one due again waits in it (the worker
+   does not), a parked one keeps its key busy until it completes. */
 static void
-s_pool_after (s_worker_t *worker, fh_msg_t *msg, fh_keyed_slot_t *slot, fanhub_result_t result,
-              uint32_t attempts, int64_t start, int64_t end, const char *late, bool expired)
+s_pool_after (fh_consumer_t *self, const fh_attempt_t *at, fh_verdict_t verdict)
 {
-    fh_consumer_t *self = worker->consumer;
-    char why[512];
-    int64_t delay_ms
-        = fh_cons_retry_delay (worker, result, attempts, late, expired, why, sizeof why);
-    if (delay_ms >= 0) {
-        pthread_mutex_lock (&self->pool_lock);
-        fh_keyed_retry (self->keyed, slot, end + delay_ms * 1000000);
-        pthread_cond_signal (&self->pool_work); /* the earliest due may have changed */
+    if (verdict == FH_ATTEMPT_PARKED)
         return;
-    }
-    fh_cons_done (worker, msg, result, why, attempts, start, end);
-    pthread_mutex_lock (&self->pool_lock);
-    fh_keyed_release (self->keyed, slot);
-    pthread_cond_signal (&self->pool_work); /* the key may have more */
+    if (verdict == FH_ATTEMPT_AGAIN)
+        fh_keyed_retry (self->keyed, at->slot, at->due_ns);
+    else
+        fh_keyed_release (self->keyed, at->slot);
+    /* The earliest due may have changed; the key may have more. */
+    pthread_cond_signal (&self->pool_work);
 }
 
 /* Pool mode: finishes one message whose PENDING answer completed, if
@@ -221,15 +214,13 @@ s_pool_take_completed (s_worker_t *worker)
 {
     fh_consumer_t *self = worker->consumer;
     pthread_mutex_unlock (&self->pool_lock);
-    fh_pending_item_t item;
-    int64_t end;
-    if (!fh_cons_take_completion (worker, &item, &end)) {
-        pthread_mutex_lock (&self->pool_lock);
+    fh_attempt_t at;
+    fh_verdict_t verdict;
+    bool took = fh_cons_completion (worker, &at, &verdict);
+    pthread_mutex_lock (&self->pool_lock);
+    if (!took)
         return; /* another worker took it */
-    }
-    s_pool_after (worker, item.msg, item.slot, item.result, item.attempts, item.started_ns, end,
-                  item.reason ? item.reason : "", item.expired);
-    free (item.reason);
+    s_pool_after (self, &at, verdict);
     self->pool_worked = true;
 }
 
@@ -257,9 +248,10 @@ s_pool_last_tickets (fh_consumer_t *self, int64_t *due)
 }
 
 /* Pool mode: takes the next message from the scheduler (round robin over
-   keys, one message of a key at a time), consumes it once, and tells the
-   scheduler: done, or retry later. A message the plugin answered PENDING
-   keeps its key busy until it completes; any worker then finishes it. */
+   keys, one message of a key at a time), attempts it once
+   (fh_cons_attempt), and tells the scheduler the verdict: done, or retry
+   later. A message the plugin answered PENDING keeps its key busy until
+   it completes; any worker then finishes it. */
 void *
 fh_cons_pool_worker_thread (void *arg)
 {
@@ -274,8 +266,8 @@ fh_cons_pool_worker_thread (void *arg)
         int64_t now = self->clock.now_ns (self->clock.arg);
         fh_keyed_slot_t *slot = NULL;
         int64_t next_due = INT64_MAX;
-        /* Every reservation is made under pool_lock: a table that is not
-           full now has room for this one. */
+        /* Every claim is made under pool_lock: a table that is not full
+           now has room for this one's ticket, should the plugin take one. */
         bool full = fh_pending_full (self->pending);
         /* Paused (fanhub pause): what the scheduler holds waits too. */
         bool paused = atomic_load (&self->paused) && !fh_queue_closed (self->queue)
@@ -310,20 +302,16 @@ fh_cons_pool_worker_thread (void *arg)
                 fh_queue_kick (self->queue); /* room: the dispatcher may read on */
         }
         self->pool_worked = true;
-        fh_pending_item_t item = {
-            .msg = msg, .slot = slot, .attempts = retries + 1, .first_ns = now, .started_ns = now};
-        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
+        fh_pending_claim (self->pending); /* the attempt takes it over or gives it back */
         pthread_mutex_unlock (&self->pool_lock);
 
         if (retries == 0)
             fh_cons_dequeued (worker, msg, now);
-        int64_t end;
-        fanhub_result_t result = fh_cons_call_consume (worker, msg, now, &end, ticket);
-        if (result == FANHUB_PENDING) {
-            pthread_mutex_lock (&self->pool_lock);
-            continue;
-        }
-        s_pool_after (worker, msg, slot, result, retries + 1, now, end, NULL, false);
+        /* The slot keeps only the retries: each attempt is its own first. */
+        fh_attempt_t at = {.msg = msg, .slot = slot, .attempts = retries, .first_ns = now};
+        fh_verdict_t verdict = fh_cons_attempt (worker, &at, now);
+        pthread_mutex_lock (&self->pool_lock);
+        s_pool_after (self, &at, verdict);
     }
     pthread_cond_broadcast (&self->pool_work); /* let the others see the end */
     pthread_mutex_unlock (&self->pool_lock);

@@ -2,61 +2,42 @@
     See consumer_internal.h.
 
     Messages in arrival order, the memory queue first, then the spool; each
-    is attempted (consumer_attempt.c) until it is done, RETRY waiting out
-    its backoff here, so the next message waits behind it. Completions of
-    PENDING answers are taken between messages; at the end, open tickets
-    are waited for at most the grace, then abandoned.
+    is attempted (fh_cons_attempt, consumer_attempt.c) until it is done or
+    parked on a ticket, a verdict of again waiting out its backoff here,
+    so the next message waits behind it. Completions of PENDING answers
+    are taken between messages; at the end, open tickets are waited for
+    at most the grace, then abandoned.
 */
 #include "consumer_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-/* After attempt number `attempts` answered result (at end): true when the
-   message is to be tried again, after the backoff was waited out here
-   (the message stays at the head of the queue: order holds); false when
-   it is finished, with why filled for anything but OK. */
+/* A message due again (at->due_ns): true once its backoff is waited out
+   here (it stays at the head of the queue: order holds); false when the
+   hub stops first, and it is done. */
 static bool
-s_again (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, int64_t end,
-         const char *late, bool expired, char *why, size_t whylen)
+s_backoff (s_worker_t *worker, fh_attempt_t *at)
 {
     fh_consumer_t *self = worker->consumer;
-    int64_t delay_ms = fh_cons_retry_delay (worker, result, attempts, late, expired, why, whylen);
-    if (delay_ms < 0)
-        return false;
-    if (!self->clock.sleep_until (self->clock.arg, end + delay_ms * 1000000, &self->abort)) {
-        snprintf (why, whylen, "stopped while waiting to retry");
-        return false;
-    }
-    return true;
+    if (self->clock.sleep_until (self->clock.arg, at->due_ns, &self->abort))
+        return true;
+    fh_cons_stopped (worker, at);
+    return false;
 }
 
-/* Attempts from number attempts + 1 on, until the message is finished
-   (OK, FAIL, or RETRY until the attempts are used up, waiting out the
-   backoff in between: the message stays at the head of the queue, so
-   order holds) or the plugin answers PENDING (the pending table has it
-   then). Returns the clock at the end. */
-static int64_t
-s_attempt (s_worker_t *worker, fh_msg_t *msg, uint32_t attempts, int64_t first, int64_t start)
+/* Attempts at->msg from attempt number at->attempts + 1 on, the first at
+   `start`, until it is done or parked on a ticket. Returns the clock at
+   the end. Not inlined: the perf guard counts from here
+   (tests/perf/perf_guard.py). */
+__attribute__ ((noinline)) static int64_t
+s_attempt (s_worker_t *worker, fh_attempt_t *at, int64_t start)
 {
     fh_consumer_t *self = worker->consumer;
-    int64_t end = start;
-    fanhub_result_t result;
-    char why[512]; /* filled by the retry decision */
-    while (true) {
-        attempts++;
-        fh_pending_item_t item
-            = {.msg = msg, .attempts = attempts, .first_ns = first, .started_ns = start};
-        fanhub_ticket_t ticket = fh_pending_reserve (self->pending, &item);
-        result = fh_cons_call_consume (worker, msg, start, &end, ticket);
-        if (result == FANHUB_PENDING)
-            return end;
-        if (!s_again (worker, result, attempts, end, NULL, false, why, sizeof why))
-            break;
-        start = self->clock.now_ns (self->clock.arg);
-    }
-    fh_cons_done (worker, msg, result, why, attempts, first, end);
-    return end;
+    fh_verdict_t verdict = fh_cons_attempt (worker, at, start);
+    while (verdict == FH_ATTEMPT_AGAIN && s_backoff (worker, at))
+        verdict = fh_cons_attempt (worker, at, self->clock.now_ns (self->clock.arg));
+    return at->end_ns;
 }
 
 /* Consumes one message from the queue or the spool (see s_attempt). */
@@ -64,7 +45,8 @@ static int64_t
 s_consume_one (s_worker_t *worker, fh_msg_t *msg, int64_t start)
 {
     fh_cons_dequeued (worker, msg, start);
-    return s_attempt (worker, msg, 0, start, start);
+    fh_attempt_t at = {.msg = msg, .first_ns = start};
+    return s_attempt (worker, &at, start);
 }
 
 /* One worker: finishes the messages whose plugin completed them late, in
@@ -73,17 +55,12 @@ static int64_t
 s_take_completions (s_worker_t *worker, int64_t now)
 {
     fh_consumer_t *self = worker->consumer;
-    fh_pending_item_t item;
-    while (fh_cons_take_completion (worker, &item, &now)) {
-        char why[512];
-        bool again = s_again (worker, item.result, item.attempts, now,
-                              item.reason ? item.reason : "", item.expired, why, sizeof why);
-        free (item.reason);
-        if (again)
-            now = s_attempt (worker, item.msg, item.attempts, item.first_ns,
-                             self->clock.now_ns (self->clock.arg));
-        else
-            fh_cons_done (worker, item.msg, item.result, why, item.attempts, item.first_ns, now);
+    fh_attempt_t at;
+    fh_verdict_t verdict;
+    while (fh_cons_completion (worker, &at, &verdict)) {
+        now = at.end_ns;
+        if (verdict == FH_ATTEMPT_AGAIN && s_backoff (worker, &at))
+            now = s_attempt (worker, &at, self->clock.now_ns (self->clock.arg));
     }
     return now;
 }

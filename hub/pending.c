@@ -4,6 +4,10 @@
     plus one in its low INDEX_BITS and a serial number above, so looking a
     ticket up is an index and one comparison. Done entries wait in a FIFO
     of indices, so completions are finished in the order they came.
+
+    The counts a worker asks before each message are mirrored in atomics,
+    stored under the lock and read without it: a stale read errs on the
+    safe side (fuller, or a completion not seen yet, whose wake-up follows).
 */
 #include "pending.h"
 
@@ -12,6 +16,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -44,13 +49,19 @@ struct fh_pending {
     uint64_t serial;
     fh_pending_wake_fn *wake;
     void *wake_arg;
+    /* used, done_count and window as of the last change (s_publish). */
+    atomic_size_t used_seen, done_seen, window_seen;
+    atomic_size_t claims; /* fh_pending_claim's, not yet taken over */
 };
 
-static _Thread_local struct {
-    const fh_msg_t *msg;
-    fanhub_ticket_t ticket;
-    uint32_t attempts;
-} s_current;
+/* Under lock, after a change: the counts for the readers without it. */
+static void
+s_publish (fh_pending_t *self)
+{
+    atomic_store (&self->used_seen, self->used);
+    atomic_store (&self->done_seen, self->done_count);
+    atomic_store (&self->window_seen, self->window);
+}
 
 fh_pending_t *
 fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg)
@@ -82,6 +93,10 @@ fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *wake_arg)
     self->free_count = capacity;
     self->wake = wake;
     self->wake_arg = wake_arg;
+    atomic_init (&self->used_seen, 0);
+    atomic_init (&self->done_seen, 0);
+    atomic_init (&self->window_seen, capacity);
+    atomic_init (&self->claims, 0);
     return self;
 }
 
@@ -128,7 +143,7 @@ s_free (fh_pending_t *self, s_entry_t *entry)
 }
 
 fanhub_ticket_t
-fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
+fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item, bool claimed)
 {
     pthread_mutex_lock (&self->lock);
     if (self->free_count == 0) {
@@ -143,19 +158,30 @@ fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item)
     entry->state = S_RESERVED;
     entry->ticket = (++self->serial << INDEX_BITS) | (uint64_t) (index + 1);
     self->used++;
+    s_publish (self);
+    /* used grew first: fh_pending_full never misses the place. */
+    if (claimed)
+        atomic_fetch_sub (&self->claims, 1);
     fanhub_ticket_t ticket = entry->ticket;
     pthread_mutex_unlock (&self->lock);
-    s_current.msg = item->msg;
-    s_current.ticket = ticket;
-    s_current.attempts = item->attempts;
     return ticket;
+}
+
+void
+fh_pending_claim (fh_pending_t *self)
+{
+    atomic_fetch_add (&self->claims, 1);
+}
+
+void
+fh_pending_unclaim (fh_pending_t *self)
+{
+    atomic_fetch_sub (&self->claims, 1);
 }
 
 void
 fh_pending_hold (fh_pending_t *self, fanhub_ticket_t ticket)
 {
-    s_current.msg = NULL;
-    s_current.ticket = 0;
     pthread_mutex_lock (&self->lock);
     s_entry_t *entry = s_find (self, ticket);
     if (entry && entry->state == S_RESERVED)
@@ -166,8 +192,6 @@ fh_pending_hold (fh_pending_t *self, fanhub_ticket_t ticket)
 bool
 fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket)
 {
-    s_current.msg = NULL;
-    s_current.ticket = 0;
     bool completed = false;
     pthread_mutex_lock (&self->lock);
     s_entry_t *entry = s_find (self, ticket);
@@ -188,21 +212,10 @@ fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket)
             }
         }
         s_free (self, entry);
+        s_publish (self);
     }
     pthread_mutex_unlock (&self->lock);
     return completed;
-}
-
-fanhub_ticket_t
-fh_pending_current (const fh_msg_t *msg)
-{
-    return msg && msg == s_current.msg ? s_current.ticket : 0;
-}
-
-uint32_t
-fh_pending_current_attempt (const fh_msg_t *msg)
-{
-    return msg && msg == s_current.msg ? s_current.attempts : 0;
 }
 
 int
@@ -236,6 +249,7 @@ fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanhub_r
     self->done[(self->done_head + self->done_count) % self->capacity]
         = (size_t) (entry - self->entries);
     self->done_count++;
+    s_publish (self);
     pthread_cond_broadcast (&self->done_cond);
     pthread_mutex_unlock (&self->lock);
     if (self->wake)
@@ -257,6 +271,7 @@ fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out)
     *out = entry->item;
     entry->item.reason = NULL; /* the taker's now */
     s_free (self, entry);
+    s_publish (self);
     pthread_mutex_unlock (&self->lock);
     return true;
 }
@@ -264,19 +279,15 @@ fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out)
 size_t
 fh_pending_count (fh_pending_t *self)
 {
-    pthread_mutex_lock (&self->lock);
-    size_t used = self->used;
-    pthread_mutex_unlock (&self->lock);
-    return used;
+    return atomic_load (&self->used_seen);
 }
 
 bool
 fh_pending_full (fh_pending_t *self)
 {
-    pthread_mutex_lock (&self->lock);
-    bool full = self->used >= self->window;
-    pthread_mutex_unlock (&self->lock);
-    return full;
+    /* Claims first: a reservation raises used before it drops its claim. */
+    size_t claims = atomic_load (&self->claims);
+    return atomic_load (&self->used_seen) + claims >= atomic_load (&self->window_seen);
 }
 
 void
@@ -285,6 +296,7 @@ fh_pending_set_window (fh_pending_t *self, size_t window)
     pthread_mutex_lock (&self->lock);
     self->window = window == 0 || window > self->capacity ? self->capacity : window;
     self->self_clocked = window != 0;
+    s_publish (self);
     pthread_mutex_unlock (&self->lock);
 }
 
@@ -310,10 +322,7 @@ fh_pending_started (fh_pending_t *self, fanhub_ticket_t ticket, int64_t now_ns)
 size_t
 fh_pending_done_count (fh_pending_t *self)
 {
-    pthread_mutex_lock (&self->lock);
-    size_t done = self->done_count;
-    pthread_mutex_unlock (&self->lock);
-    return done;
+    return atomic_load (&self->done_seen);
 }
 
 bool
@@ -379,8 +388,10 @@ fh_pending_expire (fh_pending_t *self, int64_t before_ns, uint64_t *oldest_seq)
 {
     pthread_mutex_lock (&self->lock);
     size_t count = s_overdue (self, before_ns, oldest_seq, true);
-    if (count)
+    if (count) {
+        s_publish (self);
         pthread_cond_broadcast (&self->done_cond);
+    }
     pthread_mutex_unlock (&self->lock);
     if (count && self->wake)
         self->wake (self->wake_arg);
@@ -398,6 +409,7 @@ fh_pending_take_open (fh_pending_t *self, fh_pending_item_t *out)
             continue;
         *out = entry->item;
         s_free (self, entry);
+        s_publish (self);
         took = true;
     }
     pthread_mutex_unlock (&self->lock);

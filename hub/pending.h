@@ -1,10 +1,11 @@
 /*  pending - the messages of one consumer that its plugin answered
     FANHUB_PENDING and has not completed yet (ABI 1.1, host->complete).
 
-    A worker reserves an entry before each consume call, so that the
-    plugin can ask for the message's ticket during the call
-    (fh_pending_current). When consume answers PENDING the entry stays
-    open; otherwise the worker cancels it. host->complete, from any
+    An entry is reserved only when the plugin asks for a message's ticket
+    during its consume call (host->msg_ticket, which the consumer's
+    attempt answers: consumer_attempt.c), so a plugin that answers at once
+    never comes here. When consume answers PENDING the entry stays open;
+    otherwise the worker cancels it. host->complete, from any
     thread, moves an open (or still reserved) entry to the done list and
     calls the wake function, and a worker of the consumer takes it from
     there (fh_pending_take_done) and finishes the message as if consume
@@ -16,8 +17,15 @@
     never 0 and is not reused within a run, so a late or doubled complete
     is recognised and ignored.
 
+    In a pool, several workers may be inside consume at once: each claims
+    a place in the window before its call (fh_pending_claim, under the
+    pool's lock), which its reservation takes over or it gives back, so a
+    reservation always finds room and the window is never passed.
+
     Threads: every function may be called from any thread; one mutex,
     held briefly, never while calling the plugin or the wake function.
+    The counts (fh_pending_count, fh_pending_full, fh_pending_done_count)
+    are read without it: a worker asks them once a message.
 */
 #ifndef FH_PENDING_H_INCLUDED
 #define FH_PENDING_H_INCLUDED
@@ -54,21 +62,21 @@ fh_pending_t *fh_pending_new (size_t capacity, fh_pending_wake_fn *wake, void *w
 void fh_pending_destroy (fh_pending_t **self_p, void (*release) (fh_msg_t *msg, void *arg),
                          void *arg);
 
-/* Reserves an entry for one consume call of item->msg and makes it the
-   calling thread's current message (for fh_pending_current). Answers the
-   ticket, or 0 when the table is full. */
-fanhub_ticket_t fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item);
+/* Reserves an entry for one consume call of item->msg, taking over a
+   place claimed for it when `claimed`. Answers the ticket, or 0 when the
+   table is full (then a claim is still the caller's). */
+fanhub_ticket_t fh_pending_reserve (fh_pending_t *self, const fh_pending_item_t *item,
+                                    bool claimed);
+/* A place in the window for a consume call about to start; counted by
+   fh_pending_full until a reservation takes it over or it is given back
+   (fh_pending_unclaim). */
+void fh_pending_claim (fh_pending_t *self);
+void fh_pending_unclaim (fh_pending_t *self);
 /* After consume answered PENDING: the entry stays open. */
 void fh_pending_hold (fh_pending_t *self, fanhub_ticket_t ticket);
 /* After consume answered anything else: frees the entry. True when the
    plugin had also completed it (a plugin error the caller may log). */
 bool fh_pending_cancel (fh_pending_t *self, fanhub_ticket_t ticket);
-
-/* The ticket of msg when the calling thread is inside the consume call of
-   that message; 0 otherwise. */
-fanhub_ticket_t fh_pending_current (const fh_msg_t *msg);
-/* The attempt number (1 for the first) of that call; 0 likewise. */
-uint32_t fh_pending_current_attempt (const fh_msg_t *msg);
 
 /* host->complete: 0, or -1 when the ticket is not open (unknown, already
    completed, or its consumer is another). */
@@ -83,7 +91,7 @@ int fh_pending_complete_reason (fh_pending_t *self, fanhub_ticket_t ticket, fanh
 bool fh_pending_take_done (fh_pending_t *self, fh_pending_item_t *out);
 /* Entries in use (reserved, open or done but not yet taken). */
 size_t fh_pending_count (fh_pending_t *self);
-/* True when as many entries are in use as the window allows. */
+/* True when as many entries are in use, or claimed, as the window allows. */
 bool fh_pending_full (fh_pending_t *self);
 /* The plugin's window (host->set_window, ABI 1.5): at most window entries
    in use before fh_pending_full; 0, or more than the capacity, is the

@@ -6,7 +6,6 @@
 #include "options.h"
 #include "clock.h"
 #include "consumer.h"
-#include "pending.h"
 #include "option_table.h"
 
 #include "fanhub/sdk.h"
@@ -229,7 +228,7 @@ s_msg_received_ns (const fanhub_msg_t *msg)
 static fanhub_ticket_t
 s_msg_ticket (const fanhub_msg_t *msg)
 {
-    return fh_pending_current (msg);
+    return fh_consumer_msg_ticket (msg);
 }
 
 static void
@@ -355,7 +354,7 @@ s_count (fanhub_ctx_t *ctx, int counter, uint64_t n)
 static uint32_t
 s_msg_attempt (const fanhub_msg_t *msg)
 {
-    return fh_pending_current_attempt (msg);
+    return fh_consumer_msg_attempt (msg);
 }
 
 static int

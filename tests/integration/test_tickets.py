@@ -47,6 +47,34 @@ def test_pending_past_consume_timeout_fails_the_attempt():
         pub.close()
 
 
+def test_pending_without_a_ticket_is_held_until_consume_timeout():
+    """A plugin that answers PENDING without asking for the message's
+    ticket (msg_ticket) cannot complete it: the hub keeps the message open
+    all the same, and consume_timeout ends its attempt as a RETRY, then the
+    retries' last one is dead-lettered; the messages around it go on."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_yaml(pub, journal_yaml(
+        "async", wd.file("out"), ", async: true, untaken_marker: '\"i\":1,'",
+        extra="    consume_timeout: 1\n    retry: {max_attempts: 2, initial_ms: 1, max_ms: 2}\n"),
+        state_dir=wd.file("state")))
+    try:
+        publish(pub, hub, 3)
+        fh.wait_for(lambda: consumer(hub, "async")["failed"] == 1, "1 failed", hub=hub)
+        fh.wait_for(lambda: consumer(hub, "async")["completed"] == 2, "2 completed", hub=hub)
+        c = consumer(hub, "async")
+        assert c["tickets_expired"] == 2 and c["retried"] == 1, c
+        assert c["dead_lettered"] == 1 and c["in_flight"] == 0, c
+        assert c["completions_late"] == 0, c
+        assert "pending for more than consume_timeout" in hub.log(), hub.log()
+        assert sorted(i for _, i, _ in journal(wd.file("out"))) == [0, 2], wd.file("out")
+        assert hub.stop() == 0, hub.log()
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 def test_reload_abandons_tickets_after_shutdown_timeout():
     """A reload of a consumer whose plugin never completes: the old
     instance waits shutdown_timeout for its tickets, abandons them, and
@@ -197,6 +225,7 @@ def test_complete_after_fini_is_counted_not_a_crash():
 
 if __name__ == "__main__":
     fh.main([test_pending_past_consume_timeout_fails_the_attempt,
+             test_pending_without_a_ticket_is_held_until_consume_timeout,
              test_reload_abandons_tickets_after_shutdown_timeout,
              test_stop_abandons_tickets_and_restart_delivers_them,
              test_never_completed_ticket_does_not_pin_the_cursor,

@@ -22,6 +22,8 @@
                         async)
       never_marker: S   async: a body containing S is answered PENDING and
                         never completed (a lost confirm)
+      untaken_marker: S async: a body containing S is answered PENDING
+                        without asking for its ticket (a plugin's error)
       double_complete: BOOL  async: complete every ticket twice (the hub
                         must ignore the second)
 
@@ -54,7 +56,7 @@ typedef struct {
     int fd;
     bool async, double_complete;
     long batch, batch_us, us_max;
-    char *hold_file, *retry_marker, *fail_marker, *never_marker;
+    char *hold_file, *retry_marker, *fail_marker, *never_marker, *untaken_marker;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     open_t *open;
@@ -189,6 +191,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
             self->fail_marker = strdup (text);
         else if (strcmp (key, "never_marker") == 0)
             self->never_marker = strdup (text);
+        else if (strcmp (key, "untaken_marker") == 0)
+            self->untaken_marker = strdup (text);
         else {
             snprintf (err, errlen, "options.%s: unknown option", key);
             s_fini (self);
@@ -277,6 +281,9 @@ s_consume (void *state, const fanhub_msg_t *msg)
             s_write (self, item.line);
         return answer;
     }
+    if (self->untaken_marker
+        && memmem (body.data, body.size, self->untaken_marker, strlen (self->untaken_marker)))
+        return FANHUB_PENDING; /* no msg_ticket: nothing can complete it */
     item.ticket = self->host->msg_ticket (msg);
     if (item.ticket == 0)
         return FANHUB_FAIL; /* the hub broke its promise: the test sees it */
@@ -331,6 +338,7 @@ s_fini (void *state)
     free (self->retry_marker);
     free (self->fail_marker);
     free (self->never_marker);
+    free (self->untaken_marker);
     free (self);
 }
 

@@ -46,17 +46,13 @@ test_tickets_and_order (void **state)
     fanhub_ticket_t t[4];
     for (uintptr_t i = 1; i <= 3; i++) {
         fh_pending_item_t item = {.msg = s_msg (i), .attempts = 1, .started_ns = (int64_t) i};
-        t[i] = fh_pending_reserve (p, &item);
+        t[i] = fh_pending_reserve (p, &item, false);
         assert_true (t[i] != 0);
-        /* Inside the call: the plugin can ask for the ticket. */
-        assert_int_equal (fh_pending_current (s_msg (i)), t[i]);
-        assert_int_equal (fh_pending_current (s_msg (9)), 0);
         fh_pending_hold (p, t[i]);
-        assert_int_equal (fh_pending_current (s_msg (i)), 0);
     }
     assert_true (fh_pending_full (p));
     fh_pending_item_t extra = {.msg = s_msg (4)};
-    assert_int_equal (fh_pending_reserve (p, &extra), 0);
+    assert_int_equal (fh_pending_reserve (p, &extra, false), 0);
     /* Completed out of order: finished in the order of completion. */
     assert_int_equal (fh_pending_complete (p, t[3], FANHUB_RETRY), 0);
     assert_int_equal (fh_pending_complete (p, t[1], FANHUB_OK), 0);
@@ -77,7 +73,7 @@ test_tickets_and_order (void **state)
     assert_int_equal (fh_pending_count (p), 1);
     /* A freed entry's old ticket stays refused after reuse. */
     fh_pending_item_t again = {.msg = s_msg (5), .started_ns = 1000};
-    fanhub_ticket_t t5 = fh_pending_reserve (p, &again);
+    fanhub_ticket_t t5 = fh_pending_reserve (p, &again, false);
     fh_pending_hold (p, t5);
     assert_true (t5 != t[1] && t5 != t[3]);
     assert_int_equal (fh_pending_complete (p, t[1], FANHUB_OK), -1);
@@ -107,11 +103,11 @@ test_expire_and_abandon (void **state)
     fh_pending_item_t old_item = {.msg = &old_msg, .started_ns = 10};
     fh_pending_item_t new_item = {.msg = &new_msg, .started_ns = 1000};
     fh_pending_item_t inside = {.msg = s_msg (9), .started_ns = 1};
-    fanhub_ticket_t t_old = fh_pending_reserve (p, &old_item);
+    fanhub_ticket_t t_old = fh_pending_reserve (p, &old_item, false);
     fh_pending_hold (p, t_old);
-    fanhub_ticket_t t_new = fh_pending_reserve (p, &new_item);
+    fanhub_ticket_t t_new = fh_pending_reserve (p, &new_item, false);
     fh_pending_hold (p, t_new);
-    fanhub_ticket_t t_inside = fh_pending_reserve (p, &inside);
+    fanhub_ticket_t t_inside = fh_pending_reserve (p, &inside, false);
     uint64_t oldest = 0;
     assert_int_equal (fh_pending_expire (p, 500, &oldest), 1);
     assert_int_equal (oldest, 7);
@@ -145,21 +141,52 @@ test_complete_inside_consume (void **state)
     (void) state;
     fh_pending_t *p = fh_pending_new (2, NULL, NULL);
     fh_pending_item_t item = {.msg = s_msg (1)};
-    fanhub_ticket_t t = fh_pending_reserve (p, &item);
+    fanhub_ticket_t t = fh_pending_reserve (p, &item, false);
     assert_int_equal (fh_pending_complete (p, t, FANHUB_OK), 0);
     assert_true (fh_pending_cancel (p, t));
     assert_int_equal (fh_pending_done_count (p), 0);
     assert_int_equal (fh_pending_count (p), 0);
     /* Completed inside the call that answers PENDING: done at once. */
-    t = fh_pending_reserve (p, &item);
+    t = fh_pending_reserve (p, &item, false);
     assert_int_equal (fh_pending_complete (p, t, FANHUB_FAIL), 0);
     fh_pending_hold (p, t);
     fh_pending_item_t out;
     assert_true (fh_pending_take_done (p, &out));
     assert_int_equal (out.result, FANHUB_FAIL);
     /* Not completed: cancel says so. */
-    t = fh_pending_reserve (p, &item);
+    t = fh_pending_reserve (p, &item, false);
     assert_false (fh_pending_cancel (p, t));
+    fh_pending_destroy (&p, NULL, NULL);
+}
+
+/* A pool's workers claim their places in the window before consume; a
+   reservation takes its claim over, a worker without one gives it back:
+   the window is never passed and a claimed place always has room. */
+static void
+test_claims (void **state)
+{
+    (void) state;
+    fh_pending_t *p = fh_pending_new (4, NULL, NULL);
+    fh_pending_set_window (p, 2);
+    assert_false (fh_pending_full (p));
+    fh_pending_claim (p);
+    fh_pending_claim (p);
+    assert_true (fh_pending_full (p)); /* two workers inside consume */
+    assert_int_equal (fh_pending_count (p), 0);
+    fh_pending_item_t item = {.msg = s_msg (1)};
+    fanhub_ticket_t t = fh_pending_reserve (p, &item, true);
+    assert_true (t != 0);
+    fh_pending_hold (p, t);
+    assert_true (fh_pending_full (p)); /* one ticket, one claim */
+    assert_int_equal (fh_pending_count (p), 1);
+    fh_pending_unclaim (p); /* the other answered at once */
+    assert_false (fh_pending_full (p));
+    assert_int_equal (fh_pending_complete (p, t, FANHUB_OK), 0);
+    assert_int_equal (fh_pending_done_count (p), 1);
+    fh_pending_item_t out;
+    assert_true (fh_pending_take_done (p, &out));
+    assert_int_equal (fh_pending_count (p), 0);
+    assert_int_equal (fh_pending_done_count (p), 0);
     fh_pending_destroy (&p, NULL, NULL);
 }
 
@@ -198,7 +225,7 @@ test_threads (void **state)
     static fanhub_ticket_t tickets[N];
     for (uintptr_t i = 0; i < N; i++) {
         fh_pending_item_t item = {.msg = s_msg (i + 1)};
-        tickets[i] = fh_pending_reserve (p, &item);
+        tickets[i] = fh_pending_reserve (p, &item, false);
         fh_pending_hold (p, tickets[i]);
     }
     pthread_t threads[4];
@@ -225,7 +252,7 @@ test_threads (void **state)
     assert_int_equal (fh_pending_count (p), 0);
     /* Open ones at the end are handed to release. */
     fh_pending_item_t item = {.msg = s_msg (1)};
-    fh_pending_hold (p, fh_pending_reserve (p, &item));
+    fh_pending_hold (p, fh_pending_reserve (p, &item, false));
     s_released = 0;
     fh_pending_destroy (&p, s_release, NULL);
     assert_int_equal (s_released, 1);
@@ -238,6 +265,7 @@ main (void)
         cmocka_unit_test (test_tickets_and_order),
         cmocka_unit_test (test_complete_inside_consume),
         cmocka_unit_test (test_expire_and_abandon),
+        cmocka_unit_test (test_claims),
         cmocka_unit_test (test_threads),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
