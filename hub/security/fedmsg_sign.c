@@ -4,12 +4,14 @@
 #include "fedmsg_sign.h"
 
 #include "sig_cache.h"
+#include "sig_skim.h"
 
 #include <fanhub/sdk.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 #include <stdio.h>
@@ -46,6 +48,12 @@ struct fh_sig_verifier {
     size_t max_field;        /* certificate and signature fields: at most, bytes */
     int64_t crl_next_update; /* seconds since the epoch; 0: no CRL, or one without */
     bool crl_expired_accept; /* on_crl_expired: accept */
+    /* Reused from message to message (one thread verifies). */
+    fh_buf_t blank, sig_text, cert_text, canonical;
+    /* The verification context of the last key used, set up once for
+       it (EVP_DigestVerifyInit costs a tenth of the RSA operation). */
+    EVP_PKEY *last_key; /* a reference of its own */
+    EVP_PKEY_CTX *verify;
 };
 
 const char *
@@ -387,6 +395,12 @@ fh_sig_verifier_destroy (fh_sig_verifier_t **self_p)
         return;
     X509_STORE_free (self->store);
     fh_sig_cache_destroy (&self->cache);
+    free (self->blank.data);
+    free (self->sig_text.data);
+    free (self->cert_text.data);
+    free (self->canonical.data);
+    EVP_PKEY_CTX_free (self->verify);
+    EVP_PKEY_free (self->last_key);
     if (self->rules)
         s_rules_free (self->rules, self->rule_count);
     free (self);
@@ -518,152 +532,100 @@ s_allowed (const fh_sig_verifier_t *self, const char *topic, size_t topic_size, 
     return !self->nitpicky;
 }
 
+/* A context that verifies SHA-1 PKCS #1 v1.5 signatures of key: the
+   last one's, or a new one. NULL when it cannot be made. */
+static EVP_PKEY_CTX *
+s_verify_context (fh_sig_verifier_t *self, EVP_PKEY *key)
+{
+    if (self->verify && self->last_key == key)
+        return self->verify;
+    EVP_PKEY_CTX_free (self->verify);
+    EVP_PKEY_free (self->last_key);
+    self->last_key = NULL;
+    self->verify = EVP_PKEY_CTX_new (key, NULL);
+    if (!self->verify || EVP_PKEY_verify_init (self->verify) != 1
+        || EVP_PKEY_CTX_set_rsa_padding (self->verify, RSA_PKCS1_PADDING) != 1
+        || EVP_PKEY_CTX_set_signature_md (self->verify, EVP_sha1 ()) != 1
+        || EVP_PKEY_up_ref (key) != 1) {
+        EVP_PKEY_CTX_free (self->verify);
+        self->verify = NULL;
+        return NULL;
+    }
+    self->last_key = key;
+    return self->verify;
+}
+
+/* fedmsg's check: the SHA-1 of the message less its signature and
+   certificate, re-encoded as fedmsg does, against the signature. */
 static bool
-s_signature_ok (EVP_PKEY *key, json_t *message, const char *sig_field, size_t sig_size)
+s_signature_ok (fh_sig_verifier_t *self, EVP_PKEY *key, json_t *message, const char *sig_field,
+                size_t sig_size)
 {
     unsigned char *sig = NULL;
     int size = s_base64_decode (sig_field, sig_size, &sig);
     json_object_del (message, "signature");
     json_object_del (message, "certificate");
-    fh_buf_t canonical = {0};
-    fh_pyjson_encode (&canonical, message);
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new ();
-    bool ok = size > 0 && !canonical.failed && ctx
-              && EVP_DigestVerifyInit (ctx, NULL, EVP_sha1 (), NULL, key) == 1
-              && EVP_DigestVerify (ctx, sig, (size_t) size, (const unsigned char *) canonical.data,
-                                   canonical.size)
-                     == 1;
-    EVP_MD_CTX_free (ctx);
-    free (canonical.data);
+    fh_buf_t *canonical = &self->canonical;
+    canonical->size = 0;
+    canonical->failed = false;
+    fh_pyjson_encode (canonical, message);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int digest_size = 0;
+    EVP_PKEY_CTX *verify = size > 0 && !canonical->failed ? s_verify_context (self, key) : NULL;
+    bool ok
+        = verify
+          && EVP_Digest (canonical->data, canonical->size, digest, &digest_size, EVP_sha1 (), NULL)
+                 == 1
+          && EVP_PKEY_verify (verify, sig, (size_t) size, digest, digest_size) == 1;
     free (sig);
     ERR_clear_error ();
     return ok;
 }
 
-/* ---- the size check before parsing ------------------------------------ */
-
-static const char *
-s_skim_space (const char *p, const char *end)
-{
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-        p++;
-    return p;
-}
-
-/* A string from just after its opening quote: the position after its
-   closing quote, or NULL; *least: its length once unescaped, at least
-   (each escape counts one byte). */
-static const char *
-s_skim_string (const char *p, const char *end, size_t *least)
-{
-    const char *start = p;
-    size_t extra = 0;
-    while (p < end && *p != '"') {
-        if (*p != '\\') {
-            p++;
-            continue;
-        }
-        size_t len = p + 1 < end && p[1] == 'u' ? 6 : 2;
-        if ((size_t) (end - p) < len)
-            return NULL;
-        extra += len - 1;
-        p += len;
-    }
-    if (p >= end)
-        return NULL;
-    *least = (size_t) (p - start) - extra;
-    return p + 1;
-}
-
-/* A member's value: the position after it (at the ',' or '}' that
-   follows), or NULL. A string's least length into *least. */
-static const char *
-s_skim_value (const char *p, const char *end, size_t *least, bool *is_string)
-{
-    *is_string = p < end && *p == '"';
-    if (*is_string)
-        return s_skim_string (p + 1, end, least);
-    int depth = 0;
-    size_t ignored;
-    while (p < end) {
-        char c = *p;
-        if (c == '"') {
-            if (!(p = s_skim_string (p + 1, end, &ignored)))
-                return NULL;
-            continue;
-        }
-        if ((c == '}' || c == ']' || c == ',') && depth == 0)
-            return p;
-        depth += c == '{' || c == '[' ? 1 : c == '}' || c == ']' ? -1 : 0;
-        p++;
-    }
-    return NULL;
-}
-
-/* The top-level "certificate" and "signature" strings' lengths once
-   unescaped, at least (0 when absent, or where the body stops reading as
-   a JSON object): one pass over the bytes, nothing allocated, so a field
-   too large costs no JSON parse (jansson reads a 1 MiB string in tens of
-   milliseconds). A key written with escapes is left to the check after
-   the parse. */
-static void
-s_skim_fields (const char *p, size_t size, size_t *cert, size_t *sig)
-{
-    const char *end = p + size;
-    *cert = *sig = 0;
-    p = s_skim_space (p, end);
-    if (p == end || *p++ != '{')
-        return;
-    for (;;) {
-        p = s_skim_space (p, end);
-        const char *key = p + 1;
-        size_t key_size, least = 0;
-        bool is_string;
-        if (p == end || *p != '"' || !(p = s_skim_string (key, end, &key_size)))
-            return;
-        size_t raw = (size_t) (p - 1 - key);
-        p = s_skim_space (p, end);
-        if (p == end || *p != ':')
-            return;
-        p = s_skim_value (s_skim_space (p + 1, end), end, &least, &is_string);
-        if (!p)
-            return;
-        if (is_string && raw == 11 && memcmp (key, "certificate", 11) == 0)
-            *cert = least;
-        else if (is_string && raw == 9 && memcmp (key, "signature", 9) == 0)
-            *sig = least;
-        p = s_skim_space (p, end);
-        if (p == end || *p++ != ',')
-            return;
-    }
-}
-
-/* The checks once the envelope's fields are there: sizes, certificate,
-   CRL, signature, policy. */
+/* The checks once the envelope's fields are there: certificate (cert,
+   or when NULL the field as written in raw, looked up among the recent
+   ones first), CRL, signature, policy. */
 static fh_sig_reason_t
-s_check_signed (fh_sig_verifier_t *self, json_t *message, json_t *sig, json_t *cert_json,
-                const void *topic, size_t topic_size, fh_sig_detail_t *detail)
+s_check_signed (fh_sig_verifier_t *self, json_t *message, const fh_sig_raw_t *raw,
+                const fh_buf_t *cert_field, const char *sig, size_t sig_size, const void *topic,
+                size_t topic_size, fh_sig_detail_t *detail)
 {
-    if (json_string_length (cert_json) > self->max_field
-        || json_string_length (sig) > self->max_field)
+    const fh_sig_cert_t *cert = raw ? fh_sig_cache_recent (self->cache, raw->text, raw->size)
+                                    : NULL;
+    if ((!cert && cert_field->size > self->max_field) || sig_size > self->max_field)
         return FH_SIG_TOO_LARGE;
     int64_t now = (int64_t) time (NULL);
-    const fh_sig_cert_t *cert = NULL;
-    fh_sig_reason_t reason = s_cert_lookup (self, json_string_value (cert_json),
-                                            json_string_length (cert_json), now, &cert,
-                                            detail->signer, sizeof detail->signer);
-    if (reason != FH_SIG_OK)
-        return reason;
+    fh_sig_reason_t reason = FH_SIG_OK;
+    if (cert) {
+        snprintf (detail->signer, sizeof detail->signer, "%s", cert->name);
+        if (now >= cert->not_after)
+            return FH_SIG_BAD_CHAIN; /* it expired since it was checked */
+    }
+    else {
+        reason = s_cert_lookup (self, cert_field->data, cert_field->size, now, &cert,
+                                detail->signer, sizeof detail->signer);
+        if (reason != FH_SIG_OK)
+            return reason;
+        if (raw)
+            fh_sig_cache_add_recent (self->cache, raw->text, raw->size, cert);
+    }
     if (self->crl_next_update && now >= self->crl_next_update && !self->crl_expired_accept)
         return FH_SIG_CRL_EXPIRED;
-    /* The signature text outlives its removal from message. */
-    json_incref (sig);
-    if (!s_signature_ok (cert->key, message, json_string_value (sig), json_string_length (sig)))
+    if (!s_signature_ok (self, cert->key, message, sig, sig_size))
         reason = FH_SIG_BAD_SIGNATURE;
     else if (!s_allowed (self, topic, topic_size, cert->name))
         reason = FH_SIG_NOT_ALLOWED;
-    json_decref (sig);
     return reason;
+}
+
+/* A field of a message parsed whole, as text (the signature's stays
+   alive after its removal from message: the caller holds a reference). */
+static void
+s_field_text (json_t *field, fh_buf_t *out)
+{
+    out->size = 0;
+    out->failed = false;
+    fh_buf_put (out, json_string_value (field), json_string_length (field));
 }
 
 fh_sig_reason_t
@@ -674,11 +636,16 @@ fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, co
     if (!detail)
         detail = &scratch;
     detail->signer[0] = detail->msg_id[0] = '\0';
-    size_t cert_least, sig_least;
-    s_skim_fields (body, body_size, &cert_least, &sig_least);
-    if (cert_least > self->max_field || sig_least > self->max_field)
+    fh_sig_fields_t fields;
+    fh_sig_skim (body, body_size, &fields);
+    if (fields.cert.least > self->max_field || fields.sig.least > self->max_field)
         return FH_SIG_TOO_LARGE; /* before any parsing */
-    json_t *message = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
+    /* Plain (every real message): jansson reads the body without the two
+       long strings, which are taken as written (sig_skim.h). */
+    bool plain = fields.plain && fh_sig_blanked (body, body_size, &fields, &self->blank)
+                 && fh_sig_unescape (&fields.sig, &self->sig_text);
+    json_t *message = plain ? json_loadb (self->blank.data, self->blank.size, JSON_ALLOW_NUL, NULL)
+                            : json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
     json_t *topic_json = json_object_get (message, "topic");
     json_t *sig = json_object_get (message, "signature");
     json_t *cert_json = json_object_get (message, "certificate");
@@ -689,8 +656,29 @@ fh_sig_verify (fh_sig_verifier_t *self, const void *topic, size_t topic_size, co
     else if (json_string_length (topic_json) != topic_size
              || memcmp (json_string_value (topic_json), topic, topic_size) != 0)
         reason = FH_SIG_TOPIC_MISMATCH;
-    else
-        reason = s_check_signed (self, message, sig, cert_json, topic, topic_size, detail);
+    else if (plain) {
+        /* The certificate's text is needed only when it is not a recent
+           one (a recent one's text, as written, was read before). */
+        bool cert_ok = fh_sig_cache_recent (self->cache, fields.cert.text, fields.cert.size)
+                       || fh_sig_unescape (&fields.cert, &self->cert_text);
+        if (!cert_ok) { /* a \u in it: the whole parse, as without the skim */
+            json_t *whole = json_loadb (body, body_size, JSON_ALLOW_NUL, NULL);
+            json_t *field = json_object_get (whole, "certificate");
+            if ((cert_ok = json_is_string (field)))
+                s_field_text (field, &self->cert_text);
+            json_decref (whole);
+        }
+        reason = !cert_ok ? FH_SIG_MISSING_FIELDS
+                          : s_check_signed (self, message, &fields.cert, &self->cert_text,
+                                            self->sig_text.data, self->sig_text.size, topic,
+                                            topic_size, detail);
+    }
+    else {
+        s_field_text (cert_json, &self->cert_text);
+        s_field_text (sig, &self->sig_text);
+        reason = s_check_signed (self, message, NULL, &self->cert_text, self->sig_text.data,
+                                 self->sig_text.size, topic, topic_size, detail);
+    }
     json_decref (message);
     return reason;
 }

@@ -18,11 +18,27 @@ typedef struct {
     char name[63];  /* for the log line */
 } s_bad_t;
 
+typedef struct {
+    char *text; /* the field as written; NULL: an empty slot */
+    size_t size;
+    fh_sig_cert_t cert; /* its own reference to the key */
+} s_recent_t;
+
 struct fh_sig_cache {
     zhashx_t *good; /* hex of the hash -> s_good_t */
     size_t max_entries, max_bytes, bytes;
     s_bad_t bad[FH_SIG_BAD_SLOTS];
+    s_recent_t recent[FH_SIG_RECENT];
+    size_t recent_next; /* the slot the next one takes */
 };
+
+static void
+s_recent_clear (s_recent_t *recent)
+{
+    free (recent->text);
+    EVP_PKEY_free (recent->cert.key);
+    *recent = (s_recent_t){0};
+}
 
 static void
 s_good_free (void **item_p)
@@ -55,6 +71,8 @@ fh_sig_cache_destroy (fh_sig_cache_t **self_p)
     if (!*self_p)
         return;
     zhashx_destroy (&(*self_p)->good);
+    for (size_t i = 0; i < FH_SIG_RECENT; i++)
+        s_recent_clear (&(*self_p)->recent[i]);
     free (*self_p);
     *self_p = NULL;
 }
@@ -151,4 +169,33 @@ size_t
 fh_sig_cache_bytes (const fh_sig_cache_t *self)
 {
     return self->bytes;
+}
+
+const fh_sig_cert_t *
+fh_sig_cache_recent (fh_sig_cache_t *self, const char *text, size_t size)
+{
+    for (size_t i = 0; i < FH_SIG_RECENT; i++) {
+        const s_recent_t *recent = &self->recent[i];
+        if (recent->text && recent->size == size && memcmp (recent->text, text, size) == 0)
+            return &recent->cert;
+    }
+    return NULL;
+}
+
+void
+fh_sig_cache_add_recent (fh_sig_cache_t *self, const char *text, size_t size,
+                         const fh_sig_cert_t *cert)
+{
+    if (size > FH_SIG_RECENT_BYTES || EVP_PKEY_up_ref (cert->key) != 1)
+        return;
+    char *copy = malloc (size ? size : 1);
+    if (!copy) {
+        EVP_PKEY_free (cert->key);
+        return;
+    }
+    memcpy (copy, text, size);
+    s_recent_t *slot = &self->recent[self->recent_next];
+    self->recent_next = (self->recent_next + 1) % FH_SIG_RECENT;
+    s_recent_clear (slot);
+    *slot = (s_recent_t){.text = copy, .size = size, .cert = *cert};
 }

@@ -65,6 +65,19 @@ int fh_sig_cache_bad (const fh_sig_cache_t *self, const fh_sig_hash_t *hash, cha
 void fh_sig_cache_add_bad (fh_sig_cache_t *self, const fh_sig_hash_t *hash, int reason,
                            const char *name);
 
+/* Recent: the certificates of the last FH_SIG_RECENT signers seen, by
+   their field as written in the body (sig_skim.h), compared whole: a
+   message of a recent signer costs a memcmp, not a hash nor a parse.
+   Each holds its own copy of the text and a reference to the key, so it
+   outlives a flush of the good ones; a field over FH_SIG_RECENT_BYTES
+   is not kept. NULL when not there. */
+#define FH_SIG_RECENT 8
+#define FH_SIG_RECENT_BYTES 16384
+const fh_sig_cert_t *fh_sig_cache_recent (fh_sig_cache_t *self, const char *text, size_t size);
+/* Remembers cert (a good one) for that field, in the oldest's place. */
+void fh_sig_cache_add_recent (fh_sig_cache_t *self, const char *text, size_t size,
+                              const fh_sig_cert_t *cert);
+
 /* Good certificates held, and the bytes they count. */
 size_t fh_sig_cache_entries (const fh_sig_cache_t *self);
 size_t fh_sig_cache_bytes (const fh_sig_cache_t *self);

@@ -303,6 +303,59 @@ def test_hub_validates():
     wd.cleanup()
 
 
+def test_escapes_read_as_written():
+    """The hub reads a signed body's certificate and signature as written
+    (no parse of those two strings, hub/security/sig_skim.c) where it can,
+    and parses the whole body where it cannot: either way its verdict is
+    the one of a JSON parser (Python's here), whatever the escapes."""
+    need_tools()
+    wd = fh.Workdir()
+    make_pki(wd)
+    pub = fh.Publisher()
+    hub = fh.Hub(wd, hub_config(wd, pub.endpoint))
+    pub.wait_subscribed(hub=hub)
+    good = py_sign(wd, "alice", envelope(1))
+    text = dumps(good)
+    cert = json.dumps(good["certificate"])
+    cases = [
+        ("plain", text, None),
+        ("spaces, \\/ in the signature",
+         json.dumps(good, indent=1).replace("/", "\\/"), None),
+        ("\\u000a in the certificate", text.replace(cert, cert.replace("\\n", "\\u000a")), None),
+        ("an escaped key", text.replace('"certificate"', '"certific\\u0061te"'), None),
+        ("the certificate twice, the last counts",
+         text.replace('"certificate"', '"certificate":"bm90IGEgY2VydA==\\n","certificate"'), None),
+        ("a bad escape in the certificate", text.replace(cert, cert[:20] + '\\x' + cert[20:]),
+         "missing_fields"),
+        ("a raw control character", text.replace(cert, cert[:20] + "\t" + cert[20:]),
+         "missing_fields"),
+        ("text after the object", text + " x", "missing_fields"),
+        ("the same certificate, another signature",
+         dumps(dict(good, msg={"build_id": 666, "owner": "me"})), "bad_signature"),
+    ]
+    for name, body, want in cases:
+        try:
+            parsed = json.loads(body)
+            python = "ok" if py_verify(parsed) == "alice" else "not alice"
+        except ValueError:
+            python = "missing_fields"
+        except Exception:  # cryptography's InvalidSignature
+            python = "bad_signature"
+        assert python == (want or "ok"), (name, python)
+        pub.send(TOPIC, body)
+    fh.wait_for(lambda: hub.stats()["hub"]["signatures"]["checked"] == len(cases),
+                "every message checked", hub=hub)
+    delivered = [c for c in cases if c[2] is None]
+    fh.wait_for(lambda: fh.count_lines(wd.file("out.jsonl")) == len(delivered), "deliveries",
+                hub=hub)
+    stats = hub.stats()["hub"]["signatures"]
+    for reason in REASONS:
+        want = sum(1 for c in cases if c[2] == reason)
+        assert stats[reason] == want, (reason, stats)
+    assert hub.stop() == 0, hub.log()
+    wd.cleanup()
+
+
 def test_nul_strings():
     """\\u0000 in a JSON string is JSON (fedmsg and Python's json read it):
     pub --fedmsg wraps such a body as JSON, byte-exact as fedmsg encodes
@@ -567,7 +620,8 @@ def test_tail_pretty_on_a_terminal():
 
 
 if __name__ == "__main__":
-    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates, test_config_errors,
+    fh.main([test_pub_envelope, test_pub_signed_independent, test_hub_validates,
+             test_escapes_read_as_written, test_config_errors,
              test_deliver_on_failure, test_nul_strings, test_wrap_refuses, test_emit_envelope,
              test_messages_named_by_msg_id, test_tail_terse_and_exclude,
              test_tail_pretty_on_a_terminal])
