@@ -118,7 +118,7 @@ test_options_read_with_the_hubs_reader (void **state)
     fanhub_fake_ctx_init (&ctx);
     ctx.desc = &s_desc;
     char err[256] = "";
-    opts_t opt;
+    opts_t opt = {0}; /* a NULL default leaves a field as it was (consumer.h) */
     /* No options: the defaults. */
     assert_int_equal (fanhub_fake_host.options_load (&ctx, NULL, &opt, sizeof opt, err, sizeof err),
                       0);
@@ -165,7 +165,7 @@ test_options_load_needs_a_descriptor (void **state)
     fanhub_fake_ctx_init (&ctx);
     fanhub_fake_host_loaded = NULL;
     char err[256] = "";
-    opts_t opt;
+    opts_t opt = {0}; /* a NULL default leaves a field as it was (consumer.h) */
     assert_int_equal (fanhub_fake_host.options_load (&ctx, NULL, &opt, sizeof opt, err, sizeof err),
                       -1);
     assert_non_null (strstr (err, "no descriptor"));
