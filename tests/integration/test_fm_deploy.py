@@ -17,6 +17,8 @@ shape fedora-messaging publishes.
 - prefetch_count bounds the broker's unacked count, sampled while a
   callback holds its messages.
 - A SIGKILL loses nothing: each id reaches the callback after a restart.
+- Two files in one hub (one from a drop-in): each consumer its own
+  connection (its client_properties), its own messages and figures.
 - `fanhub check` says which keys it refuses or does not honour; a bad
   TOML, a missing file and a missing callback module are named."""
 import json
@@ -421,6 +423,44 @@ def test_run_fedora_messaging_flag():
         err.close()
 
 
+def test_many_files_one_hub():
+    """Two config.toml files in one hub, the second from a drop-in: each
+    consumer its own connection, queues, figures; a message reaches the
+    consumer whose file's queues it is on, only."""
+    need_pika()
+    node = shared_node()
+    first, second = fh.Workdir(), fh.Workdir()
+    toml_one = config_toml(first, node, "many1")
+    toml_two = config_toml(second, node, "many2")
+    os.makedirs(first.file("conf.d"))
+    first.write("conf.d/two.yaml", "consumers:\n  - name: many2\n"
+                "    fedora_messaging: %s\n" % json.dumps(toml_two))
+    yaml = ("bus: {}\ninclude: [%s]\nconsumers:\n  - name: many1\n"
+            "    fedora_messaging: %s\n" % (json.dumps(first.file("conf.d/*.yaml")),
+                                             json.dumps(toml_one)))
+    hub = fh.Hub(first, yaml, env={"PYTHONPATH": "%s:%s" % (first.path, second.path)})
+    try:
+        for name in ("many1", "many2"):
+            fh.wait_for(lambda: "consumer '%s': consuming from" % name in hub.log(),
+                        name + " consuming", hub=hub)
+        producer = Producer(node)
+        one = producer.send("org.fedoraproject.many1.a.x", {"n": 1})
+        two = [producer.send("org.fedoraproject.many2.both.x", {"n": i}) for i in range(2)]
+        producer.close()
+        fh.wait_for(lambda: len(records(second)) == 4 and len(records(first)) == 1,
+                    "each message at its consumer", hub=hub)
+        assert [r["id"] for r in records(first)] == [one]
+        assert sorted({r["id"] for r in records(second)}) == sorted(two)
+        stats = hub.stats()
+        assert hub.consumer(stats, "many1")["completed"] == 1
+        assert hub.consumer(stats, "many2")["completed"] == 4
+        conns = node.ctl(["list_connections", "client_properties"]).stdout.decode()
+        assert "fanhub test many1" in conns and "fanhub test many2" in conns, conns
+        assert hub.stop() == 0
+    finally:
+        hub.kill()
+
+
 def check(wd, toml_text, name="c"):
     toml = wd.write(name + ".toml", toml_text)
     yaml = wd.write(name + ".yaml", "bus: {}\nconsumers:\n  - name: %s\n    fedora_messaging: %s\n"
@@ -492,6 +532,7 @@ if __name__ == "__main__":
                  test_nack_drop_requeue_as_upstream, test_halt_acks_its_message,
                  test_halt_requeue_and_exception_requeue, test_prefetch_never_exceeded,
                  test_sigkill_loses_nothing, test_run_fedora_messaging_flag,
+                 test_many_files_one_hub,
                  test_missing_callback_module])
     finally:
         rabbitmq_node._stop_all()
