@@ -226,6 +226,16 @@ fh_cfg_fedora_finish (fh_yaml_t *ctx, fh_consumer_config_t *consumer, yaml_node_
         return fh_yaml_error (ctx, mark,
                               "callable and fedora_messaging come from the file (its callback)");
     }
+    /* Its backlog stays on the broker: a full queue hands a delivery
+       back (nack, requeue), never to a spool. */
+    if (consumer->overflow == FH_OVERFLOW_UNSET)
+        consumer->overflow = FH_OVERFLOW_DROP_NEWEST;
+    if (consumer->overflow == FH_OVERFLOW_SPILL || consumer->write_ahead) {
+        snprintf (ctx->path, sizeof ctx->path, "consumers[%zu].queue", index);
+        return fh_yaml_error (ctx, mark,
+                              "a fedora_messaging consumer's backlog stays on the broker: "
+                              "no spill, no write_ahead");
+    }
     if (!consumer->plugin && !(consumer->plugin = strdup ("python")))
         return fh_yaml_oom (ctx, mark);
     if (s_option_default (consumer->options, "callable",

@@ -172,8 +172,11 @@ handlers = ["console"]
 
 
 def start_hub(wd, toml, case, retry="{max_attempts: 2, initial_ms: 10, max_ms: 10}"):
-    yaml = ("bus: {}\nshutdown_timeout: 30\nconsumers:\n  - name: %s\n"
-            "    fedora_messaging: %s\n    retry: %s\n" % (case, json.dumps(toml), retry))
+    # A state_dir: such a consumer still keeps neither spool nor dead
+    # letters (its failures go back to the broker).
+    yaml = ("bus: {}\nshutdown_timeout: 30\nstate_dir: %s\nconsumers:\n  - name: %s\n"
+            "    fedora_messaging: %s\n    retry: %s\n"
+            % (json.dumps(wd.file("state")), case, json.dumps(toml), retry))
     hub = fh.Hub(wd, yaml, env={"PYTHONPATH": wd.path})
     fh.wait_for(lambda: "consumer '%s': consuming from" % case in hub.log(),
                 "the consumer's source consuming", hub=hub)
@@ -287,6 +290,7 @@ def test_nack_drop_requeue_as_upstream():
         c = consumer(hub, case)
         assert c["skipped"] == 1 and c["retried"] >= 2, c
         assert c["dead_lettered"] == 0, c
+        assert not os.path.exists(wd.file("state/%s/dead-letter" % case))
         assert hub.stop() == 0
         assert depths(node, case)[1] == (1, 0), depths(node, case)
     finally:
@@ -500,6 +504,11 @@ def test_check_verdicts():
                     "    fedora_messaging: %s\n" % wd.file("c.toml"))
     status, out, err = fh.run(["check", "-c", yaml])
     assert status == 2 and "runs in the python plugin, not 'log'" in err, err
+    yaml = wd.write("spill.yaml", "bus: {}\nstate_dir: /tmp\nconsumers:\n  - name: m\n"
+                    "    fedora_messaging: %s\n    queue: {overflow: spill}\n"
+                    % wd.file("c.toml"))
+    status, out, err = fh.run(["check", "-c", yaml])
+    assert status == 2 and "backlog stays on the broker: no spill" in err, err
     yaml = wd.write("none.yaml", "bus: {}\nconsumers:\n  - name: m\n    plugin: log\n")
     status, out, err = fh.run(["check", "-c", yaml])
     assert status == 2 and "expected at least one endpoint" in err, err
