@@ -14,6 +14,8 @@ shape fedora-messaging publishes.
   (counted skipped), HaltConsumer halts (the message acked, or requeued
   with requeue=True; the rest stays in the queue), an exception halts
   with everything requeued.
+- A halted consumer restarted (`fanhub restart`) consumes again; a
+  reload keeps it consuming.
 - prefetch_count bounds the broker's unacked count, sampled while a
   callback holds its messages.
 - A SIGKILL loses nothing: each id reaches the callback after a restart.
@@ -23,9 +25,8 @@ shape fedora-messaging publishes.
   TOML, a missing file and a missing callback module are named."""
 import json
 import os
+import signal
 import subprocess
-import sys
-import time
 import uuid
 
 import fanhublib as fh
@@ -336,6 +337,38 @@ def test_halt_requeue_and_exception_requeue():
     assert "broken on purpose" in hub.log(), hub.log()[-3000:]
 
 
+def test_restart_and_reload_after_a_halt():
+    """`fanhub restart NAME` (a control client reading the same file)
+    starts a halted consumer again: its source connects again and takes
+    what waited on the broker; a reload (SIGHUP) keeps it consuming."""
+    need_pika()
+    node = shared_node()
+    wd = fh.Workdir()
+    case = "restarted"
+    hub = start_hub(wd, config_toml(wd, node, case), case)
+    try:
+        producer = Producer(node)
+        producer.send("org.fedoraproject.%s.a.x" % case, {"action": "halt"})
+        fh.wait_for(lambda: consumer(hub, case)["state"] == 2, "the consumer halted", hub=hub)
+        waiting = producer.send("org.fedoraproject.%s.a.x" % case, {"n": 1})
+        fh.wait_for(lambda: depths(node, case)[0] == (1, 0), "the message left on the broker")
+        status, out, err = fh.run(["restart", "-c", hub.config, case])
+        assert status == 0 and "restarted consumer" in out and not err.strip(), (out, err)
+        fh.wait_for(lambda: waiting in [r["id"] for r in records(wd)], "it after the restart",
+                    hub=hub)
+        hub.send_signal(signal.SIGHUP)
+        fh.wait_for(lambda: hub.log().count("reload") >= 1, "the reload", hub=hub)
+        later = producer.send("org.fedoraproject.%s.b.x" % case, {"n": 2})
+        producer.close()
+        fh.wait_for(lambda: later in [r["id"] for r in records(wd)], "one after the reload",
+                    hub=hub)
+        fh.wait_for(lambda: depths(node, case) == ((0, 0), (0, 0)), "the queues empty")
+        assert consumer(hub, case)["state"] == 0
+        assert hub.stop() == 0
+    finally:
+        hub.kill()
+
+
 def test_prefetch_never_exceeded():
     need_pika()
     node = shared_node()
@@ -539,7 +572,8 @@ if __name__ == "__main__":
     try:
         fh.main([test_check_verdicts, test_messages_reach_the_callback,
                  test_nack_drop_requeue_as_upstream, test_halt_acks_its_message,
-                 test_halt_requeue_and_exception_requeue, test_prefetch_never_exceeded,
+                 test_halt_requeue_and_exception_requeue, test_restart_and_reload_after_a_halt,
+                 test_prefetch_never_exceeded,
                  test_sigkill_loses_nothing, test_run_fedora_messaging_flag,
                  test_many_files_one_hub,
                  test_missing_callback_module])
