@@ -46,11 +46,14 @@ fh_hub_ref_take (fh_hub_ref_t *ref)
     return ref;
 }
 
-/* A consumer's patterns; none means every message. */
+/* A consumer's patterns; none means every message (but for a
+   fedora_messaging consumer: none at all). */
 int
 fh_hub_trigger_add (fh_trigger_t *trigger, size_t index, const fh_consumer_config_t *consumer)
 {
     int rc = 0;
+    if (consumer->fedora_messaging)
+        return 0; /* only what its own AMQP source targets at it */
     if (consumer->topics.count == 0)
         rc = fh_trigger_add (trigger, index, "");
     for (size_t t = 0; t < consumer->topics.count && rc == 0; t++)
@@ -134,6 +137,9 @@ fh_hub_destroy (fh_hub_t **self_p)
         fh_lineage_destroy (&self->gone[i]);
     /* After every message: their waiters tell the source until then. */
     fh_source_amqp_destroy (&self->amqp);
+    for (size_t i = 0; i < self->fedora_count; i++)
+        fh_source_amqp_destroy (&self->fedora[i]);
+    free (self->fedora);
     free (self->gone);
     free (self->lines);
     free (self->consumers);
@@ -157,6 +163,46 @@ s_consumer_count (void *arg)
     size_t count = self->consumer_count;
     pthread_mutex_unlock (&self->lock);
     return count;
+}
+
+/* Whether the consumer of that name is halted now, or gone (a reload
+   removed it): its fedora_messaging source stops consuming meanwhile. */
+static bool
+s_consumer_halted (void *arg, const char *name)
+{
+    fh_hub_t *self = arg;
+    bool halted = true;
+    pthread_mutex_lock (&self->lock);
+    for (size_t i = 0; i < self->consumer_count; i++) {
+        fh_consumer_t *current = self->lines[i] ? fh_lineage_current (self->lines[i]) : NULL;
+        if (current && strcmp (fh_lineage_name (self->lines[i]), name) == 0)
+            halted = fh_consumer_plugin_state (current) == FANHUB_STATE_HALTED;
+    }
+    pthread_mutex_unlock (&self->lock);
+    return halted;
+}
+
+/* One AMQP source for each fedora_messaging consumer, its deliveries
+   targeted at it alone (source_amqp.h). -1 with err. */
+static int
+s_start_fedora (fh_hub_t *self, const char *inject, char *err, size_t errlen)
+{
+    const fh_config_t *config = self->config;
+    self->fedora = calloc (config->consumer_count, sizeof *self->fedora);
+    if (!self->fedora) {
+        snprintf (err, errlen, "out of memory");
+        return -1;
+    }
+    self->fedora_count = config->consumer_count;
+    for (size_t i = 0; i < config->consumer_count; i++) {
+        const fh_consumer_config_t *consumer = &config->consumers[i];
+        if (consumer->fedora_messaging
+            && !(self->fedora[i] = fh_source_amqp_new_fedora (
+                     consumer->fedora_messaging, consumer->name, inject, s_consumer_count,
+                     s_consumer_halted, self, err, errlen)))
+            return -1;
+    }
+    return 0;
 }
 
 /* While busy, freed memory stays with the allocator. By default glibc
@@ -200,7 +246,9 @@ fh_hub_start (fh_hub_t *self, char *err, size_t errlen)
         self->amqp = fh_source_amqp_new (self->config->amqp,
                                          fh_enqueuer_inject_endpoint (self->enqueuer),
                                          s_consumer_count, self, err, errlen);
-    return self->enqueuer && (self->amqp || !self->config->amqp) ? 0 : -1;
+    if (!self->enqueuer || (self->config->amqp && !self->amqp))
+        return -1;
+    return s_start_fedora (self, fh_enqueuer_inject_endpoint (self->enqueuer), err, errlen);
 }
 
 void
@@ -212,6 +260,9 @@ fh_hub_stop_receiving (fh_hub_t *self)
     /* The source first: what it has not acked is the broker's again. */
     if (self->amqp)
         fh_source_amqp_stop (self->amqp);
+    for (size_t i = 0; i < self->fedora_count; i++)
+        if (self->fedora[i])
+            fh_source_amqp_stop (self->fedora[i]);
     fh_publisher_set_local (NULL); /* local: true injects no more */
     if (self->enqueuer)
         fh_enqueuer_stop (self->enqueuer);

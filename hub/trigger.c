@@ -274,8 +274,9 @@ fh_trigger_seal (fh_trigger_t *self)
 {
     /* Keep only subscriptions no shorter one already covers: after sorting,
        a covered string comes right after a kept prefix of it. */
-    qsort (self->subscriptions, self->subscription_count, sizeof *self->subscriptions,
-           s_compare_strings);
+    if (self->subscription_count) /* none: a hub of fedora_messaging consumers only */
+        qsort (self->subscriptions, self->subscription_count, sizeof *self->subscriptions,
+               s_compare_strings);
     size_t kept = 0;
     for (size_t i = 0; i < self->subscription_count; i++) {
         char *s = self->subscriptions[i];

@@ -262,6 +262,9 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
     p->running = 0;
     pthread_mutex_unlock (&w->lock);
     json_decref (halt);
+    /* Halted before its messages fail: an AMQP source that sees them
+       fail knows it is halted and stops consuming (source_amqp.h). */
+    w->host->set_state (w->ctx, FANHUB_STATE_HALTED, "%s", w->halt_reason);
     for (size_t i = 0; i < count; i++)
         w->host->complete_reason (w->ctx, done[i].ticket, done[i].result, done[i].reason);
     free (done);
@@ -269,7 +272,6 @@ s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now
                   "%s; the consumer takes no more messages until the hub starts again "
                   "(they fail, as dead letters to replay)",
                   w->halt_reason);
-    w->host->set_state (w->ctx, FANHUB_STATE_HALTED, "%s", w->halt_reason);
     for (size_t i = 0; i < w->nprocs; i++) {
         proc_t *q = &w->procs[i];
         if (q->state == PROC_READY && wire_frame (&q->outq, 'Q', NULL, 0) == 0) {

@@ -40,6 +40,7 @@ extern char **environ;
 typedef struct {
     const fanhub_option_t *command; /* worker */
     const char *callable, *python;  /* python */
+    const char *fedora_messaging;   /* python: a config.toml */
     const fanhub_option_t *path, *config;
     const char *max_crashes; /* refused: the consumer's key */
     int on_exception;
@@ -65,7 +66,7 @@ typedef struct {
                           "consumer's queue")
 
 #ifdef WORKER_PYTHON
-static const char *const s_on_exception[] = {"fail", "retry", NULL};
+static const char *const s_on_exception[] = {"fail", "retry", "halt", NULL};
 static const fanhub_opt_t s_options[] = {
     {"callable", FANHUB_OPT_STRING, offsetof (opts_t, callable), NULL, 1, 1000, NULL,
      FANHUB_OPT_REQUIRED, "the consumer: \"package.module:Name\" (a class or a function)"},
@@ -74,7 +75,12 @@ static const fanhub_opt_t s_options[] = {
     FANHUB_OPT_FIELD (opts_t, "path", FANHUB_OPT_STRINGS, path, NULL, 0, 0,
                       "directories put first on sys.path"),
     {"on_exception", FANHUB_OPT_ENUM, offsetof (opts_t, on_exception), "fail", 0, 0, s_on_exception,
-     0, "what an exception of the consumer answers: fail or retry"},
+     0,
+     "what an exception of the consumer answers: fail, retry, or halt (the consumer stops, "
+     "as fedora-messaging's does)"},
+    FANHUB_OPT_FIELD (opts_t, "fedora_messaging", FANHUB_OPT_FILE, fedora_messaging, NULL, 0, 0,
+                      "a fedora-messaging config.toml: its consumer_config and log_config apply "
+                      "(set by a consumer's fedora_messaging: key)"),
     COMMON_OPTIONS,
     FANHUB_OPT_END,
 };

@@ -46,8 +46,9 @@ struct fh_source_amqp {
     fh_amqp_settings_t *settings;
     char *inject_endpoint;
     fh_source_count_fn *count;
-    void *count_arg;
-    int wake_fd; /* eventfd: a waiter became handled */
+    fh_source_halted_fn *halted; /* a fedora_messaging source's: is its consumer halted */
+    void *count_arg;             /* both functions' */
+    int wake_fd;                 /* eventfd: a waiter became handled */
     zactor_t *actor;
     atomic_bool started;  /* release: the actor's socket is up */
     atomic_bool finished; /* release: the actor is done with self */
@@ -303,9 +304,11 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
         s_disconnect (self, false);
         return -1;
     }
-    amqp_rpc_reply_t reply = amqp_login (self->conn, settings->vhost, 0, 131072,
-                                         settings->heartbeat_s, AMQP_SASL_METHOD_PLAIN,
-                                         settings->user, settings->password);
+    amqp_rpc_reply_t reply = settings->fedora
+                                 ? fh_amqp_fedora_login (self->conn, settings)
+                                 : amqp_login (self->conn, settings->vhost, 0, 131072,
+                                               settings->heartbeat_s, AMQP_SASL_METHOD_PLAIN,
+                                               settings->user, settings->password);
     if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
         char text[256];
         snprintf (why, len, "cannot log in to %s:%d vhost %s as %s: %s", settings->host,
@@ -322,7 +325,8 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
             return -1;
         }
     }
-    if (settings->declare && s_declare (self, why, len)) {
+    if (settings->fedora ? fh_amqp_fedora_declare (self->conn, settings, why, len)
+                         : settings->declare && s_declare (self, why, len)) {
         s_disconnect (self, false);
         return -1;
     }
@@ -332,7 +336,9 @@ s_connect (fh_source_amqp_t *self, char *why, size_t len)
         self->consuming[ch] = false;
         amqp_basic_qos (self->conn, (amqp_channel_t) ch, 0, (uint16_t) settings->prefetch, 0);
         if (s_rpc_ok (self, "setting the prefetch", why, len)
-            || (s_preferred (settings, ch) && s_consume (self, ch, why, len))) {
+            || (settings->fedora && fh_amqp_fedora_consume (self->conn, settings, why, len))
+            || (!settings->fedora && s_preferred (settings, ch)
+                && s_consume (self, ch, why, len))) {
             s_disconnect (self, false);
             return -1;
         }
@@ -381,7 +387,12 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
     if (!emit)
         return false;
     fh_emit_set_notify (emit, s_wake, self);
-    fh_inject_t header = {emit, false, true};
+    if (self->settings->target && fh_emit_set_target (emit, self->settings->target) != 0) {
+        fh_emit_abandon (emit);
+        fh_emit_unref (&emit);
+        return false;
+    }
+    fh_inject_t header = {emit, self->settings->target != NULL, true};
     while (zmq_send (self->push, &header, sizeof header, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
         zmq_pollitem_t item = {zsock_resolve (pipe), 0, ZMQ_POLLIN, 0};
         if (zmq_errno () != EAGAIN || zmq_poll (&item, 1, 10) != 0) {
@@ -396,11 +407,22 @@ s_inject (fh_source_amqp_t *self, zsock_t *pipe, amqp_envelope_t *envelope)
     amqp_bytes_t body = envelope->message.body;
     if (settings->fedora_envelope && fh_amqp_fedora_envelope (envelope, &wrapped) == 0)
         body = (amqp_bytes_t){wrapped.size, wrapped.data};
+    /* A fedora_messaging consumer's third frame: the properties its
+       Message is made of (the runner reads it, fm.py). */
+    fh_buf_t properties = {0};
+    if (settings->fedora
+        && fh_amqp_fedora_properties (envelope, fh_amqp_fedora_queue (settings, envelope),
+                                      &properties))
+        properties.size = 0;
+    bool third = settings->fedora || settings->loop_guard;
     zmq_send (self->push, envelope->routing_key.bytes, envelope->routing_key.len, ZMQ_SNDMORE);
-    zmq_send (self->push, body.bytes, body.len, settings->loop_guard ? ZMQ_SNDMORE : 0);
-    if (settings->loop_guard)
+    zmq_send (self->push, body.bytes, body.len, third ? ZMQ_SNDMORE : 0);
+    if (settings->fedora)
+        zmq_send (self->push, properties.data, properties.size, 0);
+    else if (settings->loop_guard)
         zmq_send (self->push, FH_AMQP_MARK, sizeof FH_AMQP_MARK - 1, 0);
     free (wrapped.data);
+    free (properties.data);
     self->open[self->open_count++] = (s_open_t){emit, envelope->channel, envelope->delivery_tag};
     atomic_store (&self->unacked, self->open_count);
     return true;
@@ -424,11 +446,13 @@ s_tally (const char *consumer, fh_outcome_t outcome, void *arg)
 }
 
 static s_answer_t
-s_answer (fh_emit_t *emit)
+s_answer (const fh_amqp_settings_t *settings, fh_emit_t *emit)
 {
     int matched = fh_emit_matched (emit);
     if (matched < 0)
-        return S_REJECT; /* malformed */
+        return S_REJECT;  /* malformed */
+    if (settings->target) /* fedora-messaging's answers (docs/porting.md) */
+        return fh_emit_outcome (emit, settings->target) == FH_OUTCOME_COMPLETED ? S_ACK : S_REQUEUE;
     s_tally_t tally = {matched == 0, false};
     fh_emit_each_outcome (emit, s_tally, &tally);
     return tally.taken || !tally.refused ? S_ACK : S_REQUEUE;
@@ -448,7 +472,7 @@ s_settle (fh_source_amqp_t *self)
             continue;
         }
         int rc;
-        switch (s_answer (entry->emit)) {
+        switch (s_answer (self->settings, entry->emit)) {
         case S_ACK:
             rc = amqp_basic_ack (self->conn, entry->channel, entry->tag, 0);
             fh_bump (&self->acked);
@@ -563,6 +587,24 @@ s_wait (fh_source_amqp_t *self, zsock_t *pipe, int fd, long ms)
     return stop;
 }
 
+/* A fedora_messaging consumer halted (HaltConsumer, or an exception):
+   as fedora-messaging's consumer stops, the connection closes and the
+   broker requeues what it had not acked; the source connects again once
+   the consumer is no longer halted (a restart, a reload). True when a
+   stop came. */
+static bool
+s_halt (fh_source_amqp_t *self, zsock_t *pipe)
+{
+    fh_warning ("consumer '%s': halted: stops consuming from %s; the broker requeues its %zu "
+                "unacked message(s)",
+                self->settings->target, self->settings->queue, self->open_count);
+    s_disconnect (self, true);
+    while (self->halted (self->count_arg, self->settings->target))
+        if (s_wait (self, pipe, -1, 200))
+            return true;
+    return false;
+}
+
 /* One connection's life: connect (or wait the backoff), then serve it
    until it fails or a stop comes. True when a stop came. */
 static bool
@@ -586,12 +628,18 @@ s_session (fh_source_amqp_t *self, zsock_t *pipe)
         fh_bump (&self->reconnects);
     self->backoff_ms = S_RECONNECT_FIRST_MS;
     atomic_store (&self->connected, true);
-    fh_info ("bus.amqp: consuming from %s%s on %s:%d vhost %s (prefetch %zu)", settings->queue,
-             settings->shards ? ".*" : "", settings->host, settings->port, settings->vhost,
-             settings->prefetch);
+    fh_info ("%s%s%s: consuming from %s%s%s on %s:%d vhost %s (prefetch %zu)",
+             settings->target ? "consumer '" : "bus.amqp", settings->target ? settings->target : "",
+             settings->target ? "'" : "", settings->queue, settings->shards ? ".*" : "",
+             settings->fedora ? " and the file's other queues" : "", settings->host, settings->port,
+             settings->vhost, settings->prefetch);
     int fd = amqp_get_sockfd (self->conn);
     for (;;) {
-        if (!s_settle (self) || !s_receive (self, pipe) || self->stopping)
+        if (!s_settle (self))
+            break;
+        if (self->halted && self->halted (self->count_arg, settings->target))
+            return s_halt (self, pipe);
+        if (!s_receive (self, pipe) || self->stopping)
             break;
         if (s_consume_standby (self, why, sizeof why) != 0) {
             fh_warning ("bus.amqp: %s", why);
@@ -635,23 +683,26 @@ s_actor (zsock_t *pipe, void *args)
     atomic_store_explicit (&self->finished, true, memory_order_release);
 }
 
-fh_source_amqp_t *
-fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
-                    fh_source_count_fn *count, void *count_arg, char *err, size_t errlen)
+/* Takes settings (NULL: err says why). */
+static fh_source_amqp_t *
+s_new (fh_amqp_settings_t *settings, const char *inject_endpoint, fh_source_count_fn *count,
+       fh_source_halted_fn *halted, void *arg, char *err, size_t errlen)
 {
     fh_source_amqp_t *self = calloc (1, sizeof *self);
     if (!self) {
+        fh_amqp_settings_destroy (&settings);
         snprintf (err, errlen, "bus.amqp: out of memory");
         return NULL;
     }
     self->wake_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
-    self->settings = fh_amqp_settings_new (tree, err, errlen);
+    self->settings = settings;
     self->inject_endpoint = strdup (inject_endpoint);
     self->consuming = self->settings
                           ? calloc (s_channel_count (self->settings) + 1, sizeof *self->consuming)
                           : NULL;
     self->count = count;
-    self->count_arg = count_arg;
+    self->halted = halted;
+    self->count_arg = arg;
     if (self->settings /* else err says why */
         && (self->wake_fd < 0 || !self->inject_endpoint || !self->consuming))
         snprintf (err, errlen, "bus.amqp: cannot start: %s", strerror (errno));
@@ -665,6 +716,23 @@ fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
     if (!self->actor)
         fh_source_amqp_destroy (&self);
     return self;
+}
+
+fh_source_amqp_t *
+fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
+                    fh_source_count_fn *count, void *count_arg, char *err, size_t errlen)
+{
+    return s_new (fh_amqp_settings_new (tree, err, errlen), inject_endpoint, count, NULL, count_arg,
+                  err, errlen);
+}
+
+fh_source_amqp_t *
+fh_source_amqp_new_fedora (const struct json_t *fm, const char *consumer,
+                           const char *inject_endpoint, fh_source_count_fn *count,
+                           fh_source_halted_fn *halted, void *arg, char *err, size_t errlen)
+{
+    return s_new (fh_amqp_settings_from_fedora (fm, consumer, err, errlen), inject_endpoint, count,
+                  halted, arg, err, errlen);
 }
 
 void

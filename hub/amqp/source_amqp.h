@@ -56,6 +56,8 @@ typedef struct fh_source_amqp fh_source_amqp_t;
 
 /* How many consumers the hub has now (an emit waiter's size). */
 typedef size_t (fh_source_count_fn) (void *arg);
+/* Whether the consumer of that name is halted now (FANHUB_STATE_HALTED). */
+typedef bool (fh_source_halted_fn) (void *arg, const char *consumer);
 
 typedef struct {
     uint64_t delivered;  /* deliveries received */
@@ -74,6 +76,19 @@ typedef struct {
 fh_source_amqp_t *fh_source_amqp_new (const fanhub_option_t *tree, const char *inject_endpoint,
                                       fh_source_count_fn *count, void *count_arg, char *err,
                                       size_t errlen);
+/* The source of one fedora_messaging consumer (source_amqp_fm.c): its
+   config.toml normalised (config_fedora.c), each delivery targeted at
+   that consumer alone and answered as fedora-messaging answers it: ack
+   when the consumer completed it (OK; a Drop, a message it could not
+   read: skipped), nack with requeue otherwise (retries used up after
+   Nack, a failure, dropped at a full queue or a stop); reject without
+   requeue when malformed. While the consumer is halted the connection
+   is closed (the broker requeues what it held) and opens again when it
+   is not. count and halted are called with arg. */
+fh_source_amqp_t *fh_source_amqp_new_fedora (const struct json_t *fm, const char *consumer,
+                                             const char *inject_endpoint, fh_source_count_fn *count,
+                                             fh_source_halted_fn *halted, void *arg, char *err,
+                                             size_t errlen);
 /* Stops consuming and closes the connection: what is not acked yet is
    delivered again by the broker. Safe twice. */
 void fh_source_amqp_stop (fh_source_amqp_t *self);

@@ -2,6 +2,8 @@
     delivery published by fedora-messaging becomes a fedmsg envelope, so
     that the hub and its consumers see its id as `msg_id`, as fedmsg
     consumers read it. See source_amqp_settings.h and docs/fedora.md.
+    Also a fedora_messaging consumer's third frame: the delivery's
+    properties, as fedora-messaging's Message is made from them.
 */
 #include "source_amqp_settings.h"
 
@@ -90,6 +92,48 @@ fh_amqp_fedora_envelope (const amqp_envelope_t *envelope, fh_buf_t *out)
     json_object_set_new (root, "headers", headers);
     if ((p->_flags & AMQP_BASIC_MESSAGE_ID_FLAG) && p->message_id.len)
         json_object_set_new (root, "msg_id", json_stringn (p->message_id.bytes, p->message_id.len));
+    fh_pyjson_encode (out, root);
+    json_decref (root);
+    return out->failed ? -1 : 0;
+}
+
+int
+fh_amqp_fedora_properties (const amqp_envelope_t *envelope, const char *queue, fh_buf_t *out)
+{
+    const amqp_basic_properties_t *p = &envelope->message.properties;
+    json_t *root = json_object ();
+    json_t *headers = json_object ();
+    if (!root || !headers) {
+        json_decref (root);
+        json_decref (headers);
+        return -1;
+    }
+    for (int i = 0; (p->_flags & AMQP_BASIC_HEADERS_FLAG) && i < p->headers.num_entries; i++) {
+        const amqp_table_entry_t *e = &p->headers.entries[i];
+        json_t *value = s_field_json (&e->value);
+        if (value)
+            json_object_setn_new (headers, e->key.bytes, e->key.len, value);
+    }
+    json_object_set_new (root, "headers", headers);
+    const struct {
+        uint32_t flag;
+        const char *name;
+        const amqp_bytes_t *value;
+    } texts[] = {
+        {AMQP_BASIC_MESSAGE_ID_FLAG, "message_id", &p->message_id},
+        {AMQP_BASIC_CONTENT_TYPE_FLAG, "content_type", &p->content_type},
+        {AMQP_BASIC_CONTENT_ENCODING_FLAG, "content_encoding", &p->content_encoding},
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++)
+        if (p->_flags & texts[i].flag)
+            json_object_set_new (root, texts[i].name,
+                                 json_stringn (texts[i].value->bytes, texts[i].value->len));
+    if (p->_flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
+        json_object_set_new (root, "delivery_mode", json_integer (p->delivery_mode));
+    if (p->_flags & AMQP_BASIC_PRIORITY_FLAG)
+        json_object_set_new (root, "priority", json_integer (p->priority));
+    if (queue)
+        json_object_set_new (root, "queue", json_string (queue));
     fh_pyjson_encode (out, root);
     json_decref (root);
     return out->failed ? -1 : 0;

@@ -13,6 +13,7 @@
 #include <fanhub/sdk.h>
 
 #include <amqp.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,8 @@ fh_amqp_settings_destroy (fh_amqp_settings_t **self_p)
     free (self->ca_file);
     free (self->cert_file);
     free (self->key_file);
+    json_decref (self->fedora);
+    free (self->target);
     free (self);
     *self_p = NULL;
 }

@@ -40,6 +40,11 @@ struct fh_amqp_settings {
     bool verify_peer, verify_hostname;
     bool fedora_envelope; /* envelope: fedora-messaging */
     bool loop_guard;      /* loop_guard: mark deliveries with a third frame */
+    /* A fedora_messaging consumer's source (source_amqp_fm.c): its
+       config.toml as normalised (a reference), and the one consumer its
+       deliveries go to; NULL for bus.amqp. */
+    struct json_t *fedora;
+    char *target;
 };
 
 /* The marker frame (frame 3) of a message bus.amqp received, with
@@ -53,5 +58,28 @@ struct fh_amqp_settings {
    headers JSON can hold}. -1 when the body is not JSON (or out of memory):
    it goes as it came. source_amqp_envelope.c. */
 int fh_amqp_fedora_envelope (const amqp_envelope_t *envelope, fh_buf_t *out);
+
+/* A fedora_messaging consumer's third frame: the delivery's properties
+   as JSON ({message_id, content_type, content_encoding, delivery_mode,
+   priority, headers, queue}: those it has), appended to out; -1 when out
+   of memory. source_amqp_envelope.c. */
+int fh_amqp_fedora_properties (const amqp_envelope_t *envelope, const char *queue, fh_buf_t *out);
+/* The queue a delivery came from, by its consumer tag; or NULL. */
+const char *fh_amqp_fedora_queue (const fh_amqp_settings_t *settings,
+                                  const amqp_envelope_t *envelope);
+
+/* source_amqp_fm.c: a fedora_messaging consumer's settings from its
+   normalised config.toml (NULL with "FILE: why" in err); its login (with
+   [client_properties]), its exchanges, queues and bindings on channel 1
+   (passively with passive_declares), and one basic.consume per queue on
+   channel 1. The last two: 0, or -1 with why. */
+fh_amqp_settings_t *fh_amqp_settings_from_fedora (const struct json_t *fm, const char *consumer,
+                                                  char *err, size_t errlen);
+amqp_rpc_reply_t fh_amqp_fedora_login (amqp_connection_state_t conn,
+                                       const fh_amqp_settings_t *settings);
+int fh_amqp_fedora_declare (amqp_connection_state_t conn, const fh_amqp_settings_t *settings,
+                            char *why, size_t len);
+int fh_amqp_fedora_consume (amqp_connection_state_t conn, const fh_amqp_settings_t *settings,
+                            char *why, size_t len);
 
 #endif

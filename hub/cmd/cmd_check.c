@@ -82,6 +82,7 @@ fh_cmd_check (int argc, char **argv)
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
     char err[2048];
+    fh_config_set_plugin_dir (fh_plugin_dir (plugin_dir));
     fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
     if (!config) {
         fprintf (stderr, "fanhub check: %s\n", err);

@@ -35,10 +35,12 @@
 #include "spool.h"
 #include "thread.h"
 
+#include <ctype.h>
 #include <czmq.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -47,7 +49,7 @@
 #define DRAIN_CHECK_NS (20 * INT64_C (1000000)) /* how often to look */
 #define TICK_NS INT64_C (1000000000)            /* spool syncs, stuck checks */
 
-enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY };
+enum { S_OPT_PLUGIN_DIR = FH_CLI_LONG_ONLY, S_OPT_FEDORA };
 
 static const fh_cli_option_t s_options[] = {
     {'c', "config", "FILE", "the YAML configuration (see config/fanhub.yaml)"},
@@ -55,6 +57,9 @@ static const fh_cli_option_t s_options[] = {
      "where plugins named without a '/' are found\n"
      "(default: $FANHUB_PLUGIN_DIR, else the\n"
      "installed plugin directory)"},
+    {S_OPT_FEDORA, "fedora-messaging", "FILE",
+     "run the one consumer of a fedora-messaging\n"
+     "config.toml, without a YAML file (not with -c)"},
     {'v', "verbose", NULL, "log debug lines too (over log_level)"},
     {'q', "quiet", NULL, "log warnings and errors only (over log_level)"},
     {0, NULL, NULL, NULL},
@@ -62,7 +67,7 @@ static const fh_cli_option_t s_options[] = {
 
 static const fh_cli_command_t s_command = {
     "run",
-    "[-c FILE] [--plugin-dir DIR] [-v | -q]",
+    "[-c FILE | --fedora-messaging FILE] [--plugin-dir DIR] [-v | -q]",
     "Runs the hub: subscribes to the bus endpoints of the configuration and\n"
     "hands each message to every consumer whose topics match, each consumer\n"
     "on its own thread. Without -c, runs the built-in default configuration\n"
@@ -101,6 +106,55 @@ s_log_warnings (const fh_config_t *config)
         fh_warning ("%s", config->warnings.items[i]);
 }
 
+/* --fedora-messaging FILE: the configuration it stands for, or NULL. */
+static char *s_fedora_yaml;
+
+/* A consumer named after the file (badges.toml: badges), its
+   characters those a name may have. */
+static char *
+s_fedora_config (const char *file)
+{
+    const char *base = strrchr (file, '/') ? strrchr (file, '/') + 1 : file;
+    char name[65];
+    size_t len = 0;
+    for (const char *c = base; *c && len < sizeof name - 1; c++)
+        name[len++] = (isalnum ((unsigned char) *c) || strchr ("_.-", *c)) ? *c : '_';
+    name[len] = '\0';
+    char *dot = strstr (name, ".toml");
+    if (dot && dot != name)
+        *dot = '\0';
+    /* The path as a YAML double-quoted scalar: backslashes and quotes escaped. */
+    size_t size = strlen (file) * 2 + 2 * sizeof name + 128;
+    char *yaml = malloc (size), *at;
+    if (!yaml)
+        return NULL;
+    /* The hub takes the consumer's name too: its control socket is
+       fanhub-NAME.sock, one per file as fm-consumer@NAME is one unit. */
+    const char *called = len ? name : "fedora-messaging";
+    at = yaml
+         + snprintf (yaml, size,
+                     "name: \"%s\"\nbus: {}\nconsumers:\n  - name: \"%s\"\n"
+                     "    fedora_messaging: \"",
+                     called, called);
+    for (const char *c = file; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            *at++ = '\\';
+        *at++ = *c;
+    }
+    strcpy (at, "\"\n");
+    return yaml;
+}
+
+/* The configuration: -c FILE, --fedora-messaging FILE, or the default. */
+static fh_config_t *
+s_load (const char *path, char *err, size_t errlen)
+{
+    if (s_fedora_yaml)
+        return fh_config_load_string (s_fedora_yaml, strlen (s_fedora_yaml), "--fedora-messaging",
+                                      err, errlen);
+    return fh_cli_load_config (path, err, errlen);
+}
+
 /* SIGHUP (or `fanhub reload`): the same file again; an invalid one is
    refused and the running configuration stays. */
 static void
@@ -112,7 +166,7 @@ s_reload (fh_hub_t *hub, const char *path, bool level_given)
                (unsigned long long) (fh_clock_mono_ns () / 1000));
     fh_hub_note_reload_start (hub); /* before the file is read */
     fh_info ("reloading %s", path ? path : "the built-in default configuration");
-    fh_config_t *config = fh_cli_load_config (path, err, sizeof err);
+    fh_config_t *config = s_load (path, err, sizeof err);
     if (config)
         s_log_warnings (config);
     if (config)
@@ -459,7 +513,7 @@ s_stop (s_run_t *run, int sig, sigset_t *signals, int64_t deadline, int64_t next
 
 /* What `fanhub run` was given. */
 typedef struct {
-    const char *path, *plugin_dir;
+    const char *path, *plugin_dir, *fedora;
     bool level_given; /* -v or -q: the file's log_level does not apply */
 } s_args_t;
 
@@ -477,6 +531,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
             args->path = arg;
         else if (opt == S_OPT_PLUGIN_DIR)
             args->plugin_dir = arg;
+        else if (opt == S_OPT_FEDORA)
+            args->fedora = arg;
         else if (opt == 'v' || opt == 'q') {
             fh_log_set_level (opt == 'v' ? FANHUB_LOG_DEBUG : FANHUB_LOG_WARNING);
             args->level_given = true;
@@ -486,6 +542,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         return fh_cli_status (&cli);
     if (cli.next < argc)
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
+    if (args->path && args->fedora)
+        return fh_cli_usage_error (&s_command, "-c and --fedora-messaging do not go together");
     return -1;
 }
 
@@ -502,8 +560,14 @@ fh_cmd_run (int argc, char **argv)
     sigset_t signals;
     s_block_signals (&signals);
     char err[2048];
-    s_run_t run = {.config = fh_cli_load_config (path, err, sizeof err)};
+    fh_config_set_plugin_dir (fh_plugin_dir (plugin_dir));
+    if (args.fedora && !(s_fedora_yaml = s_fedora_config (args.fedora))) {
+        fh_error ("out of memory");
+        return FH_EXIT_FAILURE;
+    }
+    s_run_t run = {.config = s_load (path, err, sizeof err)};
     if (!run.config) {
+        free (s_fedora_yaml);
         fh_error ("%s", err);
         return FH_EXIT_USAGE;
     }
@@ -513,6 +577,7 @@ fh_cmd_run (int argc, char **argv)
     int status = s_start (&run, plugin_dir);
     if (status != 0) {
         fh_config_destroy (&run.config);
+        free (s_fedora_yaml);
         return status;
     }
     int sig = run.stop_sig; /* every consumer started, but a stop came meanwhile */
@@ -534,5 +599,6 @@ fh_cmd_run (int argc, char **argv)
     }
     status = s_stop (&run, sig, &signals, deadline, next_tick);
     fh_config_destroy (&run.config);
+    free (s_fedora_yaml);
     return status;
 }

@@ -1,6 +1,8 @@
 /*  main - the fanhub binary: dispatches to a subcommand, git style. */
 #include "cli.h"
 #include "commands.h"
+#include "config.h"
+#include "plugin.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -137,6 +139,10 @@ main (int argc, char **argv)
         fh_cli_version ();
         return FH_EXIT_OK;
     }
+    /* Every command that reads a configuration may meet a consumer's
+       fedora_messaging: file, read by the runner beside the plugins
+       (run and check set it again from --plugin-dir). */
+    fh_config_set_plugin_dir (fh_plugin_dir (NULL));
     for (size_t i = 0; i < S_COMMAND_COUNT; i++)
         if (strcmp (name, s_commands[i].name) == 0)
             return s_commands[i].run (argc - 1, argv + 1);

@@ -22,6 +22,7 @@
 #include "fnv.h"
 
 #include <fanhub/sdk_curve.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,9 +63,6 @@ static int
 s_bus_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 {
     fh_config_t *cfg = target;
-    if (cfg->connect.count + cfg->bind.count == 0 && !cfg->amqp)
-        return fh_yaml_error (ctx, node->start_mark,
-                              "expected at least one endpoint in connect: or bind:, or amqp:");
     yaml_node_t *curve = fh_yaml_map_find (ctx, node, "curve");
     if (curve && cfg->connect.count && !cfg->curve.server_public_key) {
         fh_yaml_path_key (ctx, "curve.server_public_key");
@@ -322,6 +320,8 @@ fh_cfg_consumer_cross_check (fh_yaml_t *ctx, fh_config_t *cfg, size_t i, yaml_no
                              size_t index)
 {
     fh_consumer_config_t *consumer = &cfg->consumers[i];
+    if (fh_cfg_fedora_finish (ctx, consumer, item, index))
+        return -1;
     if (consumer->overflow == FH_OVERFLOW_UNSET)
         consumer->overflow = cfg->state_dir ? FH_OVERFLOW_SPILL : FH_OVERFLOW_DROP_NEWEST;
     if (consumer->overflow == FH_OVERFLOW_SPILL && !cfg->state_dir) {
@@ -366,6 +366,16 @@ s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
             return -1;
     if (fh_cfg_include_load (ctx, node, cfg))
         return -1;
+    bool fedora = false; /* a consumer with its own AMQP source */
+    for (size_t i = 0; i < cfg->consumer_count; i++)
+        fedora |= cfg->consumers[i].fedora_messaging != NULL;
+    yaml_node_t *bus = fh_yaml_map_find (ctx, node, "bus");
+    if (bus && cfg->connect.count + cfg->bind.count == 0 && !cfg->amqp && !fedora) {
+        fh_yaml_path_key (ctx, "bus");
+        return fh_yaml_error (ctx, bus->start_mark,
+                              "expected at least one endpoint in connect: or bind:, or amqp: "
+                              "(or a consumer with fedora_messaging:)");
+    }
     if (cfg->consumer_count == 0) {
         fh_yaml_path_key (ctx, "include");
         return fh_yaml_error (ctx, include->start_mark,
@@ -559,7 +569,9 @@ static const fh_cfg_field_t s_consumer_fields[] = {
     { .key = "name", .parse = fh_cfg_parse_consumer_name,
       .offset = offsetof (fh_consumer_config_t, name), .required = true },
     { .key = "plugin", .parse = fh_cfg_parse_plugin,
-      .offset = offsetof (fh_consumer_config_t, plugin), .required = true },
+      .offset = offsetof (fh_consumer_config_t, plugin) }, /* or fedora_messaging */
+    { .key = "fedora_messaging", .parse = fh_cfg_parse_fedora_messaging,
+      .offset = offsetof (fh_consumer_config_t, fedora_messaging) },
     { .key = "topics", .parse = fh_cfg_parse_topics,
       .offset = offsetof (fh_consumer_config_t, topics), .live = true },
     { .key = "queue", .parse = fh_cfg_parse_section, .offset = 0,
@@ -715,6 +727,7 @@ fh_config_destroy (fh_config_t **self_p)
         free (consumer->where);
         free (consumer->order_by);
         fh_cfg_publish_clear (&consumer->publish);
+        json_decref (consumer->fedora_messaging);
     }
     free (self->consumers);
     fh_cfg_strlist_clear (&self->include);

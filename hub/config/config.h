@@ -106,6 +106,9 @@ typedef struct {
         size_t index, count;
     } shard;
     fh_publish_config_t publish; /* publish:; off unless it names an endpoint */
+    /* fedora_messaging: FILE, its config.toml normalised (config_fedora.c;
+       fm_config.py says the shape); NULL for any other consumer. */
+    struct json_t *fedora_messaging;
 } fh_consumer_config_t;
 
 typedef struct {
@@ -192,6 +195,10 @@ bool fh_config_hub_name_valid (const char *text);
 
 /* Loads a file. On error returns NULL and writes the message to err. */
 fh_config_t *fh_config_load_file (const char *path, char *err, size_t errlen);
+/* Where the Python runner is (its worker-python/ folder), for reading a
+   consumer's fedora_messaging: file; before loading. Default:
+   $FANHUB_PLUGIN_DIR. config_fedora.c. */
+void fh_config_set_plugin_dir (const char *dir);
 /* Loads YAML text; `source` names it in error messages. */
 fh_config_t *fh_config_load_string (const char *text, size_t len, const char *source, char *err,
                                     size_t errlen);

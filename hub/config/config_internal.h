@@ -13,6 +13,7 @@
       config_include.c   include: and the drop-ins it names
       config_env.c       ${VAR} in values
       config_publish.c   a consumer's publish: section
+      config_fedora.c    a consumer's fedora_messaging: config.toml
     Only these files include this header; the rest of the hub uses config.h.
 */
 #ifndef FH_CONFIG_INTERNAL_H_INCLUDED
@@ -111,6 +112,13 @@ int fh_cfg_consumer_cross_check (fh_yaml_t *ctx, fh_config_t *cfg, size_t i, yam
 /* Reads the drop-ins that root's include: names and appends their
    consumers to cfg (config_include.c). */
 int fh_cfg_include_load (fh_yaml_t *ctx, yaml_node_t *root, fh_config_t *cfg);
+/* fedora_messaging: FILE read through the runner's helper (config_fedora.c). */
+int fh_cfg_parse_fedora_messaging (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                                   const fh_cfg_field_t *field);
+/* The consumer a fedora_messaging: file makes (plugin, options), or
+   plugin: required without one. */
+int fh_cfg_fedora_finish (fh_yaml_t *ctx, fh_consumer_config_t *consumer, yaml_node_t *item,
+                          size_t index);
 /* Replaces ${NAME}, ${NAME:-default} and $$ in the values of the loaded
    document (config_env.c). */
 int fh_cfg_expand_env (fh_yaml_t *ctx);

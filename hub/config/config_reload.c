@@ -5,6 +5,7 @@
 #include "config_internal.h"
 
 #include <assert.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +58,10 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
     if (parse == fh_cfg_parse_options || parse == fh_cfg_parse_amqp
         || parse == fh_cfg_parse_signatures)
         return fh_option_equal (*(fanhub_option_t *const *) a, *(fanhub_option_t *const *) b);
+    if (parse == fh_cfg_parse_fedora_messaging) { /* the file as it read, normalised */
+        const json_t *x = *(json_t *const *) a, *y = *(json_t *const *) b;
+        return x == y || (x && y && json_equal (x, y));
+    }
     assert (!"a configuration field without a comparison");
     return false;
 }

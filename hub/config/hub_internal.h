@@ -43,7 +43,10 @@ struct fh_hub {
     fh_histogram_snapshot_t *gone_end_to_end, *scratch;
     fh_trigger_t *trigger;
     fh_enqueuer_t *enqueuer;
-    fh_source_amqp_t *amqp; /* bus.amqp, or NULL */
+    fh_source_amqp_t *amqp;    /* bus.amqp, or NULL */
+    fh_source_amqp_t **fedora; /* by consumer at the start: a fedora_messaging
+                                  consumer's own source, else NULL */
+    size_t fedora_count;
     int64_t started_ns;
     bool started;
     bool stopped;

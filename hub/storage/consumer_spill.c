@@ -87,7 +87,9 @@ fh_cons_quarantine (s_worker_t *worker, const fh_msg_t *msg)
 int
 fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *err, size_t errlen)
 {
-    if (!config->state_dir)
+    /* A fedora_messaging consumer's backlog and failures stay on the
+       broker (requeued): no spool, no dead letters of its own. */
+    if (!config->state_dir || config->consumers[self->index].fedora_messaging)
         return 0;
     char dir[4096], why[1024];
     snprintf (dir, sizeof dir, "%s/%s/%s", config->state_dir, self->name, FH_DEADLETTER_SUBDIR);

@@ -89,7 +89,7 @@ def amqp_answers(port, timeout=2.0):
 class RabbitNode:
     """One private RabbitMQ node, started at construction."""
 
-    def __init__(self, plugins=PLUGINS, users=(), tls=False, queues=()):
+    def __init__(self, plugins=PLUGINS, users=(), tls=False, queues=(), peer_cert=False):
         """users: (user, password, vhost) made at boot, from a definitions
         file (faster than rabbitmqctl, which starts an Erlang VM per call);
         the default guest/guest on / is kept. queues: (vhost, queue,
@@ -97,7 +97,9 @@ class RabbitNode:
         same file, which the node reads at every boot, so they are there
         even after a crash that lost a recent declaration. tls: also a TLS listener on
         127.0.0.1:tls_port, with a certificate for "localhost" signed by a
-        CA made here (ca_file: its PEM)."""
+        CA made here (ca_file: its PEM). peer_cert (with tls): the TLS
+        listener requires a client certificate signed by that CA, as
+        Fedora's broker does; client_cert and client_key are one."""
         global _count
         rabbitmq_server()
         _count += 1
@@ -115,6 +117,9 @@ class RabbitNode:
             f.write("# empty: the machine's /etc/rabbitmq/rabbitmq-env.conf is not read\n")
         self.tls_port = fh.free_port() if tls else None
         self.ca_file = self._make_certificates() if tls else None
+        self.client_cert = self.client_key = None
+        if tls and peer_cert:
+            self.client_cert, self.client_key = self._make_client_certificate()
         definitions = os.path.join(self.root, "definitions.json")
         with open(definitions, "w") as f:
             json.dump(self._definitions([("guest", "guest", "/")] + list(users), queues), f)
@@ -132,10 +137,12 @@ class RabbitNode:
                         "ssl_options.cacertfile = %s\n"
                         "ssl_options.certfile = %s\n"
                         "ssl_options.keyfile = %s\n"
-                        "ssl_options.verify = verify_none\n"
-                        "ssl_options.fail_if_no_peer_cert = false\n"
+                        "ssl_options.verify = %s\n"
+                        "ssl_options.fail_if_no_peer_cert = %s\n"
                         % (self.tls_port, self.ca_file, os.path.join(self.root, "server.pem"),
-                           os.path.join(self.root, "server.key")))
+                           os.path.join(self.root, "server.key"),
+                           "verify_peer" if peer_cert else "verify_none",
+                           "true" if peer_cert else "false"))
         self.env = dict(os.environ,
                         HOME=self.root,
                         RABBITMQ_NODENAME=self.name,
@@ -190,6 +197,23 @@ class RabbitNode:
             if r.returncode != 0:
                 raise AssertionError("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace")))
         return d("ca.pem")
+
+    def _make_client_certificate(self):
+        """A client certificate (client.pem, client.key) signed by the CA
+        of _make_certificates."""
+        openssl = fh.require_tool(shutil.which("openssl"), "openssl", "openssl")
+        d = lambda name: os.path.join(self.root, name)  # noqa: E731
+        steps = [
+            [openssl, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", d("client.key"), "-out", d("client.csr"),
+             "-subj", "/CN=fanhub test client"],
+            [openssl, "x509", "-req", "-in", d("client.csr"), "-CA", d("ca.pem"), "-CAkey",
+             d("ca.key"), "-CAcreateserial", "-out", d("client.pem"), "-days", "3"]]
+        for cmd in steps:
+            r = subprocess.run(cmd, capture_output=True, timeout=fh.DEADLINE)
+            if r.returncode != 0:
+                raise AssertionError("%s: %s" % (" ".join(cmd), r.stderr.decode(errors="replace")))
+        return d("client.pem"), d("client.key")
 
     @staticmethod
     def _definitions(users, queues):

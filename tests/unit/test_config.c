@@ -346,8 +346,8 @@ typedef struct {
     "(known: connect, bind, rcvhwm, max_frames, max_message_bytes, publish, gap_detection, "       \
     "curve, allow_ip, max_peers, amqp, connect_warning, validate_signatures)"
 #define CONSUMER_KNOWN                                                                             \
-    "(known: name, plugin, topics, queue, options, retry, consume_timeout, workers, order_by, "    \
-    "coalesce, max_pending, shard, max_crashes, publish)"
+    "(known: name, plugin, fedora_messaging, topics, queue, options, retry, consume_timeout, "     \
+    "workers, order_by, coalesce, max_pending, shard, max_crashes, publish)"
 #define NAME_RULE "expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, not . or .."
 #define INT_RCVHWM "expected an integer from 0 to 2147483647, got "
 #define INT_CAPACITY "expected an integer from 1 to 1073741824, got "

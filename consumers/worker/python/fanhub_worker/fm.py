@@ -39,7 +39,13 @@ Answer = Tuple[int, str]
 
 
 class Halt(Exception):
-    pass
+    """The consumer halts; `done`: the message in hand is answered OK
+    first (a deployed consumer's HaltConsumer(requeue=False), which
+    fedora-messaging acks)."""
+
+    def __init__(self, reason: str, done: bool = False) -> None:
+        super().__init__(reason)
+        self.done = done
 
 
 class Message:
@@ -115,8 +121,52 @@ def _sent_at(envelope: Any) -> Optional[str]:
     return when.isoformat()
 
 
-def message_maker(queue: Optional[str]) -> Callable[..., Any]:
+def delivery_properties(frames: List[bytes]) -> Dict[str, Any]:
+    """A deployed consumer's delivery (its own AMQP source): the AMQP
+    properties, the hub's third frame (source_amqp.c)."""
+    try:
+        properties = json.loads(frames[2]) if len(frames) > 2 else {}
+    except ValueError:
+        properties = {}
+    return properties if isinstance(properties, dict) else {}
+
+
+def deployed_maker(queue: Optional[str]) -> Callable[..., Any]:
+    """make(...) for a consumer moved in with its config.toml: the message
+    made from the delivery's own properties and body, as
+    fedora-messaging's consumer makes it."""
+    try:
+        from fedora_messaging.message import get_message
+    except ImportError:
+        get_message = None
+    try:
+        from pika import BasicProperties as props
+    except ImportError:
+        props = Properties
+
+    def make(topic: str, msg_id: Optional[str], headers: Dict[str, Any],
+             frames: List[bytes]) -> Any:
+        amqp = delivery_properties(frames)
+        amqp_headers = amqp.get("headers") or {}
+        msg_id = amqp.get("message_id", msg_id)
+        source = amqp.get("queue", queue)
+        if get_message is None:
+            return Message(topic, parse_body(frames[1]), msg_id, amqp_headers, source, frames)
+        properties = props(content_type=amqp.get("content_type"),
+                           content_encoding=amqp.get("content_encoding"),
+                           headers=amqp_headers, message_id=msg_id,
+                           delivery_mode=amqp.get("delivery_mode"),
+                           priority=amqp.get("priority"))
+        message = get_message(topic, properties, frames[1])
+        message.queue = source
+        return message
+    return make
+
+
+def message_maker(queue: Optional[str], deployed: bool = False) -> Callable[..., Any]:
     """make(topic, msg_id, headers, frames) -> the message a callback gets."""
+    if deployed:
+        return deployed_maker(queue)
     try:
         from fedora_messaging.message import get_message
     except ImportError:
@@ -180,10 +230,15 @@ def _validation_errors() -> Errors:
 class Callback:
     """A fedora-messaging callback and the answers of what it raises."""
 
-    def __init__(self, obj: Any, fail: int, queue: Optional[str]) -> None:
+    def __init__(self, obj: Any, fail: int, queue: Optional[str], deployed: bool = False,
+                 halt_on_exception: bool = False) -> None:
         self.call = obj() if isinstance(obj, type) else obj
         self.fail = fail
-        self.make = message_maker(queue)
+        # Moved in with its config.toml (fedora_messaging:): HaltConsumer's
+        # requeue and an exception's halt are fedora-messaging's.
+        self.deployed = deployed
+        self.halt_on_exception = halt_on_exception
+        self.make = message_maker(queue, deployed)
         self.nack: Errors = _classes("Nack")
         self.drop: Errors = _classes("Drop")
         self.halt: Errors = _classes("HaltConsumer")
@@ -202,8 +257,11 @@ class Callback:
         except self.drop as e:
             return DROP, last_line(e)
         except self.halt as e:
-            raise Halt(getattr(e, "reason", None) or str(e) or "HaltConsumer")
+            reason = getattr(e, "reason", None) or str(e) or "HaltConsumer"
+            raise Halt(reason, self.deployed and not getattr(e, "requeue", False))
         except Exception as e:
+            if self.halt_on_exception:  # fedora-messaging: requeue all, stop
+                raise Halt("unexpected exception: " + failed(e, msg_id))
             return self.fail, failed(e, msg_id)
         return OK, ""
 

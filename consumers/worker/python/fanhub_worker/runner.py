@@ -21,14 +21,15 @@ fedora_messaging's consumer_config, then the callable imported.
 import importlib
 import json
 import logging
+import logging.config
 import os
 import sys
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import fanhub_worker
-from fanhub_worker import compat, fm, moksha_hub
-from fanhub_worker.protocol import FAIL, PROTOCOL, PROTOCOLS, RETRY, Connection
+from fanhub_worker import compat, fm, fm_config, moksha_hub
+from fanhub_worker.protocol import FAIL, OK, PROTOCOL, PROTOCOLS, RETRY, Connection
 from fanhub_worker.reasons import last_line
 
 FLUSH_S = 0.02  # answers wait at most this long for a batch to fill
@@ -97,7 +98,8 @@ def make_handler(options: Dict[str, Any], queue: Optional[str]) -> Any:
     try:
         if isinstance(obj, type) and callable(getattr(obj, "consume", None)):
             return moksha_hub.MokshaConsumer(obj, options, fail)
-        return fm.Callback(obj, fail, queue)
+        return fm.Callback(obj, fail, queue, deployed=bool(options.get("fedora_messaging")),
+                           halt_on_exception=options.get("on_exception") == "halt")
     except (moksha_hub.ConfigKeyDisabled,) + MISTAKES:
         raise  # the configuration's or the code's: a restart would not mend it
     except Exception as e:
@@ -137,6 +139,8 @@ def serve(conn: Connection, handle: Handler) -> int:
                     verdict, reason = handle(topic, msg_id, headers, frames)
                 except fm.Halt as e:
                     halted = True
+                    if e.done:
+                        conn.answer(ticket, OK, "")
                     conn.send_json(b"X", {"reason": str(e)})
                     conn.flush()
                     continue
@@ -159,10 +163,25 @@ def negotiate(hello: Dict[str, Any]) -> int:
     return min(protocol, PROTOCOL)
 
 
+def deployed_config(path: str) -> Dict[str, Any]:
+    """A config.toml moved in unchanged (fedora_messaging: on the
+    consumer): its log_config applied, FEDORA_MESSAGING_CONF naming it
+    (the real package's conf loads it), its consumer_config returned."""
+    settings = fm_config.load(path)
+    if settings["errors"]:
+        raise ValueError("%s: %s" % (path, "; ".join(settings["errors"])))
+    os.environ["FEDORA_MESSAGING_CONF"] = path
+    logging.config.dictConfig(settings["log_config"])
+    config: Dict[str, Any] = settings["consumer_config"]
+    return config
+
+
 def start(conn: Connection, hello: Dict[str, Any]) -> Any:
     options = hello.get("options") or {}
     conn.protocol = negotiate(hello)
     fanhub_worker.config = options.get("config") or {}
+    if options.get("fedora_messaging"):
+        fanhub_worker.config = deployed_config(options["fedora_messaging"])
     add_paths(options.get("path"))  # before the stand-ins: a package there is the real one
     compat.install(fanhub_worker.config)
     fm.set_consumer_config(fanhub_worker.config)
