@@ -123,21 +123,6 @@ s_join (const json_t *list, char *buf, size_t len)
     }
 }
 
-static int s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
-{
-    fh_config_t *cfg = ctx->user;
-    char line[1024];
-    va_list args;
-    va_start (args, fmt);
-    fh_yaml_vformat (ctx, line, sizeof line, mark, fmt, args);
-    va_end (args);
-    return fh_cfg_strlist_add (&cfg->warnings, line) ? fh_yaml_oom (ctx, mark) : 0;
-}
-
 int
 fh_cfg_parse_fedora_messaging (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                                const fh_cfg_field_t *field)
@@ -175,7 +160,7 @@ fh_cfg_parse_fedora_messaging (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     json_t *warning;
     json_array_foreach (json_object_get (fm, "warnings"), i, warning)
     {
-        if (s_warn (ctx, node->start_mark, "%s: %s", file, json_string_value (warning))) {
+        if (fh_cfg_warn (ctx, node->start_mark, "%s: %s", file, json_string_value (warning))) {
             json_decref (fm);
             return -1;
         }

@@ -460,11 +460,8 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 
 /* Adds "FILE:LINE:COL: KEYPATH: message" to the configuration's warnings
    (ctx->user's): legal but likely wrong. 0, or -1 out of memory. */
-static int s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__ ((format (printf, 3, 4)));
-
-static int
-s_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+int
+fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
 {
     fh_config_t *cfg = ctx->user;
     char line[1024];
@@ -486,11 +483,11 @@ s_check_pattern (fh_yaml_t *ctx, yaml_node_t *node, const char *text)
     bool space = strchr (" \t\n\r\v\f", text[at]) != NULL;
     char what[8];
     snprintf (what, sizeof what, "'%c'", text[at]);
-    return s_warn (ctx, node->start_mark,
-                   "'%s' has %s: topic patterns are not regular expressions (a prefix, "
-                   "'*' for any run of characters, '=' for an exact topic); it will likely "
-                   "never match",
-                   text, space ? "whitespace" : what);
+    return fh_cfg_warn (ctx, node->start_mark,
+                        "'%s' has %s: topic patterns are not regular expressions (a prefix, "
+                        "'*' for any run of characters, '=' for an exact topic); it will likely "
+                        "never match",
+                        text, space ? "whitespace" : what);
 }
 
 static int

@@ -136,6 +136,11 @@ bool fh_cfg_control_on_loopback (const char *endpoint);
 char *fh_cfg_default_control (const char *name);
 
 int fh_cfg_strlist_add (fh_strlist_t *list, const char *text);
+/* config_fields.c: adds "FILE:LINE:COL: KEYPATH: message" to the
+   configuration's warnings (ctx->user's): legal but likely wrong. 0, or
+   -1 out of memory. */
+int fh_cfg_warn (fh_yaml_t *ctx, yaml_mark_t mark, const char *fmt, ...)
+    __attribute__ ((format (printf, 3, 4)));
 void fh_cfg_strlist_clear (fh_strlist_t *list);
 bool fh_cfg_strlist_has (const fh_strlist_t *list, const char *text);
 

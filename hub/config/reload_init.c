@@ -1,6 +1,7 @@
 /*  reload_init - a reload's plugin init, bounded. See reload_init.h. */
 #include "reload_init.h"
 
+#include "clock.h"
 #include "log.h"
 #include "thread.h"
 
@@ -40,14 +41,6 @@ static s_load_t **s_abandoned;
 static size_t s_abandoned_count;
 static atomic_uint_fast64_t s_abandoned_total, s_returned_late;
 
-static int64_t
-s_now_ns (void)
-{
-    struct timespec ts;
-    clock_gettime (CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void
 s_load_free (s_load_t *load)
 {
@@ -83,7 +76,7 @@ s_load_thread (void *arg)
     atomic_fetch_add (&s_returned_late, 1);
     fh_warning ("%s: the init a reload gave up on returned %.1f s later (%s); the instance "
                 "it made is discarded",
-                load->what, (double) (s_now_ns () - since) / 1e9,
+                load->what, (double) (fh_clock_mono_ns () - since) / 1e9,
                 consumer ? "it succeeded"
                 : err[0] ? err
                          : "it failed");
@@ -98,7 +91,7 @@ s_wait (s_load_t *load, int64_t deadline, bool *stopped)
 {
     pthread_mutex_lock (&load->lock);
     while (!load->done) {
-        int64_t now = s_now_ns ();
+        int64_t now = fh_clock_mono_ns ();
         if ((*stopped = fh_consumer_stopping ()) || now >= deadline)
             break;
         int64_t until = deadline - now < POLL_NS ? deadline : now + POLL_NS;
@@ -108,7 +101,7 @@ s_wait (s_load_t *load, int64_t deadline, bool *stopped)
     bool done = load->done;
     if (!done) {
         load->abandoned = true;
-        load->abandoned_ns = s_now_ns ();
+        load->abandoned_ns = fh_clock_mono_ns ();
     }
     pthread_mutex_unlock (&load->lock);
     return done;
@@ -168,7 +161,7 @@ fh_reload_init_run (const fh_consumer_config_t *config, size_t index, const char
         return consumer;
     }
     bool stopped = false;
-    if (s_wait (load, s_now_ns () + limit_ms * 1000000, &stopped)) {
+    if (s_wait (load, fh_clock_mono_ns () + limit_ms * 1000000, &stopped)) {
         fh_thread_join (&load->thread);
         fh_consumer_t *consumer = load->consumer;
         if (!consumer)
