@@ -1,7 +1,9 @@
 /*  bridge.h - the amqp plugin's modules, seen from each other.
 
     options.c reads and checks the consumer's options (init and check);
-    link.c owns the connection to the broker on a thread of its own;
+    connect.c makes a connection to the broker, ready to publish;
+    link.c owns the connection on a thread of its own, publishes and
+    settles the confirms;
     amqp.c is the plugin: its descriptor, consume, init and fini. The
     plugin's design is in amqp.c's opening comment and docs/plugins/amqp.md.
 */
@@ -16,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The channel every publish goes on (connect.c opens it). */
+#define BRIDGE_CHANNEL 1
 /* AMQP 0-9-1 short strings (exchange, routing key) hold at most 255 bytes. */
 #define BRIDGE_SHORTSTR_MAX 255
 /* Frame 3 of a message the hub's bus.amqp received (its loop_guard,
@@ -183,6 +187,13 @@ typedef struct {
     atomic_uint_fast64_t returned;     /* basic.return: unroutable, RETRY */
     atomic_uint_fast64_t looped;       /* from bus.amqp: not published again */
 } bridge_counters_t;
+
+/* connect.c: a new connection to the broker (an amqp_connection_state_t)
+   with channel BRIDGE_CHANNEL open in confirm mode, the exchange checked
+   and the topology declared; NULL with why. *refused is set when the
+   broker refused the login or the vhost, or has no such exchange (a
+   configuration error, not a passing state). */
+void *bridge_connect (const bridge_options_t *opts, bool *refused, char *why, size_t whylen);
 
 /* The link: one connection to the broker, owned by its thread, which
    publishes the jobs consume hands it and completes each message when the

@@ -2,7 +2,7 @@
     own.
 
     The thread owns the connection (librabbitmq's connection state is not
-    thread-safe): it takes the jobs consume hands it, in order, publishes
+    thread-safe), which connect.c makes at each (re)connection: it takes the jobs consume hands it, in order, publishes
     each on channel 1 in confirm mode, and reads the broker's basic.ack and
     basic.nack as they come, also when no new message arrives: it sleeps in
     poll(2) on the socket and on an eventfd that consume writes when it
@@ -30,8 +30,7 @@
 #include "bridge.h"
 
 #include <amqp.h>
-#include <amqp_ssl_socket.h>
-#include <amqp_tcp_socket.h>
+#include <amqp_ssl_socket.h> /* amqp_uninitialize_ssl_library */
 
 #include <errno.h>
 #include <poll.h>
@@ -42,8 +41,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LINK_CHANNEL 1
-#define LINK_FRAME_MAX 131072
 #define LINK_BACKOFF_MIN_NS (100 * INT64_C (1000000))
 /* The longest poll: the stop flag and heartbeats are looked at this often
    at least. */
@@ -96,12 +93,6 @@ s_now_ns (void)
     return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static struct timeval
-s_timeval (int64_t ns)
-{
-    return (struct timeval){.tv_sec = ns / 1000000000, .tv_usec = (ns % 1000000000) / 1000};
-}
-
 static void
 s_close (bridge_link_t *self)
 {
@@ -111,100 +102,14 @@ s_close (bridge_link_t *self)
     }
 }
 
-/* Opens the socket (TLS when asked) and logs in; -1 with why. *refused is
-   set when the broker refused the login or the vhost. */
-static int
-s_open (bridge_link_t *self, bool *refused, char *why, size_t whylen)
-{
-    const bridge_options_t *o = self->opts;
-    *refused = false;
-    self->conn = amqp_new_connection ();
-    amqp_socket_t *sock = NULL;
-    if (self->conn)
-        sock = o->tls ? amqp_ssl_socket_new (self->conn) : amqp_tcp_socket_new (self->conn);
-    if (!sock) {
-        snprintf (why, whylen, "out of memory");
-        return -1;
-    }
-    if (o->tls) {
-        amqp_ssl_socket_set_verify_peer (sock, o->verify_peer);
-        amqp_ssl_socket_set_verify_hostname (sock, o->verify_hostname);
-        if (o->ca_file && amqp_ssl_socket_set_cacert (sock, o->ca_file) != AMQP_STATUS_OK) {
-            snprintf (why, whylen, "tls.ca_file %s: cannot be read as PEM", o->ca_file);
-            return -1;
-        }
-        if (o->cert_file
-            && amqp_ssl_socket_set_key (sock, o->cert_file, o->key_file) != AMQP_STATUS_OK) {
-            snprintf (why, whylen, "tls.cert_file %s with tls.key_file %s: cannot be used",
-                      o->cert_file, o->key_file);
-            return -1;
-        }
-    }
-    struct timeval timeout = s_timeval (o->connect_timeout_ns);
-    int rc = amqp_socket_open_noblock (sock, o->host, o->port, &timeout);
-    if (rc != AMQP_STATUS_OK) {
-        snprintf (why, whylen, "cannot connect to %s:%d: %s", o->host, o->port,
-                  amqp_error_string2 (rc));
-        return -1;
-    }
-    amqp_set_handshake_timeout (self->conn, &timeout);
-    amqp_set_rpc_timeout (self->conn, &timeout);
-    amqp_rpc_reply_t r = amqp_login (self->conn, o->vhost, 0, LINK_FRAME_MAX, o->heartbeat_s,
-                                     AMQP_SASL_METHOD_PLAIN, o->user, o->password);
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        *refused = bridge_refused_login (&r);
-        bridge_reply_why (&r, "login", why, whylen);
-        return -1;
-    }
-    return 0;
-}
-
-/* Connects, opens channel 1, checks that the exchange exists, and turns on
-   publisher confirms; -1 with why (and the connection closed). *refused
-   is set when the broker refused the login or the vhost, or has no such
-   exchange. */
+/* A new connection (connect.c), its delivery tags from 1; -1 with why.
+   *refused: see bridge_connect. */
 static int
 s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
 {
-    const bridge_options_t *o = self->opts;
-    if (s_open (self, refused, why, whylen) != 0) {
-        s_close (self);
+    self->conn = bridge_connect (self->opts, refused, why, whylen);
+    if (!self->conn)
         return -1;
-    }
-    amqp_channel_open (self->conn, LINK_CHANNEL);
-    amqp_rpc_reply_t r = amqp_get_rpc_reply (self->conn);
-    if (r.reply_type == AMQP_RESPONSE_NORMAL && *o->exchange) {
-        /* Passive: a missing exchange is said here, not by a closed
-           channel at the first publish. */
-        amqp_exchange_declare (self->conn, LINK_CHANNEL, amqp_cstring_bytes (o->exchange),
-                               amqp_cstring_bytes ("topic"), 1, 0, 0, 0, amqp_empty_table);
-        r = amqp_get_rpc_reply (self->conn);
-        if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-            /* A missing exchange is a configuration error too. */
-            *refused = r.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION
-                       && r.reply.id == AMQP_CHANNEL_CLOSE_METHOD
-                       && ((amqp_channel_close_t *) r.reply.decoded)->reply_code == AMQP_NOT_FOUND;
-            bridge_reply_why (&r, "exchange", why, whylen);
-            snprintf (why + strlen (why), whylen - strlen (why), " (options.exchange %s)",
-                      o->exchange);
-            s_close (self);
-            return -1;
-        }
-    }
-    if (r.reply_type == AMQP_RESPONSE_NORMAL && o->declare.on
-        && bridge_declare_run (&o->declare, o->exchange, self->conn, LINK_CHANNEL, why, whylen)) {
-        s_close (self);
-        return -1;
-    }
-    if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        amqp_confirm_select (self->conn, LINK_CHANNEL);
-        r = amqp_get_rpc_reply (self->conn);
-    }
-    if (r.reply_type != AMQP_RESPONSE_NORMAL) {
-        bridge_reply_why (&r, "channel", why, whylen);
-        s_close (self);
-        return -1;
-    }
     self->base_tag = self->next_tag = 1;
     self->window_head = 0;
     atomic_fetch_add (&self->counters->connects, 1);
@@ -388,7 +293,7 @@ s_publish (bridge_link_t *self, bridge_job_t *job, bool probe, char *why, size_t
         bridge_fedora_props (job, &props, headers);
     amqp_bytes_t key = {.len = job->key_size, .bytes = (void *) job->data};
     amqp_bytes_t body = {.len = job->body_size, .bytes = (void *) (job->data + job->key_size)};
-    int rc = amqp_basic_publish (self->conn, LINK_CHANNEL,
+    int rc = amqp_basic_publish (self->conn, BRIDGE_CHANNEL,
                                  amqp_cstring_bytes (self->opts->exchange), key,
                                  self->opts->mandatory, 0, &props, body);
     if (rc != AMQP_STATUS_OK) {
@@ -782,7 +687,7 @@ bridge_link_destroy (bridge_link_t *self)
     if (self->conn) {
         struct timeval quick = {1, 0};
         amqp_set_rpc_timeout (self->conn, &quick);
-        amqp_channel_close (self->conn, LINK_CHANNEL, AMQP_REPLY_SUCCESS);
+        amqp_channel_close (self->conn, BRIDGE_CHANNEL, AMQP_REPLY_SUCCESS);
         amqp_connection_close (self->conn, AMQP_REPLY_SUCCESS);
     }
     bool tls = self->opts->tls;

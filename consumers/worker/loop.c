@@ -8,22 +8,20 @@
     message is never blamed for its crashes), writes what the processes
     have to read, reads their answers and completes the messages, logs
     their output lines, and starts again those that died, with backoff.
+    What a process's state means, from its start to its end, is life.c's:
+    this file calls it as frames come and processes end, never the other
+    way.
 */
 #define _GNU_SOURCE
 
 #include "worker.h"
 
-#include <fanhub/sdk.h>
-
 #include <errno.h>
-#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,248 +35,62 @@ loop_wake (worker_t *w)
     (void) n; /* a full counter wakes it as well */
 }
 
-static bool
-s_any_ready (worker_t *w)
-{
-    for (size_t i = 0; i < w->nprocs; i++)
-        if (w->procs[i].state == PROC_READY)
-            return true;
-    return false;
-}
-
-/* When the next start of p may be, after it ended (early or not). */
+/* A line of a worker's stdout or stderr (or its LOG frames): logged with
+   the consumer's name and the worker's index, at most 100 a second, and
+   what was held back said at most once a second. Control characters
+   become '?': a worker's text cannot forge or break the hub's lines. */
 static void
-s_schedule_restart (worker_t *w, proc_t *p, int64_t now)
+s_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut)
 {
-    p->state = PROC_DOWN;
-    int64_t delay = w->restart_ns;
-    for (unsigned i = 0; i < p->failures && delay < w->restart_max_ns; i++)
-        delay *= 2;
-    if (delay > w->restart_max_ns)
-        delay = w->restart_max_ns;
-    p->failures++;
-    p->restart_at_ns = now + delay;
-}
-
-/* A start that failed (spawn, ERROR, no READY, exit before READY). One
-   the consumer refused for now (its own start-up raised: a database not
-   up yet) does not fail init: the consumer starts down, and retries. */
-static void
-s_start_failed_as (worker_t *w, proc_t *p, const char *why, bool for_now, int64_t now)
-{
-    proc_kill (p);
-    pthread_mutex_lock (&w->lock);
-    bool starting = !w->running;
-    if (starting && !w->start_failed && (!for_now || !w->start_down))
-        snprintf (w->start_err, sizeof w->start_err, "worker %zu: %s", p->index, why);
-    if (starting && for_now && !p->refused_for_now) {
-        p->refused_for_now = true;
-        w->start_down++;
+    int64_t now = worker_now_ns ();
+    w->line_credit_ns += now - w->line_last_ns;
+    w->line_last_ns = now;
+    if (w->line_credit_ns > WORKER_LINE_BURST_NS)
+        w->line_credit_ns = WORKER_LINE_BURST_NS;
+    if (w->line_credit_ns < WORKER_LINE_COST_NS) {
+        w->lines_dropped++;
+        return;
     }
-    else if (starting && !for_now)
-        w->start_failed = true;
-    bool any_ready = w->ready_count > 0;
-    pthread_cond_broadcast (&w->ready_cond);
-    pthread_mutex_unlock (&w->lock);
-    s_schedule_restart (w, p, now);
-    if (starting && for_now) { /* init goes on: said here, on this thread */
-        w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                      "worker %zu: %s; not ready for now: next start in %.1f s", p->index, why,
-                      (double) (p->restart_at_ns - now) / 1e9);
-        if (!any_ready)
-            w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "worker %zu: %s", p->index, why);
+    w->line_credit_ns -= WORKER_LINE_COST_NS;
+    if (w->lines_dropped && now - w->lines_said_ns >= WORKER_LINE_BURST_NS) {
+        w->host->log (w->ctx, FANHUB_LOG_WARNING,
+                      "workers: %llu lines not logged (more than 100 a second)",
+                      (unsigned long long) w->lines_dropped);
+        w->lines_dropped = 0;
+        w->lines_said_ns = now;
     }
-    if (starting)
-        return; /* init says it */
-    w->host->log (w->ctx, FANHUB_LOG_ERROR, "worker %zu: %s; next start in %.1f s", p->index, why,
-                  (double) (p->restart_at_ns - now) / 1e9);
-    if (!s_any_ready (w))
-        w->host->set_state (w->ctx, FANHUB_STATE_DOWN, "worker %zu: %s", p->index, why);
-    else
-        w->host->set_state (w->ctx, FANHUB_STATE_UP, "worker %zu: %s", p->index, why);
+    char clean[WORKER_LINE_MAX];
+    size_t n = 0;
+    for (; line[n] && n < sizeof clean - 1; n++)
+        clean[n] = (unsigned char) line[n] < 0x20 && line[n] != '\t' ? '?' : line[n];
+    clean[n] = '\0';
+    w->host->log (w->ctx, level, "worker %zu: %s%s", p->index, clean, cut ? " [cut]" : "");
 }
 
 static void
-s_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now)
+s_emit_line (void *arg, proc_t *p, bool is_err, const char *line)
 {
-    s_start_failed_as (w, p, why, false, now);
+    if (is_err)
+        snprintf (p->last_err, sizeof p->last_err, "%s", line);
+    s_log_line (arg, p, is_err ? FANHUB_LOG_WARNING : FANHUB_LOG_INFO, line,
+                is_err ? p->err_line.cut : p->out_line.cut);
 }
 
-/* p is gone or must go: killed, reaped, its messages settled, its restart
-   scheduled. cause NULL: its exit status says why. hung: killed for
-   holding a message past consume_timeout (see s_settle_hung). */
+/* p is gone or must go (life_end); what it wrote on stderr last is
+   logged first, as it says why. hung: killed for holding a message past
+   consume_timeout. */
 static void
 s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
 {
     if (p->err >= 0)
-        proc_read_lines (p, p->err, &p->err_line, worker_emit_line, w);
-    proc_state_t was = p->state;
-    pid_t pid = p->last_pid; /* p->pid is 0 once reaped */
-    size_t held = p->in_flight;
-    int status = proc_kill (p);
-    char text[160];
-    if (!cause) {
-        wire_status_text (status, text, sizeof text);
-        cause = text;
-    }
-    if (was == PROC_HELLO) {
-        char why[512];
-        snprintf (why, sizeof why, "%s before READY%s%s", cause, p->last_err[0] ? ": " : "",
-                  p->last_err);
-        s_start_failed (w, p, why, now);
-        return;
-    }
-    worker_done_t *done = calloc ((size_t) w->cap, sizeof *done);
-    pthread_mutex_lock (&w->lock);
-    size_t count = done ? crash_settle (w, p, cause, hung, now, done) : 0;
-    bool halted = w->halted;
-    pthread_mutex_unlock (&w->lock);
-    for (size_t i = 0; i < count; i++)
-        w->host->complete_reason (w->ctx, done[i].ticket, done[i].result, done[i].reason);
-    free (done);
-    if (was == PROC_QUITTING || atomic_load (&w->stop) || halted) {
-        p->state = PROC_DOWN;
-        p->restart_at_ns = INT64_MAX;
-        bool clean = status >= 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0;
-        if (!clean) /* QUIT asks for exit 0 */
-            w->host->log (w->ctx, FANHUB_LOG_WARNING, "worker %zu (pid %d) %s after QUIT", p->index,
-                          (int) pid, cause);
-        return;
-    }
-    s_schedule_restart (w, p, now);
-    w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                  "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s", p->index,
-                  (int) pid, cause, held, held == 1 ? "" : "s",
-                  (double) (p->restart_at_ns - now) / 1e9);
-    w->host->set_state (w->ctx, s_any_ready (w) ? FANHUB_STATE_UP : FANHUB_STATE_DOWN,
-                        "worker %zu %s%s%s", p->index, cause, p->last_err[0] ? ": " : "",
-                        p->last_err);
+        proc_read_lines (p, p->err, &p->err_line, s_emit_line, w);
+    life_end (w, p, cause, hung, now);
 }
 
 static void
 s_died (worker_t *w, proc_t *p, const char *cause, int64_t now)
 {
     s_end (w, p, cause, false, now);
-}
-
-static void
-s_start (worker_t *w, proc_t *p, int64_t now)
-{
-    char err[256];
-    if (p->ever_started)
-        w->host->count (w->ctx, FANHUB_COUNT_RESTARTS, 1);
-    p->ever_started = true;
-    p->started_ns = now;
-    if (proc_spawn (p, w->argv, w->envp, err, sizeof err) != 0) {
-        s_start_failed (w, p, err, now);
-        return;
-    }
-    json_t *hello = json_pack (
-        "{s:i, s:s, s:o, s:I, s:I, s:I}", "protocol", WORKER_PROTOCOL, "consumer", w->name,
-        "options", json_loads (w->hello_options, 0, NULL), "max_pending", (json_int_t) w->window,
-        "prefetch", (json_int_t) w->prefetch, "worker", (json_int_t) p->index);
-    char *text = hello ? json_dumps (hello, JSON_COMPACT) : NULL;
-    json_decref (hello);
-    if (!text || wire_frame (&p->outq, 'H', text, strlen (text)) != 0) {
-        free (text);
-        s_start_failed (w, p, "out of memory for HELLO", now);
-        return;
-    }
-    free (text);
-    p->state = PROC_HELLO;
-    p->deadline_ns = now + w->handshake_ns;
-}
-
-static void
-s_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
-{
-    json_error_t error;
-    json_t *ready = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, &error);
-    json_int_t protocol = p->protocol = json_integer_value (json_object_get (ready, "protocol"));
-    const char *name = json_string_value (json_object_get (ready, "name"));
-    const char *version = json_string_value (json_object_get (ready, "version"));
-    snprintf (p->name, sizeof p->name, "%s %s", name ? name : "?", version ? version : "?");
-    json_decref (ready);
-    if (protocol < WORKER_PROTOCOL_MIN || protocol > WORKER_PROTOCOL) {
-        char why[160];
-        snprintf (why, sizeof why, "READY speaks protocol %lld; the hub speaks %d to %d",
-                  (long long) protocol, WORKER_PROTOCOL_MIN, WORKER_PROTOCOL);
-        s_start_failed (w, p, why, now);
-        return;
-    }
-    p->state = PROC_READY;
-    pthread_mutex_lock (&w->lock);
-    if (p->refused_for_now) { /* counted once, as ready now */
-        p->refused_for_now = false;
-        w->start_down--;
-    }
-    w->ready_count++;
-    pthread_cond_broadcast (&w->ready_cond);
-    pthread_mutex_unlock (&w->lock);
-    w->host->log (w->ctx, FANHUB_LOG_INFO, "worker %zu (pid %d) ready: %s", p->index, (int) p->pid,
-                  p->name);
-    w->host->set_state (w->ctx, FANHUB_STATE_UP, NULL);
-}
-
-static void
-s_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
-{
-    json_t *error = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, NULL);
-    const char *text = json_string_value (json_object_get (error, "error"));
-    char why[512];
-    snprintf (why, sizeof why, "refused to start: %s", text ? text : "(ERROR without a reason)");
-    bool for_now = json_is_true (json_object_get (error, "retry"));
-    json_decref (error);
-    s_start_failed_as (w, p, why, for_now, now);
-}
-
-/* HALT: the consumer takes no more messages (fedora-messaging's
-   HaltConsumer). What the halting worker held and what waits fails, so
-   that it is a dead letter to replay once the cause is fixed (as
-   fedora-messaging's nack without requeue sends it to the dead-letter
-   exchange); the other workers finish theirs and quit. */
-static void
-s_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now)
-{
-    json_t *halt = json_loadb ((const char *) payload, size, JSON_ALLOW_NUL, NULL);
-    const char *reason = json_string_value (json_object_get (halt, "reason"));
-    worker_done_t *done = calloc ((size_t) w->cap, sizeof *done);
-    size_t count = 0;
-    pthread_mutex_lock (&w->lock);
-    w->halted = true;
-    fanhub_utf8_format (w->halt_reason, sizeof w->halt_reason, "halted by worker %zu: %s", p->index,
-                        reason ? reason : "");
-    for (size_t i = 0; done && i < (size_t) w->cap; i++) {
-        job_t *job = &w->jobs[i];
-        if (!job->used || (job->proc != -1 && job->proc != (ssize_t) p->index))
-            continue;
-        done[count] = (worker_done_t){.ticket = job->ticket, .result = FANHUB_FAIL};
-        fanhub_utf8_format (done[count++].reason, sizeof done->reason, "the consumer is %s",
-                            w->halt_reason);
-        worker_free_job (w, job);
-    }
-    w->wcount = 0;
-    p->in_flight = 0;
-    p->running = 0;
-    pthread_mutex_unlock (&w->lock);
-    json_decref (halt);
-    /* Halted before its messages fail: an AMQP source that sees them
-       fail knows it is halted and stops consuming (source_amqp.h). */
-    w->host->set_state (w->ctx, FANHUB_STATE_HALTED, "%s", w->halt_reason);
-    for (size_t i = 0; i < count; i++)
-        w->host->complete_reason (w->ctx, done[i].ticket, done[i].result, done[i].reason);
-    free (done);
-    w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                  "%s; the consumer takes no more messages until the hub starts again "
-                  "(they fail, as dead letters to replay)",
-                  w->halt_reason);
-    for (size_t i = 0; i < w->nprocs; i++) {
-        proc_t *q = &w->procs[i];
-        if (q->state == PROC_READY && wire_frame (&q->outq, 'Q', NULL, 0) == 0) {
-            q->state = PROC_QUITTING;
-            q->deadline_ns = now + w->shutdown_ns;
-        }
-    }
 }
 
 /* The oldest of p's messages not started yet starts when p runs none
@@ -374,16 +186,16 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
             memcpy (line, text, n);
             line[n] = '\0';
             if (n)
-                worker_log_line (w, p, level, line, n < len);
+                s_log_line (w, p, level, line, n < len);
             text += len + (nl != NULL);
         }
         return true;
     }
     if (p->state == PROC_HELLO && (type == 'R' || type == 'E')) {
         if (type == 'R')
-            s_ready (w, p, payload, size, now);
+            life_ready (w, p, payload, size, now);
         else
-            s_refused (w, p, payload, size, now);
+            life_refused (w, p, payload, size, now);
         return p->state == PROC_READY;
     }
     if (type == 'A' && p->state != PROC_HELLO) {
@@ -394,7 +206,7 @@ s_frame (worker_t *w, proc_t *p, uint8_t type, const uint8_t *payload, size_t si
                   "does not hold");
     }
     else if (type == 'X' && p->state == PROC_READY) {
-        s_halt (w, p, payload, size, now);
+        life_halt (w, p, payload, size, now);
         return true;
     }
     else if (type == 'P' && p->state == PROC_READY) {
@@ -532,7 +344,7 @@ s_timeouts (worker_t *w, int64_t now)
         if (p->state == PROC_HELLO && now >= p->deadline_ns) {
             snprintf (why, sizeof why, "no READY within handshake_timeout (%.1f s)",
                       (double) w->handshake_ns / 1e9);
-            s_start_failed (w, p, why, now);
+            life_start_failed (w, p, why, now);
         }
         else if (p->state == PROC_QUITTING && now >= p->deadline_ns)
             s_died (w, p, "still running at shutdown_timeout: killed", now);
@@ -559,24 +371,6 @@ s_timeouts (worker_t *w, int64_t now)
         snprintf (why, sizeof why, "stopped answering (consume_timeout %.1f s) and was killed",
                   (double) w->consume_timeout_ns / 1e9);
         s_end (w, &w->procs[i], why, true, now);
-    }
-}
-
-/* At stop: QUIT to every ready process; the others are killed. */
-static void
-s_quit_all (worker_t *w, int64_t now)
-{
-    for (size_t i = 0; i < w->nprocs; i++) {
-        proc_t *p = &w->procs[i];
-        if (p->state == PROC_READY && wire_frame (&p->outq, 'Q', NULL, 0) == 0) {
-            p->state = PROC_QUITTING;
-            p->deadline_ns = now + w->shutdown_ns;
-        }
-        else if (p->state != PROC_QUITTING) {
-            proc_kill (p);
-            p->state = PROC_DOWN;
-            p->restart_at_ns = INT64_MAX;
-        }
     }
 }
 
@@ -638,12 +432,12 @@ s_poll (worker_t *w, int64_t now, bool scanning)
                 s_read (w, p, now);
         }
         else if (fds[i].fd == p->out
-                 && !proc_read_lines (p, p->out, &p->out_line, worker_emit_line, w)) {
+                 && !proc_read_lines (p, p->out, &p->out_line, s_emit_line, w)) {
             close (p->out);
             p->out = -1;
         }
         else if (fds[i].fd == p->err
-                 && !proc_read_lines (p, p->err, &p->err_line, worker_emit_line, w)) {
+                 && !proc_read_lines (p, p->err, &p->err_line, s_emit_line, w)) {
             close (p->err);
             p->err = -1;
         }
@@ -659,19 +453,19 @@ loop_thread (void *arg)
     w->line_last_ns = now;
     w->line_credit_ns = WORKER_LINE_BURST_NS;
     for (size_t i = 0; i < w->nprocs; i++)
-        s_start (w, &w->procs[i], now);
+        life_start (w, &w->procs[i], now);
     bool quitting = false;
     int64_t last_scan = now;
     while (true) {
         now = worker_now_ns ();
         if (atomic_load (&w->stop) && !quitting) {
             quitting = true;
-            s_quit_all (w, now);
+            life_quit_all (w, now);
         }
         for (size_t i = 0; i < w->nprocs && !quitting; i++) {
             proc_t *p = &w->procs[i];
             if (p->state == PROC_DOWN && now >= p->restart_at_ns && !w->halted)
-                s_start (w, p, now);
+                life_start (w, p, now);
         }
         s_assign (w, now);
         for (size_t i = 0; i < w->nprocs; i++)

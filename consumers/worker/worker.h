@@ -8,9 +8,10 @@
       proc.c     one child process: spawn, signal, reap, its log lines
       crash.c    the crashes each message was in flight for (the blame),
                  and settling what a dead or hung process held
+      life.c     a process's life cycle: start, handshake, end, restart
+                 with backoff, halt, quit (called by loop.c)
       loop.c     the I/O thread: hands messages to processes, reads their
-                 answers, restarts the dead, times out the silent
-      lines.c    what workers write for the hub's log
+                 answers and frames, logs their lines, times out the silent
       publish.c  a worker's PUBLISH frames onto the consumer's publish:
 */
 #ifndef WORKER_H_INCLUDED
@@ -235,8 +236,8 @@ typedef struct worker {
     int64_t lines_said_ns; /* the last "lines not logged" notice */
 } worker_t;
 
-/* CLOCK_MONOTONIC in ns. Inline: loop.c and lines.c both read it, and
-   the plugin's files call one way (test_layout). */
+/* CLOCK_MONOTONIC in ns. Inline: loop.c and worker.c both read it, and
+   neither calls the other for it (lint.call_cycles). */
 static inline int64_t
 worker_now_ns (void)
 {
@@ -273,10 +274,26 @@ bool crash_hung_out (worker_t *w, uint64_t seq, char *reason, size_t size);
    many are in done. */
 size_t crash_settle (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now,
                      worker_done_t *done);
-/* lines.c: a line of a worker's for the hub's log (the I/O thread's),
-   and proc_read_lines' callback (arg: the worker). */
-void worker_log_line (worker_t *w, proc_t *p, fanhub_log_level_t level, const char *line, bool cut);
-void worker_emit_line (void *arg, proc_t *p, bool is_err, const char *line);
+/* life.c: a process's life cycle, on the I/O thread. */
+
+/* Spawns p and queues its HELLO; a failure is a failed start. */
+void life_start (worker_t *w, proc_t *p, int64_t now);
+/* A start that failed (spawn, no READY, exit before READY): killed, its
+   restart scheduled; said by init while it waits, else logged. */
+void life_start_failed (worker_t *w, proc_t *p, const char *why, int64_t now);
+/* READY and ERROR, the answers to HELLO. */
+void life_ready (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now);
+void life_refused (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now);
+/* p is gone or must go: killed, reaped, its messages settled
+   (crash_settle), its restart scheduled unless stopping or halted. cause
+   NULL: its exit status says why. hung: killed for holding a message past
+   consume_timeout. */
+void life_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now);
+/* HALT from p: the consumer takes no more; what waits fails, and every
+   ready process is asked to QUIT. */
+void life_halt (worker_t *w, proc_t *p, const uint8_t *payload, size_t size, int64_t now);
+/* At stop: QUIT to every ready process; the others are killed. */
+void life_quit_all (worker_t *w, int64_t now);
 
 /* publish.c: a PUBLISH frame of p's (protocol 2) onto the consumer's
    publish: endpoints (host->publish, ABI 1.5). True when taken (a

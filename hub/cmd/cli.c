@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -67,6 +68,74 @@ s_refused (const fh_cli_t *cli, char *out, size_t size)
     }
     /* A short option; in a cluster such as "-qZ" the token is no help. */
     snprintf (out, size, "-%c", optopt);
+}
+
+/* "from 0 to 10" or, without a maximum, "of at least 0". */
+static void
+s_range (const fh_cli_value_t *o, const char *unit, char *out, size_t size)
+{
+    if (isinf (o->max))
+        snprintf (out, size, "of at least %.15g%s", o->min, unit);
+    else
+        snprintf (out, size, "from %.15g to %.15g%s", o->min, o->max, unit);
+}
+
+/* A typed option's value (fh_cli_type_t) stored at cli->target; false
+   after the usage error, with cli->status set. */
+static bool
+s_store (fh_cli_t *cli, int id, const char *text)
+{
+    const fh_cli_value_t *o = cli->values;
+    while (o && o->id && o->id != id)
+        o++;
+    if (!o || !o->id)
+        return true;
+    assert (cli->target);
+    void *at = (char *) cli->target + o->offset;
+    long long v = 0;
+    double d = 0;
+    bool below_ms = false, ok = false;
+    const char *what = "", *unit = "";
+    switch (o->type) {
+    case FH_CLI_INT:
+    case FH_CLI_U64:
+        ok = fh_value_integer (text, o->min < 0, &v);
+        d = (double) v;
+        what = "an integer";
+        break;
+    case FH_CLI_SIZE:
+        ok = fh_value_size (text, &v);
+        d = (double) v;
+        what = FH_VALUE_SIZE_HINT;
+        unit = " bytes";
+        break;
+    case FH_CLI_SECONDS:
+        /* Whole milliseconds: a finer value would be cut without a word. */
+        ok = fh_value_duration_ms (text, 1000, &v, &below_ms) && !below_ms;
+        d = (double) v / 1e3;
+        what = "seconds";
+        unit = " (or " FH_VALUE_DURATION_HINT ")";
+        break;
+    case FH_CLI_NUMBER:
+        ok = fh_value_number (text, &d);
+        what = "a number";
+        break;
+    default: break;
+    }
+    if (!ok || d < o->min || d > o->max) {
+        char range[96];
+        s_range (o, unit, range, sizeof range);
+        cli->status = fh_cli_usage_error (cli->command, "--%s: expected %s %s, got '%s'",
+                                          s_by_id (cli->command, id)->name, what, range, text);
+        return false;
+    }
+    switch (o->type) {
+    case FH_CLI_INT: *(int *) at = (int) v; break;
+    case FH_CLI_U64: *(uint64_t *) at = (uint64_t) v; break;
+    case FH_CLI_SIZE: *(size_t *) at = (size_t) v; break;
+    default: *(double *) at = d; break;
+    }
+    return true;
 }
 
 int
@@ -136,7 +205,10 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
         }
         *arg = optarg;
         return c;
-    default: *arg = optarg; return c;
+    default:
+        *arg = optarg;
+        /* A typed option's value is stored now (cli->values). */
+        return optarg && !s_store (cli, c, optarg) ? -1 : c;
     }
 }
 

@@ -53,6 +53,29 @@ typedef struct {
     const char *help;
 } fh_cli_option_t;
 
+/* What the layer makes of an option's value before the command sees it:
+   read in util/value.c's grammar, checked against min and max, and stored
+   at the command's target (fh_cli_t.target) plus offset. A bad value is a
+   usage error worded as the configuration words one:
+   "fanhub pub: --count: expected an integer of at least 0, got '-1'". */
+typedef enum {
+    FH_CLI_INT = 1, /* int: an integer */
+    FH_CLI_U64,     /* uint64_t: an integer, min >= 0 */
+    FH_CLI_SIZE,    /* size_t: bytes, "4096" or "64KiB" */
+    FH_CLI_SECONDS, /* double: seconds, "2s", "250ms", "1m"; bare: s */
+    FH_CLI_NUMBER,  /* double: a decimal number, "0.5", "1e3" */
+} fh_cli_type_t;
+
+/* The typed options of a command, beside its option table (one row an
+   option id; ended by a row with id 0): fh_cli_t.values. max INFINITY:
+   no maximum. An option not listed is handed back as its text. */
+typedef struct {
+    int id;
+    fh_cli_type_t type;
+    size_t offset;
+    double min, max;
+} fh_cli_value_t;
+
 #define FH_CLI_LONG_ONLY 256 /* ids of options without a short letter */
 /* An entry {FH_CLI_HEADING, "", NULL, "Title:"} is no option: it starts
    a group of options in the --help text, after a blank line. */
@@ -76,6 +99,9 @@ typedef struct {
     int status;                         /* after a negative fh_cli_next: what the command returns */
     const char *curve_key, *server_key; /* FH_CLI_CURVE_OPTIONS, or NULL */
     const char *config, *endpoint;      /* FH_CLI_CONTROL_OPTIONS, or NULL */
+    /* Set after fh_cli_begin: the typed options and where they go. */
+    const fh_cli_value_t *values;
+    void *target;
 } fh_cli_t;
 
 /* The CURVE options of the commands that talk to a hub's control socket
@@ -96,7 +122,8 @@ enum { FH_CLI_CURVE_KEY = FH_CLI_LONG_ONLY + 200, FH_CLI_SERVER_KEY };
     }
 
 void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv);
-/* The next option's id, with its value in *arg (NULL for a flag); 0 at the
+/* The next option's id, with its value in *arg (NULL for a flag; a
+   typed option's is stored already, and *arg is its text); 0 at the
    end of the options; -1 when the command is to return fh_cli_status:
    after --help or --version (printed, status 0) or a usage error (said on
    stderr, status 2). Options may follow operands; "--" ends them. */

@@ -16,7 +16,6 @@
     for byte: see hub/util/pyjson.h for why that is not just jansson's dump.
 */
 #include "cli.h"
-#include "value.h"
 #include "commands.h"
 #include "cli_fedmsg.h"
 #include "pub_jsonl.h"
@@ -32,6 +31,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +45,7 @@
 /* The smallest --size that holds {"seq":N} for any 64-bit N. */
 #define S_MIN_SIZE 32
 #define S_MAX_SIZE (1024u * 1024 * 1024)
+#define S_MAX_TIMEOUT_S 31536000 /* a year */
 /* How many messages between two reads of the subscription messages. */
 #define S_DRAIN_EVERY 256
 
@@ -158,6 +159,18 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* The numbers, stored by the option layer (cli.h). */
+static const fh_cli_value_t s_values[] = {
+    {'n', FH_CLI_U64, offsetof (s_opts_t, count), 0, INFINITY},
+    {'r', FH_CLI_NUMBER, offsetof (s_opts_t, rate), 0, INFINITY},
+    {S_OPT_SIZE, FH_CLI_SIZE, offsetof (s_opts_t, size), S_MIN_SIZE, S_MAX_SIZE},
+    {S_OPT_WAIT, FH_CLI_U64, offsetof (s_opts_t, wait_subscribers), 0, INFINITY},
+    {S_OPT_TIMEOUT, FH_CLI_SECONDS, offsetof (s_opts_t, timeout_s), 0, S_MAX_TIMEOUT_S},
+    {S_OPT_SNDHWM, FH_CLI_INT, offsetof (s_opts_t, sndhwm), 0, INT32_MAX},
+    {S_OPT_LINGER, FH_CLI_INT, offsetof (s_opts_t, linger_ms), -1, INT32_MAX},
+    {0, 0, 0, 0, 0},
+};
+
 static const fh_cli_command_t s_command = {
     "pub",
     "[OPTIONS] [-]",
@@ -179,40 +192,6 @@ static const fh_cli_command_t s_command = {
     "  journalctl -f -o cat | fanhub pub -t org.example.log -n 0 -",
 };
 
-/* Integers in the configuration's grammar (value.h): digits, no blanks. */
-static bool
-s_parse_u64 (const char *text, uint64_t *value)
-{
-    long long v;
-    if (!fh_value_integer (text, false, &v))
-        return false;
-    *value = (uint64_t) v;
-    return true;
-}
-
-static bool
-s_parse_int (const char *text, long min, long max, int *value)
-{
-    long long v;
-    if (!fh_value_integer (text, min < 0, &v) || v < min || v > max)
-        return false;
-    *value = (int) v;
-    return true;
-}
-
-/* A finite, non-negative number; "1e3" and "0.5" are fine. */
-static bool
-s_parse_nonneg (const char *text, double *value)
-{
-    char *end;
-    errno = 0;
-    double v = strtod (text, &end);
-    if (errno || end == text || *end || !isfinite (v) || v < 0)
-        return false;
-    *value = v;
-    return true;
-}
-
 /* What the command line says about where to publish and from what. */
 typedef struct {
     const char *connect, *bind, *config;
@@ -232,20 +211,12 @@ s_from_stdin (s_opts_t *opts, s_where_t *where)
 static int
 s_source_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
 {
-    long long size;
     switch (c) {
     case S_OPT_BODY:
         opts->source = S_SOURCE_TEXT;
         opts->body = arg;
         break;
-    case S_OPT_SIZE:
-        if (!fh_value_size (arg, &size) || size < S_MIN_SIZE || size > S_MAX_SIZE)
-            return fh_cli_usage_error (
-                &s_command, "--size '%s': expected " FH_VALUE_SIZE_HINT ", from 32 bytes to 1GiB",
-                arg);
-        opts->source = S_SOURCE_SEQ;
-        opts->size = (size_t) size;
-        break;
+    case S_OPT_SIZE: opts->source = S_SOURCE_SEQ; break; /* opts->size: s_values */
     case S_OPT_JSONL:
         opts->source = S_SOURCE_JSONL;
         opts->jsonl = arg;
@@ -254,48 +225,6 @@ s_source_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
     default: return -1;
     }
     where->sources++;
-    return -1;
-}
-
-/* The numbers: --count, --rate, --wait-subscribers, --timeout,
-   --linger-ms, --sndhwm. -1 to go on, else the exit status. */
-static int
-s_number_option (int c, const char *arg, s_opts_t *opts)
-{
-    switch (c) {
-    case 'n':
-        if (!s_parse_u64 (arg, &opts->count))
-            return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
-                                       arg);
-        opts->count_set = true;
-        break;
-    case 'r':
-        if (!s_parse_nonneg (arg, &opts->rate))
-            return fh_cli_usage_error (&s_command, "--rate '%s': expected messages per second >= 0",
-                                       arg);
-        break;
-    case S_OPT_WAIT:
-        if (!s_parse_u64 (arg, &opts->wait_subscribers))
-            return fh_cli_usage_error (
-                &s_command, "--wait-subscribers '%s': expected a whole number >= 0", arg);
-        opts->wait_set = true;
-        break;
-    case S_OPT_TIMEOUT:
-        if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 31536000, &opts->timeout_s))
-            return FH_EXIT_USAGE;
-        break;
-    case S_OPT_LINGER:
-        if (!s_parse_int (arg, -1, INT32_MAX, &opts->linger_ms))
-            return fh_cli_usage_error (&s_command, "--linger-ms '%s': expected milliseconds >= -1",
-                                       arg);
-        break;
-    case S_OPT_SNDHWM:
-        if (!s_parse_int (arg, 0, INT32_MAX, &opts->sndhwm))
-            return fh_cli_usage_error (&s_command, "--sndhwm '%s': expected a whole number >= 0",
-                                       arg);
-        break;
-    default: break;
-    }
     return -1;
 }
 
@@ -322,11 +251,14 @@ s_option (int c, const char *arg, s_opts_t *opts, s_where_t *where)
         break;
     case S_OPT_STAMP: opts->stamp = true; break;
     case 'q': opts->quiet = true; break;
+    /* The numbers are stored already (s_values); noted here: given. */
+    case 'n': opts->count_set = true; break;
+    case S_OPT_WAIT: opts->wait_set = true; break;
     case S_OPT_BODY:
     case S_OPT_SIZE:
     case S_OPT_JSONL:
     case S_OPT_STDIN: return s_source_option (c, arg, opts, where);
-    default: return s_number_option (c, arg, opts);
+    default: break;
     }
     return -1;
 }
@@ -376,6 +308,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     s_where_t where = {0};
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = opts;
     int c, status = -1;
     const char *arg;
     while (status < 0 && (c = fh_cli_next (&cli, &arg)) > 0)

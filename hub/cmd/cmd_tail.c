@@ -13,7 +13,6 @@
     never held back for more than about 100 ms.
 */
 #include "cli.h"
-#include "value.h"
 #include "commands.h"
 
 #include "clock.h"
@@ -25,6 +24,8 @@
 #include <fanhub/sdk.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -103,6 +104,13 @@ static const fh_cli_option_t s_options[] = {
      "the publisher's public key (40 characters of Z85\n"
      "or a zcert file); with --curve-key"},
     {0, NULL, NULL, NULL},
+};
+
+/* The numbers, stored by the option layer (cli.h). */
+static const fh_cli_value_t s_values[] = {
+    {'n', FH_CLI_U64, offsetof (s_opts_t, count), 0, INFINITY},
+    {S_OPT_RCVHWM, FH_CLI_INT, offsetof (s_opts_t, rcvhwm), 0, INT32_MAX},
+    {0, 0, 0, 0, 0},
 };
 
 static const fh_cli_command_t s_command = {
@@ -210,6 +218,8 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     }
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = opts;
     int c;
     const char *arg;
     const char *config_path = NULL;
@@ -229,26 +239,10 @@ s_parse (int argc, char **argv, s_opts_t *opts)
                 opts->connect[opts->connect_count++] = arg;
             break;
         }
-        case 'n': {
-            long long v;
-            if (!fh_value_integer (arg, false, &v))
-                return fh_cli_usage_error (&s_command, "--count '%s': expected a whole number >= 0",
-                                           arg);
-            opts->count = (uint64_t) v;
-            break;
-        }
         case S_OPT_JSON: opts->json = true; break;
         case S_OPT_TERSE: opts->terse = true; break;
         case S_OPT_PLAIN: opts->plain = true; break;
         case S_OPT_EXCLUDE: opts->exclude[opts->exclude_count++] = arg; break;
-        case S_OPT_RCVHWM: {
-            long long v;
-            if (!fh_value_integer (arg, false, &v) || v > INT32_MAX)
-                return fh_cli_usage_error (&s_command,
-                                           "--rcvhwm '%s': expected a whole number >= 0", arg);
-            opts->rcvhwm = (int) v;
-            break;
-        }
         }
     }
     if (c < 0)

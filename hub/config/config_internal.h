@@ -9,6 +9,8 @@
       config_fields.c    the field parsers and the section walker
       config.c           the schema: the tables of keys, the checks across
                          keys, defaults, loading and freeing
+      config_consumer.c  a consumers: list (the main file's and each
+                         drop-in's): the consumer's table and checks
       config_reload.c    comparing two configurations key by key
       config_include.c   include: and the drop-ins it names
       config_env.c       ${VAR} in values
@@ -57,7 +59,7 @@ struct fh_cfg_section {
     int (*finish) (fh_yaml_t *ctx, yaml_node_t *node, void *target);
 };
 
-/* The schema's two roots (config.c). */
+/* The schema's two roots (config.c, config_consumer.c). */
 extern const fh_cfg_section_t fh_cfg_top_section;
 extern const fh_cfg_section_t fh_cfg_consumer_section;
 /* A consumer's publish: (config_publish.c), and freeing what it holds. */
@@ -80,7 +82,8 @@ int fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t 
    fh_strlist_t: endpoints, topics, keys, addresses, include
    fanhub_option_t *: options
    section: a subsection (field->section) at the same target;
-   consumers (config.c): the consumers: list into the fh_config_t. */
+   consumers (config_consumer.c): the consumers: list into the
+   fh_config_t. */
 fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_parse_millis,
     fh_cfg_parse_ms, fh_cfg_parse_bytes, fh_cfg_parse_name, fh_cfg_parse_plugin,
     fh_cfg_parse_control, fh_cfg_parse_path, fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint,
@@ -105,8 +108,9 @@ int fh_cfg_parse_checked_tree (fh_yaml_t *ctx, yaml_node_t *node, void *target,
 int fh_cfg_parse_items (fh_yaml_t *ctx, yaml_node_t *node, fh_strlist_t *list, const char *what,
                         const char *(*check) (const char *) );
 
-/* Checks of consumer i that involve the hub's settings (config.c); item
-   is its node in its file's list, index its place there. */
+/* Checks of consumer i that involve the hub's settings
+   (config_consumer.c); item is its node in its file's list, index its
+   place there. */
 int fh_cfg_consumer_cross_check (fh_yaml_t *ctx, fh_config_t *cfg, size_t i, yaml_node_t *item,
                                  size_t index);
 /* Reads the drop-ins that root's include: names and appends their

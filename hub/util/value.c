@@ -1,7 +1,10 @@
 /*  value - the one grammar of scalar values. See value.h. */
 #include "value.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool
@@ -113,5 +116,19 @@ fh_value_size (const char *text, long long *bytes)
     if (scale == 0 || value > LLONG_MAX / scale)
         return false;
     *bytes = value * scale;
+    return true;
+}
+
+bool
+fh_value_number (const char *text, double *out)
+{
+    if (!text)
+        return false;
+    char *end;
+    errno = 0;
+    double value = strtod (text, &end);
+    if (errno || end == text || *end || !isfinite (value))
+        return false;
+    *out = value;
     return true;
 }

@@ -10,6 +10,7 @@
                 options), as those keys always were
       size      bytes: an integer with a unit, B, KiB (K), MiB (M) or
                 GiB (G) ("4096", "64KiB", "1MiB"); bare: bytes
+      number    a finite decimal number, "0.5", "10", "1e3" (a rate)
 
     Each parser says yes or no; the caller words the error, with the hints
     below, so that every message names the same forms.
@@ -37,5 +38,8 @@ bool fh_value_duration_ms (const char *text, long long bare_ms, long long *ms, b
 
 /* A size in bytes. Never negative. */
 bool fh_value_size (const char *text, long long *bytes);
+
+/* A finite number (strtod's decimal forms, nothing after it). */
+bool fh_value_number (const char *text, double *out);
 
 #endif

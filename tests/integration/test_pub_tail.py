@@ -685,6 +685,11 @@ def usage_errors_exit_2():
         ["tail", "--frobnicate"],
         ["tail", "--connect", "nonsense"],
         ["tail", "-n", "many"],
+        ["tail", "--rcvhwm", "-1"],
+        ["pub", "--timeout", "soon"],
+        ["pub", "--linger-ms", "-2"],
+        ["pub", "--sndhwm", "2147483648"],
+        ["pub", "--wait-subscribers", "x"],
     ]
     for args in bad:
         rc, out, err = finish(fanhub(*args))
@@ -692,6 +697,21 @@ def usage_errors_exit_2():
         check("try 'fanhub %s --help'" % args[0] in err, "%r: no hint in %r" % (args, err))
         check(len(err.strip().splitlines()) == 2, "%r: want problem + hint, got %r" % (args, err))
         check(out == b"", "%r: stdout %r" % (args, out))
+    # The option table words a bad value as the configuration does.
+    worded = {
+        ("pub", "--count", "-1"): "--count: expected an integer of at least 0, got '-1'",
+        ("pub", "--size", "3"): "--size: expected a size such as 4096, 64KiB or 1MiB from 32 to "
+                                "1073741824 bytes, got '3'",
+        ("pub", "--rate", "fast"): "--rate: expected a number of at least 0, got 'fast'",
+        ("pub", "--timeout", "1.0001"): "--timeout: expected seconds from 0 to 31536000 (or a "
+                                        "duration such as 250ms, 2s or 1m), got '1.0001'",
+        ("pub", "--linger-ms", "-2"): "--linger-ms: expected an integer from -1 to 2147483647, "
+                                      "got '-2'",
+        ("tail", "-n", "many"): "--count: expected an integer of at least 0, got 'many'",
+    }
+    for args, what in worded.items():
+        rc, out, err = finish(fanhub(*args))
+        check(err.splitlines()[0] == "fanhub %s: %s" % (args[0], what), "%r: %r" % (args, err))
 
 
 @case

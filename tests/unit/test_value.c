@@ -110,14 +110,34 @@ test_size (void **state)
     }
 }
 
+static void
+test_number (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *text;
+        double value;
+    } taken[] = {{"0", 0}, {"10", 10}, {"0.5", 0.5}, {"1e3", 1000}, {"-2", -2}};
+    for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++) {
+        double value = -1;
+        if (!fh_value_number (taken[i].text, &value) || value != taken[i].value)
+            fail_msg ("'%s': %g, expected %g", taken[i].text, value, taken[i].value);
+    }
+    const char *refused[] = {"", "fast", "1x", "inf", "nan", "1e999", NULL};
+    for (size_t i = 0; refused[i]; i++) {
+        double value;
+        if (fh_value_number (refused[i], &value))
+            fail_msg ("'%s' taken as %g", refused[i], value);
+    }
+}
+
 int
 main (void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test (test_bool),
-        cmocka_unit_test (test_integer),
-        cmocka_unit_test (test_duration),
-        cmocka_unit_test (test_size),
+        cmocka_unit_test (test_bool),     cmocka_unit_test (test_integer),
+        cmocka_unit_test (test_duration), cmocka_unit_test (test_size),
+        cmocka_unit_test (test_number),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
