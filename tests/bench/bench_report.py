@@ -319,7 +319,7 @@ def _issue41_worker(results, rows):
         rows.append(("No-op Python consumer (`prefetch: 1000`), `workers: 1`: hub + worker "
                      "CPU a message",
                      "unpinned", f"{one['cpu_us']:.2f} µs (hub {one['hub_cpu_us']:.2f}, "
-                     f"worker {one['worker_cpu_us']:.2f})", f"{fmt_rate(one['rate'])}", "—",
+                     f"worker {one['worker_cpu_us']:.2f})", f"at {fmt_rate(one['rate'])}", "—",
                      f"≤ {bench_worker.TARGET_NOOP_CPU_US:g} µs",
                      one["cpu_us"] <= bench_worker.TARGET_NOOP_CPU_US) + pubs[:1]
                     + (one["bound_by"],))
