@@ -74,6 +74,7 @@ s_init_pool (fh_consumer_t *self, const fh_consumer_config_t *config, char *err,
     pthread_condattr_init (&attr);
     pthread_condattr_setclock (&attr, CLOCK_MONOTONIC);
     pthread_cond_init (&self->pool_work, &attr);
+    pthread_cond_init (&self->pool_room, &attr);
     pthread_condattr_destroy (&attr);
     pthread_mutex_init (&self->pool_lock, NULL);
     self->keyed = fh_keyed_new (config->coalesce);
@@ -89,6 +90,7 @@ s_init_pool (fh_consumer_t *self, const fh_consumer_config_t *config, char *err,
         snprintf (err, errlen, "%s: consumer '%s': out of memory", config->where, config->name);
         return -1;
     }
+    self->pool_limit = fh_cons_pool_limit (self);
     return 0;
 }
 
@@ -273,6 +275,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         fh_order_key_destroy (&self->order_key);
         pthread_mutex_destroy (&self->pool_lock);
         pthread_cond_destroy (&self->pool_work);
+        pthread_cond_destroy (&self->pool_room);
     }
     fh_queue_destroy (&self->queue);
     /* What it still held leaves memory with it. */

@@ -178,7 +178,7 @@ fh_cons_pending_wake (void *arg)
 {
     fh_consumer_t *self = arg;
     if (self->pool)
-        fh_cons_pool_wake_all (self);
+        fh_cons_pool_completed (self);
     else
         fh_queue_kick (self->queue);
 }

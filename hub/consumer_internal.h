@@ -87,6 +87,9 @@ typedef struct {
     fh_thread_t thread;
     /* Owned by the thread that checks for stuck calls. */
     bool stuck;
+    /* Pool mode without order_by: how many messages this worker takes
+       from the scheduler per lock (1 until its attempts prove quick). */
+    unsigned batch;
 } s_worker_t;
 
 struct fh_consumer {
@@ -178,10 +181,16 @@ struct fh_consumer {
     fh_order_key_t *order_key; /* NULL: every message is its own key */
     fh_shard_t *shard;         /* shard:, read by the enqueuer; or NULL */
     pthread_mutex_t pool_lock;
-    pthread_cond_t pool_work; /* CLOCK_MONOTONIC: workers wait here */
-    bool dispatcher_done;     /* the queue is closed and drained */
-    bool dispatcher_window;   /* retiring, it waits for the spool window */
-    bool pool_worked;         /* since the last idle call */
+    pthread_cond_t pool_work;  /* CLOCK_MONOTONIC: workers wait here */
+    pthread_cond_t pool_room;  /* CLOCK_MONOTONIC: the dispatcher waits here */
+    atomic_uint pool_sleepers; /* threads waiting on pool_work */
+    /* What the scheduler may hold (not started): queue.capacity with
+       order_by, a window of a few messages a worker without. */
+    uint64_t pool_limit;
+    bool dispatcher_room;   /* it waits on pool_room for the scheduler to empty */
+    bool dispatcher_done;   /* the queue is closed and drained */
+    bool dispatcher_window; /* retiring, it waits for the spool window */
+    bool pool_worked;       /* since the last idle call */
     fh_thread_t dispatcher;
     atomic_uint_fast64_t pool_started; /* messages taken for the first time */
     /* Written by the dispatcher. */
@@ -374,6 +383,11 @@ bool fh_cons_pause_wait (fh_consumer_t *self);
 
 /* Pool mode: the dispatcher's thread, and each pool worker's. */
 void *fh_cons_dispatcher_thread (void *arg);
+/* Pool mode: what the scheduler may hold, not started (pool_limit). */
+uint64_t fh_cons_pool_limit (const fh_consumer_t *self);
+/* Pool mode: a ticket completed (the pending table's wake-up): wakes the
+   pool's threads if one sleeps; else takes no lock. */
+void fh_cons_pool_completed (fh_consumer_t *self);
 void *fh_cons_pool_worker_thread (void *arg);
 
 /* storage/consumer_spill.c */

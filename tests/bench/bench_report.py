@@ -283,6 +283,109 @@ def _md_targets(results, w):
     w("")
 
 
+ISSUE41 = {"k1_input": 0.90, "k1_cpu": 1.15}
+
+
+def _issue41_k1(results, rows):
+    tp = results.get("throughput", [])
+    for placement in results["placements"]:
+        raw = find(tp, kind="raw", size=100, placement=placement)
+        k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
+        if not (raw and k1):
+            continue
+        bound = receiver_bound(raw, k1)
+        pubs = (f"{fmt_rate(k1['pub_send_rate'])} / raw's {fmt_rate(raw['pub_send_rate'])}",
+                f"{k1['bound_by']} / raw {raw['bound_by']}")
+        ratio = k1["in_rate"] / raw["rate"]
+        rows.append(("K=1 `null`, 100 B: input", placement, fmt_rate(k1["in_rate"]),
+                     f"raw SUB {fmt_rate(raw['rate'])}", f"{ratio:.2f}x" if bound else "—",
+                     f"≥ {ISSUE41['k1_input']}x", (ratio >= ISSUE41["k1_input"]) if bound
+                     else None) + pubs)
+        ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
+        rows.append(("K=1: hub CPU a delivery", placement, fmt_ns(k1["cpu_per_delivery_ns"]),
+                     f"raw SUB {fmt_ns(raw['cpu_per_msg_ns'])}", f"{ratio:.2f}x",
+                     f"≤ {ISSUE41['k1_cpu']}x", (ratio <= ISSUE41["k1_cpu"]) if bound
+                     else None) + pubs)
+
+
+def _issue41_worker(results, rows):
+    import bench_worker
+    wk = results.get("worker") or {}
+    noop = [r for r in wk.get("rows", []) if r.get("consumer") == "no-op"]
+    if len(noop) == 2:
+        one, two = noop
+        pubs = (f"{fmt_rate(one['pub_send_rate'])} / {fmt_rate(two['pub_send_rate'])}",
+                f"{one['bound_by']} / {two['bound_by']}")
+        rows.append(("No-op Python consumer (`prefetch: 1000`), `workers: 1`: hub + worker "
+                     "CPU a message",
+                     "unpinned", f"{one['cpu_us']:.2f} µs (hub {one['hub_cpu_us']:.2f}, "
+                     f"worker {one['worker_cpu_us']:.2f})", f"at {fmt_rate(one['rate'])}", "—",
+                     f"≤ {bench_worker.TARGET_NOOP_CPU_US:g} µs",
+                     one["cpu_us"] <= bench_worker.TARGET_NOOP_CPU_US) + pubs[:1]
+                    + (one["bound_by"],))
+        ratio = two["hub_cpu_us"] / one["hub_cpu_us"]
+        rows.append(("No-op Python consumer, `workers: 2` (no `order_by`): hub CPU a "
+                     "message",
+                     "unpinned", f"{two['hub_cpu_us']:.2f} µs",
+                     f"`workers: 1` {one['hub_cpu_us']:.2f} µs", f"{ratio:.2f}x",
+                     f"≤ {bench_worker.TARGET_HUB_POOL}x",
+                     ratio <= bench_worker.TARGET_HUB_POOL) + pubs)
+    moksha = wk.get("moksha") or {}
+    runner, hub = moksha.get("fanhub runner"), moksha.get("moksha-hub")
+    if runner and hub:
+        rows.append(("Moksha consumer class, K=1: fanhub runner against moksha-hub (threaded)",
+                     "unpinned", f"{fmt_rate(runner['rate'])}, {runner['cpu_us']:.1f} µs CPU",
+                     f"moksha-hub {fmt_rate(hub['rate'])}, {hub['cpu_us']:.1f} µs",
+                     f"{runner['rate'] / hub['rate']:.2f}x the rate, "
+                     f"{runner['cpu_us'] / hub['cpu_us']:.2f}x the CPU", "—", None,
+                     f"{fmt_rate(runner['pub_send_rate'])} / {fmt_rate(hub['pub_send_rate'])}",
+                     f"{runner['bound_by']} / {hub['bound_by']}"))
+    elif wk:
+        rows.append(("Moksha consumer class against moksha-hub", "—", "not measured", "—", "—",
+                     "—", None, "—", moksha.get("status") or wk.get("moksha_missing")
+                     or "no moksha-hub rows"))
+
+
+def _issue41_signatures(results, rows):
+    import bench_signatures
+    sig = results.get("signatures") or {}
+    for r in sig.get("rows", []):
+        if "evp_verify_ns" not in r:
+            continue
+        on = r["on"]
+        rows.append(("Signatures: hub CPU a validated message", r["placement"],
+                     fmt_us(on["cpu_per_msg_ns"]),
+                     f"EVP_DigestVerify in-process {fmt_us(r['evp_verify_ns'])}",
+                     f"{r['vs_evp']:.2f}x", f"≤ {bench_signatures.TARGET_VS_EVP}x",
+                     r["vs_evp"] <= bench_signatures.TARGET_VS_EVP,
+                     fmt_rate(on.get("pub_send_rate")), on.get("bound_by", "?")))
+
+
+def _md_issue41(results, w):
+    """Issue 41's rows: each path against its reference measured in the
+    same run, with the publisher's rate and what bound the case."""
+    rows = []
+    for family in (_issue41_k1, _issue41_worker, _issue41_signatures):
+        family(results, rows)
+    if not rows:
+        return
+    w("## The paths of issue 41, each against its reference in the same run\n")
+    w("*K=1*: medians of the throughput case's repetitions (raw first, then the hub). "
+      "*Python*: the worker case, `workers: 1` and `2` interleaved rep by rep; CPU of the "
+      "hub (its CPU clock) and of its worker processes (/proc/PID/stat). *Signatures*: hub "
+      "CPU a message with validation on, against evp_verify (OpenSSL's EVP_DigestVerify of "
+      "the same message, timed in-process, once a repetition). A case bound by its "
+      "publisher gets no verdict.\n")
+    w("| Figure | Placement | Measured | Reference | Ratio | Target | Met? | publisher/s | "
+      "bound by |")
+    w("|---|---|---|---|---|---|---|---|---|")
+    for fig, pl, val, ref, ratio, target, met, pub, bound in rows:
+        verdict = "n/a" if met is None else ("yes" if met else "**no**")
+        w(f"| {fig} | {pl} | {val} | {ref} | {ratio} | {target} | {verdict} | {pub} | "
+          f"{bound} |")
+    w("")
+
+
 def _md_throughput(results, w):
     """Throughput and fan-in (eight publishers)."""
     tp = results.get("throughput")
@@ -542,7 +645,7 @@ def _md_signatures(results, w):
             w(line)
 
 
-MARKDOWN_SECTIONS = (_md_header, _md_targets, _md_throughput, _md_latency, _md_routing, _md_scale, _md_metrics, _md_memory, _md_neighbour, _md_curve, _md_modules, _md_spill_pool, _md_callgrind, _md_signatures)
+MARKDOWN_SECTIONS = (_md_header, _md_targets, _md_issue41, _md_throughput, _md_latency, _md_routing, _md_scale, _md_metrics, _md_memory, _md_neighbour, _md_curve, _md_modules, _md_spill_pool, _md_callgrind, _md_signatures)
 
 
 def markdown(results):

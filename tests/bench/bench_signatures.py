@@ -15,6 +15,14 @@ message, on minus off: one signer means one certificate parse for the
 whole run (the cache), so it is a JSON parse, a canonical re-encoding and
 one RSA-2048 SHA-1 verification.
 
+The yardstick (issue 41): evp_verify (tests/bench/evp_verify.c), a
+process of ours that times OpenSSL's EVP_DigestVerify (RSA-2048, PKCS#1
+v1.5, SHA-1) over the canonical payload and the signature of the first
+signed message, with the signer's certificate, on its thread's CPU
+clock, once a repetition beside the hub's runs (pinned like the hub).
+The row: hub CPU a validated message (on) over that verification
+(target <= 1.5x).
+
 Rejected: REJECTED messages of the same shape, each with a different
 certificate of the same size that is not one (random base64), so each is
 a hash, a base64 and PEM attempt, and bad_certificate (remembered by hash
@@ -31,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 SIGNED = 256
+TARGET_VS_EVP = 1.5  # hub CPU a validated message <= 1.5x EVP_DigestVerify (issue 41)
 REJECTED = 4096
 TOPIC = "org.fedoraproject.prod.buildsys.build.state.change"
 
@@ -70,7 +79,13 @@ def _signed_file(d):
                    "msg": {"build_id": i, "name": "fanhub", "owner": "bench",
                            "version": "0.%d" % i, "instance": "primary", "new": 1, "old": 0}}
             data = json.dumps(msg, sort_keys=True, separators=(",", ":")).encode()
-            msg["signature"] = lines(key.sign(data, padding.PKCS1v15(), hashes.SHA1()))
+            sig = key.sign(data, padding.PKCS1v15(), hashes.SHA1())
+            if i == 0:  # evp_verify's payload and signature
+                with open(os.path.join(d, "payload.bin"), "wb") as f:
+                    f.write(data)
+                with open(os.path.join(d, "signature.bin"), "wb") as f:
+                    f.write(sig)
+            msg["signature"] = lines(sig)
             msg["certificate"] = lines(cert)
             size = len(json.dumps(msg, sort_keys=True, separators=(",", ":")))
             out.write(json.dumps({"topic": TOPIC, "body": msg}) + "\n")
@@ -78,6 +93,20 @@ def _signed_file(d):
             msg["certificate"] = lines(os.urandom(len(cert)))
             bad.write(json.dumps({"topic": TOPIC, "body": msg}) + "\n")
     return path, rejected, size
+
+
+def _evp_verify(b, bench, d, cpu, count):
+    """One run of evp_verify on the bench's first signed message: ns of
+    its thread's CPU a verification (EVP_DigestVerify, and SHA-1 +
+    EVP_PKEY_verify)."""
+    cmd = [os.path.join(bench.build, "bin", "evp_verify"), os.path.join(d, "signer.crt"),
+           os.path.join(d, "payload.bin"), os.path.join(d, "signature.bin"), str(count)]
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu)] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise b.BenchError("evp_verify: " + (p.stderr or p.stdout).strip()[-300:])
+    return json.loads(p.stdout)
 
 
 def run(b, bench, prof, results):
@@ -96,7 +125,10 @@ def run(b, bench, prof, results):
     rows = []
     for placement in bench.placements:
         runs = {"off": [], "on": [], "rejected": []}
+        evp = []
         for _ in range(prof["reps"]):
+            evp.append(_evp_verify(b, bench, d, placement[2], 5_000 if prof["reps"] == 1
+                                   else 20_000))
             runs["off"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
                                        jsonl=jsonl))
             runs["on"].append(b.retry(b.hub_throughput, bench, 1, size, n, placement,
@@ -108,13 +140,20 @@ def run(b, bench, prof, results):
             row[mode] = b.rep_median(rs, b.TP_KEYS)
         row["in_ratio"] = row["on"]["in_rate"] / row["off"]["in_rate"]
         row["cost_ns"] = row["on"]["cpu_per_msg_ns"] - row["off"]["cpu_per_msg_ns"]
+        row["evp_verify_ns"] = b.median([e["digest_verify_ns"] for e in evp])
+        row["pkey_verify_ns"] = b.median([e["pkey_verify_ns"] for e in evp])
+        row["evp_runs"] = evp
+        row["vs_evp"] = row["on"]["cpu_per_msg_ns"] / row["evp_verify_ns"]
         rows.append(row)
         b.log(f"signatures {placement[0]}: off {row['off']['in_rate']:,.0f}/s "
               f"({row['off']['cpu_per_msg_ns']:,.0f} ns hub CPU/msg), on "
               f"{row['on']['in_rate']:,.0f}/s ({row['on']['cpu_per_msg_ns']:,.0f} ns): "
               f"x{row['in_ratio']:.2f} rate, a validation costs {row['cost_ns'] / 1000:.1f} us; "
               f"accepted {row['on']['in_rate']:,.0f}/s, rejected "
-              f"{row['rejected']['in_rate']:,.0f}/s")
+              f"{row['rejected']['in_rate']:,.0f}/s; OpenSSL EVP_DigestVerify in-process "
+              f"{row['evp_verify_ns'] / 1000:.1f} us (SHA-1 + EVP_PKEY_verify "
+              f"{row['pkey_verify_ns'] / 1000:.1f} us): hub CPU a validated message "
+              f"{row['vs_evp']:.2f}x (target <= {TARGET_VS_EVP}x)")
     results["signatures"] = {"status": "measured", "rows": rows}
 
 
@@ -138,5 +177,15 @@ def markdown(sig):
                    f"{r['on']['cpu_per_msg_ns'] / 1000:.1f} us | {r['cost_ns'] / 1000:.1f} us | "
                    f"{r['on']['in_rate']:,.0f} | "
                    f"{r.get('rejected', {}).get('in_rate', 0):,.0f} |")
+    out.append("")
+    for r in sig["rows"]:
+        if "evp_verify_ns" in r:
+            out.append(f"- {r['placement']}: OpenSSL's RSA-2048 verification of the same "
+                       f"message in-process (evp_verify: EVP_DigestVerify) "
+                       f"{r['evp_verify_ns'] / 1000:.1f} us (SHA-1 + EVP_PKEY_verify, a "
+                       f"context kept: {r['pkey_verify_ns'] / 1000:.1f} us); hub CPU a "
+                       f"validated message {r['on']['cpu_per_msg_ns'] / 1000:.1f} us = "
+                       f"**{r['vs_evp']:.2f}x** (target <= {TARGET_VS_EVP}x: "
+                       f"{'met' if r['vs_evp'] <= TARGET_VS_EVP else 'NOT met'})")
     out.append("")
     return out

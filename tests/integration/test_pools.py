@@ -156,6 +156,45 @@ def test_coalescing_keeps_the_newest():
         pub.close()
 
 
+def test_unordered_pool_holds_a_window():
+    """Without order_by the scheduler holds a window (16 a worker, at least
+    64), not the backlog: the rest waits in the queue; every message is
+    still consumed once."""
+    wd = fh.Workdir()
+    pub = fh.Publisher()
+    config = ("bus:\n  connect: [%s]\nconsumers:\n"
+              "  - name: any\n    plugin: %s/record.so\n    workers: 2\n"
+              "    queue: {capacity: 10000}\n"
+              "    options: {path: %s, release_file: %s}\n"
+              % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("calls")),
+                 json.dumps(wd.file("go"))))
+    hub = fh.Hub(wd, config)
+    try:
+        pub.wait_subscribed(hub=hub)
+        for i in range(1000):
+            pub.send("org.any", '{"i":%d}' % i)
+        fh.wait_for(lambda: hub.stats()["hub"]["received"] == 1000, "1000 received", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "any")["in_flight"] == 2,
+                    "both workers held", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "any")["keys_active"] == 64 + 2,
+                    "the window filled", hub=hub)
+        c = hub.consumer(hub.stats(), "any")
+        # Two held in consume, 64 in the scheduler, the rest in the queue.
+        assert c["backlog"] == 998 and c["keys_active"] == 66, c
+        open(wd.file("go"), "w").close()
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "any")["completed"] == 1000,
+                    "1000 done", hub=hub)
+        fh.wait_for(lambda: hub.consumer(hub.stats(), "any")["keys_active"] == 0,
+                    "the keys let go", hub=hub)
+        assert hub.stop() == 0, hub.log()
+        done = sorted(seq for seq, _, _, _, answer in read_calls(wd.file("calls")))
+        assert done == list(range(1, 1001)), done[:20]
+        wd.cleanup()
+    finally:
+        hub.kill()
+        pub.close()
+
+
 def test_workers_need_a_thread_safe_plugin():
     wd = fh.Workdir()
     path = wd.write("c.yaml", "bus:\n  connect: [tcp://127.0.0.1:1]\nconsumers:\n"
@@ -168,4 +207,4 @@ def test_workers_need_a_thread_safe_plugin():
 if __name__ == "__main__":
     fh.main([test_ordered_pool_many_seeds, test_ordered_pool_large,
              test_retry_in_pool_keeps_key_order, test_coalescing_keeps_the_newest,
-             test_workers_need_a_thread_safe_plugin])
+             test_unordered_pool_holds_a_window, test_workers_need_a_thread_safe_plugin])

@@ -11,7 +11,7 @@ idle polling, parking and libzmq's I/O thread are not counted, however long
 the run takes on a loaded machine. See docs/performance.md, "The regression
 guard", for how to read it and how to update the baseline.
 
-Usage: perf_guard.py --build BUILD [--fanhub BIN] [--cases k1,k4,routing,spill]
+Usage: perf_guard.py --build BUILD [--fanhub BIN] [--cases k1,k4,routing,spill,worker]
                      [--runs N] [--baseline FILE] [--update] [--json OUT] [--keep]
 """
 import argparse
@@ -34,7 +34,14 @@ BASELINE = os.path.join(HERE, "baseline.json")
 # another: callgrind toggles collection on entry and exit, so a nested one
 # would switch it off.
 TOGGLE = ["s_route*", "fh_queue_pop", "s_attempt*", "s_spill_describe*",
-          "fh_spool_append_batch", "s_spill_written*"]
+          "fh_spool_append_batch", "s_spill_written*",
+          # the worker path (plugin: python): the consumer thread's late
+          # completions, the plugin's I/O thread handing messages to the
+          # worker process, writing them, reading its answers. Each name
+          # alone and as a compiler's clone (NAME.isra.0): "s_read*" would
+          # also count s_read_merged (STATS)
+          "s_take_completions", "s_take_completions.*", "s_assign", "s_assign.*",
+          "s_write", "s_write.*", "s_read", "s_read.*"]
 MESSAGES = 1000
 WARMUP = 1000
 DEADLINE_S = 300  # bounds a hang only; a run takes seconds
@@ -52,7 +59,8 @@ class Scratch:
         self.fanhub = fanhub
         self.bench_pub = os.path.join(build, "bin", "bench_pub")
         self.sleep_so = os.path.join(build, "test-plugins", "sleep.so")
-        for path in (self.fanhub, self.bench_pub, self.sleep_so):
+        self.python_so = os.path.join(build, "lib", "fanhub", "plugins", "python.so")
+        for path in (self.fanhub, self.bench_pub, self.sleep_so, self.python_so):
             if not os.path.exists(path):
                 raise GuardError(f"{path} is missing: build the tree first")
         self.tmp = bench.tempfile.mkdtemp(prefix="fanhub-perf-")
@@ -90,6 +98,12 @@ def case_setups(scratch, n):
                f"queue: {{capacity: 64, overflow: spill}}, "
                f"options: {{release_file: \"{release}\"}}}}"]
     spill_extra = f"state_dir: {os.path.join(scratch.tmp, 'state')}"
+    # plugin: python with the bench's no-op callable, one worker process
+    # (the process runs outside valgrind: only the hub is counted)
+    options = json.dumps({"callable": "bench_worker_consumer:noop",
+                          "path": [os.path.join(SOURCE, "tests", "bench")]})
+    worker = [f"  - {{name: py, plugin: python, queue: {{capacity: {capacity}}}, "
+              f"options: {options}}}"]
     return {
         "k1": (bench.null_consumers(1, capacity), "", None, 1, completed, 10),
         "k4": (bench.null_consumers(4, capacity), "", None, 4, completed, 10),
@@ -99,6 +113,9 @@ def case_setups(scratch, n):
         "routing": (routed, "", topics, 3, completed, 100),
         # per message: the spill offer and the writer's record
         "spill": (spiller, spill_extra, None, 1, lambda s: s["consumers"][0]["spilled"], 10),
+        # per message: route, pop, consume (the MESSAGE frame), the I/O
+        # thread's hand-off and write, the answer read, the completion
+        "worker": (worker, "", None, 1, completed, 10),
     }
 
 
@@ -107,7 +124,9 @@ def case_setups(scratch, n):
 EXPECTED = {"k1": ["s_route", "fh_queue_pop", "s_attempt"],
             "k4": ["s_route", "fh_queue_pop", "s_attempt"],
             "routing": ["s_route", "fh_queue_pop", "s_attempt"],
-            "spill": ["s_route", "s_spill_describe", "fh_spool_append_batch", "s_spill_written"]}
+            "spill": ["s_route", "s_spill_describe", "fh_spool_append_batch", "s_spill_written"],
+            "worker": ["s_route", "fh_queue_pop", "s_attempt", "s_take_completions", "s_assign",
+                       "s_write", "s_read"]}
 
 
 def missing_functions(path, names):
@@ -273,7 +292,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", required=True, help="the build tree (bin/fanhub, bin/bench_pub)")
     ap.add_argument("--fanhub", help="the binary to measure (default BUILD/bin/fanhub)")
-    ap.add_argument("--cases", default="k1,k4,routing,spill")
+    ap.add_argument("--cases", default="k1,k4,routing,spill,worker")
     ap.add_argument("--runs", type=int, default=1, help="runs per case; the median counts")
     ap.add_argument("--baseline", default=BASELINE)
     ap.add_argument("--update", action="store_true",
