@@ -114,26 +114,28 @@ life_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
     size_t count = done ? crash_settle (w, p, cause, hung, now, done) : 0;
     bool halted = w->halted;
     pthread_mutex_unlock (&w->lock);
+    bool ending = was == PROC_QUITTING || atomic_load (&w->stop) || halted;
+    if (!ending) { /* said before its messages fail: who sees them fail sees why */
+        s_schedule_restart (w, p, now);
+        w->host->log (w->ctx, FANHUB_LOG_ERROR,
+                      "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s",
+                      p->index, (int) pid, cause, held, held == 1 ? "" : "s",
+                      (double) (p->restart_at_ns - now) / 1e9);
+        w->host->set_state (w->ctx, s_any_ready (w) ? FANHUB_STATE_UP : FANHUB_STATE_DOWN,
+                            "worker %zu %s%s%s", p->index, cause, p->last_err[0] ? ": " : "",
+                            p->last_err);
+    }
     for (size_t i = 0; i < count; i++)
         w->host->complete_reason (w->ctx, done[i].ticket, done[i].result, done[i].reason);
     free (done);
-    if (was == PROC_QUITTING || atomic_load (&w->stop) || halted) {
+    if (ending) {
         p->state = PROC_DOWN;
         p->restart_at_ns = INT64_MAX;
         bool clean = status >= 0 && WIFEXITED (status) && WEXITSTATUS (status) == 0;
         if (!clean) /* QUIT asks for exit 0 */
             w->host->log (w->ctx, FANHUB_LOG_WARNING, "worker %zu (pid %d) %s after QUIT", p->index,
                           (int) pid, cause);
-        return;
     }
-    s_schedule_restart (w, p, now);
-    w->host->log (w->ctx, FANHUB_LOG_ERROR,
-                  "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s", p->index,
-                  (int) pid, cause, held, held == 1 ? "" : "s",
-                  (double) (p->restart_at_ns - now) / 1e9);
-    w->host->set_state (w->ctx, s_any_ready (w) ? FANHUB_STATE_UP : FANHUB_STATE_DOWN,
-                        "worker %zu %s%s%s", p->index, cause, p->last_err[0] ? ": " : "",
-                        p->last_err);
 }
 
 void
