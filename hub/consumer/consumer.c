@@ -234,8 +234,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
 static void
 s_release_unhandled (fh_msg_t *msg, void *arg)
 {
-    (void) arg;
-    fh_msg_release (msg, NULL);
+    fh_cons_let_go (arg, msg, FH_GONE_UNHANDLED, NULL, 0);
 }
 
 void
@@ -264,12 +263,12 @@ fh_consumer_destroy (fh_consumer_t **self_p)
     fh_pending_item_t late;
     while (self->pending && fh_pending_take_done (self->pending, &late)) {
         free (late.reason);
-        fh_msg_release (late.msg, NULL);
+        s_release_unhandled (late.msg, self);
     }
-    fh_pending_destroy (&self->pending, s_release_unhandled, NULL);
+    fh_pending_destroy (&self->pending, s_release_unhandled, self);
     fh_shard_destroy (&self->shard);
     if (self->pool) {
-        fh_keyed_destroy (&self->keyed, s_release_unhandled, NULL);
+        fh_keyed_destroy (&self->keyed, s_release_unhandled, self);
         fh_order_key_destroy (&self->order_key);
         pthread_mutex_destroy (&self->pool_lock);
         pthread_cond_destroy (&self->pool_work);
@@ -285,7 +284,7 @@ fh_consumer_destroy (fh_consumer_t **self_p)
         fh_deferral_t *deferral
             = self->deferred[(self->deferred_head + i) % self->deferred_cap].deferral;
         if (deferral) /* NULL: its write failed, let go already */
-            fh_deferral_release (deferral, NULL, 0);
+            fh_cons_let_go_copy (self, deferral, FH_GONE_UNHANDLED, NULL);
     }
     free (self->deferred);
     fh_deadletter_close (&self->dead_letters);

@@ -7,7 +7,10 @@
                         stuck check
       consumer_offer.c  the enqueuer's side (its thread only): the shard,
                         the offer, overflow, drops, backlog and warn_at,
-                        the spill offer, the wake-up; the bytes held
+                        the spill offer, the wake-up
+      consumer_hold.c   what it holds and the one way it lets go: the
+                        bytes held in memory, the let-go (outcome, spool
+                        record, release) on any thread
       consumer_attempt.c one attempt and its verdict (done, again at a
                         time, or parked on a ticket), the last word on a
                         message (done), tickets on demand, PENDING
@@ -267,7 +270,7 @@ fh_cons_raise_max (atomic_uint_fast64_t *max, uint64_t value)
         ;
 }
 
-/* consumer_offer.c */
+/* consumer_hold.c */
 
 /* Payload bytes of msg (what held_bytes counts). */
 static inline uint64_t
@@ -282,6 +285,50 @@ void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
 /* True when holding `bytes` more would pass queue.max_bytes or
    memory.max_bytes (never when it holds nothing). */
 bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
+
+/* How a message this consumer holds leaves it (fh_cons_let_go); the
+   counters of each way are its caller's. */
+typedef enum {
+    FH_GONE_COMPLETED,    /* done: consume answered OK */
+    FH_GONE_FAILED,       /* done: failed (dead-lettered or not), or stopped */
+    FH_GONE_ABANDONED,    /* its ticket given up: not done, a spooled one comes back */
+    FH_GONE_COALESCED,    /* replaced in the scheduler by a newer one of its key */
+    FH_GONE_EVICTED,      /* taken off the queue's head (drop-oldest), or lost
+                             in a reload's fold: still counted as held */
+    FH_GONE_WRITTEN,      /* the spool writer's share, written: its copy read
+                             back speaks for it */
+    FH_GONE_KEPT,         /* the spool writer's share, kept at shutdown: spilled */
+    FH_GONE_SPILL_FAILED, /* the spool writer's share, not written: dropped */
+    FH_GONE_UNWRITTEN,    /* a copy never written: its original, dropped, tells */
+    FH_GONE_HANDED_OVER,  /* a copy not read back: the spool is a successor's */
+    FH_GONE_UNREAD,       /* a copy not read back: lost in the spool */
+    FH_GONE_UNHANDLED,    /* left at teardown: not done, nothing told */
+} fh_gone_t;
+
+/* The one way a message this consumer holds leaves it, on any thread:
+   its bytes no longer held (when the way says they still were), its
+   outcome told to its emit waiter, its spool record done (a copy read
+   back that is done or replaced: the reader is kicked), and its share
+   released, the last counted in handled (may be NULL) at now_ns (0:
+   read the clock). */
+void fh_cons_let_go (fh_consumer_t *self, fh_msg_t *msg, fh_gone_t way, fh_handled_t *handled,
+                     int64_t now_ns);
+/* The same for the copy of a spilled message that will not be read back
+   in this run (unwritten, handed over, unread, or left at teardown): its outcome
+   told, the original's deferred completion released. */
+void fh_cons_let_go_copy (fh_consumer_t *self, fh_deferral_t *deferral, fh_gone_t way,
+                          fh_handled_t *handled);
+/* An outcome without a release: a message taken at the offer (PENDING),
+   or refused there (DROPPED; the enqueuer releases that share). NONE or
+   no waiter: nothing. The let-go tells its outcomes through it. */
+void fh_cons_tell (fh_consumer_t *self, fh_emit_t *emit, fh_outcome_t outcome);
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
+/* A spool record done: the cursor may pass it, the reader is kicked (it
+   may wait for the window). The let-go's, and a record that could not
+   be read back into memory. */
+void fh_cons_record_done (fh_consumer_t *self, uint64_t mark);
 
 /* Pool mode: every thread waiting on pool_work looks again. */
 static inline void
@@ -347,9 +394,6 @@ void fh_cons_maybe_reopen (fh_consumer_t *self);
 void fh_cons_reopen_answered (fh_consumer_t *self);
 /* The plugin's idle, after a reopen that is due, named if it crashes. */
 void fh_cons_idle (fh_consumer_t *self);
-/* The emit waiter of msg: its own, or its original's when it is a copy
-   read back from the spool. */
-fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
 /* The consumer's last word on a message: counted, dead-lettered when it
    failed, logged, its waiter told, its spool record done, released. */
 void fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
