@@ -25,8 +25,8 @@
 static void s_release_unhandled (fh_msg_t *msg, void *arg);
 
 int
-fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
-                         char *err, size_t errlen)
+fh_consumer_fits_plugin (const fanhub_host_t *host, const fh_consumer_config_t *config,
+                         const fanhub_consumer_desc_t *desc, char *err, size_t errlen)
 {
     size_t workers = config->workers ? config->workers : 1;
     if (workers > 1 && !(desc->flags & FANHUB_CONSUMER_THREAD_SAFE)) {
@@ -38,11 +38,10 @@ fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consum
     }
     /* Options of the wrong form are refused here, before init or check
        runs: a plugin with a table never sees them. */
-    const fanhub_opt_t *table = fh_host_desc_options (desc);
+    const fanhub_opt_t *table = fh_option_table_of (desc);
     char why[1024];
     if (table
-        && fh_option_table_check (&fh_host, desc->name, table, config->options, why, sizeof why)
-               != 0) {
+        && fh_option_table_check (host, desc->name, table, config->options, why, sizeof why) != 0) {
         snprintf (err, errlen, "%s: consumer '%s': plugin '%s' refused its options: %s",
                   config->where, config->name, config->plugin, why);
         return -1;
@@ -112,8 +111,8 @@ s_init_publisher (fh_consumer_t *self, const fh_consumer_config_t *config, char 
    configuration, and its init called. -1 with err set; the caller
    destroys (fini is owed only once `initialized` is set). */
 static int
-s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const char *plugin_dir,
-               char *err, size_t errlen)
+s_load_plugin (fh_consumer_t *self, const fanhub_host_t *host, const fh_consumer_config_t *config,
+               const char *plugin_dir, char *err, size_t errlen)
 {
     char why[1024];
     self->plugin = fh_plugin_load (config->plugin, plugin_dir, why, sizeof why);
@@ -126,14 +125,13 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
     self->reopen = fh_plugin_reopen (self->plugin);
     /* init opens afresh: the requests made so far are answered. */
     fh_cons_reopen_answered (self);
-    if (fh_consumer_fits_plugin (config, self->desc, err, errlen) != 0)
+    if (fh_consumer_fits_plugin (host, config, self->desc, err, errlen) != 0)
         return -1;
     self->crash_site = (fh_crash_site_t){self->name, fh_plugin_path (self->plugin), -1};
     if (self->desc->init) {
         why[0] = '\0';
         fh_crash_enter (&self->crash_site, "init", NULL);
-        int rc = self->desc->init (&fh_host, self->ctx, config->options, &self->state, why,
-                                   sizeof why);
+        int rc = self->desc->init (host, self->ctx, config->options, &self->state, why, sizeof why);
         fh_crash_leave ();
         if (rc != 0) {
             why[sizeof why - 1] = '\0';
@@ -147,8 +145,8 @@ s_load_plugin (fh_consumer_t *self, const fh_consumer_config_t *config, const ch
 }
 
 fh_consumer_t *
-fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *plugin_dir,
-                 char *err, size_t errlen)
+fh_consumer_new (const fanhub_host_t *host, const fh_consumer_config_t *config, size_t index,
+                 const char *plugin_dir, char *err, size_t errlen)
 {
     fh_consumer_t *self = aligned_alloc (FH_CACHE_LINE, sizeof *self);
     if (!self) {
@@ -222,7 +220,7 @@ fh_consumer_new (const fh_consumer_config_t *config, size_t index, const char *p
     self->pool = self->worker_count > 1 || config->coalesce;
     if ((self->pool && s_init_pool (self, config, err, errlen) != 0)
         || s_init_publisher (self, config, err, errlen) != 0
-        || s_load_plugin (self, config, plugin_dir, err, errlen) != 0) {
+        || s_load_plugin (self, host, config, plugin_dir, err, errlen) != 0) {
         fh_consumer_destroy (&self);
         return NULL;
     }

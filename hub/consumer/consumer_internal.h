@@ -42,7 +42,7 @@
 #include "crashlog.h"
 #include "deadletter.h"
 #include "emit.h"
-#include "host.h"
+#include "host_ctx.h"
 #include "keyed.h"
 #include "log.h"
 #include "order_key.h"
@@ -125,7 +125,7 @@ struct fh_consumer {
     pthread_mutex_t reopen_lock;      /* held while the plugin reopens */
     void *state;
     bool initialized;  /* init succeeded: fini is owed */
-    fanhub_ctx_t *ctx; /* the plugin keeps it: outlives the consumer (host.h) */
+    fanhub_ctx_t *ctx; /* the plugin keeps it: outlives the consumer (host_ctx.h) */
     fh_retry_config_t retry;
     int64_t consume_timeout_ns;
     fh_clock_ops_t clock;
