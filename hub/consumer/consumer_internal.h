@@ -1,10 +1,14 @@
 /*  consumer_internal - what the files of the consumer share.
 
     The consumer (see consumer.h) is split by job:
-      consumer.c        creating and destroying it, start, close, retire,
-                        abandon, the accessors, counters and histograms,
-                        what the plugin reports of itself (ABI 1.3), the
-                        stuck check
+      consumer.c        its life: creating and destroying it, start,
+                        close, retire, pause, abandon, the accessors
+      consumer_plugin.c what its plugin says and asks through the host
+                        table (ABI 1.3, 1.5): state, counters, settings,
+                        publish, window, ticket starts
+      consumer_figures.c
+                        what is read of it: counters summed over the
+                        workers, histograms, handled; the stuck check
       consumer_offer.c  the enqueuer's side (its thread only): the shard,
                         the offer, overflow, drops, backlog and warn_at,
                         the spill offer, the wake-up
@@ -220,7 +224,7 @@ struct fh_consumer {
        most: what a restart can deliver again (plus cursor_records). */
     uint64_t spool_window;
 
-    /* What the plugin tells of itself (ABI 1.3, consumer.c). */
+    /* What the plugin tells of itself (ABI 1.3, consumer_plugin.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
     atomic_uint_fast64_t restarts, skipped;
     /* publish: (ABI 1.5): its publisher, or NULL without one; publishes
