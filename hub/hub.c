@@ -2,6 +2,7 @@
 #include "hub_internal.h"
 
 #include "clock.h"
+#include "host.h"
 #include "lineage.h"
 #include "log.h"
 #include "publish.h"
@@ -94,7 +95,7 @@ fh_hub_new (const fh_config_t *config, const char *plugin_dir, char *err, size_t
             fh_hub_destroy (&self);
             return NULL;
         }
-        fh_consumer_t *instance = fh_consumer_new (consumer, i, plugin_dir, err, errlen);
+        fh_consumer_t *instance = fh_consumer_new (&fh_host, consumer, i, plugin_dir, err, errlen);
         if (!instance) {
             fh_hub_destroy (&self);
             return NULL;

@@ -2,7 +2,7 @@
 #include "lineage.h"
 
 #include "clock.h"
-#include "host.h"
+#include "host_ctx.h"
 #include "log.h"
 #include "thread.h"
 

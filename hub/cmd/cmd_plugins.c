@@ -270,7 +270,7 @@ s_print_options (const char *spec, const char *dir)
         return FH_EXIT_FAILURE;
     }
     const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
-    const fanhub_opt_t *table = fh_host_desc_options (desc);
+    const fanhub_opt_t *table = fh_option_table_of (desc);
     char name[256];
     s_printable (desc->name, name, sizeof name);
     printf ("plugin %s (%s), ABI %u.%u\n", name, fh_plugin_path (plugin), desc->abi_major,

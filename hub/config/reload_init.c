@@ -2,6 +2,7 @@
 #include "reload_init.h"
 
 #include "clock.h"
+#include "host.h"
 #include "log.h"
 #include "thread.h"
 
@@ -58,7 +59,7 @@ s_load_thread (void *arg)
     s_load_t *load = arg;
     char err[sizeof load->err] = "";
     fh_consumer_t *consumer
-        = fh_consumer_new (load->config, load->index, load->plugin_dir, err, sizeof err);
+        = fh_consumer_new (&fh_host, load->config, load->index, load->plugin_dir, err, sizeof err);
     pthread_mutex_lock (&load->lock);
     load->done = true;
     bool abandoned = load->abandoned;
@@ -156,7 +157,8 @@ fh_reload_init_run (const fh_consumer_config_t *config, size_t index, const char
     if (fh_thread_start (&load->thread, "fh:init", s_load_thread, load, why, sizeof why) != 0) {
         /* No thread: the init runs here, unbounded, as before. */
         fh_warning ("%s: %s; its init runs without a time limit", load->what, why);
-        fh_consumer_t *consumer = fh_consumer_new (config, index, plugin_dir, err, errlen);
+        fh_consumer_t *consumer
+            = fh_consumer_new (&fh_host, config, index, plugin_dir, err, errlen);
         s_load_free (load);
         return consumer;
     }

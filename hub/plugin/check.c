@@ -54,7 +54,7 @@ fh_check_consumer (const fh_consumer_config_t *config, const char *plugin_dir,
     }
     snprintf (path, pathlen, "%s", fh_plugin_path (plugin));
     const fanhub_consumer_desc_t *desc = fh_plugin_desc (plugin);
-    if (fh_consumer_fits_plugin (config, desc, err, errlen) != 0) {
+    if (fh_consumer_fits_plugin (&fh_host, config, desc, err, errlen) != 0) {
         fh_plugin_destroy (&plugin);
         return -1;
     }

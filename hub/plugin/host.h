@@ -1,73 +1,20 @@
 /*  host - the host table the hub hands every plugin (fanhub_host_t).
 
     One constant table for all consumers; what differs per consumer is the
-    fanhub_ctx_t passed alongside, which names the consumer for log lines.
+    fanhub_ctx_t passed alongside (host_ctx.h), which names the consumer
+    for log lines and leads the calls that reach it there.
 
-    A plugin may call the host on its own threads, even after its fini
-    returned (a completion from a thread fini did not wait for): every
-    call that reaches the consumer goes through the context's guard (a
-    count of calls inside), and a retired context answers without it.
+    The table calls the consumer (complete, settings, state, counters,
+    publish, windows); the consumer never calls the table: whoever makes
+    an instance hands it the table (fh_consumer_new's host: hub.c, and
+    config/reload_init.c for a reload's), so the dependency runs one way.
 */
 #ifndef FH_HOST_H_INCLUDED
 #define FH_HOST_H_INCLUDED
 
 #include "fanhub/consumer.h"
-
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-
-typedef struct fh_consumer fh_consumer_t;
-
-struct fanhub_ctx {
-    const char *consumer_name;
-    fh_consumer_t *consumer;            /* for host->complete; NULL in tests' fake hosts */
-    const fanhub_consumer_desc_t *desc; /* the plugin's, for host->options_load */
-    /* A consumer's own context (fh_host_ctx_new) only; zero in one made on
-       the stack (check, replay), which never retires. */
-    char *plugin;             /* the plugin's path, for the log once the consumer is gone */
-    atomic_uint users;        /* host calls inside the consumer right now */
-    atomic_bool stale;        /* its figures are final: lates counted by name */
-    atomic_bool retired;      /* fini returned: the consumer is gone */
-    atomic_bool late_said;    /* the first call after retirement was logged */
-    struct s_host_gone *gone; /* the name's counter of lates once stale */
-    struct fanhub_ctx *next;  /* in the list of retired contexts */
-};
-
-/* A consumer's context, handed to its plugin's init and kept by the
-   plugin for every host call: it outlives the consumer. name and plugin
-   are copied; consumer is the consumer it speaks for. NULL when out of
-   memory. */
-fanhub_ctx_t *fh_host_ctx_new (fh_consumer_t *consumer, const char *name);
-/* The plugin's path, for the log after the consumer is gone (copied). */
-void fh_host_ctx_set_plugin (fanhub_ctx_t *ctx, const char *plugin);
-/* The consumer's figures were taken for the last time (a reload's
-   successor or the stop folds them): a late complete from now on is
-   counted under the consumer's name (fh_host_late_gone), and a ticket of
-   the instance is stale: a complete of it is accepted, never a crash,
-   until retirement. Any thread; once. */
-void fh_host_ctx_stale (fanhub_ctx_t *ctx);
-/* After the plugin's fini returned, before the consumer is freed: waits
-   for the host calls inside it to return; from then on every host call
-   on ctx is answered without the consumer (a complete is logged once
-   with the consumer's and plugin's names and counted as late), because a
-   plugin may still hold ctx on a thread of its own. The context is
-   poisoned, never freed (a list keeps it). Nulls *ctx_p; safe with NULL. */
-void fh_host_ctx_retire (fanhub_ctx_t **ctx_p);
-/* Completes counted under a consumer's name since its contexts went
-   stale (0 when none). Any thread. */
-uint64_t fh_host_late_gone (const char *name);
+#include "host_ctx.h"
 
 extern const fanhub_host_t fh_host;
-
-/* The reason the plugin gave with host->set_reason on this thread since
-   the last call (copied into reason, "" when none), and forgets it. The
-   consumer runtime calls it after each consume. */
-void fh_host_take_reason (char *reason, size_t size);
-
-/* The option table of a descriptor (ABI 1.2), or NULL when it has none
-   or is too short to hold one (built against an older ABI). */
-const fanhub_opt_t *fh_host_desc_options (const fanhub_consumer_desc_t *desc);
 
 #endif

@@ -32,6 +32,16 @@ typedef struct {
     const fanhub_opt_t *table;
 } s_value_t;
 
+const fanhub_opt_t *
+fh_option_table_of (const fanhub_consumer_desc_t *desc)
+{
+    /* An older descriptor ends before options: reading it would read past it. */
+    if (!desc || desc->abi_minor < 2
+        || desc->size < offsetof (fanhub_consumer_desc_t, options) + sizeof desc->options)
+        return NULL;
+    return desc->options;
+}
+
 const char *
 fh_option_type_name (fanhub_opt_type_t type)
 {

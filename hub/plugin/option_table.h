@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* The option table of a descriptor (ABI 1.2), or NULL when it has none
+   or is too short to hold one (built against an older ABI). */
+const fanhub_opt_t *fh_option_table_of (const fanhub_consumer_desc_t *desc);
+
 /* Reads options (a map; NULL reads as an empty one) against table into
    values (values_size bytes), for the plugin called plugin (in the
    message about an unknown key). 0, or -1 with one line in err. */

@@ -204,9 +204,7 @@ fh_consumer_hand_over (fh_consumer_t *self)
             = self->deferred[(self->deferred_head + i) % self->deferred_cap].deferral;
         if (!deferral)
             continue; /* its write failed: let go already */
-        if (deferral->emit)
-            fh_emit_set_outcome (deferral->emit, self->name, FH_OUTCOME_SPILLED);
-        fh_deferral_release (deferral, &self->spill_handled, 0);
+        fh_cons_let_go_copy (self, deferral, FH_GONE_HANDED_OVER, &self->spill_handled);
     }
     self->deferred_count = 0;
     pthread_mutex_unlock (&self->spill_lock);
@@ -285,7 +283,7 @@ out_of_memory:
     atomic_fetch_add (&self->spill_dropped, 1);
     fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool", self->name,
               (unsigned long long) record.seq);
-    fh_spool_done (self->spool, record.mark);
+    fh_cons_record_done (self, record.mark);
     return NULL;
 }
 
@@ -309,9 +307,7 @@ s_deferral_of (fh_consumer_t *self, uint64_t seq)
         }
         if (!head->deferral)
             continue; /* its write failed: let go already */
-        if (head->deferral->emit)
-            fh_emit_set_outcome (head->deferral->emit, self->name, FH_OUTCOME_DROPPED);
-        fh_deferral_release (head->deferral, NULL, 0);
+        fh_cons_let_go_copy (self, head->deferral, FH_GONE_UNREAD, NULL);
     }
     pthread_mutex_unlock (&self->spill_lock);
     return found;
@@ -336,7 +332,7 @@ s_undefer (fh_consumer_t *self, uint64_t seq)
     }
     pthread_mutex_unlock (&self->spill_lock);
     if (deferral)
-        fh_deferral_release (deferral, &self->spill_handled, 0);
+        fh_cons_let_go_copy (self, deferral, FH_GONE_UNWRITTEN, &self->spill_handled);
 }
 
 /* Spilled messages not yet read back: in the spool, or still in the
@@ -373,22 +369,20 @@ s_spill_written (void *arg, void *item, int rc, int error)
     bool kept_at_shutdown = atomic_load_explicit (&self->spill_keeping, memory_order_relaxed);
     if (rc == 0) {
         fh_bump (&self->spilled);
-        /* A message kept at shutdown is not read back in this run. */
-        if (kept_at_shutdown && msg->emit)
-            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_SPILLED);
+        /* A message kept at shutdown is not read back in this run; one
+           spilled while running speaks through its copy read back. */
+        fh_cons_let_go (self, msg, kept_at_shutdown ? FH_GONE_KEPT : FH_GONE_WRITTEN,
+                        &self->spill_handled, 0);
+        return;
     }
-    else {
-        atomic_fetch_add (&self->spill_dropped, 1);
-        if (msg->emit)
-            fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
-        if (!kept_at_shutdown)
-            s_undefer (self, msg->seq);
-        fh_log_limited (
-            &self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
-            self->name, (unsigned long long) msg->seq,
-            rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)" : strerror (error));
-    }
-    fh_msg_release (msg, &self->spill_handled);
+    atomic_fetch_add (&self->spill_dropped, 1);
+    if (!kept_at_shutdown)
+        s_undefer (self, msg->seq);
+    fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
+                    self->name, (unsigned long long) msg->seq,
+                    rc == FH_SPOOL_FULL ? "the spool is full (queue.spool_max_bytes)"
+                                        : strerror (error));
+    fh_cons_let_go (self, msg, FH_GONE_SPILL_FAILED, &self->spill_handled, 0);
 }
 
 /* The spool writer's `wrote`: the reader may have more to read. */

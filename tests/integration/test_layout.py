@@ -8,8 +8,8 @@ import subprocess
 import fanhublib as fh
 
 HUB = os.path.join(fh.SOURCE_DIR, "hub")
-CONCERNS = ("config", "control", "plugin", "security", "amqp", "util", "cmd", "metrics",
-            "storage", "publish")
+CONCERNS = ("consumer", "config", "control", "plugin", "security", "amqp", "util", "cmd",
+            "metrics", "storage", "publish")
 
 
 def hub_files():

@@ -3,6 +3,7 @@
     shipped ones in SHIPPED_PLUGIN_DIR.
 */
 #include "consumer.h"
+#include "host.h"
 #include "plugin.h"
 
 #include <setjmp.h>
@@ -120,7 +121,8 @@ test_init_refusal_names_consumer_and_reason (void **state)
     fh_consumer_config_t config
         = consumer_config ("archive", TEST_PLUGIN_DIR "/initfail.so", options);
     char err[1024] = "";
-    fh_consumer_t *consumer = fh_consumer_new (&config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
+    fh_consumer_t *consumer
+        = fh_consumer_new (&fh_host, &config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
     assert_null (consumer);
     assert_contains (err, "t.yaml:3:5: consumer 'archive'");
     assert_contains (err, "database is down");
@@ -134,7 +136,8 @@ test_consumer_new_and_destroy_without_start (void **state)
     fanhub_option_t *options = fh_option_new (FANHUB_OPTION_MAP, NULL, "t.yaml:4:7");
     fh_consumer_config_t config = consumer_config ("n", "null", options);
     char err[1024] = "";
-    fh_consumer_t *consumer = fh_consumer_new (&config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
+    fh_consumer_t *consumer
+        = fh_consumer_new (&fh_host, &config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
     assert_non_null (consumer);
     assert_string_equal (fh_consumer_name (consumer), "n");
     assert_true (fh_consumer_ended (consumer)); /* never started */

@@ -3,6 +3,7 @@
     the backoff (recorded, never slept), and gives up after max_attempts.
 */
 #include "consumer.h"
+#include "host.h"
 #include "retry.h"
 
 #include <setjmp.h>
@@ -108,7 +109,8 @@ run_flaky (const char *retries, const char *final, size_t max_attempts, fake_clo
         .retry = {.max_attempts = max_attempts, .initial_ms = 100, .max_ms = 250},
     };
     char err[512];
-    fh_consumer_t *consumer = fh_consumer_new (&config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
+    fh_consumer_t *consumer
+        = fh_consumer_new (&fh_host, &config, 0, SHIPPED_PLUGIN_DIR, err, sizeof err);
     assert_non_null (consumer);
     fh_clock_ops_t ops = {fake_now, fake_sleep_until, clock};
     fh_consumer_set_clock (consumer, &ops);

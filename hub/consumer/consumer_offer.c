@@ -6,8 +6,8 @@
     to its queue or, spilling, to its spool writer, the overflow policy of
     a full queue, drop counting, the backlog's high-water mark and the
     warn_at warning, and the wake-up of the consumer. The bytes a consumer
-    holds in memory (queue.max_bytes, memory.max_bytes) are counted here
-    too: added by the offer, taken off by whoever takes a message.
+    holds in memory (queue.max_bytes, memory.max_bytes) are added by the
+    offer; consumer_hold.c keeps that count, and lets a message go.
 */
 #include "consumer_internal.h"
 
@@ -26,46 +26,6 @@ bool
 fh_consumer_takes (const fh_consumer_t *self, const fh_msg_t *msg)
 {
     return !self->shard || fh_shard_takes (self->shard, msg);
-}
-
-/* Payload bytes held in memory by every consumer's queue (and a pool's
-   scheduler, until started): memory.max_bytes caps it. */
-static atomic_uint_fast64_t s_memory_held;
-static atomic_uint_fast64_t s_memory_max;
-
-void
-fh_consumer_set_memory_max (uint64_t max_bytes)
-{
-    atomic_store (&s_memory_max, max_bytes);
-}
-
-void
-fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
-{
-    atomic_fetch_add_explicit (&self->held_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_add_explicit (&s_memory_held, bytes, memory_order_relaxed);
-}
-
-void
-fh_cons_held_less (fh_consumer_t *self, uint64_t bytes)
-{
-    atomic_fetch_sub_explicit (&self->held_bytes, bytes, memory_order_relaxed);
-    atomic_fetch_sub_explicit (&s_memory_held, bytes, memory_order_relaxed);
-}
-
-/* True when taking `bytes` more would pass queue.max_bytes or
-   memory.max_bytes. A consumer holding nothing takes one message of any
-   size: nothing it could wait for would make room. */
-bool
-fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes)
-{
-    uint64_t held = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
-    if (held == 0)
-        return false;
-    if (self->max_bytes && held + bytes > self->max_bytes)
-        return true;
-    uint64_t max = atomic_load_explicit (&s_memory_max, memory_order_relaxed);
-    return max && atomic_load_explicit (&s_memory_held, memory_order_relaxed) + bytes > max;
 }
 
 /* Pool mode: the queue and the scheduler together hold at most capacity
@@ -93,12 +53,9 @@ s_evict_for (fh_consumer_t *self, uint64_t bytes, fh_handled_t *handled)
     while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
             || fh_cons_over_bytes (self, bytes))
            && (oldest = fh_queue_evict (self->queue))) {
-        fh_cons_held_less (self, fh_cons_msg_bytes (oldest));
         fh_bump (&self->evicted);
         fh_bump (&self->dropped);
-        if (oldest->emit)
-            fh_emit_set_outcome (oldest->emit, self->name, FH_OUTCOME_DROPPED);
-        fh_msg_release (oldest, handled);
+        fh_cons_let_go (self, oldest, FH_GONE_EVICTED, handled, 0);
     }
     return !fh_queue_full (self->queue) && !(self->pool && s_pool_full (self));
 }
@@ -173,8 +130,7 @@ s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
     /* All before the hand-off: from then on the writer may finish with
        msg, and a reader read it back, at any moment. */
     fh_bump (&self->enqueued);
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
+    fh_cons_tell (self, msg->emit, FH_OUTCOME_PENDING);
     s_defer (self, msg);
     int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
     assert (rc == 0); /* the only putter, and the writer only makes room */
@@ -269,13 +225,11 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
             /* fall through */
         default:
             fh_bump (&self->dropped);
-            if (msg->emit)
-                fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
+            fh_cons_tell (self, msg->emit, FH_OUTCOME_DROPPED);
             return FH_OFFER_REFUSED;
         }
     }
-    if (msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_PENDING);
+    fh_cons_tell (self, msg->emit, FH_OUTCOME_PENDING);
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
@@ -309,17 +263,14 @@ fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into, fh_handled_t *h
         uint64_t size = fh_cons_msg_bytes (msg);
         fh_cons_held_less (from, size);
         fh_bump (&into->enqueued);
-        if (fh_queue_push (into->queue, msg)) {
-            fh_cons_held_more (into, size);
+        fh_cons_held_more (into, size);
+        if (fh_queue_push (into->queue, msg))
             continue;
-        }
         /* Room was checked, but the ring may fail to grow (counted in
            alloc_failures): dropped and counted, as drop-oldest would. */
         fh_bump (&into->evicted);
         fh_bump (&into->dropped);
-        if (msg->emit)
-            fh_emit_set_outcome (msg->emit, into->name, FH_OUTCOME_DROPPED);
-        fh_msg_release (msg, handled);
+        fh_cons_let_go (into, msg, FH_GONE_EVICTED, handled, 0);
     }
     s_watch_backlog (into);
     return true;
@@ -335,8 +286,8 @@ void
 fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
     fh_bump (&self->dropped);
-    if (msg && msg->emit)
-        fh_emit_set_outcome (msg->emit, self->name, FH_OUTCOME_DROPPED);
+    if (msg)
+        fh_cons_tell (self, msg->emit, FH_OUTCOME_DROPPED);
 }
 
 void

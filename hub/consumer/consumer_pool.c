@@ -109,16 +109,11 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
         else
             pthread_cond_signal (&self->pool_work);
         if (replaced) {
-            fh_cons_held_less (self, fh_cons_msg_bytes (replaced));
             fh_bump (&self->coalesced);
-            if (fh_cons_emit_of (replaced))
-                fh_emit_set_outcome (fh_cons_emit_of (replaced), self->name, FH_OUTCOME_COALESCED);
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
             /* Replaced by a newer one: done with it. */
-            if (replaced->spool_mark)
-                fh_spool_done (self->spool, replaced->spool_mark);
-            fh_msg_release (replaced, &self->dispatcher_handled);
+            fh_cons_let_go (self, replaced, FH_GONE_COALESCED, &self->dispatcher_handled, 0);
         }
     }
     pthread_mutex_unlock (&self->pool_lock);
@@ -148,16 +143,6 @@ s_pool_wait_until (fh_consumer_t *self, int64_t due_ns)
         }
     }
     atomic_fetch_sub (&self->pool_sleepers, 1);
-}
-
-void
-fh_cons_pool_completed (fh_consumer_t *self)
-{
-    /* The completion's count is published (seq_cst) before this look:
-       with no sleeper counted, whoever goes to sleep next sees it. */
-    atomic_thread_fence (memory_order_seq_cst);
-    if (atomic_load (&self->pool_sleepers))
-        fh_cons_pool_wake_all (self);
 }
 
 /* A full scheduler (pool_limit, or its bytes) with more to read: wait for

@@ -223,16 +223,6 @@ fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket)
                     self->name, (unsigned long long) ticket);
 }
 
-/* The emit waiter of msg: its own, or its original's when it is a copy
-   read back from the spool. */
-fh_emit_t *
-fh_cons_emit_of (const fh_msg_t *msg)
-{
-    /* A copy's deferral is set before anyone else sees the copy; an
-       original's is the enqueuer's to write, and not read here. */
-    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
-}
-
 /* A message's last word: counted, logged when it failed, its waiter told,
    released. */
 void
@@ -276,18 +266,11 @@ fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const c
     fh_cons_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
-    if (fh_cons_emit_of (msg))
-        fh_emit_set_outcome (fh_cons_emit_of (msg), self->name,
-                             result == FANHUB_OK ? FH_OUTCOME_COMPLETED : FH_OUTCOME_FAILED);
-    /* Done: the spool's cursor may move over it. */
-    if (msg->spool_mark && self->spool) {
-        fh_spool_done (self->spool, msg->spool_mark);
-        fh_queue_kick (self->queue); /* the reader may wait for the window */
-    }
-    /* The end of the last attempt is the handling time, unless a test's
-       clock measured it: received_ns is always the real clock's. */
-    fh_msg_release_at (msg, &worker->handled,
-                       self->clock.now_ns == fh_clock_real.now_ns ? last_ns : 0);
+    /* Done: the spool's cursor may move over it. The end of the last
+       attempt is the handling time, unless a test's clock measured it:
+       received_ns is always the real clock's. */
+    fh_cons_let_go (self, msg, result == FANHUB_OK ? FH_GONE_COMPLETED : FH_GONE_FAILED,
+                    &worker->handled, self->clock.now_ns == fh_clock_real.now_ns ? last_ns : 0);
 }
 
 /* The retry decision, the same for every worker, after attempt number
@@ -411,13 +394,11 @@ fh_cons_abandon_tickets (fh_consumer_t *self)
         count++;
         if (item.msg->seq < oldest)
             oldest = item.msg->seq;
-        if (fh_cons_emit_of (item.msg))
-            fh_emit_set_outcome (fh_cons_emit_of (item.msg), self->name, FH_OUTCOME_DROPPED);
         if (item.slot)
             fh_keyed_release (self->keyed, item.slot);
         /* Not done: a spooled one stays in the spool for a successor or
            the next run. */
-        fh_msg_release (item.msg, NULL);
+        fh_cons_let_go (self, item.msg, FH_GONE_ABANDONED, NULL, 0);
         atomic_fetch_add_explicit (&self->tickets_abandoned, 1, memory_order_release);
     }
     if (count)

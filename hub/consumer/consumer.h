@@ -85,16 +85,20 @@ typedef struct {
     uint64_t queue_bytes;       /* payload held in memory, not yet started (max_bytes) */
 } fh_consumer_counts_t;
 
-/* Loads the plugin and calls init. On error NULL, with one line in err
-   naming the consumer, e.g. "hub.yaml:9:5: consumer 'archive': plugin
-   'log': options.path: /x: cannot open: No such file or directory". */
-fh_consumer_t *fh_consumer_new (const fh_consumer_config_t *config, size_t index,
-                                const char *plugin_dir, char *err, size_t errlen);
+/* Loads the plugin and calls init with host, the host table its plugin
+   keeps (the hub's fh_host, plugin/host.h: whoever makes an instance
+   hands it, so the consumer never calls the table). On error NULL, with
+   one line in err naming the consumer, e.g. "hub.yaml:9:5: consumer
+   'archive': plugin 'log': options.path: /x: cannot open: No such file or
+   directory". */
+fh_consumer_t *fh_consumer_new (const fanhub_host_t *host, const fh_consumer_config_t *config,
+                                size_t index, const char *plugin_dir, char *err, size_t errlen);
 /* What fh_consumer_new refuses of a consumer's settings once its plugin is
-   loaded (workers: N needs a thread-safe plugin): 0, or -1 with one line
-   in err naming the consumer. Acquires nothing; `fanhub check` uses it. */
-int fh_consumer_fits_plugin (const fh_consumer_config_t *config, const fanhub_consumer_desc_t *desc,
-                             char *err, size_t errlen);
+   loaded (workers: N needs a thread-safe plugin; its options checked
+   against its table through host): 0, or -1 with one line in err naming
+   the consumer. Acquires nothing; `fanhub check` uses it. */
+int fh_consumer_fits_plugin (const fanhub_host_t *host, const fh_consumer_config_t *config,
+                             const fanhub_consumer_desc_t *desc, char *err, size_t errlen);
 /* With a state_dir: opens the consumer's dead-letter store and spool
    (STATE_DIR/NAME); what the spool holds from the last run goes first.
    Before start. -1 with one line in err. */
@@ -229,7 +233,7 @@ int fh_consumer_complete_reason (fh_consumer_t *self, fanhub_ticket_t ticket,
                                  fanhub_result_t result, const char *reason);
 /* The same without counting a late one: 0, or -1 when the ticket is not
    pending; the caller counts it (fh_consumer_count_late, or under the
-   name once the figures are final: plugin/host.c). */
+   name once the figures are final: plugin/host_ctx.c). */
 int fh_consumer_complete_try (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_result_t result,
                               const char *reason);
 /* A complete of a ticket that is not pending: counted in

@@ -1,13 +1,20 @@
 /*  consumer_internal - what the files of the consumer share.
 
     The consumer (see consumer.h) is split by job:
-      consumer.c        creating and destroying it, start, close, retire,
-                        abandon, the accessors, counters and histograms,
-                        what the plugin reports of itself (ABI 1.3), the
-                        stuck check
+      consumer.c        its life: creating and destroying it, start,
+                        close, retire, pause, abandon, the accessors
+      consumer_plugin.c what its plugin says and asks through the host
+                        table (ABI 1.3, 1.5): state, counters, settings,
+                        publish, window, ticket starts
+      consumer_figures.c
+                        what is read of it: counters summed over the
+                        workers, histograms, handled; the stuck check
       consumer_offer.c  the enqueuer's side (its thread only): the shard,
                         the offer, overflow, drops, backlog and warn_at,
-                        the spill offer, the wake-up; the bytes held
+                        the spill offer, the wake-up
+      consumer_hold.c   what it holds and the one way it lets go: the
+                        bytes held in memory, the let-go (outcome, spool
+                        record, release) on any thread
       consumer_attempt.c one attempt and its verdict (done, again at a
                         time, or parked on a ticket), the last word on a
                         message (done), tickets on demand, PENDING
@@ -39,7 +46,7 @@
 #include "crashlog.h"
 #include "deadletter.h"
 #include "emit.h"
-#include "host.h"
+#include "host_ctx.h"
 #include "keyed.h"
 #include "log.h"
 #include "order_key.h"
@@ -125,7 +132,7 @@ struct fh_consumer {
     pthread_mutex_t reopen_lock;      /* held while the plugin reopens */
     void *state;
     bool initialized;  /* init succeeded: fini is owed */
-    fanhub_ctx_t *ctx; /* the plugin keeps it: outlives the consumer (host.h) */
+    fanhub_ctx_t *ctx; /* the plugin keeps it: outlives the consumer (host_ctx.h) */
     fh_retry_config_t retry;
     int64_t consume_timeout_ns;
     fh_clock_ops_t clock;
@@ -226,7 +233,7 @@ struct fh_consumer {
        most: what a restart can deliver again (plus cursor_records). */
     uint64_t spool_window;
 
-    /* What the plugin tells of itself (ABI 1.3, consumer.c). */
+    /* What the plugin tells of itself (ABI 1.3, consumer_plugin.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
     atomic_uint_fast64_t restarts, skipped;
     /* publish: (ABI 1.5): its publisher, or NULL without one; publishes
@@ -276,7 +283,7 @@ fh_cons_raise_max (atomic_uint_fast64_t *max, uint64_t value)
         ;
 }
 
-/* consumer_offer.c */
+/* consumer_hold.c */
 
 /* Payload bytes of msg (what held_bytes counts). */
 static inline uint64_t
@@ -292,6 +299,50 @@ void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
    memory.max_bytes (never when it holds nothing). */
 bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
 
+/* How a message this consumer holds leaves it (fh_cons_let_go); the
+   counters of each way are its caller's. */
+typedef enum {
+    FH_GONE_COMPLETED,    /* done: consume answered OK */
+    FH_GONE_FAILED,       /* done: failed (dead-lettered or not), or stopped */
+    FH_GONE_ABANDONED,    /* its ticket given up: not done, a spooled one comes back */
+    FH_GONE_COALESCED,    /* replaced in the scheduler by a newer one of its key */
+    FH_GONE_EVICTED,      /* taken off the queue's head (drop-oldest), or lost
+                             in a reload's fold: still counted as held */
+    FH_GONE_WRITTEN,      /* the spool writer's share, written: its copy read
+                             back speaks for it */
+    FH_GONE_KEPT,         /* the spool writer's share, kept at shutdown: spilled */
+    FH_GONE_SPILL_FAILED, /* the spool writer's share, not written: dropped */
+    FH_GONE_UNWRITTEN,    /* a copy never written: its original, dropped, tells */
+    FH_GONE_HANDED_OVER,  /* a copy not read back: the spool is a successor's */
+    FH_GONE_UNREAD,       /* a copy not read back: lost in the spool */
+    FH_GONE_UNHANDLED,    /* left at teardown: not done, nothing told */
+} fh_gone_t;
+
+/* The one way a message this consumer holds leaves it, on any thread:
+   its bytes no longer held (when the way says they still were), its
+   outcome told to its emit waiter, its spool record done (a copy read
+   back that is done or replaced: the reader is kicked), and its share
+   released, the last counted in handled (may be NULL) at now_ns (0:
+   read the clock). */
+void fh_cons_let_go (fh_consumer_t *self, fh_msg_t *msg, fh_gone_t way, fh_handled_t *handled,
+                     int64_t now_ns);
+/* The same for the copy of a spilled message that will not be read back
+   in this run (unwritten, handed over, unread, or left at teardown): its outcome
+   told, the original's deferred completion released. */
+void fh_cons_let_go_copy (fh_consumer_t *self, fh_deferral_t *deferral, fh_gone_t way,
+                          fh_handled_t *handled);
+/* An outcome without a release: a message taken at the offer (PENDING),
+   or refused there (DROPPED; the enqueuer releases that share). NONE or
+   no waiter: nothing. The let-go tells its outcomes through it. */
+void fh_cons_tell (fh_consumer_t *self, fh_emit_t *emit, fh_outcome_t outcome);
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. */
+fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
+/* A spool record done: the cursor may pass it, the reader is kicked (it
+   may wait for the window). The let-go's, and a record that could not
+   be read back into memory. */
+void fh_cons_record_done (fh_consumer_t *self, uint64_t mark);
+
 /* Pool mode: every thread waiting on pool_work looks again. */
 static inline void
 fh_cons_pool_wake_all (fh_consumer_t *self)
@@ -299,6 +350,18 @@ fh_cons_pool_wake_all (fh_consumer_t *self)
     pthread_mutex_lock (&self->pool_lock);
     pthread_cond_broadcast (&self->pool_work);
     pthread_mutex_unlock (&self->pool_lock);
+}
+
+/* Pool mode: a ticket completed (the pending table's wake-up): wakes the
+   pool's threads if one sleeps; else takes no lock. The completion's
+   count is published (seq_cst) before this look: with no sleeper
+   counted, whoever goes to sleep next sees it (the pool's wait). */
+static inline void
+fh_cons_pool_completed (fh_consumer_t *self)
+{
+    atomic_thread_fence (memory_order_seq_cst);
+    if (atomic_load (&self->pool_sleepers))
+        fh_cons_pool_wake_all (self);
 }
 
 /* A worker starts msg (now): counted in dequeued, its queue wait
@@ -356,9 +419,6 @@ void fh_cons_maybe_reopen (fh_consumer_t *self);
 void fh_cons_reopen_answered (fh_consumer_t *self);
 /* The plugin's idle, after a reopen that is due, named if it crashes. */
 void fh_cons_idle (fh_consumer_t *self);
-/* The emit waiter of msg: its own, or its original's when it is a copy
-   read back from the spool. */
-fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
 /* The consumer's last word on a message: counted, dead-lettered when it
    failed, logged, its waiter told, its spool record done, released. */
 void fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
@@ -385,9 +445,6 @@ bool fh_cons_pause_wait (fh_consumer_t *self);
 void *fh_cons_dispatcher_thread (void *arg);
 /* Pool mode: what the scheduler may hold, not started (pool_limit). */
 uint64_t fh_cons_pool_limit (const fh_consumer_t *self);
-/* Pool mode: a ticket completed (the pending table's wake-up): wakes the
-   pool's threads if one sleeps; else takes no lock. */
-void fh_cons_pool_completed (fh_consumer_t *self);
 void *fh_cons_pool_worker_thread (void *arg);
 
 /* storage/consumer_spill.c */
