@@ -65,6 +65,8 @@ typedef struct {
     uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
                                    ran out: never done */
     uint64_t queue_bytes;       /* payload held in memory, not yet started (max_bytes) */
+    /* failed messages the dead-letter store could not keep (a full disk) */
+    uint64_t dead_letter_errors;
 } fh_consumer_counts_t;
 
 /* Adds n to a counter of a tally: a relaxed atomic add, so that any

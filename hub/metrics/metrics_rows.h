@@ -193,6 +193,11 @@
     COUNTS (FH_M_DEAD_LETTERED, dead_lettered, T, "dead_lettered",
             "fanhub_consumer_dead_lettered_total", "derive-dead_lettered", C, "messages",
             "Messages sent to the consumer's dead-letter store."),
+    COUNTS (FH_M_DEAD_LETTER_ERRORS, dead_letter_errors, T, "dead_letter_errors",
+            "fanhub_consumer_dead_letter_errors_total", "derive-dead_letter_errors", C,
+            "messages",
+            "Failed messages the consumer's dead-letter store could not keep (a full disk, "
+            "an I/O error): lost."),
     COUNTS (FH_M_COALESCED, coalesced, T, "coalesced", "fanhub_consumer_coalesced_total",
             "derive-coalesced", C, "messages",
             "Messages merged into one already queued instead of being consumed on their own."),

@@ -370,6 +370,10 @@ test_prometheus_one_consumer (void **state)
         "store.",
         "# TYPE fanhub_consumer_dead_lettered_total counter",
         "fanhub_consumer_dead_lettered_total{consumer=\"archive\"} 3",
+        "# HELP fanhub_consumer_dead_letter_errors_total Failed messages the consumer's "
+        "dead-letter store could not keep (a full disk, an I/O error): lost.",
+        "# TYPE fanhub_consumer_dead_letter_errors_total counter",
+        "fanhub_consumer_dead_letter_errors_total{consumer=\"archive\"} 0",
         "# HELP fanhub_consumer_coalesced_total Messages merged into one already queued instead of "
         "being consumed on their own.",
         "# TYPE fanhub_consumer_coalesced_total counter",
@@ -755,6 +759,7 @@ test_collectd_named_hub (void **state)
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dropped\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-spilled\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dead_lettered\" interval=10 N:3",
+        "PUTVAL \"myhost/fanhub-buildsys.archive/derive-dead_letter_errors\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/derive-coalesced\" interval=10 N:0",
         "PUTVAL \"myhost/fanhub-buildsys.archive/queue_length\" interval=10 N:2",
         "PUTVAL \"myhost/fanhub-buildsys.archive/count-in_flight\" interval=10 N:1",
@@ -825,6 +830,7 @@ test_collectd_unnamed_hub (void **state)
         "PUTVAL \"h/fanhub-archive/derive-dropped\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-spilled\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-dead_lettered\" interval=2.5 1700000000:3",
+        "PUTVAL \"h/fanhub-archive/derive-dead_letter_errors\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/derive-coalesced\" interval=2.5 1700000000:0",
         "PUTVAL \"h/fanhub-archive/queue_length\" interval=2.5 1700000000:2",
         "PUTVAL \"h/fanhub-archive/count-in_flight\" interval=2.5 1700000000:1",
