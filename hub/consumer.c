@@ -12,6 +12,7 @@
 #include "crash.h"
 #include "metrics.h"
 #include "option_table.h"
+#include "plugin_metrics.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -539,6 +540,12 @@ fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size)
         fh_publisher_endpoints (self->publisher, buf, size);
     else if (size)
         buf[0] = '\0';
+}
+
+const struct fh_plugin_metrics *
+fh_consumer_plugin_metrics (const fh_consumer_t *self)
+{
+    return self->ctx ? fh_plugin_metrics_of (&self->ctx->metrics) : NULL;
 }
 
 void

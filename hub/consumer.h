@@ -205,6 +205,9 @@ void fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket);
 int fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size);
 /* Its publish: endpoints as opened ("" when none): publish.h. */
 void fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size);
+/* The figures its plugin registered of its own (ABI 1.6,
+   plugin_metrics.h), or NULL when none. */
+const struct fh_plugin_metrics *fh_consumer_plugin_metrics (const fh_consumer_t *self);
 /* The last error the plugin reported ("" when none) into buf. */
 void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
 /* Any thread: `fanhub pause` (true) and `fanhub resume` (false). Paused,

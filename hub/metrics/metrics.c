@@ -102,6 +102,12 @@ s_item_free (fh_metrics_item_t *item)
     free (item->publish);
     free (item->bound);
     free (item->busy);
+    for (size_t i = 0; i < item->own_count; i++) {
+        free (item->own[i].name);
+        free (item->own[i].family);
+        free (item->own[i].help);
+    }
+    free (item->own);
 }
 
 void
@@ -160,6 +166,26 @@ fh_metrics_set_text (char **slot, const char *text)
         return -1;
     free (*slot);
     *slot = copy;
+    return 0;
+}
+
+int
+fh_metrics_add_own (fh_metrics_item_t *item, const char *name, const char *family, const char *help,
+                    bool gauge, int64_t value)
+{
+    fh_metrics_own_t *grown = realloc (item->own, (item->own_count + 1) * sizeof *grown);
+    if (!grown)
+        return -1;
+    item->own = grown;
+    fh_metrics_own_t own
+        = {strdup (name), family ? strdup (family) : NULL, strdup (help ? help : ""), gauge, value};
+    if (!own.name || (family && !own.family) || !own.help) {
+        free (own.name);
+        free (own.family);
+        free (own.help);
+        return -1;
+    }
+    item->own[item->own_count++] = own;
     return 0;
 }
 

@@ -141,6 +141,15 @@ typedef struct {
     uint64_t le[FH_METRICS_BUCKETS]; /* cumulative counts at fh_metrics_bucket_text */
 } fh_metrics_latency_t;
 
+/* One figure a consumer's plugin registered of its own (ABI 1.6). */
+typedef struct {
+    char *name;   /* its name: the JSON key, collectd's plugin_NAME */
+    char *family; /* its Prometheus family; NULL: none (read back without) */
+    char *help;
+    bool gauge; /* else a counter */
+    int64_t value;
+} fh_metrics_own_t;
+
 /* The hub, an endpoint or a consumer. Text is NULL when absent. */
 typedef struct {
     char *name;    /* hub: its name; endpoint: the address; consumer: its name */
@@ -157,6 +166,8 @@ typedef struct {
                                                   queue_wait, processing */
     double *busy;                              /* consumer: per worker, 0..1 */
     size_t workers;
+    fh_metrics_own_t *own; /* consumer: its plugin's own figures (ABI 1.6) */
+    size_t own_count;
 } fh_metrics_item_t;
 
 typedef struct {
@@ -187,6 +198,10 @@ fh_metrics_item_t *fh_metrics_add_endpoints (fh_metrics_snapshot_t *self, size_t
 fh_metrics_item_t *fh_metrics_add_consumers (fh_metrics_snapshot_t *self, size_t count);
 /* Adds a reason; the name is copied. -1 when out of memory. */
 int fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name, fh_metric_value_t value);
+/* Adds a plugin's own figure to a consumer; the texts are copied (family
+   may be NULL). -1 when out of memory. */
+int fh_metrics_add_own (fh_metrics_item_t *item, const char *name, const char *family,
+                        const char *help, bool gauge, int64_t value);
 /* Copies text into *slot (freeing what was there); -1 when out of memory. */
 int fh_metrics_set_text (char **slot, const char *text);
 

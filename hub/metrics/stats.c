@@ -5,6 +5,7 @@
 #include "process_figures.h"
 #include "control.h"
 #include "oom.h"
+#include "plugin_metrics.h"
 #include "prometheus_http.h"
 
 #include <stdlib.h>
@@ -114,6 +115,15 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
                        &self->diff);
     fh_metrics_latency_set (fh_metrics_latency (item, FH_M_PROCESSING), &self->scratch.processing,
                             &self->diff);
+    /* Its plugin's own figures (ABI 1.6): the running instance's. */
+    const fh_plugin_metrics_t *own = fh_consumer_plugin_metrics (consumer);
+    for (size_t i = 0; i < fh_plugin_metrics_count (own); i++) {
+        const fanhub_metric_t *m = &own->items[i];
+        if (fh_metrics_add_own (item, m->name, m->family, m->help, m->kind == FANHUB_METRIC_GAUGE,
+                                fh_plugin_metric_value (m))
+            != 0)
+            return -1;
+    }
     /* Per worker: the share of its time spent inside consume since start. */
     double uptime_ns = (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub));
     item->busy = c.workers ? calloc (c.workers, sizeof *item->busy) : NULL;
