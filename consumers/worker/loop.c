@@ -146,6 +146,11 @@ s_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
         return;
     }
     s_schedule_restart (w, p, now);
+    if (w->m_crashes) {
+        w->host->metric_add (w->m_crashes, 1);
+        if (hung)
+            w->host->metric_add (w->m_hangs, 1);
+    }
     w->host->log (w->ctx, FANHUB_LOG_ERROR,
                   "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s", p->index,
                   (int) pid, cause, held, held == 1 ? "" : "s",
@@ -674,9 +679,14 @@ loop_thread (void *arg)
                 s_start (w, p, now);
         }
         s_assign (w, now);
-        for (size_t i = 0; i < w->nprocs; i++)
+        size_t held = 0;
+        for (size_t i = 0; i < w->nprocs; i++) {
             if (w->procs[i].state != PROC_DOWN && w->procs[i].outq.size)
                 s_write (w, &w->procs[i], now);
+            held += w->procs[i].in_flight;
+        }
+        if (w->m_pending) /* as of the last round: cheap, a store */
+            w->host->metric_set (w->m_pending, (int64_t) held);
         if (now - last_scan >= SCAN_NS) {
             s_timeouts (w, now);
             last_scan = now;
