@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "host_ctx.h"
 #include "log.h"
+#include "metrics.h"
 #include "thread.h"
 
 #include <stdatomic.h>
@@ -330,47 +331,14 @@ fh_lineage_close (fh_lineage_t *self)
         newest->stage = FH_STAGE_DRAINING;
 }
 
-/* Adds c's counters that only grow (and its high-water marks) to out: what
-   a lineage keeps of an instance once it is gone. */
-static void
-s_add_totals (fh_consumer_counts_t *out, const fh_consumer_counts_t *c)
-{
-    out->enqueued += c->enqueued;
-    out->dropped += c->dropped;
-    out->dequeued += c->dequeued;
-    out->completed += c->completed;
-    out->failed += c->failed;
-    out->retried += c->retried;
-    out->dead_lettered += c->dead_lettered;
-    out->coalesced += c->coalesced;
-    out->key_fallback += c->key_fallback;
-    out->evicted += c->evicted;
-    out->spilled += c->spilled;
-    out->spool_corrupt += c->spool_corrupt;
-    out->spool_cursor_errors += c->spool_cursor_errors;
-    out->spool_lost += c->spool_lost;
-    out->spool_fsyncs += c->spool_fsyncs;
-    out->restarts += c->restarts;
-    out->skipped += c->skipped;
-    out->published += c->published;
-    out->publish_failed += c->publish_failed;
-    out->tickets_expired += c->tickets_expired;
-    out->completions_late += c->completions_late;
-    out->tickets_abandoned += c->tickets_abandoned;
-    if (c->backlog_max > out->backlog_max)
-        out->backlog_max = c->backlog_max;
-    if (c->key_backlog_max > out->key_backlog_max)
-        out->key_backlog_max = c->key_backlog_max;
-}
-
 static void
 s_fold (fh_lineage_t *self, fh_consumer_t *consumer)
 {
     fh_consumer_figures_final (consumer); /* late completes: fh_host_late_gone */
     fh_consumer_counts_t c;
     fh_consumer_counts (consumer, &c);
-    s_add_totals (&self->gone, &c);
-    self->handed_over += c.backlog; /* left in the spool: the next one's */
+    fh_metrics_counts_add (&self->gone, &c, false); /* what only grows */
+    self->handed_over += c.backlog;                 /* left in the spool: the next one's */
     fh_consumer_latency (consumer, self->scratch, NULL);
     fh_histogram_add (self->gone_queue_wait, self->scratch);
     fh_consumer_latency (consumer, NULL, self->scratch);
@@ -506,19 +474,8 @@ fh_lineage_counts (fh_lineage_t *self, fh_consumer_counts_t *out)
     for (size_t i = 0; i < self->count; i++) {
         fh_consumer_counts_t c;
         fh_consumer_counts (self->instances[i].consumer, &c);
-        s_add_totals (out, &c);
-        /* Gauges: what the running instances hold now. */
-        out->in_flight += c.in_flight;
-        out->backlog += c.backlog;
-        out->stuck += c.stuck;
-        out->keys_active += c.keys_active;
-        out->spool_bytes += c.spool_bytes;
-        out->spool_messages += c.spool_messages;
-        out->spool_handoff += c.spool_handoff;
-        out->queue_bytes += c.queue_bytes;
-        out->capacity = c.capacity;
+        fh_metrics_counts_add (out, &c, true); /* the rows say how */
         out->workers = c.workers;
-        out->plugin_state = c.plugin_state; /* the newest instance's */
     }
     if (out->backlog > out->backlog_max)
         out->backlog_max = out->backlog;

@@ -8,6 +8,7 @@
 #include <fanhub/testing.h>
 
 #include "option_table.h"
+#include "plugin_metrics.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -176,6 +177,42 @@ fanhub_fake_host_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket)
     pthread_mutex_unlock (&ctx->lock);
 }
 
+/* The metric sets the fake contexts made: kept reachable, for a leak
+   checker, as the hub keeps its contexts' (a test's ctx has no fini). */
+static pthread_mutex_t s_sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static fh_plugin_metrics_t *s_sets[256];
+static size_t s_set_count;
+
+fanhub_metric_t *
+fanhub_fake_host_metric_new (fanhub_ctx_t *ctx, const char *name, int kind, const char *help,
+                             char *err, size_t errlen)
+{
+    const fanhub_consumer_desc_t *desc = ctx->desc ? ctx->desc : fanhub_fake_host_loaded;
+    char why[256];
+    fanhub_metric_t *metric = fh_plugin_metric_new (&ctx->metrics, desc ? desc->name : NULL, name,
+                                                    kind, help, why, sizeof why);
+    if (!metric && err && errlen)
+        snprintf (err, errlen, "%s", why);
+    pthread_mutex_lock (&s_sets_lock);
+    bool known = false;
+    for (size_t i = 0; i < s_set_count; i++)
+        known = known || s_sets[i] == ctx->metrics;
+    if (ctx->metrics && !known && s_set_count < sizeof s_sets / sizeof s_sets[0])
+        s_sets[s_set_count++] = ctx->metrics;
+    pthread_mutex_unlock (&s_sets_lock);
+    return metric;
+}
+
+int64_t
+fanhub_fake_host_metric (fanhub_ctx_t *ctx, const char *name)
+{
+    fh_plugin_metrics_t *set = fh_plugin_metrics_of (&ctx->metrics);
+    for (size_t i = 0; i < fh_plugin_metrics_count (set); i++)
+        if (strcmp (set->items[i].name, name) == 0)
+            return fh_plugin_metric_value (&set->items[i]);
+    return INT64_MIN;
+}
+
 const fanhub_host_t fanhub_fake_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -200,6 +237,9 @@ const fanhub_host_t fanhub_fake_host = {
     .publish = fanhub_fake_host_publish,
     .set_window = fanhub_fake_host_set_window,
     .ticket_started = fanhub_fake_host_ticket_started,
+    .metric_new = fanhub_fake_host_metric_new,
+    .metric_add = fh_plugin_metric_add,
+    .metric_set = fh_plugin_metric_set,
 };
 
 int

@@ -123,7 +123,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     fanhub_bytes_t mark = host->msg_frame (msg, 2);
     if (mark.size == sizeof BRIDGE_AMQP_MARK - 1
         && memcmp (mark.data, BRIDGE_AMQP_MARK, mark.size) == 0) {
-        atomic_fetch_add (&self->counters.looped, 1);
+        bridge_count (&self->counters, BRIDGE_LOOPED, 1);
         return FANHUB_OK;
     }
     char key[BRIDGE_SHORTSTR_MAX];
@@ -150,7 +150,7 @@ s_consume (void *state, const fanhub_msg_t *msg)
     job->seq = seq;
     if (!bridge_link_push (self->link, job)) {
         free (job);
-        atomic_fetch_add (&self->counters.refused_down, 1);
+        bridge_count (&self->counters, BRIDGE_REFUSED_DOWN, 1);
         return FANHUB_RETRY; /* not connected: the link logs it */
     }
     return FANHUB_PENDING;
@@ -177,6 +177,30 @@ s_destroy (amqp_state_t *self)
     free (self);
 }
 
+/* The counters as the consumer's own figures (ABI 1.6): 0, or -1 with
+   err when the hub refuses one (a bug here). Nothing before 1.6. */
+static int
+s_metrics (const fanhub_host_t *host, fanhub_ctx_t *ctx, bridge_counters_t *c, char *err,
+           size_t errlen)
+{
+    static const char *const names[BRIDGE_COUNTERS][2] = {
+        [BRIDGE_PUBLISHED] = {"published", "basic.publish frames sent to the broker."},
+        [BRIDGE_CONFIRMED] = {"confirmed", "Messages the broker confirmed (basic.ack): done."},
+        [BRIDGE_NACKED] = {"nacked", "Messages the broker refused (basic.nack): retried."},
+        [BRIDGE_LOST] = {"lost", "Messages unconfirmed when a connection was lost: retried."},
+        [BRIDGE_REFUSED_DOWN] = {"refused_down", "Messages answered RETRY while not connected."},
+        [BRIDGE_CONNECTS] = {"connects", "Connections made to the broker, the first included."},
+        [BRIDGE_RETURNED] = {"returned", "Messages the broker returned unroutable: retried."},
+        [BRIDGE_LOOPED] = {"looped", "Messages from bus.amqp, not published again."},
+    };
+    c->host = host;
+    for (int i = 0; FANHUB_HOST_HAS_1_6 (host) && i < BRIDGE_COUNTERS; i++)
+        if (!(c->metric[i] = host->metric_new (ctx, names[i][0], FANHUB_METRIC_COUNTER, names[i][1],
+                                               err, errlen)))
+            return -1;
+    return 0;
+}
+
 static int
 s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options, void **state,
         char *err, size_t errlen)
@@ -195,7 +219,8 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
     }
     self->host = host;
     self->ctx = ctx;
-    if (bridge_options_read (host, ctx, options, true, &self->opts, err, errlen)) {
+    if (bridge_options_read (host, ctx, options, true, &self->opts, err, errlen)
+        || s_metrics (host, ctx, &self->counters, err, errlen) != 0) {
         pthread_mutex_destroy (&self->reject_lock);
         free (self);
         return -1;
@@ -223,15 +248,15 @@ s_fini (void *state)
                      "at lost connections and to %llu while not connected, refused %llu, "
                      "%zu unconfirmed at stop, %llu connections; returned %llu, not published "
                      "again (from bus.amqp) %llu",
-                     (unsigned long long) atomic_load (&c->published),
-                     (unsigned long long) atomic_load (&c->confirmed),
-                     (unsigned long long) atomic_load (&c->nacked),
-                     (unsigned long long) atomic_load (&c->lost),
-                     (unsigned long long) atomic_load (&c->refused_down),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_PUBLISHED]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_CONFIRMED]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_NACKED]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_LOST]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_REFUSED_DOWN]),
                      (unsigned long long) atomic_load (&self->rejected), open,
-                     (unsigned long long) atomic_load (&c->connects),
-                     (unsigned long long) atomic_load (&c->returned),
-                     (unsigned long long) atomic_load (&c->looped));
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_CONNECTS]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_RETURNED]),
+                     (unsigned long long) atomic_load (&c->n[BRIDGE_LOOPED]));
     s_destroy (self);
 }
 

@@ -176,17 +176,35 @@ int64_t bridge_held_next_ns (const bridge_held_t *self);
 /* Every job held, as a list; nothing is held after. */
 bridge_job_t *bridge_held_take_all (bridge_held_t *self);
 
-/* Counters, written by one thread each and read at fini. */
+/* Counters, each written by one thread, read at fini and shown by the
+   hub as the consumer's own figures (ABI 1.6, host->metric_new; amqp.c
+   names them): fanhub_plugin_amqp_NAME_total, derive-plugin_NAME. */
+typedef enum {
+    BRIDGE_PUBLISHED,    /* basic.publish sent */
+    BRIDGE_CONFIRMED,    /* basic.ack received */
+    BRIDGE_NACKED,       /* basic.nack received: RETRY */
+    BRIDGE_LOST,         /* RETRY at a lost connection */
+    BRIDGE_REFUSED_DOWN, /* consume answered RETRY: not connected */
+    BRIDGE_CONNECTS,     /* connections made */
+    BRIDGE_RETURNED,     /* basic.return: unroutable, RETRY */
+    BRIDGE_LOOPED,       /* from bus.amqp: not published again */
+    BRIDGE_COUNTERS
+} bridge_counter_t;
+
 typedef struct {
-    atomic_uint_fast64_t published;    /* basic.publish sent */
-    atomic_uint_fast64_t confirmed;    /* basic.ack received */
-    atomic_uint_fast64_t nacked;       /* basic.nack received: RETRY */
-    atomic_uint_fast64_t lost;         /* RETRY at a lost connection */
-    atomic_uint_fast64_t refused_down; /* consume answered RETRY: not connected */
-    atomic_uint_fast64_t connects;     /* connections made */
-    atomic_uint_fast64_t returned;     /* basic.return: unroutable, RETRY */
-    atomic_uint_fast64_t looped;       /* from bus.amqp: not published again */
+    atomic_uint_fast64_t n[BRIDGE_COUNTERS];
+    const fanhub_host_t *host;
+    fanhub_metric_t *metric[BRIDGE_COUNTERS]; /* NULL: a hub before 1.6 */
 } bridge_counters_t;
+
+/* Adds n to a counter and to the hub's figure of it. */
+static inline void
+bridge_count (bridge_counters_t *c, bridge_counter_t which, uint64_t n)
+{
+    atomic_fetch_add (&c->n[which], n);
+    if (c->metric[which])
+        c->host->metric_add (c->metric[which], (int64_t) n);
+}
 
 /* connect.c: a new connection to the broker (an amqp_connection_state_t)
    with channel BRIDGE_CHANNEL open in confirm mode, the exchange checked

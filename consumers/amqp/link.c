@@ -112,7 +112,7 @@ s_connect (bridge_link_t *self, bool *refused, char *why, size_t whylen)
         return -1;
     self->base_tag = self->next_tag = 1;
     self->window_head = 0;
-    atomic_fetch_add (&self->counters->connects, 1);
+    bridge_count (self->counters, BRIDGE_CONNECTS, 1);
     return 0;
 }
 
@@ -178,8 +178,7 @@ s_settle (bridge_link_t *self, uint64_t tag, bool multiple, fanhub_result_t resu
     }
     if (settled && result == FANHUB_OK)
         self->returns_logged = false;
-    atomic_fetch_add (result == FANHUB_OK ? &self->counters->confirmed : &self->counters->nacked,
-                      settled);
+    bridge_count (self->counters, result == FANHUB_OK ? BRIDGE_CONFIRMED : BRIDGE_NACKED, settled);
     while (self->base_tag < self->next_tag && !s_slot (self, self->base_tag)->ticket) {
         self->base_tag++;
         self->window_head = (self->window_head + 1) & (self->window_cap - 1);
@@ -229,7 +228,7 @@ s_break (bridge_link_t *self, const char *why)
     size_t waiting = s_retry_jobs (self, queued) + s_retry_jobs (self, self->released)
                      + s_retry_jobs (self, bridge_held_take_all (self->held));
     self->released = NULL;
-    atomic_fetch_add (&self->counters->lost, unconfirmed + waiting);
+    bridge_count (self->counters, BRIDGE_LOST, unconfirmed + waiting);
     int64_t now = s_now_ns ();
     if (!self->failing) {
         self->host->log (self->ctx, FANHUB_LOG_ERROR,
@@ -308,7 +307,7 @@ s_publish (bridge_link_t *self, bridge_job_t *job, bool probe, char *why, size_t
     slot->probe = probe;
     slot->job = job;
     self->next_tag++;
-    atomic_fetch_add (&self->counters->published, 1);
+    bridge_count (self->counters, BRIDGE_PUBLISHED, 1);
     return 0;
 }
 
@@ -344,7 +343,7 @@ s_publish_queued (bridge_link_t *self, char *why, size_t whylen)
             if (!probing)
                 job->next = next;
             size_t lost = s_retry_jobs (self, job) + (probing ? 0 : s_retry_jobs (self, probe));
-            atomic_fetch_add (&self->counters->lost, lost);
+            bridge_count (self->counters, BRIDGE_LOST, lost);
             return -1;
         }
         if (probing)
@@ -403,7 +402,7 @@ s_returned (bridge_link_t *self, amqp_channel_t channel, const amqp_basic_return
             break;
         }
     }
-    atomic_fetch_add (&self->counters->returned, 1);
+    bridge_count (self->counters, BRIDGE_RETURNED, 1);
     if (!self->returns_logged) {
         self->host->log (
             self->ctx, FANHUB_LOG_WARNING,

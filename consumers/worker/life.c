@@ -117,6 +117,11 @@ life_end (worker_t *w, proc_t *p, const char *cause, bool hung, int64_t now)
     bool ending = was == PROC_QUITTING || atomic_load (&w->stop) || halted;
     if (!ending) { /* said before its messages fail: who sees them fail sees why */
         s_schedule_restart (w, p, now);
+        if (w->m_crashes) {
+            w->host->metric_add (w->m_crashes, 1);
+            if (hung)
+                w->host->metric_add (w->m_hangs, 1);
+        }
         w->host->log (w->ctx, FANHUB_LOG_ERROR,
                       "worker %zu (pid %d) %s holding %zu message%s; next start in %.1f s",
                       p->index, (int) pid, cause, held, held == 1 ? "" : "s",

@@ -470,9 +470,14 @@ loop_thread (void *arg)
                 life_start (w, p, now);
         }
         s_assign (w, now);
-        for (size_t i = 0; i < w->nprocs; i++)
+        size_t held = 0;
+        for (size_t i = 0; i < w->nprocs; i++) {
             if (w->procs[i].state != PROC_DOWN && w->procs[i].outq.size)
                 s_write (w, &w->procs[i], now);
+            held += w->procs[i].in_flight;
+        }
+        if (w->m_pending) /* as of the last round: cheap, a store */
+            w->host->metric_set (w->m_pending, (int64_t) held);
         if (now - last_scan >= SCAN_NS) {
             s_timeouts (w, now);
             last_scan = now;

@@ -341,6 +341,31 @@ s_destroy (worker_t *w)
     free (w);
 }
 
+/* The consumer's own figures (ABI 1.6; none on an older hub): 0, or -1
+   with err. */
+static int
+s_metrics (worker_t *w, char *err, size_t errlen)
+{
+    const fanhub_host_t *host = w->host;
+    if (!FANHUB_HOST_HAS_1_6 (host))
+        return 0;
+    w->m_crashes = host->metric_new (w->ctx, "crashes", FANHUB_METRIC_COUNTER,
+                                     "Worker processes that ended while they should run (hangs "
+                                     "included); each is started again.",
+                                     err, errlen);
+    w->m_hangs = !w->m_crashes ? NULL
+                               : host->metric_new (w->ctx, "hangs", FANHUB_METRIC_COUNTER,
+                                                   "Worker processes killed for holding a "
+                                                   "message past consume_timeout.",
+                                                   err, errlen);
+    w->m_pending = !w->m_hangs ? NULL
+                               : host->metric_new (w->ctx, "answers_pending", FANHUB_METRIC_GAUGE,
+                                                   "Messages sent to the worker processes and "
+                                                   "not answered yet.",
+                                                   err, errlen);
+    return w->m_pending ? 0 : -1;
+}
+
 /* The settings and the tables; -1 when out of memory. */
 static int
 s_setup (worker_t *w, const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *options,
@@ -488,6 +513,10 @@ s_init (const fanhub_host_t *host, fanhub_ctx_t *ctx, const fanhub_option_t *opt
        consume_timeout runs from when its worker starts it. */
     if (FANHUB_HOST_HAS_1_5 (host))
         host->set_window (ctx, (size_t) w->window);
+    if (s_metrics (w, err, errlen) != 0) {
+        s_destroy (w);
+        return -1;
+    }
     if (s_start (w, err, errlen) != 0) {
         s_destroy (w);
         return -1;

@@ -234,6 +234,11 @@ typedef struct worker {
     int64_t line_credit_ns, line_last_ns;
     uint64_t lines_dropped;
     int64_t lines_said_ns; /* the last "lines not logged" notice */
+
+    /* The consumer's own figures (ABI 1.6; NULL on an older hub): the
+       processes that ended while they should run, those of them killed
+       for a hang, and the messages sent and not answered yet. */
+    fanhub_metric_t *m_crashes, *m_hangs, *m_pending;
 } worker_t;
 
 /* CLOCK_MONOTONIC in ns. Inline: loop.c and worker.c both read it, and

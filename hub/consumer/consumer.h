@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "consumer_counts.h"
 #include "histogram.h"
 #include "message.h"
 
@@ -36,54 +37,6 @@
 #define FH_CONSUMER_PAUSED 3
 
 typedef struct fh_consumer fh_consumer_t;
-
-typedef struct {
-    uint64_t enqueued;      /* accepted into the queue */
-    uint64_t dropped;       /* lost before the queue: queue full, no memory */
-    uint64_t dequeued;      /* taken from the queue (consume started) */
-    uint64_t completed;     /* consume answered FANHUB_OK */
-    uint64_t failed;        /* finished unsuccessfully: FAIL, or RETRY until the
-                           attempts ran out (dead_lettered counts those stored) */
-    uint64_t retried;       /* consume calls after a RETRY answer */
-    uint64_t dead_lettered; /* failed messages written to the dead-letter store */
-    uint64_t in_flight;     /* dequeued - completed - failed - tickets_abandoned:
-                           inside consume, or PENDING */
-    uint64_t backlog;       /* enqueued - dequeued - evicted: accepted, not yet
-                           started (spool included) */
-    uint64_t backlog_max;   /* the highest backlog since start */
-    uint64_t capacity;      /* queue.capacity */
-    uint64_t stuck;         /* workers inside a consume older than consume_timeout */
-    uint64_t workers;
-    /* Pool mode (workers > 1 or coalesce); 0 otherwise. */
-    uint64_t coalesced;           /* queued messages replaced by a newer one of their key */
-    uint64_t key_fallback;        /* messages whose order_by key could not be read */
-    uint64_t keys_active;         /* keys with messages queued, running or retrying */
-    uint64_t key_backlog_max;     /* the most messages one key ever had queued */
-    uint64_t evicted;             /* accepted, then dropped (also in dropped):
-                           drop-oldest's queued messages dropped for newer
-                           ones; spilled messages the spool could not store */
-    uint64_t spilled;             /* written to the disk spool */
-    uint64_t spool_bytes;         /* on disk, not yet consumed */
-    uint64_t spool_messages;      /* written to the spool, not yet read back */
-    uint64_t spool_corrupt;       /* damaged spool records skipped */
-    uint64_t spool_cursor_errors; /* spool cursor writes that failed */
-    uint64_t spool_lost;          /* spooled records lost (missing segments...) */
-    uint64_t spool_fsyncs;        /* fdatasync calls on spool segments */
-    uint64_t spool_handoff;       /* spilled, handed to the spool's writer, not
-                               yet written (a crash loses them) */
-    /* Told by the plugin (ABI 1.3): */
-    uint64_t restarts;          /* its worker processes started again */
-    uint64_t skipped;           /* messages done without processing */
-    uint64_t published;         /* host->publish calls accepted (publish.h) */
-    uint64_t publish_failed;    /* host->publish calls refused */
-    uint64_t plugin_state;      /* FANHUB_STATE_*: 0 up, 1 down, 2 halted; or
-                                   FH_CONSUMER_PAUSED, whatever the plugin says */
-    uint64_t tickets_expired;   /* PENDING past consume_timeout: the attempt failed */
-    uint64_t completions_late;  /* complete of a void ticket: ignored */
-    uint64_t tickets_abandoned; /* PENDING when the wait at a reload or stop
-                                   ran out: never done */
-    uint64_t queue_bytes;       /* payload held in memory, not yet started (max_bytes) */
-} fh_consumer_counts_t;
 
 /* Loads the plugin and calls init with host, the host table its plugin
    keeps (the hub's fh_host, plugin/host.h: whoever makes an instance
@@ -256,6 +209,9 @@ void fh_consumer_ticket_started (fh_consumer_t *self, fanhub_ticket_t ticket);
 int fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, size_t size);
 /* Its publish: endpoints as opened ("" when none): publish.h. */
 void fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size);
+/* The figures its plugin registered of its own (ABI 1.6,
+   plugin_metrics.h), or NULL when none. */
+const struct fh_plugin_metrics *fh_consumer_plugin_metrics (const fh_consumer_t *self);
 /* The last error the plugin reported ("" when none) into buf. */
 void fh_consumer_last_error (fh_consumer_t *self, char *buf, size_t size);
 /* Any thread: `fanhub pause` (true) and `fanhub resume` (false). Paused,

@@ -251,6 +251,7 @@ fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const c
         stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
         free (frames);
         if (!stored) { /* one line per message was 14,534 lines on a full disk */
+            fh_count_add (&worker->tally.dead_letter_errors, 1);
             char note[FH_FEDMSG_ID_SIZE + 16];
             fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
             fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,

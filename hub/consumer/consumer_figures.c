@@ -9,6 +9,8 @@
 */
 #include "consumer_internal.h"
 
+#include "metrics.h"
+
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +126,10 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
     out->workers = self->worker_count;
     s_report_counts (self, out);
+    /* The tallies, by the registry's rows (consumer_counts.h). */
+    fh_metrics_counts_add (out, &self->tally, false);
+    for (size_t i = 0; i < self->worker_count; i++)
+        fh_metrics_counts_add (out, &self->workers[i].tally, false);
     if (self->pool) {
         out->coalesced = atomic_load_explicit (&self->coalesced, memory_order_acquire);
         out->key_fallback = atomic_load_explicit (&self->key_fallback, memory_order_acquire);

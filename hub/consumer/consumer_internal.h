@@ -86,6 +86,7 @@ typedef struct {
     fh_ratelimit_t failure_log;
     fh_ratelimit_t retry_log;      /* RETRY answers that gave a reason */
     fh_ratelimit_t deadletter_log; /* dead letters that could not be written */
+    fh_consumer_counts_t tally;    /* counters of this worker's (fh_count_add) */
     char reason[256];              /* the plugin's set_reason with the last answer, or "" */
     bool quarantined;              /* the last answer was the hub's: the message
                                       crashed the hub max_crashes times */
@@ -243,6 +244,10 @@ struct fh_consumer {
     pthread_mutex_t error_lock; /* guards last_error */
     char last_error[256];
     int64_t max_pending;
+
+    /* Counters any thread adds to (fh_count_add): summed into every
+       snapshot with the workers' by the registry's rows. */
+    fh_consumer_counts_t tally;
 
     /* Written by the spool writer's thread (s_spill_written). */
     alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */

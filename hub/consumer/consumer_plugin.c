@@ -8,6 +8,8 @@
 
 #include "fanhub/sdk.h"
 
+#include "plugin_metrics.h"
+
 #include <pthread.h>
 #include <string.h>
 
@@ -111,6 +113,12 @@ fh_consumer_publish_endpoints (fh_consumer_t *self, char *buf, size_t size)
         fh_publisher_endpoints (self->publisher, buf, size);
     else if (size)
         buf[0] = '\0';
+}
+
+const struct fh_plugin_metrics *
+fh_consumer_plugin_metrics (const fh_consumer_t *self)
+{
+    return self->ctx ? fh_plugin_metrics_of (&self->ctx->metrics) : NULL;
 }
 
 void

@@ -1,9 +1,13 @@
 /*  metrics - the one registry of the hub's metrics, and the snapshot of
     their values that every output is made from.
 
-    fh_metrics[] is a table with one row per figure: where it sits in the
-    JSON snapshot (scope and key), its Prometheus family, its collectd
-    type, its type, unit and help text. The JSON of the control socket
+    fh_metrics[] is a table with one row per figure (metrics_rows.h, which
+    makes the ids too): where it sits in the JSON snapshot (scope and
+    key), its Prometheus family, its collectd type, its type, unit and
+    help text; a consumer's figure also the offset of its field in
+    fh_consumer_counts_t and how it sums, as HAProxy's stat columns carry
+    theirs, so that the snapshot and the sums over workers and instances
+    read every such figure by its row. The JSON of the control socket
     (metrics_json.c), the Prometheus text, the collectd lines
     (stats_format.c) and the terminal's table (stats_table.c) all walk
     this table over one fh_metrics_snapshot_t, a
@@ -19,6 +23,7 @@
 #ifndef FH_METRICS_H_INCLUDED
 #define FH_METRICS_H_INCLUDED
 
+#include "consumer_counts.h"
 #include "histogram.h"
 
 #include <jansson.h>
@@ -45,115 +50,26 @@ typedef enum {
     FH_SCOPE_PROCESS     /* process.KEY */
 } fh_metric_scope_t;
 
+/* How a consumer's figure (a row with a field of fh_consumer_counts_t)
+   sums over a consumer's workers and tallies, and over a lineage's
+   instances (fh_metrics_counts_add). */
 typedef enum {
-    /* hub */
-    FH_M_NAME,
-    FH_M_VERSION,
-    FH_M_PID,
-    FH_M_UPTIME,
-    FH_M_INTERVAL,
-    FH_M_RECEIVED,
-    FH_M_MALFORMED,
-    FH_M_MALFORMED_BY_REASON,
-    FH_M_UNROUTED,
-    FH_M_AUTH_DENIED,
-    FH_M_PEERS_REFUSED,
-    FH_M_SIG_CHECKED, /* bus.validate_signatures: checked, then failed by reason */
-    FH_M_SIG_MISSING_FIELDS,
-    FH_M_SIG_BAD_CERTIFICATE,
-    FH_M_SIG_BAD_SIGNATURE,
-    FH_M_SIG_TOPIC_MISMATCH,
-    FH_M_SIG_UNKNOWN_CA,
-    FH_M_SIG_REVOKED,
-    FH_M_SIG_NOT_ALLOWED,
-    FH_M_SIG_TOO_LARGE,
-    FH_M_SIG_BAD_CHAIN,
-    FH_M_SIG_CRL_EXPIRED,
-    FH_M_SIG_CRL_ISSUER,
-    FH_M_SIG_CRL_EXPIRES, /* only with a CRL (has_crl) */
-    FH_M_CONTROL_REFUSED,
-    FH_M_HTTP_REFUSED,
-    FH_M_CONTROL_UNANSWERED,
-    FH_M_ALLOC_FAILURES,
-    FH_M_AMQP_DELIVERED,
-    FH_M_AMQP_ACKED,
-    FH_M_AMQP_REJECTED,
-    FH_M_AMQP_REQUEUED,
-    FH_M_AMQP_RECONNECTS,
-    FH_M_AMQP_UNACKED,
-    FH_M_AMQP_CONNECTED,
-    FH_M_HANDLED,
-    FH_M_END_TO_END,
-    FH_M_END_TO_END_MAX,
-    FH_M_DRAINING,
-    FH_M_DRAINING_BACKLOG,
-    FH_M_RELOAD_OK,
-    /* hub.upstream */
-    FH_M_UPSTREAM_LOST,
-    FH_M_UPSTREAM_RESTARTS,
-    FH_M_UPSTREAM_UNTRACKED,
-    FH_M_UPSTREAM_PRODUCERS,
-    /* hub.endpoints[] */
-    FH_M_ENDPOINT,
-    FH_M_ENDPOINT_KIND,
-    FH_M_ENDPOINT_CONNECTED,
-    FH_M_ENDPOINT_PEERS,
-    FH_M_ENDPOINT_SINCE,
-    FH_M_ENDPOINT_LAST_ERROR,
-    FH_M_ENDPOINT_HANDSHAKE_FAILURES,
-    /* consumers[] */
-    FH_M_CONSUMER_NAME,
-    FH_M_CONSUMER_PLUGIN,
-    FH_M_CONSUMER_INFO,
-    FH_M_ENQUEUED,
-    FH_M_DEQUEUED,
-    FH_M_COMPLETED,
-    FH_M_FAILED,
-    FH_M_RETRIED,
-    FH_M_DROPPED,
-    FH_M_SPILLED,
-    FH_M_DEAD_LETTERED,
-    FH_M_COALESCED,
-    FH_M_BACKLOG,
-    FH_M_IN_FLIGHT,
-    FH_M_BACKLOG_MAX,
-    FH_M_CAPACITY,
-    FH_M_WARN_AT,
-    FH_M_STUCK,
-    FH_M_EVICTED,
-    FH_M_SPOOL_BYTES,
-    FH_M_SPOOL_MAX_BYTES,
-    FH_M_SPOOL_CORRUPT,
-    FH_M_SPOOL_CURSOR_ERRORS,
-    FH_M_SPOOL_LOST,
-    FH_M_SPOOL_FSYNCS,
-    FH_M_SPOOL_HANDOFF,
-    FH_M_SPOOL_MESSAGES,
-    FH_M_KEYS_ACTIVE,
-    FH_M_KEY_BACKLOG_MAX,
-    FH_M_KEY_FALLBACK,
-    FH_M_RESTARTS,
-    FH_M_SKIPPED,
-    FH_M_PUBLISHED,
-    FH_M_PUBLISH_FAILED,
-    FH_M_PLUGIN_STATE,
-    FH_M_LAST_ERROR,
-    FH_M_TICKETS_EXPIRED,
-    FH_M_COMPLETIONS_LATE,
-    FH_M_TICKETS_ABANDONED,
-    FH_M_QUEUE_BYTES,
-    FH_M_QUEUE_WAIT,
-    FH_M_PROCESSING,
-    FH_M_QUEUE_WAIT_MAX,
-    FH_M_PROCESSING_MAX,
-    FH_M_WORKERS,
-    /* process */
-    FH_M_PROCESS_START_TIME,
-    FH_M_PROCESS_CPU,
-    FH_M_PROCESS_RESIDENT,
-    FH_M_PROCESS_VIRTUAL,
-    FH_M_PROCESS_OPEN_FDS,
-    FH_M_PROCESS_MAX_FDS,
+    FH_SUM_NONE,  /* not a field of the counts */
+    FH_SUM_TOTAL, /* a counter: added, the instances gone included */
+    FH_SUM_MAX,   /* a high-water mark: the highest */
+    FH_SUM_NOW,   /* a gauge: added over the instances that run now */
+    FH_SUM_NEWEST /* a setting or a state: the newest instance's */
+} fh_metric_sum_t;
+
+/* The ids of the rows of metrics_rows.h, in its order. */
+typedef enum {
+#define ROW(id, ...) id
+#define MAX_OF(id, ...) id
+#define COUNTS(id, ...) id
+#include "metrics_rows.h"
+#undef ROW
+#undef MAX_OF
+#undef COUNTS
     FH_METRIC_COUNT
 } fh_metric_id_t;
 
@@ -170,9 +86,33 @@ typedef struct {
     const char *unit;  /* "messages", "seconds", ...; "" when none */
     fh_metric_id_t of; /* a histogram's max: the histogram; else the row itself */
     const char *help;  /* one line: Prometheus' HELP */
+    /* A consumer's figure: how it sums, and the offset of its field in
+       fh_consumer_counts_t (FH_SUM_NONE: set by stats.c by hand). */
+    fh_metric_sum_t sum;
+    size_t counts_at;
 } fh_metric_t;
 
 extern const fh_metric_t fh_metrics[FH_METRIC_COUNT];
+
+/* The field of row id in counts (a row whose sum is not FH_SUM_NONE),
+   and its value read atomically (a tally being counted may be read). */
+static inline uint64_t *
+fh_metrics_counts_field (fh_consumer_counts_t *counts, fh_metric_id_t id)
+{
+    return (uint64_t *) ((char *) counts + fh_metrics[id].counts_at);
+}
+
+static inline uint64_t
+fh_metrics_counts_value (const fh_consumer_counts_t *counts, fh_metric_id_t id)
+{
+    return fh_count_read ((const uint64_t *) ((const char *) counts + fh_metrics[id].counts_at));
+}
+
+/* Adds in (another worker's tally, another instance's counts) to out, row
+   by row: FH_SUM_TOTAL added and FH_SUM_MAX the higher always; with live
+   (an instance that runs now, not the figures of one gone) FH_SUM_NOW
+   added and FH_SUM_NEWEST taken from in. */
+void fh_metrics_counts_add (fh_consumer_counts_t *out, const fh_consumer_counts_t *in, bool live);
 
 /* The upper bounds of the Prometheus histograms' buckets (le): powers of
    two nanoseconds, 2^8 ns to 2^35 ns (256 ns to 34 s), each a bound of the
@@ -201,6 +141,15 @@ typedef struct {
     uint64_t le[FH_METRICS_BUCKETS]; /* cumulative counts at fh_metrics_bucket_text */
 } fh_metrics_latency_t;
 
+/* One figure a consumer's plugin registered of its own (ABI 1.6). */
+typedef struct {
+    char *name;   /* its name: the JSON key, collectd's plugin_NAME */
+    char *family; /* its Prometheus family; NULL: none (read back without) */
+    char *help;
+    bool gauge; /* else a counter */
+    int64_t value;
+} fh_metrics_own_t;
+
 /* The hub, an endpoint or a consumer. Text is NULL when absent. */
 typedef struct {
     char *name;    /* hub: its name; endpoint: the address; consumer: its name */
@@ -217,6 +166,8 @@ typedef struct {
                                                   queue_wait, processing */
     double *busy;                              /* consumer: per worker, 0..1 */
     size_t workers;
+    fh_metrics_own_t *own; /* consumer: its plugin's own figures (ABI 1.6) */
+    size_t own_count;
 } fh_metrics_item_t;
 
 typedef struct {
@@ -247,6 +198,10 @@ fh_metrics_item_t *fh_metrics_add_endpoints (fh_metrics_snapshot_t *self, size_t
 fh_metrics_item_t *fh_metrics_add_consumers (fh_metrics_snapshot_t *self, size_t count);
 /* Adds a reason; the name is copied. -1 when out of memory. */
 int fh_metrics_add_reason (fh_metrics_snapshot_t *self, const char *name, fh_metric_value_t value);
+/* Adds a plugin's own figure to a consumer; the texts are copied (family
+   may be NULL). -1 when out of memory. */
+int fh_metrics_add_own (fh_metrics_item_t *item, const char *name, const char *family,
+                        const char *help, bool gauge, int64_t value);
 /* Copies text into *slot (freeing what was there); -1 when out of memory. */
 int fh_metrics_set_text (char **slot, const char *text);
 

@@ -195,6 +195,19 @@ s_consumer_json (const fh_metrics_item_t *item)
     for (size_t i = 0; i < item->workers; i++)
         json_array_append_new (workers, json_pack ("{s:f}", "busy", item->busy[i]));
     json_object_set_new (json, "workers", workers);
+    if (item->own_count) {
+        /* Its plugin's own figures (ABI 1.6), by name. */
+        json_t *own = json_object ();
+        for (size_t i = 0; own && i < item->own_count; i++) {
+            const fh_metrics_own_t *m = &item->own[i];
+            json_object_set_new (
+                own, m->name,
+                json_pack ("{s:s, s:I, s:o, s:o}", "type", m->gauge ? "gauge" : "counter", "value",
+                           (json_int_t) m->value, "help", fh_metrics_json_text (m->help),
+                           "prometheus", m->family ? json_string (m->family) : json_null ()));
+        }
+        json_object_set_new (json, "plugin_metrics", own);
+    }
     if (item->publish) {
         /* publish: endpoints as opened, a tcp port '*' as chosen. */
         json_t *endpoints = json_array ();
@@ -375,6 +388,19 @@ s_consumer_read (fh_metrics_snapshot_t *self, const json_t *consumer)
             snprintf (grown + used, strlen (endpoint) + 2, "%s%s", used ? " " : "", endpoint);
             item->publish = grown;
         }
+    }
+    const char *key;
+    const json_t *own;
+    json_object_foreach ((json_t *) json_object_get (consumer, "plugin_metrics"), key, own)
+    {
+        const char *type = json_string_value (json_object_get (own, "type"));
+        fh_metric_value_t value = s_value (own, "value", false);
+        if (json_is_object (own)
+            && fh_metrics_add_own (item, key, s_text (own, "prometheus"), s_text (own, "help"),
+                                   type && strcmp (type, "gauge") == 0,
+                                   fh_metric_value_int (&value))
+                   != 0)
+            return -1;
     }
     const json_t *workers = json_object_get (consumer, "workers");
     if (json_array_size (workers) > 0) {

@@ -5,6 +5,7 @@
 #include "process_figures.h"
 #include "control.h"
 #include "oom.h"
+#include "plugin_metrics.h"
 #include "prometheus_http.h"
 
 #include <stdlib.h>
@@ -99,47 +100,11 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
         return -1;
     fh_metrics_set_int (item, FH_M_WARN_AT, (int64_t) config->warn_at);
     fh_metrics_set_int (item, FH_M_SPOOL_MAX_BYTES, (int64_t) config->spool_max_bytes);
-    const struct {
-        fh_metric_id_t id;
-        uint64_t value;
-    } counts[] = {
-        {FH_M_CAPACITY, c.capacity},
-        {FH_M_ENQUEUED, c.enqueued},
-        {FH_M_DEQUEUED, c.dequeued},
-        {FH_M_COMPLETED, c.completed},
-        {FH_M_FAILED, c.failed},
-        {FH_M_RETRIED, c.retried},
-        {FH_M_DROPPED, c.dropped},
-        {FH_M_SPILLED, c.spilled},
-        {FH_M_DEAD_LETTERED, c.dead_lettered},
-        {FH_M_COALESCED, c.coalesced},
-        {FH_M_BACKLOG, c.backlog},
-        {FH_M_IN_FLIGHT, c.in_flight},
-        {FH_M_BACKLOG_MAX, c.backlog_max},
-        {FH_M_STUCK, c.stuck},
-        {FH_M_KEYS_ACTIVE, c.keys_active},
-        {FH_M_KEY_BACKLOG_MAX, c.key_backlog_max},
-        {FH_M_KEY_FALLBACK, c.key_fallback},
-        {FH_M_EVICTED, c.evicted},
-        {FH_M_SPOOL_BYTES, c.spool_bytes},
-        {FH_M_SPOOL_CORRUPT, c.spool_corrupt},
-        {FH_M_SPOOL_CURSOR_ERRORS, c.spool_cursor_errors},
-        {FH_M_SPOOL_LOST, c.spool_lost},
-        {FH_M_SPOOL_FSYNCS, c.spool_fsyncs},
-        {FH_M_SPOOL_HANDOFF, c.spool_handoff},
-        {FH_M_SPOOL_MESSAGES, c.spool_messages},
-        {FH_M_RESTARTS, c.restarts},
-        {FH_M_SKIPPED, c.skipped},
-        {FH_M_PUBLISHED, c.published},
-        {FH_M_PUBLISH_FAILED, c.publish_failed},
-        {FH_M_PLUGIN_STATE, c.plugin_state},
-        {FH_M_TICKETS_EXPIRED, c.tickets_expired},
-        {FH_M_COMPLETIONS_LATE, c.completions_late},
-        {FH_M_TICKETS_ABANDONED, c.tickets_abandoned},
-        {FH_M_QUEUE_BYTES, c.queue_bytes},
-    };
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-        fh_metrics_set_int (item, counts[i].id, (int64_t) counts[i].value);
+    /* The rows that read a field of the counts (metrics_rows.h, COUNTS). */
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++)
+        if (fh_metrics[id].sum != FH_SUM_NONE)
+            fh_metrics_set_int (item, (fh_metric_id_t) id,
+                                (int64_t) fh_metrics_counts_value (&c, (fh_metric_id_t) id));
     fh_hub_consumer_latency (self->hub, index, &self->scratch.queue_wait,
                              &self->scratch.processing);
     fh_histogram_diff (&self->last[index].queue_wait, &self->previous[index].queue_wait,
@@ -150,6 +115,15 @@ s_consumer (fh_stats_t *self, size_t index, fh_metrics_item_t *item)
                        &self->diff);
     fh_metrics_latency_set (fh_metrics_latency (item, FH_M_PROCESSING), &self->scratch.processing,
                             &self->diff);
+    /* Its plugin's own figures (ABI 1.6): the running instance's. */
+    const fh_plugin_metrics_t *own = fh_consumer_plugin_metrics (consumer);
+    for (size_t i = 0; i < fh_plugin_metrics_count (own); i++) {
+        const fanhub_metric_t *m = &own->items[i];
+        if (fh_metrics_add_own (item, m->name, m->family, m->help, m->kind == FANHUB_METRIC_GAUGE,
+                                fh_plugin_metric_value (m))
+            != 0)
+            return -1;
+    }
     /* Per worker: the share of its time spent inside consume since start. */
     double uptime_ns = (double) (fh_clock_mono_ns () - fh_hub_started_ns (self->hub));
     item->busy = c.workers ? calloc (c.workers, sizeof *item->busy) : NULL;

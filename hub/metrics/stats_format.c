@@ -282,6 +282,65 @@ s_present (const fh_metrics_snapshot_t *snapshot, const fh_metric_t *row)
     return true;
 }
 
+/* A family name Prometheus takes: [a-zA-Z_:][a-zA-Z0-9_:]*. */
+static bool
+s_prom_name_ok (const char *name)
+{
+    if (!name || !*name || (*name >= '0' && *name <= '9'))
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+              || *c == '_' || *c == ':'))
+            return false;
+    return true;
+}
+
+/* Whether a consumer before (i, k) has a plugin figure of family. */
+static bool
+s_own_seen (const fh_metrics_snapshot_t *snapshot, size_t i, size_t k, const char *family)
+{
+    for (size_t j = 0; j <= i; j++)
+        for (size_t n = 0; n < (j == i ? k : snapshot->consumers[j].own_count); n++) {
+            const char *other = snapshot->consumers[j].own[n].family;
+            if (other && strcmp (other, family) == 0)
+                return true;
+        }
+    return false;
+}
+
+/* The plugins' own figures (ABI 1.6): one family each, with a sample per
+   consumer that has it (of the kind the first one gave it). */
+static void
+s_prom_own (s_buf_t *buf, const fh_metrics_snapshot_t *snapshot)
+{
+    for (size_t i = 0; i < snapshot->consumer_count; i++)
+        for (size_t k = 0; k < snapshot->consumers[i].own_count; k++) {
+            const fh_metrics_own_t *first = &snapshot->consumers[i].own[k];
+            if (!s_prom_name_ok (first->family) || s_own_seen (snapshot, i, k, first->family))
+                continue;
+            s_buf_printf (buf, "# HELP %s ", first->family);
+            for (const char *c = first->help; *c; c++) /* HELP escapes \\ and newlines */
+                if (*c == '\\' || *c == '\n')
+                    s_buf_puts (buf, *c == '\\' ? "\\\\" : "\\n");
+                else
+                    s_buf_put (buf, c, 1);
+            s_buf_printf (buf, "\n# TYPE %s %s\n", first->family,
+                          first->gauge ? "gauge" : "counter");
+            for (size_t j = i; j < snapshot->consumer_count; j++)
+                for (size_t n = j == i ? k : 0; n < snapshot->consumers[j].own_count; n++) {
+                    const fh_metrics_own_t *m = &snapshot->consumers[j].own[n];
+                    if (!m->family || strcmp (m->family, first->family) != 0
+                        || m->gauge != first->gauge)
+                        continue;
+                    const char *labels[]
+                        = {"consumer",
+                           snapshot->consumers[j].name ? snapshot->consumers[j].name : "", NULL};
+                    s_prom_sample (buf, m->family, "", labels);
+                    s_buf_printf (buf, "%" PRId64 "\n", m->value);
+                }
+        }
+}
+
 char *
 fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
 {
@@ -311,6 +370,7 @@ fh_metrics_prometheus (const fh_metrics_snapshot_t *snapshot)
         else
             s_prom_item (&buf, snapshot, row, (fh_metrics_item_t *) &snapshot->hub, labels, 0);
     }
+    s_prom_own (&buf, snapshot);
     return s_buf_finish (&buf);
 }
 
@@ -479,6 +539,15 @@ fh_metrics_collectd (const fh_metrics_snapshot_t *snapshot, const char *host, do
                                       snapshot->consumers[i].name);
         s_collectd_item (&buf, &self, snapshot, FH_SCOPE_CONSUMER, instance,
                          &snapshot->consumers[i]);
+        /* Its plugin's own figures (ABI 1.6): TYPE-plugin_NAME. */
+        for (size_t k = 0; k < snapshot->consumers[i].own_count; k++) {
+            const fh_metrics_own_t *m = &snapshot->consumers[i].own[k];
+            char name[128], type[160];
+            fh_metrics_collectd_name (name, sizeof name, m->name);
+            snprintf (type, sizeof type, "%s-plugin_%s", m->gauge ? "gauge" : "derive", name);
+            s_collectd_start (&buf, &self, instance, type);
+            s_buf_printf (&buf, "%" PRId64 "\n", m->value);
+        }
     }
     return s_buf_finish (&buf);
 }

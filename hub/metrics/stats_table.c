@@ -370,6 +370,8 @@ s_detail (FILE *out, const fh_metrics_snapshot_t *snapshot, fh_metrics_item_t *c
     fprintf (out, "%-20s %zu\n", "workers", consumer->workers);
     for (size_t i = 0; i < consumer->workers && consumer->busy; i++)
         fprintf (out, "  worker %-11zu busy %.1f%%\n", i, consumer->busy[i] * 100.0);
+    for (size_t i = 0; i < consumer->own_count; i++) /* its plugin's own (ABI 1.6) */
+        fprintf (out, "plugin %-13s %" PRId64 "\n", consumer->own[i].name, consumer->own[i].value);
 }
 
 /* ---- From a JSON snapshot ------------------------------------------------ */

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "consumer.h"
 #include "option_table.h"
+#include "plugin_metrics.h"
 
 #include "fanhub/sdk.h"
 
@@ -227,6 +228,25 @@ s_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket)
     }
 }
 
+static fanhub_metric_t *
+s_metric_new (fanhub_ctx_t *ctx, const char *name, int kind, const char *help, char *err,
+              size_t errlen)
+{
+    char why[256];
+    fanhub_metric_t *metric = ctx ? fh_plugin_metric_new (&ctx->metrics,
+                                                          ctx->desc ? ctx->desc->name : NULL, name,
+                                                          kind, help, why, sizeof why)
+                                  : NULL;
+    if (!ctx)
+        snprintf (why, sizeof why, "metric '%s': no consumer", name ? name : "(null)");
+    if (!metric) {
+        s_log (ctx, FANHUB_LOG_WARNING, "%s", why);
+        if (err && errlen)
+            snprintf (err, errlen, "%s", why);
+    }
+    return metric;
+}
+
 const fanhub_host_t fh_host = {
     .abi_major = FANHUB_ABI_MAJOR,
     .abi_minor = FANHUB_ABI_MINOR,
@@ -258,4 +278,7 @@ const fanhub_host_t fh_host = {
     .publish = s_publish,
     .set_window = s_set_window,
     .ticket_started = s_ticket_started,
+    .metric_new = s_metric_new,
+    .metric_add = fh_plugin_metric_add,
+    .metric_set = fh_plugin_metric_set,
 };

@@ -41,6 +41,9 @@ struct fanhub_ctx {
     atomic_bool late_said;    /* the first call after retirement was logged */
     struct s_host_gone *gone; /* the name's counter of lates once stale */
     struct fanhub_ctx *next;  /* in the list of retired contexts */
+    /* ABI 1.6: the plugin's own figures (plugin_metrics.h), made at its
+       first host->metric_new; lives as long as the context. */
+    struct fh_plugin_metrics *metrics; /* fh_plugin_metrics_of reads it */
 };
 
 /* A consumer's context, handed to its plugin's init and kept by the

@@ -54,7 +54,7 @@ extern "C" {
 #endif
 
 #define FANHUB_ABI_MAJOR 1
-#define FANHUB_ABI_MINOR 5
+#define FANHUB_ABI_MINOR 6
 
 /* The name of the one symbol a plugin exports. */
 #define FANHUB_CONSUMER_ENTRY_SYMBOL "fanhub_consumer_entry"
@@ -106,6 +106,8 @@ typedef struct fanhub_msg fanhub_msg_t;       /* one bus message, read-only */
 typedef struct fanhub_option fanhub_option_t; /* one node of options: */
 typedef struct fanhub_ctx fanhub_ctx_t;       /* the hub's handle for one
                                                  consumer instance */
+typedef struct fanhub_metric fanhub_metric_t; /* ABI 1.6: one of a plugin's
+                                                 own figures */
 struct fanhub_consumer_desc;
 
 /* ABI 1.2: option tables. A plugin declares its options as a table of
@@ -369,7 +371,40 @@ typedef struct fanhub_host {
        before working on them, like the worker plugin's processes). Any
        thread; a void ticket is ignored. */
     void (*ticket_started) (fanhub_ctx_t *ctx, fanhub_ticket_t ticket);
+
+    /* ABI 1.6 (FANHUB_HOST_HAS_1_6 before using these). Figures of the
+       plugin's own, shown under its consumer in `fanhub stats`, the STATS
+       JSON (consumers[].plugin_metrics), Prometheus
+       (fanhub_plugin_PLUGIN_NAME, `_total` added to a counter's, with
+       the consumer label) and collectd (derive-plugin_NAME or
+       gauge-plugin_NAME under the consumer's plugin instance). */
+
+    /* Registers one from init: kind FANHUB_METRIC_COUNTER (it only
+       grows) or FANHUB_METRIC_GAUGE (a value now); name 1 to 40 of
+       [a-z0-9_], starting with a letter, not ending in "_total", unique
+       within the consumer; help one line of at most 200 bytes. At most
+       FANHUB_METRICS_MAX per consumer. The metric, valid as long as ctx
+       (after fini too), or NULL with one line in err (errlen bytes)
+       saying why it is refused. */
+    fanhub_metric_t *(*metric_new) (fanhub_ctx_t *ctx, const char *name, int kind, const char *help,
+                                    char *err, size_t errlen);
+    /* Adds n to a metric (a gauge's n may be negative; a counter's
+       negative n is ignored). Any thread, a lock-free atomic add. */
+    void (*metric_add) (fanhub_metric_t *metric, int64_t n);
+    /* Sets a gauge's value (a counter is left alone). Any thread. */
+    void (*metric_set) (fanhub_metric_t *metric, int64_t value);
 } fanhub_host_t;
+
+/* ABI 1.6: host->metric_new's kinds and limit. */
+#define FANHUB_METRIC_COUNTER 0
+#define FANHUB_METRIC_GAUGE 1
+#define FANHUB_METRICS_MAX 32
+
+/* True when the host table offers the ABI 1.6 calls (metric_new,
+   metric_add, metric_set). */
+#define FANHUB_HOST_HAS_1_6(host)                                                                  \
+    ((host)->abi_minor >= 6                                                                        \
+     && (host)->size >= offsetof (fanhub_host_t, metric_set) + sizeof (host)->metric_set)
 
 /* True when the host table offers the ABI 1.5 calls (publish, set_window,
    ticket_started). */

@@ -85,12 +85,15 @@ struct fanhub_ctx {
     int started;                        /* host->ticket_started calls (ABI 1.5) */
     const fanhub_consumer_desc_t *desc; /* options_load's table; NULL: the
                                            plugin fanhub_fake_plugin_load loaded */
+    struct fh_plugin_metrics *metrics;  /* host->metric_new's (ABI 1.6): read
+                                           with fanhub_fake_host_metric */
 };
 
 /* The host table: every function of ABI 1.4 but msg_ticket and complete
    (a plugin that answers FANHUB_PENDING needs a table of its own), and
    ABI 1.5's publish, set_window and ticket_started, which record the
-   call in the ctx (publish answers 0). */
+   call in the ctx (publish answers 0), and ABI 1.6's metric_new,
+   metric_add and metric_set, the hub's own (the same names refused). */
 extern const fanhub_host_t fanhub_fake_host;
 
 /* The descriptor fanhub_fake_plugin_load loaded last (a test may set it). */
@@ -134,6 +137,11 @@ void fanhub_fake_host_set_reason (fanhub_ctx_t *ctx, const char *fmt, ...) FANHU
 int fanhub_fake_host_publish (fanhub_ctx_t *ctx, const char *topic, const void *body, size_t size);
 void fanhub_fake_host_set_window (fanhub_ctx_t *ctx, size_t n);
 void fanhub_fake_host_ticket_started (fanhub_ctx_t *ctx, fanhub_ticket_t ticket);
+fanhub_metric_t *fanhub_fake_host_metric_new (fanhub_ctx_t *ctx, const char *name, int kind,
+                                              const char *help, char *err, size_t errlen);
+/* The value of the metric the plugin registered as name (ABI 1.6), or
+   INT64_MIN when it registered none of that name. */
+int64_t fanhub_fake_host_metric (fanhub_ctx_t *ctx, const char *name);
 
 #ifdef __cplusplus
 }

@@ -248,6 +248,10 @@ def test_bridge_exactness():
                     hub=hub)
         stats = bridge_stats(hub)
         assert stats["failed"] == 0 and stats["retried"] == 0, stats
+        # The plugin's own figures (ABI 1.6), as its fini line says them.
+        own = {name: m["value"] for name, m in stats["plugin_metrics"].items()}
+        assert own["published"] == own["confirmed"] == len(sent), own
+        assert own["nacked"] == own["lost"] == own["returned"] == 0 and own["connects"] == 1, own
         got = drain("exact", len(sent))
         assert hub.stop() == 0, hub.log()
         published, confirmed, nacked, lost, down = fini_line(hub)

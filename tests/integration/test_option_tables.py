@@ -28,7 +28,7 @@ def config(pub, wd, options, name="r", extra=""):
 def test_plugins_prints_the_table():
     status, out, err = fh.run(["plugins", "--options", plugin("reasoned")])
     assert status == 0, out + err
-    assert out.startswith("plugin reasoned (%s), ABI 1.5\n" % plugin("reasoned")), out
+    assert out.startswith("plugin reasoned (%s), ABI 1.6\n" % plugin("reasoned")), out
     assert re.search(r"^OPTION +TYPE +DEFAULT +RANGE +DESCRIPTION$", out, re.M), out
     rows = {
         "mode": r"enum +fail +fail\|retry +what consume answers",

@@ -172,14 +172,24 @@ def parse_prometheus(text):
     return samples
 
 
-COUNTERS = ("enqueued", "dequeued", "completed", "failed", "retried", "dropped", "spilled",
-            "dead_lettered", "coalesced", "evicted", "spool_corrupt", "key_fallback",
-            "spool_cursor_errors", "spool_fsyncs", "spool_lost", "restarts", "skipped",
-            "tickets_expired", "completions_late", "tickets_abandoned", "published",
-            "publish_failed")
-GAUGES = ("backlog", "in_flight", "backlog_max", "capacity", "stuck", "spool_bytes", "spool_handoff",
-          "spool_messages", "keys_active", "key_backlog_max", "state", "queue_bytes",
-          "spool_max_bytes", "warn_at")
+def consumer_figures():
+    """(counters, gauges): the consumers[] rows of docs/metrics.md that are
+    one number under fanhub_consumer_KEY (a counter's with _total), so
+    that a new figure needs no line here."""
+    counters, gauges = [], []
+    row = re.compile(r"^\| `consumers\[\]\.(\w+)` \| `fanhub_consumer_(\w+)` \| [^|]* \| "
+                     r"(counter|gauge) \|")
+    with open(os.path.join(fh.SOURCE_DIR, "docs", "metrics.md")) as f:
+        for line in f:
+            m = row.match(line)
+            if m and m.group(3) == "counter" and m.group(2) == m.group(1) + "_total":
+                counters.append(m.group(1))
+            elif m and m.group(3) == "gauge" and m.group(2) == m.group(1):
+                gauges.append(m.group(1))
+    return tuple(counters), tuple(gauges)
+
+
+COUNTERS, GAUGES = consumer_figures()
 
 
 def same(a, b):

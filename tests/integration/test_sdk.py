@@ -200,7 +200,7 @@ class Setup:
                           "-DCMAKE_BUILD_TYPE=Release"])
         m = re.search(r"fanhub plugin dir: (.*)", out)
         assert m and os.path.realpath(m.group(1)) == os.path.realpath(self.plugin_dir), out
-        assert "fanhub ABI: 1.5" in out, out
+        assert "fanhub ABI: 1.6" in out, out
         assert os.path.realpath(self.cache(build, "fanhub_DIR")) == os.path.realpath(
             os.path.join(self.prefix, self.libdir, "cmake", "fanhub")), "found another fanhub"
         self.sh(["cmake", "--build", build])
@@ -313,7 +313,7 @@ def test_installed_plugins_lists_them_with_abi():
     assert proc.returncode == 0, err
     listing = json.loads(proc.stdout)
     assert os.path.realpath(listing["plugin_dir"]) == os.path.realpath(s.plugin_dir), listing
-    assert listing["hub_abi"] == "1.5"
+    assert listing["hub_abi"] == "1.6"
     by_name = {p["name"]: p for p in listing["plugins"]}
     shipped = sorted(f[:-3] for f in os.listdir(os.path.join(BUILD_DIR, s.libdir, "fanhub",
                                                              "plugins")) if f.endswith(".so"))
@@ -323,7 +323,7 @@ def test_installed_plugins_lists_them_with_abi():
     assert "log" in shipped and "null" in shipped, shipped
     assert sorted(by_name) == sorted(shipped + ["sdk_cmake"]), (sorted(by_name), shipped)
     for name, p in by_name.items():
-        assert p["loaded"] and p["abi"] == "1.5", p
+        assert p["loaded"] and p["abi"] == "1.6", p
         assert os.path.realpath(p["path"]) == os.path.realpath(
             os.path.join(s.plugin_dir, name + ".so")), p
     assert by_name["sdk_cmake"]["version"] == "3.1"
@@ -336,7 +336,7 @@ def test_installed_plugins_lists_them_with_abi():
     out = proc.stdout.decode()
     assert proc.returncode == 0, out
     for name in by_name:
-        assert re.search(r"^%s +\S+ +1\.5 +(yes|no) +/" % re.escape(name), out, re.M), out
+        assert re.search(r"^%s +\S+ +1\.6 +(yes|no) +/" % re.escape(name), out, re.M), out
     # A broken shared object is listed with its reason, and fails the listing.
     with open(os.path.join(s.plugin_dir, "broken.so"), "w") as f:
         f.write("not an ELF file\n")

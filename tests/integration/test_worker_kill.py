@@ -1,7 +1,8 @@
 """SIGKILL of a random worker process every second while the hub works
 through a run of messages with `workers: 4`: nothing is lost, duplicates
 stay within the README's bound (per death, at most the messages the dead
-worker held: max_pending), and every death is counted in restarts."""
+worker held: max_pending), and every death is counted in restarts
+(and in the plugin's own crashes)."""
 import os
 import random
 import signal
@@ -61,6 +62,12 @@ def test_sigkill_every_second_loses_nothing():
                     "every death counted", hub=hub)
         c = hub.consumer(hub.stats(), "killed")
         assert c["completed"] == N and c["failed"] == 0 and c["in_flight"] == 0, c
+        # The plugin's own figures (ABI 1.6): each kill a crash, none a
+        # hang, and nothing left unanswered once all is done.
+        own = lambda: hub.consumer(hub.stats(), "killed")["plugin_metrics"]
+        fh.wait_for(lambda: own()["crashes"]["value"] >= kills and
+                    own()["answers_pending"]["value"] == 0, "the worker's figures", hub=hub)
+        assert own()["hangs"]["value"] == 0, own()
         assert hub.stop() == 0, hub.log()
     finally:
         stop.set()

@@ -420,6 +420,56 @@ test_doc_lists_the_rows (void **state)
     s_set_clear (&want);
 }
 
+/* ---- Counters as data ---------------------------------------------------- */
+
+/* Every field of fh_consumer_counts_t but `workers` (the busy list's
+   length) is read by exactly one row, of the consumer scope. */
+static void
+test_each_count_has_one_row (void **state)
+{
+    (void) state;
+    bool taken[sizeof (fh_consumer_counts_t) / sizeof (uint64_t)] = {false};
+    size_t rows = 0;
+    for (size_t id = 0; id < FH_METRIC_COUNT; id++) {
+        const fh_metric_t *row = &fh_metrics[id];
+        if (row->sum == FH_SUM_NONE)
+            continue;
+        assert_int_equal (row->scope, FH_SCOPE_CONSUMER);
+        assert_int_equal (row->counts_at % sizeof (uint64_t), 0);
+        size_t field = row->counts_at / sizeof (uint64_t);
+        assert_true (field < sizeof taken / sizeof taken[0]);
+        if (taken[field])
+            fail_msg ("%s: a field read by two rows", row->json);
+        taken[field] = true;
+        rows++;
+        /* A counter sums as one; a gauge never does. */
+        assert_true ((row->type == FH_METRIC_COUNTER) == (row->sum == FH_SUM_TOTAL));
+    }
+    assert_false (taken[offsetof (fh_consumer_counts_t, workers) / sizeof (uint64_t)]);
+    assert_int_equal (rows + 1, sizeof taken / sizeof taken[0]);
+}
+
+/* How fh_metrics_counts_add sums: totals and maxima always, what runs
+   now only from a live instance. */
+static void
+test_counts_sum_by_their_rows (void **state)
+{
+    (void) state;
+    fh_consumer_counts_t out = {.enqueued = 5, .backlog_max = 9, .backlog = 2, .capacity = 10};
+    fh_consumer_counts_t gone = {.enqueued = 3, .backlog_max = 4, .backlog = 7, .capacity = 99};
+    fh_metrics_counts_add (&out, &gone, false);
+    assert_int_equal (out.enqueued, 8);
+    assert_int_equal (out.backlog_max, 9);
+    assert_int_equal (out.backlog, 2);
+    assert_int_equal (out.capacity, 10);
+    fh_consumer_counts_t live = {.enqueued = 1, .backlog_max = 12, .backlog = 3, .capacity = 20};
+    fh_metrics_counts_add (&out, &live, true);
+    assert_int_equal (out.enqueued, 9);
+    assert_int_equal (out.backlog_max, 12);
+    assert_int_equal (out.backlog, 5);
+    assert_int_equal (out.capacity, 20);
+}
+
 int
 main (void)
 {
@@ -429,6 +479,8 @@ main (void)
         cmocka_unit_test (test_collectd_names_the_rows),
         cmocka_unit_test (test_json_names_the_rows),
         cmocka_unit_test (test_doc_lists_the_rows),
+        cmocka_unit_test (test_each_count_has_one_row),
+        cmocka_unit_test (test_counts_sum_by_their_rows),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
