@@ -296,13 +296,39 @@ fh_cons_msg_bytes (const fh_msg_t *msg)
 {
     return msg->bytes;
 }
+/* Payload bytes held in memory by every consumer's queue (and a pool's
+   scheduler, until started), and memory.max_bytes (0: no cap). The
+   helpers below are inline: the offer and every start pass here. */
+extern atomic_uint_fast64_t fh_cons_memory_held;
+extern atomic_uint_fast64_t fh_cons_memory_max;
 /* bytes came into this consumer's memory (queued; a pool's spool read)
    or left it (popped, a pool's started, evicted). */
-void fh_cons_held_more (fh_consumer_t *self, uint64_t bytes);
-void fh_cons_held_less (fh_consumer_t *self, uint64_t bytes);
+static inline void
+fh_cons_held_more (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_add_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit (&fh_cons_memory_held, bytes, memory_order_relaxed);
+}
+static inline void
+fh_cons_held_less (fh_consumer_t *self, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit (&self->held_bytes, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit (&fh_cons_memory_held, bytes, memory_order_relaxed);
+}
 /* True when holding `bytes` more would pass queue.max_bytes or
-   memory.max_bytes (never when it holds nothing). */
-bool fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes);
+   memory.max_bytes. A consumer holding nothing takes one message of any
+   size: nothing it could wait for would make room. */
+static inline bool
+fh_cons_over_bytes (fh_consumer_t *self, uint64_t bytes)
+{
+    uint64_t held = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
+    if (held == 0)
+        return false;
+    if (self->max_bytes && held + bytes > self->max_bytes)
+        return true;
+    uint64_t max = atomic_load_explicit (&fh_cons_memory_max, memory_order_relaxed);
+    return max && atomic_load_explicit (&fh_cons_memory_held, memory_order_relaxed) + bytes > max;
+}
 
 /* How a message this consumer holds leaves it (fh_cons_let_go); the
    counters of each way are its caller's. */
@@ -323,30 +349,84 @@ typedef enum {
     FH_GONE_UNHANDLED,    /* left at teardown: not done, nothing told */
 } fh_gone_t;
 
+/* An outcome without a release: a message taken at the offer (PENDING),
+   or refused there (DROPPED; the enqueuer releases that share). NONE or
+   no waiter: nothing. The let-go tells its outcomes through it. */
+static inline void
+fh_cons_tell (fh_consumer_t *self, fh_emit_t *emit, fh_outcome_t outcome)
+{
+    if (emit && outcome != FH_OUTCOME_NONE)
+        fh_emit_set_outcome (emit, self->name, outcome);
+}
+/* The emit waiter of msg: its own, or its original's when it is a copy
+   read back from the spool. A copy's deferral is set before anyone else
+   sees the copy; an original's is the enqueuer's to write, not read here. */
+static inline fh_emit_t *
+fh_cons_emit_of (const fh_msg_t *msg)
+{
+    return msg->from_spool && msg->deferral ? msg->deferral->emit : msg->emit;
+}
+/* What each way of leaving costs: the outcome told to the emit waiter
+   (NONE: nothing to tell), whether its bytes were still counted as held,
+   whether a copy read back lets the spool's cursor pass its record.
+   Switches, so that a constant way folds at its call site. */
+static inline fh_outcome_t
+fh_cons_gone_outcome (fh_gone_t way)
+{
+    switch (way) {
+    case FH_GONE_COMPLETED: return FH_OUTCOME_COMPLETED;
+    case FH_GONE_FAILED: return FH_OUTCOME_FAILED;
+    case FH_GONE_COALESCED: return FH_OUTCOME_COALESCED;
+    case FH_GONE_KEPT:
+    case FH_GONE_HANDED_OVER: return FH_OUTCOME_SPILLED;
+    case FH_GONE_ABANDONED:
+    case FH_GONE_EVICTED:
+    case FH_GONE_SPILL_FAILED:
+    case FH_GONE_UNREAD: return FH_OUTCOME_DROPPED;
+    case FH_GONE_WRITTEN:
+    case FH_GONE_UNWRITTEN:
+    case FH_GONE_UNHANDLED: break;
+    }
+    return FH_OUTCOME_NONE;
+}
+static inline bool
+fh_cons_gone_held (fh_gone_t way)
+{
+    return way == FH_GONE_COALESCED || way == FH_GONE_EVICTED;
+}
+static inline bool
+fh_cons_gone_record_done (fh_gone_t way)
+{
+    return way == FH_GONE_COMPLETED || way == FH_GONE_FAILED || way == FH_GONE_COALESCED;
+}
+/* A spool record done: the cursor may pass it, the reader is kicked (it
+   may wait for the window). The let-go's, and a record that could not
+   be read back into memory. */
+void fh_cons_record_done (fh_consumer_t *self, uint64_t mark);
+
 /* The one way a message this consumer holds leaves it, on any thread:
    its bytes no longer held (when the way says they still were), its
    outcome told to its emit waiter, its spool record done (a copy read
    back that is done or replaced: the reader is kicked), and its share
    released, the last counted in handled (may be NULL) at now_ns (0:
-   read the clock). */
-void fh_cons_let_go (fh_consumer_t *self, fh_msg_t *msg, fh_gone_t way, fh_handled_t *handled,
-                     int64_t now_ns);
+   read the clock). Inline: every message passes here (the K=1 guard
+   counted 37 instructions a message more when it was a call). */
+static inline void
+fh_cons_let_go (fh_consumer_t *self, fh_msg_t *msg, fh_gone_t way, fh_handled_t *handled,
+                int64_t now_ns)
+{
+    if (fh_cons_gone_held (way))
+        fh_cons_held_less (self, fh_cons_msg_bytes (msg));
+    fh_cons_tell (self, fh_cons_emit_of (msg), fh_cons_gone_outcome (way));
+    if (fh_cons_gone_record_done (way) && msg->spool_mark && self->spool)
+        fh_cons_record_done (self, msg->spool_mark);
+    fh_msg_release_at (msg, handled, now_ns);
+}
 /* The same for the copy of a spilled message that will not be read back
    in this run (unwritten, handed over, unread, or left at teardown): its outcome
    told, the original's deferred completion released. */
 void fh_cons_let_go_copy (fh_consumer_t *self, fh_deferral_t *deferral, fh_gone_t way,
                           fh_handled_t *handled);
-/* An outcome without a release: a message taken at the offer (PENDING),
-   or refused there (DROPPED; the enqueuer releases that share). NONE or
-   no waiter: nothing. The let-go tells its outcomes through it. */
-void fh_cons_tell (fh_consumer_t *self, fh_emit_t *emit, fh_outcome_t outcome);
-/* The emit waiter of msg: its own, or its original's when it is a copy
-   read back from the spool. */
-fh_emit_t *fh_cons_emit_of (const fh_msg_t *msg);
-/* A spool record done: the cursor may pass it, the reader is kicked (it
-   may wait for the window). The let-go's, and a record that could not
-   be read back into memory. */
-void fh_cons_record_done (fh_consumer_t *self, uint64_t mark);
 
 /* Pool mode: every thread waiting on pool_work looks again. */
 static inline void
