@@ -69,32 +69,33 @@ class Verdicts:
         return False
 
 
-def _exchanges(raw: Any, v: Verdicts) -> List[Dict[str, Any]]:
+def _declared(what: str, raw: Any, v: Verdicts, keys: Any,
+              defaults: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """[exchanges] or [queues]: a table of names, each with its keys
+    (flags read as booleans, as pika does), defaults filled in."""
     out: List[Dict[str, Any]] = []
-    if not v.typed("exchanges", raw, dict, "a table of exchanges"):
+    if not v.typed(what, raw, dict, "a table of " + what):
         return out
     for name, spec in raw.items():
-        v.unknown("exchanges.%s" % name, spec, EXCHANGE_KEYS)
+        v.unknown("%s.%s" % (what, name), spec, keys)
         spec = spec if isinstance(spec, dict) else {}
-        out.append({"name": name, "type": spec.get("type", "direct"),
-                    "durable": bool(spec.get("durable", False)),
-                    "auto_delete": bool(spec.get("auto_delete", False)),
-                    "arguments": spec.get("arguments", {})})
+        entry: Dict[str, Any] = {"name": name}
+        for key, default in defaults.items():
+            value = spec.get(key, default)
+            entry[key] = bool(value) if isinstance(default, bool) else value
+        out.append(entry)
     return out
+
+
+def _exchanges(raw: Any, v: Verdicts) -> List[Dict[str, Any]]:
+    return _declared("exchanges", raw, v, EXCHANGE_KEYS,
+                     {"type": "direct", "durable": False, "auto_delete": False, "arguments": {}})
 
 
 def _queues(raw: Any, v: Verdicts) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
-    if not v.typed("queues", raw, dict, "a table of queues"):
-        return out
-    for name, spec in raw.items():
-        v.unknown("queues.%s" % name, spec, QUEUE_KEYS)
-        spec = spec if isinstance(spec, dict) else {}
-        out.append({"name": name, "durable": bool(spec.get("durable", False)),
-                    "auto_delete": bool(spec.get("auto_delete", False)),
-                    "exclusive": bool(spec.get("exclusive", False)),
-                    "arguments": spec.get("arguments", {})})
-    return out
+    return _declared("queues", raw, v, QUEUE_KEYS,
+                     {"durable": False, "auto_delete": False, "exclusive": False,
+                      "arguments": {}})
 
 
 def _bindings(raw: Any, queues: List[str], v: Verdicts) -> List[Dict[str, Any]]:
