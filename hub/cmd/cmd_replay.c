@@ -34,6 +34,7 @@
 #include "message.h"
 #include "options_yaml.h"
 #include "plugin.h"
+#include "plugin_metrics.h"
 #include "replay_host.h"
 
 #include <dlfcn.h>
@@ -570,6 +571,7 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
                 stderr, "fanhub replay: %s%sconsumer '%s': plugin '%s' refused its options: %s\n",
                 args->options_path ? fh_option_where (options) : "", args->options_path ? ": " : "",
                 args->name, args->plugin, why[0] ? why : "(init gave no reason)");
+            fh_plugin_metrics_free (&ctx.metrics);
             return FH_EXIT_USAGE;
         }
     }
@@ -590,6 +592,7 @@ s_drive (const s_args_t *args, const fh_plugin_t *plugin, fanhub_option_t *optio
         desc->idle (state);
     if (desc->fini)
         desc->fini (state);
+    fh_plugin_metrics_free (&ctx.metrics);
     if (rc == FH_EXIT_OK && (counts.retry || counts.fail || counts.expired))
         rc = FH_EXIT_FAILURE;
     uint64_t total = counts.ok + counts.drop + counts.retry + counts.fail + counts.expired;

@@ -6,6 +6,7 @@
 #include "host.h"
 #include "order_key.h"
 #include "plugin.h"
+#include "plugin_metrics.h"
 #include "spool.h"
 
 #include <fanhub/sdk.h>
@@ -74,6 +75,7 @@ fh_check_consumer (const fh_consumer_config_t *config, const char *plugin_dir,
         if (rc == 0 && desc->fini)
             desc->fini (state);
     }
+    fh_plugin_metrics_free (&ctx.metrics);
     if (rc != 0) {
         why[sizeof why - 1] = '\0';
         snprintf (err, errlen, "%s: consumer '%s': plugin '%s' refused its options: %s",

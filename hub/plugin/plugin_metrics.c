@@ -111,3 +111,10 @@ fh_plugin_metric_value (const fanhub_metric_t *metric)
 {
     return __atomic_load_n (&metric->value, __ATOMIC_RELAXED);
 }
+
+void
+fh_plugin_metrics_free (fh_plugin_metrics_t **set_p)
+{
+    free (*set_p);
+    *set_p = NULL;
+}

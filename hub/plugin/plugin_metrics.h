@@ -49,6 +49,10 @@ fh_plugin_metrics_t *fh_plugin_metrics_of (fh_plugin_metrics_t *const *set_p);
 fanhub_metric_t *fh_plugin_metric_new (fh_plugin_metrics_t **set_p, const char *plugin,
                                        const char *name, int kind, const char *help, char *err,
                                        size_t errlen);
+/* Frees *set_p and its metrics, NULLs it: for a context that does not
+   outlive its plugin (one made on the stack by check or replay), after
+   fini. Safe with NULL. */
+void fh_plugin_metrics_free (fh_plugin_metrics_t **set_p);
 /* host->metric_add and metric_set. NULL metric: nothing. */
 void fh_plugin_metric_add (fanhub_metric_t *metric, int64_t n);
 void fh_plugin_metric_set (fanhub_metric_t *metric, int64_t value);
