@@ -21,6 +21,15 @@ def pool_config(pub, wd, workers, extra_options="", extra=""):
                json.dumps(wd.file("calls")), extra_options))
 
 
+def held_config(pub, wd, name, settings):
+    """One record.so consumer whose calls wait for the file "go"."""
+    return ("bus:\n  connect: [%s]\nconsumers:\n"
+            "  - name: %s\n    plugin: %s/record.so\n%s"
+            "    options: {path: %s, release_file: %s}\n"
+            % (pub.endpoint, name, fh.TEST_PLUGINS, settings, json.dumps(wd.file("calls")),
+               json.dumps(wd.file("go"))))
+
+
 def read_calls(path):
     calls = []
     for line in fh.whole_lines(path):
@@ -113,12 +122,8 @@ def test_coalescing_keeps_the_newest():
     already started is never replaced; backlog counts what is left."""
     wd = fh.Workdir()
     pub = fh.Publisher()
-    config = ("bus:\n  connect: [%s]\nconsumers:\n"
-              "  - name: latest\n    plugin: %s/record.so\n"
-              "    workers: 2\n    order_by: {json: /vm}\n    coalesce: true\n"
-              "    options: {path: %s, release_file: %s}\n"
-              % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("calls")),
-                 json.dumps(wd.file("go"))))
+    config = held_config(pub, wd, "latest",
+                         "    workers: 2\n    order_by: {json: /vm}\n    coalesce: true\n")
     hub = fh.Hub(wd, config)
     try:
         pub.wait_subscribed(hub=hub)
@@ -162,12 +167,7 @@ def test_unordered_pool_holds_a_window():
     still consumed once."""
     wd = fh.Workdir()
     pub = fh.Publisher()
-    config = ("bus:\n  connect: [%s]\nconsumers:\n"
-              "  - name: any\n    plugin: %s/record.so\n    workers: 2\n"
-              "    queue: {capacity: 10000}\n"
-              "    options: {path: %s, release_file: %s}\n"
-              % (pub.endpoint, fh.TEST_PLUGINS, json.dumps(wd.file("calls")),
-                 json.dumps(wd.file("go"))))
+    config = held_config(pub, wd, "any", "    workers: 2\n    queue: {capacity: 10000}\n")
     hub = fh.Hub(wd, config)
     try:
         pub.wait_subscribed(hub=hub)
