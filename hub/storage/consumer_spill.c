@@ -129,7 +129,6 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         return -1;
     }
     self->spill_at_shutdown = self->overflow == FH_OVERFLOW_SPILL;
-    atomic_store_explicit (&self->state_open, true, memory_order_release);
     /* Write-ahead: every message is on disk before the consumer sees it,
        so a crash loses nothing the hub took. */
     self->write_ahead = mine->write_ahead && self->spill_at_shutdown;
@@ -152,6 +151,10 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
                  inherits ? "the instance it replaces" : "the last run");
     }
     self->spool_lost_seen = fh_spool_lost (self->spool); /* never counted in enqueued */
+    /* Last: the enqueuer reads `spooling` once it sees the spool open, and
+       a message it put in memory before `spooling` was set would be
+       consumed before the older ones in the spool. */
+    atomic_store_explicit (&self->state_open, true, memory_order_release);
     if (self->spool_lost_seen)
         fh_warning ("consumer '%s': spool: %llu records or segments lost before this start "
                     "(counted in spool_lost)",
