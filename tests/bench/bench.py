@@ -82,7 +82,7 @@ PROFILES = {
         route_n=100_000, metrics_reps=1, metrics_n=300_000, neighbour_reps=1,
         mem_n=100_000, mem_reps=1,
         pool_n=2_000, pool_keys=100, pool_single_n=500, spill_n=20_000,
-        cg_n=20_000, cg_ks=[4], cg_reps=1),
+        cg_n=20_000, cg_ks=[4], cg_reps=1, k1_n=300_000, k1_reps=3),
     "full": dict(
         reps=3, tp_n=1_000_000, tp_n_large=10_000, tp_sizes=[100, 1024, 65536],
         tp_ks=[1, 2, 4, 8], fanin_n=1_000_000, scale_consumers=1000, scale_n=5_000,
@@ -95,7 +95,7 @@ PROFILES = {
         route_n=500_000, metrics_reps=5, metrics_n=1_000_000, neighbour_reps=5,
         mem_n=1_000_000, mem_reps=3,
         pool_n=100_000, pool_keys=1_000, pool_single_n=10_000, spill_n=200_000,
-        cg_n=20_000, cg_ks=[1, 4], cg_reps=1),
+        cg_n=20_000, cg_ks=[1, 4], cg_reps=1, k1_n=1_000_000, k1_reps=5),
 }
 
 # ---------------------------------------------------------------------------
@@ -104,8 +104,6 @@ PROFILES = {
 ZCTX = zmq.Context.instance()
 CHILDREN = []  # Popen objects still to stop at exit
 VERBOSE = False
-
-
 
 
 def debug(msg):
@@ -233,8 +231,6 @@ def machine_busy(interval=0.15):
     time.sleep(interval)
     i1, t1 = sample()
     return 1 - (i1 - i0) / max(1, t1 - t0)
-
-
 
 
 def wait_quiet():
@@ -799,10 +795,6 @@ def routing_setup(bench, capacity):
     return consumers, topics, len(patterns)
 
 
-
-
-
-
 def scale_setup(bench, count, routed):
     """count null consumers with the default queue capacity. routed: each
     has the pattern org.bench.gNNN. shared by three (groups of 3), and the
@@ -819,14 +811,6 @@ def scale_setup(bench, count, routed):
     # (a message sent before its prefix arrives is filtered out, unseen).
     subscriptions = (count + 2) // 3 if routed else 1
     return consumers, path, subscriptions
-
-
-
-
-
-
-
-
 
 
 def case_cluster(bench, prof, results):
@@ -870,9 +854,9 @@ def fanhub_check(bench, text):
 # ---------------------------------------------------------------------------
 # Cases to run
 
-CASES = ["throughput", "fanin", "latency", "routing", "scale", "check", "metrics", "memory",
-         "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster", "worker",
-         "callgrind"]
+CASES = ["throughput", "k1-paired", "fanin", "latency", "routing", "scale", "check", "metrics",
+         "memory", "spill", "neighbour", "curve", "signatures", "pool", "amqp", "cluster",
+         "worker", "callgrind"]
 EXTRA_CASES = ["profile"]  # only when asked for with --cases
 # Cases in modules of their own (tests/bench/MODULE.py, case_CASE there,
 # which reads this module as its `b`); the others are above, or take this
@@ -882,7 +866,7 @@ CASE_MODULES = {"throughput": "bench_throughput", "fanin": "bench_throughput",
                 "check": "bench_scale", "callgrind": "bench_callgrind", "profile": "bench_callgrind",
                 "spill": "bench_spill", "neighbour": "bench_spill",
                 "metrics": "bench_resources", "memory": "bench_resources",
-                "pool": "bench_resources", "curve": "bench_curve"}
+                "pool": "bench_resources", "curve": "bench_curve", "k1-paired": "bench_k1"}
 
 
 def case_function(case):
@@ -890,7 +874,7 @@ def case_function(case):
         return globals()[f"case_{case}"]
     module = importlib.import_module(CASE_MODULES[case])
     module.b = sys.modules[__name__]
-    return getattr(module, f"case_{case}")
+    return getattr(module, "case_" + case.replace("-", "_"))
 
 
 def main():
@@ -916,6 +900,9 @@ def main():
     ap.add_argument("--baseline-build", metavar="DIR",
                     help="the worker case: the build tree of another commit (bin/fanhub "
                          "and its python plugin); its no-op row runs beside this tree's")
+    ap.add_argument("--k1-messages", type=int, metavar="N",
+                    help="the k1-paired case: messages a run (default 1,000,000; 300,000 "
+                         "with --quick)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--compare", nargs="+", metavar="JSON",
                     help="OLD.json: after the run, print each figure of this run against "
@@ -933,6 +920,11 @@ def main():
         prof["metrics_reps"] = max(args.reps, prof["metrics_reps"] if not args.quick else 1)
         prof["mem_reps"] = args.reps
         prof["neighbour_reps"] = args.reps
+        prof["k1_reps"] = args.reps
+    if args.k1_messages is not None:
+        if args.k1_messages <= 0:
+            ap.error("--k1-messages: give a count above 0")
+        prof["k1_n"] = args.k1_messages
     if args.rates:
         try:
             rates = [int(r) for r in args.rates.split(",") if r]

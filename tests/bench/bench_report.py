@@ -283,29 +283,9 @@ def _md_targets(results, w):
     w("")
 
 
-ISSUE41 = {"k1_input": 0.90, "k1_cpu": 1.15}
-
-
 def _issue41_k1(results, rows):
-    tp = results.get("throughput", [])
-    for placement in results["placements"]:
-        raw = find(tp, kind="raw", size=100, placement=placement)
-        k1 = find(tp, kind="hub", k=1, size=100, placement=placement)
-        if not (raw and k1):
-            continue
-        bound = receiver_bound(raw, k1)
-        pubs = (f"{fmt_rate(k1['pub_send_rate'])} / raw's {fmt_rate(raw['pub_send_rate'])}",
-                f"{k1['bound_by']} / raw {raw['bound_by']}")
-        ratio = k1["in_rate"] / raw["rate"]
-        rows.append(("K=1 `null`, 100 B: input", placement, fmt_rate(k1["in_rate"]),
-                     f"raw SUB {fmt_rate(raw['rate'])}", f"{ratio:.2f}x" if bound else "—",
-                     f"≥ {ISSUE41['k1_input']}x", (ratio >= ISSUE41["k1_input"]) if bound
-                     else None) + pubs)
-        ratio = k1["cpu_per_delivery_ns"] / raw["cpu_per_msg_ns"]
-        rows.append(("K=1: hub CPU a delivery", placement, fmt_ns(k1["cpu_per_delivery_ns"]),
-                     f"raw SUB {fmt_ns(raw['cpu_per_msg_ns'])}", f"{ratio:.2f}x",
-                     f"≤ {ISSUE41['k1_cpu']}x", (ratio <= ISSUE41["k1_cpu"]) if bound
-                     else None) + pubs)
+    import bench_k1
+    bench_k1.issue41_rows(results, rows)
 
 
 def _issue41_worker(results, rows):
@@ -370,12 +350,17 @@ def _md_issue41(results, w):
     if not rows:
         return
     w("## The paths of issue 41, each against its reference in the same run\n")
-    w("*K=1*: medians of the throughput case's repetitions (raw first, then the hub). "
+    w("*K=1*: the k1-paired case, the raw SUB and the hub back to back in each pair (the "
+      "first alternating), the median of the per-pair ratios over the pairs where both "
+      "were receiver-bound (min–max and how many counted beside it; no verdict unless most "
+      "did). "
       "*Python*: the worker case, `workers: 1` and `2` interleaved rep by rep; CPU of the "
       "hub (its CPU clock) and of its worker processes (/proc/PID/stat). *Signatures*: hub "
       "CPU a message with validation on, against evp_verify (OpenSSL's EVP_DigestVerify of "
       "the same message, timed in-process, once a repetition). A case bound by its "
       "publisher gets no verdict.\n")
+    if "k1_paired" not in results:
+        w("K=1 against the raw SUB: not measured in this run (the k1-paired case).\n")
     w("| Figure | Placement | Measured | Reference | Ratio | Target | Met? | publisher/s | "
       "bound by |")
     w("|---|---|---|---|---|---|---|---|---|")
@@ -384,6 +369,12 @@ def _md_issue41(results, w):
         w(f"| {fig} | {pl} | {val} | {ref} | {ratio} | {target} | {verdict} | {pub} | "
           f"{bound} |")
     w("")
+
+
+def _md_k1_paired(results, w):
+    """K=1 against the raw SUB, pair by pair."""
+    import bench_k1
+    bench_k1.markdown(results, w)
 
 
 def _md_throughput(results, w):
@@ -645,7 +636,7 @@ def _md_signatures(results, w):
             w(line)
 
 
-MARKDOWN_SECTIONS = (_md_header, _md_targets, _md_issue41, _md_throughput, _md_latency, _md_routing, _md_scale, _md_metrics, _md_memory, _md_neighbour, _md_curve, _md_modules, _md_spill_pool, _md_callgrind, _md_signatures)
+MARKDOWN_SECTIONS = (_md_header, _md_targets, _md_issue41, _md_k1_paired, _md_throughput, _md_latency, _md_routing, _md_scale, _md_metrics, _md_memory, _md_neighbour, _md_curve, _md_modules, _md_spill_pool, _md_callgrind, _md_signatures)
 
 
 def markdown(results):
@@ -798,6 +789,8 @@ def figures(results):
         put("curve", case, "CURVE/plaintext CPU/msg", r.get("cpu_ratio"), False)
     for r in results.get("memory", []):
         put("memory", f"{r['placement']} K={r['k']}", "RSS", r.get("rss"), False)
+    import bench_k1
+    bench_k1.figures(results, put)
     for r in results.get("callgrind", {}).get("rows", []):
         put("callgrind", r.get("name", f"k{r['k']}"), "Ir/delivery", r.get("ir_per_delivery"),
             False)
