@@ -320,6 +320,15 @@ def _issue41_worker(results, rows):
                      f"{runner['cpu_us'] / hub['cpu_us']:.2f}x the CPU", "—", None,
                      f"{fmt_rate(runner['pub_send_rate'])} / {fmt_rate(hub['pub_send_rate'])}",
                      f"{runner['bound_by']} / {hub['bound_by']}"))
+    elif runner:
+        # No moksha-hub to compare with: the runner's own figures, with
+        # the runner's stand-in for moksha's Consumer, and why.
+        rows.append(("Moksha consumer class, K=1: fanhub runner alone (its stand-in for "
+                     "moksha's `Consumer`)", "unpinned",
+                     f"{fmt_rate(runner['rate'])}, {runner['cpu_us']:.1f} µs CPU",
+                     "moksha-hub not measured: " + (wk.get("moksha_missing")
+                                                    or "no moksha-hub rows"), "—", "—", None,
+                     fmt_rate(runner["pub_send_rate"]), runner["bound_by"]))
     elif wk:
         rows.append(("Moksha consumer class against moksha-hub", "—", "not measured", "—", "—",
                      "—", None, "—", moksha.get("status") or wk.get("moksha_missing")

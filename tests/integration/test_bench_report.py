@@ -9,7 +9,12 @@ the per-pair ratios (not a ratio of medians) over the pairs where both
 runs were bound by the receiver and nothing was lost; a pair bound by its
 publisher is shown with why and left out; no verdict unless most pairs
 count; the results.md rows carry both rates, the publishers' rates and
-"bound by". And `scripts/bench --help` names every case bench.py knows."""
+"bound by". And `scripts/bench --help` names every case bench.py knows.
+
+The Moksha row of issue 41's table without moksha-hub (Debian packages
+only python3-moksha.common): the runner's own figures, said to be with
+its stand-in for moksha's Consumer, and why moksha-hub was not measured;
+with moksha-hub, the runner against it."""
 import os
 import re
 import sys
@@ -152,6 +157,27 @@ def test_without_the_case_the_table_says_so():
     assert not table_rows(out, "K=1 `null`, 100 B: input, median of 2 paired reps"), out
 
 
+def moksha_row(rate, cpu_us):
+    return dict(rate=rate, cpu_us=cpu_us, pub_send_rate=4 * rate, bound_by="receiver")
+
+
+def test_the_moksha_row_says_what_it_measured():
+    why = "moksha.hub is not importable by /usr/bin/python3 (only python3-moksha.common)"
+    worker = {"moksha": {"fanhub runner": moksha_row(50_000, 19.0)}, "moksha_missing": why}
+    out = []
+    bench_report._md_issue41({"placements": ["unpinned"], "worker": worker}, out.append)
+    row, = table_rows(out, "Moksha consumer class, K=1: fanhub runner alone (its stand-in "
+                           "for moksha's `Consumer`)")
+    assert row[1:] == ["unpinned", "50 k/s, 19.0 µs CPU", "moksha-hub not measured: " + why,
+                       "—", "—", "n/a", "200 k/s", "receiver"], row
+    worker["moksha"]["moksha-hub"] = moksha_row(25_000, 38.0)
+    out = []
+    bench_report._md_issue41({"placements": ["unpinned"], "worker": worker}, out.append)
+    row, = table_rows(out, "Moksha consumer class, K=1: fanhub runner against moksha-hub "
+                           "(threaded)")
+    assert row[3:5] == ["moksha-hub 25 k/s, 38.0 µs", "2.00x the rate, 0.50x the CPU"], row
+
+
 def test_bench_help_names_every_case():
     with open(os.path.join(fh.SOURCE_DIR, "scripts", "bench")) as f:
         text = f.read()
@@ -171,4 +197,5 @@ if __name__ == "__main__":
              test_no_pair_counted_gives_no_ratio,
              test_results_md_rows,
              test_without_the_case_the_table_says_so,
+             test_the_moksha_row_says_what_it_measured,
              test_bench_help_names_every_case])
