@@ -4,6 +4,7 @@
 a case missing from the baseline fails), a toggled function the dump
 lacks (renamed or inlined: its case would look faster), a missing valgrind (fails under
 CI=true, skips outside), a missing binary."""
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,26 @@ def test_compare():
     lines, ok = perf_guard.compare(base, {"spill": 900.0}, 3.0)
     check(not ok and any("not in the baseline" in x for x in lines),
           "a case the baseline lacks fails")
+    base["cases"]["k4"]["threshold_pct"] = 5.0
+    lines, ok = perf_guard.compare(base, {"k1": 1000.0, "k4": 524.5}, 3.0)
+    check(ok, "a case's own threshold (4.9 % within its 5 %) passes")
+    lines, ok = perf_guard.compare(base, {"k1": 1000.0, "k4": 526.0}, 3.0)
+    check(not ok and any("more than 5 %" in x for x in lines),
+          "5.2 % fails against a case's own 5 %")
+
+
+def test_update_keeps_thresholds():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "baseline.json")
+        with open(path, "w") as f:
+            json.dump({"threshold_pct": 3.0, "cases": {"spill": {"ir_per_delivery": 2000.0,
+                                                                 "threshold_pct": 5.0}}}, f)
+        perf_guard.write_baseline(path, {"spill": 1990.04, "k1": 1000.0})
+        with open(path) as f:
+            cases = json.load(f)["cases"]
+        check(cases["spill"] == {"ir_per_delivery": 1990.0, "threshold_pct": 5.0}
+              and cases["k1"] == {"ir_per_delivery": 1000.0},
+              f"--update keeps a case's own threshold: {cases}")
 
 
 def run_guard(args, env):
@@ -76,6 +97,7 @@ def test_missing_functions():
 
 
 test_compare()
+test_update_keeps_thresholds()
 test_missing_functions()
 test_missing_valgrind()
 test_missing_binary()
