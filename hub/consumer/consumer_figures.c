@@ -25,7 +25,7 @@ fh_consumer_figures_final (fh_consumer_t *self)
 
 /* What a snapshot reads of the state of the consumer and of its parts
    (its plugin, publisher, spool, queue, scheduler): gauges and settings,
-   and the counters of objects that are not the consumer's own. */
+   and the publisher's counters (publish.c keeps its own). */
 static void
 s_read_state (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
@@ -38,10 +38,6 @@ s_read_state (fh_consumer_t *self, fh_consumer_counts_t *out)
        once state_open says so is the pointer there to read. */
     if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool) {
         out->spool_bytes = fh_spool_bytes (self->spool);
-        out->spool_corrupt = fh_spool_corrupt (self->spool);
-        out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
-        out->spool_lost = fh_spool_lost (self->spool);
-        out->spool_fsyncs = fh_spool_syncs (self->spool);
         out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
         /* The status page's on-disk share of the backlog. */
         out->spool_messages = fh_spool_records (self->spool);
@@ -115,6 +111,8 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
        counted in coalesced shows as backlog for a moment, never below
        zero. */
     fh_metrics_counts_add (out, &self->pool_tally, false);
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
+        fh_metrics_counts_add (out, fh_spool_tally (self->spool), false);
     uint64_t ended = out->completed + out->failed + out->tickets_abandoned;
     out->in_flight = out->dequeued > ended ? out->dequeued - ended : 0;
     uint64_t gone = out->dequeued + out->evicted + out->coalesced;
