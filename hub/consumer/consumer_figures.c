@@ -24,13 +24,11 @@ fh_consumer_figures_final (fh_consumer_t *self)
 }
 
 /* What a snapshot reads of the state of the consumer and of its parts
-   (its plugin, publisher, spool, queue, scheduler): gauges and settings,
-   and the publisher's counters (publish.c keeps its own). */
+   (its plugin, spool, queue, scheduler): gauges and settings, no
+   counter. */
 static void
 s_read_state (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    out->published = self->publisher ? fh_publisher_published (self->publisher) : 0;
-    out->publish_failed += self->publisher ? fh_publisher_failed (self->publisher) : 0;
     out->plugin_state = atomic_load (&self->paused) ? FH_CONSUMER_PAUSED
                                                     : (uint64_t) atomic_load_explicit (
                                                         &self->plugin_state, memory_order_acquire);
@@ -113,6 +111,8 @@ fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
     fh_metrics_counts_add (out, &self->pool_tally, false);
     if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
         fh_metrics_counts_add (out, fh_spool_tally (self->spool), false);
+    if (self->publisher)
+        fh_metrics_counts_add (out, fh_publisher_tally (self->publisher), false);
     uint64_t ended = out->completed + out->failed + out->tickets_abandoned;
     out->in_flight = out->dequeued > ended ? out->dequeued - ended : 0;
     uint64_t gone = out->dequeued + out->evicted + out->coalesced;
