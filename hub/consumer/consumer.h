@@ -11,12 +11,13 @@
     and ends; fh_consumer_destroy joins it and calls fini on the calling
     thread.
 
-    Counters are monotonic, each written by one thread (enqueued, dropped
-    and backlog_max by the enqueuer, the rest by the consumer's thread) and
-    read by anyone without a lock. The consumer thread's counters change
-    under a sequence lock, so a snapshot always satisfies
-    dequeued = completed + failed + in_flight exactly; and it reads them
-    before enqueued, so enqueued >= dequeued. The consumer thread also
+    Counters are monotonic, kept in tallies (fh_consumer_counts_t), each
+    written by one thread (enqueued, dropped and backlog_max by the
+    enqueuer, the rest by the consumer's threads) or by atomic adds, and
+    read by anyone without a lock, by the registry's rows. The consumer
+    thread's counters change under a sequence lock, so a snapshot always
+    satisfies dequeued = completed + failed + in_flight exactly; and it
+    reads them before enqueued, so enqueued >= dequeued. The consumer thread also
     records two latency histograms: queue wait (hub receive to consume
     start) and processing (consume start to end).
 */

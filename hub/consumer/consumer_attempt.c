@@ -215,7 +215,7 @@ fh_consumer_complete_try (fh_consumer_t *self, fanhub_ticket_t ticket, fanhub_re
 void
 fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket)
 {
-    atomic_fetch_add_explicit (&self->completions_late, 1, memory_order_relaxed);
+    fh_count_add (&self->tally.completions_late, 1);
     fh_log_limited (&self->complete_log, FANHUB_LOG_WARNING,
                     "complete: consumer '%s': ticket %llu is not pending (completed already, "
                     "expired by consume_timeout, abandoned, or unknown); ignored, counted in "
@@ -261,9 +261,9 @@ fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const c
         }
     }
     fh_cons_progress_begin (worker);
-    fh_bump (result == FANHUB_OK ? &worker->completed : &worker->failed);
+    fh_count_bump (result == FANHUB_OK ? &worker->tally.completed : &worker->tally.failed);
     if (stored)
-        fh_bump (&worker->dead_lettered);
+        fh_count_bump (&worker->tally.dead_lettered);
     fh_cons_progress_end (worker);
     if (result != FANHUB_OK)
         s_report_failure (worker, msg, why);
@@ -314,7 +314,7 @@ s_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, c
                         "consumer '%s': attempt %u answered RETRY: %s; retrying", self->name,
                         attempts, reason);
     fh_cons_progress_begin (worker);
-    fh_bump (&worker->retried);
+    fh_count_bump (&worker->tally.retried);
     fh_cons_progress_end (worker);
     return fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
 }
@@ -400,7 +400,7 @@ fh_cons_abandon_tickets (fh_consumer_t *self)
         /* Not done: a spooled one stays in the spool for a successor or
            the next run. */
         fh_cons_let_go (self, item.msg, FH_GONE_ABANDONED, NULL, 0);
-        atomic_fetch_add_explicit (&self->tickets_abandoned, 1, memory_order_release);
+        fh_count_add (&self->tally.tickets_abandoned, 1);
     }
     if (count)
         fh_warning ("consumer '%s': %zu message%s still PENDING after the wait for them "

@@ -23,48 +23,52 @@ fh_consumer_figures_final (fh_consumer_t *self)
     fh_host_ctx_stale (self->ctx);
 }
 
+/* What a snapshot reads of the state of the consumer and of its parts
+   (its plugin, spool, queue, scheduler): gauges and settings, no
+   counter. */
 static void
-s_report_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
+s_read_state (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    out->restarts = atomic_load_explicit (&self->restarts, memory_order_relaxed);
-    out->skipped = atomic_load_explicit (&self->skipped, memory_order_relaxed);
-    out->published = self->publisher ? fh_publisher_published (self->publisher) : 0;
-    out->publish_failed = atomic_load_explicit (&self->publish_unset, memory_order_relaxed)
-                          + (self->publisher ? fh_publisher_failed (self->publisher) : 0);
     out->plugin_state = atomic_load (&self->paused) ? FH_CONSUMER_PAUSED
                                                     : (uint64_t) atomic_load_explicit (
                                                         &self->plugin_state, memory_order_acquire);
-    /* The status page's on-disk share of the backlog: only once
-       state_open says so is the spool there to read. */
-    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
+    /* A reload's successor opens its spool while STATS may run: only
+       once state_open says so is the pointer there to read. */
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool) {
+        out->spool_bytes = fh_spool_bytes (self->spool);
+        out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
+        /* The status page's on-disk share of the backlog. */
         out->spool_messages = fh_spool_records (self->spool);
+    }
+    out->capacity = fh_queue_capacity (self->queue);
+    out->queue_bytes = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
+    out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
+    out->workers = self->worker_count;
+    if (self->pool) {
+        pthread_mutex_lock (&self->pool_lock);
+        out->keys_active = fh_keyed_keys (self->keyed);
+        out->key_backlog_max = fh_keyed_key_backlog_high (self->keyed);
+        pthread_mutex_unlock (&self->pool_lock);
+    }
 }
 
-/* Sums the workers' counters into out, each worker's consistent with
-   each other. */
+/* Adds the workers' tallies to out, each worker's counters read under
+   its sequence lock: consistent with each other. */
 static void
 s_read_workers (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
-    out->dequeued = out->completed = out->failed = out->retried = out->dead_lettered = 0;
     for (size_t i = 0; i < self->worker_count; i++) {
         s_worker_t *worker = &self->workers[i];
-        uint64_t dequeued, completed, failed, retried, dead_lettered;
+        fh_consumer_counts_t seen;
         unsigned before, after;
         do {
             before = atomic_load_explicit (&worker->progress, memory_order_acquire);
-            dequeued = atomic_load_explicit (&worker->dequeued, memory_order_relaxed);
-            completed = atomic_load_explicit (&worker->completed, memory_order_relaxed);
-            failed = atomic_load_explicit (&worker->failed, memory_order_relaxed);
-            retried = atomic_load_explicit (&worker->retried, memory_order_relaxed);
-            dead_lettered = atomic_load_explicit (&worker->dead_lettered, memory_order_relaxed);
+            memset (&seen, 0, sizeof seen);
+            fh_metrics_counts_add (&seen, &worker->tally, false);
             atomic_thread_fence (memory_order_acquire);
             after = atomic_load_explicit (&worker->progress, memory_order_relaxed);
         } while (before != after || (before & 1));
-        out->dequeued += dequeued;
-        out->completed += completed;
-        out->failed += failed;
-        out->retried += retried;
-        out->dead_lettered += dead_lettered;
+        fh_metrics_counts_add (out, &seen, false);
     }
 }
 
@@ -72,72 +76,54 @@ void
 fh_consumer_counts (fh_consumer_t *self, fh_consumer_counts_t *out)
 {
     memset (out, 0, sizeof *out);
-    /* Read before enqueued: never a loss of a message not yet counted in. */
-    uint64_t spill_dropped = atomic_load_explicit (&self->spill_dropped, memory_order_acquire);
-    /* enqueued is read before and after the workers' counters. When it did
-       not move in between, enqueued - dequeued is the backlog at one moment;
-       read across pushes and pops it could show more than the queue ever
-       held. After a few tries the last reading stands: enqueued, read
-       after dequeued, is never behind it. */
+    /* Every tally is added in by the registry's rows (consumer_counts.h),
+       in an order that keeps the figures consistent with each other.
+       Spilled messages lost, read before enqueued: never a loss of a
+       message not yet counted in. */
+    fh_metrics_counts_add (out, &self->spill_tally, false);
+    /* The enqueuer's tally is read before and after the workers'. When
+       enqueued did not move in between, enqueued - dequeued is the backlog
+       at one moment; read across pushes and pops it could show more than
+       the queue ever held. After a few tries the last reading stands:
+       enqueued, read after dequeued, is never behind it. */
+    fh_consumer_counts_t offered, workers;
     for (int tries = 0;; tries++) {
-        uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
-        s_read_workers (self, out);
-        out->enqueued = atomic_load_explicit (&self->enqueued, memory_order_acquire);
-        if (out->enqueued == enqueued || tries == COUNTS_TRIES)
+        memset (&offered, 0, sizeof offered);
+        memset (&workers, 0, sizeof workers);
+        fh_metrics_counts_add (&offered, &self->offered, false);
+        s_read_workers (self, &workers);
+        uint64_t enqueued = fh_count_read (&self->offered.enqueued);
+        if (enqueued == offered.enqueued)
             break;
+        if (tries == COUNTS_TRIES) {
+            offered.enqueued = enqueued;
+            break;
+        }
     }
-    out->dropped = atomic_load_explicit (&self->dropped, memory_order_acquire) + spill_dropped;
-    out->backlog_max = atomic_load_explicit (&self->backlog_max, memory_order_acquire);
-    /* Spilled messages the spool could not store were accepted and then
-       lost: like evictions, in enqueued and in dropped. */
-    out->evicted = atomic_load_explicit (&self->evicted, memory_order_acquire) + spill_dropped;
-    out->spilled = atomic_load_explicit (&self->spilled, memory_order_acquire);
-    /* A reload's successor opens its spool while STATS may run: only
-       once state_open says so is the pointer there to read. */
-    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool) {
-        out->spool_bytes = fh_spool_bytes (self->spool);
-        out->spool_corrupt = fh_spool_corrupt (self->spool);
-        out->spool_cursor_errors = fh_spool_cursor_errors (self->spool);
-        out->spool_lost = fh_spool_lost (self->spool);
-        out->spool_fsyncs = fh_spool_syncs (self->spool);
-        out->spool_handoff = fh_spool_writer_pending (self->spool_writer);
-    }
+    fh_metrics_counts_add (out, &offered, false);
+    fh_metrics_counts_add (out, &workers, false);
     /* Read after the workers' counters: an abandoned ticket is in
        dequeued already. */
-    out->tickets_expired = atomic_load_explicit (&self->tickets_expired, memory_order_relaxed);
-    out->completions_late = atomic_load_explicit (&self->completions_late, memory_order_relaxed);
-    out->tickets_abandoned = atomic_load_explicit (&self->tickets_abandoned, memory_order_acquire);
+    fh_metrics_counts_add (out, &self->tally, false);
+    /* The pool's read after the rest: a message replaced and not yet
+       counted in coalesced shows as backlog for a moment, never below
+       zero. */
+    fh_metrics_counts_add (out, &self->pool_tally, false);
+    if (atomic_load_explicit (&self->state_open, memory_order_acquire) && self->spool)
+        fh_metrics_counts_add (out, fh_spool_tally (self->spool), false);
+    if (self->publisher)
+        fh_metrics_counts_add (out, fh_publisher_tally (self->publisher), false);
     uint64_t ended = out->completed + out->failed + out->tickets_abandoned;
     out->in_flight = out->dequeued > ended ? out->dequeued - ended : 0;
-    /* coalesced is read after the rest: a message replaced and not yet
-       counted shows as backlog for a moment, never below zero. */
-    uint64_t coalesced = self->pool ? atomic_load_explicit (&self->coalesced, memory_order_acquire)
-                                    : 0;
-    uint64_t gone = out->dequeued + out->evicted + coalesced;
+    uint64_t gone = out->dequeued + out->evicted + out->coalesced;
     out->backlog = out->enqueued > gone ? out->enqueued - gone : 0;
     if (out->backlog > out->backlog_max) {
         /* Seen before the enqueuer noted it: record it, so the maximum
            never goes down from one snapshot to the next. */
-        fh_cons_raise_max (&self->backlog_max, out->backlog);
+        fh_count_raise (&self->offered.backlog_max, out->backlog);
         out->backlog_max = out->backlog;
     }
-    out->capacity = fh_queue_capacity (self->queue);
-    out->queue_bytes = atomic_load_explicit (&self->held_bytes, memory_order_relaxed);
-    out->stuck = atomic_load_explicit (&self->stuck_workers, memory_order_relaxed);
-    out->workers = self->worker_count;
-    s_report_counts (self, out);
-    /* The tallies, by the registry's rows (consumer_counts.h). */
-    fh_metrics_counts_add (out, &self->tally, false);
-    for (size_t i = 0; i < self->worker_count; i++)
-        fh_metrics_counts_add (out, &self->workers[i].tally, false);
-    if (self->pool) {
-        out->coalesced = atomic_load_explicit (&self->coalesced, memory_order_acquire);
-        out->key_fallback = atomic_load_explicit (&self->key_fallback, memory_order_acquire);
-        pthread_mutex_lock (&self->pool_lock);
-        out->keys_active = fh_keyed_keys (self->keyed);
-        out->key_backlog_max = fh_keyed_key_backlog_high (self->keyed);
-        pthread_mutex_unlock (&self->pool_lock);
-    }
+    s_read_state (self, out);
 }
 
 /* Sums one histogram over the workers. */
@@ -233,7 +219,7 @@ fh_consumer_check_stuck (fh_consumer_t *self, int64_t now_ns)
     uint64_t oldest = 0;
     size_t expired = fh_pending_expire (self->pending, now_ns - self->consume_timeout_ns, &oldest);
     if (expired) {
-        atomic_fetch_add_explicit (&self->tickets_expired, expired, memory_order_relaxed);
+        fh_count_add (&self->tally.tickets_expired, expired);
         fh_log_limited (&self->expire_log, FANHUB_LOG_WARNING,
                         "consumer '%s': %zu message%s pending for more than consume_timeout "
                         "%.1f s (the oldest is message %llu): the attempt fails, retry "

@@ -35,6 +35,13 @@
     exactly one writer; a snapshot sums the workers. A worker's counters
     change under its sequence lock, so each worker's (dequeued, completed,
     failed) triple is read consistent, and so is their sum.
+
+    Counters live in tallies, each an fh_consumer_counts_t (consumer_counts.h)
+    written by one thread or by atomic adds: a worker's `tally`, the
+    enqueuer's `offered`, the dispatcher's `pool_tally`, the spool's
+    `spill_tally` and the consumer's `tally` for any thread. A snapshot
+    (consumer_figures.c) adds each in by the registry's rows, so a new
+    counter needs no line there.
 */
 #ifndef FH_CONSUMER_INTERNAL_H_INCLUDED
 #define FH_CONSUMER_INTERNAL_H_INCLUDED
@@ -70,15 +77,12 @@
 #define PENDING_POLL_NS (200 * INT64_C (1000000))
 
 typedef struct {
-    /* Written by the worker's thread; the counters under `progress`. */
+    /* Written by the worker's thread; its counters (dequeued, completed,
+       failed, retried, dead_lettered: fh_count_bump) under `progress`. */
     alignas (FH_CACHE_LINE) atomic_uint progress; /* odd while changing */
-    atomic_uint_fast64_t dequeued;
-    atomic_uint_fast64_t completed;
-    atomic_uint_fast64_t failed;
-    atomic_uint_fast64_t retried; /* consume calls after the first */
-    atomic_uint_fast64_t dead_lettered;
-    atomic_int_fast64_t consume_started_ns; /* 0 when not inside consume */
-    atomic_uint_fast64_t consume_seq;       /* the message inside consume */
+    fh_consumer_counts_t tally;                   /* read by the rows */
+    atomic_int_fast64_t consume_started_ns;       /* 0 when not inside consume */
+    atomic_uint_fast64_t consume_seq;             /* the message inside consume */
     fh_histogram_t queue_wait;
     fh_histogram_t processing;
     fh_handled_t handled;
@@ -86,7 +90,6 @@ typedef struct {
     fh_ratelimit_t failure_log;
     fh_ratelimit_t retry_log;      /* RETRY answers that gave a reason */
     fh_ratelimit_t deadletter_log; /* dead letters that could not be written */
-    fh_consumer_counts_t tally;    /* counters of this worker's (fh_count_add) */
     char reason[256];              /* the plugin's set_reason with the last answer, or "" */
     bool quarantined;              /* the last answer was the hub's: the message
                                       crashed the hub max_crashes times */
@@ -101,14 +104,12 @@ typedef struct {
 } s_worker_t;
 
 struct fh_consumer {
-    /* Written by the enqueuer thread. */
-    alignas (FH_CACHE_LINE) atomic_uint_fast64_t enqueued;
-    atomic_uint_fast64_t dropped;
-    atomic_uint_fast64_t backlog_max;
-    bool warn_armed;              /* the next crossing of warn_at is logged */
-    atomic_size_t warn_at;        /* a reload may change it */
-    atomic_uint_fast64_t evicted; /* drop-oldest: taken off the queue's head */
-    uint64_t max_bytes;           /* queue.max_bytes, 0 = none */
+    /* Written by the enqueuer thread: its counters (enqueued, dropped,
+       evicted: drop-oldest's, backlog_max) with fh_count_bump. */
+    alignas (FH_CACHE_LINE) fh_consumer_counts_t offered;
+    bool warn_armed;       /* the next crossing of warn_at is logged */
+    atomic_size_t warn_at; /* a reload may change it */
+    uint64_t max_bytes;    /* queue.max_bytes, 0 = none */
     /* Payload bytes in the queue (and a pool's scheduler, not started):
        added by the enqueuer, taken off by whoever takes the message. */
     atomic_uint_fast64_t held_bytes;
@@ -171,7 +172,7 @@ struct fh_consumer {
     bool write_ahead;           /* queue.write_ahead: always spooling */
     bool wants_write_ahead;     /* ... once its spool is open */
     uint64_t spool_corrupt_at_open;
-    uint64_t spool_lost_seen; /* fh_spool_lost already in spill_dropped
+    uint64_t spool_lost_seen; /* fh_spool_lost already in spill_tally
                                  (or found at open: never enqueued); the
                                  reading thread's */
     /* The messages that crashed the hub (with a state_dir), read at open
@@ -201,9 +202,8 @@ struct fh_consumer {
     bool pool_worked;       /* since the last idle call */
     fh_thread_t dispatcher;
     atomic_uint_fast64_t pool_started; /* messages taken for the first time */
-    /* Written by the dispatcher. */
-    atomic_uint_fast64_t coalesced;
-    atomic_uint_fast64_t key_fallback; /* messages whose key could not be extracted */
+    /* Written by the dispatcher: coalesced, key_fallback (fh_count_bump). */
+    fh_consumer_counts_t pool_tally;
     fh_handled_t dispatcher_handled;
     atomic_uint_fast64_t pool_handed; /* given to the scheduler (dispatcher) */
 
@@ -220,10 +220,7 @@ struct fh_consumer {
     /* Messages the plugin answered FANHUB_PENDING (ABI 1.1). */
     fh_pending_t *pending;
     fh_ratelimit_t complete_log;
-    fh_ratelimit_t expire_log;              /* the stuck checker's */
-    atomic_uint_fast64_t tickets_expired;   /* ended by consume_timeout */
-    atomic_uint_fast64_t completions_late;  /* complete of a void ticket */
-    atomic_uint_fast64_t tickets_abandoned; /* never done: the wait ran out */
+    fh_ratelimit_t expire_log; /* the stuck checker's */
     /* How long a worker left with nothing but open tickets waits for them
        (shutdown_timeout), and, once closed, the latest it waits (0: not
        closed): see fh_cons_ticket_deadline. */
@@ -236,26 +233,24 @@ struct fh_consumer {
 
     /* What the plugin tells of itself (ABI 1.3, consumer_plugin.c). */
     atomic_int plugin_state; /* FANHUB_STATE_* */
-    atomic_uint_fast64_t restarts, skipped;
     /* publish: (ABI 1.5): its publisher, or NULL without one; publishes
-       refused for want of one (counted in publish_failed, said once). */
+       refused for want of one count in the tally's publish_failed. */
     fh_publisher_t *publisher;
-    atomic_uint_fast64_t publish_unset;
     pthread_mutex_t error_lock; /* guards last_error */
     char last_error[256];
     int64_t max_pending;
 
-    /* Counters any thread adds to (fh_count_add): summed into every
-       snapshot with the workers' by the registry's rows. */
+    /* Counters any thread adds to (fh_count_add): tickets_expired,
+       completions_late, tickets_abandoned (never done: the wait ran out),
+       the plugin's restarts and skipped, publish_failed for want of a
+       publisher. */
     fh_consumer_counts_t tally;
 
-    /* Written by the spool writer's thread (s_spill_written). */
-    alignas (FH_CACHE_LINE) atomic_uint_fast64_t spilled; /* written to the spool */
-    atomic_uint_fast64_t spill_dropped;                   /* accepted for the spool, then lost
-                                           (not written: full, an error; or
-                                           not read back: no memory); any
-                                           thread, a locked add. Shown in
-                                           dropped and evicted */
+    /* spilled, written by the spool writer's thread (s_spill_written,
+       fh_count_bump); dropped and evicted, messages accepted for the spool
+       then lost (not written: full, an error; or not read back: no
+       memory), by any thread (fh_cons_spill_lost). */
+    alignas (FH_CACHE_LINE) fh_consumer_counts_t spill_tally;
     fh_handled_t spill_handled;
     fh_ratelimit_t spill_log;
 };
@@ -276,16 +271,13 @@ fh_cons_progress_end (s_worker_t *worker)
     atomic_store_explicit (&worker->progress, v + 1, memory_order_release);
 }
 
-/* Raises a high-water mark that two threads may raise (the enqueuer, and
-   a reader that saw a higher backlog first). */
+/* n messages accepted for the spool were lost after all (any thread):
+   like evictions, they count in dropped and evicted. */
 static inline void
-fh_cons_raise_max (atomic_uint_fast64_t *max, uint64_t value)
+fh_cons_spill_lost (fh_consumer_t *self, uint64_t n)
 {
-    uint64_t seen = atomic_load_explicit (max, memory_order_relaxed);
-    while (value > seen
-           && !atomic_compare_exchange_weak_explicit (max, &seen, value, memory_order_release,
-                                                      memory_order_relaxed))
-        ;
+    fh_count_add (&self->spill_tally.dropped, n);
+    fh_count_add (&self->spill_tally.evicted, n);
 }
 
 /* consumer_hold.c */
@@ -455,7 +447,7 @@ static inline void
 fh_cons_dequeued (s_worker_t *worker, const fh_msg_t *msg, int64_t now)
 {
     fh_cons_progress_begin (worker);
-    fh_bump (&worker->dequeued);
+    fh_count_bump (&worker->tally.dequeued);
     fh_cons_progress_end (worker);
     fh_histogram_record (&worker->queue_wait, now - msg->received_ns);
 }

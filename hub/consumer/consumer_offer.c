@@ -34,10 +34,10 @@ static bool
 s_pool_full (fh_consumer_t *self)
 {
     uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
-    uint64_t enqueued = atomic_load_explicit (&self->enqueued, memory_order_relaxed);
-    uint64_t evicted = atomic_load_explicit (&self->evicted, memory_order_relaxed);
+    uint64_t enqueued = fh_count_read (&self->offered.enqueued);
+    uint64_t evicted = fh_count_read (&self->offered.evicted);
     /* Spilled messages lost before they were read back never start. */
-    evicted += atomic_load_explicit (&self->spill_dropped, memory_order_relaxed);
+    evicted += fh_count_read (&self->spill_tally.evicted);
     return enqueued - evicted - started >= fh_queue_capacity (self->queue);
 }
 
@@ -53,8 +53,8 @@ s_evict_for (fh_consumer_t *self, uint64_t bytes, fh_handled_t *handled)
     while ((fh_queue_full (self->queue) || (self->pool && s_pool_full (self))
             || fh_cons_over_bytes (self, bytes))
            && (oldest = fh_queue_evict (self->queue))) {
-        fh_bump (&self->evicted);
-        fh_bump (&self->dropped);
+        fh_count_bump (&self->offered.evicted);
+        fh_count_bump (&self->offered.dropped);
         fh_cons_let_go (self, oldest, FH_GONE_EVICTED, handled, 0);
     }
     return !fh_queue_full (self->queue) && !(self->pool && s_pool_full (self));
@@ -68,7 +68,7 @@ s_watch_backlog (fh_consumer_t *self)
 {
     size_t warn_at = atomic_load_explicit (&self->warn_at, memory_order_relaxed);
     size_t bound = fh_queue_depth_bound (self->queue);
-    uint64_t max = atomic_load_explicit (&self->backlog_max, memory_order_relaxed);
+    uint64_t max = fh_count_read (&self->offered.backlog_max);
     bool warn_check = warn_at && (self->warn_armed ? bound >= warn_at : bound >= warn_at / 2);
     if (bound <= max && !warn_check) {
         if (warn_at && !self->warn_armed)
@@ -76,7 +76,7 @@ s_watch_backlog (fh_consumer_t *self)
         return;
     }
     size_t depth = fh_queue_depth (self->queue);
-    fh_cons_raise_max (&self->backlog_max, depth);
+    fh_count_raise (&self->offered.backlog_max, depth);
     if (!warn_at)
         return;
     if (self->warn_armed && depth >= warn_at) {
@@ -129,7 +129,7 @@ s_spill_offer (fh_consumer_t *self, fh_msg_t *msg)
         return FH_OFFER_FULL;
     /* All before the hand-off: from then on the writer may finish with
        msg, and a reader read it back, at any moment. */
-    fh_bump (&self->enqueued);
+    fh_count_bump (&self->offered.enqueued);
     fh_cons_tell (self, msg->emit, FH_OUTCOME_PENDING);
     s_defer (self, msg);
     int rc = fh_spool_writer_put (self->spool_writer, msg, msg->frame_count, bytes, false);
@@ -224,7 +224,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
                 break; /* room now */
             /* fall through */
         default:
-            fh_bump (&self->dropped);
+            fh_count_bump (&self->offered.dropped);
             fh_cons_tell (self, msg->emit, FH_OUTCOME_DROPPED);
             return FH_OFFER_REFUSED;
         }
@@ -233,7 +233,7 @@ fh_consumer_offer (fh_consumer_t *self, fh_msg_t *msg, fh_handled_t *handled)
     /* Counted before it is visible to the consumer, so no reader sees it
        dequeued but not yet enqueued. With one producer, a queue that had
        room still has it. */
-    fh_bump (&self->enqueued);
+    fh_count_bump (&self->offered.enqueued);
     fh_cons_held_more (self, bytes);
     bool pushed = fh_queue_push (self->queue, msg);
     assert (pushed);
@@ -262,14 +262,14 @@ fh_consumer_fold_into (fh_consumer_t *from, fh_consumer_t *into, fh_handled_t *h
     for (fh_msg_t *msg; (msg = fh_queue_pop (from->queue));) {
         uint64_t size = fh_cons_msg_bytes (msg);
         fh_cons_held_less (from, size);
-        fh_bump (&into->enqueued);
+        fh_count_bump (&into->offered.enqueued);
         fh_cons_held_more (into, size);
         if (fh_queue_push (into->queue, msg))
             continue;
         /* Room was checked, but the ring may fail to grow (counted in
            alloc_failures): dropped and counted, as drop-oldest would. */
-        fh_bump (&into->evicted);
-        fh_bump (&into->dropped);
+        fh_count_bump (&into->offered.evicted);
+        fh_count_bump (&into->offered.dropped);
         fh_cons_let_go (into, msg, FH_GONE_EVICTED, handled, 0);
     }
     s_watch_backlog (into);
@@ -285,7 +285,7 @@ fh_consumer_signal (fh_consumer_t *self)
 void
 fh_consumer_count_drop (fh_consumer_t *self, fh_msg_t *msg)
 {
-    fh_bump (&self->dropped);
+    fh_count_bump (&self->offered.dropped);
     if (msg)
         fh_cons_tell (self, msg->emit, FH_OUTCOME_DROPPED);
 }

@@ -73,9 +73,9 @@ void
 fh_consumer_count (fh_consumer_t *self, int counter, uint64_t n)
 {
     if (counter == FANHUB_COUNT_RESTARTS)
-        atomic_fetch_add_explicit (&self->restarts, n, memory_order_relaxed);
+        fh_count_add (&self->tally.restarts, n);
     else if (counter == FANHUB_COUNT_SKIPPED)
-        atomic_fetch_add_explicit (&self->skipped, n, memory_order_relaxed);
+        fh_count_add (&self->tally.skipped, n);
     else
         fh_warning ("count: consumer '%s': no counter %d; ignored", self->name, counter);
 }
@@ -99,7 +99,7 @@ fh_consumer_publish (fh_consumer_t *self, const char *topic, const void *body, s
 {
     if (self->publisher)
         return fh_publisher_send (self->publisher, topic, body, size);
-    if (atomic_fetch_add (&self->publish_unset, 1) == 0)
+    if (fh_count_add (&self->tally.publish_failed, 1) == 0)
         fh_warning ("consumer '%s': its plugin publishes, but the consumer has no publish: "
                     "settings; dropped (counted in publish_failed; this is said once)",
                     self->name);

@@ -91,7 +91,7 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
             key_sizes[i] = sizeof batch[i]->seq;
         }
         else if (!fh_order_key_extract (self->order_key, batch[i], keys[i], &key_sizes[i]))
-            fh_bump (&self->key_fallback);
+            fh_count_bump (&self->pool_tally.key_fallback);
     }
     pthread_mutex_lock (&self->pool_lock);
     for (size_t i = 0; i < count; i++) {
@@ -109,7 +109,7 @@ s_hand_to_scheduler (fh_consumer_t *self, fh_msg_t **batch, size_t count)
         else
             pthread_cond_signal (&self->pool_work);
         if (replaced) {
-            fh_bump (&self->coalesced);
+            fh_count_bump (&self->pool_tally.coalesced);
             atomic_store_explicit (&self->pool_started, atomic_load (&self->pool_started) + 1,
                                    memory_order_release);
             /* Replaced by a newer one: done with it. */
@@ -167,14 +167,15 @@ s_wait_for_room (fh_consumer_t *self)
 static bool
 s_wait_for_window (fh_consumer_t *self)
 {
-    uint64_t abandoned = atomic_load (&self->tickets_abandoned);
+    uint64_t abandoned = fh_count_read (&self->tally.tickets_abandoned);
     pthread_mutex_lock (&self->pool_lock);
     self->dispatcher_window = true;
     pthread_cond_broadcast (&self->pool_work); /* the ticket deadline runs */
     s_pool_wait_until (self, fh_clock_mono_ns () + PENDING_POLL_NS);
     self->dispatcher_window = false;
     pthread_mutex_unlock (&self->pool_lock);
-    return atomic_load (&self->abort) || atomic_load (&self->tickets_abandoned) != abandoned;
+    return atomic_load (&self->abort)
+           || fh_count_read (&self->tally.tickets_abandoned) != abandoned;
 }
 
 /* Pool mode: moves messages from the queue (and the spool) into the

@@ -10,9 +10,13 @@
     (fh_metrics_counts_add) walk those rows, never the fields by name.
 
     A counter is three edits: its field here, its row in metrics_rows.h, its
-    line in docs/metrics.md; it is counted with fh_count_add on the
-    consumer's `tally` (any thread) or on a worker's (that worker only),
-    both of this type, which every snapshot adds in by the rows.
+    line in docs/metrics.md; and where it is counted, in one of the
+    consumer's tallies, each of this type (consumer_internal.h): with
+    fh_count_add on the consumer's `tally` (any thread), with fh_count_bump
+    on the one of its single writer (a worker's `tally`, inside the
+    worker's sequence lock for figures read together; the enqueuer's
+    `offered`; the dispatcher's `pool_tally`; the spool writer's
+    `spill_tally`). Every snapshot adds each tally in by the rows.
 */
 #ifndef FH_CONSUMER_COUNTS_H_INCLUDED
 #define FH_CONSUMER_COUNTS_H_INCLUDED
@@ -69,19 +73,50 @@ typedef struct {
     uint64_t dead_letter_errors;
 } fh_consumer_counts_t;
 
-/* Adds n to a counter of a tally: a relaxed atomic add, so that any
-   thread may count (a worker's own tally has one writer). */
-static inline void
+/* Adds n to a counter of a tally: an atomic add, so that any thread may
+   count; returns the count before. Release, so that a reader that reads
+   the count (fh_count_read, acquire) sees what its thread counted before
+   it. */
+static inline uint64_t
 fh_count_add (uint64_t *counter, uint64_t n)
 {
-    __atomic_fetch_add (counter, n, __ATOMIC_RELAXED);
+    return __atomic_fetch_add (counter, n, __ATOMIC_RELEASE);
+}
+
+/* Adds one to a counter of a tally that has a single writing thread (a
+   worker's, the enqueuer's): a plain load and store, no locked add, as
+   fh_bump (atomics.h). */
+static inline void
+fh_count_bump (uint64_t *counter)
+{
+    __atomic_store_n (counter, __atomic_load_n (counter, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+}
+
+/* Sets a counter of a tally (before anyone counts in it, or by its one
+   writer). */
+static inline void
+fh_count_set (uint64_t *counter, uint64_t value)
+{
+    __atomic_store_n (counter, value, __ATOMIC_RELEASE);
 }
 
 /* A counter of a tally as it is now. */
 static inline uint64_t
 fh_count_read (const uint64_t *counter)
 {
-    return __atomic_load_n (counter, __ATOMIC_RELAXED);
+    return __atomic_load_n (counter, __ATOMIC_ACQUIRE);
+}
+
+/* Raises a high-water mark of a tally that two threads may raise (its
+   writer, and a reader that saw a higher value first). */
+static inline void
+fh_count_raise (uint64_t *max, uint64_t value)
+{
+    uint64_t seen = __atomic_load_n (max, __ATOMIC_RELAXED);
+    while (
+        value > seen
+        && !__atomic_compare_exchange_n (max, &seen, value, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        ;
 }
 
 #endif

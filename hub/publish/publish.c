@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fanhub/sdk.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +40,7 @@ struct fh_publisher {
     s_held_t *held;     /* a ring: head, count, room (up to config.queue) */
     size_t held_head, held_count, held_room;
     fh_ratelimit_t fail_log;
-    atomic_uint_fast64_t published, failed;
+    fh_consumer_counts_t counts; /* published, publish_failed (fh_count_add) */
 };
 
 static pthread_mutex_t s_local_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -317,7 +316,7 @@ s_inject (fh_publisher_t *self, const char *topic, size_t topic_size, const void
 static int
 s_refuse (fh_publisher_t *self, const char *topic, const char *why)
 {
-    atomic_fetch_add_explicit (&self->failed, 1, memory_order_relaxed);
+    fh_count_add (&self->counts.publish_failed, 1);
     fh_log_limited (&self->fail_log, FANHUB_LOG_WARNING,
                     "consumer '%s': publish: a message on '%.200s' is dropped: %s", self->name,
                     topic, why);
@@ -358,7 +357,7 @@ s_publish_locked (fh_publisher_t *self, const char *topic, const void *body, siz
     const char *local_why = NULL;
     if (self->config.local && !s_inject (self, topic, topic_size, body, size, &local_why))
         return s_refuse (self, topic, local_why);
-    atomic_fetch_add_explicit (&self->published, 1, memory_order_relaxed);
+    fh_count_add (&self->counts.published, 1);
     fh_debug ("consumer '%s': published on '%s'%s%s", self->name, topic, id[0] ? " msg_id " : "",
               id);
     return 0;
@@ -368,7 +367,7 @@ int
 fh_publisher_send (fh_publisher_t *self, const char *topic, const void *body, size_t size)
 {
     if (!topic || !*topic || !fanhub_utf8_valid (topic, strlen (topic))) {
-        atomic_fetch_add_explicit (&self->failed, 1, memory_order_relaxed);
+        fh_count_add (&self->counts.publish_failed, 1);
         pthread_mutex_lock (&self->lock);
         fh_log_limited (&self->fail_log, FANHUB_LOG_WARNING,
                         "consumer '%s': publish: a message is dropped: its topic is %s", self->name,
@@ -395,16 +394,10 @@ fh_publisher_tick (fh_publisher_t *self)
     pthread_mutex_unlock (&self->lock);
 }
 
-uint64_t
-fh_publisher_published (const fh_publisher_t *self)
+const fh_consumer_counts_t *
+fh_publisher_tally (const fh_publisher_t *self)
 {
-    return atomic_load_explicit (&self->published, memory_order_relaxed);
-}
-
-uint64_t
-fh_publisher_failed (const fh_publisher_t *self)
-{
-    return atomic_load_explicit (&self->failed, memory_order_relaxed);
+    return &self->counts;
 }
 
 void
@@ -428,7 +421,7 @@ fh_publisher_destroy (fh_publisher_t **self_p)
         fh_warning ("consumer '%s': publish: %zu held messages were never sent (no "
                     "subscriber came)",
                     self->name, self->held_count);
-        atomic_fetch_add_explicit (&self->failed, self->held_count, memory_order_relaxed);
+        fh_count_add (&self->counts.publish_failed, self->held_count);
     }
     for (size_t i = 0; i < self->held_count; i++) {
         s_held_t *held = &self->held[(self->held_head + i) % self->held_room];

@@ -34,6 +34,7 @@
 #define FH_PUBLISH_H_INCLUDED
 
 #include "config.h"
+#include "consumer_counts.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -53,9 +54,10 @@ int fh_publisher_send (fh_publisher_t *self, const char *topic, const void *body
 /* About once a second: reads the subscriptions, sends what is held when a
    subscriber is there. Any thread. */
 void fh_publisher_tick (fh_publisher_t *self);
-/* Lock-free readings. */
-uint64_t fh_publisher_published (const fh_publisher_t *self);
-uint64_t fh_publisher_failed (const fh_publisher_t *self);
+/* Its counters (published, publish_failed) in the shape of a consumer's
+   figures, for a snapshot to add in by the registry's rows; lock-free
+   (fh_count_read). */
+const fh_consumer_counts_t *fh_publisher_tally (const fh_publisher_t *self);
 /* The endpoints as opened, bound ones with the port libzmq chose, one
    space between them ("" before open). Any thread. */
 void fh_publisher_endpoints (fh_publisher_t *self, char *buf, size_t size);

@@ -145,7 +145,7 @@ fh_consumer_open_state (fh_consumer_t *self, const fh_config_t *config, char *er
         if (inherits)
             self->inherited_waiting = waiting;
         else
-            atomic_store (&self->enqueued, waiting);
+            fh_count_set (&self->offered.enqueued, waiting);
         fh_info ("consumer '%s': %llu messages waiting in its spool from %s; they go first",
                  self->name, (unsigned long long) waiting,
                  inherits ? "the instance it replaces" : "the last run");
@@ -187,7 +187,7 @@ fh_consumer_take_inherited (fh_consumer_t *self)
 {
     uint64_t waiting = self->inherited_waiting;
     self->inherited_waiting = 0;
-    atomic_fetch_add_explicit (&self->enqueued, waiting, memory_order_release);
+    fh_count_add (&self->offered.enqueued, waiting);
     return waiting;
 }
 
@@ -254,7 +254,7 @@ fh_cons_spool_next (fh_consumer_t *self)
     if (lost != self->spool_lost_seen) {
         /* Accepted, and never to be read back: out of the backlog, as a
            spill the spool could not store is (dropped and evicted). */
-        atomic_fetch_add (&self->spill_dropped, lost - self->spool_lost_seen);
+        fh_cons_spill_lost (self, lost - self->spool_lost_seen);
         self->spool_lost_seen = lost;
     }
     if (rc != 1)
@@ -283,7 +283,7 @@ fh_cons_spool_next (fh_consumer_t *self)
     }
 out_of_memory:
     /* Lost for this consumer: counted and logged, and done for the spool. */
-    atomic_fetch_add (&self->spill_dropped, 1);
+    fh_cons_spill_lost (self, 1);
     fh_error ("consumer '%s': out of memory: dropped message %llu read from its spool", self->name,
               (unsigned long long) record.seq);
     fh_cons_record_done (self, record.mark);
@@ -371,14 +371,14 @@ s_spill_written (void *arg, void *item, int rc, int error)
     fh_msg_t *msg = item;
     bool kept_at_shutdown = atomic_load_explicit (&self->spill_keeping, memory_order_relaxed);
     if (rc == 0) {
-        fh_bump (&self->spilled);
+        fh_count_bump (&self->spill_tally.spilled);
         /* A message kept at shutdown is not read back in this run; one
            spilled while running speaks through its copy read back. */
         fh_cons_let_go (self, msg, kept_at_shutdown ? FH_GONE_KEPT : FH_GONE_WRITTEN,
                         &self->spill_handled, 0);
         return;
     }
-    atomic_fetch_add (&self->spill_dropped, 1);
+    fh_cons_spill_lost (self, 1);
     if (!kept_at_shutdown)
         s_undefer (self, msg->seq);
     fh_log_limited (&self->spill_log, FANHUB_LOG_WARNING, "consumer '%s': dropped message %llu: %s",
@@ -406,7 +406,7 @@ fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
     /* Not spooling: the hand-off is empty (spooling stops only when it
        is, and only spilling puts into it), so it holds these only. */
     if (!atomic_load (&self->spooling) && fh_queue_size (self->queue) > 0) {
-        uint64_t before = atomic_load (&self->spilled);
+        uint64_t before = fh_count_read (&self->spill_tally.spilled);
         atomic_store (&self->spill_keeping, true);
         fh_msg_t *msg;
         /* Still counted as enqueued and not dequeued: backlog holds. */
@@ -417,7 +417,7 @@ fh_cons_spill_queue_at_shutdown (fh_consumer_t *self)
         }
         fh_spool_writer_flush (self->spool_writer);
         atomic_store (&self->spill_keeping, false);
-        uint64_t kept = atomic_load (&self->spilled) - before;
+        uint64_t kept = fh_count_read (&self->spill_tally.spilled) - before;
         if (kept)
             fh_info ("consumer '%s': %llu queued messages kept in its spool for %s", self->name,
                      (unsigned long long) kept,

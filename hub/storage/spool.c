@@ -110,9 +110,6 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
                       * INT64_C (1000000);
     atomic_init (&self->records, 0);
     atomic_init (&self->bytes, 0);
-    atomic_init (&self->corrupt, 0);
-    atomic_init (&self->lost, 0);
-    atomic_init (&self->syncs, 0);
 
     self->dir_fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (self->dir_fd < 0) {
@@ -140,7 +137,7 @@ fh_spool_open (const char *dir, const fh_spool_options_t *options, uint64_t *cor
     if (fh_sp_recover (self, err, errlen) != 0)
         goto fail;
     if (corrupt_found)
-        *corrupt_found = atomic_load (&self->corrupt);
+        *corrupt_found = fh_count_read (&self->counts.spool_corrupt);
     return self;
 
 fail:
@@ -304,7 +301,7 @@ s_pass_commit (fh_spool_t *self, s_pass_t *pass, size_t upto, size_t count)
             s_pass_fail (self, pass, upto, count, "fdatasync");
             return -1;
         }
-        atomic_fetch_add (&self->syncs, 1);
+        fh_count_add (&self->counts.spool_fsyncs, 1);
     }
     if (pass->records) {
         pthread_mutex_lock (&self->lock);
@@ -403,7 +400,7 @@ fh_spool_append (fh_spool_t *self, uint64_t seq, int64_t received_wall_ns,
 uint64_t
 fh_spool_syncs (fh_spool_t *self)
 {
-    return atomic_load (&self->syncs);
+    return fh_count_read (&self->counts.spool_fsyncs);
 }
 
 /* The reader is done with its sealed segment (`why` when it was missing
@@ -571,13 +568,13 @@ fh_spool_bytes (fh_spool_t *self)
 uint64_t
 fh_spool_corrupt (fh_spool_t *self)
 {
-    return atomic_load (&self->corrupt);
+    return fh_count_read (&self->counts.spool_corrupt);
 }
 
 uint64_t
 fh_spool_lost (fh_spool_t *self)
 {
-    return atomic_load (&self->lost);
+    return fh_count_read (&self->counts.spool_lost);
 }
 
 /* Syncs every segment appended to since the last sync, and the directory
@@ -605,7 +602,7 @@ s_sync_appended (fh_spool_t *self)
             rc = -1;
         }
         else
-            atomic_fetch_add (&self->syncs, 1);
+            fh_count_add (&self->counts.spool_fsyncs, 1);
         if (fd >= 0)
             close (fd);
     }
@@ -680,10 +677,16 @@ fh_spool_unsaved_total (void)
     return atomic_load (&s_unsaved_total);
 }
 
+const fh_consumer_counts_t *
+fh_spool_tally (fh_spool_t *self)
+{
+    return &self->counts;
+}
+
 uint64_t
 fh_spool_cursor_errors (fh_spool_t *self)
 {
-    return atomic_load (&self->cursor_errors);
+    return fh_count_read (&self->counts.spool_cursor_errors);
 }
 
 void

@@ -104,6 +104,8 @@
 
 #include "fanhub/consumer.h"
 
+#include "consumer_counts.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -232,6 +234,10 @@ uint64_t fh_spool_corrupt (fh_spool_t *self);
    and every record that is neither read nor counted as damaged when a
    segment ends early. Each is logged. */
 uint64_t fh_spool_lost (fh_spool_t *self);
+/* Any thread. The spool's counters (corrupt, lost, cursor errors,
+   fsyncs) in the shape of a consumer's figures (consumer_counts.h), for a
+   snapshot to add in by the registry's rows; read with fh_count_read. */
+const fh_consumer_counts_t *fh_spool_tally (fh_spool_t *self);
 
 /* Any one thread, every few hundred ms, with CLOCK_MONOTONIC ns: in
    INTERVAL, syncs what was appended once fsync_interval_ms has passed since

@@ -162,7 +162,7 @@ s_cursor_write (fh_spool_t *self)
         }
     }
     int saved = errno;
-    atomic_fetch_add (&self->cursor_errors, 1);
+    fh_count_add (&self->counts.spool_cursor_errors, 1);
     fh_log_limited (&self->c_limit, FANHUB_LOG_ERROR,
                     "%s/%s: %s: %s; %" PRIu64 " records done since the last cursor would be "
                     "delivered again after a crash, and their segments stay until it can be "

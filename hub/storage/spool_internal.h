@@ -135,12 +135,14 @@ struct fh_spool {
     /* tick's. */
     int64_t last_sync_ns;
 
-    atomic_uint_fast64_t records, bytes, corrupt;
-    atomic_uint_fast64_t lost;          /* records lost (a segment of unknown content: 1) */
-    atomic_uint_fast64_t cursor_errors; /* cursor writes that failed */
-    atomic_uint_fast64_t syncs;         /* fdatasync calls on segments */
-    uint64_t first_w_seg;               /* segments from here on were written by this run */
-    uint64_t max_seq;                   /* the highest seq of the records found at open */
+    atomic_uint_fast64_t records, bytes;
+    /* Its counters, in the consumer's figures' shape (fh_spool_tally),
+       any thread (fh_count_add): spool_corrupt, spool_lost (records lost;
+       a segment of unknown content: 1), spool_cursor_errors (cursor
+       writes that failed), spool_fsyncs (fdatasync calls on segments). */
+    fh_consumer_counts_t counts;
+    uint64_t first_w_seg; /* segments from here on were written by this run */
+    uint64_t max_seq;     /* the highest seq of the records found at open */
 };
 
 /* spool_cursor.c: syncs the directory, so that names created, renamed or

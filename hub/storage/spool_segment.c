@@ -161,7 +161,7 @@ s_damage (fh_spool_t *self, uint64_t seg, uint64_t off, bool scanning, const cha
             return;
         }
     }
-    atomic_fetch_add (&self->corrupt, 1);
+    fh_count_add (&self->counts.spool_corrupt, 1);
     if (what) {
         char name[SEG_NAME_LEN + 1];
         fh_sp_seg_name (name, seg);
@@ -281,7 +281,7 @@ fh_sp_tally_leave (fh_spool_t *self)
         return 0;
     uint64_t lost = left.records - r->taken;
     /* Never read back, so never counted out of the waiting figures. */
-    atomic_fetch_add (&self->lost, lost);
+    fh_count_add (&self->counts.spool_lost, lost);
     s_sub_floor (&self->records, lost);
     s_sub_floor (&self->bytes, left.bytes > read ? left.bytes - read : 0);
     return lost;
@@ -389,7 +389,7 @@ s_list_segments (fh_spool_t *self, s_strays_t *strays, char *err, size_t errlen)
 static void
 s_cut_before_open (fh_spool_t *self, const char *name, uint64_t off, uint64_t size)
 {
-    atomic_fetch_add (&self->lost, 1);
+    fh_count_add (&self->counts.spool_lost, 1);
     if (off > size)
         fh_warning ("%s/%s: %" PRIu64 " bytes long, but the cursor is at offset %" PRIu64
                     ": records after it were lost",
@@ -496,7 +496,7 @@ s_count_missing (fh_spool_t *self, const s_strays_t *strays, bool found, uint64_
         for (; expect < upto; expect++) {
             if (s_is_stray (strays, expect))
                 continue; /* the writer passed over it */
-            atomic_fetch_add (&self->lost, 1);
+            fh_count_add (&self->counts.spool_lost, 1);
             fh_sp_seg_name (name, expect);
             fh_warning ("%s/%s: missing: the records it held are lost", self->dir, name);
         }
