@@ -243,7 +243,8 @@ struct fh_consumer {
     /* Counters any thread adds to (fh_count_add): tickets_expired,
        completions_late, tickets_abandoned (never done: the wait ran out),
        the plugin's restarts and skipped, publish_failed for want of a
-       publisher. */
+       publisher; enqueued, what a reload's successor took over in its
+       predecessor's spool (fh_consumer_take_inherited). */
     fh_consumer_counts_t tally;
 
     /* spilled, written by the spool writer's thread (s_spill_written,

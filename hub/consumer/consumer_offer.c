@@ -35,6 +35,7 @@ s_pool_full (fh_consumer_t *self)
 {
     uint64_t started = atomic_load_explicit (&self->pool_started, memory_order_acquire);
     uint64_t enqueued = fh_count_read (&self->offered.enqueued);
+    enqueued += fh_count_read (&self->tally.enqueued); /* inherited from a spool */
     uint64_t evicted = fh_count_read (&self->offered.evicted);
     /* Spilled messages lost before they were read back never start. */
     evicted += fh_count_read (&self->spill_tally.evicted);

@@ -187,7 +187,11 @@ fh_consumer_take_inherited (fh_consumer_t *self)
 {
     uint64_t waiting = self->inherited_waiting;
     self->inherited_waiting = 0;
-    fh_count_add (&self->offered.enqueued, waiting);
+    /* Into the any-thread tally, not the enqueuer's: the enqueuer may be
+       offering to this instance already, and its single-writer bump of
+       offered.enqueued (a load and a store) would lose an add made
+       meanwhile. */
+    fh_count_add (&self->tally.enqueued, waiting);
     return waiting;
 }
 
