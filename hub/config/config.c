@@ -222,32 +222,29 @@ s_top_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 
 /* clang-format off */
 static const fh_cfg_field_t s_curve_fields[] = {
-    { .opt = { .name = "secret_key_file",
-               .offset = offsetof (fh_config_t, curve.secret_key_file) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "secret_key_file", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, curve.secret_key_file) } },
     { .opt = { .name = "server_public_key",
                .offset = offsetof (fh_config_t, curve.server_public_key) },
       .parse = fh_cfg_parse_key },
     { .opt = { .name = "allow", .offset = offsetof (fh_config_t, curve.allow) },
       .parse = fh_cfg_parse_keys },
-    { .opt = { .name = "allow_dir", .offset = offsetof (fh_config_t, curve.allow_dir) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "allow_dir", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, curve.allow_dir) } },
     { .opt = { .name = NULL } },
 };
 
 static const fh_cfg_section_t s_curve_section = { s_curve_fields, s_curve_finish };
 
 static const fh_cfg_field_t s_control_curve_fields[] = {
-    { .opt = { .name = "secret_key_file",
-               .offset = offsetof (fh_config_t, control_curve.secret_key_file) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "secret_key_file", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, control_curve.secret_key_file) } },
     { .opt = { .name = "allow", .offset = offsetof (fh_config_t, control_curve.allow) },
       .parse = fh_cfg_parse_keys },
-    { .opt = { .name = "allow_dir", .offset = offsetof (fh_config_t, control_curve.allow_dir) },
-      .parse = fh_cfg_parse_path },
-    { .opt = { .name = "client_key_file",
-               .offset = offsetof (fh_config_t, control_curve.client_key_file) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "allow_dir", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, control_curve.allow_dir) } },
+    { .opt = { .name = "client_key_file", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, control_curve.client_key_file) } },
     { .opt = { .name = NULL } },
 };
 
@@ -255,8 +252,8 @@ static const fh_cfg_section_t s_control_curve_section = { s_control_curve_fields
                                                           s_control_curve_finish };
 
 static const fh_cfg_field_t s_gaps_fields[] = {
-    { .opt = { .name = "counter", .offset = offsetof (fh_config_t, gaps.counter),
-               .flags = FANHUB_OPT_REQUIRED }, .parse = fh_cfg_parse_path },
+    { .opt = { .name = "counter", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, gaps.counter), .flags = FANHUB_OPT_REQUIRED } },
     { .opt = { .name = "producer", .offset = offsetof (fh_config_t, gaps.producer) },
       .parse = fh_cfg_parse_producer },
     { .opt = { .name = "max_producers", .type = FANHUB_OPT_UINT,
@@ -319,15 +316,15 @@ static const fh_cfg_section_t s_spool_section = { s_spool_fields, NULL };
 
 static const fh_cfg_field_t s_memory_fields[] = {
     { .opt = { .name = "max_bytes", .type = FANHUB_OPT_SIZE,
-               .offset = offsetof (fh_config_t, memory_max_bytes), .min = 0, .max = LLONG_MAX } },
+               .offset = offsetof (fh_config_t, memory_max_bytes) } },
     { .opt = { .name = NULL } },
 };
 
 static const fh_cfg_section_t s_memory_section = { s_memory_fields, NULL };
 
 static const fh_cfg_field_t s_collectd_fields[] = {
-    { .opt = { .name = "socket", .offset = offsetof (fh_metrics_config_t, collectd_socket) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "socket", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_metrics_config_t, collectd_socket) } },
     { .opt = { .name = "interval", .type = FANHUB_OPT_DURATION,
                .offset = offsetof (fh_metrics_config_t, collectd_interval_ms), .min = 1,
                .max = 3600, .flags = FH_OPT_SECONDS } },
@@ -380,8 +377,8 @@ static const fh_cfg_field_t s_top_fields[] = {
                .offset = offsetof (fh_config_t, shutdown_timeout_ms), .min = 0,
                .max = S_SHUTDOWN_TIMEOUT_MAX_S, .flags = FH_OPT_SECONDS }, .live = true },
     { .opt = { .name = "consumers" }, .parse = fh_cfg_parse_consumers, .live = true },
-    { .opt = { .name = "state_dir", .offset = offsetof (fh_config_t, state_dir) },
-      .parse = fh_cfg_parse_path },
+    { .opt = { .name = "state_dir", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_config_t, state_dir) } },
     { .opt = { .name = "spool" }, .parse = fh_cfg_parse_section, .section = &s_spool_section },
     { .opt = { .name = "memory" }, .parse = fh_cfg_parse_section, .section = &s_memory_section },
     { .opt = { .name = "log_level", .type = FANHUB_OPT_ENUM,

@@ -218,13 +218,11 @@ static const fh_cfg_field_t s_queue_fields[] = {
     { .opt = { .name = "overflow", .type = FANHUB_OPT_ENUM,
                .offset = offsetof (fh_consumer_config_t, overflow), .values = s_overflow_words } },
     { .opt = { .name = "spool_max_bytes", .type = FANHUB_OPT_SIZE,
-               .offset = offsetof (fh_consumer_config_t, spool_max_bytes), .min = 0,
-               .max = LLONG_MAX } },
+               .offset = offsetof (fh_consumer_config_t, spool_max_bytes) } },
     { .opt = { .name = "write_ahead", .type = FANHUB_OPT_BOOL,
                .offset = offsetof (fh_consumer_config_t, write_ahead) } },
     { .opt = { .name = "max_bytes", .type = FANHUB_OPT_SIZE,
-               .offset = offsetof (fh_consumer_config_t, queue_max_bytes), .min = 0,
-               .max = LLONG_MAX } },
+               .offset = offsetof (fh_consumer_config_t, queue_max_bytes) } },
     { .opt = { .name = NULL } },
 };
 

@@ -128,6 +128,8 @@ fh_cfg_parse_typed (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
         return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
                               fh_yaml_got (node, got, sizeof got));
     switch (field->opt.type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE: return s_store (ctx, node, target, value.text);
     case FANHUB_OPT_INT: *(int *) target = (int) value.integer; break;
     case FANHUB_OPT_ENUM: *(int *) target = value.index; break;
     case FANHUB_OPT_UINT:
@@ -142,6 +144,10 @@ fh_cfg_parse_typed (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cf
 bool
 fh_cfg_typed_equal (const fh_cfg_field_t *field, const void *a, const void *b)
 {
+    if (field->opt.type == FANHUB_OPT_STRING || field->opt.type == FANHUB_OPT_FILE) {
+        const char *x = *(char *const *) a, *y = *(char *const *) b;
+        return x == y || (x && y && strcmp (x, y) == 0);
+    }
     size_t size = s_typed_size (field);
     assert (size > 0);
     return memcmp (a, b, size) == 0;
@@ -206,19 +212,6 @@ fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_
     if (why)
         return fh_yaml_error (ctx, node->start_mark, "invalid control endpoint '%s': %s", text,
                               why);
-    return s_store (ctx, node, target, text);
-}
-
-/* A non-empty string (a file path, say). */
-int
-fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    (void) field;
-    const char *text = fh_yaml_text (ctx, node, "a path");
-    if (!text)
-        return -1;
-    if (!*text)
-        return fh_yaml_error (ctx, node->start_mark, "expected a path, got ''");
     return s_store (ctx, node, target, text);
 }
 

@@ -41,10 +41,10 @@ typedef int (fh_cfg_parse_fn) (fh_yaml_t *ctx, yaml_node_t *node, void *target,
    opt.name is the key, opt.offset the value's place in the section's
    struct; opt.flags may hold FANHUB_OPT_REQUIRED, FANHUB_OPT_BIND (for
    fh_cfg_parse_endpoints) and FH_OPT_SECONDS (option_value.h). A typed
-   key (opt.type INT, UINT, SIZE, DURATION, BOOL or ENUM, with opt.min,
-   opt.max, opt.values) is read by option_value.c, the plugin options'
-   reader, and stored as the configuration keeps it: INT and ENUM in an
-   int, UINT and SIZE in a size_t, DURATION in an int64_t of
+   key (opt.type FILE, INT, UINT, SIZE, DURATION, BOOL or ENUM, with
+   opt.min, opt.max, opt.values) is read by option_value.c, the plugin
+   options' reader, and stored as the configuration keeps it: FILE (and
+   STRING) in a malloc'd char *, INT and ENUM in an int, UINT and SIZE in a size_t, DURATION in an int64_t of
    milliseconds, BOOL in a bool. A kind of the hub's own (endpoints,
    topics, names, a subsection, the consumers, an option tree, ...) has
    no type and a parse hook instead. */
@@ -86,15 +86,15 @@ bool fh_cfg_typed_equal (const fh_cfg_field_t *field, const void *a, const void 
 
 /* The hooks (config_fields.c but where named), each storing one type:
    int64_t: permille
-   char *: name, plugin, control, path, listen, bind_endpoint, order_by,
+   char *: name, plugin, control, listen, bind_endpoint, order_by,
            producer, key
    fh_strlist_t: endpoints, topics, keys, addresses, include
    fanhub_option_t *: options
    section: a subsection (field->section) at the same target;
    consumers (config_consumer.c): the consumers: list into the
    fh_config_t. */
-fh_cfg_parse_fn fh_cfg_parse_name, fh_cfg_parse_plugin, fh_cfg_parse_control, fh_cfg_parse_path,
-    fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint, fh_cfg_parse_permille, fh_cfg_parse_order_by,
+fh_cfg_parse_fn fh_cfg_parse_name, fh_cfg_parse_plugin, fh_cfg_parse_control, fh_cfg_parse_listen,
+    fh_cfg_parse_bind_endpoint, fh_cfg_parse_permille, fh_cfg_parse_order_by,
     fh_cfg_parse_endpoints, fh_cfg_parse_topics, fh_cfg_parse_options, fh_cfg_parse_producer,
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
     fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,

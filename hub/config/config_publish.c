@@ -46,10 +46,10 @@ s_publish_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 
 /* clang-format off */
 static const fh_cfg_field_t s_sign_fields[] = {
-    { .opt = { .name = "cert", .offset = offsetof (fh_publish_config_t, sign.cert),
-               .flags = FANHUB_OPT_REQUIRED }, .parse = fh_cfg_parse_path },
-    { .opt = { .name = "key", .offset = offsetof (fh_publish_config_t, sign.key),
-               .flags = FANHUB_OPT_REQUIRED }, .parse = fh_cfg_parse_path },
+    { .opt = { .name = "cert", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_publish_config_t, sign.cert), .flags = FANHUB_OPT_REQUIRED } },
+    { .opt = { .name = "key", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_publish_config_t, sign.key), .flags = FANHUB_OPT_REQUIRED } },
     { .opt = { .name = NULL } },
 };
 

@@ -40,9 +40,9 @@ s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
         return *(const int64_t *) a == *(const int64_t *) b;
     if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_consumer_name
         || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
-        || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen
-        || parse == fh_cfg_parse_bind_endpoint || parse == fh_cfg_parse_order_by
-        || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
+        || parse == fh_cfg_parse_listen || parse == fh_cfg_parse_bind_endpoint
+        || parse == fh_cfg_parse_order_by || parse == fh_cfg_parse_producer
+        || parse == fh_cfg_parse_key)
         return s_string_equal (*(char *const *) a, *(char *const *) b);
     if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics
         || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses

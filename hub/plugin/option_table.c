@@ -109,8 +109,8 @@ s_expected (const s_value_t *v, const char *what)
     return -1;
 }
 
-/* INT, UINT, DOUBLE, BOOL, DURATION, SIZE and ENUM: read by
-   option_value.c, stored in the field's C type (fanhub/consumer.h). */
+/* STRING, FILE, INT, UINT, DOUBLE, BOOL, DURATION, SIZE and ENUM: read
+   by option_value.c, stored in the field's C type (fanhub/consumer.h). */
 static int
 s_read_scalar (const s_value_t *v, void *field)
 {
@@ -119,6 +119,8 @@ s_read_scalar (const s_value_t *v, void *field)
     if (!fh_opt_value_read (v->opt, v->text, &value, what, sizeof what))
         return s_expected (v, what);
     switch (v->opt->type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE: memcpy (field, &value.text, sizeof value.text); break;
     case FANHUB_OPT_INT:
     case FANHUB_OPT_DURATION: {
         int64_t out = value.integer;
@@ -135,28 +137,6 @@ s_read_scalar (const s_value_t *v, void *field)
     case FANHUB_OPT_BOOL: memcpy (field, &value.flag, sizeof value.flag); break;
     default: memcpy (field, &value.index, sizeof value.index); break; /* ENUM */
     }
-    return 0;
-}
-
-/* STRING and FILE. */
-static int
-s_read_text (const s_value_t *v, void *field)
-{
-    const fanhub_opt_t *o = v->opt;
-    bool file = o->type == FANHUB_OPT_FILE;
-    if (!v->text)
-        return s_expected (v, file ? "a file name" : "a string");
-    size_t len = strlen (v->text);
-    if (file && len == 0) {
-        snprintf (v->err, v->errlen, "options.%s: must not be empty (%s)", v->key, v->where);
-        return -1;
-    }
-    if (!file && s_ranged (o) && ((double) len < o->min || (double) len > o->max)) {
-        char what[96];
-        snprintf (what, sizeof what, "%.0f to %.0f characters", o->min, o->max);
-        return s_expected (v, what);
-    }
-    memcpy (field, &v->text, sizeof v->text);
     return 0;
 }
 
@@ -295,8 +275,6 @@ s_read_value (const s_value_t *v, void *field)
     if (fh_opt_value_is_scalar (v->opt->type))
         return s_read_scalar (v, field);
     switch (v->opt->type) {
-    case FANHUB_OPT_STRING:
-    case FANHUB_OPT_FILE: return s_read_text (v, field);
     case FANHUB_OPT_STRINGS:
     case FANHUB_OPT_MAPS: return s_read_list (v, field);
     case FANHUB_OPT_ANY: memcpy (field, &v->node, sizeof v->node); return 0;

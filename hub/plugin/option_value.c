@@ -7,13 +7,12 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Past it, a maximum is no bound worth naming (LLONG_MAX as a double). */
-#define S_NO_MAX 9.2e18
-
 bool
 fh_opt_value_is_scalar (fanhub_opt_type_t type)
 {
     switch (type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE:
     case FANHUB_OPT_INT:
     case FANHUB_OPT_UINT:
     case FANHUB_OPT_DOUBLE:
@@ -41,8 +40,6 @@ s_range (const fanhub_opt_t *opt, const char *kind, const char *unit, bool is_un
     const char *bare = seconds ? " (a bare number is seconds)" : "";
     if (!s_ranged (opt))
         snprintf (out, size, "%s%s%s", kind, is_unsigned ? " from 0 up" : "", bare);
-    else if (opt->max >= S_NO_MAX)
-        snprintf (out, size, "%s from %.15g up%s", kind, opt->min, bare);
     else
         snprintf (out, size, "%s from %.15g to %.15g%s%s", kind, opt->min, opt->max, unit, bare);
 }
@@ -94,6 +91,24 @@ s_duration (const fanhub_opt_t *opt, const char *text, fh_opt_value_t *out, char
     return true;
 }
 
+/* STRING (within its range of characters) and FILE (not empty). */
+static bool
+s_text (const fanhub_opt_t *opt, const char *text, fh_opt_value_t *out, char *what, size_t whatlen)
+{
+    bool file = opt->type == FANHUB_OPT_FILE;
+    size_t len = text ? strlen (text) : 0;
+    bool ranged = !file && s_ranged (opt);
+    bool ok
+        = text
+          && (file ? len > 0 : !ranged || ((double) len >= opt->min && (double) len <= opt->max));
+    if (!ok && text && ranged)
+        snprintf (what, whatlen, "%.0f to %.0f characters", opt->min, opt->max);
+    else if (!ok)
+        snprintf (what, whatlen, "%s", file ? "a file name" : "a string");
+    out->text = text;
+    return ok;
+}
+
 bool
 fh_opt_value_read (const fanhub_opt_t *opt, const char *text, fh_opt_value_t *out, char *what,
                    size_t whatlen)
@@ -101,6 +116,8 @@ fh_opt_value_read (const fanhub_opt_t *opt, const char *text, fh_opt_value_t *ou
     long long integer = 0;
     bool ok = false;
     switch (opt->type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE: return s_text (opt, text, out, what, whatlen);
     case FANHUB_OPT_INT:
     case FANHUB_OPT_UINT:
     case FANHUB_OPT_SIZE: {

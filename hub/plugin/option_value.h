@@ -10,7 +10,8 @@
 
         expected WHAT, got GOT
 
-    WHAT comes from the entry: "an integer from 1 to 10", "a size such as
+    WHAT comes from the entry: "a file name" (not empty), "an integer
+    from 1 to 10", "a size such as
     4096, 64KiB or 1MiB from 0 up", "a duration such as 250ms, 2s or 1m
     from 0 to 3600 s (a bare number is seconds)", "never, interval or
     always". Each reader says GOT and where the value is in its own frame
@@ -36,10 +37,11 @@ typedef union {
     double number;     /* DOUBLE */
     bool flag;         /* BOOL */
     int index;         /* ENUM: the index of the word in values */
+    const char *text;  /* STRING, FILE: the text itself */
 } fh_opt_value_t;
 
-/* Whether type is one fh_opt_value_read reads: INT, UINT, DOUBLE, BOOL,
-   DURATION, SIZE, ENUM. */
+/* Whether type is one fh_opt_value_read reads: STRING, FILE, INT, UINT,
+   DOUBLE, BOOL, DURATION, SIZE, ENUM. */
 bool fh_opt_value_is_scalar (fanhub_opt_type_t type);
 
 /* Reads text (NULL: the value is no scalar) as opt describes, within its

@@ -1249,6 +1249,9 @@ test_typed_keys (void **state)
         {"memory: {max_bytes: -1}\n" BUS CONSUMERS,
          "t.yaml:1:21: memory.max_bytes: expected a size such as 4096, 64KiB or 1MiB from 0 up, "
          "got '-1'"},
+        {"state_dir: ''\n" BUS CONSUMERS, "t.yaml:1:12: state_dir: expected a file name, got ''"},
+        {"state_dir: [a]\n" BUS CONSUMERS,
+         "t.yaml:1:12: state_dir: expected a file name, got a list"},
         {"control_insecure: [true]\n" BUS CONSUMERS,
          "t.yaml:1:19: control_insecure: expected true or false, got a list"},
         {"shutdown_timeout: 1.0001h\n" BUS CONSUMERS,
