@@ -116,7 +116,9 @@ s_read_scalar (const s_value_t *v, void *field)
 {
     fh_opt_value_t value;
     char what[512];
-    if (!fh_opt_value_read (v->opt, v->text, &value, what, sizeof what))
+    fanhub_opt_t opt = *v->opt;
+    opt.flags &= ~FH_OPT_SECONDS; /* the hub's own flag, not a plugin's */
+    if (!fh_opt_value_read (&opt, v->text, &value, what, sizeof what))
         return s_expected (v, what);
     switch (v->opt->type) {
     case FANHUB_OPT_STRING:
