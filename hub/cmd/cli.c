@@ -80,10 +80,9 @@ s_range (const fh_cli_value_t *o, const char *unit, char *out, size_t size)
         snprintf (out, size, "from %.15g to %.15g%s", o->min, o->max, unit);
 }
 
-/* A typed option's value (fh_cli_type_t) stored at cli->target; false
-   after the usage error, with cli->status set. */
-static bool
-s_store (fh_cli_t *cli, int id, const char *text)
+/* where NULL: the option's own "--name". */
+bool
+fh_cli_store (fh_cli_t *cli, int id, const char *where, const char *text)
 {
     const fh_cli_value_t *o = cli->values;
     while (o && o->id && o->id != id)
@@ -110,10 +109,12 @@ s_store (fh_cli_t *cli, int id, const char *text)
         unit = " bytes";
         break;
     case FH_CLI_SECONDS:
+    case FH_CLI_MILLIS:
         /* Whole milliseconds: a finer value would be cut without a word. */
-        ok = fh_value_duration_ms (text, 1000, &v, &below_ms) && !below_ms;
-        d = (double) v / 1e3;
-        what = "seconds";
+        ok = fh_value_duration_ms (text, o->type == FH_CLI_SECONDS ? 1000 : 1, &v, &below_ms)
+             && !below_ms;
+        d = o->type == FH_CLI_SECONDS ? (double) v / 1e3 : (double) v;
+        what = o->type == FH_CLI_SECONDS ? "seconds" : "milliseconds";
         unit = " (or " FH_VALUE_DURATION_HINT ")";
         break;
     case FH_CLI_NUMBER:
@@ -123,14 +124,19 @@ s_store (fh_cli_t *cli, int id, const char *text)
     default: break;
     }
     if (!ok || d < o->min || d > o->max) {
-        char range[96];
+        char range[96], name[64];
         s_range (o, unit, range, sizeof range);
-        cli->status = fh_cli_usage_error (cli->command, "--%s: expected %s %s, got '%s'",
-                                          s_by_id (cli->command, id)->name, what, range, text);
+        if (!where) {
+            snprintf (name, sizeof name, "--%s", s_by_id (cli->command, id)->name);
+            where = name;
+        }
+        cli->status = fh_cli_usage_error (cli->command, "%s: expected %s %s, got '%s'", where, what,
+                                          range, text);
         return false;
     }
     switch (o->type) {
-    case FH_CLI_INT: *(int *) at = (int) v; break;
+    case FH_CLI_INT:
+    case FH_CLI_MILLIS: *(int *) at = (int) v; break;
     case FH_CLI_U64: *(uint64_t *) at = (uint64_t) v; break;
     case FH_CLI_SIZE: *(size_t *) at = (size_t) v; break;
     default: *(double *) at = d; break;
@@ -208,7 +214,7 @@ fh_cli_next (fh_cli_t *cli, const char **arg)
     default:
         *arg = optarg;
         /* A typed option's value is stored now (cli->values). */
-        return optarg && !s_store (cli, c, optarg) ? -1 : c;
+        return optarg && !fh_cli_store (cli, c, NULL, optarg) ? -1 : c;
     }
 }
 
@@ -505,28 +511,6 @@ fh_cli_host_name (const char *given, char *buf, size_t size)
         snprintf (buf, size, "localhost");
     buf[size - 1] = '\0';
     return buf;
-}
-
-bool
-fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text, double min,
-                double max, double *value)
-{
-    /* The configuration's grammar: "2s", "250ms", "1m"; bare, seconds. */
-    long long ms = 0;
-    bool below_ms = false;
-    /* Whole milliseconds: a finer value would be cut without a word. */
-    double v = text && fh_value_duration_ms (text, 1000, &ms, &below_ms) && !below_ms
-                   ? (double) ms / 1e3
-                   : NAN;
-    if (!isfinite (v) || v < min || v > max) {
-        fprintf (stderr,
-                 "fanhub %s: %s: expected seconds from %g to %g (or " FH_VALUE_DURATION_HINT
-                 "), got '%s'\n",
-                 command->name, option, min, max, text ? text : "");
-        return false;
-    }
-    *value = v;
-    return true;
 }
 
 static volatile sig_atomic_t s_stopped;

@@ -63,6 +63,7 @@ typedef enum {
     FH_CLI_U64,     /* uint64_t: an integer, min >= 0 */
     FH_CLI_SIZE,    /* size_t: bytes, "4096" or "64KiB" */
     FH_CLI_SECONDS, /* double: seconds, "2s", "250ms", "1m"; bare: s */
+    FH_CLI_MILLIS,  /* int: milliseconds, "250ms", "2s"; bare: ms */
     FH_CLI_NUMBER,  /* double: a decimal number, "0.5", "1e3" */
 } fh_cli_type_t;
 
@@ -129,6 +130,13 @@ void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, cha
    stderr, status 2). Options may follow operands; "--" ends them. */
 int fh_cli_next (fh_cli_t *cli, const char **arg);
 int fh_cli_status (const fh_cli_t *cli);
+/* A typed option's value that came from elsewhere (an environment
+   variable, as collectd's COLLECTD_INTERVAL stands for --interval): text
+   read as fh_cli_next reads option id's, stored at cli->target; false
+   after the usage error, worded with where in place of "--name"
+   ("fanhub collectd: COLLECTD_INTERVAL: expected seconds from ..."),
+   with cli->status set. where NULL: the option's own "--name". */
+bool fh_cli_store (fh_cli_t *cli, int id, const char *where, const char *text);
 
 /* "fanhub NAME: WHAT", then "try 'fanhub NAME --help'", on stderr;
    returns 2, the exit status of bad usage. */
@@ -203,11 +211,5 @@ const char *fh_cli_control_open (const fh_cli_t *cli, bool broken_file_ok, fh_co
 /* The host name of collectd values: given when not NULL or empty, else
    this host's name (in buf), else "localhost". */
 const char *fh_cli_host_name (const char *given, char *buf, size_t size);
-
-/* A seconds option's value: a decimal number from min to max into
-   *value; false after "fanhub NAME: OPTION: expected seconds from MIN to
-   MAX, got 'TEXT'" on stderr (the command exits FH_EXIT_USAGE). */
-bool fh_cli_seconds (const fh_cli_command_t *command, const char *option, const char *text,
-                     double min, double max, double *value);
 
 #endif

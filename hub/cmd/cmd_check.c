@@ -39,6 +39,12 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* --timeout: seconds, into the double fh_cmd_check reads. */
+static const fh_cli_value_t s_values[] = {
+    {S_OPT_TIMEOUT, FH_CLI_SECONDS, 0, 0.001, 3600},
+    {0},
+};
+
 static const fh_cli_command_t s_command = {
     "check",
     "[-c FILE] [--plugin-dir DIR] [--connect [--timeout SECONDS]]",
@@ -63,6 +69,8 @@ fh_cmd_check (int argc, char **argv)
     double timeout_s = 5;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = &timeout_s;
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
@@ -70,10 +78,6 @@ fh_cmd_check (int argc, char **argv)
         case 'c': path = arg; break;
         case S_OPT_PLUGIN_DIR: plugin_dir = arg; break;
         case S_OPT_CONNECT: connect = true; break;
-        case S_OPT_TIMEOUT:
-            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 3600, &timeout_s))
-                return FH_EXIT_USAGE;
-            break;
         }
     }
     if (opt < 0)

@@ -32,6 +32,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,16 @@ static const fh_cli_option_t s_options[] = {
      "else 10)"},
     FH_CLI_CURVE_OPTIONS,
     {0, NULL, NULL, NULL},
+};
+
+typedef struct {
+    double interval, after; /* seconds */
+} s_opts_t;
+
+static const fh_cli_value_t s_values[] = {
+    {'i', FH_CLI_SECONDS, offsetof (s_opts_t, interval), 0.001, S_MAX_INTERVAL},
+    {S_OPT_DISCONNECTED, FH_CLI_SECONDS, offsetof (s_opts_t, after), 0.001, S_MAX_INTERVAL},
+    {0},
 };
 
 static const fh_cli_command_t s_command = {
@@ -234,21 +245,20 @@ int
 fh_cmd_collectd (int argc, char **argv)
 {
     const char *host = getenv ("COLLECTD_HOSTNAME");
-    const char *interval_text = getenv ("COLLECTD_INTERVAL");
-    const char *interval_from = "COLLECTD_INTERVAL";
-    const char *after_text = NULL;
+    const char *interval_env = getenv ("COLLECTD_INTERVAL");
+    bool interval_given = false, after_given = false;
+    s_opts_t opts = {S_DEFAULT_INTERVAL, FH_COLLECTD_DISCONNECTED_AFTER_S};
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = &opts;
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
         switch (opt) {
-        case 'i':
-            interval_text = arg;
-            interval_from = "--interval";
-            break;
+        case 'i': interval_given = true; break; /* the values: s_values */
         case S_OPT_HOST: host = arg; break;
-        case S_OPT_DISCONNECTED: after_text = arg; break;
+        case S_OPT_DISCONNECTED: after_given = true; break;
         }
     }
     if (opt < 0)
@@ -256,14 +266,11 @@ fh_cmd_collectd (int argc, char **argv)
     if (cli.next < argc) {
         return fh_cli_usage_error (&s_command, "unexpected argument '%s'", argv[cli.next]);
     }
-    double interval = S_DEFAULT_INTERVAL, after = FH_COLLECTD_DISCONNECTED_AFTER_S;
-    if ((interval_text
-         && !fh_cli_seconds (&s_command, interval_from, interval_text, 0.001, S_MAX_INTERVAL,
-                             &interval))
-        || (after_text
-            && !fh_cli_seconds (&s_command, "--disconnected-after", after_text, 0.001,
-                                S_MAX_INTERVAL, &after)))
-        return FH_EXIT_USAGE;
+    /* collectd's interval, read as --interval is, when that is not given. */
+    if (!interval_given && interval_env
+        && !fh_cli_store (&cli, 'i', "COLLECTD_INTERVAL", interval_env))
+        return fh_cli_status (&cli);
+    double interval = opts.interval, after = opts.after;
     char hostname[256];
     host = fh_cli_host_name (host, hostname, sizeof hostname);
     fh_config_t *config;
@@ -273,7 +280,7 @@ fh_cmd_collectd (int argc, char **argv)
         return keys;
 
     /* -c: the hub's own metrics.collectd.disconnected_after, unless given. */
-    if (!after_text && config && config->metrics.collectd_disconnected_after_ms > 0)
+    if (!after_given && config && config->metrics.collectd_disconnected_after_ms > 0)
         after = (double) config->metrics.collectd_disconnected_after_ms / 1e3;
     int status = s_serve (endpoint, host, interval, after);
     fh_config_destroy (&config);

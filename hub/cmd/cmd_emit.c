@@ -33,6 +33,12 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* --timeout: seconds, into the double fh_cmd_emit reads. */
+static const fh_cli_value_t s_values[] = {
+    {'t', FH_CLI_SECONDS, 0, 0, 86400},
+    {0},
+};
+
 static const fh_cli_command_t s_command = {
     "emit",
     "[--wait] [--timeout S] [-c FILE | -e ENDPOINT] TOPIC [BODY | -]\n"
@@ -126,6 +132,8 @@ fh_cmd_emit (int argc, char **argv)
     double timeout_s = 30;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = &timeout_s;
     int opt;
     const char *arg;
     fh_cli_fedmsg_t fedmsg = {0};
@@ -134,10 +142,6 @@ fh_cmd_emit (int argc, char **argv)
             continue;
         switch (opt) {
         case 'w': wait = true; break;
-        case 't':
-            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0, 86400, &timeout_s))
-                return FH_EXIT_USAGE;
-            break;
         }
     }
     if (opt < 0)

@@ -18,6 +18,12 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* --timeout: seconds, into the double s_parse is given. */
+static const fh_cli_value_t s_values[] = {
+    {'t', FH_CLI_SECONDS, 0, 0.001, 86400},
+    {0},
+};
+
 static const fh_cli_command_t s_command = {
     "reload",
     "[--timeout S] [-c FILE | -e ENDPOINT]",
@@ -48,12 +54,12 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     *status = FH_EXIT_USAGE;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = timeout_s;
     int opt;
     const char *arg;
-    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        if (opt == 't' && !fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, timeout_s))
-            return NULL;
-    }
+    while ((opt = fh_cli_next (&cli, &arg)) > 0)
+        ; /* --timeout is stored by the layer; -c, -e and the keys kept in cli */
     if (opt < 0)
         *status = fh_cli_status (&cli);
     else if (cli.next < argc)

@@ -44,6 +44,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,6 +289,11 @@ typedef struct {
     double timeout_s;
 } s_args_t;
 
+static const fh_cli_value_t s_values[] = {
+    {'t', FH_CLI_SECONDS, offsetof (s_args_t, timeout_s), 0.001, 86400},
+    {0},
+};
+
 typedef struct {
     uint64_t ok, drop, retry, fail, expired;
 } s_counts_t;
@@ -497,6 +503,8 @@ s_parse_args (int argc, char **argv, s_args_t *args)
 {
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = args;
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
@@ -505,10 +513,6 @@ s_parse_args (int argc, char **argv, s_args_t *args)
         case 'o': args->options_path = arg; break;
         case 'i': args->input_path = arg; break;
         case 'n': args->name = arg; break;
-        case 't':
-            if (!fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, &args->timeout_s))
-                return FH_EXIT_USAGE;
-            break;
         case S_OPT_PLUGIN_DIR: args->plugin_dir = arg; break;
         }
     }

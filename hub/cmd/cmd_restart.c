@@ -18,6 +18,12 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* --timeout: seconds, into the double fh_cmd_restart reads. */
+static const fh_cli_value_t s_values[] = {
+    {'t', FH_CLI_SECONDS, 0, 0.001, 86400},
+    {0},
+};
+
 static const fh_cli_command_t s_command = {
     "restart",
     "[--timeout S] [-c FILE | -e ENDPOINT] CONSUMER",
@@ -42,13 +48,13 @@ fh_cmd_restart (int argc, char **argv)
 {
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    double timeout_s = 65;
+    cli.values = s_values;
+    cli.target = &timeout_s;
     int opt;
     const char *arg;
-    double timeout_s = 65;
-    while ((opt = fh_cli_next (&cli, &arg)) > 0) {
-        if (opt == 't' && !fh_cli_seconds (&s_command, "--timeout", arg, 0.001, 86400, &timeout_s))
-            return FH_EXIT_USAGE;
-    }
+    while ((opt = fh_cli_next (&cli, &arg)) > 0)
+        ; /* --timeout is stored by the layer; -c, -e and the keys kept in cli */
     if (opt < 0)
         return fh_cli_status (&cli);
     if (cli.next >= argc)

@@ -67,6 +67,12 @@ static const fh_cli_option_t s_options[] = {
     {0, NULL, NULL, NULL},
 };
 
+/* --timeout: milliseconds (bare, as it always was), into an int. */
+static const fh_cli_value_t s_values[] = {
+    {'t', FH_CLI_MILLIS, 0, 1, 3600000},
+    {0},
+};
+
 static const fh_cli_command_t s_command = {
     "stats",
     "[-c FILE | -e ENDPOINT] [-f FORMAT] [--watch] [--consumer NAME]\n"
@@ -143,10 +149,10 @@ s_width (void)
     struct winsize size;
     if (isatty (STDOUT_FILENO) && ioctl (STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0)
         return size.ws_col;
-    const char *columns = getenv ("COLUMNS");
-    char *end;
-    long value = columns ? strtol (columns, &end, 10) : 0;
-    return columns && *columns && !*end && value > 0 && value < 100000 ? (size_t) value : 0;
+    long long value = 0;
+    return fh_value_integer (getenv ("COLUMNS"), false, &value) && value > 0 && value < 100000
+               ? (size_t) value
+               : 0;
 }
 
 /* --consumer NAME: its JSON object, or its view; NULL with err. */
@@ -355,6 +361,8 @@ fh_cmd_stats (int argc, char **argv)
     int timeout_ms = 2000;
     fh_cli_t cli;
     fh_cli_begin (&cli, &s_command, argc, argv);
+    cli.values = s_values;
+    cli.target = &timeout_ms;
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {
@@ -371,20 +379,6 @@ fh_cmd_stats (int argc, char **argv)
                                            "prometheus, table)",
                                            arg);
             break;
-        case 't': {
-            long long value = 0; /* bare: milliseconds, as it always was */
-            bool below_ms = false;
-            if (!fh_value_duration_ms (arg, 1, &value, &below_ms) || below_ms || value < 1
-                || value > 3600000) {
-                fprintf (stderr,
-                         "fanhub stats: --timeout takes milliseconds from 1 to "
-                         "3600000 (or " FH_VALUE_DURATION_HINT "), not '%s'\n",
-                         arg);
-                return FH_EXIT_USAGE;
-            }
-            timeout_ms = (int) value;
-            break;
-        }
         }
     }
     if (opt < 0)

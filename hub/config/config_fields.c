@@ -1,9 +1,13 @@
-/*  config_fields - the field parsers of the configuration and the walker
-    of a section (a table of fields, config_internal.h).
+/*  config_fields - the keys of the configuration and the walker of a
+    section (a table of fields, config_internal.h).
 
-    Each parser checks one value and stores it at the field's address in
-    the struct being filled; the type each stores is listed in
-    config_internal.h, and config_reload.c compares by it.
+    A typed key (a number, a duration, a size, a boolean, a word) is read
+    by option_value.c, the reader of plugin options, so both say "expected
+    WHAT, got GOT" alike; here it is only stored in its C type. The hooks
+    (names, endpoints, topics, keys, ...) check one value each and store
+    it at the field's address in the struct being filled; the type each
+    stores is listed in config_internal.h, and config_reload.c compares
+    by it.
 */
 #include "config_internal.h"
 
@@ -11,6 +15,7 @@
 #include "source_amqp.h"
 #include "value.h"
 
+#include <assert.h>
 #include <fanhub/sdk_curve.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -91,111 +96,61 @@ s_store (fh_yaml_t *ctx, yaml_node_t *node, void *target, const char *text)
     return *slot ? 0 : fh_yaml_oom (ctx, node->start_mark);
 }
 
-/* An integer from field->min to field->max; else writes the error. */
-static int
-s_integer (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_field_t *field, long long *value)
+/* The place of a typed key's value, as the configuration keeps it
+   (config_internal.h), and its size; 0 for no typed key. */
+static size_t
+s_typed_size (const fh_cfg_field_t *field)
 {
-    char buf[FH_YAML_GOT_SIZE];
+    switch (field->opt.type) {
+    case FANHUB_OPT_INT:
+    case FANHUB_OPT_ENUM: return sizeof (int);
+    case FANHUB_OPT_UINT:
+    case FANHUB_OPT_SIZE: return sizeof (size_t);
+    case FANHUB_OPT_DURATION: return sizeof (int64_t);
+    case FANHUB_OPT_DOUBLE: return sizeof (double);
+    case FANHUB_OPT_BOOL: return sizeof (bool);
+    default: return 0;
+    }
+}
+
+int
+fh_cfg_parse_typed (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+{
+    /* A scalar with a NUL byte in it is no scalar a key takes. */
     const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
+                               && strlen ((const char *) node->data.scalar.value)
+                                      == node->data.scalar.length
                            ? (const char *) node->data.scalar.value
                            : NULL;
-    if (!text || !fh_value_integer (text, true, value) || *value < field->min
-        || *value > field->max)
-        return fh_yaml_error (ctx, node->start_mark,
-                              "expected an integer from %lld to %lld, got %s", field->min,
-                              field->max, fh_yaml_got (node, buf, sizeof buf));
+    fh_opt_value_t value;
+    char what[512], got[FH_YAML_GOT_SIZE];
+    if (!fh_opt_value_read (&field->opt, text, &value, what, sizeof what))
+        return fh_yaml_error (ctx, node->start_mark, "expected %s, got %s", what,
+                              fh_yaml_got (node, got, sizeof got));
+    switch (field->opt.type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE: return s_store (ctx, node, target, value.text);
+    case FANHUB_OPT_INT: *(int *) target = (int) value.integer; break;
+    case FANHUB_OPT_ENUM: *(int *) target = value.index; break;
+    case FANHUB_OPT_UINT:
+    case FANHUB_OPT_SIZE: *(size_t *) target = (size_t) value.integer; break;
+    case FANHUB_OPT_DURATION: *(int64_t *) target = value.integer; break;
+    case FANHUB_OPT_DOUBLE: *(double *) target = value.number; break;
+    default: *(bool *) target = value.flag; break; /* BOOL */
+    }
     return 0;
 }
 
-/* An int field; the table's limits must fit an int. */
-int
-fh_cfg_parse_int (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
+bool
+fh_cfg_typed_equal (const fh_cfg_field_t *field, const void *a, const void *b)
 {
-    long long value = 0;
-    if (s_integer (ctx, node, field, &value))
-        return -1;
-    *(int *) target = (int) value;
-    return 0;
-}
-
-/* An int64_t field. */
-int
-fh_cfg_parse_int64 (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    long long value = 0;
-    if (s_integer (ctx, node, field, &value))
-        return -1;
-    *(int64_t *) target = value;
-    return 0;
-}
-
-/* A size_t field; the table's limits must be >= 0. */
-int
-fh_cfg_parse_size (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    long long value = 0;
-    if (s_integer (ctx, node, field, &value))
-        return -1;
-    *(size_t *) target = (size_t) value;
-    return 0;
-}
-
-/* A duration (value.h) from field->min to field->max units of unit_ms,
-   stored as int64_t milliseconds; a bare number counts unit_ms. */
-static int
-s_duration (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field,
-            long long unit_ms, const char *unit)
-{
-    char buf[FH_YAML_GOT_SIZE];
-    const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
-                           ? (const char *) node->data.scalar.value
-                           : NULL;
-    long long ms = 0;
-    bool below = false;
-    bool ok = fh_value_duration_ms (text, unit_ms, &ms, &below);
-    /* Below a millisecond only counts against the maximum. */
-    ok = ok && ms >= field->min * unit_ms
-         && (ms < field->max * unit_ms || (ms == field->max * unit_ms && !below));
-    if (!ok)
-        return fh_yaml_error (ctx, node->start_mark,
-                              "expected " FH_VALUE_DURATION_HINT " from %lld to %lld %s (a bare "
-                              "number is %s), got %s",
-                              field->min, field->max, unit,
-                              unit_ms == 1 ? "milliseconds" : "seconds",
-                              fh_yaml_got (node, buf, sizeof buf));
-    *(int64_t *) target = ms;
-    return 0;
-}
-
-/* Seconds ("2.5", or with a unit: "250ms"), stored as int64_t ms. */
-int
-fh_cfg_parse_millis (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    return s_duration (ctx, node, target, field, 1000, "s");
-}
-
-/* A key named *_ms: milliseconds ("250", or with a unit: "2s"). */
-int
-fh_cfg_parse_ms (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    return s_duration (ctx, node, target, field, 1, "ms");
-}
-
-/* Bytes ("4096", "64KiB"), into a size_t, from field->min to field->max. */
-int
-fh_cfg_parse_bytes (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    char buf[FH_YAML_GOT_SIZE];
-    const char *text = node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node)
-                           ? (const char *) node->data.scalar.value
-                           : NULL;
-    long long bytes = 0;
-    if (!fh_value_size (text, &bytes) || bytes < field->min || bytes > field->max)
-        return fh_yaml_error (ctx, node->start_mark,
-                              "expected " FH_VALUE_SIZE_HINT " from %lld to %lld bytes, got %s",
-                              field->min, field->max, fh_yaml_got (node, buf, sizeof buf));
-    *(size_t *) target = (size_t) bytes;
-    return 0;
+    if (field->opt.type == FANHUB_OPT_STRING || field->opt.type == FANHUB_OPT_FILE) {
+        const char *x = *(char *const *) a, *y = *(char *const *) b;
+        return x == y || (x && y && strcmp (x, y) == 0);
+    }
+    size_t size = s_typed_size (field);
+    assert (size > 0);
+    return memcmp (a, b, size) == 0;
 }
 
 int
@@ -260,19 +215,6 @@ fh_cfg_parse_control (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_
     return s_store (ctx, node, target, text);
 }
 
-/* A non-empty string (a file path, say). */
-int
-fh_cfg_parse_path (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    (void) field;
-    const char *text = fh_yaml_text (ctx, node, "a path");
-    if (!text)
-        return -1;
-    if (!*text)
-        return fh_yaml_error (ctx, node->start_mark, "expected a path, got ''");
-    return s_store (ctx, node, target, text);
-}
-
 /* HOST:PORT to listen on (HTTP): HOST a name, an IPv4 address or an IPv6
    one in brackets; PORT 1..65535, or 0: one the kernel chooses (logged). */
 int
@@ -307,40 +249,6 @@ fh_cfg_parse_bind_endpoint (fh_yaml_t *ctx, yaml_node_t *node, void *target,
     if (why)
         return fh_yaml_error (ctx, node->start_mark, "invalid endpoint '%s': %s", text, why);
     return s_store (ctx, node, target, text);
-}
-
-/* One word of field->choices; stores its index as an int. */
-int
-fh_cfg_parse_enum (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    char words[256] = "";
-    size_t used = 0;
-    for (const char *const *c = field->choices; *c && used < sizeof words; c++)
-        used += (size_t) snprintf (words + used, sizeof words - used, "%s%s",
-                                   c == field->choices ? "" : ", ", *c);
-    char what[300];
-    snprintf (what, sizeof what, "one of %s", words);
-    const char *text = fh_yaml_text (ctx, node, what);
-    if (!text)
-        return -1;
-    for (const char *const *c = field->choices; *c; c++)
-        if (strcmp (*c, text) == 0) {
-            *(int *) target = (int) (c - field->choices);
-            return 0;
-        }
-    return fh_yaml_error (ctx, node->start_mark, "expected %s, got '%s'", what, text);
-}
-
-int
-fh_cfg_parse_bool (fh_yaml_t *ctx, yaml_node_t *node, void *target, const fh_cfg_field_t *field)
-{
-    (void) field;
-    const char *text = fh_yaml_text (ctx, node, "true or false");
-    if (!text)
-        return -1;
-    if (fh_value_bool (text, (bool *) target))
-        return 0;
-    return fh_yaml_error (ctx, node->start_mark, "expected true or false, got '%s'", text);
 }
 
 /* A share from 0 to 1 with at most three decimals, stored in permille. */
@@ -438,7 +346,7 @@ fh_cfg_parse_endpoints (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                         const fh_cfg_field_t *field)
 {
     fh_strlist_t *list = target;
-    bool for_bind = field->flags & FH_CFG_FOR_BIND;
+    bool for_bind = field->opt.flags & FANHUB_OPT_BIND;
     if (node->type == YAML_SCALAR_NODE && !fh_yaml_is_null (node))
         return s_parse_endpoint (ctx, node, list, for_bind);
     if (node->type != YAML_SEQUENCE_NODE) {
@@ -726,8 +634,9 @@ s_known (const fh_cfg_field_t *fields, char *buf, size_t len)
 {
     size_t used = 0;
     buf[0] = '\0';
-    for (const fh_cfg_field_t *field = fields; field->key && used < len; field++) {
-        int n = snprintf (buf + used, len - used, "%s%s", field == fields ? "" : ", ", field->key);
+    for (const fh_cfg_field_t *field = fields; field->opt.name && used < len; field++) {
+        int n = snprintf (buf + used, len - used, "%s%s", field == fields ? "" : ", ",
+                          field->opt.name);
         if (n < 0)
             break;
         used += (size_t) n;
@@ -752,19 +661,21 @@ fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *sec
         yaml_node_t *key = fh_yaml_node (ctx, pair->key);
         const char *name = (const char *) key->data.scalar.value;
         const fh_cfg_field_t *field = section->fields;
-        while (field->key && strcmp (field->key, name) != 0)
+        while (field->opt.name && strcmp (field->opt.name, name) != 0)
             field++;
         size_t mark = fh_yaml_path_key (ctx, name);
-        if (!field->key)
+        if (!field->opt.name)
             return fh_yaml_error (ctx, key->start_mark, "unknown key (known: %s)", known);
-        if (field->parse (ctx, fh_yaml_node (ctx, pair->value), (char *) target + field->offset,
-                          field))
+        fh_cfg_parse_fn *parse = field->parse ? field->parse : fh_cfg_parse_typed;
+        if (parse (ctx, fh_yaml_node (ctx, pair->value), (char *) target + field->opt.offset,
+                   field))
             return -1;
         fh_yaml_path_pop (ctx, mark);
     }
-    for (const fh_cfg_field_t *field = section->fields; field->key; field++)
-        if (field->required && !fh_yaml_map_find (ctx, node, field->key)) {
-            fh_yaml_path_key (ctx, field->key);
+    for (const fh_cfg_field_t *field = section->fields; field->opt.name; field++)
+        if ((field->opt.flags & FANHUB_OPT_REQUIRED)
+            && !fh_yaml_map_find (ctx, node, field->opt.name)) {
+            fh_yaml_path_key (ctx, field->opt.name);
             return fh_yaml_error (ctx, node->start_mark, "required key is missing");
         }
     return section->finish ? section->finish (ctx, node, target) : 0;

@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "config_yaml.h"
+#include "option_value.h"
 
 #define FH_CFG_NAME_MAX 64 /* hub and consumer names */
 
@@ -35,18 +36,22 @@ typedef struct fh_cfg_section fh_cfg_section_t;
 typedef int (fh_cfg_parse_fn) (fh_yaml_t *ctx, yaml_node_t *node, void *target,
                                const fh_cfg_field_t *field);
 
-#define FH_CFG_FOR_BIND 0x1 /* fh_cfg_parse_endpoints: bind endpoints */
-
-/* One key of a section: adding a key is adding a row to a table. */
+/* One key of a section: adding a key is adding a row to a table. A key
+   is described as a plugin's option is (fanhub_opt_t, fanhub/consumer.h):
+   opt.name is the key, opt.offset the value's place in the section's
+   struct; opt.flags may hold FANHUB_OPT_REQUIRED, FANHUB_OPT_BIND (for
+   fh_cfg_parse_endpoints) and FH_OPT_SECONDS (option_value.h). A typed
+   key (opt.type FILE, INT, UINT, SIZE, DURATION, BOOL or ENUM, with
+   opt.min, opt.max, opt.values) is read by option_value.c, the plugin
+   options' reader, and stored as the configuration keeps it: FILE (and
+   STRING) in a malloc'd char *, INT and ENUM in an int, UINT and SIZE in a size_t, DURATION in an int64_t of
+   milliseconds, BOOL in a bool. A kind of the hub's own (endpoints,
+   topics, names, a subsection, the consumers, an option tree, ...) has
+   no type and a parse hook instead. */
 struct fh_cfg_field {
-    const char *key;
-    fh_cfg_parse_fn *parse;
-    size_t offset; /* of the value in the section's struct */
-    bool required;
-    long long min, max;              /* int, int64, size and millis parsers */
-    int flags;                       /* FH_CFG_FOR_BIND */
+    fanhub_opt_t opt;
+    fh_cfg_parse_fn *parse;          /* NULL for a typed key */
     const fh_cfg_section_t *section; /* fh_cfg_parse_section: the subsection */
-    const char *const *choices;      /* fh_cfg_parse_enum: the words, NULL-ended */
     /* A reload may change it in a running hub (fh_config_restart_keys).
        Unmarked keys need a restart, or, inside a consumer, a new
        instance of it: a new key is never silently ignored. */
@@ -72,22 +77,24 @@ void fh_cfg_publish_clear (fh_publish_config_t *publish);
 int fh_cfg_parse_map (fh_yaml_t *ctx, yaml_node_t *node, const fh_cfg_section_t *section,
                       void *target);
 
-/* The field parsers (config_fields.c), each storing one type:
-   int: int, enum (the index of the word), log level
-   int64_t: int64, millis (seconds in YAML), permille
-   size_t: size
-   bool: bool
-   char *: name, plugin, control, path, listen, bind_endpoint, order_by,
+/* A typed key (field->opt.type) read by option_value.c and stored in its
+   C type (above). */
+int fh_cfg_parse_typed (fh_yaml_t *ctx, yaml_node_t *node, void *target,
+                        const fh_cfg_field_t *field);
+/* Whether a typed key holds the same value at a and b (config_reload.c). */
+bool fh_cfg_typed_equal (const fh_cfg_field_t *field, const void *a, const void *b);
+
+/* The hooks (config_fields.c but where named), each storing one type:
+   int64_t: permille
+   char *: name, plugin, control, listen, bind_endpoint, order_by,
            producer, key
    fh_strlist_t: endpoints, topics, keys, addresses, include
    fanhub_option_t *: options
    section: a subsection (field->section) at the same target;
    consumers (config_consumer.c): the consumers: list into the
    fh_config_t. */
-fh_cfg_parse_fn fh_cfg_parse_int, fh_cfg_parse_int64, fh_cfg_parse_size, fh_cfg_parse_millis,
-    fh_cfg_parse_ms, fh_cfg_parse_bytes, fh_cfg_parse_name, fh_cfg_parse_plugin,
-    fh_cfg_parse_control, fh_cfg_parse_path, fh_cfg_parse_listen, fh_cfg_parse_bind_endpoint,
-    fh_cfg_parse_enum, fh_cfg_parse_bool, fh_cfg_parse_permille, fh_cfg_parse_order_by,
+fh_cfg_parse_fn fh_cfg_parse_name, fh_cfg_parse_plugin, fh_cfg_parse_control, fh_cfg_parse_listen,
+    fh_cfg_parse_bind_endpoint, fh_cfg_parse_permille, fh_cfg_parse_order_by,
     fh_cfg_parse_endpoints, fh_cfg_parse_topics, fh_cfg_parse_options, fh_cfg_parse_producer,
     fh_cfg_parse_key, fh_cfg_parse_keys, fh_cfg_parse_addresses, fh_cfg_parse_section,
     fh_cfg_parse_consumers, fh_cfg_parse_shard, fh_cfg_parse_amqp, fh_cfg_parse_include,

@@ -46,28 +46,28 @@ s_publish_finish (fh_yaml_t *ctx, yaml_node_t *node, void *target)
 
 /* clang-format off */
 static const fh_cfg_field_t s_sign_fields[] = {
-    { .key = "cert", .parse = fh_cfg_parse_path,
-      .offset = offsetof (fh_publish_config_t, sign.cert), .required = true },
-    { .key = "key", .parse = fh_cfg_parse_path,
-      .offset = offsetof (fh_publish_config_t, sign.key), .required = true },
-    { .key = NULL },
+    { .opt = { .name = "cert", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_publish_config_t, sign.cert), .flags = FANHUB_OPT_REQUIRED } },
+    { .opt = { .name = "key", .type = FANHUB_OPT_FILE,
+               .offset = offsetof (fh_publish_config_t, sign.key), .flags = FANHUB_OPT_REQUIRED } },
+    { .opt = { .name = NULL } },
 };
 
 static const fh_cfg_section_t s_sign_section = { s_sign_fields, NULL };
 
 static const fh_cfg_field_t s_publish_fields[] = {
-    { .key = "bind", .parse = fh_cfg_parse_endpoints,
-      .offset = offsetof (fh_publish_config_t, bind), .flags = FH_CFG_FOR_BIND },
-    { .key = "connect", .parse = fh_cfg_parse_endpoints,
-      .offset = offsetof (fh_publish_config_t, connect) },
-    { .key = "envelope", .parse = fh_cfg_parse_enum,
-      .offset = offsetof (fh_publish_config_t, envelope), .choices = s_envelope_words },
-    { .key = "sign", .parse = fh_cfg_parse_section, .offset = 0, .section = &s_sign_section },
-    { .key = "local", .parse = fh_cfg_parse_bool,
-      .offset = offsetof (fh_publish_config_t, local) },
-    { .key = "queue", .parse = fh_cfg_parse_size,
-      .offset = offsetof (fh_publish_config_t, queue), .min = 1, .max = 10000000 },
-    { .key = NULL },
+    { .opt = { .name = "bind", .offset = offsetof (fh_publish_config_t, bind),
+               .flags = FANHUB_OPT_BIND }, .parse = fh_cfg_parse_endpoints },
+    { .opt = { .name = "connect", .offset = offsetof (fh_publish_config_t, connect) },
+      .parse = fh_cfg_parse_endpoints },
+    { .opt = { .name = "envelope", .type = FANHUB_OPT_ENUM,
+               .offset = offsetof (fh_publish_config_t, envelope), .values = s_envelope_words } },
+    { .opt = { .name = "sign" }, .parse = fh_cfg_parse_section, .section = &s_sign_section },
+    { .opt = { .name = "local", .type = FANHUB_OPT_BOOL,
+               .offset = offsetof (fh_publish_config_t, local) } },
+    { .opt = { .name = "queue", .type = FANHUB_OPT_UINT,
+               .offset = offsetof (fh_publish_config_t, queue), .min = 1, .max = 10000000 } },
+    { .opt = { .name = NULL } },
 };
 /* clang-format on */
 

@@ -34,20 +34,15 @@ static bool
 s_field_equal (const fh_cfg_field_t *field, const void *a, const void *b)
 {
     fh_cfg_parse_fn *parse = field->parse;
-    if (parse == fh_cfg_parse_int || parse == fh_cfg_parse_enum)
-        return *(const int *) a == *(const int *) b;
-    if (parse == fh_cfg_parse_int64 || parse == fh_cfg_parse_millis || parse == fh_cfg_parse_ms
-        || parse == fh_cfg_parse_permille)
+    if (!parse)
+        return fh_cfg_typed_equal (field, a, b);
+    if (parse == fh_cfg_parse_permille)
         return *(const int64_t *) a == *(const int64_t *) b;
-    if (parse == fh_cfg_parse_size || parse == fh_cfg_parse_bytes)
-        return *(const size_t *) a == *(const size_t *) b;
-    if (parse == fh_cfg_parse_bool)
-        return *(const bool *) a == *(const bool *) b;
     if (parse == fh_cfg_parse_name || parse == fh_cfg_parse_consumer_name
         || parse == fh_cfg_parse_plugin || parse == fh_cfg_parse_control
-        || parse == fh_cfg_parse_path || parse == fh_cfg_parse_listen
-        || parse == fh_cfg_parse_bind_endpoint || parse == fh_cfg_parse_order_by
-        || parse == fh_cfg_parse_producer || parse == fh_cfg_parse_key)
+        || parse == fh_cfg_parse_listen || parse == fh_cfg_parse_bind_endpoint
+        || parse == fh_cfg_parse_order_by || parse == fh_cfg_parse_producer
+        || parse == fh_cfg_parse_key)
         return s_string_equal (*(char *const *) a, *(char *const *) b);
     if (parse == fh_cfg_parse_endpoints || parse == fh_cfg_parse_topics
         || parse == fh_cfg_parse_keys || parse == fh_cfg_parse_addresses
@@ -73,11 +68,11 @@ s_diff_section (const fh_cfg_section_t *section, const char *prefix, const void 
                 bool live_only, char *out, size_t outlen)
 {
     size_t found = 0;
-    for (const fh_cfg_field_t *field = section->fields; field->key; field++) {
-        const char *fa = (const char *) a + field->offset;
-        const char *fb = (const char *) b + field->offset;
+    for (const fh_cfg_field_t *field = section->fields; field->opt.name; field++) {
+        const char *fa = (const char *) a + field->opt.offset;
+        const char *fb = (const char *) b + field->opt.offset;
         char key[128];
-        snprintf (key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", field->key);
+        snprintf (key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", field->opt.name);
         if (field->parse == fh_cfg_parse_consumers)
             continue;
         if (field->parse == fh_cfg_parse_section) {

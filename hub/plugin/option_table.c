@@ -4,14 +4,11 @@
 #include "option_table.h"
 
 #include "config.h"
-#include "value.h"
+#include "option_value.h"
 
 #include <fanhub/sdk.h>
 
-#include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -112,109 +109,36 @@ s_expected (const s_value_t *v, const char *what)
     return -1;
 }
 
-/* INT, UINT, DURATION and SIZE: value.h's grammar (a bare duration is in
-   milliseconds). */
+/* STRING, FILE, INT, UINT, DOUBLE, BOOL, DURATION, SIZE and ENUM: read
+   by option_value.c, stored in the field's C type (fanhub/consumer.h). */
 static int
-s_read_integer (const s_value_t *v, void *field)
+s_read_scalar (const s_value_t *v, void *field)
 {
-    const fanhub_opt_t *o = v->opt;
-    bool duration = o->type == FANHUB_OPT_DURATION, size = o->type == FANHUB_OPT_SIZE;
-    bool is_signed = o->type == FANHUB_OPT_INT || duration;
-    long long value = 0;
-    bool ok = duration ? fh_value_duration_ms (v->text, 1, &value, NULL)
-              : size   ? fh_value_size (v->text, &value)
-                       : fh_value_integer (v->text, is_signed, &value);
-    if (ok && s_ranged (o))
-        ok = (double) value >= o->min && (double) value <= o->max;
-    if (!ok) {
-        char what[160];
-        const char *kind = duration ? FH_VALUE_DURATION_HINT
-                           : size   ? FH_VALUE_SIZE_HINT
-                                    : "an integer";
-        if (s_ranged (o))
-            snprintf (what, sizeof what, "%s from %.0f to %.0f%s", kind, o->min, o->max,
-                      duration ? " ms"
-                      : size   ? " bytes"
-                               : "");
-        else
-            snprintf (what, sizeof what, "%s%s", kind, is_signed ? "" : " from 0 up");
+    fh_opt_value_t value;
+    char what[512];
+    fanhub_opt_t opt = *v->opt;
+    opt.flags &= ~FH_OPT_SECONDS; /* the hub's own flag, not a plugin's */
+    if (!fh_opt_value_read (&opt, v->text, &value, what, sizeof what))
         return s_expected (v, what);
-    }
-    if (is_signed) {
-        int64_t out = value;
+    switch (v->opt->type) {
+    case FANHUB_OPT_STRING:
+    case FANHUB_OPT_FILE: memcpy (field, &value.text, sizeof value.text); break;
+    case FANHUB_OPT_INT:
+    case FANHUB_OPT_DURATION: {
+        int64_t out = value.integer;
         memcpy (field, &out, sizeof out);
+        break;
     }
-    else {
-        uint64_t out = (uint64_t) value;
+    case FANHUB_OPT_UINT:
+    case FANHUB_OPT_SIZE: {
+        uint64_t out = (uint64_t) value.integer;
         memcpy (field, &out, sizeof out);
+        break;
     }
-    return 0;
-}
-
-static int
-s_read_double (const s_value_t *v, void *field)
-{
-    const fanhub_opt_t *o = v->opt;
-    char *end = NULL;
-    errno = 0;
-    double value = v->text && *v->text ? strtod (v->text, &end) : NAN;
-    bool ok = end && !*end && errno == 0 && isfinite (value)
-              && (!s_ranged (o) || (value >= o->min && value <= o->max));
-    if (!ok) {
-        char what[96];
-        if (s_ranged (o))
-            snprintf (what, sizeof what, "a number from %g to %g", o->min, o->max);
-        else
-            snprintf (what, sizeof what, "a number");
-        return s_expected (v, what);
+    case FANHUB_OPT_DOUBLE: memcpy (field, &value.number, sizeof value.number); break;
+    case FANHUB_OPT_BOOL: memcpy (field, &value.flag, sizeof value.flag); break;
+    default: memcpy (field, &value.index, sizeof value.index); break; /* ENUM */
     }
-    memcpy (field, &value, sizeof value);
-    return 0;
-}
-
-static int
-s_read_enum (const s_value_t *v, void *field)
-{
-    const char *const *values = v->opt->values;
-    size_t count = 0;
-    while (values && values[count])
-        count++;
-    for (size_t i = 0; v->text && i < count; i++)
-        if (strcmp (values[i], v->text) == 0) {
-            int index = (int) i;
-            memcpy (field, &index, sizeof index);
-            return 0;
-        }
-    char what[512] = "";
-    size_t len = 0;
-    for (size_t i = 0; i < count && len < sizeof what; i++)
-        len += (size_t) snprintf (what + len, sizeof what - len, "%s%s",
-                                  i == 0           ? ""
-                                  : i + 1 == count ? " or "
-                                                   : ", ",
-                                  values[i]);
-    return s_expected (v, what);
-}
-
-/* STRING and FILE. */
-static int
-s_read_text (const s_value_t *v, void *field)
-{
-    const fanhub_opt_t *o = v->opt;
-    bool file = o->type == FANHUB_OPT_FILE;
-    if (!v->text)
-        return s_expected (v, file ? "a file name" : "a string");
-    size_t len = strlen (v->text);
-    if (file && len == 0) {
-        snprintf (v->err, v->errlen, "options.%s: must not be empty (%s)", v->key, v->where);
-        return -1;
-    }
-    if (!file && s_ranged (o) && ((double) len < o->min || (double) len > o->max)) {
-        char what[96];
-        snprintf (what, sizeof what, "%.0f to %.0f characters", o->min, o->max);
-        return s_expected (v, what);
-    }
-    memcpy (field, &v->text, sizeof v->text);
     return 0;
 }
 
@@ -350,22 +274,9 @@ s_read_map_value (const s_value_t *v, void *field)
 static int
 s_read_value (const s_value_t *v, void *field)
 {
+    if (fh_opt_value_is_scalar (v->opt->type))
+        return s_read_scalar (v, field);
     switch (v->opt->type) {
-    case FANHUB_OPT_STRING:
-    case FANHUB_OPT_FILE: return s_read_text (v, field);
-    case FANHUB_OPT_INT:
-    case FANHUB_OPT_UINT:
-    case FANHUB_OPT_DURATION:
-    case FANHUB_OPT_SIZE: return s_read_integer (v, field);
-    case FANHUB_OPT_DOUBLE: return s_read_double (v, field);
-    case FANHUB_OPT_BOOL: {
-        bool value;
-        if (!fh_value_bool (v->text, &value))
-            return s_expected (v, "true or false");
-        memcpy (field, &value, sizeof value);
-        return 0;
-    }
-    case FANHUB_OPT_ENUM: return s_read_enum (v, field);
     case FANHUB_OPT_STRINGS:
     case FANHUB_OPT_MAPS: return s_read_list (v, field);
     case FANHUB_OPT_ANY: memcpy (field, &v->node, sizeof v->node); return 0;
@@ -374,8 +285,8 @@ s_read_value (const s_value_t *v, void *field)
     case FANHUB_OPT_ENDPOINTS: return s_read_items (v, field);
     case FANHUB_OPT_ENDPOINT: return s_read_endpoint (v, field);
     case FANHUB_OPT_SECRET: return s_read_secret (v, field);
+    default: return -1; /* the scalars above; an unknown type: s_check_table */
     }
-    return -1;
 }
 
 /* One read: the table, the plugin's struct and where a message goes. */

@@ -14,7 +14,9 @@ this file. For every command:
   its control endpoint alike: -c with -e is bad usage, a configuration
   that does not load is named, exit 2, before any hub is asked;
 - `-c` has one meaning: wherever a command has it, it is `--config FILE`;
-- a misspelled command gets "did you mean" with the closest commands.
+- a misspelled command gets "did you mean" with the closest commands;
+- a typed option (seconds, milliseconds) refuses a value that does not
+  parse or is out of range in one wording, whichever command has it.
 """
 import re
 
@@ -176,7 +178,38 @@ def test_did_you_mean():
                 typed, says), (args, err)
 
 
+SECONDS = "expected seconds from %s to %s (or a duration such as 250ms, 2s or 1m), got '%s'"
+
+
+def test_typed_values():
+    # The commands' seconds and milliseconds options, read by the layer's
+    # table (cli.h fh_cli_value_t): not a number, and out of range.
+    for args, what in (
+            (["check", "--timeout", "soon"], "--timeout: " + SECONDS % ("0.001", "3600", "soon")),
+            (["check", "--timeout", "3601"], "--timeout: " + SECONDS % ("0.001", "3600", "3601")),
+            (["emit", "--timeout", "-1", "a.topic"], "--timeout: " + SECONDS % ("0", "86400", "-1")),
+            (["emit", "-t", "2d", "a.topic"], "--timeout: " + SECONDS % ("0", "86400", "2d")),
+            (["reload", "--timeout", "0"], "--timeout: " + SECONDS % ("0.001", "86400", "0")),
+            (["reload", "-t", "1.0001"], "--timeout: " + SECONDS % ("0.001", "86400", "1.0001")),
+            (["restart", "-t", "25h", "a"], "--timeout: " + SECONDS % ("0.001", "86400", "25h")),
+            (["restart", "--timeout", "x", "a"], "--timeout: " + SECONDS % ("0.001", "86400", "x")),
+            (["replay", "-t", "0", "-p", "log"], "--timeout: " + SECONDS % ("0.001", "86400", "0")),
+            (["replay", "--timeout", "1e3", "-p", "log"],
+             "--timeout: " + SECONDS % ("0.001", "86400", "1e3")),
+            (["collectd", "--interval", "0"], "--interval: " + SECONDS % ("0.001", "86400", "0")),
+            (["collectd", "--disconnected-after", "soon"],
+             "--disconnected-after: " + SECONDS % ("0.001", "86400", "soon")),
+            (["stats", "--timeout", "0"], "--timeout: expected milliseconds from 1 to 3600000 "
+             "(or a duration such as 250ms, 2s or 1m), got '0'"),
+            (["stats", "-t", "1.5"], "--timeout: expected milliseconds from 1 to 3600000 "
+             "(or a duration such as 250ms, 2s or 1m), got '1.5'"),
+            (["stats", "-t", "2h"], "--timeout: expected milliseconds from 1 to 3600000 "
+             "(or a duration such as 250ms, 2s or 1m), got '2h'")):
+        expect_usage_error(args, args[0], what)
+
+
 if __name__ == "__main__":
     fh.main([test_unknown_options, test_missing_values_and_flags_with_values,
              test_help_command_equals_help_option, test_version_everywhere,
-             test_control_endpoint_lookup, test_c_is_always_config, test_did_you_mean])
+             test_control_endpoint_lookup, test_c_is_always_config, test_did_you_mean,
+             test_typed_values])

@@ -75,7 +75,7 @@ def test_check_reads_typed_values_and_refuses_with_the_place():
         ("{reason: x, loud: yes}", "yes", 'options.loud: expected true or false, got "yes"'),
         ("{reason: x, tags: a}", "a}", 'options.tags: expected a list of strings, got "a"'),
         ("{reason: x, tags: [a, [b]]}", "[b]", "options.tags[1]: expected a string, got a list"),
-        ("{reason: x, file: ''}", "''", "options.file: must not be empty"),
+        ("{reason: x, file: ''}", "''", 'options.file: expected a file name, got ""'),
         ("{reason: ''}", "''", 'options.reason: expected 1 to 100 characters, got ""'),
         ("{mode: retry}", "{", "options.reason: missing: why every message fails"),
     ]

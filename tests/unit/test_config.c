@@ -1232,6 +1232,44 @@ test_byte_sizes (void **state)
         fail_msg ("%s", err);
 }
 
+/* A typed key is read by option_value.c, the reader of plugin options:
+   its refusal says what it expects as a plugin option of its type does
+   ("a, b or c"; "from 0 up" for no upper bound worth naming). */
+static void
+test_typed_keys (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"log_level: loud\n" BUS CONSUMERS,
+         "t.yaml:1:12: log_level: expected error, warning, info or debug, got 'loud'"},
+        {"spool: {fsync: sometimes}\n" BUS CONSUMERS,
+         "t.yaml:1:16: spool.fsync: expected never, interval or always, got 'sometimes'"},
+        {"memory: {max_bytes: -1}\n" BUS CONSUMERS,
+         "t.yaml:1:21: memory.max_bytes: expected a size such as 4096, 64KiB or 1MiB from 0 up, "
+         "got '-1'"},
+        {"state_dir: ''\n" BUS CONSUMERS, "t.yaml:1:12: state_dir: expected a file name, got ''"},
+        {"state_dir: [a]\n" BUS CONSUMERS,
+         "t.yaml:1:12: state_dir: expected a file name, got a list"},
+        {"control_insecure: [true]\n" BUS CONSUMERS,
+         "t.yaml:1:19: control_insecure: expected true or false, got a list"},
+        {"shutdown_timeout: 1.0001h\n" BUS CONSUMERS,
+         "t.yaml:1:19: shutdown_timeout: expected a duration such as 250ms, 2s or 1m from 0 to "
+         "3600 s (a bare number is seconds), got '1.0001h'"},
+        {BUS "consumers:\n  - {name: c, plugin: p, retry: {initial_ms: 2d}}\n",
+         "t.yaml:4:46: consumers[0].retry.initial_ms: expected a duration such as 250ms, 2s or 1m "
+         "from 0 to 3600000 ms, got '2d'"},
+        {BUS "consumers:\n  - {name: c, plugin: p, workers: 257}\n",
+         "t.yaml:4:35: consumers[0].workers: expected an integer from 1 to 256, got '257'"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_null (s_load (cases[i].text, err, sizeof err));
+        assert_string_equal (err, cases[i].want);
+    }
+}
+
 /* A small or missing error buffer is never overrun. */
 static void
 test_error_buffer (void **state)
@@ -1339,6 +1377,7 @@ main (void)
         cmocka_unit_test (test_errors),
         cmocka_unit_test (test_null_values),
         cmocka_unit_test (test_byte_sizes),
+        cmocka_unit_test (test_typed_keys),
         cmocka_unit_test (test_publish_section),
         cmocka_unit_test (test_error_example),
         cmocka_unit_test (test_aliases),

@@ -861,7 +861,7 @@ static const option_case_t s_option_cases[] = {
     {"path empty",
      {SCALAR ("path", "", "t.yaml:5:13")},
      1,
-     "options.path: must not be empty (t.yaml:5:13)"},
+     "options.path: expected a file name, got \"\" (t.yaml:5:13)"},
     {"path is a directory",
      {SCALAR ("path", "/", "t.yaml:5:13")},
      1,

@@ -5,6 +5,7 @@
     `fanhub check`. */
 #include "host.h"
 #include "option_table.h"
+#include "option_value.h"
 #include "options.h"
 
 #include <setjmp.h>
@@ -142,6 +143,24 @@ test_refusals (void **state)
     assert_string_equal (err, "options.r: missing: required (t:1:1)");
 }
 
+/* The hub's FH_OPT_SECONDS (its configuration's seconds keys) means
+   nothing in a plugin's table: a bare duration stays milliseconds. */
+static void
+test_hub_flag_ignored (void **state)
+{
+    (void) state;
+    const fanhub_opt_t table[] = {{"wait", FANHUB_OPT_DURATION, offsetof (values_t, wait_ms), NULL,
+                                   0, 10, NULL, FH_OPT_SECONDS, NULL},
+                                  FANHUB_OPT_END};
+    values_t v;
+    char err[256];
+    assert_int_equal (s_read (table, "wait", "2", &v, err, sizeof err), 0);
+    assert_int_equal (v.wait_ms, 2);
+    assert_int_equal (s_read (table, "wait", "11", &v, err, sizeof err), -1);
+    assert_string_equal (err, "options.wait: expected a duration such as 250ms, 2s or 1m from 0 "
+                              "to 10 ms, got \"11\" (t:1:5)");
+}
+
 static void
 test_wrong_tables (void **state)
 {
@@ -193,6 +212,7 @@ main (void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test (test_defaults_and_units),
         cmocka_unit_test (test_refusals),
+        cmocka_unit_test (test_hub_flag_ignored),
         cmocka_unit_test (test_wrong_tables),
         cmocka_unit_test (test_print),
     };

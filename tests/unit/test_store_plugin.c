@@ -907,7 +907,7 @@ static const option_case_t s_option_cases[] = {
     {"sqlite empty",
      {SCALAR ("sqlite", "", "t.yaml:5:13")},
      1,
-     "options.sqlite: must not be empty (t.yaml:5:13)"},
+     "options.sqlite: expected a file name, got \"\" (t.yaml:5:13)"},
     {"sqlite list",
      {LIST ("sqlite")},
      1,
