@@ -6,6 +6,7 @@
 #include "worker.h"
 
 #include <fanhub/sdk.h>
+#include <endian.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,23 +62,22 @@ wbuf_free (wbuf_t *self)
     memset (self, 0, sizeof *self);
 }
 
+/* The low `bytes` (1 to 8) of value, big-endian, at at: one byte swap
+   and one store, not a loop a byte at a time (a MESSAGE frame has six). */
 static uint8_t *
 s_put (uint8_t *at, uint64_t value, int bytes)
 {
-    for (int i = bytes - 1; i >= 0; i--) {
-        at[i] = (uint8_t) (value & 0xff);
-        value >>= 8;
-    }
+    uint64_t be = htobe64 (value << (64 - 8 * bytes));
+    memcpy (at, &be, (size_t) bytes);
     return at + bytes;
 }
 
 static uint64_t
 s_get (const uint8_t *at, int bytes)
 {
-    uint64_t value = 0;
-    for (int i = 0; i < bytes; i++)
-        value = (value << 8) | at[i];
-    return value;
+    uint64_t be = 0;
+    memcpy (&be, at, (size_t) bytes);
+    return be64toh (be) >> (64 - 8 * bytes);
 }
 
 int

@@ -130,8 +130,11 @@ typedef struct {
     size_t in_flight;      /* messages sent and not answered */
     /* Its messages in the order it was sent them (job slots), in_flight
        of them: the oldest not started starts when one it runs is
-       answered (a worker works its messages one after another). */
+       answered (a worker works its messages one after another). A ring
+       of prefetch slots from held_head (loop.c's s_held): the answer to
+       the oldest, the usual one, takes it off without moving the rest. */
     size_t *held;
+    size_t held_head;
     size_t running;       /* of those, started and not answered */
     bool refused_for_now; /* at start: its consumer's start-up failed */
     bool solo;            /* holds a message a dead worker held: alone */

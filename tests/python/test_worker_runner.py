@@ -80,6 +80,13 @@ class Frames(Pair):
                 b"org.test.topic", b'{"msg": "\xc3\xa9"}']))])
             self.assertEqual(len(self.conn.buf), 0)
 
+    def test_msg_ids_short_and_long(self):
+        for msg_id in (b"a", b"ab", b"abc", b"abcd", b"2026-\xc3\xa9" * 40):
+            self.hub.sendall(message_frame(3, 4, b"t", b"{}", msg_id))
+            self.conn.read()
+            found = [self.conn.message(start) for _, start, _ in self.conn.frames()]
+            self.assertEqual(found, [(3, 4, 1, 0, msg_id.decode(), [b"t", b"{}"])])
+
     def test_several_frames_in_one_read(self):
         self.hub.sendall(message_frame(1, 1, b"t", b"a") + message_frame(2, 2, b"t", b"b")
                          + frame(b"Q", b""))
@@ -208,6 +215,48 @@ class Publish(Pair):
         for topic, body in self.got:
             per_topic.setdefault(topic, []).append(json.loads(body)["i"])
         self.assertEqual(per_topic, {"org.test.%d" % n: list(range(200)) for n in range(4)})
+
+
+class Flusher(Pair):
+    """Answers queued while the serving thread works on are written by the
+    flusher, not held back until the chunk ends: also those queued while
+    it wrote (then it is armed again)."""
+
+    def test_what_waits_is_written_without_a_flush(self):
+        self.conn.start_flusher(0.005)
+        self.hub.settimeout(30)
+        for round_ in range(50):
+            for i in range(20):
+                self.conn.answer(round_ * 100 + i, protocol.OK)
+            got = read_frames(self.hub, 20)
+            self.assertEqual([struct.unpack(">Q", p[:8])[0] for _, p in got],
+                             [round_ * 100 + i for i in range(20)])
+        self.assertIsNone(self.conn.oldest)
+        self.assertEqual(len(self.conn.out), 0)
+
+
+class Bodies(unittest.TestCase):
+    """protocol.loads is json.loads: the same value, or the same exception
+    with the same text, for what takes its short way and what does not."""
+
+    CASES = [b'{"a": 1}', b'[1, 2]', b'{"pad":"xxxx"}', b'{"msg": "\xc3\xa9\\ud800"}',
+             b'{"a": 1} ', b' {"a": 1}', b'{"a": 1}\n', b'{"a": 1}{"b": 2}', b'{"a": 1} x',
+             b'{"a": ', b'{', b'[', b'{}', b'[]', b'"text"', b'12', b'null', b'',
+             b'{"a": "\xff"}', b'\xef\xbb\xbf{"a": 1}', '{"a": 1}'.encode("utf-16-le"),
+             '{"a": 1}'.encode("utf-16"), '{"a": 1}'.encode("utf-32"), b'{\x00', b'[\x00\x00\x00',
+             b'{"a": NaN}', b'{"a": 1e400}', b'{"a": 1, "a": 2}', b'{"a": "\x01"}']
+
+    def outcome(self, load, data):
+        try:
+            return "value", load(data)
+        except Exception as e:  # the exception's class and text are the point
+            return type(e), str(e)
+
+    def test_the_same_as_json_loads(self):
+        for data in self.CASES:
+            for form in (data, data.decode("utf-8", "replace")):
+                self.assertEqual(repr(self.outcome(protocol.loads, form)),
+                                 repr(self.outcome(json.loads, form)), form)
 
 
 class Handshake(unittest.TestCase):

@@ -48,6 +48,7 @@ from typing import Any, Deque, Dict, Iterable, List, Optional
 
 import fanhub_worker
 from fanhub_worker import Drop, HaltConsumer, Nack
+from fanhub_worker.protocol import loads
 
 log = logging.getLogger("moksha.hub")
 
@@ -106,7 +107,7 @@ class Consumer:
 
     def _consume_json(self, message: Any) -> Optional[bool]:
         try:
-            body = json.loads(message.body)
+            body = loads(message.body)
         except Exception:
             log.debug("Unable to decode message body to JSON: %r", message.body)
             body = message.body
@@ -207,7 +208,7 @@ class FedmsgConsumer(Consumer):
         if hasattr(message, "__json__"):
             message = message.__json__()
             if isinstance(message["body"], str):
-                message["body"] = json.loads(message["body"])
+                message["body"] = loads(message["body"])
         if not isinstance(message["body"], dict) or "topic" not in message["body"]:
             message["body"] = {"topic": message.get("topic"), "msg": message["body"]}
         if not self.validate_signatures:

@@ -32,7 +32,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 import fanhub_worker
-from fanhub_worker.protocol import DROP, OK, RETRY
+from fanhub_worker.protocol import DROP, OK, RETRY, loads
 from fanhub_worker.reasons import failed, last_line
 
 Answer = Tuple[int, str]
@@ -87,7 +87,7 @@ class Properties:
 
 def parse_body(data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return loads(data)
     except ValueError:
         return data.decode("utf-8", "replace")
 
@@ -183,7 +183,7 @@ def message_maker(queue: Optional[str], deployed: bool = False) -> Callable[...,
              frames: List[bytes]) -> Any:
         body = frames[1]
         try:
-            envelope = json.loads(body)
+            envelope = loads(body)
         except ValueError:
             envelope = None
         amqp = {"fedora_messaging_schema": "base.message", "fedora_messaging_severity": 20,

@@ -28,7 +28,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import fanhub_worker
-from fanhub_worker.protocol import DROP, OK
+from fanhub_worker.protocol import DROP, OK, loads
 from fanhub_worker.reasons import failed, last_line
 
 Callback = Callable[[Any], Any]
@@ -176,7 +176,7 @@ class MokshaConsumer:
         moksha's Consumer runs it, with its own validate, pre_consume and
         post_consume when it has them."""
         try:
-            body = json.loads(message.body)
+            body = loads(message.body)
         except ValueError:
             body = message.body
         msg = {"topic": message.topic, "body": body}

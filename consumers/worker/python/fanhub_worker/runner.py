@@ -112,7 +112,7 @@ def handshake(conn: Connection) -> Dict[str, Any]:
         for kind, start, end in conn.frames():
             if kind != ord("H"):
                 raise ValueError("expected HELLO, got frame type %r" % chr(kind))
-            hello = json.loads(bytes(conn.buf[start:end]))
+            hello = json.loads(conn.data[start:end])
             if not isinstance(hello, dict):
                 raise ValueError("HELLO is not a JSON object")
             return hello
@@ -123,13 +123,14 @@ def handshake(conn: Connection) -> Dict[str, Any]:
 def serve(conn: Connection, handle: Handler) -> int:
     """Answers messages until QUIT or end of file; returns the exit status."""
     halted = False
+    read, message, answer = conn.read, conn.message, conn.answer
     while True:
-        if not conn.read():
+        if not read():
             return 0
         quit_ = False
         for kind, start, end in conn.frames():
             if kind == 77:  # 'M'
-                ticket, seq, attempt, received, msg_id, frames = conn.message(start)
+                ticket, seq, attempt, received, msg_id, frames = message(start)
                 if halted:
                     continue  # never answered: the hub keeps it
                 topic = frames[0].decode("utf-8", "replace")
@@ -144,7 +145,7 @@ def serve(conn: Connection, handle: Handler) -> int:
                     conn.send_json(b"X", {"reason": str(e)})
                     conn.flush()
                     continue
-                conn.answer(ticket, verdict, reason)
+                answer(ticket, verdict, reason)
             elif kind == 81:  # 'Q'
                 quit_ = True
             else:
