@@ -21,9 +21,17 @@ import traceback
 
 import zmq
 
+# The tests sit in folders that mirror hub/ (tests/integration/ROOM/
+# test_x.py, each putting this folder on its path); one that uses another's
+# helpers imports it by name (`import test_control_plane`), wherever it is.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _room in sorted({os.path.dirname(p) for p in glob.glob(os.path.join(_HERE, "*", "test_*.py"))}):
+    if _room not in sys.path:
+        sys.path.append(_room)
+
 # ctest sets these (tests/CMakeLists.txt). Run by hand, a test takes them
 # from the build directory FANHUB_BUILD_DIR (default SOURCE/build/release),
-# so `/usr/bin/python3 tests/integration/test_x.py NAME` just works.
+# so `/usr/bin/python3 tests/integration/ROOM/test_x.py NAME` just works.
 SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR",
                             os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
 BUILD_DIR = os.environ.get("FANHUB_BUILD_DIR", os.path.join(SOURCE_DIR, "build", "release"))

@@ -1,0 +1,1141 @@
+/*  test_store_plugin - the shipped store consumer on SQLite, driven through
+    a fake host.
+
+    The test loads store.so with dlopen like the hub does and hands it a
+    host table of its own. What the plugin wrote is read back with a
+    separate SQLite connection, as an operator would read the archive:
+    the schema, every column of every row, when rows become visible
+    (batching), and what happens while another writer holds the database.
+    PostgreSQL is covered by tests/integration/plugins/test_store.py against a real
+    server; here only its unreachable case, which needs none.
+*/
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "test_dir.h"
+
+#include <fanhub/consumer.h>
+#include <sqlite3.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <fanhub/testing.h>
+
+/* ABI 1.1: a host with host->complete. The ticket of a message is its
+   seq + 1000; completions are recorded in order. */
+static struct {
+    pthread_mutex_t lock;
+    fanhub_ticket_t tickets[64];
+    fanhub_result_t results[64];
+    size_t count;
+} s_completions = {PTHREAD_MUTEX_INITIALIZER, {0}, {0}, 0};
+
+static fanhub_ticket_t
+s_host_msg_ticket (const fanhub_msg_t *msg)
+{
+    return msg->seq + 1000;
+}
+
+static void
+s_host_complete (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, fanhub_result_t result)
+{
+    (void) ctx;
+    pthread_mutex_lock (&s_completions.lock);
+    if (s_completions.count < 64) {
+        s_completions.tickets[s_completions.count] = ticket;
+        s_completions.results[s_completions.count] = result;
+        s_completions.count++;
+    }
+    pthread_mutex_unlock (&s_completions.lock);
+}
+
+/* The fake host with tickets and completions recorded (the async case). */
+static fanhub_host_t
+s_host_async (void)
+{
+    fanhub_host_t host = fanhub_fake_host;
+    host.msg_ticket = s_host_msg_ticket;
+    host.complete = s_host_complete;
+    return host;
+}
+
+/* -------------------------------------------------------------------------
+   Helpers */
+
+static void *s_dl;
+static const fanhub_consumer_desc_t *s_desc;
+static char s_dir[256];
+static int s_files; /* numbers the temp files */
+
+#define SCALAR(k, v, w)                                                                            \
+    {                                                                                              \
+        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
+    }
+#define MAP(items, n)                                                                              \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
+    }
+#define BYTES(s) (s), sizeof (s) - 1
+
+static const fanhub_option_t s_empty_items[1];
+
+static void
+s_ctx_init (fanhub_ctx_t *ctx)
+{
+    fanhub_fake_ctx_init (ctx);
+    ctx->skip_debug = true;
+}
+
+/* A fresh database file name. */
+static void
+s_temp (char *path, size_t size)
+{
+    snprintf (path, size, "%s/db-%d.sqlite", s_dir, ++s_files);
+}
+
+/* Starts an instance on the SQLite file PATH with batch and batch_ms
+   (NULL leaves an option out). */
+static void *
+s_start (fanhub_ctx_t *ctx, const char *path, const char *batch, const char *batch_ms)
+{
+    fanhub_option_t items[3];
+    size_t n = 0;
+    items[n++] = (fanhub_option_t) SCALAR ("sqlite", path, "t.yaml:5:13");
+    if (batch)
+        items[n++] = (fanhub_option_t) SCALAR ("batch", batch, "t.yaml:6:12");
+    if (batch_ms)
+        items[n++] = (fanhub_option_t) SCALAR ("batch_ms", batch_ms, "t.yaml:7:15");
+    fanhub_option_t map = MAP (items, n);
+    void *state = NULL;
+    char err[512] = "";
+    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
+    if (rc != 0)
+        print_error ("init refused: %s\n", err);
+    assert_int_equal (rc, 0);
+    assert_non_null (state);
+    return state;
+}
+
+static fanhub_msg_t
+s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq,
+       int64_t ns)
+{
+    return fanhub_fake_msg (topic, topic_size, body, body_size, seq, ns);
+}
+
+/* Consumes a message with a text topic and body. */
+static int
+s_send (void *plugin, const char *topic, const char *body, uint64_t seq)
+{
+    fanhub_msg_t msg
+        = s_msg (topic, strlen (topic), body, strlen (body), seq, (int64_t) seq * 1000);
+    return s_desc->consume (plugin, &msg);
+}
+
+/* A separate, read-only connection, as an operator would open. */
+static sqlite3 *
+s_open (const char *path)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2 (path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc != SQLITE_OK)
+        print_error ("open %s: %s\n", path, sqlite3_errmsg (db));
+    assert_int_equal (rc, SQLITE_OK);
+    sqlite3_busy_timeout (db, 10000);
+    return db;
+}
+
+/* The first column of the first row of sql as an integer. */
+static long long
+s_query_int (sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        print_error ("%s: %s\n", sql, sqlite3_errmsg (db));
+    assert_int_equal (rc, SQLITE_OK);
+    assert_int_equal (sqlite3_step (stmt), SQLITE_ROW);
+    long long v = sqlite3_column_int64 (stmt, 0);
+    sqlite3_finalize (stmt);
+    return v;
+}
+
+/* The rows of sql, columns joined with '|' and rows ended with '\n'; NULL
+   is shown as "NULL", a blob as x'hex'. Caller frees. */
+static char *
+s_query_text (sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *stmt = NULL;
+    int rc = sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+        print_error ("%s: %s\n", sql, sqlite3_errmsg (db));
+    assert_int_equal (rc, SQLITE_OK);
+    size_t cap = 1 << 16, len = 0;
+    char *out = malloc (cap);
+    assert_non_null (out);
+    out[0] = '\0';
+    while ((rc = sqlite3_step (stmt)) == SQLITE_ROW) {
+        int columns = sqlite3_column_count (stmt);
+        for (int i = 0; i < columns; i++) {
+            char cell[4096];
+            int type = sqlite3_column_type (stmt, i);
+            if (type == SQLITE_NULL)
+                snprintf (cell, sizeof cell, "NULL");
+            else if (type == SQLITE_BLOB) {
+                const unsigned char *p = sqlite3_column_blob (stmt, i);
+                int n = sqlite3_column_bytes (stmt, i);
+                size_t o = (size_t) snprintf (cell, sizeof cell, "x'");
+                for (int j = 0; j < n && o + 4 < sizeof cell; j++)
+                    o += (size_t) snprintf (cell + o, sizeof cell - o, "%02x", p[j]);
+                snprintf (cell + o, sizeof cell - o, "'");
+            }
+            else
+                snprintf (cell, sizeof cell, "%s", (const char *) sqlite3_column_text (stmt, i));
+            size_t need = strlen (cell) + 2;
+            if (len + need >= cap) {
+                cap = cap * 2 + need;
+                out = realloc (out, cap);
+                assert_non_null (out);
+            }
+            len += (size_t) snprintf (out + len, cap - len, "%s%s", i ? "|" : "", cell);
+        }
+        out[len++] = '\n';
+        out[len] = '\0';
+    }
+    assert_int_equal (rc, SQLITE_DONE);
+    sqlite3_finalize (stmt);
+    return out;
+}
+
+static void
+s_assert_query (sqlite3 *db, const char *sql, const char *expected)
+{
+    char *got = s_query_text (db, sql);
+    if (strcmp (got, expected) != 0)
+        print_error ("%s\n got:\n%s\nwant:\n%s\n", sql, got, expected);
+    assert_string_equal (got, expected);
+    free (got);
+}
+
+static long long
+s_rows (const char *path)
+{
+    sqlite3 *db = s_open (path);
+    long long n = s_query_int (db, "SELECT count(*) FROM messages");
+    sqlite3_close (db);
+    return n;
+}
+
+static bool
+s_logged (fanhub_ctx_t *ctx, const char *text)
+{
+    return strstr (ctx->all, text) != NULL;
+}
+
+/* -------------------------------------------------------------------------
+   Setup */
+
+static int
+s_group_setup (void **state)
+{
+    (void) state;
+    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-store"))) {
+        print_error ("mkdtemp: %s\n", strerror (errno));
+        return -1;
+    }
+    s_desc = fanhub_fake_plugin_load (SHIPPED_PLUGIN_DIR "/store.so", &s_dl);
+    return s_desc ? 0 : -1;
+}
+
+static int
+s_group_teardown (void **state)
+{
+    (void) state;
+    if (s_dl)
+        dlclose (s_dl);
+    test_remove_tree (s_dir);
+    return 0;
+}
+
+/* -------------------------------------------------------------------------
+   Tests */
+
+static void
+test_descriptor (void **state)
+{
+    (void) state;
+    assert_int_equal (s_desc->abi_major, FANHUB_ABI_MAJOR);
+    assert_int_equal (s_desc->abi_minor, FANHUB_ABI_MINOR);
+    assert_int_equal (s_desc->size, sizeof (fanhub_consumer_desc_t));
+    assert_string_equal (s_desc->name, "store");
+    assert_true (s_desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
+    assert_non_null (s_desc->init);
+    assert_non_null (s_desc->consume);
+    assert_non_null (s_desc->idle);
+    assert_non_null (s_desc->fini);
+}
+
+/* The documented schema, made by init alone, in WAL mode; starting again
+   on the same file keeps it. */
+static void
+test_schema (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    for (int round = 0; round < 2; round++) {
+        fanhub_ctx_t ctx;
+        s_ctx_init (&ctx);
+        void *plugin = s_start (&ctx, path, NULL, NULL);
+        assert_true (s_logged (&ctx, "storing in table messages as run "));
+
+        sqlite3 *db = s_open (path);
+        s_assert_query (db, "PRAGMA journal_mode", "wal\n");
+        s_assert_query (db,
+                        "SELECT name, type, \"notnull\", pk"
+                        " FROM pragma_table_info ('messages') ORDER BY cid",
+                        "id|INTEGER|0|1\n"
+                        "run|INTEGER|1|0\n"
+                        "seq|INTEGER|1|0\n"
+                        "topic|TEXT|1|0\n"
+                        "received_at|TEXT|1|0\n"
+                        "msg_id|TEXT|0|0\n"
+                        "body_json|TEXT|0|0\n"
+                        "body_text|TEXT|0|0\n"
+                        "body_bytes|BLOB|0|0\n");
+        /* Every index with its uniqueness and columns. */
+        s_assert_query (db,
+                        "SELECT l.\"unique\", group_concat (i.name, ',')"
+                        " FROM pragma_index_list ('messages') AS l,"
+                        " pragma_index_info (l.name) AS i"
+                        " GROUP BY l.name ORDER BY 2",
+                        "1|msg_id\n"
+                        "0|received_at\n"
+                        "1|run,seq\n"
+                        "0|topic\n");
+        s_assert_query (db,
+                        "SELECT name FROM sqlite_master WHERE type = 'index'"
+                        " AND sql IS NOT NULL ORDER BY name",
+                        "messages_received_at_idx\nmessages_topic_idx\n");
+        assert_int_equal (s_query_int (db, "SELECT count(*) FROM messages"), round);
+        sqlite3_close (db);
+        assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
+        s_desc->fini (plugin);
+        pthread_mutex_destroy (&ctx.lock);
+    }
+    /* Each start is a run of its own. */
+    sqlite3 *db = s_open (path);
+    assert_int_equal (s_query_int (db, "SELECT count(DISTINCT run) FROM messages"), 2);
+    assert_int_equal (s_query_int (db, "SELECT min(run) > 0 FROM messages"), 1);
+    sqlite3_close (db);
+}
+
+/* The table option names the table and its indexes. */
+static void
+test_table_option (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_option_t items[] = {
+        SCALAR ("sqlite", path, "t.yaml:5:13"),
+        SCALAR ("table", "fedmsg_archive", "t.yaml:6:12"),
+    };
+    fanhub_option_t map = MAP (items, 2);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = NULL;
+    char err[512] = "";
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
+    assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
+    s_desc->fini (plugin);
+    sqlite3 *db = s_open (path);
+    s_assert_query (db,
+                    "SELECT type, name FROM sqlite_master WHERE sql IS NOT"
+                    " NULL ORDER BY name",
+                    "table|fedmsg_archive\n"
+                    "index|fedmsg_archive_received_at_idx\n"
+                    "index|fedmsg_archive_topic_idx\n");
+    s_assert_query (db, "SELECT seq, topic, body_text FROM fedmsg_archive", "1|t|b\n");
+    sqlite3_close (db);
+}
+
+typedef struct {
+    const char *name;
+    const char *topic;
+    size_t topic_size;
+    const char *body;
+    size_t body_size;
+    uint64_t seq;
+    int64_t ns;
+    /* The row: received_at|msg_id|body_json|body_text|body_bytes, with
+       typeof() of the three body columns. */
+    const char *expected;
+} row_case_t;
+
+#define AT "2023-11-14T22:13:20.123456Z"
+#define NS 1700000000123456789
+
+static const row_case_t s_row_cases[] = {
+    {"JSON object with msg_id", BYTES ("org.fedoraproject.prod.buildsys"),
+     BYTES ("{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}"), 1, NS,
+     AT "|2024-5f1c|{\"msg_id\": \"2024-5f1c\", \"msg\": {\"x\": 1}}|NULL|"
+        "NULL|text|null|null"},
+    {"JSON object without msg_id", BYTES ("t"), BYTES ("{\"i\":1}"), 2, NS,
+     AT "|NULL|{\"i\":1}|NULL|NULL|text|null|null"},
+    {"msg_id not a string", BYTES ("t"), BYTES ("{\"msg_id\":7}"), 3, NS,
+     AT "|NULL|{\"msg_id\":7}|NULL|NULL|text|null|null"},
+    {"msg_id empty", BYTES ("t"), BYTES ("{\"msg_id\":\"\"}"), 4, NS,
+     AT "|NULL|{\"msg_id\":\"\"}|NULL|NULL|text|null|null"},
+    {"msg_id not at the top", BYTES ("t"), BYTES ("{\"msg\":{\"msg_id\":\"x\"}}"), 5, NS,
+     AT "|NULL|{\"msg\":{\"msg_id\":\"x\"}}|NULL|NULL|text|null|null"},
+    {"msg_id in an array", BYTES ("t"), BYTES ("[{\"msg_id\":\"x\"}]"), 6, NS,
+     AT "|NULL|[{\"msg_id\":\"x\"}]|NULL|NULL|text|null|null"},
+    {"JSON scalar", BYTES ("t"), BYTES (" 42 "), 7, NS, AT "|NULL| 42 |NULL|NULL|text|null|null"},
+    {"JSON kept byte for byte", BYTES ("t"),
+     BYTES ("{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}"), 8, NS,
+     AT "|NULL|{ \"b\":1,\n \"a\":\"caf\xc3\xa9\\u00e9\" , \"a\":2}|NULL|"
+        "NULL|text|null|null"},
+    {"msg_id with escapes", BYTES ("t"), BYTES ("{\"msg_id\":\"a\\\"b\\u00e9\"}"), 9, NS,
+     AT "|a\"b\xc3\xa9|{\"msg_id\":\"a\\\"b\\u00e9\"}|NULL|NULL|text|null|"
+        "null"},
+    {"plain text", BYTES ("t"), BYTES ("hello \xe2\x9c\x93"), 10, NS,
+     AT "|NULL|NULL|hello \xe2\x9c\x93|NULL|null|text|null"},
+    {"empty body is text", BYTES ("t"), BYTES (""), 11, NS, AT "|NULL|NULL||NULL|null|text|null"},
+    {"JSON then garbage is text", BYTES ("t"), BYTES ("{\"a\":1} x"), 12, NS,
+     AT "|NULL|NULL|{\"a\":1} x|NULL|null|text|null"},
+    {"\\u0000 in JSON is text", BYTES ("t"), BYTES ("{\"a\":\"\\u0000\"}"), 13, NS,
+     AT "|NULL|NULL|{\"a\":\"\\u0000\"}|NULL|null|text|null"},
+    {"not UTF-8 is bytes", BYTES ("t"), BYTES ("\xff\xfe{}"), 14, NS,
+     AT "|NULL|NULL|NULL|x'fffe7b7d'|null|null|blob"},
+    {"NUL byte is bytes", BYTES ("t"), BYTES ("a\0b"), 15, NS,
+     AT "|NULL|NULL|NULL|x'610062'|null|null|blob"},
+    {"surrogate is bytes", BYTES ("t"), BYTES ("\"\xed\xa0\x80\""), 16, NS,
+     AT "|NULL|NULL|NULL|x'22eda08022'|null|null|blob"},
+    {"epoch", BYTES ("t"), BYTES ("b"), 17, 0,
+     "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null"},
+    {"999 ns truncate", BYTES ("t"), BYTES ("b"), 18, 999,
+     "1970-01-01T00:00:00.000000Z|NULL|NULL|b|NULL|null|text|null"},
+    {"before 1970 rounds to the past", BYTES ("t"), BYTES ("b"), 19, -1,
+     "1969-12-31T23:59:59.999999Z|NULL|NULL|b|NULL|null|text|null"},
+    {"seq max", BYTES ("t"), BYTES ("b"), INT64_MAX, NS, AT "|NULL|NULL|b|NULL|null|text|null"},
+};
+
+/* Every column of every row, for every kind of body. */
+static void
+test_rows_exact (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "7", NULL);
+    size_t cases = sizeof s_row_cases / sizeof s_row_cases[0];
+    for (size_t i = 0; i < cases; i++) {
+        const row_case_t *c = &s_row_cases[i];
+        fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body, c->body_size, c->seq, c->ns);
+        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    }
+    s_desc->fini (plugin);
+    assert_true (s_logged (&ctx, "stored 20 messages, 0 already stored, 0 "
+                                 "refused, 0 lost"));
+
+    sqlite3 *db = s_open (path);
+    sqlite3_stmt *stmt = NULL;
+    assert_int_equal (sqlite3_prepare_v2 (db,
+                                          "SELECT seq, topic, received_at || '|' ||"
+                                          " coalesce (msg_id, 'NULL') || '|' ||"
+                                          " coalesce (body_json, 'NULL') || '|' ||"
+                                          " coalesce (body_text, 'NULL') || '|' ||"
+                                          " CASE WHEN body_bytes IS NULL THEN 'NULL' ELSE"
+                                          " 'x''' || hex (body_bytes) || '''' END"
+                                          " || '|' || typeof (body_json) || '|' ||"
+                                          " typeof (body_text) || '|' || typeof (body_bytes)"
+                                          " FROM messages ORDER BY id",
+                                          -1, &stmt, NULL),
+                      SQLITE_OK);
+    for (size_t i = 0; i < cases; i++) {
+        const row_case_t *c = &s_row_cases[i];
+        assert_int_equal (sqlite3_step (stmt), SQLITE_ROW);
+        assert_int_equal (sqlite3_column_int64 (stmt, 0), (int64_t) c->seq);
+        assert_int_equal (sqlite3_column_bytes (stmt, 1), c->topic_size);
+        assert_memory_equal (sqlite3_column_text (stmt, 1), c->topic, c->topic_size);
+        char got[4096];
+        snprintf (got, sizeof got, "%s", sqlite3_column_text (stmt, 2));
+        /* hex() is upper case; the table is lower case. */
+        char *x = strstr (got, "|x'");
+        for (char *p = x ? x + 3 : NULL; p && *p && *p != '\''; p++)
+            if (*p >= 'A' && *p <= 'F')
+                *p = (char) (*p - 'A' + 'a');
+        if (strcmp (got, c->expected) != 0)
+            print_error ("case \"%s\"\n got: %s\nwant: %s\n", c->name, got, c->expected);
+        assert_string_equal (got, c->expected);
+    }
+    assert_int_equal (sqlite3_step (stmt), SQLITE_DONE);
+    sqlite3_finalize (stmt);
+    assert_int_equal (s_query_int (db, "SELECT count(DISTINCT run) FROM "
+                                       "messages"),
+                      1);
+    sqlite3_close (db);
+}
+
+/* A topic is stored as given, NUL bytes too (SQLite text keeps them). */
+static void
+test_topic_bytes (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, NULL, NULL);
+    fanhub_msg_t msg = s_msg (BYTES ("a\0b.caf\xc3\xa9"), BYTES ("x"), 1, 0);
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    msg = s_msg (BYTES (""), BYTES ("y"), 2, 0);
+    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    s_desc->fini (plugin);
+    sqlite3 *db = s_open (path);
+    s_assert_query (db, "SELECT seq, hex (topic) FROM messages ORDER BY id",
+                    "1|6100622E636166C3A9\n2|\n");
+    sqlite3_close (db);
+}
+
+/* msg_id is taken up to 1024 bytes; a longer one is not a key. */
+static void
+test_msg_id_length (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, NULL, NULL);
+    char body[1200];
+    for (int len = 1023; len <= 1025; len++) {
+        int n = snprintf (body, sizeof body, "{\"msg_id\":\"%0*d\"}", len, len);
+        fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n, (uint64_t) len, 0);
+        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    }
+    s_desc->fini (plugin);
+    sqlite3 *db = s_open (path);
+    s_assert_query (db,
+                    "SELECT seq, length (msg_id), substr (msg_id, -4)"
+                    " FROM messages ORDER BY seq",
+                    "1023|1023|1023\n1024|1024|1024\n1025|NULL|NULL\n");
+    sqlite3_close (db);
+}
+
+/* A batch is committed when it is full, when the queue runs empty (idle)
+   and at fini; not before. */
+static void
+test_batch_commits (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "3", "3600000");
+    assert_int_equal (s_send (plugin, "t", "1", 1), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "t", "2", 2), FANHUB_OK);
+    assert_int_equal (s_rows (path), 0);
+    assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_OK);
+    assert_int_equal (s_rows (path), 3); /* full */
+    assert_int_equal (s_send (plugin, "t", "4", 4), FANHUB_OK);
+    assert_int_equal (s_rows (path), 3);
+    s_desc->idle (plugin);
+    assert_int_equal (s_rows (path), 4); /* idle */
+    s_desc->idle (plugin);
+    assert_int_equal (s_rows (path), 4);
+    assert_int_equal (s_send (plugin, "t", "5", 5), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "t", "6", 6), FANHUB_OK);
+    assert_int_equal (s_rows (path), 4);
+    s_desc->fini (plugin);
+    assert_int_equal (s_rows (path), 6); /* fini */
+    sqlite3 *db = s_open (path);
+    /* "1" is JSON: a number. */
+    s_assert_query (db, "SELECT seq, body_json FROM messages ORDER BY id",
+                    "1|1\n2|2\n3|3\n4|4\n5|5\n6|6\n");
+    sqlite3_close (db);
+    assert_true (s_logged (&ctx, "stored 6 messages, 0 already stored"));
+}
+
+/* batch 1 and batch_ms 0 both commit inside every consume. */
+static void
+test_batch_every_message (void **state)
+{
+    (void) state;
+    static const char *const settings[][2] = {{"1", NULL}, {NULL, "0"}};
+    for (size_t round = 0; round < 2; round++) {
+        char path[512];
+        s_temp (path, sizeof path);
+        fanhub_ctx_t ctx;
+        s_ctx_init (&ctx);
+        void *plugin = s_start (&ctx, path, settings[round][0], settings[round][1]);
+        for (uint64_t i = 1; i <= 3; i++) {
+            assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
+            assert_int_equal (s_rows (path), (long long) i);
+        }
+        s_desc->fini (plugin);
+    }
+}
+
+static int64_t
+s_mono_ns (void)
+{
+    struct timespec ts;
+    clock_gettime (CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* batch_ms: the consume that comes after the batch's first row is that
+   old commits the batch. The wait is for the clock to move past 1 ms; no
+   outcome depends on how long it takes. */
+static void
+test_batch_ms (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "1000", "1");
+    int64_t start = s_mono_ns ();
+    assert_int_equal (s_send (plugin, "t", "1", 1), FANHUB_OK);
+    if (s_mono_ns () - start < 1000000)
+        assert_int_equal (s_rows (path), 0);
+    while (s_mono_ns () - start < 2000000)
+        ;
+    assert_int_equal (s_send (plugin, "t", "2", 2), FANHUB_OK);
+    assert_int_equal (s_rows (path), 2);
+    s_desc->fini (plugin);
+}
+
+/* A msg_id already stored is skipped, in the same batch, in a later one
+   and by a later run; a body without msg_id is never a duplicate. */
+static void
+test_duplicate_msg_id (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "10", NULL);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":1}", 1), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":2}", 2), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
+    s_desc->idle (plugin);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":4}", 4), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 5), FANHUB_OK);
+    s_desc->fini (plugin);
+    assert_true (s_logged (&ctx, "stored 3 messages, 2 already stored, 0 "
+                                 "refused, 0 lost"));
+
+    fanhub_ctx_t ctx2;
+    s_ctx_init (&ctx2);
+    plugin = s_start (&ctx2, path, "10", NULL);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":5}", 1), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
+    assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"B\"}", 4), FANHUB_OK);
+    s_desc->fini (plugin);
+    assert_true (s_logged (&ctx2, "stored 2 messages, 1 already stored"));
+
+    sqlite3 *db = s_open (path);
+    s_assert_query (db,
+                    "SELECT seq, topic, coalesce (msg_id, '-'), body_json"
+                    " FROM messages ORDER BY id",
+                    "1|a|A|{\"msg_id\":\"A\",\"n\":1}\n"
+                    "3|b|-|{\"n\":3}\n"
+                    "5|b|-|{\"n\":3}\n"
+                    "3|b|-|{\"n\":3}\n"
+                    "4|a|B|{\"msg_id\":\"B\"}\n");
+    sqlite3_close (db);
+}
+
+/* Another writer holds the database: the write that the full batch starts
+   fails after the busy timeout. The batch is kept, the message that
+   filled it is answered RETRY, and so is every message until the
+   database is free again; then everything is stored, once. */
+static void
+test_retry_while_locked (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "2", "3600000");
+    assert_int_equal (s_send (plugin, "t", "1", 1), FANHUB_OK);
+
+    sqlite3 *holder = s_open (path);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal (s_send (plugin, "t", "2", 2), FANHUB_RETRY);
+    assert_true (s_logged (&ctx, ": BEGIN: database is locked; keeping 1 "
+                                 "messages to write again, and answering "
+                                 "RETRY until the database is back"));
+    assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_RETRY);
+    s_desc->idle (plugin);
+    assert_int_equal (sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close (holder);
+
+    /* The backoff decides when the plugin tries again; the hub would
+       offer the message again until it is taken. */
+    int64_t deadline = s_mono_ns () + 30 * 1000000000LL;
+    int rc;
+    while ((rc = s_send (plugin, "t", "2", 2)) == FANHUB_RETRY && s_mono_ns () < deadline)
+        usleep (1000);
+    assert_int_equal (rc, FANHUB_OK);
+    assert_true (s_logged (&ctx, "available again; wrote the 1 kept "
+                                 "messages, answered RETRY to "));
+    /* The kept batch was written first; 2 opened a new one, which 3
+       fills. */
+    assert_int_equal (s_rows (path), 1);
+    assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_OK);
+    assert_int_equal (s_rows (path), 3);
+    s_desc->fini (plugin);
+    sqlite3 *db = s_open (path);
+    s_assert_query (db, "SELECT seq, body_json FROM messages ORDER BY id", "1|1\n2|2\n3|3\n");
+    sqlite3_close (db);
+    assert_true (s_logged (&ctx, "stored 3 messages, 0 already stored, 0 "
+                                 "refused, 0 lost"));
+}
+
+/* A database still held at fini: the open batch is lost, and said so. */
+static void
+test_fini_while_locked (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "10", "3600000");
+    for (uint64_t i = 4; i <= 6; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
+    sqlite3 *holder = s_open (path);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    s_desc->fini (plugin);
+    sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close (holder);
+    char want[1024];
+    snprintf (want, sizeof want,
+              "%s: 3 messages (seq 4 to 6) not stored at shutdown: BEGIN: "
+              "database is locked; 0 of them were never answered OK (the hub "
+              "keeps those), 3 are lost",
+              path);
+    assert_true (s_logged (&ctx, want));
+    assert_true (s_logged (&ctx, "stored 0 messages, 0 already stored, 0 "
+                                 "refused, 3 lost"));
+    assert_int_equal (s_rows (path), 0);
+}
+
+/* ABI 1.1: a row is PENDING until its batch is committed, then completed
+   OK; a batch that cannot be written at fini stays the hub's (not lost). */
+static void
+test_pending_until_commit (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    fanhub_option_t items[] = {SCALAR ("sqlite", path, "t.yaml:5:13"),
+                               SCALAR ("batch", "10", "t.yaml:6:12"),
+                               SCALAR ("batch_ms", "3600000", "t.yaml:7:15")};
+    fanhub_option_t map = MAP (items, 3);
+    void *plugin = NULL;
+    char err[512] = "";
+    const fanhub_host_t host = s_host_async ();
+    assert_int_equal (s_desc->init (&host, &ctx, &map, &plugin, err, sizeof err), 0);
+    s_completions.count = 0;
+    for (uint64_t i = 1; i <= 3; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    /* Not committed: not done. */
+    assert_int_equal (s_completions.count, 0);
+    assert_int_equal (s_rows (path), 0);
+    s_desc->idle (plugin);
+    assert_int_equal (s_rows (path), 3);
+    assert_int_equal (s_completions.count, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal (s_completions.tickets[i], 1001 + i);
+        assert_int_equal (s_completions.results[i], FANHUB_OK);
+    }
+    /* The tenth row fills the batch: the commit completes all ten, the
+       one consume is handling included. */
+    s_completions.count = 0;
+    for (uint64_t i = 4; i <= 13; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    assert_int_equal (s_completions.count, 10);
+    assert_int_equal (s_completions.tickets[9], 1013);
+    assert_int_equal (s_rows (path), 13);
+    /* Held at fini: never answered OK, so the hub keeps them. */
+    s_completions.count = 0;
+    for (uint64_t i = 14; i <= 15; i++)
+        assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
+    sqlite3 *holder = s_open (path);
+    assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    s_desc->fini (plugin);
+    sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close (holder);
+    assert_int_equal (s_completions.count, 0);
+    assert_true (s_logged (&ctx, "2 of them were never answered OK (the hub keeps those), "
+                                 "0 are lost"));
+    assert_true (s_logged (&ctx, "stored 13 messages, 0 already stored, 0 refused, 0 lost"));
+}
+
+/* A PostgreSQL server that is not there is a passing state: init takes the
+   options, consume answers RETRY. */
+static void
+test_postgres_unreachable (void **state)
+{
+    (void) state;
+    /* A loopback port that nothing listens on. */
+    int fd = socket (AF_INET, SOCK_STREAM, 0);
+    assert_true (fd >= 0);
+    struct sockaddr_in addr = {.sin_family = AF_INET};
+    addr.sin_addr.s_addr = htonl (INADDR_LOOPBACK);
+    assert_int_equal (bind (fd, (struct sockaddr *) &addr, sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    assert_int_equal (getsockname (fd, (struct sockaddr *) &addr, &len), 0);
+    close (fd);
+    char conninfo[256];
+    snprintf (conninfo, sizeof conninfo,
+              "host=127.0.0.1 port=%d user=nobody password=secret "
+              "connect_timeout=5 sslmode=disable gssencmode=disable",
+              ntohs (addr.sin_port));
+
+    fanhub_option_t items[] = {SCALAR ("postgres", conninfo, "t.yaml:5:15")};
+    fanhub_option_t map = MAP (items, 1);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = NULL;
+    char err[512] = "";
+    int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
+    if (rc)
+        print_error ("init refused: %s\n", err);
+    assert_int_equal (rc, 0);
+    assert_true (s_logged (&ctx, "PostgreSQL: cannot connect: "));
+    assert_true (s_logged (&ctx, "answering RETRY until the database is "
+                                 "back"));
+    assert_false (s_logged (&ctx, "secret"));
+    assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_RETRY);
+    s_desc->idle (plugin);
+    assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_RETRY);
+    s_desc->fini (plugin);
+    assert_true (s_logged (&ctx, "PostgreSQL: stored 0 messages, 0 already "
+                                 "stored, 0 refused, 0 lost"));
+}
+
+typedef struct {
+    const char *name;
+    fanhub_option_t items[3];
+    size_t count;
+    const char *expected; /* the whole error; NULL: accepted */
+} option_case_t;
+
+static const fanhub_option_t s_list_items[] = {
+    SCALAR (NULL, "a", "t.yaml:5:15"),
+};
+static const fanhub_option_t s_map_items[] = {
+    SCALAR ("x", "1", "t.yaml:6:7"),
+};
+#define LIST(k)                                                                                    \
+    {                                                                                              \
+        FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1                              \
+    }
+#define SUBMAP(k)                                                                                  \
+    {                                                                                              \
+        FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1                                 \
+    }
+#define DB SCALAR ("sqlite", s_case_path, "t.yaml:5:13")
+#define BATCH_ERR(got, where)                                                                      \
+    "options.batch: expected an integer from 1 to 100000, got " got " (" where ")"
+#define BATCH_MS_ERR(got, where)                                                                   \
+    "options.batch_ms: expected a duration such as 250ms, 2s or 1m from 0 to 3600000 ms, got " got \
+    " (" where ")"
+#define TABLE_ERR(got)                                                                             \
+    "options.table: expected 1 to 40 characters from a-z 0-9 _, not "                              \
+    "starting with a digit, got \"" got "\" (t.yaml:6:12)"
+
+/* Filled in by test_options_table before the table is read. */
+static char s_case_path[512];
+
+static const option_case_t s_option_cases[] = {
+    {"sqlite alone", {DB}, 1, NULL},
+    {"no options",
+     {{0}},
+     0,
+     "options: store needs a database: set sqlite (a file) or postgres (a "
+     "conninfo) (t.yaml:4:3)"},
+    {"only batch",
+     {SCALAR ("batch", "5", "t.yaml:6:12")},
+     1,
+     "options: store needs a database: set sqlite (a file) or postgres (a "
+     "conninfo) (t.yaml:4:3)"},
+    {"unknown key",
+     {DB, SCALAR ("path", "x", "t.yaml:6:11")},
+     2,
+     "options.path: unknown option; store takes sqlite, postgres, password_file, "
+     "password_env, table, batch and batch_ms (t.yaml:6:11)"},
+    {"both databases",
+     {DB, SCALAR ("postgres", "dbname=x", "t.yaml:6:15")},
+     2,
+     "options.postgres: give sqlite or postgres, not both (t.yaml:6:15)"},
+    {"both databases, other order",
+     {SCALAR ("postgres", "dbname=x", "t.yaml:5:15"), DB},
+     2,
+     "options.sqlite: give sqlite or postgres, not both (t.yaml:5:13)"},
+    {"sqlite empty",
+     {SCALAR ("sqlite", "", "t.yaml:5:13")},
+     1,
+     "options.sqlite: must not be empty (t.yaml:5:13)"},
+    {"sqlite list",
+     {LIST ("sqlite")},
+     1,
+     "options.sqlite: expected a file name, got a list (t.yaml:5:13)"},
+    {"sqlite :memory:",
+     {SCALAR ("sqlite", ":memory:", "t.yaml:5:13")},
+     1,
+     "options.sqlite: expected the path of a database file, got "
+     "\":memory:\" (t.yaml:5:13)"},
+    {"postgres map",
+     {SUBMAP ("postgres")},
+     1,
+     "options.postgres: expected a string, got a map (t.yaml:6:5)"},
+    {"postgres empty",
+     {SCALAR ("postgres", "", "t.yaml:5:15")},
+     1,
+     "options.postgres: expected 1 to 4096 characters, got \"\" (t.yaml:5:15)"},
+    {"postgres not a conninfo",
+     {SCALAR ("postgres", "host", "t.yaml:5:15")},
+     1,
+     "options.postgres: not a valid conninfo: missing \"=\" after \"host\" "
+     "in connection info string (t.yaml:5:15)"},
+    {"postgres unknown keyword",
+     {SCALAR ("postgres", "hots=db", "t.yaml:5:15")},
+     1,
+     "options.postgres: not a valid conninfo: invalid connection option "
+     "\"hots\" (t.yaml:5:15)"},
+    {"batch 1", {DB, SCALAR ("batch", "1", "t.yaml:6:12")}, 2, NULL},
+    {"batch max", {DB, SCALAR ("batch", "100000", "t.yaml:6:12")}, 2, NULL},
+    {"batch 0", {DB, SCALAR ("batch", "0", "t.yaml:6:12")}, 2, BATCH_ERR ("\"0\"", "t.yaml:6:12")},
+    {"batch too big",
+     {DB, SCALAR ("batch", "100001", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"100001\"", "t.yaml:6:12")},
+    {"batch far too big",
+     {DB, SCALAR ("batch", "99999999999999999999", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"99999999999999999999\"", "t.yaml:6:12")},
+    {"batch negative",
+     {DB, SCALAR ("batch", "-5", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"-5\"", "t.yaml:6:12")},
+    {"batch word",
+     {DB, SCALAR ("batch", "many", "t.yaml:6:12")},
+     2,
+     BATCH_ERR ("\"many\"", "t.yaml:6:12")},
+    {"batch list", {DB, LIST ("batch")}, 2, BATCH_ERR ("a list", "t.yaml:5:13")},
+    {"batch_ms 0", {DB, SCALAR ("batch_ms", "0", "t.yaml:7:15")}, 2, NULL},
+    {"batch_ms max", {DB, SCALAR ("batch_ms", "3600000", "t.yaml:7:15")}, 2, NULL},
+    {"batch_ms too big",
+     {DB, SCALAR ("batch_ms", "3600001", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"3600001\"", "t.yaml:7:15")},
+    {"batch_ms exponent",
+     {DB, SCALAR ("batch_ms", "1e3", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"1e3\"", "t.yaml:7:15")},
+    {"batch_ms an hour and a second, too long",
+     {DB, SCALAR ("batch_ms", "3601s", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"3601s\"", "t.yaml:7:15")},
+    {"batch_ms empty",
+     {DB, SCALAR ("batch_ms", "", "t.yaml:7:15")},
+     2,
+     BATCH_MS_ERR ("\"\"", "t.yaml:7:15")},
+    {"batch_ms map", {DB, SUBMAP ("batch_ms")}, 2, BATCH_MS_ERR ("a map", "t.yaml:6:5")},
+    {"table", {DB, SCALAR ("table", "fedmsg_2024", "t.yaml:6:12")}, 2, NULL},
+    {"table upper case",
+     {DB, SCALAR ("table", "Messages", "t.yaml:6:12")},
+     2,
+     TABLE_ERR ("Messages")},
+    {"table digit first", {DB, SCALAR ("table", "1m", "t.yaml:6:12")}, 2, TABLE_ERR ("1m")},
+    {"table quote", {DB, SCALAR ("table", "a\"b", "t.yaml:6:12")}, 2, TABLE_ERR ("a\"b")},
+    {"table schema-qualified",
+     {DB, SCALAR ("table", "public.m", "t.yaml:6:12")},
+     2,
+     TABLE_ERR ("public.m")},
+    {"table too long",
+     {DB, SCALAR ("table", "a23456789012345678901234567890123456789012", "t.yaml:6:12")},
+     2,
+     "options.table: expected 1 to 40 characters, got "
+     "\"a23456789012345678901234567890123456789012\" (t.yaml:6:12)"},
+    {"table empty",
+     {DB, SCALAR ("table", "", "t.yaml:6:12")},
+     2,
+     "options.table: expected 1 to 40 characters, got \"\" (t.yaml:6:12)"},
+};
+
+static void
+test_options_table (void **state)
+{
+    (void) state;
+    s_temp (s_case_path, sizeof s_case_path);
+    size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
+    for (size_t i = 0; i < cases; i++) {
+        const option_case_t *c = &s_option_cases[i];
+        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
+        fanhub_ctx_t ctx;
+        s_ctx_init (&ctx);
+        void *plugin = NULL;
+        char err[512] = "";
+        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
+        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
+        if (!ok) {
+            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
+                         c->expected ? c->expected : "(accepted)");
+            fail ();
+        }
+        if (rc == 0)
+            s_desc->fini (plugin);
+        else
+            assert_null (plugin);
+    }
+}
+
+/* The database file cannot be made, or holds a table of that name that is
+   not ours: init refuses, naming the file and the option's place. */
+static void
+test_database_refused (void **state)
+{
+    (void) state;
+    char path[512], want[1024];
+    snprintf (path, sizeof path, "%s/nonexistent/x.sqlite", s_dir);
+    snprintf (want, sizeof want,
+              "options.sqlite: %s: cannot open: unable to open database file "
+              "(t.yaml:5:13)",
+              path);
+    fanhub_option_t items[] = {SCALAR ("sqlite", path, "t.yaml:5:13")};
+    fanhub_option_t map = MAP (items, 1);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = NULL;
+    char err[1024] = "";
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_string_equal (err, want);
+    assert_null (plugin);
+
+    s_temp (path, sizeof path);
+    sqlite3 *db = NULL;
+    assert_int_equal (sqlite3_open (path, &db), SQLITE_OK);
+    assert_int_equal (sqlite3_exec (db, "CREATE TABLE messages (a, b)", NULL, NULL, NULL),
+                      SQLITE_OK);
+    sqlite3_close (db);
+    snprintf (want, sizeof want,
+              "options.sqlite: %s: cannot create the schema: no such column: "
+              "topic (t.yaml:5:13)",
+              path);
+    items[0].text = path;
+    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_string_equal (err, want);
+}
+
+#define THREADS 4
+#define PER_THREAD 2500
+
+typedef struct {
+    void *plugin;
+    int index;
+} worker_t;
+
+static void *
+s_worker (void *arg)
+{
+    worker_t *w = (worker_t *) arg;
+    char body[64];
+    for (int i = 0; i < PER_THREAD; i++) {
+        uint64_t seq = (uint64_t) w->index * PER_THREAD + (uint64_t) i + 1;
+        snprintf (body, sizeof body, "{\"msg_id\":\"id-%llu\"}", (unsigned long long) seq);
+        if (s_send (w->plugin, "org.test.threads", body, seq) != FANHUB_OK)
+            return arg;
+        if (i % 500 == 0)
+            s_desc->idle (w->plugin);
+    }
+    return NULL;
+}
+
+/* Several threads at once (the plugin says it is thread-safe): every
+   message stored once. */
+static void
+test_threads (void **state)
+{
+    (void) state;
+    char path[512];
+    s_temp (path, sizeof path);
+    fanhub_ctx_t ctx;
+    s_ctx_init (&ctx);
+    void *plugin = s_start (&ctx, path, "100", NULL);
+    pthread_t threads[THREADS];
+    worker_t workers[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (worker_t){plugin, i};
+        assert_int_equal (pthread_create (&threads[i], NULL, s_worker, &workers[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        void *failed;
+        pthread_join (threads[i], &failed);
+        assert_null (failed);
+    }
+    s_desc->fini (plugin);
+    sqlite3 *db = s_open (path);
+    s_assert_query (db,
+                    "SELECT count(*), count(DISTINCT seq), min(seq), max(seq),"
+                    " sum(msg_id = 'id-' || seq) FROM messages",
+                    "10000|10000|1|10000|10000\n");
+    sqlite3_close (db);
+}
+
+int
+main (void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test (test_descriptor),
+        cmocka_unit_test (test_schema),
+        cmocka_unit_test (test_table_option),
+        cmocka_unit_test (test_rows_exact),
+        cmocka_unit_test (test_topic_bytes),
+        cmocka_unit_test (test_msg_id_length),
+        cmocka_unit_test (test_batch_commits),
+        cmocka_unit_test (test_batch_every_message),
+        cmocka_unit_test (test_batch_ms),
+        cmocka_unit_test (test_duplicate_msg_id),
+        cmocka_unit_test (test_retry_while_locked),
+        cmocka_unit_test (test_fini_while_locked),
+        cmocka_unit_test (test_postgres_unreachable),
+        cmocka_unit_test (test_options_table),
+        cmocka_unit_test (test_database_refused),
+        cmocka_unit_test (test_threads),
+        cmocka_unit_test (test_pending_until_commit),
+    };
+    return cmocka_run_group_tests (tests, s_group_setup, s_group_teardown);
+}
