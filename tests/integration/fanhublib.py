@@ -509,10 +509,13 @@ def skip_all(reason):
     sys.exit(SKIP_STATUS)
 
 
-def main(tests):
+def main(tests, shared=None):
     """Runs the named test functions; prints 'N passed, N failed, N skipped'.
     Exit status 1 when one failed (a skip too, under CI=true), SKIP_STATUS
-    when one was skipped, else 0."""
+    when one was skipped, else 0. shared: for cases that share one work
+    directory made by the first that needs it, a function that gives its
+    Workdir (None: not made); it is removed after the run when every case
+    passed, else kept for a look."""
     passed = failed = skipped = 0
     # NAME or FILE::NAME (as a test report names a case); a name of
     # another file, or of no case, is an error rather than nothing run.
@@ -551,6 +554,8 @@ def main(tests):
             print("ok   %s (%.1fs)" % (test.__name__, time.monotonic() - start))
         sys.stdout.flush()
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if shared is not None and not (failed or skipped) and shared() is not None:
+        shared().cleanup()
     if failed or not (passed or skipped):
         sys.exit(1)
     sys.exit(SKIP_STATUS if skipped else 0)

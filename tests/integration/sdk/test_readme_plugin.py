@@ -14,7 +14,6 @@ the publisher's endpoint (the README's YAML says tcp://127.0.0.1:9940; the
 test binds a free port); and in a sanitizer build, the compiler of the
 test program (sanitized_cc). $HOME is a temporary directory, so "$HOME/.local"
 is the temporary prefix."""
-import atexit
 import os
 import re
 import shlex
@@ -314,33 +313,12 @@ def test_plugin_test_builds_with_cmake_as_the_readme_shows():
     assert os.path.realpath(found).startswith(os.path.realpath(s.prefix) + os.sep), found
 
 
-FAILED = []
-
-
-def tracked(test):
-    """Notes a failure, so that the shared directory is kept for a look."""
-    def run():
-        try:
-            test()
-        except BaseException:
-            FAILED.append(test.__name__)
-            raise
-    run.__name__ = test.__name__
-    return run
-
-
-@atexit.register
-def cleanup():
-    if Setup.done is not None and not FAILED:
-        Setup.done.wd.cleanup()
-
-
 if __name__ == "__main__":
-    fh.main([tracked(t) for t in (
+    fh.main([
         test_install_has_what_the_readme_lists,
         test_installed_hub_finds_its_plugins,
         test_plugin_counts_as_the_readme_shows,
         test_bad_option_is_refused_as_the_readme_shows,
         test_plugin_test_passes_as_the_readme_shows,
         test_plugin_test_builds_with_cmake_as_the_readme_shows,
-    )])
+    ], shared=lambda: Setup.done and Setup.done.wd)

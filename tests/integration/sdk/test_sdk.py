@@ -17,7 +17,6 @@ plugins see every message, with their options) and stops cleanly;
 1.3; the man pages, the CMake package, the systemd unit and the reference
 configuration are installed, and the man pages render without warnings.
 """
-import atexit
 import json
 import os
 import re
@@ -393,32 +392,11 @@ def test_installed_files():
                 proc.stdout.decode() + proc.stderr.decode()
 
 
-FAILED = []
-
-
-def tracked(test):
-    """Notes a failure, so that the shared directory is kept for a look."""
-    def run():
-        try:
-            test()
-        except BaseException:
-            FAILED.append(test.__name__)
-            raise
-    run.__name__ = test.__name__
-    return run
-
-
-@atexit.register
-def cleanup():
-    if Setup.done is not None and not FAILED:
-        Setup.done.wd.cleanup()
-
-
 if __name__ == "__main__":
-    fh.main([tracked(t) for t in (
+    fh.main([
         test_both_builds_export_only_the_entry_point,
         test_installed_hub_checks_and_runs_both,
         test_installed_hub_refuses_bad_options_with_the_place,
         test_installed_plugins_lists_them_with_abi,
         test_installed_files,
-    )])
+    ], shared=lambda: Setup.done and Setup.done.wd)

@@ -41,9 +41,7 @@
 /* -------------------------------------------------------------------------
    Helpers */
 
-static void *s_dl;
-static const fanhub_consumer_desc_t *s_desc;
-static char s_dir[256];
+static fanhub_fake_plugin_t s_plugin; /* exec.so and a directory for what commands saw */
 
 #define SCALAR(k, v, w)                                                                            \
     {                                                                                              \
@@ -76,7 +74,7 @@ s_start_map (fanhub_ctx_t *ctx, const fanhub_option_t *items, size_t n)
     fanhub_option_t map = MAP (n ? items : s_empty_items, n);
     void *state = NULL;
     char err[1024] = "";
-    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_plugin.desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -148,7 +146,7 @@ s_slurp (const char *path, size_t *size)
 static void
 s_path (char *out, size_t size, const char *name)
 {
-    snprintf (out, size, "%s/%s", s_dir, name);
+    snprintf (out, size, "%s/%s", s_plugin.dir, name);
 }
 
 /* The children of this process, zombies included, from /proc. */
@@ -217,21 +215,10 @@ static int
 s_group_setup (void **state)
 {
     (void) state;
-    s_dl = dlopen (SHIPPED_PLUGIN_DIR "/exec.so", RTLD_NOW | RTLD_LOCAL);
-    if (!s_dl) {
-        fprintf (stderr, "dlopen: %s\n", dlerror ());
-        return -1;
-    }
-    fanhub_consumer_entry_fn entry
-        = (fanhub_consumer_entry_fn) (uintptr_t) dlsym (s_dl, FANHUB_CONSUMER_ENTRY_SYMBOL);
-    if (!entry)
-        return -1;
-    s_desc = entry ();
-    fanhub_fake_host_loaded = s_desc; /* options_load's table */
-    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-exec-test")))
+    if (fanhub_fake_plugin_open (&s_plugin, SHIPPED_PLUGIN_DIR "/exec.so", "fanhub-exec-test") != 0)
         return -1;
     /* Seen by every command: where to write what it saw. */
-    setenv ("EXEC_TEST_DIR", s_dir, 1);
+    setenv ("EXEC_TEST_DIR", s_plugin.dir, 1);
     return 0;
 }
 
@@ -239,12 +226,7 @@ static int
 s_group_teardown (void **state)
 {
     (void) state;
-    char cmd[512];
-    snprintf (cmd, sizeof cmd, "rm -rf '%s'", s_dir);
-    if (system (cmd) != 0)
-        fprintf (stderr, "cannot remove %s\n", s_dir);
-    if (s_dl)
-        dlclose (s_dl);
+    fanhub_fake_plugin_close (&s_plugin);
     return 0;
 }
 
@@ -271,13 +253,13 @@ static void
 test_descriptor (void **state)
 {
     (void) state;
-    assert_non_null (s_desc);
-    assert_string_equal (s_desc->name, "exec");
-    assert_int_equal (s_desc->abi_major, FANHUB_ABI_MAJOR);
-    assert_true (s_desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
-    assert_non_null (s_desc->init);
-    assert_non_null (s_desc->consume);
-    assert_non_null (s_desc->fini);
+    assert_non_null (s_plugin.desc);
+    assert_string_equal (s_plugin.desc->name, "exec");
+    assert_int_equal (s_plugin.desc->abi_major, FANHUB_ABI_MAJOR);
+    assert_true (s_plugin.desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
+    assert_non_null (s_plugin.desc->init);
+    assert_non_null (s_plugin.desc->consume);
+    assert_non_null (s_plugin.desc->fini);
 }
 
 typedef struct {
@@ -450,19 +432,9 @@ test_options_table (void **state)
         fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
         s_ctx_init (&ctx);
-        void *plugin = NULL;
-        char err[1024] = "";
-        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
-        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
-        if (!ok) {
-            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
-                         c->expected ? c->expected : "(accepted)");
-            fail ();
-        }
-        if (rc == 0)
-            s_desc->fini (plugin);
-        else
-            assert_null (plugin);
+        char got[1536];
+        if (fanhub_fake_option_case (s_plugin.desc, &ctx, &map, c->expected, got, sizeof got) != 0)
+            fail_msg ("case \"%s\": %s", c->name, got);
     }
 }
 
@@ -541,8 +513,8 @@ test_exit_codes (void **state)
             plugin = s_start_argv (&ctx, c->argv, argc);
         }
         fanhub_msg_t msg = s_msg (BYTES ("org.test.x"), BYTES ("body"), 7);
-        fanhub_result_t rc = s_desc->consume (plugin, &msg);
-        s_desc->fini (plugin);
+        fanhub_result_t rc = s_plugin.desc->consume (plugin, &msg);
+        s_plugin.desc->fini (plugin);
         bool ok = rc == c->result;
         if (c->logged)
             ok = ok && ctx.lines == 1 && strcmp (ctx.last, c->logged) == 0;
@@ -568,8 +540,8 @@ test_exit_codes (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, c->script, NULL, NULL);
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES (""), 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
-    s_desc->fini (plugin);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
+    s_plugin.desc->fini (plugin);
     const char *prefix = "message 1 (t): exit status 3: ";
     assert_int_equal (strncmp (ctx.last, prefix, strlen (prefix)), 0);
     assert_int_equal (strlen (ctx.last), strlen (prefix) + 300);
@@ -585,23 +557,23 @@ test_timeout_kills (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, "echo started >&2; sleep 300", "1000", NULL);
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, "message 1 (t): timed out after 1000 ms: started");
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 
     /* SIGTERM ignored by the whole group: SIGKILL after the grace. */
     s_ctx_init (&ctx);
     plugin = s_start_shell (&ctx, "trap '' TERM; sleep 300; exit 0", "100", "100");
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, "message 1 (t): timed out after 100 ms (nothing on stderr)");
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 
     /* kill_grace_ms 0: SIGKILL at once. */
     s_ctx_init (&ctx);
     plugin = s_start_shell (&ctx, "trap '' TERM; sleep 300", "100", "0");
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_non_null (strstr (ctx.last, "timed out after 100 ms"));
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 }
 
 static bool
@@ -625,9 +597,9 @@ test_timeout_kills_the_group (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, script, "2000", "100");
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_non_null (strstr (ctx.last, "timed out after 2000 ms"));
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     char *text = s_slurp (pidfile, NULL);
     long pid = strtol (text, NULL, 10);
     free (text);
@@ -650,14 +622,14 @@ s_check_stdin (size_t size, unsigned seed)
         for (size_t i = 0; i < 256; i++)
             body[i] = (uint8_t) i; /* every byte value, NUL included */
     char out[512], script[4096];
-    snprintf (out, sizeof out, "%s/stdin-%zu", s_dir, size);
+    snprintf (out, sizeof out, "%s/stdin-%zu", s_plugin.dir, size);
     snprintf (script, sizeof script, "cat > '%s'", out);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, script, "60000", NULL);
     fanhub_msg_t msg = s_msg (BYTES ("t"), body, size, 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    s_desc->fini (plugin);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+    s_plugin.desc->fini (plugin);
     size_t got_size;
     char *got = s_slurp (out, &got_size);
     assert_int_equal (got_size, size);
@@ -695,26 +667,26 @@ test_unread_stdin (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv_true, 1);
     for (int i = 0; i < 3; i++)
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    s_desc->fini (plugin);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+    s_plugin.desc->fini (plugin);
 
     s_ctx_init (&ctx);
     plugin = s_start_shell (&ctx, "head -c 100000 > /dev/null; exit 0", NULL, NULL);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    s_desc->fini (plugin);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+    s_plugin.desc->fini (plugin);
 
     s_ctx_init (&ctx);
     plugin = s_start_shell (&ctx, "exec 0<&-; echo closed >&2; exit 4", NULL, NULL);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, "message 1 (t): exit status 4: closed");
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 
     /* Never reads and never ends: the timeout, not a deadlock. */
     s_ctx_init (&ctx);
     plugin = s_start_shell (&ctx, "sleep 300", "200", NULL);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_non_null (strstr (ctx.last, "timed out after 200 ms"));
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     free (body);
 
     sigset_t mask;
@@ -742,8 +714,8 @@ test_foreign_sigpipe_kept (void **state)
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv_true, 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    s_desc->fini (plugin);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+    s_plugin.desc->fini (plugin);
     free (body);
 
     sigset_t pending;
@@ -776,7 +748,7 @@ test_environment (void **state)
     unsetenv ("FANHUB_TOPIC");
     fanhub_msg_t msg = s_msg (BYTES ("org.fedoraproject.prod.é ✓"), BYTES ("{}"),
                               UINT64_C (18446744073709551615));
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     char *got = s_slurp (out, NULL);
     assert_string_equal (got, "org.fedoraproject.prod.é ✓|"
                               "18446744073709551615|runner|inherited\n1\n");
@@ -784,11 +756,11 @@ test_environment (void **state)
 
     /* A topic with a NUL byte is cut there. */
     msg = s_msg ("a.b\0c", 5, BYTES ("{}"), 3);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     got = s_slurp (out, NULL);
     assert_string_equal (got, "a.b|3|runner|inherited\n1\n");
     free (got);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     unsetenv ("EXEC_TEST_VAR");
 }
 
@@ -808,7 +780,7 @@ test_no_fd_leaks (void **state)
     for (int mode = 0; mode < 3; mode++) {
         static const char *const modes[] = {"null", "stderr", "inherit"};
         char out[512], script[4096];
-        snprintf (out, sizeof out, "%s/fds-%s", s_dir, modes[mode]);
+        snprintf (out, sizeof out, "%s/fds-%s", s_plugin.dir, modes[mode]);
         /* ls opens the directory it lists: that is the one extra, 3. */
         snprintf (script, sizeof script, "exec ls /proc/self/fd > '%s'", out);
         fanhub_option_t items[] = {
@@ -820,8 +792,8 @@ test_no_fd_leaks (void **state)
         s_ctx_init (&ctx);
         void *plugin = s_start_map (&ctx, items, 3);
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-        s_desc->fini (plugin);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+        s_plugin.desc->fini (plugin);
         char *got = s_slurp (out, NULL);
         assert_string_equal (got, "0\n1\n2\n3\n");
         free (got);
@@ -853,8 +825,8 @@ test_signals_reset (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_shell (&ctx, script, NULL, NULL);
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-    fanhub_result_t rc = s_desc->consume (plugin, &msg);
-    s_desc->fini (plugin);
+    fanhub_result_t rc = s_plugin.desc->consume (plugin, &msg);
+    s_plugin.desc->fini (plugin);
     pthread_sigmask (SIG_SETMASK, &saved, NULL);
     signal (SIGPIPE, old);
 
@@ -880,7 +852,7 @@ test_stdout_modes (void **state)
         static const char *const modes[] = {"null", "stderr", "inherit"};
         static const char *const want[] = {"/dev/null", "same as 2", "same as 1"};
         char out[512], script[4096];
-        snprintf (out, sizeof out, "%s/stdout-%s", s_dir, modes[mode]);
+        snprintf (out, sizeof out, "%s/stdout-%s", s_plugin.dir, modes[mode]);
         snprintf (script, sizeof script,
                   "o=$(readlink /proc/$$/fd/1); "
                   "if [ \"$o\" = /dev/null ]; then echo /dev/null; "
@@ -904,8 +876,8 @@ test_stdout_modes (void **state)
         s_ctx_init (&ctx);
         void *plugin = s_start_map (&ctx, items, 3);
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-        s_desc->fini (plugin);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+        s_plugin.desc->fini (plugin);
         char *got = s_slurp (out, NULL);
         char expect[64];
         snprintf (expect, sizeof expect, "%s\n", want[mode]);
@@ -931,7 +903,7 @@ test_spawn_failure (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start_argv (&ctx, argv, 1);
     fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES ("b"), 1);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
 
     /* Not an executable format: no shell fallback. */
     f = fopen (prog, "w");
@@ -941,7 +913,7 @@ test_spawn_failure (void **state)
     char want[1024];
     snprintf (want, sizeof want, "message 2 (t): cannot run %s: Exec format error", prog);
     msg.seq = 2;
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_string_equal (ctx.last, want);
 
     /* The second failure of the streak is logged only when a second has
@@ -949,17 +921,17 @@ test_spawn_failure (void **state)
     assert_int_equal (unlink (prog), 0);
     snprintf (want, sizeof want, "message 3 (t): cannot run %s: No such file or directory", prog);
     msg.seq = 3;
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     assert_true (ctx.lines == 1 || strcmp (ctx.last, want) == 0);
 
     /* Again and again, until it is logged: with the count of the ones
        that were not. */
     msg.seq = 4;
     while (ctx.lines < 2 || !strstr (ctx.last, "not logged)"))
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     snprintf (want, sizeof want, "message 4 (t): cannot run %s: No such file or directory (", prog);
     assert_int_equal (strncmp (ctx.last, want, strlen (want)), 0);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 }
 
 static int64_t
@@ -984,7 +956,7 @@ test_failure_log_rate (void **state)
     int failures = 40;
     for (int i = 1; i <= failures; i++) {
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES (""), (uint64_t) i);
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_FAIL);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_FAIL);
     }
     int64_t seconds = (s_mono_ns () - start) / 1000000000;
     assert_true (ctx.lines >= 1);
@@ -992,7 +964,7 @@ test_failure_log_rate (void **state)
     assert_int_equal (strncmp (ctx.all, "message 1 (t): exit status 1 ", 29), 0);
     int lines_before = ctx.lines;
     fanhub_msg_t ok = s_msg (BYTES ("t"), BYTES (""), 1000);
-    assert_int_equal (s_desc->consume (plugin, &ok), FANHUB_OK);
+    assert_int_equal (s_plugin.desc->consume (plugin, &ok), FANHUB_OK);
     assert_int_equal (ctx.lines, lines_before + 1);
     assert_string_equal (ctx.last, "command succeeds again after 40 failed runs");
 
@@ -1002,13 +974,13 @@ test_failure_log_rate (void **state)
     start = s_mono_ns ();
     for (int i = 1; i <= 30; i++) {
         fanhub_msg_t msg = s_msg (BYTES ("t"), BYTES (""), (uint64_t) i);
-        s_desc->consume (plugin, &msg);
+        s_plugin.desc->consume (plugin, &msg);
         msg.seq = 1000;
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     }
     seconds = (s_mono_ns () - start) / 1000000000;
     assert_true (ctx.lines <= 10 + seconds + 1);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 }
 
 #define THREADS 4
@@ -1030,7 +1002,7 @@ s_worker (void *arg)
         int n = snprintf (body, sizeof body, "body of %llu", (unsigned long long) seq);
         fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n, seq);
         fanhub_result_t want = seq % 3 == 0 ? FANHUB_RETRY : FANHUB_OK;
-        if (s_desc->consume (w->plugin, &msg) != want)
+        if (s_plugin.desc->consume (w->plugin, &msg) != want)
             w->wrong++;
     }
     return NULL;
@@ -1058,10 +1030,10 @@ test_threads (void **state)
         pthread_join (threads[i], NULL);
         assert_int_equal (workers[i].wrong, 0);
     }
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     for (int seq = 1; seq <= THREADS * PER_THREAD; seq++) {
         char path[512], want[64];
-        snprintf (path, sizeof path, "%s/thread-%d", s_dir, seq);
+        snprintf (path, sizeof path, "%s/thread-%d", s_plugin.dir, seq);
         snprintf (want, sizeof want, "body of %d", seq);
         char *got = s_slurp (path, NULL);
         assert_string_equal (got, want);

@@ -79,10 +79,8 @@ s_host_async (void)
 /* -------------------------------------------------------------------------
    Helpers */
 
-static void *s_dl;
-static const fanhub_consumer_desc_t *s_desc;
-static char s_dir[256];
-static int s_files; /* numbers the temp files */
+static fanhub_fake_plugin_t s_plugin; /* store.so and a directory for its databases */
+static int s_files;                   /* numbers the temp files */
 
 #define SCALAR(k, v, w)                                                                            \
     {                                                                                              \
@@ -107,7 +105,7 @@ s_ctx_init (fanhub_ctx_t *ctx)
 static void
 s_temp (char *path, size_t size)
 {
-    snprintf (path, size, "%s/db-%d.sqlite", s_dir, ++s_files);
+    snprintf (path, size, "%s/db-%d.sqlite", s_plugin.dir, ++s_files);
 }
 
 /* Starts an instance on the SQLite file PATH with batch and batch_ms
@@ -125,7 +123,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch, const char *bat
     fanhub_option_t map = MAP (items, n);
     void *state = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
+    int rc = s_plugin.desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
     if (rc != 0)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -146,7 +144,7 @@ s_send (void *plugin, const char *topic, const char *body, uint64_t seq)
 {
     fanhub_msg_t msg
         = s_msg (topic, strlen (topic), body, strlen (body), seq, (int64_t) seq * 1000);
-    return s_desc->consume (plugin, &msg);
+    return s_plugin.desc->consume (plugin, &msg);
 }
 
 /* A separate, read-only connection, as an operator would open. */
@@ -256,21 +254,14 @@ static int
 s_group_setup (void **state)
 {
     (void) state;
-    if (!mkdtemp (test_tmp_template (s_dir, sizeof s_dir, "fanhub-test-store"))) {
-        print_error ("mkdtemp: %s\n", strerror (errno));
-        return -1;
-    }
-    s_desc = fanhub_fake_plugin_load (SHIPPED_PLUGIN_DIR "/store.so", &s_dl);
-    return s_desc ? 0 : -1;
+    return fanhub_fake_plugin_open (&s_plugin, SHIPPED_PLUGIN_DIR "/store.so", "fanhub-test-store");
 }
 
 static int
 s_group_teardown (void **state)
 {
     (void) state;
-    if (s_dl)
-        dlclose (s_dl);
-    test_remove_tree (s_dir);
+    fanhub_fake_plugin_close (&s_plugin);
     return 0;
 }
 
@@ -281,15 +272,15 @@ static void
 test_descriptor (void **state)
 {
     (void) state;
-    assert_int_equal (s_desc->abi_major, FANHUB_ABI_MAJOR);
-    assert_int_equal (s_desc->abi_minor, FANHUB_ABI_MINOR);
-    assert_int_equal (s_desc->size, sizeof (fanhub_consumer_desc_t));
-    assert_string_equal (s_desc->name, "store");
-    assert_true (s_desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
-    assert_non_null (s_desc->init);
-    assert_non_null (s_desc->consume);
-    assert_non_null (s_desc->idle);
-    assert_non_null (s_desc->fini);
+    assert_int_equal (s_plugin.desc->abi_major, FANHUB_ABI_MAJOR);
+    assert_int_equal (s_plugin.desc->abi_minor, FANHUB_ABI_MINOR);
+    assert_int_equal (s_plugin.desc->size, sizeof (fanhub_consumer_desc_t));
+    assert_string_equal (s_plugin.desc->name, "store");
+    assert_true (s_plugin.desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
+    assert_non_null (s_plugin.desc->init);
+    assert_non_null (s_plugin.desc->consume);
+    assert_non_null (s_plugin.desc->idle);
+    assert_non_null (s_plugin.desc->fini);
 }
 
 /* The documented schema, made by init alone, in WAL mode; starting again
@@ -337,7 +328,7 @@ test_schema (void **state)
         assert_int_equal (s_query_int (db, "SELECT count(*) FROM messages"), round);
         sqlite3_close (db);
         assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
-        s_desc->fini (plugin);
+        s_plugin.desc->fini (plugin);
         pthread_mutex_destroy (&ctx.lock);
     }
     /* Each start is a run of its own. */
@@ -363,9 +354,10 @@ test_table_option (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), 0);
+    assert_int_equal (s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err),
+                      0);
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_OK);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3 *db = s_open (path);
     s_assert_query (db,
                     "SELECT type, name FROM sqlite_master WHERE sql IS NOT"
@@ -452,9 +444,9 @@ test_rows_exact (void **state)
     for (size_t i = 0; i < cases; i++) {
         const row_case_t *c = &s_row_cases[i];
         fanhub_msg_t msg = s_msg (c->topic, c->topic_size, c->body, c->body_size, c->seq, c->ns);
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     }
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     assert_true (s_logged (&ctx, "stored 20 messages, 0 already stored, 0 "
                                  "refused, 0 lost"));
 
@@ -508,10 +500,10 @@ test_topic_bytes (void **state)
     s_ctx_init (&ctx);
     void *plugin = s_start (&ctx, path, NULL, NULL);
     fanhub_msg_t msg = s_msg (BYTES ("a\0b.caf\xc3\xa9"), BYTES ("x"), 1, 0);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     msg = s_msg (BYTES (""), BYTES ("y"), 2, 0);
-    assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
-    s_desc->fini (plugin);
+    assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
+    s_plugin.desc->fini (plugin);
     sqlite3 *db = s_open (path);
     s_assert_query (db, "SELECT seq, hex (topic) FROM messages ORDER BY id",
                     "1|6100622E636166C3A9\n2|\n");
@@ -532,9 +524,9 @@ test_msg_id_length (void **state)
     for (int len = 1023; len <= 1025; len++) {
         int n = snprintf (body, sizeof body, "{\"msg_id\":\"%0*d\"}", len, len);
         fanhub_msg_t msg = s_msg (BYTES ("t"), body, (size_t) n, (uint64_t) len, 0);
-        assert_int_equal (s_desc->consume (plugin, &msg), FANHUB_OK);
+        assert_int_equal (s_plugin.desc->consume (plugin, &msg), FANHUB_OK);
     }
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3 *db = s_open (path);
     s_assert_query (db,
                     "SELECT seq, length (msg_id), substr (msg_id, -4)"
@@ -561,14 +553,14 @@ test_batch_commits (void **state)
     assert_int_equal (s_rows (path), 3); /* full */
     assert_int_equal (s_send (plugin, "t", "4", 4), FANHUB_OK);
     assert_int_equal (s_rows (path), 3);
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (s_rows (path), 4); /* idle */
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (s_rows (path), 4);
     assert_int_equal (s_send (plugin, "t", "5", 5), FANHUB_OK);
     assert_int_equal (s_send (plugin, "t", "6", 6), FANHUB_OK);
     assert_int_equal (s_rows (path), 4);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     assert_int_equal (s_rows (path), 6); /* fini */
     sqlite3 *db = s_open (path);
     /* "1" is JSON: a number. */
@@ -594,7 +586,7 @@ test_batch_every_message (void **state)
             assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
             assert_int_equal (s_rows (path), (long long) i);
         }
-        s_desc->fini (plugin);
+        s_plugin.desc->fini (plugin);
     }
 }
 
@@ -626,7 +618,7 @@ test_batch_ms (void **state)
         ;
     assert_int_equal (s_send (plugin, "t", "2", 2), FANHUB_OK);
     assert_int_equal (s_rows (path), 2);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
 }
 
 /* A msg_id already stored is skipped, in the same batch, in a later one
@@ -643,10 +635,10 @@ test_duplicate_msg_id (void **state)
     assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":1}", 1), FANHUB_OK);
     assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":2}", 2), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":4}", 4), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 5), FANHUB_OK);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     assert_true (s_logged (&ctx, "stored 3 messages, 2 already stored, 0 "
                                  "refused, 0 lost"));
 
@@ -656,7 +648,7 @@ test_duplicate_msg_id (void **state)
     assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"A\",\"n\":5}", 1), FANHUB_OK);
     assert_int_equal (s_send (plugin, "b", "{\"n\":3}", 3), FANHUB_OK);
     assert_int_equal (s_send (plugin, "a", "{\"msg_id\":\"B\"}", 4), FANHUB_OK);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     assert_true (s_logged (&ctx2, "stored 2 messages, 1 already stored"));
 
     sqlite3 *db = s_open (path);
@@ -693,7 +685,7 @@ test_retry_while_locked (void **state)
                                  "messages to write again, and answering "
                                  "RETRY until the database is back"));
     assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_RETRY);
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close (holder);
 
@@ -711,7 +703,7 @@ test_retry_while_locked (void **state)
     assert_int_equal (s_rows (path), 1);
     assert_int_equal (s_send (plugin, "t", "3", 3), FANHUB_OK);
     assert_int_equal (s_rows (path), 3);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3 *db = s_open (path);
     s_assert_query (db, "SELECT seq, body_json FROM messages ORDER BY id", "1|1\n2|2\n3|3\n");
     sqlite3_close (db);
@@ -733,7 +725,7 @@ test_fini_while_locked (void **state)
         assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_OK);
     sqlite3 *holder = s_open (path);
     assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
     sqlite3_close (holder);
     char want[1024];
@@ -765,14 +757,14 @@ test_pending_until_commit (void **state)
     void *plugin = NULL;
     char err[512] = "";
     const fanhub_host_t host = s_host_async ();
-    assert_int_equal (s_desc->init (&host, &ctx, &map, &plugin, err, sizeof err), 0);
+    assert_int_equal (s_plugin.desc->init (&host, &ctx, &map, &plugin, err, sizeof err), 0);
     s_completions.count = 0;
     for (uint64_t i = 1; i <= 3; i++)
         assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
     /* Not committed: not done. */
     assert_int_equal (s_completions.count, 0);
     assert_int_equal (s_rows (path), 0);
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (s_rows (path), 3);
     assert_int_equal (s_completions.count, 3);
     for (size_t i = 0; i < 3; i++) {
@@ -793,7 +785,7 @@ test_pending_until_commit (void **state)
         assert_int_equal (s_send (plugin, "t", "b", i), FANHUB_PENDING);
     sqlite3 *holder = s_open (path);
     assert_int_equal (sqlite3_exec (holder, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3_exec (holder, "COMMIT", NULL, NULL, NULL);
     sqlite3_close (holder);
     assert_int_equal (s_completions.count, 0);
@@ -829,7 +821,7 @@ test_postgres_unreachable (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[512] = "";
-    int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
+    int rc = s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
     if (rc)
         print_error ("init refused: %s\n", err);
     assert_int_equal (rc, 0);
@@ -838,9 +830,9 @@ test_postgres_unreachable (void **state)
                                  "back"));
     assert_false (s_logged (&ctx, "secret"));
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_RETRY);
-    s_desc->idle (plugin);
+    s_plugin.desc->idle (plugin);
     assert_int_equal (s_send (plugin, "t", "b", 1), FANHUB_RETRY);
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     assert_true (s_logged (&ctx, "PostgreSQL: stored 0 messages, 0 already "
                                  "stored, 0 refused, 0 lost"));
 }
@@ -1007,19 +999,9 @@ test_options_table (void **state)
         fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
         fanhub_ctx_t ctx;
         s_ctx_init (&ctx);
-        void *plugin = NULL;
-        char err[512] = "";
-        int rc = s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err);
-        bool ok = c->expected ? rc == -1 && strcmp (err, c->expected) == 0 : rc == 0;
-        if (!ok) {
-            print_error ("case \"%s\": rc %d\n got: %s\nwant: %s\n", c->name, rc, err,
-                         c->expected ? c->expected : "(accepted)");
-            fail ();
-        }
-        if (rc == 0)
-            s_desc->fini (plugin);
-        else
-            assert_null (plugin);
+        char got[1536];
+        if (fanhub_fake_option_case (s_plugin.desc, &ctx, &map, c->expected, got, sizeof got) != 0)
+            fail_msg ("case \"%s\": %s", c->name, got);
     }
 }
 
@@ -1030,7 +1012,7 @@ test_database_refused (void **state)
 {
     (void) state;
     char path[512], want[1024];
-    snprintf (path, sizeof path, "%s/nonexistent/x.sqlite", s_dir);
+    snprintf (path, sizeof path, "%s/nonexistent/x.sqlite", s_plugin.dir);
     snprintf (want, sizeof want,
               "options.sqlite: %s: cannot open: unable to open database file "
               "(t.yaml:5:13)",
@@ -1041,7 +1023,8 @@ test_database_refused (void **state)
     s_ctx_init (&ctx);
     void *plugin = NULL;
     char err[1024] = "";
-    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err),
+                      -1);
     assert_string_equal (err, want);
     assert_null (plugin);
 
@@ -1056,7 +1039,8 @@ test_database_refused (void **state)
               "topic (t.yaml:5:13)",
               path);
     items[0].text = path;
-    assert_int_equal (s_desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err), -1);
+    assert_int_equal (s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err),
+                      -1);
     assert_string_equal (err, want);
 }
 
@@ -1079,7 +1063,7 @@ s_worker (void *arg)
         if (s_send (w->plugin, "org.test.threads", body, seq) != FANHUB_OK)
             return arg;
         if (i % 500 == 0)
-            s_desc->idle (w->plugin);
+            s_plugin.desc->idle (w->plugin);
     }
     return NULL;
 }
@@ -1106,7 +1090,7 @@ test_threads (void **state)
         pthread_join (threads[i], &failed);
         assert_null (failed);
     }
-    s_desc->fini (plugin);
+    s_plugin.desc->fini (plugin);
     sqlite3 *db = s_open (path);
     s_assert_query (db,
                     "SELECT count(*), count(DISTINCT seq), min(seq), max(seq),"

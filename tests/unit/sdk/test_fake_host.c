@@ -3,7 +3,8 @@
     through the host table, options read against a table by the hub's own
     reader (its errors with FILE:LINE:COL), what a plugin logs recorded,
     and each refusal: no descriptor, a plugin that does not load, one
-    without the entry symbol.
+    without the entry symbol; a test group's plugin and its directory, and
+    one option case, held or not.
 */
 #include <fanhub/testing.h>
 
@@ -15,7 +16,9 @@
 #include <cmocka.h>
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef struct {
     int64_t count;
@@ -203,6 +206,54 @@ test_plugin_load (void **state)
     dlclose (dl);
 }
 
+/* A test group's plugin (fanhub_fake_plugin_open, _close: its directory
+   made, and removed with what is below it) and option cases: one that
+   holds passes, one that does not says what happened instead. */
+static void
+test_plugin_group_and_option_case (void **state)
+{
+    (void) state;
+    fanhub_fake_plugin_t plugin;
+    assert_int_equal (
+        fanhub_fake_plugin_open (&plugin, SHIPPED_PLUGIN_DIR "/log.so", "fanhub-test-kit"), 0);
+    assert_string_equal (plugin.desc->name, "log");
+    struct stat st;
+    assert_int_equal (stat (plugin.dir, &st), 0);
+    assert_true (S_ISDIR (st.st_mode));
+    char path[512];
+    snprintf (path, sizeof path, "%s/sub", plugin.dir);
+    assert_int_equal (mkdir (path, 0700), 0);
+    snprintf (path, sizeof path, "%s/sub/out.jsonl", plugin.dir);
+    const fanhub_option_t good[] = {FANHUB_FAKE_SCALAR ("path", path, "t.yaml:5:13")};
+    const fanhub_option_t empty[] = {FANHUB_FAKE_SCALAR ("path", "", "t.yaml:5:13")};
+    const fanhub_option_t accepted = FANHUB_FAKE_MAP (NULL, good, 1, "t.yaml:4:3");
+    const fanhub_option_t refused = FANHUB_FAKE_MAP (NULL, empty, 1, "t.yaml:4:3");
+    const char *why = "options.path: must not be empty (t.yaml:5:13)";
+    fanhub_ctx_t ctx;
+    fanhub_fake_ctx_init (&ctx);
+    char got[1536] = "";
+    assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &accepted, NULL, got, sizeof got),
+                      0);
+    assert_int_equal (stat (path, &st), 0); /* the plugin ran: it made its file */
+    assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &refused, why, got, sizeof got),
+                      0);
+    assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &accepted, why, got, sizeof got),
+                      -1);
+    assert_string_equal (got, "rc 0\n got: (accepted)\nwant: options.path: must not be empty "
+                              "(t.yaml:5:13)");
+    assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &refused, NULL, got, sizeof got),
+                      -1);
+    assert_string_equal (got, "rc -1\n got: options.path: must not be empty (t.yaml:5:13)\n"
+                              "want: (accepted)");
+    char dir[sizeof plugin.dir];
+    memcpy (dir, plugin.dir, sizeof dir);
+    fanhub_fake_plugin_close (&plugin);
+    assert_int_equal (stat (dir, &st), -1);
+    assert_null (plugin.dl);
+    fanhub_fake_host_loaded = NULL;
+    pthread_mutex_destroy (&ctx.lock);
+}
+
 int
 main (void)
 {
@@ -213,6 +264,7 @@ main (void)
         cmocka_unit_test (test_options_read_with_the_hubs_reader),
         cmocka_unit_test (test_options_load_needs_a_descriptor),
         cmocka_unit_test (test_plugin_load),
+        cmocka_unit_test (test_plugin_group_and_option_case),
     };
     return cmocka_run_group_tests (tests, NULL, NULL);
 }
