@@ -20,6 +20,7 @@ import re
 import sys
 import types
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # fanhublib
 import fanhublib as fh
 
 sys.path.insert(0, os.path.join(fh.SOURCE_DIR, "tests", "bench"))
