@@ -8,48 +8,22 @@
 #ifndef EXEC_KIT_H_INCLUDED
 #define EXEC_KIT_H_INCLUDED
 
+#include "plugin_kit.h"
+
 /* -------------------------------------------------------------------------
    Helpers */
 
-static fanhub_fake_plugin_t s_plugin; /* exec.so and a directory for what commands saw */
-
-#define SCALAR(k, v, w)                                                                            \
-    {                                                                                              \
-        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
-    }
 #define LISTOF(k, items, n, w)                                                                     \
     {                                                                                              \
         FANHUB_OPTION_LIST, (k), NULL, (w), (items), (n)                                           \
     }
-#define MAP(items, n)                                                                              \
-    {                                                                                              \
-        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
-    }
 #define BYTES(s) (s), (sizeof (s) - 1)
-
-static const fanhub_option_t s_empty_items[1];
 
 static inline void
 s_ctx_init (fanhub_ctx_t *ctx)
 {
     fanhub_fake_ctx_init (ctx);
     ctx->name = "runner";
-}
-
-/* Starts an instance with the given map entries; fails the test when init
-   refuses. */
-static inline void *
-s_start_map (fanhub_ctx_t *ctx, const fanhub_option_t *items, size_t n)
-{
-    fanhub_option_t map = MAP (n ? items : s_empty_items, n);
-    void *state = NULL;
-    char err[1024] = "";
-    int rc = s_plugin.desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
-    if (rc != 0)
-        print_error ("init refused: %s\n", err);
-    assert_int_equal (rc, 0);
-    assert_non_null (state);
-    return state;
 }
 
 /* An instance running the shell script SCRIPT, with timeout_ms and
@@ -84,33 +58,6 @@ static inline fanhub_msg_t
 s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size, uint64_t seq)
 {
     return fanhub_fake_msg (topic, topic_size, body, body_size, seq, 0);
-}
-
-/* The whole file, NUL-terminated for convenience; *size without it. */
-static inline char *
-s_slurp (const char *path, size_t *size)
-{
-    FILE *f = fopen (path, "rb");
-    if (!f)
-        print_error ("cannot open %s: %s\n", path, strerror (errno));
-    assert_non_null (f);
-    size_t cap = 4096, len = 0;
-    char *data = malloc (cap);
-    assert_non_null (data);
-    size_t n;
-    while ((n = fread (data + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len - 1 == 0) {
-            cap *= 2;
-            data = realloc (data, cap);
-            assert_non_null (data);
-        }
-    }
-    fclose (f);
-    data[len] = '\0';
-    if (size)
-        *size = len;
-    return data;
 }
 
 static inline void

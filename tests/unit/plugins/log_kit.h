@@ -7,22 +7,12 @@
 #ifndef LOG_KIT_H_INCLUDED
 #define LOG_KIT_H_INCLUDED
 
+#include "plugin_kit.h"
+
 /* -------------------------------------------------------------------------
    Helpers */
 
-static fanhub_fake_plugin_t s_plugin; /* log.so and a directory for its files */
-static int s_files;                   /* numbers the temp files */
-
-#define SCALAR(k, v, w)                                                                            \
-    {                                                                                              \
-        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
-    }
-#define MAP(items, n)                                                                              \
-    {                                                                                              \
-        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
-    }
-
-static const fanhub_option_t s_empty_items[1];
+static int s_files; /* numbers the temp files */
 
 /* A fresh temp file name. */
 static inline void
@@ -42,15 +32,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *flush_ms)
         items[n++] = (fanhub_option_t) SCALAR ("path", path, "t.yaml:5:13");
     if (flush_ms)
         items[n++] = (fanhub_option_t) SCALAR ("flush_ms", flush_ms, "t.yaml:6:13");
-    fanhub_option_t map = MAP (n ? items : s_empty_items, n);
-    void *state = NULL;
-    char err[512] = "";
-    int rc = s_plugin.desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
-    if (rc != 0)
-        print_error ("init refused: %s\n", err);
-    assert_int_equal (rc, 0);
-    assert_non_null (state);
-    return state;
+    return s_start_map (ctx, items, n);
 }
 
 static inline fanhub_msg_t
@@ -58,31 +40,6 @@ s_msg (const void *topic, size_t topic_size, const void *body, size_t body_size,
        int64_t ns)
 {
     return fanhub_fake_msg (topic, topic_size, body, body_size, seq, ns);
-}
-
-/* The whole file, NUL-terminated for convenience; *size without it. */
-static inline char *
-s_slurp (const char *path, size_t *size)
-{
-    FILE *f = fopen (path, "rb");
-    assert_non_null (f);
-    size_t cap = 4096, len = 0;
-    char *data = malloc (cap);
-    assert_non_null (data);
-    size_t n;
-    while ((n = fread (data + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len - 1 == 0) {
-            cap *= 2;
-            data = realloc (data, cap);
-            assert_non_null (data);
-        }
-    }
-    fclose (f);
-    data[len] = '\0';
-    if (size)
-        *size = len;
-    return data;
 }
 
 static inline off_t

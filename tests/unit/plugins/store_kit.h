@@ -7,23 +7,14 @@
 #ifndef STORE_KIT_H_INCLUDED
 #define STORE_KIT_H_INCLUDED
 
+#include "plugin_kit.h"
+
 /* -------------------------------------------------------------------------
    Helpers */
 
-static fanhub_fake_plugin_t s_plugin; /* store.so and a directory for its databases */
-static int s_files;                   /* numbers the temp files */
+static int s_files; /* numbers the temp files */
 
-#define SCALAR(k, v, w)                                                                            \
-    {                                                                                              \
-        FANHUB_OPTION_SCALAR, (k), (v), (w), NULL, 0                                               \
-    }
-#define MAP(items, n)                                                                              \
-    {                                                                                              \
-        FANHUB_OPTION_MAP, NULL, NULL, "t.yaml:4:3", (items), (n)                                  \
-    }
 #define BYTES(s) (s), sizeof (s) - 1
-
-static const fanhub_option_t s_empty_items[1];
 
 static inline void
 s_ctx_init (fanhub_ctx_t *ctx)
@@ -51,15 +42,7 @@ s_start (fanhub_ctx_t *ctx, const char *path, const char *batch, const char *bat
         items[n++] = (fanhub_option_t) SCALAR ("batch", batch, "t.yaml:6:12");
     if (batch_ms)
         items[n++] = (fanhub_option_t) SCALAR ("batch_ms", batch_ms, "t.yaml:7:15");
-    fanhub_option_t map = MAP (items, n);
-    void *state = NULL;
-    char err[512] = "";
-    int rc = s_plugin.desc->init (&fanhub_fake_host, ctx, &map, &state, err, sizeof err);
-    if (rc != 0)
-        print_error ("init refused: %s\n", err);
-    assert_int_equal (rc, 0);
-    assert_non_null (state);
-    return state;
+    return s_start_map (ctx, items, n);
 }
 
 static inline fanhub_msg_t

@@ -42,21 +42,8 @@ static void
 test_descriptor (void **state)
 {
     (void) state;
-    assert_non_null (s_plugin.desc);
-    assert_string_equal (s_plugin.desc->name, "exec");
-    assert_int_equal (s_plugin.desc->abi_major, FANHUB_ABI_MAJOR);
-    assert_true (s_plugin.desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
-    assert_non_null (s_plugin.desc->init);
-    assert_non_null (s_plugin.desc->consume);
-    assert_non_null (s_plugin.desc->fini);
+    s_assert_descriptor ("exec");
 }
-
-typedef struct {
-    const char *name;
-    fanhub_option_t items[3];
-    size_t count;
-    const char *expected; /* the whole error; NULL: accepted */
-} option_case_t;
 
 static const fanhub_option_t s_argv_true[] = {
     SCALAR (NULL, "/bin/true", "t.yaml:5:15"),
@@ -215,16 +202,8 @@ static void
 test_options_table (void **state)
 {
     (void) state;
-    size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
-    for (size_t i = 0; i < cases; i++) {
-        const option_case_t *c = &s_option_cases[i];
-        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
-        fanhub_ctx_t ctx;
-        s_ctx_init (&ctx);
-        char got[1536];
-        if (fanhub_fake_option_case (s_plugin.desc, &ctx, &map, c->expected, got, sizeof got) != 0)
-            fail_msg ("case \"%s\": %s", c->name, got);
-    }
+    s_run_option_cases (s_plugin.desc, s_option_cases,
+                        sizeof s_option_cases / sizeof s_option_cases[0], s_ctx_init);
 }
 
 typedef struct {

@@ -47,15 +47,8 @@ static void
 test_descriptor (void **state)
 {
     (void) state;
-    assert_int_equal (s_plugin.desc->abi_major, FANHUB_ABI_MAJOR);
-    assert_int_equal (s_plugin.desc->abi_minor, FANHUB_ABI_MINOR);
-    assert_int_equal (s_plugin.desc->size, sizeof (fanhub_consumer_desc_t));
-    assert_string_equal (s_plugin.desc->name, "store");
-    assert_true (s_plugin.desc->flags & FANHUB_CONSUMER_THREAD_SAFE);
-    assert_non_null (s_plugin.desc->init);
-    assert_non_null (s_plugin.desc->consume);
+    s_assert_descriptor ("store");
     assert_non_null (s_plugin.desc->idle);
-    assert_non_null (s_plugin.desc->fini);
 }
 
 /* The documented schema, made by init alone, in WAL mode; starting again
@@ -395,27 +388,6 @@ test_postgres_unreachable (void **state)
                                  "stored, 0 refused, 0 lost"));
 }
 
-typedef struct {
-    const char *name;
-    fanhub_option_t items[3];
-    size_t count;
-    const char *expected; /* the whole error; NULL: accepted */
-} option_case_t;
-
-static const fanhub_option_t s_list_items[] = {
-    SCALAR (NULL, "a", "t.yaml:5:15"),
-};
-static const fanhub_option_t s_map_items[] = {
-    SCALAR ("x", "1", "t.yaml:6:7"),
-};
-#define LIST(k)                                                                                    \
-    {                                                                                              \
-        FANHUB_OPTION_LIST, (k), NULL, "t.yaml:5:13", s_list_items, 1                              \
-    }
-#define SUBMAP(k)                                                                                  \
-    {                                                                                              \
-        FANHUB_OPTION_MAP, (k), NULL, "t.yaml:6:5", s_map_items, 1                                 \
-    }
 #define DB SCALAR ("sqlite", s_case_path, "t.yaml:5:13")
 #define BATCH_ERR(got, where)                                                                      \
     "options.batch: expected an integer from 1 to 100000, got " got " (" where ")"
@@ -551,16 +523,8 @@ test_options_table (void **state)
 {
     (void) state;
     s_temp (s_case_path, sizeof s_case_path);
-    size_t cases = sizeof s_option_cases / sizeof s_option_cases[0];
-    for (size_t i = 0; i < cases; i++) {
-        const option_case_t *c = &s_option_cases[i];
-        fanhub_option_t map = MAP (c->count ? c->items : s_empty_items, c->count);
-        fanhub_ctx_t ctx;
-        s_ctx_init (&ctx);
-        char got[1536];
-        if (fanhub_fake_option_case (s_plugin.desc, &ctx, &map, c->expected, got, sizeof got) != 0)
-            fail_msg ("case \"%s\": %s", c->name, got);
-    }
+    s_run_option_cases (s_plugin.desc, s_option_cases,
+                        sizeof s_option_cases / sizeof s_option_cases[0], s_ctx_init);
 }
 
 /* The database file cannot be made, or holds a table of that name that is
@@ -576,15 +540,9 @@ test_database_refused (void **state)
               "(t.yaml:5:13)",
               path);
     fanhub_option_t items[] = {SCALAR ("sqlite", path, "t.yaml:5:13")};
-    fanhub_option_t map = MAP (items, 1);
     fanhub_ctx_t ctx;
     s_ctx_init (&ctx);
-    void *plugin = NULL;
-    char err[1024] = "";
-    assert_int_equal (s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err),
-                      -1);
-    assert_string_equal (err, want);
-    assert_null (plugin);
+    s_refused (&ctx, items, 1, want);
 
     s_temp (path, sizeof path);
     sqlite3 *db = NULL;
@@ -597,9 +555,7 @@ test_database_refused (void **state)
               "topic (t.yaml:5:13)",
               path);
     items[0].text = path;
-    assert_int_equal (s_plugin.desc->init (&fanhub_fake_host, &ctx, &map, &plugin, err, sizeof err),
-                      -1);
-    assert_string_equal (err, want);
+    s_refused (&ctx, items, 1, want);
 }
 
 #define THREADS 4
