@@ -1,6 +1,7 @@
 """The layout a newcomer reads (hub/README.md): every file of hub/ has a
 line in the map, the top of hub/ stays the data path, each concern has its
-folder; and the threads the map names are the names `top -H` shows."""
+folder, and the tests' folders are those rooms; and the threads the map
+names are the names `top -H` shows."""
 import os
 import re
 import subprocess
@@ -35,6 +36,21 @@ def test_map_lists_every_file():
              if re.fullmatch(r"([a-z]+/)?[a-z_0-9]+\.(c|h)", path)
              and not os.path.exists(os.path.join(HUB, path))]
     assert not stale, "hub/README.md names files that do not exist: " + ", ".join(stale)
+
+
+def test_tests_mirror_hub():
+    """tests/unit and tests/integration are in the rooms of hub/ (README
+    "Tests"), besides plugins/ and sdk/ (the shipped plugins, the SDK),
+    and in integration bench/, project/ and the helpers' folders."""
+    others = {"unit": {"plugins", "sdk"},
+              "integration": {"plugins", "sdk", "bench", "project", "workers", "upstream"}}
+    for kind, extra in others.items():
+        top = os.path.join(fh.SOURCE_DIR, "tests", kind)
+        rooms = {d for d in os.listdir(top)
+                 if os.path.isdir(os.path.join(top, d)) and d != "__pycache__"}
+        assert rooms & set(CONCERNS), "no room of hub/ under tests/%s: %s" % (kind, rooms)
+        stray = sorted(rooms - set(CONCERNS) - extra)
+        assert not stray, "tests/%s/ has folders that are no room of hub/: %s" % (kind, stray)
 
 
 def mutex_declarations():
@@ -111,4 +127,5 @@ def test_threads_are_named():
 
 
 if __name__ == "__main__":
-    fh.main([test_map_lists_every_file, test_lock_list_names_every_mutex, test_top_of_hub_stays_small, test_threads_are_named])
+    fh.main([test_map_lists_every_file, test_lock_list_names_every_mutex, test_top_of_hub_stays_small,
+             test_tests_mirror_hub, test_threads_are_named])
