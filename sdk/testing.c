@@ -10,10 +10,14 @@
 #include "option_table.h"
 #include "plugin_metrics.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 const fanhub_consumer_desc_t *fanhub_fake_host_loaded;
 
@@ -282,4 +286,71 @@ fanhub_fake_plugin_load (const char *path, void **dl)
     }
     fanhub_fake_host_loaded = entry ();
     return fanhub_fake_host_loaded;
+}
+
+int
+fanhub_fake_plugin_open (fanhub_fake_plugin_t *plugin, const char *path, const char *name)
+{
+    memset (plugin, 0, sizeof *plugin);
+    const char *tmp = getenv ("TMPDIR");
+    int n = snprintf (plugin->dir, sizeof plugin->dir, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+                      name);
+    if (n < 0 || (size_t) n >= sizeof plugin->dir || !mkdtemp (plugin->dir)) {
+        fprintf (stderr, "fake host: cannot make %s: %s\n", plugin->dir,
+                 n < 0 || (size_t) n >= sizeof plugin->dir ? "too long" : strerror (errno));
+        plugin->dir[0] = '\0';
+        return -1;
+    }
+    plugin->desc = fanhub_fake_plugin_load (path, &plugin->dl);
+    return plugin->desc ? 0 : -1;
+}
+
+/* rm -r path, never following a link. */
+static void
+s_remove_tree (const char *path)
+{
+    struct stat st;
+    DIR *dir = lstat (path, &st) == 0 && S_ISDIR (st.st_mode) ? opendir (path) : NULL;
+    if (dir) {
+        struct dirent *entry;
+        while ((entry = readdir (dir))) {
+            if (strcmp (entry->d_name, ".") == 0 || strcmp (entry->d_name, "..") == 0)
+                continue;
+            char child[1024];
+            int n = snprintf (child, sizeof child, "%s/%s", path, entry->d_name);
+            if (n > 0 && (size_t) n < sizeof child)
+                s_remove_tree (child);
+        }
+        closedir (dir);
+    }
+    if (remove (path) != 0)
+        fprintf (stderr, "fake host: cannot remove %s: %s\n", path, strerror (errno));
+}
+
+void
+fanhub_fake_plugin_close (fanhub_fake_plugin_t *plugin)
+{
+    if (plugin->dl)
+        dlclose (plugin->dl);
+    if (plugin->dir[0])
+        s_remove_tree (plugin->dir);
+    memset (plugin, 0, sizeof *plugin);
+}
+
+int
+fanhub_fake_option_case (const fanhub_consumer_desc_t *desc, fanhub_ctx_t *ctx,
+                         const fanhub_option_t *options, const char *expected, char *got,
+                         size_t got_size)
+{
+    void *state = NULL;
+    char err[1024] = "";
+    int rc = desc->init (&fanhub_fake_host, ctx, options, &state, err, sizeof err);
+    if (rc == 0 && desc->fini)
+        desc->fini (state);
+    if (expected ? rc == -1 && strcmp (err, expected) == 0 && !state : rc == 0)
+        return 0;
+    snprintf (got, got_size, "rc %d%s\n got: %s\nwant: %s", rc,
+              rc != 0 && state ? " (and a state left set)" : "", rc == 0 ? "(accepted)" : err,
+              expected ? expected : "(accepted)");
+    return -1;
 }

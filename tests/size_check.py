@@ -1,6 +1,7 @@
-"""Product C files stay small enough to read: no file over 800 lines, no
-function over 80 (issue 29). Lists every offender as FILE:LINE and exits 1
-when there is one. Functions are found in the project's own style: the
+"""Files stay small enough to read: no product C file over 800 lines, no
+function of one over 80 (issue 29), and no test file (C or Python, under
+tests/) over 1,000 (issue 40). Lists every offender as FILE:LINE and exits
+1 when there is one. Functions are found in the project's own style: the
 name's line starts the definition, and the body is a '{' and a '}' alone in
 column 0 (what .clang-format writes).
 
@@ -15,20 +16,22 @@ import sys
 FILE_MAX = 800
 FUNCTION_MAX = 80
 PRODUCT = ("hub", "consumers", "include", "sdk")
+TEST_FILE_MAX = 1000
+TESTS = ("tests",)
 
 
-def product_files(root):
-    """The tracked .c and .h files of PRODUCT; in an unpacked source tree
-    (a package build, no git) every one under PRODUCT."""
-    git = subprocess.run(["git", "-C", root, "ls-files", *PRODUCT], capture_output=True,
+def tracked_files(root, tops, suffixes):
+    """The tracked files of tops ending in one of suffixes; in an unpacked
+    source tree (a package build, no git) every one under tops."""
+    git = subprocess.run(["git", "-C", root, "ls-files", *tops], capture_output=True,
                          text=True)
     if git.returncode == 0:
         listed = git.stdout.split()
     else:
         listed = [os.path.relpath(os.path.join(d, f), root)
-                  for top in PRODUCT for d, _, files in os.walk(os.path.join(root, top))
+                  for top in tops for d, _, files in os.walk(os.path.join(root, top))
                   for f in files]
-    return sorted(f for f in listed if f.endswith((".c", ".h")))
+    return sorted(f for f in listed if f.endswith(suffixes))
 
 
 def long_functions(lines):
@@ -53,18 +56,27 @@ def long_functions(lines):
     return found
 
 
+def read_lines(root, path):
+    with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+        return f.read().split("\n")
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.environ.get(
         "FANHUB_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     offences = []
-    for path in product_files(root):
-        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-            lines = f.read().split("\n")
+    for path in tracked_files(root, PRODUCT, (".c", ".h")):
+        lines = read_lines(root, path)
         if len(lines) - 1 > FILE_MAX:
             offences.append("%s: %d lines (at most %d)" % (path, len(lines) - 1, FILE_MAX))
         for line, name, length in long_functions(lines):
             offences.append("%s:%d: %s is %d lines (at most %d)"
                             % (path, line, name, length, FUNCTION_MAX))
+    for path in tracked_files(root, TESTS, (".c", ".h", ".py")):
+        lines = read_lines(root, path)
+        if len(lines) - 1 > TEST_FILE_MAX:
+            offences.append("%s: %d lines (at most %d for a test file)"
+                            % (path, len(lines) - 1, TEST_FILE_MAX))
     for offence in offences:
         print(offence)
     print("%d passed, %d failed" % (0 if offences else 1, 1 if offences else 0))

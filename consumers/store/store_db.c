@@ -1,6 +1,6 @@
 /*  store_db - what the two backends share. See store_db.h. Its own file so
     that the store's files call one way: store.c -> store_options.c ->
-    the backends -> here (tests/integration/test_layout.py). */
+    the backends -> here (tests/integration/project/test_layout.py). */
 #include "store_db.h"
 
 #include <stdio.h>

@@ -111,6 +111,30 @@ fanhub_msg_t fanhub_fake_msg (const void *topic, size_t topic_size, const void *
    NULL with the reason printed on stderr. */
 const fanhub_consumer_desc_t *fanhub_fake_plugin_load (const char *path, void **dl);
 
+/* A test group's plugin, as its setup makes it and its teardown ends it:
+   the descriptor and handle of fanhub_fake_plugin_load, and a new
+   directory for what the plugin writes. */
+typedef struct {
+    const fanhub_consumer_desc_t *desc;
+    void *dl;
+    char dir[256]; /* $TMPDIR (else /tmp)/NAME-XXXXXX */
+} fanhub_fake_plugin_t;
+
+/* Loads the plugin at path and makes plugin->dir, named after name: 0, or
+   -1 with the reason on stderr (what a cmocka group setup returns). */
+int fanhub_fake_plugin_open (fanhub_fake_plugin_t *plugin, const char *path, const char *name);
+
+/* dlclose, and plugin->dir removed with all below it. */
+void fanhub_fake_plugin_close (fanhub_fake_plugin_t *plugin);
+
+/* One case of a plugin's options: init with options (a map) refuses with
+   exactly the message expected, leaving its state NULL, or, expected
+   NULL, accepts (fini is then called). 0 when it did; else -1 and what
+   it did instead in got. */
+int fanhub_fake_option_case (const fanhub_consumer_desc_t *desc, fanhub_ctx_t *ctx,
+                             const fanhub_option_t *options, const char *expected, char *got,
+                             size_t got_size);
+
 /* The functions of fanhub_fake_host. */
 void fanhub_fake_host_log (fanhub_ctx_t *ctx, fanhub_log_level_t level, const char *fmt, ...)
     FANHUB_PRINTF (3, 4);

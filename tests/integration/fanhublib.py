@@ -21,9 +21,17 @@ import traceback
 
 import zmq
 
+# The tests sit in folders that mirror hub/ (tests/integration/ROOM/
+# test_x.py, each putting this folder on its path); one that uses another's
+# helpers imports it by name (`import test_control_plane`), wherever it is.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+for _room in sorted({os.path.dirname(p) for p in glob.glob(os.path.join(_HERE, "*", "test_*.py"))}):
+    if _room not in sys.path:
+        sys.path.append(_room)
+
 # ctest sets these (tests/CMakeLists.txt). Run by hand, a test takes them
 # from the build directory FANHUB_BUILD_DIR (default SOURCE/build/release),
-# so `/usr/bin/python3 tests/integration/test_x.py NAME` just works.
+# so `/usr/bin/python3 tests/integration/ROOM/test_x.py NAME` just works.
 SOURCE_DIR = os.environ.get("FANHUB_SOURCE_DIR",
                             os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..")))
 BUILD_DIR = os.environ.get("FANHUB_BUILD_DIR", os.path.join(SOURCE_DIR, "build", "release"))
@@ -501,10 +509,13 @@ def skip_all(reason):
     sys.exit(SKIP_STATUS)
 
 
-def main(tests):
+def main(tests, shared=None):
     """Runs the named test functions; prints 'N passed, N failed, N skipped'.
     Exit status 1 when one failed (a skip too, under CI=true), SKIP_STATUS
-    when one was skipped, else 0."""
+    when one was skipped, else 0. shared: for cases that share one work
+    directory made by the first that needs it, a function that gives its
+    Workdir (None: not made); it is removed after the run when every case
+    passed, else kept for a look."""
     passed = failed = skipped = 0
     # NAME or FILE::NAME (as a test report names a case); a name of
     # another file, or of no case, is an error rather than nothing run.
@@ -543,6 +554,8 @@ def main(tests):
             print("ok   %s (%.1fs)" % (test.__name__, time.monotonic() - start))
         sys.stdout.flush()
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if shared is not None and not (failed or skipped) and shared() is not None:
+        shared().cleanup()
     if failed or not (passed or skipped):
         sys.exit(1)
     sys.exit(SKIP_STATUS if skipped else 0)

@@ -38,8 +38,8 @@ def main():
     ok = run(["mypy", "--config-file", "pyproject.toml", "--cache-dir", os.devnull], PACKAGE_DIR)
     ok = run(["pyflakes", "fanhub_worker"], PACKAGE_DIR) and ok
     ok = run(["pyflakes", "tests/python", "tests/integration/upstream",
-              "tests/integration/workers", "tests/integration/test_worker_upstream.py",
-              "tests/integration/test_porting.py"],
+              "tests/integration/workers", "tests/integration/plugins/test_worker_upstream.py",
+              "tests/integration/plugins/test_porting.py"],
              SOURCE_DIR) and ok
     sys.exit(0 if ok else 1)
 

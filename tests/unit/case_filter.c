@@ -1,7 +1,7 @@
 /*  case_filter - FANHUB_CASE=GLOB runs only the matching cases of a
     cmocka test program.
 
-    Linked into every tests/unit/test_NAME executable (tests/CMakeLists.txt),
+    Linked into every unit test program (tests/CMakeLists.txt),
     so no main has to ask for it: before main runs, the glob (cmocka's '*'
     and '?') is handed to cmocka_set_test_filter, which
     cmocka_run_group_tests then applies. Unset or empty: every case runs.

@@ -1,6 +1,6 @@
 # The consumer of fedmsg's documentation ("Writing a consumer",
 # fedmsg.readthedocs.io/en/stable/consuming.html), as written there, for
-# tests/integration/test_worker_styles.py: it runs unchanged.
+# tests/integration/plugins/test_worker_styles.py: it runs unchanged.
 import fedmsg.consumers
 
 

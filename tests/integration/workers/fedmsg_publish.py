@@ -1,4 +1,4 @@
-# For tests/integration/test_worker_upstream.py: publishing through the
+# For tests/integration/plugins/test_worker_upstream.py: publishing through the
 # runner's own fedmsg stand-in (no fedmsg on the path) and
 # fanhub_worker.publish.
 import fedmsg

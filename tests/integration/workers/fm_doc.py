@@ -1,6 +1,6 @@
 # The consumer of fedora-messaging's documentation ("Consumers" tutorial,
 # fedora-messaging.readthedocs.io/en/stable/tutorial/consuming.html), as
-# written there, for tests/integration/test_worker_styles.py: it runs
+# written there, for tests/integration/plugins/test_worker_styles.py: it runs
 # unchanged, reading its settings from consumer_config.
 import os
 

@@ -6,7 +6,7 @@
 // V8 compiles JavaScript to machine code at run time, so it needs memory
 // that is writable and then executable: under the units'
 // MemoryDenyWriteExecute=yes it aborts at start unless node runs with
-// --jitless (config/systemd/jit-workers.conf, tests/integration/test_worker_jit.py).
+// --jitless (config/systemd/jit-workers.conf, tests/integration/plugins/test_worker_jit.py).
 'use strict';
 const fs = require('fs');
 const net = require('net');

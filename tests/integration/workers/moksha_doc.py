@@ -1,6 +1,6 @@
 # A Moksha consumer as Moksha's documentation shows one ("Consumers",
 # moksha.readthedocs.io/en/latest/main/Consumers/), for
-# tests/integration/test_worker_styles.py: it runs unchanged.
+# tests/integration/plugins/test_worker_styles.py: it runs unchanged.
 from moksha.hub.api.consumer import Consumer
 
 

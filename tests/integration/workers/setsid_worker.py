@@ -1,5 +1,5 @@
 """A worker speaking docs/worker-protocol.md by hand that leaves something
-behind, for tests/integration/test_worker_protocol.py: at start it forks a
+behind, for tests/integration/plugins/test_worker_protocol.py: at start it forks a
 child that calls setsid (leaving the worker's process group) and sleeps
 holding the worker's socket, its pid written to DIR/grandchild-WORKERPID.
 Then READY; every message is answered OK, except that the first message

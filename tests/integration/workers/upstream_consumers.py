@@ -1,4 +1,4 @@
-"""Consumers for tests/integration/test_worker_upstream.py, on the
+"""Consumers for tests/integration/plugins/test_worker_upstream.py, on the
 upstream stand-ins of tests/integration/upstream (on their `path:` too):
 each records what it saw through upstream_record.record."""
 import threading

@@ -1,4 +1,4 @@
-"""Consumers for tests/integration/test_worker*.py, run by the shipped
+"""Consumers for tests/integration/plugins/test_worker*.py, run by the shipped
 Python runner. Each writes one JSON line per message it finished to
 $WORKER_TEST_OUT (O_APPEND, one write a line: several processes share the
 file): seq, attempt, pid, start and end (CLOCK_MONOTONIC ns), topic, body.
