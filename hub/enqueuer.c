@@ -4,9 +4,9 @@
     messages, and the public API.
 
     The receive path works on zmq_msg_t directly: CZMQ's zmsg/zframe would
-    allocate per frame. Frames are received into a scratch array sized for
-    bus.max_frames, then moved (not copied) into one fh_msg_t that every
-    matching consumer shares.
+    allocate per frame. Frames are received straight into one fh_msg_t (a
+    shell from the message cache: message.h) that every matching consumer
+    shares; a message nobody takes leaves the shell for the next one.
 */
 #include "enqueuer_internal.h"
 
@@ -148,51 +148,91 @@ s_blocked_wait (fh_enqueuer_t *self)
     return self->terminating;
 }
 
-static void s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen,
-                     size_t bytes, const fh_inject_t *inject);
-
-/* What s_read_message read: frames kept, frames seen, bytes in all. */
+/* What s_read_message read: frames kept (in self->shell's frames, or,
+   without a shell, in self->frames), frames seen, bytes in all. */
 typedef struct {
+    zmq_msg_t *frames;
     size_t count, seen, bytes;
 } s_read_t;
 
-/* Reads one whole multipart message into self->frames: the first
-   max_frames are kept, any more are read into the spare slot and closed,
-   so the socket is left at a message boundary. The first frame is
-   received with flags (ZMQ_DONTWAIT to poll); the rest wait, as ZeroMQ
-   delivers a message's frames together. Returns false, keeping nothing,
-   when no frame came (EAGAIN) or the socket failed midway (ETERM, EINTR:
-   the poll loop will see). */
+static void s_route (fh_enqueuer_t *self, const s_read_t *got, const fh_inject_t *inject);
+
+/* The frames a message is read into: self->shell's, or self->frames
+   when no shell can be had; their room (at most max_frames). */
+static zmq_msg_t *
+s_read_into (fh_enqueuer_t *self, size_t *room)
+{
+    const size_t max_frames = self->config->max_frames;
+    if (!self->shell)
+        self->shell = fh_msg_shell (self->shell_room);
+    if (!self->shell) {
+        *room = max_frames;
+        return self->frames;
+    }
+    *room = self->shell->room < max_frames ? self->shell->room : max_frames;
+    return self->shell->frames;
+}
+
+/* A message with more frames than its shell has room for: frames[0..
+   count-1] move to a shell with room for 3, then for max_frames (or to
+   self->frames when none can be had). The frames they are now in. */
+static zmq_msg_t *
+s_read_grow (fh_enqueuer_t *self, size_t count, size_t *room)
+{
+    const size_t max_frames = self->config->max_frames;
+    fh_msg_t *old = self->shell;
+    fh_msg_t *grown = fh_msg_shell (old->room < 3 ? 3 : (uint32_t) max_frames);
+    zmq_msg_t *to = grown ? grown->frames : self->frames;
+    for (size_t i = 0; i < count; i++) {
+        zmq_msg_init (&to[i]);
+        zmq_msg_move (&to[i], &old->frames[i]);
+        zmq_msg_close (&old->frames[i]);
+    }
+    fh_msg_shell_put (old);
+    self->shell = grown;
+    *room = grown && grown->room < max_frames ? grown->room : max_frames;
+    return to;
+}
+
+/* Reads one whole multipart message (s_read_into): the first max_frames
+   are kept, any more are read and closed, so the socket is left at a
+   message boundary. The first frame is received with flags (ZMQ_DONTWAIT
+   to poll); the rest wait, as ZeroMQ delivers a message's frames
+   together. Returns false, keeping nothing, when no frame came (EAGAIN)
+   or the socket failed midway (ETERM, EINTR: the poll loop will see). */
 static bool
 s_read_message (fh_enqueuer_t *self, void *socket, int flags, s_read_t *got)
 {
     const size_t max_frames = self->config->max_frames;
-    zmq_msg_t *frames = self->frames;
-    *got = (s_read_t){0, 0, 0};
+    size_t room;
+    *got = (s_read_t){s_read_into (self, &room), 0, 0, 0};
+    zmq_msg_t spare; /* a frame past max_frames */
     bool more = true;
     while (more) {
-        zmq_msg_t *frame = &frames[got->count < max_frames ? got->count : max_frames];
+        if (got->count == room && room < max_frames)
+            got->frames = s_read_grow (self, got->count, &room);
+        zmq_msg_t *frame = got->count < room ? &got->frames[got->count] : &spare;
         zmq_msg_init (frame);
         if (zmq_msg_recv (frame, socket, got->seen == 0 ? flags : 0) < 0) {
             zmq_msg_close (frame);
             for (size_t i = 0; i < got->count; i++)
-                zmq_msg_close (&frames[i]);
-            *got = (s_read_t){0, 0, 0};
+                zmq_msg_close (&got->frames[i]);
+            got->count = got->seen = got->bytes = 0;
             return false;
         }
         got->seen++;
         got->bytes += zmq_msg_size (frame);
         more = zmq_msg_more (frame);
-        if (got->count < max_frames)
+        if (frame != &spare)
             got->count++;
         else
             zmq_msg_close (frame);
     }
+    /* The next shell has room for as many as this one needed. */
+    self->shell_room = got->count > 2 ? 3 : 2;
     return true;
 }
 
-/* The first frame of a message if one is waiting (frame is then the
-   caller's to close); false, with nothing to close, when none is. */
 /* Receives one whole multipart message and routes it. Returns false when
    the socket has nothing more (or is closing). */
 static bool
@@ -202,7 +242,7 @@ s_receive_one (fh_enqueuer_t *self, void *sub)
     if (!s_read_message (self, sub, ZMQ_DONTWAIT, &got))
         return false;
     fh_bump (&self->received);
-    s_route (self, self->frames, got.count, got.seen, got.bytes, NULL);
+    s_route (self, &got, NULL);
     return true;
 }
 
@@ -324,21 +364,23 @@ s_unrouted (fh_enqueuer_t *self, const fh_inject_t *inject)
     }
 }
 
-/* Checks, numbers and hands out one message whose frames[0..count-1] were
-   read (seen frames, bytes in all). With an injection, reports to its
-   waiter, and only its consumer gets it when it names one. */
+/* Checks, numbers and hands out one message read (got). With an
+   injection, reports to its waiter, and only its consumer gets it when it
+   names one. */
 static void
-s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size_t bytes,
-         const fh_inject_t *inject)
+s_route (fh_enqueuer_t *self, const s_read_t *got, const fh_inject_t *inject)
 {
+    zmq_msg_t *frames = got->frames;
+    size_t count = got->count;
     /* The topic, asked of libzmq once: the check, the gaps and the match
        read it. */
     const char *topic = count ? zmq_msg_data (&frames[0]) : NULL;
     size_t topic_size = count ? zmq_msg_size (&frames[0]) : 0;
-    fh_malformed_reason_t reason = fh_bus_check (
-        seen, bytes, topic, topic_size, self->config->max_frames, self->config->max_message_bytes);
+    fh_malformed_reason_t reason = fh_bus_check (got->seen, got->bytes, topic, topic_size,
+                                                 self->config->max_frames,
+                                                 self->config->max_message_bytes);
     if (reason != FH_MALFORMED_REASONS) {
-        s_drop_malformed (self, reason, frames, count, seen, bytes, inject);
+        s_drop_malformed (self, reason, frames, count, got->seen, got->bytes, inject);
         return;
     }
 
@@ -355,6 +397,9 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         fh_gaps_check (self->gaps, topic, topic_size, zmq_msg_data (&frames[1]),
                        zmq_msg_size (&frames[1]));
     uint64_t seq = ++self->seq;
+    /* CLOCK_MONOTONIC, not a coarse clock: the receive time starts the
+       queue-wait and end-to-end latencies, measured to the microsecond
+       (see fh_cons_now, the consumer's one reading per message). */
     int64_t received_ns = fh_clock_mono_ns ();
     bool only = inject && inject->only;
     size_t matched = only ? s_match_target (self, inject)
@@ -365,12 +410,11 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         s_unrouted (self, inject);
         return;
     }
-    /* Well-formed, so every frame seen was kept: bytes is theirs. */
-    fh_msg_t *msg = fh_msg_new_cached (frames, (uint32_t) count, bytes, seq, received_ns);
-    for (size_t i = 0; i < count; i++)
-        zmq_msg_close (&frames[i]);
-    if (!msg) {
-        /* Out of memory: every matching consumer loses it, and counts it. */
+    if (!self->shell) {
+        /* Out of memory (read without a shell): every matching consumer
+           loses it, and counts it. */
+        for (size_t i = 0; i < count; i++)
+            zmq_msg_close (&frames[i]);
         for (size_t i = 0; i < matched; i++)
             fh_consumer_count_drop (self->consumers[self->matches[i]], NULL);
         fh_oom_note ("a bus message's copy; dropped, counted by its consumers");
@@ -380,6 +424,10 @@ s_route (fh_enqueuer_t *self, zmq_msg_t *frames, size_t count, size_t seen, size
         }
         return;
     }
+    /* Well-formed, so every frame seen was kept: bytes is theirs. The
+       shell is the message now; the next is read into a shell of its own. */
+    fh_msg_t *msg = fh_msg_fill (self->shell, (uint32_t) count, got->bytes, seq, received_ns);
+    self->shell = fh_msg_shell (self->shell_room);
     /* shard: consumers that take only their share of the keys (a replay
        to one consumer is its whatever the share). */
     if (!only)
@@ -417,7 +465,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
        malformed, so its waiter still hears an answer. */
     s_read_t got;
     s_read_message (self, pull, 0, &got);
-    zmq_msg_t *frames = self->frames;
+    zmq_msg_t *frames = got.frames;
     size_t count = got.count;
     if (inject.source)
         fh_bump (&self->received);
@@ -432,7 +480,7 @@ s_receive_injected (fh_enqueuer_t *self, void *pull)
                 < 0)
                 zmq_msg_close (&copy);
         }
-    s_route (self, frames, count, got.seen, got.bytes, &inject);
+    s_route (self, &got, &inject);
     fh_enq_signal_all (self);
 }
 
@@ -554,6 +602,9 @@ s_enqueuer_actor (zsock_t *pipe, void *args)
     s_drop_injections (inject);
     zsock_destroy (&inject);
     fh_enq_close_bus (self, &bus);
+    if (self->shell)
+        fh_msg_shell_put (self->shell);
+    self->shell = NULL;
     fh_msg_cache_drain (); /* this thread's cached messages */
     /* zactor_destroy waits for the actor through a pipe TSan cannot see. */
     atomic_store_explicit (&self->finished, true, memory_order_release);
@@ -576,7 +627,8 @@ fh_enqueuer_new (const fh_config_t *config, fh_trigger_t *trigger, fh_consumer_t
     self->trigger = trigger;
     self->consumers = consumers;
     self->consumer_count = consumer_count;
-    self->frames = calloc (config->max_frames + 1, sizeof *self->frames);
+    self->shell_room = 2;
+    self->frames = calloc (config->max_frames, sizeof *self->frames);
     self->matches = calloc (consumer_count ? consumer_count : 1, sizeof *self->matches);
     self->offered = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered);
     self->offered_mark = calloc (consumer_count ? consumer_count : 1, sizeof *self->offered_mark);

@@ -67,8 +67,13 @@ struct fh_enqueuer {
     int max_peers;               /* per bind endpoint, resolved */
     int *bind_ports;             /* per bind endpoint: its tcp port once bound, or -1 */
     fh_zap_policy_t policies[2]; /* the ZAP domains: bus, publish */
-    zmq_msg_t *frames;           /* room for max_frames + 1 */
-    uint32_t *matches;           /* room for consumer_count */
+    /* A message is received into a shell (message.h), the next one's
+       taken as the last is handed out; into frames when none could be
+       had (out of memory: the message is then dropped, and counted). */
+    fh_msg_t *shell;
+    uint32_t shell_room; /* the frames the next shell has room for */
+    zmq_msg_t *frames;   /* room for max_frames */
+    uint32_t *matches;   /* room for consumer_count */
     /* The consumers offered something since the last signal: only they may
        sleep with messages not yet signalled. */
     uint32_t *offered; /* room for consumer_count */

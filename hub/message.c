@@ -1,7 +1,7 @@
 /*  message - one bus message as the hub holds it. See message.h.
 
-    The cache of released messages: per size class (2 and 3 frames, nearly
-    every bus message), a lock-free stack that any releasing thread pushes
+    The cache of released messages: per size class (room for 2 and for 3
+    frames, nearly every bus message), a lock-free stack that any releasing thread pushes
     onto, and a private list of the allocating thread, refilled by taking
     the whole stack in one exchange. Taking it all at once is what makes
     the stack safe without ABA counters: nothing is ever popped singly. The
@@ -58,30 +58,9 @@ static s_block_t *s_spare;
 static size_t s_spare_count;
 
 static inline int
-s_class (uint32_t frame_count)
+s_class (uint32_t room)
 {
-    return frame_count >= 2 && frame_count < 2 + CACHE_CLASSES ? (int) frame_count - 2 : -1;
-}
-
-static fh_msg_t *
-s_init (fh_msg_t *self, zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
-        int64_t received_ns)
-{
-    atomic_init (&self->holders, 0);
-    self->frame_count = count;
-    self->seq = seq;
-    self->received_ns = received_ns;
-    self->emit = NULL;
-    self->from_spool = false;
-    self->spool_mark = 0;
-    self->deferral = NULL;
-    self->cached = false;
-    self->bytes = bytes;
-    for (uint32_t i = 0; i < count; i++) {
-        zmq_msg_init (&self->frames[i]);
-        zmq_msg_move (&self->frames[i], &frames[i]);
-    }
-    return self;
+    return room >= 2 && room < 2 + CACHE_CLASSES ? (int) room - 2 : -1;
 }
 
 static size_t
@@ -90,49 +69,59 @@ s_size (uint32_t count)
     return sizeof (fh_msg_t) + count * sizeof (zmq_msg_t);
 }
 
-static fh_msg_t *
-s_new (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq, int64_t received_ns)
-{
-    fh_msg_t *self = malloc (s_size (count));
-    return self ? s_init (self, frames, count, bytes, seq, received_ns) : NULL;
-}
-
 fh_msg_t *
 fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns)
 {
+    fh_msg_t *self = malloc (s_size (count));
+    if (!self)
+        return NULL;
     uint64_t bytes = 0;
-    for (uint32_t i = 0; i < count; i++)
+    for (uint32_t i = 0; i < count; i++) {
         bytes += zmq_msg_size (&frames[i]);
-    return s_new (frames, count, bytes, seq, received_ns);
+        zmq_msg_init (&self->frames[i]);
+        zmq_msg_move (&self->frames[i], &frames[i]);
+    }
+    self->cached = false;
+    self->room = count;
+    return fh_msg_fill (self, count, bytes, seq, received_ns);
 }
 
 fh_msg_t *
-fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
-                   int64_t received_ns)
+fh_msg_shell (uint32_t room)
 {
-    int class = s_class (count);
-    if (class < 0)
-        return s_new (frames, count, bytes, seq, received_ns);
-    fh_msg_t *self = s_private[class];
-    if (!self && atomic_load_explicit (&s_released[class], memory_order_relaxed)) {
+    int class = s_class (room);
+    fh_msg_t *self = class < 0 ? NULL : s_private[class];
+    if (class >= 0 && !self && atomic_load_explicit (&s_released[class], memory_order_relaxed)) {
         /* acquire: the releasers' writes of next_free are visible. */
         self = atomic_exchange_explicit (&s_released[class], NULL, memory_order_acquire);
         atomic_store_explicit (&s_released_count[class], 0, memory_order_relaxed);
     }
     if (self)
         s_private[class] = self->next_free;
-    else if (!(self = malloc (s_size (count))))
+    else if (!(self = malloc (s_size (room))))
         return NULL;
-    s_init (self, frames, count, bytes, seq, received_ns);
-    self->cached = true;
+    self->cached = class >= 0;
+    self->room = room;
     return self;
+}
+
+void
+fh_msg_shell_put (fh_msg_t *self)
+{
+    if (!self->cached) {
+        free (self);
+        return;
+    }
+    int class = s_class (self->room);
+    self->next_free = s_private[class];
+    s_private[class] = self;
 }
 
 /* Back to the cache when it has room; false when the caller frees it. */
 static bool
 s_cache_put (fh_msg_t *self)
 {
-    int class = s_class (self->frame_count);
+    int class = s_class (self->room);
     if (class < 0
         || atomic_fetch_add_explicit (&s_released_count[class], 1, memory_order_relaxed)
                >= CACHE_MAX)

@@ -42,7 +42,8 @@ struct fanhub_msg {
     };
     bool from_spool;         /* a copy read back from a spool: its original
                                 was counted as handled when spilled */
-    bool cached;             /* from fh_msg_new_cached: goes back there */
+    bool cached;             /* a shell from the cache (fh_msg_shell): goes back there */
+    uint32_t room;           /* frames[] has room for this many (>= frame_count) */
     uint64_t spool_mark;     /* a copy read back from a spool: its record's
                                 mark (fh_spool_done once done), else 0 */
     fh_deferral_t *deferral; /* spilled (the original) or a copy of one: its
@@ -67,13 +68,37 @@ void fh_handled_init (fh_handled_t *self);
    be closed by the caller) into a new message with holders = 0. NULL when
    out of memory. */
 fh_msg_t *fh_msg_new (zmq_msg_t *frames, uint32_t count, uint64_t seq, int64_t received_ns);
-/* The same, for the one thread that makes bus messages (the enqueuer):
-   the memory comes from messages released before, by any thread, rather
-   than from malloc; a malloc and a cross-thread free per message cost
-   more than the rest of the hand-off. bytes is the frames' sizes added
-   up, which the enqueuer's read has counted already. */
-fh_msg_t *fh_msg_new_cached (zmq_msg_t *frames, uint32_t count, uint64_t bytes, uint64_t seq,
-                             int64_t received_ns);
+/* The one thread that makes bus messages (the enqueuer) receives their
+   frames straight into the message: it takes an empty message, a shell,
+   with room for `room` frames (frames[0..room-1] not initialised: each is
+   zmq_msg_init'ed as it is received), and, once its frames are read and
+   the message is to be handed out, fills in the rest (fh_msg_fill). The
+   memory comes from messages released before, by any thread, rather than
+   from malloc; a malloc and a cross-thread free per message cost more than
+   the rest of the hand-off, and receiving into the message saves moving
+   each frame out of a scratch array (an init, a move and a close a frame).
+   NULL when out of memory. */
+fh_msg_t *fh_msg_shell (uint32_t room);
+/* A shell not made into a message (its frames closed, or never opened):
+   kept for the calling thread's next fh_msg_shell. */
+void fh_msg_shell_put (fh_msg_t *shell);
+/* shell, whose frames[0..count-1] hold a message read (bytes: their sizes
+   added up, which the enqueuer's read has counted already), as a new
+   message with holders = 0. */
+static inline fh_msg_t *
+fh_msg_fill (fh_msg_t *shell, uint32_t count, uint64_t bytes, uint64_t seq, int64_t received_ns)
+{
+    atomic_init (&shell->holders, 0);
+    shell->frame_count = count;
+    shell->seq = seq;
+    shell->received_ns = received_ns;
+    shell->emit = NULL;
+    shell->from_spool = false;
+    shell->spool_mark = 0;
+    shell->deferral = NULL;
+    shell->bytes = bytes;
+    return shell;
+}
 /* Frees what the cache holds: the calling thread's share, and what was
    released to it. Once no message is alive (at the end of a hub). */
 void fh_msg_cache_drain (void);

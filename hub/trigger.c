@@ -5,7 +5,9 @@
     ends there, and the globs whose literal prefix (the text before the
     first '*') ends there. A lookup walks the topic down the trie once,
     collecting prefix matches on the way, exact matches at the end, and
-    trying only the globs it passes. See trigger.h for the semantics.
+    trying only the globs it passes. See trigger.h for the semantics. A
+    table of "" patterns only (consumers without topics) answers every
+    topic alike: that answer is looked up once, when it is sealed.
 
     The memo: a lookup that had globs to try is remembered, topic ->
     consumers, in a hash table of the table's own. Topics repeat (fedmsg's
@@ -78,6 +80,8 @@ typedef struct {
 #define MEMO_AFTER 64 /* lookups with globs before the memo is worth its memory */
 
 static void s_glob_cut (const char *pattern, s_glob_parts_t *parts);
+static size_t s_match_walk (fh_trigger_t *self, const uint8_t *bytes, size_t size, uint32_t *out,
+                            bool *tried_globs);
 static bool s_glob_match (const char *pattern, const s_glob_parts_t *parts, const uint8_t *text,
                           size_t size, size_t known);
 
@@ -91,6 +95,10 @@ struct fh_trigger {
     uint64_t *seen; /* scratch bitset for one lookup */
     size_t seen_words;
     bool sealed;
+    /* When every pattern is "" (consumers without topics: every message),
+       the answer for any topic, ascending; else NULL. */
+    uint32_t *always;
+    size_t always_count;
     /* The memo, allocated after MEMO_AFTER lookups that tried globs. */
     size_t glob_lookups;
     s_memo_slot_t *memo;
@@ -202,6 +210,7 @@ fh_trigger_destroy (fh_trigger_t **self_p)
         free (self->subscriptions[i]);
     free (self->subscriptions);
     free (self->seen);
+    free (self->always);
     free (self->memo);
     free (self->memo_bytes);
     free (self);
@@ -291,6 +300,17 @@ fh_trigger_seal (fh_trigger_t *self)
     }
     self->subscription_count = kept;
     self->sealed = true;
+    /* Nothing but prefix patterns ending at the root (""): every topic
+       gets the empty topic's answer, looked up once here. Out of memory,
+       lookups walk the trie as for any other table. */
+    const s_node_t *root = self->root;
+    if (!root->child_count && !root->globs.count && !root->exact.count
+        && (self->always
+            = malloc ((root->prefix.count ? root->prefix.count : 1) * sizeof *self->always))) {
+        bool tried_globs;
+        self->always_count
+            = s_match_walk (self, (const uint8_t *) "", 0, self->always, &tried_globs);
+    }
     return 0;
 }
 
@@ -442,6 +462,10 @@ size_t
 fh_trigger_match (fh_trigger_t *self, const void *topic, size_t size, uint32_t *out)
 {
     assert (self->sealed);
+    if (self->always) {
+        memcpy (out, self->always, self->always_count * sizeof *out);
+        return self->always_count;
+    }
     const uint8_t *bytes = (const uint8_t *) topic;
     uint64_t hash = 0;
     if (self->memo) {

@@ -40,20 +40,17 @@ s_report_failure (s_worker_t *worker, const fh_msg_t *msg, const char *why)
 }
 
 /* Reopen requests so far: a signal is the process's, so is this. */
-static atomic_uint_fast64_t s_reopen_requests;
+atomic_uint_fast64_t fh_cons_reopen_requests;
 
 void
 fh_consumer_reopen_all (void)
 {
-    atomic_fetch_add_explicit (&s_reopen_requests, 1, memory_order_release);
+    atomic_fetch_add_explicit (&fh_cons_reopen_requests, 1, memory_order_release);
 }
 
 void
-fh_cons_maybe_reopen (fh_consumer_t *self)
+fh_cons_reopen (fh_consumer_t *self, uint64_t want)
 {
-    uint64_t want = atomic_load_explicit (&s_reopen_requests, memory_order_acquire);
-    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) == want)
-        return;
     /* With workers, one of them answers the request and the others wait
        for it: none may write before the plugin has reopened. */
     pthread_mutex_lock (&self->reopen_lock);
@@ -68,7 +65,7 @@ fh_cons_maybe_reopen (fh_consumer_t *self)
 void
 fh_cons_reopen_answered (fh_consumer_t *self)
 {
-    atomic_store (&self->reopen_seen, atomic_load (&s_reopen_requests));
+    atomic_store (&self->reopen_seen, atomic_load (&fh_cons_reopen_requests));
 }
 
 void
@@ -156,7 +153,7 @@ s_call_consume (s_worker_t *worker, const fh_attempt_t *at, int64_t start, int64
     if (self->pool && !ticket)
         fh_pending_unclaim (self->pending); /* the place claimed for it */
     fh_host_take_reason (worker->reason, sizeof worker->reason);
-    *end = self->clock.now_ns (self->clock.arg);
+    *end = fh_cons_now (self);
     atomic_store_explicit (&worker->consume_started_ns, 0, memory_order_release);
     if (result == FANHUB_PENDING && ticket) {
         fh_pending_hold (self->pending, ticket);
@@ -225,41 +222,53 @@ fh_consumer_count_late (fh_consumer_t *self, fanhub_ticket_t ticket)
 
 /* A message's last word: counted, logged when it failed, its waiter told,
    released. */
+/* A failed message kept as a dead letter: true when it was; when it
+   could not be, counted and logged. Apart, so that the common done
+   (OK) carries no buffers. */
+static __attribute__ ((noinline)) bool
+s_dead_letter (s_worker_t *worker, fh_msg_t *msg, const char *why, uint32_t attempts,
+               int64_t first_ns, int64_t last_ns)
+{
+    fh_consumer_t *self = worker->consumer;
+    uint32_t count = msg->frame_count;
+    fanhub_bytes_t *frames = malloc (count * sizeof *frames);
+    if (!frames)
+        return false;
+    for (uint32_t i = 0; i < count; i++)
+        frames[i] = fh_msg_frame (msg, i);
+    int64_t offset = fh_clock_wall_offset_ns ();
+    fh_deadletter_item_t item = {
+        .seq = msg->seq,
+        .received_wall_ns = msg->received_ns + offset,
+        .frames = frames,
+        .frame_count = count,
+        .reason = why,
+        .attempts = attempts,
+        .first_attempt_ns = first_ns + offset,
+        .last_attempt_ns = last_ns + offset,
+    };
+    char id[FH_DEADLETTER_ID_SIZE], err[512];
+    bool stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
+    free (frames);
+    if (!stored) { /* one line per message was 14,534 lines on a full disk */
+        fh_count_add (&worker->tally.dead_letter_errors, 1);
+        char note[FH_FEDMSG_ID_SIZE + 16];
+        fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
+        fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,
+                        "consumer '%s': message %llu%s: cannot keep it as a dead letter: %s "
+                        "(failed, not in dead_lettered)",
+                        self->name, (unsigned long long) msg->seq, note, err);
+    }
+    return stored;
+}
+
 void
 fh_cons_done (s_worker_t *worker, fh_msg_t *msg, fanhub_result_t result, const char *why,
               uint32_t attempts, int64_t first_ns, int64_t last_ns)
 {
     fh_consumer_t *self = worker->consumer;
-    bool stored = false;
-    fanhub_bytes_t *frames = NULL;
-    uint32_t count = msg->frame_count;
-    if (result != FANHUB_OK && self->dead_letters && (frames = malloc (count * sizeof *frames))) {
-        for (uint32_t i = 0; i < count; i++)
-            frames[i] = fh_msg_frame (msg, i);
-        int64_t offset = fh_clock_wall_offset_ns ();
-        fh_deadletter_item_t item = {
-            .seq = msg->seq,
-            .received_wall_ns = msg->received_ns + offset,
-            .frames = frames,
-            .frame_count = count,
-            .reason = why,
-            .attempts = attempts,
-            .first_attempt_ns = first_ns + offset,
-            .last_attempt_ns = last_ns + offset,
-        };
-        char id[FH_DEADLETTER_ID_SIZE], err[512];
-        stored = fh_deadletter_add (self->dead_letters, &item, id, err, sizeof err) == 0;
-        free (frames);
-        if (!stored) { /* one line per message was 14,534 lines on a full disk */
-            fh_count_add (&worker->tally.dead_letter_errors, 1);
-            char note[FH_FEDMSG_ID_SIZE + 16];
-            fh_fedmsg_id_note (fh_msg_frame (msg, 1), note, sizeof note);
-            fh_log_limited (&worker->deadletter_log, FANHUB_LOG_ERROR,
-                            "consumer '%s': message %llu%s: cannot keep it as a dead letter: %s "
-                            "(failed, not in dead_lettered)",
-                            self->name, (unsigned long long) msg->seq, note, err);
-        }
-    }
+    bool stored = result != FANHUB_OK && self->dead_letters
+                  && s_dead_letter (worker, msg, why, attempts, first_ns, last_ns);
     fh_cons_progress_begin (worker);
     fh_count_bump (result == FANHUB_OK ? &worker->tally.completed : &worker->tally.failed);
     if (stored)
@@ -319,6 +328,23 @@ s_retry_decide (s_worker_t *worker, fanhub_result_t result, uint32_t attempts, c
     return fh_retry_delay_ms (&self->retry, attempts, &worker->rng);
 }
 
+/* s_verdict on an answer other than OK: the retry decision. Apart, so
+   that the common answer carries no buffer. */
+static __attribute__ ((noinline)) fh_verdict_t
+s_verdict_not_ok (s_worker_t *worker, fh_attempt_t *at, fanhub_result_t result, const char *late,
+                  bool expired)
+{
+    char why[512];
+    int64_t delay_ms
+        = s_retry_decide (worker, result, at->attempts, late, expired, why, sizeof why);
+    if (delay_ms >= 0) {
+        at->due_ns = at->end_ns + delay_ms * 1000000;
+        return FH_ATTEMPT_AGAIN;
+    }
+    fh_cons_done (worker, at->msg, result, why, at->attempts, at->first_ns, at->end_ns);
+    return FH_ATTEMPT_DONE;
+}
+
 /* The verdict on at after its last attempt answered result (late and
    expired as for s_retry_decide): done (fh_cons_done), or again at
    at->due_ns. */
@@ -326,16 +352,10 @@ static fh_verdict_t
 s_verdict (s_worker_t *worker, fh_attempt_t *at, fanhub_result_t result, const char *late,
            bool expired)
 {
-    char why[512];
-    int64_t delay_ms = -1;
-    why[0] = '\0';
-    if (result != FANHUB_OK) /* OK, the common answer, needs no decision */
-        delay_ms = s_retry_decide (worker, result, at->attempts, late, expired, why, sizeof why);
-    if (delay_ms >= 0) {
-        at->due_ns = at->end_ns + delay_ms * 1000000;
-        return FH_ATTEMPT_AGAIN;
-    }
-    fh_cons_done (worker, at->msg, result, why, at->attempts, at->first_ns, at->end_ns);
+    if (result != FANHUB_OK)
+        return s_verdict_not_ok (worker, at, result, late, expired);
+    /* OK, the common answer, needs no decision. */
+    fh_cons_done (worker, at->msg, result, "", at->attempts, at->first_ns, at->end_ns);
     return FH_ATTEMPT_DONE;
 }
 

@@ -49,6 +49,7 @@
 #include "consumer.h"
 
 #include "atomics.h"
+#include "clock.h"
 #include "crash.h"
 #include "crashlog.h"
 #include "deadletter.h"
@@ -442,6 +443,20 @@ fh_cons_pool_completed (fh_consumer_t *self)
         fh_cons_pool_wake_all (self);
 }
 
+/* The consumer's clock now. CLOCK_MONOTONIC, not a coarse clock (a
+   fifth of the cost): this reading ends one consume and starts the next,
+   and feeds the processing, queue-wait and end-to-end histograms, whose
+   buckets go down to the microsecond; a coarse clock moves a few times a
+   millisecond at best. The real clock is read here directly, a test's
+   through its hook. */
+static inline int64_t
+fh_cons_now (const fh_consumer_t *self)
+{
+    if (self->clock.now_ns == fh_clock_real.now_ns)
+        return fh_clock_mono_ns ();
+    return self->clock.now_ns (self->clock.arg);
+}
+
 /* A worker starts msg (now): counted in dequeued, its queue wait
    recorded. Retries are not starts. */
 static inline void
@@ -489,9 +504,20 @@ bool fh_cons_completion (s_worker_t *worker, fh_attempt_t *at, fh_verdict_t *ver
 void fh_cons_stopped (s_worker_t *worker, fh_attempt_t *at);
 /* The pending table's wake-up: a completion came. */
 void fh_cons_pending_wake (void *arg);
+/* Reopen requests so far (fh_consumer_reopen_all). */
+extern atomic_uint_fast64_t fh_cons_reopen_requests;
+/* The plugin's reopen for request `want`, once for all the workers. */
+void fh_cons_reopen (fh_consumer_t *self, uint64_t want);
 /* On a consumer's thread, before consume and idle: the plugin's reopen,
-   once per request (fh_consumer_reopen_all). */
-void fh_cons_maybe_reopen (fh_consumer_t *self);
+   once per request (fh_consumer_reopen_all). Inline: before every
+   consume, two loads. */
+static inline void
+fh_cons_maybe_reopen (fh_consumer_t *self)
+{
+    uint64_t want = atomic_load_explicit (&fh_cons_reopen_requests, memory_order_acquire);
+    if (atomic_load_explicit (&self->reopen_seen, memory_order_acquire) != want)
+        fh_cons_reopen (self, want);
+}
 /* Every reopen request so far counts as answered (init has just opened
    afresh). */
 void fh_cons_reopen_answered (fh_consumer_t *self);

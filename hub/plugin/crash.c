@@ -14,11 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Set by the thread itself around plugin calls, read by its own signal
-   handler: a thread-local of the executable is async-signal-safe. */
-static _Thread_local const fh_crash_site_t *tl_site;
-static _Thread_local const char *tl_where;
-static _Thread_local const fh_msg_t *tl_msg;
+/* See crash.h: set by the thread itself around plugin calls, read by its
+   own signal handler. */
+_Thread_local const fh_crash_site_t *fh_crash_tl_site;
+_Thread_local const char *fh_crash_tl_where;
+_Thread_local const fh_msg_t *fh_crash_tl_msg;
+_Thread_local bool fh_crash_tl_alt_stack;
 
 static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
@@ -30,7 +31,6 @@ static const int s_fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 static pthread_key_t s_alt_stack_key;
 static pthread_once_t s_alt_stack_once = PTHREAD_ONCE_INIT;
 static bool s_alt_stack_keyed; /* written once, under s_alt_stack_once */
-static _Thread_local bool tl_alt_stack;
 
 static void
 s_alt_stack_free (void *memory)
@@ -49,7 +49,7 @@ s_alt_stack_key_create (void)
 void
 fh_crash_thread (void)
 {
-    if (tl_alt_stack)
+    if (fh_crash_tl_alt_stack)
         return;
     /* The key before any stack: consume may run where fh_crash_install
        never did (the unit tests), and a key never made is some other
@@ -57,7 +57,7 @@ fh_crash_thread (void)
     pthread_once (&s_alt_stack_once, s_alt_stack_key_create);
     if (!s_alt_stack_keyed)
         return;
-    tl_alt_stack = true; /* tried once: without one, the handler still runs
+    fh_crash_tl_alt_stack = true; /* tried once: without one, the handler still runs
                             for everything but an overflow */
     size_t size = ALT_STACK_BYTES > SIGSTKSZ ? ALT_STACK_BYTES : (size_t) SIGSTKSZ;
     stack_t stack = {.ss_sp = malloc (size), .ss_size = size, .ss_flags = 0};
@@ -70,22 +70,6 @@ fh_crash_thread (void)
         s_alt_stack_free (memory);
         return;
     }
-}
-
-void
-fh_crash_enter (const fh_crash_site_t *site, const char *where, const fh_msg_t *msg)
-{
-    fh_crash_thread ();
-    tl_where = where;
-    tl_msg = msg;
-    atomic_signal_fence (memory_order_seq_cst);
-    tl_site = site;
-}
-
-void
-fh_crash_leave (void)
-{
-    tl_site = NULL;
 }
 
 /* Async-signal-safe appending, a byte at a time. */
@@ -151,7 +135,7 @@ s_msg_id (fanhub_bytes_t body, const char **start)
 static size_t
 s_describe_message (char *line, size_t used, size_t size, int sig)
 {
-    const fh_msg_t *msg = tl_msg;
+    const fh_msg_t *msg = fh_crash_tl_msg;
     if (!msg)
         return used;
     char digits[24];
@@ -174,7 +158,7 @@ s_describe_message (char *line, size_t used, size_t size, int sig)
         used = s_append_bytes (line, used, size, id, id_len, 120);
     }
     used = s_append (line, used, size, ")");
-    int fd = tl_site->record_fd;
+    int fd = fh_crash_tl_site->record_fd;
     if (fd >= 0) {
         uint32_t crc = fh_crashlog_identity (topic, body);
         used = s_append (line, used, size,
@@ -195,7 +179,7 @@ s_fatal (int sig)
     do
         number[--n] = (char) ('0' + value % 10);
     while ((value /= 10) && n);
-    const fh_crash_site_t *site = tl_site;
+    const fh_crash_site_t *site = fh_crash_tl_site;
     size_t used = s_append (line, 0, sizeof line, fh_log_to_journal () ? "<2>" : "fanhub: error: ");
     used = s_append (line, used, sizeof line, "fatal signal ");
     used = s_append (line, used, sizeof line, number + n);
@@ -203,7 +187,7 @@ s_fatal (int sig)
     used = s_append (line, used, sizeof line, fh_crashlog_signal_name (sig));
     if (site) {
         used = s_append (line, used, sizeof line, ") inside ");
-        used = s_append (line, used, sizeof line, tl_where);
+        used = s_append (line, used, sizeof line, fh_crash_tl_where);
         used = s_append (line, used, sizeof line, " of consumer '");
         used = s_append (line, used, sizeof line, site->consumer);
         used = s_append (line, used, sizeof line, "', plugin ");
@@ -232,12 +216,12 @@ static void
 s_on_exit (int status, void *arg)
 {
     (void) arg;
-    const fh_crash_site_t *site = tl_site;
+    const fh_crash_site_t *site = fh_crash_tl_site;
     if (!site)
         return;
     fh_error ("consumer '%s', plugin %s: called exit(%d) inside %s: the hub stops "
               "with that status (a restart recovers spilled messages from the spool)",
-              site->consumer, site->plugin, status, tl_where);
+              site->consumer, site->plugin, status, fh_crash_tl_where);
     fflush (stderr);
     _exit (status);
 }

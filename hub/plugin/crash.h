@@ -22,6 +22,9 @@
 
 #include "fanhub/consumer.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
 /* Main thread, once, before any plugin runs: the signal handlers, and an
    exit handler that runs before CZMQ's (it initialises CZMQ first). */
 void fh_crash_install (void);
@@ -38,11 +41,34 @@ typedef struct {
     int record_fd;
 } fh_crash_site_t;
 
+/* What the thread's own signal handler reads (crash.c): set by the
+   thread around its plugin calls; a thread-local of the executable is
+   async-signal-safe. tl_alt_stack: the thread has tried for its stack. */
+extern _Thread_local const fh_crash_site_t *fh_crash_tl_site;
+extern _Thread_local const char *fh_crash_tl_where;
+extern _Thread_local const fanhub_msg_t *fh_crash_tl_msg;
+extern _Thread_local bool fh_crash_tl_alt_stack;
+
 /* Around each plugin call: `where` is "consume", "idle", "init" or "fini",
    msg the message inside consume or NULL. Three stores to thread-locals:
    nothing is formatted or copied until a crash. site, where and msg must
-   live until fh_crash_leave. */
-void fh_crash_enter (const fh_crash_site_t *site, const char *where, const fanhub_msg_t *msg);
-void fh_crash_leave (void);
+   live until fh_crash_leave. Inline: they run around every consume. */
+static inline void
+fh_crash_enter (const fh_crash_site_t *site, const char *where, const fanhub_msg_t *msg)
+{
+    if (!fh_crash_tl_alt_stack)
+        fh_crash_thread ();
+    fh_crash_tl_where = where;
+    fh_crash_tl_msg = msg;
+    /* The handler sees where and msg once it sees the site. */
+    atomic_signal_fence (memory_order_seq_cst);
+    fh_crash_tl_site = site;
+}
+
+static inline void
+fh_crash_leave (void)
+{
+    fh_crash_tl_site = NULL;
+}
 
 #endif

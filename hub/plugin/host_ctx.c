@@ -144,24 +144,21 @@ fh_host_ctx_late (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, const char *call)
 }
 
 /* The reason of the consume running on this thread (set_reason). */
-static _Thread_local char s_reason[256];
+_Thread_local char fh_host_reason[256];
 
 void
 fh_host_set_reason (const char *fmt, va_list args)
 {
-    fanhub_utf8_vformat (s_reason, sizeof s_reason, fmt, args);
-    s_reason[strcspn (s_reason, "\r\n")] = '\0'; /* one line */
+    fanhub_utf8_vformat (fh_host_reason, sizeof fh_host_reason, fmt, args);
+    fh_host_reason[strcspn (fh_host_reason, "\r\n")] = '\0'; /* one line */
 }
 
 void
-fh_host_take_reason (char *reason, size_t size)
+fh_host_take_reason_set (char *reason, size_t size)
 {
-    /* Most answers come without a reason: no formatting then (a snprintf
-       per consume was a quarter of the K=1 path's instructions). */
-    if (!s_reason[0]) {
-        reason[0] = '\0';
-        return;
-    }
-    fanhub_utf8_copy (reason, size, s_reason);
-    s_reason[0] = '\0';
+    /* Most answers come without a reason: formatted only when there is
+       one (a snprintf per consume was a quarter of the K=1 path's
+       instructions). */
+    fanhub_utf8_copy (reason, size, fh_host_reason);
+    fh_host_reason[0] = '\0';
 }

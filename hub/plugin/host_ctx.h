@@ -82,9 +82,21 @@ void fh_host_ctx_late (fanhub_ctx_t *ctx, fanhub_ticket_t ticket, const char *ca
 /* host->set_reason: the reason of the consume running on this thread,
    formatted, one line. */
 void fh_host_set_reason (const char *fmt, va_list args) FANHUB_PRINTF (1, 0);
+/* The reason set on this thread and not yet taken, "" when none. */
+extern _Thread_local char fh_host_reason[256];
+/* fh_host_take_reason when there is one. */
+void fh_host_take_reason_set (char *reason, size_t size);
 /* The reason the plugin gave with host->set_reason on this thread since
    the last call (copied into reason, "" when none), and forgets it. The
-   consumer runtime calls it after each consume. */
-void fh_host_take_reason (char *reason, size_t size);
+   consumer runtime calls it after each consume; most answers come without
+   a reason, and cost a look (inline) and a store. */
+static inline void
+fh_host_take_reason (char *reason, size_t size)
+{
+    if (fh_host_reason[0])
+        fh_host_take_reason_set (reason, size);
+    else
+        reason[0] = '\0';
+}
 
 #endif

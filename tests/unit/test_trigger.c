@@ -148,6 +148,40 @@ test_table_matches_reference (void **state)
     fh_trigger_destroy (&table); /* twice is safe */
 }
 
+/* Tables whose every pattern is "" answer every topic alike (looked up
+   once at seal); one pattern more, and they walk as any table. */
+static const char *const e_all[] = {"", NULL};
+static const char *const e_twice[] = {"", "", NULL};
+static const char *const e_org[] = {"", "org.", NULL};
+static const char *const e_exact[] = {"=", NULL};
+static const char *const e_glob[] = {"*x", NULL};
+static const char *const *const everyone[] = {e_all, p4, e_twice, e_all};
+static const char *const *const nobody[] = {p4};
+static const char *const *const everyone_and_prefix[] = {e_all, p4, e_org};
+static const char *const *const everyone_and_exact[] = {e_all, e_exact};
+static const char *const *const everyone_and_glob[] = {e_glob, e_all};
+
+static void
+test_everyone_tables (void **state)
+{
+    (void) state;
+    static const struct {
+        const char *const *const *patterns;
+        size_t consumers;
+    } tables[] = {
+        {everyone, 4},           {everyone, 1},          {nobody, 1}, {everyone_and_prefix, 3},
+        {everyone_and_exact, 2}, {everyone_and_glob, 2},
+    };
+    for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+        fh_trigger_t *table = build_table (tables[t].patterns, tables[t].consumers);
+        for (size_t i = 0; i < sizeof table_topics / sizeof table_topics[0]; i++)
+            check_against_reference (table, tables[t].patterns, tables[t].consumers,
+                                     table_topics[i]);
+        check_against_reference (table, tables[t].patterns, tables[t].consumers, "x");
+        fh_trigger_destroy (&table);
+    }
+}
+
 static void
 test_many_consumers_random (void **state)
 {
@@ -479,6 +513,7 @@ main (void)
         cmocka_unit_test (test_topic_with_nul_byte),
         cmocka_unit_test (test_table_matches_reference),
         cmocka_unit_test (test_many_consumers_random),
+        cmocka_unit_test (test_everyone_tables),
         cmocka_unit_test (test_subscriptions_minimal),
         cmocka_unit_test (test_duplicate_patterns_match_once),
         cmocka_unit_test (test_duplicates_out_of_order),
