@@ -228,7 +228,7 @@ test_plugin_group_and_option_case (void **state)
     const fanhub_option_t empty[] = {FANHUB_FAKE_SCALAR ("path", "", "t.yaml:5:13")};
     const fanhub_option_t accepted = FANHUB_FAKE_MAP (NULL, good, 1, "t.yaml:4:3");
     const fanhub_option_t refused = FANHUB_FAKE_MAP (NULL, empty, 1, "t.yaml:4:3");
-    const char *why = "options.path: must not be empty (t.yaml:5:13)";
+    const char *why = "options.path: expected a file name, got \"\" (t.yaml:5:13)";
     fanhub_ctx_t ctx;
     fanhub_fake_ctx_init (&ctx);
     char got[1536] = "";
@@ -239,12 +239,12 @@ test_plugin_group_and_option_case (void **state)
                       0);
     assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &accepted, why, got, sizeof got),
                       -1);
-    assert_string_equal (got, "rc 0\n got: (accepted)\nwant: options.path: must not be empty "
-                              "(t.yaml:5:13)");
+    assert_string_equal (got, "rc 0\n got: (accepted)\nwant: options.path: expected a file name, "
+                              "got \"\" (t.yaml:5:13)");
     assert_int_equal (fanhub_fake_option_case (plugin.desc, &ctx, &refused, NULL, got, sizeof got),
                       -1);
-    assert_string_equal (got, "rc -1\n got: options.path: must not be empty (t.yaml:5:13)\n"
-                              "want: (accepted)");
+    assert_string_equal (got, "rc -1\n got: options.path: expected a file name, got \"\" "
+                              "(t.yaml:5:13)\nwant: (accepted)");
     char dir[sizeof plugin.dir];
     memcpy (dir, plugin.dir, sizeof dir);
     fanhub_fake_plugin_close (&plugin);
