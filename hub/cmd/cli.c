@@ -42,6 +42,15 @@ fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **a
     optind = 0; /* 0, not 1: a full reset of getopt's state between commands */
 }
 
+void
+fh_cli_begin_typed (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv,
+                    const fh_cli_value_t *values, void *target)
+{
+    fh_cli_begin (cli, command, argc, argv);
+    cli->values = values;
+    cli->target = target;
+}
+
 static const fh_cli_option_t *
 s_by_id (const fh_cli_command_t *command, int id)
 {

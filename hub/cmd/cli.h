@@ -123,6 +123,10 @@ enum { FH_CLI_CURVE_KEY = FH_CLI_LONG_ONLY + 200, FH_CLI_SERVER_KEY };
     }
 
 void fh_cli_begin (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv);
+/* The same, with the command's typed options: their table and the struct
+   (or variable) their offsets are in. */
+void fh_cli_begin_typed (fh_cli_t *cli, const fh_cli_command_t *command, int argc, char **argv,
+                         const fh_cli_value_t *values, void *target);
 /* The next option's id, with its value in *arg (NULL for a flag; a
    typed option's is stored already, and *arg is its text); 0 at the
    end of the options; -1 when the command is to return fh_cli_status:

@@ -68,9 +68,7 @@ fh_cmd_check (int argc, char **argv)
     bool connect = false;
     double timeout_s = 5;
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = &timeout_s;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, &timeout_s);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {

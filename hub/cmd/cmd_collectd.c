@@ -249,9 +249,7 @@ fh_cmd_collectd (int argc, char **argv)
     bool interval_given = false, after_given = false;
     s_opts_t opts = {S_DEFAULT_INTERVAL, FH_COLLECTD_DISCONNECTED_AFTER_S};
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = &opts;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, &opts);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {

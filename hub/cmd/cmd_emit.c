@@ -131,9 +131,7 @@ fh_cmd_emit (int argc, char **argv)
     bool wait = false;
     double timeout_s = 30;
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = &timeout_s;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, &timeout_s);
     int opt;
     const char *arg;
     fh_cli_fedmsg_t fedmsg = {0};

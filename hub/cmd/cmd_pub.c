@@ -307,9 +307,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
     };
     s_where_t where = {0};
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = opts;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, opts);
     int c, status = -1;
     const char *arg;
     while (status < 0 && (c = fh_cli_next (&cli, &arg)) > 0)

@@ -53,9 +53,7 @@ s_parse (int argc, char **argv, double *timeout_s, fh_config_t **config, int *st
     *config = NULL;
     *status = FH_EXIT_USAGE;
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = timeout_s;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, timeout_s);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0)

@@ -502,9 +502,7 @@ static int
 s_parse_args (int argc, char **argv, s_args_t *args)
 {
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = args;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, args);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {

@@ -46,11 +46,9 @@ static const fh_cli_command_t s_command = {
 int
 fh_cmd_restart (int argc, char **argv)
 {
-    fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
     double timeout_s = 65;
-    cli.values = s_values;
-    cli.target = &timeout_s;
+    fh_cli_t cli;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, &timeout_s);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0)

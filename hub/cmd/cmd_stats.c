@@ -360,9 +360,7 @@ fh_cmd_stats (int argc, char **argv)
     bool format_given = false, watch = false;
     int timeout_ms = 2000;
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = &timeout_ms;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, &timeout_ms);
     int opt;
     const char *arg;
     while ((opt = fh_cli_next (&cli, &arg)) > 0) {

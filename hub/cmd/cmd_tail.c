@@ -217,9 +217,7 @@ s_parse (int argc, char **argv, s_opts_t *opts)
         return FH_EXIT_FAILURE;
     }
     fh_cli_t cli;
-    fh_cli_begin (&cli, &s_command, argc, argv);
-    cli.values = s_values;
-    cli.target = opts;
+    fh_cli_begin_typed (&cli, &s_command, argc, argv, s_values, opts);
     int c;
     const char *arg;
     const char *config_path = NULL;
