@@ -506,7 +506,9 @@ test_control_default (void **state)
         fh_config_destroy (&cfg);
     }
 
-    /* Off loopback in clear, when the configuration says so. */
+    /* Off loopback in clear, when the configuration says so. Parsed only:
+       no hub starts, nothing is bound or sent to these TEST-NET
+       addresses (nor to allow_ip's below). */
     cfg = s_load_ok ("control: tcp://192.0.2.1:9950\ncontrol_insecure: true\n" BUS CONSUMERS);
     assert_true (cfg->control_insecure);
     assert_null (cfg->control_curve.secret_key_file);
@@ -666,6 +668,7 @@ test_endpoint_check (void **state)
         {NULL, false, "empty endpoint"},
         {"", true, "empty endpoint"},
         {"udp://a:1", false, "unsupported transport 'udp' (use tcp://, ipc:// or inproc://)"},
+        /* Checked as text only: no socket is made for any endpoint here. */
         {"pgm://eth0;239.192.1.1:5555", false, "unsupported transport 'pgm'"},
         {"TCP://a:1", false, "unsupported transport 'TCP'"},
         {"://a:1", false, "unsupported transport ''"},
